@@ -1,0 +1,102 @@
+//! The command-line types. Parsing lives here so tests can reach it; behaviour lives in
+//! the modules each subcommand names.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "orbit",
+    version,
+    about = "Bounded, resumable, crash-safe loops for AI coding agents",
+    long_about = "orbit renders a self-contained loop directory whose runner drives an AI coding \
+                  agent until the harness (never the agent) decides the goal is DONE."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Render a loop directory from a goal.
+    Init(InitArgs),
+    /// Run a loop (executes its run-loop.sh).
+    Run(RunArgs),
+    /// Run an end-to-end loop in a temporary repository with a built-in simulated agent.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The goal, in words. '-' reads it from standard input.
+    #[arg(value_name = "GOAL", allow_hyphen_values = false)]
+    pub goal: Option<String>,
+
+    /// Read the goal from a file instead.
+    #[arg(long, value_name = "FILE", conflicts_with = "goal")]
+    pub goal_file: Option<PathBuf>,
+
+    /// The loop directory (default: .orbit/<slug> at the repository root).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// The agent: claude, codex, gemini or custom [default: claude].
+    #[arg(long, value_name = "NAME")]
+    pub engine: Option<String>,
+
+    /// The agent command for --engine custom, split like a shell into an argv.
+    #[arg(long = "exec", value_name = "CMD ARGS")]
+    pub exec: Option<String>,
+
+    /// An acceptance check (a shell command that exits 0 when it holds). Repeatable.
+    #[arg(long = "verify", value_name = "CMD")]
+    pub verify: Vec<String>,
+
+    /// Repository paths (globs) the agent must not change. Repeatable.
+    #[arg(long = "protect", value_name = "GLOB")]
+    pub protect: Vec<String>,
+
+    /// Cumulative cap on iterations, across runs.
+    #[arg(long, value_name = "N")]
+    pub max_iterations: Option<u64>,
+
+    /// Per-agent-run timeout, e.g. 600s, 10m, 1h.
+    #[arg(long, value_name = "DUR")]
+    pub exec_timeout: Option<String>,
+
+    /// Wall-clock cap for the whole loop (0 = none).
+    #[arg(long, value_name = "DUR")]
+    pub loop_timeout: Option<String>,
+
+    /// Hard cap on total spend, in USD.
+    #[arg(long, value_name = "X")]
+    pub usd_cap: Option<String>,
+
+    /// Consecutive verify passes required for DONE.
+    #[arg(long, value_name = "K")]
+    pub pass_k: Option<u32>,
+
+    /// Re-render the scripts of an existing loop from its loop.toml, keeping its state.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The loop directory (default: the only loop under .orbit/).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Do at most one iteration (a cron tick).
+    #[arg(long)]
+    pub once: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where to create the demo repository (default: a new temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}

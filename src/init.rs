@@ -1,0 +1,488 @@
+//! `orbit init`: render a loop directory from a goal, or re-render an existing loop's
+//! scripts from its loop.toml (`--force`). Everything is validated before anything is
+//! written, and a new loop directory appears whole or not at all.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+use std::process::Command;
+
+use crate::cli::InitArgs;
+use crate::config::LoopConfig;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::goal::{self, GoalText};
+use crate::render::{self, View};
+use crate::state::{Sidecar, State};
+use crate::{fsx, pins, progress};
+
+/// What `orbit init` did.
+#[derive(Debug)]
+pub struct InitOutcome {
+    pub dir: PathBuf,
+    pub rerendered: bool,
+}
+
+/// The repository root containing `dir` (canonical).
+pub fn repo_root(dir: &Path) -> Result<PathBuf> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "--show-toplevel"])
+        .output()
+        .map_err(|e| Error::io("cannot run git (is it installed?)", e))?;
+    if !out.status.success() {
+        return Err(Error::Git(format!(
+            "{} is not inside a git repository: orbit loops live in one (run `git init` first)",
+            dir.display()
+        )));
+    }
+    let text = String::from_utf8_lossy(&out.stdout)
+        .trim_end_matches('\n')
+        .to_string();
+    fs::canonicalize(&text).map_err(|e| Error::io(format!("cannot resolve {text}"), e))
+}
+
+fn read_goal(args: &InitArgs) -> Result<GoalText> {
+    let bytes = match (&args.goal, &args.goal_file) {
+        (Some(g), None) if g == "-" => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .map_err(|e| Error::io("cannot read the goal from standard input", e))?;
+            buf
+        }
+        (Some(g), None) => g.clone().into_bytes(),
+        (None, Some(file)) => fsx::read(file)?,
+        (None, None) => {
+            return Err(Error::Usage(
+                "orbit init needs a goal: orbit init \"make cargo test pass\" (or --goal-file FILE, or - for stdin)".into(),
+            ));
+        }
+        (Some(_), Some(_)) => {
+            return Err(Error::Usage(
+                "give the goal once: either GOAL or --goal-file".into(),
+            ));
+        }
+    };
+    GoalText::from_bytes(bytes)
+}
+
+/// The acceptance check a repository suggests when no --verify is given.
+pub fn detect_check(repo: &Path) -> Option<(String, &'static str)> {
+    let has = |f: &str| repo.join(f).is_file();
+    if has("Cargo.toml") {
+        return Some(("cargo test".into(), "Cargo.toml"));
+    }
+    if has("go.mod") {
+        return Some(("go test ./...".into(), "go.mod"));
+    }
+    if has("package.json") {
+        return Some(("npm test".into(), "package.json"));
+    }
+    if has("pyproject.toml") || has("pytest.ini") || has("setup.py") {
+        return Some(("python3 -m pytest".into(), "a Python project file"));
+    }
+    if let Ok(text) = fs::read_to_string(repo.join("Makefile"))
+        && text.lines().any(|l| l.starts_with("test:"))
+    {
+        return Some(("make test".into(), "Makefile's test target"));
+    }
+    None
+}
+
+/// Lexically normalises `path` against `base` (no filesystem access).
+fn absolutize(base: &Path, path: &Path) -> Result<PathBuf> {
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    };
+    let mut out = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            Component::ParentDir => {
+                if !out.pop() {
+                    return Err(Error::path(path, "the path climbs above the root"));
+                }
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    Ok(out)
+}
+
+/// Resolves the loop directory: inside the repository, not a symlink, not inside `.git`.
+/// Returns the directory and its path relative to the repository root.
+fn resolve_dir(cwd: &Path, repo: &Path, dir: &Path) -> Result<(PathBuf, String)> {
+    let abs = absolutize(cwd, dir)?;
+    // Find the nearest existing ancestor; refuse symlinks on the way.
+    let mut existing = abs.clone();
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        match fs::symlink_metadata(&existing) {
+            Ok(meta) => {
+                if meta.file_type().is_symlink() {
+                    return Err(Error::path(
+                        &existing,
+                        "is a symlink: a loop directory (and the path to it) must be a real directory",
+                    ));
+                }
+                if !meta.is_dir() {
+                    return Err(Error::path(&existing, "exists and is not a directory"));
+                }
+                break;
+            }
+            Err(_) => {
+                let name = existing
+                    .file_name()
+                    .ok_or_else(|| Error::path(&abs, "has no existing parent"))?
+                    .to_os_string();
+                rest.push(name);
+                if !existing.pop() {
+                    return Err(Error::path(&abs, "has no existing parent"));
+                }
+            }
+        }
+    }
+    let mut real = fs::canonicalize(&existing)
+        .map_err(|e| Error::io(format!("cannot resolve {}", existing.display()), e))?;
+    for part in rest.iter().rev() {
+        real.push(part);
+    }
+    let rel = real.strip_prefix(repo).map_err(|_| {
+        Error::path(
+            &abs,
+            format!(
+                "is outside the repository {}: put the loop directory inside it (default .orbit/<slug>)",
+                repo.display()
+            ),
+        )
+    })?;
+    if rel.as_os_str().is_empty() {
+        return Err(Error::path(
+            &abs,
+            "is the repository root itself: choose a subdirectory such as .orbit/<name>",
+        ));
+    }
+    if rel
+        .components()
+        .next()
+        .map(|c| c.as_os_str() == ".git")
+        .unwrap_or(false)
+    {
+        return Err(Error::path(
+            &abs,
+            "is inside .git: choose another directory",
+        ));
+    }
+    let rel_text = rel
+        .to_str()
+        .ok_or_else(|| Error::path(&abs, "is not valid UTF-8: choose a plain name"))?
+        .to_string();
+    if rel_text.chars().any(|c| c.is_control() || c == '\\') {
+        return Err(Error::path(
+            &abs,
+            "contains a control character or backslash: choose a plain name",
+        ));
+    }
+    Ok((real, rel_text))
+}
+
+fn loop_name_of(rel: &str) -> String {
+    let last = rel.rsplit('/').next().unwrap_or(rel);
+    goal::slugify(last, 40).unwrap_or_else(|| "loop".into())
+}
+
+/// Builds the loop's configuration from the flags.
+fn config_from_args(args: &InitArgs, repo: &Path, name: String) -> Result<LoopConfig> {
+    let engine = Engine::parse(args.engine.as_deref().unwrap_or("claude"))?;
+    let argv = engine.argv(args.exec.as_deref())?;
+    let mut cfg = LoopConfig {
+        name,
+        engine,
+        argv,
+        verify: args.verify.clone(),
+        protect: args.protect.clone(),
+        ..LoopConfig::default()
+    };
+    if let Some(n) = args.max_iterations {
+        cfg.max_iterations = n;
+    }
+    if let Some(t) = &args.exec_timeout {
+        cfg.exec_timeout = goal::format_duration(goal::parse_duration("--exec-timeout", t)?);
+    }
+    if let Some(t) = &args.loop_timeout {
+        cfg.loop_timeout = goal::format_duration(goal::parse_duration("--loop-timeout", t)?);
+    }
+    if let Some(x) = &args.usd_cap {
+        cfg.usd_cap = Some(goal::parse_usd("--usd-cap", x)? as f64 / 1e6);
+    }
+    if let Some(k) = args.pass_k {
+        cfg.pass_k = k;
+    }
+    if cfg.verify.is_empty() {
+        match detect_check(repo) {
+            Some((cmd, why)) => {
+                eprintln!(
+                    "orbit: no --verify given; using `{cmd}` (found {why}). Add --verify 'CMD' to choose the checks."
+                );
+                cfg.verify.push(cmd);
+            }
+            None => {
+                return Err(Error::Usage(
+                    "no acceptance check: add --verify 'CMD' (a command that exits 0 when the goal holds), e.g. --verify 'cargo test'. \
+                     Without a check the loop could never be DONE.".into(),
+                ));
+            }
+        }
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// `orbit init`.
+pub fn init(args: &InitArgs) -> Result<InitOutcome> {
+    let cwd =
+        std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
+    let repo = repo_root(&cwd)?;
+    if args.force {
+        return rerender(args, &cwd, &repo);
+    }
+    let goal = read_goal(args)?;
+    let dir_arg = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| repo.join(".orbit").join(goal.slug()));
+    let (dir, rel) = resolve_dir(&cwd, &repo, &dir_arg)?;
+    if dir.exists() {
+        if dir.join("state.env").exists() || dir.join("loop.toml").exists() {
+            return Err(Error::Refused(format!(
+                "a loop already exists at {}: `orbit init --force --dir {}` re-renders its scripts (keeping its state), or choose another --dir",
+                dir.display(),
+                dir.display()
+            )));
+        }
+        let empty = fs::read_dir(&dir)
+            .map_err(|e| Error::io(format!("cannot read {}", dir.display()), e))?
+            .next()
+            .is_none();
+        if !empty {
+            return Err(Error::Refused(format!(
+                "{} exists and is not empty: choose a new --dir for the loop",
+                dir.display()
+            )));
+        }
+    }
+    let name = if args.dir.is_some() {
+        loop_name_of(&rel)
+    } else {
+        goal.slug()
+    };
+    let cfg = config_from_args(args, &repo, name)?;
+    let view = View::new(&cfg, &goal, &rel);
+    let files = render::render_all(&view)?;
+    write_new_loop(&dir, &cfg, &files)?;
+    println!("orbit: loop rendered in {rel}");
+    println!("  engine: {} ({})", cfg.engine.name(), cfg.argv.join(" "));
+    println!("  checks: {}", cfg.verify.len());
+    println!(
+        "  next:   review {rel}/goal.md, then `orbit run {rel}` (or `bash {rel}/run-loop.sh`)"
+    );
+    Ok(InitOutcome {
+        dir,
+        rerendered: false,
+    })
+}
+
+/// The progress.md of a new loop: the preamble and the iteration 0 entry.
+pub fn initial_progress(cfg: &LoopConfig, now: u64) -> String {
+    let mut doc = progress::preamble(&cfg.name);
+    let entry = format!(
+        "## Iteration 0 — READY\n- at: {}\n- decision: READY — rendered by orbit {} (engine {}, {} check(s), at most {} iteration(s)); review goal.md, then run run-loop.sh\n",
+        fsx::iso_utc(now),
+        env!("CARGO_PKG_VERSION"),
+        cfg.engine.name(),
+        cfg.verify.len(),
+        cfg.max_iterations
+    );
+    let (closed, _) = progress::close_entry(progress::GENESIS, 0, &entry);
+    doc.push_str(&closed);
+    doc
+}
+
+fn write_new_loop(
+    dir: &Path,
+    cfg: &LoopConfig,
+    files: &[(&'static str, String, bool)],
+) -> Result<()> {
+    let parent = dir
+        .parent()
+        .ok_or_else(|| Error::path(dir, "has no parent directory"))?;
+    fs::create_dir_all(parent)
+        .map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
+    let base = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = parent.join(format!(".{base}.orbit-init.{}", std::process::id()));
+    let result = populate(&tmp, cfg, files).and_then(|_| {
+        if dir.exists() {
+            fs::remove_dir(dir)
+                .map_err(|e| Error::io(format!("cannot replace {}", dir.display()), e))?;
+        }
+        fs::rename(&tmp, dir).map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))
+    });
+    if result.is_err() {
+        let _ = fs::remove_dir_all(&tmp);
+    }
+    result
+}
+
+fn populate(tmp: &Path, cfg: &LoopConfig, files: &[(&'static str, String, bool)]) -> Result<()> {
+    fs::create_dir(tmp).map_err(|e| Error::io(format!("cannot create {}", tmp.display()), e))?;
+    let now = fsx::now_epoch();
+    let mut pinned: Vec<(String, String)> = Vec::new();
+    let toml = cfg.to_toml();
+    let mut all: Vec<(&str, &str, bool)> =
+        files.iter().map(|(n, t, x)| (*n, t.as_str(), *x)).collect();
+    all.push(("loop.toml", &toml, false));
+    fs::create_dir(tmp.join(".pins")).map_err(|e| Error::io("cannot create .pins", e))?;
+    for (name, text, exec) in &all {
+        let path = tmp.join(name);
+        if *exec {
+            fsx::write_atomic_exec(&path, text.as_bytes())?;
+        } else {
+            fsx::write_atomic(&path, text.as_bytes())?;
+        }
+        if pins::INIT_PINNED.contains(name) {
+            pinned.push(pins::pin_bytes(name, text.as_bytes()));
+            fsx::write_atomic(&tmp.join(".pins").join(name), text.as_bytes())?;
+        }
+    }
+    pinned.sort_by_key(|(_, p)| pins::INIT_PINNED.iter().position(|x| x == p));
+    fsx::write_atomic(&tmp.join("pins.sha256"), pins::print(&pinned).as_bytes())?;
+    fsx::write_atomic(&tmp.join("notes.md"), render::NOTES_MD.as_bytes())?;
+    fsx::write_atomic(
+        &tmp.join("progress.md"),
+        initial_progress(cfg, now).as_bytes(),
+    )?;
+    let state = State::ready(&cfg.contract_version, now);
+    let text = state.print();
+    fsx::write_atomic(&tmp.join("state.env"), text.as_bytes())?;
+    fsx::write_atomic(
+        &tmp.join("state.env.sha256"),
+        Sidecar::for_state(&text, state.generation)
+            .print()
+            .as_bytes(),
+    )?;
+    Ok(())
+}
+
+/// Whether a runner holds the loop's lock (probed without taking it for long).
+pub fn runner_holds_lock(dir: &Path) -> bool {
+    let path = dir.join(".run-loop.lock");
+    let Ok(file) = fs::OpenOptions::new().read(true).open(&path) else {
+        return dir.join(".run-loop.lock.d").exists();
+    };
+    match file.try_lock() {
+        Ok(()) => {
+            let _ = file.unlock();
+            dir.join(".run-loop.lock.d").exists()
+        }
+        Err(_) => true,
+    }
+}
+
+/// `orbit init --force`: re-render the scripts and prompt from loop.toml; state.env,
+/// progress.md, events.jsonl, goal.md and the iteration history stay untouched.
+fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
+    let given_settings = !args.verify.is_empty()
+        || !args.protect.is_empty()
+        || args.engine.is_some()
+        || args.exec.is_some()
+        || args.max_iterations.is_some()
+        || args.exec_timeout.is_some()
+        || args.loop_timeout.is_some()
+        || args.usd_cap.is_some()
+        || args.pass_k.is_some();
+    if given_settings {
+        return Err(Error::Usage(
+            "--force re-renders the scripts from the loop's loop.toml: change settings there, then run `orbit init --force --dir DIR`".into(),
+        ));
+    }
+    let dir_arg = match (&args.dir, &args.goal, &args.goal_file) {
+        (Some(d), _, _) => d.clone(),
+        (None, None, None) => {
+            return Err(Error::Usage(
+                "orbit init --force needs the loop: --dir DIR".into(),
+            ));
+        }
+        _ => repo.join(".orbit").join(read_goal(args)?.slug()),
+    };
+    let (dir, rel) = resolve_dir(cwd, repo, &dir_arg)?;
+    let cfg_path = dir.join("loop.toml");
+    if !cfg_path.is_file() {
+        return Err(Error::path(
+            &dir,
+            "holds no loop.toml: it is not an orbit loop (run orbit init GOAL to make one)",
+        ));
+    }
+    for entry in walkdir::WalkDir::new(&dir).follow_links(false) {
+        let entry = entry.map_err(|e| Error::path(&dir, format!("cannot walk: {e}")))?;
+        if entry.path_is_symlink() {
+            return Err(Error::path(
+                entry.path(),
+                "is a symlink: nothing under a loop directory may be one",
+            ));
+        }
+    }
+    if runner_holds_lock(&dir) {
+        return Err(Error::Refused(format!(
+            "a runner holds {}/.run-loop.lock: stop it first (the scripts must not change under a running loop)",
+            dir.display()
+        )));
+    }
+    let cfg = LoopConfig::load(&cfg_path)?;
+    let goal_text = fs::read_to_string(dir.join("goal.md")).unwrap_or_else(|_| "goal".into());
+    let goal = GoalText::new(goal_text)
+        .unwrap_or_else(|_| GoalText::new("goal".into()).expect("literal goal"));
+    let view = View::new(&cfg, &goal, &rel);
+    let files = render::render_all(&view)?;
+    let mut new_pins: Vec<(String, String)> = Vec::new();
+    fs::create_dir_all(dir.join(".pins")).map_err(|e| Error::io("cannot create .pins", e))?;
+    for (name, text, exec) in &files {
+        if *name == "goal.md" {
+            continue;
+        }
+        let path = dir.join(name);
+        if *exec {
+            fsx::write_atomic_exec(&path, text.as_bytes())?;
+        } else {
+            fsx::write_atomic(&path, text.as_bytes())?;
+        }
+        fsx::write_atomic(&dir.join(".pins").join(name), text.as_bytes())?;
+        new_pins.push(pins::pin_bytes(name, text.as_bytes()));
+    }
+    let toml_bytes = fsx::read(&cfg_path)?;
+    fsx::write_atomic(&dir.join(".pins").join("loop.toml"), &toml_bytes)?;
+    new_pins.push(pins::pin_bytes("loop.toml", &toml_bytes));
+    // Keep the pins the first run added (goal.md, protected paths, permission files).
+    let old = fs::read(dir.join("pins.sha256")).unwrap_or_default();
+    let (old_pins, _) = pins::parse(&old);
+    new_pins.sort_by_key(|(_, p)| pins::INIT_PINNED.iter().position(|x| x == p));
+    for p in old_pins {
+        if !pins::INIT_PINNED.contains(&p.path.as_str()) {
+            new_pins.push((p.sha256, p.path));
+        }
+    }
+    fsx::write_atomic(&dir.join("pins.sha256"), pins::print(&new_pins).as_bytes())?;
+    println!(
+        "orbit: re-rendered the scripts of {rel} from loop.toml (state and history untouched)"
+    );
+    Ok(InitOutcome {
+        dir,
+        rerendered: true,
+    })
+}

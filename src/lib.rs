@@ -1,0 +1,52 @@
+//! orbit: bounded, resumable, crash-safe loops for AI coding agents.
+//!
+//! `orbit init` renders a self-contained loop directory (see `LOOP-CONTRACT.md`); its
+//! `run-loop.sh` drives the agent, and the harness, never the agent, decides DONE.
+
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod fsx;
+pub mod goal;
+pub mod init;
+pub mod pins;
+pub mod progress;
+pub mod render;
+pub mod run;
+pub mod shell;
+pub mod state;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use error::{Error, Result};
+
+/// Runs one parsed command line and returns the process exit code.
+pub fn run(cli: cli::Cli) -> Result<u8> {
+    match cli.command {
+        cli::Command::Init(args) => init::init(&args).map(|_| 0),
+        cli::Command::Run(args) => run::run(&args),
+        cli::Command::Demo(args) => run::demo(&args),
+    }
+}
+
+/// The binary's entry point: parse, run, report, map to an exit code.
+pub fn main_entry() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("orbit: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

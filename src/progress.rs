@@ -1,0 +1,261 @@
+//! `progress.md`: the runner's append-only, human-readable iteration log.
+//!
+//! Each entry starts with a heading at column 0 — `## Iteration N — STATUS` or
+//! `## Recovery — <UTC time>` — and ends with an end marker
+//! `<!-- orbit:end iteration=N sha256=H -->`, where `H` is the sha256 of the previous
+//! marker's hash (64 zeros for the first entry), a newline, and the entry's text from its
+//! heading up to the marker. A missing marker at the end is a torn tail; a hash that does
+//! not match is a rewritten history. Text that came from the agent or the checks is
+//! indented by four spaces, so it can never forge a heading or a marker.
+
+use crate::fsx;
+
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub const MARKER_PREFIX: &str = "<!-- orbit:end iteration=";
+
+/// The file's preamble, written once by `orbit init`.
+pub fn preamble(name: &str) -> String {
+    format!(
+        "# Progress — {name}\n\n\
+         Written by the runner only: one entry per iteration, each closed by an end marker that\n\
+         carries the iteration number and a chained sha256. Indented text came from the agent or\n\
+         the checks.\n\n"
+    )
+}
+
+/// The hash that closes an entry.
+pub fn entry_hash(prev: &str, entry_text: &str) -> String {
+    let mut data = Vec::with_capacity(prev.len() + 1 + entry_text.len());
+    data.extend_from_slice(prev.as_bytes());
+    data.push(b'\n');
+    data.extend_from_slice(entry_text.as_bytes());
+    fsx::sha256_hex(&data)
+}
+
+/// The end marker line (with its newline) for an entry.
+pub fn marker(iteration: u64, hash: &str) -> String {
+    format!("{MARKER_PREFIX}{iteration} sha256={hash} -->\n")
+}
+
+/// Neutralises foreign text (agent or check output) for an entry: control characters
+/// other than tab removed, every line indented by four spaces.
+pub fn neutralise(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        out.push_str("    ");
+        out.extend(line.chars().filter(|c| *c == '\t' || !c.is_control()));
+        out.push('\n');
+    }
+    out
+}
+
+/// Kinds of entry heading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryKind {
+    Iteration { number: u64, status: String },
+    Recovery,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: EntryKind,
+    /// 1-based line of the heading.
+    pub line: usize,
+    /// The marker's iteration and hash, when the entry is closed.
+    pub marker: Option<(u64, String)>,
+    /// Whether the marker's hash matches the chain.
+    pub hash_ok: bool,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub entries: Vec<Entry>,
+    /// The 1-based line where an unclosed entry (a torn tail) starts.
+    pub torn_tail_line: Option<usize>,
+    /// Lines that are neither preamble, entry text, marker nor blank between entries.
+    pub stray_lines: Vec<usize>,
+}
+
+impl Progress {
+    /// The hash of the last valid marker: what the next entry chains from.
+    pub fn last_hash(&self) -> String {
+        self.entries
+            .iter()
+            .rev()
+            .find_map(|e| e.marker.as_ref().map(|(_, h)| h.clone()))
+            .unwrap_or_else(|| GENESIS.to_string())
+    }
+
+    /// The first entry whose hash does not match the chain.
+    pub fn first_broken(&self) -> Option<&Entry> {
+        self.entries
+            .iter()
+            .find(|e| e.marker.is_some() && !e.hash_ok)
+    }
+
+    /// The highest iteration number with a closed entry.
+    pub fn last_closed_iteration(&self) -> Option<(u64, String)> {
+        self.entries
+            .iter()
+            .rev()
+            .find_map(|e| match (&e.kind, &e.marker) {
+                (EntryKind::Iteration { number, status }, Some(_)) => {
+                    Some((*number, status.clone()))
+                }
+                _ => None,
+            })
+    }
+}
+
+fn parse_heading(line: &str) -> Option<EntryKind> {
+    if let Some(rest) = line.strip_prefix("## Iteration ") {
+        let (num, status) = rest.split_once(" — ")?;
+        let number = num.parse().ok()?;
+        return Some(EntryKind::Iteration {
+            number,
+            status: status.trim().to_string(),
+        });
+    }
+    if line.starts_with("## Recovery — ") {
+        return Some(EntryKind::Recovery);
+    }
+    None
+}
+
+fn parse_marker(line: &str) -> Option<(u64, String)> {
+    let rest = line.strip_prefix(MARKER_PREFIX)?.strip_suffix(" -->")?;
+    let (num, hash) = rest.split_once(" sha256=")?;
+    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some((num.parse().ok()?, hash.to_string()))
+}
+
+/// Parses progress.md. Never fails: whatever cannot be read as an entry is reported as a
+/// torn tail or a stray line, with its line number. Invalid UTF-8 is read lossily.
+pub fn parse(bytes: &[u8]) -> Progress {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = Progress::default();
+    let mut prev = GENESIS.to_string();
+    let mut current: Option<(EntryKind, usize, String)> = None;
+    let mut seen_entry = false;
+    let mut pos = 0usize;
+    for (i, raw) in text.split_inclusive('\n').enumerate() {
+        let n = i + 1;
+        pos += raw.len();
+        let complete = raw.ends_with('\n');
+        let line = raw.trim_end_matches('\n');
+        if let Some((kind, start, body)) = current.as_mut() {
+            if complete {
+                if let Some((iter, hash)) = parse_marker(line) {
+                    let expect = entry_hash(&prev, body);
+                    let hash_ok = expect == hash;
+                    out.entries.push(Entry {
+                        kind: kind.clone(),
+                        line: *start,
+                        marker: Some((iter, hash.clone())),
+                        hash_ok,
+                        text: std::mem::take(body),
+                    });
+                    prev = hash;
+                    current = None;
+                    continue;
+                }
+                if let Some(next) = parse_heading(line) {
+                    // A new heading before the marker: the previous entry was torn.
+                    out.entries.push(Entry {
+                        kind: kind.clone(),
+                        line: *start,
+                        marker: None,
+                        hash_ok: false,
+                        text: std::mem::take(body),
+                    });
+                    current = Some((next, n, raw.to_string()));
+                    continue;
+                }
+            }
+            body.push_str(raw);
+            continue;
+        }
+        if complete && let Some(kind) = parse_heading(line) {
+            seen_entry = true;
+            current = Some((kind, n, raw.to_string()));
+            continue;
+        }
+        if seen_entry && !line.trim().is_empty() {
+            out.stray_lines.push(n);
+        }
+    }
+    let _ = pos;
+    if let Some((kind, start, body)) = current {
+        out.torn_tail_line = Some(start);
+        out.entries.push(Entry {
+            kind,
+            line: start,
+            marker: None,
+            hash_ok: false,
+            text: body,
+        });
+    }
+    out
+}
+
+/// Builds a closed entry from its text (heading first, ending in a newline), chained on
+/// `prev`. Returns the text to append and the new chain hash.
+pub fn close_entry(prev: &str, iteration: u64, entry_text: &str) -> (String, String) {
+    let hash = entry_hash(prev, entry_text);
+    let mut out = String::with_capacity(entry_text.len() + 100);
+    out.push_str(entry_text);
+    out.push_str(&marker(iteration, &hash));
+    out.push('\n');
+    (out, hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> String {
+        let mut doc = preamble("demo");
+        let (e0, h0) = close_entry(GENESIS, 0, "## Iteration 0 — READY\n- at: x\n");
+        doc.push_str(&e0);
+        let (e1, _) = close_entry(
+            &h0,
+            1,
+            "## Iteration 1 — CONTINUE\n- agent: exit 0\n    ## Iteration 9 — DONE\n",
+        );
+        doc.push_str(&e1);
+        doc
+    }
+
+    #[test]
+    fn entries_chain_and_forged_headings_stay_text() {
+        let p = parse(sample().as_bytes());
+        assert_eq!(p.entries.len(), 2);
+        assert!(p.entries.iter().all(|e| e.hash_ok));
+        assert_eq!(p.last_closed_iteration(), Some((1, "CONTINUE".into())));
+        assert_eq!(p.torn_tail_line, None);
+    }
+
+    #[test]
+    fn torn_tail_and_rewrite_are_told_apart() {
+        let doc = sample();
+        let cut = doc.rfind("<!--").unwrap();
+        let torn = parse(doc[..cut].as_bytes());
+        assert_eq!(torn.entries.len(), 2);
+        assert!(torn.torn_tail_line.is_some());
+        assert!(torn.first_broken().is_none());
+        let rewritten = parse(doc.replace("exit 0", "exit 1").as_bytes());
+        assert!(rewritten.torn_tail_line.is_none());
+        assert_eq!(rewritten.first_broken().unwrap().line, 12);
+    }
+
+    #[test]
+    fn neutralise_indents_and_strips_controls() {
+        assert_eq!(
+            neutralise("## x\n<!-- orbit:end iteration=1 -->\x1b[1m"),
+            "    ## x\n    <!-- orbit:end iteration=1 -->[1m\n"
+        );
+    }
+}

@@ -1,0 +1,414 @@
+//! Rendering a loop directory: the template table, the view model (every decision made
+//! here, in Rust), and a template environment whose `.sh` output is always shell-quoted.
+//!
+//! Scripts are a rendered data prelude followed by static bash parts included verbatim,
+//! so Jinja never meets bash syntax and shellcheck reads the parts as they run.
+
+use minijinja::value::Value;
+use minijinja::{AutoEscape, Environment, State, UndefinedBehavior};
+use serde::Serialize;
+
+use crate::config::LoopConfig;
+use crate::error::{Error, Result};
+use crate::goal::{self, GoalText};
+use crate::shell;
+
+/// Templates compiled into the binary, by name.
+pub const TEMPLATES: &[(&str, &str)] = &[
+    ("goal.md.j2", include_str!("../templates/goal.md.j2")),
+    ("prompt.md.j2", include_str!("../templates/prompt.md.j2")),
+    (
+        "settings.sh.j2",
+        include_str!("../templates/settings.sh.j2"),
+    ),
+    (
+        "run-loop.sh.j2",
+        include_str!("../templates/run-loop.sh.j2"),
+    ),
+    ("verify.sh.j2", include_str!("../templates/verify.sh.j2")),
+    ("recover.sh.j2", include_str!("../templates/recover.sh.j2")),
+    ("notify.sh.j2", include_str!("../templates/notify.sh.j2")),
+];
+
+/// Static bash parts, included verbatim after a script's rendered prelude.
+pub const LIB_COMMON: &str = include_str!("../templates/lib/common.sh");
+pub const LIB_PROC: &str = include_str!("../templates/lib/proc.sh");
+pub const LIB_STATE: &str = include_str!("../templates/lib/state.sh");
+pub const LIB_RUN_LOOP: &str = include_str!("../templates/lib/run-loop.sh");
+pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
+pub const LIB_RECOVER: &str = include_str!("../templates/lib/recover.sh");
+pub const LIB_NOTIFY: &str = include_str!("../templates/lib/notify.sh");
+
+/// A static file written as is.
+pub const NOTES_MD: &str = include_str!("../templates/notes.md");
+
+/// One rendered file of the loop directory.
+pub struct LoopFile {
+    pub name: &'static str,
+    pub template: &'static str,
+    pub parts: &'static [&'static str],
+    pub executable: bool,
+}
+
+/// The template table: every rendered file, its template and its static parts.
+pub const FILES: &[LoopFile] = &[
+    LoopFile {
+        name: "goal.md",
+        template: "goal.md.j2",
+        parts: &[],
+        executable: false,
+    },
+    LoopFile {
+        name: "prompt.md",
+        template: "prompt.md.j2",
+        parts: &[],
+        executable: false,
+    },
+    LoopFile {
+        name: "verify.sh",
+        template: "verify.sh.j2",
+        parts: &[LIB_COMMON, LIB_PROC, LIB_VERIFY],
+        executable: true,
+    },
+    LoopFile {
+        name: "run-loop.sh",
+        template: "run-loop.sh.j2",
+        parts: &[LIB_COMMON, LIB_PROC, LIB_STATE, LIB_RUN_LOOP],
+        executable: true,
+    },
+    LoopFile {
+        name: "recover.sh",
+        template: "recover.sh.j2",
+        parts: &[LIB_COMMON, LIB_STATE, LIB_RECOVER],
+        executable: true,
+    },
+    LoopFile {
+        name: "notify.sh",
+        template: "notify.sh.j2",
+        parts: &[LIB_COMMON, LIB_PROC, LIB_NOTIFY],
+        executable: true,
+    },
+];
+
+#[derive(Debug, Serialize)]
+pub struct CheckView {
+    pub name: String,
+    pub cmd: String,
+    /// The command as a markdown code span.
+    pub code: String,
+}
+
+/// Every setting as the text bash reads ("" for none, "1"/"0" for booleans).
+#[derive(Debug, Serialize)]
+pub struct SettingsView {
+    pub max_iterations: String,
+    pub exec_timeout: String,
+    pub loop_timeout: String,
+    pub usd_cap: String,
+    pub usd_per_run_cap: String,
+    pub usd_per_iter_cap: String,
+    pub cost_estimate_usd: String,
+    pub pass_k: String,
+    pub check_timeout: String,
+    pub retry_limit: String,
+    pub retry_base_delay: String,
+    pub cb_threshold: String,
+    pub cb_cooldown: String,
+    pub convergence_window: String,
+    pub kill_grace: String,
+    pub autocommit: String,
+    pub branch_isolation: String,
+    pub squash_on_done: String,
+    pub allow_green_start: String,
+    pub wrapup_on_limit: String,
+    pub adaptive_timeout: String,
+    pub confirm_runs: String,
+    pub judge_cmd: String,
+    pub placeholder_pattern: String,
+    pub agent_log_max: String,
+    pub notify_every_iteration: String,
+    pub notify_desktop: String,
+    pub notify_cmd: String,
+    pub notify_webhook: String,
+    pub notify_ntfy: String,
+    pub notify_timeout: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct View {
+    pub orbit_version: String,
+    pub contract_version: String,
+    pub name: String,
+    pub engine: String,
+    pub argv: Vec<String>,
+    pub checks: Vec<CheckView>,
+    pub protect: Vec<String>,
+    pub pass_k: u32,
+    pub confirm_runs: u32,
+    pub judge: bool,
+    pub check_timeout: String,
+    /// The loop directory relative to the repository root, for the prompt.
+    pub loop_rel: String,
+    pub goal_title: String,
+    pub goal_text: String,
+    pub s: SettingsView,
+}
+
+fn b(v: bool) -> String {
+    if v { "1" } else { "0" }.into()
+}
+
+fn usd(v: Option<f64>) -> String {
+    LoopConfig::usd_micro(v)
+        .map(goal::format_usd)
+        .unwrap_or_default()
+}
+
+/// A markdown code span that holds `text` whatever backticks it contains.
+pub fn code_span(text: &str) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let mut longest = 0;
+    let mut run = 0;
+    for c in flat.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    if longest > 0 {
+        format!("{fence} {flat} {fence}")
+    } else {
+        format!("{fence}{flat}{fence}")
+    }
+}
+
+impl View {
+    pub fn new(cfg: &LoopConfig, goal: &GoalText, loop_rel: &str) -> View {
+        let names = goal::check_names(&cfg.verify);
+        let checks = names
+            .into_iter()
+            .zip(&cfg.verify)
+            .map(|(name, cmd)| CheckView {
+                name,
+                cmd: cmd.clone(),
+                code: code_span(cmd),
+            })
+            .collect();
+        View {
+            orbit_version: env!("CARGO_PKG_VERSION").into(),
+            contract_version: cfg.contract_version.clone(),
+            name: cfg.name.clone(),
+            engine: cfg.engine.name().into(),
+            argv: cfg.argv.clone(),
+            checks,
+            protect: cfg.protect.iter().map(|g| code_span(g)).collect(),
+            pass_k: cfg.pass_k,
+            confirm_runs: cfg.confirm_runs,
+            judge: !cfg.judge_cmd.is_empty(),
+            check_timeout: cfg.check_timeout.clone(),
+            loop_rel: loop_rel.to_string(),
+            goal_title: goal.title(),
+            goal_text: goal.as_str().trim_end().to_string(),
+            s: SettingsView {
+                max_iterations: cfg.max_iterations.to_string(),
+                exec_timeout: cfg.exec_timeout.clone(),
+                loop_timeout: cfg.loop_timeout.clone(),
+                usd_cap: usd(cfg.usd_cap),
+                usd_per_run_cap: usd(cfg.usd_per_run_cap),
+                usd_per_iter_cap: usd(cfg.usd_per_iter_cap),
+                cost_estimate_usd: usd(cfg.cost_estimate_usd),
+                pass_k: cfg.pass_k.to_string(),
+                check_timeout: cfg.check_timeout.clone(),
+                retry_limit: cfg.retry_limit.to_string(),
+                retry_base_delay: cfg.retry_base_delay.clone(),
+                cb_threshold: cfg.cb_threshold.to_string(),
+                cb_cooldown: cfg.cb_cooldown.clone(),
+                convergence_window: cfg.convergence_window.to_string(),
+                kill_grace: cfg.kill_grace.clone(),
+                autocommit: b(cfg.autocommit),
+                branch_isolation: b(cfg.branch_isolation),
+                squash_on_done: b(cfg.squash_on_done),
+                allow_green_start: b(cfg.allow_green_start),
+                wrapup_on_limit: b(cfg.wrapup_on_limit),
+                adaptive_timeout: b(cfg.adaptive_timeout),
+                confirm_runs: cfg.confirm_runs.to_string(),
+                judge_cmd: cfg.judge_cmd.clone(),
+                placeholder_pattern: cfg.placeholder_pattern.clone(),
+                agent_log_max: cfg.agent_log_max.clone(),
+                notify_every_iteration: b(cfg.notify_every_iteration),
+                notify_desktop: b(cfg.notify_desktop),
+                notify_cmd: cfg.notify_cmd.clone(),
+                notify_webhook: cfg.notify_webhook.clone(),
+                notify_ntfy: cfg.notify_ntfy.clone(),
+                notify_timeout: cfg.notify_timeout.clone(),
+            },
+        }
+    }
+}
+
+/// The shell formatter: in `.sh` templates every value is quoted as one bash word; lists,
+/// maps, none and undefined are refused. Values marked safe come only from the `words`
+/// filter, which quotes each element itself.
+fn format_value(
+    out: &mut minijinja::Output,
+    state: &mut State,
+    value: &Value,
+) -> std::result::Result<(), minijinja::Error> {
+    if !matches!(state.auto_escape(), AutoEscape::Custom(n) if n == "shell") {
+        return minijinja::escape_formatter(out, state, value);
+    }
+    let refuse = |what: &str| {
+        minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!("refusing to place {what} into a shell script"),
+        )
+    };
+    if value.is_safe() {
+        return out
+            .write_str(value.as_str().unwrap_or_default())
+            .map_err(minijinja::Error::from);
+    }
+    let text = match value.kind() {
+        minijinja::value::ValueKind::String => value.as_str().unwrap_or_default().to_string(),
+        minijinja::value::ValueKind::Number => value.to_string(),
+        minijinja::value::ValueKind::Bool => {
+            if value.is_true() {
+                "1".into()
+            } else {
+                "0".into()
+            }
+        }
+        minijinja::value::ValueKind::Undefined => return Err(refuse("an undefined value")),
+        minijinja::value::ValueKind::None => return Err(refuse("none")),
+        other => return Err(refuse(&format!("a {other}"))),
+    };
+    let quoted = shell::quote(&text).map_err(|e| refuse(&e.to_string()))?;
+    out.write_str(&quoted).map_err(minijinja::Error::from)
+}
+
+/// `{{ list|words }}`: each element quoted, joined by spaces (an array literal's body).
+fn words_filter(value: Value) -> std::result::Result<Value, minijinja::Error> {
+    let mut items = Vec::new();
+    for v in value.try_iter()? {
+        let s = v.as_str().ok_or_else(|| {
+            minijinja::Error::new(
+                minijinja::ErrorKind::InvalidOperation,
+                "words: not a string",
+            )
+        })?;
+        items.push(s.to_string());
+    }
+    let joined = shell::quote_words(&items).map_err(|e| {
+        minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e.to_string())
+    })?;
+    Ok(Value::from_safe_string(joined))
+}
+
+/// The template environment: strict undefined, shell escaping for `.sh` templates, no
+/// `safe` filter.
+pub fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_syntax(
+        minijinja::syntax::SyntaxConfig::builder()
+            .keep_trailing_newline(true)
+            .build()
+            .expect("the default syntax is valid"),
+    );
+    env.set_auto_escape_callback(|name| {
+        if name.ends_with(".sh.j2") {
+            AutoEscape::Custom("shell".into())
+        } else {
+            AutoEscape::None
+        }
+    });
+    env.set_formatter(|out, state, value| format_value(out, state, value));
+    env.remove_filter("safe");
+    env.add_filter("words", words_filter);
+    for (name, source) in TEMPLATES {
+        env.add_template(name, source)
+            .unwrap_or_else(|e| panic!("template {name} compiled into orbit is broken: {e}"));
+    }
+    env
+}
+
+/// Renders one file of the table: the template, then its static parts, verbatim.
+pub fn render_file(env: &Environment<'_>, file: &LoopFile, view: &View) -> Result<String> {
+    let tmpl = env
+        .get_template(file.template)
+        .unwrap_or_else(|e| panic!("template {} missing: {e}", file.template));
+    let mut out = tmpl
+        .render(Value::from(minijinja::value::Serde(view)))
+        .map_err(|e| Error::Usage(format!("cannot render {}: {e}", file.name)))?;
+    for part in file.parts {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push('\n');
+        out.push_str(part);
+    }
+    Ok(out)
+}
+
+/// Renders every file of the table.
+pub fn render_all(view: &View) -> Result<Vec<(&'static str, String, bool)>> {
+    let env = environment();
+    FILES
+        .iter()
+        .map(|f| Ok((f.name, render_file(&env, f, view)?, f.executable)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_template_is_registered_and_used() {
+        let env = environment();
+        for (name, _) in TEMPLATES {
+            assert!(env.get_template(name).is_ok());
+            let used = FILES.iter().any(|f| f.template == *name) || *name == "settings.sh.j2";
+            assert!(used, "{name} is registered but no file renders it");
+        }
+    }
+
+    #[test]
+    fn undefined_values_fail_instead_of_rendering_empty() {
+        let mut env = environment();
+        env.add_template("t.sh.j2", "X={{ nope }}").unwrap();
+        let err = env
+            .get_template("t.sh.j2")
+            .unwrap()
+            .render(minijinja::context! {})
+            .unwrap_err();
+        assert!(err.to_string().contains("undefined"), "{err}");
+    }
+
+    #[test]
+    fn shell_templates_quote_and_refuse_lists() {
+        let mut env = environment();
+        env.add_template("a.sh.j2", "X={{ v }}").unwrap();
+        env.add_template("b.sh.j2", "X={{ l }}").unwrap();
+        let out = env
+            .get_template("a.sh.j2")
+            .unwrap()
+            .render(minijinja::context! { v => "$(touch x)" })
+            .unwrap();
+        assert_eq!(out, "X=$'$(touch x)'");
+        assert!(
+            env.get_template("b.sh.j2")
+                .unwrap()
+                .render(minijinja::context! { l => vec!["a"] })
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn code_spans_hold_backticks() {
+        assert_eq!(code_span("cargo test"), "`cargo test`");
+        assert_eq!(code_span("echo `x`"), "`` echo `x` ``");
+    }
+}

@@ -1,0 +1,346 @@
+//! `state.env`, the loop's checkpoint, and its sidecar `state.env.sha256`.
+//!
+//! `KEY=VALUE` lines, LF endings, no quotes, comments or blank lines, keys from a fixed
+//! allow-list, each value typed. The bash parser in `templates/lib/state.sh` accepts and
+//! rejects exactly what [`State::parse`] does; tests hold the two to that.
+
+use std::fmt;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::fsx;
+
+/// Every key, in the order they are written.
+pub const KEYS: [&str; 16] = [
+    "CONTRACT_VERSION",
+    "GEN",
+    "NEXT_ITERATION",
+    "LAST_STATUS",
+    "STOP_REASON",
+    "STARTED_AT",
+    "LAST_UPDATED_AT",
+    "ORIGIN_BRANCH",
+    "ITER_BRANCH",
+    "COST_MICROUSD",
+    "CB_STATE",
+    "CB_FAILS",
+    "CB_SIG",
+    "CB_OPENED_AT",
+    "VERIFY_STREAK",
+    "RESUME_AT",
+];
+
+pub const STATUSES: [&str; 7] = [
+    "READY", "CONTINUE", "DONE", "BLOCKED", "PAUSED", "STALLED", "ABORTED",
+];
+
+pub const STOP_REASONS: [&str; 18] = [
+    "none",
+    "tick",
+    "max_iterations",
+    "loop_timeout",
+    "budget",
+    "rate_limit",
+    "circuit_open",
+    "tool_failure",
+    "stalled",
+    "oscillating",
+    "goal_drift",
+    "reward_hack",
+    "permission_hijack",
+    "script_tamper",
+    "vacuous_verify",
+    "preflight",
+    "signal",
+    "state_corrupt",
+];
+
+pub const CB_STATES: [&str; 3] = ["CLOSED", "HALF_OPEN", "OPEN"];
+
+/// The largest integer a state value may hold: 18 digits stay inside bash's signed 64 bits.
+const MAX_DIGITS: usize = 18;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct State {
+    pub contract_version: String,
+    pub generation: u64,
+    pub next_iteration: u64,
+    pub last_status: String,
+    pub stop_reason: String,
+    pub started_at: u64,
+    pub last_updated_at: u64,
+    pub origin_branch: String,
+    pub iter_branch: String,
+    pub cost_microusd: u64,
+    pub cb_state: String,
+    pub cb_fails: u64,
+    pub cb_sig: String,
+    pub cb_opened_at: u64,
+    pub verify_streak: u64,
+    pub resume_at: u64,
+}
+
+impl State {
+    /// The checkpoint of a freshly rendered loop.
+    pub fn ready(contract_version: &str, now: u64) -> State {
+        State {
+            contract_version: contract_version.to_string(),
+            generation: 1,
+            next_iteration: 1,
+            last_status: "READY".into(),
+            stop_reason: "none".into(),
+            started_at: 0,
+            last_updated_at: now,
+            origin_branch: String::new(),
+            iter_branch: String::new(),
+            cost_microusd: 0,
+            cb_state: "CLOSED".into(),
+            cb_fails: 0,
+            cb_sig: String::new(),
+            cb_opened_at: 0,
+            verify_streak: 0,
+            resume_at: 0,
+        }
+    }
+
+    /// Parses state.env. Errors carry the 1-based line number (0 for whole-file errors).
+    pub fn parse(bytes: &[u8]) -> Result<State, (usize, String)> {
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            let line = bytes[..e.valid_up_to()]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count()
+                + 1;
+            (line, "not valid UTF-8".to_string())
+        })?;
+        if text.is_empty() {
+            return Err((0, "the file is empty".into()));
+        }
+        if !text.ends_with('\n') {
+            return Err((
+                text.lines().count(),
+                "the last line has no newline (a torn write?)".into(),
+            ));
+        }
+        let mut values: [Option<&str>; KEYS.len()] = [None; KEYS.len()];
+        for (i, line) in text.split_terminator('\n').enumerate() {
+            let n = i + 1;
+            if let Some(c) = line.chars().find(|c| c.is_control()) {
+                return Err((n, format!("control character {:?}", c)));
+            }
+            let (key, value) = line
+                .split_once('=')
+                .ok_or((n, "not a KEY=VALUE line".to_string()))?;
+            let idx = KEYS
+                .iter()
+                .position(|k| *k == key)
+                .ok_or_else(|| (n, format!("unknown key '{}'", key.escape_debug())))?;
+            if values[idx].is_some() {
+                return Err((n, format!("duplicate key {key}")));
+            }
+            check_value(key, value).map_err(|m| (n, m))?;
+            values[idx] = Some(value);
+        }
+        if let Some(i) = values.iter().position(Option::is_none) {
+            return Err((0, format!("missing key {}", KEYS[i])));
+        }
+        let v = |k: usize| values[k].unwrap_or_default().to_string();
+        let n = |k: usize| values[k].unwrap_or("0").parse::<u64>().unwrap_or(0);
+        Ok(State {
+            contract_version: v(0),
+            generation: n(1),
+            next_iteration: n(2),
+            last_status: v(3),
+            stop_reason: v(4),
+            started_at: n(5),
+            last_updated_at: n(6),
+            origin_branch: v(7),
+            iter_branch: v(8),
+            cost_microusd: n(9),
+            cb_state: v(10),
+            cb_fails: n(11),
+            cb_sig: v(12),
+            cb_opened_at: n(13),
+            verify_streak: n(14),
+            resume_at: n(15),
+        })
+    }
+
+    pub fn parse_file(path: &Path) -> Result<State> {
+        let bytes = fsx::read(path)?;
+        State::parse(&bytes).map_err(|(line, message)| Error::Parse {
+            path: path.to_path_buf(),
+            line,
+            message,
+        })
+    }
+
+    /// The canonical text: every key, in [`KEYS`] order.
+    pub fn print(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "CONTRACT_VERSION={}", self.contract_version)?;
+        writeln!(f, "GEN={}", self.generation)?;
+        writeln!(f, "NEXT_ITERATION={}", self.next_iteration)?;
+        writeln!(f, "LAST_STATUS={}", self.last_status)?;
+        writeln!(f, "STOP_REASON={}", self.stop_reason)?;
+        writeln!(f, "STARTED_AT={}", self.started_at)?;
+        writeln!(f, "LAST_UPDATED_AT={}", self.last_updated_at)?;
+        writeln!(f, "ORIGIN_BRANCH={}", self.origin_branch)?;
+        writeln!(f, "ITER_BRANCH={}", self.iter_branch)?;
+        writeln!(f, "COST_MICROUSD={}", self.cost_microusd)?;
+        writeln!(f, "CB_STATE={}", self.cb_state)?;
+        writeln!(f, "CB_FAILS={}", self.cb_fails)?;
+        writeln!(f, "CB_SIG={}", self.cb_sig)?;
+        writeln!(f, "CB_OPENED_AT={}", self.cb_opened_at)?;
+        writeln!(f, "VERIFY_STREAK={}", self.verify_streak)?;
+        writeln!(f, "RESUME_AT={}", self.resume_at)
+    }
+}
+
+fn is_uint(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= MAX_DIGITS
+        && v.bytes().all(|b| b.is_ascii_digit())
+        && (v == "0" || !v.starts_with('0'))
+}
+
+fn is_ref_name(v: &str) -> bool {
+    v.is_empty()
+        || (v.len() <= 200
+            && !v.starts_with(['-', '/', '.'])
+            && !v.contains("..")
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'/' | b'-')))
+}
+
+/// Type-checks one value. The same rules as `state_check_value` in the bash parser.
+pub fn check_value(key: &str, v: &str) -> Result<(), String> {
+    let ok = match key {
+        "CONTRACT_VERSION" => {
+            let parts: Vec<&str> = v.split('.').collect();
+            parts.len() == 3 && parts.iter().all(|p| is_uint(p) && p.len() <= 6)
+        }
+        "NEXT_ITERATION" | "GEN" => is_uint(v) && v != "0",
+        "STARTED_AT" | "LAST_UPDATED_AT" | "COST_MICROUSD" | "CB_FAILS" | "CB_OPENED_AT"
+        | "VERIFY_STREAK" | "RESUME_AT" => is_uint(v),
+        "LAST_STATUS" => STATUSES.contains(&v),
+        "STOP_REASON" => STOP_REASONS.contains(&v),
+        "CB_STATE" => CB_STATES.contains(&v),
+        "CB_SIG" => {
+            v.len() <= 64
+                && v.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        }
+        "ORIGIN_BRANCH" | "ITER_BRANCH" => is_ref_name(v),
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{key} has an invalid value '{}'", v.escape_debug()))
+    }
+}
+
+/// The sidecar: a `sha256sum`-format line for state.env and `# gen=N`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sidecar {
+    pub sha256: String,
+    pub generation: u64,
+}
+
+impl Sidecar {
+    pub fn for_state(state_text: &str, generation: u64) -> Sidecar {
+        Sidecar {
+            sha256: fsx::sha256_hex(state_text.as_bytes()),
+            generation,
+        }
+    }
+
+    pub fn print(&self) -> String {
+        format!("{}  state.env\n# gen={}\n", self.sha256, self.generation)
+    }
+
+    pub fn parse(bytes: &[u8]) -> Result<Sidecar, (usize, String)> {
+        let text = std::str::from_utf8(bytes).map_err(|_| (1, "not valid UTF-8".to_string()))?;
+        let mut lines = text.split_terminator('\n');
+        let first = lines.next().ok_or((1, "the file is empty".to_string()))?;
+        let (hash, name) = first
+            .split_once("  ")
+            .ok_or((1, "expected '<sha256>  state.env'".to_string()))?;
+        if name != "state.env" || hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err((1, "expected '<sha256>  state.env'".into()));
+        }
+        let second = lines
+            .next()
+            .ok_or((2, "missing '# gen=N' line".to_string()))?;
+        let generation = second
+            .strip_prefix("# gen=")
+            .filter(|g| is_uint(g))
+            .and_then(|g| g.parse().ok())
+            .ok_or((2, "expected '# gen=N'".to_string()))?;
+        if lines.next().is_some() {
+            return Err((3, "unexpected line after '# gen=N'".into()));
+        }
+        Ok(Sidecar {
+            sha256: hash.to_ascii_lowercase(),
+            generation,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_state_round_trips() {
+        let s = State::ready("1.0.0", 1_796_016_519);
+        let text = s.print();
+        assert_eq!(State::parse(text.as_bytes()).unwrap(), s);
+        assert!(
+            text.starts_with(
+                "CONTRACT_VERSION=1.0.0\nGEN=1\nNEXT_ITERATION=1\nLAST_STATUS=READY\n"
+            )
+        );
+    }
+
+    #[test]
+    fn hostile_and_malformed_input_is_rejected_with_a_line() {
+        let good = State::ready("1.0.0", 5).print();
+        let cases = [
+            (
+                good.replace("NEXT_ITERATION=1", "NEXT_ITERATION=x[$(touch CANARY)]"),
+                3,
+            ),
+            (good.replace("GEN=1\n", "GEN=1\nGEN=2\n"), 3),
+            (good.replace('\n', "\r\n"), 1),
+            (format!("{good}EXTRA=1\n"), 17),
+            (good.replace("LAST_STATUS=READY", "LAST_STATUS=done"), 4),
+            (good.replace("COST_MICROUSD=0", "COST_MICROUSD=0999"), 10),
+        ];
+        for (text, line) in cases {
+            let err = State::parse(text.as_bytes()).unwrap_err();
+            assert_eq!(err.0, line, "{text:?} -> {err:?}");
+        }
+        assert!(State::parse(&good.as_bytes()[..good.len() - 1]).is_err());
+        assert!(State::parse(b"").is_err());
+        let missing: String = good
+            .lines()
+            .filter(|l| !l.starts_with("RESUME_AT"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(State::parse(missing.as_bytes()).unwrap_err().0, 0);
+    }
+
+    #[test]
+    fn sidecar_round_trips() {
+        let s = Sidecar::for_state("x", 7);
+        assert_eq!(Sidecar::parse(s.print().as_bytes()).unwrap(), s);
+        assert!(Sidecar::parse(b"abc  state.env\n# gen=1\n").is_err());
+    }
+}

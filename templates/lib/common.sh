@@ -1,0 +1,134 @@
+# ---- common: portable helpers shared by the loop's scripts (static, included verbatim).
+
+# Epoch seconds and UTC ISO-8601, from bash itself (no `date -d`, no GNU date).
+orbit_now() { printf '%(%s)T' -1; }
+orbit_iso() { TZ=UTC0 printf '%(%Y-%m-%dT%H:%M:%SZ)T' "$1"; }
+orbit_iso_now() { orbit_iso -1; }
+
+orbit_is_uint() { [[ $1 =~ ^(0|[1-9][0-9]{0,17})$ ]]; }
+orbit_is_bool() { [[ $1 == 0 || $1 == 1 || $1 == true || $1 == false ]]; }
+orbit_true() { [[ $1 == 1 || $1 == true ]]; }
+
+# orbit_duration NAME TEXT: seconds from 600, 600s, 10m, 1h30m, 2d; dies on anything else.
+orbit_duration() {
+  local name=$1 text=$2 total=0 num unit
+  if [[ $text =~ ^[0-9]{1,9}$ ]]; then
+    printf '%s' "$((10#$text))"
+    return 0
+  fi
+  if [[ ! $text =~ ^([0-9]{1,9}[smhd])+$ ]]; then
+    orbit_die 2 "$name='$text' is not a duration: write e.g. 90s, 10m, 2h, 1h30m (or 0 for none)"
+  fi
+  while [[ $text =~ ^([0-9]+)([smhd])(.*)$ ]]; do
+    num=$((10#${BASH_REMATCH[1]})) unit=${BASH_REMATCH[2]} text=${BASH_REMATCH[3]}
+    case $unit in
+      s) total=$((total + num)) ;;
+      m) total=$((total + num * 60)) ;;
+      h) total=$((total + num * 3600)) ;;
+      d) total=$((total + num * 86400)) ;;
+    esac
+  done
+  printf '%s' "$total"
+}
+
+# orbit_usd_micro NAME TEXT: micro-dollars from a USD amount ("" stays "" = no cap).
+orbit_usd_micro() {
+  local name=$1 text=$2 whole frac
+  if [[ -z $text ]]; then
+    return 0
+  fi
+  if [[ ! $text =~ ^([0-9]{0,9})(\.([0-9]{0,6}))?$ || $text == . ]]; then
+    orbit_die 2 "$name='$text' is not an amount in USD: write e.g. 5, 12.50 or 0.75"
+  fi
+  whole=${BASH_REMATCH[1]:-0} frac=${BASH_REMATCH[3]}
+  frac="${frac}000000"
+  printf '%s' "$((10#$whole * 1000000 + 10#${frac:0:6}))"
+}
+
+orbit_usd_text() {
+  local m=$1
+  printf '%d.%06d' "$((m / 1000000))" "$((m % 1000000))"
+}
+
+# Messages go to stderr and, once the loop directory is known, to runner.log.
+ORBIT_LOG_FILE=
+orbit_log() {
+  local line
+  line="$(orbit_iso_now) $*"
+  printf '%s\n' "$line" >&2
+  if [[ -n $ORBIT_LOG_FILE ]]; then
+    printf '%s\n' "$line" >>"$ORBIT_LOG_FILE" 2>/dev/null || true
+  fi
+}
+
+# orbit_die CODE MESSAGE: explain, then exit with CODE.
+orbit_die() {
+  local code=$1
+  shift
+  orbit_log "error: $*"
+  exit "$code"
+}
+
+# ---- sha256: sha256sum, or shasum -a 256, or openssl.
+ORBIT_SHA_TOOL=
+orbit_sha_detect() {
+  if [[ -n ${ORBIT_FORCE_SHA_TOOL:-} ]]; then
+    ORBIT_SHA_TOOL=$ORBIT_FORCE_SHA_TOOL
+  elif command -v sha256sum >/dev/null 2>&1; then
+    ORBIT_SHA_TOOL=sha256sum
+  elif command -v shasum >/dev/null 2>&1; then
+    ORBIT_SHA_TOOL=shasum
+  elif command -v openssl >/dev/null 2>&1; then
+    ORBIT_SHA_TOOL=openssl
+  else
+    orbit_die 2 "no sha256 tool found (sha256sum, shasum or openssl): install coreutils"
+  fi
+}
+
+# Hex sha256 of standard input.
+orbit_sha256_stdin() {
+  local out
+  [[ -n $ORBIT_SHA_TOOL ]] || orbit_sha_detect
+  case $ORBIT_SHA_TOOL in
+    sha256sum) out=$(sha256sum) ;;
+    shasum) out=$(shasum -a 256) ;;
+    *) out=$(openssl dgst -sha256 -r) ;;
+  esac
+  printf '%s' "${out%% *}"
+}
+
+orbit_sha256_file() { orbit_sha256_stdin <"$1"; }
+orbit_sha256_str() { printf '%s' "$1" | orbit_sha256_stdin; }
+
+# ---- JSON: a string value, quoted and escaped. Invalid UTF-8 must not reach it: callers
+# pass text through orbit_clean_text first when it came from outside.
+orbit_json_str() {
+  local s=$1 out='' c i
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  s=${s//$'\n'/\\n}
+  s=${s//$'\r'/\\r}
+  s=${s//$'\t'/\\t}
+  if [[ $s == *[[:cntrl:]]* ]]; then
+    for ((i = 0; i < ${#s}; i++)); do
+      c=${s:i:1}
+      if [[ $c == [[:cntrl:]] ]]; then
+        printf -v c '\\u%04x' "'$c"
+      fi
+      out+=$c
+    done
+    s=$out
+  fi
+  printf '"%s"' "$s"
+}
+
+# Text from outside (agent or check output) made safe to embed: valid UTF-8 only (invalid
+# bytes dropped), no control characters but tab and newline.
+orbit_clean_text() {
+  if command -v iconv >/dev/null 2>&1; then
+    iconv -c -f UTF-8 -t UTF-8 2>/dev/null | LC_ALL=C tr -d '\000-\010\013-\037\177' || true
+  else
+    LC_ALL=C tr -cd '\11\12\40-\176' || true
+  fi
+}
+

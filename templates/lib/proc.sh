@@ -1,0 +1,63 @@
+# ---- proc: bounded execution (static, included verbatim).
+
+# Bounded execution: a command in its own process group, stdin from a file, output to
+# a file, killed (TERM, then KILL after a grace period) at its timeout. Any stray process of
+# the group is swept after it exits. Sets ORBIT_RC and ORBIT_TIMED_OUT.
+ORBIT_CHILD_PID=
+ORBIT_WATCHDOG_PID=
+ORBIT_RC=0
+ORBIT_TIMED_OUT=0
+
+# orbit_kill_group PID GRACE: TERM the process group, KILL it after GRACE seconds.
+orbit_kill_group() {
+  local pid=$1 grace=$2 waited=0
+  kill -TERM -- "-$pid" 2>/dev/null || return 0
+  while kill -0 -- "-$pid" 2>/dev/null && ((waited < grace * 10)); do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  kill -KILL -- "-$pid" 2>/dev/null || true
+}
+
+# orbit_run_bounded TIMEOUT GRACE INFILE OUTFILE CMD...
+orbit_run_bounded() {
+  local timeout=$1 grace=$2 infile=$3 outfile=$4 watchdog flag
+  shift 4
+  ORBIT_RC=0
+  ORBIT_TIMED_OUT=0
+  flag=$(mktemp "${TMPDIR:-/tmp}/orbit-timeout.XXXXXX")
+  rm -f -- "$flag"
+  set -m
+  "$@" <"$infile" >>"$outfile" 2>&1 9>&- &
+  ORBIT_CHILD_PID=$!
+  (
+    trap 'exit 0' TERM
+    sleep "$timeout" &
+    wait $! || exit 0
+    : >"$flag"
+    orbit_kill_group "$ORBIT_CHILD_PID" "$grace"
+  ) </dev/null >/dev/null 2>&1 9>&- &
+  watchdog=$!
+  ORBIT_WATCHDOG_PID=$watchdog
+  set +m
+  while :; do
+    ORBIT_RC=0
+    wait "$ORBIT_CHILD_PID" 2>/dev/null || ORBIT_RC=$?
+    # wait returns >128 when a trapped signal interrupts it; the child may still run.
+    if ((ORBIT_RC > 128)) && kill -0 "$ORBIT_CHILD_PID" 2>/dev/null; then
+      continue
+    fi
+    break
+  done
+  kill -TERM -- "-$ORBIT_WATCHDOG_PID" 2>/dev/null || kill -TERM "$watchdog" 2>/dev/null || true
+  wait "$watchdog" 2>/dev/null || true
+  ORBIT_WATCHDOG_PID=
+  if [[ -e $flag ]]; then
+    ORBIT_TIMED_OUT=1
+    rm -f -- "$flag"
+  fi
+  # Sweep whatever the command left running in its group.
+  orbit_kill_group "$ORBIT_CHILD_PID" 1
+  ORBIT_CHILD_PID=
+  return 0
+}

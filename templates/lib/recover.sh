@@ -1,0 +1,10 @@
+# ---- recover: standalone state repair (the same repairs as `orbit recover`).
+
+main() {
+  orbit_settings
+  printf 'recover.sh: standalone repair is not available in this build of orbit\n' >&2
+  exit 2
+}
+
+main "$@"
+exit

@@ -1,0 +1,1452 @@
+# ---- run-loop: the runner. Preflight → lock → state → integrity → iterations → footer.
+# ---- Everything it decides is written down: iterations/NNNNNN/, progress.md, events.jsonl,
+# ---- state.env. The agent never decides DONE; the gate in done_gate does.
+
+ONCE=0
+LOOP_DIR=
+REPO_ROOT=
+LOOP_REL=
+RUN_COST_START=0
+CUR_ITER=0
+IN_ITERATION=0
+AGENT_ABS=
+LOCK_MODE=
+declare -A R=()
+
+usage() {
+  cat <<'USAGE'
+usage: run-loop.sh [--once] [--help]
+  --once   do at most one iteration (a cron tick); exit 10 when work remains
+Settings come from loop.toml (rendered above); an environment variable of the same name
+overrides each, e.g. MAX_ITERATIONS=5 bash run-loop.sh
+USAGE
+}
+
+# ---- settings: validated once, before any value reaches arithmetic.
+settings_check() {
+  local k
+  for k in MAX_ITERATIONS PASS_K RETRY_LIMIT CB_THRESHOLD CONVERGENCE_WINDOW CONFIRM_RUNS AGENT_LOG_MAX; do
+    orbit_is_uint "${!k}" || orbit_die 2 "$k='${!k}' is not a whole number"
+  done
+  for k in AUTOCOMMIT BRANCH_ISOLATION SQUASH_ON_DONE ALLOW_GREEN_START WRAPUP_ON_LIMIT ADAPTIVE_TIMEOUT NOTIFY_EVERY_ITERATION; do
+    orbit_is_bool "${!k}" || orbit_die 2 "$k='${!k}' must be 0 or 1"
+  done
+  ((MAX_ITERATIONS >= 1)) || orbit_die 2 "MAX_ITERATIONS must be at least 1"
+  ((PASS_K >= 1)) || orbit_die 2 "PASS_K must be at least 1"
+  ((RETRY_LIMIT >= 1 && RETRY_LIMIT <= 5)) || orbit_die 2 "RETRY_LIMIT must be 1 to 5"
+  ((CB_THRESHOLD >= 1)) || orbit_die 2 "CB_THRESHOLD must be at least 1"
+  ((CONVERGENCE_WINDOW >= 2)) || orbit_die 2 "CONVERGENCE_WINDOW must be at least 2"
+  EXEC_TIMEOUT_S=$(orbit_duration EXEC_TIMEOUT "$EXEC_TIMEOUT")
+  LOOP_TIMEOUT_S=$(orbit_duration LOOP_TIMEOUT "$LOOP_TIMEOUT")
+  CB_COOLDOWN_S=$(orbit_duration CB_COOLDOWN "$CB_COOLDOWN")
+  KILL_GRACE_S=$(orbit_duration KILL_GRACE "$KILL_GRACE")
+  RETRY_BASE_DELAY_S=$(orbit_duration RETRY_BASE_DELAY "$RETRY_BASE_DELAY")
+  ((EXEC_TIMEOUT_S >= 1)) || orbit_die 2 "EXEC_TIMEOUT must be at least 1s"
+  USD_CAP_M=$(orbit_usd_micro USD_CAP "$USD_CAP")
+  USD_PER_RUN_CAP_M=$(orbit_usd_micro USD_PER_RUN_CAP "$USD_PER_RUN_CAP")
+  USD_PER_ITER_CAP_M=$(orbit_usd_micro USD_PER_ITER_CAP "$USD_PER_ITER_CAP")
+  COST_ESTIMATE_M=$(orbit_usd_micro COST_ESTIMATE_USD "$COST_ESTIMATE_USD")
+}
+
+# verify.sh's own bound: every check's timeout plus a margin.
+verify_budget() {
+  local checks check_s
+  checks=$(grep -c '^  run_check ' -- "$LOOP_DIR/verify.sh" || true)
+  [[ $checks =~ ^[0-9]+$ ]] || checks=0
+  check_s=$(orbit_duration CHECK_TIMEOUT "$CHECK_TIMEOUT")
+  VERIFY_BUDGET_S=$(((checks + 1) * (check_s + KILL_GRACE_S) + 30))
+}
+
+# ---- where things are: the loop directory is where this script lives.
+locate() {
+  LOOP_DIR=$(cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
+  ORBIT_LOG_FILE="$LOOP_DIR/runner.log"
+  REPO_ROOT=$(git -C "$LOOP_DIR" rev-parse --show-toplevel 2>/dev/null) || {
+    footer CONTINUE "preflight failed: not in a git work tree"
+    orbit_die 2 "the loop directory $LOOP_DIR is not inside a git work tree: run orbit init inside the repository"
+  }
+  REPO_ROOT=$(cd -P -- "$REPO_ROOT" && pwd -P)
+  LOOP_REL=${LOOP_DIR#"$REPO_ROOT"/}
+  EV_FILE="$LOOP_DIR/events.jsonl"
+  PG_FILE="$LOOP_DIR/progress.md"
+}
+
+footer() {
+  local status=$1 summary=$2
+  summary=$(printf '%s' "$summary" | tr '\n\r\t' '   ' | cut -c1-180)
+  printf 'NEXUS_LOOP_STATUS: %s\nNEXUS_LOOP_SUMMARY: %s\n' "$status" "$summary"
+}
+
+git_q() { GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" "$@"; }
+
+# ---- preflight: exit 2 with nothing run and nothing spent.
+preflight_fail() {
+  footer CONTINUE "preflight failed: $1"
+  orbit_die 2 "preflight: $1"
+}
+
+preflight() {
+  local f avail gitdir
+  if ((BASH_VERSINFO[0] < 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] < 4))); then
+    preflight_fail "bash $BASH_VERSION is too old: orbit needs bash >= 4.4"
+  fi
+  command -v git >/dev/null 2>&1 || preflight_fail "git is not installed"
+  AGENT_ABS=$(command -v -- "${AGENT_ARGV[0]}" 2>/dev/null || true)
+  if [[ -z $AGENT_ABS || $AGENT_ABS != /* ]]; then
+    preflight_fail "the agent '${AGENT_ARGV[0]}' is not on PATH ($PATH): install it, or set argv in loop.toml to its absolute path"
+  fi
+  [[ -x $AGENT_ABS && ! -d $AGENT_ABS ]] || preflight_fail "the agent $AGENT_ABS is not executable"
+  git_q rev-parse --is-inside-work-tree >/dev/null 2>&1 || preflight_fail "$REPO_ROOT is not a git work tree"
+  git_q rev-parse --verify -q HEAD >/dev/null 2>&1 ||
+    preflight_fail "the repository has no commit yet: make one first (git commit --allow-empty -m init)"
+  gitdir=$(git_q rev-parse --absolute-git-dir)
+  for f in rebase-merge rebase-apply MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG; do
+    if [[ -e $gitdir/$f ]]; then
+      preflight_fail "a git operation is in progress ($f): finish or abort it first"
+    fi
+  done
+  avail=$(df -Pk -- "$LOOP_DIR" 2>/dev/null | awk 'NR==2 {print $4}')
+  if [[ $avail =~ ^[0-9]+$ ]] && ((avail < 102400)); then
+    preflight_fail "only $((avail / 1024)) MB free on the loop's disk: orbit needs at least 100 MB"
+  fi
+  [[ -w $LOOP_DIR ]] || preflight_fail "the loop directory $LOOP_DIR is not writable"
+  f=$(find "$LOOP_DIR" -type l -print -quit 2>/dev/null || true)
+  [[ -z $f ]] || preflight_fail "$f is a symlink: nothing under the loop directory may be one"
+  for f in state.env state.env.sha256 pins.sha256 progress.md goal.md verify.sh prompt.md; do
+    [[ -f $LOOP_DIR/$f ]] || preflight_fail "$f is missing from $LOOP_DIR: run orbit recover (or orbit init --force for scripts)"
+  done
+}
+
+# ---- lock: flock on a descriptor held for the runner's life; a mkdir lock without flock.
+lock_acquire() {
+  local lockdir="$LOOP_DIR/.run-loop.lock.d" owner pid start
+  if command -v flock >/dev/null 2>&1 && [[ -z ${ORBIT_NO_FLOCK:-} ]]; then
+    exec 9>>"$LOOP_DIR/.run-loop.lock"
+    if ! flock -n 9; then
+      footer CONTINUE "another runner holds the lock"
+      orbit_log "another runner holds $LOOP_DIR/.run-loop.lock: nothing to do"
+      exit 20
+    fi
+    LOCK_MODE='flock'
+    return 0
+  fi
+  : >>"$LOOP_DIR/.run-loop.lock"
+  if ! mkdir -- "$lockdir" 2>/dev/null; then
+    owner=$(cat -- "$lockdir/owner" 2>/dev/null || true)
+    pid=${owner%% *}
+    start=${owner#* }
+    if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && [[ "$(proc_start "$pid")" == "$start" ]]; then
+      footer CONTINUE "another runner holds the lock"
+      orbit_log "another runner (pid $pid) holds $lockdir: nothing to do"
+      exit 20
+    fi
+    orbit_log "stale lock $lockdir (owner '$owner' is gone): taken over"
+    rm -rf -- "$lockdir"
+    mkdir -- "$lockdir" 2>/dev/null || {
+      footer CONTINUE "another runner holds the lock"
+      exit 20
+    }
+  fi
+  printf '%s %s\n' "$$" "$(proc_start $$)" >"$lockdir/owner"
+  LOCK_MODE='mkdir'
+}
+
+lock_release() {
+  if [[ $LOCK_MODE == mkdir ]]; then
+    rm -rf -- "$LOOP_DIR/.run-loop.lock.d"
+  fi
+}
+
+proc_start() { ps -o lstart= -p "$1" 2>/dev/null | tr -s ' ' || true; }
+
+# ---- processes left behind: anything carrying this loop's marker in its environment.
+# Linux only (/proc); elsewhere the process-group sweep is what remains.
+sweep_env() {
+  local marker=$1 f pid
+  [[ -d /proc/self ]] || return 0
+  while IFS= read -r f; do
+    pid=${f#/proc/}
+    pid=${pid%%/*}
+    [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
+    orbit_log "sweeping leftover process $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80))"
+    kill -KILL "$pid" 2>/dev/null || true
+  done < <(env -u ORBIT_OWNER grep -lzxF -- "$marker" /proc/[0-9]*/environ 2>/dev/null || true)
+}
+
+# ---- state
+load_state() {
+  if ! state_load "$LOOP_DIR"; then
+    footer CONTINUE "state corrupt: $STATE_ERR"
+    orbit_log "state corrupt: $STATE_ERR"
+    orbit_die 4 "run 'orbit recover $LOOP_DIR' (or bash $LOOP_DIR/recover.sh) to rebuild state from the evidence"
+  fi
+}
+
+save_state() {
+  state_write "$LOOP_DIR"
+  orbit_event state_write "$CUR_ITER" gen "${S[GEN]}" status "${S[LAST_STATUS]}" reason "${S[STOP_REASON]}" next_iteration "${S[NEXT_ITERATION]}"
+}
+
+# finish CODE STATUS REASON SUMMARY: record the stop, notify, print the footer, exit.
+finish() {
+  local code=$1 status=$2 reason=$3 summary=$4 fstatus=CONTINUE
+  S[LAST_STATUS]=$status
+  S[STOP_REASON]=$reason
+  save_state
+  orbit_event loop_stop "$CUR_ITER" status "$status" reason "$reason" exit_code "$code"
+  orbit_log "stop: $status ($reason), exit $code — $summary"
+  case $status in
+    DONE | BLOCKED | PAUSED | STALLED | ABORTED) notify "$status" "$summary" ;;
+  esac
+  if [[ $status == DONE ]]; then
+    fstatus=DONE
+  fi
+  if [[ $status == READY ]]; then
+    fstatus=READY
+  fi
+  lock_release
+  footer "$fstatus" "$summary"
+  exit "$code"
+}
+
+notify() {
+  local out
+  [[ -f $LOOP_DIR/notify.sh ]] || return 0
+  out=$(mktemp "${TMPDIR:-/tmp}/orbit-notify.XXXXXX")
+  orbit_run_bounded 60 2 /dev/null "$out" bash "$LOOP_DIR/notify.sh" "$1" "$2"
+  rm -f -- "$out"
+}
+
+# ---- integrity pins (contract section 7).
+PIN_BAD=
+PIN_WANT=
+PIN_HAVE=
+pins_check() {
+  local line want path have
+  PIN_BAD=
+  while IFS= read -r line || [[ -n $line ]]; do
+    if [[ -z $line ]]; then
+      continue
+    fi
+    want=${line%%  *}
+    path=${line#*  }
+    if [[ -f $LOOP_DIR/$path ]]; then
+      have=$(orbit_sha256_file "$LOOP_DIR/$path")
+    else
+      have=missing
+    fi
+    if [[ $have != "$want" ]]; then
+      PIN_BAD=$path PIN_WANT=$want PIN_HAVE=$have
+      return 1
+    fi
+  done <"$LOOP_DIR/pins.sha256"
+  return 0
+}
+
+pin_reason() {
+  local p=$1
+  case $p in
+    goal.md) printf goal_drift ;;
+    verify.sh) printf reward_hack ;;
+    */*)
+      case $p in
+        */.claude/settings*.json | */.codex/config.toml) printf permission_hijack ;;
+        *) printf reward_hack ;;
+      esac
+      ;;
+    *) printf script_tamper ;;
+  esac
+}
+
+# integrity_gate WHEN: check every pin; on a mismatch stop ABORTED with exit 3.
+integrity_gate() {
+  local when=$1 reason
+  if pins_check; then
+    orbit_event integrity_pass "$CUR_ITER" when "$when"
+    return 0
+  fi
+  reason=$(pin_reason "$PIN_BAD")
+  orbit_event integrity_fail "$CUR_ITER" when "$when" code "$reason" file "$PIN_BAD" expected "$PIN_WANT" actual "$PIN_HAVE"
+  orbit_log "integrity: $PIN_BAD changed ($reason): expected $PIN_WANT, found $PIN_HAVE"
+  INTEGRITY_REASON=$reason
+  return 1
+}
+INTEGRITY_REASON=
+
+integrity_stop() {
+  local msg
+  msg="$INTEGRITY_REASON: $PIN_BAD changed; review it, then 'orbit recover --restore-pinned' to undo or 'orbit recover --repin' to accept"
+  if [[ $INTEGRITY_REASON == goal_drift ]]; then
+    msg="goal_drift: goal.md changed; review it, then 'orbit recover --repin-goal' to accept or '--restore-pinned' to undo"
+  fi
+  finish 3 ABORTED "$INTEGRITY_REASON" "$msg"
+}
+
+# The first run pins goal.md, every protected path and the agent permission files.
+first_run_pins() {
+  local rel_up pins_text g f
+  rel_up=$(loop_to_root)
+  pins_text=$(cat -- "$LOOP_DIR/pins.sha256")
+  pins_text=$(printf '%s\n' "$pins_text" | grep -v '  goal\.md$' || true)
+  {
+    if [[ -n $pins_text ]]; then
+      printf '%s\n' "$pins_text"
+    fi
+    printf '%s  goal.md\n' "$(orbit_sha256_file "$LOOP_DIR/goal.md")"
+    {
+      for g in "${PROTECT_GLOBS[@]}"; do
+        protected_files "$g"
+      done
+      for f in .claude/settings.json .claude/settings.local.json .codex/config.toml; do
+        if [[ -f $REPO_ROOT/$f ]]; then
+          printf '%s\0' "$f"
+        fi
+      done
+    } | sort -zu | while IFS= read -r -d '' f; do
+      if [[ $f == "$LOOP_REL"/* ]]; then
+        continue
+      fi
+      [[ $f == *$'\n'* || $f == *\\* ]] && {
+        orbit_log "warning: cannot pin '$f' (newline or backslash in its name)"
+        continue
+      }
+      printf '%s  %s\n' "$(orbit_sha256_file "$REPO_ROOT/$f")" "$rel_up$f"
+    done
+  } >"$LOOP_DIR/.pins.sha256.tmp.$$"
+  mv -f -- "$LOOP_DIR/.pins.sha256.tmp.$$" "$LOOP_DIR/pins.sha256"
+  mkdir -p -- "$LOOP_DIR/.pins"
+  cp -p -- "$LOOP_DIR/goal.md" "$LOOP_DIR/.pins/goal.md"
+}
+
+# Files matched by one protect glob, NUL-separated, relative to the repository root.
+protected_files() {
+  local g=$1
+  (
+    cd -- "$REPO_ROOT" || exit 0
+    git ls-files -z --cached --others --exclude-standard -- ":(glob)$g" 2>/dev/null || true
+  )
+}
+
+# ../ segments from the loop directory up to the repository root.
+loop_to_root() {
+  local rel=$LOOP_REL out=''
+  while [[ -n $rel ]]; do
+    out+="../"
+    [[ $rel == */* ]] && rel=${rel#*/} || rel=''
+  done
+  printf '%s' "$out"
+}
+
+# ---- the tree: a snapshot of the work tree (minus the loop directory) as a git tree id.
+tree_snapshot() {
+  local idx gitdir
+  gitdir=$(git_q rev-parse --absolute-git-dir)
+  idx=$(mktemp "${TMPDIR:-/tmp}/orbit-index.XXXXXX")
+  if [[ -f $gitdir/index ]]; then
+    cp -- "$gitdir/index" "$idx"
+  else
+    rm -f -- "$idx"
+  fi
+  (
+    cd -- "$REPO_ROOT" || exit 1
+    export GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0
+    git add -A -- . ":(exclude,literal)$LOOP_REL" >/dev/null 2>&1 || true
+    git write-tree
+  ) || true
+  rm -f -- "$idx"
+}
+
+# Changed paths between two trees, NUL-separated.
+tree_changes() {
+  git_q diff --no-renames --name-only -z "$1" "$2" -- 2>/dev/null || true
+}
+
+# ---- first run: start time, dirty baseline and branch isolation.
+first_run_setup() {
+  local branch
+  S[STARTED_AT]=$(orbit_now)
+  first_run_pins
+  # The dirty baseline: paths already modified, staged or untracked before the loop began.
+  (
+    cd -- "$REPO_ROOT" || exit 0
+    git status --porcelain=v1 -z --untracked-files=all -- . ":(exclude,literal)$LOOP_REL" 2>/dev/null |
+      tr '\0' '\n' | grep -v '^$' | cut -c4- | tr '\n' '\0' || true
+  ) >"$LOOP_DIR/.baseline"
+  git_q rev-parse HEAD >"$LOOP_DIR/.baseline-commit"
+  branch=$(git_q symbolic-ref --short -q HEAD || true)
+  S[ORIGIN_BRANCH]=$branch
+  if orbit_true "$BRANCH_ISOLATION" && orbit_true "$AUTOCOMMIT"; then
+    S[ITER_BRANCH]="orbit/$LOOP_NAME"
+    if git_q rev-parse --verify -q "refs/heads/${S[ITER_BRANCH]}" >/dev/null; then
+      git_q checkout -q "${S[ITER_BRANCH]}" 2>>"$ORBIT_LOG_FILE" ||
+        preflight_fail "cannot switch to the loop branch ${S[ITER_BRANCH]}: commit or stash your changes"
+    else
+      git_q checkout -q -b "${S[ITER_BRANCH]}" 2>>"$ORBIT_LOG_FILE" ||
+        preflight_fail "cannot create the loop branch ${S[ITER_BRANCH]}"
+    fi
+    orbit_log "working on branch ${S[ITER_BRANCH]} (from ${branch:-a detached HEAD})"
+  fi
+}
+
+ensure_branch() {
+  local cur
+  [[ -n ${S[ITER_BRANCH]} ]] || return 0
+  cur=$(git_q symbolic-ref --short -q HEAD || true)
+  if [[ $cur == "${S[ITER_BRANCH]}" ]]; then
+    return 0
+  fi
+  orbit_log "the repository is on '${cur:-detached}', not the loop branch ${S[ITER_BRANCH]}: switching"
+  git_q checkout -q "${S[ITER_BRANCH]}" 2>>"$ORBIT_LOG_FILE" ||
+    preflight_fail "cannot switch back to the loop branch ${S[ITER_BRANCH]}: commit or stash your changes on '$cur' first"
+}
+
+# ---- iteration records
+iter_dir() { printf '%s/iterations/%06d' "$LOOP_DIR" "$1"; }
+
+# result_read FILE: KEY=VALUE lines into R (known keys only; never sourced).
+result_read() {
+  local line k v
+  R=()
+  while IFS= read -r line || [[ -n $line ]]; do
+    k=${line%%=*}
+    v=${line#*=}
+    [[ $k =~ ^[A-Z_]{1,32}$ ]] || continue
+    R[$k]=$v
+  done <"$1"
+}
+
+result_write() {
+  local file=$1 k text=''
+  shift
+  for k in "$@"; do
+    text+="$k=${R[$k]:-}"$'\n'
+  done
+  orbit_write_file "$file" "$text" || orbit_die 4 "cannot write $file"
+}
+
+RESULT_KEYS=(ITERATION STARTED_AT ENDED_AT PHASE AGENT_EXIT AGENT_OUTCOME ATTEMPTS DURATION
+  VERIFY VERIFY_FAILING VERIFY_SIG TREE_BEFORE TREE_AFTER CHANGED COST_MICROUSD COST_KIND
+  DONE_CLAIM DONE_VERDICT VERDICT STOP_REASON EXIT_CODE SUMMARY CB_FAILS VERIFY_STREAK CB_SIG)
+
+# Move what an interrupted attempt left in an iteration directory aside (never deleted).
+iter_prepare() {
+  local dir=$1 k=1 f
+  if [[ -d $dir ]] && [[ -n $(find "$dir" -maxdepth 1 -type f -print -quit) ]]; then
+    while [[ -e $dir/interrupted.$k ]]; do k=$((k + 1)); done
+    mkdir -p -- "$dir/interrupted.$k"
+    for f in "$dir"/*; do
+      if [[ -f $f ]]; then
+        mv -- "$f" "$dir/interrupted.$k/"
+      fi
+    done
+    orbit_log "iteration $(basename -- "$dir"): an interrupted attempt was kept in interrupted.$k"
+  fi
+  mkdir -p -- "$dir"
+}
+
+# ---- cost
+cost_to_micro() {
+  local v=$1
+  [[ $v =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || return 1
+  awk -v x="$v" 'BEGIN { if (x < 0 || x > 1e9) exit 1; printf "%d", x * 1000000 + 0.5 }'
+}
+
+# cost_of_run LOG COSTFILE: sets RUN_COST_M and RUN_COST_KIND.
+cost_of_run() {
+  local log=$1 cfile=$2 v=''
+  RUN_COST_M=0
+  RUN_COST_KIND=unknown
+  if [[ -s $cfile ]]; then
+    v=$(head -c 64 -- "$cfile" | tr -d ' \n\r\t$')
+  fi
+  if [[ -z $v && -f $log ]]; then
+    v=$(tail -c 65536 -- "$log" | grep -aoE '"total_cost_usd" *: *[0-9.eE+-]+' | tail -n 1 | sed 's/.*: *//' || true)
+  fi
+  if [[ -n $v ]] && RUN_COST_M=$(cost_to_micro "$v"); then
+    RUN_COST_KIND=reported
+    return 0
+  fi
+  RUN_COST_M=0
+  if [[ -n $COST_ESTIMATE_M ]]; then
+    RUN_COST_M=$COST_ESTIMATE_M
+    RUN_COST_KIND=estimated
+  fi
+}
+
+ledger_append() {
+  printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$LOOP_DIR/cost.ledger"
+}
+
+ledger_sum() {
+  [[ -f $LOOP_DIR/cost.ledger ]] || {
+    printf 0
+    return 0
+  }
+  awk -F '\t' '$2 ~ /^[0-9]+$/ { s += $2 } END { printf "%d", s }' "$LOOP_DIR/cost.ledger"
+}
+
+ledger_iter_sum() {
+  [[ -f $LOOP_DIR/cost.ledger ]] || {
+    printf 0
+    return 0
+  }
+  awk -F '\t' -v it="$1" '$1 == it && $2 ~ /^[0-9]+$/ { s += $2 } END { printf "%d", s }' "$LOOP_DIR/cost.ledger"
+}
+
+ledger_has_unknown() {
+  [[ -f $LOOP_DIR/cost.ledger ]] || return 1
+  grep -q "	unknown$" -- "$LOOP_DIR/cost.ledger"
+}
+
+# ---- the prompt
+build_prompt() {
+  local n=$1 phase=$2 attempt=$3 out=$4 fb=$5 remaining
+  if [[ -n $USD_CAP_M ]]; then
+    remaining="\$$(orbit_usd_text $((USD_CAP_M > S[COST_MICROUSD] ? USD_CAP_M - S[COST_MICROUSD] : 0))) of \$$(orbit_usd_text "$USD_CAP_M")"
+  else
+    remaining="no spending cap (spent so far: \$$(orbit_usd_text "${S[COST_MICROUSD]}"))"
+  fi
+  {
+    cat -- "$LOOP_DIR/prompt.md"
+    printf '\n---\n\n# The goal (goal.md)\n\n'
+    cat -- "$LOOP_DIR/goal.md"
+    printf '\n---\n\n# This run\n\n'
+    printf -- '- Iteration %s of at most %s; attempt %s of %s; phase: %s.\n' "$n" "$MAX_ITERATIONS" "$attempt" "$RETRY_LIMIT" "$phase"
+    printf -- '- Budget: %s.\n' "$remaining"
+    printf -- '- Loop directory: %s\n' "$LOOP_REL"
+    case $phase in
+      confirm)
+        printf '\n# Your task: confirm, from a fresh context\n\n'
+        printf 'The previous run claimed the goal is DONE and the checks pass. Check every acceptance\n'
+        printf 'criterion against the repository as it is now. If anything is missing or wrong, fix it.\n'
+        printf 'If everything holds, change nothing at all in the repository.\n'
+        ;;
+      wrapup)
+        printf '\n# Your task: wrap up\n\n'
+        printf 'The loop has used all of its iterations without reaching DONE. Do not change the\n'
+        printf 'project. Write into %s/notes.md what remains to be done, what blocked progress,\n' "$LOOP_REL"
+        printf 'and what a human should look at first.\n'
+        ;;
+    esac
+    if [[ -n $fb && -f $fb ]]; then
+      printf '\n# Feedback: the last verify failure\n\n'
+      if [[ -f ${fb%.json}.txt ]]; then
+        cat -- "${fb%.json}.txt"
+      fi
+    fi
+    if [[ -s $LOOP_DIR/.failures.log ]]; then
+      printf '\n# Earlier distinct failures (do not retry what already failed)\n\n'
+      tail -n 10 -- "$LOOP_DIR/.failures.log" | cut -f2- | sed 's/^/- /'
+    fi
+  } >"$out"
+}
+
+# The feedback of the latest failed verify before iteration N (a JSON file), if any.
+last_feedback() {
+  local n=$1 i d
+  for ((i = n - 1; i >= 1 && i >= n - 3; i--)); do
+    d=$(iter_dir "$i")
+    if [[ -f $d/result.env ]]; then
+      if [[ -f $d/feedback.json ]]; then
+        printf '%s' "$d/feedback.json"
+      fi
+      return 0
+    fi
+  done
+}
+
+# ---- the agent
+# run_agent N PHASE ATTEMPT PROMPT LOG COSTFILE FEEDBACK: sets AGENT_RC, AGENT_TIMED_OUT, AGENT_SECS.
+# The agent runs from the repository root in its own process group, stdin from the prompt;
+# its output is capped to AGENT_LOG_MAX bytes (the first and last halves are kept).
+run_agent() {
+  local n=$1 phase=$2 attempt=$3 prompt=$4 log=$5 cfile=$6 fb=$7 t0 limit half runid
+  limit=$(exec_limit)
+  half=$((AGENT_LOG_MAX / 2))
+  runid="$LOOP_NAME.$n.$attempt.$phase.$$.$RANDOM"
+  rm -f -- "$cfile" "$log.raw" "$log.head" "$log.tail"
+  : >"$log.raw"
+  orbit_fault before_agent
+  t0=$SECONDS
+  # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
+  orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$log.raw" \
+    env -u ORBIT_FEEDBACK_FILE ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
+    ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$prompt" ORBIT_COST_FILE="$cfile" \
+    ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fb" ORBIT_REPO_ROOT="$REPO_ROOT" \
+    ORBIT_HALF="$half" ORBIT_OUT="$log" \
+    bash -c 'cd -- "$ORBIT_REPO_ROOT" || exit 126
+      [[ -n $ORBIT_FB ]] && export ORBIT_FEEDBACK_FILE=$ORBIT_FB
+      unset ORBIT_FB ORBIT_REPO_ROOT
+      set -o pipefail
+      "$@" 2>&1 | { head -c "$ORBIT_HALF" >"$ORBIT_OUT.head"; tail -c "$ORBIT_HALF" >"$ORBIT_OUT.tail"; }
+      exit "${PIPESTATUS[0]}"' orbit-agent "$AGENT_ABS" "${AGENT_ARGV[@]:1}"
+  AGENT_RC=$ORBIT_RC
+  AGENT_TIMED_OUT=$ORBIT_TIMED_OUT
+  AGENT_SECS=$((SECONDS - t0))
+  sweep_env "ORBIT_RUN_ID=$runid"
+  {
+    cat -- "$log.raw" 2>/dev/null
+    cat -- "$log.head" 2>/dev/null
+    if [[ -s $log.tail ]]; then
+      printf '\n[orbit: output over %s bytes; the middle was dropped]\n' "$half"
+      cat -- "$log.tail"
+    fi
+  } >"$log"
+  rm -f -- "$log.raw" "$log.head" "$log.tail"
+  printf '%s\n' "$AGENT_SECS" >>"$LOOP_DIR/.iter-timings.log"
+}
+
+# The per-run limit: EXEC_TIMEOUT, or twice the median of the last five runs when
+# ADAPTIVE_TIMEOUT=1, bounded to [EXEC_TIMEOUT, 3 x EXEC_TIMEOUT].
+exec_limit() {
+  local med
+  if orbit_true "$ADAPTIVE_TIMEOUT" && [[ -s $LOOP_DIR/.iter-timings.log ]]; then
+    med=$(tail -n 5 -- "$LOOP_DIR/.iter-timings.log" | grep -E '^[0-9]+$' | sort -n |
+      awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print 0 }')
+    med=$((med * 2))
+    if ((med < EXEC_TIMEOUT_S)); then
+      med=$EXEC_TIMEOUT_S
+    fi
+    if ((med > EXEC_TIMEOUT_S * 3)); then
+      med=$((EXEC_TIMEOUT_S * 3))
+    fi
+    printf '%s' "$med"
+  else
+    printf '%s' "$EXEC_TIMEOUT_S"
+  fi
+}
+
+# classify LOG RC TIMED_OUT: ok | timeout | rate_limited | permanent | agent_error
+classify() {
+  local log=$1 rc=$2 to=$3 tailtext
+  if ((to)); then
+    printf timeout
+    return 0
+  fi
+  if ((rc == 0)); then
+    printf ok
+    return 0
+  fi
+  if ((rc == 126 || rc == 127)); then
+    printf permanent
+    return 0
+  fi
+  tailtext=$(tail -n 40 -- "$log" 2>/dev/null || true)
+  if printf '%s' "$tailtext" | grep -qiE 'rate[ _-]?limit|usage limit|too many requests|quota (exceeded|exhausted)|resource[ _]exhausted|limit reached|\b429\b'; then
+    printf rate_limited
+    return 0
+  fi
+  printf agent_error
+}
+
+# When a rate limit lifts: an epoch after '|', "retry/try again in N unit", "retry-after: N".
+rate_limit_resume_at() {
+  local log=$1 now tailtext secs=900 n unit
+  now=$(orbit_now)
+  tailtext=$(tail -n 40 -- "$log" 2>/dev/null | tr '[:upper:]' '[:lower:]' || true)
+  if [[ $tailtext =~ \|([0-9]{10}) ]] && ((BASH_REMATCH[1] > now)); then
+    printf '%s' "${BASH_REMATCH[1]}"
+    return 0
+  fi
+  if [[ $tailtext =~ (retry|try again)[^0-9]{0,12}([0-9]{1,6})(\.[0-9]+)?\ ?(seconds|second|secs|sec|s|minutes|minute|mins|min|m|hours|hour|hrs|h)([^a-z]|$) ]]; then
+    n=$((10#${BASH_REMATCH[2]}))
+    unit=${BASH_REMATCH[4]}
+    case $unit in
+      h*) secs=$((n * 3600)) ;;
+      m*) secs=$((n * 60)) ;;
+      *) secs=$((n + 1)) ;;
+    esac
+  elif [[ $tailtext =~ retry-after:\ *([0-9]{1,6}) ]]; then
+    secs=$((10#${BASH_REMATCH[1]}))
+  fi
+  printf '%s' "$((now + secs))"
+}
+
+# ---- verify
+# run_verify N LABEL: runs verify.sh into iterations/N/verify.log; sets VERIFY_OK.
+run_verify() {
+  local dir=$1 label=$2 out
+  out=$(mktemp "${TMPDIR:-/tmp}/orbit-verify.XXXXXX")
+  orbit_run_bounded "$VERIFY_BUDGET_S" "$KILL_GRACE_S" /dev/null "$out" \
+    env ORBIT_LOOP_DIR="$LOOP_DIR" bash "$LOOP_DIR/verify.sh"
+  VERIFY_RC=$ORBIT_RC
+  VERIFY_TO=$ORBIT_TIMED_OUT
+  {
+    printf '### verify run: %s (%s)\n' "$label" "$(orbit_iso_now)"
+    cat -- "$out"
+    if ((VERIFY_TO)); then
+      printf '[FAIL] verify.sh (timed out after %ss)\n' "$VERIFY_BUDGET_S"
+    fi
+  } >>"$dir/verify.log"
+  VERIFY_OK=0
+  if ((VERIFY_RC == 0 && VERIFY_TO == 0)); then
+    VERIFY_OK=1
+  fi
+  LAST_VERIFY_OUT=$out
+  return 0
+}
+LAST_VERIFY_OUT=
+
+# feedback_write DIR N ATTEMPT: the localized feedback of the verify run in LAST_VERIFY_OUT.
+feedback_write() {
+  local dir=$1 n=$2 attempt=$3 failing tailtext loci name j_failing='' j_loci='' sig
+  failing=$(grep -aoE '^\[FAIL\] [A-Za-z0-9._-]+' -- "$LAST_VERIFY_OUT" | cut -c8- | sort -u | tr '\n' ' ' || true)
+  failing=${failing% }
+  tailtext=$(tail -n 30 -- "$LAST_VERIFY_OUT" | orbit_clean_text | cut -c1-400)
+  loci=$(grep -aoE '[A-Za-z0-9_./-]+\.[A-Za-z0-9]{1,8}:[0-9]{1,7}' -- "$LAST_VERIFY_OUT" | grep -v '^/' | awk '!seen[$0]++' | head -n 20 || true)
+  for name in $failing; do j_failing+="${j_failing:+,}$(orbit_json_str "$name")"; done
+  while IFS= read -r name; do
+    if [[ -n $name ]]; then
+      j_loci+="${j_loci:+,}$(orbit_json_str "$name")"
+    fi
+  done <<<"$loci"
+  printf '{"failing":[%s],"loci":[%s],"output_tail":%s,"attempt":%s,"iteration":%s}\n' \
+    "$j_failing" "$j_loci" "$(orbit_json_str "$tailtext")" "$attempt" "$n" >"$dir/feedback.json"
+  {
+    printf 'Failing checks: %s\n' "${failing:-verify.sh}"
+    if [[ -n $loci ]]; then
+      printf 'Locations: %s\n' "$(printf '%s' "$loci" | tr '\n' ' ')"
+    fi
+    printf 'Output (last lines):\n\n'
+    printf '%s\n' "$tailtext" | sed 's/^/    /'
+  } >"$dir/feedback.txt"
+  sig=$( {
+    printf '%s\n' "$failing"
+    printf '%s\n' "$tailtext" | tr '0-9' '#'
+  } | orbit_sha256_stdin)
+  VERIFY_FAILING=${failing// /,}
+  VERIFY_SIG=$sig
+}
+
+# ---- the DONE gate (contract section 6). Sets GATE_VERDICT (DONE or a rejection reason).
+done_gate() {
+  local n=$1 dir=$2 k added t_before t_after
+  GATE_VERDICT=
+  # 2. PASS_K consecutive passes: the first pass happened; run the rest.
+  for ((k = 2; k <= PASS_K; k++)); do
+    run_verify "$dir" "pass $k of $PASS_K"
+    if ((VERIFY_OK)); then
+      S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
+      orbit_event verify_pass "$n" run "$k" streak "${S[VERIFY_STREAK]}"
+    else
+      S[VERIFY_STREAK]=0
+      feedback_write "$dir" "$n" "$ATTEMPT"
+      orbit_event verify_fail "$n" run "$k" failing "$VERIFY_FAILING" flaky true code VERIFY_FLAKY
+      rm -f -- "$LAST_VERIFY_OUT"
+      GATE_VERDICT="VERIFY_FLAKY: verify passed, then failed on pass $k of $PASS_K"
+      return 0
+    fi
+    rm -f -- "$LAST_VERIFY_OUT"
+  done
+  # 3. No placeholder in the lines the loop added (against the baseline commit).
+  added=$(
+    cd -- "$REPO_ROOT" || exit 0
+    GIT_OPTIONAL_LOCKS=0 git diff --no-color --no-ext-diff -U0 "$(cat -- "$LOOP_DIR/.baseline-commit")" -- . ":(exclude,literal)$LOOP_REL" 2>/dev/null |
+      grep -a '^+' | grep -av '^+++' | grep -aE -- "$PLACEHOLDER_PATTERN" | head -n 5 || true
+  )
+  if [[ -n $added ]]; then
+    GATE_VERDICT="placeholder in added lines: $(printf '%s' "$added" | head -n 1 | cut -c2-120)"
+    printf '%s\n' "$added" >"$dir/placeholders.txt"
+    return 0
+  fi
+  # 4. Every pin intact.
+  if ! pins_check; then
+    GATE_VERDICT="pin changed: $PIN_BAD"
+    return 0
+  fi
+  # 5. The judge.
+  if [[ -n $JUDGE_CMD ]]; then
+    # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
+    orbit_run_bounded "$EXEC_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/judge.log" \
+      env ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_ITERATION="$n" ORBIT_REPO_ROOT="$REPO_ROOT" ORBIT_JUDGE="$JUDGE_CMD" \
+      bash -c 'cd -- "$ORBIT_REPO_ROOT" || exit 1; eval "$ORBIT_JUDGE"'
+    if ((ORBIT_RC != 0 || ORBIT_TIMED_OUT)); then
+      GATE_VERDICT="the judge did not approve (see judge.log)"
+      return 0
+    fi
+  fi
+  # 6. Fresh-context confirmation runs: DONE only if they change nothing.
+  for ((k = 1; k <= CONFIRM_RUNS; k++)); do
+    t_before=$(tree_snapshot)
+    build_prompt "$n" confirm "$k" "$dir/confirm.$k.prompt.md" ""
+    run_agent "$n" confirm "$k" "$dir/confirm.$k.prompt.md" "$dir/confirm.$k.log" "$dir/confirm.$k.cost" ""
+    cost_of_run "$dir/confirm.$k.log" "$dir/confirm.$k.cost"
+    ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
+    orbit_event agent_exit "$n" phase confirm attempt "$k" exit_code "$AGENT_RC" timed_out "$AGENT_TIMED_OUT" seconds "$AGENT_SECS"
+    t_after=$(tree_snapshot)
+    if ! integrity_gate "after confirm"; then
+      GATE_VERDICT="integrity"
+      return 0
+    fi
+    if ((AGENT_RC != 0 || AGENT_TIMED_OUT)); then
+      GATE_VERDICT="the confirmation run failed (exit $AGENT_RC)"
+      return 0
+    fi
+    if [[ $t_before != "$t_after" ]]; then
+      GATE_VERDICT="the confirmation run changed the project"
+      TREE_AFTER=$t_after
+      return 0
+    fi
+  done
+  GATE_VERDICT=DONE
+}
+
+# ---- commits: only the paths this iteration changed, never baseline-dirty paths, never the
+# ---- loop directory, never the user's staged work; trailers make a replay detectable.
+commit_iteration() {
+  local n=$1 dir=$2 before=$3 after=$4 list msg existing rc=0 tries=0 title
+  if ! orbit_true "$AUTOCOMMIT"; then
+    printf 'off\n' >"$dir/commit.txt"
+    return 0
+  fi
+  existing=$(git_q log -n 50 --format='%H %(trailers:key=Orbit-Loop,valueonly,separator=%x2C)|%(trailers:key=Orbit-Iteration,valueonly,separator=%x2C)' 2>/dev/null |
+    awk -v l="$LOOP_NAME" -v i="$n" '{ split($2, a, "|"); if (a[1] == l && a[2] == i) { print $1; exit } }')
+  if [[ -n $existing ]]; then
+    orbit_log "iteration $n is already committed ($existing): not committing again"
+    printf '%s\n' "$existing" >"$dir/commit.txt"
+    return 0
+  fi
+  list="$dir/commit.paths"
+  tree_changes "$before" "$after" >"$list.all"
+  # Drop baseline-dirty paths: report them instead.
+  if [[ -s $LOOP_DIR/.baseline ]]; then
+    awk 'BEGIN { RS = "\0"; ORS = "\0" } NR == FNR { base[$0] = 1; next } !($0 in base)' \
+      "$LOOP_DIR/.baseline" "$list.all" >"$list"
+    awk 'BEGIN { RS = "\0"; ORS = "\n" } NR == FNR { base[$0] = 1; next } ($0 in base)' \
+      "$LOOP_DIR/.baseline" "$list.all" >"$dir/baseline-touched.txt"
+    [[ -s $dir/baseline-touched.txt ]] || rm -f -- "$dir/baseline-touched.txt"
+  else
+    cp -- "$list.all" "$list"
+  fi
+  rm -f -- "$list.all"
+  if [[ ! -s $list ]]; then
+    printf 'none\n' >"$dir/commit.txt"
+    rm -f -- "$list"
+    return 0
+  fi
+  orbit_fault before_commit
+  title=$(sed -n 's/^# *//p' "$LOOP_DIR/goal.md" | sed -n '2p' | cut -c1-60)
+  msg="orbit($LOOP_NAME): iteration $n"$'\n\n'"Goal: ${title:-see goal.md}"$'\n\n'"Orbit-Loop: $LOOP_NAME"$'\n'"Orbit-Iteration: $n"
+  while ((tries < 5)); do
+    tries=$((tries + 1))
+    rc=0
+    (
+      cd -- "$REPO_ROOT" || exit 1
+      export GIT_LITERAL_PATHSPECS=1 GIT_TERMINAL_PROMPT=0
+      git add -A --pathspec-from-file="$list" --pathspec-file-nul &&
+        git commit -q --no-edit -m "$msg" --only --pathspec-from-file="$list" --pathspec-file-nul
+    ) </dev/null >>"$dir/commit.log" 2>&1 9>&- || rc=$?
+    if ((rc == 0)); then
+      break
+    fi
+    if [[ -e "$(git_q rev-parse --absolute-git-dir)/index.lock" ]]; then
+      orbit_log "commit: .git/index.lock is held; retrying ($tries/5)"
+      sleep 1
+      continue
+    fi
+    break
+  done
+  if ((rc != 0)); then
+    orbit_log "commit of iteration $n failed (see $dir/commit.log); the changes stay in the work tree"
+    printf 'failed\n' >"$dir/commit.txt"
+    return 0
+  fi
+  git_q rev-parse HEAD >"$dir/commit.txt"
+  orbit_fault after_commit
+  rm -f -- "$list"
+}
+
+# ---- stall and oscillation from .action-sig.log (one "ITERATION<TAB>SIGNATURE" per line).
+sig_record() {
+  local n=$1 sig=$2 last
+  last=$(tail -n 1 -- "$LOOP_DIR/.action-sig.log" 2>/dev/null | cut -f1 || true)
+  if [[ $last == "$n" ]]; then
+    return 0
+  fi
+  printf '%s\t%s\n' "$n" "$sig" >>"$LOOP_DIR/.action-sig.log"
+}
+
+# stall_check: prints stalled, oscillating or nothing.
+stall_check() {
+  local -a sigs=()
+  local n
+  mapfile -t sigs < <(tail -n 6 -- "$LOOP_DIR/.action-sig.log" 2>/dev/null | cut -f2)
+  n=${#sigs[@]}
+  if ((n >= CONVERGENCE_WINDOW)); then
+    local i same=1
+    for ((i = n - CONVERGENCE_WINDOW + 1; i < n; i++)); do
+      [[ ${sigs[i]} == "${sigs[n - CONVERGENCE_WINDOW]}" ]] || same=0
+    done
+    if ((same)); then
+      printf stalled
+      return 0
+    fi
+  fi
+  if ((n >= 4)) && [[ ${sigs[n - 1]} == "${sigs[n - 3]}" && ${sigs[n - 2]} == "${sigs[n - 4]}" && ${sigs[n - 1]} != "${sigs[n - 2]}" ]]; then
+    printf oscillating
+  fi
+}
+
+# The same verify failure three iterations in a row while the tree kept changing: this
+# iteration (in R) and the two before it (from their result.env).
+repeat_failure_check() {
+  local n=$1 i d line k v
+  local -A P=()
+  [[ ${R[VERIFY]:-} == fail && -n ${R[VERIFY_SIG]:-} && ${R[TREE_BEFORE]:-} != "${R[TREE_AFTER]:-}" ]] || return 1
+  ((n >= 3)) || return 1
+  for ((i = n - 1; i >= n - 2; i--)); do
+    d=$(iter_dir "$i")
+    [[ -f $d/result.env ]] || return 1
+    P=()
+    while IFS= read -r line || [[ -n $line ]]; do
+      k=${line%%=*} v=${line#*=}
+      P[$k]=$v
+    done <"$d/result.env"
+    [[ ${P[VERIFY]:-} == fail && ${P[VERIFY_SIG]:-} == "${R[VERIFY_SIG]}" ]] || return 1
+    [[ ${P[TREE_BEFORE]:-} != "${P[TREE_AFTER]:-}" ]] || return 1
+  done
+  REPEAT_SIG=${R[VERIFY_SIG]}
+  return 0
+}
+REPEAT_SIG=
+
+# record_abort N DIR TREE_BEFORE TREE_AFTER: an integrity violation ends the iteration
+# ABORTED; its change is left in the work tree, uncommitted, for a human to review.
+record_abort() {
+  local n=$1 dir=$2
+  R[TREE_BEFORE]=$3
+  R[TREE_AFTER]=$4
+  R[VERDICT]=ABORTED
+  R[STOP_REASON]=$INTEGRITY_REASON
+  R[EXIT_CODE]=3
+  R[SUMMARY]="$INTEGRITY_REASON: $PIN_BAD changed"
+  R[ENDED_AT]=$(orbit_now)
+  R[COST_MICROUSD]=$(ledger_iter_sum "$n")
+  R[COST_KIND]=$RUN_COST_KIND
+  R[CB_FAILS]=${S[CB_FAILS]}
+  R[VERIFY_STREAK]=${S[VERIFY_STREAK]}
+  result_write "$dir/result.env" "${RESULT_KEYS[@]}"
+  printf 'withheld: integrity violation\n' >"$dir/commit.txt"
+  finalize "$n"
+}
+
+# ---- one iteration: gates were checked by the caller.
+run_iteration() {
+  local n=$1 dir attempt outcome fb t_before t_after iter_cost claim=0 cp_name started
+  dir=$(iter_dir "$n")
+  CUR_ITER=$n
+  iter_prepare "$dir"
+  IN_ITERATION=1
+  started=$(orbit_now)
+  R=()
+  R[ITERATION]=$n
+  R[STARTED_AT]=$started
+  R[PHASE]=work
+  fb=$(last_feedback "$n")
+  if [[ -n $fb ]]; then
+    cp -- "$fb" "$dir/input-feedback.json"
+    cp -- "${fb%.json}.txt" "$dir/input-feedback.txt" 2>/dev/null || true
+    fb="$dir/input-feedback.json"
+  fi
+  orbit_event iteration_start "$n" max_iterations "$MAX_ITERATIONS"
+  t_before=$(tree_snapshot)
+  attempt=0
+  outcome=agent_error
+  while ((attempt < RETRY_LIMIT)); do
+    attempt=$((attempt + 1))
+    ATTEMPT=$attempt
+    build_prompt "$n" work "$attempt" "$dir/prompt.md" "$fb"
+    if [[ $attempt -gt 1 && -f $dir/agent.log ]]; then
+      mv -- "$dir/agent.log" "$dir/agent.attempt$((attempt - 1)).log"
+    fi
+    run_agent "$n" work "$attempt" "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" "$fb"
+    cost_of_run "$dir/agent.log" "$dir/cost.usd"
+    ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
+    outcome=$(classify "$dir/agent.log" "$AGENT_RC" "$AGENT_TIMED_OUT")
+    orbit_event agent_exit "$n" phase work attempt "$attempt" exit_code "$AGENT_RC" outcome "$outcome" seconds "$AGENT_SECS" cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND"
+    orbit_fault after_agent
+    case $outcome in
+      ok | permanent | rate_limited) break ;;
+    esac
+    if ((attempt < RETRY_LIMIT)); then
+      local delay=$((RETRY_BASE_DELAY_S * (1 << (attempt - 1))))
+      if ((delay > 0)); then
+        delay=$((delay + RANDOM % (delay + 1)))
+      fi
+      orbit_log "iteration $n: agent attempt $attempt ended '$outcome' (exit $AGENT_RC); retrying in ${delay}s"
+      if ((delay > 0)); then
+        sleep "$delay"
+      fi
+    fi
+  done
+  R[AGENT_EXIT]=$AGENT_RC
+  R[AGENT_OUTCOME]=$outcome
+  R[ATTEMPTS]=$attempt
+  R[DURATION]=$AGENT_SECS
+  S[COST_MICROUSD]=$(ledger_sum)
+
+  if [[ $outcome == rate_limited ]]; then
+    # A rate limit burns no iteration: the attempt is kept aside and the iteration reruns.
+    S[RESUME_AT]=$(rate_limit_resume_at "$dir/agent.log")
+    iter_prepare "$dir"
+    IN_ITERATION=0
+    orbit_event rate_limited "$n" resume_at "${S[RESUME_AT]}"
+    finish 13 PAUSED rate_limit "rate limited by the agent's provider; resumes after $(orbit_iso "${S[RESUME_AT]}")"
+  fi
+
+  if ! integrity_gate "after agent"; then
+    R[VERIFY]=skip
+    record_abort "$n" "$dir" "$t_before" "$(tree_snapshot)"
+    return 0
+  fi
+
+  if [[ $outcome == permanent ]]; then
+    R[VERIFY]=skip R[VERDICT]=BLOCKED R[STOP_REASON]=tool_failure R[EXIT_CODE]=14
+    R[SUMMARY]="the agent could not be run (exit $AGENT_RC: not found or not permitted)"
+  fi
+
+  if [[ -z ${R[VERDICT]:-} ]]; then
+    run_verify "$dir" "after the agent"
+    if ((VERIFY_OK)); then
+      R[VERIFY]=pass
+      S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
+      orbit_event verify_pass "$n" run 1 streak "${S[VERIFY_STREAK]}"
+    else
+      R[VERIFY]=fail
+      S[VERIFY_STREAK]=0
+      feedback_write "$dir" "$n" "$attempt"
+      R[VERIFY_FAILING]=$VERIFY_FAILING
+      R[VERIFY_SIG]=$VERIFY_SIG
+      orbit_event verify_fail "$n" run 1 failing "$VERIFY_FAILING" signature "$VERIFY_SIG"
+    fi
+    rm -f -- "$LAST_VERIFY_OUT"
+  fi
+  t_after=$(tree_snapshot)
+  TREE_AFTER=$t_after
+
+  if [[ -f $LOOP_DIR/done.md && -z ${R[VERDICT]:-} ]]; then
+    claim=1
+    orbit_event done_claim "$n"
+    if [[ ${R[VERIFY]} == pass ]]; then
+      done_gate "$n" "$dir"
+      if [[ $GATE_VERDICT == integrity ]]; then
+        record_abort "$n" "$dir" "$t_before" "$TREE_AFTER"
+        return 0
+      fi
+      t_after=$TREE_AFTER
+    else
+      GATE_VERDICT="verify failed"
+    fi
+    R[DONE_VERDICT]=$GATE_VERDICT
+    if [[ $GATE_VERDICT == DONE ]]; then
+      R[VERDICT]=DONE R[STOP_REASON]=none R[EXIT_CODE]=0
+      R[SUMMARY]="DONE after $n iteration(s): every check passed $PASS_K times in a row and the gate held"
+      cp -- "$LOOP_DIR/done.md" "$dir/done.md"
+    else
+      cp_name="$dir/done.md.rejected"
+      mv -- "$LOOP_DIR/done.md" "$cp_name"
+      orbit_event done_rejected "$n" reason "$GATE_VERDICT"
+      orbit_log "iteration $n: done.md rejected: $GATE_VERDICT"
+    fi
+  fi
+  R[DONE_CLAIM]=$claim
+  R[TREE_BEFORE]=$t_before
+  R[TREE_AFTER]=$t_after
+  R[CHANGED]=$(tree_changes "$t_before" "$t_after" | tr -cd '\0' | wc -c | tr -d ' ')
+  iter_cost=$(ledger_iter_sum "$n")
+  R[COST_MICROUSD]=$iter_cost
+  R[COST_KIND]=$RUN_COST_KIND
+  ledger_has_unknown && R[COST_KIND]=unknown
+  decide "$n"
+  R[CB_FAILS]=${S[CB_FAILS]}
+  R[VERIFY_STREAK]=${S[VERIFY_STREAK]}
+  R[CB_SIG]=$CB_OPEN_SIG
+  R[ENDED_AT]=$(orbit_now)
+  result_write "$dir/result.env" "${RESULT_KEYS[@]}"
+  finalize "$n"
+}
+
+# decide N: the verdict of an iteration without a verdict yet, in the contract's order.
+decide() {
+  local n=$1 st
+  if [[ -n ${R[VERDICT]:-} ]]; then
+    return 0
+  fi
+  # Circuit breaker: consecutive iterations whose agent failed.
+  if [[ ${R[AGENT_OUTCOME]} != ok ]]; then
+    S[CB_FAILS]=$((S[CB_FAILS] + 1))
+  else
+    S[CB_FAILS]=0
+  fi
+  sig_record "$n" "${R[TREE_AFTER]}"
+  st=$(stall_check)
+  if [[ -n $st ]]; then
+    R[VERDICT]=STALLED R[STOP_REASON]=$st R[EXIT_CODE]=15
+    if [[ $st == stalled ]]; then
+      R[SUMMARY]="no progress: the tree was the same after the last $CONVERGENCE_WINDOW iterations"
+    else
+      R[SUMMARY]="oscillating: the tree alternates between two states"
+    fi
+    return 0
+  fi
+  if [[ ${R[VERIFY]} == fail ]] && repeat_failure_check "$n"; then
+    R[ITERATION]=$n
+    R[VERDICT]=BLOCKED R[STOP_REASON]=circuit_open R[EXIT_CODE]=14
+    R[SUMMARY]="the same verify failure three iterations in a row while the tree kept changing"
+    CB_OPEN_SIG=$REPEAT_SIG
+    return 0
+  fi
+  if ((S[CB_FAILS] >= CB_THRESHOLD)) || [[ ${S[CB_STATE]} == HALF_OPEN && ${R[AGENT_OUTCOME]} != ok ]]; then
+    R[VERDICT]=BLOCKED R[STOP_REASON]=circuit_open R[EXIT_CODE]=14
+    R[SUMMARY]="circuit open: the agent failed ${S[CB_FAILS]} iteration(s) in a row (last: ${R[AGENT_OUTCOME]}, exit ${R[AGENT_EXIT]})"
+    CB_OPEN_SIG=$(orbit_sha256_str "agent:${R[AGENT_OUTCOME]}:${R[AGENT_EXIT]}")
+    return 0
+  fi
+  R[VERDICT]=CONTINUE R[STOP_REASON]=none R[EXIT_CODE]=10
+  if [[ ${R[VERIFY]} == pass ]]; then
+    R[SUMMARY]="iteration $n: verify passed; waiting for the agent's done.md"
+  else
+    R[SUMMARY]="iteration $n: verify failed (${R[VERIFY_FAILING]:-verify.sh})"
+  fi
+  if [[ -n ${R[DONE_VERDICT]:-} && ${R[DONE_VERDICT]} != DONE ]]; then
+    R[SUMMARY]="iteration $n: DONE claim rejected (${R[DONE_VERDICT]})"
+  fi
+  return 0
+}
+CB_OPEN_SIG=
+
+# finalize N: from iterations/N/result.env, idempotently: commit, progress entry, events,
+# state. A rerun after a crash anywhere in here completes what is missing.
+finalize() {
+  local n=$1 dir text changed_list cost_line commit
+  dir=$(iter_dir "$n")
+  result_read "$dir/result.env"
+  CUR_ITER=$n
+  if [[ ! -f $dir/commit.txt ]]; then
+    commit_iteration "$n" "$dir" "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}"
+  fi
+  commit=$(head -n 1 -- "$dir/commit.txt" 2>/dev/null || printf none)
+  if [[ ${R[VERDICT]} != ABORTED ]]; then
+    sig_record "$n" "${R[TREE_AFTER]}"
+  fi
+  if ! grep -q "^## Iteration $n — ${R[VERDICT]}\$" -- "$PG_FILE" 2>/dev/null || ! progress_has "$n"; then
+    changed_list=$(tree_changes "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" | tr '\0' '\n' | head -n 20 | orbit_clean_text | tr '\n' ' ')
+    cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") (${R[COST_KIND]:-unknown})"
+    if [[ ${R[COST_KIND]:-unknown} == unknown ]]; then
+      cost_line="unknown (the agent reported no cost)"
+    fi
+    text="## Iteration $n — ${R[VERDICT]}"$'\n'
+    text+="- started: $(orbit_iso "${R[STARTED_AT]}")"$'\n'
+    text+="- ended: $(orbit_iso "${R[ENDED_AT]}")"$'\n'
+    text+="- agent: exit ${R[AGENT_EXIT]:-?} (${R[AGENT_OUTCOME]:-?}), ${R[DURATION]:-0}s, attempt ${R[ATTEMPTS]:-1} of $RETRY_LIMIT"$'\n'
+    text+="- verify: ${R[VERIFY]:-skip}${R[VERIFY_FAILING]:+ — failing: ${R[VERIFY_FAILING]}}"$'\n'
+    text+="- changed: ${R[CHANGED]:-0} file(s)${changed_list:+ — $changed_list}"$'\n'
+    text+="- commit: $commit"$'\n'
+    text+="- cost: $cost_line"$'\n'
+    text+="- signature: ${R[TREE_AFTER]:-none}"$'\n'
+    if [[ -n ${R[DONE_VERDICT]:-} ]]; then
+      text+="- done claim: ${R[DONE_VERDICT]}"$'\n'
+    fi
+    text+="- decision: ${R[VERDICT]} (${R[STOP_REASON]}) — ${R[SUMMARY]}"$'\n'
+    if [[ -f $dir/feedback.txt && ${R[VERIFY]:-} == fail ]]; then
+      text+="- feedback:"$'\n\n'
+      text+="$(progress_quote <"$dir/feedback.txt")"$'\n'
+    fi
+    if [[ -s $dir/baseline-touched.txt ]]; then
+      text+="- not committed (dirty before the loop began):"$'\n\n'
+      text+="$(progress_quote <"$dir/baseline-touched.txt")"$'\n'
+    fi
+    progress_append "$n" "$text"
+    if [[ ${R[VERIFY]:-} == fail && -n ${R[VERIFY_SIG]:-} ]] && ! grep -q "^${R[VERIFY_SIG]}	" -- "$LOOP_DIR/.failures.log" 2>/dev/null; then
+      printf '%s\titeration %s: %s — %s\n' "${R[VERIFY_SIG]}" "$n" "${R[VERIFY_FAILING]:-verify.sh}" \
+        "$(sed -n '4,$p' "$dir/feedback.txt" 2>/dev/null | grep -v '^ *$' | tail -n 1 | sed 's/^ *//' | cut -c1-160)" >>"$LOOP_DIR/.failures.log"
+    fi
+    orbit_event iteration_end "$n" verdict "${R[VERDICT]}" reason "${R[STOP_REASON]}" commit "$commit" changed "${R[CHANGED]:-0}"
+  fi
+  # The checkpoint.
+  S[NEXT_ITERATION]=$((n + 1))
+  if [[ ${R[CB_FAILS]:-} =~ ^[0-9]{1,9}$ ]]; then
+    S[CB_FAILS]=${R[CB_FAILS]}
+  fi
+  if [[ ${R[VERIFY_STREAK]:-} =~ ^[0-9]{1,9}$ ]]; then
+    S[VERIFY_STREAK]=${R[VERIFY_STREAK]}
+  fi
+  S[COST_MICROUSD]=$(ledger_sum)
+  S[RESUME_AT]=0
+  case ${R[VERDICT]} in
+    CONTINUE)
+      if [[ ${S[CB_STATE]} == HALF_OPEN ]]; then
+        S[CB_STATE]=CLOSED S[CB_SIG]='' S[CB_OPENED_AT]=0
+        orbit_event circuit_change "$n" from HALF_OPEN to CLOSED
+      fi
+      ;;
+    BLOCKED)
+      if [[ ${R[STOP_REASON]} == circuit_open ]]; then
+        orbit_event circuit_change "$n" from "${S[CB_STATE]}" to OPEN
+        S[CB_STATE]=OPEN S[CB_OPENED_AT]=$(orbit_now)
+        if [[ ${R[CB_SIG]:-} =~ ^[0-9a-f]{64}$ ]]; then
+          S[CB_SIG]=${R[CB_SIG]}
+        fi
+      fi
+      ;;
+    ABORTED)
+      # The offending iteration is not counted as done: it reruns after a human review.
+      S[NEXT_ITERATION]=$n
+      ;;
+  esac
+  IN_ITERATION=0
+  S[LAST_STATUS]=${R[VERDICT]}
+  S[STOP_REASON]=${R[STOP_REASON]}
+  if [[ ${R[VERDICT]} == CONTINUE ]]; then
+    S[STOP_REASON]=none
+  fi
+  save_state
+  if ((NOTIFY_EVERY_ITERATION == 1)) && [[ ${R[VERDICT]} == CONTINUE ]]; then
+    notify ITERATION "${R[SUMMARY]}"
+  fi
+  return 0
+}
+
+# Complete an iteration whose record exists but whose checkpoint does not (a crash after
+# result.env was written): nothing is run again, nothing counted twice.
+resume_pending() {
+  local n=${S[NEXT_ITERATION]} dir
+  dir=$(iter_dir "$n")
+  [[ -f $dir/result.env ]] || return 0
+  orbit_log "iteration $n was recorded but not checkpointed: completing it"
+  finalize "$n"
+  stop_for_verdict
+}
+
+# After finalize: stop when the iteration's verdict says so.
+stop_for_verdict() {
+  case ${R[VERDICT]} in
+    CONTINUE) return 0 ;;
+    DONE)
+      if [[ -n ${S[ITER_BRANCH]} ]] && orbit_true "$SQUASH_ON_DONE"; then
+        squash_on_done
+      fi
+      finish 0 DONE none "${R[SUMMARY]}"
+      ;;
+    ABORTED) finish 3 ABORTED "${R[STOP_REASON]}" "${R[SUMMARY]} — review it, then orbit recover --restore-pinned (undo) or --repin (accept)" ;;
+    *) finish "${R[EXIT_CODE]}" "${R[VERDICT]}" "${R[STOP_REASON]}" "${R[SUMMARY]}" ;;
+  esac
+}
+
+# On DONE with branch isolation: one squashed commit on orbit/<name>-summary.
+squash_on_done() {
+  local summary_branch="${S[ITER_BRANCH]}-summary" base title msg
+  git_q rev-parse --verify -q "refs/heads/$summary_branch" >/dev/null && return 0
+  base=$(cat -- "$LOOP_DIR/.baseline-commit")
+  title=$(sed -n '3p' "$LOOP_DIR/goal.md" | cut -c1-60)
+  msg="orbit($LOOP_NAME): ${title:-goal reached} (${S[NEXT_ITERATION]} iterations)"$'\n\nOrbit-Loop: '"$LOOP_NAME"
+  (
+    cd -- "$REPO_ROOT" || exit 1
+    tree=$(git rev-parse "HEAD^{tree}")
+    c=$(git commit-tree "$tree" -p "$base" -m "$msg") && git branch "$summary_branch" "$c"
+  ) >>"$ORBIT_LOG_FILE" 2>&1 || orbit_log "squash onto $summary_branch failed"
+}
+
+# ---- signals: kill the agent's group, keep a resumable state, exit 128+n.
+on_signal() {
+  local sig=$1 num=$2 text
+  trap '' INT TERM HUP
+  orbit_log "received SIG$sig: stopping the agent and saving a resumable state"
+  if [[ -n $ORBIT_CHILD_PID ]]; then
+    orbit_kill_group "$ORBIT_CHILD_PID" "$KILL_GRACE_S"
+  fi
+  if [[ -n $ORBIT_WATCHDOG_PID ]]; then
+    kill -KILL -- "-$ORBIT_WATCHDOG_PID" 2>/dev/null || true
+  fi
+  sweep_env "ORBIT_OWNER=$LOOP_DIR"
+  if ((IN_ITERATION)) && [[ -n $PG_FILE ]]; then
+    text="## Iteration $CUR_ITER — INTERRUPTED"$'\n'"- at: $(orbit_iso_now)"$'\n'"- decision: SIG$sig; the iteration reruns on the next start"$'\n'
+    progress_append "$CUR_ITER" "$text"
+  fi
+  if ((${#S[@]} > 0)); then
+    S[LAST_STATUS]=CONTINUE
+    S[STOP_REASON]=signal
+    save_state
+    orbit_event loop_stop "$CUR_ITER" status CONTINUE reason signal exit_code "$((128 + num))" signal "$sig"
+  fi
+  lock_release
+  footer CONTINUE "interrupted by SIG$sig; a rerun resumes at iteration ${S[NEXT_ITERATION]:-1}"
+  exit $((128 + num))
+}
+
+# ---- the gates. stop_gates hold after every iteration (budget, loop timeout, MAX_ITERATIONS,
+# ---- in the contract's order); gates add the circuit and the pins before an agent runs.
+stop_gates() {
+  local n=${S[NEXT_ITERATION]} now elapsed run_spent
+  now=$(orbit_now)
+  if [[ -n $USD_CAP_M ]] && ((S[COST_MICROUSD] >= USD_CAP_M)); then
+    finish 12 PAUSED budget "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap; raise USD_CAP to go on"
+  fi
+  run_spent=$((S[COST_MICROUSD] - RUN_COST_START))
+  if [[ -n $USD_PER_RUN_CAP_M ]] && ((run_spent >= USD_PER_RUN_CAP_M)); then
+    finish 12 PAUSED budget "this run spent \$$(orbit_usd_text "$run_spent"), the per-run cap; rerun to go on"
+  fi
+  if [[ -n $USD_PER_ITER_CAP_M ]] && ((n > 1)) && (($(ledger_iter_sum $((n - 1))) >= USD_PER_ITER_CAP_M)); then
+    finish 12 PAUSED budget "iteration $((n - 1)) cost at least the per-iteration cap; raise USD_PER_ITER_CAP to go on"
+  fi
+  if ((LOOP_TIMEOUT_S > 0 && S[STARTED_AT] > 0)); then
+    elapsed=$((now - S[STARTED_AT]))
+    if ((elapsed < 0)); then
+      elapsed=0
+    fi
+    if ((elapsed >= LOOP_TIMEOUT_S)); then
+      finish 11 BLOCKED loop_timeout "the loop's wall-clock limit ($LOOP_TIMEOUT) is reached"
+    fi
+  fi
+  if ((n > MAX_ITERATIONS)); then
+    if orbit_true "$WRAPUP_ON_LIMIT" && [[ ${S[STOP_REASON]} != max_iterations ]]; then
+      wrapup "$((n - 1))"
+    fi
+    finish 16 BLOCKED max_iterations "MAX_ITERATIONS ($MAX_ITERATIONS) used up without DONE; see notes.md, raise MAX_ITERATIONS to go on"
+  fi
+}
+
+gates() {
+  local n=${S[NEXT_ITERATION]} now
+  now=$(orbit_now)
+  stop_gates
+  if [[ ${S[CB_STATE]} == OPEN ]]; then
+    if ((now - S[CB_OPENED_AT] >= CB_COOLDOWN_S)); then
+      orbit_event circuit_change "$n" from OPEN to HALF_OPEN
+      S[CB_STATE]=HALF_OPEN
+      orbit_log "circuit half-open after its cooldown: one probe iteration"
+    else
+      finish 14 BLOCKED circuit_open "circuit open since $(orbit_iso "${S[CB_OPENED_AT]}"); it half-opens after $CB_COOLDOWN, or run orbit recover --reset-circuit"
+    fi
+  fi
+  if ! integrity_gate "before agent"; then
+    integrity_stop
+  fi
+}
+
+# One wrap-up run when MAX_ITERATIONS is used up: the agent writes what remains to notes.md.
+wrapup() {
+  local n=$1 dir
+  dir="$LOOP_DIR/iterations/wrapup"
+  mkdir -p -- "$dir"
+  build_prompt "$n" wrapup 1 "$dir/prompt.md" ""
+  run_agent "$n" wrapup 1 "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" ""
+  cost_of_run "$dir/agent.log" "$dir/cost.usd"
+  ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
+  S[COST_MICROUSD]=$(ledger_sum)
+  orbit_event agent_exit "$n" phase wrapup attempt 1 exit_code "$AGENT_RC" seconds "$AGENT_SECS"
+}
+
+# The red gate: a verify that passes on the untouched tree proves nothing.
+red_gate() {
+  local dir="$LOOP_DIR/iterations/baseline"
+  mkdir -p -- "$dir"
+  run_verify "$dir" "red gate: the untouched tree"
+  rm -f -- "$LAST_VERIFY_OUT"
+  if ((VERIFY_OK)); then
+    if orbit_true "$ALLOW_GREEN_START"; then
+      orbit_log "verify already passes on the untouched tree (ALLOW_GREEN_START=1): going on"
+      orbit_event verify_pass 0 run red_gate allowed true
+      return 0
+    fi
+    orbit_event verify_pass 0 run red_gate code VACUOUS_VERIFY
+    finish 17 BLOCKED vacuous_verify "verify.sh already passes before the agent did anything: it proves nothing. Add a check that fails now, or set ALLOW_GREEN_START=1"
+  fi
+  orbit_event verify_fail 0 run red_gate
+}
+
+# An unexpected failure: say where, keep the footer contract, exit 1. State on disk is
+# whatever the last atomic write left; a rerun resumes from it.
+orbit_internal_error() {
+  trap - ERR
+  orbit_log "internal error: run-loop.sh line $1: '$2' failed (status $3)"
+  footer CONTINUE "internal error at run-loop.sh line $1; a rerun resumes from the last checkpoint"
+  exit 1
+}
+
+main() {
+  local arg status
+  for arg in "$@"; do
+    case $arg in
+      --once) ONCE=1 ;;
+      -h | --help)
+        usage
+        exit 0
+        ;;
+      *)
+        usage >&2
+        footer CONTINUE "usage error: unknown argument"
+        exit 2
+        ;;
+    esac
+  done
+  trap 'orbit_internal_error $LINENO "$BASH_COMMAND" $?' ERR
+  orbit_settings
+  locate
+  export ORBIT_OWNER="$LOOP_DIR"
+  settings_check
+  verify_budget
+  orbit_sha_detect
+  preflight
+  lock_acquire
+  orbit_fault after_lock
+  trap 'on_signal INT 2' INT
+  trap 'on_signal TERM 15' TERM
+  trap 'on_signal HUP 1' HUP
+  sweep_env "ORBIT_OWNER=$LOOP_DIR"
+  load_state
+  events_open "$EV_FILE"
+  progress_open "$PG_FILE"
+  CUR_ITER=${S[NEXT_ITERATION]}
+  status=${S[LAST_STATUS]}
+  if [[ $status == DONE ]]; then
+    lock_release
+    footer DONE "the loop is DONE (iteration $((S[NEXT_ITERATION] - 1))); nothing to do"
+    exit 0
+  fi
+  if [[ $status == ABORTED ]]; then
+    lock_release
+    footer CONTINUE "ABORTED (${S[STOP_REASON]}): review the change, then orbit recover"
+    orbit_die 3 "the loop stopped on an integrity violation (${S[STOP_REASON]}): review it, then run 'orbit recover --restore-pinned' or 'orbit recover --repin'"
+  fi
+  if [[ $status == STALLED ]]; then
+    lock_release
+    footer CONTINUE "STALLED (${S[STOP_REASON]}): run orbit recover --clear-stall to go on"
+    orbit_die 15 "the loop is STALLED (${S[STOP_REASON]}): change the approach (goal.md, notes.md), then 'orbit recover --clear-stall'"
+  fi
+  if [[ $status == PAUSED && ${S[STOP_REASON]} == rate_limit ]] && (($(orbit_now) < S[RESUME_AT])); then
+    lock_release
+    footer CONTINUE "rate limited; resumes after $(orbit_iso "${S[RESUME_AT]}")"
+    orbit_log "rate limited until $(orbit_iso "${S[RESUME_AT]}"): not calling the agent"
+    exit 13
+  fi
+  orbit_event loop_start "${S[NEXT_ITERATION]}" pid "$$" once "$ONCE" resumed_from "$status" torn_repaired "$ORBIT_TORN_REPAIRED"
+  if ((S[STARTED_AT] == 0)); then
+    first_run_setup
+  else
+    ensure_branch
+  fi
+  if ! integrity_gate "start"; then
+    integrity_stop
+  fi
+  RUN_COST_START=${S[COST_MICROUSD]}
+  resume_pending
+  if ((S[NEXT_ITERATION] == 1)) && [[ ! -d $LOOP_DIR/iterations/000001 ]]; then
+    red_gate
+  fi
+  while :; do
+    if [[ -f $ORBIT_LOG_FILE ]] && (($(wc -c <"$ORBIT_LOG_FILE") > 1048576)); then
+      mv -f -- "$ORBIT_LOG_FILE" "$ORBIT_LOG_FILE.1"
+    fi
+    gates
+    run_iteration "${S[NEXT_ITERATION]}"
+    stop_for_verdict
+    stop_gates
+    if ((ONCE)); then
+      finish 10 CONTINUE tick "one tick done (iteration $((S[NEXT_ITERATION] - 1))); work remains"
+    fi
+  done
+}
+
+main "$@"
+exit

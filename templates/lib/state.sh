@@ -1,0 +1,292 @@
+# ---- state: the checkpoint (state.env and its sidecar), the event journal (events.jsonl)
+# ---- and progress.md. state.env is parsed, never sourced; every write is atomic.
+
+ORBIT_STATE_KEYS=(CONTRACT_VERSION GEN NEXT_ITERATION LAST_STATUS STOP_REASON STARTED_AT
+  LAST_UPDATED_AT ORIGIN_BRANCH ITER_BRANCH COST_MICROUSD CB_STATE CB_FAILS CB_SIG
+  CB_OPENED_AT VERIFY_STREAK RESUME_AT)
+declare -A S=()
+STATE_ERR=
+ORBIT_FAULT=${ORBIT_FAULT:-}
+
+# A test hook: die by SIGKILL at a named point (ORBIT_FAULT=<point>).
+orbit_fault() {
+  if [[ $ORBIT_FAULT == "$1" ]]; then
+    orbit_log "fault injection: SIGKILL at $1"
+    kill -KILL $$
+  fi
+}
+
+# state_check_value KEY VALUE: the same typing as the Rust parser.
+state_check_value() {
+  local LC_ALL=C key=$1 v=$2
+  case $key in
+    CONTRACT_VERSION) [[ $v =~ ^(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})$ ]] ;;
+    GEN | NEXT_ITERATION) [[ $v =~ ^[1-9][0-9]{0,17}$ ]] ;;
+    STARTED_AT | LAST_UPDATED_AT | COST_MICROUSD | CB_FAILS | CB_OPENED_AT | VERIFY_STREAK | RESUME_AT)
+      [[ $v =~ ^(0|[1-9][0-9]{0,17})$ ]] ;;
+    LAST_STATUS) [[ $v =~ ^(READY|CONTINUE|DONE|BLOCKED|PAUSED|STALLED|ABORTED)$ ]] ;;
+    STOP_REASON)
+      [[ $v =~ ^(none|tick|max_iterations|loop_timeout|budget|rate_limit|circuit_open|tool_failure|stalled|oscillating|goal_drift|reward_hack|permission_hijack|script_tamper|vacuous_verify|preflight|signal|state_corrupt)$ ]] ;;
+    CB_STATE) [[ $v =~ ^(CLOSED|HALF_OPEN|OPEN)$ ]] ;;
+    CB_SIG) [[ $v =~ ^[0-9a-f]{0,64}$ ]] ;;
+    ORIGIN_BRANCH | ITER_BRANCH)
+      [[ -z $v ]] || { [[ ${#v} -le 200 && $v =~ ^[A-Za-z0-9._/-]+$ && $v != [-/.]* && $v != *..* ]]; } ;;
+    *) return 1 ;;
+  esac
+}
+
+# state_parse FILE: fills S from FILE, or sets STATE_ERR ("line N: why") and returns 1.
+state_parse() {
+  local LC_ALL=C file=$1 content line key value n=0 k
+  declare -A seen=()
+  S=()
+  STATE_ERR=
+  if [[ ! -f $file ]]; then
+    STATE_ERR="line 0: the file is missing"
+    return 1
+  fi
+  if [[ $(tr -d '\000' <"$file" | wc -c) -ne $(wc -c <"$file") ]]; then
+    STATE_ERR="line 0: the file contains a NUL byte"
+    return 1
+  fi
+  content=$(
+    cat -- "$file"
+    printf x
+  )
+  content=${content%x}
+  if [[ -z $content ]]; then
+    STATE_ERR="line 0: the file is empty"
+    return 1
+  fi
+  if [[ $content != *$'\n' ]]; then
+    STATE_ERR="line $(($(wc -l <"$file") + 1)): the last line has no newline (a torn write?)"
+    return 1
+  fi
+  while IFS= read -r line; do
+    n=$((n + 1))
+    if [[ $line == *[[:cntrl:]]* ]]; then
+      STATE_ERR="line $n: control character"
+      return 1
+    fi
+    if [[ $line != *=* ]]; then
+      STATE_ERR="line $n: not a KEY=VALUE line"
+      return 1
+    fi
+    key=${line%%=*}
+    value=${line#*=}
+    if [[ ! " ${ORBIT_STATE_KEYS[*]} " == *" $key "* || -z $key ]]; then
+      STATE_ERR="line $n: unknown key '$key'"
+      return 1
+    fi
+    if [[ -n ${seen[$key]:-} ]]; then
+      STATE_ERR="line $n: duplicate key $key"
+      return 1
+    fi
+    if ! state_check_value "$key" "$value"; then
+      STATE_ERR="line $n: $key has an invalid value"
+      return 1
+    fi
+    seen[$key]=1
+    S[$key]=$value
+  done <<<"${content%$'\n'}"
+  for k in "${ORBIT_STATE_KEYS[@]}"; do
+    if [[ -z ${seen[$k]:-} ]]; then
+      STATE_ERR="line 0: missing key $k"
+      return 1
+    fi
+  done
+  return 0
+}
+
+# The canonical text of S: every key, in order.
+state_print() {
+  local k
+  for k in "${ORBIT_STATE_KEYS[@]}"; do
+    printf '%s=%s\n' "$k" "${S[$k]}"
+  done
+}
+
+# orbit_write_file PATH CONTENT: atomic write (temp in the same directory, sync, rename).
+orbit_write_file() {
+  local path=$1 content=$2 tmp
+  tmp="$(dirname -- "$path")/.$(basename -- "$path").tmp.$$"
+  printf '%s' "$content" >"$tmp" || {
+    rm -f -- "$tmp"
+    return 1
+  }
+  sync -- "$tmp" 2>/dev/null || true
+  mv -f -- "$tmp" "$path" || {
+    rm -f -- "$tmp"
+    return 1
+  }
+}
+
+# state_sidecar_text TEXT GEN
+state_sidecar_text() {
+  printf '%s  state.env\n# gen=%s\n' "$(orbit_sha256_str "$1")" "$2"
+}
+
+# state_write: GEN+1, LAST_UPDATED_AT=now, then state.env and its sidecar, each atomic.
+state_write() {
+  local dir=$1 text half tmp
+  S[GEN]=$((S[GEN] + 1))
+  S[LAST_UPDATED_AT]=$(orbit_now)
+  text=$(
+    state_print
+    printf x
+  )
+  text=${text%x}
+  if [[ $ORBIT_FAULT == mid_state_write ]]; then
+    tmp="$dir/.state.env.tmp.$$"
+    half=$((${#text} / 2))
+    printf '%s' "${text:0:half}" >"$tmp"
+    orbit_fault mid_state_write
+  fi
+  orbit_write_file "$dir/state.env" "$text" ||
+    orbit_die 4 "cannot write $dir/state.env (disk full or read-only?): the previous checkpoint is intact"
+  orbit_fault after_state_before_sidecar
+  orbit_write_file "$dir/state.env.sha256" "$(state_sidecar_text "$text" "${S[GEN]}")" ||
+    orbit_die 4 "cannot write $dir/state.env.sha256: run 'orbit recover' once the disk has room"
+}
+
+# state_load DIR: parse state.env and check the sidecar. A sidecar one generation behind is
+# a torn checkpoint and is re-sealed; any other mismatch returns 1 with STATE_ERR set.
+state_load() {
+  local dir=$1 text sidecar want_hash want_gen have_hash
+  if ! state_parse "$dir/state.env"; then
+    STATE_ERR="state.env $STATE_ERR"
+    return 1
+  fi
+  if [[ ! -f $dir/state.env.sha256 ]]; then
+    STATE_ERR="state.env.sha256 is missing"
+    return 1
+  fi
+  sidecar=$(<"$dir/state.env.sha256")
+  if [[ ! $sidecar =~ ^([0-9a-f]{64})\ \ state\.env$'\n'\#\ gen=(0|[1-9][0-9]{0,17})$ ]]; then
+    STATE_ERR="state.env.sha256 is malformed"
+    return 1
+  fi
+  want_hash=${BASH_REMATCH[1]} want_gen=${BASH_REMATCH[2]}
+  have_hash=$(orbit_sha256_file "$dir/state.env")
+  if [[ $have_hash == "$want_hash" && $want_gen == "${S[GEN]}" ]]; then
+    return 0
+  fi
+  if [[ $have_hash != "$want_hash" && $((want_gen + 1)) == "${S[GEN]}" ]]; then
+    orbit_log "torn checkpoint (sidecar at gen $want_gen, state.env at gen ${S[GEN]}): re-sealed"
+    text=$(
+      state_print
+      printf x
+    )
+    text=${text%x}
+    orbit_write_file "$dir/state.env.sha256" "$(state_sidecar_text "$text" "${S[GEN]}")" ||
+      orbit_die 4 "cannot re-seal $dir/state.env.sha256"
+    ORBIT_TORN_REPAIRED=1
+    return 0
+  fi
+  STATE_ERR="state.env does not match state.env.sha256 (state gen ${S[GEN]}, sidecar gen $want_gen)"
+  return 1
+}
+ORBIT_TORN_REPAIRED=0
+
+# ---- events.jsonl: one JSON object per line, hash-chained. `hash` is the sha256 of the line
+# ---- without its `,"hash":"..."` member; `prev` is the previous line's hash.
+EV_SEQ=0
+EV_PREV=0000000000000000000000000000000000000000000000000000000000000000
+EV_FILE=
+
+# events_open FILE: find the chain's end; a torn last line (no newline) is trimmed.
+events_open() {
+  local file=$1 last size keep
+  EV_FILE=$file
+  [[ -s $file ]] || return 0
+  if [[ $(tail -c 1 -- "$file" | od -An -c | tr -d ' ') != '\n' ]]; then
+    size=$(wc -c <"$file")
+    last=$(tail -n 1 -- "$file")
+    keep=$((size - ${#last}))
+    orbit_log "events.jsonl ends in a torn line (${#last} bytes): trimmed"
+    head -c "$keep" -- "$file" >"$file.tmp.$$" && mv -f -- "$file.tmp.$$" "$file"
+    [[ -s $file ]] || return 0
+  fi
+  last=$(tail -n 1 -- "$file")
+  if [[ $last =~ ^\{\"seq\":([0-9]{1,18}),.*,\"hash\":\"([0-9a-f]{64})\"\}$ ]]; then
+    EV_SEQ=${BASH_REMATCH[1]}
+    EV_PREV=${BASH_REMATCH[2]}
+  else
+    EV_SEQ=$(wc -l <"$file")
+    EV_PREV=$(orbit_sha256_str "$last")
+    orbit_log "warning: the last line of events.jsonl is not an orbit event; chaining on from it"
+  fi
+}
+
+# orbit_event NAME ITERATION [KEY VALUE]...: values that look like integers or booleans are
+# written as JSON numbers/booleans, everything else as strings.
+orbit_event() {
+  local name=$1 iter=$2 fields='' k v line hash
+  shift 2
+  while (($# >= 2)); do
+    k=$1 v=$2
+    shift 2
+    if [[ $v =~ ^(0|-?[1-9][0-9]{0,17})$ || $v == true || $v == false ]]; then
+      fields+=",\"$k\":$v"
+    else
+      fields+=",\"$k\":$(orbit_json_str "$v")"
+    fi
+  done
+  EV_SEQ=$((EV_SEQ + 1))
+  line="{\"seq\":$EV_SEQ,\"ts\":\"$(orbit_iso_now)\",\"event\":\"$name\",\"iteration\":$iter$fields,\"prev\":\"$EV_PREV\"}"
+  hash=$(orbit_sha256_str "$line")
+  printf '%s\n' "${line%\}},\"hash\":\"$hash\"}" >>"$EV_FILE" ||
+    orbit_log "warning: cannot append to $EV_FILE (disk full?)"
+  EV_PREV=$hash
+}
+
+# ---- progress.md: entries closed by chained end markers (see orbit's progress module).
+PG_PREV=0000000000000000000000000000000000000000000000000000000000000000
+PG_FILE=
+
+# progress_open FILE: find the chain's end; a torn tail (an entry without its end marker)
+# is trimmed, since the runner rewrites that entry in full from the iteration's record.
+progress_open() {
+  local file=$1 heading_at marker_line heading_line offset
+  PG_FILE=$file
+  [[ -f $file ]] || return 0
+  marker_line=$(grep -an '^<!-- orbit:end iteration=[0-9]* sha256=[0-9a-f]\{64\} -->$' -- "$file" | tail -n 1 || true)
+  heading_at=$(grep -abn '^## \(Iteration\|Recovery\) ' -- "$file" | tail -n 1 || true)
+  if [[ -n $heading_at ]]; then
+    heading_line=${heading_at%%:*}
+    if [[ -z $marker_line || ${marker_line%%:*} -lt $heading_line ]]; then
+      offset=${heading_at#*:}
+      offset=${offset%%:*}
+      orbit_log "progress.md ends in an unclosed entry at line $heading_line: trimmed"
+      head -c "$offset" -- "$file" >"$file.tmp.$$" && mv -f -- "$file.tmp.$$" "$file"
+    elif [[ $(tail -c 1 -- "$file" | od -An -c | tr -d ' ') != '\n' ]]; then
+      printf '\n' >>"$file"
+    fi
+  fi
+  if [[ $marker_line =~ sha256=([0-9a-f]{64}) ]]; then
+    PG_PREV=${BASH_REMATCH[1]}
+  fi
+}
+
+# progress_has ITERATION: whether a closed entry for ITERATION exists.
+progress_has() {
+  grep -q "^<!-- orbit:end iteration=$1 sha256=" -- "$PG_FILE" 2>/dev/null
+}
+
+# progress_append ITERATION TEXT: TEXT starts with its heading and ends with a newline.
+progress_append() {
+  local iter=$1 text=$2 hash
+  hash=$(printf '%s\n%s' "$PG_PREV" "$text" | orbit_sha256_stdin)
+  if [[ $ORBIT_FAULT == mid_progress_append ]]; then
+    printf '%s' "${text:0:$((${#text} / 2))}" >>"$PG_FILE"
+    orbit_fault mid_progress_append
+  fi
+  printf '%s<!-- orbit:end iteration=%s sha256=%s -->\n\n' "$text" "$iter" "$hash" >>"$PG_FILE" ||
+    orbit_log "warning: cannot append to $PG_FILE (disk full?)"
+  PG_PREV=$hash
+}
+
+# Foreign text for an entry: cleaned, every line indented by four spaces.
+progress_quote() {
+  orbit_clean_text | sed 's/^/    /'
+}

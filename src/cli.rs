@@ -24,8 +24,71 @@ pub enum Command {
     Init(InitArgs),
     /// Run a loop (executes its run-loop.sh).
     Run(RunArgs),
+    /// Classify loops, live or dead, with evidence (read-only).
+    Audit(AuditArgs),
+    /// One line per loop: verdict, iteration, last verify, spend, last activity.
+    Status(StatusArgs),
+    /// Repair a loop's state from the evidence.
+    Recover(RecoverArgs),
     /// Run an end-to-end loop in a temporary repository with a built-in simulated agent.
     Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Loop directories (default: every loop under .orbit/ of the current repository).
+    #[arg(value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+
+    /// Machine-readable report.
+    #[arg(long)]
+    pub json: bool,
+
+    /// One line per loop (as `orbit status`).
+    #[arg(long)]
+    pub summary: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Loop directories (default: every loop under .orbit/ of the current repository).
+    #[arg(value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// The loop directory (default: the only loop under .orbit/).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Close an open circuit breaker.
+    #[arg(long)]
+    pub reset_circuit: bool,
+
+    /// Forget the change signatures, so a stalled loop may go on.
+    #[arg(long)]
+    pub clear_stall: bool,
+
+    /// Accept the current goal.md as the new pinned goal.
+    #[arg(long)]
+    pub repin_goal: bool,
+
+    /// Accept every pinned file as it is now (after a human review).
+    #[arg(long)]
+    pub repin: bool,
+
+    /// Put pinned files back: loop files from .pins/, protected paths from the baseline commit.
+    #[arg(long)]
+    pub restore_pinned: bool,
+
+    /// Bring the loop to this orbit's contract version.
+    #[arg(long)]
+    pub migrate: bool,
+
+    /// Print the plan as a diff and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

@@ -3,15 +3,18 @@
 //! `orbit init` renders a self-contained loop directory (see `LOOP-CONTRACT.md`); its
 //! `run-loop.sh` drives the agent, and the harness, never the agent, decides DONE.
 
+pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod events;
 pub mod fsx;
 pub mod goal;
 pub mod init;
 pub mod pins;
 pub mod progress;
+pub mod recover;
 pub mod render;
 pub mod run;
 pub mod shell;
@@ -28,6 +31,9 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
     match cli.command {
         cli::Command::Init(args) => init::init(&args).map(|_| 0),
         cli::Command::Run(args) => run::run(&args),
+        cli::Command::Audit(args) => audit::run(&args),
+        cli::Command::Status(args) => audit::status(&args),
+        cli::Command::Recover(args) => recover::run(&args),
         cli::Command::Demo(args) => run::demo(&args),
     }
 }

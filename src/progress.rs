@@ -248,7 +248,7 @@ mod tests {
         assert!(torn.first_broken().is_none());
         let rewritten = parse(doc.replace("exit 0", "exit 1").as_bytes());
         assert!(rewritten.torn_tail_line.is_none());
-        assert_eq!(rewritten.first_broken().unwrap().line, 12);
+        assert_eq!(rewritten.first_broken().unwrap().line, 11);
     }
 
     #[test]

@@ -1,0 +1,9 @@
+//! The integration suite: one binary, a module per area. Every test runs the real orbit
+//! binary and the real generated bash in temporary git repositories, with scripted fake
+//! agents first on PATH, no network, and a timeout on every child.
+
+mod audit;
+mod init;
+mod recover;
+mod runner;
+mod support;

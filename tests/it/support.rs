@@ -1,0 +1,266 @@
+//! Shared test helpers: temporary repositories, fake agents, bounded child processes.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+pub fn orbit_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_orbit"))
+}
+
+/// A temporary git repository with one commit, and a separate bin directory for fake
+/// agents (outside the repository, so they never show up as untracked files).
+pub struct Repo {
+    pub dir: TempDir,
+    pub bin: TempDir,
+}
+
+impl Repo {
+    pub fn new() -> Repo {
+        let dir = tempfile::Builder::new()
+            .prefix("orbit-it-")
+            .tempdir()
+            .unwrap();
+        let bin = tempfile::Builder::new()
+            .prefix("orbit-bin-")
+            .tempdir()
+            .unwrap();
+        let repo = Repo { dir, bin };
+        repo.git(&["init", "-q", "-b", "main"]);
+        repo.git(&["config", "user.name", "Orbit Test"]);
+        repo.git(&["config", "user.email", "orbit-test@example.invalid"]);
+        repo.git(&["config", "commit.gpgsign", "false"]);
+        repo.write("README.md", "test repository\n");
+        repo.git(&["add", "README.md"]);
+        repo.git(&["commit", "-q", "-m", "init"]);
+        repo
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn join(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        let p = self.join(rel);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).unwrap();
+        }
+        fs::write(p, content).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    }
+
+    /// Runs git in the repository; panics on failure.
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(self.path())
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Writes an executable fake agent `name` into the bin directory. `body` is bash; it
+    /// runs with the ORBIT_* environment of contract section 5.1.
+    pub fn agent(&self, name: &str, body: &str) -> PathBuf {
+        let p = self.bin.path().join(name);
+        fs::write(&p, format!("#!/usr/bin/env bash\nset -u\n{body}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    /// PATH with the fake-agent directory first.
+    pub fn path_env(&self) -> String {
+        format!(
+            "{}:{}",
+            self.bin.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
+    /// `orbit ARGS` in the repository, bounded.
+    pub fn orbit(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(orbit_bin());
+        cmd.args(args)
+            .current_dir(self.path())
+            .env("PATH", self.path_env());
+        run_bounded(cmd, Duration::from_secs(120))
+    }
+
+    /// `orbit init` with a custom fake agent and the given checks; returns the loop dir.
+    pub fn init_loop(&self, agent: &Path, checks: &[&str], extra: &[&str]) -> PathBuf {
+        let exec = agent.display().to_string();
+        let mut args: Vec<&str> = vec!["init", "test goal", "--engine", "custom", "--exec", &exec];
+        for c in checks {
+            args.push("--verify");
+            args.push(c);
+        }
+        args.extend_from_slice(extra);
+        let out = self.orbit(&args);
+        assert_ok(&out, "orbit init");
+        self.join(".orbit/test-goal")
+    }
+
+    /// `bash run-loop.sh ARGS` with extra environment, bounded.
+    pub fn run_loop(&self, loop_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new("bash");
+        cmd.arg(loop_dir.join("run-loop.sh"))
+            .args(args)
+            .current_dir(self.path())
+            .env("PATH", self.path_env())
+            .env("RETRY_BASE_DELAY", "0")
+            .env("KILL_GRACE", "1");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        run_bounded(cmd, Duration::from_secs(180))
+    }
+}
+
+/// Runs a command with stdin closed, killing it after `limit`.
+pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = stdout.read_to_end(&mut b);
+        b
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = stderr.read_to_end(&mut b);
+        b
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let st = child.wait().unwrap();
+            panic!("command {cmd:?} did not finish within {limit:?} (status {st:?})");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out_t.join().unwrap(),
+        stderr: err_t.join().unwrap(),
+    }
+}
+
+pub fn text(out: &Output) -> String {
+    format!(
+        "status: {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+pub fn assert_ok(out: &Output, what: &str) {
+    assert!(out.status.success(), "{what} failed:\n{}", text(out));
+}
+
+pub fn assert_code(out: &Output, code: i32, what: &str) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{what}: unexpected exit code\n{}",
+        text(out)
+    );
+}
+
+/// Reads a state.env value.
+pub fn state_value(loop_dir: &Path, key: &str) -> String {
+    let text = fs::read_to_string(loop_dir.join("state.env")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_string))
+        .unwrap_or_else(|| panic!("{key} missing from state.env:\n{text}"))
+}
+
+/// Whether shellcheck can run. CI sets ORBIT_REQUIRE_SHELLCHECK=1 to make it mandatory;
+/// elsewhere a missing shellcheck is reported and the check skipped.
+pub fn shellcheck_available() -> bool {
+    let ok = Command::new("shellcheck")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        if std::env::var("ORBIT_REQUIRE_SHELLCHECK").as_deref() == Ok("1") {
+            panic!("shellcheck is required (ORBIT_REQUIRE_SHELLCHECK=1) but not installed");
+        }
+        eprintln!("notice: shellcheck is not installed; skipping the shellcheck assertions");
+    }
+    ok
+}
+
+/// Runs `bash -n` and shellcheck (all severities) on a script; panics with the findings.
+pub fn assert_script_clean(path: &Path) {
+    let out = Command::new("bash").arg("-n").arg(path).output().unwrap();
+    assert!(
+        out.status.success(),
+        "bash -n {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if shellcheck_available() {
+        let out = Command::new("shellcheck")
+            .args(["-s", "bash", "-S", "style"])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "shellcheck {}:\n{}",
+            path.display(),
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// Processes whose environment carries `marker` (Linux /proc); used to prove that no
+/// agent process outlives its loop.
+pub fn processes_with_env(marker: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return pids;
+    };
+    for e in rd.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(env) = fs::read(e.path().join("environ"))
+            && env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes())
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}

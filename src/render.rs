@@ -142,7 +142,10 @@ pub struct View {
     pub engine: String,
     pub argv: Vec<String>,
     pub checks: Vec<CheckView>,
+    /// Protect globs as given (for scripts).
     pub protect: Vec<String>,
+    /// Protect globs as markdown code spans (for goal.md and prompt.md).
+    pub protect_md: Vec<String>,
     pub pass_k: u32,
     pub confirm_runs: u32,
     pub judge: bool,
@@ -203,14 +206,15 @@ impl View {
             engine: cfg.engine.name().into(),
             argv: cfg.argv.clone(),
             checks,
-            protect: cfg.protect.iter().map(|g| code_span(g)).collect(),
+            protect: cfg.protect.clone(),
+            protect_md: cfg.protect.iter().map(|g| code_span(g)).collect(),
             pass_k: cfg.pass_k,
             confirm_runs: cfg.confirm_runs,
             judge: !cfg.judge_cmd.is_empty(),
             check_timeout: cfg.check_timeout.clone(),
             loop_rel: loop_rel.to_string(),
             goal_title: goal.title(),
-            goal_text: goal.as_str().trim_end().to_string(),
+            goal_text: goal.as_str().to_string(),
             s: SettingsView {
                 max_iterations: cfg.max_iterations.to_string(),
                 exec_timeout: cfg.exec_timeout.clone(),
@@ -306,6 +310,22 @@ fn words_filter(value: Value) -> std::result::Result<Value, minijinja::Error> {
     Ok(Value::from_safe_string(joined))
 }
 
+/// `{{ version|plain }}`: a word of `[A-Za-z0-9._-]` placed unquoted (for comments);
+/// anything else is refused.
+fn plain_filter(value: String) -> std::result::Result<Value, minijinja::Error> {
+    if value.is_empty()
+        || !value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!("plain: '{}' is not a plain word", value.escape_debug()),
+        ));
+    }
+    Ok(Value::from_safe_string(value))
+}
+
 /// The template environment: strict undefined, shell escaping for `.sh` templates, no
 /// `safe` filter.
 pub fn environment() -> Environment<'static> {
@@ -327,6 +347,7 @@ pub fn environment() -> Environment<'static> {
     env.set_formatter(|out, state, value| format_value(out, state, value));
     env.remove_filter("safe");
     env.add_filter("words", words_filter);
+    env.add_filter("plain", plain_filter);
     for (name, source) in TEMPLATES {
         env.add_template(name, source)
             .unwrap_or_else(|e| panic!("template {name} compiled into orbit is broken: {e}"));

@@ -2,6 +2,7 @@
 
 main() {
   orbit_settings
+  : "$ORBIT_TORN_REPAIRED"
   printf 'recover.sh: standalone repair is not available in this build of orbit\n' >&2
   exit 2
 }

@@ -493,9 +493,21 @@ ledger_iter_sum() {
   awk -F '\t' -v it="$1" '$1 == it && $2 ~ /^[0-9]+$/ { s += $2 } END { printf "%d", s }' "$LOOP_DIR/cost.ledger"
 }
 
-ledger_has_unknown() {
-  [[ -f $LOOP_DIR/cost.ledger ]] || return 1
-  grep -q "	unknown$" -- "$LOOP_DIR/cost.ledger"
+# The cost kind of an iteration's runs: reported, estimated, unknown, or partial (some
+# runs reported or estimated, some unknown).
+ledger_iter_kind() {
+  if [[ ! -f $LOOP_DIR/cost.ledger ]]; then
+    printf unknown
+    return 0
+  fi
+  awk -F '\t' -v it="$1" '$1 == it { k[$3] = 1 }
+    END {
+      if (k["unknown"] && (k["reported"] || k["estimated"])) print "partial"
+      else if (k["unknown"]) print "unknown"
+      else if (k["estimated"]) print "estimated"
+      else if (k["reported"]) print "reported"
+      else print "unknown"
+    }' "$LOOP_DIR/cost.ledger"
 }
 
 # ---- the prompt
@@ -1055,8 +1067,7 @@ run_iteration() {
   R[CHANGED]=$(tree_changes "$t_before" "$t_after" | tr -cd '\0' | wc -c | tr -d ' ')
   iter_cost=$(ledger_iter_sum "$n")
   R[COST_MICROUSD]=$iter_cost
-  R[COST_KIND]=$RUN_COST_KIND
-  ledger_has_unknown && R[COST_KIND]=unknown
+  R[COST_KIND]=$(ledger_iter_kind "$n")
   decide "$n"
   R[CB_FAILS]=${S[CB_FAILS]}
   R[VERIFY_STREAK]=${S[VERIFY_STREAK]}
@@ -1130,8 +1141,11 @@ finalize() {
     sig_record "$n" "${R[TREE_AFTER]}"
   fi
   if ! grep -q "^## Iteration $n — ${R[VERDICT]}\$" -- "$PG_FILE" 2>/dev/null || ! progress_has "$n"; then
-    changed_list=$(tree_changes "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" | tr '\0' '\n' | head -n 20 | orbit_clean_text | tr '\n' ' ')
+    changed_list=$(tree_changes "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" | tr '\0' '\n' | head -n 20 | orbit_clean_text | paste -sd ' ' -)
     cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") (${R[COST_KIND]:-unknown})"
+    if [[ ${R[COST_KIND]:-} == partial ]]; then
+      cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") reported, plus runs that reported no cost"
+    fi
     if [[ ${R[COST_KIND]:-unknown} == unknown ]]; then
       cost_line="unknown (the agent reported no cost)"
     fi

@@ -1,1 +1,597 @@
-//! Integration tests: init.
+//! `orbit init`: snapshots of the rendered loop directory, the hostile-goal corpus rendered
+//! and executed, refusals that write nothing, and `--force`.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::{Repo, assert_code, assert_ok, assert_script_clean, text};
+
+/// Every file of a fresh loop directory (contract section 3, before a first run).
+const FRESH_FILES: [&str; 12] = [
+    "goal.md",
+    "loop.toml",
+    "prompt.md",
+    "verify.sh",
+    "run-loop.sh",
+    "recover.sh",
+    "notify.sh",
+    "notes.md",
+    "state.env",
+    "state.env.sha256",
+    "progress.md",
+    "pins.sha256",
+];
+
+/// The static bash parts, summarised in snapshots (they are tested by execution and
+/// shellcheck; the snapshot shows what is rendered around them).
+fn summarise_static(mut text: String) -> String {
+    for (name, part) in [
+        ("lib/common.sh", orbit::render::LIB_COMMON),
+        ("lib/proc.sh", orbit::render::LIB_PROC),
+        ("lib/state.sh", orbit::render::LIB_STATE),
+        ("lib/run-loop.sh", orbit::render::LIB_RUN_LOOP),
+        ("lib/verify.sh", orbit::render::LIB_VERIFY),
+        ("lib/recover.sh", orbit::render::LIB_RECOVER),
+        ("lib/notify.sh", orbit::render::LIB_NOTIFY),
+    ] {
+        text = text.replace(
+            part,
+            &format!(
+                "[static part {name}: {} lines, included verbatim]\n",
+                part.lines().count()
+            ),
+        );
+    }
+    text
+}
+
+/// One readable document: every file of the loop directory under a header line.
+fn dump(dir: &Path) -> String {
+    let mut out = String::new();
+    for name in FRESH_FILES {
+        let body = fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        out.push_str(&format!("======== {name} ========\n"));
+        out.push_str(&summarise_static(body));
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    let mut pins: Vec<String> = fs::read_dir(dir.join(".pins"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    pins.sort();
+    out.push_str(&format!("======== .pins/ ========\n{}\n", pins.join("\n")));
+    out
+}
+
+fn snapshot(name: &str, dir: &Path) {
+    let doc = dump(dir);
+    insta::with_settings!({
+        snapshot_path => "../../snapshots",
+        prepend_module_to_snapshot => false,
+        filters => vec![
+            (r"\b[0-9a-f]{64}\b", "[SHA256]"),
+            (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[UTC]"),
+            (r"LAST_UPDATED_AT=\d+", "LAST_UPDATED_AT=[EPOCH]"),
+            (r"orbit \d+\.\d+\.\d+", "orbit [VERSION]"),
+            (r"ORBIT_VERSION='\d+\.\d+\.\d+'", "ORBIT_VERSION='[VERSION]'"),
+        ],
+    }, {
+        insta::assert_snapshot!(name, doc);
+    });
+}
+
+fn check_fresh_loop(dir: &Path) {
+    for name in FRESH_FILES {
+        assert!(
+            dir.join(name).is_file(),
+            "{name} missing from {}",
+            dir.display()
+        );
+    }
+    for script in ["verify.sh", "run-loop.sh", "recover.sh", "notify.sh"] {
+        assert_script_clean(&dir.join(script));
+    }
+    let out = Command::new("sha256sum")
+        .args(["-c", "--strict", "pins.sha256"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sha256sum -c pins.sha256:\n{}",
+        text(&out)
+    );
+    let state = orbit::state::State::parse_file(&dir.join("state.env")).unwrap();
+    assert_eq!(
+        (state.last_status.as_str(), state.next_iteration),
+        ("READY", 1)
+    );
+    let sidecar =
+        orbit::state::Sidecar::parse(&fs::read(dir.join("state.env.sha256")).unwrap()).unwrap();
+    assert_eq!(
+        sidecar,
+        orbit::state::Sidecar::for_state(&state.print(), state.generation)
+    );
+    let progress = orbit::progress::parse(&fs::read(dir.join("progress.md")).unwrap());
+    assert_eq!(progress.entries.len(), 1);
+    assert!(progress.entries[0].hash_ok && progress.torn_tail_line.is_none());
+}
+
+#[test]
+fn each_engine_renders_a_complete_valid_loop() {
+    for engine in ["claude", "codex", "gemini", "custom"] {
+        let repo = Repo::new();
+        let mut args = vec![
+            "init",
+            "Make `cargo test` pass on the new parser",
+            "--engine",
+            engine,
+            "--verify",
+            "cargo test",
+        ];
+        if engine == "custom" {
+            args.extend([
+                "--exec",
+                "/usr/local/bin/my-agent --model 'big one' --quiet",
+            ]);
+        }
+        let out = repo.orbit(&args);
+        assert_ok(&out, "orbit init");
+        let dir = repo.join(".orbit/make-cargo-test-pass-on-the-new-parser");
+        check_fresh_loop(&dir);
+        let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
+        assert!(toml.contains(&format!("engine = \"{engine}\"")), "{toml}");
+        snapshot(&format!("init_engine_{engine}"), &dir);
+    }
+}
+
+#[test]
+fn several_checks_and_protect_globs() {
+    let repo = Repo::new();
+    repo.write("tests/parser.rs", "#[test] fn t() {}\n");
+    let out = repo.orbit(&[
+        "init",
+        "Parse every RFC 3339 timestamp",
+        "--engine",
+        "codex",
+        "--verify",
+        "cargo test --lib",
+        "--verify",
+        "cargo clippy -- -D warnings",
+        "--verify",
+        "grep -q 'fn parse' src/lib.rs",
+        "--protect",
+        "tests/**",
+        "--protect",
+        "Cargo.lock",
+        "--max-iterations",
+        "12",
+        "--exec-timeout",
+        "15m",
+        "--loop-timeout",
+        "8h",
+        "--usd-cap",
+        "25.50",
+        "--pass-k",
+        "3",
+        "--dir",
+        ".orbit/rfc3339",
+    ]);
+    assert_ok(&out, "orbit init");
+    let dir = repo.join(".orbit/rfc3339");
+    check_fresh_loop(&dir);
+    let verify = fs::read_to_string(dir.join("verify.sh")).unwrap();
+    assert_eq!(
+        verify.matches("\n  run_check ").count(),
+        3,
+        "one run_check line per check"
+    );
+    snapshot("init_checks_and_protect", &dir);
+}
+
+/// verify.sh on its own: [PASS]/[FAIL] lines, the closing line, non-zero on any failure.
+#[test]
+fn verify_sh_reports_each_check_and_fails_on_any_failure() {
+    let repo = Repo::new();
+    let out = repo.orbit(&[
+        "init",
+        "g",
+        "--engine",
+        "custom",
+        "--exec",
+        "true",
+        "--verify",
+        "true",
+        "--verify",
+        "echo boom; exit 3",
+        "--verify",
+        "sleep 30",
+        "--dir",
+        ".orbit/v",
+    ]);
+    assert_ok(&out, "orbit init");
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo.join(".orbit/v/verify.sh"))
+        .env("CHECK_TIMEOUT", "1")
+        .env("KILL_GRACE", "1");
+    let out = crate::support::run_bounded(cmd, std::time::Duration::from_secs(30));
+    assert_code(&out, 1, "verify.sh with failures");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("[PASS] true\n"), "{stdout}");
+    assert!(
+        stdout.contains("[FAIL] echo-boom-exit-3 (exit 3)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("[FAIL] sleep-30 (timed out after 1s)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("boom"), "check output is shown: {stdout}");
+    assert!(stdout.ends_with("1 passed, 2 failed\n"), "{stdout}");
+}
+
+#[test]
+fn verify_sh_with_no_check_fails() {
+    let repo = Repo::new();
+    let out = repo.orbit(&[
+        "init", "g", "--engine", "custom", "--exec", "true", "--verify", "true", "--dir",
+        ".orbit/v",
+    ]);
+    assert_ok(&out, "orbit init");
+    // A loop.toml edited to hold no check, re-rendered.
+    let toml = repo
+        .read(".orbit/v/loop.toml")
+        .replace("verify = [\"true\"]", "verify = []");
+    repo.write(".orbit/v/loop.toml", &toml);
+    assert_ok(
+        &repo.orbit(&["init", "--force", "--dir", ".orbit/v"]),
+        "orbit init --force",
+    );
+    let out = Command::new("bash")
+        .arg(repo.join(".orbit/v/verify.sh"))
+        .output()
+        .unwrap();
+    assert_code(&out, 1, "verify.sh without checks");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("0 passed, 0 failed") && stdout.contains("no check ran"),
+        "{stdout}"
+    );
+}
+
+/// Goals that try to break out of quoting. Each is rendered and then executed by the real
+/// runner with an agent that records its stdin: no CANARY may ever appear, and the agent
+/// must receive the goal byte for byte.
+fn hostile_goals() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "quotes",
+            "it's a \"quoted\" 'goal' with \\ backslashes".to_string(),
+        ),
+        (
+            "command-substitution",
+            "fix $(touch CANARY) now".to_string(),
+        ),
+        ("backticks", "fix `touch CANARY` now".to_string()),
+        (
+            "newline-command",
+            "fix it\n; touch CANARY\n&& touch CANARY".to_string(),
+        ),
+        (
+            "heredoc-eof",
+            "line one\nEOF\ntouch CANARY\nEOF\n".to_string(),
+        ),
+        ("percent", "100% done %s %n %d %%".to_string()),
+        ("leading-dash", "-rf --help --dir /".to_string()),
+        (
+            "bidi",
+            "approve \u{202E}gnp.exe\u{202C} and ${HOME} $((1+1))".to_string(),
+        ),
+        (
+            "jinja",
+            "{{ name }} {% if x %}{# c #} ${#x} ${x:-y}".to_string(),
+        ),
+        ("large", "make the parser pass. ".repeat(200 * 1024 / 22)),
+    ]
+}
+
+#[test]
+fn hostile_goals_render_safely_and_reach_the_agent_byte_for_byte() {
+    let repo = Repo::new();
+    let record = repo.bin.path().join("stdin-copy");
+    let agent = repo.agent("recorder", &format!("cat > '{}'\nexit 0", record.display()));
+    for (name, goal) in hostile_goals() {
+        let goal_file = repo.bin.path().join(format!("goal-{name}.txt"));
+        fs::write(&goal_file, &goal).unwrap();
+        let dir_rel = format!(".orbit/hostile-{name}");
+        let exec = agent.display().to_string();
+        let out = repo.orbit(&[
+            "init",
+            "--goal-file",
+            goal_file.to_str().unwrap(),
+            "--dir",
+            &dir_rel,
+            "--engine",
+            "custom",
+            "--exec",
+            &exec,
+            "--verify",
+            "test -f never-there",
+        ]);
+        assert_ok(&out, &format!("orbit init ({name})"));
+        let dir = repo.join(&dir_rel);
+        check_fresh_loop(&dir);
+        let goal_md = fs::read_to_string(dir.join("goal.md")).unwrap();
+        assert!(
+            goal_md.contains(&goal),
+            "{name}: goal.md holds the goal verbatim"
+        );
+        for script in ["verify.sh", "run-loop.sh", "recover.sh", "notify.sh"] {
+            let body = fs::read_to_string(dir.join(script)).unwrap();
+            let probe: String = goal.chars().take(40).collect();
+            assert!(
+                !body.contains(probe.trim()) || probe.trim().len() < 4,
+                "{name}: goal text leaked into {script}"
+            );
+        }
+        let _ = fs::remove_file(&record);
+        let out = repo.run_loop(
+            &dir,
+            &["--once"],
+            &[("BRANCH_ISOLATION", "0"), ("AUTOCOMMIT", "0")],
+        );
+        assert_code(&out, 10, &format!("one tick ({name})"));
+        let got = fs::read(&record)
+            .unwrap_or_else(|_| panic!("{name}: the agent never ran:\n{}", text(&out)));
+        let got = String::from_utf8(got).unwrap();
+        assert!(
+            got.contains(&goal),
+            "{name}: the agent's prompt holds the goal byte for byte"
+        );
+        assert_no_canary(&repo, name);
+    }
+}
+
+fn assert_no_canary(repo: &Repo, name: &str) {
+    let found = walkdir::WalkDir::new(repo.path())
+        .into_iter()
+        .chain(walkdir::WalkDir::new(repo.bin.path()))
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name() == "CANARY");
+    assert!(!found, "{name}: a CANARY file appeared");
+    assert!(
+        !Path::new("CANARY").exists(),
+        "{name}: CANARY in the test's cwd"
+    );
+}
+
+#[test]
+fn bad_input_is_refused_and_nothing_is_written() {
+    let repo = Repo::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), repo.join("linked")).unwrap();
+    let nul = repo.bin.path().join("nul.txt");
+    fs::write(&nul, b"goal\0with nul").unwrap();
+    let bad_utf8 = repo.bin.path().join("bad.txt");
+    fs::write(&bad_utf8, b"goal \xff\xfe").unwrap();
+    let outside_dir = outside.path().join("loop").display().to_string();
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        (
+            "unknown engine",
+            vec!["init", "g", "--engine", "gpt5", "--verify", "true"],
+            "unknown engine",
+        ),
+        (
+            "empty goal",
+            vec!["init", "   ", "--verify", "true"],
+            "empty",
+        ),
+        (
+            "nul goal",
+            vec![
+                "init",
+                "--goal-file",
+                nul.to_str().unwrap(),
+                "--verify",
+                "true",
+            ],
+            "NUL",
+        ),
+        (
+            "invalid utf-8",
+            vec![
+                "init",
+                "--goal-file",
+                bad_utf8.to_str().unwrap(),
+                "--verify",
+                "true",
+            ],
+            "UTF-8",
+        ),
+        (
+            "bad duration",
+            vec!["init", "g", "--verify", "true", "--exec-timeout", "10x"],
+            "not a duration",
+        ),
+        (
+            "bad money",
+            vec!["init", "g", "--verify", "true", "--usd-cap", "lots"],
+            "USD",
+        ),
+        (
+            "symlink dir",
+            vec!["init", "g", "--verify", "true", "--dir", "linked"],
+            "symlink",
+        ),
+        (
+            "symlink parent",
+            vec!["init", "g", "--verify", "true", "--dir", "linked/loop"],
+            "symlink",
+        ),
+        (
+            "outside dir",
+            vec!["init", "g", "--verify", "true", "--dir", &outside_dir],
+            "outside the repository",
+        ),
+        (
+            "custom without exec",
+            vec!["init", "g", "--engine", "custom", "--verify", "true"],
+            "--exec",
+        ),
+        ("no check", vec!["init", "g"], "--verify"),
+        (
+            "zero pass-k",
+            vec!["init", "g", "--verify", "true", "--pass-k", "0"],
+            "pass-k",
+        ),
+    ];
+    for (what, args, says) in cases {
+        let out = repo.orbit(&args);
+        assert_code(&out, 2, what);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(says),
+            "{what}: the error should mention '{says}':\n{stderr}"
+        );
+        assert!(
+            !repo.join(".orbit").exists(),
+            "{what}: something was written"
+        );
+        assert_eq!(
+            fs::read_dir(outside.path()).unwrap().count(),
+            0,
+            "{what}: wrote outside"
+        );
+    }
+}
+
+#[test]
+fn init_outside_a_git_repository_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(crate::support::orbit_bin());
+    cmd.args(["init", "g", "--verify", "true"])
+        .current_dir(dir.path())
+        .env("GIT_CEILING_DIRECTORIES", dir.path().parent().unwrap());
+    let out = crate::support::run_bounded(cmd, std::time::Duration::from_secs(30));
+    assert_code(&out, 2, "init outside a repository");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("git init"));
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn rerunning_init_refuses_and_force_rerenders_keeping_state() {
+    let repo = Repo::new();
+    let agent = repo.agent("noop", "cat >/dev/null; echo step >> work.txt");
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let exec = agent.display().to_string();
+    let again = repo.orbit(&[
+        "init",
+        "test goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "true",
+    ]);
+    assert_code(&again, 2, "second init");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "one tick");
+    let keep = [
+        "state.env",
+        "state.env.sha256",
+        "progress.md",
+        "events.jsonl",
+        "goal.md",
+        "iterations/000001/result.env",
+    ];
+    let before: Vec<Vec<u8>> = keep
+        .iter()
+        .map(|f| fs::read(dir.join(f)).unwrap())
+        .collect();
+    // A setting changed by hand in loop.toml reaches the scripts through --force.
+    let toml = fs::read_to_string(dir.join("loop.toml"))
+        .unwrap()
+        .replace("max-iterations = 20", "max-iterations = 7");
+    fs::write(dir.join("loop.toml"), toml).unwrap();
+    let out = repo.orbit(&["init", "--force", "--dir", ".orbit/test-goal"]);
+    assert_ok(&out, "init --force");
+    for (f, b) in keep.iter().zip(&before) {
+        assert_eq!(
+            &fs::read(dir.join(f)).unwrap(),
+            b,
+            "{f} changed under --force"
+        );
+    }
+    assert!(
+        fs::read_to_string(dir.join("run-loop.sh"))
+            .unwrap()
+            .contains("MAX_ITERATIONS=${MAX_ITERATIONS-'7'}")
+    );
+    let pins = fs::read_to_string(dir.join("pins.sha256")).unwrap();
+    assert!(
+        pins.contains("  goal.md\n"),
+        "the first run's goal pin is kept:\n{pins}"
+    );
+    check_pins(&dir);
+    // The loop runs on with the re-rendered scripts.
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick after --force");
+    assert_eq!(crate::support::state_value(&dir, "NEXT_ITERATION"), "3");
+    // Settings flags with --force are refused: loop.toml is the source.
+    let out = repo.orbit(&[
+        "init",
+        "--force",
+        "--dir",
+        ".orbit/test-goal",
+        "--max-iterations",
+        "3",
+    ]);
+    assert_code(&out, 2, "--force with a setting");
+}
+
+fn check_pins(dir: &Path) {
+    let out = Command::new("sha256sum")
+        .args(["-c", "--strict", "pins.sha256"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "sha256sum -c:\n{}", text(&out));
+}
+
+#[test]
+fn default_check_is_detected_from_the_repository() {
+    let repo = Repo::new();
+    repo.write("Cargo.toml", "[package]\nname = \"x\"\n");
+    let out = repo.orbit(&["init", "Add a feature"]);
+    assert_ok(&out, "init");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("using `cargo test`"));
+    let verify = repo.read(".orbit/add-a-feature/verify.sh");
+    assert!(
+        verify.contains("run_check 'cargo-test' 'cargo test'"),
+        "{verify}"
+    );
+}
+
+#[test]
+fn several_loops_live_side_by_side() {
+    let repo = Repo::new();
+    assert_ok(
+        &repo.orbit(&["init", "First goal", "--verify", "true"]),
+        "first",
+    );
+    assert_ok(
+        &repo.orbit(&["init", "Second goal", "--verify", "true"]),
+        "second",
+    );
+    assert!(repo.join(".orbit/first-goal/run-loop.sh").is_file());
+    assert!(repo.join(".orbit/second-goal/run-loop.sh").is_file());
+    let out = repo.orbit(&["run"]);
+    assert_code(&out, 2, "orbit run with two loops and no DIR");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("several loops"));
+}

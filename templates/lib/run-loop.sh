@@ -362,18 +362,29 @@ tree_changes() {
 }
 
 # ---- first run: start time, dirty baseline and branch isolation.
+# Each step is done once: a crash in here and a rerun must not re-pin a goal the agent may
+# have changed since, nor re-capture a baseline that now holds the agent's work.
 first_run_setup() {
   local branch
   S[STARTED_AT]=$(orbit_now)
-  first_run_pins
-  # The dirty baseline: paths already modified, staged or untracked before the loop began.
-  (
-    cd -- "$REPO_ROOT" || exit 0
-    git status --porcelain=v1 -z --untracked-files=all -- . ":(exclude,literal)$LOOP_REL" 2>/dev/null |
-      tr '\0' '\n' | grep -v '^$' | cut -c4- | tr '\n' '\0' || true
-  ) >"$LOOP_DIR/.baseline"
-  git_q rev-parse HEAD >"$LOOP_DIR/.baseline-commit"
-  branch=$(git_q symbolic-ref --short -q HEAD || true)
+  if [[ ! -f $LOOP_DIR/.baseline-commit ]]; then
+    first_run_pins
+    # The dirty baseline: paths already modified, staged or untracked before the loop began.
+    (
+      cd -- "$REPO_ROOT" || exit 0
+      git status --porcelain=v1 -z --untracked-files=all -- . ":(exclude,literal)$LOOP_REL" 2>/dev/null |
+        tr '\0' '\n' | grep -v '^$' | cut -c4- | tr '\n' '\0' || true
+    ) >"$LOOP_DIR/.baseline.tmp"
+    mv -f -- "$LOOP_DIR/.baseline.tmp" "$LOOP_DIR/.baseline"
+    git_q symbolic-ref --short -q HEAD >"$LOOP_DIR/.origin-branch" || true
+    git_q rev-parse HEAD >"$LOOP_DIR/.baseline-commit.tmp"
+    mv -f -- "$LOOP_DIR/.baseline-commit.tmp" "$LOOP_DIR/.baseline-commit"
+  fi
+  branch=$(cat -- "$LOOP_DIR/.origin-branch" 2>/dev/null || true)
+  if ! state_check_value ORIGIN_BRANCH "$branch"; then
+    orbit_log "the starting branch '$branch' is not a plain ref name: not recorded"
+    branch=''
+  fi
   S[ORIGIN_BRANCH]=$branch
   if orbit_true "$BRANCH_ISOLATION" && orbit_true "$AUTOCOMMIT"; then
     S[ITER_BRANCH]="orbit/$LOOP_NAME"
@@ -961,7 +972,14 @@ run_iteration() {
     fb="$dir/input-feedback.json"
   fi
   orbit_event iteration_start "$n" max_iterations "$MAX_ITERATIONS"
-  t_before=$(tree_snapshot)
+  # The tree before the iteration: an interrupted attempt's, if one ran, so that its
+  # changes are committed with the iteration.
+  if [[ -f $dir/interrupted.1/tree-before ]]; then
+    t_before=$(<"$dir/interrupted.1/tree-before")
+  else
+    t_before=$(tree_snapshot)
+  fi
+  printf '%s\n' "$t_before" >"$dir/tree-before"
   attempt=0
   outcome=agent_error
   while ((attempt < RETRY_LIMIT)); do
@@ -1089,6 +1107,13 @@ decide() {
   else
     S[CB_FAILS]=0
   fi
+  # An agent that keeps failing opens the circuit before anything is judged stalled.
+  if ((S[CB_FAILS] >= CB_THRESHOLD)) || [[ ${S[CB_STATE]} == HALF_OPEN && ${R[AGENT_OUTCOME]} != ok ]]; then
+    R[VERDICT]=BLOCKED R[STOP_REASON]=circuit_open R[EXIT_CODE]=14
+    R[SUMMARY]="circuit open: the agent failed ${S[CB_FAILS]} iteration(s) in a row (last: ${R[AGENT_OUTCOME]}, exit ${R[AGENT_EXIT]})"
+    CB_OPEN_SIG=$(orbit_sha256_str "agent:${R[AGENT_OUTCOME]}:${R[AGENT_EXIT]}")
+    return 0
+  fi
   sig_record "$n" "${R[TREE_AFTER]}"
   st=$(stall_check)
   if [[ -n $st ]]; then
@@ -1105,12 +1130,6 @@ decide() {
     R[VERDICT]=BLOCKED R[STOP_REASON]=circuit_open R[EXIT_CODE]=14
     R[SUMMARY]="the same verify failure three iterations in a row while the tree kept changing"
     CB_OPEN_SIG=$REPEAT_SIG
-    return 0
-  fi
-  if ((S[CB_FAILS] >= CB_THRESHOLD)) || [[ ${S[CB_STATE]} == HALF_OPEN && ${R[AGENT_OUTCOME]} != ok ]]; then
-    R[VERDICT]=BLOCKED R[STOP_REASON]=circuit_open R[EXIT_CODE]=14
-    R[SUMMARY]="circuit open: the agent failed ${S[CB_FAILS]} iteration(s) in a row (last: ${R[AGENT_OUTCOME]}, exit ${R[AGENT_EXIT]})"
-    CB_OPEN_SIG=$(orbit_sha256_str "agent:${R[AGENT_OUTCOME]}:${R[AGENT_EXIT]}")
     return 0
   fi
   R[VERDICT]=CONTINUE R[STOP_REASON]=none R[EXIT_CODE]=10
@@ -1437,6 +1456,9 @@ main() {
   orbit_event loop_start "${S[NEXT_ITERATION]}" pid "$$" once "$ONCE" resumed_from "$status" torn_repaired "$ORBIT_TORN_REPAIRED"
   if ((S[STARTED_AT] == 0)); then
     first_run_setup
+    S[LAST_STATUS]=CONTINUE
+    S[STOP_REASON]=none
+    save_state
   else
     ensure_branch
   fi

@@ -1,1 +1,616 @@
-//! Integration tests: runner.
+//! run-loop.sh, executed for real: scripted fake agents in temporary git repositories.
+//! Every scenario ends by checking that state.env, progress.md and events.jsonl agree.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{Repo, assert_code, processes_with_env, run_bounded, state_value, text};
+
+/// An agent that appends one line per iteration and claims DONE once `work.txt` holds
+/// `n` lines. Confirmation and wrap-up runs change nothing.
+fn counting_agent(repo: &Repo, n: usize) -> PathBuf {
+    repo.agent(
+        "counter",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" >> work.txt
+if [ "$(wc -l < work.txt)" -ge {n} ]; then echo "every check holds" > "$ORBIT_LOOP_DIR/done.md"; fi
+echo '{{"type":"result","total_cost_usd":0.25}}'"#
+        ),
+    )
+}
+
+fn count_check(n: usize) -> String {
+    format!("test -f work.txt && test \"$(wc -l < work.txt)\" -ge {n}")
+}
+
+fn read_kv(path: &Path) -> BTreeMap<String, String> {
+    fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter_map(|l| {
+            l.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// The three records agree: the checkpoint is sealed, the journal's chain holds, progress.md
+/// is whole, and every iteration before NEXT_ITERATION has exactly one final entry, one
+/// iteration_end event and a result.env with the same verdict.
+fn assert_records_agree(dir: &Path) {
+    let state = orbit::state::State::parse_file(&dir.join("state.env")).expect("state.env parses");
+    let sidecar =
+        orbit::state::Sidecar::parse(&fs::read(dir.join("state.env.sha256")).unwrap()).unwrap();
+    assert_eq!(
+        sidecar,
+        orbit::state::Sidecar::for_state(&state.print(), state.generation),
+        "sidecar seals state.env"
+    );
+    let journal = orbit::events::read(&fs::read(dir.join("events.jsonl")).unwrap_or_default());
+    assert_eq!(journal.error, None, "events.jsonl chain");
+    let progress = orbit::progress::parse(&fs::read(dir.join("progress.md")).unwrap());
+    assert_eq!(
+        progress.torn_tail_line, None,
+        "progress.md has no torn tail"
+    );
+    assert!(progress.first_broken().is_none(), "progress.md chain");
+    let last_done = if state.last_status == "ABORTED" {
+        state.next_iteration
+    } else {
+        state.next_iteration - 1
+    };
+    for i in 1..=last_done {
+        let rdir = dir.join(format!("iterations/{i:06}"));
+        let result = read_kv(&rdir.join("result.env"));
+        let verdict = &result["VERDICT"];
+        let finals: Vec<_> = progress
+            .entries
+            .iter()
+            .filter(|e| matches!(&e.kind, orbit::progress::EntryKind::Iteration { number, status } if *number == i && status != "INTERRUPTED"))
+            .collect();
+        assert_eq!(finals.len(), 1, "iteration {i}: one final progress entry");
+        assert!(
+            matches!(&finals[0].kind, orbit::progress::EntryKind::Iteration { status, .. } if status == verdict)
+        );
+        let ends = journal
+            .events
+            .iter()
+            .filter(|e| e.event == "iteration_end" && e.iteration == i)
+            .count();
+        assert_eq!(ends, 1, "iteration {i}: one iteration_end event");
+    }
+    if let Some(stop) = journal.events.iter().rev().find(|e| e.event == "loop_stop") {
+        let after_stop = journal
+            .events
+            .iter()
+            .any(|e| e.seq > stop.seq && e.event == "state_write");
+        if !after_stop {
+            assert_eq!(
+                stop.value["status"],
+                state.last_status.as_str(),
+                "the last loop_stop names the state's status"
+            );
+        }
+    }
+}
+
+fn events_named(dir: &Path, name: &str) -> Vec<orbit::events::Event> {
+    orbit::events::read(&fs::read(dir.join("events.jsonl")).unwrap())
+        .events
+        .into_iter()
+        .filter(|e| e.event == name)
+        .collect()
+}
+
+fn dir_digest(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            (
+                e.path().strip_prefix(dir).unwrap().display().to_string(),
+                fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn assert_no_agent_left(dir: &Path) {
+    let marker = format!("ORBIT_OWNER={}", fs::canonicalize(dir).unwrap().display());
+    let left = processes_with_env(&marker);
+    assert!(
+        left.is_empty(),
+        "processes of the loop are still alive: {left:?}"
+    );
+}
+
+#[test]
+fn succeeds_after_three_iterations_commits_each_and_stays_done() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 3);
+    let dir = repo.init_loop(&agent, &[&count_check(3)], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "loop to DONE");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("NEXUS_LOOP_STATUS: DONE\nNEXUS_LOOP_SUMMARY: "),
+        "{stdout}"
+    );
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "DONE");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "4");
+    assert_eq!(state_value(&dir, "ITER_BRANCH"), "orbit/test-goal");
+    assert_eq!(state_value(&dir, "ORIGIN_BRANCH"), "main");
+    // Three work runs reported 0.25 each; the confirmation run reported nothing.
+    assert_eq!(state_value(&dir, "COST_MICROUSD"), "750000");
+    let ledger = fs::read_to_string(dir.join("cost.ledger")).unwrap();
+    assert_eq!(
+        ledger,
+        "1\t250000\treported\n2\t250000\treported\n3\t250000\treported\n3\t0\tunknown\n"
+    );
+    // One commit per iteration, on the loop's branch, with trailers.
+    let trailers = repo.git(&[
+        "log",
+        "--format=%(trailers:key=Orbit-Iteration,valueonly)",
+        "orbit/test-goal",
+    ]);
+    let iters: Vec<&str> = trailers.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(iters, ["3", "2", "1"]);
+    assert_eq!(
+        repo.git(&["log", "--format=%s", "main"]).trim(),
+        "init",
+        "the starting branch is untouched"
+    );
+    assert!(
+        repo.git(&["status", "--porcelain", "--", "work.txt"])
+            .is_empty(),
+        "work.txt is committed"
+    );
+    // The prompt of iteration 2 carries the feedback of iteration 1's failure.
+    let prompt2 = fs::read_to_string(dir.join("iterations/000002/prompt.md")).unwrap();
+    assert!(
+        prompt2.contains("# Feedback: the last verify failure"),
+        "{prompt2}"
+    );
+    assert!(dir.join("iterations/000002/input-feedback.json").is_file());
+    let fb: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(dir.join("iterations/000001/feedback.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(fb["iteration"], 1);
+    assert!(fb["failing"].as_array().unwrap().len() == 1);
+    assert_records_agree(&dir);
+    // DONE is terminal: a rerun prints the footer, exits 0 and touches nothing.
+    let before = dir_digest(&dir);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "rerun of a DONE loop");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NEXUS_LOOP_STATUS: DONE"));
+    assert_eq!(
+        dir_digest(&dir),
+        before,
+        "a rerun of a DONE loop changed the loop directory"
+    );
+}
+
+#[test]
+fn an_agent_that_always_fails_opens_the_circuit() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "failing",
+        "cat >/dev/null; echo 'internal error' >&2; exit 1",
+    );
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let out = repo.run_loop(&dir, &[], &[("RETRY_LIMIT", "2")]);
+    assert_code(&out, 14, "circuit open");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "BLOCKED");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "circuit_open");
+    assert_eq!(state_value(&dir, "CB_STATE"), "OPEN");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "4");
+    // Each of the three iterations tried twice.
+    assert_eq!(events_named(&dir, "agent_exit").len(), 6);
+    assert!(dir.join("iterations/000001/agent.attempt1.log").is_file());
+    assert_records_agree(&dir);
+    // While the cooldown runs, a rerun does not call the agent.
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 14, "rerun during the cooldown");
+    assert_eq!(events_named(&dir, "agent_exit").len(), 6);
+    // After the cooldown one probe iteration runs; it fails, and the circuit opens again.
+    let out = repo.run_loop(&dir, &[], &[("CB_COOLDOWN", "0"), ("RETRY_LIMIT", "1")]);
+    assert_code(&out, 14, "half-open probe fails");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "5");
+    let changes: Vec<String> = events_named(&dir, "circuit_change")
+        .iter()
+        .map(|e| e.value["to"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(changes, ["OPEN", "HALF_OPEN", "OPEN"]);
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_hanging_agent_that_ignores_term_is_killed_with_its_children() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "hang",
+        "cat >/dev/null\ntrap '' TERM\nsleep 300 &\n( trap '' TERM; sleep 300 ) &\nwhile :; do sleep 1; done",
+    );
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let out = repo.run_loop(
+        &dir,
+        &[],
+        &[
+            ("EXEC_TIMEOUT", "2s"),
+            ("KILL_GRACE", "1s"),
+            ("RETRY_LIMIT", "1"),
+            ("CB_THRESHOLD", "1"),
+        ],
+    );
+    assert_code(&out, 14, "timeouts open the circuit");
+    let result = read_kv(&dir.join("iterations/000001/result.env"));
+    assert_eq!(result["AGENT_OUTCOME"], "timeout");
+    assert_no_agent_left(&dir);
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn an_early_done_claim_is_rejected_while_verify_fails() {
+    let repo = Repo::new();
+    // Claims DONE every iteration; the work is only complete at iteration 2.
+    let agent = repo.agent(
+        "eager",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" >> work.txt
+echo "done, trust me" > "$ORBIT_LOOP_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &[&count_check(2)], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE at iteration 2");
+    assert!(dir.join("iterations/000001/done.md.rejected").is_file());
+    let rejected = events_named(&dir, "done_rejected");
+    assert_eq!(rejected.len(), 1);
+    assert_eq!(rejected[0].iteration, 1);
+    let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
+    assert!(progress.contains("## Iteration 1 — CONTINUE"), "{progress}");
+    assert!(
+        progress.contains("- done claim: verify failed"),
+        "{progress}"
+    );
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "3");
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_flaky_verify_never_makes_done() {
+    let repo = Repo::new();
+    let flip = repo.bin.path().join("flip");
+    let agent = repo.agent(
+        "claimer",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" >> work.txt
+echo "done" > "$ORBIT_LOOP_DIR/done.md""#,
+    );
+    // Passes and fails in turn once work.txt exists.
+    let check = format!(
+        "test -f work.txt && if [ -f '{0}' ]; then rm '{0}'; exit 1; else touch '{0}'; fi",
+        flip.display()
+    );
+    let dir = repo.init_loop(&agent, &[&check], &["--max-iterations", "3"]);
+    let out = repo.run_loop(&dir, &[], &[("WRAPUP_ON_LIMIT", "0")]);
+    assert_code(&out, 16, "MAX_ITERATIONS used up");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "max_iterations");
+    let flaky = events_named(&dir, "verify_fail")
+        .into_iter()
+        .filter(|e| e.value["code"] == "VERIFY_FLAKY")
+        .count();
+    assert_eq!(flaky, 3, "each claim met a flaky verify");
+    assert!(
+        events_named(&dir, "loop_stop")
+            .iter()
+            .all(|e| e.value["status"] != "DONE")
+    );
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_verify_green_from_the_start_stops_before_the_agent_runs() {
+    let repo = Repo::new();
+    let ran = repo.bin.path().join("agent-ran");
+    let agent = repo.agent(
+        "marker",
+        &format!("cat >/dev/null; touch '{}'", ran.display()),
+    );
+    let dir = repo.init_loop(&agent, &["true"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 17, "vacuous verify");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "vacuous_verify");
+    assert!(
+        !ran.exists(),
+        "the agent ran although verify proved nothing"
+    );
+    // ALLOW_GREEN_START=1 goes on.
+    let out = repo.run_loop(&dir, &["--once"], &[("ALLOW_GREEN_START", "1")]);
+    assert_code(&out, 10, "tick with ALLOW_GREEN_START=1");
+    assert!(ran.exists());
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn sigterm_mid_run_saves_a_resumable_state_and_a_rerun_resumes_the_same_iteration() {
+    let repo = Repo::new();
+    let started = repo.bin.path().join("started");
+    let agent = repo.agent(
+        "slow",
+        &format!(
+            "cat >/dev/null\ntouch '{}'\nsleep 300 &\nwait",
+            started.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &[]);
+    let mut child = Command::new("bash")
+        .arg(dir.join("run-loop.sh"))
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("KILL_GRACE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !started.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the agent never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "exit 128+15\n{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NEXUS_LOOP_STATUS: CONTINUE"));
+    assert_no_agent_left(&dir);
+    assert_eq!(state_value(&dir, "STOP_REASON"), "signal");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "1");
+    let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
+    assert!(
+        progress.contains("## Iteration 1 — INTERRUPTED"),
+        "{progress}"
+    );
+    // The rerun resumes iteration 1 with an agent that now finishes the work.
+    repo.agent("slow", "cat >/dev/null; case $ORBIT_PHASE in confirm) exit 0;; esac; touch work.txt; echo ok > \"$ORBIT_LOOP_DIR/done.md\"");
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "rerun after SIGTERM");
+    assert!(
+        dir.join("iterations/000001/interrupted.1/prompt.md")
+            .is_file(),
+        "the interrupted attempt is kept"
+    );
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2");
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn every_fault_point_resumes_without_repair_and_without_losing_or_repeating_an_iteration() {
+    for point in [
+        "after_lock",
+        "before_agent",
+        "after_agent",
+        "mid_state_write",
+        "after_state_before_sidecar",
+        "before_commit",
+        "after_commit",
+        "mid_progress_append",
+    ] {
+        let repo = Repo::new();
+        let agent = counting_agent(&repo, 2);
+        let dir = repo.init_loop(&agent, &[&count_check(2)], &[]);
+        let out = repo.run_loop(&dir, &[], &[("ORBIT_FAULT", point)]);
+        assert_eq!(
+            out.status.code(),
+            None,
+            "{point}: the runner should die by SIGKILL\n{}",
+            text(&out)
+        );
+        let out = repo.run_loop(&dir, &[], &[]);
+        assert_code(&out, 0, &format!("rerun after {point}"));
+        assert_eq!(state_value(&dir, "LAST_STATUS"), "DONE", "{point}");
+        let trailers = repo.git(&[
+            "log",
+            "--format=%(trailers:key=Orbit-Iteration,valueonly)",
+            "HEAD",
+        ]);
+        let mut iters: Vec<u64> = trailers
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| l.parse().unwrap())
+            .collect();
+        iters.sort();
+        let next: u64 = state_value(&dir, "NEXT_ITERATION").parse().unwrap();
+        assert_eq!(
+            iters,
+            (1..next).collect::<Vec<_>>(),
+            "{point}: each iteration committed exactly once"
+        );
+        assert!(
+            repo.git(&["status", "--porcelain", "--", "work.txt"])
+                .is_empty(),
+            "{point}: the agent's work is committed"
+        );
+        if !["after_lock", "before_agent", "after_agent"].contains(&point) {
+            // The crash came after the iteration was recorded: nothing ran again.
+            assert_eq!(iters, [1, 2], "{point}");
+            assert_eq!(
+                fs::read_to_string(repo.join("work.txt"))
+                    .unwrap()
+                    .lines()
+                    .count(),
+                2,
+                "{point}: no agent run was repeated"
+            );
+        }
+        assert_records_agree(&dir);
+    }
+}
+
+#[test]
+fn a_second_runner_exits_20_while_the_first_holds_the_lock() {
+    let repo = Repo::new();
+    let started = repo.bin.path().join("started");
+    let agent = repo.agent(
+        "slow",
+        &format!(
+            "cat >/dev/null; touch '{}'; sleep 3; echo x >> work.txt",
+            started.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let first = Command::new("bash")
+        .arg(dir.join("run-loop.sh"))
+        .arg("--once")
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !started.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the first runner never started its agent"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let second = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&second, 20, "second runner");
+    let out = first.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(10), "first runner\n{}", text(&out));
+    assert!(
+        dir.join(".run-loop.lock").exists(),
+        "the lock file is never deleted"
+    );
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn the_mkdir_lock_works_where_flock_is_missing() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 1);
+    let dir = repo.init_loop(&agent, &[&count_check(1)], &[]);
+    // A stale mkdir lock left by a dead runner is taken over.
+    fs::create_dir(dir.join(".run-loop.lock.d")).unwrap();
+    fs::write(
+        dir.join(".run-loop.lock.d/owner"),
+        "999999 Thu Jan  1 00:00:00 1970\n",
+    )
+    .unwrap();
+    let out = repo.run_loop(&dir, &[], &[("ORBIT_NO_FLOCK", "1")]);
+    assert_code(&out, 0, "DONE with the mkdir lock");
+    assert!(
+        !dir.join(".run-loop.lock.d").exists(),
+        "the mkdir lock is released"
+    );
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_cron_like_environment_runs_a_tick() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 5);
+    let dir = repo.init_loop(&agent, &[&count_check(5)], &[]);
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new("env");
+    cmd.arg("-i")
+        .arg("PATH=/usr/bin:/bin")
+        .arg(format!("HOME={}", home.path().display()))
+        .arg("bash")
+        .arg(dir.join("run-loop.sh"))
+        .arg("--once")
+        .current_dir("/");
+    let out = run_bounded(cmd, Duration::from_secs(120));
+    assert_code(&out, 10, "cron tick");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2");
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_missing_agent_fails_preflight_with_nothing_run() {
+    let repo = Repo::new();
+    let out = repo.orbit(&[
+        "init",
+        "g",
+        "--engine",
+        "custom",
+        "--exec",
+        "no-such-agent-xyz",
+        "--verify",
+        "false",
+        "--dir",
+        ".orbit/g",
+    ]);
+    crate::support::assert_ok(&out, "init");
+    let dir = repo.join(".orbit/g");
+    let before = fs::read(dir.join("state.env")).unwrap();
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 2, "preflight");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-agent-xyz"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NEXUS_LOOP_STATUS: CONTINUE"));
+    assert_eq!(
+        fs::read(dir.join("state.env")).unwrap(),
+        before,
+        "nothing was written"
+    );
+    assert!(!dir.join("events.jsonl").exists() && !dir.join("iterations").exists());
+}
+
+#[test]
+fn a_corrupt_state_stops_with_exit_4_and_a_torn_checkpoint_is_repaired() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 9);
+    let dir = repo.init_loop(&agent, &[&count_check(9)], &[]);
+    let good = fs::read_to_string(dir.join("state.env")).unwrap();
+    let canary = repo.join("CANARY");
+    fs::write(
+        dir.join("state.env"),
+        good.replace("NEXT_ITERATION=1", "NEXT_ITERATION=x[$(touch CANARY)]"),
+    )
+    .unwrap();
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 4, "hostile state value");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("orbit recover"));
+    assert!(!canary.exists());
+    // A torn checkpoint: state.env one generation ahead of its sidecar.
+    let ahead = good
+        .replace("GEN=1", "GEN=2")
+        .replace("LAST_STATUS=READY", "LAST_STATUS=CONTINUE");
+    fs::write(dir.join("state.env"), ahead).unwrap();
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "torn checkpoint repaired silently");
+    assert!(
+        fs::read_to_string(dir.join("runner.log"))
+            .unwrap()
+            .contains("torn checkpoint")
+    );
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn orbit_run_executes_the_loop() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 5);
+    let _dir = repo.init_loop(&agent, &[&count_check(5)], &[]);
+    let out = repo.orbit(&["run", "--once"]);
+    assert_code(&out, 10, "orbit run --once");
+    let out = repo.orbit(&["run", ".orbit/test-goal", "--once"]);
+    assert_code(&out, 10, "orbit run DIR --once");
+}

@@ -21,7 +21,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Render a loop directory from a goal.
-    Init(InitArgs),
+    Init(Box<InitArgs>),
     /// Run a loop (executes its run-loop.sh).
     Run(RunArgs),
     /// Classify loops, live or dead, with evidence (read-only).

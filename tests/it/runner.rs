@@ -352,7 +352,7 @@ fn sigterm_mid_run_saves_a_resumable_state_and_a_rerun_resumes_the_same_iteratio
         ),
     );
     let dir = repo.init_loop(&agent, &["test -f work.txt"], &[]);
-    let mut child = Command::new("bash")
+    let child = Command::new("bash")
         .arg(dir.join("run-loop.sh"))
         .current_dir(repo.path())
         .env("PATH", repo.path_env())

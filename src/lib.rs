@@ -6,6 +6,7 @@
 pub mod audit;
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod engine;
 pub mod error;
 pub mod events;
@@ -34,7 +35,7 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Audit(args) => audit::run(&args),
         cli::Command::Status(args) => audit::status(&args),
         cli::Command::Recover(args) => recover::run(&args),
-        cli::Command::Demo(args) => run::demo(&args),
+        cli::Command::Demo(args) => demo::demo(&args),
     }
 }
 

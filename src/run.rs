@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::cli::{DemoArgs, RunArgs};
+use crate::cli::RunArgs;
 use crate::error::{Error, Result};
 use crate::init::repo_root;
 
@@ -75,9 +75,4 @@ fn exit_code_of(status: std::process::ExitStatus) -> u8 {
         (None, Some(sig)) => 128u8.saturating_add(sig as u8),
         _ => 1,
     }
-}
-
-/// `orbit demo`.
-pub fn demo(_args: &DemoArgs) -> Result<u8> {
-    Err(Error::Usage("orbit demo is not available yet".into()))
 }

@@ -972,6 +972,7 @@ run_iteration() {
     fb="$dir/input-feedback.json"
   fi
   orbit_event iteration_start "$n" max_iterations "$MAX_ITERATIONS"
+  orbit_log "iteration $n of at most $MAX_ITERATIONS: the agent starts"
   # The tree before the iteration: an interrupted attempt's, if one ran, so that its
   # changes are committed with the iteration.
   if [[ -f $dir/interrupted.1/tree-before ]]; then
@@ -1228,6 +1229,7 @@ finalize() {
       ;;
   esac
   IN_ITERATION=0
+  orbit_log "iteration $n: ${R[VERDICT]} — ${R[SUMMARY]}"
   S[LAST_STATUS]=${R[VERDICT]}
   S[STOP_REASON]=${R[STOP_REASON]}
   if [[ ${R[VERDICT]} == CONTINUE ]]; then

@@ -614,3 +614,30 @@ fn orbit_run_executes_the_loop() {
     let out = repo.orbit(&["run", ".orbit/test-goal", "--once"]);
     assert_code(&out, 10, "orbit run DIR --once");
 }
+
+#[test]
+fn orbit_demo_ends_done_with_a_rejected_early_claim() {
+    let root = tempfile::tempdir().unwrap();
+    let demo = root.path().join("demo");
+    let mut cmd = Command::new(crate::support::orbit_bin());
+    cmd.args(["demo", "--dir", demo.to_str().unwrap()]);
+    let out = run_bounded(cmd, Duration::from_secs(180));
+    assert_code(&out, 0, "orbit demo");
+    let dir = demo.join("project/.orbit/calc");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "DONE");
+    let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
+    assert!(
+        progress.contains("## Iteration 1 — CONTINUE")
+            && progress.contains("## Iteration 3 — DONE"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("- done claim: verify failed"),
+        "the early claim is rejected:\n{progress}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&dir.display().to_string()),
+        "the demo says where the loop is"
+    );
+    assert_records_agree(&dir);
+}

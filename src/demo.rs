@@ -1,0 +1,166 @@
+//! `orbit demo`: a real loop, end to end, in a new temporary repository, driven by a
+//! built-in simulated agent (a bash script: no API key, no network). It shows verify
+//! failing then passing, an early DONE claim rejected by the harness, and DONE.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::cli::{DemoArgs, InitArgs};
+use crate::error::{Error, Result};
+use crate::fsx;
+
+const CALC_SH: &str = include_str!("../templates/demo/calc.sh");
+const TEST_CALC_SH: &str = include_str!("../templates/demo/tests/test_calc.sh");
+const SIM_AGENT: &str = include_str!("../templates/demo/sim-agent");
+
+const GOAL: &str = "Make calc.sh implement add and mul so that tests/test_calc.sh passes.\n\n\
+                    Both functions take two integers and print the result.\n";
+
+fn git(dir: &Path, args: &[&str]) -> Result<()> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .map_err(|e| Error::io("cannot run git (is it installed?)", e))?;
+    if !out.status.success() {
+        return Err(Error::Git(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// A fresh directory for the demo: `--dir` (must not exist or be empty) or a new one under
+/// the system's temporary directory.
+fn demo_root(args: &DemoArgs) -> Result<PathBuf> {
+    let root = match &args.dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!(
+            "orbit-demo-{}-{}",
+            fsx::now_epoch(),
+            std::process::id()
+        )),
+    };
+    if root.exists()
+        && fs::read_dir(&root)
+            .map_err(|e| Error::io(format!("cannot read {}", root.display()), e))?
+            .next()
+            .is_some()
+    {
+        return Err(Error::Refused(format!(
+            "{} exists and is not empty: give the demo a new --dir",
+            root.display()
+        )));
+    }
+    Ok(root)
+}
+
+/// Creates the demo project (a git repository) and the simulated agent beside it.
+pub fn prepare(root: &Path) -> Result<(PathBuf, PathBuf)> {
+    let repo = root.join("project");
+    let bin = root.join("agent");
+    for d in [repo.join("tests"), bin.clone()] {
+        fs::create_dir_all(&d)
+            .map_err(|e| Error::io(format!("cannot create {}", d.display()), e))?;
+    }
+    fsx::write_atomic(&repo.join("calc.sh"), CALC_SH.as_bytes())?;
+    fsx::write_atomic(&repo.join("tests/test_calc.sh"), TEST_CALC_SH.as_bytes())?;
+    let agent = bin.join("sim-agent");
+    fsx::write_atomic_exec(&agent, SIM_AGENT.as_bytes())?;
+    git(&repo, &["init", "-q"])?;
+    git(&repo, &["config", "user.name", "orbit demo"])?;
+    git(&repo, &["config", "user.email", "demo@orbit.invalid"])?;
+    git(&repo, &["config", "commit.gpgsign", "false"])?;
+    git(&repo, &["add", "calc.sh", "tests/test_calc.sh"])?;
+    git(
+        &repo,
+        &[
+            "commit",
+            "-q",
+            "-m",
+            "calc.sh: a calculator that does not work yet",
+        ],
+    )?;
+    Ok((repo, agent))
+}
+
+/// `orbit demo`.
+pub fn demo(args: &DemoArgs) -> Result<u8> {
+    let root = demo_root(args)?;
+    let (repo, agent) = prepare(&root)?;
+    println!("orbit demo: a real loop with a simulated agent (no API key, no network)");
+    println!(
+        "  project: {} (calc.sh fails tests/test_calc.sh)",
+        repo.display()
+    );
+    let here =
+        std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
+    std::env::set_current_dir(&repo).map_err(|e| Error::io("cannot enter the demo project", e))?;
+    let init = InitArgs {
+        goal: Some(GOAL.to_string()),
+        goal_file: None,
+        dir: Some(PathBuf::from(".orbit/calc")),
+        engine: Some("custom".into()),
+        exec: Some(
+            shlex::try_quote(&agent.display().to_string())
+                .map_err(|_| Error::Usage("the demo path holds a NUL byte".into()))?
+                .into_owned(),
+        ),
+        verify: vec![
+            "bash tests/test_calc.sh add".into(),
+            "bash tests/test_calc.sh mul".into(),
+        ],
+        protect: vec!["tests/**".into()],
+        max_iterations: Some(6),
+        exec_timeout: Some("60s".into()),
+        loop_timeout: Some("10m".into()),
+        usd_cap: Some("1".into()),
+        pass_k: Some(2),
+        force: false,
+    };
+    let outcome = crate::init::init(&init);
+    std::env::set_current_dir(&here)
+        .map_err(|e| Error::io("cannot return to the working directory", e))?;
+    let loop_dir = outcome?.dir;
+    println!(
+        "\norbit demo: running the loop (bash {}/run-loop.sh)\n",
+        loop_dir.display()
+    );
+    let status = Command::new("bash")
+        .arg(loop_dir.join("run-loop.sh"))
+        .current_dir(&repo)
+        .env("RETRY_BASE_DELAY", "1s")
+        .status()
+        .map_err(|e| Error::io("cannot start bash", e))?;
+    let code = status.code().unwrap_or(1);
+    println!();
+    println!(
+        "orbit demo: the loop exited {code}{}",
+        if code == 0 {
+            " (DONE, verified by the harness)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "  look at:  {}/progress.md   (one entry per iteration, the rejected claim in iteration 2)",
+        loop_dir.display()
+    );
+    println!(
+        "            {}/events.jsonl  (the hash-chained journal)",
+        loop_dir.display()
+    );
+    println!(
+        "            {}/iterations/   (prompts, agent logs, verify logs)",
+        loop_dir.display()
+    );
+    println!(
+        "            git -C {} log --oneline orbit/calc",
+        repo.display()
+    );
+    Ok(u8::try_from(code).unwrap_or(1))
+}

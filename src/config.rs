@@ -52,6 +52,8 @@ pub struct LoopConfig {
     pub cb_cooldown: String,
     pub convergence_window: u32,
     pub kill_grace: String,
+    /// How long one auto-commit (with the repository's hooks) may take.
+    pub commit_timeout: String,
     pub autocommit: bool,
     pub branch_isolation: bool,
     pub squash_on_done: bool,
@@ -96,6 +98,7 @@ impl Default for LoopConfig {
             cb_cooldown: "10m".into(),
             convergence_window: 3,
             kill_grace: "10s".into(),
+            commit_timeout: "2m".into(),
             autocommit: true,
             branch_isolation: true,
             squash_on_done: false,
@@ -188,6 +191,7 @@ impl LoopConfig {
             ("retry-base-delay", &self.retry_base_delay),
             ("cb-cooldown", &self.cb_cooldown),
             ("kill-grace", &self.kill_grace),
+            ("commit-timeout", &self.commit_timeout),
             ("notify-timeout", &self.notify_timeout),
         ] {
             parse_duration(key, value)?;

@@ -41,6 +41,7 @@ settings_check() {
   CB_COOLDOWN_S=$(orbit_duration CB_COOLDOWN "$CB_COOLDOWN")
   KILL_GRACE_S=$(orbit_duration KILL_GRACE "$KILL_GRACE")
   RETRY_BASE_DELAY_S=$(orbit_duration RETRY_BASE_DELAY "$RETRY_BASE_DELAY")
+  COMMIT_TIMEOUT_S=$(orbit_duration COMMIT_TIMEOUT "$COMMIT_TIMEOUT")
   ((EXEC_TIMEOUT_S >= 1)) || orbit_die 2 "EXEC_TIMEOUT must be at least 1s"
   USD_CAP_M=$(orbit_usd_micro USD_CAP "$USD_CAP")
   USD_PER_RUN_CAP_M=$(orbit_usd_micro USD_PER_RUN_CAP "$USD_PER_RUN_CAP")
@@ -240,6 +241,17 @@ pins_check() {
       return 1
     fi
   done <"$LOOP_DIR/pins.sha256"
+  # An agent permission file that appeared after the first run is a hijack too.
+  if [[ -f $LOOP_DIR/.baseline-commit ]]; then
+    local f rel_up
+    rel_up=$(loop_to_root)
+    for f in .claude/settings.json .claude/settings.local.json .codex/config.toml; do
+      if [[ -f $REPO_ROOT/$f ]] && ! grep -qF -- "  $rel_up$f" "$LOOP_DIR/pins.sha256"; then
+        PIN_BAD=$rel_up$f PIN_WANT=absent PIN_HAVE=$(orbit_sha256_file "$REPO_ROOT/$f")
+        return 1
+      fi
+    done
+  fi
   return 0
 }
 
@@ -343,7 +355,8 @@ tree_snapshot() {
   gitdir=$(git_q rev-parse --absolute-git-dir)
   idx=$(mktemp "${TMPDIR:-/tmp}/orbit-index.XXXXXX")
   if [[ -f $gitdir/index ]]; then
-    cp -- "$gitdir/index" "$idx"
+    # -p keeps the index mtime, which git needs to spot racily-clean entries.
+    cp -p -- "$gitdir/index" "$idx"
   else
     rm -f -- "$idx"
   fi
@@ -853,12 +866,19 @@ commit_iteration() {
   while ((tries < 5)); do
     tries=$((tries + 1))
     rc=0
-    (
-      cd -- "$REPO_ROOT" || exit 1
-      export GIT_LITERAL_PATHSPECS=1 GIT_TERMINAL_PROMPT=0
-      git add -A --pathspec-from-file="$list" --pathspec-file-nul &&
-        git commit -q --no-edit -m "$msg" --only --pathspec-from-file="$list" --pathspec-file-nul
-    ) </dev/null >>"$dir/commit.log" 2>&1 9>&- || rc=$?
+    # Bounded: a hook that waits on a terminal must not wedge the loop.
+    # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
+    orbit_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/commit.log" \
+      env GIT_LITERAL_PATHSPECS=1 GIT_TERMINAL_PROMPT=0 bash -c 'cd -- "$1" || exit 1
+        git add -A --pathspec-from-file="$2" --pathspec-file-nul &&
+          git commit -q --no-edit -m "$3" --only --pathspec-from-file="$2" --pathspec-file-nul' \
+      orbit-commit "$REPO_ROOT" "$list" "$msg"
+    rc=$ORBIT_RC
+    if ((ORBIT_TIMED_OUT)); then
+      orbit_log "commit: git did not finish within ${COMMIT_TIMEOUT_S}s (a hook waiting for input?)"
+      rc=124
+      break
+    fi
     if ((rc == 0)); then
       break
     fi
@@ -1274,7 +1294,7 @@ squash_on_done() {
   git_q rev-parse --verify -q "refs/heads/$summary_branch" >/dev/null && return 0
   base=$(cat -- "$LOOP_DIR/.baseline-commit")
   title=$(sed -n '3p' "$LOOP_DIR/goal.md" | cut -c1-60)
-  msg="orbit($LOOP_NAME): ${title:-goal reached} (${S[NEXT_ITERATION]} iterations)"$'\n\nOrbit-Loop: '"$LOOP_NAME"
+  msg="orbit($LOOP_NAME): ${title:-goal reached} ($((S[NEXT_ITERATION] - 1)) iterations)"$'\n\nOrbit-Loop: '"$LOOP_NAME"
   (
     cd -- "$REPO_ROOT" || exit 1
     tree=$(git rev-parse "HEAD^{tree}")

@@ -1,0 +1,466 @@
+//! The guards that make an unattended loop safe: integrity pins, stall and oscillation,
+//! budgets, rate limits, scoped commits and branch isolation.
+
+use std::fs;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::{Repo, assert_code, state_value, text};
+
+fn events(dir: &Path, name: &str) -> Vec<orbit::events::Event> {
+    orbit::events::read(&fs::read(dir.join("events.jsonl")).unwrap())
+        .events
+        .into_iter()
+        .filter(|e| e.event == name)
+        .collect()
+}
+
+/// Runs an agent whose iteration-1 action is `action`; expects an integrity stop naming
+/// `file` with `reason`, the change left uncommitted, and never DONE.
+fn integrity_case(setup: impl Fn(&Repo), action: &str, file: &str, reason: &str) {
+    let repo = Repo::new();
+    setup(&repo);
+    let agent = repo.agent(
+        "tamper",
+        &format!(
+            "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho work >> work.txt\n{action}\necho done > \"$ORBIT_LOOP_DIR/done.md\""
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &["--protect", "tests/**"]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 3, reason);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NEXUS_LOOP_STATUS: CONTINUE"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("orbit recover"),
+        "the message names the recover command:\n{}",
+        text(&out)
+    );
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "ABORTED");
+    assert_eq!(state_value(&dir, "STOP_REASON"), reason);
+    let fails = events(&dir, "integrity_fail");
+    assert_eq!(fails.len(), 1, "one integrity_fail event");
+    let e = &fails[0].value;
+    assert_eq!(e["code"], reason);
+    assert!(e["file"].as_str().unwrap().ends_with(file), "{e}");
+    assert_ne!(e["expected"], e["actual"]);
+    assert!(e["expected"].as_str().unwrap().len() == 64 || e["expected"] == "absent");
+    // Nothing of the iteration was committed: the offending change stays for review.
+    let loop_commits = repo.git(&[
+        "log",
+        "--all",
+        "--format=%(trailers:key=Orbit-Iteration,valueonly)",
+    ]);
+    assert!(
+        loop_commits.trim().is_empty(),
+        "no loop commit: {loop_commits}"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations/000001/commit.txt")).unwrap(),
+        "withheld: integrity violation\n"
+    );
+    // A rerun does not go on: the stop holds until a human recovers.
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 3, "rerun after an integrity stop");
+}
+
+#[test]
+fn editing_a_protected_test_is_reward_hacking() {
+    integrity_case(
+        |r| {
+            r.write("tests/parser_test.sh", "test 1 -eq 1\n");
+            r.git(&["add", "tests"]);
+            r.git(&["commit", "-q", "-m", "tests"]);
+        },
+        "echo 'exit 0' > tests/parser_test.sh",
+        "tests/parser_test.sh",
+        "reward_hack",
+    );
+}
+
+#[test]
+fn deleting_the_tests_is_reward_hacking() {
+    integrity_case(
+        |r| {
+            r.write("tests/a.sh", "true\n");
+            r.git(&["add", "tests"]);
+            r.git(&["commit", "-q", "-m", "tests"]);
+        },
+        "rm -rf tests",
+        "tests/a.sh",
+        "reward_hack",
+    );
+}
+
+#[test]
+fn editing_goal_md_is_goal_drift() {
+    integrity_case(
+        |_| {},
+        "echo 'new goal: nothing' >> \"$ORBIT_LOOP_DIR/goal.md\"",
+        "goal.md",
+        "goal_drift",
+    );
+}
+
+#[test]
+fn editing_verify_sh_is_reward_hacking() {
+    integrity_case(
+        |_| {},
+        "echo 'exit 0' >> \"$ORBIT_LOOP_DIR/verify.sh\"",
+        "verify.sh",
+        "reward_hack",
+    );
+}
+
+#[test]
+fn editing_a_script_is_script_tampering() {
+    integrity_case(
+        |_| {},
+        "echo '# x' >> \"$ORBIT_LOOP_DIR/run-loop.sh\"",
+        "run-loop.sh",
+        "script_tamper",
+    );
+}
+
+#[test]
+fn editing_agent_permissions_is_a_hijack() {
+    integrity_case(
+        |r| {
+            r.write(
+                ".claude/settings.json",
+                "{\"permissions\":{\"deny\":[\"Bash(rm:*)\"]}}\n",
+            );
+            r.git(&["add", ".claude"]);
+            r.git(&["commit", "-q", "-m", "settings"]);
+        },
+        "echo '{\"permissions\":{\"allow\":[\"Bash(*)\"]}}' > .claude/settings.json",
+        ".claude/settings.json",
+        "permission_hijack",
+    );
+}
+
+#[test]
+fn creating_an_agent_permission_file_is_a_hijack() {
+    integrity_case(
+        |_| {},
+        "mkdir -p .codex && echo 'approval_policy = \"never\"' > .codex/config.toml",
+        ".codex/config.toml",
+        "permission_hijack",
+    );
+}
+
+#[test]
+fn an_agent_that_changes_nothing_stalls_in_three() {
+    let repo = Repo::new();
+    let agent = repo.agent("idle", "cat >/dev/null; echo 'thinking...'");
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 15, "stalled");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "STALLED");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "stalled");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "4");
+    let sigs = fs::read_to_string(dir.join(".action-sig.log")).unwrap();
+    assert_eq!(sigs.lines().count(), 3, "{sigs}");
+    // A rerun of a STALLED loop does not call the agent again.
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 15, "rerun of a stalled loop");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "4");
+}
+
+#[test]
+fn an_agent_that_toggles_a_file_is_oscillating() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "toggle",
+        "cat >/dev/null\nif [ $((ORBIT_ITERATION % 2)) -eq 1 ]; then echo A > state.txt; else echo B > state.txt; fi",
+    );
+    // The failing check prints the file, so consecutive failures differ.
+    let dir = repo.init_loop(&agent, &["cat state.txt; exit 1"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 15, "oscillating");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "oscillating");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "5");
+}
+
+#[test]
+fn the_same_verify_failure_while_the_tree_changes_blocks_the_loop() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "busy",
+        "cat >/dev/null; echo \"attempt $ORBIT_ITERATION\" >> notes.txt",
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["echo 'src/lib.rs:10: assertion failed'; exit 1"],
+        &[],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 14, "repeated failure");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "circuit_open");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "4");
+    assert_eq!(
+        state_value(&dir, "CB_SIG").len(),
+        64,
+        "the failure's signature is recorded"
+    );
+    let fb: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(dir.join("iterations/000003/feedback.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(fb["loci"], serde_json::json!(["src/lib.rs:10"]));
+}
+
+#[test]
+fn a_rate_limit_pauses_without_burning_an_iteration_and_resumes_after_the_reset() {
+    let repo = Repo::new();
+    let flag = repo.bin.path().join("limit-flag");
+    fs::write(&flag, "").unwrap();
+    let calls = repo.bin.path().join("calls");
+    let agent = repo.agent(
+        "limited",
+        &format!(
+            "cat >/dev/null\necho call >> '{calls}'\nif [ -f '{flag}' ]; then rm '{flag}'; echo 'Error: rate limit exceeded (429). Please try again in 2 seconds.' >&2; exit 1; fi\necho work >> work.txt",
+            calls = calls.display(),
+            flag = flag.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 13, "rate limited");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "PAUSED");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "rate_limit");
+    assert_eq!(
+        state_value(&dir, "NEXT_ITERATION"),
+        "1",
+        "no iteration burnt"
+    );
+    assert_eq!(
+        state_value(&dir, "CB_FAILS"),
+        "0",
+        "a rate limit never counts toward the circuit"
+    );
+    let resume: u64 = state_value(&dir, "RESUME_AT").parse().unwrap();
+    assert!(resume > 0);
+    // Before RESUME_AT: exit 13 at once, the agent is not called.
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    if orbit::fsx::now_epoch() < resume {
+        assert_code(&out, 13, "rerun before the reset");
+        assert_eq!(fs::read_to_string(&calls).unwrap().lines().count(), 1);
+        while orbit::fsx::now_epoch() <= resume {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let out = repo.run_loop(&dir, &["--once"], &[]);
+        assert_code(&out, 10, "resumed after the reset");
+    } else {
+        assert_code(&out, 10, "resumed after the reset");
+    }
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2");
+    assert!(
+        dir.join("iterations/000001/interrupted.1/agent.log")
+            .is_file(),
+        "the limited attempt is kept"
+    );
+}
+
+#[test]
+fn spending_stops_at_the_cap_with_a_complete_ledger() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "spender",
+        "cat >/dev/null; echo \"$ORBIT_ITERATION\" | tr 0-9 a-j >> work.txt; echo 0.40 > \"$ORBIT_COST_FILE\"",
+    );
+    // The failing check prints the growing file, so no two failures are the same.
+    let dir = repo.init_loop(&agent, &["cat work.txt; exit 1"], &["--usd-cap", "1"]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 12, "budget");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "PAUSED");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "budget");
+    // 0.40 x 3 = 1.20 >= 1: the third iteration crossed the cap; no fourth started.
+    assert_eq!(state_value(&dir, "COST_MICROUSD"), "1200000");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "4");
+    let ledger = fs::read_to_string(dir.join("cost.ledger")).unwrap();
+    assert_eq!(
+        ledger,
+        "1\t400000\treported\n2\t400000\treported\n3\t400000\treported\n"
+    );
+    // Budgets survive restarts: a rerun stays paused until the cap is raised.
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 12, "rerun under the same cap");
+    let out = repo.run_loop(&dir, &["--once"], &[("USD_CAP", "5")]);
+    assert_code(&out, 10, "a raised cap goes on");
+}
+
+#[test]
+fn an_agent_that_reports_no_cost_is_recorded_as_unknown() {
+    let repo = Repo::new();
+    let agent = repo.agent("silent", "cat >/dev/null; echo x >> work.txt");
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick");
+    assert_eq!(
+        fs::read_to_string(dir.join("cost.ledger")).unwrap(),
+        "1\t0\tunknown\n"
+    );
+    let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
+    assert!(
+        progress.contains("- cost: unknown (the agent reported no cost)"),
+        "{progress}"
+    );
+}
+
+#[test]
+fn commits_hold_only_the_agents_files_even_with_odd_names_and_a_crash() {
+    let repo = Repo::new();
+    repo.write("tracked.txt", "one\n");
+    repo.git(&["add", "tracked.txt"]);
+    repo.git(&["commit", "-q", "-m", "tracked"]);
+    // The user's own work in progress: a dirty tracked file, a staged file, an untracked one.
+    repo.write("tracked.txt", "one\nuser edit\n");
+    repo.write("staged.txt", "user staged\n");
+    repo.git(&["add", "staged.txt"]);
+    repo.write("scratch.txt", "user scratch\n");
+    let agent = repo.agent(
+        "odd",
+        "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho a > 'a b'\necho b > ./-rf\necho c > $'new\\nline'\necho \"$ORBIT_ITERATION\" >> counter\necho touched >> tracked.txt\nif [ \"$ORBIT_ITERATION\" -ge 2 ]; then echo ok > \"$ORBIT_LOOP_DIR/done.md\"; fi",
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f counter && test $(wc -l < counter) -ge 2"],
+        &[],
+    );
+    let out = repo.run_loop(&dir, &[], &[("ORBIT_FAULT", "after_commit")]);
+    assert_eq!(
+        out.status.code(),
+        None,
+        "killed at after_commit\n{}",
+        text(&out)
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE after the crash");
+    // Each file the agent created is committed exactly once, in iteration 1.
+    let log = repo.git(&["log", "--format=%H", "orbit/test-goal"]);
+    let commits: Vec<&str> = log.lines().collect();
+    assert_eq!(commits.len(), 4, "init, tracked, iterations 1 and 2");
+    let first = repo.git(&["show", "--name-only", "--format=", "-z", commits[1]]);
+    let mut files: Vec<&str> = first.split('\0').filter(|f| !f.is_empty()).collect();
+    files.sort();
+    assert_eq!(files, ["-rf", "a b", "counter", "new\nline"]);
+    let second = repo.git(&["show", "--name-only", "--format=", "-z", commits[0]]);
+    assert_eq!(
+        second
+            .split('\0')
+            .filter(|f| !f.is_empty())
+            .collect::<Vec<_>>(),
+        ["counter"]
+    );
+    // The user's work is untouched: still dirty, still staged, still untracked.
+    let status = repo.git(&[
+        "status",
+        "--porcelain",
+        "--",
+        "tracked.txt",
+        "staged.txt",
+        "scratch.txt",
+    ]);
+    assert!(
+        status.contains(" M tracked.txt") || status.contains("MM tracked.txt"),
+        "{status}"
+    );
+    assert!(status.contains("A  staged.txt"), "{status}");
+    assert!(status.contains("?? scratch.txt"), "{status}");
+    let touched = fs::read_to_string(dir.join("iterations/000001/baseline-touched.txt")).unwrap();
+    assert_eq!(
+        touched, "tracked.txt\n",
+        "a baseline file the agent touched is reported, not committed"
+    );
+    let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
+    assert!(
+        progress.contains("not committed (dirty before the loop began)"),
+        "{progress}"
+    );
+}
+
+#[test]
+fn a_held_index_lock_or_a_hanging_hook_does_not_wedge_the_loop() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "worker",
+        "cat >/dev/null; echo \"$ORBIT_ITERATION\" | tr 0-9 a-j >> work.txt",
+    );
+    let dir = repo.init_loop(&agent, &["cat work.txt; exit 1"], &[]);
+    // A hook that waits for input forever.
+    repo.write(".git/hooks/pre-commit", "#!/bin/sh\nsleep 300\n");
+    std::process::Command::new("chmod")
+        .args(["+x", repo.join(".git/hooks/pre-commit").to_str().unwrap()])
+        .status()
+        .unwrap();
+    let out = repo.run_loop(&dir, &["--once"], &[("COMMIT_TIMEOUT", "2s")]);
+    assert_code(&out, 10, "tick with a hanging hook");
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations/000001/commit.txt")).unwrap(),
+        "failed\n"
+    );
+    fs::remove_file(repo.join(".git/hooks/pre-commit")).unwrap();
+    // A held index.lock: retried, then given up on; the loop goes on.
+    fs::write(repo.join(".git/index.lock"), "").unwrap();
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick with index.lock held");
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations/000002/commit.txt")).unwrap(),
+        "failed\n"
+    );
+    assert!(
+        fs::read_to_string(dir.join("runner.log"))
+            .unwrap()
+            .contains("index.lock")
+    );
+    fs::remove_file(repo.join(".git/index.lock")).unwrap();
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick after the lock is gone");
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations/000003/commit.txt"))
+            .unwrap()
+            .len(),
+        41
+    );
+}
+
+#[test]
+fn squash_on_done_makes_one_summary_commit_and_a_rerun_changes_nothing() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "two",
+        "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho \"$ORBIT_ITERATION\" >> work.txt\nif [ \"$ORBIT_ITERATION\" -ge 2 ]; then echo ok > \"$ORBIT_LOOP_DIR/done.md\"; fi",
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f work.txt && test $(wc -l < work.txt) -ge 2"],
+        &[],
+    );
+    let out = repo.run_loop(&dir, &[], &[("SQUASH_ON_DONE", "1")]);
+    assert_code(&out, 0, "DONE");
+    let summary = repo.git(&[
+        "log",
+        "--format=%s%n%b",
+        "orbit/test-goal-summary",
+        "-n",
+        "1",
+    ]);
+    assert!(
+        summary.starts_with("orbit(test-goal): test goal (2 iterations)"),
+        "{summary}"
+    );
+    assert_eq!(
+        repo.git(&["rev-list", "--count", "orbit/test-goal-summary"])
+            .trim(),
+        "2",
+        "one commit on top of the start"
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", "orbit/test-goal-summary^{tree}"]),
+        repo.git(&["rev-parse", "orbit/test-goal^{tree}"])
+    );
+    let refs = repo.git(&["for-each-ref"]);
+    let out = repo.run_loop(&dir, &[], &[("SQUASH_ON_DONE", "1")]);
+    assert_code(&out, 0, "rerun");
+    assert_eq!(repo.git(&["for-each-ref"]), refs);
+}

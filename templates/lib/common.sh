@@ -55,7 +55,8 @@ ORBIT_LOG_FILE=
 orbit_log() {
   local line
   line="$(orbit_iso_now) $*"
-  printf '%s\n' "$line" >&2
+  # stderr may be a terminal that is gone (a killed tmux pane): never fail on it.
+  printf '%s\n' "$line" >&2 2>/dev/null || true
   if [[ -n $ORBIT_LOG_FILE ]]; then
     printf '%s\n' "$line" >>"$ORBIT_LOG_FILE" 2>/dev/null || true
   fi

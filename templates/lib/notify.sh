@@ -65,7 +65,7 @@ main() {
   fi
   if [[ -n $NOTIFY_CMD ]]; then
     ORBIT_EVENT=$event ORBIT_SUMMARY=$summary ORBIT_LOOP_NAME=$LOOP_NAME \
-      notify_channel command bash -c "$NOTIFY_CMD"
+      notify_channel command "$BASH" -c "$NOTIFY_CMD"
   fi
   return 0
 }

@@ -75,7 +75,7 @@ locate() {
 footer() {
   local status=$1 summary=$2
   summary=$(printf '%s' "$summary" | tr '\n\r\t' '   ' | cut -c1-180)
-  printf 'NEXUS_LOOP_STATUS: %s\nNEXUS_LOOP_SUMMARY: %s\n' "$status" "$summary"
+  printf 'NEXUS_LOOP_STATUS: %s\nNEXUS_LOOP_SUMMARY: %s\n' "$status" "$summary" 2>/dev/null || true
 }
 
 git_q() { GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" "$@"; }
@@ -171,7 +171,10 @@ sweep_env() {
     [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
     orbit_log "sweeping leftover process $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80))"
     kill -KILL "$pid" 2>/dev/null || true
-  done < <(env -u ORBIT_OWNER grep -lzxF -- "$marker" /proc/[0-9]*/environ 2>/dev/null || true)
+  done < <(
+    unset ORBIT_OWNER
+    grep -lzxF -- "$marker" /proc/[0-9]*/environ 2>/dev/null || true
+  )
 }
 
 # ---- state
@@ -214,7 +217,7 @@ notify() {
   local out
   [[ -f $LOOP_DIR/notify.sh ]] || return 0
   out=$(mktemp "${TMPDIR:-/tmp}/orbit-notify.XXXXXX")
-  orbit_run_bounded 60 2 /dev/null "$out" bash "$LOOP_DIR/notify.sh" "$1" "$2"
+  orbit_run_bounded 60 2 /dev/null "$out" "$BASH" "$LOOP_DIR/notify.sh" "$1" "$2"
   rm -f -- "$out"
 }
 
@@ -390,6 +393,7 @@ first_run_setup() {
     ) >"$LOOP_DIR/.baseline.tmp"
     mv -f -- "$LOOP_DIR/.baseline.tmp" "$LOOP_DIR/.baseline"
     git_q symbolic-ref --short -q HEAD >"$LOOP_DIR/.origin-branch" || true
+    tree_snapshot >"$LOOP_DIR/.baseline-tree"
     git_q rev-parse HEAD >"$LOOP_DIR/.baseline-commit.tmp"
     mv -f -- "$LOOP_DIR/.baseline-commit.tmp" "$LOOP_DIR/.baseline-commit"
   fi
@@ -604,14 +608,16 @@ run_agent() {
   : >"$log.raw"
   orbit_fault before_agent
   t0=$SECONDS
+  # The variables reach the agent through the environment of the wrapper (assignments
+  # before a function call are exported to its children only).
   # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
-  orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$log.raw" \
-    env -u ORBIT_FEEDBACK_FILE ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
+  ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
     ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$prompt" ORBIT_COST_FILE="$cfile" \
     ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fb" ORBIT_REPO_ROOT="$REPO_ROOT" \
     ORBIT_HALF="$half" ORBIT_OUT="$log" \
-    bash -c 'cd -- "$ORBIT_REPO_ROOT" || exit 126
-      [[ -n $ORBIT_FB ]] && export ORBIT_FEEDBACK_FILE=$ORBIT_FB
+    orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$log.raw" \
+    "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 126
+      if [[ -n $ORBIT_FB ]]; then export ORBIT_FEEDBACK_FILE=$ORBIT_FB; else unset ORBIT_FEEDBACK_FILE; fi
       unset ORBIT_FB ORBIT_REPO_ROOT
       set -o pipefail
       "$@" 2>&1 | { head -c "$ORBIT_HALF" >"$ORBIT_OUT.head"; tail -c "$ORBIT_HALF" >"$ORBIT_OUT.tail"; }
@@ -621,8 +627,8 @@ run_agent() {
   AGENT_SECS=$((SECONDS - t0))
   sweep_env "ORBIT_RUN_ID=$runid"
   {
-    cat -- "$log.raw" 2>/dev/null
-    cat -- "$log.head" 2>/dev/null
+    if [[ -f $log.raw ]]; then cat -- "$log.raw"; fi
+    if [[ -f $log.head ]]; then cat -- "$log.head"; fi
     if [[ -s $log.tail ]]; then
       printf '\n[orbit: output over %s bytes; the middle was dropped]\n' "$half"
       cat -- "$log.tail"
@@ -703,8 +709,8 @@ rate_limit_resume_at() {
 run_verify() {
   local dir=$1 label=$2 out
   out=$(mktemp "${TMPDIR:-/tmp}/orbit-verify.XXXXXX")
-  orbit_run_bounded "$VERIFY_BUDGET_S" "$KILL_GRACE_S" /dev/null "$out" \
-    env ORBIT_LOOP_DIR="$LOOP_DIR" bash "$LOOP_DIR/verify.sh"
+  ORBIT_LOOP_DIR="$LOOP_DIR" \
+    orbit_run_bounded "$VERIFY_BUDGET_S" "$KILL_GRACE_S" /dev/null "$out" "$BASH" "$LOOP_DIR/verify.sh"
   VERIFY_RC=$ORBIT_RC
   VERIFY_TO=$ORBIT_TIMED_OUT
   {
@@ -756,7 +762,7 @@ feedback_write() {
 
 # ---- the DONE gate (contract section 6). Sets GATE_VERDICT (DONE or a rejection reason).
 done_gate() {
-  local n=$1 dir=$2 k added t_before t_after
+  local n=$1 dir=$2 k added t_before t_after base
   GATE_VERDICT=
   # 2. PASS_K consecutive passes: the first pass happened; run the rest.
   for ((k = 2; k <= PASS_K; k++)); do
@@ -774,10 +780,11 @@ done_gate() {
     fi
     rm -f -- "$LAST_VERIFY_OUT"
   done
-  # 3. No placeholder in the lines the loop added (against the baseline commit).
+  # 3. No placeholder in the lines the loop added: the tree now against the tree when the
+  # loop began (the user's own uncommitted work is in both, so it is not counted).
+  base=$(cat -- "$LOOP_DIR/.baseline-tree" 2>/dev/null || cat -- "$LOOP_DIR/.baseline-commit")
   added=$(
-    cd -- "$REPO_ROOT" || exit 0
-    GIT_OPTIONAL_LOCKS=0 git diff --no-color --no-ext-diff -U0 "$(cat -- "$LOOP_DIR/.baseline-commit")" -- . ":(exclude,literal)$LOOP_REL" 2>/dev/null |
+    git_q diff --no-color --no-ext-diff -U0 "$base" "$(tree_snapshot)" -- 2>/dev/null |
       grep -a '^+' | grep -av '^+++' | grep -aE -- "$PLACEHOLDER_PATTERN" | head -n 5 || true
   )
   if [[ -n $added ]]; then
@@ -793,9 +800,9 @@ done_gate() {
   # 5. The judge.
   if [[ -n $JUDGE_CMD ]]; then
     # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
-    orbit_run_bounded "$EXEC_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/judge.log" \
-      env ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_ITERATION="$n" ORBIT_REPO_ROOT="$REPO_ROOT" ORBIT_JUDGE="$JUDGE_CMD" \
-      bash -c 'cd -- "$ORBIT_REPO_ROOT" || exit 1; eval "$ORBIT_JUDGE"'
+    ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_ITERATION="$n" ORBIT_REPO_ROOT="$REPO_ROOT" ORBIT_JUDGE="$JUDGE_CMD" \
+      orbit_run_bounded "$EXEC_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/judge.log" \
+      "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 1; eval "$ORBIT_JUDGE"'
     if ((ORBIT_RC != 0 || ORBIT_TIMED_OUT)); then
       GATE_VERDICT="the judge did not approve (see judge.log)"
       return 0
@@ -868,8 +875,9 @@ commit_iteration() {
     rc=0
     # Bounded: a hook that waits on a terminal must not wedge the loop.
     # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
-    orbit_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/commit.log" \
-      env GIT_LITERAL_PATHSPECS=1 GIT_TERMINAL_PROMPT=0 bash -c 'cd -- "$1" || exit 1
+    GIT_LITERAL_PATHSPECS=1 GIT_TERMINAL_PROMPT=0 \
+      orbit_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/commit.log" \
+      "$BASH" -c 'cd -- "$1" || exit 1
         git add -A --pathspec-from-file="$2" --pathspec-file-nul &&
           git commit -q --no-edit -m "$3" --only --pathspec-from-file="$2" --pathspec-file-nul' \
       orbit-commit "$REPO_ROOT" "$list" "$msg"
@@ -1306,6 +1314,9 @@ squash_on_done() {
 on_signal() {
   local sig=$1 num=$2 text
   trap '' INT TERM HUP
+  # Best effort from here on: the state must be saved even if the terminal is gone.
+  trap - ERR
+  set +e
   orbit_log "received SIG$sig: stopping the agent and saving a resumable state"
   if [[ -n $ORBIT_CHILD_PID ]]; then
     orbit_kill_group "$ORBIT_CHILD_PID" "$KILL_GRACE_S"

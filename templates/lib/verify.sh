@@ -9,7 +9,7 @@ run_check() {
   local name=$1 cmd=$2 out status
   out=$(mktemp "${TMPDIR:-/tmp}/orbit-check.XXXXXX")
   printf '==> check %s: %s\n' "$name" "$cmd"
-  orbit_run_bounded "$VERIFY_TIMEOUT_S" "$VERIFY_GRACE_S" /dev/null "$out" bash -c "$cmd"
+  orbit_run_bounded "$VERIFY_TIMEOUT_S" "$VERIFY_GRACE_S" /dev/null "$out" "$BASH" -c "$cmd"
   cat -- "$out"
   rm -f -- "$out"
   if ((ORBIT_TIMED_OUT)); then

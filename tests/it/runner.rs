@@ -641,3 +641,292 @@ fn orbit_demo_ends_done_with_a_rejected_early_claim() {
     );
     assert_records_agree(&dir);
 }
+
+/// An agent that claims DONE at iteration 1 after doing the work.
+fn finishing_agent(repo: &Repo, extra: &str) -> PathBuf {
+    repo.agent(
+        "finisher",
+        &format!(
+            "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho done >> work.txt\n{extra}\necho ok > \"$ORBIT_LOOP_DIR/done.md\""
+        ),
+    )
+}
+
+#[test]
+fn the_agent_gets_the_contract_environment_from_the_repository_root() {
+    let repo = Repo::new();
+    let seen = repo.bin.path().join("seen");
+    let agent = repo.agent(
+        "env",
+        &format!(
+            "cat >/dev/null\n{{ pwd; for v in ORBIT_LOOP_DIR ORBIT_ITERATION ORBIT_ATTEMPT ORBIT_PHASE ORBIT_PROMPT_FILE ORBIT_FEEDBACK_FILE ORBIT_COST_FILE; do echo \"$v=${{!v-<unset>}}\"; done; }} >> '{}'\necho $ORBIT_ITERATION >> work.txt",
+            seen.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["echo 'src/x.rs:3: nope'; exit 1"], &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick 1");
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick 2");
+    let seen = fs::read_to_string(&seen).unwrap();
+    let root = fs::canonicalize(repo.path()).unwrap().display().to_string();
+    let loop_dir = fs::canonicalize(&dir).unwrap().display().to_string();
+    let runs: Vec<&str> = seen
+        .split(&format!("{root}\n"))
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert_eq!(runs.len(), 2, "{seen}");
+    assert!(
+        runs[0].contains(&format!("ORBIT_LOOP_DIR={loop_dir}\n")),
+        "{seen}"
+    );
+    assert!(
+        runs[0].contains("ORBIT_ITERATION=1\nORBIT_ATTEMPT=1\nORBIT_PHASE=work\n"),
+        "{seen}"
+    );
+    assert!(
+        runs[0].contains(&format!(
+            "ORBIT_PROMPT_FILE={loop_dir}/iterations/000001/prompt.md\n"
+        )),
+        "{seen}"
+    );
+    assert!(
+        runs[0].contains("ORBIT_FEEDBACK_FILE=<unset>\n"),
+        "absent on the first iteration: {seen}"
+    );
+    assert!(
+        runs[0].contains(&format!(
+            "ORBIT_COST_FILE={loop_dir}/iterations/000001/cost.usd\n"
+        )),
+        "{seen}"
+    );
+    assert!(
+        runs[1].contains(&format!(
+            "ORBIT_FEEDBACK_FILE={loop_dir}/iterations/000002/input-feedback.json\n"
+        )),
+        "{seen}"
+    );
+    let fb: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(dir.join("iterations/000002/input-feedback.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        fb["failing"],
+        serde_json::json!(["echo-src-x-rs-3-nope-exit-1"])
+    );
+    assert_eq!(fb["loci"], serde_json::json!(["src/x.rs:3"]));
+    assert!(
+        fb["output_tail"]
+            .as_str()
+            .unwrap()
+            .contains("src/x.rs:3: nope")
+    );
+    assert_eq!(
+        (fb["attempt"].as_u64(), fb["iteration"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let prompt = fs::read_to_string(dir.join("iterations/000002/prompt.md")).unwrap();
+    assert!(prompt.contains("Locations: src/x.rs:3"), "{prompt}");
+    assert!(prompt.contains("# Earlier distinct failures"), "{prompt}");
+}
+
+#[test]
+fn placeholders_in_added_lines_reject_a_done_claim() {
+    let repo = Repo::new();
+    let agent = finishing_agent(&repo, "echo 'fn parse() { todo!() }' > lib.rs");
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &["--max-iterations", "1"]);
+    let out = repo.run_loop(&dir, &[], &[("WRAPUP_ON_LIMIT", "0")]);
+    assert_code(&out, 16, "no DONE with a placeholder");
+    let rejected = events_named(&dir, "done_rejected");
+    assert!(
+        rejected[0].value["reason"]
+            .as_str()
+            .unwrap()
+            .contains("placeholder"),
+        "{:?}",
+        rejected[0].value
+    );
+    assert!(
+        fs::read_to_string(dir.join("iterations/000001/placeholders.txt"))
+            .unwrap()
+            .contains("todo!()")
+    );
+}
+
+#[test]
+fn the_judge_decides_when_configured() {
+    for (judge, code) in [("false", 16), ("test -f work.txt", 0)] {
+        let repo = Repo::new();
+        let agent = finishing_agent(&repo, "");
+        let dir = repo.init_loop(&agent, &["test -f work.txt"], &["--max-iterations", "1"]);
+        let out = repo.run_loop(&dir, &[], &[("JUDGE_CMD", judge), ("WRAPUP_ON_LIMIT", "0")]);
+        assert_code(&out, code, judge);
+    }
+}
+
+#[test]
+fn a_confirmation_run_that_changes_the_project_is_not_done() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "second-thoughts",
+        "cat >/dev/null\nif [ \"$ORBIT_PHASE\" = confirm ]; then echo fix >> work.txt; exit 0; fi\necho done >> work.txt\necho ok > \"$ORBIT_LOOP_DIR/done.md\"",
+    );
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &["--max-iterations", "1"]);
+    let out = repo.run_loop(&dir, &[], &[("WRAPUP_ON_LIMIT", "0")]);
+    assert_code(&out, 16, "the confirmation changed something");
+    let result = read_kv(&dir.join("iterations/000001/result.env"));
+    assert_eq!(
+        result["DONE_VERDICT"],
+        "the confirmation run changed the project"
+    );
+    // The confirmation's change is part of the iteration and committed with it.
+    assert_eq!(
+        fs::read_to_string(repo.join("work.txt")).unwrap(),
+        "done\nfix\n"
+    );
+    assert!(
+        repo.git(&["status", "--porcelain", "--", "work.txt"])
+            .is_empty()
+    );
+}
+
+#[test]
+fn the_wrapup_run_writes_the_remaining_work_when_iterations_run_out() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "wrapper",
+        "cat >/dev/null\nif [ \"$ORBIT_PHASE\" = wrapup ]; then echo 'REMAINING: the parser' >> \"$ORBIT_LOOP_DIR/notes.md\"; exit 0; fi\necho $ORBIT_ITERATION | tr 0-9 a-j >> work.txt",
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["cat work.txt; exit 1"],
+        &["--max-iterations", "2"],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 16, "MAX_ITERATIONS");
+    assert!(
+        fs::read_to_string(dir.join("notes.md"))
+            .unwrap()
+            .contains("REMAINING: the parser")
+    );
+    let wrapups: Vec<_> = events_named(&dir, "agent_exit")
+        .into_iter()
+        .filter(|e| e.value["phase"] == "wrapup")
+        .collect();
+    assert_eq!(wrapups.len(), 1);
+    // A rerun does not wrap up again.
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 16, "rerun");
+    assert_eq!(
+        events_named(&dir, "agent_exit")
+            .iter()
+            .filter(|e| e.value["phase"] == "wrapup")
+            .count(),
+        1
+    );
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_permanent_tool_failure_blocks_without_retrying() {
+    let repo = Repo::new();
+    let agent = repo.agent("broken", "cat >/dev/null; exit 127");
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 14, "tool failure");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "tool_failure");
+    assert_eq!(events_named(&dir, "agent_exit").len(), 1, "not retried");
+}
+
+#[test]
+fn a_flood_of_output_is_capped_and_keeps_its_tail() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "flood",
+        "cat >/dev/null\nhead -c 20000000 /dev/zero | tr '\\0' 'x'\necho\necho '{\"total_cost_usd\": 0.5}'\necho x >> work.txt",
+    );
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[("AGENT_LOG_MAX", "100000")]);
+    assert_code(&out, 10, "tick");
+    let log = fs::read(dir.join("iterations/000001/agent.log")).unwrap();
+    assert!(log.len() < 101_000, "agent.log is {} bytes", log.len());
+    let text = String::from_utf8_lossy(&log);
+    assert!(text.contains("the middle was dropped"));
+    assert_eq!(
+        state_value(&dir, "COST_MICROUSD"),
+        "500000",
+        "the cost in the tail is still read"
+    );
+}
+
+#[test]
+fn killing_the_tmux_session_stops_the_loop_with_no_orphan() {
+    if Command::new("tmux")
+        .arg("-V")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        assert!(std::env::var("CI").is_err(), "tmux is required in CI");
+        eprintln!("notice: tmux is not installed; skipping");
+        return;
+    }
+    let repo = Repo::new();
+    let started = repo.bin.path().join("started");
+    let agent = repo.agent(
+        "slow",
+        &format!("cat >/dev/null; touch '{}'; sleep 300", started.display()),
+    );
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let socket = format!("orbit-test-{}", std::process::id());
+    // The private tmux server goes away however the test ends.
+    struct Server(String);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = Command::new("tmux")
+                .args(["-L", &self.0, "kill-server"])
+                .status();
+        }
+    }
+    let _server = Server(socket.clone());
+    let session = "orbit-loop";
+    let cmd = format!(
+        "PATH='{}' KILL_GRACE=1 bash '{}'",
+        repo.path_env(),
+        dir.join("run-loop.sh").display()
+    );
+    let st = Command::new("tmux")
+        .args(["-L", &socket, "new-session", "-d", "-s", session, &cmd])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t0 = Instant::now();
+    while !started.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the agent never started under tmux"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st = Command::new("tmux")
+        .args(["-L", &socket, "kill-session", "-t", &format!("={session}")])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t0 = Instant::now();
+    while state_value(&dir, "STOP_REASON") != "signal" {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the runner did not save its state after SIGHUP"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_no_agent_left(&dir);
+    assert!(
+        fs::read_to_string(dir.join("progress.md"))
+            .unwrap()
+            .contains("## Iteration 1 — INTERRUPTED")
+    );
+    assert_records_agree(&dir);
+}

@@ -137,11 +137,14 @@ impl Repo {
     }
 }
 
-/// Runs a command with stdin closed, killing it after `limit`.
+/// Runs a command with stdin closed in its own process group, killing the whole group
+/// after `limit`.
 pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
+    use std::os::unix::process::CommandExt;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        .process_group(0);
     let mut child = cmd.spawn().expect("spawn");
     let mut stdout = child.stdout.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
@@ -161,6 +164,9 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
             break st;
         }
         if start.elapsed() > limit {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .status();
             let _ = child.kill();
             let st = child.wait().unwrap();
             panic!("command {cmd:?} did not finish within {limit:?} (status {st:?})");

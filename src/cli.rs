@@ -30,8 +30,76 @@ pub enum Command {
     Status(StatusArgs),
     /// Repair a loop's state from the evidence.
     Recover(RecoverArgs),
+    /// Schedule a loop under cron or systemd, or start it in tmux.
+    Schedule(ScheduleArgs),
+    /// Stop a running loop cleanly (its runner saves a resumable state).
+    Stop(StopArgs),
+    /// A markdown report of a loop: status, iterations, spend, remaining work.
+    Report(ReportArgs),
     /// Run an end-to-end loop in a temporary repository with a built-in simulated agent.
     Demo(DemoArgs),
+    /// Shell completions for bash, zsh, fish, elvish or powershell.
+    Completions(CompletionsArgs),
+    /// The manual page (roff), generated from the command definitions.
+    Man,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("how").required(true).args(["cron", "systemd", "tmux"])))]
+pub struct ScheduleArgs {
+    /// The loop directory (default: the only loop under .orbit/).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// A crontab line running one tick (`--once`) at each interval.
+    #[arg(long)]
+    pub cron: bool,
+
+    /// A systemd user service and timer pair.
+    #[arg(long)]
+    pub systemd: bool,
+
+    /// Start the loop now in a detached tmux session named orbit-<name>.
+    #[arg(long)]
+    pub tmux: bool,
+
+    /// The interval for --cron and --systemd: whole minutes (1m..59m) or hours (1h..24h).
+    #[arg(long, value_name = "DUR", default_value = "15m")]
+    pub every: String,
+
+    /// Install instead of printing: add the crontab line (replacing this loop's earlier
+    /// one) or write the systemd units under ~/.config/systemd/user.
+    #[arg(long)]
+    pub install: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    /// The loop directory (default: the only loop under .orbit/).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// How long to wait for the runner to save its state and exit.
+    #[arg(long, value_name = "DUR", default_value = "60s")]
+    pub wait: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The loop directory (default: the only loop under .orbit/).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Write the report to FILE instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// bash, zsh, fish, elvish or powershell.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
@@ -140,6 +208,11 @@ pub struct InitArgs {
     /// Consecutive verify passes required for DONE.
     #[arg(long, value_name = "K")]
     pub pass_k: Option<u32>,
+
+    /// A notification channel: desktop, cmd:COMMAND, webhook:URL, ntfy:TOPIC (or a full
+    /// ntfy URL), or every-iteration. Repeatable.
+    #[arg(long = "notify", value_name = "CHANNEL")]
+    pub notify: Vec<String>,
 
     /// Re-render the scripts of an existing loop from its loop.toml, keeping its state.
     #[arg(long)]

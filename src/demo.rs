@@ -120,6 +120,7 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         loop_timeout: Some("10m".into()),
         usd_cap: Some("1".into()),
         pass_k: Some(2),
+        notify: Vec::new(),
         force: false,
     };
     let outcome = crate::init::init(&init);

@@ -195,33 +195,132 @@ fn loop_name_of(rel: &str) -> String {
     goal::slugify(last, 40).unwrap_or_else(|| "loop".into())
 }
 
-/// Builds the loop's configuration from the flags.
+/// Project defaults for `orbit init`, from an optional `orbit.toml` at the repository root.
+/// Keys carry the flags' names; a flag given on the command line wins.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ProjectDefaults {
+    pub engine: Option<String>,
+    pub exec: Option<String>,
+    pub verify: Option<Vec<String>>,
+    pub protect: Option<Vec<String>>,
+    pub max_iterations: Option<u64>,
+    pub exec_timeout: Option<String>,
+    pub loop_timeout: Option<String>,
+    pub usd_cap: Option<toml::Value>,
+    pub pass_k: Option<u32>,
+    pub notify: Option<Vec<String>>,
+}
+
+impl ProjectDefaults {
+    pub fn load(repo: &Path) -> Result<ProjectDefaults> {
+        let path = repo.join("orbit.toml");
+        if !path.is_file() {
+            return Ok(ProjectDefaults::default());
+        }
+        let text = fs::read_to_string(&path)
+            .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+        toml::from_str(&text).map_err(|e| {
+            Error::path(
+                &path,
+                format!("not a valid orbit.toml: {}", e.message().trim()),
+            )
+        })
+    }
+
+    fn usd_cap_text(&self) -> Result<Option<String>> {
+        Ok(match &self.usd_cap {
+            None => None,
+            Some(toml::Value::String(s)) => Some(s.clone()),
+            Some(toml::Value::Integer(i)) => Some(i.to_string()),
+            Some(toml::Value::Float(f)) => Some(f.to_string()),
+            Some(other) => {
+                return Err(Error::Usage(format!(
+                    "orbit.toml: usd-cap = {other}: give an amount such as 5 or 12.50"
+                )));
+            }
+        })
+    }
+}
+
+/// Applies `--notify` channels to a configuration.
+pub fn apply_notify(cfg: &mut LoopConfig, specs: &[String]) -> Result<()> {
+    for spec in specs {
+        let bad = |why: &str| {
+            Err(Error::Usage(format!(
+                "--notify '{}': {why}; use desktop, cmd:COMMAND, webhook:URL, ntfy:TOPIC or every-iteration",
+                spec.escape_debug()
+            )))
+        };
+        match spec.split_once(':') {
+            _ if spec == "desktop" => cfg.notify_desktop = true,
+            _ if spec == "every-iteration" => cfg.notify_every_iteration = true,
+            Some(("cmd", c)) if !c.trim().is_empty() => {
+                if !cfg.notify_cmd.is_empty() {
+                    return bad("only one command channel; combine commands with ';'");
+                }
+                cfg.notify_cmd = c.to_string();
+            }
+            Some(("webhook", u)) if u.starts_with("http://") || u.starts_with("https://") => {
+                cfg.notify_webhook = u.to_string();
+            }
+            Some(("webhook", _)) => return bad("the webhook needs an http:// or https:// URL"),
+            Some(("ntfy", t))
+                if !t.is_empty()
+                    && (t.starts_with("http://")
+                        || t.starts_with("https://")
+                        || t.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')) =>
+            {
+                cfg.notify_ntfy = t.to_string();
+            }
+            _ => return bad("unknown channel"),
+        }
+    }
+    Ok(())
+}
+
+/// Builds the loop's configuration from the flags, over the project defaults.
 fn config_from_args(args: &InitArgs, repo: &Path, name: String) -> Result<LoopConfig> {
-    let engine = Engine::parse(args.engine.as_deref().unwrap_or("claude"))?;
-    let argv = engine.argv(args.exec.as_deref())?;
+    let d = ProjectDefaults::load(repo)?;
+    let engine = Engine::parse(
+        args.engine
+            .as_deref()
+            .or(d.engine.as_deref())
+            .unwrap_or("claude"),
+    )?;
+    let argv = engine.argv(args.exec.as_deref().or(d.exec.as_deref()))?;
+    let pick = |flag: &Vec<String>, def: &Option<Vec<String>>| {
+        if flag.is_empty() {
+            def.clone().unwrap_or_default()
+        } else {
+            flag.clone()
+        }
+    };
     let mut cfg = LoopConfig {
         name,
         engine,
         argv,
-        verify: args.verify.clone(),
-        protect: args.protect.clone(),
+        verify: pick(&args.verify, &d.verify),
+        protect: pick(&args.protect, &d.protect),
         ..LoopConfig::default()
     };
-    if let Some(n) = args.max_iterations {
+    if let Some(n) = args.max_iterations.or(d.max_iterations) {
         cfg.max_iterations = n;
     }
-    if let Some(t) = &args.exec_timeout {
+    if let Some(t) = args.exec_timeout.as_ref().or(d.exec_timeout.as_ref()) {
         cfg.exec_timeout = goal::format_duration(goal::parse_duration("--exec-timeout", t)?);
     }
-    if let Some(t) = &args.loop_timeout {
+    if let Some(t) = args.loop_timeout.as_ref().or(d.loop_timeout.as_ref()) {
         cfg.loop_timeout = goal::format_duration(goal::parse_duration("--loop-timeout", t)?);
     }
-    if let Some(x) = &args.usd_cap {
-        cfg.usd_cap = Some(goal::parse_usd("--usd-cap", x)? as f64 / 1e6);
+    if let Some(x) = args.usd_cap.clone().or(d.usd_cap_text()?) {
+        cfg.usd_cap = Some(goal::parse_usd("--usd-cap", &x)? as f64 / 1e6);
     }
-    if let Some(k) = args.pass_k {
+    if let Some(k) = args.pass_k.or(d.pass_k) {
         cfg.pass_k = k;
     }
+    apply_notify(&mut cfg, &pick(&args.notify, &d.notify))?;
     if cfg.verify.is_empty() {
         match detect_check(repo) {
             Some((cmd, why)) => {
@@ -406,7 +505,8 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
         || args.exec_timeout.is_some()
         || args.loop_timeout.is_some()
         || args.usd_cap.is_some()
-        || args.pass_k.is_some();
+        || args.pass_k.is_some()
+        || !args.notify.is_empty();
     if given_settings {
         return Err(Error::Usage(
             "--force re-renders the scripts from the loop's loop.toml: change settings there, then run `orbit init --force --dir DIR`".into(),

@@ -13,6 +13,7 @@ pub mod events;
 pub mod fsx;
 pub mod goal;
 pub mod init;
+pub mod ops;
 pub mod pins;
 pub mod progress;
 pub mod recover;
@@ -36,6 +37,21 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Status(args) => audit::status(&args),
         cli::Command::Recover(args) => recover::run(&args),
         cli::Command::Demo(args) => demo::demo(&args),
+        cli::Command::Schedule(args) => ops::schedule(&args),
+        cli::Command::Stop(args) => ops::stop(&args),
+        cli::Command::Report(args) => ops::report(&args),
+        cli::Command::Completions(args) => {
+            let mut cmd = <cli::Cli as clap::CommandFactory>::command();
+            clap_complete::generate(args.shell, &mut cmd, "orbit", &mut std::io::stdout());
+            Ok(0)
+        }
+        cli::Command::Man => {
+            let cmd = <cli::Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cmd)
+                .render(&mut std::io::stdout())
+                .map_err(|e| Error::io("cannot write the manual page", e))?;
+            Ok(0)
+        }
     }
 }
 

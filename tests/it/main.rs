@@ -5,6 +5,7 @@
 mod audit;
 mod guards;
 mod init;
+mod ops;
 mod recover;
 mod runner;
 mod support;

@@ -1,0 +1,561 @@
+//! Operations around a loop: scheduling (cron, systemd, tmux), stopping a running loop,
+//! and a markdown report of a loop's history.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::cli::{ReportArgs, ScheduleArgs, StopArgs};
+use crate::config::LoopConfig;
+use crate::error::{Error, Result};
+use crate::goal::{self, parse_duration};
+use crate::run::pick_loop;
+use crate::state::State;
+use crate::{fsx, progress, shell};
+
+/// Whether the loop's flock is held, from /proc/locks (Linux), without taking the lock.
+/// `None` where /proc/locks cannot be read.
+pub fn flock_held(dir: &Path) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let locks = fs::read_to_string("/proc/locks").ok()?;
+    let Ok(meta) = fs::metadata(dir.join(".run-loop.lock")) else {
+        return Some(false);
+    };
+    let ino = meta.ino();
+    Some(locks.lines().any(|line| {
+        // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a waiter's line has "->".
+        let f: Vec<&str> = line.split_whitespace().collect();
+        f.len() >= 6
+            && f[1] == "FLOCK"
+            && f[5].rsplit(':').next().and_then(|i| i.parse::<u64>().ok()) == Some(ino)
+    }))
+}
+
+/// The pid of the runner holding a loop's lock, without taking the lock. /proc/locks names
+/// the process that called flock(1), which exits at once; the lock lives on in the runner's
+/// descriptor. So: among the processes with the lock file open, the runner is the one whose
+/// parent does not have it open too (its subshells inherit the descriptor). Where flock is
+/// missing, the live owner recorded by the mkdir lock.
+pub fn runner_pid(dir: &Path) -> Option<u32> {
+    if flock_held(dir) == Some(true)
+        && let Ok(lock) = fs::canonicalize(dir.join(".run-loop.lock"))
+    {
+        let mut holders: Vec<(u32, u32)> = Vec::new();
+        for entry in fs::read_dir("/proc").ok()?.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(fds) = fs::read_dir(entry.path().join("fd")) else {
+                continue;
+            };
+            let open = fds
+                .flatten()
+                .any(|fd| fs::read_link(fd.path()).map(|t| t == lock).unwrap_or(false));
+            if open {
+                let stat = fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+                let ppid = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(0);
+                holders.push((pid, ppid));
+            }
+        }
+        let pids: Vec<u32> = holders.iter().map(|(p, _)| *p).collect();
+        if let Some((pid, _)) = holders.iter().find(|(_, ppid)| !pids.contains(ppid)) {
+            return Some(*pid);
+        }
+    }
+    let owner = fs::read_to_string(dir.join(".run-loop.lock.d/owner")).ok()?;
+    let pid: u32 = owner.split_whitespace().next()?.parse().ok()?;
+    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+}
+
+fn abs_dir(dir: &Path) -> Result<PathBuf> {
+    fs::canonicalize(dir).map_err(|e| Error::io(format!("cannot resolve {}", dir.display()), e))
+}
+
+/// The absolute path of a program on PATH.
+fn which(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// Quotes a word for /bin/sh (cron and systemd run lines with a POSIX shell), refusing
+/// what only bash could quote and cron's `%`.
+fn sh_word(text: &str) -> Result<String> {
+    if text.contains('%') {
+        return Err(Error::Usage(format!(
+            "'{}' holds a '%', which cron turns into a newline: move the loop to a path without one",
+            text.escape_debug()
+        )));
+    }
+    let q = shell::quote(text)?;
+    if q.starts_with("$'") {
+        return Err(Error::Usage(format!(
+            "'{}' holds a quote or control character that /bin/sh cannot take safely: use a plainer path",
+            text.escape_debug()
+        )));
+    }
+    Ok(q)
+}
+
+/// The interval as (minutes, hours): exactly one is non-zero.
+fn interval(every: &str) -> Result<(u64, u64)> {
+    let secs = parse_duration("--every", every)?;
+    if (60..3600).contains(&secs) && secs % 60 == 0 {
+        Ok((secs / 60, 0))
+    } else if (3600..=86_400).contains(&secs) && secs % 3600 == 0 {
+        Ok((0, secs / 3600))
+    } else {
+        Err(Error::Usage(format!(
+            "--every {every}: give whole minutes from 1m to 59m, or whole hours from 1h to 24h"
+        )))
+    }
+}
+
+/// Everything a schedule needs to name, resolved now (cron and systemd have no PATH of ours).
+pub struct Target {
+    pub dir: PathBuf,
+    pub repo: PathBuf,
+    pub name: String,
+    pub bash: PathBuf,
+    pub path_env: String,
+}
+
+fn target(dir: Option<&Path>) -> Result<Target> {
+    let dir = abs_dir(&pick_loop(dir)?)?;
+    let cfg = LoopConfig::load(&dir.join("loop.toml"))?;
+    let repo = crate::init::repo_root(&dir)?;
+    let bash = which("bash").ok_or_else(|| Error::Usage("bash is not on PATH".into()))?;
+    let path_env = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    Ok(Target {
+        dir,
+        repo,
+        name: cfg.name,
+        bash,
+        path_env,
+    })
+}
+
+/// The crontab line for a loop (without a trailing newline). The `# orbit:` comment names
+/// the loop directory so `--install` can replace the line later.
+pub fn cron_line(dir: &Path, bash: &Path, path_env: &str, every: &str) -> Result<String> {
+    let (m, h) = interval(every)?;
+    let when = if m > 0 {
+        if m == 1 {
+            "* * * * *".to_string()
+        } else {
+            format!("*/{m} * * * *")
+        }
+    } else if h == 24 {
+        "0 0 * * *".to_string()
+    } else {
+        format!("0 */{h} * * *")
+    };
+    let d = dir.display().to_string();
+    Ok(format!(
+        "{when} cd / && PATH={} {} {} --once >>{} 2>&1 # orbit:{}",
+        sh_word(path_env)?,
+        sh_word(&bash.display().to_string())?,
+        sh_word(&format!("{d}/run-loop.sh"))?,
+        sh_word(&format!("{d}/cron.log"))?,
+        sh_word(&d)?,
+    ))
+}
+
+/// The systemd user service and timer for a loop.
+pub fn systemd_units(t: &Target, every: &str) -> Result<(String, String)> {
+    let (m, h) = interval(every)?;
+    let calendar = if m > 0 {
+        format!("*:0/{m}")
+    } else if h == 24 {
+        "daily".into()
+    } else {
+        format!("0/{h}:00")
+    };
+    let d = t.dir.display().to_string();
+    for text in [&d, &t.path_env] {
+        if text
+            .chars()
+            .any(|c| c.is_control() || c == '"' || c == '\\' || c == '%')
+        {
+            return Err(Error::Usage(format!(
+                "'{}' cannot be written into a systemd unit safely: use a plainer path",
+                text.escape_debug()
+            )));
+        }
+    }
+    let service = format!(
+        "[Unit]\n\
+         Description=orbit loop {name}: one tick\n\
+         \n\
+         [Service]\n\
+         Type=oneshot\n\
+         WorkingDirectory={repo}\n\
+         Environment=\"PATH={path}\"\n\
+         ExecStart={bash} \"{d}/run-loop.sh\" --once\n\
+         # 10: work remains; 13: rate limited; 20: another tick still runs.\n\
+         SuccessExitStatus=10 13 20\n\
+         StandardOutput=append:{d}/systemd.log\n\
+         StandardError=append:{d}/systemd.log\n",
+        name = t.name,
+        repo = t.repo.display(),
+        path = t.path_env,
+        bash = t.bash.display(),
+    );
+    let timer = format!(
+        "[Unit]\n\
+         Description=orbit loop {name}: a tick every {every}\n\
+         \n\
+         [Timer]\n\
+         OnCalendar={calendar}\n\
+         Persistent=true\n\
+         \n\
+         [Install]\n\
+         WantedBy=timers.target\n",
+        name = t.name,
+    );
+    Ok((service, timer))
+}
+
+fn crontab_read() -> Result<String> {
+    let out = Command::new("crontab")
+        .arg("-l")
+        .output()
+        .map_err(|e| Error::io("cannot run crontab (is cron installed?)", e))?;
+    // `crontab -l` fails when the user has no crontab yet: that is an empty one.
+    Ok(if out.status.success() {
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    } else {
+        String::new()
+    })
+}
+
+fn crontab_write(text: &str) -> Result<()> {
+    let mut child = Command::new("crontab")
+        .arg("-")
+        .stdin(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::io("cannot run crontab", e))?;
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(text.as_bytes())
+        .map_err(|e| Error::io("cannot write the crontab", e))?;
+    let st = child.wait().map_err(|e| Error::io("crontab", e))?;
+    if !st.success() {
+        return Err(Error::Refused(
+            "crontab refused the new table; nothing was changed".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `orbit schedule`.
+pub fn schedule(args: &ScheduleArgs) -> Result<u8> {
+    let t = target(args.dir.as_deref())?;
+    if args.cron {
+        let line = cron_line(&t.dir, &t.bash, &t.path_env, &args.every)?;
+        if !args.install {
+            println!("{line}");
+            return Ok(0);
+        }
+        let marker = format!("# orbit:{}", sh_word(&t.dir.display().to_string())?);
+        let current = crontab_read()?;
+        let mut lines: Vec<&str> = current.lines().filter(|l| !l.ends_with(&marker)).collect();
+        lines.push(&line);
+        let mut table = lines.join("\n");
+        table.push('\n');
+        if table == current {
+            println!(
+                "orbit: the crontab already runs {} every {}",
+                t.name, args.every
+            );
+            return Ok(0);
+        }
+        crontab_write(&table)?;
+        println!("orbit: installed in the crontab: {line}");
+        return Ok(0);
+    }
+    if args.systemd {
+        let (service, timer) = systemd_units(&t, &args.every)?;
+        let unit = format!("orbit-{}", t.name);
+        if !args.install {
+            println!("# ~/.config/systemd/user/{unit}.service\n{service}");
+            println!("# ~/.config/systemd/user/{unit}.timer\n{timer}");
+            println!(
+                "# then: systemctl --user daemon-reload && systemctl --user enable --now {unit}.timer"
+            );
+            return Ok(0);
+        }
+        let home =
+            std::env::var_os("HOME").ok_or_else(|| Error::Usage("HOME is not set".into()))?;
+        let units = PathBuf::from(home).join(".config/systemd/user");
+        fs::create_dir_all(&units)
+            .map_err(|e| Error::io(format!("cannot create {}", units.display()), e))?;
+        fsx::write_atomic(&units.join(format!("{unit}.service")), service.as_bytes())?;
+        fsx::write_atomic(&units.join(format!("{unit}.timer")), timer.as_bytes())?;
+        println!(
+            "orbit: wrote {0}/{unit}.service and {0}/{unit}.timer",
+            units.display()
+        );
+        println!(
+            "  enable: systemctl --user daemon-reload && systemctl --user enable --now {unit}.timer"
+        );
+        return Ok(0);
+    }
+    // tmux: exact session targets (`=name`), so orbit-a never matches orbit-ab.
+    let session = format!("orbit-{}", t.name);
+    let has = Command::new("tmux")
+        .args(["has-session", "-t", &format!("={session}")])
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| Error::io("cannot run tmux (is it installed?)", e))?;
+    if has.success() {
+        println!("orbit: tmux session {session} already exists: tmux attach -t ={session}");
+        return Ok(0);
+    }
+    let cmd = format!(
+        "PATH={} {} {}",
+        sh_word(&t.path_env)?,
+        sh_word(&t.bash.display().to_string())?,
+        sh_word(&format!("{}/run-loop.sh", t.dir.display()))?
+    );
+    let st = Command::new("tmux")
+        .args(["new-session", "-d", "-s", &session, "-c"])
+        .arg(&t.repo)
+        .arg(&cmd)
+        .status()
+        .map_err(|e| Error::io("cannot run tmux", e))?;
+    if !st.success() {
+        return Err(Error::Refused(format!(
+            "tmux could not start session {session}"
+        )));
+    }
+    println!(
+        "orbit: started {} in tmux session {session}: tmux attach -t ={session}",
+        t.name
+    );
+    Ok(0)
+}
+
+/// `orbit stop`: SIGTERM to the runner, which stops the agent's process group, saves a
+/// resumable state and exits; then wait for the lock to be free.
+pub fn stop(args: &StopArgs) -> Result<u8> {
+    let dir = abs_dir(&pick_loop(args.dir.as_deref())?)?;
+    let wait = parse_duration("--wait", &args.wait)?;
+    let Some(pid) = runner_pid(&dir) else {
+        println!(
+            "orbit: no runner holds {}/.run-loop.lock: nothing to stop",
+            dir.display()
+        );
+        return Ok(0);
+    };
+    let st = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .map_err(|e| Error::io("cannot run kill", e))?;
+    if !st.success() {
+        return Err(Error::Refused(format!(
+            "cannot signal the runner (pid {pid})"
+        )));
+    }
+    let t0 = Instant::now();
+    while runner_pid(&dir) == Some(pid) {
+        if t0.elapsed() > Duration::from_secs(wait) {
+            return Err(Error::Refused(format!(
+                "the runner (pid {pid}) still holds the lock after {}: try again, or kill -KILL {pid} and run orbit recover",
+                args.wait
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let state = State::parse_file(&dir.join("state.env"))?;
+    println!(
+        "orbit: stopped the runner (pid {pid}); state {} ({}), next iteration {}; rerun to resume",
+        state.last_status, state.stop_reason, state.next_iteration
+    );
+    Ok(0)
+}
+
+fn kv(path: &Path) -> Vec<(String, String)> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            l.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+fn get<'a>(kv: &'a [(String, String)], key: &str) -> &'a str {
+    kv.iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("")
+}
+
+/// Table cells hold text from the agent and the repository: no pipes, no newlines.
+fn cell(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c == '|' {
+                '/'
+            } else if c.is_control() {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect::<String>()
+        .trim()
+        .to_string()
+}
+
+/// The last non-empty line an agent printed, shortened.
+fn last_message(log: &Path) -> String {
+    let data = fs::read(log).unwrap_or_default();
+    let tail = &data[data.len().saturating_sub(8192)..];
+    let text = String::from_utf8_lossy(tail);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    let line = cell(line);
+    if line.chars().count() > 100 {
+        format!("{}…", line.chars().take(99).collect::<String>())
+    } else {
+        line
+    }
+}
+
+/// The markdown report of a loop.
+pub fn report_text(dir: &Path) -> Result<String> {
+    let cfg = LoopConfig::load(&dir.join("loop.toml"))?;
+    let state = State::parse_file(&dir.join("state.env"))?;
+    let goal_md = fs::read_to_string(dir.join("goal.md")).unwrap_or_default();
+    let title = goal_md.lines().nth(2).unwrap_or("").trim();
+    let done = state.next_iteration.saturating_sub(1);
+    let mut out = format!("# orbit report: {}\n\n", cfg.name);
+    out.push_str(&format!("- goal: {}\n", cell(title)));
+    out.push_str(&format!(
+        "- status: {} (stop reason: {})\n",
+        state.last_status, state.stop_reason
+    ));
+    out.push_str(&format!(
+        "- iterations: {done} of at most {}\n",
+        cfg.max_iterations
+    ));
+    let ledger = fs::read_to_string(dir.join("cost.ledger")).unwrap_or_default();
+    let unknown = ledger.lines().filter(|l| l.ends_with("\tunknown")).count();
+    let spend = goal::format_usd(state.cost_microusd);
+    let cap = LoopConfig::usd_micro(cfg.usd_cap)
+        .map(|c| format!(" of a ${} cap", goal::format_usd(c)))
+        .unwrap_or_default();
+    if unknown > 0 {
+        out.push_str(&format!(
+            "- spend: ${spend}{cap} reported; {unknown} agent run(s) reported no cost\n"
+        ));
+    } else {
+        out.push_str(&format!("- spend: ${spend}{cap}\n"));
+    }
+    if !state.iter_branch.is_empty() {
+        out.push_str(&format!(
+            "- branch: {} (from {})\n",
+            state.iter_branch,
+            if state.origin_branch.is_empty() {
+                "a detached HEAD"
+            } else {
+                &state.origin_branch
+            }
+        ));
+    }
+    out.push_str("\n## Iterations\n\n| # | verdict | verify | changed | commit | cost | agent's last message |\n|---|---|---|---|---|---|---|\n");
+    let first = done.saturating_sub(199).max(1);
+    if first > 1 {
+        out.push_str(&format!(
+            "| … | {} earlier iterations in progress.md | | | | | |\n",
+            first - 1
+        ));
+    }
+    // Up to NEXT_ITERATION: an ABORTED iteration is recorded but not counted as done.
+    for i in first..=state.next_iteration {
+        let idir = dir.join(format!("iterations/{i:06}"));
+        let r = kv(&idir.join("result.env"));
+        if r.is_empty() {
+            continue;
+        }
+        let verify = match get(&r, "VERIFY") {
+            "fail" => format!("fail: {}", cell(get(&r, "VERIFY_FAILING"))),
+            v => v.to_string(),
+        };
+        let commit = fs::read_to_string(idir.join("commit.txt")).unwrap_or_default();
+        let commit = commit.trim();
+        let commit = if commit.len() == 40 {
+            &commit[..10]
+        } else {
+            commit
+        };
+        let micro: u64 = get(&r, "COST_MICROUSD").parse().unwrap_or(0);
+        let cost = match get(&r, "COST_KIND") {
+            "unknown" => "unknown".to_string(),
+            kind => format!("${} ({kind})", goal::format_usd(micro)),
+        };
+        out.push_str(&format!(
+            "| {i} | {} | {verify} | {} | {} | {cost} | {} |\n",
+            get(&r, "VERDICT"),
+            get(&r, "CHANGED"),
+            cell(commit),
+            last_message(&idir.join("agent.log"))
+        ));
+    }
+    let p = progress::parse(&fs::read(dir.join("progress.md")).unwrap_or_default());
+    if let Some(entry) = p
+        .entries
+        .iter()
+        .rev()
+        .find(|e| e.text.contains("- feedback:"))
+    {
+        out.push_str("\n## Last verify failure\n\n");
+        let fb: String = entry
+            .text
+            .lines()
+            .filter(|l| l.starts_with("    "))
+            .take(30)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        out.push_str(&fb);
+    }
+    let notes = fs::read_to_string(dir.join("notes.md")).unwrap_or_default();
+    out.push_str("\n## Remaining work (notes.md)\n\n");
+    if notes.trim().is_empty() {
+        out.push_str("notes.md is empty.\n");
+    } else {
+        for line in notes.lines().take(80) {
+            out.push_str(&format!("    {line}\n"));
+        }
+    }
+    Ok(out)
+}
+
+/// `orbit report`.
+pub fn report(args: &ReportArgs) -> Result<u8> {
+    let dir = pick_loop(args.dir.as_deref())?;
+    let text = report_text(&dir)?;
+    match &args.output {
+        Some(path) => {
+            fsx::write_atomic(path, text.as_bytes())?;
+            println!("orbit: report written to {}", path.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(0)
+}

@@ -1,0 +1,508 @@
+//! Operations: notification channels, scheduling (cron, systemd, tmux), `orbit stop`,
+//! `orbit report`, project defaults, completions and the manual page.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::support::{Repo, assert_code, assert_ok, run_bounded, state_value, text};
+
+/// A local HTTP receiver on 127.0.0.1: records each request's first line and body and
+/// answers 200. It serves a bounded number of requests and then stops.
+struct Receiver {
+    url: String,
+    got: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl Receiver {
+    fn start(max: usize) -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let sink = got.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(max) {
+                let Ok(mut stream) = stream else { continue };
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(10)))
+                    .unwrap();
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut first = String::new();
+                reader.read_line(&mut first).unwrap();
+                let mut len = 0usize;
+                loop {
+                    let mut h = String::new();
+                    reader.read_line(&mut h).unwrap();
+                    if h == "\r\n" || h.is_empty() {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; len];
+                reader.read_exact(&mut body).unwrap();
+                sink.lock().unwrap().push((
+                    first.trim().to_string(),
+                    String::from_utf8_lossy(&body).into_owned(),
+                ));
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+        });
+        Receiver { url, got }
+    }
+}
+
+fn done_agent(repo: &Repo) -> std::path::PathBuf {
+    repo.agent(
+        "finisher",
+        "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho done >> work.txt\necho ok > \"$ORBIT_LOOP_DIR/done.md\"",
+    )
+}
+
+#[test]
+fn notifications_reach_every_channel_on_done() {
+    let repo = Repo::new();
+    let http = Receiver::start(2);
+    let seen = repo.bin.path().join("notified");
+    let desktop = repo.bin.path().join("desktop");
+    repo.agent(
+        "notify-send",
+        &format!("printf '%s|%s\\n' \"$1\" \"$2\" >> '{}'", desktop.display()),
+    );
+    let agent = done_agent(&repo);
+    let cmd = format!(
+        "cmd:printf '%s %s\\n' \"$ORBIT_EVENT\" \"$ORBIT_LOOP_NAME\" >> '{}'",
+        seen.display()
+    );
+    let webhook = format!("webhook:{}/hook", http.url);
+    let ntfy = format!("ntfy:{}/orbit-topic", http.url);
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f work.txt"],
+        &[
+            "--notify", &cmd, "--notify", &webhook, "--notify", &ntfy, "--notify", "desktop",
+        ],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE");
+    assert_eq!(fs::read_to_string(&seen).unwrap(), "DONE test-goal\n");
+    assert!(
+        fs::read_to_string(&desktop)
+            .unwrap()
+            .starts_with("orbit: test-goal|DONE — DONE after 1 iteration(s)")
+    );
+    let t0 = Instant::now();
+    while http.got.lock().unwrap().len() < 2 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the HTTP channels did not arrive"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let got = http.got.lock().unwrap().clone();
+    let hook = got
+        .iter()
+        .find(|(l, _)| l.starts_with("POST /hook "))
+        .expect("webhook request");
+    let payload: serde_json::Value = serde_json::from_str(&hook.1).unwrap();
+    assert_eq!(payload["event"], "DONE");
+    assert_eq!(payload["loop"], "test-goal");
+    assert!(
+        payload["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("[orbit] test-goal: DONE — "),
+        "Slack-compatible text: {payload}"
+    );
+    assert_eq!(
+        payload["text"], payload["content"],
+        "Discord-compatible content"
+    );
+    let topic = got
+        .iter()
+        .find(|(l, _)| l.starts_with("POST /orbit-topic "))
+        .expect("ntfy request");
+    assert!(
+        topic.1.starts_with("DONE after 1 iteration(s)"),
+        "{}",
+        topic.1
+    );
+}
+
+#[test]
+fn a_failing_or_hanging_channel_never_changes_the_loops_exit_code() {
+    let repo = Repo::new();
+    let agent = done_agent(&repo);
+    // A command that fails, and a webhook nobody listens on.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let hook = format!("webhook:http://{closed}/hook");
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f work.txt"],
+        &["--notify", "cmd:echo broken >&2; exit 7", "--notify", &hook],
+    );
+    let out = repo.run_loop(&dir, &[], &[("NOTIFY_TIMEOUT", "2s")]);
+    assert_code(&out, 0, "DONE despite failing channels");
+    let log = fs::read_to_string(dir.join("notify.log")).unwrap();
+    assert!(log.contains("channel command failed (exit 7)"), "{log}");
+    assert!(log.contains("channel webhook"), "{log}");
+    // A channel that hangs is cut at its timeout.
+    let repo = Repo::new();
+    let agent = done_agent(&repo);
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f work.txt"],
+        &["--notify", "cmd:sleep 300"],
+    );
+    let out = repo.run_loop(&dir, &[], &[("NOTIFY_TIMEOUT", "1s")]);
+    assert_code(&out, 0, "DONE despite a hanging channel");
+    assert!(
+        fs::read_to_string(dir.join("notify.log"))
+            .unwrap()
+            .contains("timed out")
+    );
+}
+
+#[test]
+fn notify_flags_are_checked() {
+    let repo = Repo::new();
+    for bad in ["pager", "webhook:ftp://x", "ntfy:", "cmd:"] {
+        let out = repo.orbit(&["init", "g", "--verify", "true", "--notify", bad]);
+        assert_code(&out, 2, bad);
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--notify"));
+    }
+}
+
+fn snapshot(name: &str, body: &str, repo: &Repo) {
+    let root = fs::canonicalize(repo.path()).unwrap().display().to_string();
+    let root = regex_escape(&root);
+    insta::with_settings!({
+        snapshot_path => "../../snapshots",
+        prepend_module_to_snapshot => false,
+        filters => vec![
+            (root.as_str(), "[REPO]"),
+            (r"PATH='[^']*'", "PATH='[PATH]'"),
+            (r"Environment=\x22PATH=[^\x22\n]*\x22", "Environment=\x22PATH=[PATH]\x22"),
+            (r"/[^ '\x22\n]*/bash\b", "[BASH]"),
+        ],
+    }, {
+        insta::assert_snapshot!(name, body);
+    });
+}
+
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '/' || c == '-' || c == '_' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_crontab_line_is_printed_installed_idempotently_and_runs_under_cron_s_environment() {
+    let repo = Repo::new();
+    let agent = repo.agent("worker", "cat >/dev/null; echo x >> work.txt");
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let out = repo.orbit(&["schedule", ".orbit/test-goal", "--cron", "--every", "10m"]);
+    assert_ok(&out, "schedule --cron");
+    let line = String::from_utf8_lossy(&out.stdout).trim_end().to_string();
+    assert!(line.starts_with("*/10 * * * * cd / && PATH="), "{line}");
+    assert!(!line.contains('%'));
+    snapshot("schedule_cron_line", &line, &repo);
+    // The command part, as cron runs it: /bin/sh, an empty environment, from /.
+    let command = line.splitn(6, ' ').nth(5).unwrap();
+    let mut cmd = Command::new("env");
+    cmd.args(["-i", "sh", "-c", command]).current_dir("/");
+    let out = run_bounded(cmd, Duration::from_secs(120));
+    assert_ok(&out, "the crontab command");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2", "one tick ran");
+    assert!(
+        fs::read_to_string(dir.join("cron.log"))
+            .unwrap()
+            .contains("NEXUS_LOOP_STATUS: CONTINUE")
+    );
+    // --install with a stand-in crontab: a second install leaves one line, not two.
+    let table = repo.bin.path().join("table");
+    repo.agent(
+        "crontab",
+        &format!("t='{}'\nif [ \"$1\" = -l ]; then [ -f \"$t\" ] || exit 1; cat \"$t\"; else cat > \"$t\"; fi", table.display()),
+    );
+    fs::write(&table, "0 3 * * * /usr/bin/backup\n").unwrap();
+    for _ in 0..2 {
+        let out = repo.orbit(&[
+            "schedule",
+            ".orbit/test-goal",
+            "--cron",
+            "--every",
+            "10m",
+            "--install",
+        ]);
+        assert_ok(&out, "schedule --install");
+    }
+    let installed = fs::read_to_string(&table).unwrap();
+    assert_eq!(installed.lines().count(), 2, "{installed}");
+    assert!(
+        installed.starts_with("0 3 * * * /usr/bin/backup\n"),
+        "other lines are kept: {installed}"
+    );
+    // A new interval replaces the loop's line.
+    assert_ok(
+        &repo.orbit(&[
+            "schedule",
+            ".orbit/test-goal",
+            "--cron",
+            "--every",
+            "2h",
+            "--install",
+        ]),
+        "reschedule",
+    );
+    let installed = fs::read_to_string(&table).unwrap();
+    assert_eq!(installed.lines().count(), 2);
+    assert!(
+        installed
+            .lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("0 */2 * * * "),
+        "{installed}"
+    );
+    let out = repo.orbit(&["schedule", ".orbit/test-goal", "--cron", "--every", "90s"]);
+    assert_code(&out, 2, "an interval cron cannot express");
+}
+
+#[test]
+fn systemd_units_are_printed_and_installed() {
+    let repo = Repo::new();
+    let agent = repo.agent("worker", "cat >/dev/null");
+    let _dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let out = repo.orbit(&["schedule", "--systemd", "--every", "30m"]);
+    assert_ok(&out, "schedule --systemd");
+    let units = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        units.contains("Persistent=true") && units.contains("OnCalendar=*:0/30"),
+        "{units}"
+    );
+    snapshot("schedule_systemd_units", &units, &repo);
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(crate::support::orbit_bin());
+    cmd.args(["schedule", "--systemd", "--install"])
+        .current_dir(repo.path())
+        .env("HOME", home.path())
+        .env("PATH", repo.path_env());
+    assert_ok(&run_bounded(cmd, Duration::from_secs(30)), "install");
+    let service = fs::read_to_string(
+        home.path()
+            .join(".config/systemd/user/orbit-test-goal.service"),
+    )
+    .unwrap();
+    assert!(service.contains("--once") && service.contains("SuccessExitStatus=10 13 20"));
+    assert!(
+        home.path()
+            .join(".config/systemd/user/orbit-test-goal.timer")
+            .is_file()
+    );
+}
+
+#[test]
+fn tmux_start_then_orbit_stop_leaves_a_resumable_state_and_no_orphan() {
+    if Command::new("tmux")
+        .arg("-V")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        assert!(std::env::var("CI").is_err(), "tmux is required in CI");
+        eprintln!("notice: tmux is not installed; skipping");
+        return;
+    }
+    let repo = Repo::new();
+    let started = repo.bin.path().join("started");
+    let agent = repo.agent(
+        "slow",
+        &format!("cat >/dev/null; touch '{}'; sleep 300", started.display()),
+    );
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    // A private tmux server, gone however the test ends.
+    let tmp = tempfile::tempdir().unwrap();
+    struct Server(std::path::PathBuf);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = Command::new("tmux")
+                .env("TMUX_TMPDIR", &self.0)
+                .arg("kill-server")
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+    let _server = Server(tmp.path().to_path_buf());
+    let orbit = |args: &[&str]| {
+        let mut cmd = Command::new(crate::support::orbit_bin());
+        cmd.args(args)
+            .current_dir(repo.path())
+            .env("PATH", repo.path_env())
+            .env("TMUX_TMPDIR", tmp.path())
+            .env_remove("TMUX");
+        run_bounded(cmd, Duration::from_secs(120))
+    };
+    let out = orbit(&["schedule", "--tmux"]);
+    assert_ok(&out, "schedule --tmux");
+    let t0 = Instant::now();
+    while !started.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the loop never started in tmux:\n{}",
+            text(&out)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        orbit::ops::runner_pid(&dir).is_some(),
+        "a runner holds the lock"
+    );
+    let again = orbit(&["schedule", "--tmux"]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already exists"));
+    let out = orbit(&["stop", "--wait", "60s"]);
+    assert_ok(&out, "orbit stop");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("next iteration 1"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(state_value(&dir, "STOP_REASON"), "signal");
+    assert!(orbit::ops::runner_pid(&dir).is_none());
+    let marker = format!("ORBIT_OWNER={}", fs::canonicalize(&dir).unwrap().display());
+    assert!(
+        crate::support::processes_with_env(&marker).is_empty(),
+        "no orphan agent"
+    );
+    let out = orbit(&["stop"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to stop"));
+}
+
+#[test]
+fn the_report_tells_status_iterations_spend_and_remaining_work() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "worker",
+        "cat >/dev/null\necho \"$ORBIT_ITERATION\" | tr 0-9 a-j >> work.txt\necho 0.10 > \"$ORBIT_COST_FILE\"\necho \"- next: handle | pipes\" >> \"$ORBIT_LOOP_DIR/notes.md\"\necho 'I changed work.txt'",
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["cat work.txt; exit 1"],
+        &["--max-iterations", "2"],
+    );
+    let out = repo.run_loop(&dir, &[], &[("WRAPUP_ON_LIMIT", "0")]);
+    assert_code(&out, 16, "loop");
+    let out = repo.orbit(&["report", ".orbit/test-goal"]);
+    assert_ok(&out, "report");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("- status: BLOCKED (stop reason: max_iterations)"),
+        "{report}"
+    );
+    assert!(report.contains("- iterations: 2 of at most 2"), "{report}");
+    assert!(report.contains("- spend: $0.2"), "{report}");
+    assert!(
+        report.contains("| 2 | CONTINUE | fail: cat-work-txt-exit-1 | 1 |"),
+        "{report}"
+    );
+    assert!(report.contains("I changed work.txt"), "{report}");
+    assert!(report.contains("    - next: handle | pipes"), "{report}");
+    let file = repo.bin.path().join("report.md");
+    assert_ok(
+        &repo.orbit(&["report", "--output", file.to_str().unwrap()]),
+        "report --output",
+    );
+    assert_eq!(fs::read_to_string(&file).unwrap(), report);
+}
+
+#[test]
+fn orbit_toml_supplies_defaults_and_flags_override_them() {
+    let repo = Repo::new();
+    repo.write(
+        "orbit.toml",
+        "engine = \"codex\"\nverify = [\"make check\"]\nprotect = [\"tests/**\"]\nmax-iterations = 9\nusd-cap = 3\nnotify = [\"desktop\"]\n",
+    );
+    assert_ok(&repo.orbit(&["init", "first"]), "init with defaults");
+    let toml = repo.read(".orbit/first/loop.toml");
+    for want in [
+        "engine = \"codex\"",
+        "verify = [\"make check\"]",
+        "protect = [\"tests/**\"]",
+        "max-iterations = 9",
+        "usd-cap = 3.0",
+        "notify-desktop = true",
+    ] {
+        assert!(toml.contains(want), "{want} missing:\n{toml}");
+    }
+    assert_ok(
+        &repo.orbit(&[
+            "init",
+            "second",
+            "--engine",
+            "gemini",
+            "--verify",
+            "true",
+            "--max-iterations",
+            "4",
+        ]),
+        "init with flags",
+    );
+    let toml = repo.read(".orbit/second/loop.toml");
+    for want in [
+        "engine = \"gemini\"",
+        "verify = [\"true\"]",
+        "max-iterations = 4",
+        "protect = [\"tests/**\"]",
+    ] {
+        assert!(toml.contains(want), "{want} missing:\n{toml}");
+    }
+    repo.write("orbit.toml", "engin = \"codex\"\n");
+    let out = repo.orbit(&["init", "third", "--verify", "true"]);
+    assert_code(&out, 2, "a typo in orbit.toml");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("orbit.toml"));
+}
+
+#[test]
+fn completions_and_the_manual_page_come_from_the_command_definitions() {
+    let repo = Repo::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = repo.orbit(&["completions", shell]);
+        assert_ok(&out, shell);
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            script.contains("orbit")
+                && script.contains("schedule")
+                && script.contains("max-iterations"),
+            "{shell}"
+        );
+    }
+    let out = repo.orbit(&["completions", "bash"]);
+    let path = repo.bin.path().join("orbit.bash");
+    fs::write(&path, &out.stdout).unwrap();
+    let st = Command::new("bash").arg("-n").arg(&path).status().unwrap();
+    assert!(st.success(), "the bash completion parses");
+    let out = repo.orbit(&["man"]);
+    assert_ok(&out, "man");
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH orbit"),
+        "{}",
+        &page[..page.len().min(200)]
+    );
+    assert!(page.contains("init") && page.contains("audit"));
+}

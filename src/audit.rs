@@ -19,7 +19,6 @@ use serde::Serialize;
 
 use crate::cli::{AuditArgs, StatusArgs};
 use crate::error::{Error, Result};
-use crate::init::repo_root;
 use crate::run::loops_under;
 
 pub use check::audit_loop;
@@ -118,7 +117,19 @@ fn targets(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, String)>> {
         }
         return Ok(out);
     }
-    let repo = repo_root(&cwd)?;
+    let base = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    // The repository is found by its .git entry, without running git: an audit never
+    // starts a git process that could take the index lock.
+    let repo = base
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
+        .ok_or_else(|| {
+            Error::Git(format!(
+                "{} is not inside a git repository: name a loop directory, or run orbit audit inside the repository",
+                base.display()
+            ))
+        })?;
     let loops = loops_under(&repo);
     if loops.is_empty() {
         return Err(Error::Usage(format!(
@@ -126,7 +137,6 @@ fn targets(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, String)>> {
             repo.display()
         )));
     }
-    let base = std::fs::canonicalize(&cwd).unwrap_or(cwd);
     Ok(loops
         .into_iter()
         .map(|p| {

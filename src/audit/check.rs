@@ -567,8 +567,8 @@ pub fn audit_loop(dir: &Path, shown: &str, now: u64) -> LoopReport {
                 Severity::P1,
                 w.evidence("runner.log", l.index),
                 format!(
-                    "the last run failed: {}",
-                    l.message.chars().take(160).collect::<String>()
+                    "the last run failed: {}; fix the cause, then run the loop again",
+                    failure_text(&l.message)
                 ),
                 format!("orbit run {shown}"),
             );
@@ -655,7 +655,14 @@ pub fn audit_loop(dir: &Path, shown: &str, now: u64) -> LoopReport {
                 .as_ref()
                 .and_then(|e| e.events.last())
                 .is_some_and(|e| e.event == "loop_stop");
-        if pending.is_some() && state.last_status != "ABORTED" {
+        // The journal shows the checkpoint already moved past `next`: an edited state,
+        // not a crash (reported as STATE_DRIFT).
+        let journal_ahead = events.as_ref().is_some_and(|ev| {
+            ev.last_pos("state_write").is_some_and(|k| {
+                EventsWindow::u64_field(&ev.events[k], "next_iteration").unwrap_or(0) > next
+            })
+        });
+        if pending.is_some() && state.last_status != "ABORTED" && !journal_ahead {
             crashed = Some((
                 format!("{}/result.env:1", iter_rel(next)),
                 format!(
@@ -766,6 +773,16 @@ pub fn audit_loop(dir: &Path, shown: &str, now: u64) -> LoopReport {
         findings: a.findings,
         summary,
     }
+}
+
+/// A runner.log failure for a message: without its parenthetical details (a PATH, a file
+/// list) and at most 160 characters.
+fn failure_text(message: &str) -> String {
+    let m = match message.find(" (") {
+        Some(at) if at >= 20 => &message[..at],
+        _ => message,
+    };
+    m.chars().take(160).collect()
 }
 
 fn pin_class(reason: &str) -> &'static str {

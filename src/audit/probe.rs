@@ -100,20 +100,70 @@ pub fn lock(dir: &Path) -> Lock {
         }
         return Lock::StaleDir { owner };
     }
-    let Ok(meta) = fs::metadata(dir.join(".run-loop.lock")) else {
+    let lock_path = dir.join(".run-loop.lock");
+    let Ok(meta) = fs::metadata(&lock_path) else {
         return Lock::Free;
     };
     let Ok(locks) = fs::read_to_string("/proc/locks") else {
         return Lock::Unknown;
     };
-    for pid in flock_holders(&locks, meta.ino()) {
-        let Some(cmd) = cmdline(pid) else { continue };
-        if cmd.contains("run-loop.sh") {
-            return Lock::Runner { pid, how: "flock" };
-        }
-        return Lock::StrayHolder { pid, cmdline: cmd };
+    let listed = flock_holders(&locks, meta.ino());
+    if listed.is_empty() {
+        return Lock::Free;
     }
-    Lock::Free
+    // /proc/locks names the process that took the lock, which for flock(1) is the helper
+    // that has already exited; the lock lives as long as a descriptor of it is open, so
+    // the holders are the processes with such a descriptor.
+    let mut holders = fd_holders(&lock_path);
+    for pid in listed {
+        if alive(pid) && !holders.contains(&pid) {
+            holders.push(pid);
+        }
+    }
+    let with_cmd: Vec<(u32, String)> = holders
+        .iter()
+        .map(|p| (*p, cmdline(*p).unwrap_or_default()))
+        .collect();
+    if let Some((pid, _)) = with_cmd.iter().find(|(_, c)| c.contains("run-loop.sh")) {
+        return Lock::Runner {
+            pid: *pid,
+            how: "flock",
+        };
+    }
+    match with_cmd.into_iter().next() {
+        Some((pid, cmdline)) => Lock::StrayHolder { pid, cmdline },
+        // Held, by a process this user cannot see: a runner as far as anyone can tell.
+        None => Lock::Runner {
+            pid: 0,
+            how: "flock",
+        },
+    }
+}
+
+/// Processes with an open descriptor on `path` (Linux /proc; those of other users are not
+/// visible and are skipped).
+fn fd_holders(path: &Path) -> Vec<u32> {
+    let target = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut pids = Vec::new();
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return pids;
+    };
+    for e in rd.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(fds) = fs::read_dir(e.path().join("fd")) else {
+            continue;
+        };
+        if fds
+            .flatten()
+            .any(|fd| fs::read_link(fd.path()).is_ok_and(|l| l == target))
+        {
+            pids.push(pid);
+        }
+    }
+    pids.sort_unstable();
+    pids
 }
 
 /// Processes (other than this one) whose environment holds `ORBIT_OWNER=<dir>`.

@@ -96,7 +96,7 @@ pub fn parse(bytes: &[u8]) -> Result<ResultEnv, (usize, String)> {
             Some(l) => l,
             None => {
                 out.torn_tail = Some(n);
-                raw.as_ref()
+                raw
             }
         };
         if line.contains('\u{FFFD}') {

@@ -78,7 +78,7 @@ impl Audit<'_> {
 /// state.env and its sidecar as read together.
 enum StateRead {
     Ok {
-        state: State,
+        state: Box<State>,
         text: String,
         torn: Option<u64>,
     },
@@ -135,14 +135,14 @@ fn read_state_once(dir: &Path) -> StateRead {
     let text = String::from_utf8_lossy(&bytes).into_owned();
     if hash == sidecar.sha256 && sidecar.generation == state.generation {
         return StateRead::Ok {
-            state,
+            state: Box::new(state),
             text,
             torn: None,
         };
     }
     if hash != sidecar.sha256 && sidecar.generation + 1 == state.generation {
         return StateRead::Ok {
-            state,
+            state: Box::new(state),
             text,
             torn: Some(sidecar.generation),
         };
@@ -523,7 +523,7 @@ pub fn audit_loop(dir: &Path, shown: &str, now: u64) -> LoopReport {
                     a.recover(""),
                 );
             }
-            (Some(state), text)
+            (Some(*state), text)
         }
         StateRead::Missing => (None, String::new()),
         StateRead::Bad { evidence, message } => {

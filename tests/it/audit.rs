@@ -776,7 +776,9 @@ fn agent_editing_a_protected_test_is_reward_hack_p0() {
     // (`tests/**` with backticks), so the first run pins nothing for them. Until that is
     // fixed, pin the test the way the first run would; the runner keeps existing pins.
     let sum = orbit::fsx::sha256_hex(&fs::read(repo.join("tests/guard.rs")).unwrap());
-    edit(&dir.join("pins.sha256"), |t| format!("{t}{sum}  ../../tests/guard.rs\n"));
+    edit(&dir.join("pins.sha256"), |t| {
+        format!("{t}{sum}  ../../tests/guard.rs\n")
+    });
     assert_code(
         &repo.run_loop(&dir, &[], &[]),
         3,

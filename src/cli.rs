@@ -19,6 +19,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process: boxing would buy nothing
 pub enum Command {
     /// Render a loop directory from a goal.
     Init(InitArgs),

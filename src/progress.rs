@@ -242,7 +242,7 @@ mod tests {
     fn torn_tail_and_rewrite_are_told_apart() {
         let doc = sample();
         let cut = doc.rfind("<!--").unwrap();
-        let torn = parse(doc[..cut].as_bytes());
+        let torn = parse(&doc.as_bytes()[..cut]);
         assert_eq!(torn.entries.len(), 2);
         assert!(torn.torn_tail_line.is_some());
         assert!(torn.first_broken().is_none());

@@ -324,7 +324,7 @@ pub fn environment() -> Environment<'static> {
             AutoEscape::None
         }
     });
-    env.set_formatter(|out, state, value| format_value(out, state, value));
+    env.set_formatter(format_value);
     env.remove_filter("safe");
     env.add_filter("words", words_filter);
     for (name, source) in TEMPLATES {

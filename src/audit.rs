@@ -150,10 +150,9 @@ fn targets(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, String)>> {
 }
 
 fn audit_all(dirs: &[PathBuf]) -> Result<Vec<LoopReport>> {
-    let now = crate::fsx::now_epoch();
     Ok(targets(dirs)?
         .into_iter()
-        .map(|(dir, shown)| audit_loop(&dir, &shown, now))
+        .map(|(dir, shown)| audit_loop(&dir, &shown))
         .collect())
 }
 

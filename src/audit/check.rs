@@ -89,11 +89,11 @@ enum StateRead {
     },
 }
 
-fn read_state(dir: &Path) -> StateRead {
-    // state.env and its sidecar are two renames apart: a runner writing between the two
-    // reads looks torn for a moment, so a mismatch is read again before it is believed.
+fn read_state(dir: &Path, running: bool) -> StateRead {
+    // state.env and its sidecar are two renames apart: a live runner writing between the
+    // two reads looks torn for a moment, so a mismatch is read again before it is believed.
     let mut last = StateRead::Missing;
-    for attempt in 0..4 {
+    for attempt in 0..if running { 4 } else { 1 } {
         if attempt > 0 {
             std::thread::sleep(std::time::Duration::from_millis(60));
         }
@@ -404,8 +404,7 @@ fn mtime(path: &Path) -> Option<u64> {
 }
 
 /// Audits one loop directory. `shown` is how commands name it.
-pub fn audit_loop(dir: &Path, shown: &str, now: u64) -> LoopReport {
-    let _ = now;
+pub fn audit_loop(dir: &Path, shown: &str) -> LoopReport {
     let mut a = Audit {
         shown,
         findings: Vec::new(),
@@ -479,7 +478,6 @@ pub fn audit_loop(dir: &Path, shown: &str, now: u64) -> LoopReport {
     }
 
     // ---- state
-    let state_read = read_state(dir);
     let events = read_events(dir);
     if runner_pid.is_none() && matches!(lock, Lock::Unknown) {
         // Without /proc/locks: a loop_start with no loop_stop after it, from a live pid.
@@ -493,6 +491,7 @@ pub fn audit_loop(dir: &Path, shown: &str, now: u64) -> LoopReport {
         }
     }
     let running = runner_pid.is_some();
+    let state_read = read_state(dir, running);
 
     let mut summary = Summary {
         name: cfg.as_ref().map(|c| c.name.clone()).unwrap_or_else(|| {
@@ -598,9 +597,6 @@ pub fn audit_loop(dir: &Path, shown: &str, now: u64) -> LoopReport {
     }
 
     let Some(state) = state else {
-        if running {
-            // A runner is alive: whatever state.env says now, it is being written.
-        }
         let verdict = if running { "RUNNING" } else { "CORRUPT" };
         return LoopReport {
             dir: shown.to_string(),
@@ -1307,9 +1303,8 @@ fn check_status(
     {
         let log = sigs::parse_from(&w.bytes, w.first_line.unwrap_or(1));
         let window = cfg.map_or(3, |c| c.convergence_window as usize);
-        if let Some(last_sig) = log.sigs.last() {
+        if !log.sigs.is_empty() {
             let evidence = w.evidence(".action-sig.log", w.lines.saturating_sub(1));
-            let _ = last_sig;
             match sigs::stall(&log.sigs, window) {
                 Some(sigs::Stall::Converged { window }) => a.add(
                     "CONVERGENCE_STALL",

@@ -666,8 +666,12 @@ pub fn audit_loop(dir: &Path, shown: &str) -> LoopReport {
                 ),
             ));
         } else if pending.is_none() && has_attempt_files(&next_dir) && !stopped_by_signal {
+            let first_file = ["prompt.md", "agent.log", "verify.log"]
+                .into_iter()
+                .find(|f| next_dir.join(f).is_file())
+                .unwrap_or("prompt.md");
             crashed = Some((
-                format!("{}/prompt.md:1", iter_rel(next)),
+                format!("{}/{first_file}:1", iter_rel(next)),
                 format!(
                     "iteration {next} started ({}/) but has no result.env, and no runner is alive: it died mid-iteration",
                     iter_rel(next)
@@ -881,12 +885,16 @@ fn check_events(a: &mut Audit<'_>, ev: &EventsWindow, running: bool, state: Opti
             a.recover(""),
         );
     }
-    // The latest flaky verify, unless a later DONE made it moot.
-    if let Some(k) = ev.events.iter().rposition(|e| {
+    // The latest flaky verify, if recent (the last three iterations) and not before DONE.
+    let flake = ev.events.iter().rposition(|e| {
         e.event == "verify_fail"
             && (EventsWindow::str_field(e, "code") == "VERIFY_FLAKY"
                 || e.value.get("flaky").and_then(|v| v.as_bool()) == Some(true))
-    }) && state.is_none_or(|s| s.last_status != "DONE")
+    });
+    if let Some(k) = flake
+        && state.is_none_or(|s| {
+            s.last_status != "DONE" && ev.events[k].iteration + 3 >= s.next_iteration
+        })
     {
         let e = &ev.events[k];
         a.add(
@@ -1369,6 +1377,53 @@ fn check_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn journal(n: u64) -> Vec<String> {
+        let mut prev = events::GENESIS.to_string();
+        (1..=n)
+            .map(|seq| {
+                let line = events::build_line(
+                    seq,
+                    "2026-11-30T00:00:00Z",
+                    "iteration_start",
+                    seq,
+                    &[],
+                    &prev,
+                );
+                prev = events::split_hash(line.trim_end()).unwrap().1.to_string();
+                line
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_chain_is_verified_over_the_tail_window_only() {
+        let d = tempfile::tempdir().unwrap();
+        let mut lines = journal(6000);
+        fs::write(d.path().join("events.jsonl"), lines.concat()).unwrap();
+        let ev = read_events(d.path()).unwrap();
+        assert_eq!(ev.events.len(), EVENTS_WINDOW_LINES);
+        assert!(ev.error.is_none(), "{:?}", ev.error);
+        assert_eq!(ev.evidence(0), "events.jsonl:1001");
+
+        // An edit before the window is not seen; one inside it is, at its line.
+        lines[9] = lines[9].replace("iteration_start", "iteration_stop");
+        lines[5799] = lines[5799].replace("iteration_start", "iteration_stop");
+        fs::write(d.path().join("events.jsonl"), lines.concat()).unwrap();
+        let ev = read_events(d.path()).unwrap();
+        let (i, err) = ev.error.clone().unwrap();
+        assert_eq!(err, ChainError::HashMismatch { line: i + 1 });
+        assert_eq!(ev.window.evidence("events.jsonl", i), "events.jsonl:5800");
+
+        // A removed line inside the window breaks prev.
+        let mut removed = journal(50);
+        removed.remove(20);
+        fs::write(d.path().join("events.jsonl"), removed.concat()).unwrap();
+        let ev = read_events(d.path()).unwrap();
+        let (i, err) = ev.error.clone().unwrap();
+        assert!(matches!(err, ChainError::PrevMismatch { .. }), "{err:?}");
+        assert_eq!(ev.window.evidence("events.jsonl", i), "events.jsonl:21");
+    }
 
     #[test]
     fn state_and_toml_lines() {

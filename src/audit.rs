@@ -100,6 +100,17 @@ pub fn exit_code(reports: &[LoopReport]) -> u8 {
     }
 }
 
+/// Whether a runner (or a stray process) holds the loop's lock, probed without taking it:
+/// for commands that must refuse while a loop runs (`orbit recover`, `orbit init --force`).
+/// Unlike a `try_lock`, this never makes a runner starting at the same instant exit 20.
+pub fn lock_held(dir: &Path) -> bool {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    matches!(
+        probe::lock(&dir),
+        probe::Lock::Runner { .. } | probe::Lock::StrayHolder { .. }
+    )
+}
+
 /// The loops to audit, each with the name commands show for it.
 fn targets(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, String)>> {
     let cwd =

@@ -648,6 +648,10 @@ fn audit_during_a_running_loop_is_running_and_touches_nothing() {
         started.exists()
     });
 
+    assert!(
+        orbit::audit::lock_held(&dir),
+        "the runner's lock is not seen"
+    );
     let index = repo.join(".git/index");
     let before = tree_bytes(&dir);
     let index_before = fs::read(&index).unwrap();
@@ -683,6 +687,10 @@ fn audit_during_a_running_loop_is_running_and_touches_nothing() {
     fs::write(&gate, "").unwrap();
     let out = runner.join().unwrap();
     assert_code(&out, 10, "the runner after 100 audits");
+    assert!(
+        !orbit::audit::lock_held(&dir),
+        "the lock is seen after the runner ended"
+    );
     let after = orbit_nc(&repo, &["audit", "--json", LOOP]);
     assert_eq!(
         json_of(&after)["loops"][0]["verdict"],

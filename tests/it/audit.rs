@@ -503,6 +503,51 @@ fn spend_over_the_cap() {
 }
 
 #[test]
+fn iterations_used_up_is_exhausted() {
+    let (repo, dir) = new_loop(WORKER, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    assert_code(
+        &repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1")]),
+        16,
+        "run-loop",
+    );
+    let v = gallery("exhausted", &repo, "EXHAUSTED", &[], 0);
+    assert_eq!(v["loops"][0]["stop_reason"], "max_iterations");
+}
+
+#[test]
+fn rate_limited_loop_is_paused() {
+    let (repo, dir) = new_loop(
+        "echo 'HTTP 429 Too Many Requests: rate limit reached' >&2; exit 1",
+        &["test -f ok.txt"],
+        &["--loop-timeout", "8h"],
+    );
+    assert_code(&repo.run_loop(&dir, &[], &[]), 13, "run-loop");
+    let v = gallery("rate_limited", &repo, "PAUSED", &[], 0);
+    assert_eq!(v["loops"][0]["stop_reason"], "rate_limit");
+}
+
+#[test]
+fn agent_that_cannot_run_is_a_tool_failure() {
+    let (repo, dir) = new_loop("exit 126", &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    assert_code(&repo.run_loop(&dir, &[], &[]), 14, "run-loop");
+    let v = gallery(
+        "tool_failure_permanent",
+        &repo,
+        "BLOCKED",
+        &[("TOOL_FAILURE", "P1")],
+        1,
+    );
+    let f = &v["loops"][0]["findings"][0];
+    assert!(
+        f["evidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("iterations/000001/result.env:"),
+        "{f}"
+    );
+}
+
+#[test]
 fn dead_mkdir_lock_is_stale() {
     let (repo, dir) = one_tick();
     fs::create_dir(dir.join(".run-loop.lock.d")).unwrap();

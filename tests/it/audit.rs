@@ -858,6 +858,38 @@ fn agent_editing_a_protected_test_is_reward_hack_p0() {
     );
 }
 
+#[test]
+fn lock_held_by_a_stray_process_is_stale() {
+    let (repo, dir) = one_tick();
+    if Command::new("flock").arg("--version").output().is_err() {
+        eprintln!("notice: flock is not installed; skipping the stray-holder test");
+        return;
+    }
+    let held = repo.bin.path().join("held");
+    let mut holder = Command::new("bash")
+        .arg("-c")
+        .arg("exec 9>>\"$1\"; flock 9; touch \"$2\"; exec sleep 60")
+        .arg("stray-holder")
+        .arg(dir.join(".run-loop.lock"))
+        .arg(&held)
+        .spawn()
+        .unwrap();
+    wait_for("the stray holder", Duration::from_secs(20), || {
+        held.exists()
+    });
+    let out = orbit_nc(&repo, &["audit", "--json", LOOP]);
+    let run = repo.run_loop(&dir, &["--once"], &[]);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_code(&run, 20, "a runner while a stray process holds the lock");
+    assert_code(&out, 1, "audit with a stray lock holder");
+    let v = json_of(&out);
+    assert_eq!(v["loops"][0]["verdict"], "IDLE", "{v}");
+    let f = &v["loops"][0]["findings"][0];
+    assert_eq!(f["class"], "STALE_LOCK", "{v}");
+    assert_eq!(f["fix"], format!("kill {}", holder.id()), "{v}");
+}
+
 // ---- status, discovery, scale
 
 #[test]

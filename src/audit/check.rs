@@ -403,8 +403,25 @@ fn mtime(path: &Path) -> Option<u64> {
         .map(|d| d.as_secs())
 }
 
-/// Audits one loop directory. `shown` is how commands name it.
-pub fn audit_loop(dir: &Path, shown: &str) -> LoopReport {
+/// `s` as it can be pasted into a shell: as it is when it holds only safe characters, else
+/// quoted.
+fn shell_word(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._/-+=:@,%".contains(c));
+    if safe {
+        s.to_string()
+    } else {
+        // A path holds no NUL, so quoting cannot fail.
+        crate::shell::quote(&s.replace('\0', "")).unwrap_or_default()
+    }
+}
+
+/// Audits one loop directory. `name` is how reports and fix commands name it.
+pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
+    // Fix commands name the directory as one shell word.
+    let quoted = shell_word(name);
+    let shown = quoted.as_str();
     let mut a = Audit {
         shown,
         findings: Vec::new(),
@@ -418,7 +435,7 @@ pub fn audit_loop(dir: &Path, shown: &str) -> LoopReport {
                 "state.env" | "state.env.sha256" | "progress.md" => a.recover(""),
                 "goal.md" | "prompt.md" | "verify.sh" | "run-loop.sh" | "recover.sh"
                 | "notify.sh" | "loop.toml" => a.recover("--restore-pinned"),
-                _ => format!("orbit init --force --dir {shown}"),
+                _ => a.recover("--repin"),
             };
             a.add(
                 "CONTRACT_MISSING",
@@ -599,7 +616,7 @@ pub fn audit_loop(dir: &Path, shown: &str) -> LoopReport {
     let Some(state) = state else {
         let verdict = if running { "RUNNING" } else { "CORRUPT" };
         return LoopReport {
-            dir: shown.to_string(),
+            dir: name.to_string(),
             verdict,
             status: None,
             iteration: None,
@@ -765,7 +782,7 @@ pub fn audit_loop(dir: &Path, shown: &str) -> LoopReport {
         }
     };
     LoopReport {
-        dir: shown.to_string(),
+        dir: name.to_string(),
         verdict,
         status: Some(state.last_status.clone()),
         iteration: Some(last_done),
@@ -1423,6 +1440,14 @@ mod tests {
         let (i, err) = ev.error.clone().unwrap();
         assert!(matches!(err, ChainError::PrevMismatch { .. }), "{err:?}");
         assert_eq!(ev.window.evidence("events.jsonl", i), "events.jsonl:21");
+    }
+
+    #[test]
+    fn fix_commands_name_the_directory_as_one_word() {
+        assert_eq!(shell_word(".orbit/fix-parser"), ".orbit/fix-parser");
+        assert_eq!(shell_word("my loops/a b"), "'my loops/a b'");
+        assert_eq!(shell_word("x$(touch y)"), "$'x$(touch y)'");
+        assert_eq!(shell_word(""), "''");
     }
 
     #[test]

@@ -595,7 +595,9 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     check_validator(&mut a, dir, cfg.as_ref());
 
     // ---- settings that leave the loop without a terminator
+    let done = matches!(&state, Some(s) if s.last_status == "DONE");
     if let Some(c) = &cfg
+        && !done
         && c.usd_cap.is_none()
         && parse_duration("loop-timeout", &c.loop_timeout).unwrap_or(0) == 0
     {
@@ -1323,7 +1325,8 @@ fn check_status(
         _ => {}
     }
     // The signature log, where the state does not already say it.
-    if !matches!(state.stop_reason.as_str(), "stalled" | "oscillating")
+    if (running || state.last_status == "CONTINUE")
+        && !matches!(state.stop_reason.as_str(), "stalled" | "oscillating")
         && let Ok(w) = tail::read_tail(&dir.join(".action-sig.log"), SIGS_WINDOW_BYTES)
     {
         let log = sigs::parse_from(&w.bytes, w.first_line.unwrap_or(1));

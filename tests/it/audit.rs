@@ -548,6 +548,40 @@ fn agent_that_cannot_run_is_a_tool_failure() {
 }
 
 #[test]
+fn signature_log_shows_a_stall_or_an_oscillation_before_the_state_does() {
+    let (repo, dir) = one_tick();
+    let a = "a".repeat(40);
+    let b = "b".repeat(40);
+    fs::write(
+        dir.join(".action-sig.log"),
+        format!("1\t{a}\n2\t{b}\n3\t{b}\n4\t{b}\n"),
+    )
+    .unwrap();
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert_eq!(
+        classes(&v),
+        vec![("CONVERGENCE_STALL".to_string(), "P2".to_string())]
+    );
+    assert_eq!(
+        v["loops"][0]["findings"][0]["evidence"],
+        ".action-sig.log:4"
+    );
+    fs::write(
+        dir.join(".action-sig.log"),
+        format!("1\t{a}\n2\t{b}\n3\t{a}\n4\t{b}\n"),
+    )
+    .unwrap();
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert_eq!(
+        classes(&v),
+        vec![("OSCILLATION_LOOP".to_string(), "P2".to_string())]
+    );
+    fs::write(dir.join(".action-sig.log"), format!("1\t{a}\n2\t{b}\n")).unwrap();
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+}
+
+#[test]
 fn dead_mkdir_lock_is_stale() {
     let (repo, dir) = one_tick();
     fs::create_dir(dir.join(".run-loop.lock.d")).unwrap();

@@ -18,11 +18,19 @@ fn orbit() -> PathBuf {
 }
 
 fn runs() -> usize {
-    std::env::var("ORBIT_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(15)
+    std::env::var("ORBIT_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(15)
 }
 
 fn sh(dir: &Path, script: &str) {
-    let st = Command::new("bash").arg("-c").arg(script).current_dir(dir).status().unwrap();
+    let st = Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .status()
+        .unwrap();
     assert!(st.success(), "{script}");
 }
 
@@ -43,8 +51,14 @@ fn ms(d: Duration) -> String {
 
 /// A git repository with `files` small committed files.
 fn repo(files: usize) -> tempfile::TempDir {
-    let dir = tempfile::Builder::new().prefix("orbit-bench-").tempdir().unwrap();
-    sh(dir.path(), "git init -q -b main && git config user.name bench && git config user.email bench@orbit.invalid");
+    let dir = tempfile::Builder::new()
+        .prefix("orbit-bench-")
+        .tempdir()
+        .unwrap();
+    sh(
+        dir.path(),
+        "git init -q -b main && git config user.name bench && git config user.email bench@orbit.invalid",
+    );
     for i in 0..files {
         let p = dir.path().join(format!("src/d{:03}/f{i:05}.txt", i % 200));
         if i % 100 == 0 || i < 200 {
@@ -79,20 +93,51 @@ fn bench_init(rows: &mut Vec<Row>) {
     for i in 0..runs() {
         let d = format!(".orbit/b{i}");
         samples.push(time(|| {
-            run_ok(Command::new(orbit()).args(["init", "benchmark goal", "--verify", "true", "--dir", &d]).current_dir(r.path()).stdout(Stdio::null()));
+            run_ok(
+                Command::new(orbit())
+                    .args(["init", "benchmark goal", "--verify", "true", "--dir", &d])
+                    .current_dir(r.path())
+                    .stdout(Stdio::null()),
+            );
         }));
     }
-    rows.push(Row { name: "orbit init".into(), value: ms(median(samples)), note: "target < 20 ms".into() });
+    rows.push(Row {
+        name: "orbit init".into(),
+        value: ms(median(samples)),
+        note: "target < 20 ms".into(),
+    });
 }
 
 fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str) {
     let r = repo(files);
     let bin = tempfile::tempdir().unwrap();
     let agent = bin.path().join("noop-agent");
-    fs::write(&agent, "#!/usr/bin/env bash\ncat >/dev/null\necho x >> bench.txt\n").unwrap();
+    fs::write(
+        &agent,
+        "#!/usr/bin/env bash\ncat >/dev/null\necho x >> bench.txt\n",
+    )
+    .unwrap();
     sh(bin.path(), "chmod +x noop-agent");
     let exec = agent.display().to_string();
-    run_ok(Command::new(orbit()).args(["init", "bench", "--engine", "custom", "--exec", &exec, "--verify", "true", "--max-iterations", "100000", "--dir", ".orbit/bench"]).current_dir(r.path()).stdout(Stdio::null()));
+    run_ok(
+        Command::new(orbit())
+            .args([
+                "init",
+                "bench",
+                "--engine",
+                "custom",
+                "--exec",
+                &exec,
+                "--verify",
+                "true",
+                "--max-iterations",
+                "100000",
+                "--dir",
+                ".orbit/bench",
+            ])
+            .current_dir(r.path())
+            .stdout(Stdio::null()),
+    );
     let dir = r.path().join(".orbit/bench");
     let tick = |r: &Path| {
         run_ok(
@@ -113,29 +158,67 @@ fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str) {
     let agent_t: Vec<Duration> = (0..n)
         .map(|_| {
             time(|| {
-                run_ok(Command::new(&agent).current_dir(r.path()).stdin(fs::File::open(&prompt).unwrap()));
+                run_ok(
+                    Command::new(&agent)
+                        .current_dir(r.path())
+                        .stdin(fs::File::open(&prompt).unwrap()),
+                );
             })
         })
         .collect();
     let verify_t: Vec<Duration> = (0..n)
-        .map(|_| time(|| run_ok(Command::new("bash").arg(dir.join("verify.sh")).stdout(Stdio::null()))))
+        .map(|_| {
+            time(|| {
+                run_ok(
+                    Command::new("bash")
+                        .arg(dir.join("verify.sh"))
+                        .stdout(Stdio::null()),
+                )
+            })
+        })
         .collect();
     let floor_t: Vec<Duration> = (0..n)
         .map(|_| {
             time(|| {
-                run_ok(Command::new("git").args(["status", "--porcelain"]).current_dir(r.path()).stdout(Stdio::null()));
-                run_ok(Command::new("sha256sum").args(["-c", "--quiet", "pins.sha256"]).current_dir(&dir).stdout(Stdio::null()));
+                run_ok(
+                    Command::new("git")
+                        .args(["status", "--porcelain"])
+                        .current_dir(r.path())
+                        .stdout(Stdio::null()),
+                );
+                run_ok(
+                    Command::new("sha256sum")
+                        .args(["-c", "--quiet", "pins.sha256"])
+                        .current_dir(&dir)
+                        .stdout(Stdio::null()),
+                );
             })
         })
         .collect();
-    let (tick_m, agent_m, verify_m, floor_m) = (median(ticks), median(agent_t), median(verify_t), median(floor_t));
+    let (tick_m, agent_m, verify_m, floor_m) = (
+        median(ticks),
+        median(agent_t),
+        median(verify_t),
+        median(floor_t),
+    );
     let overhead = tick_m.saturating_sub(agent_m + verify_m);
-    rows.push(Row { name: format!("iteration, {label}: tick"), value: ms(tick_m), note: format!("agent {} + verify {}", ms(agent_m), ms(verify_m)) });
-    rows.push(Row { name: format!("iteration, {label}: floor"), value: ms(floor_m), note: "git status --porcelain + sha256 of the pins".into() });
+    rows.push(Row {
+        name: format!("iteration, {label}: tick"),
+        value: ms(tick_m),
+        note: format!("agent {} + verify {}", ms(agent_m), ms(verify_m)),
+    });
+    rows.push(Row {
+        name: format!("iteration, {label}: floor"),
+        value: ms(floor_m),
+        note: "git status --porcelain + sha256 of the pins".into(),
+    });
     rows.push(Row {
         name: format!("iteration, {label}: overhead"),
         value: ms(overhead),
-        note: format!("{:.1}x the floor; target within 2x and < 300 ms", overhead.as_secs_f64() / floor_m.as_secs_f64()),
+        note: format!(
+            "{:.1}x the floor; target within 2x and < 300 ms",
+            overhead.as_secs_f64() / floor_m.as_secs_f64()
+        ),
     });
 }
 
@@ -148,7 +231,12 @@ fn main() {
     bench_runner(&mut rows, 1, "small repo");
     bench_runner(&mut rows, 20_000, "20,000 files");
     let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(10);
-    println!("\n{:w$}  {:>10}  note (medians of {} runs)", "benchmark", "median", runs());
+    println!(
+        "\n{:w$}  {:>10}  note (medians of {} runs)",
+        "benchmark",
+        "median",
+        runs()
+    );
     for r in rows {
         println!("{:w$}  {:>10}  {}", r.name, r.value, r.note);
     }

@@ -1,12 +1,402 @@
 //! `orbit audit` and `orbit status`: read-only classification of loops.
+//!
+//! An audit reads a loop directory — live or dead — and answers "what state is it in, and
+//! what do I do?": one verdict per loop and findings, each with a class, a severity, evidence
+//! as `file:line`, a message and the command that fixes it (contract section 9). It never
+//! writes, never takes the runner's lock and never makes git take its index lock, so it can
+//! run any number of times during a live loop. It reads only the tails of the journals: see
+//! `docs/AUDIT.md` for the verdict rules, the classes and the windows.
+
+mod check;
+pub mod probe;
+mod runner_log;
+mod tail;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
 
 use crate::cli::{AuditArgs, StatusArgs};
 use crate::error::{Error, Result};
+use crate::run::loops_under;
 
-pub fn run(_args: &AuditArgs) -> Result<u8> {
-    Err(Error::Usage("orbit audit is not built yet".into()))
+pub use check::audit_loop;
+
+/// How urgent a finding is: P0 stop now, P1 recover then continue, P2 note.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Severity {
+    P0,
+    P1,
+    P2,
 }
 
-pub fn status(_args: &StatusArgs) -> Result<u8> {
-    Err(Error::Usage("orbit status is not built yet".into()))
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::P0 => "P0",
+            Severity::P1 => "P1",
+            Severity::P2 => "P2",
+        }
+    }
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub class: &'static str,
+    pub severity: Severity,
+    /// `file:line`, relative to the loop directory.
+    pub evidence: String,
+    pub message: String,
+    /// The command that fixes it.
+    pub fix: String,
+}
+
+/// What `orbit status` shows beside the verdict.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub name: String,
+    pub max_iterations: Option<u64>,
+    /// `pass`, `fail` or `skip` from the last recorded iteration.
+    pub last_verify: Option<String>,
+    pub spent_microusd: Option<u64>,
+    pub usd_cap_microusd: Option<u64>,
+    /// Epoch seconds of the last write to the loop's journals or state.
+    pub last_activity: Option<u64>,
+}
+
+/// The audit of one loop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LoopReport {
+    pub dir: String,
+    pub verdict: &'static str,
+    /// LAST_STATUS from state.env (null when it cannot be read).
+    pub status: Option<String>,
+    /// Iterations recorded: NEXT_ITERATION - 1 (null when state.env cannot be read).
+    pub iteration: Option<u64>,
+    pub stop_reason: Option<String>,
+    pub findings: Vec<Finding>,
+    pub summary: Summary,
+}
+
+impl LoopReport {
+    pub fn worst(&self) -> Option<Severity> {
+        self.findings.iter().map(|f| f.severity).min()
+    }
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    loops: &'a [LoopReport],
+}
+
+/// The exit code for a set of reports: 0 nothing above P2, 1 a P1, 3 a P0.
+pub fn exit_code(reports: &[LoopReport]) -> u8 {
+    match reports.iter().filter_map(LoopReport::worst).min() {
+        Some(Severity::P0) => 3,
+        Some(Severity::P1) => 1,
+        _ => 0,
+    }
+}
+
+/// Whether a runner (or a stray process) holds the loop's lock, probed without taking it:
+/// for commands that must refuse while a loop runs (`orbit recover`, `orbit init --force`).
+/// Unlike a `try_lock`, this never makes a runner starting at the same instant exit 20.
+pub fn lock_held(dir: &Path) -> bool {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    matches!(
+        probe::lock(&dir),
+        probe::Lock::Runner { .. } | probe::Lock::StrayHolder { .. }
+    )
+}
+
+/// The loops to audit, each with the name commands show for it.
+fn targets(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, String)>> {
+    let cwd =
+        std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
+    if !dirs.is_empty() {
+        let mut out = Vec::new();
+        for d in dirs {
+            if !d.join("loop.toml").is_file() && !d.join("state.env").is_file() {
+                return Err(Error::path(
+                    d,
+                    "is not a loop directory (no loop.toml, no state.env): name a directory made by orbit init",
+                ));
+            }
+            out.push((d.clone(), d.display().to_string()));
+        }
+        return Ok(out);
+    }
+    let base = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    // The repository is found by its .git entry, without running git: an audit never
+    // starts a git process that could take the index lock.
+    let repo = base
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
+        .ok_or_else(|| {
+            Error::Git(format!(
+                "{} is not inside a git repository: name a loop directory, or run orbit audit inside the repository",
+                base.display()
+            ))
+        })?;
+    let loops = loops_under(&repo);
+    if loops.is_empty() {
+        return Err(Error::Usage(format!(
+            "no loop under {}/.orbit: create one with orbit init \"GOAL\", or name a loop directory",
+            repo.display()
+        )));
+    }
+    Ok(loops
+        .into_iter()
+        .map(|p| {
+            let shown = p
+                .strip_prefix(&base)
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|_| p.clone());
+            (p, shown.display().to_string())
+        })
+        .collect())
+}
+
+fn audit_all(dirs: &[PathBuf]) -> Result<Vec<LoopReport>> {
+    Ok(targets(dirs)?
+        .into_iter()
+        .map(|(dir, shown)| audit_loop(&dir, &shown))
+        .collect())
+}
+
+/// Whether to colour output: only on a terminal, never with NO_COLOR set.
+fn colour() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+}
+
+/// `orbit audit`.
+pub fn run(args: &AuditArgs) -> Result<u8> {
+    let reports = audit_all(&args.dirs)?;
+    let now = crate::fsx::now_epoch();
+    if args.json {
+        let text = serde_json::to_string_pretty(&JsonReport { loops: &reports })
+            .map_err(|e| Error::Usage(format!("cannot encode the report: {e}")))?;
+        println!("{text}");
+    } else if args.summary {
+        print!("{}", render_status(&reports, now, colour()));
+    } else {
+        print!("{}", render_human(&reports, colour()));
+    }
+    Ok(exit_code(&reports))
+}
+
+/// `orbit status`: one line per loop.
+pub fn status(args: &StatusArgs) -> Result<u8> {
+    let reports = audit_all(&args.dirs)?;
+    print!(
+        "{}",
+        render_status(&reports, crate::fsx::now_epoch(), colour())
+    );
+    Ok(exit_code(&reports))
+}
+
+fn paint(on: bool, code: &str, text: &str) -> String {
+    if on {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+fn verdict_colour(verdict: &str) -> &'static str {
+    match verdict {
+        "DONE" | "RUNNING" | "READY" => "32",
+        "IDLE" | "PAUSED" | "EXHAUSTED" => "33",
+        _ => "31",
+    }
+}
+
+fn severity_colour(s: Severity) -> &'static str {
+    match s {
+        Severity::P0 => "1;31",
+        Severity::P1 => "33",
+        Severity::P2 => "36",
+    }
+}
+
+/// The human report: per loop a verdict line, then its findings, worst first.
+pub fn render_human(reports: &[LoopReport], colour: bool) -> String {
+    let mut out = String::new();
+    let (mut p0, mut p1, mut p2) = (0, 0, 0);
+    for r in reports {
+        let mut state = match (&r.status, &r.stop_reason) {
+            (Some(s), Some(reason)) if reason != "none" => format!("state {s} ({reason})"),
+            (Some(s), _) => format!("state {s}"),
+            _ => "state unreadable".to_string(),
+        };
+        if let Some(i) = r.iteration {
+            match r.summary.max_iterations {
+                Some(max) => state.push_str(&format!(", iteration {i} of {max}")),
+                None => state.push_str(&format!(", iteration {i}")),
+            }
+        }
+        out.push_str(&format!(
+            "{}  {}  {state}\n",
+            paint(colour, "1", &r.dir),
+            paint(colour, verdict_colour(r.verdict), r.verdict)
+        ));
+        let mut findings: Vec<&Finding> = r.findings.iter().collect();
+        findings.sort_by_key(|f| f.severity);
+        for f in findings {
+            match f.severity {
+                Severity::P0 => p0 += 1,
+                Severity::P1 => p1 += 1,
+                Severity::P2 => p2 += 1,
+            }
+            out.push_str(&format!(
+                "  {} {}  {}\n      {}\n      fix: {}\n",
+                paint(colour, severity_colour(f.severity), f.severity.as_str()),
+                f.class,
+                f.evidence,
+                f.message,
+                f.fix
+            ));
+        }
+        if r.findings.is_empty() {
+            out.push_str("  no findings\n");
+        }
+    }
+    out.push_str(&format!(
+        "{} loop(s): {p0} P0, {p1} P1, {p2} P2\n",
+        reports.len()
+    ));
+    out
+}
+
+/// `3m`, `2h`, `5d`: the age of `then` at `now`.
+pub fn age(now: u64, then: u64) -> String {
+    let s = now.saturating_sub(then);
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86_399 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// One line per loop: dir, verdict, iteration/max, last verify, spend, last activity.
+pub fn render_status(reports: &[LoopReport], now: u64, colour: bool) -> String {
+    let rows: Vec<[String; 6]> = reports
+        .iter()
+        .map(|r| {
+            let s = &r.summary;
+            let iter = match (r.iteration, s.max_iterations) {
+                (Some(i), Some(m)) => format!("{i}/{m}"),
+                (Some(i), None) => i.to_string(),
+                _ => "-".into(),
+            };
+            let spend = match (s.spent_microusd, s.usd_cap_microusd) {
+                (Some(x), Some(c)) => format!(
+                    "${}/${}",
+                    crate::goal::format_usd(x),
+                    crate::goal::format_usd(c)
+                ),
+                (Some(x), None) => format!("${}", crate::goal::format_usd(x)),
+                _ => "-".into(),
+            };
+            let verify = s
+                .last_verify
+                .as_deref()
+                .map(|v| format!("verify {v}"))
+                .unwrap_or_else(|| "verify -".into());
+            let active = s
+                .last_activity
+                .map(|t| format!("{} ago", age(now, t)))
+                .unwrap_or_else(|| "never".into());
+            [
+                r.dir.clone(),
+                r.verdict.to_string(),
+                iter,
+                verify,
+                spend,
+                active,
+            ]
+        })
+        .collect();
+    let mut widths = [0usize; 6];
+    for row in &rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for (row, r) in rows.iter().zip(reports) {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            let pad = " ".repeat(w.saturating_sub(cell.chars().count()));
+            let cell = if i == 1 {
+                paint(colour, verdict_colour(r.verdict), cell)
+            } else {
+                cell.clone()
+            };
+            if i + 1 == row.len() {
+                line.push_str(&cell);
+            } else {
+                line.push_str(&format!("{cell}{pad}  "));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(findings: &[Severity]) -> LoopReport {
+        LoopReport {
+            dir: ".orbit/x".into(),
+            verdict: "IDLE",
+            status: Some("CONTINUE".into()),
+            iteration: Some(3),
+            stop_reason: Some("tick".into()),
+            findings: findings
+                .iter()
+                .map(|s| Finding {
+                    class: "UNBOUNDED_LOOP",
+                    severity: *s,
+                    evidence: "loop.toml:9".into(),
+                    message: "m".into(),
+                    fix: "f".into(),
+                })
+                .collect(),
+            summary: Summary::default(),
+        }
+    }
+
+    #[test]
+    fn exit_codes_follow_the_worst_finding() {
+        assert_eq!(exit_code(&[report(&[])]), 0);
+        assert_eq!(exit_code(&[report(&[Severity::P2])]), 0);
+        assert_eq!(exit_code(&[report(&[Severity::P2, Severity::P1])]), 1);
+        assert_eq!(
+            exit_code(&[report(&[Severity::P1]), report(&[Severity::P0])]),
+            3
+        );
+    }
+
+    #[test]
+    fn ages_are_short() {
+        assert_eq!(age(100, 100), "0s");
+        assert_eq!(age(200, 100), "1m");
+        assert_eq!(age(100_000, 0), "1d");
+        assert_eq!(age(0, 100), "0s");
+    }
+
+    #[test]
+    fn colour_only_when_asked() {
+        let r = [report(&[Severity::P1])];
+        assert!(!render_human(&r, false).contains('\x1b'));
+        assert!(render_human(&r, true).contains("\x1b[33mP1"));
+    }
 }

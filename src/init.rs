@@ -479,21 +479,6 @@ fn populate(tmp: &Path, cfg: &LoopConfig, files: &[(&'static str, String, bool)]
     Ok(())
 }
 
-/// Whether a runner holds the loop's lock (probed without taking it for long).
-pub fn runner_holds_lock(dir: &Path) -> bool {
-    let path = dir.join(".run-loop.lock");
-    let Ok(file) = fs::OpenOptions::new().read(true).open(&path) else {
-        return dir.join(".run-loop.lock.d").exists();
-    };
-    match file.try_lock() {
-        Ok(()) => {
-            let _ = file.unlock();
-            dir.join(".run-loop.lock.d").exists()
-        }
-        Err(_) => true,
-    }
-}
-
 /// `orbit init --force`: re-render the scripts and prompt from loop.toml; state.env,
 /// progress.md, events.jsonl, goal.md and the iteration history stay untouched.
 fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
@@ -538,7 +523,7 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
             ));
         }
     }
-    if runner_holds_lock(&dir) {
+    if crate::audit::lock_held(&dir) {
         return Err(Error::Refused(format!(
             "a runner holds {}/.run-loop.lock: stop it first (the scripts must not change under a running loop)",
             dir.display()

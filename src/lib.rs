@@ -13,13 +13,16 @@ pub mod events;
 pub mod fsx;
 pub mod goal;
 pub mod init;
+pub mod ledger;
 pub mod ops;
 pub mod pins;
 pub mod progress;
 pub mod recover;
 pub mod render;
+pub mod result_env;
 pub mod run;
 pub mod shell;
+pub mod sigs;
 pub mod state;
 
 use std::process::ExitCode;

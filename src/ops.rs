@@ -15,62 +15,14 @@ use crate::run::pick_loop;
 use crate::state::State;
 use crate::{fsx, progress, shell};
 
-/// Whether the loop's flock is held, from /proc/locks (Linux), without taking the lock.
-/// `None` where /proc/locks cannot be read.
-pub fn flock_held(dir: &Path) -> Option<bool> {
-    use std::os::unix::fs::MetadataExt;
-    let locks = fs::read_to_string("/proc/locks").ok()?;
-    let Ok(meta) = fs::metadata(dir.join(".run-loop.lock")) else {
-        return Some(false);
-    };
-    let ino = meta.ino();
-    Some(locks.lines().any(|line| {
-        // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a waiter's line has "->".
-        let f: Vec<&str> = line.split_whitespace().collect();
-        f.len() >= 6
-            && f[1] == "FLOCK"
-            && f[5].rsplit(':').next().and_then(|i| i.parse::<u64>().ok()) == Some(ino)
-    }))
-}
-
-/// The pid of the runner holding a loop's lock, without taking the lock. /proc/locks names
-/// the process that called flock(1), which exits at once; the lock lives on in the runner's
-/// descriptor. So: among the processes with the lock file open, the runner is the one whose
-/// parent does not have it open too (its subshells inherit the descriptor). Where flock is
-/// missing, the live owner recorded by the mkdir lock.
+/// The pid of the runner holding a loop's lock, found without taking the lock (see
+/// `audit::probe::lock`).
 pub fn runner_pid(dir: &Path) -> Option<u32> {
-    if flock_held(dir) == Some(true)
-        && let Ok(lock) = fs::canonicalize(dir.join(".run-loop.lock"))
-    {
-        let mut holders: Vec<(u32, u32)> = Vec::new();
-        for entry in fs::read_dir("/proc").ok()?.flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(fds) = fs::read_dir(entry.path().join("fd")) else {
-                continue;
-            };
-            let open = fds
-                .flatten()
-                .any(|fd| fs::read_link(fd.path()).map(|t| t == lock).unwrap_or(false));
-            if open {
-                let stat = fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-                let ppid = stat
-                    .rsplit_once(')')
-                    .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                    .and_then(|p| p.parse().ok())
-                    .unwrap_or(0);
-                holders.push((pid, ppid));
-            }
-        }
-        let pids: Vec<u32> = holders.iter().map(|(p, _)| *p).collect();
-        if let Some((pid, _)) = holders.iter().find(|(_, ppid)| !pids.contains(ppid)) {
-            return Some(*pid);
-        }
+    let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    match crate::audit::probe::lock(&dir) {
+        crate::audit::probe::Lock::Runner { pid, .. } if pid > 0 => Some(pid),
+        _ => None,
     }
-    let owner = fs::read_to_string(dir.join(".run-loop.lock.d/owner")).ok()?;
-    let pid: u32 = owner.split_whitespace().next()?.parse().ok()?;
-    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
 }
 
 fn abs_dir(dir: &Path) -> Result<PathBuf> {

@@ -1,1 +1,1092 @@
-//! Integration tests: audit.
+//! Integration tests: audit. A gallery of loops made by real runs of the generated runner
+//! with fake agents, then damaged one way each; each is snapshotted (human report and JSON)
+//! and its class, severity, verdict and exit code asserted. Live tests audit a running loop,
+//! a killed one and one whose agent edited a protected test.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+const LOOP: &str = ".orbit/test-goal";
+
+/// `orbit ARGS` in the repository with colour off.
+fn orbit_nc(repo: &Repo, args: &[&str]) -> Output {
+    let mut cmd = Command::new(orbit_bin());
+    cmd.args(args)
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("NO_COLOR", "1");
+    run_bounded(cmd, Duration::from_secs(60))
+}
+
+/// Replaces what changes from run to run: temp paths, times, hashes, ages.
+fn scrub(text: &str, repo: &Repo) -> String {
+    let mut s = text.to_string();
+    for (p, name) in [(repo.path(), "[REPO]"), (repo.bin.path(), "[BIN]")] {
+        if let Ok(c) = fs::canonicalize(p) {
+            s = s.replace(&c.display().to_string(), name);
+        }
+        s = s.replace(&p.display().to_string(), name);
+    }
+    let b: Vec<char> = s.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        // 40 or 64 hex digits: a git id or a sha256.
+        let hex = b[i..].iter().take_while(|c| c.is_ascii_hexdigit()).count();
+        let boundary = i == 0 || !b[i - 1].is_ascii_alphanumeric();
+        if boundary && (hex == 40 || hex == 64) {
+            out.push_str("[HASH]");
+            i += hex;
+            continue;
+        }
+        // 2026-11-30T05:51:13Z
+        if b.len() - i >= 20
+            && b[i + 4] == '-'
+            && b[i + 10] == 'T'
+            && b[i + 19] == 'Z'
+            && b[i].is_ascii_digit()
+        {
+            out.push_str("[TS]");
+            i += 20;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    let mut lines = Vec::new();
+    for line in out.lines() {
+        let l = if let Some(at) = line.find("\"last_activity\": ") {
+            let rest = &line[at + 17..];
+            let end = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            format!("{}\"last_activity\": [EPOCH]{}", &line[..at], &rest[end..])
+        } else {
+            line.to_string()
+        };
+        lines.push(l);
+    }
+    lines.join("\n")
+}
+
+fn json_of(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("audit --json is not JSON ({e}):\n{}", text(out)))
+}
+
+/// The findings of the first loop as (class, severity) pairs.
+fn classes(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["class"].as_str().unwrap().to_string(),
+                f["severity"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Audits the loop, checks what it must say, and snapshots both reports.
+fn gallery(
+    name: &str,
+    repo: &Repo,
+    verdict: &str,
+    expect: &[(&str, &str)],
+    code: i32,
+) -> serde_json::Value {
+    let human = orbit_nc(repo, &["audit", LOOP]);
+    let json = orbit_nc(repo, &["audit", "--json", LOOP]);
+    assert_code(&human, code, &format!("{name}: orbit audit"));
+    assert_code(&json, code, &format!("{name}: orbit audit --json"));
+    let v = json_of(&json);
+    let found = classes(&v);
+    assert_eq!(
+        v["loops"][0]["verdict"],
+        verdict,
+        "{name}:\n{}",
+        text(&human)
+    );
+    for (class, sev) in expect {
+        assert!(
+            found.iter().any(|(c, s)| c == class && s == sev),
+            "{name}: expected {class} at {sev}, found {found:?}\n{}",
+            text(&human)
+        );
+    }
+    for f in v["loops"][0]["findings"].as_array().unwrap() {
+        let ev = f["evidence"].as_str().unwrap();
+        assert!(ev.contains(':'), "{name}: evidence '{ev}' is not file:line");
+        assert!(
+            !f["fix"].as_str().unwrap().is_empty(),
+            "{name}: a finding without a fix"
+        );
+    }
+    assert!(!String::from_utf8_lossy(&human.stdout).contains('\x1b'));
+    let doc = format!(
+        "exit: {:?}\n--- orbit audit {LOOP}\n{}--- orbit audit --json {LOOP}\n{}",
+        human.status.code(),
+        String::from_utf8_lossy(&human.stdout),
+        String::from_utf8_lossy(&json.stdout)
+    );
+    let doc = scrub(&doc, repo);
+    insta::with_settings!({snapshot_path => "../../snapshots", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!(format!("audit_{name}"), doc);
+    });
+    v
+}
+
+/// An agent that works without ever reaching the goal.
+const WORKER: &str = "echo \"work $ORBIT_ITERATION\" >> work.txt";
+/// An agent that reaches the goal in its first work run and claims DONE.
+const FINISHER: &str = "if [ \"$ORBIT_PHASE\" = work ]; then touch ok.txt; echo 'every AC holds' > \"$ORBIT_LOOP_DIR/done.md\"; fi";
+
+fn new_loop(body: &str, checks: &[&str], extra: &[&str]) -> (Repo, PathBuf) {
+    let repo = Repo::new();
+    let agent = repo.agent("fake-agent", body);
+    let dir = repo.init_loop(&agent, checks, extra);
+    (repo, dir)
+}
+
+/// A loop that ran one iteration, verify failing: IDLE, nothing wrong.
+fn one_tick() -> (Repo, PathBuf) {
+    let (repo, dir) = new_loop(WORKER, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "run-loop --once");
+    (repo, dir)
+}
+
+fn edit(path: &Path, f: impl FnOnce(String) -> String) {
+    let t = fs::read_to_string(path).unwrap();
+    fs::write(path, f(t)).unwrap();
+}
+
+/// Rewrites state.env through `f` and re-seals its sidecar, as an editor that knows the
+/// format would.
+fn reseal_state(dir: &Path, f: impl FnOnce(String) -> String) {
+    let text = f(fs::read_to_string(dir.join("state.env")).unwrap());
+    let state = orbit::state::State::parse(text.as_bytes()).unwrap();
+    fs::write(dir.join("state.env"), &text).unwrap();
+    fs::write(
+        dir.join("state.env.sha256"),
+        orbit::state::Sidecar::for_state(&text, state.generation).print(),
+    )
+    .unwrap();
+}
+
+// ---- the gallery
+
+#[test]
+fn ready_loop_without_a_terminator() {
+    let (repo, _dir) = new_loop(WORKER, &["test -f ok.txt"], &[]);
+    gallery(
+        "ready_unbounded",
+        &repo,
+        "READY",
+        &[("UNBOUNDED_LOOP", "P2")],
+        0,
+    );
+}
+
+#[test]
+fn idle_loop_is_clean() {
+    let (repo, _dir) = one_tick();
+    let v = gallery("idle_clean", &repo, "IDLE", &[], 0);
+    assert!(classes(&v).is_empty(), "{v}");
+    assert_eq!(v["loops"][0]["iteration"], 1);
+    assert_eq!(v["loops"][0]["status"], "CONTINUE");
+}
+
+#[test]
+fn done_loop() {
+    let (repo, dir) = new_loop(FINISHER, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    assert_code(&repo.run_loop(&dir, &[], &[]), 0, "run-loop");
+    let v = gallery("done", &repo, "DONE", &[], 0);
+    assert!(classes(&v).is_empty(), "{v}");
+}
+
+#[test]
+fn done_without_a_passing_verify_is_a_verify_gap() {
+    let (repo, dir) = one_tick();
+    reseal_state(&dir, |t| {
+        t.replace("LAST_STATUS=CONTINUE", "LAST_STATUS=DONE")
+    });
+    gallery(
+        "verify_gap",
+        &repo,
+        "DONE",
+        &[("VERIFY_GAP", "P0"), ("STATE_DRIFT", "P1")],
+        3,
+    );
+}
+
+#[test]
+fn torn_checkpoint() {
+    let (repo, dir) = one_tick();
+    // state.env one generation ahead of its sidecar: the write of the sidecar was cut.
+    let generation = state_value(&dir, "GEN");
+    edit(&dir.join("state.env"), |t| {
+        t.replace(
+            &format!("GEN={generation}\n"),
+            &format!("GEN={}\n", generation.parse::<u64>().unwrap() + 1),
+        )
+    });
+    gallery(
+        "torn_checkpoint",
+        &repo,
+        "IDLE",
+        &[("TORN_CHECKPOINT", "P1")],
+        1,
+    );
+}
+
+#[test]
+fn edited_state_is_corrupt() {
+    let (repo, dir) = one_tick();
+    edit(&dir.join("state.env"), |t| {
+        t.replace("NEXT_ITERATION=2", "NEXT_ITERATION=9")
+    });
+    gallery("corrupt", &repo, "CORRUPT", &[("STATE_DRIFT", "P1")], 1);
+}
+
+#[test]
+fn unparseable_state_names_its_line() {
+    let (repo, dir) = one_tick();
+    edit(&dir.join("state.env"), |t| {
+        t.replace("CB_STATE=CLOSED", "CB_STATE=$(touch x)")
+    });
+    let v = gallery(
+        "unparseable_state",
+        &repo,
+        "CORRUPT",
+        &[("STATE_DRIFT", "P1")],
+        1,
+    );
+    assert_eq!(v["loops"][0]["findings"][0]["evidence"], "state.env:11");
+}
+
+#[test]
+fn state_rolled_back_behind_progress_and_events() {
+    let (repo, dir) = one_tick();
+    reseal_state(&dir, |t| t.replace("NEXT_ITERATION=2", "NEXT_ITERATION=1"));
+    let v = gallery("state_drift", &repo, "IDLE", &[("STATE_DRIFT", "P1")], 1);
+    let evidence: Vec<&str> = v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["evidence"].as_str().unwrap())
+        .collect();
+    assert!(
+        evidence.iter().any(|e| e.starts_with("progress.md:")),
+        "{evidence:?}"
+    );
+    assert!(
+        evidence.iter().any(|e| e.starts_with("events.jsonl:")),
+        "{evidence:?}"
+    );
+}
+
+#[test]
+fn edited_event_breaks_the_journal() {
+    let (repo, dir) = one_tick();
+    let path = dir.join("events.jsonl");
+    let text = fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let k = lines
+        .iter()
+        .position(|l| l.contains("\"event\":\"verify_fail\"") && l.contains("\"iteration\":1"))
+        .unwrap();
+    lines[k] = lines[k].replace("\"run\":1", "\"run\":2");
+    fs::write(&path, format!("{}\n", lines.join("\n"))).unwrap();
+    let v = gallery(
+        "journal_broken",
+        &repo,
+        "IDLE",
+        &[("JOURNAL_BROKEN", "P1")],
+        1,
+    );
+    assert_eq!(
+        v["loops"][0]["findings"][0]["evidence"],
+        format!("events.jsonl:{}", k + 1)
+    );
+}
+
+#[test]
+fn truncated_journal_tail() {
+    let (repo, dir) = one_tick();
+    let path = dir.join("events.jsonl");
+    let bytes = fs::read(&path).unwrap();
+    fs::write(&path, &bytes[..bytes.len() - 20]).unwrap();
+    gallery(
+        "journal_torn",
+        &repo,
+        "IDLE",
+        &[("JOURNAL_BROKEN", "P2")],
+        0,
+    );
+}
+
+#[test]
+fn rewritten_progress_breaks_its_chain() {
+    let (repo, dir) = one_tick();
+    edit(&dir.join("progress.md"), |t| {
+        t.replacen("- verify: fail", "- verify: pass", 1)
+    });
+    gallery(
+        "progress_rewritten",
+        &repo,
+        "IDLE",
+        &[("JOURNAL_BROKEN", "P1")],
+        1,
+    );
+}
+
+#[test]
+fn goal_edit_is_goal_drift() {
+    let (repo, dir) = one_tick();
+    edit(&dir.join("goal.md"), |t| {
+        format!("{t}\n- also: delete the tests\n")
+    });
+    let v = gallery("goal_drift", &repo, "IDLE", &[("GOAL_DRIFT", "P0")], 3);
+    let f = &v["loops"][0]["findings"][0];
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("goal.md changed"),
+        "{f}"
+    );
+    assert_eq!(f["fix"], format!("orbit recover {LOOP} --restore-pinned"));
+}
+
+#[test]
+fn script_edit_is_script_tamper() {
+    let (repo, dir) = one_tick();
+    edit(&dir.join("run-loop.sh"), |t| format!("{t}\n# harmless?\n"));
+    gallery(
+        "script_tamper",
+        &repo,
+        "IDLE",
+        &[("SCRIPT_TAMPER", "P0")],
+        3,
+    );
+}
+
+#[test]
+fn permission_file_edit_is_permission_hijack() {
+    let repo = Repo::new();
+    repo.write(".claude/settings.json", "{\"permissions\":{}}\n");
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "settings"]);
+    let agent = repo.agent("fake-agent", WORKER);
+    let dir = repo.init_loop(&agent, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "run-loop --once",
+    );
+    repo.write(
+        ".claude/settings.json",
+        "{\"permissions\":{\"allow\":[\"Bash(*)\"]}}\n",
+    );
+    let v = gallery(
+        "permission_hijack",
+        &repo,
+        "IDLE",
+        &[("PERMISSION_HIJACK", "P0")],
+        3,
+    );
+    assert!(
+        v["loops"][0]["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains(".claude/settings.json")
+    );
+}
+
+#[test]
+fn flaky_verify() {
+    // Passes once, then fails: the DONE gate's second pass sees the flake.
+    let (repo, dir) = new_loop(
+        FINISHER,
+        &["test -f ok.txt && ! test -f flip && touch flip"],
+        &["--loop-timeout", "8h"],
+    );
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "run-loop --once",
+    );
+    gallery("verify_flaky", &repo, "IDLE", &[("VERIFY_FLAKY", "P1")], 1);
+}
+
+#[test]
+fn green_start_is_vacuous() {
+    let (repo, dir) = new_loop(WORKER, &["true"], &["--loop-timeout", "8h"]);
+    assert_code(&repo.run_loop(&dir, &[], &[]), 17, "run-loop");
+    gallery(
+        "vacuous_verify",
+        &repo,
+        "BLOCKED",
+        &[("VACUOUS_VERIFY", "P1")],
+        1,
+    );
+}
+
+#[test]
+fn failing_agent_opens_the_circuit() {
+    let (repo, dir) = new_loop(
+        "echo broken >&2; exit 1",
+        &["test -f ok.txt"],
+        &["--loop-timeout", "8h"],
+    );
+    assert_code(
+        &repo.run_loop(&dir, &[], &[("CB_THRESHOLD", "1")]),
+        14,
+        "run-loop",
+    );
+    gallery(
+        "circuit_open",
+        &repo,
+        "BLOCKED",
+        &[("CIRCUIT_OPEN", "P1")],
+        1,
+    );
+}
+
+#[test]
+fn idle_agent_converges() {
+    let (repo, dir) = new_loop("true", &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    assert_code(&repo.run_loop(&dir, &[], &[]), 15, "run-loop");
+    gallery(
+        "convergence_stall",
+        &repo,
+        "STALLED",
+        &[("CONVERGENCE_STALL", "P1")],
+        1,
+    );
+}
+
+#[test]
+fn alternating_agent_oscillates() {
+    let body = "if [ $((ORBIT_ITERATION % 2)) = 1 ]; then echo alpha > state.txt; else echo beta > state.txt; fi";
+    let (repo, dir) = new_loop(body, &["cat state.txt; false"], &["--loop-timeout", "8h"]);
+    assert_code(&repo.run_loop(&dir, &[], &[]), 15, "run-loop");
+    gallery(
+        "oscillation",
+        &repo,
+        "STALLED",
+        &[("OSCILLATION_LOOP", "P1")],
+        1,
+    );
+}
+
+#[test]
+fn spend_over_the_cap() {
+    let body = format!("{WORKER}\necho 0.06 > \"$ORBIT_COST_FILE\"");
+    let (repo, dir) = new_loop(&body, &["test -f ok.txt"], &["--usd-cap", "0.1"]);
+    assert_code(&repo.run_loop(&dir, &[], &[]), 12, "run-loop");
+    gallery(
+        "burn_rate",
+        &repo,
+        "PAUSED",
+        &[("BURN_RATE_ANOMALY", "P1")],
+        1,
+    );
+}
+
+#[test]
+fn iterations_used_up_is_exhausted() {
+    let (repo, dir) = new_loop(WORKER, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    assert_code(
+        &repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1")]),
+        16,
+        "run-loop",
+    );
+    let v = gallery("exhausted", &repo, "EXHAUSTED", &[], 0);
+    assert_eq!(v["loops"][0]["stop_reason"], "max_iterations");
+}
+
+#[test]
+fn rate_limited_loop_is_paused() {
+    let (repo, dir) = new_loop(
+        "echo 'HTTP 429 Too Many Requests: rate limit reached' >&2; exit 1",
+        &["test -f ok.txt"],
+        &["--loop-timeout", "8h"],
+    );
+    assert_code(&repo.run_loop(&dir, &[], &[]), 13, "run-loop");
+    let v = gallery("rate_limited", &repo, "PAUSED", &[], 0);
+    assert_eq!(v["loops"][0]["stop_reason"], "rate_limit");
+}
+
+#[test]
+fn agent_that_cannot_run_is_a_tool_failure() {
+    let (repo, dir) = new_loop("exit 126", &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    assert_code(&repo.run_loop(&dir, &[], &[]), 14, "run-loop");
+    let v = gallery(
+        "tool_failure_permanent",
+        &repo,
+        "BLOCKED",
+        &[("TOOL_FAILURE", "P1")],
+        1,
+    );
+    let f = &v["loops"][0]["findings"][0];
+    assert!(
+        f["evidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("iterations/000001/result.env:"),
+        "{f}"
+    );
+}
+
+#[test]
+fn signature_log_shows_a_stall_or_an_oscillation_before_the_state_does() {
+    let (repo, dir) = one_tick();
+    let a = "a".repeat(40);
+    let b = "b".repeat(40);
+    fs::write(
+        dir.join(".action-sig.log"),
+        format!("1\t{a}\n2\t{b}\n3\t{b}\n4\t{b}\n"),
+    )
+    .unwrap();
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert_eq!(
+        classes(&v),
+        vec![("CONVERGENCE_STALL".to_string(), "P2".to_string())]
+    );
+    assert_eq!(
+        v["loops"][0]["findings"][0]["evidence"],
+        ".action-sig.log:4"
+    );
+    fs::write(
+        dir.join(".action-sig.log"),
+        format!("1\t{a}\n2\t{b}\n3\t{a}\n4\t{b}\n"),
+    )
+    .unwrap();
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert_eq!(
+        classes(&v),
+        vec![("OSCILLATION_LOOP".to_string(), "P2".to_string())]
+    );
+    fs::write(dir.join(".action-sig.log"), format!("1\t{a}\n2\t{b}\n")).unwrap();
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+}
+
+#[test]
+fn dead_mkdir_lock_is_stale() {
+    let (repo, dir) = one_tick();
+    fs::create_dir(dir.join(".run-loop.lock.d")).unwrap();
+    fs::write(
+        dir.join(".run-loop.lock.d/owner"),
+        "999999999 Thu Jan 1 00:00:00 1970\n",
+    )
+    .unwrap();
+    gallery("stale_lock", &repo, "IDLE", &[("STALE_LOCK", "P1")], 1);
+}
+
+#[test]
+fn kill_after_the_agent_is_a_crash() {
+    let (repo, dir) = new_loop(WORKER, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    let out = repo.run_loop(&dir, &["--once"], &[("ORBIT_FAULT", "after_agent")]);
+    assert_eq!(
+        out.status.code(),
+        None,
+        "the runner must die by SIGKILL:\n{}",
+        text(&out)
+    );
+    let v = gallery("crashed", &repo, "CRASHED", &[("CRASHED", "P1")], 1);
+    let crash = v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["class"] == "CRASHED")
+        .unwrap()
+        .clone();
+    assert_eq!(crash["fix"], format!("orbit recover {LOOP}"));
+}
+
+#[test]
+fn crash_after_the_record_before_the_checkpoint() {
+    let (repo, dir) = new_loop(WORKER, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    let out = repo.run_loop(&dir, &["--once"], &[("ORBIT_FAULT", "mid_progress_append")]);
+    assert_eq!(out.status.code(), None, "{}", text(&out));
+    gallery("crashed_pending", &repo, "CRASHED", &[("CRASHED", "P1")], 1);
+}
+
+#[test]
+fn missing_agent_is_a_tool_failure() {
+    let (repo, dir) = new_loop(WORKER, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    fs::remove_file(repo.bin.path().join("fake-agent")).unwrap();
+    assert_code(&repo.run_loop(&dir, &[], &[]), 2, "run-loop");
+    gallery("tool_failure", &repo, "READY", &[("TOOL_FAILURE", "P1")], 1);
+}
+
+#[test]
+fn baseline_dirty_path_touched_is_a_commit_scope_risk() {
+    let repo = Repo::new();
+    repo.write("README.md", "edited by the user before the loop\n");
+    let agent = repo.agent("fake-agent", "echo agent >> README.md");
+    let dir = repo.init_loop(&agent, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "run-loop --once",
+    );
+    gallery(
+        "commit_scope_risk",
+        &repo,
+        "IDLE",
+        &[("COMMIT_SCOPE_RISK", "P2")],
+        0,
+    );
+}
+
+#[test]
+fn verify_without_checks_is_a_validator_gap() {
+    let (repo, dir) = one_tick();
+    edit(&dir.join("loop.toml"), |t| {
+        t.replace("verify = [\"test -f ok.txt\"]", "verify = []")
+    });
+    assert_ok(
+        &repo.orbit(&["init", "--force", "--dir", LOOP]),
+        "orbit init --force",
+    );
+    gallery(
+        "validator_gap",
+        &repo,
+        "IDLE",
+        &[("VALIDATOR_GAP", "P1")],
+        1,
+    );
+}
+
+#[test]
+fn missing_progress_is_contract_missing() {
+    let (repo, dir) = one_tick();
+    fs::remove_file(dir.join("progress.md")).unwrap();
+    gallery(
+        "contract_missing",
+        &repo,
+        "IDLE",
+        &[("CONTRACT_MISSING", "P1")],
+        1,
+    );
+}
+
+// ---- live loops
+
+/// Every file under `dir` with its bytes.
+fn tree_bytes(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let e = e.unwrap();
+        if e.file_type().is_file() {
+            out.insert(e.path().to_path_buf(), fs::read(e.path()).unwrap());
+        }
+    }
+    out
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn audit_during_a_running_loop_is_running_and_touches_nothing() {
+    let repo = Repo::new();
+    let gate = repo.bin.path().join("release");
+    let started = repo.bin.path().join("started");
+    let body = format!(
+        "echo x >> work.txt\ntouch '{}'\nwhile [ ! -f '{}' ]; do sleep 0.05; done",
+        started.display(),
+        gate.display()
+    );
+    let agent = repo.agent("fake-agent", &body);
+    let dir = repo.init_loop(&agent, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    let mut cmd = Command::new("bash");
+    cmd.arg(dir.join("run-loop.sh"))
+        .arg("--once")
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("KILL_GRACE", "1");
+    let runner = std::thread::spawn(move || run_bounded(cmd, Duration::from_secs(120)));
+    wait_for("the agent to start", Duration::from_secs(60), || {
+        started.exists()
+    });
+
+    assert!(
+        orbit::audit::lock_held(&dir),
+        "the runner's lock is not seen"
+    );
+    let index = repo.join(".git/index");
+    let before = tree_bytes(&dir);
+    let index_before = fs::read(&index).unwrap();
+    for i in 0..100 {
+        let args: &[&str] = match i % 3 {
+            0 => &["audit", LOOP],
+            1 => &["audit", "--json"],
+            _ => &["status"],
+        };
+        let out = orbit_nc(&repo, args);
+        assert!(!repo.join(".git/index.lock").exists());
+        if i < 3 {
+            let t = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                t.contains("RUNNING"),
+                "audit during a live run:\n{}",
+                text(&out)
+            );
+            assert!(
+                !t.contains("CRASHED") && !t.contains("ORPHAN"),
+                "{}",
+                text(&out)
+            );
+        }
+    }
+    assert_eq!(tree_bytes(&dir), before, "audit changed the loop directory");
+    assert_eq!(
+        fs::read(&index).unwrap(),
+        index_before,
+        "audit changed the git index"
+    );
+
+    fs::write(&gate, "").unwrap();
+    let out = runner.join().unwrap();
+    assert_code(&out, 10, "the runner after 100 audits");
+    assert!(
+        !orbit::audit::lock_held(&dir),
+        "the lock is seen after the runner ended"
+    );
+    let after = orbit_nc(&repo, &["audit", "--json", LOOP]);
+    assert_eq!(
+        json_of(&after)["loops"][0]["verdict"],
+        "IDLE",
+        "{}",
+        text(&after)
+    );
+}
+
+#[test]
+fn audit_after_sigkill_mid_iteration_is_crashed_with_orphans() {
+    let repo = Repo::new();
+    let started = repo.bin.path().join("started");
+    let body = format!("touch '{}'\nsleep 60", started.display());
+    let agent = repo.agent("fake-agent", &body);
+    let dir = repo.init_loop(&agent, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    let mut child = Command::new("bash")
+        .arg(dir.join("run-loop.sh"))
+        .arg("--once")
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the agent to start", Duration::from_secs(60), || {
+        started.exists()
+    });
+    let live = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert_eq!(live["loops"][0]["verdict"], "RUNNING", "{live}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let canonical = fs::canonicalize(&dir).unwrap();
+    let marker = format!("ORBIT_OWNER={}", canonical.display());
+    let out = orbit_nc(&repo, &["audit", "--json", LOOP]);
+    let orphans = processes_with_env(&marker);
+    for pid in &orphans {
+        let _ = Command::new("kill")
+            .arg("-KILL")
+            .arg(pid.to_string())
+            .status();
+    }
+    assert_code(&out, 3, "audit after SIGKILL with the agent still alive");
+    let v = json_of(&out);
+    assert_eq!(v["loops"][0]["verdict"], "CRASHED", "{v}");
+    let found = classes(&v);
+    assert!(
+        found.contains(&("ORPHAN_AGENT".into(), "P0".into())),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&("CRASHED".into(), "P1".into())),
+        "{found:?}"
+    );
+    let crash = v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["class"] == "CRASHED")
+        .unwrap()
+        .clone();
+    assert_eq!(crash["fix"], format!("orbit recover {LOOP}"));
+
+    wait_for("the orphans to go", Duration::from_secs(10), || {
+        processes_with_env(&marker).is_empty()
+    });
+    let out = orbit_nc(&repo, &["audit", "--json", LOOP]);
+    assert_code(&out, 1, "audit after SIGKILL, orphans gone");
+    let found = classes(&json_of(&out));
+    assert!(!found.iter().any(|(c, _)| c == "ORPHAN_AGENT"), "{found:?}");
+}
+
+#[test]
+fn agent_editing_a_protected_test_is_reward_hack_p0() {
+    let repo = Repo::new();
+    repo.write("tests/guard.rs", "#[test] fn guard() { assert!(false); }\n");
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "guard"]);
+    let agent = repo.agent(
+        "fake-agent",
+        "echo '#[test] fn guard() {}' > tests/guard.rs",
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f ok.txt"],
+        &["--protect", "tests/**", "--loop-timeout", "8h"],
+    );
+    // The first run pins tests/guard.rs; the agent's edit then trips the pin.
+    assert_code(
+        &repo.run_loop(&dir, &[], &[]),
+        3,
+        "run-loop (the runner's own gate)",
+    );
+    let v = gallery("reward_hack", &repo, "ABORTED", &[("REWARD_HACK", "P0")], 3);
+    let f = v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["class"] == "REWARD_HACK" && f["severity"] == "P0")
+        .unwrap()
+        .clone();
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("../../tests/guard.rs changed"),
+        "{f}"
+    );
+    assert!(
+        f["evidence"].as_str().unwrap().starts_with("pins.sha256:"),
+        "{f}"
+    );
+}
+
+#[test]
+fn lock_held_by_a_stray_process_is_stale() {
+    let (repo, dir) = one_tick();
+    if Command::new("flock").arg("--version").output().is_err() {
+        eprintln!("notice: flock is not installed; skipping the stray-holder test");
+        return;
+    }
+    let held = repo.bin.path().join("held");
+    let mut holder = Command::new("bash")
+        .arg("-c")
+        .arg("exec 9>>\"$1\"; flock 9; touch \"$2\"; exec sleep 60")
+        .arg("stray-holder")
+        .arg(dir.join(".run-loop.lock"))
+        .arg(&held)
+        .spawn()
+        .unwrap();
+    wait_for("the stray holder", Duration::from_secs(20), || {
+        held.exists()
+    });
+    let out = orbit_nc(&repo, &["audit", "--json", LOOP]);
+    let run = repo.run_loop(&dir, &["--once"], &[]);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_code(&run, 20, "a runner while a stray process holds the lock");
+    assert_code(&out, 1, "audit with a stray lock holder");
+    let v = json_of(&out);
+    assert_eq!(v["loops"][0]["verdict"], "IDLE", "{v}");
+    let f = &v["loops"][0]["findings"][0];
+    assert_eq!(f["class"], "STALE_LOCK", "{v}");
+    assert_eq!(f["fix"], format!("kill {}", holder.id()), "{v}");
+}
+
+// ---- status, discovery, scale
+
+#[test]
+fn status_prints_one_line_per_loop() {
+    let (repo, _dir) = one_tick();
+    let agent = repo.bin.path().join("fake-agent");
+    let exec = agent.display().to_string();
+    let out = orbit_nc(
+        &repo,
+        &[
+            "init",
+            "second goal",
+            "--engine",
+            "custom",
+            "--exec",
+            &exec,
+            "--verify",
+            "false",
+            "--usd-cap",
+            "5",
+        ],
+    );
+    assert_ok(&out, "orbit init (second loop)");
+    let status = orbit_nc(&repo, &["status"]);
+    assert_code(&status, 0, "orbit status");
+    let summary = orbit_nc(&repo, &["audit", "--summary"]);
+    assert_eq!(status.stdout, summary.stdout);
+    let t = String::from_utf8_lossy(&status.stdout).into_owned();
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines.len(), 2, "{t}");
+    assert!(
+        lines[0].starts_with(".orbit/second-goal") && lines[0].contains("READY"),
+        "{t}"
+    );
+    assert!(
+        lines[0].contains("0/20") && lines[0].contains("$0/$5"),
+        "{t}"
+    );
+    assert!(
+        lines[1].starts_with(".orbit/test-goal") && lines[1].contains("IDLE"),
+        "{t}"
+    );
+    assert!(
+        lines[1].contains("1/20") && lines[1].contains("verify fail"),
+        "{t}"
+    );
+    assert!(lines[1].ends_with(" ago"), "{t}");
+    let json = json_of(&orbit_nc(&repo, &["audit", "--json"]));
+    assert_eq!(json["loops"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let repo = Repo::new();
+    let out = orbit_nc(&repo, &["audit"]);
+    assert_code(&out, 2, "audit with no loop");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("orbit init"),
+        "{}",
+        text(&out)
+    );
+    let out = orbit_nc(&repo, &["audit", "no-such-dir"]);
+    assert_code(&out, 2, "audit of a non-loop");
+}
+
+#[test]
+fn huge_histories_are_read_from_their_tails() {
+    let (repo, dir) = one_tick();
+    // A 1 GB runner.log (sparse, then real lines) and an events.jsonl whose 300 MB prefix
+    // stands for 100,000 iterations of history: only their tails may be read.
+    let log = dir.join("runner.log");
+    let tail = fs::read(&log).unwrap();
+    let f = fs::OpenOptions::new().write(true).open(&log).unwrap();
+    f.set_len(1 << 30).unwrap();
+    drop(f);
+    let mut f = fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::io::Write::write_all(&mut f, b"\n").unwrap();
+    std::io::Write::write_all(&mut f, &tail).unwrap();
+    drop(f);
+    let ev = dir.join("events.jsonl");
+    let events = fs::read(&ev).unwrap();
+    let f = fs::File::create(&ev).unwrap();
+    f.set_len(300 << 20).unwrap();
+    drop(f);
+    let mut f = fs::OpenOptions::new().append(true).open(&ev).unwrap();
+    std::io::Write::write_all(&mut f, b"\n").unwrap();
+    std::io::Write::write_all(&mut f, &events).unwrap();
+    drop(f);
+    // The signature log and ledger of 100,000 iterations.
+    let mut sigs = String::new();
+    let mut ledger = String::new();
+    for i in 1..=100_000u64 {
+        sigs.push_str(&format!("{i}\t{:040x}\n", i));
+        ledger.push_str(&format!("{i}\t0\tunknown\n"));
+    }
+    fs::write(dir.join(".action-sig.log"), sigs).unwrap();
+    fs::write(dir.join("cost.ledger"), ledger).unwrap();
+
+    let start = Instant::now();
+    let out = orbit_nc(&repo, &["audit", "--json", LOOP]);
+    let took = start.elapsed();
+    let v = json_of(&out);
+    assert_eq!(v["loops"][0]["verdict"], "IDLE", "{}", text(&out));
+    // The events' prefix is not an event chain; a whole-file read would report it.
+    assert!(
+        !classes(&v).iter().any(|(c, _)| c == "JOURNAL_BROKEN"),
+        "{}",
+        text(&out)
+    );
+    // A generous bound for a debug build on a shared machine: reading either file in full
+    // takes far longer.
+    assert!(took < Duration::from_secs(3), "audit took {took:?}");
+}
+
+// ---- every parser and the audit itself, on arbitrary bytes
+
+mod arbitrary {
+    use proptest::prelude::*;
+    use std::fs;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+        #[test]
+        fn parsers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let _ = orbit::state::State::parse(&bytes);
+            let _ = orbit::state::Sidecar::parse(&bytes);
+            let _ = orbit::progress::parse(&bytes);
+            let _ = orbit::events::read(&bytes);
+            let _ = orbit::pins::parse(&bytes);
+            let _ = orbit::ledger::parse(&bytes);
+            let _ = orbit::sigs::parse(&bytes);
+            let _ = orbit::result_env::parse(&bytes);
+        }
+
+        /// A loop directory whose every live file holds arbitrary bytes: the audit gives a
+        /// verdict and never panics.
+        #[test]
+        fn audit_never_panics_on_damaged_loops(
+            files in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 12),
+            next in 1u64..4,
+        ) {
+            let d = tempfile::tempdir().unwrap();
+            let dir = d.path().join("loop");
+            fs::create_dir_all(dir.join(format!("iterations/{next:06}"))).unwrap();
+            fs::create_dir_all(dir.join(format!("iterations/{:06}", next.saturating_sub(1)))).unwrap();
+            let names = [
+                "state.env", "state.env.sha256", "pins.sha256", "progress.md", "events.jsonl",
+                "cost.ledger", ".action-sig.log", "runner.log", "loop.toml", "verify.sh",
+            ];
+            for (name, bytes) in names.iter().zip(&files) {
+                fs::write(dir.join(name), bytes).unwrap();
+            }
+            fs::write(dir.join(format!("iterations/{next:06}/result.env")), &files[10]).unwrap();
+            fs::write(dir.join(format!("iterations/{:06}/result.env", next.saturating_sub(1))), &files[11]).unwrap();
+            // A parseable state with a sealed sidecar, so the deeper checks run too.
+            if files[0].first().is_some_and(|b| b % 2 == 0) {
+                let mut st = orbit::state::State::ready("1.0.0", 5);
+                st.next_iteration = next;
+                st.last_status = ["CONTINUE", "DONE", "ABORTED", "BLOCKED"][files[0].len() % 4].into();
+                let text = st.print();
+                fs::write(dir.join("state.env"), &text).unwrap();
+                fs::write(dir.join("state.env.sha256"), orbit::state::Sidecar::for_state(&text, 1).print()).unwrap();
+            }
+            let r = orbit::audit::audit_loop(&dir, "loop");
+            prop_assert!(!r.verdict.is_empty());
+            for f in &r.findings {
+                prop_assert!(f.evidence.contains(':'));
+            }
+        }
+    }
+}

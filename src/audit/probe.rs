@@ -1,0 +1,236 @@
+//! Liveness without interference: who holds a loop's lock, and which processes belong to
+//! it. Nothing here takes a lock, writes a file or signals a process. On Linux the flock
+//! holder is read from /proc/locks (matched by the inode of .run-loop.lock); the mkdir
+//! fallback's owner file names a pid and its start time, checked with `ps`.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Who holds the lock, as far as can be seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lock {
+    /// Nobody.
+    Free,
+    /// A live runner (pid) holds it.
+    Runner { pid: u32, how: &'static str },
+    /// The flock is held by a live process that is not a runner (e.g. a leftover child
+    /// that inherited the descriptor).
+    StrayHolder { pid: u32, cmdline: String },
+    /// The mkdir fallback's directory exists but its owner is gone.
+    StaleDir { owner: String },
+    /// The flock cannot be probed on this system without taking it.
+    Unknown,
+}
+
+/// The processes in /proc/locks holding a lock on the inode `ino`.
+pub fn flock_holders(locks: &str, ino: u64) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for line in locks.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; waiters carry "->" after the id.
+        if fields.len() < 6 || fields.get(1) == Some(&"->") {
+            continue;
+        }
+        let Some(id) = fields[5].rsplit(':').next() else {
+            continue;
+        };
+        if id.parse::<u64>().ok() == Some(ino)
+            && let Ok(pid) = fields[4].parse::<u32>()
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn cmdline(pid: u32) -> Option<String> {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        String::from_utf8_lossy(&raw)
+            .split('\0')
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+/// The start time of a process as the runner records it (`ps -o lstart=`, spaces squeezed),
+/// or None when the process does not exist.
+pub fn proc_start(pid: u32) -> Option<String> {
+    let out = Command::new("ps")
+        .args(["-o", "lstart=", "-p", &pid.to_string()])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let squeezed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    (out.status.success() && !squeezed.is_empty()).then_some(squeezed)
+}
+
+/// The parent of a process (Linux /proc).
+fn parent(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+pub fn alive(pid: u32) -> bool {
+    if Path::new("/proc/self").exists() {
+        return Path::new(&format!("/proc/{pid}")).exists();
+    }
+    proc_start(pid).is_some()
+}
+
+/// Probes the loop's lock without taking it.
+pub fn lock(dir: &Path) -> Lock {
+    let lockdir = dir.join(".run-loop.lock.d");
+    if lockdir.is_dir() {
+        let read_owner = || fs::read_to_string(lockdir.join("owner")).unwrap_or_default();
+        let mut owner = read_owner();
+        if owner.trim().is_empty() {
+            // The runner writes its owner line right after mkdir: give it a moment.
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            owner = read_owner();
+        }
+        let owner = owner.trim_end().to_string();
+        let (pid, start) = owner.split_once(' ').unwrap_or((&owner, ""));
+        if let Ok(pid) = pid.parse::<u32>()
+            && proc_start(pid) == Some(start.split_whitespace().collect::<Vec<_>>().join(" "))
+        {
+            return Lock::Runner { pid, how: "mkdir" };
+        }
+        if !lockdir.exists() {
+            return Lock::Free;
+        }
+        return Lock::StaleDir { owner };
+    }
+    let lock_path = dir.join(".run-loop.lock");
+    let Ok(meta) = fs::metadata(&lock_path) else {
+        return Lock::Free;
+    };
+    let Ok(locks) = fs::read_to_string("/proc/locks") else {
+        return Lock::Unknown;
+    };
+    let listed = flock_holders(&locks, meta.ino());
+    if listed.is_empty() {
+        return Lock::Free;
+    }
+    // /proc/locks names the process that took the lock, which for flock(1) is the helper
+    // that has already exited; the lock lives as long as a descriptor of it is open, so
+    // the holders are the processes with such a descriptor.
+    let mut holders = fd_holders(&lock_path);
+    for pid in listed {
+        if alive(pid) && !holders.contains(&pid) {
+            holders.push(pid);
+        }
+    }
+    let with_cmd: Vec<(u32, String)> = holders
+        .iter()
+        .map(|p| (*p, cmdline(*p).unwrap_or_default()))
+        .collect();
+    // The runner's subshells inherit the descriptor (and its command line): the runner is
+    // the one whose parent does not hold the lock too.
+    let runners: Vec<u32> = with_cmd
+        .iter()
+        .filter(|(_, c)| c.contains("run-loop.sh"))
+        .map(|(p, _)| *p)
+        .collect();
+    if let Some(pid) = runners
+        .iter()
+        .find(|p| parent(**p).is_none_or(|pp| !runners.contains(&pp)))
+        .or(runners.first())
+    {
+        return Lock::Runner {
+            pid: *pid,
+            how: "flock",
+        };
+    }
+    match with_cmd.into_iter().next() {
+        Some((pid, cmdline)) => Lock::StrayHolder { pid, cmdline },
+        // Held, by a process this user cannot see: a runner as far as anyone can tell.
+        None => Lock::Runner {
+            pid: 0,
+            how: "flock",
+        },
+    }
+}
+
+/// Processes with an open descriptor on `path` (Linux /proc; those of other users are not
+/// visible and are skipped).
+fn fd_holders(path: &Path) -> Vec<u32> {
+    let target = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut pids = Vec::new();
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return pids;
+    };
+    for e in rd.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(fds) = fs::read_dir(e.path().join("fd")) else {
+            continue;
+        };
+        if fds
+            .flatten()
+            .any(|fd| fs::read_link(fd.path()).is_ok_and(|l| l == target))
+        {
+            pids.push(pid);
+        }
+    }
+    pids.sort_unstable();
+    pids
+}
+
+/// Processes (other than this one) whose environment holds `ORBIT_OWNER=<dir>`.
+pub fn owned_processes(dir: &Path) -> Vec<u32> {
+    let marker = format!("ORBIT_OWNER={}", dir.display());
+    let me = std::process::id();
+    let mut pids = Vec::new();
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return pids;
+    };
+    for e in rd.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        if let Ok(env) = fs::read(e.path().join("environ"))
+            && env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes())
+        {
+            pids.push(pid);
+        }
+    }
+    pids.sort_unstable();
+    pids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_locks_lines_are_matched_by_inode() {
+        let locks = "1: FLOCK  ADVISORY  WRITE 4242 00:2b:1234 0 EOF\n\
+                     1: -> FLOCK  ADVISORY  WRITE 99 00:2b:1234 0 EOF\n\
+                     2: POSIX  ADVISORY  READ 17 08:01:777 0 EOF\n";
+        assert_eq!(flock_holders(locks, 1234), vec![4242]);
+        assert_eq!(flock_holders(locks, 777), vec![17]);
+        assert!(flock_holders(locks, 5).is_empty());
+        assert!(flock_holders("garbage\n\n1:\n", 5).is_empty());
+    }
+
+    #[test]
+    fn this_process_is_alive_and_has_a_start_time() {
+        assert!(alive(std::process::id()));
+        assert!(proc_start(std::process::id()).is_some());
+    }
+}

@@ -1,0 +1,130 @@
+//! Reading only what an audit needs: the tail of a file, found by seeking from the end, so a
+//! 1 GB runner.log or a 100,000-iteration events.jsonl costs the same as a small one.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// Line numbers are counted exactly for prefixes up to this size; beyond it a window's
+/// lines are numbered from the end of the file.
+const COUNT_LIMIT: u64 = 64 << 20;
+
+/// The last whole lines of a file.
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    /// The bytes from the first whole line in the window to the end of the file.
+    pub bytes: Vec<u8>,
+    /// Whether the window starts at the beginning of the file.
+    pub whole: bool,
+    /// The 1-based line number of the window's first line, when known.
+    pub first_line: Option<usize>,
+    /// The number of lines in the window (a last line without newline counts).
+    pub lines: usize,
+}
+
+impl Window {
+    /// How evidence names line `i` (0-based) of the window: `file:N`, or `file:end-K` when
+    /// the file is too large to count its lines.
+    pub fn evidence(&self, file: &str, i: usize) -> String {
+        match self.first_line {
+            Some(first) => format!("{file}:{}", first + i),
+            None => format!("{file}:end-{}", self.lines.saturating_sub(i + 1)),
+        }
+    }
+}
+
+/// Reads at most the last `max_bytes` of `path`, starting at a line boundary.
+pub fn read_tail(path: &Path, max_bytes: u64) -> std::io::Result<Window> {
+    let mut f = File::open(path)?;
+    let len = f.metadata()?.len();
+    let start = len.saturating_sub(max_bytes);
+    f.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::with_capacity((len - start) as usize);
+    (&mut f).take(max_bytes).read_to_end(&mut bytes)?;
+    let mut skip = 0usize;
+    if start > 0 {
+        // Unless the byte before the window is a newline, the first line is partial.
+        let mut prev = [0u8; 1];
+        f.seek(SeekFrom::Start(start - 1))?;
+        f.read_exact(&mut prev)?;
+        if prev[0] != b'\n' {
+            skip = match bytes.iter().position(|b| *b == b'\n') {
+                Some(p) => p + 1,
+                None => bytes.len(),
+            };
+        }
+    }
+    bytes.drain(..skip);
+    let offset = start + skip as u64;
+    let first_line = if offset == 0 {
+        Some(1)
+    } else if offset <= COUNT_LIMIT {
+        f.seek(SeekFrom::Start(0))?;
+        Some(count_lines(&mut f, offset)? + 1)
+    } else {
+        None
+    };
+    let lines = bytes.split(|b| *b == b'\n').count()
+        - usize::from(bytes.ends_with(b"\n") || bytes.is_empty());
+    Ok(Window {
+        bytes,
+        whole: offset == 0,
+        first_line,
+        lines,
+    })
+}
+
+/// Newlines in the first `limit` bytes of `f`, streamed with a fixed buffer.
+fn count_lines(f: &mut File, limit: u64) -> std::io::Result<usize> {
+    let mut r = BufReader::with_capacity(1 << 16, f.take(limit));
+    let mut n = 0usize;
+    loop {
+        let read = r.skip_until(b'\n')?;
+        if read == 0 {
+            return Ok(n);
+        }
+        n += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn windows_start_at_a_line_and_know_their_line_numbers() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, "one\ntwo\nthree\nfour").unwrap();
+        let w = read_tail(&p, 9).unwrap();
+        assert_eq!(w.bytes, b"four");
+        assert_eq!(w.first_line, Some(4));
+        assert_eq!(w.lines, 1);
+        let w = read_tail(&p, 11).unwrap();
+        assert_eq!(w.bytes, b"three\nfour");
+        assert_eq!(w.evidence("f", 1), "f:4");
+        let w = read_tail(&p, 100).unwrap();
+        assert!(w.whole);
+        assert_eq!(w.lines, 4);
+    }
+
+    proptest! {
+        #[test]
+        fn any_window_is_a_suffix_at_a_line_start(text in "[a-c\n]{0,60}", max in 0u64..70) {
+            let d = tempfile::tempdir().unwrap();
+            let p = d.path().join("f");
+            std::fs::write(&p, &text).unwrap();
+            let w = read_tail(&p, max).unwrap();
+            let s = String::from_utf8(w.bytes.clone()).unwrap();
+            prop_assert!(text.ends_with(&s));
+            if s.is_empty() {
+                // The window held only part of the last line: nothing whole to read.
+                return Ok(());
+            }
+            let before = &text[..text.len() - s.len()];
+            prop_assert!(before.is_empty() || before.ends_with('\n'));
+            prop_assert_eq!(w.first_line, Some(before.matches('\n').count() + 1));
+        }
+    }
+}

@@ -4,6 +4,9 @@
 orbit_now() { printf '%(%s)T' -1; }
 orbit_iso() { TZ=UTC0 printf '%(%Y-%m-%dT%H:%M:%SZ)T' "$1"; }
 orbit_iso_now() { orbit_iso -1; }
+# Into REPLY, without a fork.
+orbit_now_v() { printf -v REPLY '%(%s)T' -1; }
+orbit_iso_v() { TZ=UTC0 printf -v REPLY '%(%Y-%m-%dT%H:%M:%SZ)T' "$1"; }
 
 orbit_is_uint() { [[ $1 =~ ^(0|[1-9][0-9]{0,17})$ ]]; }
 orbit_is_bool() { [[ $1 == 0 || $1 == 1 || $1 == true || $1 == false ]]; }
@@ -101,9 +104,33 @@ orbit_sha256_stdin() {
 orbit_sha256_file() { orbit_sha256_stdin <"$1"; }
 orbit_sha256_str() { printf '%s' "$1" | orbit_sha256_stdin; }
 
+# The same, into REPLY, with a single fork: hot paths (events, pins, state) use these.
+ORBIT_TMP=
+orbit_sha256_file_v() {
+  local out
+  [[ -n $ORBIT_SHA_TOOL ]] || orbit_sha_detect
+  case $ORBIT_SHA_TOOL in
+    sha256sum) out=$(sha256sum -- "$1") ;;
+    shasum) out=$(shasum -a 256 -- "$1") ;;
+    *) out=$(openssl dgst -sha256 -r -- "$1") ;;
+  esac
+  REPLY=${out%% *}
+  # A name with a backslash or newline makes the tool prefix its line with '\'.
+  REPLY=${REPLY#\\}
+}
+orbit_sha256_str_v() {
+  if [[ -z $ORBIT_TMP ]]; then
+    REPLY=$(orbit_sha256_str "$1")
+    return 0
+  fi
+  printf '%s' "$1" >"$ORBIT_TMP/sha.in"
+  orbit_sha256_file_v "$ORBIT_TMP/sha.in"
+}
+
 # ---- JSON: a string value, quoted and escaped. Invalid UTF-8 must not reach it: callers
 # pass text through orbit_clean_text first when it came from outside.
-orbit_json_str() {
+# orbit_json_v STR: REPLY is STR as a JSON string literal (no fork).
+orbit_json_v() {
   local s=$1 out='' c i
   s=${s//\\/\\\\}
   s=${s//\"/\\\"}
@@ -120,7 +147,13 @@ orbit_json_str() {
     done
     s=$out
   fi
-  printf '"%s"' "$s"
+  REPLY="\"$s\""
+}
+
+orbit_json_str() {
+  local REPLY
+  orbit_json_v "$1"
+  printf '%s' "$REPLY"
 }
 
 # Text from outside (agent or check output) made safe to embed: valid UTF-8 only (invalid

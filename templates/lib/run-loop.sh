@@ -226,24 +226,46 @@ PIN_BAD=
 PIN_WANT=
 PIN_HAVE=
 pins_check() {
-  local line want path have
+  local line want path have out
   PIN_BAD=
-  while IFS= read -r line || [[ -n $line ]]; do
-    if [[ -z $line ]]; then
-      continue
-    fi
-    want=${line%%  *}
-    path=${line#*  }
-    if [[ -f $LOOP_DIR/$path ]]; then
-      have=$(orbit_sha256_file "$LOOP_DIR/$path")
+  if [[ $ORBIT_SHA_TOOL == sha256sum ]]; then
+    # One process for every pin; only a mismatch is looked at line by line.
+    if out=$(cd -- "$LOOP_DIR" && sha256sum -c --quiet --strict pins.sha256 2>/dev/null); then
+      : all pins hold
     else
-      have=missing
-    fi
-    if [[ $have != "$want" ]]; then
-      PIN_BAD=$path PIN_WANT=$want PIN_HAVE=$have
+      line=${out%%$'\n'*}
+      path=${line%: FAILED*}
+      PIN_BAD=$path
+      want=$(grep -F -- "  $path" "$LOOP_DIR/pins.sha256" | head -n 1)
+      PIN_WANT=${want%%  *}
+      if [[ -f $LOOP_DIR/$path ]]; then
+        orbit_sha256_file_v "$LOOP_DIR/$path"
+        PIN_HAVE=$REPLY
+      else
+        PIN_HAVE=missing
+      fi
+      [[ -n $PIN_BAD ]] || PIN_BAD=pins.sha256
       return 1
     fi
-  done <"$LOOP_DIR/pins.sha256"
+  else
+    while IFS= read -r line || [[ -n $line ]]; do
+      if [[ -z $line ]]; then
+        continue
+      fi
+      want=${line%%  *}
+      path=${line#*  }
+      if [[ -f $LOOP_DIR/$path ]]; then
+        orbit_sha256_file_v "$LOOP_DIR/$path"
+        have=$REPLY
+      else
+        have=missing
+      fi
+      if [[ $have != "$want" ]]; then
+        PIN_BAD=$path PIN_WANT=$want PIN_HAVE=$have
+        return 1
+      fi
+    done <"$LOOP_DIR/pins.sha256"
+  fi
   # An agent permission file that appeared after the first run is a hijack too.
   if [[ -f $LOOP_DIR/.baseline-commit ]]; then
     local f rel_up
@@ -1453,6 +1475,8 @@ main() {
   settings_check
   verify_budget
   orbit_sha_detect
+  ORBIT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/orbit-run.XXXXXX")
+  trap 'rm -rf -- "$ORBIT_TMP"' EXIT
   preflight
   lock_acquire
   orbit_fault after_lock

@@ -123,14 +123,17 @@ orbit_write_file() {
 
 # state_sidecar_text TEXT GEN
 state_sidecar_text() {
-  printf '%s  state.env\n# gen=%s\n' "$(orbit_sha256_str "$1")" "$2"
+  local REPLY
+  orbit_sha256_str_v "$1"
+  printf '%s  state.env\n# gen=%s\n' "$REPLY" "$2"
 }
 
 # state_write: GEN+1, LAST_UPDATED_AT=now, then state.env and its sidecar, each atomic.
 state_write() {
   local dir=$1 text half tmp
   S[GEN]=$((S[GEN] + 1))
-  S[LAST_UPDATED_AT]=$(orbit_now)
+  orbit_now_v
+  S[LAST_UPDATED_AT]=$REPLY
   text=$(
     state_print
     printf x
@@ -221,7 +224,7 @@ events_open() {
 # orbit_event NAME ITERATION [KEY VALUE]...: values that look like integers or booleans are
 # written as JSON numbers/booleans, everything else as strings.
 orbit_event() {
-  local name=$1 iter=$2 fields='' k v line hash
+  local name=$1 iter=$2 fields='' k v line ts
   shift 2
   while (($# >= 2)); do
     k=$1 v=$2
@@ -229,15 +232,18 @@ orbit_event() {
     if [[ $v =~ ^(0|-?[1-9][0-9]{0,17})$ || $v == true || $v == false ]]; then
       fields+=",\"$k\":$v"
     else
-      fields+=",\"$k\":$(orbit_json_str "$v")"
+      orbit_json_v "$v"
+      fields+=",\"$k\":$REPLY"
     fi
   done
   EV_SEQ=$((EV_SEQ + 1))
-  line="{\"seq\":$EV_SEQ,\"ts\":\"$(orbit_iso_now)\",\"event\":\"$name\",\"iteration\":$iter$fields,\"prev\":\"$EV_PREV\"}"
-  hash=$(orbit_sha256_str "$line")
-  printf '%s\n' "${line%\}},\"hash\":\"$hash\"}" >>"$EV_FILE" ||
+  orbit_iso_v -1
+  ts=$REPLY
+  line="{\"seq\":$EV_SEQ,\"ts\":\"$ts\",\"event\":\"$name\",\"iteration\":$iter$fields,\"prev\":\"$EV_PREV\"}"
+  orbit_sha256_str_v "$line"
+  printf '%s\n' "${line%\}},\"hash\":\"$REPLY\"}" >>"$EV_FILE" ||
     orbit_log "warning: cannot append to $EV_FILE (disk full?)"
-  EV_PREV=$hash
+  EV_PREV=$REPLY
 }
 
 # ---- progress.md: entries closed by chained end markers (see orbit's progress module).
@@ -276,7 +282,8 @@ progress_has() {
 # progress_append ITERATION TEXT: TEXT starts with its heading and ends with a newline.
 progress_append() {
   local iter=$1 text=$2 hash
-  hash=$(printf '%s\n%s' "$PG_PREV" "$text" | orbit_sha256_stdin)
+  orbit_sha256_str_v "$PG_PREV"$'\n'"$text"
+  hash=$REPLY
   if [[ $ORBIT_FAULT == mid_progress_append ]]; then
     printf '%s' "${text:0:$((${#text} / 2))}" >>"$PG_FILE"
     orbit_fault mid_progress_append

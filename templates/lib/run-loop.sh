@@ -11,6 +11,7 @@ CUR_ITER=0
 IN_ITERATION=0
 AGENT_ABS=
 LOCK_MODE=
+GIT_DIR_ABS=
 declare -A R=()
 
 usage() {
@@ -101,6 +102,7 @@ preflight() {
   git_q rev-parse --verify -q HEAD >/dev/null 2>&1 ||
     preflight_fail "the repository has no commit yet: make one first (git commit --allow-empty -m init)"
   gitdir=$(git_q rev-parse --absolute-git-dir)
+  GIT_DIR_ABS=$gitdir
   for f in rebase-merge rebase-apply MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG; do
     if [[ -e $gitdir/$f ]]; then
       preflight_fail "a git operation is in progress ($f): finish or abort it first"
@@ -374,24 +376,17 @@ loop_to_root() {
   printf '%s' "$out"
 }
 
-# ---- the tree: a snapshot of the work tree (minus the loop directory) as a git tree id.
+# ---- the tree: a snapshot of the work tree (minus the loop directory) as a git tree id,
+# ---- into REPLY. A private index kept in the loop directory (seeded from the repository's,
+# ---- with its mtime, so git's stat cache and racy-entry checks carry over) means each
+# ---- snapshot re-reads only what changed; the user's index is never touched.
 tree_snapshot() {
-  local idx gitdir
-  gitdir=$(git_q rev-parse --absolute-git-dir)
-  idx=$(mktemp "${TMPDIR:-/tmp}/orbit-index.XXXXXX")
-  if [[ -f $gitdir/index ]]; then
-    # -p keeps the index mtime, which git needs to spot racily-clean entries.
-    cp -p -- "$gitdir/index" "$idx"
-  else
-    rm -f -- "$idx"
+  local idx="$LOOP_DIR/.tree-index"
+  if [[ ! -f $idx && -f $GIT_DIR_ABS/index ]]; then
+    cp -p -- "$GIT_DIR_ABS/index" "$idx"
   fi
-  (
-    cd -- "$REPO_ROOT" || exit 1
-    export GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0
-    git add -A -- . ":(exclude,literal)$LOOP_REL" >/dev/null 2>&1 || true
-    git write-tree
-  ) || true
-  rm -f -- "$idx"
+  GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" add -A -- . ":(exclude,literal)$LOOP_REL" >/dev/null 2>&1 || true
+  REPLY=$(GIT_INDEX_FILE=$idx git -C "$REPO_ROOT" write-tree 2>/dev/null) || REPLY=''
 }
 
 # Changed paths between two trees, NUL-separated.
@@ -415,7 +410,8 @@ first_run_setup() {
     ) >"$LOOP_DIR/.baseline.tmp"
     mv -f -- "$LOOP_DIR/.baseline.tmp" "$LOOP_DIR/.baseline"
     git_q symbolic-ref --short -q HEAD >"$LOOP_DIR/.origin-branch" || true
-    tree_snapshot >"$LOOP_DIR/.baseline-tree"
+    tree_snapshot
+    printf '%s\n' "$REPLY" >"$LOOP_DIR/.baseline-tree"
     git_q rev-parse HEAD >"$LOOP_DIR/.baseline-commit.tmp"
     mv -f -- "$LOOP_DIR/.baseline-commit.tmp" "$LOOP_DIR/.baseline-commit"
   fi
@@ -805,8 +801,10 @@ done_gate() {
   # 3. No placeholder in the lines the loop added: the tree now against the tree when the
   # loop began (the user's own uncommitted work is in both, so it is not counted).
   base=$(cat -- "$LOOP_DIR/.baseline-tree" 2>/dev/null || cat -- "$LOOP_DIR/.baseline-commit")
+  tree_snapshot
+  local now_tree=$REPLY
   added=$(
-    git_q diff --no-color --no-ext-diff -U0 "$base" "$(tree_snapshot)" -- 2>/dev/null |
+    git_q diff --no-color --no-ext-diff -U0 "$base" "$now_tree" -- 2>/dev/null |
       grep -a '^+' | grep -av '^+++' | grep -aE -- "$PLACEHOLDER_PATTERN" | head -n 5 || true
   )
   if [[ -n $added ]]; then
@@ -832,13 +830,15 @@ done_gate() {
   fi
   # 6. Fresh-context confirmation runs: DONE only if they change nothing.
   for ((k = 1; k <= CONFIRM_RUNS; k++)); do
-    t_before=$(tree_snapshot)
+    tree_snapshot
+    t_before=$REPLY
     build_prompt "$n" confirm "$k" "$dir/confirm.$k.prompt.md" ""
     run_agent "$n" confirm "$k" "$dir/confirm.$k.prompt.md" "$dir/confirm.$k.log" "$dir/confirm.$k.cost" ""
     cost_of_run "$dir/confirm.$k.log" "$dir/confirm.$k.cost"
     ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
     orbit_event agent_exit "$n" phase confirm attempt "$k" exit_code "$AGENT_RC" timed_out "$AGENT_TIMED_OUT" seconds "$AGENT_SECS"
-    t_after=$(tree_snapshot)
+    tree_snapshot
+    t_after=$REPLY
     if ! integrity_gate "after confirm"; then
       GATE_VERDICT="integrity"
       return 0
@@ -912,7 +912,7 @@ commit_iteration() {
     if ((rc == 0)); then
       break
     fi
-    if [[ -e "$(git_q rev-parse --absolute-git-dir)/index.lock" ]]; then
+    if [[ -e $GIT_DIR_ABS/index.lock ]]; then
       orbit_log "commit: .git/index.lock is held; retrying ($tries/5)"
       sleep 1
       continue
@@ -1028,7 +1028,8 @@ run_iteration() {
   if [[ -f $dir/interrupted.1/tree-before ]]; then
     t_before=$(<"$dir/interrupted.1/tree-before")
   else
-    t_before=$(tree_snapshot)
+    tree_snapshot
+    t_before=$REPLY
   fi
   printf '%s\n' "$t_before" >"$dir/tree-before"
   attempt=0
@@ -1077,7 +1078,8 @@ run_iteration() {
 
   if ! integrity_gate "after agent"; then
     R[VERIFY]=skip
-    record_abort "$n" "$dir" "$t_before" "$(tree_snapshot)"
+    tree_snapshot
+    record_abort "$n" "$dir" "$t_before" "$REPLY"
     return 0
   fi
 
@@ -1102,7 +1104,8 @@ run_iteration() {
     fi
     rm -f -- "$LAST_VERIFY_OUT"
   fi
-  t_after=$(tree_snapshot)
+  tree_snapshot
+  t_after=$REPLY
   TREE_AFTER=$t_after
 
   if [[ -f $LOOP_DIR/done.md && -z ${R[VERDICT]:-} ]]; then

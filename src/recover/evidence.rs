@@ -140,7 +140,10 @@ fn is_marker(line: &str) -> bool {
     else {
         return false;
     };
-    hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    hash.len() == 64
+        && hash
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// `## Iteration N — STATUS` exactly (STATUS in capitals).
@@ -238,7 +241,8 @@ pub fn events_tip(complete: &[u8]) -> (u64, String) {
             if let Some(h) = hash_part
                 .strip_prefix(",\"hash\":\"")
                 .and_then(|h| h.strip_suffix("\"}"))
-                && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                && h.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
                 && let Ok(seq) = rest[..digits].parse::<u64>()
             {
                 return (seq, h.to_string());
@@ -311,7 +315,10 @@ pub fn sidecar(data: &[u8]) -> Option<(String, u64)> {
     let text = std::str::from_utf8(data).ok()?.trim_end_matches('\n');
     let (first, second) = text.split_once('\n')?;
     let hash = first.strip_suffix("  state.env")?;
-    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    if hash.len() != 64
+        || !hash
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     {
         return None;
     }
@@ -369,7 +376,10 @@ mod tests {
             crate::events::GENESIS,
         );
         assert_eq!(iteration_end(line.trim_end()), Some((7, "BLOCKED".into())));
-        assert_eq!(iteration_end("{\"seq\":1,\"ts\":\"x\",\"event\":\"iteration_end\",\"iteration\":x}"), None);
+        assert_eq!(
+            iteration_end("{\"seq\":1,\"ts\":\"x\",\"event\":\"iteration_end\",\"iteration\":x}"),
+            None
+        );
         let ev = read_events(format!("{line}{}", &line[..40]).as_bytes());
         assert_eq!(ev.verdicts.len(), 1);
         let (seq, prev) = events_tip(line.as_bytes());
@@ -390,7 +400,10 @@ mod tests {
         doc.push_str(&e2);
         doc.push_str("## Iteration 3 — DONE\n- torn");
         let p = read_progress(doc.as_bytes());
-        assert_eq!(p.into_iter().collect::<Vec<_>>(), vec![(1, "CONTINUE".into())]);
+        assert_eq!(
+            p.into_iter().collect::<Vec<_>>(),
+            vec![(1, "CONTINUE".into())]
+        );
         let cut = doc.find("## Iteration 3").unwrap();
         assert_eq!(progress_tail(doc.as_bytes()), ProgressTail::Torn(cut));
         assert_eq!(progress_tail(&doc.as_bytes()[..cut]), ProgressTail::Clean);
@@ -408,6 +421,9 @@ mod tests {
             sidecar(format!("{h}  state.env\n# gen=4\n").as_bytes()),
             Some((h.clone(), 4))
         );
-        assert_eq!(sidecar(format!("{h}  state.env\n# gen=04\n").as_bytes()), None);
+        assert_eq!(
+            sidecar(format!("{h}  state.env\n# gen=04\n").as_bytes()),
+            None
+        );
     }
 }

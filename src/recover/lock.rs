@@ -43,10 +43,7 @@ pub fn holder(dir: &Path) -> Option<String> {
             ));
         }
         if pid_alive(pid) && process_start(pid) == start {
-            return Some(format!(
-                "a runner (pid {pid}) holds {}",
-                lockdir.display()
-            ));
+            return Some(format!("a runner (pid {pid}) holds {}", lockdir.display()));
         }
     }
     None

@@ -356,7 +356,8 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
 
     // ---- flags that change files
     let pins_path = dir.join("pins.sha256");
-    let pins_text = String::from_utf8_lossy(&read_opt(&pins_path)?.unwrap_or_default()).into_owned();
+    let pins_text =
+        String::from_utf8_lossy(&read_opt(&pins_path)?.unwrap_or_default()).into_owned();
     let mut pin_set = pin_lines(&pins_text);
     let mut overrides: Vec<(PathBuf, String)> = Vec::new();
     if args.repin_goal {
@@ -372,8 +373,10 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
             if p == "goal.md" {
                 pinned = true;
                 if *h != hash {
-                    plan.repairs
-                        .push(format!("goal.md re-pinned (--repin-goal): {} → {hash}", short(h)));
+                    plan.repairs.push(format!(
+                        "goal.md re-pinned (--repin-goal): {} → {hash}",
+                        short(h)
+                    ));
                     *h = hash.clone();
                 }
             }
@@ -458,8 +461,9 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
                         m.permissions().mode() & 0o111 != 0
                     })
                     .unwrap_or(false);
-            plan.repairs
-                .push(format!("{p} restored to its pinned content (--restore-pinned)"));
+            plan.repairs.push(format!(
+                "{p} restored to its pinned content (--restore-pinned)"
+            ));
             overrides.push((path.clone(), want.clone()));
             plan.writes.push((path, data, exec));
         }
@@ -498,8 +502,9 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
         let sig = dir.join(".action-sig.log");
         if read_opt(&sig)?.is_some_and(|d| !d.is_empty()) {
             plan.writes.push((sig, Vec::new(), false));
-            plan.repairs
-                .push("change signatures cleared (--clear-stall); the old ones are in the backup".into());
+            plan.repairs.push(
+                "change signatures cleared (--clear-stall); the old ones are in the backup".into(),
+            );
         }
     }
     // Leftover temp files of interrupted writes.
@@ -511,7 +516,11 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
         .collect();
     strays.sort();
     for p in strays {
-        let name = p.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         plan.repairs.push(format!(
             "{name}: a leftover of an interrupted write, moved to the backup"
         ));
@@ -522,11 +531,21 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
     let ledger = read_opt(&dir.join("cost.ledger"))?.unwrap_or_default();
     let cost = evidence::ledger_sum(&ledger);
     let (cb_state, cb_fails, cb_sig, cb_opened_at) = match (&old, args.reset_circuit) {
-        (Some(s), false) => (s.cb_state.clone(), s.cb_fails, s.cb_sig.clone(), s.cb_opened_at),
+        (Some(s), false) => (
+            s.cb_state.clone(),
+            s.cb_fails,
+            s.cb_sig.clone(),
+            s.cb_opened_at,
+        ),
         _ => ("CLOSED".to_string(), 0, String::new(), 0),
     };
-    if args.reset_circuit && old.as_ref().is_some_and(|s| s.cb_state != "CLOSED" || s.cb_fails != 0) {
-        plan.repairs.push("circuit breaker reset to CLOSED (--reset-circuit)".into());
+    if args.reset_circuit
+        && old
+            .as_ref()
+            .is_some_and(|s| s.cb_state != "CLOSED" || s.cb_fails != 0)
+    {
+        plan.repairs
+            .push("circuit breaker reset to CLOSED (--reset-circuit)".into());
     }
     let ran = last > 0 || dir.join(".baseline-commit").is_file();
     let (status, reason): (String, String) = if done {
@@ -565,8 +584,18 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
         Some(s) => (s.origin_branch.clone(), s.iter_branch.clone()),
         None => {
             let b = format!("orbit/{}", lp.name);
-            let ib = if evidence::branch_exists(&lp.repo, &b) { b } else { String::new() };
-            (String::new(), ib)
+            let ib = if evidence::branch_exists(&lp.repo, &b) {
+                b
+            } else {
+                String::new()
+            };
+            // The runner records the starting branch in .origin-branch at the first run.
+            let origin = fs::read_to_string(dir.join(".origin-branch"))
+                .map(|t| t.trim_end_matches('\n').to_string())
+                .ok()
+                .filter(|t| crate::state::check_value("ORIGIN_BRANCH", t).is_ok())
+                .unwrap_or_default();
+            (origin, ib)
         }
     };
     let contract_version = if args.migrate {
@@ -576,7 +605,11 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
             .map(|s| s.contract_version.clone())
             .unwrap_or_else(|| lp.loop_contract.clone())
     };
-    if args.migrate && old.as_ref().is_some_and(|s| s.contract_version != config::CONTRACT_VERSION) {
+    if args.migrate
+        && old
+            .as_ref()
+            .is_some_and(|s| s.contract_version != config::CONTRACT_VERSION)
+    {
         plan.repairs.push(format!(
             "CONTRACT_VERSION migrated to {} (--migrate)",
             config::CONTRACT_VERSION
@@ -608,12 +641,20 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
             } else {
                 format!(
                     "{source}: iteration {last} ended {}",
-                    if verdict.is_empty() { "(committed)" } else { verdict.as_str() }
+                    if verdict.is_empty() {
+                        "(committed)"
+                    } else {
+                        verdict.as_str()
+                    }
                 )
             };
             plan.repairs.push(format!(
                 "{} ({src})",
-                why("NEXT_ITERATION", s.next_iteration.to_string(), next.to_string())
+                why(
+                    "NEXT_ITERATION",
+                    s.next_iteration.to_string(),
+                    next.to_string()
+                )
             ));
         }
         if s.last_status != candidate.last_status || s.stop_reason != candidate.stop_reason {
@@ -626,7 +667,11 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
         if s.cost_microusd != candidate.cost_microusd {
             plan.repairs.push(format!(
                 "{} (the sum of cost.ledger)",
-                why("COST_MICROUSD", s.cost_microusd.to_string(), cost.to_string())
+                why(
+                    "COST_MICROUSD",
+                    s.cost_microusd.to_string(),
+                    cost.to_string()
+                )
             ));
         }
     }
@@ -790,7 +835,10 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
                 .map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
         }
         fs::rename(from, &dest).map_err(|e| {
-            Error::io(format!("cannot move {} to {}", from.display(), dest.display()), e)
+            Error::io(
+                format!("cannot move {} to {}", from.display(), dest.display()),
+                e,
+            )
         })?;
     }
     // 3. Flag writes.
@@ -819,8 +867,7 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
     }
     let prev = evidence::progress_prev(&pg);
     let entry = recovery_entry(now, by, flags, plan, &result, &brel);
-    let (closed, _) =
-        progress::close_entry(&prev, result.next_iteration.saturating_sub(1), &entry);
+    let (closed, _) = progress::close_entry(&prev, result.next_iteration.saturating_sub(1), &entry);
     pg.extend_from_slice(closed.as_bytes());
     fsx::write_atomic(&pg_path, &pg)?;
     // 5. events.jsonl: trim a torn line, append the recovery event.
@@ -839,7 +886,10 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
         ("by", event_value(by)),
         ("flags", event_value(&flag_text)),
         ("repairs", event_value(&plan.repairs.len().to_string())),
-        ("next_iteration", event_value(&result.next_iteration.to_string())),
+        (
+            "next_iteration",
+            event_value(&result.next_iteration.to_string()),
+        ),
         ("status", event_value(&result.last_status)),
         ("reason", event_value(&result.stop_reason)),
         ("gen", event_value(&result.generation.to_string())),
@@ -913,13 +963,14 @@ fn print_dry_run(lp: &LoopRef, plan: &Plan, flags: &[&str]) {
         }
     );
     if plan.is_empty() {
-        println!("nothing to repair: state.env agrees with the evidence{}", resume_hint(plan));
+        println!(
+            "nothing to repair: state.env agrees with the evidence{}",
+            resume_hint(plan)
+        );
         return;
     }
     if let Some(s) = &plan.new_state {
-        let old = plan
-            .old_text_lossy()
-            .unwrap_or_default();
+        let old = plan.old_text_lossy().unwrap_or_default();
         let mut s = s.clone();
         s.last_updated_at = fsx::now_epoch();
         println!("--- state.env");

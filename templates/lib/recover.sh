@@ -501,7 +501,12 @@ rc_plan() {
   if ((RC_OLD_OK)); then
     started=${O[STARTED_AT]} origin=${O[ORIGIN_BRANCH]} ib=${O[ITER_BRANCH]}
   else
-    started=${RC_FIRST_START:-0} origin='' ib=''
+    started=${RC_FIRST_START:-0} ib=''
+    # The runner records the starting branch in .origin-branch at the first run.
+    origin=$(cat -- "$RC_DIR/.origin-branch" 2>/dev/null || true)
+    if ! state_check_value ORIGIN_BRANCH "$origin"; then
+      origin=''
+    fi
     if GIT_OPTIONAL_LOCKS=0 git -C "$RC_REPO" rev-parse --verify -q "refs/heads/orbit/$RC_NAME" >/dev/null 2>&1; then
       ib="orbit/$RC_NAME"
     fi

@@ -166,12 +166,11 @@ pub fn read_progress(data: &[u8]) -> BTreeMap<u64, String> {
             current = None;
         } else if line.starts_with("## Iteration ") {
             current = iteration_heading(line);
-        } else if is_marker(line) {
-            if let Some((n, status)) = current.take()
-                && status != "INTERRUPTED"
-            {
-                out.insert(n, status);
-            }
+        } else if is_marker(line)
+            && let Some((n, status)) = current.take()
+            && status != "INTERRUPTED"
+        {
+            out.insert(n, status);
         }
     }
     out
@@ -220,8 +219,7 @@ pub fn progress_tail(data: &[u8]) -> ProgressTail {
 pub fn progress_prev(data: &[u8]) -> String {
     let text = String::from_utf8_lossy(data);
     text.split('\n')
-        .filter(|l| is_marker(l))
-        .last()
+        .rfind(|l| is_marker(l))
         .and_then(|l| l.split_once(" sha256=").map(|(_, h)| h[..64].to_string()))
         .unwrap_or_else(|| crate::progress::GENESIS.to_string())
 }
@@ -230,7 +228,7 @@ pub fn progress_prev(data: &[u8]) -> String {
 /// `events_open` finds them.
 pub fn events_tip(complete: &[u8]) -> (u64, String) {
     let text = String::from_utf8_lossy(complete);
-    let Some(last) = text.split_terminator('\n').last() else {
+    let Some(last) = text.split_terminator('\n').next_back() else {
         return (0, crate::events::GENESIS.to_string());
     };
     if let Some(rest) = last.strip_prefix("{\"seq\":") {

@@ -941,7 +941,7 @@ pub fn line_diff(old: &str, new: &str) -> String {
             out.push_str(&format!(" {}\n", a[i]));
             i += 1;
             j += 1;
-        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
+        } else if j < m && (i == n || lcs[i][j + 1] > lcs[i + 1][j]) {
             out.push_str(&format!("+{}\n", b[j]));
             j += 1;
         } else {

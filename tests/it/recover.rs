@@ -712,3 +712,78 @@ fn recover_script_is_clean_bash() {
         ("READY", 1, 0)
     );
 }
+
+#[test]
+fn recover_keeps_a_recorded_but_unclosed_iteration() {
+    // A crash after the commit, before the iteration was closed: result.env and the commit
+    // exist, the progress entry and the iteration_end event do not. The state is lost too.
+    let lp = Loop::new(2, &[]);
+    let out = lp.tick(&[("ORBIT_FAULT", "after_commit")]);
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+    }
+    assert!(lp.result_iteration(3).contains("ITERATION=3\n"));
+    fs::remove_file(lp.file("state.env")).unwrap();
+    let s = recover_both(&lp, &[]);
+    assert_eq!(
+        s.next_iteration, 3,
+        "the recorded iteration is completed, not skipped"
+    );
+    assert_code(&lp.tick(&[]), 10, "resume");
+    let commits = lp.repo.git(&["log", "--format=%s", "--branches"]);
+    assert_eq!(
+        commits
+            .lines()
+            .filter(|l| l.ends_with("iteration 3"))
+            .count(),
+        1,
+        "iteration 3 committed once:\n{commits}"
+    );
+    let pg = fs::read_to_string(lp.file("progress.md")).unwrap();
+    assert!(pg.contains("## Iteration 3 — CONTINUE"), "{pg}");
+    assert!(lp.result_iteration(4).contains("ITERATION=4\n"));
+    assert_eq!(lp.assert_sealed().next_iteration, 5);
+}
+
+#[test]
+fn recover_after_a_crash_mid_state_write_and_mid_progress_append() {
+    let lp = Loop::new(2, &[]);
+    let out = lp.tick(&[("ORBIT_FAULT", "mid_state_write")]);
+    assert!(out.status.code().is_none(), "{}", text(&out));
+    let strays: Vec<String> = fs::read_dir(&lp.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp."))
+        .collect();
+    assert!(
+        !strays.is_empty(),
+        "the fault leaves a half-written temp file"
+    );
+    let s = recover_both(&lp, &[]);
+    assert_eq!(
+        s.next_iteration, 4,
+        "iteration 3 was closed before the state write"
+    );
+    let b = fs::read_dir(lp.file("backups"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for n in &strays {
+        assert!(!lp.file(n).exists());
+        assert!(b.join(n).is_file(), "{n} kept in the backup");
+    }
+    let out = lp.tick(&[("ORBIT_FAULT", "mid_progress_append")]);
+    assert!(out.status.code().is_none(), "{}", text(&out));
+    let s = recover_both(&lp, &[]);
+    assert_eq!(
+        s.next_iteration, 4,
+        "iteration 4 is recorded but not closed"
+    );
+    assert_code(&lp.tick(&[]), 10, "resume");
+    let pg = fs::read_to_string(lp.file("progress.md")).unwrap();
+    assert_eq!(pg.matches("## Iteration 4 — CONTINUE").count(), 1, "{pg}");
+    lp.assert_chains();
+}

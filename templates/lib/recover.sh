@@ -565,14 +565,13 @@ rc_plan() {
     fi
     S[GEN]=$((b + 1))
   fi
-  if [[ $RC_PG_TAIL == newline ]] && ! rc_plan_has_changes; then
-    RC_PG_TAIL=clean
-  fi
 }
 
+# Whether the plan changes anything. A progress.md whose last marker only lacks its final
+# newline is no change by itself (the runner adds it); it is mended when recover writes.
 rc_plan_has_changes() {
   ((RC_STATE_WRITE || RC_PINS_WRITE || RC_GOAL_COPY || RC_SIG_CLEAR || RC_EV_TORN || ${#RC_MOVES_FROM[@]} > 0)) ||
-    [[ $RC_PG_TAIL != clean ]]
+    [[ $RC_PG_TAIL == torn ]]
 }
 
 rc_resume_hint() {

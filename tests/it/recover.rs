@@ -787,3 +787,38 @@ fn recover_after_a_crash_mid_state_write_and_mid_progress_append() {
     assert_eq!(pg.matches("## Iteration 4 — CONTINUE").count(), 1, "{pg}");
     lp.assert_chains();
 }
+
+#[test]
+fn recover_gen_rises_above_every_generation_seen() {
+    let lp = Loop::new(1, &[]);
+    let old = lp.assert_sealed();
+    let sc = lp.file("state.env.sha256");
+    let t = fs::read_to_string(&sc).unwrap();
+    fs::write(
+        &sc,
+        t.replace(&format!("# gen={}", old.generation), "# gen=99"),
+    )
+    .unwrap();
+    let s = recover_both(&lp, &[]);
+    assert_eq!(s.generation, 100);
+    assert_eq!(s.next_iteration, 2);
+}
+
+#[test]
+fn recover_a_missing_final_newline_alone_is_no_change() {
+    let lp = Loop::new(1, &[]);
+    let pg = lp.file("progress.md");
+    let t = fs::read_to_string(&pg).unwrap();
+    fs::write(&pg, t.trim_end_matches('\n')).unwrap();
+    let before = lp.tree_hash();
+    for out in [lp.orbit_recover(&[]), lp.bash_recover(&[])] {
+        assert_ok(&out, "recover");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("nothing to repair"),
+            "{}",
+            text(&out)
+        );
+    }
+    assert_eq!(before, lp.tree_hash());
+    assert_code(&lp.tick(&[]), 10, "the runner mends the newline itself");
+}

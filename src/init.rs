@@ -380,19 +380,10 @@ fn populate(tmp: &Path, cfg: &LoopConfig, files: &[(&'static str, String, bool)]
     Ok(())
 }
 
-/// Whether a runner holds the loop's lock (probed without taking it for long).
+/// Whether a runner holds the loop's lock, probed without taking it (see
+/// `recover::lock`): a stale mkdir lock of a dead runner does not count.
 pub fn runner_holds_lock(dir: &Path) -> bool {
-    let path = dir.join(".run-loop.lock");
-    let Ok(file) = fs::OpenOptions::new().read(true).open(&path) else {
-        return dir.join(".run-loop.lock.d").exists();
-    };
-    match file.try_lock() {
-        Ok(()) => {
-            let _ = file.unlock();
-            dir.join(".run-loop.lock.d").exists()
-        }
-        Err(_) => true,
-    }
+    crate::recover::lock::holder(dir).is_some()
 }
 
 /// `orbit init --force`: re-render the scripts and prompt from loop.toml; state.env,

@@ -218,6 +218,17 @@ fn recover_both(lp: &Loop, flags: &[&str]) -> State {
     assert_ok(&out_sh, "recover.sh");
     let rust = lp.assert_sealed();
     twin.assert_sealed();
+    // What changed and why is on record, in progress.md and in the journal.
+    for (l, by) in [(lp, "orbit recover"), (&twin, "recover.sh")] {
+        let pg = fs::read_to_string(l.file("progress.md")).unwrap();
+        let entry = &pg[pg.rfind("## Recovery — ").expect("a Recovery entry")..];
+        assert!(entry.contains(&format!("- by: {by}")), "{entry}");
+        assert!(entry.contains("<!-- orbit:end iteration="), "{entry}");
+        let ev = fs::read_to_string(l.file("events.jsonl")).unwrap();
+        let last = ev.lines().last().unwrap();
+        assert!(last.contains("\"event\":\"recovery\""), "{last}");
+        assert!(last.contains(&format!("\"by\":\"{by}\"")), "{last}");
+    }
     assert_eq!(
         without_updated(&lp.state_text()),
         without_updated(&twin.state_text()),
@@ -821,4 +832,41 @@ fn recover_a_missing_final_newline_alone_is_no_change() {
     }
     assert_eq!(before, lp.tree_hash());
     assert_code(&lp.tick(&[]), 10, "the runner mends the newline itself");
+}
+
+#[test]
+fn recover_output_snapshot() {
+    let lp = Loop::new(2, &[]);
+    replace_in(
+        &lp.file("state.env"),
+        "NEXT_ITERATION=3",
+        "NEXT_ITERATION=x[$(touch CANARY)]",
+    );
+    let dry = lp.orbit_recover(&["--dry-run"]);
+    assert_ok(&dry, "dry run");
+    let out = lp.orbit_recover(&[]);
+    assert_ok(&out, "recover");
+    let pg = fs::read_to_string(lp.file("progress.md")).unwrap();
+    let entry = &pg[pg.rfind("## Recovery — ").unwrap()..];
+    let ev = fs::read_to_string(lp.file("events.jsonl")).unwrap();
+    let doc = format!(
+        "==== orbit recover --dry-run\n{}==== orbit recover\n{}==== progress.md (the Recovery entry)\n{entry}==== events.jsonl (the last line)\n{}\n==== state.env\n{}",
+        String::from_utf8_lossy(&dry.stdout),
+        String::from_utf8_lossy(&out.stdout),
+        ev.lines().last().unwrap(),
+        lp.state_text()
+    );
+    lp.no_canary();
+    insta::with_settings!({
+        snapshot_path => "../../snapshots",
+        prepend_module_to_snapshot => false,
+        filters => vec![
+            (r"\b[0-9a-f]{64}\b", "[SHA256]"),
+            (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[UTC]"),
+            (r"\d{8}T\d{6}Z(-\d+)?", "[STAMP]"),
+            (r"\b1\d{9}\b", "[EPOCH]"),
+        ],
+    }, {
+        insta::assert_snapshot!("recover_hostile_state", doc);
+    });
 }

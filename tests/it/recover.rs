@@ -23,6 +23,7 @@ echo 0.01 >"$ORBIT_COST_FILE"
 if [[ -f $BIN/edit-goal ]]; then echo "agent was here" >>"$ORBIT_LOOP_DIR/goal.md"; fi
 if [[ -f $BIN/edit-protected ]]; then echo "weakened" >>tests/guard.txt; fi
 if [[ -f $BIN/idle ]]; then exit 0; fi
+if [[ -f $BIN/finish ]]; then echo "every criterion holds" >"$ORBIT_LOOP_DIR/done.md"; fi
 echo "iteration $ORBIT_ITERATION attempt $ORBIT_ATTEMPT" >>work.txt
 "#;
 
@@ -34,16 +35,21 @@ struct Loop {
 impl Loop {
     /// A loop that has run `ticks` iterations (the check never passes).
     fn new(ticks: u32, extra: &[&str]) -> Loop {
+        Loop::with_check(
+            ticks,
+            "tail -n 1 work.txt 2>/dev/null | tr 0-9 a-j; exit 1",
+            extra,
+        )
+    }
+
+    /// A loop with its own check (the default one never passes).
+    fn with_check(ticks: u32, check: &str, extra: &[&str]) -> Loop {
         let repo = Repo::new();
         repo.write("tests/guard.txt", "guard\n");
         repo.git(&["add", "tests/guard.txt"]);
         repo.git(&["commit", "-q", "-m", "guard"]);
         let agent = repo.agent("agent", AGENT);
-        let dir = repo.init_loop(
-            &agent,
-            &["tail -n 1 work.txt 2>/dev/null | tr 0-9 a-j; exit 1"],
-            extra,
-        );
+        let dir = repo.init_loop(&agent, &[check], extra);
         let lp = Loop { repo, dir };
         for i in 0..ticks {
             let out = lp.tick(&[]);
@@ -879,4 +885,76 @@ fn recover_output_snapshot() {
     }, {
         insta::assert_snapshot!("recover_hostile_state", doc);
     });
+}
+
+#[test]
+fn recover_keeps_done_only_on_structured_evidence() {
+    let lp = Loop::with_check(0, "test -f work.txt", &[]);
+    lp.mode("finish", true);
+    assert_code(&lp.tick(&[("CONFIRM_RUNS", "0")]), 0, "DONE");
+    assert_eq!(lp.assert_sealed().last_status, "DONE");
+    // The checkpoint is lost: the iteration_end event and result.env both say DONE.
+    fs::remove_file(lp.file("state.env")).unwrap();
+    let twin = lp.copy();
+    let s = recover_both(&lp, &[]);
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("DONE", 2));
+    let out = lp.tick(&[]);
+    assert_code(&out, 0, "a DONE loop stays DONE");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NEXUS_LOOP_STATUS: DONE"));
+    // Without the iteration's record, the event alone is not enough.
+    fs::remove_file(twin.file("iterations/000001/result.env")).unwrap();
+    let s = recover_both(&twin, &[]);
+    assert_eq!(s.last_status, "CONTINUE");
+}
+
+#[test]
+fn recover_reads_the_mkdir_lock() {
+    let lp = Loop::new(1, &[]);
+    replace_in(
+        &lp.file("state.env"),
+        "NEXT_ITERATION=2",
+        "NEXT_ITERATION=x",
+    );
+    let lockdir = lp.file(".run-loop.lock.d");
+    fs::create_dir(&lockdir).unwrap();
+    let mut live = Command::new("sleep").arg("60").spawn().unwrap();
+    let start = Command::new("bash")
+        .args(["-c", "ps -o lstart= -p \"$1\" | tr -s ' '", "x"])
+        .arg(live.id().to_string())
+        .output()
+        .unwrap();
+    let start = String::from_utf8_lossy(&start.stdout)
+        .trim_end()
+        .to_string();
+    fs::write(lockdir.join("owner"), format!("{} {start}\n", live.id())).unwrap();
+    let before = lp.tree_hash();
+    let out = lp.orbit_recover(&[]);
+    let out_sh = lp.bash_recover(&[]);
+    let _ = live.kill();
+    let _ = live.wait();
+    assert_code(&out, 20, "orbit recover under a live mkdir lock");
+    assert_code(&out_sh, 20, "recover.sh under a live mkdir lock");
+    assert_eq!(before, lp.tree_hash());
+    // The owner is gone: a stale lock does not stop the repair.
+    let s = recover_both(&lp, &[]);
+    assert_eq!(s.next_iteration, 2);
+}
+
+#[test]
+fn recover_agrees_with_recover_sh_on_every_truncation() {
+    let lp = Loop::new(2, &[]);
+    let full = fs::read(lp.file("state.env")).unwrap();
+    for cut in (0..full.len()).step_by(23) {
+        let case = lp.copy();
+        fs::write(case.file("state.env"), &full[..cut]).unwrap();
+        let twin = case.copy();
+        assert_ok(&case.orbit_recover(&[]), "orbit recover");
+        assert_ok(&twin.bash_recover(&[]), "recover.sh");
+        assert_eq!(
+            without_updated(&case.state_text()),
+            without_updated(&twin.state_text()),
+            "disagreement after a cut at byte {cut}"
+        );
+        assert_eq!(case.assert_sealed().next_iteration, 3);
+    }
 }

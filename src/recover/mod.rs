@@ -337,10 +337,10 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
             .map_err(|e| Error::io(format!("cannot read {}", idir.display()), e))?
             .flatten()
         {
-            let p = entry.path();
-            if p.is_file() {
-                let name = entry.file_name();
-                plan.moves.push((p, MoveTo::Path(target.join(name))));
+            // Everything of the old attempt (files, interrupted.K/), so the rerun starts clean.
+            let name = entry.file_name();
+            if !name.to_string_lossy().starts_with("retried.") {
+                plan.moves.push((entry.path(), MoveTo::Path(target.join(name))));
             }
         }
         plan.moves.sort_by(|a, b| a.0.cmp(&b.0));

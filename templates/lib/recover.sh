@@ -434,10 +434,11 @@ rc_plan() {
   if ((retry)) && [[ -f $idir/result.env ]]; then
     k=1
     while [[ -e $idir/retried.$k ]]; do k=$((k + 1)); done
+    # Everything of the old attempt (files, interrupted.K/), so the rerun starts clean.
     while IFS= read -r f; do
       RC_MOVES_FROM+=("$f")
       RC_MOVES_TO+=("$idir/retried.$k/${f##*/}")
-    done < <(find "$idir" -mindepth 1 -maxdepth 1 -type f | LC_ALL=C sort)
+    done < <(find "$idir" -mindepth 1 -maxdepth 1 ! -name 'retried.*' | LC_ALL=C sort)
     RC_REPAIRS+=("iteration $RC_LAST ended $verdict: it is retried, its record kept in iterations/$(printf '%06d' "$RC_LAST")/retried.$k/")
   fi
   if ((!retry && !done && RC_LAST > 0)) && [[ -f $(rc_iter_dir "$next")/result.env ]]; then

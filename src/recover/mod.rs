@@ -112,6 +112,11 @@ fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
 
 /// `orbit recover`.
 pub fn run(args: &RecoverArgs) -> Result<u8> {
+    if args.repin && args.restore_pinned {
+        return Err(Error::Usage(
+            "--repin accepts every pinned file as it is and --restore-pinned puts them back: choose one".into(),
+        ));
+    }
     let lp = resolve(args.dir.as_deref())?;
     if let Some(who) = lock::holder(&lp.dir) {
         eprintln!(
@@ -340,7 +345,8 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
             // Everything of the old attempt (files, interrupted.K/), so the rerun starts clean.
             let name = entry.file_name();
             if !name.to_string_lossy().starts_with("retried.") {
-                plan.moves.push((entry.path(), MoveTo::Path(target.join(name))));
+                plan.moves
+                    .push((entry.path(), MoveTo::Path(target.join(name))));
             }
         }
         plan.moves.sort_by(|a, b| a.0.cmp(&b.0));

@@ -232,7 +232,25 @@ fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str) {
 /// state.env, and a runner.log of `log_bytes`.
 fn synthetic_loop(repo: &Path, dir_rel: &str, n: u64, log_bytes: u64) -> PathBuf {
     use std::io::{BufWriter, Write};
-    run_ok(Command::new(orbit()).args(["init", "history", "--engine", "custom", "--exec", "true", "--verify", "true", "--loop-timeout", "8h", "--dir", dir_rel]).current_dir(repo).stdout(Stdio::null()));
+    run_ok(
+        Command::new(orbit())
+            .args([
+                "init",
+                "history",
+                "--engine",
+                "custom",
+                "--exec",
+                "true",
+                "--verify",
+                "true",
+                "--loop-timeout",
+                "8h",
+                "--dir",
+                dir_rel,
+            ])
+            .current_dir(repo)
+            .stdout(Stdio::null()),
+    );
     let dir = repo.join(dir_rel);
     let t0 = 1_790_000_000u64;
     let mut events = BufWriter::new(fs::File::create(dir.join("events.jsonl")).unwrap());
@@ -247,21 +265,64 @@ fn synthetic_loop(repo: &Path, dir_rel: &str, n: u64, log_bytes: u64) -> PathBuf
     let mut sigs = BufWriter::new(fs::File::create(dir.join(".action-sig.log")).unwrap());
     let mut prev = orbit::events::GENESIS.to_string();
     let mut seq = 0u64;
-    let mut emit = |w: &mut BufWriter<fs::File>, event: &str, it: u64, fields: &[(&str, String)]| {
-        seq += 1;
-        let ts = orbit::fsx::iso_utc(t0 + it * 60);
-        let line = orbit::events::build_line(seq, &ts, event, it, fields, &prev);
-        prev = orbit::events::split_hash(line.trim_end()).unwrap().1.to_string();
-        w.write_all(line.as_bytes()).unwrap();
-    };
+    let mut emit =
+        |w: &mut BufWriter<fs::File>, event: &str, it: u64, fields: &[(&str, String)]| {
+            seq += 1;
+            let ts = orbit::fsx::iso_utc(t0 + it * 60);
+            let line = orbit::events::build_line(seq, &ts, event, it, fields, &prev);
+            prev = orbit::events::split_hash(line.trim_end())
+                .unwrap()
+                .1
+                .to_string();
+            w.write_all(line.as_bytes()).unwrap();
+        };
     for i in 1..=n {
         let sig = format!("{:040x}", i * 7919);
-        emit(&mut events, "iteration_start", i, &[("max_iterations", "1000000".into())]);
-        emit(&mut events, "agent_exit", i, &[("phase", "\"work\"".into()), ("exit_code", "0".into()), ("outcome", "\"ok\"".into())]);
-        emit(&mut events, "verify_fail", i, &[("run", "1".into()), ("failing", "\"true\"".into())]);
-        emit(&mut events, "iteration_end", i, &[("verdict", "\"CONTINUE\"".into()), ("reason", "\"none\"".into())]);
-        emit(&mut events, "state_write", i, &[("gen", (i + 2).to_string()), ("status", "\"CONTINUE\"".into()), ("reason", "\"none\"".into()), ("next_iteration", (i + 1).to_string())]);
-        let entry = format!("## Iteration {i} — CONTINUE\n- agent: exit 0 (ok)\n- verify: fail — failing: true\n- signature: {sig}\n- decision: CONTINUE (none)\n");
+        emit(
+            &mut events,
+            "iteration_start",
+            i,
+            &[("max_iterations", "1000000".into())],
+        );
+        emit(
+            &mut events,
+            "agent_exit",
+            i,
+            &[
+                ("phase", "\"work\"".into()),
+                ("exit_code", "0".into()),
+                ("outcome", "\"ok\"".into()),
+            ],
+        );
+        emit(
+            &mut events,
+            "verify_fail",
+            i,
+            &[("run", "1".into()), ("failing", "\"true\"".into())],
+        );
+        emit(
+            &mut events,
+            "iteration_end",
+            i,
+            &[
+                ("verdict", "\"CONTINUE\"".into()),
+                ("reason", "\"none\"".into()),
+            ],
+        );
+        emit(
+            &mut events,
+            "state_write",
+            i,
+            &[
+                ("gen", (i + 2).to_string()),
+                ("status", "\"CONTINUE\"".into()),
+                ("reason", "\"none\"".into()),
+                ("next_iteration", (i + 1).to_string()),
+            ],
+        );
+        let entry = format!(
+            "## Iteration {i} — CONTINUE\n- agent: exit 0 (ok)\n- verify: fail — failing: true\n- signature: {sig}\n- decision: CONTINUE (none)\n"
+        );
         let (text, h) = orbit::progress::close_entry(&pg_prev, i, &entry);
         pg_prev = h;
         progress.write_all(text.as_bytes()).unwrap();
@@ -271,7 +332,16 @@ fn synthetic_loop(repo: &Path, dir_rel: &str, n: u64, log_bytes: u64) -> PathBuf
         fs::create_dir_all(&idir).unwrap();
         fs::write(idir.join("result.env"), format!("ITERATION={i}\nVERDICT=CONTINUE\nSTOP_REASON=none\nVERIFY=fail\nAGENT_OUTCOME=ok\nTREE_BEFORE={sig}\nTREE_AFTER={sig}\nCOST_MICROUSD=1000\nCOST_KIND=reported\n")).unwrap();
     }
-    emit(&mut events, "loop_stop", n, &[("status", "\"CONTINUE\"".into()), ("reason", "\"tick\"".into()), ("exit_code", "10".into())]);
+    emit(
+        &mut events,
+        "loop_stop",
+        n,
+        &[
+            ("status", "\"CONTINUE\"".into()),
+            ("reason", "\"tick\"".into()),
+            ("exit_code", "10".into()),
+        ],
+    );
     events.flush().unwrap();
     progress.flush().unwrap();
     ledger.flush().unwrap();
@@ -285,9 +355,14 @@ fn synthetic_loop(repo: &Path, dir_rel: &str, n: u64, log_bytes: u64) -> PathBuf
     state.cost_microusd = n * 1000;
     let text = state.print();
     fs::write(dir.join("state.env"), &text).unwrap();
-    fs::write(dir.join("state.env.sha256"), orbit::state::Sidecar::for_state(&text, state.generation).print()).unwrap();
+    fs::write(
+        dir.join("state.env.sha256"),
+        orbit::state::Sidecar::for_state(&text, state.generation).print(),
+    )
+    .unwrap();
     // runner.log: real lines, the last ones describing the last iterations.
-    let mut log = BufWriter::with_capacity(1 << 20, fs::File::create(dir.join("runner.log")).unwrap());
+    let mut log =
+        BufWriter::with_capacity(1 << 20, fs::File::create(dir.join("runner.log")).unwrap());
     let line = "2026-11-30T00:00:00Z iteration 1 of at most 1000000: the agent starts\n";
     let mut written = 0u64;
     while written < log_bytes {
@@ -304,7 +379,13 @@ fn time_cmd(args: &[&str], cwd: &Path) -> (Duration, Option<u64>) {
     let samples: Vec<Duration> = (0..runs())
         .map(|_| {
             time(|| {
-                let _ = Command::new(orbit()).args(args).current_dir(cwd).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap();
+                let _ = Command::new(orbit())
+                    .args(args)
+                    .current_dir(cwd)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .unwrap();
             })
         })
         .collect();
@@ -317,35 +398,79 @@ fn time_cmd(args: &[&str], cwd: &Path) -> (Duration, Option<u64>) {
         .stdout(Stdio::null())
         .output()
         .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stderr).lines().last().and_then(|l| l.trim().parse::<u64>().ok()));
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .and_then(|l| l.trim().parse::<u64>().ok())
+        });
     (median(samples), mem)
 }
 
 fn bench_audit(rows: &mut Vec<Row>) {
     let r = repo(1);
-    for (n, log) in [(1_000u64, 1u64 << 20), (10_000, 1 << 20), (100_000, 1 << 30)] {
+    for (n, log) in [
+        (1_000u64, 1u64 << 20),
+        (10_000, 1 << 20),
+        (100_000, 1 << 30),
+    ] {
         let rel = format!(".orbit/h{n}");
         let t = Instant::now();
         let dir = synthetic_loop(r.path(), &rel, n, log);
         let made = t.elapsed();
         let (d, mem) = time_cmd(&["audit", dir.to_str().unwrap()], r.path());
-        let mem = mem.map(|k| format!("{:.1} MB peak", k as f64 / 1024.0)).unwrap_or_else(|| "peak memory n/a (no /usr/bin/time)".into());
-        let target = if n == 100_000 { "; target < 200 ms and < 50 MB" } else { "" };
+        let mem = mem
+            .map(|k| format!("{:.1} MB peak", k as f64 / 1024.0))
+            .unwrap_or_else(|| "peak memory n/a (no /usr/bin/time)".into());
+        let target = if n == 100_000 {
+            "; target < 200 ms and < 50 MB"
+        } else {
+            ""
+        };
         rows.push(Row {
             name: format!("orbit audit, {n} iterations"),
             value: ms(d),
-            note: format!("{mem}; runner.log {} MB; history written in {:.1} s{target}", log >> 20, made.as_secs_f64()),
+            note: format!(
+                "{mem}; runner.log {} MB; history written in {:.1} s{target}",
+                log >> 20,
+                made.as_secs_f64()
+            ),
         });
     }
 }
 
 fn bench_status(rows: &mut Vec<Row>) {
     let r = repo(1);
-    run_ok(Command::new(orbit()).args(["init", "fleet", "--engine", "custom", "--exec", "true", "--verify", "true", "--dir", ".orbit/l0000"]).current_dir(r.path()).stdout(Stdio::null()));
-    sh(r.path(), "for i in $(seq -w 1 999); do cp -r .orbit/l0000 .orbit/l0$i; done");
+    run_ok(
+        Command::new(orbit())
+            .args([
+                "init",
+                "fleet",
+                "--engine",
+                "custom",
+                "--exec",
+                "true",
+                "--verify",
+                "true",
+                "--dir",
+                ".orbit/l0000",
+            ])
+            .current_dir(r.path())
+            .stdout(Stdio::null()),
+    );
+    sh(
+        r.path(),
+        "for i in $(seq -w 1 999); do cp -r .orbit/l0000 .orbit/l0$i; done",
+    );
     let (d, mem) = time_cmd(&["status"], r.path());
-    let mem = mem.map(|k| format!("{:.1} MB peak", k as f64 / 1024.0)).unwrap_or_default();
-    rows.push(Row { name: "orbit status, 1,000 loops".into(), value: ms(d), note: format!("{mem}; target < 2 s") });
+    let mem = mem
+        .map(|k| format!("{:.1} MB peak", k as f64 / 1024.0))
+        .unwrap_or_default();
+    rows.push(Row {
+        name: "orbit status, 1,000 loops".into(),
+        value: ms(d),
+        note: format!("{mem}; target < 2 s"),
+    });
 }
 
 fn main() {

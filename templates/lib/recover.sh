@@ -1,10 +1,756 @@
-# ---- recover: standalone state repair (the same repairs as `orbit recover`).
+# ---- recover: standalone state repair, with bash alone. The same derivation as
+# ---- `orbit recover` (see docs/RECOVER.md): both write the same state.env from the same
+# ---- evidence. Every rewritten file is copied to backups/<UTC time>/ first; every write
+# ---- is atomic; state.env and its sidecar are written last.
+
+# The contract version this script brings a loop to with --migrate.
+ORBIT_CONTRACT_VERSION=1.0.0
+
+RC_DIR=
+RC_ARG_DIR=
+RC_REPO=
+RC_NAME=
+RC_LOOP_CV=
+RC_HOLDER=
+F_RESET=0
+F_STALL=0
+F_GOAL=0
+F_MIGRATE=0
+F_DRY=0
+RC_FLAGS=()
+RC_REPAIRS=()
+RC_NOTES=()
+RC_MOVES_FROM=()
+RC_MOVES_TO=()
+RC_OLD_OK=0
+RC_OLD_TEXT=
+RC_SIDECAR_OK=0
+RC_SIDECAR_GEN=
+RC_EV_KEEP=
+RC_EV_TORN=0
+RC_PG_TAIL=clean
+RC_PG_CUT=0
+RC_PINS_NEW=
+RC_PINS_WRITE=0
+RC_GOAL_COPY=0
+RC_SIG_CLEAR=0
+RC_STATE_WRITE=0
+RC_LAST=0
+RC_FIRST_START=
+declare -A O=()
+declare -A EVV=()
+declare -A PGV=()
+
+rc_usage() {
+  cat <<'USAGE'
+usage: recover.sh [--reset-circuit] [--clear-stall] [--repin-goal] [--migrate] [--dry-run] [LOOP_DIR]
+  Rebuilds state.env from the evidence (events.jsonl, progress.md, git commit trailers,
+  then the old state.env) and re-seals its sidecar. LOOP_DIR defaults to the directory
+  this script lives in.
+  --reset-circuit  close an open circuit breaker
+  --clear-stall    forget the change signatures (.action-sig.log), so a stalled loop may go on
+  --repin-goal     accept the current goal.md as the pinned goal
+  --migrate        bring CONTRACT_VERSION to this script's contract version
+  --dry-run        print the plan (a diff of state.env and the repairs); write nothing
+--repin and --restore-pinned need the orbit binary: orbit recover --repin | --restore-pinned
+USAGE
+}
+
+rc_args() {
+  local arg
+  for arg in "$@"; do
+    case $arg in
+      --reset-circuit) F_RESET=1 RC_FLAGS+=("$arg") ;;
+      --clear-stall) F_STALL=1 RC_FLAGS+=("$arg") ;;
+      --repin-goal) F_GOAL=1 RC_FLAGS+=("$arg") ;;
+      --migrate) F_MIGRATE=1 RC_FLAGS+=("$arg") ;;
+      --dry-run) F_DRY=1 ;;
+      -h | --help)
+        rc_usage
+        exit 0
+        ;;
+      --repin | --restore-pinned)
+        orbit_die 2 "$arg needs the orbit binary: run 'orbit recover $arg' (recover.sh does the rebuild, --reset-circuit, --clear-stall, --repin-goal and --migrate)"
+        ;;
+      -*)
+        rc_usage >&2
+        orbit_die 2 "unknown option '$arg'"
+        ;;
+      *)
+        if [[ -n $RC_ARG_DIR ]]; then
+          orbit_die 2 "one loop directory at a time (got '$RC_ARG_DIR' and '$arg')"
+        fi
+        RC_ARG_DIR=$arg
+        ;;
+    esac
+  done
+}
+
+rc_locate() {
+  local line
+  if [[ -n $RC_ARG_DIR ]]; then
+    RC_DIR=$(cd -P -- "$RC_ARG_DIR" 2>/dev/null && pwd -P) ||
+      orbit_die 2 "$RC_ARG_DIR is not a directory: give the loop directory"
+  else
+    RC_DIR=$(cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
+  fi
+  [[ -f $RC_DIR/loop.toml ]] ||
+    orbit_die 2 "$RC_DIR is not a loop directory (no loop.toml): give the directory orbit init created"
+  RC_REPO=$(git -C "$RC_DIR" rev-parse --show-toplevel 2>/dev/null) ||
+    orbit_die 2 "$RC_DIR is not inside a git work tree"
+  RC_REPO=$(cd -P -- "$RC_REPO" && pwd -P)
+  RC_NAME=$LOOP_NAME
+  RC_LOOP_CV=$CONTRACT_VERSION_RENDERED
+  line=$(grep -m 1 -E '^name = "[A-Za-z0-9._-]+"$' -- "$RC_DIR/loop.toml" || true)
+  if [[ -n $line ]]; then
+    line=${line#name = \"}
+    RC_NAME=${line%\"}
+  fi
+  line=$(grep -m 1 -E '^contract-version = "[0-9]+\.[0-9]+\.[0-9]+"$' -- "$RC_DIR/loop.toml" || true)
+  if [[ -n $line ]]; then
+    line=${line#contract-version = \"}
+    RC_LOOP_CV=${line%\"}
+  fi
+}
+
+# ---- the lock, probed without taking it: /proc/locks (flock), or the mkdir lock's owner.
+rc_lock_held() {
+  local lock="$RC_DIR/.run-loop.lock" lockdir="$RC_DIR/.run-loop.lock.d" ino owner pid start
+  if [[ -f $lock ]]; then
+    if [[ -r /proc/locks ]]; then
+      # shellcheck disable=SC2012  # ls -di is the portable way to read an inode number
+      ino=$(ls -di -- "$lock" | awk '{ print $1 }')
+      if awk -v ino="$ino" '{ for (i = 1; i <= NF; i++) if (split($i, p, ":") == 3 && p[3] == ino) found = 1 } END { exit !found }' /proc/locks; then
+        RC_HOLDER="a runner holds $lock (flock)"
+        return 0
+      fi
+    elif command -v flock >/dev/null 2>&1 && ! flock -n "$lock" true 2>/dev/null; then
+      RC_HOLDER="a runner holds $lock (flock)"
+      return 0
+    fi
+  fi
+  if [[ -d $lockdir ]]; then
+    owner=$(cat -- "$lockdir/owner" 2>/dev/null || true)
+    pid=${owner%% *}
+    start=${owner#* }
+    if [[ ! $pid =~ ^[0-9]+$ ]]; then
+      RC_HOLDER="$lockdir exists without a readable owner (a runner may be starting): wait a moment, or remove the directory if no runner is running"
+      return 0
+    fi
+    if kill -0 "$pid" 2>/dev/null && [[ "$(ps -o lstart= -p "$pid" 2>/dev/null | tr -s ' ' || true)" == "$start" ]]; then
+      RC_HOLDER="a runner (pid $pid) holds $lockdir"
+      return 0
+    fi
+  fi
+  return 1
+}
+
+# ---- the old checkpoint and its sidecar
+rc_read_old() {
+  local k sidecar have
+  RC_OLD_TEXT=
+  if state_parse "$RC_DIR/state.env"; then
+    RC_OLD_OK=1
+    for k in "${ORBIT_STATE_KEYS[@]}"; do
+      O[$k]=${S[$k]}
+    done
+    RC_OLD_TEXT=$(
+      cat -- "$RC_DIR/state.env"
+      printf x
+    )
+    RC_OLD_TEXT=${RC_OLD_TEXT%x}
+  elif [[ -f $RC_DIR/state.env ]]; then
+    RC_REPAIRS+=("state.env does not parse (${STATE_ERR}): rebuilt from the evidence")
+  else
+    RC_REPAIRS+=("state.env is missing: rebuilt from the evidence")
+  fi
+  if [[ -f $RC_DIR/state.env.sha256 ]]; then
+    sidecar=$(<"$RC_DIR/state.env.sha256")
+    if [[ $sidecar =~ ^([0-9a-f]{64})\ \ state\.env$'\n'\#\ gen=(0|[1-9][0-9]{0,17})$ ]]; then
+      RC_SIDECAR_GEN=${BASH_REMATCH[2]}
+      if ((RC_OLD_OK)); then
+        have=$(orbit_sha256_file "$RC_DIR/state.env")
+        if [[ $have == "${BASH_REMATCH[1]}" && $RC_SIDECAR_GEN == "${O[GEN]}" ]]; then
+          RC_SIDECAR_OK=1
+        elif ((RC_SIDECAR_GEN + 1 == O[GEN])); then
+          RC_REPAIRS+=("torn checkpoint (sidecar at gen $RC_SIDECAR_GEN, state.env at gen ${O[GEN]}): re-sealed")
+        else
+          RC_REPAIRS+=("state.env does not match its sidecar (state gen ${O[GEN]}, sidecar gen $RC_SIDECAR_GEN): re-sealed after checking every key against the evidence")
+        fi
+      fi
+    elif ((RC_OLD_OK)); then
+      RC_REPAIRS+=("state.env.sha256 is malformed: re-sealed")
+    fi
+  elif ((RC_OLD_OK)); then
+    RC_REPAIRS+=("state.env.sha256 is missing: re-sealed")
+  fi
+}
+
+# rc_iso_epoch TS: epoch seconds of YYYY-MM-DDTHH:MM:SSZ (years from 1970), or nothing.
+rc_iso_epoch() {
+  local ts=$1 y m d hh mm ss era yoe mp doy doe
+  [[ $ts =~ ^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z$ ]] || return 0
+  y=$((10#${BASH_REMATCH[1]})) m=$((10#${BASH_REMATCH[2]})) d=$((10#${BASH_REMATCH[3]}))
+  hh=$((10#${BASH_REMATCH[4]})) mm=$((10#${BASH_REMATCH[5]})) ss=$((10#${BASH_REMATCH[6]}))
+  if ((y < 1970 || m < 1 || m > 12 || d < 1 || d > 31 || hh > 23 || mm > 59 || ss > 60)); then
+    return 0
+  fi
+  if ((m <= 2)); then
+    y=$((y - 1))
+  fi
+  era=$((y / 400))
+  yoe=$((y - era * 400))
+  if ((m > 2)); then
+    mp=$((m - 3))
+  else
+    mp=$((m + 9))
+  fi
+  doy=$(((153 * mp + 2) / 5 + d - 1))
+  doe=$((yoe * 365 + yoe / 4 - yoe / 100 + doy))
+  printf '%s' "$(((era * 146097 + doe - 719468) * 86400 + hh * 3600 + mm * 60 + ss))"
+}
+
+# ---- events.jsonl: a torn last line is not evidence (and is trimmed).
+rc_read_events() {
+  local LC_ALL=C file="$RC_DIR/events.jsonl" size last line ts e
+  RC_EV_KEEP=0
+  [[ -s $file ]] || return 0
+  size=$(wc -c <"$file" | tr -d ' ')
+  RC_EV_KEEP=$size
+  if [[ $(tail -c 1 -- "$file" | od -An -c | tr -d ' ') != '\n' ]]; then
+    last=$(tail -n 1 -- "$file")
+    RC_EV_KEEP=$((size - ${#last}))
+    RC_EV_TORN=1
+    RC_REPAIRS+=("events.jsonl ends in a torn line (${#last} bytes): trimmed")
+  fi
+  while IFS= read -r line; do
+    if [[ $line =~ \"iteration\":([0-9]+),\"verdict\":\"([A-Z]+)\"$ ]]; then
+      EVV[$((10#${BASH_REMATCH[1]}))]=${BASH_REMATCH[2]}
+    fi
+  done < <(head -c "$RC_EV_KEEP" -- "$file" |
+    grep -aoE '^\{"seq":[0-9]+,"ts":"[^"]*","event":"iteration_end","iteration":[0-9]{1,9},"verdict":"[A-Z]+"' || true)
+  while IFS= read -r line; do
+    ts=${line#*\"ts\":\"}
+    ts=${ts%%\"*}
+    e=$(rc_iso_epoch "$ts")
+    if [[ -n $e ]]; then
+      RC_FIRST_START=$e
+      break
+    fi
+  done < <(head -c "$RC_EV_KEEP" -- "$file" |
+    grep -aoE '^\{"seq":[0-9]+,"ts":"[^"]*","event":"loop_start"' || true)
+}
+
+# ---- progress.md: closed iteration entries, and the runner's torn-tail rule.
+rc_read_progress() {
+  local LC_ALL=C file="$RC_DIR/progress.md" n st tail_info
+  [[ -f $file ]] || return 0
+  while read -r n st; do
+    PGV[$n]=$st
+  done < <(awk '
+    index($0, "## Recovery — ") == 1 { cur = ""; next }
+    index($0, "## Iteration ") == 1 {
+      cur = ""
+      rest = substr($0, 14)
+      if (rest ~ /^[0-9]+ — [A-Z]+$/) {
+        n = rest; sub(/ .*/, "", n)
+        st = rest; sub(/^[0-9]+ — /, "", st)
+        if (length(n) <= 9) cur = (n + 0) " " st
+      }
+      next
+    }
+    /^<!-- orbit:end iteration=[0-9]+ sha256=[0-9a-f]+ -->$/ {
+      h = $0; sub(/^.* sha256=/, "", h); sub(/ -->$/, "", h)
+      if (length(h) == 64) {
+        if (cur != "") { split(cur, a, " "); if (a[2] != "INTERRUPTED") print a[1], a[2] }
+        cur = ""
+      }
+    }' "$file")
+  tail_info=$(awk '
+    { if ($0 ~ /^<!-- orbit:end iteration=[0-9]+ sha256=[0-9a-f]+ -->$/) {
+        h = $0; sub(/^.* sha256=/, "", h); sub(/ -->$/, "", h)
+        if (length(h) == 64) lm = NR
+      }
+      if (index($0, "## Iteration ") == 1 || index($0, "## Recovery ") == 1) { lh = NR; lho = off }
+      off += length($0) + 1
+    }
+    END { if (lh == "") print "clean 0"; else if (lm == "" || lm < lh) print "torn " lho; else print "closed 0" }' "$file")
+  RC_PG_CUT=${tail_info#* }
+  case ${tail_info% *} in
+    torn)
+      RC_PG_TAIL=torn
+      RC_REPAIRS+=("progress.md ends in an unclosed entry (a torn append): trimmed (kept in the backup)")
+      ;;
+    closed)
+      if [[ $(tail -c 1 -- "$file" | od -An -c | tr -d ' ') != '\n' ]]; then
+        RC_PG_TAIL=newline
+      fi
+      ;;
+  esac
+}
+
+# Iterations committed with this loop's trailers whose record (result.env) is gone.
+rc_git_max() {
+  local max=0 line name it
+  while IFS= read -r line; do
+    name=${line%%|*}
+    it=${line#*|}
+    if [[ $name == "$RC_NAME" && $it =~ ^[0-9]{1,9}$ ]]; then
+      it=$((10#$it))
+      if [[ ! -f $(rc_iter_dir "$it")/result.env ]] && ((it > max)); then
+        max=$it
+      fi
+    fi
+  done < <(GIT_OPTIONAL_LOCKS=0 git -C "$RC_REPO" log HEAD --branches \
+    --format='%(trailers:key=Orbit-Loop,valueonly,separator=%x2C)|%(trailers:key=Orbit-Iteration,valueonly,separator=%x2C)' 2>/dev/null || true)
+  printf '%s' "$max"
+}
+
+rc_iter_dir() { printf '%s/iterations/%06d' "$RC_DIR" "$1"; }
+
+rc_ledger_sum() {
+  if [[ ! -f $RC_DIR/cost.ledger ]]; then
+    printf 0
+    return 0
+  fi
+  LC_ALL=C awk -F '\t' '$2 ~ /^[0-9]+$/ && length($2) <= 18 { s += $2 } END { printf "%d", s }' "$RC_DIR/cost.ledger"
+}
+
+# The same mapping as the runner's pin_reason and orbit's pins::violation_reason.
+rc_pin_reason() {
+  local p=$1 t name
+  if [[ $p != */* ]]; then
+    case $p in
+      goal.md) printf goal_drift ;;
+      verify.sh) printf reward_hack ;;
+      *) printf script_tamper ;;
+    esac
+    return 0
+  fi
+  t=$p
+  while [[ $t == ../* ]]; do t=${t#../}; done
+  name=${t##*/}
+  if [[ $t == *".claude/$name" && $name == settings* && $name == *.json ]] || [[ $t == *".codex/config.toml" ]]; then
+    printf permission_hijack
+  else
+    printf reward_hack
+  fi
+}
+
+# ---- pins: --repin-goal, then the first broken pin as the pins will stand.
+RC_BROKEN=
+RC_BROKEN_REASON=
+rc_pins() {
+  local line h p goal_hash='' pinned=0 have
+  RC_PINS_NEW=
+  if ((F_GOAL)); then
+    [[ -f $RC_DIR/goal.md ]] ||
+      orbit_die 2 "$RC_DIR/goal.md is missing: --repin-goal accepts goal.md as it is, so it must exist (orbit recover --restore-pinned puts it back)"
+    goal_hash=$(orbit_sha256_file "$RC_DIR/goal.md")
+  fi
+  if [[ -f $RC_DIR/pins.sha256 ]]; then
+    while IFS= read -r line || [[ -n $line ]]; do
+      if [[ $line == *'  '* ]]; then
+        h=${line%%  *}
+        p=${line#*  }
+        if ((F_GOAL)) && [[ $p == goal.md ]]; then
+          pinned=1
+          if [[ $h != "$goal_hash" ]]; then
+            RC_REPAIRS+=("goal.md re-pinned (--repin-goal): ${h:0:12} → $goal_hash")
+            h=$goal_hash
+          fi
+        fi
+        RC_PINS_NEW+="$h  $p"$'\n'
+      else
+        h=$line p=$line
+        RC_PINS_NEW+="$line"$'\n'
+      fi
+      if [[ -z $p || -n $RC_BROKEN ]]; then
+        continue
+      fi
+      have=missing
+      if [[ -f $RC_DIR/$p ]]; then
+        have=$(orbit_sha256_file "$RC_DIR/$p")
+      fi
+      if [[ $have != "$h" ]]; then
+        RC_BROKEN=$p
+        RC_BROKEN_REASON=$(rc_pin_reason "$p")
+      fi
+    done <"$RC_DIR/pins.sha256"
+  fi
+  if ((F_GOAL)); then
+    if ((pinned)); then
+      if ! printf '%s' "$RC_PINS_NEW" | cmp -s - "$RC_DIR/pins.sha256"; then
+        RC_PINS_WRITE=1
+      fi
+      if ! cmp -s -- "$RC_DIR/goal.md" "$RC_DIR/.pins/goal.md"; then
+        RC_GOAL_COPY=1
+      fi
+    else
+      RC_NOTES+=("goal.md is not pinned yet: the first run pins it")
+    fi
+  fi
+}
+
+# ---- the plan
+rc_plan() {
+  local ev_max=0 pg_max=0 git_max n verdict='' source='' retry=0 done=0 next k f idir
+  local cost status reason started origin ib cv cb_state cb_fails cb_sig cb_opened ran=0 b
+  rc_read_old
+  rc_read_events
+  rc_read_progress
+  for n in "${!EVV[@]}"; do
+    if ((n > ev_max)); then ev_max=$n; fi
+  done
+  for n in "${!PGV[@]}"; do
+    if ((n > pg_max)); then pg_max=$n; fi
+  done
+  git_max=$(rc_git_max)
+  RC_LAST=$ev_max
+  if ((pg_max > RC_LAST)); then RC_LAST=$pg_max; fi
+  if ((git_max > RC_LAST)); then RC_LAST=$git_max; fi
+  if [[ -n ${EVV[$RC_LAST]:-} ]]; then
+    verdict=${EVV[$RC_LAST]} source=events.jsonl
+  elif [[ -n ${PGV[$RC_LAST]:-} ]]; then
+    verdict=${PGV[$RC_LAST]} source=progress.md
+  elif ((RC_LAST > 0)); then
+    source='a commit trailer'
+  fi
+  if ((RC_LAST > 0)) && [[ $verdict == ABORTED || $verdict == BLOCKED ]]; then
+    retry=1
+  fi
+  if ((RC_LAST > 0)) && [[ ${EVV[$RC_LAST]:-} == DONE ]] &&
+    grep -qx 'VERDICT=DONE' -- "$(rc_iter_dir "$RC_LAST")/result.env" 2>/dev/null; then
+    done=1
+  fi
+  if ((RC_LAST == 0)); then
+    next=${O[NEXT_ITERATION]:-1}
+  elif ((retry)); then
+    next=$RC_LAST
+  else
+    next=$((RC_LAST + 1))
+  fi
+  idir=$(rc_iter_dir "$RC_LAST")
+  if ((retry)) && [[ -f $idir/result.env ]]; then
+    k=1
+    while [[ -e $idir/retried.$k ]]; do k=$((k + 1)); done
+    # Everything of the old attempt (files, interrupted.K/), so the rerun starts clean.
+    while IFS= read -r f; do
+      RC_MOVES_FROM+=("$f")
+      RC_MOVES_TO+=("$idir/retried.$k/${f##*/}")
+    done < <(find "$idir" -mindepth 1 -maxdepth 1 ! -name 'retried.*' | LC_ALL=C sort)
+    RC_REPAIRS+=("iteration $RC_LAST ended $verdict: it is retried, its record kept in iterations/$(printf '%06d' "$RC_LAST")/retried.$k/")
+  fi
+  if ((!retry && !done && RC_LAST > 0)) && [[ -f $(rc_iter_dir "$next")/result.env ]]; then
+    RC_NOTES+=("iteration $next was recorded (iterations/$(printf '%06d' "$next")/result.env) but not closed: the next run completes it without running it again")
+  fi
+  rc_pins
+  if ((F_STALL)) && [[ -s $RC_DIR/.action-sig.log ]]; then
+    RC_SIG_CLEAR=1
+    RC_REPAIRS+=("change signatures cleared (--clear-stall); the old ones are in the backup")
+  fi
+  while IFS= read -r f; do
+    RC_MOVES_FROM+=("$f")
+    RC_MOVES_TO+=("BACKUP/${f##*/}")
+    RC_REPAIRS+=("${f##*/}: a leftover of an interrupted write, moved to the backup")
+  done < <(find "$RC_DIR" -mindepth 1 -maxdepth 1 -type f -name '*.tmp.*' | LC_ALL=C sort)
+
+  # ---- the state
+  cost=$(rc_ledger_sum)
+  if ((RC_OLD_OK && !F_RESET)); then
+    cb_state=${O[CB_STATE]} cb_fails=${O[CB_FAILS]} cb_sig=${O[CB_SIG]} cb_opened=${O[CB_OPENED_AT]}
+  else
+    cb_state=CLOSED cb_fails=0 cb_sig='' cb_opened=0
+  fi
+  if ((F_RESET && RC_OLD_OK)) && [[ ${O[CB_STATE]} != CLOSED || ${O[CB_FAILS]} != 0 ]]; then
+    RC_REPAIRS+=("circuit breaker reset to CLOSED (--reset-circuit)")
+  fi
+  if ((RC_LAST > 0)) || [[ -f $RC_DIR/.baseline-commit ]]; then
+    ran=1
+  fi
+  if ((done)); then
+    status=DONE reason=none
+  elif [[ -n $RC_BROKEN ]]; then
+    b=''
+    if [[ $RC_BROKEN == goal.md ]]; then b=-goal; fi
+    RC_NOTES+=("the pin of $RC_BROKEN is still broken ($RC_BROKEN_REASON): review the change, then --repin$b or --restore-pinned")
+    status=ABORTED reason=$RC_BROKEN_REASON
+  elif [[ $cb_state == OPEN ]]; then
+    status=BLOCKED reason=circuit_open
+  elif ((RC_OLD_OK)); then
+    status=CONTINUE reason=none
+    case ${O[LAST_STATUS]} in
+      STALLED)
+        if ((!F_STALL)); then status=STALLED reason=${O[STOP_REASON]}; fi
+        ;;
+      PAUSED) status=PAUSED reason=${O[STOP_REASON]} ;;
+      BLOCKED)
+        if ((!retry)) && [[ ${O[STOP_REASON]} != circuit_open && ${O[STOP_REASON]} != tool_failure ]]; then
+          status=BLOCKED reason=${O[STOP_REASON]}
+        fi
+        ;;
+      READY)
+        if ((RC_LAST == 0)); then status=READY; fi
+        ;;
+      CONTINUE) reason=${O[STOP_REASON]} ;;
+    esac
+  elif ((ran)); then
+    status=CONTINUE reason=none
+  else
+    status=READY reason=none
+  fi
+  if ((RC_OLD_OK)); then
+    started=${O[STARTED_AT]} origin=${O[ORIGIN_BRANCH]} ib=${O[ITER_BRANCH]}
+  else
+    started=${RC_FIRST_START:-0} ib=''
+    # The runner records the starting branch in .origin-branch at the first run.
+    origin=$(cat -- "$RC_DIR/.origin-branch" 2>/dev/null || true)
+    if ! state_check_value ORIGIN_BRANCH "$origin"; then
+      origin=''
+    fi
+    if GIT_OPTIONAL_LOCKS=0 git -C "$RC_REPO" rev-parse --verify -q "refs/heads/orbit/$RC_NAME" >/dev/null 2>&1; then
+      ib="orbit/$RC_NAME"
+    fi
+  fi
+  if ((F_MIGRATE)); then
+    cv=$ORBIT_CONTRACT_VERSION
+    if ((RC_OLD_OK)) && [[ ${O[CONTRACT_VERSION]} != "$cv" ]]; then
+      RC_REPAIRS+=("CONTRACT_VERSION migrated to $cv (--migrate)")
+    fi
+  else
+    cv=${O[CONTRACT_VERSION]:-$RC_LOOP_CV}
+  fi
+  S=()
+  S[CONTRACT_VERSION]=$cv
+  S[GEN]=${O[GEN]:-0}
+  S[NEXT_ITERATION]=$next
+  S[LAST_STATUS]=$status
+  S[STOP_REASON]=$reason
+  S[STARTED_AT]=$started
+  S[LAST_UPDATED_AT]=${O[LAST_UPDATED_AT]:-0}
+  S[ORIGIN_BRANCH]=$origin
+  S[ITER_BRANCH]=$ib
+  S[COST_MICROUSD]=$cost
+  S[CB_STATE]=$cb_state
+  S[CB_FAILS]=$cb_fails
+  S[CB_SIG]=$cb_sig
+  S[CB_OPENED_AT]=$cb_opened
+  S[VERIFY_STREAK]=${O[VERIFY_STREAK]:-0}
+  S[RESUME_AT]=${O[RESUME_AT]:-0}
+  if ((RC_OLD_OK)); then
+    if [[ ${O[NEXT_ITERATION]} != "$next" ]]; then
+      if ((RC_LAST == 0)); then
+        RC_REPAIRS+=("NEXT_ITERATION ${O[NEXT_ITERATION]} → $next (no iteration on record)")
+      else
+        RC_REPAIRS+=("NEXT_ITERATION ${O[NEXT_ITERATION]} → $next ($source: iteration $RC_LAST ended ${verdict:-(committed)})")
+      fi
+    fi
+    if [[ ${O[LAST_STATUS]} != "$status" || ${O[STOP_REASON]} != "$reason" ]]; then
+      RC_REPAIRS+=("LAST_STATUS ${O[LAST_STATUS]} (${O[STOP_REASON]}) → $status ($reason)")
+    fi
+    if [[ ${O[COST_MICROUSD]} != "$cost" ]]; then
+      RC_REPAIRS+=("COST_MICROUSD ${O[COST_MICROUSD]} → $cost (the sum of cost.ledger)")
+    fi
+  fi
+  RC_STATE_WRITE=1
+  if ((RC_OLD_OK && RC_SIDECAR_OK)) && [[ "${RC_OLD_TEXT}x" == "$(
+    state_print
+    printf x
+  )" ]]; then
+    RC_STATE_WRITE=0
+  fi
+  if ((RC_STATE_WRITE)); then
+    b=${O[GEN]:-0}
+    if [[ -n $RC_SIDECAR_GEN ]] && ((RC_SIDECAR_GEN > b)); then
+      b=$RC_SIDECAR_GEN
+    fi
+    S[GEN]=$((b + 1))
+  fi
+}
+
+# Whether the plan changes anything. A progress.md whose last marker only lacks its final
+# newline is no change by itself (the runner adds it); it is mended when recover writes.
+rc_plan_has_changes() {
+  ((RC_STATE_WRITE || RC_PINS_WRITE || RC_GOAL_COPY || RC_SIG_CLEAR || RC_EV_TORN || ${#RC_MOVES_FROM[@]} > 0)) ||
+    [[ $RC_PG_TAIL == torn ]]
+}
+
+rc_resume_hint() {
+  case ${S[LAST_STATUS]} in
+    DONE) printf 'the loop is DONE' ;;
+    ABORTED) printf 'still ABORTED (%s): review the change, then --repin or --restore-pinned' "${S[STOP_REASON]}" ;;
+    *) printf 'the next run resumes at iteration %s (%s)' "${S[NEXT_ITERATION]}" "${S[LAST_STATUS]}" ;;
+  esac
+}
+
+rc_dry_run() {
+  local r i old new
+  printf 'recover.sh --dry-run %s%s: the plan (nothing is written)\n' "$RC_DIR" "${RC_FLAGS[*]:+ ${RC_FLAGS[*]}}"
+  if ! rc_plan_has_changes; then
+    printf 'nothing to repair: state.env agrees with the evidence; %s\n' "$(rc_resume_hint)"
+    return 0
+  fi
+  if ((RC_STATE_WRITE)); then
+    S[LAST_UPDATED_AT]=$(orbit_now)
+    old=$(mktemp "${TMPDIR:-/tmp}/orbit-recover.XXXXXX")
+    new=$(mktemp "${TMPDIR:-/tmp}/orbit-recover.XXXXXX")
+    if [[ -f $RC_DIR/state.env ]]; then
+      cat -- "$RC_DIR/state.env" >"$old"
+    fi
+    state_print >"$new"
+    printf -- '--- state.env\n+++ state.env (recovered)\n'
+    diff -u -- "$old" "$new" | tail -n +3 | grep -v '^@@' || true
+    rm -f -- "$old" "$new"
+  fi
+  for r in "${RC_REPAIRS[@]}"; do printf 'repair: %s\n' "$r"; done
+  if ((RC_PINS_WRITE)); then printf 'write: pins.sha256 (the old copy to backups/)\n'; fi
+  if ((RC_GOAL_COPY)); then printf 'write: .pins/goal.md (the old copy to backups/)\n'; fi
+  if ((RC_SIG_CLEAR)); then printf 'write: .action-sig.log (the old copy to backups/)\n'; fi
+  for i in "${!RC_MOVES_FROM[@]}"; do
+    printf 'move: %s → %s\n' "${RC_MOVES_FROM[i]#"$RC_DIR"/}" "${RC_MOVES_TO[i]#"$RC_DIR"/}"
+  done
+  for r in "${RC_NOTES[@]}"; do printf 'note: %s\n' "$r"; done
+  printf 'append: a ## Recovery entry to progress.md and a recovery event to events.jsonl\n'
+}
+
+# ---- apply: backups, moves, flag writes, progress, events, then the checkpoint.
+rc_backup() {
+  local src=$1 bdir=$2 rel
+  [[ -f $src ]] || return 0
+  rel=${src#"$RC_DIR"/}
+  mkdir -p -- "$(dirname -- "$bdir/$rel")"
+  cp -p -- "$src" "$bdir/$rel.tmp.$$"
+  mv -f -- "$bdir/$rel.tmp.$$" "$bdir/$rel"
+}
+
+rc_apply() {
+  local now stamp bdir brel k f i dest text tmp iter r flags_text
+  now=$(orbit_now)
+  stamp=$(TZ=UTC0 printf '%(%Y%m%dT%H%M%SZ)T' "$now")
+  bdir="$RC_DIR/backups/$stamp"
+  k=2
+  while [[ -e $bdir ]]; do
+    bdir="$RC_DIR/backups/$stamp-$k"
+    k=$((k + 1))
+  done
+  brel=${bdir#"$RC_DIR"/}
+  mkdir -p -- "$bdir"
+  if ((RC_PINS_WRITE)); then rc_backup "$RC_DIR/pins.sha256" "$bdir"; fi
+  if ((RC_GOAL_COPY)); then rc_backup "$RC_DIR/.pins/goal.md" "$bdir"; fi
+  if ((RC_SIG_CLEAR)); then rc_backup "$RC_DIR/.action-sig.log" "$bdir"; fi
+  rc_backup "$RC_DIR/progress.md" "$bdir"
+  rc_backup "$RC_DIR/events.jsonl" "$bdir"
+  if ((RC_STATE_WRITE)); then
+    rc_backup "$RC_DIR/state.env" "$bdir"
+    rc_backup "$RC_DIR/state.env.sha256" "$bdir"
+  fi
+  for i in "${!RC_MOVES_FROM[@]}"; do
+    dest=${RC_MOVES_TO[i]}
+    if [[ $dest == BACKUP/* ]]; then
+      dest="$bdir/${dest#BACKUP/}"
+    fi
+    mkdir -p -- "$(dirname -- "$dest")"
+    mv -- "${RC_MOVES_FROM[i]}" "$dest" || orbit_die 1 "cannot move ${RC_MOVES_FROM[i]} to $dest"
+  done
+  if ((RC_PINS_WRITE)); then
+    orbit_write_file "$RC_DIR/pins.sha256" "$RC_PINS_NEW" || orbit_die 1 "cannot write pins.sha256"
+  fi
+  if ((RC_GOAL_COPY)); then
+    mkdir -p -- "$RC_DIR/.pins"
+    cp -- "$RC_DIR/goal.md" "$RC_DIR/.pins/.goal.md.tmp.$$"
+    mv -f -- "$RC_DIR/.pins/.goal.md.tmp.$$" "$RC_DIR/.pins/goal.md"
+  fi
+  if ((RC_SIG_CLEAR)); then
+    orbit_write_file "$RC_DIR/.action-sig.log" '' || orbit_die 1 "cannot write .action-sig.log"
+  fi
+  # progress.md: the torn tail trimmed, the Recovery entry appended; one atomic rename.
+  tmp="$RC_DIR/.progress.md.tmp.$$"
+  : >"$tmp"
+  if [[ -f $RC_DIR/progress.md ]]; then
+    if [[ $RC_PG_TAIL == torn ]]; then
+      head -c "$RC_PG_CUT" -- "$RC_DIR/progress.md" >"$tmp"
+    else
+      cat -- "$RC_DIR/progress.md" >"$tmp"
+    fi
+    if [[ $RC_PG_TAIL == newline ]]; then
+      printf '\n' >>"$tmp"
+    fi
+  fi
+  PG_FILE=$tmp
+  PG_PREV=0000000000000000000000000000000000000000000000000000000000000000
+  f=$(grep -a -E '^<!-- orbit:end iteration=[0-9]+ sha256=[0-9a-f]{64} -->$' -- "$tmp" | tail -n 1 || true)
+  if [[ $f =~ sha256=([0-9a-f]{64}) ]]; then
+    PG_PREV=${BASH_REMATCH[1]}
+  fi
+  iter=$((S[NEXT_ITERATION] > 0 ? S[NEXT_ITERATION] - 1 : 0))
+  flags_text=${RC_FLAGS[*]:-}
+  text="## Recovery — $(orbit_iso "$now")"$'\n'
+  text+="- by: recover.sh${flags_text:+ $flags_text}"$'\n'
+  text+="- evidence: last completed iteration $RC_LAST"$'\n'
+  text+="- repaired:"$'\n'
+  for r in "${RC_REPAIRS[@]}"; do
+    text+="  - $(printf '%s' "$r" | tr -d '\000-\037\177')"$'\n'
+  done
+  text+="- state: NEXT_ITERATION=${S[NEXT_ITERATION]} LAST_STATUS=${S[LAST_STATUS]} STOP_REASON=${S[STOP_REASON]} GEN=${S[GEN]}"$'\n'
+  text+="- backups: $brel/"$'\n'
+  progress_append "$iter" "$text"
+  mv -f -- "$tmp" "$RC_DIR/progress.md"
+  # events.jsonl: the torn line trimmed, the recovery event appended; one atomic rename.
+  tmp="$RC_DIR/.events.jsonl.tmp.$$"
+  : >"$tmp"
+  if [[ -f $RC_DIR/events.jsonl ]]; then
+    head -c "$RC_EV_KEEP" -- "$RC_DIR/events.jsonl" >"$tmp"
+  fi
+  EV_SEQ=0
+  EV_PREV=0000000000000000000000000000000000000000000000000000000000000000
+  events_open "$tmp"
+  orbit_event recovery "$iter" by recover.sh flags "${flags_text:-none}" repairs "${#RC_REPAIRS[@]}" \
+    next_iteration "${S[NEXT_ITERATION]}" status "${S[LAST_STATUS]}" reason "${S[STOP_REASON]}" \
+    gen "${S[GEN]}" backup "$brel"
+  mv -f -- "$tmp" "$RC_DIR/events.jsonl"
+  # The checkpoint, last.
+  if ((RC_STATE_WRITE)); then
+    S[LAST_UPDATED_AT]=$now
+    text=$(
+      state_print
+      printf x
+    )
+    text=${text%x}
+    orbit_write_file "$RC_DIR/state.env" "$text" ||
+      orbit_die 1 "cannot write state.env (disk full or read-only?): the backup is in $brel"
+    orbit_write_file "$RC_DIR/state.env.sha256" "$(state_sidecar_text "$text" "${S[GEN]}")" ||
+      orbit_die 1 "cannot write state.env.sha256: run recover.sh again once the disk has room"
+  fi
+  printf 'recover.sh: recovered %s\n' "$RC_DIR"
+  for r in "${RC_REPAIRS[@]}"; do printf '  - %s\n' "$r"; done
+  for r in "${RC_NOTES[@]}"; do printf '  note: %s\n' "$r"; done
+  printf '  backups: %s\n  %s\n' "$brel" "$(rc_resume_hint)"
+}
 
 main() {
-  orbit_settings
+  local r
+  # The runner's torn-checkpoint flag (state.sh) is not used here: recover reports a torn
+  # checkpoint among its repairs.
   : "$ORBIT_TORN_REPAIRED"
-  printf 'recover.sh: standalone repair is not available in this build of orbit\n' >&2
-  exit 2
+  orbit_settings
+  rc_args "$@"
+  rc_locate
+  orbit_sha_detect
+  if rc_lock_held; then
+    orbit_die 20 "$RC_HOLDER: recover.sh refuses to change a running loop. Stop the runner (or let it finish), then run it again."
+  fi
+  rc_plan
+  if ((F_DRY)); then
+    rc_dry_run
+    exit 0
+  fi
+  if ! rc_plan_has_changes; then
+    printf 'recover.sh: nothing to repair in %s: state.env agrees with the evidence; %s\n' "$RC_DIR" "$(rc_resume_hint)"
+    for r in "${RC_NOTES[@]}"; do printf '  note: %s\n' "$r"; done
+    exit 0
+  fi
+  rc_apply
+  exit 0
 }
 
 main "$@"

@@ -866,6 +866,10 @@ commit_iteration() {
   fi
   existing=$(git_q log -n 50 --format='%H %(trailers:key=Orbit-Loop,valueonly,separator=%x2C)|%(trailers:key=Orbit-Iteration,valueonly,separator=%x2C)' 2>/dev/null |
     awk -v l="$LOOP_NAME" -v i="$n" '{ split($2, a, "|"); if (a[1] == l && a[2] == i) { print $1; exit } }')
+  # A commit of an earlier attempt that recover set aside (retried.K/) is not this one.
+  if [[ -n $existing ]] && grep -qxF -- "$existing" "$dir"/retried.*/commit.txt 2>/dev/null; then
+    existing=''
+  fi
   if [[ -n $existing ]]; then
     orbit_log "iteration $n is already committed ($existing): not committing again"
     printf '%s\n' "$existing" >"$dir/commit.txt"
@@ -1213,7 +1217,13 @@ finalize() {
   if [[ ${R[VERDICT]} != ABORTED ]]; then
     sig_record "$n" "${R[TREE_AFTER]}"
   fi
-  if ! grep -q "^## Iteration $n — ${R[VERDICT]}\$" -- "$PG_FILE" 2>/dev/null || ! progress_has "$n"; then
+  # One final entry per attempt of the iteration: the earlier ones recover set aside
+  # (retried.K/) have theirs already.
+  local retried entries
+  retried=$(find "$dir" -maxdepth 1 -name 'retried.*' -type d 2>/dev/null | wc -l | tr -d ' ')
+  entries=$(grep -c "^## Iteration $n — " -- "$PG_FILE" 2>/dev/null || true)
+  entries=$((entries - $(grep -c "^## Iteration $n — INTERRUPTED\$" -- "$PG_FILE" 2>/dev/null || true)))
+  if ((entries < retried + 1)) || ! progress_has "$n"; then
     changed_list=$(tree_changes "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" | tr '\0' '\n' | head -n 20 | orbit_clean_text | paste -sd ' ' -)
     cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") (${R[COST_KIND]:-unknown})"
     if [[ ${R[COST_KIND]:-} == partial ]]; then

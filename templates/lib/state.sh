@@ -199,7 +199,8 @@ EV_FILE=
 
 # events_open FILE: find the chain's end; a torn last line (no newline) is trimmed.
 events_open() {
-  local file=$1 last size keep
+  # Byte lengths, not characters: the torn line may hold multibyte UTF-8.
+  local LC_ALL=C file=$1 last size keep
   EV_FILE=$file
   [[ -s $file ]] || return 0
   if [[ $(tail -c 1 -- "$file" | od -An -c | tr -d ' ') != '\n' ]]; then
@@ -256,7 +257,7 @@ progress_open() {
   local file=$1 heading_at marker_line heading_line offset
   PG_FILE=$file
   [[ -f $file ]] || return 0
-  marker_line=$(grep -an '^<!-- orbit:end iteration=[0-9]* sha256=[0-9a-f]\{64\} -->$' -- "$file" | tail -n 1 || true)
+  marker_line=$(grep -an '^<!-- orbit:end iteration=[0-9]\{1,\} sha256=[0-9a-f]\{64\} -->$' -- "$file" | tail -n 1 || true)
   heading_at=$(grep -abn '^## \(Iteration\|Recovery\) ' -- "$file" | tail -n 1 || true)
   if [[ -n $heading_at ]]; then
     heading_line=${heading_at%%:*}

@@ -1,1 +1,960 @@
-//! Integration tests: recover.
+//! Integration tests: recover. Each test damages a real loop (run by its real runner with a
+//! fake agent), repairs it with `orbit recover` and with the loop's own `recover.sh`, and
+//! checks that both agree, that the runner accepts the result and resumes at the right
+//! iteration, that a second recovery changes nothing, and that nothing was lost.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use orbit::state::{Sidecar, State};
+use sha2::{Digest, Sha256};
+
+use crate::support::{Repo, assert_code, assert_ok, assert_script_clean, run_bounded, text};
+
+/// A fake agent: appends a line to work.txt (so every iteration changes the tree) and
+/// reports a cost; `fail` in the bin directory makes it fail, `idle` makes it change
+/// nothing, `edit-goal` makes it edit goal.md, `edit-protected` a protected file.
+const AGENT: &str = r#"
+BIN=$(dirname -- "$0")
+if [[ -f $BIN/fail ]]; then echo "agent failure"; exit 1; fi
+echo 0.01 >"$ORBIT_COST_FILE"
+if [[ -f $BIN/edit-goal ]]; then echo "agent was here" >>"$ORBIT_LOOP_DIR/goal.md"; fi
+if [[ -f $BIN/edit-protected ]]; then echo "weakened" >>tests/guard.txt; fi
+if [[ -f $BIN/idle ]]; then exit 0; fi
+if [[ -f $BIN/finish ]]; then echo "every criterion holds" >"$ORBIT_LOOP_DIR/done.md"; fi
+echo "iteration $ORBIT_ITERATION attempt $ORBIT_ATTEMPT" >>work.txt
+"#;
+
+struct Loop {
+    repo: Repo,
+    dir: PathBuf,
+}
+
+impl Loop {
+    /// A loop that has run `ticks` iterations (the check never passes).
+    fn new(ticks: u32, extra: &[&str]) -> Loop {
+        Loop::with_check(
+            ticks,
+            "tail -n 1 work.txt 2>/dev/null | tr 0-9 a-j; exit 1",
+            extra,
+        )
+    }
+
+    /// A loop with its own check (the default one never passes).
+    fn with_check(ticks: u32, check: &str, extra: &[&str]) -> Loop {
+        let repo = Repo::new();
+        repo.write("tests/guard.txt", "guard\n");
+        repo.git(&["add", "tests/guard.txt"]);
+        repo.git(&["commit", "-q", "-m", "guard"]);
+        let agent = repo.agent("agent", AGENT);
+        let dir = repo.init_loop(&agent, &[check], extra);
+        let lp = Loop { repo, dir };
+        for i in 0..ticks {
+            let out = lp.tick(&[]);
+            assert_code(&out, 10, &format!("tick {}", i + 1));
+        }
+        lp
+    }
+
+    fn tick(&self, env: &[(&str, &str)]) -> Output {
+        self.repo.run_loop(&self.dir, &["--once"], env)
+    }
+
+    fn mode(&self, name: &str, on: bool) {
+        let p = self.repo.bin.path().join(name);
+        if on {
+            fs::write(p, "").unwrap();
+        } else {
+            let _ = fs::remove_file(p);
+        }
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn state_text(&self) -> String {
+        fs::read_to_string(self.file("state.env")).unwrap()
+    }
+
+    fn orbit_recover(&self, flags: &[&str]) -> Output {
+        let mut args = vec!["recover"];
+        args.extend_from_slice(flags);
+        let d = self.dir.display().to_string();
+        args.push(&d);
+        self.repo.orbit(&args)
+    }
+
+    fn bash_recover(&self, flags: &[&str]) -> Output {
+        let mut cmd = Command::new("bash");
+        cmd.arg(self.file("recover.sh"))
+            .args(flags)
+            .current_dir(std::env::temp_dir())
+            .env("PATH", self.repo.path_env());
+        run_bounded(cmd, Duration::from_secs(60))
+    }
+
+    /// A full copy of the repository (and so of the loop), for a second repair.
+    fn copy(&self) -> Loop {
+        let repo = Repo {
+            dir: tempfile::Builder::new()
+                .prefix("orbit-it-")
+                .tempdir()
+                .unwrap(),
+            bin: tempfile::Builder::new()
+                .prefix("orbit-bin-")
+                .tempdir()
+                .unwrap(),
+        };
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", self.repo.path().display()))
+            .arg(repo.path())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", self.repo.bin.path().display()))
+            .arg(repo.bin.path())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let rel = self
+            .dir
+            .strip_prefix(self.repo.path())
+            .unwrap()
+            .to_path_buf();
+        let dir = repo.path().join(rel);
+        Loop { repo, dir }
+    }
+
+    /// The state is one the runner accepts: it parses, and the sidecar seals it.
+    fn assert_sealed(&self) -> State {
+        let text = self.state_text();
+        let state = State::parse(text.as_bytes())
+            .unwrap_or_else(|e| panic!("state.env does not parse after recovery: {e:?}\n{text}"));
+        let sidecar = Sidecar::parse(&fs::read(self.file("state.env.sha256")).unwrap()).unwrap();
+        assert_eq!(sidecar, Sidecar::for_state(&text, state.generation));
+        // The same check `sha256sum -c` makes.
+        let out = Command::new("sha256sum")
+            .arg("-c")
+            .arg("--status")
+            .arg("state.env.sha256")
+            .current_dir(&self.dir)
+            .output();
+        if let Ok(out) = out {
+            assert!(out.status.success(), "sha256sum -c fails on the sidecar");
+        }
+        state
+    }
+
+    /// The journal and progress chains verify.
+    fn assert_chains(&self) {
+        let j = orbit::events::read(&fs::read(self.file("events.jsonl")).unwrap());
+        assert_eq!(j.error, None, "events.jsonl chain broken");
+        let p = orbit::progress::parse(&fs::read(self.file("progress.md")).unwrap());
+        assert!(p.first_broken().is_none(), "progress.md chain broken");
+        assert_eq!(p.torn_tail_line, None);
+    }
+
+    /// sha256 over every path, mode and content under the loop directory.
+    fn tree_hash(&self) -> String {
+        let mut h = Sha256::new();
+        let mut entries: Vec<PathBuf> = walkdir::WalkDir::new(&self.dir)
+            .into_iter()
+            .map(|e| e.unwrap().path().to_path_buf())
+            .collect();
+        entries.sort();
+        for p in entries {
+            use std::os::unix::fs::PermissionsExt;
+            let meta = fs::symlink_metadata(&p).unwrap();
+            h.update(
+                p.strip_prefix(&self.dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .as_bytes(),
+            );
+            h.update(meta.permissions().mode().to_le_bytes());
+            if meta.is_file() {
+                h.update(fs::read(&p).unwrap());
+            }
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn no_canary(&self) {
+        for base in [self.repo.path(), self.dir.as_path(), &std::env::temp_dir()] {
+            assert!(
+                !base.join("CANARY").exists(),
+                "CANARY in {}",
+                base.display()
+            );
+        }
+    }
+
+    fn result_iteration(&self, n: u64) -> String {
+        fs::read_to_string(self.dir.join(format!("iterations/{n:06}/result.env")))
+            .unwrap_or_default()
+    }
+}
+
+fn without_updated(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.starts_with("LAST_UPDATED_AT="))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn replace_in(path: &Path, from: &str, to: &str) {
+    let t = fs::read_to_string(path).unwrap();
+    assert!(t.contains(from), "{from:?} not in {}", path.display());
+    fs::write(path, t.replacen(from, to, 1)).unwrap();
+}
+
+/// Recovers `lp` with orbit and a copy with recover.sh; both must agree and be sealed,
+/// a second run of each must change nothing, and the state is returned.
+fn recover_both(lp: &Loop, flags: &[&str]) -> State {
+    let twin = lp.copy();
+    let out = lp.orbit_recover(flags);
+    assert_ok(&out, "orbit recover");
+    let out_sh = twin.bash_recover(flags);
+    assert_ok(&out_sh, "recover.sh");
+    let rust = lp.assert_sealed();
+    twin.assert_sealed();
+    // What changed and why is on record, in progress.md and in the journal.
+    for (l, by, o) in [(lp, "orbit recover", &out), (&twin, "recover.sh", &out_sh)] {
+        if String::from_utf8_lossy(&o.stdout).contains("nothing to repair") {
+            continue;
+        }
+        let pg = fs::read_to_string(l.file("progress.md")).unwrap();
+        let entry = &pg[pg.rfind("## Recovery — ").expect("a Recovery entry")..];
+        assert!(entry.contains(&format!("- by: {by}")), "{entry}");
+        assert!(entry.contains("<!-- orbit:end iteration="), "{entry}");
+        let ev = fs::read_to_string(l.file("events.jsonl")).unwrap();
+        let last = ev.lines().last().unwrap();
+        assert!(last.contains("\"event\":\"recovery\""), "{last}");
+        assert!(last.contains(&format!("\"by\":\"{by}\"")), "{last}");
+    }
+    assert_eq!(
+        without_updated(&lp.state_text()),
+        without_updated(&twin.state_text()),
+        "orbit recover and recover.sh disagree\n{}\n{}",
+        text(&out),
+        text(&out_sh)
+    );
+    lp.assert_chains();
+    twin.assert_chains();
+    // A second recovery is a no-op, for both.
+    for (l, bash) in [(lp, false), (&twin, true)] {
+        let before = l.tree_hash();
+        let again = if bash {
+            l.bash_recover(flags)
+        } else {
+            l.orbit_recover(flags)
+        };
+        assert_ok(&again, "second recovery");
+        assert!(
+            String::from_utf8_lossy(&again.stdout).contains("nothing to repair"),
+            "second recovery was not a no-op\n{}",
+            text(&again)
+        );
+        assert_eq!(before, l.tree_hash(), "the second recovery changed files");
+    }
+    lp.no_canary();
+    twin.no_canary();
+    rust
+}
+
+/// A damage to state.env alone: recover, then the runner resumes at iteration 3.
+fn state_damage(refusal: i32, damage: impl Fn(&Path)) {
+    let lp = Loop::new(2, &[]);
+    damage(&lp.file("state.env"));
+    let out = lp.tick(&[]);
+    assert_code(&out, refusal, "the runner refuses a damaged state");
+    let s = recover_both(&lp, &[]);
+    assert_eq!(s.next_iteration, 3);
+    assert_eq!(s.last_status, "CONTINUE");
+    assert_eq!(s.cost_microusd, 20_000);
+    assert_eq!(s.iter_branch, "orbit/test-goal");
+    assert!(s.started_at > 0);
+    let out = lp.tick(&[]);
+    assert_code(&out, 10, "the runner resumes after recovery");
+    assert!(lp.result_iteration(3).contains("ITERATION=3\n"));
+    assert_eq!(lp.assert_sealed().next_iteration, 4);
+    lp.no_canary();
+}
+
+#[test]
+fn recover_truncated_state() {
+    state_damage(4, |p| {
+        let t = fs::read(p).unwrap();
+        fs::write(p, &t[..t.len() / 2]).unwrap();
+    });
+}
+
+#[test]
+fn recover_hostile_values_never_run() {
+    state_damage(4, |p| {
+        let t = fs::read_to_string(p).unwrap();
+        let t = t
+            .lines()
+            .map(|l| {
+                if l.starts_with("NEXT_ITERATION=") {
+                    "NEXT_ITERATION=x[$(touch CANARY)]".to_string()
+                } else if l.starts_with("CB_FAILS=") {
+                    "CB_FAILS=$(touch CANARY)".to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .map(|l| format!("{l}\n"))
+            .collect::<String>();
+        fs::write(p, t).unwrap();
+    });
+}
+
+#[test]
+fn recover_duplicate_keys() {
+    state_damage(4, |p| {
+        let t = fs::read_to_string(p).unwrap();
+        fs::write(p, format!("{t}NEXT_ITERATION=99\n")).unwrap();
+    });
+}
+
+#[test]
+fn recover_crlf() {
+    state_damage(4, |p| {
+        let t = fs::read_to_string(p).unwrap();
+        fs::write(p, t.replace('\n', "\r\n")).unwrap();
+    });
+}
+
+#[test]
+fn recover_deleted_state() {
+    // The runner's preflight names the missing file (exit 2).
+    state_damage(2, |p| fs::remove_file(p).unwrap());
+}
+
+#[test]
+fn recover_deleted_sidecar() {
+    let lp = Loop::new(2, &[]);
+    let before = lp.state_text();
+    fs::remove_file(lp.file("state.env.sha256")).unwrap();
+    assert_code(
+        &lp.tick(&[]),
+        2,
+        "the runner's preflight refuses a missing sidecar",
+    );
+    let s = recover_both(&lp, &[]);
+    // Every key kept but GEN and the time: the state was intact.
+    let old = State::parse(before.as_bytes()).unwrap();
+    assert_eq!(s.generation, old.generation + 1);
+    assert_eq!(
+        State {
+            generation: old.generation,
+            last_updated_at: old.last_updated_at,
+            ..s.clone()
+        },
+        old
+    );
+    let backups: Vec<_> = fs::read_dir(lp.file("backups")).unwrap().collect();
+    assert_eq!(backups.len(), 1);
+    assert_code(&lp.tick(&[]), 10, "resume");
+    assert!(lp.result_iteration(3).contains("ITERATION=3\n"));
+}
+
+#[test]
+fn recover_torn_checkpoint_and_hand_edit() {
+    let lp = Loop::new(2, &[]);
+    let out = lp.tick(&[("ORBIT_FAULT", "after_state_before_sidecar")]);
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+    }
+    // A hand edit on top: the sidecar no longer matches at all.
+    replace_in(
+        &lp.file("state.env"),
+        "NEXT_ITERATION=4",
+        "NEXT_ITERATION=9",
+    );
+    let s = recover_both(&lp, &[]);
+    assert_eq!(s.next_iteration, 4, "the evidence wins over a hand edit");
+    assert_code(&lp.tick(&[]), 10, "resume");
+    assert!(lp.result_iteration(4).contains("ITERATION=4\n"));
+    assert_eq!(lp.assert_sealed().next_iteration, 5);
+}
+
+#[test]
+fn recover_torn_journal_and_progress_tails() {
+    let lp = Loop::new(2, &[]);
+    let ev = lp.file("events.jsonl");
+    let mut t = fs::read(&ev).unwrap();
+    t.extend_from_slice(b"{\"seq\":99,\"ts\":\"2026-");
+    fs::write(&ev, t).unwrap();
+    let pg = lp.file("progress.md");
+    let mut t = fs::read(&pg).unwrap();
+    t.extend_from_slice("## Iteration 3 — DONE\n- torn".as_bytes());
+    fs::write(&pg, t).unwrap();
+    let s = recover_both(&lp, &[]);
+    assert_eq!(s.next_iteration, 3);
+    assert_eq!(s.last_status, "CONTINUE", "a torn entry is never DONE");
+    let backups = lp.file("backups");
+    let b = fs::read_dir(&backups)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(
+        fs::read_to_string(b.join("progress.md"))
+            .unwrap()
+            .ends_with("- torn")
+    );
+    assert_code(&lp.tick(&[]), 10, "resume");
+}
+
+#[test]
+fn recover_never_infers_done_from_text() {
+    let lp = Loop::new(2, &[]);
+    // A claim in free text and a forged heading without an iteration_end event.
+    fs::write(
+        lp.file("notes.md"),
+        "LAST_STATUS=DONE\nthe goal is not completed\n",
+    )
+    .unwrap();
+    let pg = lp.file("progress.md");
+    let mut t = fs::read_to_string(&pg).unwrap();
+    let prev = orbit::progress::parse(t.as_bytes()).last_hash();
+    let (entry, _) = orbit::progress::close_entry(
+        &prev,
+        2,
+        "## Iteration 2 — DONE\n- decision: the goal is not completed\n",
+    );
+    t.push_str(&entry);
+    fs::write(&pg, t).unwrap();
+    replace_in(
+        &lp.file("state.env"),
+        "LAST_STATUS=CONTINUE",
+        "LAST_STATUS=DONE",
+    );
+    let s = recover_both(&lp, &[]);
+    assert_eq!(s.last_status, "CONTINUE");
+    assert_eq!(s.next_iteration, 3);
+}
+
+#[test]
+fn recover_open_circuit_retries_the_blocked_iteration() {
+    let lp = Loop::new(2, &[]);
+    lp.mode("fail", true);
+    let out = lp.tick(&[("CB_THRESHOLD", "1"), ("RETRY_LIMIT", "1")]);
+    assert_code(&out, 14, "circuit opens");
+    let before = lp.assert_sealed();
+    assert_eq!(
+        (before.last_status.as_str(), before.cb_state.as_str()),
+        ("BLOCKED", "OPEN")
+    );
+    assert_eq!(before.next_iteration, 4);
+    lp.mode("fail", false);
+    // Without --reset-circuit the circuit stays open: the loop stays BLOCKED, but the
+    // blocked iteration is scheduled again.
+    let twin = lp.copy();
+    let s = recover_both(&twin, &[]);
+    assert_eq!(
+        (
+            s.last_status.as_str(),
+            s.cb_state.as_str(),
+            s.next_iteration
+        ),
+        ("BLOCKED", "OPEN", 3)
+    );
+    let s = recover_both(&lp, &["--reset-circuit"]);
+    assert_eq!(
+        (s.last_status.as_str(), s.cb_state.as_str(), s.cb_fails),
+        ("CONTINUE", "CLOSED", 0)
+    );
+    assert_eq!(
+        s.next_iteration, 3,
+        "a BLOCKED iteration is retried, not skipped"
+    );
+    let kept = lp.file("iterations/000003/retried.1/result.env");
+    assert!(
+        fs::read_to_string(kept)
+            .unwrap()
+            .contains("VERDICT=BLOCKED")
+    );
+    assert_code(&lp.tick(&[]), 10, "resume");
+    assert!(lp.result_iteration(3).contains("VERDICT=CONTINUE"));
+    assert_eq!(lp.assert_sealed().next_iteration, 4);
+}
+
+#[test]
+fn recover_stall_needs_clear_stall() {
+    let lp = Loop::new(2, &[]);
+    lp.mode("idle", true);
+    assert_code(&lp.tick(&[]), 10, "iteration 3, no change");
+    assert_code(&lp.tick(&[]), 15, "iteration 4 stalls");
+    assert_eq!(lp.assert_sealed().last_status, "STALLED");
+    lp.mode("idle", false);
+    // Without the flag nothing changes: STALLED is the truth.
+    let out = lp.orbit_recover(&[]);
+    assert_ok(&out, "recover");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to repair"));
+    let s = recover_both(&lp, &["--clear-stall"]);
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("CONTINUE", 5));
+    assert_eq!(fs::read(lp.file(".action-sig.log")).unwrap(), b"");
+    let b = fs::read_dir(lp.file("backups"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(
+        fs::read_to_string(b.join(".action-sig.log"))
+            .unwrap()
+            .lines()
+            .count(),
+        4
+    );
+    assert_code(&lp.tick(&[]), 10, "resume");
+    assert!(lp.result_iteration(5).contains("ITERATION=5\n"));
+}
+
+#[test]
+fn recover_goal_edit_then_repin_goal() {
+    let lp = Loop::new(2, &[]);
+    let goal = lp.file("goal.md");
+    fs::write(
+        &goal,
+        format!(
+            "{}\nA clarified criterion.\n",
+            fs::read_to_string(&goal).unwrap()
+        ),
+    )
+    .unwrap();
+    assert_code(&lp.tick(&[]), 3, "goal drift stops the runner");
+    // Without the flag the pin stays broken: the truth is ABORTED.
+    let twin = lp.copy();
+    let s = recover_both(&twin, &[]);
+    assert_eq!(
+        (s.last_status.as_str(), s.stop_reason.as_str()),
+        ("ABORTED", "goal_drift")
+    );
+    let s = recover_both(&lp, &["--repin-goal"]);
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("CONTINUE", 3));
+    assert_eq!(
+        fs::read(&goal).unwrap(),
+        fs::read(lp.file(".pins/goal.md")).unwrap()
+    );
+    assert_code(&lp.tick(&[]), 10, "resume after the re-pin");
+    assert!(lp.result_iteration(3).contains("ITERATION=3\n"));
+}
+
+#[test]
+fn recover_goal_drift_mid_iteration_retries_it() {
+    let lp = Loop::new(2, &[]);
+    lp.mode("edit-goal", true);
+    assert_code(&lp.tick(&[]), 3, "the agent edited goal.md");
+    lp.mode("edit-goal", false);
+    let s = recover_both(&lp, &["--repin-goal"]);
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("CONTINUE", 3));
+    assert!(lp.file("iterations/000003/retried.1/result.env").is_file());
+    assert_code(&lp.tick(&[]), 10, "the aborted iteration reruns");
+    assert!(lp.result_iteration(3).contains("VERDICT=CONTINUE"));
+}
+
+#[test]
+fn recover_restore_pinned_puts_files_back() {
+    let lp = Loop::new(2, &["--protect", "tests/*.txt"]);
+    lp.mode("edit-protected", true);
+    assert_code(&lp.tick(&[]), 3, "a protected file changed");
+    lp.mode("edit-protected", false);
+    let v = fs::read_to_string(lp.file("verify.sh")).unwrap();
+    fs::write(lp.file("verify.sh"), format!("{v}\nexit 0\n")).unwrap();
+    let out = lp.orbit_recover(&["--restore-pinned"]);
+    assert_ok(&out, "restore");
+    assert_eq!(lp.repo.read("tests/guard.txt"), "guard\n");
+    assert_eq!(
+        fs::read(lp.file("verify.sh")).unwrap(),
+        fs::read(lp.file(".pins/verify.sh")).unwrap()
+    );
+    let s = lp.assert_sealed();
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("CONTINUE", 3));
+    let again = lp.orbit_recover(&["--restore-pinned"]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to repair"));
+    assert_code(&lp.tick(&[]), 10, "resume");
+    assert!(lp.result_iteration(3).contains("VERDICT=CONTINUE"));
+}
+
+#[test]
+fn recover_repin_accepts_every_pin() {
+    let lp = Loop::new(1, &["--protect", "tests/*.txt"]);
+    lp.repo.write("tests/guard.txt", "guard, reviewed\n");
+    fs::write(
+        lp.file("notify.sh"),
+        format!(
+            "{}\n# reviewed\n",
+            fs::read_to_string(lp.file("notify.sh")).unwrap()
+        ),
+    )
+    .unwrap();
+    assert_code(&lp.tick(&[]), 3, "pins broken");
+    let out = lp.orbit_recover(&["--repin"]);
+    assert_ok(&out, "repin");
+    assert_eq!(
+        fs::read(lp.file("notify.sh")).unwrap(),
+        fs::read(lp.file(".pins/notify.sh")).unwrap()
+    );
+    assert_eq!(lp.assert_sealed().last_status, "CONTINUE");
+    assert_code(&lp.tick(&[]), 10, "resume");
+}
+
+#[test]
+fn recover_migrate_sets_the_contract_version() {
+    let lp = Loop::new(1, &[]);
+    replace_in(
+        &lp.file("state.env"),
+        "CONTRACT_VERSION=1.0.0",
+        "CONTRACT_VERSION=0.9.0",
+    );
+    let twin = lp.copy();
+    let s = recover_both(&twin, &[]);
+    assert_eq!(s.contract_version, "0.9.0", "kept without --migrate");
+    let s = recover_both(&lp, &["--migrate"]);
+    assert_eq!(s.contract_version, orbit::config::CONTRACT_VERSION);
+}
+
+#[test]
+fn recover_dry_run_writes_nothing() {
+    let lp = Loop::new(2, &[]);
+    replace_in(
+        &lp.file("state.env"),
+        "NEXT_ITERATION=3",
+        "NEXT_ITERATION=x",
+    );
+    fs::write(lp.file(".action-sig.log"), "1\tabc\n").unwrap();
+    let before = lp.tree_hash();
+    let out = lp.orbit_recover(&[
+        "--dry-run",
+        "--clear-stall",
+        "--reset-circuit",
+        "--repin-goal",
+    ]);
+    assert_ok(&out, "dry run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("-NEXT_ITERATION=x\n"), "{stdout}");
+    assert!(stdout.contains("+NEXT_ITERATION=3\n"), "{stdout}");
+    assert_eq!(
+        before,
+        lp.tree_hash(),
+        "orbit recover --dry-run wrote something"
+    );
+    let out = lp.bash_recover(&[
+        "--dry-run",
+        "--clear-stall",
+        "--reset-circuit",
+        "--repin-goal",
+    ]);
+    assert_ok(&out, "recover.sh dry run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("+NEXT_ITERATION=3"), "{stdout}");
+    assert_eq!(
+        before,
+        lp.tree_hash(),
+        "recover.sh --dry-run wrote something"
+    );
+}
+
+#[test]
+fn recover_refuses_while_a_runner_holds_the_lock() {
+    if Command::new("flock").arg("--version").output().is_err() {
+        eprintln!("notice: flock is not installed; skipping the lock probe test");
+        return;
+    }
+    let lp = Loop::new(1, &[]);
+    replace_in(
+        &lp.file("state.env"),
+        "NEXT_ITERATION=2",
+        "NEXT_ITERATION=x",
+    );
+    // Held as the runner holds it: flock on a descriptor of a long-lived process.
+    let mut holder = Command::new("bash")
+        .args(["-c", "exec 9>>\"$1\"; flock 9; exec sleep 60", "holder"])
+        .arg(lp.file(".run-loop.lock"))
+        .spawn()
+        .unwrap();
+    // Wait until the lock is visibly held.
+    let lock_ino = {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(lp.file(".run-loop.lock")).unwrap().ino()
+    };
+    for _ in 0..200 {
+        let locks = fs::read_to_string("/proc/locks").unwrap_or_default();
+        if locks.contains(&format!(":{lock_ino} ")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = lp.tree_hash();
+    let out = lp.orbit_recover(&[]);
+    let out_sh = lp.bash_recover(&[]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_code(&out, 20, "orbit recover under a held lock");
+    assert_code(&out_sh, 20, "recover.sh under a held lock");
+    assert_eq!(
+        before,
+        lp.tree_hash(),
+        "nothing may change under a running loop"
+    );
+    // Once the runner is gone, recovery proceeds.
+    let s = recover_both(&lp, &[]);
+    assert_eq!(s.next_iteration, 2);
+}
+
+#[test]
+fn recover_script_is_clean_bash() {
+    let lp = Loop::new(0, &[]);
+    assert_script_clean(&lp.file("recover.sh"));
+    // A never-run loop needs nothing.
+    let out = lp.bash_recover(&[]);
+    assert_ok(&out, "recover.sh on a fresh loop");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to repair"));
+    let out = lp.orbit_recover(&[]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to repair"));
+    // A fresh loop whose state is lost is READY again.
+    fs::remove_file(lp.file("state.env")).unwrap();
+    let s = recover_both(&lp, &[]);
+    assert_eq!(
+        (s.last_status.as_str(), s.next_iteration, s.started_at),
+        ("READY", 1, 0)
+    );
+}
+
+#[test]
+fn recover_keeps_a_recorded_but_unclosed_iteration() {
+    // A crash after the commit, before the iteration was closed: result.env and the commit
+    // exist, the progress entry and the iteration_end event do not. The state is lost too.
+    let lp = Loop::new(2, &[]);
+    let out = lp.tick(&[("ORBIT_FAULT", "after_commit")]);
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+    }
+    assert!(lp.result_iteration(3).contains("ITERATION=3\n"));
+    fs::remove_file(lp.file("state.env")).unwrap();
+    let s = recover_both(&lp, &[]);
+    assert_eq!(
+        s.next_iteration, 3,
+        "the recorded iteration is completed, not skipped"
+    );
+    assert_code(&lp.tick(&[]), 10, "resume");
+    let commits = lp.repo.git(&["log", "--format=%s", "--branches"]);
+    assert_eq!(
+        commits
+            .lines()
+            .filter(|l| l.ends_with("iteration 3"))
+            .count(),
+        1,
+        "iteration 3 committed once:\n{commits}"
+    );
+    let pg = fs::read_to_string(lp.file("progress.md")).unwrap();
+    assert!(pg.contains("## Iteration 3 — CONTINUE"), "{pg}");
+    assert!(lp.result_iteration(4).contains("ITERATION=4\n"));
+    assert_eq!(lp.assert_sealed().next_iteration, 5);
+}
+
+#[test]
+fn recover_after_a_crash_mid_state_write_and_mid_progress_append() {
+    let lp = Loop::new(2, &[]);
+    let out = lp.tick(&[("ORBIT_FAULT", "mid_state_write")]);
+    assert!(out.status.code().is_none(), "{}", text(&out));
+    let strays: Vec<String> = fs::read_dir(&lp.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp."))
+        .collect();
+    assert!(
+        !strays.is_empty(),
+        "the fault leaves a half-written temp file"
+    );
+    let s = recover_both(&lp, &[]);
+    assert_eq!(
+        s.next_iteration, 4,
+        "iteration 3 was closed before the state write"
+    );
+    let b = fs::read_dir(lp.file("backups"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for n in &strays {
+        assert!(!lp.file(n).exists());
+        assert!(b.join(n).is_file(), "{n} kept in the backup");
+    }
+    let out = lp.tick(&[("ORBIT_FAULT", "mid_progress_append")]);
+    assert!(out.status.code().is_none(), "{}", text(&out));
+    let s = recover_both(&lp, &[]);
+    assert_eq!(
+        s.next_iteration, 4,
+        "iteration 4 is recorded but not closed"
+    );
+    assert_code(&lp.tick(&[]), 10, "resume");
+    let pg = fs::read_to_string(lp.file("progress.md")).unwrap();
+    assert_eq!(pg.matches("## Iteration 4 — CONTINUE").count(), 1, "{pg}");
+    lp.assert_chains();
+}
+
+#[test]
+fn recover_gen_rises_above_every_generation_seen() {
+    let lp = Loop::new(1, &[]);
+    let old = lp.assert_sealed();
+    let sc = lp.file("state.env.sha256");
+    let t = fs::read_to_string(&sc).unwrap();
+    fs::write(
+        &sc,
+        t.replace(&format!("# gen={}", old.generation), "# gen=99"),
+    )
+    .unwrap();
+    let s = recover_both(&lp, &[]);
+    assert_eq!(s.generation, 100);
+    assert_eq!(s.next_iteration, 2);
+}
+
+#[test]
+fn recover_a_missing_final_newline_alone_is_no_change() {
+    let lp = Loop::new(1, &[]);
+    let pg = lp.file("progress.md");
+    let t = fs::read_to_string(&pg).unwrap();
+    fs::write(&pg, t.trim_end_matches('\n')).unwrap();
+    let before = lp.tree_hash();
+    for out in [lp.orbit_recover(&[]), lp.bash_recover(&[])] {
+        assert_ok(&out, "recover");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("nothing to repair"),
+            "{}",
+            text(&out)
+        );
+    }
+    assert_eq!(before, lp.tree_hash());
+    assert_code(&lp.tick(&[]), 10, "the runner mends the newline itself");
+}
+
+#[test]
+fn recover_output_snapshot() {
+    let lp = Loop::new(2, &[]);
+    replace_in(
+        &lp.file("state.env"),
+        "NEXT_ITERATION=3",
+        "NEXT_ITERATION=x[$(touch CANARY)]",
+    );
+    // The plan's time then differs from the last write's, as it would under load.
+    std::thread::sleep(Duration::from_millis(1100));
+    let dry = lp.orbit_recover(&["--dry-run"]);
+    assert_ok(&dry, "dry run");
+    let out = lp.orbit_recover(&[]);
+    assert_ok(&out, "recover");
+    let pg = fs::read_to_string(lp.file("progress.md")).unwrap();
+    let entry = &pg[pg.rfind("## Recovery — ").unwrap()..];
+    let ev = fs::read_to_string(lp.file("events.jsonl")).unwrap();
+    let doc = format!(
+        "==== orbit recover --dry-run\n{}==== orbit recover\n{}==== progress.md (the Recovery entry)\n{entry}==== events.jsonl (the last line)\n{}\n==== state.env\n{}",
+        String::from_utf8_lossy(&dry.stdout),
+        String::from_utf8_lossy(&out.stdout),
+        ev.lines().last().unwrap(),
+        lp.state_text()
+    );
+    lp.no_canary();
+    insta::with_settings!({
+        snapshot_path => "../../snapshots",
+        prepend_module_to_snapshot => false,
+        filters => vec![
+            // The plan's new time equals the old one only when both fall in one second.
+            (
+                r"(?m)^-LAST_UPDATED_AT=\d+\n\+LAST_UPDATED_AT=\d+$",
+                " LAST_UPDATED_AT=[EPOCH]",
+            ),
+            (r"\b[0-9a-f]{64}\b", "[SHA256]"),
+            (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[UTC]"),
+            (r"\d{8}T\d{6}Z(-\d+)?", "[STAMP]"),
+            (r"\b1\d{9}\b", "[EPOCH]"),
+        ],
+    }, {
+        insta::assert_snapshot!("recover_hostile_state", doc);
+    });
+}
+
+#[test]
+fn recover_keeps_done_only_on_structured_evidence() {
+    let lp = Loop::with_check(0, "test -f work.txt", &[]);
+    lp.mode("finish", true);
+    assert_code(&lp.tick(&[("CONFIRM_RUNS", "0")]), 0, "DONE");
+    assert_eq!(lp.assert_sealed().last_status, "DONE");
+    // The checkpoint is lost: the iteration_end event and result.env both say DONE.
+    fs::remove_file(lp.file("state.env")).unwrap();
+    let twin = lp.copy();
+    let s = recover_both(&lp, &[]);
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("DONE", 2));
+    let out = lp.tick(&[]);
+    assert_code(&out, 0, "a DONE loop stays DONE");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NEXUS_LOOP_STATUS: DONE"));
+    // Without the iteration's record, the event alone is not enough.
+    fs::remove_file(twin.file("iterations/000001/result.env")).unwrap();
+    let s = recover_both(&twin, &[]);
+    assert_eq!(s.last_status, "CONTINUE");
+}
+
+#[test]
+fn recover_reads_the_mkdir_lock() {
+    let lp = Loop::new(1, &[]);
+    replace_in(
+        &lp.file("state.env"),
+        "NEXT_ITERATION=2",
+        "NEXT_ITERATION=x",
+    );
+    let lockdir = lp.file(".run-loop.lock.d");
+    fs::create_dir(&lockdir).unwrap();
+    let mut live = Command::new("sleep").arg("60").spawn().unwrap();
+    let start = Command::new("bash")
+        .args(["-c", "ps -o lstart= -p \"$1\" | tr -s ' '", "x"])
+        .arg(live.id().to_string())
+        .output()
+        .unwrap();
+    let start = String::from_utf8_lossy(&start.stdout)
+        .trim_end()
+        .to_string();
+    fs::write(lockdir.join("owner"), format!("{} {start}\n", live.id())).unwrap();
+    let before = lp.tree_hash();
+    let out = lp.orbit_recover(&[]);
+    let out_sh = lp.bash_recover(&[]);
+    let _ = live.kill();
+    let _ = live.wait();
+    assert_code(&out, 20, "orbit recover under a live mkdir lock");
+    assert_code(&out_sh, 20, "recover.sh under a live mkdir lock");
+    assert_eq!(before, lp.tree_hash());
+    // The owner is gone: a stale lock does not stop the repair.
+    let s = recover_both(&lp, &[]);
+    assert_eq!(s.next_iteration, 2);
+}
+
+#[test]
+fn recover_agrees_with_recover_sh_on_every_truncation() {
+    let lp = Loop::new(2, &[]);
+    let full = fs::read(lp.file("state.env")).unwrap();
+    for cut in (0..full.len()).step_by(23) {
+        let case = lp.copy();
+        fs::write(case.file("state.env"), &full[..cut]).unwrap();
+        let twin = case.copy();
+        assert_ok(&case.orbit_recover(&[]), "orbit recover");
+        assert_ok(&twin.bash_recover(&[]), "recover.sh");
+        assert_eq!(
+            without_updated(&case.state_text()),
+            without_updated(&twin.state_text()),
+            "disagreement after a cut at byte {cut}"
+        );
+        assert_eq!(case.assert_sealed().next_iteration, 3);
+    }
+}

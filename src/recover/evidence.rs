@@ -1,0 +1,427 @@
+//! The evidence `orbit recover` rebuilds a checkpoint from, read exactly as the bash
+//! `recover.sh` reads it (line patterns, not a general JSON or markdown parser), so both
+//! reach the same state.env. docs/RECOVER.md describes every pattern.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+use crate::fsx;
+
+/// The bytes of `data` up to and including its last newline: a torn last line (the tail of
+/// an append that never finished) is not evidence.
+pub fn complete_lines(data: &[u8]) -> &[u8] {
+    match data.iter().rposition(|b| *b == b'\n') {
+        Some(i) => &data[..=i],
+        None => &[],
+    }
+}
+
+/// `[0-9]{1,9}` at the start of `s`: the number and the rest.
+fn take_num(s: &str) -> Option<(u64, &str)> {
+    let end = s.bytes().take_while(u8::is_ascii_digit).count();
+    if end == 0 || end > 9 {
+        return None;
+    }
+    Some((s[..end].parse().ok()?, &s[end..]))
+}
+
+/// `[A-Z]+` at the start of `s`.
+fn take_upper(s: &str) -> Option<(&str, &str)> {
+    let end = s.bytes().take_while(u8::is_ascii_uppercase).count();
+    if end == 0 {
+        return None;
+    }
+    Some((&s[..end], &s[end..]))
+}
+
+/// `{"seq":S,"ts":"T",` at the start of an event line: returns T and the rest.
+fn event_head(line: &str) -> Option<(&str, &str)> {
+    let rest = line.strip_prefix("{\"seq\":")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let rest = rest[digits..].strip_prefix(",\"ts\":\"")?;
+    let end = rest.find('"')?;
+    Some((&rest[..end], &rest[end + 1..]))
+}
+
+/// An `iteration_end` line as the runner writes it: the iteration and its verdict.
+pub fn iteration_end(line: &str) -> Option<(u64, String)> {
+    let (_, rest) = event_head(line)?;
+    let rest = rest.strip_prefix(",\"event\":\"iteration_end\",\"iteration\":")?;
+    let (n, rest) = take_num(rest)?;
+    let rest = rest.strip_prefix(",\"verdict\":\"")?;
+    let (verdict, rest) = take_upper(rest)?;
+    rest.starts_with('"').then(|| (n, verdict.to_string()))
+}
+
+/// A `loop_start` line: its time in epoch seconds.
+pub fn loop_start(line: &str) -> Option<u64> {
+    let (ts, rest) = event_head(line)?;
+    rest.starts_with(",\"event\":\"loop_start\"")
+        .then(|| iso_to_epoch(ts))
+        .flatten()
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` to epoch seconds (years 1970 to 9999).
+pub fn iso_to_epoch(ts: &str) -> Option<u64> {
+    let b = ts.as_bytes();
+    if b.len() != 20 {
+        return None;
+    }
+    let shape_ok = b.iter().enumerate().all(|(i, c)| match i {
+        4 | 7 => *c == b'-',
+        10 => *c == b'T',
+        13 | 16 => *c == b':',
+        19 => *c == b'Z',
+        _ => c.is_ascii_digit(),
+    });
+    if !shape_ok {
+        return None;
+    }
+    let num = |a: usize, z: usize| ts[a..z].parse::<i64>().ok();
+    let (y, m, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
+    let (hh, mm, ss) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
+    if y < 1970 || !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60
+    {
+        return None;
+    }
+    let days = days_from_civil(y, m, d);
+    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).ok()
+}
+
+/// Howard Hinnant's days-from-civil (the same arithmetic as recover.sh).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// What events.jsonl says: the last verdict of every iteration with an `iteration_end`
+/// line, and the time of the first `loop_start`.
+#[derive(Debug, Default, Clone)]
+pub struct EventsEvidence {
+    pub verdicts: BTreeMap<u64, String>,
+    pub first_start: Option<u64>,
+}
+
+pub fn read_events(data: &[u8]) -> EventsEvidence {
+    let text = String::from_utf8_lossy(complete_lines(data));
+    let mut ev = EventsEvidence::default();
+    for line in text.split_terminator('\n') {
+        if let Some((n, v)) = iteration_end(line) {
+            ev.verdicts.insert(n, v);
+        } else if ev.first_start.is_none() {
+            ev.first_start = loop_start(line);
+        }
+    }
+    ev
+}
+
+const MARKER_PREFIX: &str = "<!-- orbit:end iteration=";
+
+fn is_marker(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix(MARKER_PREFIX) else {
+        return false;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return false;
+    }
+    let Some(hash) = rest[digits..]
+        .strip_prefix(" sha256=")
+        .and_then(|r| r.strip_suffix(" -->"))
+    else {
+        return false;
+    };
+    hash.len() == 64
+        && hash
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// `## Iteration N — STATUS` exactly (STATUS in capitals).
+fn iteration_heading(line: &str) -> Option<(u64, String)> {
+    let rest = line.strip_prefix("## Iteration ")?;
+    let (n, rest) = take_num(rest)?;
+    let status = rest.strip_prefix(" — ")?;
+    (!status.is_empty() && status.bytes().all(|b| b.is_ascii_uppercase()))
+        .then(|| (n, status.to_string()))
+}
+
+/// What progress.md says: the status of every iteration entry closed by an end marker
+/// (the last entry for a number wins; INTERRUPTED entries do not close an iteration).
+pub fn read_progress(data: &[u8]) -> BTreeMap<u64, String> {
+    let text = String::from_utf8_lossy(data);
+    let mut out = BTreeMap::new();
+    let mut current: Option<(u64, String)> = None;
+    for line in text.split('\n') {
+        if line.starts_with("## Recovery — ") {
+            current = None;
+        } else if line.starts_with("## Iteration ") {
+            current = iteration_heading(line);
+        } else if is_marker(line)
+            && let Some((n, status)) = current.take()
+            && status != "INTERRUPTED"
+        {
+            out.insert(n, status);
+        }
+    }
+    out
+}
+
+/// The runner's rule for a torn progress.md: when the last entry heading comes after the
+/// last end marker, everything from that heading on is an unclosed entry. Returns the
+/// byte offset to cut at, or `Some(len)` with `needs_newline` when only a final newline
+/// is missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgressTail {
+    Clean,
+    /// Cut at this byte offset (an unclosed entry).
+    Torn(usize),
+    /// The last line is a closed marker without its newline.
+    MissingNewline,
+}
+
+pub fn progress_tail(data: &[u8]) -> ProgressTail {
+    let mut last_marker: Option<usize> = None;
+    let mut last_heading: Option<(usize, usize)> = None;
+    let mut offset = 0usize;
+    for (i, raw) in data.split(|b| *b == b'\n').enumerate() {
+        if offset >= data.len() && raw.is_empty() {
+            break;
+        }
+        let line = String::from_utf8_lossy(raw);
+        if is_marker(&line) {
+            last_marker = Some(i);
+        }
+        if line.starts_with("## Iteration ") || line.starts_with("## Recovery ") {
+            last_heading = Some((i, offset));
+        }
+        offset += raw.len() + 1;
+    }
+    match last_heading {
+        None => ProgressTail::Clean,
+        Some((line, off)) if last_marker.is_none_or(|m| m < line) => ProgressTail::Torn(off),
+        Some(_) if !data.ends_with(b"\n") => ProgressTail::MissingNewline,
+        Some(_) => ProgressTail::Clean,
+    }
+}
+
+/// The hash the next progress entry chains on: the last end marker's (as the runner's
+/// `progress_open`), 64 zeros when there is none.
+pub fn progress_prev(data: &[u8]) -> String {
+    let text = String::from_utf8_lossy(data);
+    text.split('\n')
+        .rfind(|l| is_marker(l))
+        .and_then(|l| l.split_once(" sha256=").map(|(_, h)| h[..64].to_string()))
+        .unwrap_or_else(|| crate::progress::GENESIS.to_string())
+}
+
+/// The next seq and prev of events.jsonl (complete lines only), as the runner's
+/// `events_open` finds them.
+pub fn events_tip(complete: &[u8]) -> (u64, String) {
+    let text = String::from_utf8_lossy(complete);
+    let Some(last) = text.split_terminator('\n').next_back() else {
+        return (0, crate::events::GENESIS.to_string());
+    };
+    if let Some(rest) = last.strip_prefix("{\"seq\":") {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let tail_ok = last.len() > 75 && last.ends_with("\"}");
+        if (1..=18).contains(&digits) && tail_ok && rest[digits..].starts_with(',') {
+            let hash_part = &last[last.len() - 75..];
+            if let Some(h) = hash_part
+                .strip_prefix(",\"hash\":\"")
+                .and_then(|h| h.strip_suffix("\"}"))
+                && h.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                && let Ok(seq) = rest[..digits].parse::<u64>()
+            {
+                return (seq, h.to_string());
+            }
+        }
+    }
+    let count = text.split_terminator('\n').count() as u64;
+    (count, fsx::sha256_hex(last.as_bytes()))
+}
+
+/// Iterations with a commit carrying `Orbit-Loop: <name>` and `Orbit-Iteration: N`, on any
+/// branch or HEAD.
+pub fn git_iterations(repo: &Path, name: &str) -> BTreeSet<u64> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args([
+            "log",
+            "HEAD",
+            "--branches",
+            "--format=%(trailers:key=Orbit-Loop,valueonly,separator=%x2C)|%(trailers:key=Orbit-Iteration,valueonly,separator=%x2C)",
+        ])
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .output();
+    let mut set = BTreeSet::new();
+    let Ok(out) = out else {
+        return set;
+    };
+    if !out.status.success() {
+        return set;
+    }
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some((loop_name, it)) = line.split_once('|')
+            && loop_name == name
+            && let Some((n, "")) = take_num(it)
+        {
+            set.insert(n);
+        }
+    }
+    set
+}
+
+/// Whether a git branch exists.
+pub fn branch_exists(repo: &Path, branch: &str) -> bool {
+    Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", "--verify", "-q"])
+        .arg(format!("refs/heads/{branch}"))
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// The sum of cost.ledger's second column, over lines whose second field is a number
+/// (the runner's `ledger_sum`).
+pub fn ledger_sum(data: &[u8]) -> u64 {
+    let text = String::from_utf8_lossy(data);
+    text.split('\n')
+        .filter_map(|l| l.split('\t').nth(1))
+        .filter(|f| !f.is_empty() && f.len() <= 18 && f.bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|f| f.parse::<u64>().ok())
+        .fold(0u64, u64::saturating_add)
+}
+
+/// The sidecar's hash and generation, matched as the runner's `state_load` does (trailing
+/// newlines ignored).
+pub fn sidecar(data: &[u8]) -> Option<(String, u64)> {
+    let text = std::str::from_utf8(data).ok()?.trim_end_matches('\n');
+    let (first, second) = text.split_once('\n')?;
+    let hash = first.strip_suffix("  state.env")?;
+    if hash.len() != 64
+        || !hash
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    let gen_text = second.strip_prefix("# gen=")?;
+    let ok = !gen_text.is_empty()
+        && gen_text.len() <= 18
+        && gen_text.bytes().all(|b| b.is_ascii_digit())
+        && (gen_text == "0" || !gen_text.starts_with('0'));
+    if !ok {
+        return None;
+    }
+    Some((hash.to_string(), gen_text.parse().ok()?))
+}
+
+/// Whether an iteration's result.env holds the line `VERDICT=DONE`.
+pub fn result_says_done(dir: &Path, n: u64) -> bool {
+    std::fs::read(iteration_dir(dir, n).join("result.env"))
+        .map(|d| {
+            String::from_utf8_lossy(&d)
+                .split('\n')
+                .any(|l| l == "VERDICT=DONE")
+        })
+        .unwrap_or(false)
+}
+
+pub fn iteration_dir(dir: &Path, n: u64) -> std::path::PathBuf {
+    dir.join("iterations").join(format!("{n:06}"))
+}
+
+pub fn has_result(dir: &Path, n: u64) -> bool {
+    iteration_dir(dir, n).join("result.env").is_file()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_round_trips_with_fsx() {
+        for t in [0u64, 951_782_400, 1_796_016_519, 4_102_444_800] {
+            assert_eq!(iso_to_epoch(&fsx::iso_utc(t)), Some(t));
+        }
+        assert_eq!(iso_to_epoch("2026-11-30T05:28:39"), None);
+        assert_eq!(iso_to_epoch("x026-11-30T05:28:39Z"), None);
+    }
+
+    #[test]
+    fn event_lines_are_matched_as_the_runner_writes_them() {
+        let line = crate::events::build_line(
+            3,
+            "2026-11-30T00:00:00Z",
+            "iteration_end",
+            7,
+            &[("verdict", "\"BLOCKED\"".into())],
+            crate::events::GENESIS,
+        );
+        assert_eq!(iteration_end(line.trim_end()), Some((7, "BLOCKED".into())));
+        assert_eq!(
+            iteration_end("{\"seq\":1,\"ts\":\"x\",\"event\":\"iteration_end\",\"iteration\":x}"),
+            None
+        );
+        let ev = read_events(format!("{line}{}", &line[..40]).as_bytes());
+        assert_eq!(ev.verdicts.len(), 1);
+        let (seq, prev) = events_tip(line.as_bytes());
+        assert_eq!(seq, 3);
+        assert_eq!(prev, crate::events::split_hash(line.trim_end()).unwrap().1);
+    }
+
+    #[test]
+    fn progress_entries_close_only_with_a_marker() {
+        let mut doc = crate::progress::preamble("t");
+        let (e1, h1) = crate::progress::close_entry(
+            crate::progress::GENESIS,
+            1,
+            "## Iteration 1 — CONTINUE\n    ## Iteration 9 — DONE\n",
+        );
+        doc.push_str(&e1);
+        let (e2, _) = crate::progress::close_entry(&h1, 2, "## Iteration 2 — INTERRUPTED\n");
+        doc.push_str(&e2);
+        doc.push_str("## Iteration 3 — DONE\n- torn");
+        let p = read_progress(doc.as_bytes());
+        assert_eq!(
+            p.into_iter().collect::<Vec<_>>(),
+            vec![(1, "CONTINUE".into())]
+        );
+        let cut = doc.find("## Iteration 3").unwrap();
+        assert_eq!(progress_tail(doc.as_bytes()), ProgressTail::Torn(cut));
+        assert_eq!(progress_tail(&doc.as_bytes()[..cut]), ProgressTail::Clean);
+        assert_eq!(
+            progress_tail(&doc.as_bytes()[..cut - 2]),
+            ProgressTail::MissingNewline
+        );
+    }
+
+    #[test]
+    fn ledger_and_sidecar() {
+        assert_eq!(ledger_sum(b"1\t10\treported\n2\tx\tunknown\n3\t5\tr"), 15);
+        let h = "a".repeat(64);
+        assert_eq!(
+            sidecar(format!("{h}  state.env\n# gen=4\n").as_bytes()),
+            Some((h.clone(), 4))
+        );
+        assert_eq!(
+            sidecar(format!("{h}  state.env\n# gen=04\n").as_bytes()),
+            None
+        );
+    }
+}

@@ -661,9 +661,19 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     check_commits(&mut a, dir, last_done);
 
     // ---- crash evidence
+    // A recovery after everything else, matching the checkpoint, has dealt with the crash:
+    // a recorded iteration it left pending is completed by the next run.
+    let recovered = events
+        .as_ref()
+        .and_then(|ev| ev.events.last())
+        .is_some_and(|e| {
+            e.event == "recovery"
+                && EventsWindow::u64_field(e, "gen") == Some(state.generation)
+                && EventsWindow::u64_field(e, "next_iteration") == Some(next)
+        });
     let mut crashed: Option<(String, String)> = None;
     let pending = read_result(dir, next).and_then(Result::ok);
-    if !running {
+    if !running && !recovered {
         let next_dir = dir.join(iter_rel(next));
         let stopped_by_signal = state.stop_reason == "signal"
             && events
@@ -753,6 +763,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
             &state_text,
             progress.as_ref(),
             events.as_ref(),
+            recovered,
         );
     }
 
@@ -1190,6 +1201,7 @@ fn check_drift(
     state_text: &str,
     progress: Option<&ProgressTail>,
     events: Option<&EventsWindow>,
+    recovered: bool,
 ) {
     let next = state.next_iteration;
     let ev_line = format!("state.env:{}", state_line(state_text, "NEXT_ITERATION"));
@@ -1197,7 +1209,9 @@ fn check_drift(
         && let Some((n, status, i)) = p.last_recorded()
     {
         let aborted_here = state.last_status == "ABORTED" && n == next;
-        if n >= next && !aborted_here {
+        // Recovery sets a BLOCKED or ABORTED iteration aside to be retried: its entry stays.
+        let retried_here = recovered && n == next;
+        if n >= next && !aborted_here && !retried_here {
             a.add(
                 "STATE_DRIFT",
                 Severity::P1,

@@ -79,6 +79,22 @@ impl Loop {
         fs::read_to_string(self.file("state.env")).unwrap()
     }
 
+    /// The audit's verdict and finding classes for this loop.
+    fn audit(&self) -> (String, Vec<String>) {
+        let d = self.dir.display().to_string();
+        let out = self.repo.orbit(&["audit", "--json", &d]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("audit --json: {e}\n{}", text(&out)));
+        let l = &v["loops"][0];
+        let classes = l["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["class"].as_str().unwrap().to_string())
+            .collect();
+        (l["verdict"].as_str().unwrap().to_string(), classes)
+    }
+
     fn orbit_recover(&self, flags: &[&str]) -> Output {
         let mut args = vec!["recover"];
         args.extend_from_slice(flags);
@@ -247,6 +263,40 @@ fn recover_both(lp: &Loop, flags: &[&str]) -> State {
     );
     lp.assert_chains();
     twin.assert_chains();
+    // The audit afterwards is clean of what recover repairs (and of what each flag clears).
+    let mut repaired = vec![
+        "TORN_CHECKPOINT",
+        "STATE_DRIFT",
+        "CRASHED",
+        "CONTRACT_MISSING",
+    ];
+    for (flag, class) in [
+        ("--reset-circuit", "CIRCUIT_OPEN"),
+        ("--clear-stall", "CONVERGENCE_STALL"),
+        ("--clear-stall", "OSCILLATION_LOOP"),
+        ("--repin-goal", "GOAL_DRIFT"),
+        ("--repin", "REWARD_HACK"),
+        ("--repin", "SCRIPT_TAMPER"),
+        ("--restore-pinned", "REWARD_HACK"),
+        ("--restore-pinned", "SCRIPT_TAMPER"),
+    ] {
+        if flags.contains(&flag) {
+            repaired.push(class);
+        }
+    }
+    for l in [lp, &twin] {
+        let (verdict, classes) = l.audit();
+        assert!(
+            !["CORRUPT", "CRASHED"].contains(&verdict.as_str()),
+            "audit after recovery: {verdict} {classes:?}"
+        );
+        for c in &repaired {
+            assert!(
+                !classes.iter().any(|k| k == c),
+                "audit after recovery still reports {c}: {classes:?}"
+            );
+        }
+    }
     // A second recovery is a no-op, for both.
     for (l, bash) in [(lp, false), (&twin, true)] {
         let before = l.tree_hash();

@@ -12,7 +12,7 @@ pub mod probe;
 mod runner_log;
 mod tail;
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -190,12 +190,35 @@ pub fn run(args: &AuditArgs) -> Result<u8> {
 
 /// `orbit status`: one line per loop.
 pub fn status(args: &StatusArgs) -> Result<u8> {
-    let reports = audit_all(&args.dirs)?;
-    print!(
-        "{}",
-        render_status(&reports, crate::fsx::now_epoch(), colour())
-    );
-    Ok(exit_code(&reports))
+    if !args.watch {
+        let reports = audit_all(&args.dirs)?;
+        print!(
+            "{}",
+            render_status(&reports, crate::fsx::now_epoch(), colour())
+        );
+        return Ok(exit_code(&reports));
+    }
+    // --watch: redraw in place on a terminal (a plain sequence of tables otherwise).
+    let every = crate::goal::parse_duration("--interval", &args.interval)?.max(1);
+    let tty = std::io::stdout().is_terminal();
+    let mut shown = 0u64;
+    loop {
+        let reports = audit_all(&args.dirs)?;
+        let table = render_status(&reports, crate::fsx::now_epoch(), colour());
+        if tty {
+            print!("\x1b[H\x1b[2J");
+        }
+        print!("{table}");
+        if !tty {
+            println!();
+        }
+        let _ = std::io::stdout().flush();
+        shown += 1;
+        if args.count.is_some_and(|n| shown >= n) {
+            return Ok(exit_code(&reports));
+        }
+        std::thread::sleep(std::time::Duration::from_secs(every));
+    }
 }
 
 fn paint(on: bool, code: &str, text: &str) -> String {

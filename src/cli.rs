@@ -122,6 +122,18 @@ pub struct StatusArgs {
     /// Loop directories (default: every loop under .orbit/ of the current repository).
     #[arg(value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
+
+    /// Refresh the table in place until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+
+    /// Time between refreshes with --watch.
+    #[arg(long, value_name = "DUR", default_value = "2s", requires = "watch")]
+    pub interval: String,
+
+    /// Stop after N refreshes (with --watch).
+    #[arg(long, value_name = "N", requires = "watch")]
+    pub count: Option<u64>,
 }
 
 #[derive(Debug, Args)]

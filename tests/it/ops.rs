@@ -506,3 +506,27 @@ fn completions_and_the_manual_page_come_from_the_command_definitions() {
     );
     assert!(page.contains("init") && page.contains("audit"));
 }
+
+#[test]
+fn status_watch_redraws_the_fleet_table() {
+    let repo = Repo::new();
+    assert_ok(
+        &repo.orbit(&["init", "alpha", "--verify", "true"]),
+        "init alpha",
+    );
+    assert_ok(
+        &repo.orbit(&["init", "beta", "--verify", "true"]),
+        "init beta",
+    );
+    let out = repo.orbit(&["status", "--watch", "--interval", "1s", "--count", "2"]);
+    assert_ok(&out, "status --watch");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        shown.matches(".orbit/alpha").count(),
+        2,
+        "two refreshes:\n{shown}"
+    );
+    assert_eq!(shown.matches(".orbit/beta").count(), 2, "{shown}");
+    assert!(shown.contains("READY"), "{shown}");
+    assert!(!shown.contains('\u{1b}'), "no escape codes off a terminal");
+}

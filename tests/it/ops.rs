@@ -373,6 +373,10 @@ fn tmux_start_then_orbit_stop_leaves_a_resumable_state_and_no_orphan() {
         orbit::ops::runner_pid(&dir).is_some(),
         "a runner holds the lock"
     );
+    let audit = orbit(&["audit", "--json"]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&audit.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&audit)));
+    assert_eq!(v["loops"][0]["verdict"], "RUNNING", "{}", text(&audit));
     let again = orbit(&["schedule", "--tmux"]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("already exists"));
     let out = orbit(&["stop", "--wait", "60s"]);

@@ -930,3 +930,35 @@ fn killing_the_tmux_session_stops_the_loop_with_no_orphan() {
     );
     assert_records_agree(&dir);
 }
+
+#[test]
+fn the_adaptive_timeout_follows_the_median_of_recent_runs() {
+    let repo = Repo::new();
+    // Each run takes about 3 s; the plain limit is 2 s.
+    let agent = repo.agent(
+        "steady",
+        "cat >/dev/null; sleep 3; echo $ORBIT_ITERATION | tr 0-9 a-j >> work.txt",
+    );
+    let dir = repo.init_loop(&agent, &["cat work.txt; exit 1"], &[]);
+    let env = [
+        ("EXEC_TIMEOUT", "2s"),
+        ("RETRY_LIMIT", "1"),
+        ("CB_THRESHOLD", "5"),
+    ];
+    let out = repo.run_loop(&dir, &["--once"], &env);
+    assert_code(&out, 10, "tick without the adaptive timeout");
+    assert_eq!(
+        read_kv(&dir.join("iterations/000001/result.env"))["AGENT_OUTCOME"],
+        "timeout"
+    );
+    // Recent runs took 3 s: twice the median (6 s), within [2 s, 6 s], lets the run finish.
+    fs::write(dir.join(".iter-timings.log"), "3\n3\n3\n3\n3\n").unwrap();
+    let mut adaptive = env.to_vec();
+    adaptive.push(("ADAPTIVE_TIMEOUT", "1"));
+    let out = repo.run_loop(&dir, &["--once"], &adaptive);
+    assert_code(&out, 10, "tick with the adaptive timeout");
+    assert_eq!(
+        read_kv(&dir.join("iterations/000002/result.env"))["AGENT_OUTCOME"],
+        "ok"
+    );
+}

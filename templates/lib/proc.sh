@@ -21,21 +21,22 @@ orbit_kill_group() {
 
 # orbit_run_bounded TIMEOUT GRACE INFILE OUTFILE CMD...
 orbit_run_bounded() {
-  local timeout=$1 grace=$2 infile=$3 outfile=$4 watchdog flag
+  local timeout=$1 grace=$2 infile=$3 outfile=$4 watchdog wd_status=0
   shift 4
   ORBIT_RC=0
   ORBIT_TIMED_OUT=0
-  flag=$(mktemp "${TMPDIR:-/tmp}/orbit-timeout.XXXXXX")
-  rm -f -- "$flag"
   set -m
   "$@" <"$infile" >>"$outfile" 2>&1 9>&- &
   ORBIT_CHILD_PID=$!
+  # The watchdog exits 0 only when it fired (and then ignores TERM until the group is
+  # gone); stopped early by us it exits 3. No temp file, no extra process.
   (
-    trap 'exit 0' TERM
+    trap 'exit 3' TERM
     sleep "$timeout" &
-    wait $! || exit 0
-    : >"$flag"
+    wait $! || exit 3
+    trap '' TERM
     orbit_kill_group "$ORBIT_CHILD_PID" "$grace"
+    exit 0
   ) </dev/null >/dev/null 2>&1 9>&- &
   watchdog=$!
   ORBIT_WATCHDOG_PID=$watchdog
@@ -50,11 +51,10 @@ orbit_run_bounded() {
     break
   done
   kill -TERM -- "-$ORBIT_WATCHDOG_PID" 2>/dev/null || kill -TERM "$watchdog" 2>/dev/null || true
-  wait "$watchdog" 2>/dev/null || true
+  wait "$watchdog" 2>/dev/null || wd_status=$?
   ORBIT_WATCHDOG_PID=
-  if [[ -e $flag ]]; then
+  if ((wd_status == 0)); then
     ORBIT_TIMED_OUT=1
-    rm -f -- "$flag"
   fi
   # Sweep whatever the command left running in its group.
   orbit_kill_group "$ORBIT_CHILD_PID" 1

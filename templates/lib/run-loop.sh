@@ -936,7 +936,8 @@ commit_iteration() {
 # ---- stall and oscillation from .action-sig.log (one "ITERATION<TAB>SIGNATURE" per line).
 sig_record() {
   local n=$1 sig=$2 last
-  last=$(tail -n 1 -- "$LOOP_DIR/.action-sig.log" 2>/dev/null | cut -f1 || true)
+  last=$(tail -n 1 -- "$LOOP_DIR/.action-sig.log" 2>/dev/null || true)
+  last=${last%%$'\t'*}
   if [[ $last == "$n" ]]; then
     return 0
   fi
@@ -947,7 +948,8 @@ sig_record() {
 stall_check() {
   local -a sigs=()
   local n
-  mapfile -t sigs < <(tail -n 6 -- "$LOOP_DIR/.action-sig.log" 2>/dev/null | cut -f2)
+  mapfile -t sigs < <(tail -n 6 -- "$LOOP_DIR/.action-sig.log" 2>/dev/null)
+  sigs=("${sigs[@]#*$'\t'}")
   n=${#sigs[@]}
   if ((n >= CONVERGENCE_WINDOW)); then
     local i same=1

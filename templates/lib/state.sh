@@ -108,8 +108,11 @@ state_print() {
 
 # orbit_write_file PATH CONTENT: atomic write (temp in the same directory, sync, rename).
 orbit_write_file() {
-  local path=$1 content=$2 tmp
-  tmp="$(dirname -- "$path")/.$(basename -- "$path").tmp.$$"
+  local path=$1 content=$2 tmp dir=.
+  if [[ $path == */* ]]; then
+    dir=${path%/*}
+  fi
+  tmp="$dir/.${path##*/}.tmp.$$"
   printf '%s' "$content" >"$tmp" || {
     rm -f -- "$tmp"
     return 1

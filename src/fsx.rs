@@ -50,6 +50,30 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Writes a new file inside a directory that is not visible yet (a temp directory that will
+/// be renamed into place): the data is synced, but not the directory, which the caller
+/// syncs once with [`sync_dir`] after the last file.
+pub fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let result = (|| -> std::io::Result<()> {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(path)?;
+        f.write_all(data)?;
+        f.sync_data()
+    })();
+    result.map_err(|e| Error::io(format!("cannot write {}", path.display()), e))
+}
+
+/// Syncs a directory's entries (best effort where the platform cannot).
+pub fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
 /// Like [`write_atomic`], and marks the file executable.
 pub fn write_atomic_exec(path: &Path, data: &[u8]) -> Result<()> {
     write_atomic(path, data)?;

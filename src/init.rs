@@ -431,7 +431,10 @@ fn write_new_loop(
             fs::remove_dir(dir)
                 .map_err(|e| Error::io(format!("cannot replace {}", dir.display()), e))?;
         }
-        fs::rename(&tmp, dir).map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))
+        fs::rename(&tmp, dir)
+            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+        fsx::sync_dir(parent);
+        Ok(())
     });
     if result.is_err() {
         let _ = fs::remove_dir_all(&tmp);
@@ -447,35 +450,45 @@ fn populate(tmp: &Path, cfg: &LoopConfig, files: &[(&'static str, String, bool)]
     let mut all: Vec<(&str, &str, bool)> =
         files.iter().map(|(n, t, x)| (*n, t.as_str(), *x)).collect();
     all.push(("loop.toml", &toml, false));
-    fs::create_dir(tmp.join(".pins")).map_err(|e| Error::io("cannot create .pins", e))?;
+    let pins_dir = tmp.join(".pins");
+    fs::create_dir(&pins_dir).map_err(|e| Error::io("cannot create .pins", e))?;
+    // The directory is not visible until it is renamed into place: each file is written
+    // once (data synced) and each directory synced once at the end.
     for (name, text, exec) in &all {
-        let path = tmp.join(name);
-        if *exec {
-            fsx::write_atomic_exec(&path, text.as_bytes())?;
-        } else {
-            fsx::write_atomic(&path, text.as_bytes())?;
-        }
+        fsx::write_new(
+            &tmp.join(name),
+            text.as_bytes(),
+            if *exec { 0o755 } else { 0o644 },
+        )?;
         if pins::INIT_PINNED.contains(name) {
             pinned.push(pins::pin_bytes(name, text.as_bytes()));
-            fsx::write_atomic(&tmp.join(".pins").join(name), text.as_bytes())?;
+            fsx::write_new(&pins_dir.join(name), text.as_bytes(), 0o644)?;
         }
     }
     pinned.sort_by_key(|(_, p)| pins::INIT_PINNED.iter().position(|x| x == p));
-    fsx::write_atomic(&tmp.join("pins.sha256"), pins::print(&pinned).as_bytes())?;
-    fsx::write_atomic(&tmp.join("notes.md"), render::NOTES_MD.as_bytes())?;
-    fsx::write_atomic(
+    fsx::write_new(
+        &tmp.join("pins.sha256"),
+        pins::print(&pinned).as_bytes(),
+        0o644,
+    )?;
+    fsx::write_new(&tmp.join("notes.md"), render::NOTES_MD.as_bytes(), 0o644)?;
+    fsx::write_new(
         &tmp.join("progress.md"),
         initial_progress(cfg, now).as_bytes(),
+        0o644,
     )?;
     let state = State::ready(&cfg.contract_version, now);
     let text = state.print();
-    fsx::write_atomic(&tmp.join("state.env"), text.as_bytes())?;
-    fsx::write_atomic(
+    fsx::write_new(&tmp.join("state.env"), text.as_bytes(), 0o644)?;
+    fsx::write_new(
         &tmp.join("state.env.sha256"),
         Sidecar::for_state(&text, state.generation)
             .print()
             .as_bytes(),
+        0o644,
     )?;
+    fsx::sync_dir(&pins_dir);
+    fsx::sync_dir(tmp);
     Ok(())
 }
 

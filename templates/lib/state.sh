@@ -199,7 +199,7 @@ EV_FILE=
 
 # events_open FILE: find the chain's end; a torn last line (no newline) is trimmed.
 events_open() {
-  local file=$1 last size keep
+  local LC_ALL=C file=$1 last size keep
   EV_FILE=$file
   [[ -s $file ]] || return 0
   if [[ $(tail -c 1 -- "$file" | od -An -c | tr -d ' ') != '\n' ]]; then
@@ -253,7 +253,7 @@ PG_FILE=
 # progress_open FILE: find the chain's end; a torn tail (an entry without its end marker)
 # is trimmed, since the runner rewrites that entry in full from the iteration's record.
 progress_open() {
-  local file=$1 heading_at marker_line heading_line offset
+  local LC_ALL=C file=$1 heading_at marker_line heading_line offset last size
   PG_FILE=$file
   [[ -f $file ]] || return 0
   marker_line=$(grep -an '^<!-- orbit:end iteration=[0-9]* sha256=[0-9a-f]\{64\} -->$' -- "$file" | tail -n 1 || true)
@@ -266,7 +266,16 @@ progress_open() {
       orbit_log "progress.md ends in an unclosed entry at line $heading_line: trimmed"
       head -c "$offset" -- "$file" >"$file.tmp.$$" && mv -f -- "$file.tmp.$$" "$file"
     elif [[ $(tail -c 1 -- "$file" | od -An -c | tr -d ' ') != '\n' ]]; then
-      printf '\n' >>"$file"
+      # The last line has no newline: a closing marker only missing it is completed; any
+      # other line is what a torn append left (a heading cut short) and is trimmed.
+      last=$(tail -n 1 -- "$file")
+      if [[ $last =~ ^\<\!--\ orbit:end\ iteration=[0-9]+\ sha256=[0-9a-f]{64}\ --\>$ ]]; then
+        printf '\n' >>"$file"
+      else
+        size=$(wc -c <"$file")
+        orbit_log "progress.md ends in a torn line (${#last} bytes): trimmed"
+        head -c "$((size - ${#last}))" -- "$file" >"$file.tmp.$$" && mv -f -- "$file.tmp.$$" "$file"
+      fi
     fi
   fi
   if [[ $marker_line =~ sha256=([0-9a-f]{64}) ]]; then

@@ -28,7 +28,7 @@ orbit_run_bounded() {
   flag=$(mktemp "${TMPDIR:-/tmp}/orbit-timeout.XXXXXX")
   rm -f -- "$flag"
   set -m
-  "$@" <"$infile" >>"$outfile" 2>&1 9>&- &
+  "$@" <"$infile" >>"$outfile" 2>&1 8>&- 9>&- &
   ORBIT_CHILD_PID=$!
   (
     trap 'exit 0' TERM
@@ -36,7 +36,7 @@ orbit_run_bounded() {
     wait $! || exit 0
     : >"$flag"
     orbit_kill_group "$ORBIT_CHILD_PID" "$grace"
-  ) </dev/null >/dev/null 2>&1 9>&- &
+  ) </dev/null >/dev/null 2>&1 8>&- 9>&- &
   watchdog=$!
   ORBIT_WATCHDOG_PID=$watchdog
   set +m

@@ -1275,6 +1275,9 @@ finalize() {
       printf '%s\titeration %s: %s — %s\n' "${R[VERIFY_SIG]}" "$n" "${R[VERIFY_FAILING]:-verify.sh}" \
         "$(sed -n '4,$p' "$dir/feedback.txt" 2>/dev/null | grep -v '^ *$' | tail -n 1 | sed 's/^ *//' | cut -c1-160)" >>"$LOOP_DIR/.failures.log"
     fi
+  fi
+  # The journal's record of the iteration, unless an earlier attempt wrote it already.
+  if ! grep -q "\"event\":\"iteration_end\",\"iteration\":$n," -- "$EV_FILE" 2>/dev/null; then
     orbit_event iteration_end "$n" verdict "${R[VERDICT]}" reason "${R[STOP_REASON]}" commit "$commit" changed "${R[CHANGED]:-0}"
   fi
   # The checkpoint.
@@ -1476,9 +1479,17 @@ red_gate() {
 # An unexpected failure: say where, keep the footer contract, exit 1. State on disk is
 # whatever the last atomic write left; a rerun resumes from it.
 orbit_internal_error() {
+  local avail
   trap - ERR
+  # A write that failed because the loop's disk is full is named as such.
+  avail=$(df -Pk -- "${LOOP_DIR:-.}" 2>/dev/null | awk 'NR==2 {print $4}' || true)
+  if [[ $avail =~ ^[0-9]+$ ]] && ((avail < 1024)); then
+    orbit_log "error: the loop's disk is full (${avail} KB free; run-loop.sh line $1: '$2' failed): free space, then rerun; the last checkpoint is intact"
+    footer CONTINUE "disk full: free space on the loop's disk, then rerun; it resumes from the last checkpoint" >&8
+    exit 4
+  fi
   orbit_log "internal error: run-loop.sh line $1: '$2' failed (status $3)"
-  footer CONTINUE "internal error at run-loop.sh line $1; a rerun resumes from the last checkpoint"
+  footer >&8 CONTINUE "internal error at run-loop.sh line $1; a rerun resumes from the last checkpoint"
   exit 1
 }
 
@@ -1498,6 +1509,9 @@ main() {
         ;;
     esac
   done
+  # The runner's own standard output, for the footer of an error raised while a block's
+  # output is redirected (fd 8 is closed for the agent, the checks and their watchdogs).
+  exec 8>&1
   trap 'orbit_internal_error $LINENO "$BASH_COMMAND" $?' ERR
   orbit_settings
   locate

@@ -146,10 +146,10 @@ state_write() {
     orbit_fault mid_state_write
   fi
   orbit_write_file "$dir/state.env" "$text" ||
-    orbit_die 4 "cannot write $dir/state.env (disk full or read-only?): the previous checkpoint is intact"
+    orbit_records_fail "$dir/state.env"
   orbit_fault after_state_before_sidecar
   orbit_write_file "$dir/state.env.sha256" "$(state_sidecar_text "$text" "${S[GEN]}")" ||
-    orbit_die 4 "cannot write $dir/state.env.sha256: run 'orbit recover' once the disk has room"
+    orbit_records_fail "$dir/state.env.sha256"
 }
 
 # state_load DIR: parse state.env and check the sidecar. A sidecar one generation behind is
@@ -190,6 +190,18 @@ state_load() {
   return 1
 }
 ORBIT_TORN_REPAIRED=0
+
+# orbit_records_fail FILE: a write to a record failed (disk full, file too large). Going
+# on would leave a hole in the record, so stop here. Every write is atomic or an append: a
+# state.env not replaced is the last checkpoint, a sidecar one generation behind is a torn
+# checkpoint the next start re-seals, and a torn tail of events.jsonl or progress.md is
+# trimmed and the iteration completed from its result.env on the next start.
+orbit_records_fail() {
+  if declare -F footer >/dev/null && { : >&8; } 2>/dev/null; then
+    footer CONTINUE "cannot write $(basename -- "$1") (disk full?): free space, then rerun; it resumes from the last checkpoint" >&8
+  fi
+  orbit_die 4 "cannot write $1 (disk full or file too large?): the last checkpoint is intact; free space, then rerun"
+}
 
 # ---- events.jsonl: one JSON object per line, hash-chained. `hash` is the sha256 of the line
 # ---- without its `,"hash":"..."` member; `prev` is the previous line's hash.
@@ -242,7 +254,7 @@ orbit_event() {
   line="{\"seq\":$EV_SEQ,\"ts\":\"$ts\",\"event\":\"$name\",\"iteration\":$iter$fields,\"prev\":\"$EV_PREV\"}"
   orbit_sha256_str_v "$line"
   printf '%s\n' "${line%\}},\"hash\":\"$REPLY\"}" >>"$EV_FILE" ||
-    orbit_log "warning: cannot append to $EV_FILE (disk full?)"
+    orbit_records_fail "$EV_FILE"
   EV_PREV=$REPLY
 }
 
@@ -298,7 +310,7 @@ progress_append() {
     orbit_fault mid_progress_append
   fi
   printf '%s<!-- orbit:end iteration=%s sha256=%s -->\n\n' "$text" "$iter" "$hash" >>"$PG_FILE" ||
-    orbit_log "warning: cannot append to $PG_FILE (disk full?)"
+    orbit_records_fail "$PG_FILE"
   PG_PREV=$hash
 }
 

@@ -278,7 +278,20 @@ fn ticked_loop(n: usize) -> (Repo, PathBuf) {
 /// keeps the interrupted attempt and resumes the same iteration to DONE.
 #[test]
 fn sigkill_while_the_agent_runs_then_the_next_run_sweeps_the_orphan_and_resumes() {
+    sigkill_mid_agent(&[]);
+}
+
+/// The same without flock (really absent from PATH): the dead runner's mkdir lock is
+/// taken over by the next run, which sweeps the orphan.
+#[test]
+fn sigkill_while_the_agent_runs_under_the_mkdir_lock_then_the_next_run_takes_it_over() {
+    sigkill_mid_agent(&["flock"]);
+}
+
+fn sigkill_mid_agent(hidden: &[&str]) {
     let repo = Repo::new();
+    let (_keep, path) = path_without(&repo, hidden);
+    let env: &[(&str, &str)] = &[("PATH", &path)];
     let started = repo.bin.path().join("started");
     let agent = repo.agent(
         "agent",
@@ -292,8 +305,13 @@ if [ "$(wc -l < work.txt)" -ge 2 ]; then echo done > "$ORBIT_LOOP_DIR/done.md"; 
         ),
     );
     let dir = repo.init_loop(&agent, &[&count_check(2)], &["--loop-timeout", "8h"]);
-    let runner = Runner::start(&repo, &dir, &[], &[]);
+    let runner = Runner::start(&repo, &dir, &[], env);
     wait_for("the agent", Duration::from_secs(60), || started.exists());
+    assert_eq!(
+        dir.join(".run-loop.lock.d").exists(),
+        !hidden.is_empty(),
+        "the mkdir lock is used exactly when flock is absent"
+    );
     // SIGKILL the runner alone: its agent lives on in its own process group.
     Command::new("kill")
         .args(["-KILL", &runner.pid().to_string()])
@@ -307,7 +325,7 @@ if [ "$(wc -l < work.txt)" -ge 2 ]; then echo done > "$ORBIT_LOOP_DIR/done.md"; 
     assert_eq!(a.verdict, "CRASHED", "{}", a.json);
     assert!(a.has("ORPHAN_AGENT", "P0") && a.code == 3, "{}", a.json);
     // The next run starts while the orphan still runs: it takes the lock, sweeps it.
-    let out = repo.run_loop(&dir, &[], &[]);
+    let out = repo.run_loop(&dir, &[], env);
     assert_code(&out, 0, "the next run resumes to DONE");
     assert!(
         fs::read_to_string(dir.join("runner.log"))
@@ -1167,8 +1185,11 @@ fn the_clock_jumping_past_the_loop_timeout_stops_with_exit_11() {
 
 // ---- concurrency
 
-fn ten_runners(env: &[(&str, &str)]) {
+/// Ten runners at once, with the tools in `hidden` really absent from PATH.
+fn ten_runners(hidden: &[&str]) {
     let repo = Repo::new();
+    let (_keep, path) = path_without(&repo, hidden);
+    let env: &[(&str, &str)] = &[("PATH", &path)];
     let release = repo.bin.path().join("release");
     // The agent holds on until the test releases it: every runner tries the lock while
     // the one that got it is mid-iteration.
@@ -1224,7 +1245,8 @@ fn ten_runners_started_at_once_one_runs_nine_exit_20() {
 
 #[test]
 fn ten_runners_at_once_with_the_mkdir_lock_one_runs_nine_exit_20() {
-    ten_runners(&[("ORBIT_NO_FLOCK", "1")]);
+    // flock really absent from PATH, not just the ORBIT_NO_FLOCK hook.
+    ten_runners(&["flock"]);
 }
 
 #[test]

@@ -1484,7 +1484,7 @@ orbit_internal_error() {
   # A write that failed because the loop's disk is full is named as such.
   avail=$(df -Pk -- "${LOOP_DIR:-.}" 2>/dev/null | awk 'NR==2 {print $4}' || true)
   if [[ $avail =~ ^[0-9]+$ ]] && ((avail < 1024)); then
-    orbit_log "error: the loop's disk is full (${avail} KB free; run-loop.sh line $1: '$2' failed): free space, then rerun; the last checkpoint is intact"
+    orbit_log "error: cannot write: the loop's disk is full (${avail} KB free; run-loop.sh line $1: '$2' failed): free space, then rerun; the last checkpoint is intact"
     footer CONTINUE "disk full: free space on the loop's disk, then rerun; it resumes from the last checkpoint" >&8
     exit 4
   fi

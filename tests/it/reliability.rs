@@ -973,6 +973,11 @@ fn a_file_size_limit_during_a_record_append_stops_with_exit_4_and_the_rerun_resu
     assert_no_process_left(&dir);
     let a = audit(&repo, &dir);
     assert!(a.no_p0(), "{}", a.json);
+    assert!(
+        a.has("TOOL_FAILURE", "P1"),
+        "the failed write is reported: {}",
+        a.json
+    );
     // Room again: the loop resumes to DONE with whole records.
     let out = repo.run_loop(&dir, &[], &[]);
     assert_code(&out, 0, "rerun with room");
@@ -1016,6 +1021,7 @@ cp -a "$d/." "$t/" && mount --bind "$t" "$d" || exit 98
 bash "$d/run-loop.sh" --once; rc=$?
 rm -f "$d/notes.md"
 umount "$d"; cp -a "$t/." "$d/"; rm -f "$d/notes.md"
+umount "$t"; rmdir "$t"
 exit $rc"#,
         &[dir.to_str().unwrap()],
     );

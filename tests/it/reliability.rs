@@ -1255,6 +1255,46 @@ fn ten_runners_at_once_with_the_mkdir_lock_one_runs_nine_exit_20() {
     ten_runners(&["flock"]);
 }
 
+/// A mkdir lock whose owner file is not written yet belongs to a runner taking it right
+/// now: a second runner exits 20. Left by a runner that died before writing it (older
+/// than a minute), it is taken over. flock is really absent from PATH.
+#[test]
+fn a_mkdir_lock_without_an_owner_is_live_while_young_and_taken_over_when_old() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 5);
+    let dir = repo.init_loop(&agent, &[&count_check(5)], &["--loop-timeout", "8h"]);
+    let (_keep, path) = path_without(&repo, &["flock"]);
+    let env: &[(&str, &str)] = &[("PATH", &path)];
+    let lockdir = dir.join(".run-loop.lock.d");
+    fs::create_dir(&lockdir).unwrap();
+    let out = repo.run_loop(&dir, &["--once"], env);
+    assert_code(&out, 20, "a lock being taken right now");
+    assert!(!dir.join("iterations/000001").exists());
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "READY");
+    let st = Command::new("touch")
+        .args(["-d", "5 minutes ago"])
+        .arg(&lockdir)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = repo.run_loop(&dir, &["--once"], env);
+    assert_code(
+        &out,
+        10,
+        "an ownerless lock left by a dead runner is taken over",
+    );
+    assert!(
+        fs::read_to_string(dir.join("runner.log"))
+            .unwrap()
+            .contains("taken over")
+    );
+    assert!(!lockdir.exists(), "released");
+    assert!(!dir.join(".run-loop.lock.d.takeover").exists());
+    assert_records_agree(&dir);
+    let a = audit(&repo, &dir);
+    assert_eq!((a.verdict.as_str(), a.code), ("IDLE", 0), "{}", a.json);
+}
+
 #[test]
 fn a_user_commit_on_the_loop_branch_between_ticks_is_kept_and_not_swallowed() {
     let (repo, dir) = ticked_loop(3);

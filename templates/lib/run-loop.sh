@@ -1241,7 +1241,9 @@ finalize() {
     sig_record "$n" "${R[TREE_AFTER]}"
   fi
   if ! grep -q "^## Iteration $n — ${R[VERDICT]}\$" -- "$PG_FILE" 2>/dev/null || ! progress_has "$n"; then
-    changed_list=$(tree_changes "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" | tr '\0' '\n' | head -n 20 | orbit_clean_text | paste -sd ' ' -)
+    # awk reads to the end: `head` would leave tr to die of SIGPIPE (pipefail) as soon
+    # as an iteration changes more names than fit in a pipe buffer.
+    changed_list=$(tree_changes "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" | tr '\0' '\n' | awk 'NR <= 20' | orbit_clean_text | paste -sd ' ' -)
     cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") (${R[COST_KIND]:-unknown})"
     if [[ ${R[COST_KIND]:-} == partial ]]; then
       cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") reported, plus runs that reported no cost"

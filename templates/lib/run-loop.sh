@@ -1483,6 +1483,12 @@ red_gate() {
 orbit_internal_error() {
   local avail
   trap - ERR
+  # In a subshell (a command substitution) the error is logged and the subshell exits:
+  # its parent fails in turn and prints the one footer of the run.
+  if [[ $BASHPID != "$$" ]]; then
+    orbit_log "internal error: run-loop.sh line $1: '$2' failed (status $3)"
+    exit 1
+  fi
   # A write that failed because the loop's disk is full is named as such.
   avail=$(df -Pk -- "${LOOP_DIR:-.}" 2>/dev/null | awk 'NR==2 {print $4}' || true)
   if [[ $avail =~ ^[0-9]+$ ]] && ((avail < 1024)); then

@@ -551,6 +551,24 @@ fn each_class_of_agent_exit_is_classified_and_recorded() {
     }
 }
 
+/// An agent that changes hundreds of files in one iteration: the progress entry lists the
+/// first twenty, the commit holds them all. (This crashed the runner: `head -n 20` in a
+/// pipefail pipeline killed its writer with SIGPIPE.)
+#[test]
+fn an_agent_that_changes_hundreds_of_files_is_recorded_and_committed() {
+    let (repo, dir, out) = tick_with_agent(
+        "cat >/dev/null\nmkdir -p gen\nfor k in $(seq 400); do echo $k > gen/generated-file-number-$k.txt; done",
+        &[],
+    );
+    assert_code(&out, 10, "tick");
+    let r = read_kv(&dir.join("iterations/000001/result.env"));
+    assert_eq!(r["CHANGED"], "400");
+    let files = repo.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert_eq!(files.lines().filter(|l| l.starts_with("gen/")).count(), 400);
+    assert_records_agree(&dir);
+    assert_eq!(audit(&repo, &dir).code, 0);
+}
+
 #[test]
 fn a_hanging_check_times_out_as_a_failure_and_leaves_nothing_running() {
     let repo = Repo::new();
@@ -985,6 +1003,76 @@ fn a_file_size_limit_during_a_record_append_stops_with_exit_4_and_the_rerun_resu
     assert_eq!(committed_iterations(&repo), (1..=6).collect::<Vec<_>>());
     let a = audit(&repo, &dir);
     assert_eq!((a.verdict.as_str(), a.code), ("DONE", 0), "{}", a.json);
+}
+
+/// The same limit met by a progress.md append: an agent that replaces twenty files with
+/// long names each iteration makes progress.md the largest file the runner writes (each
+/// entry lists the changed files; the git index stays small). The torn entry is trimmed and rewritten from result.env on the rerun.
+#[test]
+fn a_file_size_limit_during_a_progress_append_stops_with_exit_4_and_the_rerun_rewrites_the_entry() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "agent",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" >> work.txt
+pad=$(printf '%0200d' 0)
+rm -f f-*
+for k in $(seq 20); do echo x > "f-$ORBIT_ITERATION-$k-$pad"; done
+if [ "$(wc -l < work.txt)" -ge 6 ]; then echo done > "$ORBIT_LOOP_DIR/done.md"; fi"#,
+    );
+    let dir = repo.init_loop(&agent, &[&count_check(6)], &["--loop-timeout", "8h"]);
+    for _ in 0..3 {
+        let out = repo.run_loop(&dir, &["--once"], &[]);
+        assert_code(&out, 10, "tick");
+    }
+    let psize = fs::metadata(dir.join("progress.md")).unwrap().len();
+    let esize = fs::metadata(dir.join("events.jsonl")).unwrap().len();
+    let limit_kb = psize / 1024 + 1;
+    assert!(
+        esize + 4096 < limit_kb * 1024,
+        "progress.md ({psize}) must lead events.jsonl ({esize}) by an iteration of events"
+    );
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(r#"trap '' XFSZ; ulimit -f "$1"; exec bash "$2/run-loop.sh""#)
+        .arg("limit")
+        .arg(limit_kb.to_string())
+        .arg(&dir)
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("RETRY_BASE_DELAY", "0")
+        .env("KILL_GRACE", "1");
+    let out = run_bounded(cmd, Duration::from_secs(180));
+    assert_code(&out, 4, "the progress append cannot be made");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot write") && err.contains("progress.md"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NEXUS_LOOP_STATUS: CONTINUE"));
+    assert_eq!(
+        state_value(&dir, "NEXT_ITERATION"),
+        "4",
+        "not checkpointed past the entry"
+    );
+    assert_no_process_left(&dir);
+    let a = audit(&repo, &dir);
+    assert!(a.no_p0() && a.has("TOOL_FAILURE", "P1"), "{}", a.json);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "rerun with room");
+    assert!(
+        fs::read_to_string(dir.join("runner.log"))
+            .unwrap()
+            .contains("recorded but not checkpointed")
+    );
+    assert_records_agree(&dir);
+    assert_eq!(committed_iterations(&repo), (1..=6).collect::<Vec<_>>());
+    assert_eq!(
+        repo.read("work.txt").lines().count(),
+        6,
+        "no agent run repeated"
+    );
 }
 
 /// The disk fills up while the agent runs (it writes notes.md until ENOSPC), so the

@@ -1489,11 +1489,17 @@ orbit_internal_error() {
     orbit_log "internal error: run-loop.sh line $1: '$2' failed (status $3)"
     exit 1
   fi
-  # A write that failed because the loop's disk is full is named as such.
+  # A write that failed because the loop's disk is full, or under a file-size limit, is
+  # named as such.
   avail=$(df -Pk -- "${LOOP_DIR:-.}" 2>/dev/null | awk 'NR==2 {print $4}' || true)
   if [[ $avail =~ ^[0-9]+$ ]] && ((avail < 1024)); then
     orbit_log "error: cannot write: the loop's disk is full (${avail} KB free; run-loop.sh line $1: '$2' failed): free space, then rerun; the last checkpoint is intact"
     footer CONTINUE "disk full: free space on the loop's disk, then rerun; it resumes from the last checkpoint" >&8
+    exit 4
+  fi
+  if [[ $(ulimit -f) != unlimited ]]; then
+    orbit_log "error: cannot write under a file-size limit (ulimit -f $(ulimit -f))? run-loop.sh line $1: '$2' failed (status $3): raise the limit, then rerun; the last checkpoint is intact"
+    footer CONTINUE "failed under a file-size limit (ulimit -f $(ulimit -f)): raise it, then rerun; it resumes from the last checkpoint" >&8
     exit 4
   fi
   orbit_log "internal error: run-loop.sh line $1: '$2' failed (status $3)"

@@ -1075,6 +1075,55 @@ if [ "$(wc -l < work.txt)" -ge 6 ]; then echo done > "$ORBIT_LOOP_DIR/done.md"; 
     );
 }
 
+/// A file-size limit below the git index: the runner's copy of the index fails (inside a
+/// command substitution). Exit 4 naming the limit, one footer, nothing recorded; with
+/// the limit lifted the loop goes on.
+#[test]
+fn a_file_size_limit_below_the_git_index_is_named_with_one_footer() {
+    let repo = Repo::new();
+    for k in 0..300 {
+        repo.write(
+            &format!("tracked/file-with-a-rather-long-name-{k:04}.txt"),
+            "x\n",
+        );
+    }
+    repo.git(&["add", "tracked"]);
+    repo.git(&["commit", "-q", "-m", "many files"]);
+    let agent = counting_agent(&repo, 2);
+    let dir = repo.init_loop(&agent, &[&count_check(2)], &["--loop-timeout", "8h"]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick 1");
+    let index = fs::metadata(repo.join(".git/index")).unwrap().len();
+    assert!(index > 8 * 1024, "index {index} bytes");
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(r#"trap '' XFSZ; ulimit -f 8; exec bash "$1/run-loop.sh""#)
+        .arg("limit")
+        .arg(&dir)
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("RETRY_BASE_DELAY", "0")
+        .env("KILL_GRACE", "1");
+    let out = run_bounded(cmd, Duration::from_secs(120));
+    assert_code(&out, 4, "the limit is named");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.matches("NEXUS_LOOP_STATUS:").count(),
+        1,
+        "one footer:\n{stdout}"
+    );
+    assert!(stdout.contains("file-size limit"), "{stdout}");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2");
+    assert_no_process_left(&dir);
+    let a = audit(&repo, &dir);
+    assert!(a.no_p0() && a.verdict != "CORRUPT", "{}", a.json);
+    assert!(a.has("TOOL_FAILURE", "P1"), "{}", a.json);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "without the limit");
+    assert_records_agree(&dir);
+    assert_eq!(committed_iterations(&repo), [1, 2]);
+}
+
 /// The disk fills up while the agent runs (it writes notes.md until ENOSPC), so the
 /// runner's next write fails (a log, the journal or the checkpoint; whichever comes
 /// first): exit 4 with the cause named, the checkpoint whole; once the space is freed the

@@ -183,6 +183,12 @@ pub fn parse(bytes: &[u8]) -> Progress {
             current = Some((kind, n, raw.to_string()));
             continue;
         }
+        if seen_entry && !complete {
+            // A last line without its newline after the entries: a torn write (a heading
+            // cut short), not a stray line. The runner trims it.
+            out.torn_tail_line = Some(n);
+            continue;
+        }
         if seen_entry && !line.trim().is_empty() {
             out.stray_lines.push(n);
         }

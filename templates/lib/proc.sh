@@ -26,7 +26,7 @@ orbit_run_bounded() {
   ORBIT_RC=0
   ORBIT_TIMED_OUT=0
   set -m
-  "$@" <"$infile" >>"$outfile" 2>&1 9>&- &
+  "$@" <"$infile" >>"$outfile" 2>&1 8>&- 9>&- &
   ORBIT_CHILD_PID=$!
   # The watchdog exits 0 only when it fired (and then ignores TERM until the group is
   # gone); stopped early by us it exits 3. No temp file, no extra process.
@@ -37,7 +37,7 @@ orbit_run_bounded() {
     trap '' TERM
     orbit_kill_group "$ORBIT_CHILD_PID" "$grace"
     exit 0
-  ) </dev/null >/dev/null 2>&1 9>&- &
+  ) </dev/null >/dev/null 2>&1 8>&- 9>&- &
   watchdog=$!
   ORBIT_WATCHDOG_PID=$watchdog
   set +m

@@ -122,7 +122,7 @@ preflight() {
 
 # ---- lock: flock on a descriptor held for the runner's life; a mkdir lock without flock.
 lock_acquire() {
-  local lockdir="$LOOP_DIR/.run-loop.lock.d" owner pid start
+  local lockdir="$LOOP_DIR/.run-loop.lock.d" owner
   if command -v flock >/dev/null 2>&1 && [[ -z ${ORBIT_NO_FLOCK:-} ]]; then
     exec 9>>"$LOOP_DIR/.run-loop.lock"
     if ! flock -n 9; then
@@ -135,23 +135,53 @@ lock_acquire() {
   fi
   : >>"$LOOP_DIR/.run-loop.lock"
   if ! mkdir -- "$lockdir" 2>/dev/null; then
-    owner=$(cat -- "$lockdir/owner" 2>/dev/null || true)
-    pid=${owner%% *}
-    start=${owner#* }
-    if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && [[ "$(proc_start "$pid")" == "$start" ]]; then
+    owner=$(lock_owner "$lockdir")
+    if lock_owner_alive "$lockdir" "$owner"; then
       footer CONTINUE "another runner holds the lock"
-      orbit_log "another runner (pid $pid) holds $lockdir: nothing to do"
+      orbit_log "another runner (${owner:-starting}) holds $lockdir: nothing to do"
+      exit 20
+    fi
+    # Taking over a dead owner's lock is itself serialised by a second mkdir, and only
+    # the owner that was found dead is removed: two runners that both found it dead never
+    # both run, and neither removes a lock that a live runner has just taken.
+    if ! mkdir -- "$lockdir.takeover" 2>/dev/null; then
+      if [[ -n $(find "$lockdir.takeover" -maxdepth 0 -mmin +1 2>/dev/null) ]]; then
+        rmdir -- "$lockdir.takeover" 2>/dev/null || true
+      fi
+      footer CONTINUE "another runner holds the lock"
+      orbit_log "another runner is taking over $lockdir: nothing to do"
+      exit 20
+    fi
+    if [[ "$(lock_owner "$lockdir")" != "$owner" ]] || ! rm -rf -- "$lockdir" || ! mkdir -- "$lockdir" 2>/dev/null; then
+      rmdir -- "$lockdir.takeover" 2>/dev/null || true
+      footer CONTINUE "another runner holds the lock"
       exit 20
     fi
     orbit_log "stale lock $lockdir (owner '$owner' is gone): taken over"
-    rm -rf -- "$lockdir"
-    mkdir -- "$lockdir" 2>/dev/null || {
-      footer CONTINUE "another runner holds the lock"
-      exit 20
-    }
+    printf '%s %s\n' "$$" "$(proc_start $$)" >"$lockdir/owner"
+    rmdir -- "$lockdir.takeover" 2>/dev/null || true
+    LOCK_MODE='mkdir'
+    return 0
   fi
-  printf '%s %s\n' "$$" "$(proc_start $$)" >"$lockdir/owner"
+  printf '%s %s\n' "$$" "$(proc_start $$)" >"$lockdir/owner.tmp.$$"
+  mv -f -- "$lockdir/owner.tmp.$$" "$lockdir/owner"
   LOCK_MODE='mkdir'
+}
+
+# The owner line of a mkdir lock ("pid start-time"), empty while it is being written.
+lock_owner() { cat -- "$1/owner" 2>/dev/null || true; }
+
+# lock_owner_alive LOCKDIR OWNER: the owner runs (same pid and start time); a lock with no
+# owner yet is being taken right now, unless it is older than a minute (its taker died).
+lock_owner_alive() {
+  local lockdir=$1 owner=$2 pid start
+  if [[ -z $owner ]]; then
+    [[ -d $lockdir && -z $(find "$lockdir" -maxdepth 0 -mmin +1 2>/dev/null) ]]
+    return
+  fi
+  pid=${owner%% *}
+  start=${owner#* }
+  [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && [[ "$(proc_start "$pid")" == "$start" ]]
 }
 
 lock_release() {
@@ -385,8 +415,9 @@ tree_snapshot() {
   if [[ ! -f $idx && -f $GIT_DIR_ABS/index ]]; then
     cp -p -- "$GIT_DIR_ABS/index" "$idx"
   fi
-  GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" add -A -- . ":(exclude,literal)$LOOP_REL" >/dev/null 2>&1 || true
-  REPLY=$(GIT_INDEX_FILE=$idx git -C "$REPO_ROOT" write-tree 2>/dev/null) || REPLY=''
+  # A snapshot that fails is an error, never a silently stale tree (git says why in the log).
+  GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" add -A -- . ":(exclude,literal)$LOOP_REL" >/dev/null 2>>"$ORBIT_LOG_FILE"
+  REPLY=$(GIT_INDEX_FILE=$idx git -C "$REPO_ROOT" write-tree 2>>"$ORBIT_LOG_FILE")
 }
 
 # Changed paths between two trees, NUL-separated.
@@ -1226,7 +1257,9 @@ finalize() {
   entries=$(grep -c "^## Iteration $n — " -- "$PG_FILE" 2>/dev/null || true)
   entries=$((entries - $(grep -c "^## Iteration $n — INTERRUPTED\$" -- "$PG_FILE" 2>/dev/null || true)))
   if ((entries < retried + 1)) || ! progress_has "$n"; then
-    changed_list=$(tree_changes "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" | tr '\0' '\n' | head -n 20 | orbit_clean_text | paste -sd ' ' -)
+    # awk reads to the end: `head` would leave tr to die of SIGPIPE (pipefail) as soon
+    # as an iteration changes more names than fit in a pipe buffer.
+    changed_list=$(tree_changes "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" | tr '\0' '\n' | awk 'NR <= 20' | orbit_clean_text | paste -sd ' ' -)
     cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") (${R[COST_KIND]:-unknown})"
     if [[ ${R[COST_KIND]:-} == partial ]]; then
       cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") reported, plus runs that reported no cost"
@@ -1260,6 +1293,9 @@ finalize() {
       printf '%s\titeration %s: %s — %s\n' "${R[VERIFY_SIG]}" "$n" "${R[VERIFY_FAILING]:-verify.sh}" \
         "$(sed -n '4,$p' "$dir/feedback.txt" 2>/dev/null | grep -v '^ *$' | tail -n 1 | sed 's/^ *//' | cut -c1-160)" >>"$LOOP_DIR/.failures.log"
     fi
+  fi
+  # The journal's record of the iteration, unless an earlier attempt wrote it already.
+  if ! grep -q "\"event\":\"iteration_end\",\"iteration\":$n," -- "$EV_FILE" 2>/dev/null; then
     orbit_event iteration_end "$n" verdict "${R[VERDICT]}" reason "${R[STOP_REASON]}" commit "$commit" changed "${R[CHANGED]:-0}"
   fi
   # The checkpoint.
@@ -1461,9 +1497,29 @@ red_gate() {
 # An unexpected failure: say where, keep the footer contract, exit 1. State on disk is
 # whatever the last atomic write left; a rerun resumes from it.
 orbit_internal_error() {
+  local avail
   trap - ERR
+  # In a subshell (a command substitution) the error is logged and the subshell exits:
+  # its parent fails in turn and prints the one footer of the run.
+  if [[ $BASHPID != "$$" ]]; then
+    orbit_log "internal error: run-loop.sh line $1: '$2' failed (status $3)"
+    exit 1
+  fi
+  # A write that failed because the loop's disk is full, or under a file-size limit, is
+  # named as such.
+  avail=$(df -Pk -- "${LOOP_DIR:-.}" 2>/dev/null | awk 'NR==2 {print $4}' || true)
+  if [[ $avail =~ ^[0-9]+$ ]] && ((avail < 1024)); then
+    orbit_log "error: cannot write: the loop's disk is full (${avail} KB free; run-loop.sh line $1: '$2' failed): free space, then rerun; the last checkpoint is intact"
+    footer CONTINUE "disk full: free space on the loop's disk, then rerun; it resumes from the last checkpoint" >&8
+    exit 4
+  fi
+  if [[ $(ulimit -f) != unlimited ]]; then
+    orbit_log "error: cannot write under a file-size limit (ulimit -f $(ulimit -f))? run-loop.sh line $1: '$2' failed (status $3): raise the limit, then rerun; the last checkpoint is intact"
+    footer CONTINUE "failed under a file-size limit (ulimit -f $(ulimit -f)): raise it, then rerun; it resumes from the last checkpoint" >&8
+    exit 4
+  fi
   orbit_log "internal error: run-loop.sh line $1: '$2' failed (status $3)"
-  footer CONTINUE "internal error at run-loop.sh line $1; a rerun resumes from the last checkpoint"
+  footer >&8 CONTINUE "internal error at run-loop.sh line $1; a rerun resumes from the last checkpoint"
   exit 1
 }
 
@@ -1483,6 +1539,9 @@ main() {
         ;;
     esac
   done
+  # The runner's own standard output, for the footer of an error raised while a block's
+  # output is redirected (fd 8 is closed for the agent, the checks and their watchdogs).
+  exec 8>&1
   trap 'orbit_internal_error $LINENO "$BASH_COMMAND" $?' ERR
   orbit_settings
   locate

@@ -149,10 +149,10 @@ state_write() {
     orbit_fault mid_state_write
   fi
   orbit_write_file "$dir/state.env" "$text" ||
-    orbit_die 4 "cannot write $dir/state.env (disk full or read-only?): the previous checkpoint is intact"
+    orbit_records_fail "$dir/state.env"
   orbit_fault after_state_before_sidecar
   orbit_write_file "$dir/state.env.sha256" "$(state_sidecar_text "$text" "${S[GEN]}")" ||
-    orbit_die 4 "cannot write $dir/state.env.sha256: run 'orbit recover' once the disk has room"
+    orbit_records_fail "$dir/state.env.sha256"
 }
 
 # state_load DIR: parse state.env and check the sidecar. A sidecar one generation behind is
@@ -193,6 +193,18 @@ state_load() {
   return 1
 }
 ORBIT_TORN_REPAIRED=0
+
+# orbit_records_fail FILE: a write to a record failed (disk full, file too large). Going
+# on would leave a hole in the record, so stop here. Every write is atomic or an append: a
+# state.env not replaced is the last checkpoint, a sidecar one generation behind is a torn
+# checkpoint the next start re-seals, and a torn tail of events.jsonl or progress.md is
+# trimmed and the iteration completed from its result.env on the next start.
+orbit_records_fail() {
+  if declare -F footer >/dev/null && { : >&8; } 2>/dev/null; then
+    footer CONTINUE "cannot write $(basename -- "$1") (disk full?): free space, then rerun; it resumes from the last checkpoint" >&8
+  fi
+  orbit_die 4 "cannot write $1 (disk full or file too large?): the last checkpoint is intact; free space, then rerun"
+}
 
 # ---- events.jsonl: one JSON object per line, hash-chained. `hash` is the sha256 of the line
 # ---- without its `,"hash":"..."` member; `prev` is the previous line's hash.
@@ -246,7 +258,7 @@ orbit_event() {
   line="{\"seq\":$EV_SEQ,\"ts\":\"$ts\",\"event\":\"$name\",\"iteration\":$iter$fields,\"prev\":\"$EV_PREV\"}"
   orbit_sha256_str_v "$line"
   printf '%s\n' "${line%\}},\"hash\":\"$REPLY\"}" >>"$EV_FILE" ||
-    orbit_log "warning: cannot append to $EV_FILE (disk full?)"
+    orbit_records_fail "$EV_FILE"
   EV_PREV=$REPLY
 }
 
@@ -257,7 +269,7 @@ PG_FILE=
 # progress_open FILE: find the chain's end; a torn tail (an entry without its end marker)
 # is trimmed, since the runner rewrites that entry in full from the iteration's record.
 progress_open() {
-  local file=$1 heading_at marker_line heading_line offset
+  local LC_ALL=C file=$1 heading_at marker_line heading_line offset last size
   PG_FILE=$file
   [[ -f $file ]] || return 0
   marker_line=$(grep -an '^<!-- orbit:end iteration=[0-9]\{1,\} sha256=[0-9a-f]\{64\} -->$' -- "$file" | tail -n 1 || true)
@@ -270,7 +282,16 @@ progress_open() {
       orbit_log "progress.md ends in an unclosed entry at line $heading_line: trimmed"
       head -c "$offset" -- "$file" >"$file.tmp.$$" && mv -f -- "$file.tmp.$$" "$file"
     elif [[ $(tail -c 1 -- "$file" | od -An -c | tr -d ' ') != '\n' ]]; then
-      printf '\n' >>"$file"
+      # The last line has no newline: a closing marker only missing it is completed; any
+      # other line is what a torn append left (a heading cut short) and is trimmed.
+      last=$(tail -n 1 -- "$file")
+      if [[ $last =~ ^\<\!--\ orbit:end\ iteration=[0-9]+\ sha256=[0-9a-f]{64}\ --\>$ ]]; then
+        printf '\n' >>"$file"
+      else
+        size=$(wc -c <"$file")
+        orbit_log "progress.md ends in a torn line (${#last} bytes): trimmed"
+        head -c "$((size - ${#last}))" -- "$file" >"$file.tmp.$$" && mv -f -- "$file.tmp.$$" "$file"
+      fi
     fi
   fi
   if [[ $marker_line =~ sha256=([0-9a-f]{64}) ]]; then
@@ -293,7 +314,7 @@ progress_append() {
     orbit_fault mid_progress_append
   fi
   printf '%s<!-- orbit:end iteration=%s sha256=%s -->\n\n' "$text" "$iter" "$hash" >>"$PG_FILE" ||
-    orbit_log "warning: cannot append to $PG_FILE (disk full?)"
+    orbit_records_fail "$PG_FILE"
   PG_PREV=$hash
 }
 

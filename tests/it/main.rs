@@ -7,5 +7,6 @@ mod guards;
 mod init;
 mod ops;
 mod recover;
+mod reliability;
 mod runner;
 mod support;

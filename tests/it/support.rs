@@ -270,3 +270,24 @@ pub fn processes_with_env(marker: &str) -> Vec<u32> {
     }
     pids
 }
+
+impl Repo {
+    /// Like [`Repo::new`], with the repository directory named by `prefix` (spaces,
+    /// quotes and `$` are welcome).
+    pub fn with_prefix(prefix: &str) -> Repo {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+        let bin = tempfile::Builder::new()
+            .prefix("orbit-bin-")
+            .tempdir()
+            .unwrap();
+        let repo = Repo { dir, bin };
+        repo.git(&["init", "-q", "-b", "main"]);
+        repo.git(&["config", "user.name", "Orbit Test"]);
+        repo.git(&["config", "user.email", "orbit-test@example.invalid"]);
+        repo.git(&["config", "commit.gpgsign", "false"]);
+        repo.write("README.md", "test repository\n");
+        repo.git(&["add", "README.md"]);
+        repo.git(&["commit", "-q", "-m", "init"]);
+        repo
+    }
+}

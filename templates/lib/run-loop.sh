@@ -1549,10 +1549,15 @@ main() {
   settings_check
   verify_budget
   orbit_sha_detect
-  ORBIT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/orbit-run.XXXXXX")
-  trap 'rm -rf -- "$ORBIT_TMP"' EXIT
+
   preflight
   lock_acquire
+  # Scratch space inside the loop directory, under the lock: what a killed run left there
+  # is cleared by the next one.
+  ORBIT_TMP="$LOOP_DIR/.run-tmp"
+  rm -rf -- "$ORBIT_TMP"
+  mkdir -- "$ORBIT_TMP"
+  trap 'rm -rf -- "$ORBIT_TMP"' EXIT
   orbit_fault after_lock
   trap 'on_signal INT 2' INT
   trap 'on_signal TERM 15' TERM

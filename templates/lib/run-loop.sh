@@ -1252,11 +1252,21 @@ finalize() {
   fi
   # One final entry per attempt of the iteration: the earlier ones recover set aside
   # (retried.K/) have theirs already.
-  local retried entries
-  retried=$(find "$dir" -maxdepth 1 -name 'retried.*' -type d 2>/dev/null | wc -l | tr -d ' ')
-  entries=$(grep -c "^## Iteration $n — " -- "$PG_FILE" 2>/dev/null || true)
-  entries=$((entries - $(grep -c "^## Iteration $n — INTERRUPTED\$" -- "$PG_FILE" 2>/dev/null || true)))
-  if ((entries < retried + 1)) || ! progress_has "$n"; then
+  # Only the end of progress.md is read: an iteration's entries are the newest ones, and
+  # a loop with a long history must not rescan all of it each iteration.
+  local retried=0 entries=0 closed=0 tail_text line
+  for line in "$dir"/retried.*; do
+    if [[ -d $line ]]; then retried=$((retried + 1)); fi
+  done
+  tail_text=$(tail -c 65536 -- "$PG_FILE" 2>/dev/null || true)
+  while IFS= read -r line; do
+    case $line in
+      "## Iteration $n — INTERRUPTED") ;;
+      "## Iteration $n — "*) entries=$((entries + 1)) ;;
+      "<!-- orbit:end iteration=$n sha256="*) closed=1 ;;
+    esac
+  done <<<"$tail_text"
+  if ((entries < retried + 1 || closed == 0)); then
     # awk reads to the end: `head` would leave tr to die of SIGPIPE (pipefail) as soon
     # as an iteration changes more names than fit in a pipe buffer.
     changed_list=$(tree_changes "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" | tr '\0' '\n' | awk 'NR <= 20' | orbit_clean_text | paste -sd ' ' -)

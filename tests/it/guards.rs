@@ -2,18 +2,9 @@
 //! budgets, rate limits, scoped commits and branch isolation.
 
 use std::fs;
-use std::path::Path;
 use std::time::Duration;
 
-use crate::support::{Repo, assert_code, state_value, text};
-
-fn events(dir: &Path, name: &str) -> Vec<orbit::events::Event> {
-    orbit::events::read(&fs::read(dir.join("events.jsonl")).unwrap())
-        .events
-        .into_iter()
-        .filter(|e| e.event == name)
-        .collect()
-}
+use crate::support::{Repo, assert_code, events_named, state_value, text};
 
 /// Runs an agent whose iteration-1 action is `action`; expects an integrity stop naming
 /// `file` with `reason`, the change left uncommitted, and never DONE.
@@ -37,7 +28,7 @@ fn integrity_case(setup: impl Fn(&Repo), action: &str, file: &str, reason: &str)
     );
     assert_eq!(state_value(&dir, "LAST_STATUS"), "ABORTED");
     assert_eq!(state_value(&dir, "STOP_REASON"), reason);
-    let fails = events(&dir, "integrity_fail");
+    let fails = events_named(&dir, "integrity_fail");
     assert_eq!(fails.len(), 1, "one integrity_fail event");
     let e = &fails[0].value;
     assert_eq!(e["code"], reason);

@@ -7,105 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Repo, assert_code, processes_with_env, run_bounded, state_value, text};
-
-/// An agent that appends one line per iteration and claims DONE once `work.txt` holds
-/// `n` lines. Confirmation and wrap-up runs change nothing.
-fn counting_agent(repo: &Repo, n: usize) -> PathBuf {
-    repo.agent(
-        "counter",
-        &format!(
-            r#"cat >/dev/null
-case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
-echo "step $ORBIT_ITERATION" >> work.txt
-if [ "$(wc -l < work.txt)" -ge {n} ]; then echo "every check holds" > "$ORBIT_LOOP_DIR/done.md"; fi
-echo '{{"type":"result","total_cost_usd":0.25}}'"#
-        ),
-    )
-}
-
-fn count_check(n: usize) -> String {
-    format!("test -f work.txt && test \"$(wc -l < work.txt)\" -ge {n}")
-}
-
-fn read_kv(path: &Path) -> BTreeMap<String, String> {
-    fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .filter_map(|l| {
-            l.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-        })
-        .collect()
-}
-
-/// The three records agree: the checkpoint is sealed, the journal's chain holds, progress.md
-/// is whole, and every iteration before NEXT_ITERATION has exactly one final entry, one
-/// iteration_end event and a result.env with the same verdict.
-fn assert_records_agree(dir: &Path) {
-    let state = orbit::state::State::parse_file(&dir.join("state.env")).expect("state.env parses");
-    let sidecar =
-        orbit::state::Sidecar::parse(&fs::read(dir.join("state.env.sha256")).unwrap()).unwrap();
-    assert_eq!(
-        sidecar,
-        orbit::state::Sidecar::for_state(&state.print(), state.generation),
-        "sidecar seals state.env"
-    );
-    let journal = orbit::events::read(&fs::read(dir.join("events.jsonl")).unwrap_or_default());
-    assert_eq!(journal.error, None, "events.jsonl chain");
-    let progress = orbit::progress::parse(&fs::read(dir.join("progress.md")).unwrap());
-    assert_eq!(
-        progress.torn_tail_line, None,
-        "progress.md has no torn tail"
-    );
-    assert!(progress.first_broken().is_none(), "progress.md chain");
-    let last_done = if state.last_status == "ABORTED" {
-        state.next_iteration
-    } else {
-        state.next_iteration - 1
-    };
-    for i in 1..=last_done {
-        let rdir = dir.join(format!("iterations/{i:06}"));
-        let result = read_kv(&rdir.join("result.env"));
-        let verdict = &result["VERDICT"];
-        let finals: Vec<_> = progress
-            .entries
-            .iter()
-            .filter(|e| matches!(&e.kind, orbit::progress::EntryKind::Iteration { number, status } if *number == i && status != "INTERRUPTED"))
-            .collect();
-        assert_eq!(finals.len(), 1, "iteration {i}: one final progress entry");
-        assert!(
-            matches!(&finals[0].kind, orbit::progress::EntryKind::Iteration { status, .. } if status == verdict)
-        );
-        let ends = journal
-            .events
-            .iter()
-            .filter(|e| e.event == "iteration_end" && e.iteration == i)
-            .count();
-        assert_eq!(ends, 1, "iteration {i}: one iteration_end event");
-    }
-    if let Some(stop) = journal.events.iter().rev().find(|e| e.event == "loop_stop") {
-        let after_stop = journal
-            .events
-            .iter()
-            .any(|e| e.seq > stop.seq && e.event == "state_write");
-        if !after_stop {
-            assert_eq!(
-                stop.value["status"],
-                state.last_status.as_str(),
-                "the last loop_stop names the state's status"
-            );
-        }
-    }
-}
-
-fn events_named(dir: &Path, name: &str) -> Vec<orbit::events::Event> {
-    orbit::events::read(&fs::read(dir.join("events.jsonl")).unwrap())
-        .events
-        .into_iter()
-        .filter(|e| e.event == name)
-        .collect()
-}
+use crate::support::{
+    Repo, assert_code, assert_records_agree, count_check, counting_agent, events_named,
+    processes_with_env, read_kv, run_bounded, state_value, text,
+};
 
 fn dir_digest(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     walkdir::WalkDir::new(dir)

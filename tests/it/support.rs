@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -290,4 +291,91 @@ impl Repo {
         repo.git(&["commit", "-q", "-m", "init"]);
         repo
     }
+}
+
+// ---- loops and their records, shared by the runner, guard and reliability suites
+
+/// An agent that appends one line per iteration and claims DONE once `work.txt` holds `n`
+/// lines. Confirmation and wrap-up runs change nothing.
+pub fn counting_agent(repo: &Repo, n: usize) -> PathBuf {
+    repo.agent(
+        "counter",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" >> work.txt
+if [ "$(wc -l < work.txt)" -ge {n} ]; then echo "every check holds" > "$ORBIT_LOOP_DIR/done.md"; fi
+echo '{{"type":"result","total_cost_usd":0.25}}'"#
+        ),
+    )
+}
+
+/// Passes once work.txt holds `n` lines; its output differs each iteration (letters, since
+/// the runner's failure signature ignores digits), so a loop that makes progress is never
+/// taken for one repeating the same failure.
+pub fn count_check(n: usize) -> String {
+    format!("test -f work.txt && tr 0-9 a-j < work.txt && test \"$(wc -l < work.txt)\" -ge {n}")
+}
+
+pub fn read_kv(path: &Path) -> BTreeMap<String, String> {
+    fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter_map(|l| {
+            l.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// state.env is sealed, the journal chains, progress.md is whole, and every recorded
+/// iteration has one final progress entry, one iteration_end event and a result.env that
+/// agree.
+pub fn assert_records_agree(dir: &Path) {
+    let state = orbit::state::State::parse_file(&dir.join("state.env")).expect("state.env parses");
+    let sidecar =
+        orbit::state::Sidecar::parse(&fs::read(dir.join("state.env.sha256")).unwrap()).unwrap();
+    assert_eq!(
+        sidecar,
+        orbit::state::Sidecar::for_state(&state.print(), state.generation),
+        "sidecar seals state.env"
+    );
+    let journal = orbit::events::read(&fs::read(dir.join("events.jsonl")).unwrap_or_default());
+    assert_eq!(journal.error, None, "events.jsonl chain");
+    let progress = orbit::progress::parse(&fs::read(dir.join("progress.md")).unwrap());
+    assert_eq!(progress.torn_tail_line, None, "progress.md torn tail");
+    assert!(progress.first_broken().is_none(), "progress.md chain");
+    assert!(progress.stray_lines.is_empty(), "progress.md stray lines");
+    let last = if state.last_status == "ABORTED" {
+        state.next_iteration
+    } else {
+        state.next_iteration - 1
+    };
+    for i in 1..=last {
+        let result = read_kv(&dir.join(format!("iterations/{i:06}/result.env")));
+        let finals: Vec<_> = progress
+            .entries
+            .iter()
+            .filter(|e| matches!(&e.kind, orbit::progress::EntryKind::Iteration { number, status } if *number == i && status != "INTERRUPTED"))
+            .collect();
+        assert_eq!(finals.len(), 1, "iteration {i}: one final progress entry");
+        assert!(
+            matches!(&finals[0].kind, orbit::progress::EntryKind::Iteration { status, .. } if *status == result["VERDICT"]),
+            "iteration {i}: progress and result.env agree"
+        );
+        let ends = journal
+            .events
+            .iter()
+            .filter(|e| e.event == "iteration_end" && e.iteration == i)
+            .count();
+        assert_eq!(ends, 1, "iteration {i}: one iteration_end event");
+    }
+}
+
+pub fn events_named(dir: &Path, name: &str) -> Vec<orbit::events::Event> {
+    orbit::events::read(&fs::read(dir.join("events.jsonl")).unwrap())
+        .events
+        .into_iter()
+        .filter(|e| e.event == name)
+        .collect()
 }

@@ -5,7 +5,7 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::{Repo, assert_code, assert_ok, assert_script_clean, text};
+use crate::support::{Repo, assert_code, assert_ok, assert_script_clean, hostile_goals, text};
 
 /// Every file of a fresh loop directory (contract section 3, before a first run).
 const FRESH_FILES: [&str; 12] = [
@@ -254,42 +254,6 @@ fn verify_sh_with_no_check_fails() {
         stdout.contains("0 passed, 0 failed") && stdout.contains("no check ran"),
         "{stdout}"
     );
-}
-
-/// Goals that try to break out of quoting. Each is rendered and then executed by the real
-/// runner with an agent that records its stdin: no CANARY may ever appear, and the agent
-/// must receive the goal byte for byte.
-fn hostile_goals() -> Vec<(&'static str, String)> {
-    vec![
-        (
-            "quotes",
-            "it's a \"quoted\" 'goal' with \\ backslashes".to_string(),
-        ),
-        (
-            "command-substitution",
-            "fix $(touch CANARY) now".to_string(),
-        ),
-        ("backticks", "fix `touch CANARY` now".to_string()),
-        (
-            "newline-command",
-            "fix it\n; touch CANARY\n&& touch CANARY".to_string(),
-        ),
-        (
-            "heredoc-eof",
-            "line one\nEOF\ntouch CANARY\nEOF\n".to_string(),
-        ),
-        ("percent", "100% done %s %n %d %%".to_string()),
-        ("leading-dash", "-rf --help --dir /".to_string()),
-        (
-            "bidi",
-            "approve \u{202E}gnp.exe\u{202C} and ${HOME} $((1+1))".to_string(),
-        ),
-        (
-            "jinja",
-            "{{ name }} {% if x %}{# c #} ${#x} ${x:-y}".to_string(),
-        ),
-        ("large", "make the parser pass. ".repeat(200 * 1024 / 22)),
-    ]
 }
 
 #[test]

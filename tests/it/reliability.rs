@@ -1385,40 +1385,6 @@ fn a_user_commit_on_the_loop_branch_between_ticks_is_kept_and_not_swallowed() {
 
 // ---- hostile goals and names
 
-/// The corpus of tests/it/init.rs (`hostile_goals`), but the 200 KB goal.
-fn hostile_goals() -> Vec<(&'static str, String)> {
-    vec![
-        (
-            "quotes",
-            "it's a \"quoted\" 'goal' with \\ backslashes".to_string(),
-        ),
-        (
-            "command-substitution",
-            "fix $(touch CANARY) now".to_string(),
-        ),
-        ("backticks", "fix `touch CANARY` now".to_string()),
-        (
-            "newline-command",
-            "fix it\n; touch CANARY\n&& touch CANARY".to_string(),
-        ),
-        (
-            "heredoc-eof",
-            "line one\nEOF\ntouch CANARY\nEOF\n".to_string(),
-        ),
-        ("percent", "100% done %s %n %d %%".to_string()),
-        ("leading-dash", "-rf --help --dir /".to_string()),
-        (
-            "bidi",
-            "approve \u{202E}gnp.exe\u{202C} and ${HOME} $((1+1))".to_string(),
-        ),
-        (
-            "jinja",
-            "{{ name }} {% if x %}{# c #} ${#x} ${x:-y}".to_string(),
-        ),
-        ("large", "make the parser pass. ".repeat(200 * 1024 / 22)),
-    ]
-}
-
 #[test]
 fn every_hostile_goal_runs_a_full_loop_to_done() {
     for (name, goal) in hostile_goals() {

@@ -379,3 +379,39 @@ pub fn events_named(dir: &Path, name: &str) -> Vec<orbit::events::Event> {
         .filter(|e| e.event == name)
         .collect()
 }
+
+/// Goals that try to break out of quoting. Each is rendered and then executed by the real
+/// runner with an agent that records its stdin: no CANARY may ever appear, and the agent
+/// must receive the goal byte for byte.
+pub fn hostile_goals() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "quotes",
+            "it's a \"quoted\" 'goal' with \\ backslashes".to_string(),
+        ),
+        (
+            "command-substitution",
+            "fix $(touch CANARY) now".to_string(),
+        ),
+        ("backticks", "fix `touch CANARY` now".to_string()),
+        (
+            "newline-command",
+            "fix it\n; touch CANARY\n&& touch CANARY".to_string(),
+        ),
+        (
+            "heredoc-eof",
+            "line one\nEOF\ntouch CANARY\nEOF\n".to_string(),
+        ),
+        ("percent", "100% done %s %n %d %%".to_string()),
+        ("leading-dash", "-rf --help --dir /".to_string()),
+        (
+            "bidi",
+            "approve \u{202E}gnp.exe\u{202C} and ${HOME} $((1+1))".to_string(),
+        ),
+        (
+            "jinja",
+            "{{ name }} {% if x %}{# c #} ${#x} ${x:-y}".to_string(),
+        ),
+        ("large", "make the parser pass. ".repeat(200 * 1024 / 22)),
+    ]
+}

@@ -939,6 +939,10 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
     );
     ev.extend_from_slice(line.as_bytes());
     fsx::write_atomic(&ev_path, &ev)?;
+    // A test hook, like the runner's fault points: die here, records written, checkpoint not.
+    if std::env::var("ORBIT_FAULT").as_deref() == Ok("recover_before_checkpoint") {
+        std::process::abort();
+    }
     // 6. The checkpoint, last.
     if let Some(s) = &plan.new_state {
         let mut s = s.clone();

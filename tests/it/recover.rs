@@ -1008,3 +1008,31 @@ fn recover_agrees_with_recover_sh_on_every_truncation() {
         assert_eq!(case.assert_sealed().next_iteration, 3);
     }
 }
+
+/// A recovery that dies after writing its records but before the checkpoint: the loop is
+/// still refused (nothing half-applied is taken for good), a second recovery completes the
+/// repair, and the runner resumes.
+#[test]
+fn recover_survives_a_crash_of_its_own() {
+    let lp = Loop::new(2, &[]);
+    let state = lp.state_text();
+    fs::write(lp.file("state.env"), &state[..state.len() / 2]).unwrap();
+    let d = lp.dir.display().to_string();
+    let mut cmd = Command::new(crate::support::orbit_bin());
+    cmd.args(["recover", &d])
+        .current_dir(lp.repo.path())
+        .env("PATH", lp.repo.path_env())
+        .env("ORBIT_FAULT", "recover_before_checkpoint");
+    let out = run_bounded(cmd, std::time::Duration::from_secs(60));
+    assert_eq!(out.status.code(), None, "the recovery died\n{}", text(&out));
+    assert_code(&lp.tick(&[]), 4, "the checkpoint is still the damaged one");
+    let s = recover_both(&lp, &[]);
+    assert_eq!(s.next_iteration, 3);
+    let out = lp.tick(&[]);
+    assert_code(&out, 10, "the runner resumes after the second recovery");
+    let (verdict, classes) = lp.audit();
+    assert!(
+        verdict != "CORRUPT" && !classes.iter().any(|c| c == "STATE_DRIFT"),
+        "{verdict} {classes:?}"
+    );
+}

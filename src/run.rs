@@ -54,25 +54,17 @@ pub fn pick_loop(dir: Option<&Path>) -> Result<PathBuf> {
     }
 }
 
-/// `orbit run`: hands the process over to the loop's own run-loop.sh.
+/// `orbit run`: hands the process over to the loop's own run-loop.sh (exec), so signals
+/// sent to this process reach the runner itself.
 pub fn run(args: &RunArgs) -> Result<u8> {
+    use std::os::unix::process::CommandExt;
     let dir = pick_loop(args.dir.as_deref())?;
     let mut cmd = Command::new("bash");
     cmd.arg(dir.join("run-loop.sh"));
     if args.once {
         cmd.arg("--once");
     }
-    let status = cmd
-        .status()
-        .map_err(|e| Error::io("cannot start bash (is it installed?)", e))?;
-    Ok(exit_code_of(status))
-}
-
-fn exit_code_of(status: std::process::ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(c), _) => c as u8,
-        (None, Some(sig)) => 128u8.saturating_add(sig as u8),
-        _ => 1,
-    }
+    // exec only returns on failure.
+    let err = cmd.exec();
+    Err(Error::io("cannot start bash (is it installed?)", err))
 }

@@ -455,3 +455,26 @@ fn squash_on_done_makes_one_summary_commit_and_a_rerun_changes_nothing() {
     assert_code(&out, 0, "rerun");
     assert_eq!(repo.git(&["for-each-ref"]), refs);
 }
+
+#[test]
+fn per_iteration_and_per_run_caps_pause_the_loop() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "spender",
+        "cat >/dev/null; echo \"$ORBIT_ITERATION\" | tr 0-9 a-j >> work.txt; echo 0.40 > \"$ORBIT_COST_FILE\"",
+    );
+    let dir = repo.init_loop(&agent, &["cat work.txt; exit 1"], &[]);
+    // One iteration cost 0.40, over a 0.30 per-iteration cap: paused before the next.
+    let out = repo.run_loop(&dir, &[], &[("USD_PER_ITER_CAP", "0.30")]);
+    assert_code(&out, 12, "per-iteration cap");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "budget");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2");
+    // A per-run cap of 0.50: this run stops after its second iteration (0.80 spent in it).
+    let out = repo.run_loop(&dir, &[], &[("USD_PER_RUN_CAP", "0.50")]);
+    assert_code(&out, 12, "per-run cap");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "4");
+    assert_eq!(state_value(&dir, "COST_MICROUSD"), "1200000");
+    // The next run is a new run: it goes on.
+    let out = repo.run_loop(&dir, &["--once"], &[("USD_PER_RUN_CAP", "0.50")]);
+    assert_code(&out, 10, "a new run under the per-run cap");
+}

@@ -12,6 +12,7 @@ IN_ITERATION=0
 AGENT_ABS=
 LOCK_MODE=
 GIT_DIR_ABS=
+LAST_TREE=
 declare -A R=()
 
 usage() {
@@ -1062,8 +1063,12 @@ run_iteration() {
   orbit_log "iteration $n of at most $MAX_ITERATIONS: the agent starts"
   # The tree before the iteration: an interrupted attempt's, if one ran, so that its
   # changes are committed with the iteration.
+  # In a continuous run nothing but the runner ran since the last iteration's snapshot
+  # (the commit moves HEAD, not the work tree): that snapshot is this one's start.
   if [[ -f $dir/interrupted.1/tree-before ]]; then
     t_before=$(<"$dir/interrupted.1/tree-before")
+  elif [[ -n $LAST_TREE ]]; then
+    t_before=$LAST_TREE
   else
     tree_snapshot
     t_before=$REPLY
@@ -1340,6 +1345,7 @@ finalize() {
       ;;
   esac
   IN_ITERATION=0
+  LAST_TREE=${R[TREE_AFTER]:-}
   orbit_log "iteration $n: ${R[VERDICT]} — ${R[SUMMARY]}"
   S[LAST_STATUS]=${R[VERDICT]}
   S[STOP_REASON]=${R[STOP_REASON]}
@@ -1361,6 +1367,8 @@ resume_pending() {
   [[ -f $dir/result.env ]] || return 0
   orbit_log "iteration $n was recorded but not checkpointed: completing it"
   finalize "$n"
+  # Its snapshot is from another process: the tree may have changed since.
+  LAST_TREE=
   stop_for_verdict
 }
 

@@ -12,11 +12,12 @@ orbit_is_uint() { [[ $1 =~ ^(0|[1-9][0-9]{0,17})$ ]]; }
 orbit_is_bool() { [[ $1 == 0 || $1 == 1 || $1 == true || $1 == false ]]; }
 orbit_true() { [[ $1 == 1 || $1 == true ]]; }
 
-# orbit_duration NAME TEXT: seconds from 600, 600s, 10m, 1h30m, 2d; dies on anything else.
-orbit_duration() {
+# orbit_duration_v NAME TEXT: REPLY is the seconds of 600, 600s, 10m, 1h30m or 2d; anything
+# else stops the script with exit 2 naming the setting (no subshell, so the exit is real).
+orbit_duration_v() {
   local name=$1 text=$2 total=0 num unit
   if [[ $text =~ ^[0-9]{1,9}$ ]]; then
-    printf '%s' "$((10#$text))"
+    REPLY=$((10#$text))
     return 0
   fi
   if [[ ! $text =~ ^([0-9]{1,9}[smhd])+$ ]]; then
@@ -31,12 +32,20 @@ orbit_duration() {
       d) total=$((total + num * 86400)) ;;
     esac
   done
-  printf '%s' "$total"
+  REPLY=$total
 }
 
-# orbit_usd_micro NAME TEXT: micro-dollars from a USD amount ("" stays "" = no cap).
-orbit_usd_micro() {
+orbit_duration() {
+  local REPLY
+  orbit_duration_v "$@"
+  printf '%s' "$REPLY"
+}
+
+# orbit_usd_micro_v NAME TEXT: REPLY is the micro-dollars of a USD amount ("" stays "" =
+# no cap); anything else stops the script with exit 2 naming the setting.
+orbit_usd_micro_v() {
   local name=$1 text=$2 whole frac
+  REPLY=''
   if [[ -z $text ]]; then
     return 0
   fi
@@ -45,7 +54,7 @@ orbit_usd_micro() {
   fi
   whole=${BASH_REMATCH[1]:-0} frac=${BASH_REMATCH[3]}
   frac="${frac}000000"
-  printf '%s' "$((10#$whole * 1000000 + 10#${frac:0:6}))"
+  REPLY=$((10#$whole * 1000000 + 10#${frac:0:6}))
 }
 
 orbit_usd_text() {
@@ -66,10 +75,15 @@ orbit_log() {
 }
 
 # orbit_die CODE MESSAGE: explain, then exit with CODE.
+ORBIT_DIE_HOOK=
 orbit_die() {
   local code=$1
   shift
   orbit_log "error: $*"
+  # A script may ask for a last word on stdout (the runner's footer).
+  if [[ -n $ORBIT_DIE_HOOK ]]; then
+    "$ORBIT_DIE_HOOK" "$*"
+  fi
   exit "$code"
 }
 

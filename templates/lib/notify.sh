@@ -36,7 +36,8 @@ main() {
   ORBIT_LOG_FILE="$here/notify.log"
   NOTIFY_TIMEOUT_S=10
   if [[ $NOTIFY_TIMEOUT =~ ^([0-9]{1,9}[smhd]?)+$ ]]; then
-    NOTIFY_TIMEOUT_S=$(orbit_duration NOTIFY_TIMEOUT "$NOTIFY_TIMEOUT")
+    orbit_duration_v NOTIFY_TIMEOUT "$NOTIFY_TIMEOUT"
+    NOTIFY_TIMEOUT_S=$REPLY
   fi
   orbit_log "notify: $event — $summary" 2>/dev/null
   if orbit_true "$NOTIFY_DESKTOP"; then

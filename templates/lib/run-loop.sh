@@ -38,17 +38,27 @@ settings_check() {
   ((RETRY_LIMIT >= 1 && RETRY_LIMIT <= 5)) || orbit_die 2 "RETRY_LIMIT must be 1 to 5"
   ((CB_THRESHOLD >= 1)) || orbit_die 2 "CB_THRESHOLD must be at least 1"
   ((CONVERGENCE_WINDOW >= 2)) || orbit_die 2 "CONVERGENCE_WINDOW must be at least 2"
-  EXEC_TIMEOUT_S=$(orbit_duration EXEC_TIMEOUT "$EXEC_TIMEOUT")
-  LOOP_TIMEOUT_S=$(orbit_duration LOOP_TIMEOUT "$LOOP_TIMEOUT")
-  CB_COOLDOWN_S=$(orbit_duration CB_COOLDOWN "$CB_COOLDOWN")
-  KILL_GRACE_S=$(orbit_duration KILL_GRACE "$KILL_GRACE")
-  RETRY_BASE_DELAY_S=$(orbit_duration RETRY_BASE_DELAY "$RETRY_BASE_DELAY")
-  COMMIT_TIMEOUT_S=$(orbit_duration COMMIT_TIMEOUT "$COMMIT_TIMEOUT")
+  orbit_duration_v EXEC_TIMEOUT "$EXEC_TIMEOUT"
+  EXEC_TIMEOUT_S=$REPLY
+  orbit_duration_v LOOP_TIMEOUT "$LOOP_TIMEOUT"
+  LOOP_TIMEOUT_S=$REPLY
+  orbit_duration_v CB_COOLDOWN "$CB_COOLDOWN"
+  CB_COOLDOWN_S=$REPLY
+  orbit_duration_v KILL_GRACE "$KILL_GRACE"
+  KILL_GRACE_S=$REPLY
+  orbit_duration_v RETRY_BASE_DELAY "$RETRY_BASE_DELAY"
+  RETRY_BASE_DELAY_S=$REPLY
+  orbit_duration_v COMMIT_TIMEOUT "$COMMIT_TIMEOUT"
+  COMMIT_TIMEOUT_S=$REPLY
   ((EXEC_TIMEOUT_S >= 1)) || orbit_die 2 "EXEC_TIMEOUT must be at least 1s"
-  USD_CAP_M=$(orbit_usd_micro USD_CAP "$USD_CAP")
-  USD_PER_RUN_CAP_M=$(orbit_usd_micro USD_PER_RUN_CAP "$USD_PER_RUN_CAP")
-  USD_PER_ITER_CAP_M=$(orbit_usd_micro USD_PER_ITER_CAP "$USD_PER_ITER_CAP")
-  COST_ESTIMATE_M=$(orbit_usd_micro COST_ESTIMATE_USD "$COST_ESTIMATE_USD")
+  orbit_usd_micro_v USD_CAP "$USD_CAP"
+  USD_CAP_M=$REPLY
+  orbit_usd_micro_v USD_PER_RUN_CAP "$USD_PER_RUN_CAP"
+  USD_PER_RUN_CAP_M=$REPLY
+  orbit_usd_micro_v USD_PER_ITER_CAP "$USD_PER_ITER_CAP"
+  USD_PER_ITER_CAP_M=$REPLY
+  orbit_usd_micro_v COST_ESTIMATE_USD "$COST_ESTIMATE_USD"
+  COST_ESTIMATE_M=$REPLY
 }
 
 # verify.sh's own bound: every check's timeout plus a margin.
@@ -56,7 +66,8 @@ verify_budget() {
   local checks check_s
   checks=$(grep -c '^  run_check ' -- "$LOOP_DIR/verify.sh" || true)
   [[ $checks =~ ^[0-9]+$ ]] || checks=0
-  check_s=$(orbit_duration CHECK_TIMEOUT "$CHECK_TIMEOUT")
+  orbit_duration_v CHECK_TIMEOUT "$CHECK_TIMEOUT"
+  check_s=$REPLY
   VERIFY_BUDGET_S=$(((checks + 1) * (check_s + KILL_GRACE_S) + 30))
 }
 
@@ -73,6 +84,8 @@ locate() {
   EV_FILE="$LOOP_DIR/events.jsonl"
   PG_FILE="$LOOP_DIR/progress.md"
 }
+
+settings_footer() { footer CONTINUE "bad setting: $1"; }
 
 footer() {
   local status=$1 summary=$2
@@ -1564,8 +1577,11 @@ main() {
   orbit_settings
   locate
   export ORBIT_OWNER="$LOOP_DIR"
+  # A setting that does not parse still ends the run with the footer.
+  ORBIT_DIE_HOOK=settings_footer
   settings_check
   verify_budget
+  ORBIT_DIE_HOOK=
   orbit_sha_detect
 
   preflight

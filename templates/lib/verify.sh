@@ -28,8 +28,10 @@ run_check() {
 
 main() {
   local here root
-  VERIFY_TIMEOUT_S=$(orbit_duration CHECK_TIMEOUT "$CHECK_TIMEOUT")
-  VERIFY_GRACE_S=$(orbit_duration KILL_GRACE "$KILL_GRACE")
+  orbit_duration_v CHECK_TIMEOUT "$CHECK_TIMEOUT"
+  VERIFY_TIMEOUT_S=$REPLY
+  orbit_duration_v KILL_GRACE "$KILL_GRACE"
+  VERIFY_GRACE_S=$REPLY
   if ((VERIFY_TIMEOUT_S == 0)); then
     orbit_die 2 "CHECK_TIMEOUT=0: every check needs a timeout, e.g. 10m"
   fi

@@ -867,3 +867,34 @@ fn the_adaptive_timeout_follows_the_median_of_recent_runs() {
         "ok"
     );
 }
+
+#[test]
+fn a_bad_setting_override_stops_with_exit_2_a_footer_and_nothing_written() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 3);
+    let dir = repo.init_loop(&agent, &[&count_check(3)], &[]);
+    let before = fs::read(dir.join("state.env")).unwrap();
+    for (k, v, says) in [
+        ("MAX_ITERATIONS", "x[$(touch CANARY)]", "not a whole number"),
+        ("EXEC_TIMEOUT", "10x", "not a duration"),
+        ("USD_CAP", "lots", "not an amount in USD"),
+        ("AUTOCOMMIT", "maybe", "must be 0 or 1"),
+    ] {
+        let out = repo.run_loop(&dir, &[], &[(k, v)]);
+        assert_code(&out, 2, k);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("NEXUS_LOOP_STATUS: CONTINUE") && stdout.contains(says),
+            "{k}: {stdout}"
+        );
+        assert_eq!(
+            fs::read(dir.join("state.env")).unwrap(),
+            before,
+            "{k}: nothing written"
+        );
+        assert!(
+            !dir.join("iterations").exists() && !repo.join("CANARY").exists(),
+            "{k}"
+        );
+    }
+}

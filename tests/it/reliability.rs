@@ -160,14 +160,6 @@ impl Drop for Runner {
     }
 }
 
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
 /// Writes state.env as given and seals it with a matching sidecar at `generation`, so
 /// that only the parser can reject it.
 fn write_sealed(dir: &Path, bytes: &[u8], generation: u64) {

@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::support::{
     Repo, assert_code, assert_records_agree, count_check, counting_agent, events_named,
-    processes_with_env, read_kv, run_bounded, state_value, text,
+    processes_with_env, read_kv, run_bounded, state_value, text, wait_for,
 };
 
 fn dir_digest(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -257,24 +257,10 @@ fn sigterm_mid_run_saves_a_resumable_state_and_a_rerun_resumes_the_same_iteratio
         ),
     );
     let dir = repo.init_loop(&agent, &["test -f work.txt"], &[]);
-    let child = Command::new("bash")
-        .arg(dir.join("run-loop.sh"))
-        .current_dir(repo.path())
-        .env("PATH", repo.path_env())
-        .env("KILL_GRACE", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while !started.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "the agent never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let child = repo.spawn_loop(&dir, &[], &[("KILL_GRACE", "1")]);
+    wait_for("the agent to start", Duration::from_secs(60), || {
+        started.exists()
+    });
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -378,24 +364,12 @@ fn a_second_runner_exits_20_while_the_first_holds_the_lock() {
         ),
     );
     let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
-    let first = Command::new("bash")
-        .arg(dir.join("run-loop.sh"))
-        .arg("--once")
-        .current_dir(repo.path())
-        .env("PATH", repo.path_env())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while !started.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "the first runner never started its agent"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let first = repo.spawn_loop(&dir, &["--once"], &[]);
+    wait_for(
+        "the first runner's agent to start",
+        Duration::from_secs(60),
+        || started.exists(),
+    );
     let second = repo.run_loop(&dir, &["--once"], &[]);
     assert_code(&second, 20, "second runner");
     let out = first.wait_with_output().unwrap();
@@ -805,14 +779,11 @@ fn killing_the_tmux_session_stops_the_loop_with_no_orphan() {
         .status()
         .unwrap();
     assert!(st.success());
-    let t0 = Instant::now();
-    while !started.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "the agent never started under tmux"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(
+        "the agent to start under tmux",
+        Duration::from_secs(60),
+        || started.exists(),
+    );
     let st = Command::new("tmux")
         .args(["-L", &socket, "kill-session", "-t", &format!("={session}")])
         .status()

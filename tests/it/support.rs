@@ -122,6 +122,28 @@ impl Repo {
         self.join(".orbit/test-goal")
     }
 
+    /// `bash run-loop.sh ARGS` started in the background (output piped), for tests that
+    /// signal or race a running loop.
+    pub fn spawn_loop(
+        &self,
+        loop_dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> std::process::Child {
+        let mut cmd = Command::new("bash");
+        cmd.arg(loop_dir.join("run-loop.sh"))
+            .args(args)
+            .current_dir(self.path())
+            .env("PATH", self.path_env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.spawn().expect("spawn run-loop.sh")
+    }
+
     /// `bash run-loop.sh ARGS` with extra environment, bounded.
     pub fn run_loop(&self, loop_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut cmd = Command::new("bash");
@@ -414,4 +436,13 @@ pub fn hostile_goals() -> Vec<(&'static str, String)> {
         ),
         ("large", "make the parser pass. ".repeat(200 * 1024 / 22)),
     ]
+}
+
+/// Polls `done` until it holds; fails the test after `limit`.
+pub fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
 }

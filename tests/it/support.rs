@@ -24,23 +24,7 @@ pub struct Repo {
 
 impl Repo {
     pub fn new() -> Repo {
-        let dir = tempfile::Builder::new()
-            .prefix("orbit-it-")
-            .tempdir()
-            .unwrap();
-        let bin = tempfile::Builder::new()
-            .prefix("orbit-bin-")
-            .tempdir()
-            .unwrap();
-        let repo = Repo { dir, bin };
-        repo.git(&["init", "-q", "-b", "main"]);
-        repo.git(&["config", "user.name", "Orbit Test"]);
-        repo.git(&["config", "user.email", "orbit-test@example.invalid"]);
-        repo.git(&["config", "commit.gpgsign", "false"]);
-        repo.write("README.md", "test repository\n");
-        repo.git(&["add", "README.md"]);
-        repo.git(&["commit", "-q", "-m", "init"]);
-        repo
+        Repo::with_prefix("orbit-it-")
     }
 
     pub fn path(&self) -> &Path {
@@ -445,4 +429,19 @@ pub fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
         assert!(t0.elapsed() < limit, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(25));
     }
+}
+
+/// Whether tmux can run; CI must have it (`.ci/run` installs it), elsewhere the tmux tests
+/// are skipped with a notice.
+pub fn tmux_available() -> bool {
+    let ok = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        assert!(std::env::var("CI").is_err(), "tmux is required in CI");
+        eprintln!("notice: tmux is not installed; skipping");
+    }
+    ok
 }

@@ -215,7 +215,8 @@ sweep_env() {
     pid=${f#/proc/}
     pid=${pid%%/*}
     [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
-    orbit_log "sweeping leftover process $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80))"
+    # The process may be gone by now: its command line is best effort.
+    orbit_log "sweeping leftover process $pid ($({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | cut -c1-80 || true))"
     kill -KILL "$pid" 2>/dev/null || true
   done < <(
     unset ORBIT_OWNER
@@ -1576,7 +1577,6 @@ main() {
   trap 'orbit_internal_error $LINENO "$BASH_COMMAND" $?' ERR
   orbit_settings
   locate
-  export ORBIT_OWNER="$LOOP_DIR"
   # A setting that does not parse still ends the run with the footer.
   ORBIT_DIE_HOOK=settings_footer
   settings_check
@@ -1586,6 +1586,10 @@ main() {
 
   preflight
   lock_acquire
+  # The mark of this loop's processes, swept when a run ends or the next one starts: only
+  # the lock holder's children carry it, so a run that lost the lock race (and whatever it
+  # runs while finding that out) is never taken for a leftover.
+  export ORBIT_OWNER="$LOOP_DIR"
   # Scratch space inside the loop directory, under the lock: what a killed run left there
   # is cleared by the next one.
   ORBIT_TMP="$LOOP_DIR/.run-tmp"

@@ -1241,6 +1241,57 @@ fn the_clock_jumping_past_the_loop_timeout_stops_with_exit_11() {
 
 // ---- concurrency
 
+#[test]
+fn a_runner_that_loses_the_lock_never_marks_its_processes_as_the_loops() {
+    let repo = Repo::new();
+    let started = repo.bin.path().join("started");
+    let release = repo.bin.path().join("release");
+    let seen = repo.bin.path().join("df-env");
+    let agent = repo.agent(
+        "agent",
+        &format!(
+            "cat >/dev/null; env > '{started}'; for _ in $(seq 600); do [ -e '{release}' ] && break; sleep 0.1; done",
+            started = started.display(),
+            release = release.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let holder = Runner::start(&repo, &dir, &["--once"], &[]);
+    wait_for("the holder's agent", Duration::from_secs(60), || {
+        started.exists()
+    });
+    // The second runner's preflight runs df before it meets the lock: a df that writes
+    // down the environment it was given.
+    let real_df = String::from_utf8(
+        Command::new("bash")
+            .args(["-c", "command -v df"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    repo.agent(
+        "df",
+        &format!("env > '{}'\nexec {} \"$@\"", seen.display(), real_df.trim()),
+    );
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 20, "the lock is held");
+    fs::write(&release, "").unwrap();
+    let held = holder.wait(Duration::from_secs(120));
+    assert_code(&held, 10, "the holder's tick");
+    let marker = format!("ORBIT_OWNER={}", fs::canonicalize(&dir).unwrap().display());
+    let loser_env = fs::read_to_string(&seen).expect("the loser ran df");
+    assert!(
+        !loser_env.lines().any(|l| l == marker),
+        "the loser's df carried {marker}"
+    );
+    let agent_env = fs::read_to_string(&started).unwrap();
+    assert!(
+        agent_env.lines().any(|l| l == marker),
+        "the holder's agent carries the mark"
+    );
+}
+
 /// Ten runners at once, with the tools in `hidden` really absent from PATH.
 fn ten_runners(hidden: &[&str]) {
     let repo = Repo::new();

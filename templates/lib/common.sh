@@ -8,6 +8,18 @@ orbit_iso_now() { orbit_iso -1; }
 orbit_now_v() { printf -v REPLY '%(%s)T' -1; }
 orbit_iso_v() { TZ=UTC0 printf -v REPLY '%(%Y-%m-%dT%H:%M:%SZ)T' "$1"; }
 
+# orbit_cut_v TEXT N: REPLY is TEXT cut to at most N bytes, never inside a UTF-8 sequence.
+orbit_cut_v() {
+  local LC_ALL=C
+  REPLY=${1:0:$2}
+  if [[ ${1:$2:1} == [$'\x80'-$'\xbf'] ]]; then
+    while [[ -n $REPLY && ${REPLY: -1} == [$'\x80'-$'\xbf'] ]]; do
+      REPLY=${REPLY:0:${#REPLY}-1}
+    done
+    REPLY=${REPLY:0:${#REPLY}-1}
+  fi
+}
+
 orbit_is_uint() { [[ $1 =~ ^(0|[1-9][0-9]{0,17})$ ]]; }
 orbit_is_bool() { [[ $1 == 0 || $1 == 1 || $1 == true || $1 == false ]]; }
 orbit_true() { [[ $1 == 1 || $1 == true ]]; }
@@ -65,8 +77,9 @@ orbit_usd_text() {
 # Messages go to stderr and, once the loop directory is known, to runner.log.
 ORBIT_LOG_FILE=
 orbit_log() {
-  local line
-  line="$(orbit_iso_now) $*"
+  local line REPLY
+  orbit_iso_v -1
+  line="$REPLY $*"
   # stderr may be a terminal that is gone (a killed tmux pane): never fail on it.
   printf '%s\n' "$line" >&2 2>/dev/null || true
   if [[ -n $ORBIT_LOG_FILE ]]; then
@@ -118,10 +131,111 @@ orbit_sha256_stdin() {
 orbit_sha256_file() { orbit_sha256_stdin <"$1"; }
 orbit_sha256_str() { printf '%s' "$1" | orbit_sha256_stdin; }
 
-# The same, into REPLY, with a single fork: hot paths (events, pins, state) use these.
+# ---- a hashing coprocess: where perl has Digest::SHA (any system with git from a package
+# ---- manager), one process answers all of a run's hashes over a pipe instead of a fork per
+# ---- hash. Request: "S <bytes>\n<data>" (hash the data) or "F <bytes>\n<path>" (hash the
+# ---- file); answer: 64 hex digits, or "-". Any trouble and the tools above take over.
+ORBIT_HASH_PID=
+ORBIT_HASH_READY=0
+# orbit_hasher_start: starts it; its first answer ("ready") is awaited at the first hash,
+# so that perl starts while the caller goes on.
+orbit_hasher_start() {
+  if [[ -n ${ORBIT_FORCE_SHA_TOOL:-} || -n ${ORBIT_NO_HASHER:-} ]] || ! command -v perl >/dev/null 2>&1; then
+    return 0
+  fi
+  # No loop markers in its environment (the sweeps must never take it for the agent's), not
+  # the runner's lock or stdout (fds 9, 8), and deaf to the terminal's signals: it ends when
+  # the runner closes the pipe.
+  coproc ORBIT_HASHER {
+    unset ORBIT_OWNER ORBIT_RUN_ID
+    # shellcheck disable=SC2016  # perl code, not shell
+    exec perl -e '
+      use strict; $| = 1;
+      $SIG{INT} = $SIG{TERM} = $SIG{HUP} = "IGNORE";
+      eval { require Digest::SHA; 1 } or exit 3;
+      binmode STDIN; print "ready\n";
+      while (defined(my $h = <STDIN>)) {
+        my ($m, $n) = $h =~ /^([SF]) (\d+)\n$/ or exit 4;
+        my $d = "";
+        while (length($d) < $n) { read(STDIN, $d, $n - length($d), length($d)) or exit 5; }
+        if ($m eq "S") { print Digest::SHA::sha256_hex($d), "\n"; next; }
+        my $fh;
+        if (open($fh, "<:raw", $d)) {
+          my $s = Digest::SHA->new(256); $s->addfile($fh); close $fh; print $s->hexdigest, "\n";
+        } else { print "-\n"; }
+      }' 2>/dev/null 8>&- 9>&-
+  }
+  # shellcheck disable=SC2153  # ORBIT_HASHER_PID is set by coproc
+  ORBIT_HASH_PID=$ORBIT_HASHER_PID
+  ORBIT_HASH_READY=0
+}
+# orbit_hasher_alive: status 0 when the hasher is there and has said it is ready.
+orbit_hasher_alive() {
+  local ready=''
+  if [[ -z $ORBIT_HASH_PID ]] || ! kill -0 "$ORBIT_HASH_PID" 2>/dev/null; then
+    ORBIT_HASH_PID=''
+    return 1
+  fi
+  if ((!ORBIT_HASH_READY)); then
+    if ! read -r -t 10 ready <&"${ORBIT_HASHER[0]}" || [[ $ready != ready ]]; then
+      orbit_hasher_stop
+      return 1
+    fi
+    ORBIT_HASH_READY=1
+  fi
+}
+orbit_hasher_stop() {
+  if [[ -n $ORBIT_HASH_PID ]]; then
+    kill "$ORBIT_HASH_PID" 2>/dev/null || true
+    ORBIT_HASH_PID=''
+  fi
+}
+# orbit_hasher_v S|F DATA: REPLY is the hash; status 1 (and no hasher from then on) if the
+# coprocess cannot answer. The liveness check keeps a write from meeting a closed pipe.
+orbit_hasher_v() {
+  local LC_ALL=C
+  orbit_hasher_alive || return 1
+  if printf '%s %d\n%s' "$1" "${#2}" "$2" >&"${ORBIT_HASHER[1]}" &&
+    read -r -t 30 REPLY <&"${ORBIT_HASHER[0]}" && [[ $REPLY =~ ^[0-9a-f]{64}$ ]]; then
+    return 0
+  fi
+  # "-": the file could not be read; the tool says why. Anything else: the hasher is gone.
+  [[ $REPLY == - ]] || orbit_hasher_stop
+  return 1
+}
+
+# orbit_hasher_files FILE...: ORBIT_HASHES holds each file's hash, or "-" for a file that
+# cannot be read. All requests go out before the first answer is read (one round trip).
+# Status 1 (ORBIT_HASHES empty) if there is no hasher.
+ORBIT_HASHES=()
+orbit_hasher_files() {
+  local LC_ALL=C f req='' i
+  ORBIT_HASHES=()
+  orbit_hasher_alive || return 1
+  for f in "$@"; do
+    req+="F ${#f}"$'\n'"$f"
+  done
+  if ! printf '%s' "$req" >&"${ORBIT_HASHER[1]}"; then
+    orbit_hasher_stop
+    return 1
+  fi
+  for ((i = 0; i < $#; i++)); do
+    if ! read -r -t 30 "ORBIT_HASHES[i]" <&"${ORBIT_HASHER[0]}" ||
+      [[ ! ${ORBIT_HASHES[i]} =~ ^([0-9a-f]{64}|-)$ ]]; then
+      orbit_hasher_stop
+      ORBIT_HASHES=()
+      return 1
+    fi
+  done
+}
+
+# The same, into REPLY, with a single fork (none with the hasher): hot paths use these.
 ORBIT_TMP=
 orbit_sha256_file_v() {
   local out
+  if orbit_hasher_v F "$1"; then
+    return 0
+  fi
   [[ -n $ORBIT_SHA_TOOL ]] || orbit_sha_detect
   case $ORBIT_SHA_TOOL in
     sha256sum) out=$(sha256sum -- "$1") ;;
@@ -133,6 +247,9 @@ orbit_sha256_file_v() {
   REPLY=${REPLY#\\}
 }
 orbit_sha256_str_v() {
+  if orbit_hasher_v S "$1"; then
+    return 0
+  fi
   if [[ -z $ORBIT_TMP ]]; then
     REPLY=$(orbit_sha256_str "$1")
     return 0

@@ -45,15 +45,11 @@ state_parse() {
     STATE_ERR="line 0: the file is missing"
     return 1
   fi
-  if [[ $(tr -d '\000' <"$file" | wc -c) -ne $(wc -c <"$file") ]]; then
+  # read stops at a NUL (status 0) or reads the whole file (status 1 at its end).
+  if IFS= read -r -d '' content <"$file"; then
     STATE_ERR="line 0: the file contains a NUL byte"
     return 1
   fi
-  content=$(
-    cat -- "$file"
-    printf x
-  )
-  content=${content%x}
   if [[ -z $content ]]; then
     STATE_ERR="line 0: the file is empty"
     return 1
@@ -98,12 +94,18 @@ state_parse() {
   return 0
 }
 
-# The canonical text of S: every key, in order.
-state_print() {
+# The canonical text of S: every key, in order; state_print_v into REPLY.
+state_print_v() {
   local k
+  REPLY=''
   for k in "${ORBIT_STATE_KEYS[@]}"; do
-    printf '%s=%s\n' "$k" "${S[$k]}"
+    REPLY+="$k=${S[$k]}"$'\n'
   done
+}
+state_print() {
+  local REPLY
+  state_print_v
+  printf '%s' "$REPLY"
 }
 
 # orbit_write_file PATH CONTENT: atomic write (temp in the same directory, sync, rename).
@@ -124,41 +126,60 @@ orbit_write_file() {
   }
 }
 
-# state_sidecar_text TEXT GEN
+# state_sidecar_v TEXT GEN: REPLY is the sidecar for state.env holding TEXT.
+state_sidecar_v() {
+  orbit_sha256_str_v "$1"
+  REPLY="$REPLY  state.env"$'\n'"# gen=$2"$'\n'
+}
 state_sidecar_text() {
   local REPLY
-  orbit_sha256_str_v "$1"
-  printf '%s  state.env\n# gen=%s\n' "$REPLY" "$2"
+  state_sidecar_v "$1" "$2"
+  printf '%s' "$REPLY"
 }
 
 # state_write: GEN+1, LAST_UPDATED_AT=now, then state.env and its sidecar, each atomic.
 state_write() {
-  local dir=$1 text half tmp
+  local dir=$1 text half tmp side
   S[GEN]=$((S[GEN] + 1))
   orbit_now_v
   S[LAST_UPDATED_AT]=$REPLY
-  text=$(
-    state_print
-    printf x
-  )
-  text=${text%x}
+  state_print_v
+  text=$REPLY
   if [[ $ORBIT_FAULT == mid_state_write ]]; then
     tmp="$dir/.state.env.tmp.$$"
     half=$((${#text} / 2))
     printf '%s' "${text:0:half}" >"$tmp"
     orbit_fault mid_state_write
   fi
-  orbit_write_file "$dir/state.env" "$text" ||
+  # Both files are written and synced before either replaces its original (one sync for
+  # the two): state.env first, then its sidecar.
+  state_sidecar_v "$text" "${S[GEN]}"
+  tmp="$dir/.state.env.tmp.$$"
+  side="$dir/.state.env.sha256.tmp.$$"
+  if ! printf '%s' "$text" >"$tmp"; then
+    rm -f -- "$tmp"
     orbit_records_fail "$dir/state.env"
-  orbit_fault after_state_before_sidecar
-  orbit_write_file "$dir/state.env.sha256" "$(state_sidecar_text "$text" "${S[GEN]}")" ||
+  fi
+  if ! printf '%s' "$REPLY" >"$side"; then
+    rm -f -- "$tmp" "$side"
     orbit_records_fail "$dir/state.env.sha256"
+  fi
+  sync -- "$tmp" "$side" 2>/dev/null || true
+  if ! mv -f -- "$tmp" "$dir/state.env"; then
+    rm -f -- "$tmp" "$side"
+    orbit_records_fail "$dir/state.env"
+  fi
+  orbit_fault after_state_before_sidecar
+  if ! mv -f -- "$side" "$dir/state.env.sha256"; then
+    rm -f -- "$side"
+    orbit_records_fail "$dir/state.env.sha256"
+  fi
 }
 
 # state_load DIR: parse state.env and check the sidecar. A sidecar one generation behind is
 # a torn checkpoint and is re-sealed; any other mismatch returns 1 with STATE_ERR set.
 state_load() {
-  local dir=$1 text sidecar want_hash want_gen have_hash
+  local dir=$1 sidecar want_hash want_gen have_hash REPLY
   if ! state_parse "$dir/state.env"; then
     STATE_ERR="state.env $STATE_ERR"
     return 1
@@ -173,18 +194,16 @@ state_load() {
     return 1
   fi
   want_hash=${BASH_REMATCH[1]} want_gen=${BASH_REMATCH[2]}
-  have_hash=$(orbit_sha256_file "$dir/state.env")
+  orbit_sha256_file_v "$dir/state.env"
+  have_hash=$REPLY
   if [[ $have_hash == "$want_hash" && $want_gen == "${S[GEN]}" ]]; then
     return 0
   fi
   if [[ $have_hash != "$want_hash" && $((want_gen + 1)) == "${S[GEN]}" ]]; then
     orbit_log "torn checkpoint (sidecar at gen $want_gen, state.env at gen ${S[GEN]}): re-sealed"
-    text=$(
-      state_print
-      printf x
-    )
-    text=${text%x}
-    orbit_write_file "$dir/state.env.sha256" "$(state_sidecar_text "$text" "${S[GEN]}")" ||
+    state_print_v
+    state_sidecar_v "$REPLY" "${S[GEN]}"
+    orbit_write_file "$dir/state.env.sha256" "$REPLY" ||
       orbit_die 4 "cannot re-seal $dir/state.env.sha256"
     ORBIT_TORN_REPAIRED=1
     return 0
@@ -218,15 +237,21 @@ events_open() {
   local LC_ALL=C file=$1 last size keep
   EV_FILE=$file
   [[ -s $file ]] || return 0
-  if [[ $(tail -c 1 -- "$file" | od -An -c | tr -d ' ') != '\n' ]]; then
+  # The last line with its newline, if it has one.
+  last=$(
+    tail -n 1 -- "$file"
+    printf x
+  )
+  last=${last%x}
+  if [[ $last != *$'\n' ]]; then
     size=$(wc -c <"$file")
-    last=$(tail -n 1 -- "$file")
     keep=$((size - ${#last}))
     orbit_log "events.jsonl ends in a torn line (${#last} bytes): trimmed"
     head -c "$keep" -- "$file" >"$file.tmp.$$" && mv -f -- "$file.tmp.$$" "$file"
     [[ -s $file ]] || return 0
+    last=$(tail -n 1 -- "$file")
   fi
-  last=$(tail -n 1 -- "$file")
+  last=${last%$'\n'}
   if [[ $last =~ ^\{\"seq\":([0-9]{1,18}),.*,\"hash\":\"([0-9a-f]{64})\"\}$ ]]; then
     EV_SEQ=${BASH_REMATCH[1]}
     EV_PREV=${BASH_REMATCH[2]}
@@ -268,34 +293,78 @@ PG_FILE=
 
 # progress_open FILE: find the chain's end; a torn tail (an entry without its end marker)
 # is trimmed, since the runner rewrites that entry in full from the iteration's record.
+# Only the file's last PG_WINDOW bytes are read, unless the last heading or marker is not
+# in them.
+PG_WINDOW=262144
 progress_open() {
-  local LC_ALL=C file=$1 heading_at marker_line heading_line offset last size
+  local LC_ALL=C file=$1 window=$PG_WINDOW out heading_line heading_off marker_line marker_hash
+  local bytes ends_nl last size=''
   PG_FILE=$file
-  [[ -f $file ]] || return 0
-  marker_line=$(grep -an '^<!-- orbit:end iteration=[0-9]\{1,\} sha256=[0-9a-f]\{64\} -->$' -- "$file" | tail -n 1 || true)
-  heading_at=$(grep -abn '^## \(Iteration\|Recovery\) ' -- "$file" | tail -n 1 || true)
-  if [[ -n $heading_at ]]; then
-    heading_line=${heading_at%%:*}
-    if [[ -z $marker_line || ${marker_line%%:*} -lt $heading_line ]]; then
-      offset=${heading_at#*:}
-      offset=${offset%%:*}
-      orbit_log "progress.md ends in an unclosed entry at line $heading_line: trimmed"
-      head -c "$offset" -- "$file" >"$file.tmp.$$" && mv -f -- "$file.tmp.$$" "$file"
-    elif [[ $(tail -c 1 -- "$file" | od -An -c | tr -d ' ') != '\n' ]]; then
+  [[ -s $file ]] || return 0
+  while :; do
+    # Per window: the last heading (line, byte offset), the last end marker (line, hash),
+    # the window's bytes, whether the file ends in a newline, and its last line.
+    # shellcheck disable=SC2016  # awk code, not shell
+    out=$(
+      {
+        if ((window > 0)); then tail -c "$window" -- "$file"; else cat -- "$file"; fi
+        printf x
+      } | LC_ALL=C awk -v window="$window" '
+        function marker(s) {
+          if (s !~ /^<!-- orbit:end iteration=[0-9]+ sha256=[0-9a-f]+ -->$/) return ""
+          sub(/^.* sha256=/, "", s); sub(/ -->$/, "", s)
+          return length(s) == 64 ? s : ""
+        }
+        # The first line of a window that starts inside the file may be cut: it counts
+        # only if the window turns out to hold the whole file.
+        NR == 1 { h1 = ($0 ~ /^## (Iteration|Recovery) /); m1 = marker($0) }
+        NR > 1 {
+          if ($0 ~ /^## (Iteration|Recovery) /) { hl = NR; ho = off }
+          m = marker($0); if (m != "") { ml = NR; mh = m }
+        }
+        { off += length($0) + 1; prev = last; last = $0 }
+        END {
+          bytes = off - 2
+          if (window == 0 || bytes < window) {
+            if (hl == "" && h1) { hl = 1; ho = 0 }
+            if (ml == "" && m1 != "") { ml = 1; mh = m1 }
+          }
+          nl = (last == "x") ? 1 : 0
+          tail = nl ? prev : substr(last, 1, length(last) - 1)
+          if (!nl) { m = marker(tail); if (m != "") { ml = NR; mh = m } }
+          printf "%s\037%s\037%s\037%s\037%d\037%d\037%s", hl, ho, ml, mh, bytes, nl, tail
+        }'
+    )
+    IFS=$'\037' read -r heading_line heading_off marker_line marker_hash bytes ends_nl last <<<"$out" || true
+    # A window that held the whole file, or both a heading and a marker, is enough.
+    if ((window == 0 || bytes < window)) || [[ -n $heading_line && -n $marker_line ]]; then
+      break
+    fi
+    window=0
+  done
+  if ((window > 0 && bytes >= window)); then
+    size=$(wc -c <"$file")
+    heading_off=$((${heading_off:-0} + size - bytes))
+  else
+    size=$bytes
+  fi
+  if [[ -n $heading_line ]]; then
+    if [[ -z $marker_line ]] || ((marker_line < heading_line)); then
+      orbit_log "progress.md ends in an unclosed entry at byte $heading_off: trimmed"
+      head -c "$heading_off" -- "$file" >"$file.tmp.$$" && mv -f -- "$file.tmp.$$" "$file"
+    elif ((!ends_nl)); then
       # The last line has no newline: a closing marker only missing it is completed; any
       # other line is what a torn append left (a heading cut short) and is trimmed.
-      last=$(tail -n 1 -- "$file")
       if [[ $last =~ ^\<\!--\ orbit:end\ iteration=[0-9]+\ sha256=[0-9a-f]{64}\ --\>$ ]]; then
         printf '\n' >>"$file"
       else
-        size=$(wc -c <"$file")
         orbit_log "progress.md ends in a torn line (${#last} bytes): trimmed"
         head -c "$((size - ${#last}))" -- "$file" >"$file.tmp.$$" && mv -f -- "$file.tmp.$$" "$file"
       fi
     fi
   fi
-  if [[ $marker_line =~ sha256=([0-9a-f]{64}) ]]; then
-    PG_PREV=${BASH_REMATCH[1]}
+  if [[ -n $marker_hash ]]; then
+    PG_PREV=$marker_hash
   fi
 }
 

@@ -5,13 +5,13 @@ VERIFY_PASSED=0
 VERIFY_FAILED=0
 
 # run_check NAME CMD: run CMD with bash from the repository root, stdin from /dev/null.
+VERIFY_OUT=
 run_check() {
-  local name=$1 cmd=$2 out status
-  out=$(mktemp "${TMPDIR:-/tmp}/orbit-check.XXXXXX")
+  local name=$1 cmd=$2 status
   printf '==> check %s: %s\n' "$name" "$cmd"
-  orbit_run_bounded "$VERIFY_TIMEOUT_S" "$VERIFY_GRACE_S" /dev/null "$out" "$BASH" -c "$cmd"
-  cat -- "$out"
-  rm -f -- "$out"
+  : >"$VERIFY_OUT"
+  orbit_run_bounded "$VERIFY_TIMEOUT_S" "$VERIFY_GRACE_S" /dev/null "$VERIFY_OUT" "$BASH" -c "$cmd"
+  cat -- "$VERIFY_OUT"
   if ((ORBIT_TIMED_OUT)); then
     status="timed out after ${VERIFY_TIMEOUT_S}s"
   else
@@ -35,9 +35,24 @@ main() {
   if ((VERIFY_TIMEOUT_S == 0)); then
     orbit_die 2 "CHECK_TIMEOUT=0: every check needs a timeout, e.g. 10m"
   fi
-  here=$(cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
-  root=$(git -C "$here" rev-parse --show-toplevel 2>/dev/null) ||
-    orbit_die 2 "verify.sh must live inside a git work tree ($here is not in one)"
+  here=${BASH_SOURCE[0]}
+  if [[ $here == */* ]]; then
+    here=${here%/*}
+  else
+    here=.
+  fi
+  here=$(cd -P -- "${here:-/}" && pwd -P)
+  # Run by this loop's runner: it says where the repository and its scratch space are.
+  # Run by hand (or by the agent): git says where the repository is.
+  if [[ ${ORBIT_VERIFY_FOR-} == "$here" && -n ${ORBIT_REPO_ROOT-} && -d ${ORBIT_VERIFY_TMP-} ]]; then
+    root=$ORBIT_REPO_ROOT
+    VERIFY_OUT="$ORBIT_VERIFY_TMP/check.out"
+  else
+    root=$(git -C "$here" rev-parse --show-toplevel 2>/dev/null) ||
+      orbit_die 2 "verify.sh must live inside a git work tree ($here is not in one)"
+    VERIFY_OUT=$(mktemp "${TMPDIR:-/tmp}/orbit-check.XXXXXX")
+    trap 'rm -f -- "$VERIFY_OUT"' EXIT
+  fi
   cd -- "$root" || orbit_die 2 "cannot enter $root"
   checks
   printf '%d passed, %d failed\n' "$VERIFY_PASSED" "$VERIFY_FAILED"

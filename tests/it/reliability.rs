@@ -1696,3 +1696,58 @@ proptest! {
         prop_assert!(p.stray_lines.is_empty(), "stray lines {:?}", p.stray_lines);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    /// The runner's progress_open on a progress.md cut at any byte, reading the whole
+    /// file or only a small window of its end: what remains is a prefix of the original
+    /// that the Rust parser finds whole, with every closed entry kept, and the runner
+    /// chains on from the last one.
+    #[test]
+    fn the_runner_trims_a_cut_progress_file_to_its_last_closed_entry(
+        entries in prop::collection::vec("[ -~]{0,60}(\n[ -~é—]{0,40}){0,4}", 1..6),
+        cut in any::<prop::sample::Index>(),
+        window in prop_oneof![Just(262_144usize), 1usize..300],
+        preamble in any::<bool>(),
+    ) {
+        // Without its preamble the file starts with a heading: line 1 counts too.
+        let mut full = if preamble { orbit::progress::preamble("p") } else { String::new() };
+        let mut prev = "0".repeat(64);
+        for (i, body) in entries.iter().enumerate() {
+            let entry = format!("## Iteration {} — CONTINUE\n{}\n", i + 1, orbit::progress::neutralise(body));
+            let (closed, hash) = orbit::progress::close_entry(&prev, (i + 1) as u64, &entry);
+            full.push_str(&closed);
+            prev = hash;
+        }
+        let bytes = full.as_bytes();
+        let cut_bytes = &bytes[..cut.index(bytes.len() + 1)];
+        let work = tempfile::tempdir().unwrap();
+        let file = work.path().join("progress.md");
+        fs::write(&file, cut_bytes).unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let script = format!(
+            r#"set -Eeuo pipefail
+source '{c}'
+source '{s}'
+orbit_log() {{ :; }}
+PG_WINDOW=$2
+progress_open "$1"
+printf '%s' "$PG_PREV""#,
+            c = root.join("templates/lib/common.sh").display(),
+            s = root.join("templates/lib/state.sh").display()
+        );
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c").arg(&script).arg("harness").arg(&file).arg(window.to_string());
+        let out = run_bounded(cmd, Duration::from_secs(60));
+        prop_assert!(out.status.success(), "{}", text(&out));
+        let after = fs::read(&file).unwrap();
+        prop_assert!(bytes.starts_with(&after), "a prefix of the original");
+        let p = orbit::progress::parse(&after);
+        prop_assert_eq!(p.torn_tail_line, None);
+        prop_assert!(p.first_broken().is_none());
+        prop_assert!(p.stray_lines.is_empty());
+        let closed = |p: &orbit::progress::Progress| p.entries.iter().filter(|e| e.marker.is_some()).count();
+        prop_assert_eq!(closed(&p), closed(&orbit::progress::parse(cut_bytes)), "no closed entry lost");
+        prop_assert_eq!(String::from_utf8_lossy(&out.stdout).into_owned(), p.last_hash());
+    }
+}

@@ -12,6 +12,8 @@ IN_ITERATION=0
 AGENT_ABS=
 LOCK_MODE=
 GIT_DIR_ABS=
+GIT_COMMON_ABS=
+COMMIT_PLUMBING=0
 LAST_TREE=
 declare -A R=()
 
@@ -73,7 +75,13 @@ verify_budget() {
 
 # ---- where things are: the loop directory is where this script lives.
 locate() {
-  LOOP_DIR=$(cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
+  local src=${BASH_SOURCE[0]}
+  if [[ $src == */* ]]; then
+    src=${src%/*}
+  else
+    src=.
+  fi
+  LOOP_DIR=$(cd -P -- "${src:-/}" && pwd -P)
   ORBIT_LOG_FILE="$LOOP_DIR/runner.log"
   REPO_ROOT=$(git -C "$LOOP_DIR" rev-parse --show-toplevel 2>/dev/null) || {
     footer CONTINUE "preflight failed: not in a git work tree"
@@ -81,6 +89,7 @@ locate() {
   }
   REPO_ROOT=$(cd -P -- "$REPO_ROOT" && pwd -P)
   LOOP_REL=${LOOP_DIR#"$REPO_ROOT"/}
+  loop_up_set
   EV_FILE="$LOOP_DIR/events.jsonl"
   PG_FILE="$LOOP_DIR/progress.md"
 }
@@ -88,8 +97,10 @@ locate() {
 settings_footer() { footer CONTINUE "bad setting: $1"; }
 
 footer() {
-  local status=$1 summary=$2
-  summary=$(printf '%s' "$summary" | tr '\n\r\t' '   ' | cut -c1-180)
+  local status=$1 summary=$2 REPLY
+  summary=${summary//[$'\n\r\t']/ }
+  orbit_cut_v "$summary" 180
+  summary=$REPLY
   printf 'NEXUS_LOOP_STATUS: %s\nNEXUS_LOOP_SUMMARY: %s\n' "$status" "$summary" 2>/dev/null || true
 }
 
@@ -102,7 +113,7 @@ preflight_fail() {
 }
 
 preflight() {
-  local f avail gitdir
+  local f avail gitdir hooks out rc
   if ((BASH_VERSINFO[0] < 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] < 4))); then
     preflight_fail "bash $BASH_VERSION is too old: orbit needs bash >= 4.4"
   fi
@@ -112,22 +123,48 @@ preflight() {
     preflight_fail "the agent '${AGENT_ARGV[0]}' is not on PATH ($PATH): install it, or set argv in loop.toml to its absolute path"
   fi
   [[ -x $AGENT_ABS && ! -d $AGENT_ABS ]] || preflight_fail "the agent $AGENT_ABS is not executable"
-  git_q rev-parse --is-inside-work-tree >/dev/null 2>&1 || preflight_fail "$REPO_ROOT is not a git work tree"
-  git_q rev-parse --verify -q HEAD >/dev/null 2>&1 ||
+  # One git call: work tree?, git directory, hooks directory, common directory, and HEAD
+  # (status 1 without it).
+  local -a git_facts=()
+  rc=0
+  out=$(git_q rev-parse --is-inside-work-tree --absolute-git-dir --git-path hooks --git-common-dir --verify -q HEAD 2>/dev/null) || rc=$?
+  mapfile -t git_facts <<<"$out"
+  [[ ${git_facts[0]} == true || ${git_facts[0]} == false ]] || preflight_fail "$REPO_ROOT is not a git work tree"
+  if ((rc != 0)) || [[ -z ${git_facts[4]-} ]]; then
     preflight_fail "the repository has no commit yet: make one first (git commit --allow-empty -m init)"
-  gitdir=$(git_q rev-parse --absolute-git-dir)
+  fi
+  gitdir=${git_facts[1]} hooks=${git_facts[2]} GIT_COMMON_ABS=${git_facts[3]}
+  [[ $GIT_COMMON_ABS == /* ]] || GIT_COMMON_ABS=$REPO_ROOT/$GIT_COMMON_ABS
   GIT_DIR_ABS=$gitdir
+  # Commits go through the porcelain only when it has work to do there: a commit hook to
+  # run or a signature to make. Otherwise plumbing does the same commit without a rescan.
+  [[ $hooks == /* ]] || hooks=$REPO_ROOT/$hooks
+  COMMIT_PLUMBING=1
+  for f in pre-commit prepare-commit-msg commit-msg post-commit; do
+    if [[ -x $hooks/$f ]]; then
+      COMMIT_PLUMBING=0
+    fi
+  done
+  if [[ $(git_q config --bool --get commit.gpgsign 2>/dev/null || true) == true ]]; then
+    COMMIT_PLUMBING=0
+  fi
   for f in rebase-merge rebase-apply MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG; do
     if [[ -e $gitdir/$f ]]; then
       preflight_fail "a git operation is in progress ($f): finish or abort it first"
     fi
   done
-  avail=$(df -Pk -- "$LOOP_DIR" 2>/dev/null | awk 'NR==2 {print $4}')
+  # df's second line, fourth field: the kilobytes available.
+  avail=$(df -Pk -- "$LOOP_DIR" 2>/dev/null || true)
+  avail=${avail#*$'\n'}
+  read -r _ _ _ avail _ <<<"$avail" || true
   if [[ $avail =~ ^[0-9]+$ ]] && ((avail < 102400)); then
     preflight_fail "only $((avail / 1024)) MB free on the loop's disk: orbit needs at least 100 MB"
   fi
   [[ -w $LOOP_DIR ]] || preflight_fail "the loop directory $LOOP_DIR is not writable"
-  f=$(find "$LOOP_DIR" -type l -print -quit 2>/dev/null || true)
+  # The loop directory's entries and the level below (the pins, each iteration's record
+  # directory): not a walk of all the history. An iteration's directory is checked again
+  # when it is prepared, and files found in it are moved aside before anything is written.
+  f=$(find "$LOOP_DIR" -maxdepth 2 -type l -print -quit 2>/dev/null || true)
   [[ -z $f ]] || preflight_fail "$f is a symlink: nothing under the loop directory may be one"
   for f in state.env state.env.sha256 pins.sha256 progress.md goal.md verify.sh prompt.md; do
     [[ -f $LOOP_DIR/$f ]] || preflight_fail "$f is missing from $LOOP_DIR: run orbit recover (or orbit init --force for scripts)"
@@ -275,7 +312,7 @@ PIN_HAVE=
 pins_check() {
   local line want path have out
   PIN_BAD=
-  if [[ $ORBIT_SHA_TOOL == sha256sum ]]; then
+  if [[ -z $ORBIT_HASH_PID && $ORBIT_SHA_TOOL == sha256sum ]]; then
     # One process for every pin; only a mismatch is looked at line by line.
     if out=$(cd -- "$LOOP_DIR" && sha256sum -c --quiet --strict pins.sha256 2>/dev/null); then
       : all pins hold
@@ -295,28 +332,35 @@ pins_check() {
       return 1
     fi
   else
+    # Line by line: with the hasher, every pin in one round trip.
+    local -a wants=() paths=() files=()
+    local i
     while IFS= read -r line || [[ -n $line ]]; do
-      if [[ -z $line ]]; then
-        continue
-      fi
-      want=${line%%  *}
-      path=${line#*  }
-      if [[ -f $LOOP_DIR/$path ]]; then
-        orbit_sha256_file_v "$LOOP_DIR/$path"
-        have=$REPLY
-      else
-        have=missing
-      fi
-      if [[ $have != "$want" ]]; then
-        PIN_BAD=$path PIN_WANT=$want PIN_HAVE=$have
-        return 1
+      if [[ -n $line ]]; then
+        wants+=("${line%%  *}")
+        paths+=("${line#*  }")
+        files+=("$LOOP_DIR/${line#*  }")
       fi
     done <"$LOOP_DIR/pins.sha256"
+    orbit_hasher_files "${files[@]}" || true
+    for ((i = 0; i < ${#paths[@]}; i++)); do
+      if [[ ! -f ${files[i]} ]]; then
+        have=missing
+      elif [[ ${ORBIT_HASHES[i]:--} != - ]]; then
+        have=${ORBIT_HASHES[i]}
+      else
+        orbit_sha256_file_v "${files[i]}"
+        have=$REPLY
+      fi
+      if [[ $have != "${wants[i]}" ]]; then
+        PIN_BAD=${paths[i]} PIN_WANT=${wants[i]} PIN_HAVE=$have
+        return 1
+      fi
+    done
   fi
   # An agent permission file that appeared after the first run is a hijack too.
   if [[ -f $LOOP_DIR/.baseline-commit ]]; then
-    local f rel_up
-    rel_up=$(loop_to_root)
+    local f rel_up=$LOOP_UP
     for f in .claude/settings.json .claude/settings.local.json .codex/config.toml; do
       if [[ -f $REPO_ROOT/$f ]] && ! grep -qF -- "  $rel_up$f" "$LOOP_DIR/pins.sha256"; then
         PIN_BAD=$rel_up$f PIN_WANT=absent PIN_HAVE=$(orbit_sha256_file "$REPO_ROOT/$f")
@@ -369,7 +413,7 @@ integrity_stop() {
 # The first run pins goal.md, every protected path and the agent permission files.
 first_run_pins() {
   local rel_up pins_text g f
-  rel_up=$(loop_to_root)
+  rel_up=$LOOP_UP
   pins_text=$(cat -- "$LOOP_DIR/pins.sha256")
   pins_text=$(printf '%s\n' "$pins_text" | grep -v '  goal\.md$' || true)
   {
@@ -411,14 +455,19 @@ protected_files() {
   )
 }
 
-# ../ segments from the loop directory up to the repository root.
-loop_to_root() {
-  local rel=$LOOP_REL out=''
+# LOOP_UP: ../ segments from the loop directory up to the repository root.
+LOOP_UP=
+loop_up_set() {
+  local rel=$LOOP_REL
+  LOOP_UP=''
   while [[ -n $rel ]]; do
-    out+="../"
-    [[ $rel == */* ]] && rel=${rel#*/} || rel=''
+    LOOP_UP+="../"
+    if [[ $rel == */* ]]; then
+      rel=${rel#*/}
+    else
+      rel=''
+    fi
   done
-  printf '%s' "$out"
 }
 
 # ---- the tree: a snapshot of the work tree (minus the loop directory) as a git tree id,
@@ -440,12 +489,37 @@ tree_changes() {
   git_q diff --no-renames --name-only -z "$1" "$2" -- 2>/dev/null || true
 }
 
+# changes_v BEFORE AFTER: CHANGES_FILE lists the changed paths (NUL-separated, computed
+# once per pair of trees), CHANGES_COUNT counts them, and REPLY is the first 20 of them on
+# one line, cleaned for the record.
+CHANGES_KEY=
+CHANGES_FILE=
+CHANGES_COUNT=0
+CHANGES_SHOWN=
+changes_v() {
+  local LC_ALL=C
+  local -a names=()
+  if [[ $CHANGES_KEY != "$1 $2" ]]; then
+    CHANGES_FILE="$ORBIT_TMP/changes.z"
+    tree_changes "$1" "$2" >"$CHANGES_FILE"
+    mapfile -d '' -t names <"$CHANGES_FILE"
+    CHANGES_COUNT=${#names[@]}
+    CHANGES_SHOWN="${names[*]:0:20}"
+    # Names are bytes: only what is not printable ASCII needs the cleaning process.
+    if [[ $CHANGES_SHOWN == *[![:print:]]* ]]; then
+      CHANGES_SHOWN=$(printf '%s' "$CHANGES_SHOWN" | tr '\n' ' ' | orbit_clean_text)
+    fi
+    CHANGES_KEY="$1 $2"
+  fi
+  REPLY=$CHANGES_SHOWN
+}
+
 # ---- first run: start time, dirty baseline and branch isolation.
 # Each step is done once: a crash in here and a rerun must not re-pin a goal the agent may
 # have changed since, nor re-capture a baseline that now holds the agent's work.
 first_run_setup() {
   local branch
-  S[STARTED_AT]=$(orbit_now)
+  printf -v 'S[STARTED_AT]' '%(%s)T' -1
   if [[ ! -f $LOOP_DIR/.baseline-commit ]]; then
     first_run_pins
     # The dirty baseline: paths already modified, staged or untracked before the loop began.
@@ -483,6 +557,10 @@ first_run_setup() {
 ensure_branch() {
   local cur
   [[ -n ${S[ITER_BRANCH]} ]] || return 0
+  # On the branch already (HEAD names it): nothing to ask git.
+  if IFS= read -r cur <"$GIT_DIR_ABS/HEAD" 2>/dev/null && [[ $cur == "ref: refs/heads/${S[ITER_BRANCH]}" ]]; then
+    return 0
+  fi
   cur=$(git_q symbolic-ref --short -q HEAD || true)
   if [[ $cur == "${S[ITER_BRANCH]}" ]]; then
     return 0
@@ -493,7 +571,6 @@ ensure_branch() {
 }
 
 # ---- iteration records
-iter_dir() { printf '%s/iterations/%06d' "$LOOP_DIR" "$1"; }
 
 # result_read FILE: KEY=VALUE lines into R (known keys only; never sourced).
 result_read() {
@@ -523,6 +600,10 @@ RESULT_KEYS=(ITERATION STARTED_AT ENDED_AT PHASE AGENT_EXIT AGENT_OUTCOME ATTEMP
 # Move what an interrupted attempt left in an iteration directory aside (never deleted).
 iter_prepare() {
   local dir=$1 k=1 f
+  if [[ -L $dir ]]; then
+    orbit_log "$dir is a symlink: removed (the record is written in a real directory)"
+    rm -f -- "$dir"
+  fi
   if [[ -d $dir ]] && [[ -n $(find "$dir" -maxdepth 1 -type f -print -quit) ]]; then
     while [[ -e $dir/interrupted.$k ]]; do k=$((k + 1)); done
     mkdir -p -- "$dir/interrupted.$k"
@@ -552,7 +633,11 @@ cost_of_run() {
     v=$(head -c 64 -- "$cfile" | tr -d ' \n\r\t$')
   fi
   if [[ -z $v && -f $log ]]; then
-    v=$(tail -c 65536 -- "$log" | grep -aoE '"total_cost_usd" *: *[0-9.eE+-]+' | tail -n 1 | sed 's/.*: *//' || true)
+    v=$(grep -aoE '"total_cost_usd" *: *[0-9.eE+-]+' -- "$log" || true)
+    # The last one reported; its number.
+    v=${v##*$'\n'}
+    v=${v##*:}
+    v=${v##* }
   fi
   if [[ -n $v ]] && RUN_COST_M=$(cost_to_micro "$v"); then
     RUN_COST_KIND=reported
@@ -565,44 +650,85 @@ cost_of_run() {
   fi
 }
 
+# The ledger's totals are read once per run (ledger_load) and kept up to date by
+# ledger_append: the whole spend, and the spend and cost kinds of the latest iteration.
+LEDGER_TOTAL=0
+LEDGER_IT=0
+LEDGER_IT_SUM=0
+LEDGER_IT_KINDS=' '
+ledger_load() {
+  local out
+  LEDGER_IT=${S[NEXT_ITERATION]} LEDGER_TOTAL=0 LEDGER_IT_SUM=0 LEDGER_IT_KINDS=' '
+  [[ -f $LOOP_DIR/cost.ledger ]] || return 0
+  out=$(awk -F '\t' -v it="$LEDGER_IT" '
+    $2 ~ /^[0-9]+$/ { s += $2; if ($1 == it) t += $2 }
+    $1 == it { k[$3] = 1 }
+    END { printf "%d %d ", s, t; for (x in k) printf "%s ", x }' "$LOOP_DIR/cost.ledger")
+  LEDGER_TOTAL=${out%% *}
+  out=${out#* }
+  LEDGER_IT_SUM=${out%% *}
+  LEDGER_IT_KINDS=" ${out#* }"
+}
+
 ledger_append() {
   printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$LOOP_DIR/cost.ledger"
-}
-
-ledger_sum() {
-  [[ -f $LOOP_DIR/cost.ledger ]] || {
-    printf 0
-    return 0
-  }
-  awk -F '\t' '$2 ~ /^[0-9]+$/ { s += $2 } END { printf "%d", s }' "$LOOP_DIR/cost.ledger"
-}
-
-ledger_iter_sum() {
-  [[ -f $LOOP_DIR/cost.ledger ]] || {
-    printf 0
-    return 0
-  }
-  awk -F '\t' -v it="$1" '$1 == it && $2 ~ /^[0-9]+$/ { s += $2 } END { printf "%d", s }' "$LOOP_DIR/cost.ledger"
-}
-
-# The cost kind of an iteration's runs: reported, estimated, unknown, or partial (some
-# runs reported or estimated, some unknown).
-ledger_iter_kind() {
-  if [[ ! -f $LOOP_DIR/cost.ledger ]]; then
-    printf unknown
-    return 0
+  if [[ $1 != "$LEDGER_IT" ]]; then
+    LEDGER_IT=$1 LEDGER_IT_SUM=0 LEDGER_IT_KINDS=' '
   fi
-  awk -F '\t' -v it="$1" '$1 == it { k[$3] = 1 }
-    END {
-      if (k["unknown"] && (k["reported"] || k["estimated"])) print "partial"
-      else if (k["unknown"]) print "unknown"
-      else if (k["estimated"]) print "estimated"
-      else if (k["reported"]) print "reported"
-      else print "unknown"
-    }' "$LOOP_DIR/cost.ledger"
+  if [[ $2 =~ ^[0-9]{1,18}$ ]]; then
+    LEDGER_TOTAL=$((LEDGER_TOTAL + 10#$2))
+    LEDGER_IT_SUM=$((LEDGER_IT_SUM + 10#$2))
+  fi
+  [[ $LEDGER_IT_KINDS == *" $3 "* ]] || LEDGER_IT_KINDS+="$3 "
+}
+
+# ledger_iter_sum_v N: REPLY is what iteration N's runs cost.
+ledger_iter_sum_v() {
+  if [[ $1 == "$LEDGER_IT" ]]; then
+    REPLY=$LEDGER_IT_SUM
+  elif [[ -f $LOOP_DIR/cost.ledger ]]; then
+    REPLY=$(awk -F '\t' -v it="$1" '$1 == it && $2 ~ /^[0-9]+$/ { s += $2 } END { printf "%d", s }' "$LOOP_DIR/cost.ledger")
+  else
+    REPLY=0
+  fi
+}
+
+# The cost kind of the latest iteration's runs: reported, estimated, unknown, or partial
+# (some runs reported or estimated, some unknown).
+ledger_iter_kind_v() {
+  local k=$LEDGER_IT_KINDS
+  if [[ $k == *" unknown "* && ($k == *" reported "* || $k == *" estimated "*) ]]; then
+    REPLY=partial
+  elif [[ $k == *" unknown "* ]]; then
+    REPLY=unknown
+  elif [[ $k == *" estimated "* ]]; then
+    REPLY=estimated
+  elif [[ $k == *" reported "* ]]; then
+    REPLY=reported
+  else
+    REPLY=unknown
+  fi
 }
 
 # ---- the prompt
+PROMPT_TEXT=
+GOAL_TEXT=
+PROMPT_READ=0
+# prompt_part FILE TEXT: TEXT is FILE's content read earlier; a file with a NUL byte
+# (which a bash string cannot hold) is copied as it is.
+prompt_part() {
+  if [[ $2 == $'\x01nul' ]]; then
+    cat -- "$1"
+  else
+    printf '%s' "$2"
+  fi
+}
+prompt_read_v() {
+  REPLY=''
+  if IFS= read -r -d '' REPLY <"$1"; then
+    REPLY=$'\x01nul'
+  fi
+}
 build_prompt() {
   local n=$1 phase=$2 attempt=$3 out=$4 fb=$5 remaining
   if [[ -n $USD_CAP_M ]]; then
@@ -610,10 +736,19 @@ build_prompt() {
   else
     remaining="no spending cap (spent so far: \$$(orbit_usd_text "${S[COST_MICROUSD]}"))"
   fi
+  # prompt.md and goal.md are pinned (a change stops the loop before the next agent
+  # run), so they are read once per run.
+  if ((!PROMPT_READ)); then
+    prompt_read_v "$LOOP_DIR/prompt.md"
+    PROMPT_TEXT=$REPLY
+    prompt_read_v "$LOOP_DIR/goal.md"
+    GOAL_TEXT=$REPLY
+    PROMPT_READ=1
+  fi
   {
-    cat -- "$LOOP_DIR/prompt.md"
+    prompt_part "$LOOP_DIR/prompt.md" "$PROMPT_TEXT"
     printf '\n---\n\n# The goal (goal.md)\n\n'
-    cat -- "$LOOP_DIR/goal.md"
+    prompt_part "$LOOP_DIR/goal.md" "$GOAL_TEXT"
     printf '\n---\n\n# This run\n\n'
     printf -- '- Iteration %s of at most %s; attempt %s of %s; phase: %s.\n' "$n" "$MAX_ITERATIONS" "$attempt" "$RETRY_LIMIT" "$phase"
     printf -- '- Budget: %s.\n' "$remaining"
@@ -645,14 +780,15 @@ build_prompt() {
   } >"$out"
 }
 
-# The feedback of the latest failed verify before iteration N (a JSON file), if any.
-last_feedback() {
+# REPLY: the feedback of the latest failed verify before iteration N (a JSON file), if any.
+last_feedback_v() {
   local n=$1 i d
+  REPLY=''
   for ((i = n - 1; i >= 1 && i >= n - 3; i--)); do
-    d=$(iter_dir "$i")
+    printf -v d '%s/iterations/%06d' "$LOOP_DIR" "$i"
     if [[ -f $d/result.env ]]; then
       if [[ -f $d/feedback.json ]]; then
-        printf '%s' "$d/feedback.json"
+        REPLY=$d/feedback.json
       fi
       return 0
     fi
@@ -665,11 +801,18 @@ last_feedback() {
 # its output is capped to AGENT_LOG_MAX bytes (the first and last halves are kept).
 run_agent() {
   local n=$1 phase=$2 attempt=$3 prompt=$4 log=$5 cfile=$6 fb=$7 t0 limit half runid
-  limit=$(exec_limit)
+  exec_limit_v
+  limit=$REPLY
   half=$((AGENT_LOG_MAX / 2))
   runid="$LOOP_NAME.$n.$attempt.$phase.$$.$RANDOM"
-  rm -f -- "$cfile" "$log.raw" "$log.head" "$log.tail"
-  : >"$log.raw"
+  # The output is caught in scratch files (each truncated here), then becomes $log.
+  local raw="$ORBIT_TMP/agent.raw" head="$ORBIT_TMP/agent.head" tail="$ORBIT_TMP/agent.tail"
+  if [[ -e $cfile ]]; then
+    rm -f -- "$cfile"
+  fi
+  : >"$raw"
+  : >"$head"
+  : >"$tail"
   orbit_fault before_agent
   t0=$SECONDS
   # The variables reach the agent through the environment of the wrapper (assignments
@@ -678,8 +821,8 @@ run_agent() {
   ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
     ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$prompt" ORBIT_COST_FILE="$cfile" \
     ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fb" ORBIT_REPO_ROOT="$REPO_ROOT" \
-    ORBIT_HALF="$half" ORBIT_OUT="$log" \
-    orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$log.raw" \
+    ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" \
+    orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
     "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 126
       if [[ -n $ORBIT_FB ]]; then export ORBIT_FEEDBACK_FILE=$ORBIT_FB; else unset ORBIT_FEEDBACK_FILE; fi
       unset ORBIT_FB ORBIT_REPO_ROOT
@@ -690,21 +833,24 @@ run_agent() {
   AGENT_TIMED_OUT=$ORBIT_TIMED_OUT
   AGENT_SECS=$((SECONDS - t0))
   sweep_env "ORBIT_RUN_ID=$runid"
-  {
-    if [[ -f $log.raw ]]; then cat -- "$log.raw"; fi
-    if [[ -f $log.head ]]; then cat -- "$log.head"; fi
-    if [[ -s $log.tail ]]; then
-      printf '\n[orbit: output over %s bytes; the middle was dropped]\n' "$half"
-      cat -- "$log.tail"
-    fi
-  } >"$log"
-  rm -f -- "$log.raw" "$log.head" "$log.tail"
+  if [[ ! -s $raw && ! -s $tail ]]; then
+    # All of the output fit in the first half (the usual case).
+    mv -f -- "$head" "$log"
+  else
+    {
+      cat -- "$raw" "$head"
+      if [[ -s $tail ]]; then
+        printf '\n[orbit: output over %s bytes; the middle was dropped]\n' "$half"
+        cat -- "$tail"
+      fi
+    } >"$log"
+  fi
   printf '%s\n' "$AGENT_SECS" >>"$LOOP_DIR/.iter-timings.log"
 }
 
 # The per-run limit: EXEC_TIMEOUT, or twice the median of the last five runs when
 # ADAPTIVE_TIMEOUT=1, bounded to [EXEC_TIMEOUT, 3 x EXEC_TIMEOUT].
-exec_limit() {
+exec_limit_v() {
   local med
   if orbit_true "$ADAPTIVE_TIMEOUT" && [[ -s $LOOP_DIR/.iter-timings.log ]]; then
     med=$(tail -n 5 -- "$LOOP_DIR/.iter-timings.log" | grep -E '^[0-9]+$' | sort -n |
@@ -716,39 +862,36 @@ exec_limit() {
     if ((med > EXEC_TIMEOUT_S * 3)); then
       med=$((EXEC_TIMEOUT_S * 3))
     fi
-    printf '%s' "$med"
+    REPLY=$med
   else
-    printf '%s' "$EXEC_TIMEOUT_S"
+    REPLY=$EXEC_TIMEOUT_S
   fi
 }
 
-# classify LOG RC TIMED_OUT: ok | timeout | rate_limited | permanent | agent_error
-classify() {
+# classify_v LOG RC TIMED_OUT: REPLY is ok | timeout | rate_limited | permanent | agent_error
+classify_v() {
   local log=$1 rc=$2 to=$3 tailtext
   if ((to)); then
-    printf timeout
-    return 0
+    REPLY=timeout
+  elif ((rc == 0)); then
+    REPLY=ok
+  elif ((rc == 126 || rc == 127)); then
+    REPLY=permanent
+  else
+    REPLY=agent_error
+    tailtext=$(tail -n 40 -- "$log" 2>/dev/null || true)
+    # A here-string, not a pipe: grep -q stops at the first match, and a writer it left
+    # behind would fail the test under pipefail.
+    if grep -qiE 'rate[ _-]?limit|usage limit|too many requests|quota (exceeded|exhausted)|resource[ _]exhausted|limit reached|\b429\b' <<<"$tailtext"; then
+      REPLY=rate_limited
+    fi
   fi
-  if ((rc == 0)); then
-    printf ok
-    return 0
-  fi
-  if ((rc == 126 || rc == 127)); then
-    printf permanent
-    return 0
-  fi
-  tailtext=$(tail -n 40 -- "$log" 2>/dev/null || true)
-  if printf '%s' "$tailtext" | grep -qiE 'rate[ _-]?limit|usage limit|too many requests|quota (exceeded|exhausted)|resource[ _]exhausted|limit reached|\b429\b'; then
-    printf rate_limited
-    return 0
-  fi
-  printf agent_error
 }
 
 # When a rate limit lifts: an epoch after '|', "retry/try again in N unit", "retry-after: N".
 rate_limit_resume_at() {
   local log=$1 now tailtext secs=900 n unit
-  now=$(orbit_now)
+  printf -v now '%(%s)T' -1
   tailtext=$(tail -n 40 -- "$log" 2>/dev/null | tr '[:upper:]' '[:lower:]' || true)
   if [[ $tailtext =~ \|([0-9]{10}) ]] && ((BASH_REMATCH[1] > now)); then
     printf '%s' "${BASH_REMATCH[1]}"
@@ -772,13 +915,16 @@ rate_limit_resume_at() {
 # run_verify N LABEL: runs verify.sh into iterations/N/verify.log; sets VERIFY_OK.
 run_verify() {
   local dir=$1 label=$2 out
-  out=$(mktemp "${TMPDIR:-/tmp}/orbit-verify.XXXXXX")
-  ORBIT_LOOP_DIR="$LOOP_DIR" \
+  out="$ORBIT_TMP/verify.out"
+  : >"$out"
+  ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$REPO_ROOT" \
+    ORBIT_VERIFY_TMP="$ORBIT_TMP" \
     orbit_run_bounded "$VERIFY_BUDGET_S" "$KILL_GRACE_S" /dev/null "$out" "$BASH" "$LOOP_DIR/verify.sh"
   VERIFY_RC=$ORBIT_RC
   VERIFY_TO=$ORBIT_TIMED_OUT
   {
-    printf '### verify run: %s (%s)\n' "$label" "$(orbit_iso_now)"
+    orbit_iso_v -1
+    printf '### verify run: %s (%s)\n' "$label" "$REPLY"
     cat -- "$out"
     if ((VERIFY_TO)); then
       printf '[FAIL] verify.sh (timed out after %ss)\n' "$VERIFY_BUDGET_S"
@@ -826,7 +972,7 @@ feedback_write() {
 
 # ---- the DONE gate (contract section 6). Sets GATE_VERDICT (DONE or a rejection reason).
 done_gate() {
-  local n=$1 dir=$2 k added t_before t_after base
+  local n=$1 dir=$2 k added first t_before t_after base
   GATE_VERDICT=
   # 2. PASS_K consecutive passes: the first pass happened; run the rest.
   for ((k = 2; k <= PASS_K; k++)); do
@@ -838,11 +984,9 @@ done_gate() {
       S[VERIFY_STREAK]=0
       feedback_write "$dir" "$n" "$ATTEMPT"
       orbit_event verify_fail "$n" run "$k" failing "$VERIFY_FAILING" flaky true code VERIFY_FLAKY
-      rm -f -- "$LAST_VERIFY_OUT"
       GATE_VERDICT="VERIFY_FLAKY: verify passed, then failed on pass $k of $PASS_K"
       return 0
     fi
-    rm -f -- "$LAST_VERIFY_OUT"
   done
   # 3. No placeholder in the lines the loop added: the tree now against the tree when the
   # loop began (the user's own uncommitted work is in both, so it is not counted).
@@ -854,7 +998,10 @@ done_gate() {
       grep -a '^+' | grep -av '^+++' | grep -aE -- "$PLACEHOLDER_PATTERN" | head -n 5 || true
   )
   if [[ -n $added ]]; then
-    GATE_VERDICT="placeholder in added lines: $(printf '%s' "$added" | head -n 1 | cut -c2-120)"
+    first=${added%%$'\n'*}
+    first=${first#+}
+    orbit_cut_v "$first" 119
+    GATE_VERDICT="placeholder in added lines: $REPLY"
     printf '%s\n' "$added" >"$dir/placeholders.txt"
     return 0
   fi
@@ -905,13 +1052,21 @@ done_gate() {
 # ---- commits: only the paths this iteration changed, never baseline-dirty paths, never the
 # ---- loop directory, never the user's staged work; trailers make a replay detectable.
 commit_iteration() {
-  local n=$1 dir=$2 before=$3 after=$4 list msg existing rc=0 tries=0 title
+  local n=$1 dir=$2 before=$3 after=$4 fresh=${5:-0} list msg existing='' line rc=0 tries=0 title filtered=''
   if ! orbit_true "$AUTOCOMMIT"; then
     printf 'off\n' >"$dir/commit.txt"
     return 0
   fi
-  existing=$(git_q log -n 50 --format='%H %(trailers:key=Orbit-Loop,valueonly,separator=%x2C)|%(trailers:key=Orbit-Iteration,valueonly,separator=%x2C)' 2>/dev/null |
-    awk -v l="$LOOP_NAME" -v i="$n" '{ split($2, a, "|"); if (a[1] == l && a[2] == i) { print $1; exit } }')
+  # Idempotent: a crash after the commit and before the state write must not commit twice.
+  # (An iteration this process just ran commits after its result.env: none can exist yet.)
+  line=''
+  ((fresh)) || line=$(git_q log -n 50 --format='%H %(trailers:key=Orbit-Loop,valueonly,separator=%x2C)|%(trailers:key=Orbit-Iteration,valueonly,separator=%x2C)' 2>/dev/null || true)
+  while IFS= read -r line; do
+    if [[ ${line#* } == "$LOOP_NAME|$n" ]]; then
+      existing=${line%% *}
+      break
+    fi
+  done <<<"$line"
   # A commit of an earlier attempt that recover set aside (retried.K/) is not this one.
   if [[ -n $existing ]] && grep -qxF -- "$existing" "$dir"/retried.*/commit.txt 2>/dev/null; then
     existing=''
@@ -921,45 +1076,55 @@ commit_iteration() {
     printf '%s\n' "$existing" >"$dir/commit.txt"
     return 0
   fi
-  list="$dir/commit.paths"
-  tree_changes "$before" "$after" >"$list.all"
+  changes_v "$before" "$after"
+  list=$CHANGES_FILE
   # Drop baseline-dirty paths: report them instead.
   if [[ -s $LOOP_DIR/.baseline ]]; then
+    list="$dir/commit.paths"
     awk 'BEGIN { RS = "\0"; ORS = "\0" } NR == FNR { base[$0] = 1; next } !($0 in base)' \
-      "$LOOP_DIR/.baseline" "$list.all" >"$list"
+      "$LOOP_DIR/.baseline" "$CHANGES_FILE" >"$list"
     awk 'BEGIN { RS = "\0"; ORS = "\n" } NR == FNR { base[$0] = 1; next } ($0 in base)' \
-      "$LOOP_DIR/.baseline" "$list.all" >"$dir/baseline-touched.txt"
-    [[ -s $dir/baseline-touched.txt ]] || rm -f -- "$dir/baseline-touched.txt"
-  else
-    cp -- "$list.all" "$list"
+      "$LOOP_DIR/.baseline" "$CHANGES_FILE" >"$dir/baseline-touched.txt"
+    if [[ -s $dir/baseline-touched.txt ]]; then
+      filtered=1
+    else
+      rm -f -- "$dir/baseline-touched.txt"
+    fi
   fi
-  rm -f -- "$list.all"
   if [[ ! -s $list ]]; then
     printf 'none\n' >"$dir/commit.txt"
-    rm -f -- "$list"
+    [[ $list == "$CHANGES_FILE" ]] || rm -f -- "$list"
     return 0
   fi
   orbit_fault before_commit
-  title=$(sed -n 's/^# *//p' "$LOOP_DIR/goal.md" | sed -n '2p' | cut -c1-60)
+  # The goal's title: line 3 of goal.md (under "# Goal"), at most 60 characters.
+  goal_title_v
+  title=$REPLY
   msg="orbit($LOOP_NAME): iteration $n"$'\n\n'"Goal: ${title:-see goal.md}"$'\n\n'"Orbit-Loop: $LOOP_NAME"$'\n'"Orbit-Iteration: $n"
   while ((tries < 5)); do
     tries=$((tries + 1))
     rc=0
-    # Bounded: a hook that waits on a terminal must not wedge the loop.
-    # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
-    GIT_LITERAL_PATHSPECS=1 GIT_TERMINAL_PROMPT=0 \
-      orbit_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/commit.log" \
-      "$BASH" -c 'cd -- "$1" || exit 1
-        git add -A --pathspec-from-file="$2" --pathspec-file-nul &&
-          git commit -q --no-edit -m "$3" --only --pathspec-from-file="$2" --pathspec-file-nul' \
-      orbit-commit "$REPO_ROOT" "$list" "$msg"
-    rc=$ORBIT_RC
-    if ((ORBIT_TIMED_OUT)); then
-      orbit_log "commit: git did not finish within ${COMMIT_TIMEOUT_S}s (a hook waiting for input?)"
-      rc=124
-      break
+    if ((COMMIT_PLUMBING)); then
+      # No hook would run and nothing signs: commit with plumbing, which never rescans the
+      # whole work tree (the porcelain refreshes every index entry).
+      commit_plumbing "$list" "$msg" "$before" "$after" "$filtered" >"$dir/commit.log" 2>&1 || rc=$?
+    else
+      # Bounded: a hook that waits on a terminal must not wedge the loop.
+      # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
+      GIT_LITERAL_PATHSPECS=1 GIT_TERMINAL_PROMPT=0 \
+        orbit_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/commit.log" \
+        "$BASH" -c 'cd -- "$1" || exit 1
+          git add -A --pathspec-from-file="$2" --pathspec-file-nul &&
+            git commit -q --no-edit -m "$3" --only --pathspec-from-file="$2" --pathspec-file-nul' \
+        orbit-commit "$REPO_ROOT" "$list" "$msg"
+      rc=$ORBIT_RC
+      if ((ORBIT_TIMED_OUT)); then
+        orbit_log "commit: git did not finish within ${COMMIT_TIMEOUT_S}s (a hook waiting for input?)"
+        rc=124
+        break
+      fi
     fi
-    if ((rc == 0)); then
+    if ((rc == 0 || rc == 3)); then
       break
     fi
     if [[ -e $GIT_DIR_ABS/index.lock ]]; then
@@ -969,46 +1134,159 @@ commit_iteration() {
     fi
     break
   done
+  # git commit failing can mean the same: the agent committed the changes itself.
+  if ((rc != 0 && rc != 3 && rc != 124 && !COMMIT_PLUMBING)) && head_tree &&
+    listed_tree_v "$HEAD_ID" "$list" && [[ $REPLY == "$HEAD_TREE" ]]; then
+    rc=3
+  fi
+  if ((rc == 3)); then
+    orbit_log "iteration $n: nothing to commit, HEAD holds its changes already (committed by the agent?)"
+    printf 'none\n' >"$dir/commit.txt"
+    [[ $list == "$CHANGES_FILE" ]] || rm -f -- "$list"
+    return 0
+  fi
   if ((rc != 0)); then
     orbit_log "commit of iteration $n failed (see $dir/commit.log); the changes stay in the work tree"
     printf 'failed\n' >"$dir/commit.txt"
     return 0
   fi
-  git_q rev-parse HEAD >"$dir/commit.txt"
+  if ((COMMIT_PLUMBING)); then
+    printf '%s\n' "$COMMIT_ID" >"$dir/commit.txt"
+    # The porcelain packs loose objects when there are many: so does this, now and then.
+    if ((n % 100 == 0)); then
+      git_q gc --auto --quiet >>"$dir/commit.log" 2>&1 || true
+    fi
+  else
+    git_q rev-parse HEAD >"$dir/commit.txt"
+  fi
   orbit_fault after_commit
-  rm -f -- "$list"
+  [[ $list == "$CHANGES_FILE" ]] || rm -f -- "$list"
+}
+
+# The goal's one-line title (line 3 of goal.md), at most 60 characters, into REPLY.
+goal_title_v() {
+  local -a lines=()
+  mapfile -t -n 3 lines <"$LOOP_DIR/goal.md" 2>/dev/null || true
+  orbit_cut_v "${lines[2]-}" 60
+}
+
+# commit_plumbing LIST MSG BEFORE AFTER FILTERED: what `git commit --only <paths>` does, without
+# hooks. When HEAD's tree is the iteration's starting snapshot and LIST holds every change,
+# the commit's tree is the ending snapshot itself; otherwise a private index built from HEAD
+# takes the listed paths from the work tree. The repository's index takes them too (so git
+# status stays clean) before HEAD moves, compare-and-swap, with the porcelain's reflog
+# message. Sets COMMIT_ID; returns 1 with HEAD unmoved on failure.
+COMMIT_ID=
+# The last commit this run made, and its tree: while HEAD still names it, git need not be
+# asked what HEAD is.
+LAST_COMMIT_ID=
+LAST_COMMIT_TREE=
+commit_plumbing() {
+  local list=$1 msg=$2 before=$3 after=$4 filtered=$5 head base tree
+  COMMIT_ID=''
+  head_tree || return 1
+  head=$HEAD_ID base=$HEAD_TREE
+  if [[ $base == "$before" && -z $filtered ]]; then
+    tree=$after
+  else
+    listed_tree_v "$head" "$list" || return 1
+    tree=$REPLY
+  fi
+  if [[ $tree == "$base" ]]; then
+    echo "nothing to commit: HEAD holds these changes already"
+    return 3
+  fi
+  COMMIT_ID=$(git_q commit-tree "$tree" -p "$head" <<<"$msg") || return 1
+  (cd -- "$REPO_ROOT" && git update-index --add --remove --replace -z --stdin <"$list") || return 1
+  git_q update-ref -m "commit: ${msg%%$'\n'*}" HEAD "$COMMIT_ID" "$head" || return 1
+  LAST_COMMIT_ID=$COMMIT_ID LAST_COMMIT_TREE=$tree
+}
+
+# head_tree: HEAD_ID and HEAD_TREE, from what this run committed last while HEAD still
+# names it, else from git.
+HEAD_ID=
+HEAD_TREE=
+head_tree() {
+  local out
+  if [[ -n $LAST_COMMIT_ID ]] && head_file_v && [[ $REPLY == "$LAST_COMMIT_ID" ]]; then
+    HEAD_ID=$LAST_COMMIT_ID HEAD_TREE=$LAST_COMMIT_TREE
+    return 0
+  fi
+  out=$(git_q rev-parse HEAD 'HEAD^{tree}') || return 1
+  HEAD_ID=${out%%$'\n'*} HEAD_TREE=${out#*$'\n'}
+}
+
+# listed_tree_v COMMIT LIST: REPLY is COMMIT's tree with the listed paths taken from the
+# work tree (a private index; the repository's is not touched).
+listed_tree_v() {
+  local idx="$LOOP_DIR/.commit-index"
+  rm -f -- "$idx"
+  (
+    export GIT_INDEX_FILE=$idx
+    cd -- "$REPO_ROOT" &&
+      git read-tree "$1" &&
+      git update-index --add --remove --replace -z --stdin <"$2"
+  ) || return 1
+  REPLY=$(GIT_INDEX_FILE=$idx git_q write-tree) || return 1
+  rm -f -- "$idx"
+}
+
+# head_file_v: REPLY is the commit HEAD names, read from the files git keeps it in (a loose
+# branch ref, or a detached HEAD); status 1 where that takes git (packed refs, reftable).
+head_file_v() {
+  local line ref
+  REPLY=''
+  IFS= read -r line <"$GIT_DIR_ABS/HEAD" 2>/dev/null || return 1
+  if [[ $line == "ref: refs/heads/"* ]]; then
+    ref=${line#ref: }
+    IFS= read -r REPLY <"$GIT_COMMON_ABS/$ref" 2>/dev/null || return 1
+  else
+    REPLY=$line
+  fi
+  [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]]
 }
 
 # ---- stall and oscillation from .action-sig.log (one "ITERATION<TAB>SIGNATURE" per line).
+# The log's last lines (as many as the stall and oscillation checks look at), read once
+# per run and then kept up to date in memory.
+SIG_TAIL=()
+SIG_TAIL_READ=0
 sig_record() {
-  local n=$1 sig=$2 last
-  last=$(tail -n 1 -- "$LOOP_DIR/.action-sig.log" 2>/dev/null || true)
-  last=${last%%$'\t'*}
-  if [[ $last == "$n" ]]; then
+  local n=$1 sig=$2 last='' keep=$((CONVERGENCE_WINDOW > 6 ? CONVERGENCE_WINDOW : 6))
+  if ((!SIG_TAIL_READ)); then
+    mapfile -t SIG_TAIL < <(tail -n "$keep" -- "$LOOP_DIR/.action-sig.log" 2>/dev/null || true)
+    SIG_TAIL_READ=1
+  fi
+  if ((${#SIG_TAIL[@]} > 0)); then
+    last=${SIG_TAIL[${#SIG_TAIL[@]} - 1]}
+  fi
+  if [[ ${last%%$'\t'*} == "$n" ]]; then
     return 0
   fi
   printf '%s\t%s\n' "$n" "$sig" >>"$LOOP_DIR/.action-sig.log"
+  SIG_TAIL+=("$n"$'\t'"$sig")
+  if ((${#SIG_TAIL[@]} > keep)); then
+    SIG_TAIL=("${SIG_TAIL[@]:1}")
+  fi
 }
 
-# stall_check: prints stalled, oscillating or nothing.
-stall_check() {
-  local -a sigs=()
-  local n
-  mapfile -t sigs < <(tail -n 6 -- "$LOOP_DIR/.action-sig.log" 2>/dev/null)
-  sigs=("${sigs[@]#*$'\t'}")
-  n=${#sigs[@]}
+# stall_check_v (after sig_record): REPLY is stalled, oscillating or nothing.
+stall_check_v() {
+  local -a sigs=("${SIG_TAIL[@]#*$'\t'}")
+  local n=${#sigs[@]}
+  REPLY=''
   if ((n >= CONVERGENCE_WINDOW)); then
     local i same=1
     for ((i = n - CONVERGENCE_WINDOW + 1; i < n; i++)); do
       [[ ${sigs[i]} == "${sigs[n - CONVERGENCE_WINDOW]}" ]] || same=0
     done
     if ((same)); then
-      printf stalled
+      REPLY=stalled
       return 0
     fi
   fi
   if ((n >= 4)) && [[ ${sigs[n - 1]} == "${sigs[n - 3]}" && ${sigs[n - 2]} == "${sigs[n - 4]}" && ${sigs[n - 1]} != "${sigs[n - 2]}" ]]; then
-    printf oscillating
+    REPLY=oscillating
   fi
 }
 
@@ -1020,7 +1298,7 @@ repeat_failure_check() {
   [[ ${R[VERIFY]:-} == fail && -n ${R[VERIFY_SIG]:-} && ${R[TREE_BEFORE]:-} != "${R[TREE_AFTER]:-}" ]] || return 1
   ((n >= 3)) || return 1
   for ((i = n - 1; i >= n - 2; i--)); do
-    d=$(iter_dir "$i")
+    printf -v d '%s/iterations/%06d' "$LOOP_DIR" "$i"
     [[ -f $d/result.env ]] || return 1
     P=()
     while IFS= read -r line || [[ -n $line ]]; do
@@ -1045,8 +1323,9 @@ record_abort() {
   R[STOP_REASON]=$INTEGRITY_REASON
   R[EXIT_CODE]=3
   R[SUMMARY]="$INTEGRITY_REASON: $PIN_BAD changed"
-  R[ENDED_AT]=$(orbit_now)
-  R[COST_MICROUSD]=$(ledger_iter_sum "$n")
+  printf -v 'R[ENDED_AT]' '%(%s)T' -1
+  ledger_iter_sum_v "$n"
+  R[COST_MICROUSD]=$REPLY
   R[COST_KIND]=$RUN_COST_KIND
   R[CB_FAILS]=${S[CB_FAILS]}
   R[VERIFY_STREAK]=${S[VERIFY_STREAK]}
@@ -1057,17 +1336,18 @@ record_abort() {
 
 # ---- one iteration: gates were checked by the caller.
 run_iteration() {
-  local n=$1 dir attempt outcome fb t_before t_after iter_cost claim=0 cp_name started
-  dir=$(iter_dir "$n")
+  local n=$1 dir attempt outcome fb t_before t_after claim=0 cp_name started
+  printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
   CUR_ITER=$n
   iter_prepare "$dir"
   IN_ITERATION=1
-  started=$(orbit_now)
+  printf -v started '%(%s)T' -1
   R=()
   R[ITERATION]=$n
   R[STARTED_AT]=$started
   R[PHASE]=work
-  fb=$(last_feedback "$n")
+  last_feedback_v "$n"
+  fb=$REPLY
   if [[ -n $fb ]]; then
     cp -- "$fb" "$dir/input-feedback.json"
     cp -- "${fb%.json}.txt" "$dir/input-feedback.txt" 2>/dev/null || true
@@ -1100,7 +1380,8 @@ run_iteration() {
     run_agent "$n" work "$attempt" "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" "$fb"
     cost_of_run "$dir/agent.log" "$dir/cost.usd"
     ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
-    outcome=$(classify "$dir/agent.log" "$AGENT_RC" "$AGENT_TIMED_OUT")
+    classify_v "$dir/agent.log" "$AGENT_RC" "$AGENT_TIMED_OUT"
+    outcome=$REPLY
     orbit_event agent_exit "$n" phase work attempt "$attempt" exit_code "$AGENT_RC" outcome "$outcome" seconds "$AGENT_SECS" cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND"
     orbit_fault after_agent
     case $outcome in
@@ -1121,7 +1402,7 @@ run_iteration() {
   R[AGENT_OUTCOME]=$outcome
   R[ATTEMPTS]=$attempt
   R[DURATION]=$AGENT_SECS
-  S[COST_MICROUSD]=$(ledger_sum)
+  S[COST_MICROUSD]=$LEDGER_TOTAL
 
   if [[ $outcome == rate_limited ]]; then
     # A rate limit burns no iteration: the attempt is kept aside and the iteration reruns.
@@ -1158,7 +1439,6 @@ run_iteration() {
       R[VERIFY_SIG]=$VERIFY_SIG
       orbit_event verify_fail "$n" run 1 failing "$VERIFY_FAILING" signature "$VERIFY_SIG"
     fi
-    rm -f -- "$LAST_VERIFY_OUT"
   fi
   tree_snapshot
   t_after=$REPLY
@@ -1192,17 +1472,19 @@ run_iteration() {
   R[DONE_CLAIM]=$claim
   R[TREE_BEFORE]=$t_before
   R[TREE_AFTER]=$t_after
-  R[CHANGED]=$(tree_changes "$t_before" "$t_after" | tr -cd '\0' | wc -c | tr -d ' ')
-  iter_cost=$(ledger_iter_sum "$n")
-  R[COST_MICROUSD]=$iter_cost
-  R[COST_KIND]=$(ledger_iter_kind "$n")
+  changes_v "$t_before" "$t_after"
+  R[CHANGED]=$CHANGES_COUNT
+  ledger_iter_sum_v "$n"
+  R[COST_MICROUSD]=$REPLY
+  ledger_iter_kind_v
+  R[COST_KIND]=$REPLY
   decide "$n"
   R[CB_FAILS]=${S[CB_FAILS]}
   R[VERIFY_STREAK]=${S[VERIFY_STREAK]}
   R[CB_SIG]=$CB_OPEN_SIG
-  R[ENDED_AT]=$(orbit_now)
+  printf -v 'R[ENDED_AT]' '%(%s)T' -1
   result_write "$dir/result.env" "${RESULT_KEYS[@]}"
-  finalize "$n"
+  finalize "$n" 1
 }
 
 # decide N: the verdict of an iteration without a verdict yet, in the contract's order.
@@ -1225,7 +1507,8 @@ decide() {
     return 0
   fi
   sig_record "$n" "${R[TREE_AFTER]}"
-  st=$(stall_check)
+  stall_check_v
+  st=$REPLY
   if [[ -n $st ]]; then
     R[VERDICT]=STALLED R[STOP_REASON]=$st R[EXIT_CODE]=15
     if [[ $st == stalled ]]; then
@@ -1258,14 +1541,17 @@ CB_OPEN_SIG=
 # finalize N: from iterations/N/result.env, idempotently: commit, progress entry, events,
 # state. A rerun after a crash anywhere in here completes what is missing.
 finalize() {
-  local n=$1 dir text changed_list cost_line commit
-  dir=$(iter_dir "$n")
+  local n=$1 fresh=${2:-0} dir text changed_list cost_line commit
+  printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
   result_read "$dir/result.env"
   CUR_ITER=$n
   if [[ ! -f $dir/commit.txt ]]; then
-    commit_iteration "$n" "$dir" "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}"
+    commit_iteration "$n" "$dir" "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" "$fresh"
   fi
-  commit=$(head -n 1 -- "$dir/commit.txt" 2>/dev/null || printf none)
+  commit=none
+  if [[ -f $dir/commit.txt ]]; then
+    IFS= read -r commit <"$dir/commit.txt" || true
+  fi
   if [[ ${R[VERDICT]} != ABORTED ]]; then
     sig_record "$n" "${R[TREE_AFTER]}"
   fi
@@ -1277,18 +1563,22 @@ finalize() {
   for line in "$dir"/retried.*; do
     if [[ -d $line ]]; then retried=$((retried + 1)); fi
   done
-  tail_text=$(tail -c 65536 -- "$PG_FILE" 2>/dev/null || true)
-  while IFS= read -r line; do
-    case $line in
-      "## Iteration $n — INTERRUPTED") ;;
-      "## Iteration $n — "*) entries=$((entries + 1)) ;;
-      "<!-- orbit:end iteration=$n sha256="*) closed=1 ;;
-    esac
-  done <<<"$tail_text"
+  # An iteration this process just ran has no entry yet: nothing to look for.
+  if ((!fresh)); then
+    tail_text=$(tail -c 65536 -- "$PG_FILE" 2>/dev/null || true)
+    while IFS= read -r line; do
+      case $line in
+        "## Iteration $n — INTERRUPTED") ;;
+        "## Iteration $n — "*) entries=$((entries + 1)) ;;
+        "<!-- orbit:end iteration=$n sha256="*) closed=1 ;;
+      esac
+    done <<<"$tail_text"
+  fi
   if ((entries < retried + 1 || closed == 0)); then
     # awk reads to the end: `head` would leave tr to die of SIGPIPE (pipefail) as soon
     # as an iteration changes more names than fit in a pipe buffer.
-    changed_list=$(tree_changes "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" | tr '\0' '\n' | awk 'NR <= 20' | orbit_clean_text | paste -sd ' ' -)
+    changes_v "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}"
+    changed_list=$REPLY
     cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") (${R[COST_KIND]:-unknown})"
     if [[ ${R[COST_KIND]:-} == partial ]]; then
       cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") reported, plus runs that reported no cost"
@@ -1297,8 +1587,10 @@ finalize() {
       cost_line="unknown (the agent reported no cost)"
     fi
     text="## Iteration $n — ${R[VERDICT]}"$'\n'
-    text+="- started: $(orbit_iso "${R[STARTED_AT]}")"$'\n'
-    text+="- ended: $(orbit_iso "${R[ENDED_AT]}")"$'\n'
+    orbit_iso_v "${R[STARTED_AT]}"
+    text+="- started: $REPLY"$'\n'
+    orbit_iso_v "${R[ENDED_AT]}"
+    text+="- ended: $REPLY"$'\n'
     text+="- agent: exit ${R[AGENT_EXIT]:-?} (${R[AGENT_OUTCOME]:-?}), ${R[DURATION]:-0}s, attempt ${R[ATTEMPTS]:-1} of $RETRY_LIMIT"$'\n'
     text+="- verify: ${R[VERIFY]:-skip}${R[VERIFY_FAILING]:+ — failing: ${R[VERIFY_FAILING]}}"$'\n'
     text+="- changed: ${R[CHANGED]:-0} file(s)${changed_list:+ — $changed_list}"$'\n'
@@ -1324,7 +1616,7 @@ finalize() {
     fi
   fi
   # The journal's record of the iteration, unless an earlier attempt wrote it already.
-  if ! grep -q "\"event\":\"iteration_end\",\"iteration\":$n," -- "$EV_FILE" 2>/dev/null; then
+  if ((fresh)) || ! grep -q "\"event\":\"iteration_end\",\"iteration\":$n," -- "$EV_FILE" 2>/dev/null; then
     orbit_event iteration_end "$n" verdict "${R[VERDICT]}" reason "${R[STOP_REASON]}" commit "$commit" changed "${R[CHANGED]:-0}"
   fi
   # The checkpoint.
@@ -1335,7 +1627,7 @@ finalize() {
   if [[ ${R[VERIFY_STREAK]:-} =~ ^[0-9]{1,9}$ ]]; then
     S[VERIFY_STREAK]=${R[VERIFY_STREAK]}
   fi
-  S[COST_MICROUSD]=$(ledger_sum)
+  S[COST_MICROUSD]=$LEDGER_TOTAL
   S[RESUME_AT]=0
   case ${R[VERDICT]} in
     CONTINUE)
@@ -1377,7 +1669,7 @@ finalize() {
 # result.env was written): nothing is run again, nothing counted twice.
 resume_pending() {
   local n=${S[NEXT_ITERATION]} dir
-  dir=$(iter_dir "$n")
+  printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
   [[ -f $dir/result.env ]] || return 0
   orbit_log "iteration $n was recorded but not checkpointed: completing it"
   finalize "$n"
@@ -1406,7 +1698,8 @@ squash_on_done() {
   local summary_branch="${S[ITER_BRANCH]}-summary" base title msg
   git_q rev-parse --verify -q "refs/heads/$summary_branch" >/dev/null && return 0
   base=$(cat -- "$LOOP_DIR/.baseline-commit")
-  title=$(sed -n '3p' "$LOOP_DIR/goal.md" | cut -c1-60)
+  goal_title_v
+  title=$REPLY
   msg="orbit($LOOP_NAME): ${title:-goal reached} ($((S[NEXT_ITERATION] - 1)) iterations)"$'\n\nOrbit-Loop: '"$LOOP_NAME"
   (
     cd -- "$REPO_ROOT" || exit 1
@@ -1449,7 +1742,7 @@ on_signal() {
 # ---- in the contract's order); gates add the circuit and the pins before an agent runs.
 stop_gates() {
   local n=${S[NEXT_ITERATION]} now elapsed run_spent
-  now=$(orbit_now)
+  printf -v now '%(%s)T' -1
   if [[ -n $USD_CAP_M ]] && ((S[COST_MICROUSD] >= USD_CAP_M)); then
     finish 12 PAUSED budget "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap; raise USD_CAP to go on"
   fi
@@ -1457,7 +1750,7 @@ stop_gates() {
   if [[ -n $USD_PER_RUN_CAP_M ]] && ((run_spent >= USD_PER_RUN_CAP_M)); then
     finish 12 PAUSED budget "this run spent \$$(orbit_usd_text "$run_spent"), the per-run cap; rerun to go on"
   fi
-  if [[ -n $USD_PER_ITER_CAP_M ]] && ((n > 1)) && (($(ledger_iter_sum $((n - 1))) >= USD_PER_ITER_CAP_M)); then
+  if [[ -n $USD_PER_ITER_CAP_M ]] && ((n > 1)) && ledger_iter_sum_v $((n - 1)) && ((REPLY >= USD_PER_ITER_CAP_M)); then
     finish 12 PAUSED budget "iteration $((n - 1)) cost at least the per-iteration cap; raise USD_PER_ITER_CAP to go on"
   fi
   if ((LOOP_TIMEOUT_S > 0 && S[STARTED_AT] > 0)); then
@@ -1479,7 +1772,7 @@ stop_gates() {
 
 gates() {
   local n=${S[NEXT_ITERATION]} now
-  now=$(orbit_now)
+  printf -v now '%(%s)T' -1
   stop_gates
   if [[ ${S[CB_STATE]} == OPEN ]]; then
     if ((now - S[CB_OPENED_AT] >= CB_COOLDOWN_S)); then
@@ -1504,7 +1797,7 @@ wrapup() {
   run_agent "$n" wrapup 1 "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" ""
   cost_of_run "$dir/agent.log" "$dir/cost.usd"
   ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
-  S[COST_MICROUSD]=$(ledger_sum)
+  S[COST_MICROUSD]=$LEDGER_TOTAL
   orbit_event agent_exit "$n" phase wrapup attempt 1 exit_code "$AGENT_RC" seconds "$AGENT_SECS"
 }
 
@@ -1513,7 +1806,6 @@ red_gate() {
   local dir="$LOOP_DIR/iterations/baseline"
   mkdir -p -- "$dir"
   run_verify "$dir" "red gate: the untouched tree"
-  rm -f -- "$LAST_VERIFY_OUT"
   if ((VERIFY_OK)); then
     if orbit_true "$ALLOW_GREEN_START"; then
       orbit_log "verify already passes on the untouched tree (ALLOW_GREEN_START=1): going on"
@@ -1556,7 +1848,7 @@ orbit_internal_error() {
 }
 
 main() {
-  local arg status
+  local arg status log_checked=0
   for arg in "$@"; do
     case $arg in
       --once) ONCE=1 ;;
@@ -1575,6 +1867,11 @@ main() {
   # output is redirected (fd 8 is closed for the agent, the checks and their watchdogs).
   exec 8>&1
   trap 'orbit_internal_error $LINENO "$BASH_COMMAND" $?' ERR
+  # A write to a pipe nobody reads (a hasher that died) fails instead of killing the
+  # runner. A handler, not an ignore: the agent and the checks get the default back.
+  trap ':' PIPE
+  # Started first, so that perl loads while the runner checks its settings and the tree.
+  orbit_hasher_start
   orbit_settings
   locate
   # A setting that does not parse still ends the run with the footer.
@@ -1590,18 +1887,20 @@ main() {
   # the lock holder's children carry it, so a run that lost the lock race (and whatever it
   # runs while finding that out) is never taken for a leftover.
   export ORBIT_OWNER="$LOOP_DIR"
-  # Scratch space inside the loop directory, under the lock: what a killed run left there
-  # is cleared by the next one.
+  # Scratch space inside the loop directory, used under the lock and kept from run to
+  # run: every file in it is rewritten before it is read.
   ORBIT_TMP="$LOOP_DIR/.run-tmp"
-  rm -rf -- "$ORBIT_TMP"
-  mkdir -- "$ORBIT_TMP"
-  trap 'rm -rf -- "$ORBIT_TMP"' EXIT
+  if [[ -L $ORBIT_TMP || ! -d $ORBIT_TMP ]]; then
+    rm -rf -- "$ORBIT_TMP"
+    mkdir -- "$ORBIT_TMP"
+  fi
   orbit_fault after_lock
   trap 'on_signal INT 2' INT
   trap 'on_signal TERM 15' TERM
   trap 'on_signal HUP 1' HUP
   sweep_env "ORBIT_OWNER=$LOOP_DIR"
   load_state
+  ledger_load
   events_open "$EV_FILE"
   progress_open "$PG_FILE"
   CUR_ITER=${S[NEXT_ITERATION]}
@@ -1645,9 +1944,12 @@ main() {
     red_gate
   fi
   while :; do
-    if [[ -f $ORBIT_LOG_FILE ]] && (($(wc -c <"$ORBIT_LOG_FILE") > 1048576)); then
+    # runner.log is rotated past 1 MiB: looked at on each start and every 20 iterations.
+    if ((ONCE || S[NEXT_ITERATION] % 20 == 0 || !log_checked)) && [[ -f $ORBIT_LOG_FILE ]] &&
+      (($(wc -c <"$ORBIT_LOG_FILE") > 1048576)); then
       mv -f -- "$ORBIT_LOG_FILE" "$ORBIT_LOG_FILE.1"
     fi
+    log_checked=1
     gates
     run_iteration "${S[NEXT_ITERATION]}"
     stop_for_verdict

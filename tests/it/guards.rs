@@ -158,6 +158,23 @@ fn an_agent_that_changes_nothing_stalls_in_three() {
 }
 
 #[test]
+fn a_convergence_window_wider_than_six_still_stalls_across_runs() {
+    let repo = Repo::new();
+    let agent = repo.agent("idle", "cat >/dev/null; echo 'thinking...'");
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &[]);
+    let env = [("CONVERGENCE_WINDOW", "8"), ("MAX_ITERATIONS", "12")];
+    // Three cron ticks, then a continuous run: the window spans both.
+    for i in 1..=3 {
+        let out = repo.run_loop(&dir, &["--once"], &env);
+        assert_code(&out, 10, &format!("tick {i}"));
+    }
+    let out = repo.run_loop(&dir, &[], &env);
+    assert_code(&out, 15, "stalled after eight identical trees");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "stalled");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "9");
+}
+
+#[test]
 fn an_agent_that_toggles_a_file_is_oscillating() {
     let repo = Repo::new();
     let agent = repo.agent(
@@ -477,4 +494,183 @@ fn per_iteration_and_per_run_caps_pause_the_loop() {
     // The next run is a new run: it goes on.
     let out = repo.run_loop(&dir, &["--once"], &[("USD_PER_RUN_CAP", "0.50")]);
     assert_code(&out, 10, "a new run under the per-run cap");
+}
+
+/// One scenario, committed by plumbing (no hooks: the fast path) and by the porcelain (a
+/// commit-msg hook present): the same trees, messages, index and status.
+fn commit_scenario(with_hook: bool) -> (Repo, Vec<String>) {
+    let repo = Repo::new();
+    repo.write("keep.txt", "keep\n");
+    repo.write("gone.txt", "gone\n");
+    repo.write("tool.sh", "echo tool\n");
+    repo.write("dirty.txt", "base\n");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "files"]);
+    // The user's own uncommitted work: reported, never committed.
+    repo.write("dirty.txt", "base\nuser edit\n");
+    if with_hook {
+        repo.write(".git/hooks/commit-msg", "#!/bin/sh\nexit 0\n");
+        std::process::Command::new("chmod")
+            .args(["+x", repo.join(".git/hooks/commit-msg").to_str().unwrap()])
+            .status()
+            .unwrap();
+    }
+    let agent = repo.agent(
+        "editor",
+        r#"cat >/dev/null
+case $ORBIT_ITERATION in
+  1) mkdir -p sub/dir; echo new > sub/dir/new.txt; rm gone.txt; chmod +x tool.sh
+     echo spaced > 'name with space.txt'; echo agent >> dirty.txt ;;
+  2) echo more >> sub/dir/new.txt; rm -r sub/dir; echo file > sub/dir 2>/dev/null || { rm -rf sub; echo file > sub; } ;;
+  3) : ;;
+esac"#,
+    );
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    for i in 1..=3 {
+        let out = repo.run_loop(&dir, &["--once"], &[]);
+        assert_code(&out, 10, &format!("tick {i}"));
+    }
+    let mut facts = vec![];
+    for i in 1..=3 {
+        facts.push(fs::read_to_string(dir.join(format!("iterations/{i:06}/commit.txt"))).unwrap());
+    }
+    assert_eq!(facts[2], "none\n", "iteration 3 changed nothing");
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    assert_eq!(facts[1], head, "commit.txt names HEAD");
+    // What the two ways must agree on: content, messages, index, status, reflog.
+    let facts = vec![
+        repo.git(&["log", "--format=%T %P%n%B", "-n", "2"])
+            .lines()
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        repo.git(&["ls-files", "-s"]),
+        repo.git(&[
+            "status",
+            "--porcelain",
+            "--untracked-files=all",
+            "--",
+            ".",
+            ":!.orbit",
+        ]),
+        repo.git(&["reflog", "-n", "2", "--format=%gs"]),
+        repo.git(&["show", "--name-status", "--format=", "HEAD~1"]),
+    ];
+    (repo, facts)
+}
+
+#[test]
+fn commits_by_plumbing_and_by_the_porcelain_are_the_same() {
+    let (_fast, plumbing) = commit_scenario(false);
+    let (_hooked, porcelain) = commit_scenario(true);
+    assert_eq!(plumbing, porcelain);
+    // And they are what the scenario says.
+    assert!(
+        plumbing[3].contains("commit: orbit(test-goal): iteration 2"),
+        "{}",
+        plumbing[3]
+    );
+    assert_eq!(
+        plumbing[2], " M dirty.txt\n",
+        "only the user's edit is left"
+    );
+    let first = &plumbing[4];
+    for want in [
+        "D\tgone.txt",
+        "M\ttool.sh",
+        "A\tsub/dir/new.txt",
+        "A\tname with space.txt",
+    ] {
+        assert!(first.contains(want), "{want} in\n{first}");
+    }
+    assert!(!first.contains("dirty.txt"), "{first}");
+}
+
+#[test]
+fn a_long_goal_title_is_cut_in_the_commit_message_between_characters() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "writer",
+        "cat >/dev/null; echo \"$ORBIT_ITERATION\" >> work.txt",
+    );
+    // 59 ASCII bytes, then a two-byte character across the 60-byte limit.
+    let goal = format!("{}é and more", "x".repeat(59));
+    let exec = agent.display().to_string();
+    let out = repo.orbit(&[
+        "init",
+        &goal,
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "false",
+        "--dir",
+        ".orbit/long",
+    ]);
+    assert_code(&out, 0, "init");
+    let dir = repo.join(".orbit/long");
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick");
+    let body = repo.git(&["log", "-1", "--format=%B"]);
+    assert!(
+        body.contains(&format!("\n\nGoal: {}\n\n", "x".repeat(59))),
+        "{body:?}"
+    );
+    assert!(!body.contains('\u{fffd}'), "valid UTF-8: {body:?}");
+}
+
+#[test]
+fn an_agent_that_commits_by_itself_mid_run_keeps_its_commit_and_the_loop_goes_on() {
+    // By plumbing, and by git commit (a commit-msg hook present).
+    for with_hook in [false, true] {
+        agent_commits_by_itself(with_hook);
+    }
+}
+
+fn agent_commits_by_itself(with_hook: bool) {
+    let repo = Repo::new();
+    if with_hook {
+        repo.write(".git/hooks/commit-msg", "#!/bin/sh\nexit 0\n");
+        std::process::Command::new("chmod")
+            .args(["+x", repo.join(".git/hooks/commit-msg").to_str().unwrap()])
+            .status()
+            .unwrap();
+    }
+    // Iteration 2 commits its own work; the runner's next commit must build on it.
+    let agent = repo.agent(
+        "self-committer",
+        r#"cat >/dev/null
+echo "step $ORBIT_ITERATION" >> work.txt
+if [ "$ORBIT_ITERATION" = 2 ]; then
+  git add work.txt && git commit -q -m "agent: my own commit"
+fi"#,
+    );
+    // A failing check whose output changes with each iteration (letters, not digits).
+    let dir = repo.init_loop(&agent, &["tr 0-9 a-j < work.txt; exit 1"], &[]);
+    let out = repo.run_loop(
+        &dir,
+        &[],
+        &[("MAX_ITERATIONS", "3"), ("WRAPUP_ON_LIMIT", "0")],
+    );
+    assert_code(&out, 16, "three iterations");
+    let log = repo.git(&["log", "--format=%s", "-n", "4"]);
+    assert_eq!(
+        log,
+        "orbit(test-goal): iteration 3\nagent: my own commit\norbit(test-goal): iteration 1\ninit\n",
+        "the agent's commit stays in the history, between the loop's"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations/000002/commit.txt")).unwrap(),
+        "none\n",
+        "nothing of iteration 2 was left to commit (hook: {with_hook})"
+    );
+    assert_eq!(
+        repo.git(&["show", "HEAD:work.txt"]),
+        "step 1\nstep 2\nstep 3\n"
+    );
+    assert!(
+        repo.git(&["status", "--porcelain", "--", "work.txt"])
+            .is_empty()
+    );
 }

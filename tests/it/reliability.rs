@@ -1182,12 +1182,15 @@ fn gnu_tools_hidden(hidden: &[&str], sha_tool: &str) {
 
 #[test]
 fn without_flock_timeout_and_sha256sum_the_fallbacks_do_the_same_job() {
-    gnu_tools_hidden(&["flock", "timeout", "sha256sum"], "shasum");
+    gnu_tools_hidden(&["flock", "timeout", "sha256sum", "perl"], "shasum");
 }
 
 #[test]
 fn without_shasum_either_openssl_seals_the_state() {
-    gnu_tools_hidden(&["flock", "timeout", "sha256sum", "shasum"], "openssl");
+    gnu_tools_hidden(
+        &["flock", "timeout", "sha256sum", "shasum", "perl"],
+        "openssl",
+    );
 }
 
 /// Rewrites STARTED_AT (and reseals), as a clock step would look to the runner.
@@ -1695,6 +1698,47 @@ proptest! {
         }
         prop_assert!(p.stray_lines.is_empty(), "stray lines {:?}", p.stray_lines);
     }
+}
+
+#[test]
+fn a_hashing_coprocess_killed_mid_run_leaves_the_records_to_the_hash_tool() {
+    let repo = Repo::new();
+    let killed = repo.bin.path().join("killed.txt");
+    // Iteration 2's agent kills the runner's hashing coprocess: a child of the runner (the
+    // agent's grandparent) running perl with Digest::SHA.
+    let agent = repo.agent(
+        "killer",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" >> work.txt
+if [ "$ORBIT_ITERATION" = 2 ]; then
+  runner=$(ps -o ppid= -p "$PPID" | tr -d ' ')
+  for p in $(ps -o pid= --ppid "$runner"); do
+    if grep -qa 'Digest::SHA' "/proc/$p/cmdline" 2>/dev/null; then
+      kill -KILL "$p" && echo "$p" >> '{killed}'
+    fi
+  done
+fi
+if [ "$(wc -l < work.txt)" -ge 3 ]; then echo "all hold" > "$ORBIT_LOOP_DIR/done.md"; fi"#,
+            killed = killed.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &[&count_check(3)], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE with the hasher gone after iteration 2");
+    let victims = fs::read_to_string(&killed).expect("the agent found the hasher");
+    assert_eq!(victims.lines().count(), 1, "one hasher per run: {victims}");
+    assert_records_agree(&dir);
+    let audit = repo.orbit(&["audit", "--json", dir.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    let serious: Vec<_> = v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] != "P2")
+        .collect();
+    assert!(serious.is_empty(), "the audit finds nothing broken: {v}");
 }
 
 proptest! {

@@ -67,6 +67,11 @@ fn succeeds_after_three_iterations_commits_each_and_stays_done() {
     let iters: Vec<&str> = trailers.lines().filter(|l| !l.is_empty()).collect();
     assert_eq!(iters, ["3", "2", "1"]);
     assert_eq!(
+        repo.git(&["log", "-1", "--format=%B", "orbit/test-goal"]),
+        "orbit(test-goal): iteration 3\n\nGoal: test goal\n\nOrbit-Loop: test-goal\nOrbit-Iteration: 3\n\n",
+        "the message names the goal's title"
+    );
+    assert_eq!(
         repo.git(&["log", "--format=%s", "main"]).trim(),
         "init",
         "the starting branch is untouched"

@@ -387,6 +387,14 @@ fn commits_hold_only_the_agents_files_even_with_odd_names_and_a_crash() {
     );
 }
 
+/// An executable git hook `name` running `body` (sh).
+fn install_hook(repo: &Repo, name: &str, body: &str) {
+    let rel = format!(".git/hooks/{name}");
+    repo.write(&rel, &format!("#!/bin/sh\n{body}\n"));
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(repo.join(&rel), fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 #[test]
 fn a_held_index_lock_or_a_hanging_hook_does_not_wedge_the_loop() {
     let repo = Repo::new();
@@ -396,11 +404,7 @@ fn a_held_index_lock_or_a_hanging_hook_does_not_wedge_the_loop() {
     );
     let dir = repo.init_loop(&agent, &["cat work.txt; exit 1"], &[]);
     // A hook that waits for input forever.
-    repo.write(".git/hooks/pre-commit", "#!/bin/sh\nsleep 300\n");
-    std::process::Command::new("chmod")
-        .args(["+x", repo.join(".git/hooks/pre-commit").to_str().unwrap()])
-        .status()
-        .unwrap();
+    install_hook(&repo, "pre-commit", "sleep 300");
     let out = repo.run_loop(&dir, &["--once"], &[("COMMIT_TIMEOUT", "2s")]);
     assert_code(&out, 10, "tick with a hanging hook");
     assert_eq!(
@@ -509,11 +513,7 @@ fn commit_scenario(with_hook: bool) -> (Repo, Vec<String>) {
     // The user's own uncommitted work: reported, never committed.
     repo.write("dirty.txt", "base\nuser edit\n");
     if with_hook {
-        repo.write(".git/hooks/commit-msg", "#!/bin/sh\nexit 0\n");
-        std::process::Command::new("chmod")
-            .args(["+x", repo.join(".git/hooks/commit-msg").to_str().unwrap()])
-            .status()
-            .unwrap();
+        install_hook(&repo, "commit-msg", "exit 0");
     }
     let agent = repo.agent(
         "editor",
@@ -631,11 +631,7 @@ fn an_agent_that_commits_by_itself_mid_run_keeps_its_commit_and_the_loop_goes_on
 fn agent_commits_by_itself(with_hook: bool) {
     let repo = Repo::new();
     if with_hook {
-        repo.write(".git/hooks/commit-msg", "#!/bin/sh\nexit 0\n");
-        std::process::Command::new("chmod")
-            .args(["+x", repo.join(".git/hooks/commit-msg").to_str().unwrap()])
-            .status()
-            .unwrap();
+        install_hook(&repo, "commit-msg", "exit 0");
     }
     // Iteration 2 commits its own work; the runner's next commit must build on it.
     let agent = repo.agent(

@@ -466,8 +466,25 @@ fn synthetic_loop(repo: &Path, dir_rel: &str, n: u64, log_bytes: u64) -> PathBuf
     dir
 }
 
-/// Runs a command `runs` times; returns the median wall time and the peak resident memory
-/// of the last run (via /usr/bin/time when it is installed).
+/// The peak resident memory (KiB) of one run of `cmd`: its own rusage, from wait4.
+fn peak_kb(cmd: &mut Command) -> Option<u64> {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: `usage` is a plain C struct that wait4 fills; `pid` is our own child, which
+    // std never waits for (it is reaped here).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    (r == pid).then_some(usage.ru_maxrss as u64)
+}
+
+/// Runs an orbit command `runs` times; returns the median wall time and the peak resident
+/// memory of one more run.
 fn time_cmd(args: &[&str], cwd: &Path) -> (Duration, Option<u64>) {
     let samples: Vec<Duration> = (0..runs())
         .map(|_| {
@@ -482,21 +499,7 @@ fn time_cmd(args: &[&str], cwd: &Path) -> (Duration, Option<u64>) {
             })
         })
         .collect();
-    let mem = Command::new("/usr/bin/time")
-        .arg("-f")
-        .arg("%M")
-        .arg(orbit())
-        .args(args)
-        .current_dir(cwd)
-        .stdout(Stdio::null())
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stderr)
-                .lines()
-                .last()
-                .and_then(|l| l.trim().parse::<u64>().ok())
-        });
+    let mem = peak_kb(Command::new(orbit()).args(args).current_dir(cwd));
     (median(samples), mem)
 }
 
@@ -514,7 +517,7 @@ fn bench_audit(rows: &mut Vec<Row>) {
         let (d, mem_kb) = time_cmd(&["audit", dir.to_str().unwrap()], r.path());
         let mem = mem_kb
             .map(|k| format!("{:.1} MB peak", k as f64 / 1024.0))
-            .unwrap_or_else(|| "peak memory n/a (no /usr/bin/time)".into());
+            .unwrap_or_else(|| "peak memory n/a".into());
         let target = if n == 100_000 {
             format!(
                 "; target < 200 ms: {}, < 50 MB: {}",
@@ -562,7 +565,7 @@ fn bench_status(rows: &mut Vec<Row>) {
     let (d, mem) = time_cmd(&["status"], r.path());
     let mem = mem
         .map(|k| format!("{:.1} MB peak", k as f64 / 1024.0))
-        .unwrap_or_default();
+        .unwrap_or_else(|| "peak memory n/a".into());
     rows.push(Row {
         name: "orbit status, 1,000 loops".into(),
         value: ms(d),

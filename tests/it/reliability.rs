@@ -1795,3 +1795,49 @@ printf '%s' "$PG_PREV""#,
         prop_assert_eq!(String::from_utf8_lossy(&out.stdout).into_owned(), p.last_hash());
     }
 }
+
+#[test]
+fn orbit_no_hasher_runs_the_loop_on_the_hash_tools_alone() {
+    let repo = Repo::new();
+    let seen = repo.bin.path().join("hashers.txt");
+    // The agent counts the runner's children running perl with Digest::SHA.
+    let agent = repo.agent(
+        "looker",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" >> work.txt
+runner=$(ps -o ppid= -p "$PPID" | tr -d ' ')
+n=0
+for p in $(ps -o pid= --ppid "$runner"); do
+  if grep -qa 'Digest::SHA' "/proc/$p/cmdline" 2>/dev/null; then n=$((n + 1)); fi
+done
+echo "$n" >> '{seen}'
+if [ "$(wc -l < work.txt)" -ge 2 ]; then echo "all hold" > "$ORBIT_LOOP_DIR/done.md"; fi"#,
+            seen = seen.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &[&count_check(2)], &[]);
+    let out = repo.run_loop(&dir, &[], &[("ORBIT_NO_HASHER", "1")]);
+    assert_code(&out, 0, "DONE on the hash tools");
+    assert_eq!(
+        fs::read_to_string(&seen).unwrap(),
+        "0\n0\n",
+        "no hasher ran"
+    );
+    assert_records_agree(&dir);
+    // And without the variable, the runner has its one hasher.
+    let repo2 = Repo::new();
+    let seen2 = seen.clone();
+    fs::remove_file(&seen2).unwrap();
+    let agent2 = repo2.agent(
+        "looker",
+        &fs::read_to_string(&agent)
+            .unwrap()
+            .replacen("#!/usr/bin/env bash\nset -u\n", "", 1),
+    );
+    let dir2 = repo2.init_loop(&agent2, &[&count_check(2)], &[]);
+    let out = repo2.run_loop(&dir2, &[], &[]);
+    assert_code(&out, 0, "DONE with the hasher");
+    assert_eq!(fs::read_to_string(&seen2).unwrap(), "1\n1\n", "one hasher");
+}

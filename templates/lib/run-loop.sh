@@ -1152,9 +1152,11 @@ commit_iteration() {
   fi
   if ((COMMIT_PLUMBING)); then
     printf '%s\n' "$COMMIT_ID" >"$dir/commit.txt"
-    # The porcelain packs loose objects when there are many: so does this, now and then.
+    # git commit runs git's automatic housekeeping (packing loose objects when there are
+    # many): so does this, every 100 iterations (gc --auto where maintenance is too old).
     if ((n % 100 == 0)); then
-      git_q gc --auto --quiet >>"$dir/commit.log" 2>&1 || true
+      git_q maintenance run --auto --quiet >>"$dir/commit.log" 2>&1 ||
+        git_q gc --auto --quiet >>"$dir/commit.log" 2>&1 || true
     fi
   else
     git_q rev-parse HEAD >"$dir/commit.txt"

@@ -670,3 +670,45 @@ fi"#,
             .is_empty()
     );
 }
+
+#[test]
+fn plumbing_commits_run_gits_housekeeping_every_hundred_iterations() {
+    let repo = Repo::new();
+    let trace = repo.bin.path().join("git-trace.txt");
+    let agent = repo.agent(
+        "writer",
+        "cat >/dev/null; echo \"$ORBIT_ITERATION\" > \"f$ORBIT_ITERATION.txt\"",
+    );
+    // A check that always fails, differently each time (the file count in letters).
+    let dir = repo.init_loop(&agent, &["ls f*.txt | wc -l | tr 0-9 a-j; exit 1"], &[]);
+    let trace_env = trace.display().to_string();
+    let out = repo.run_loop(
+        &dir,
+        &[],
+        &[
+            ("MAX_ITERATIONS", "100"),
+            ("WRAPUP_ON_LIMIT", "0"),
+            ("GIT_TRACE", &trace_env),
+        ],
+    );
+    assert_code(&out, 16, "100 iterations");
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations/000100/commit.txt"))
+            .unwrap()
+            .len(),
+        41,
+        "iteration 100 committed"
+    );
+    // What git commit runs after a commit, once in the hundred: git's own trace says so.
+    let traced = fs::read_to_string(&trace).unwrap();
+    let housekeeping = traced
+        .lines()
+        .filter(|l| l.contains("built-in: git maintenance run --auto"))
+        .count();
+    assert_eq!(housekeeping, 1, "one housekeeping run in 100 iterations");
+    let commits = traced
+        .lines()
+        .filter(|l| l.contains("built-in: git commit-tree"))
+        .count();
+    assert_eq!(commits, 100, "every iteration committed by plumbing");
+}

@@ -231,6 +231,31 @@ fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str, targets: bool) {
             })
         })
         .collect();
+    // One tree snapshot as the runner takes it (`git add -A` into its private index, then
+    // `git write-tree`), on a copy of that index, after the agent's kind of change: the
+    // unit a tick needs two of, and a continuous iteration one.
+    let snap_index = dir.join(".bench-snapshot-index");
+    let snap_t: Vec<Duration> = (0..n)
+        .map(|i| {
+            fs::copy(dir.join(".tree-index"), &snap_index).unwrap();
+            fs::write(r.path().join("bench.txt"), format!("snapshot {i}\n")).unwrap();
+            time(|| {
+                for args in [
+                    &["add", "-A", "--", ".", ":(exclude,literal).orbit/bench"][..],
+                    &["write-tree"][..],
+                ] {
+                    run_ok(
+                        Command::new("git")
+                            .args(args)
+                            .current_dir(r.path())
+                            .env("GIT_INDEX_FILE", &snap_index)
+                            .stdout(Stdio::null()),
+                    );
+                }
+            })
+        })
+        .collect();
+    fs::remove_file(&snap_index).unwrap();
     // A continuous run: K iterations in one process, less one --once tick, per iteration:
     // the steady cost without the runner's start (preflight, lock, state load).
     const K: u64 = 11;
@@ -265,11 +290,12 @@ fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str, targets: bool) {
             })
         })
         .collect();
-    let (tick_m, agent_m, verify_m, floor_m) = (
+    let (tick_m, agent_m, verify_m, floor_m, snap_m) = (
         median(ticks),
         median(agent_t),
         median(verify_t),
         median(floor_t),
+        median(snap_t),
     );
     let steady = median(continuous).saturating_sub(tick_m) / (K as u32 - 1);
     let steady_overhead = steady.saturating_sub(agent_m + verify_m);
@@ -288,6 +314,14 @@ fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str, targets: bool) {
         name: format!("iteration, {label}: floor"),
         value: ms(floor_m),
         note: "git status --porcelain + sha256 of the pins".into(),
+    });
+    rows.push(Row {
+        name: format!("iteration, {label}: snapshot"),
+        value: ms(snap_m),
+        note: format!(
+            "git add -A + write-tree, private index; {:.1}x the floor (a tick takes two)",
+            ratio(snap_m)
+        ),
     });
     let judged = |d: Duration| {
         if targets {

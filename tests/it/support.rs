@@ -219,6 +219,23 @@ pub fn state_value(loop_dir: &Path, key: &str) -> String {
 
 /// Whether shellcheck can run. CI sets ORBIT_REQUIRE_SHELLCHECK=1 to make it mandatory;
 /// elsewhere a missing shellcheck is reported and the check skipped.
+/// Whether perl with Digest::SHA is here (the runner's hashing coprocess). Tests of the
+/// coprocess itself skip, with a notice, where it is not, unless CI requires it.
+pub fn hasher_available() -> bool {
+    let ok = Command::new("perl")
+        .args(["-MDigest::SHA", "-e", "1"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        if std::env::var("ORBIT_REQUIRE_PERL").as_deref() == Ok("1") {
+            panic!("perl with Digest::SHA is required (ORBIT_REQUIRE_PERL=1) but not installed");
+        }
+        eprintln!("notice: perl with Digest::SHA is not installed; skipping a hasher test");
+    }
+    ok
+}
+
 pub fn shellcheck_available() -> bool {
     let ok = Command::new("shellcheck")
         .arg("--version")

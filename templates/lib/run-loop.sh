@@ -161,10 +161,7 @@ preflight() {
     preflight_fail "only $((avail / 1024)) MB free on the loop's disk: orbit needs at least 100 MB"
   fi
   [[ -w $LOOP_DIR ]] || preflight_fail "the loop directory $LOOP_DIR is not writable"
-  # The loop directory's entries and the level below (the pins, each iteration's record
-  # directory): not a walk of all the history. An iteration's directory is checked again
-  # when it is prepared, and files found in it are moved aside before anything is written.
-  f=$(find "$LOOP_DIR" -maxdepth 2 -type l -print -quit 2>/dev/null || true)
+  f=$(find "$LOOP_DIR" -type l -print -quit 2>/dev/null || true)
   [[ -z $f ]] || preflight_fail "$f is a symlink: nothing under the loop directory may be one"
   for f in state.env state.env.sha256 pins.sha256 progress.md goal.md verify.sh prompt.md; do
     [[ -f $LOOP_DIR/$f ]] || preflight_fail "$f is missing from $LOOP_DIR: run orbit recover (or orbit init --force for scripts)"

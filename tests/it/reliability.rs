@@ -639,6 +639,24 @@ fn state_of(text: &str, key: &str) -> String {
 }
 
 #[test]
+fn a_symlink_deep_in_an_old_iteration_record_still_fails_preflight() {
+    // "Nothing under the loop directory is a symlink": the whole tree, not its top levels.
+    let (repo, dir) = ticked_loop(2);
+    let deep = dir.join("iterations/000001/interrupted.1");
+    fs::create_dir_all(&deep).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", deep.join("agent.log")).unwrap();
+    let next = state_value(&dir, "NEXT_ITERATION");
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 2, "a symlink three levels down");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("interrupted.1/agent.log is a symlink"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), next, "nothing ran");
+}
+
+#[test]
 fn state_replaced_by_a_symlink_fails_preflight_and_follows_nothing() {
     let (repo, dir) = ticked_loop(5);
     let elsewhere = repo.bin.path().join("elsewhere.env");

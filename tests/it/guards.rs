@@ -387,9 +387,10 @@ fn commits_hold_only_the_agents_files_even_with_odd_names_and_a_crash() {
     );
 }
 
-/// An executable git hook `name` running `body` (sh).
-fn install_hook(repo: &Repo, name: &str, body: &str) {
-    let rel = format!(".git/hooks/{name}");
+/// An executable git hook `name` in the directory `dir` (relative to the work tree's root)
+/// running `body` (sh).
+fn install_hook(repo: &Repo, dir: &str, name: &str, body: &str) {
+    let rel = format!("{dir}/{name}");
     repo.write(&rel, &format!("#!/bin/sh\n{body}\n"));
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(repo.join(&rel), fs::Permissions::from_mode(0o755)).unwrap();
@@ -404,7 +405,7 @@ fn a_held_index_lock_or_a_hanging_hook_does_not_wedge_the_loop() {
     );
     let dir = repo.init_loop(&agent, &["cat work.txt; exit 1"], &[]);
     // A hook that waits for input forever.
-    install_hook(&repo, "pre-commit", "sleep 300");
+    install_hook(&repo, ".git/hooks", "pre-commit", "sleep 300");
     let out = repo.run_loop(&dir, &["--once"], &[("COMMIT_TIMEOUT", "2s")]);
     assert_code(&out, 10, "tick with a hanging hook");
     assert_eq!(
@@ -513,7 +514,15 @@ fn commit_scenario(with_hook: bool) -> (Repo, Vec<String>) {
     // The user's own uncommitted work: reported, never committed.
     repo.write("dirty.txt", "base\nuser edit\n");
     if with_hook {
-        install_hook(&repo, "commit-msg", "exit 0");
+        // Under a relative core.hooksPath (the work tree's root is where it starts from): a
+        // hook that records each of its runs.
+        repo.git(&["config", "core.hooksPath", ".git/custom-hooks"]);
+        install_hook(
+            &repo,
+            ".git/custom-hooks",
+            "commit-msg",
+            "echo ran >> .git/hook-runs",
+        );
     }
     let agent = repo.agent(
         "editor",
@@ -561,9 +570,12 @@ esac"#,
 
 #[test]
 fn commits_by_plumbing_and_by_the_porcelain_are_the_same() {
-    let (_fast, plumbing) = commit_scenario(false);
-    let (_hooked, porcelain) = commit_scenario(true);
+    let (fast, plumbing) = commit_scenario(false);
+    let (hooked, porcelain) = commit_scenario(true);
     assert_eq!(plumbing, porcelain);
+    // The hook did run, once per commit: the commit went through git commit there.
+    assert_eq!(hooked.read(".git/hook-runs"), "ran\nran\n");
+    assert!(!fast.join(".git/hook-runs").exists());
     // And they are what the scenario says.
     assert!(
         plumbing[3].contains("commit: orbit(test-goal): iteration 2"),
@@ -631,7 +643,7 @@ fn an_agent_that_commits_by_itself_mid_run_keeps_its_commit_and_the_loop_goes_on
 fn agent_commits_by_itself(with_hook: bool) {
     let repo = Repo::new();
     if with_hook {
-        install_hook(&repo, "commit-msg", "exit 0");
+        install_hook(&repo, ".git/hooks", "commit-msg", "exit 0");
     }
     // Iteration 2 commits its own work; the runner's next commit must build on it.
     let agent = repo.agent(
@@ -711,4 +723,37 @@ fn plumbing_commits_run_gits_housekeeping_every_hundred_iterations() {
         .filter(|l| l.contains("built-in: git commit-tree"))
         .count();
     assert_eq!(commits, 100, "every iteration committed by plumbing");
+}
+
+#[test]
+fn a_repository_that_signs_its_commits_gets_signed_loop_commits() {
+    let repo = Repo::new();
+    // A stand-in for gpg that signs anything, as git expects gpg to answer.
+    let gpg = repo.bin.path().join("fake-gpg");
+    fs::write(
+        &gpg,
+        "#!/bin/sh\ncat >/dev/null\nprintf '\\n[GNUPG:] SIG_CREATED D 1 8 00 1700000000 FAKE\\n' >&2\nprintf -- '-----BEGIN PGP SIGNATURE-----\\n\\nfake\\n-----END PGP SIGNATURE-----\\n'\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&gpg, fs::Permissions::from_mode(0o755)).unwrap();
+    repo.git(&["config", "commit.gpgsign", "true"]);
+    repo.git(&["config", "gpg.program", gpg.to_str().unwrap()]);
+    let agent = repo.agent(
+        "writer",
+        "cat >/dev/null; echo \"$ORBIT_ITERATION\" >> work.txt",
+    );
+    let dir = repo.init_loop(&agent, &["tr 0-9 a-j < work.txt; exit 1"], &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick");
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations/000001/commit.txt")).unwrap(),
+        head
+    );
+    let raw = repo.git(&["cat-file", "commit", "HEAD"]);
+    assert!(
+        raw.contains("\ngpgsig -----BEGIN PGP SIGNATURE-----"),
+        "the loop's commit is signed, as the repository asks:\n{raw}"
+    );
 }

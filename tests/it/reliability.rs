@@ -1718,6 +1718,27 @@ proptest! {
     }
 }
 
+/// An agent that counts lines into work.txt (DONE at `done_at`) and, each work run, finds
+/// the runner's hashing coprocess: a child of its grandparent (the runner) running perl
+/// with Digest::SHA. `then` runs with their pids in `$hashers`.
+fn hasher_agent(repo: &Repo, done_at: usize, then: &str) -> PathBuf {
+    repo.agent(
+        "hasher-agent",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" >> work.txt
+runner=$(ps -o ppid= -p "$PPID" | tr -d ' ')
+hashers=''
+for p in $(ps -o pid= --ppid "$runner"); do
+  if grep -qa 'Digest::SHA' "/proc/$p/cmdline" 2>/dev/null; then hashers="$hashers $p"; fi
+done
+{then}
+if [ "$(wc -l < work.txt)" -ge {done_at} ]; then echo "all hold" > "$ORBIT_LOOP_DIR/done.md"; fi"#
+        ),
+    )
+}
+
 #[test]
 fn a_hashing_coprocess_killed_mid_run_leaves_the_records_to_the_hash_tool() {
     if !hasher_available() {
@@ -1725,24 +1746,15 @@ fn a_hashing_coprocess_killed_mid_run_leaves_the_records_to_the_hash_tool() {
     }
     let repo = Repo::new();
     let killed = repo.bin.path().join("killed.txt");
-    // Iteration 2's agent kills the runner's hashing coprocess: a child of the runner (the
-    // agent's grandparent) running perl with Digest::SHA.
-    let agent = repo.agent(
-        "killer",
+    // Iteration 2's agent kills the hasher.
+    let agent = hasher_agent(
+        &repo,
+        3,
         &format!(
-            r#"cat >/dev/null
-case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
-echo "step $ORBIT_ITERATION" >> work.txt
-if [ "$ORBIT_ITERATION" = 2 ]; then
-  runner=$(ps -o ppid= -p "$PPID" | tr -d ' ')
-  for p in $(ps -o pid= --ppid "$runner"); do
-    if grep -qa 'Digest::SHA' "/proc/$p/cmdline" 2>/dev/null; then
-      kill -KILL "$p" && echo "$p" >> '{killed}'
-    fi
-  done
-fi
-if [ "$(wc -l < work.txt)" -ge 3 ]; then echo "all hold" > "$ORBIT_LOOP_DIR/done.md"; fi"#,
-            killed = killed.display()
+            r#"if [ "$ORBIT_ITERATION" = 2 ]; then
+  for p in $hashers; do kill -KILL "$p" && echo "$p" >> '{}'; done
+fi"#,
+            killed.display()
         ),
     );
     let dir = repo.init_loop(&agent, &[&count_check(3)], &[]);
@@ -1751,15 +1763,8 @@ if [ "$(wc -l < work.txt)" -ge 3 ]; then echo "all hold" > "$ORBIT_LOOP_DIR/done
     let victims = fs::read_to_string(&killed).expect("the agent found the hasher");
     assert_eq!(victims.lines().count(), 1, "one hasher per run: {victims}");
     assert_records_agree(&dir);
-    let audit = repo.orbit(&["audit", "--json", dir.to_str().unwrap()]);
-    let v: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
-    let serious: Vec<_> = v["loops"][0]["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["severity"] != "P2")
-        .collect();
-    assert!(serious.is_empty(), "the audit finds nothing broken: {v}");
+    let a = audit(&repo, &dir);
+    assert_eq!(a.code, 0, "the audit finds nothing above P2: {}", a.json);
 }
 
 proptest! {
@@ -1822,46 +1827,22 @@ fn orbit_no_hasher_runs_the_loop_on_the_hash_tools_alone() {
     if !hasher_available() {
         return;
     }
-    let repo = Repo::new();
-    let seen = repo.bin.path().join("hashers.txt");
-    // The agent counts the runner's children running perl with Digest::SHA.
-    let agent = repo.agent(
-        "looker",
-        &format!(
-            r#"cat >/dev/null
-case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
-echo "step $ORBIT_ITERATION" >> work.txt
-runner=$(ps -o ppid= -p "$PPID" | tr -d ' ')
-n=0
-for p in $(ps -o pid= --ppid "$runner"); do
-  if grep -qa 'Digest::SHA' "/proc/$p/cmdline" 2>/dev/null; then n=$((n + 1)); fi
-done
-echo "$n" >> '{seen}'
-if [ "$(wc -l < work.txt)" -ge 2 ]; then echo "all hold" > "$ORBIT_LOOP_DIR/done.md"; fi"#,
-            seen = seen.display()
-        ),
-    );
-    let dir = repo.init_loop(&agent, &[&count_check(2)], &[]);
-    let out = repo.run_loop(&dir, &[], &[("ORBIT_NO_HASHER", "1")]);
-    assert_code(&out, 0, "DONE on the hash tools");
+    // Each work run writes down how many hashers the runner has.
+    let counted = |env: &[(&str, &str)]| -> String {
+        let repo = Repo::new();
+        let seen = repo.bin.path().join("hashers.txt");
+        let then = format!("set -- $hashers; echo \"$#\" >> '{}'", seen.display());
+        let agent = hasher_agent(&repo, 2, &then);
+        let dir = repo.init_loop(&agent, &[&count_check(2)], &[]);
+        let out = repo.run_loop(&dir, &[], env);
+        assert_code(&out, 0, "DONE");
+        assert_records_agree(&dir);
+        fs::read_to_string(&seen).unwrap()
+    };
     assert_eq!(
-        fs::read_to_string(&seen).unwrap(),
+        counted(&[("ORBIT_NO_HASHER", "1")]),
         "0\n0\n",
         "no hasher ran"
     );
-    assert_records_agree(&dir);
-    // And without the variable, the runner has its one hasher.
-    let repo2 = Repo::new();
-    let seen2 = seen.clone();
-    fs::remove_file(&seen2).unwrap();
-    let agent2 = repo2.agent(
-        "looker",
-        &fs::read_to_string(&agent)
-            .unwrap()
-            .replacen("#!/usr/bin/env bash\nset -u\n", "", 1),
-    );
-    let dir2 = repo2.init_loop(&agent2, &[&count_check(2)], &[]);
-    let out = repo2.run_loop(&dir2, &[], &[]);
-    assert_code(&out, 0, "DONE with the hasher");
-    assert_eq!(fs::read_to_string(&seen2).unwrap(), "1\n1\n", "one hasher");
+    assert_eq!(counted(&[]), "1\n1\n", "one hasher without the variable");
 }

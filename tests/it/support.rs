@@ -219,21 +219,26 @@ pub fn state_value(loop_dir: &Path, key: &str) -> String {
 
 /// Whether shellcheck can run. CI sets ORBIT_REQUIRE_SHELLCHECK=1 to make it mandatory;
 /// elsewhere a missing shellcheck is reported and the check skipped.
-/// Whether perl with Digest::SHA is here (the runner's hashing coprocess). Tests of the
-/// coprocess itself skip, with a notice, where it is not, unless CI requires it.
+/// `ok`, or, when a tool is missing: a panic where `require` (an environment variable) is
+/// "1" (CI), else a notice that the assertions needing it are skipped.
+fn present_or_skipped(ok: bool, require: &str, what: &str) -> bool {
+    if !ok {
+        if std::env::var(require).as_deref() == Ok("1") {
+            panic!("{what} is required ({require}=1) but not installed");
+        }
+        eprintln!("notice: {what} is not installed; skipping the assertions that need it");
+    }
+    ok
+}
+
+/// Whether perl with Digest::SHA is here (the runner's hashing coprocess).
 pub fn hasher_available() -> bool {
     let ok = Command::new("perl")
         .args(["-MDigest::SHA", "-e", "1"])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
-    if !ok {
-        if std::env::var("ORBIT_REQUIRE_PERL").as_deref() == Ok("1") {
-            panic!("perl with Digest::SHA is required (ORBIT_REQUIRE_PERL=1) but not installed");
-        }
-        eprintln!("notice: perl with Digest::SHA is not installed; skipping a hasher test");
-    }
-    ok
+    present_or_skipped(ok, "ORBIT_REQUIRE_PERL", "perl with Digest::SHA")
 }
 
 pub fn shellcheck_available() -> bool {
@@ -242,13 +247,7 @@ pub fn shellcheck_available() -> bool {
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
-    if !ok {
-        if std::env::var("ORBIT_REQUIRE_SHELLCHECK").as_deref() == Ok("1") {
-            panic!("shellcheck is required (ORBIT_REQUIRE_SHELLCHECK=1) but not installed");
-        }
-        eprintln!("notice: shellcheck is not installed; skipping the shellcheck assertions");
-    }
-    ok
+    present_or_skipped(ok, "ORBIT_REQUIRE_SHELLCHECK", "shellcheck")
 }
 
 /// Runs `bash -n` and shellcheck (all severities) on a script; panics with the findings.

@@ -500,6 +500,11 @@ fn synthetic_loop(repo: &Path, dir_rel: &str, n: u64, log_bytes: u64) -> PathBuf
     dir
 }
 
+fn peak_text(kb: Option<u64>) -> String {
+    kb.map(|k| format!("{:.1} MB peak", k as f64 / 1024.0))
+        .unwrap_or_else(|| "peak memory n/a".into())
+}
+
 /// The peak resident memory (KiB) of one run of `cmd`: its own rusage, from wait4.
 fn peak_kb(cmd: &mut Command) -> Option<u64> {
     let child = cmd
@@ -549,9 +554,7 @@ fn bench_audit(rows: &mut Vec<Row>) {
         let dir = synthetic_loop(r.path(), &rel, n, log);
         let made = t.elapsed();
         let (d, mem_kb) = time_cmd(&["audit", dir.to_str().unwrap()], r.path());
-        let mem = mem_kb
-            .map(|k| format!("{:.1} MB peak", k as f64 / 1024.0))
-            .unwrap_or_else(|| "peak memory n/a".into());
+        let mem = peak_text(mem_kb);
         let target = if n == 100_000 {
             format!(
                 "; target < 200 ms: {}, < 50 MB: {}",
@@ -597,9 +600,7 @@ fn bench_status(rows: &mut Vec<Row>) {
         "for i in $(seq -w 1 999); do cp -r .orbit/l0000 .orbit/l0$i; done",
     );
     let (d, mem) = time_cmd(&["status"], r.path());
-    let mem = mem
-        .map(|k| format!("{:.1} MB peak", k as f64 / 1024.0))
-        .unwrap_or_else(|| "peak memory n/a".into());
+    let mem = peak_text(mem);
     rows.push(Row {
         name: "orbit status, 1,000 loops".into(),
         value: ms(d),

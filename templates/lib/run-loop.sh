@@ -1104,7 +1104,7 @@ commit_iteration() {
     if ((COMMIT_PLUMBING)); then
       # No hook would run and nothing signs: commit with plumbing, which never rescans the
       # whole work tree (the porcelain refreshes every index entry).
-      commit_plumbing "$list" "$msg" "$before" "$after" "$filtered" >"$dir/commit.log" 2>&1 || rc=$?
+      commit_plumbing "$list" "$msg" "$before" "$after" "$filtered" >>"$dir/commit.log" 2>&1 || rc=$?
     else
       # Bounded: a hook that waits on a terminal must not wedge the loop.
       # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design

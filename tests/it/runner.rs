@@ -867,3 +867,53 @@ fn a_bad_setting_override_stops_with_exit_2_a_footer_and_nothing_written() {
         );
     }
 }
+
+#[test]
+fn verify_run_by_its_runner_takes_the_root_and_scratch_space_from_it() {
+    let repo = Repo::new();
+    let calls = repo.bin.path().join("mktemp-calls");
+    // A mktemp that writes down each call, then does the real work.
+    let real = String::from_utf8(
+        Command::new("bash")
+            .args(["-c", "command -v mktemp"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    repo.agent(
+        "mktemp",
+        &format!(
+            "echo \"$*\" >> '{}'\nexec {} \"$@\"",
+            calls.display(),
+            real.trim()
+        ),
+    );
+    let agent = repo.agent("worker", "cat >/dev/null; echo x >> work.txt");
+    let dir = repo.init_loop(&agent, &["test -f work.txt", "true"], &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[("ALLOW_GREEN_START", "1")]);
+    assert_code(&out, 10, "tick");
+    let log = fs::read_to_string(dir.join("iterations/000001/verify.log")).unwrap();
+    assert!(log.contains("[PASS] test-f-work-txt"), "{log}");
+    assert!(
+        !calls.exists(),
+        "the runner's verify runs made no temp file"
+    );
+    // By hand, verify.sh finds the repository itself and removes its one temp file.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new("bash");
+    cmd.arg(dir.join("verify.sh"))
+        .current_dir("/")
+        .env("PATH", repo.path_env())
+        .env("TMPDIR", tmp.path());
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    assert_code(&out, 0, "verify.sh by hand");
+    assert!(text(&out).contains("2 passed, 0 failed"), "{}", text(&out));
+    let made = fs::read_to_string(&calls).unwrap();
+    assert_eq!(made.lines().count(), 1, "one temp file for the run: {made}");
+    assert_eq!(
+        fs::read_dir(tmp.path()).unwrap().count(),
+        0,
+        "and it is gone after the run"
+    );
+}

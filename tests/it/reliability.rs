@@ -1817,7 +1817,15 @@ printf '%s' "$PG_PREV""#,
         prop_assert!(p.first_broken().is_none());
         prop_assert!(p.stray_lines.is_empty());
         let closed = |p: &orbit::progress::Progress| p.entries.iter().filter(|e| e.marker.is_some()).count();
-        prop_assert_eq!(closed(&p), closed(&orbit::progress::parse(cut_bytes)), "no closed entry lost");
+        // A cut right after an end marker's last byte leaves an entry the parser calls
+        // torn and the runner completes (it adds the newline): one more closed entry.
+        let last_line = cut_bytes.rsplit(|b| *b == b'\n').next().unwrap_or_default();
+        let completed = last_line.starts_with(b"<!-- orbit:end ") && last_line.ends_with(b" -->");
+        prop_assert_eq!(
+            closed(&p),
+            closed(&orbit::progress::parse(cut_bytes)) + usize::from(completed),
+            "no closed entry lost, a marker cut before its newline completed"
+        );
         prop_assert_eq!(String::from_utf8_lossy(&out.stdout).into_owned(), p.last_hash());
     }
 }

@@ -476,8 +476,8 @@ fn synthetic_loop(repo: &Path, dir_rel: &str, n: u64, log_bytes: u64) -> PathBuf
     let mut state = orbit::state::State::ready("1.0.0", t0 + n * 60);
     state.generation = n + 2;
     state.next_iteration = n + 1;
-    state.last_status = "CONTINUE".into();
-    state.stop_reason = "tick".into();
+    state.last_status = orbit::contract::Status::Continue;
+    state.stop_reason = orbit::contract::StopReason::Tick;
     state.started_at = t0;
     state.cost_microusd = n * 1000;
     let text = state.print();

@@ -23,28 +23,13 @@ use crate::run::loops_under;
 
 pub use check::audit_loop;
 
-/// How urgent a finding is: P0 stop now, P1 recover then continue, P2 note.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub enum Severity {
-    P0,
-    P1,
-    P2,
-}
-
-impl Severity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::P0 => "P0",
-            Severity::P1 => "P1",
-            Severity::P2 => "P2",
-        }
-    }
-}
+pub use crate::contract::{FindingClass, Severity, Verdict};
+use crate::contract::{Status, StopReason};
 
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    pub class: &'static str,
+    pub class: FindingClass,
     pub severity: Severity,
     /// `file:line`, relative to the loop directory.
     pub evidence: String,
@@ -70,12 +55,12 @@ pub struct Summary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LoopReport {
     pub dir: String,
-    pub verdict: &'static str,
+    pub verdict: Verdict,
     /// LAST_STATUS from state.env (null when it cannot be read).
-    pub status: Option<String>,
+    pub status: Option<Status>,
     /// Iterations recorded: NEXT_ITERATION - 1 (null when state.env cannot be read).
     pub iteration: Option<u64>,
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<StopReason>,
     pub findings: Vec<Finding>,
     pub summary: Summary,
 }
@@ -229,11 +214,15 @@ fn paint(on: bool, code: &str, text: &str) -> String {
     }
 }
 
-fn verdict_colour(verdict: &str) -> &'static str {
+fn verdict_colour(verdict: Verdict) -> &'static str {
     match verdict {
-        "DONE" | "RUNNING" | "READY" => "32",
-        "IDLE" | "PAUSED" | "EXHAUSTED" => "33",
-        _ => "31",
+        Verdict::Done | Verdict::Running | Verdict::Ready => "32",
+        Verdict::Idle | Verdict::Paused | Verdict::Exhausted => "33",
+        Verdict::Blocked
+        | Verdict::Stalled
+        | Verdict::Crashed
+        | Verdict::Aborted
+        | Verdict::Corrupt => "31",
     }
 }
 
@@ -264,7 +253,7 @@ pub fn render_human(reports: &[LoopReport], colour: bool) -> String {
         out.push_str(&format!(
             "{}  {}  {state}\n",
             paint(colour, "1", &r.dir),
-            paint(colour, verdict_colour(r.verdict), r.verdict)
+            paint(colour, verdict_colour(r.verdict), r.verdict.as_str())
         ));
         let mut findings: Vec<&Finding> = r.findings.iter().collect();
         findings.sort_by_key(|f| f.severity);
@@ -379,14 +368,14 @@ mod tests {
     fn report(findings: &[Severity]) -> LoopReport {
         LoopReport {
             dir: ".orbit/x".into(),
-            verdict: "IDLE",
-            status: Some("CONTINUE".into()),
+            verdict: Verdict::Idle,
+            status: Some(Status::Continue),
             iteration: Some(3),
-            stop_reason: Some("tick".into()),
+            stop_reason: Some(StopReason::Tick),
             findings: findings
                 .iter()
                 .map(|s| Finding {
-                    class: "UNBOUNDED_LOOP",
+                    class: FindingClass::UnboundedLoop,
                     severity: *s,
                     evidence: "loop.toml:9".into(),
                     message: "m".into(),

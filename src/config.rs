@@ -10,12 +10,8 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::goal::{self, parse_duration};
 
-/// The version of `LOOP-CONTRACT.md` this build writes.
-pub const CONTRACT_VERSION: &str = "1.0.0";
-
-/// The placeholder scan of the DONE gate: an extended regular expression matched against
-/// the lines the loop added.
-pub const DEFAULT_PLACEHOLDER_PATTERN: &str = r"TODO|FIXME|XXX|todo!\(|unimplemented!\(|NotImplementedError|raise NotImplemented|not yet implemented";
+pub use crate::contract::CONTRACT_VERSION;
+pub use crate::contract::settings::DEFAULT_PLACEHOLDER_PATTERN;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]

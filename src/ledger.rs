@@ -1,10 +1,15 @@
 //! `cost.ledger`: one line per agent run, `iteration<TAB>micro_usd<TAB>kind`, where kind is
-//! `reported`, `estimated` or `unknown`. The runner appends; `COST_MICROUSD` in state.env is
-//! the sum of the amounts.
+//! `reported`, `estimated` or `unknown` (a fourth field, the candidate of a fan-out, is
+//! allowed). The runner appends; `COST_MICROUSD` in state.env is the sum of the amounts.
+//!
+//! One rule for every reader: a line counts when it is a whole ledger line (see
+//! [`parse_line`]); anything else is listed as an error and adds nothing. The runner's and
+//! recover.sh's bash sum (`orbit_ledger_sum` in the scripts' common part) applies the same
+//! rule, so state.env, audit and recover always agree on the total.
 
 use std::fmt;
 
-pub const KINDS: [&str; 3] = ["reported", "estimated", "unknown"];
+use crate::contract::CostKind;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -12,12 +17,18 @@ pub struct Entry {
     pub line: usize,
     pub iteration: u64,
     pub micro_usd: u64,
-    pub kind: String,
+    pub kind: CostKind,
+    /// The candidate of a fan-out run, when the line names one.
+    pub candidate: Option<u64>,
 }
 
 impl fmt::Display for Entry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{}\t{}\t{}", self.iteration, self.micro_usd, self.kind)
+        write!(f, "{}\t{}\t{}", self.iteration, self.micro_usd, self.kind)?;
+        if let Some(c) = self.candidate {
+            write!(f, "\t{c}")?;
+        }
+        writeln!(f)
     }
 }
 
@@ -48,7 +59,7 @@ impl Ledger {
     }
 
     pub fn has_unknown(&self) -> bool {
-        self.entries.iter().any(|e| e.kind == "unknown")
+        self.entries.iter().any(|e| e.kind == CostKind::Unknown)
     }
 
     /// The canonical text of the parsed entries.
@@ -64,12 +75,18 @@ fn uint(v: &str) -> Option<u64> {
     v.parse().ok()
 }
 
-/// Parses one line (without its newline).
+/// Parses one line (without its newline): `iteration<TAB>micro_usd<TAB>kind`, optionally
+/// `<TAB>candidate`; the numbers are whole, at most 18 digits; kind is one of
+/// [`CostKind`]. This is the rule every reader of the ledger applies.
 pub fn parse_line(line: &str, n: usize) -> Result<Entry, String> {
     let mut parts = line.split('\t');
-    let (Some(it), Some(m), Some(kind), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
+    let (Some(it), Some(m), Some(kind), cand, None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
         return Err(format!(
             "expected 'iteration<TAB>micro_usd<TAB>kind', found '{}'",
             line.escape_debug()
@@ -83,17 +100,24 @@ pub fn parse_line(line: &str, n: usize) -> Result<Entry, String> {
             m.escape_debug()
         )
     })?;
-    if !KINDS.contains(&kind) {
-        return Err(format!(
+    let kind = CostKind::parse(kind).ok_or_else(|| {
+        format!(
             "kind '{}' is not reported, estimated or unknown",
             kind.escape_debug()
-        ));
-    }
+        )
+    })?;
+    let candidate = match cand {
+        None => None,
+        Some(c) => Some(
+            uint(c).ok_or_else(|| format!("candidate '{}' is not a number", c.escape_debug()))?,
+        ),
+    };
     Ok(Entry {
         line: n,
         iteration,
         micro_usd,
-        kind: kind.to_string(),
+        kind,
+        candidate,
     })
 }
 
@@ -154,7 +178,7 @@ mod tests {
 
         #[test]
         fn print_round_trips(rows in proptest::collection::vec((0u64..1_000_000, 0u64..10_000_000_000, 0usize..3), 0..30)) {
-            let text: String = rows.iter().map(|(i, m, k)| format!("{i}\t{m}\t{}\n", KINDS[*k])).collect();
+            let text: String = rows.iter().map(|(i, m, k)| format!("{i}\t{m}\t{}\n", CostKind::ALL[*k])).collect();
             let l = parse(text.as_bytes());
             prop_assert!(l.errors.is_empty());
             prop_assert_eq!(l.print(), text);

@@ -6,6 +6,7 @@
 pub mod audit;
 pub mod cli;
 pub mod config;
+pub mod contract;
 pub mod demo;
 pub mod engine;
 pub mod error;

@@ -3,16 +3,7 @@
 
 use crate::fsx;
 
-/// Files pinned by `orbit init`; goal.md, protected paths and agent permission files are
-/// added by the runner's first run.
-pub const INIT_PINNED: [&str; 6] = [
-    "prompt.md",
-    "verify.sh",
-    "run-loop.sh",
-    "recover.sh",
-    "notify.sh",
-    "loop.toml",
-];
+pub use crate::contract::{INIT_PINNED, is_permission_file, pin_reason};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pin {
@@ -20,33 +11,6 @@ pub struct Pin {
     pub path: String,
     /// 1-based line in pins.sha256.
     pub line: usize,
-}
-
-/// What a change to a pinned path means (contract section 7): the `STOP_REASON`.
-pub fn violation_reason(path: &str) -> &'static str {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let in_loop = !path.contains('/');
-    if in_loop && name == "goal.md" {
-        "goal_drift"
-    } else if in_loop && name == "verify.sh" {
-        "reward_hack"
-    } else if in_loop {
-        "script_tamper"
-    } else if is_permission_file(path) {
-        "permission_hijack"
-    } else {
-        "reward_hack"
-    }
-}
-
-/// Agent permission files (pinned when they exist at the first run).
-pub fn is_permission_file(path: &str) -> bool {
-    let trimmed = path.trim_start_matches("../");
-    let name = trimmed.rsplit('/').next().unwrap_or(trimmed);
-    (trimmed.ends_with(&format!(".claude/{name}"))
-        && name.starts_with("settings")
-        && name.ends_with(".json"))
-        || trimmed.ends_with(".codex/config.toml")
 }
 
 pub fn line(sha256: &str, path: &str) -> String {
@@ -91,23 +55,6 @@ pub fn parse(bytes: &[u8]) -> (Vec<Pin>, Vec<(usize, String)>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reasons_follow_the_contract() {
-        assert_eq!(violation_reason("goal.md"), "goal_drift");
-        assert_eq!(violation_reason("verify.sh"), "reward_hack");
-        assert_eq!(violation_reason("run-loop.sh"), "script_tamper");
-        assert_eq!(violation_reason("loop.toml"), "script_tamper");
-        assert_eq!(violation_reason("../../tests/a.rs"), "reward_hack");
-        assert_eq!(
-            violation_reason("../../.claude/settings.local.json"),
-            "permission_hijack"
-        );
-        assert_eq!(
-            violation_reason("../../.codex/config.toml"),
-            "permission_hijack"
-        );
-    }
 
     #[test]
     fn parse_round_trips() {

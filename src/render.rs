@@ -357,7 +357,8 @@ pub fn environment() -> Environment<'static> {
     env
 }
 
-/// Renders one file of the table: the template, then its static parts, verbatim.
+/// Renders one file of the table: the template, then (for scripts) the contract's prelude
+/// and the static parts, verbatim.
 pub fn render_file(env: &Environment<'_>, file: &LoopFile, view: &View) -> Result<String> {
     let tmpl = env
         .get_template(file.template)
@@ -365,6 +366,13 @@ pub fn render_file(env: &Environment<'_>, file: &LoopFile, view: &View) -> Resul
     let mut out = tmpl
         .render(Value::from(minijinja::value::Serde(view)))
         .map_err(|e| Error::Usage(format!("cannot render {}: {e}", file.name)))?;
+    if !file.parts.is_empty() {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push('\n');
+        out.push_str(crate::contract::bash::prelude());
+    }
     for part in file.parts {
         if !out.ends_with('\n') {
             out.push('\n');

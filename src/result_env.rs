@@ -4,48 +4,23 @@
 
 use std::collections::BTreeMap;
 
-/// Every key the runner writes, in its order.
-pub const KEYS: [&str; 25] = [
-    "ITERATION",
-    "STARTED_AT",
-    "ENDED_AT",
-    "PHASE",
-    "AGENT_EXIT",
-    "AGENT_OUTCOME",
-    "ATTEMPTS",
-    "DURATION",
-    "VERIFY",
-    "VERIFY_FAILING",
-    "VERIFY_SIG",
-    "TREE_BEFORE",
-    "TREE_AFTER",
-    "CHANGED",
-    "COST_MICROUSD",
-    "COST_KIND",
-    "DONE_CLAIM",
-    "DONE_VERDICT",
-    "VERDICT",
-    "STOP_REASON",
-    "EXIT_CODE",
-    "SUMMARY",
-    "CB_FAILS",
-    "VERIFY_STREAK",
-    "CB_SIG",
-];
+use crate::contract::RESULT_KEYS;
 
-/// Keys whose value must be a whole number when present and not empty.
-const NUMERIC: [&str; 10] = [
-    "ITERATION",
-    "STARTED_AT",
-    "ENDED_AT",
-    "ATTEMPTS",
-    "DURATION",
-    "CHANGED",
-    "COST_MICROUSD",
-    "CB_FAILS",
-    "VERIFY_STREAK",
-    "EXIT_CODE",
-];
+/// Every key the runner writes, in its order (the contract module's table).
+pub const KEYS: [&str; RESULT_KEYS.len()] = {
+    let mut keys = [""; RESULT_KEYS.len()];
+    let mut i = 0;
+    while i < RESULT_KEYS.len() {
+        keys[i] = RESULT_KEYS[i].0;
+        i += 1;
+    }
+    keys
+};
+
+/// Whether a key's value must be a whole number when present and not empty.
+fn numeric(key: &str) -> bool {
+    RESULT_KEYS.iter().any(|(k, n)| *k == key && *n)
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResultEnv {
@@ -114,10 +89,7 @@ pub fn parse(bytes: &[u8]) -> Result<ResultEnv, (usize, String)> {
         if out.values.contains_key(k) {
             return Err((n, format!("duplicate key {k}")));
         }
-        if NUMERIC.contains(&k)
-            && !v.is_empty()
-            && (v.len() > 18 || !v.bytes().all(|b| b.is_ascii_digit()))
-        {
+        if numeric(k) && !v.is_empty() && (v.len() > 18 || !v.bytes().all(|b| b.is_ascii_digit())) {
             // AGENT_EXIT may be any exit status; the rest are counts and times.
             return Err((
                 n,
@@ -162,7 +134,7 @@ mod tests {
         fn print_round_trips(vals in proptest::collection::vec("[a-z0-9 .,:-]{0,20}", KEYS.len())) {
             let mut r = ResultEnv::default();
             for (k, v) in KEYS.iter().zip(&vals) {
-                let v = if NUMERIC.contains(k) { format!("{}", v.len()) } else { v.clone() };
+                let v = if numeric(k) { format!("{}", v.len()) } else { v.clone() };
                 r.set(k, &v);
             }
             let text = r.print();

@@ -7,72 +7,34 @@
 use std::fmt;
 use std::path::Path;
 
+use crate::contract::{CbState, STATE_KEYS, Status, StopReason, ValueType, state_key_type};
 use crate::error::{Error, Result};
 use crate::fsx;
 
-/// Every key, in the order they are written.
-pub const KEYS: [&str; 16] = [
-    "CONTRACT_VERSION",
-    "GEN",
-    "NEXT_ITERATION",
-    "LAST_STATUS",
-    "STOP_REASON",
-    "STARTED_AT",
-    "LAST_UPDATED_AT",
-    "ORIGIN_BRANCH",
-    "ITER_BRANCH",
-    "COST_MICROUSD",
-    "CB_STATE",
-    "CB_FAILS",
-    "CB_SIG",
-    "CB_OPENED_AT",
-    "VERIFY_STREAK",
-    "RESUME_AT",
-];
-
-pub const STATUSES: [&str; 7] = [
-    "READY", "CONTINUE", "DONE", "BLOCKED", "PAUSED", "STALLED", "ABORTED",
-];
-
-pub const STOP_REASONS: [&str; 18] = [
-    "none",
-    "tick",
-    "max_iterations",
-    "loop_timeout",
-    "budget",
-    "rate_limit",
-    "circuit_open",
-    "tool_failure",
-    "stalled",
-    "oscillating",
-    "goal_drift",
-    "reward_hack",
-    "permission_hijack",
-    "script_tamper",
-    "vacuous_verify",
-    "preflight",
-    "signal",
-    "state_corrupt",
-];
-
-pub const CB_STATES: [&str; 3] = ["CLOSED", "HALF_OPEN", "OPEN"];
-
-/// The largest integer a state value may hold: 18 digits stay inside bash's signed 64 bits.
-const MAX_DIGITS: usize = 18;
+/// Every key, in the order they are written (the contract module's table).
+pub const KEYS: [&str; STATE_KEYS.len()] = {
+    let mut keys = [""; STATE_KEYS.len()];
+    let mut i = 0;
+    while i < STATE_KEYS.len() {
+        keys[i] = STATE_KEYS[i].0;
+        i += 1;
+    }
+    keys
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct State {
     pub contract_version: String,
     pub generation: u64,
     pub next_iteration: u64,
-    pub last_status: String,
-    pub stop_reason: String,
+    pub last_status: Status,
+    pub stop_reason: StopReason,
     pub started_at: u64,
     pub last_updated_at: u64,
     pub origin_branch: String,
     pub iter_branch: String,
     pub cost_microusd: u64,
-    pub cb_state: String,
+    pub cb_state: CbState,
     pub cb_fails: u64,
     pub cb_sig: String,
     pub cb_opened_at: u64,
@@ -87,14 +49,14 @@ impl State {
             contract_version: contract_version.to_string(),
             generation: 1,
             next_iteration: 1,
-            last_status: "READY".into(),
-            stop_reason: "none".into(),
+            last_status: Status::Ready,
+            stop_reason: StopReason::None,
             started_at: 0,
             last_updated_at: now,
             origin_branch: String::new(),
             iter_branch: String::new(),
             cost_microusd: 0,
-            cb_state: "CLOSED".into(),
+            cb_state: CbState::Closed,
             cb_fails: 0,
             cb_sig: String::new(),
             cb_opened_at: 0,
@@ -150,14 +112,15 @@ impl State {
             contract_version: v(0),
             generation: n(1),
             next_iteration: n(2),
-            last_status: v(3),
-            stop_reason: v(4),
+            last_status: Status::parse(values[3].unwrap_or_default()).unwrap_or(Status::Ready),
+            stop_reason: StopReason::parse(values[4].unwrap_or_default())
+                .unwrap_or(StopReason::None),
             started_at: n(5),
             last_updated_at: n(6),
             origin_branch: v(7),
             iter_branch: v(8),
             cost_microusd: n(9),
-            cb_state: v(10),
+            cb_state: CbState::parse(values[10].unwrap_or_default()).unwrap_or(CbState::Closed),
             cb_fails: n(11),
             cb_sig: v(12),
             cb_opened_at: n(13),
@@ -203,43 +166,13 @@ impl fmt::Display for State {
 }
 
 fn is_uint(v: &str) -> bool {
-    !v.is_empty()
-        && v.len() <= MAX_DIGITS
-        && v.bytes().all(|b| b.is_ascii_digit())
-        && (v == "0" || !v.starts_with('0'))
+    ValueType::Uint.accepts(v)
 }
 
-fn is_ref_name(v: &str) -> bool {
-    v.is_empty()
-        || (v.len() <= 200
-            && !v.starts_with(['-', '/', '.'])
-            && !v.contains("..")
-            && v.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'/' | b'-')))
-}
-
-/// Type-checks one value. The same rules as `state_check_value` in the bash parser.
+/// Type-checks one value against the contract's type for its key. The bash parser's
+/// `state_check_value` applies the same rules.
 pub fn check_value(key: &str, v: &str) -> Result<(), String> {
-    let ok = match key {
-        "CONTRACT_VERSION" => {
-            let parts: Vec<&str> = v.split('.').collect();
-            parts.len() == 3 && parts.iter().all(|p| is_uint(p) && p.len() <= 6)
-        }
-        "NEXT_ITERATION" | "GEN" => is_uint(v) && v != "0",
-        "STARTED_AT" | "LAST_UPDATED_AT" | "COST_MICROUSD" | "CB_FAILS" | "CB_OPENED_AT"
-        | "VERIFY_STREAK" | "RESUME_AT" => is_uint(v),
-        "LAST_STATUS" => STATUSES.contains(&v),
-        "STOP_REASON" => STOP_REASONS.contains(&v),
-        "CB_STATE" => CB_STATES.contains(&v),
-        "CB_SIG" => {
-            v.len() <= 64
-                && v.bytes()
-                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-        }
-        "ORIGIN_BRANCH" | "ITER_BRANCH" => is_ref_name(v),
-        _ => false,
-    };
-    if ok {
+    if state_key_type(key).is_some_and(|t| t.accepts(v)) {
         Ok(())
     } else {
         Err(format!("{key} has an invalid value '{}'", v.escape_debug()))

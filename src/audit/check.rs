@@ -8,6 +8,7 @@ use super::runner_log;
 use super::tail::{self, Window};
 use super::{Finding, LoopReport, Severity, Summary};
 use crate::config::LoopConfig;
+use crate::contract::{FindingClass, Status, StopReason, Verdict};
 use crate::events::{self, ChainError, Event};
 use crate::goal::{format_usd, parse_duration};
 use crate::ledger;
@@ -51,7 +52,7 @@ struct Audit<'a> {
 impl Audit<'_> {
     fn add(
         &mut self,
-        class: &'static str,
+        class: FindingClass,
         severity: Severity,
         evidence: impl Into<String>,
         message: impl Into<String>,
@@ -438,7 +439,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
                 _ => a.recover("--repin"),
             };
             a.add(
-                "CONTRACT_MISSING",
+                FindingClass::ContractMissing,
                 Severity::P1,
                 format!("{f}:0"),
                 format!("{f} is missing: the runner refuses to start without it"),
@@ -453,7 +454,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         Ok(c) => Some(c),
         Err(e) if dir.join("loop.toml").is_file() => {
             a.add(
-                "CONTRACT_MISSING",
+                FindingClass::ContractMissing,
                 Severity::P1,
                 "loop.toml:1",
                 format!("loop.toml cannot be used: {e}"),
@@ -472,7 +473,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     };
     match &lock {
         Lock::StaleDir { owner } => a.add(
-            "STALE_LOCK",
+            FindingClass::StaleLock,
             Severity::P1,
             ".run-loop.lock.d/owner:1",
             format!(
@@ -482,7 +483,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
             format!("rm -r {shown}/.run-loop.lock.d"),
         ),
         Lock::StrayHolder { pid, cmdline } => a.add(
-            "STALE_LOCK",
+            FindingClass::StaleLock,
             Severity::P1,
             ".run-loop.lock:0",
             format!(
@@ -529,7 +530,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         StateRead::Ok { state, text, torn } => {
             if let Some(side_gen) = torn {
                 a.add(
-                    "TORN_CHECKPOINT",
+                    FindingClass::TornCheckpoint,
                     Severity::P1,
                     "state.env.sha256:2",
                     format!(
@@ -544,7 +545,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         StateRead::Missing => (None, String::new()),
         StateRead::Bad { evidence, message } => {
             a.add(
-                "STATE_DRIFT",
+                FindingClass::StateDrift,
                 Severity::P1,
                 evidence,
                 message,
@@ -562,7 +563,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         check_events(&mut a, ev, running, state.as_ref());
     } else if state.as_ref().is_some_and(|s| s.started_at > 0) {
         a.add(
-            "CONTRACT_MISSING",
+            FindingClass::ContractMissing,
             Severity::P1,
             "events.jsonl:0",
             "events.jsonl is missing although the loop has run: its history cannot be checked",
@@ -579,7 +580,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         let lines = runner_log::parse(&w.bytes);
         if !running && let Some(l) = runner_log::last_unresolved_failure(&lines) {
             a.add(
-                "TOOL_FAILURE",
+                FindingClass::ToolFailure,
                 Severity::P1,
                 w.evidence("runner.log", l.index),
                 format!(
@@ -602,7 +603,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         && parse_duration("loop-timeout", &c.loop_timeout).unwrap_or(0) == 0
     {
         a.add(
-            "UNBOUNDED_LOOP",
+            FindingClass::UnboundedLoop,
             Severity::P2,
             format!("loop.toml:{}", toml_line(&toml_text, "loop-timeout")),
             format!(
@@ -616,7 +617,11 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     }
 
     let Some(state) = state else {
-        let verdict = if running { "RUNNING" } else { "CORRUPT" };
+        let verdict = if running {
+            Verdict::Running
+        } else {
+            Verdict::Corrupt
+        };
         return LoopReport {
             dir: name.to_string(),
             verdict,
@@ -646,7 +651,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     };
     if let Some(Err((line, msg))) = &last_result {
         a.add(
-            "STATE_DRIFT",
+            FindingClass::StateDrift,
             Severity::P1,
             format!("{}/result.env:{line}", iter_rel(last_done)),
             format!("iteration {last_done}'s record cannot be read: {msg}"),
@@ -725,7 +730,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     }
     if let Some((evidence, message)) = &crashed {
         a.add(
-            "CRASHED",
+            FindingClass::Crashed,
             Severity::P1,
             evidence.clone(),
             format!("{message} (a rerun also resumes it)"),
@@ -743,7 +748,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
                 .collect::<Vec<_>>()
                 .join(" ");
             a.add(
-                "ORPHAN_AGENT",
+                FindingClass::OrphanAgent,
                 Severity::P0,
                 format!("/proc/{}/environ:0", pids[0]),
                 format!(
@@ -779,27 +784,27 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     );
 
     let verdict = if running {
-        "RUNNING"
+        Verdict::Running
     } else if crashed.is_some() {
-        "CRASHED"
+        Verdict::Crashed
     } else {
-        match (state.last_status.as_str(), state.stop_reason.as_str()) {
-            ("READY", _) => "READY",
-            ("DONE", _) => "DONE",
-            ("PAUSED", _) => "PAUSED",
-            ("STALLED", _) => "STALLED",
-            ("ABORTED", _) => "ABORTED",
-            ("BLOCKED", "max_iterations") => "EXHAUSTED",
-            ("BLOCKED", _) => "BLOCKED",
-            _ => "IDLE",
+        match (state.last_status, state.stop_reason) {
+            (Status::Ready, _) => Verdict::Ready,
+            (Status::Done, _) => Verdict::Done,
+            (Status::Paused, _) => Verdict::Paused,
+            (Status::Stalled, _) => Verdict::Stalled,
+            (Status::Aborted, _) => Verdict::Aborted,
+            (Status::Blocked, StopReason::MaxIterations) => Verdict::Exhausted,
+            (Status::Blocked, _) => Verdict::Blocked,
+            (Status::Continue, _) => Verdict::Idle,
         }
     };
     LoopReport {
         dir: name.to_string(),
         verdict,
-        status: Some(state.last_status.clone()),
+        status: Some(state.last_status),
         iteration: Some(last_done),
-        stop_reason: Some(state.stop_reason.clone()),
+        stop_reason: Some(state.stop_reason),
         findings: a.findings,
         summary,
     }
@@ -815,13 +820,10 @@ fn failure_text(message: &str) -> String {
     m.chars().take(160).collect()
 }
 
-fn pin_class(reason: &str) -> &'static str {
-    match reason {
-        "goal_drift" => "GOAL_DRIFT",
-        "reward_hack" => "REWARD_HACK",
-        "permission_hijack" => "PERMISSION_HIJACK",
-        _ => "SCRIPT_TAMPER",
-    }
+fn pin_class(reason: StopReason) -> FindingClass {
+    reason
+        .integrity_class()
+        .unwrap_or(FindingClass::ScriptTamper)
 }
 
 fn check_pins(a: &mut Audit<'_>, dir: &Path, state: Option<&State>, state_text: &str) {
@@ -831,7 +833,7 @@ fn check_pins(a: &mut Audit<'_>, dir: &Path, state: Option<&State>, state_text: 
     let (list, bad) = pins::parse(&bytes);
     for (line, msg) in bad {
         a.add(
-            "SCRIPT_TAMPER",
+            FindingClass::ScriptTamper,
             Severity::P0,
             format!("pins.sha256:{line}"),
             format!("pins.sha256 has a line the runner cannot check: {msg}"),
@@ -845,14 +847,14 @@ fn check_pins(a: &mut Audit<'_>, dir: &Path, state: Option<&State>, state_text: 
         if have.as_deref() == Some(pin.sha256.as_str()) {
             continue;
         }
-        let reason = pins::violation_reason(&pin.path);
+        let reason = pins::pin_reason(&pin.path);
         violated.push(reason);
         let what = if have.is_none() {
             "is missing"
         } else {
             "changed"
         };
-        let accept = if reason == "goal_drift" {
+        let accept = if reason == StopReason::GoalDrift {
             "--repin-goal"
         } else {
             "--repin"
@@ -871,15 +873,12 @@ fn check_pins(a: &mut Audit<'_>, dir: &Path, state: Option<&State>, state_text: 
     }
     // The loop stopped on a violation whose file has since been put back.
     if let Some(s) = state
-        && s.last_status == "ABORTED"
-        && matches!(
-            s.stop_reason.as_str(),
-            "goal_drift" | "reward_hack" | "permission_hijack" | "script_tamper"
-        )
-        && !violated.contains(&s.stop_reason.as_str())
+        && s.last_status == Status::Aborted
+        && s.stop_reason.is_integrity()
+        && !violated.contains(&s.stop_reason)
     {
         a.add(
-            pin_class(&s.stop_reason),
+            pin_class(s.stop_reason),
             Severity::P1,
             format!("state.env:{}", state_line(state_text, "STOP_REASON")),
             format!(
@@ -899,7 +898,7 @@ fn check_events(a: &mut Audit<'_>, ev: &EventsWindow, running: bool, state: Opti
     };
     if let Some((i, err)) = &ev.error {
         a.add(
-            "JOURNAL_BROKEN",
+            FindingClass::JournalBroken,
             Severity::P1,
             ev.window.evidence("events.jsonl", *i),
             format!("{scope} breaks here: {}", err.describe()),
@@ -907,7 +906,7 @@ fn check_events(a: &mut Audit<'_>, ev: &EventsWindow, running: bool, state: Opti
         );
     } else if ev.torn_tail && !running {
         a.add(
-            "JOURNAL_BROKEN",
+            FindingClass::JournalBroken,
             Severity::P2,
             ev.window
                 .evidence("events.jsonl", ev.window.lines.saturating_sub(1)),
@@ -928,7 +927,7 @@ fn check_events(a: &mut Audit<'_>, ev: &EventsWindow, running: bool, state: Opti
     {
         let e = &ev.events[k];
         a.add(
-            "VERIFY_FLAKY",
+            FindingClass::VerifyFlaky,
             Severity::P1,
             ev.evidence(k),
             format!(
@@ -946,7 +945,7 @@ fn check_events(a: &mut Audit<'_>, ev: &EventsWindow, running: bool, state: Opti
             && e.value.get("allowed").and_then(|v| v.as_bool()) == Some(true)
     }) {
         a.add(
-            "VACUOUS_VERIFY",
+            FindingClass::VacuousVerify,
             Severity::P2,
             ev.evidence(k),
             "verify.sh passed on the untouched tree and the loop went on (ALLOW_GREEN_START=1): its checks prove little",
@@ -961,7 +960,7 @@ fn check_events(a: &mut Audit<'_>, ev: &EventsWindow, running: bool, state: Opti
 fn check_progress(a: &mut Audit<'_>, p: &ProgressTail, running: bool) {
     if let Some(i) = p.broken {
         a.add(
-            "JOURNAL_BROKEN",
+            FindingClass::JournalBroken,
             Severity::P1,
             p.window.evidence("progress.md", i),
             "progress.md's entry hash does not chain here: its history was rewritten",
@@ -972,7 +971,7 @@ fn check_progress(a: &mut Audit<'_>, p: &ProgressTail, running: bool) {
         && !running
     {
         a.add(
-            "JOURNAL_BROKEN",
+            FindingClass::JournalBroken,
             Severity::P2,
             p.window.evidence("progress.md", i),
             "progress.md ends in an entry without its end marker (a cut append); the runner rewrites it on its next start",
@@ -981,7 +980,7 @@ fn check_progress(a: &mut Audit<'_>, p: &ProgressTail, running: bool) {
     }
     if let Some(&i) = p.stray.first() {
         a.add(
-            "JOURNAL_BROKEN",
+            FindingClass::JournalBroken,
             Severity::P2,
             p.window.evidence("progress.md", i),
             format!(
@@ -1007,7 +1006,7 @@ fn check_validator(a: &mut Audit<'_>, dir: &Path, cfg: Option<&LoopConfig>) {
             .position(|l| l.starts_with("checks()"))
             .map_or(1, |i| i + 1);
         a.add(
-            "VALIDATOR_GAP",
+            FindingClass::ValidatorGap,
             Severity::P1,
             format!("verify.sh:{line}"),
             "verify.sh has no run_check line: it fails with 'no check ran', so the loop can never be DONE",
@@ -1020,7 +1019,7 @@ fn check_validator(a: &mut Audit<'_>, dir: &Path, cfg: Option<&LoopConfig>) {
         && c.verify.len() != checks
     {
         a.add(
-            "VALIDATOR_GAP",
+            FindingClass::ValidatorGap,
             Severity::P2,
             "verify.sh:1",
             format!(
@@ -1051,7 +1050,7 @@ fn check_spend(
         && let Some(&(line, ref msg)) = l.errors.first()
     {
         a.add(
-            "STATE_DRIFT",
+            FindingClass::StateDrift,
             Severity::P2,
             format!("cost.ledger:{line}"),
             format!(
@@ -1067,7 +1066,7 @@ fn check_spend(
         && t != state.cost_microusd
     {
         a.add(
-            "STATE_DRIFT",
+            FindingClass::StateDrift,
             Severity::P2,
             format!("state.env:{}", state_line(state_text, "COST_MICROUSD")),
             format!(
@@ -1092,7 +1091,7 @@ fn check_spend(
         );
         if spent >= cap {
             a.add(
-                "BURN_RATE_ANOMALY",
+                FindingClass::BurnRateAnomaly,
                 Severity::P1,
                 ledger_ev(&ledger),
                 format!(
@@ -1109,7 +1108,7 @@ fn check_spend(
             );
         } else if spent.saturating_mul(10) >= cap.saturating_mul(8) {
             a.add(
-                "BURN_RATE_ANOMALY",
+                FindingClass::BurnRateAnomaly,
                 Severity::P2,
                 ledger_ev(&ledger),
                 format!(
@@ -1125,7 +1124,7 @@ fn check_spend(
             && c.cost_estimate_usd.is_none()
         {
             a.add(
-                "BURN_RATE_ANOMALY",
+                FindingClass::BurnRateAnomaly,
                 Severity::P2,
                 format!("cost.ledger:{}", e.line),
                 "the agent reports no cost and no cost-estimate-usd is set: the usd-cap cannot hold",
@@ -1142,7 +1141,7 @@ fn check_spend(
         let cost = l.iteration_total(last.iteration);
         if cost >= per_iter {
             a.add(
-                "BURN_RATE_ANOMALY",
+                FindingClass::BurnRateAnomaly,
                 Severity::P1,
                 format!("cost.ledger:{}", last.line),
                 format!(
@@ -1169,7 +1168,7 @@ fn check_commits(a: &mut Audit<'_>, dir: &Path, last_done: u64) {
             && t.lines().next() == Some("failed")
         {
             a.add(
-                "COMMIT_SCOPE_RISK",
+                FindingClass::CommitScopeRisk,
                 Severity::P1,
                 format!("{rel}/commit.txt:1"),
                 format!(
@@ -1182,7 +1181,7 @@ fn check_commits(a: &mut Audit<'_>, dir: &Path, last_done: u64) {
             && !t.trim().is_empty()
         {
             a.add(
-                "COMMIT_SCOPE_RISK",
+                FindingClass::CommitScopeRisk,
                 Severity::P2,
                 format!("{rel}/baseline-touched.txt:1"),
                 format!(
@@ -1213,7 +1212,7 @@ fn check_drift(
         let retried_here = recovered && n == next;
         if n >= next && !aborted_here && !retried_here {
             a.add(
-                "STATE_DRIFT",
+                FindingClass::StateDrift,
                 Severity::P1,
                 p.window.evidence("progress.md", i),
                 format!(
@@ -1223,7 +1222,7 @@ fn check_drift(
             );
         } else if n + 1 < next {
             a.add(
-                "STATE_DRIFT",
+                FindingClass::StateDrift,
                 Severity::P1,
                 ev_line.clone(),
                 format!(
@@ -1234,7 +1233,7 @@ fn check_drift(
         }
     } else if next > 1 && progress.is_some_and(|p| p.window.whole) {
         a.add(
-            "STATE_DRIFT",
+            FindingClass::StateDrift,
             Severity::P1,
             ev_line.clone(),
             format!(
@@ -1252,7 +1251,7 @@ fn check_drift(
         let ev_next = EventsWindow::u64_field(e, "next_iteration").unwrap_or(0);
         if ev_gen > state.generation {
             a.add(
-                "STATE_DRIFT",
+                FindingClass::StateDrift,
                 Severity::P1,
                 ev.evidence(k),
                 format!(
@@ -1261,9 +1260,9 @@ fn check_drift(
                 ),
                 a.recover(""),
             );
-        } else if ev_gen == state.generation && (status != state.last_status || ev_next != next) {
+        } else if ev_gen == state.generation && (state.last_status != status || ev_next != next) {
             a.add(
-                "STATE_DRIFT",
+                FindingClass::StateDrift,
                 Severity::P1,
                 ev.evidence(k),
                 format!(
@@ -1290,7 +1289,7 @@ fn check_status(
     let last_done = state.next_iteration.saturating_sub(1);
     if state.cb_state == "OPEN" {
         a.add(
-            "CIRCUIT_OPEN",
+            FindingClass::CircuitOpen,
             Severity::P1,
             format!("state.env:{}", state_line(text, "CB_STATE")),
             format!(
@@ -1302,21 +1301,21 @@ fn check_status(
     }
     match state.stop_reason.as_str() {
         "stalled" => a.add(
-            "CONVERGENCE_STALL",
+            FindingClass::ConvergenceStall,
             Severity::P1,
             reason_line.clone(),
             "no progress: the tree was the same after the last iterations (see .action-sig.log); change the approach in goal.md or notes.md first",
             a.recover("--clear-stall"),
         ),
         "oscillating" => a.add(
-            "OSCILLATION_LOOP",
+            FindingClass::OscillationLoop,
             Severity::P1,
             reason_line.clone(),
             "the tree alternates between two states (see .action-sig.log); change the approach in goal.md or notes.md first",
             a.recover("--clear-stall"),
         ),
         "tool_failure" | "preflight" => a.add(
-            "TOOL_FAILURE",
+            FindingClass::ToolFailure,
             Severity::P1,
             last.filter(|r| r.get("AGENT_OUTCOME") == "permanent")
                 .map(|r| format!("{}/result.env:{}", iter_rel(last_done), r.line_of("AGENT_OUTCOME")))
@@ -1328,7 +1327,7 @@ fn check_status(
             format!("orbit run {shown}"),
         ),
         "vacuous_verify" => a.add(
-            "VACUOUS_VERIFY",
+            FindingClass::VacuousVerify,
             Severity::P1,
             "iterations/baseline/verify.log:1",
             "verify.sh passed on the untouched tree before the agent did anything: its checks prove nothing",
@@ -1349,14 +1348,14 @@ fn check_status(
             let evidence = w.evidence(".action-sig.log", w.lines.saturating_sub(1));
             match sigs::stall(&log.sigs, window) {
                 Some(sigs::Stall::Converged { window }) => a.add(
-                    "CONVERGENCE_STALL",
+                    FindingClass::ConvergenceStall,
                     Severity::P2,
                     evidence,
                     format!("the last {window} iterations left the same tree: the next decision stops the loop as stalled"),
                     a.recover("--clear-stall"),
                 ),
                 Some(sigs::Stall::Oscillating) => a.add(
-                    "OSCILLATION_LOOP",
+                    FindingClass::OscillationLoop,
                     Severity::P2,
                     evidence,
                     "the last four iterations alternate between two trees (A B A B)",
@@ -1380,7 +1379,7 @@ fn check_status(
                 })
                 .unwrap_or_else(|| format!("state.env:{}", state_line(text, "LAST_STATUS")));
             a.add(
-                "VERIFY_GAP",
+                FindingClass::VerifyGap,
                 Severity::P0,
                 evidence,
                 format!(
@@ -1395,7 +1394,7 @@ fn check_status(
         let failing = last.filter(|r| r.get("VERIFY") == "fail");
         if let Some(r) = failing {
             a.add(
-                "VERIFY_GAP",
+                FindingClass::VerifyGap,
                 Severity::P2,
                 format!("{}/result.env:{}", iter_rel(last_done), r.line_of("VERIFY")),
                 format!(

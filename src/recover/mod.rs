@@ -15,6 +15,7 @@ use std::process::Command;
 
 use crate::cli::RecoverArgs;
 use crate::config::{self, LoopConfig};
+use crate::contract::{CbState, Status, StopReason};
 use crate::error::{Error, Result};
 use crate::state::{Sidecar, State};
 use crate::{events, fsx, pins, progress};
@@ -516,7 +517,7 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
         plan.writes.push((pins_path, new_pins.into_bytes(), false));
     }
     // The pins as they will stand.
-    let mut broken: Option<(String, &'static str)> = None;
+    let mut broken: Option<(String, StopReason)> = None;
     for (want, p) in &pin_set {
         if p.is_empty() {
             continue;
@@ -528,7 +529,7 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
             .map(|(_, h)| h.clone())
             .or_else(|| file_hash(&path));
         if have.as_deref() != Some(want.as_str()) {
-            broken = Some((p.clone(), pins::violation_reason(p)));
+            broken = Some((p.clone(), pins::pin_reason(p)));
             break;
         }
     }
@@ -565,50 +566,47 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
     let ledger = read_opt(&dir.join("cost.ledger"))?.unwrap_or_default();
     let cost = evidence::ledger_sum(&ledger);
     let (cb_state, cb_fails, cb_sig, cb_opened_at) = match (&old, args.reset_circuit) {
-        (Some(s), false) => (
-            s.cb_state.clone(),
-            s.cb_fails,
-            s.cb_sig.clone(),
-            s.cb_opened_at,
-        ),
-        _ => ("CLOSED".to_string(), 0, String::new(), 0),
+        (Some(s), false) => (s.cb_state, s.cb_fails, s.cb_sig.clone(), s.cb_opened_at),
+        _ => (CbState::Closed, 0, String::new(), 0),
     };
     if args.reset_circuit
         && old
             .as_ref()
-            .is_some_and(|s| s.cb_state != "CLOSED" || s.cb_fails != 0)
+            .is_some_and(|s| s.cb_state != CbState::Closed || s.cb_fails != 0)
     {
         plan.repairs
             .push("circuit breaker reset to CLOSED (--reset-circuit)".into());
     }
     let ran = last > 0 || dir.join(".baseline-commit").is_file();
-    let (status, reason): (String, String) = if done {
-        ("DONE".into(), "none".into())
+    let (status, reason): (Status, StopReason) = if done {
+        (Status::Done, StopReason::None)
     } else if let Some((p, why)) = &broken {
         plan.notes.push(format!(
             "the pin of {p} is still broken ({why}): review the change, then --repin{} or --restore-pinned",
             if p == "goal.md" { "-goal" } else { "" }
         ));
-        ("ABORTED".into(), why.to_string())
-    } else if cb_state == "OPEN" {
-        ("BLOCKED".into(), "circuit_open".into())
+        (Status::Aborted, *why)
+    } else if cb_state == CbState::Open {
+        (Status::Blocked, StopReason::CircuitOpen)
     } else if let Some(s) = &old {
-        match s.last_status.as_str() {
-            "STALLED" if !args.clear_stall => ("STALLED".into(), s.stop_reason.clone()),
-            "PAUSED" => ("PAUSED".into(), s.stop_reason.clone()),
-            "BLOCKED"
-                if !retry && s.stop_reason != "circuit_open" && s.stop_reason != "tool_failure" =>
+        match s.last_status {
+            Status::Stalled if !args.clear_stall => (Status::Stalled, s.stop_reason),
+            Status::Paused => (Status::Paused, s.stop_reason),
+            Status::Blocked
+                if !retry
+                    && s.stop_reason != StopReason::CircuitOpen
+                    && s.stop_reason != StopReason::ToolFailure =>
             {
-                ("BLOCKED".into(), s.stop_reason.clone())
+                (Status::Blocked, s.stop_reason)
             }
-            "READY" if last == 0 => ("READY".into(), "none".into()),
-            "CONTINUE" => ("CONTINUE".into(), s.stop_reason.clone()),
-            _ => ("CONTINUE".into(), "none".into()),
+            Status::Ready if last == 0 => (Status::Ready, StopReason::None),
+            Status::Continue => (Status::Continue, s.stop_reason),
+            _ => (Status::Continue, StopReason::None),
         }
     } else if !ran {
-        ("READY".into(), "none".into())
+        (Status::Ready, StopReason::None)
     } else {
-        ("CONTINUE".into(), "none".into())
+        (Status::Continue, StopReason::None)
     };
     let started_at = match &old {
         Some(s) => s.started_at,
@@ -924,8 +922,8 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
             "next_iteration",
             event_value(&result.next_iteration.to_string()),
         ),
-        ("status", event_value(&result.last_status)),
-        ("reason", event_value(&result.stop_reason)),
+        ("status", event_value(result.last_status.as_str())),
+        ("reason", event_value(result.stop_reason.as_str())),
         ("gen", event_value(&result.generation.to_string())),
         ("backup", event_value(&brel)),
     ];
@@ -1076,8 +1074,9 @@ mod tests {
     }
 
     #[test]
-    fn bash_knows_this_contract_version() {
+    fn bash_knows_this_contract_version_from_the_prelude_alone() {
         let want = format!("ORBIT_CONTRACT_VERSION={}\n", config::CONTRACT_VERSION);
-        assert!(crate::render::LIB_RECOVER.contains(&want));
+        assert!(crate::contract::bash::prelude().contains(&format!("readonly {want}")));
+        assert!(!crate::render::LIB_RECOVER.contains("ORBIT_CONTRACT_VERSION=1"));
     }
 }

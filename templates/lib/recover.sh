@@ -1,10 +1,9 @@
 # ---- recover: standalone state repair, with bash alone. The same derivation as
 # ---- `orbit recover` (see docs/RECOVER.md): both write the same state.env from the same
 # ---- evidence. Every rewritten file is copied to backups/<UTC time>/ first; every write
-# ---- is atomic; state.env and its sidecar are written last.
+# ---- is atomic; state.env and its sidecar are written last. The contract version a loop
+# ---- is brought to with --migrate is the prelude's ORBIT_CONTRACT_VERSION.
 
-# The contract version this script brings a loop to with --migrate.
-ORBIT_CONTRACT_VERSION=1.0.0
 
 RC_DIR=
 RC_ARG_DIR=

@@ -27,6 +27,7 @@ const FRESH_FILES: [&str; 12] = [
 /// shellcheck; the snapshot shows what is rendered around them).
 fn summarise_static(mut text: String) -> String {
     for (name, part) in [
+        ("the contract prelude", orbit::contract::bash::prelude()),
         ("lib/common.sh", orbit::render::LIB_COMMON),
         ("lib/proc.sh", orbit::render::LIB_PROC),
         ("lib/state.sh", orbit::render::LIB_STATE),

@@ -1,0 +1,647 @@
+//! The loop contract's vocabulary, owned here once: the names `LOOP-CONTRACT.md` makes
+//! binding (statuses, stop reasons, exit codes, state keys and their types, result.env keys,
+//! audit verdicts and finding classes, pin reasons, agent permission files, fault points,
+//! settings with their bounds) and the contract version.
+//!
+//! Rust reads and writes every loop file through these types; [`bash`] renders the same
+//! tables into the data prelude of every generated script, so the static bash names each
+//! code and word instead of repeating it. Adding a stop reason is one line in
+//! [`StopReason`] and its use; the state parsers (both), the prelude and the tests follow.
+
+pub mod bash;
+pub mod settings;
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+pub use settings::{SETTINGS, Setting, SettingKind, setting};
+
+/// The version of `LOOP-CONTRACT.md` this build writes.
+pub const CONTRACT_VERSION: &str = "1.0.0";
+
+/// A closed set of contract words: an enum with its text, the list of every member, a
+/// parser and the serde form (the text).
+macro_rules! vocabulary {
+    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl $name {
+            /// Every member, in the contract's order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The word as the contract and the files spell it.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+
+            /// The member spelled `text`, if any.
+            pub fn parse(text: &str) -> Option<$name> {
+                match text {
+                    $($text => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+    };
+}
+
+vocabulary! {
+    /// `LAST_STATUS` (contract 4.2).
+    pub enum Status {
+        Ready = "READY",
+        Continue = "CONTINUE",
+        Done = "DONE",
+        Blocked = "BLOCKED",
+        Paused = "PAUSED",
+        Stalled = "STALLED",
+        Aborted = "ABORTED",
+    }
+}
+
+impl Status {
+    /// The word of the footer line `NEXUS_LOOP_STATUS:`: anything but a verified DONE or an
+    /// unrun READY is CONTINUE.
+    pub fn footer(self) -> Status {
+        match self {
+            Status::Done | Status::Ready => self,
+            _ => Status::Continue,
+        }
+    }
+}
+
+vocabulary! {
+    /// `STOP_REASON` (contract 4.1).
+    pub enum StopReason {
+        None = "none",
+        Tick = "tick",
+        MaxIterations = "max_iterations",
+        LoopTimeout = "loop_timeout",
+        Budget = "budget",
+        RateLimit = "rate_limit",
+        CircuitOpen = "circuit_open",
+        ToolFailure = "tool_failure",
+        Stalled = "stalled",
+        Oscillating = "oscillating",
+        GoalDrift = "goal_drift",
+        RewardHack = "reward_hack",
+        PermissionHijack = "permission_hijack",
+        ScriptTamper = "script_tamper",
+        LoopTamper = "loop_tamper",
+        GitTamper = "git_tamper",
+        VacuousVerify = "vacuous_verify",
+        Preflight = "preflight",
+        Signal = "signal",
+        StateCorrupt = "state_corrupt",
+        Stopped = "stopped",
+    }
+}
+
+impl StopReason {
+    /// The integrity reasons: a pinned or guarded file changed (ABORTED, exit 3).
+    pub const INTEGRITY: &'static [StopReason] = &[
+        StopReason::GoalDrift,
+        StopReason::RewardHack,
+        StopReason::PermissionHijack,
+        StopReason::ScriptTamper,
+        StopReason::LoopTamper,
+        StopReason::GitTamper,
+    ];
+
+    pub fn is_integrity(self) -> bool {
+        StopReason::INTEGRITY.contains(&self)
+    }
+
+    /// The audit class that names an integrity stop.
+    pub fn integrity_class(self) -> Option<FindingClass> {
+        Some(match self {
+            StopReason::GoalDrift => FindingClass::GoalDrift,
+            StopReason::RewardHack => FindingClass::RewardHack,
+            StopReason::PermissionHijack => FindingClass::PermissionHijack,
+            StopReason::ScriptTamper | StopReason::LoopTamper | StopReason::GitTamper => {
+                FindingClass::ScriptTamper
+            }
+            _ => return None,
+        })
+    }
+}
+
+vocabulary! {
+    /// `CB_STATE`: the circuit breaker.
+    pub enum CbState {
+        Closed = "CLOSED",
+        HalfOpen = "HALF_OPEN",
+        Open = "OPEN",
+    }
+}
+
+/// The runner's exit codes (contract 5), each with the name the bash prelude gives it
+/// (`EXIT_` + the name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExitCode {
+    /// DONE (verified), also for a rerun of a DONE loop.
+    Done,
+    /// An unexpected failure of the script itself (not a contract outcome).
+    Failure,
+    Preflight,
+    Integrity,
+    StateCorrupt,
+    Continue,
+    LoopTimeout,
+    Budget,
+    RateLimited,
+    Blocked,
+    Stalled,
+    Exhausted,
+    VacuousVerify,
+    Stopped,
+    Locked,
+}
+
+impl ExitCode {
+    pub const ALL: &'static [ExitCode] = &[
+        ExitCode::Done,
+        ExitCode::Failure,
+        ExitCode::Preflight,
+        ExitCode::Integrity,
+        ExitCode::StateCorrupt,
+        ExitCode::Continue,
+        ExitCode::LoopTimeout,
+        ExitCode::Budget,
+        ExitCode::RateLimited,
+        ExitCode::Blocked,
+        ExitCode::Stalled,
+        ExitCode::Exhausted,
+        ExitCode::VacuousVerify,
+        ExitCode::Stopped,
+        ExitCode::Locked,
+    ];
+
+    pub const fn code(self) -> u8 {
+        match self {
+            ExitCode::Done => 0,
+            ExitCode::Failure => 1,
+            ExitCode::Preflight => 2,
+            ExitCode::Integrity => 3,
+            ExitCode::StateCorrupt => 4,
+            ExitCode::Continue => 10,
+            ExitCode::LoopTimeout => 11,
+            ExitCode::Budget => 12,
+            ExitCode::RateLimited => 13,
+            ExitCode::Blocked => 14,
+            ExitCode::Stalled => 15,
+            ExitCode::Exhausted => 16,
+            ExitCode::VacuousVerify => 17,
+            ExitCode::Stopped => 18,
+            ExitCode::Locked => 20,
+        }
+    }
+
+    /// The bash name, `EXIT_<NAME>`.
+    pub const fn bash_name(self) -> &'static str {
+        match self {
+            ExitCode::Done => "EXIT_DONE",
+            ExitCode::Failure => "EXIT_FAILURE",
+            ExitCode::Preflight => "EXIT_PREFLIGHT",
+            ExitCode::Integrity => "EXIT_INTEGRITY",
+            ExitCode::StateCorrupt => "EXIT_STATE_CORRUPT",
+            ExitCode::Continue => "EXIT_CONTINUE",
+            ExitCode::LoopTimeout => "EXIT_LOOP_TIMEOUT",
+            ExitCode::Budget => "EXIT_BUDGET",
+            ExitCode::RateLimited => "EXIT_RATE_LIMITED",
+            ExitCode::Blocked => "EXIT_BLOCKED",
+            ExitCode::Stalled => "EXIT_STALLED",
+            ExitCode::Exhausted => "EXIT_EXHAUSTED",
+            ExitCode::VacuousVerify => "EXIT_VACUOUS_VERIFY",
+            ExitCode::Stopped => "EXIT_STOPPED",
+            ExitCode::Locked => "EXIT_LOCKED",
+        }
+    }
+
+    pub fn from_code(code: u8) -> Option<ExitCode> {
+        ExitCode::ALL.iter().copied().find(|e| e.code() == code)
+    }
+
+    /// Whether a scheduler should count this exit as a success: the loop is DONE, has work
+    /// left for the next tick, waits for a rate limit, was stopped by its user, or another
+    /// runner has it.
+    pub fn scheduler_success(self) -> bool {
+        matches!(
+            self,
+            ExitCode::Done
+                | ExitCode::Continue
+                | ExitCode::RateLimited
+                | ExitCode::Stopped
+                | ExitCode::Locked
+        )
+    }
+}
+
+vocabulary! {
+    /// The verdict `orbit audit` gives a loop (contract 9).
+    pub enum Verdict {
+        Ready = "READY",
+        Running = "RUNNING",
+        Idle = "IDLE",
+        Done = "DONE",
+        Paused = "PAUSED",
+        Blocked = "BLOCKED",
+        Stalled = "STALLED",
+        Crashed = "CRASHED",
+        Aborted = "ABORTED",
+        Corrupt = "CORRUPT",
+        Exhausted = "EXHAUSTED",
+    }
+}
+
+vocabulary! {
+    /// How urgent a finding is: P0 stop now, P1 recover then continue, P2 note.
+    pub enum Severity {
+        P0 = "P0",
+        P1 = "P1",
+        P2 = "P2",
+    }
+}
+
+vocabulary! {
+    /// The classes of audit findings (contract 9).
+    pub enum FindingClass {
+        ContractMissing = "CONTRACT_MISSING",
+        StateDrift = "STATE_DRIFT",
+        TornCheckpoint = "TORN_CHECKPOINT",
+        VerifyGap = "VERIFY_GAP",
+        VerifyFlaky = "VERIFY_FLAKY",
+        VacuousVerify = "VACUOUS_VERIFY",
+        ValidatorGap = "VALIDATOR_GAP",
+        CommitScopeRisk = "COMMIT_SCOPE_RISK",
+        ToolFailure = "TOOL_FAILURE",
+        CircuitOpen = "CIRCUIT_OPEN",
+        ConvergenceStall = "CONVERGENCE_STALL",
+        OscillationLoop = "OSCILLATION_LOOP",
+        BurnRateAnomaly = "BURN_RATE_ANOMALY",
+        GoalDrift = "GOAL_DRIFT",
+        RewardHack = "REWARD_HACK",
+        PermissionHijack = "PERMISSION_HIJACK",
+        ScriptTamper = "SCRIPT_TAMPER",
+        JournalBroken = "JOURNAL_BROKEN",
+        StaleLock = "STALE_LOCK",
+        OrphanAgent = "ORPHAN_AGENT",
+        UnboundedLoop = "UNBOUNDED_LOOP",
+        /// A runner died mid-iteration (no footer, the lock free, an iteration unfinished).
+        Crashed = "CRASHED",
+    }
+}
+
+vocabulary! {
+    /// The third field of a cost.ledger line: how the amount was known.
+    pub enum CostKind {
+        Reported = "reported",
+        Estimated = "estimated",
+        Unknown = "unknown",
+    }
+}
+
+vocabulary! {
+    /// `ORBIT_PHASE` and result.env `PHASE`.
+    pub enum Phase {
+        Work = "work",
+        Confirm = "confirm",
+        Wrapup = "wrapup",
+    }
+}
+
+vocabulary! {
+    /// result.env `VERIFY`: what verify.sh said of an iteration.
+    pub enum VerifyOutcome {
+        Pass = "pass",
+        Fail = "fail",
+        Skip = "skip",
+    }
+}
+
+vocabulary! {
+    /// Where `ORBIT_FAULT=<point>` makes the runner kill itself (contract 5), and where it
+    /// makes recover stop half-way (the `recover_` points).
+    pub enum FaultPoint {
+        AfterLock = "after_lock",
+        BeforeAgent = "before_agent",
+        AfterAgent = "after_agent",
+        MidStateWrite = "mid_state_write",
+        AfterStateBeforeSidecar = "after_state_before_sidecar",
+        BeforeCommit = "before_commit",
+        AfterCommit = "after_commit",
+        MidProgressAppend = "mid_progress_append",
+        RecoverBeforeCheckpoint = "recover_before_checkpoint",
+    }
+}
+
+vocabulary! {
+    /// The events of events.jsonl the runner and recover write (contract 4.4).
+    pub enum EventName {
+        LoopStart = "loop_start",
+        IterationStart = "iteration_start",
+        AgentExit = "agent_exit",
+        VerifyPass = "verify_pass",
+        VerifyFail = "verify_fail",
+        IntegrityPass = "integrity_pass",
+        IntegrityFail = "integrity_fail",
+        CircuitChange = "circuit_change",
+        StateWrite = "state_write",
+        DoneClaim = "done_claim",
+        DoneRejected = "done_rejected",
+        RateLimited = "rate_limited",
+        IterationEnd = "iteration_end",
+        Recovery = "recovery",
+        LoopStop = "loop_stop",
+    }
+}
+
+/// The type of a state.env value; the Rust and bash parsers both check it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueType {
+    /// `MAJOR.MINOR.PATCH`, each part at most 6 digits.
+    Semver,
+    /// A whole number >= 1 (at most 18 digits, no leading zero).
+    Positive,
+    /// A whole number >= 0 (at most 18 digits, no leading zero).
+    Uint,
+    /// Lowercase hex, at most 64 digits (empty allowed).
+    Hex,
+    /// A git ref name or empty.
+    RefName,
+    /// One of [`Status`].
+    Status,
+    /// One of [`StopReason`].
+    StopReason,
+    /// One of [`CbState`].
+    CbState,
+}
+
+impl ValueType {
+    /// The bash prelude's name for the type (`ORBIT_STATE_TYPE[KEY]`).
+    pub const fn bash_name(self) -> &'static str {
+        match self {
+            ValueType::Semver => "semver",
+            ValueType::Positive => "positive",
+            ValueType::Uint => "uint",
+            ValueType::Hex => "hex",
+            ValueType::RefName => "ref",
+            ValueType::Status => "status",
+            ValueType::StopReason => "stop_reason",
+            ValueType::CbState => "cb_state",
+        }
+    }
+}
+
+/// The largest integer a state value may hold: 18 digits stay inside bash's signed 64 bits.
+pub const MAX_UINT_DIGITS: usize = 18;
+
+/// Every state.env key, in the order the file lists them, with its type (contract 4.1).
+pub const STATE_KEYS: &[(&str, ValueType)] = &[
+    ("CONTRACT_VERSION", ValueType::Semver),
+    ("GEN", ValueType::Positive),
+    ("NEXT_ITERATION", ValueType::Positive),
+    ("LAST_STATUS", ValueType::Status),
+    ("STOP_REASON", ValueType::StopReason),
+    ("STARTED_AT", ValueType::Uint),
+    ("LAST_UPDATED_AT", ValueType::Uint),
+    ("ORIGIN_BRANCH", ValueType::RefName),
+    ("ITER_BRANCH", ValueType::RefName),
+    ("COST_MICROUSD", ValueType::Uint),
+    ("CB_STATE", ValueType::CbState),
+    ("CB_FAILS", ValueType::Uint),
+    ("CB_SIG", ValueType::Hex),
+    ("CB_OPENED_AT", ValueType::Uint),
+    ("VERIFY_STREAK", ValueType::Uint),
+    ("RESUME_AT", ValueType::Uint),
+];
+
+fn is_uint(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= MAX_UINT_DIGITS
+        && v.bytes().all(|b| b.is_ascii_digit())
+        && (v == "0" || !v.starts_with('0'))
+}
+
+fn is_ref_name(v: &str) -> bool {
+    v.is_empty()
+        || (v.len() <= 200
+            && !v.starts_with(['-', '/', '.'])
+            && !v.contains("..")
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'/' | b'-')))
+}
+
+impl ValueType {
+    /// Whether `v` is a value of this type. The bash parser's `state_check_value` applies
+    /// the same rules (a property test holds the two together).
+    pub fn accepts(self, v: &str) -> bool {
+        match self {
+            ValueType::Semver => {
+                let parts: Vec<&str> = v.split('.').collect();
+                parts.len() == 3 && parts.iter().all(|p| is_uint(p) && p.len() <= 6)
+            }
+            ValueType::Positive => is_uint(v) && v != "0",
+            ValueType::Uint => is_uint(v),
+            ValueType::Hex => {
+                v.len() <= 64
+                    && v.bytes()
+                        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            }
+            ValueType::RefName => is_ref_name(v),
+            ValueType::Status => Status::parse(v).is_some(),
+            ValueType::StopReason => StopReason::parse(v).is_some(),
+            ValueType::CbState => CbState::parse(v).is_some(),
+        }
+    }
+}
+
+/// The type of a state key, if it is one.
+pub fn state_key_type(key: &str) -> Option<ValueType> {
+    STATE_KEYS.iter().find(|(k, _)| *k == key).map(|(_, t)| *t)
+}
+
+/// Every key of `iterations/NNNNNN/result.env`, in the order the runner writes them, and
+/// whether its value is a whole number (when present and not empty).
+pub const RESULT_KEYS: &[(&str, bool)] = &[
+    ("ITERATION", true),
+    ("STARTED_AT", true),
+    ("ENDED_AT", true),
+    ("PHASE", false),
+    ("AGENT_EXIT", false),
+    ("AGENT_OUTCOME", false),
+    ("ATTEMPTS", true),
+    ("DURATION", true),
+    ("VERIFY", false),
+    ("VERIFY_FAILING", false),
+    ("VERIFY_SIG", false),
+    ("TREE_BEFORE", false),
+    ("TREE_AFTER", false),
+    ("CHANGED", true),
+    ("COST_MICROUSD", true),
+    ("COST_KIND", false),
+    ("DONE_CLAIM", false),
+    ("DONE_VERDICT", false),
+    ("VERDICT", false),
+    ("STOP_REASON", false),
+    ("EXIT_CODE", true),
+    ("SUMMARY", false),
+    ("CB_FAILS", true),
+    ("VERIFY_STREAK", true),
+    ("CB_SIG", false),
+];
+
+/// Files orbit pins when it renders a loop; goal.md, the protected paths and the agent
+/// permission files are added by the runner's first run (contract 7).
+pub const INIT_PINNED: &[&str] = &[
+    "prompt.md",
+    "verify.sh",
+    "run-loop.sh",
+    "recover.sh",
+    "notify.sh",
+    "loop.toml",
+];
+
+/// The scripts of the loop directory (a change to one, or to loop.toml, is `script_tamper`).
+pub const SCRIPTS: &[&str] = &["run-loop.sh", "recover.sh", "notify.sh"];
+
+/// The agents' permission files as git pathspec globs relative to the repository root
+/// (contract 7): a change is `permission_hijack`, and one that appears is too.
+pub const PERMISSION_FILES: &[&str] = &[
+    ".claude/settings*.json",
+    ".codex/config.toml",
+    ".gemini/settings.json",
+];
+
+/// Whether a repository-relative path (or a pin path reaching the repository through
+/// `../`) is an agent permission file.
+pub fn is_permission_file(path: &str) -> bool {
+    let mut p = path;
+    while let Some(rest) = p.strip_prefix("../") {
+        p = rest;
+    }
+    p = p.trim_start_matches("./");
+    let (dir, name) = match p.rsplit_once('/') {
+        Some((d, n)) => (d, n),
+        None => return false,
+    };
+    // Only at the repository root, as the pathspecs above say.
+    let dir_ok = |want: &str| dir == want;
+    (dir_ok(".claude") && name.starts_with("settings") && name.ends_with(".json"))
+        || (dir_ok(".codex") && name == "config.toml")
+        || (dir_ok(".gemini") && name == "settings.json")
+}
+
+/// What a change to a pinned path means: the `STOP_REASON` (contract 7). Paths are as in
+/// pins.sha256: loop files by name, repository files through `../`.
+pub fn pin_reason(path: &str) -> StopReason {
+    let in_loop = !path.contains('/');
+    if in_loop {
+        match path {
+            "goal.md" => StopReason::GoalDrift,
+            "verify.sh" => StopReason::RewardHack,
+            _ => StopReason::ScriptTamper,
+        }
+    } else if is_permission_file(path) {
+        StopReason::PermissionHijack
+    } else {
+        StopReason::RewardHack
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_round_trip() {
+        for s in Status::ALL {
+            assert_eq!(Status::parse(s.as_str()), Some(*s));
+        }
+        for r in StopReason::ALL {
+            assert_eq!(StopReason::parse(r.as_str()), Some(*r));
+        }
+        for c in FindingClass::ALL {
+            assert_eq!(FindingClass::parse(c.as_str()), Some(*c));
+        }
+        assert_eq!(Status::parse("done"), None);
+        assert_eq!(Status::Paused.footer(), Status::Continue);
+    }
+
+    #[test]
+    fn exit_codes_are_distinct_and_named_for_bash() {
+        let mut codes: Vec<u8> = ExitCode::ALL.iter().map(|e| e.code()).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), ExitCode::ALL.len());
+        for e in ExitCode::ALL {
+            assert_eq!(ExitCode::from_code(e.code()), Some(*e));
+            assert!(e.bash_name().starts_with("EXIT_"));
+        }
+    }
+
+    #[test]
+    fn pin_reasons_follow_the_contract() {
+        assert_eq!(pin_reason("goal.md"), StopReason::GoalDrift);
+        assert_eq!(pin_reason("verify.sh"), StopReason::RewardHack);
+        assert_eq!(pin_reason("run-loop.sh"), StopReason::ScriptTamper);
+        assert_eq!(pin_reason("loop.toml"), StopReason::ScriptTamper);
+        assert_eq!(pin_reason("../../tests/a.rs"), StopReason::RewardHack);
+        for p in [
+            "../../.claude/settings.local.json",
+            "../../.claude/settings.json",
+            "../../.codex/config.toml",
+            "../../.gemini/settings.json",
+        ] {
+            assert_eq!(pin_reason(p), StopReason::PermissionHijack, "{p}");
+        }
+        // Deeper copies are not the agents' permission files.
+        assert_eq!(
+            pin_reason("../../docs/.codex/config.toml"),
+            StopReason::RewardHack
+        );
+    }
+
+    #[test]
+    fn value_types() {
+        assert!(ValueType::Semver.accepts("1.0.0"));
+        assert!(!ValueType::Semver.accepts("1.0"));
+        assert!(!ValueType::Positive.accepts("0"));
+        assert!(ValueType::Uint.accepts("0"));
+        assert!(!ValueType::Uint.accepts("01"));
+        assert!(!ValueType::Uint.accepts("1234567890123456789"));
+        assert!(ValueType::RefName.accepts(""));
+        assert!(!ValueType::RefName.accepts("a..b"));
+        assert!(ValueType::StopReason.accepts("loop_tamper"));
+    }
+}

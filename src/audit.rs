@@ -8,7 +8,6 @@
 //! `docs/AUDIT.md` for the verdict rules, the classes and the windows.
 
 mod check;
-pub mod probe;
 mod runner_log;
 mod tail;
 
@@ -19,7 +18,9 @@ use serde::Serialize;
 
 use crate::cli::{AuditArgs, StatusArgs};
 use crate::error::{Error, Result};
-use crate::run::loops_under;
+use crate::locate::{loops_under, repo_by_dot_git};
+
+pub use crate::locate::lock_held;
 
 pub use check::audit_loop;
 
@@ -85,17 +86,6 @@ pub fn exit_code(reports: &[LoopReport]) -> u8 {
     }
 }
 
-/// Whether a runner (or a stray process) holds the loop's lock, probed without taking it:
-/// for commands that must refuse while a loop runs (`orbit recover`, `orbit init --force`).
-/// Unlike a `try_lock`, this never makes a runner starting at the same instant exit 20.
-pub fn lock_held(dir: &Path) -> bool {
-    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    matches!(
-        probe::lock(&dir),
-        probe::Lock::Runner { .. } | probe::Lock::StrayHolder { .. }
-    )
-}
-
 /// The loops to audit, each with the name commands show for it.
 fn targets(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, String)>> {
     let cwd =
@@ -116,11 +106,7 @@ fn targets(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, String)>> {
     let base = std::fs::canonicalize(&cwd).unwrap_or(cwd);
     // The repository is found by its .git entry, without running git: an audit never
     // starts a git process that could take the index lock.
-    let repo = base
-        .ancestors()
-        .find(|d| d.join(".git").exists())
-        .map(Path::to_path_buf)
-        .ok_or_else(|| {
+    let repo = repo_by_dot_git(&base).ok_or_else(|| {
             Error::Git(format!(
                 "{} is not inside a git repository: name a loop directory, or run orbit audit inside the repository",
                 base.display()

@@ -5,13 +5,13 @@
 use std::fs;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
-use std::process::Command;
 
 use crate::cli::InitArgs;
 use crate::config::LoopConfig;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::goal::{self, GoalText};
+use crate::locate::repo_root;
 use crate::render::{self, View};
 use crate::state::{Sidecar, State};
 use crate::{fsx, pins, progress};
@@ -21,26 +21,6 @@ use crate::{fsx, pins, progress};
 pub struct InitOutcome {
     pub dir: PathBuf,
     pub rerendered: bool,
-}
-
-/// The repository root containing `dir` (canonical).
-pub fn repo_root(dir: &Path) -> Result<PathBuf> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["rev-parse", "--show-toplevel"])
-        .output()
-        .map_err(|e| Error::io("cannot run git (is it installed?)", e))?;
-    if !out.status.success() {
-        return Err(Error::Git(format!(
-            "{} is not inside a git repository: orbit loops live in one (run `git init` first)",
-            dir.display()
-        )));
-    }
-    let text = String::from_utf8_lossy(&out.stdout)
-        .trim_end_matches('\n')
-        .to_string();
-    fs::canonicalize(&text).map_err(|e| Error::io(format!("cannot resolve {text}"), e))
 }
 
 fn read_goal(args: &InitArgs) -> Result<GoalText> {
@@ -536,7 +516,7 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
             ));
         }
     }
-    if crate::audit::lock_held(&dir) {
+    if crate::locate::lock_held(&dir) {
         return Err(Error::Refused(format!(
             "a runner holds {}/.run-loop.lock: stop it first (the scripts must not change under a running loop)",
             dir.display()

@@ -15,6 +15,7 @@ pub mod fsx;
 pub mod goal;
 pub mod init;
 pub mod ledger;
+pub mod locate;
 pub mod ops;
 pub mod pins;
 pub mod progress;

@@ -11,16 +11,16 @@ use crate::cli::{ReportArgs, ScheduleArgs, StopArgs};
 use crate::config::LoopConfig;
 use crate::error::{Error, Result};
 use crate::goal::{self, parse_duration};
-use crate::run::pick_loop;
+use crate::locate::{pick_loop, repo_root};
 use crate::state::State;
 use crate::{fsx, progress, shell};
 
 /// The pid of the runner holding a loop's lock, found without taking the lock (see
-/// `audit::probe::lock`).
+/// `locate::probe::lock`).
 pub fn runner_pid(dir: &Path) -> Option<u32> {
     let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    match crate::audit::probe::lock(&dir) {
-        crate::audit::probe::Lock::Runner { pid, .. } if pid > 0 => Some(pid),
+    match crate::locate::probe::lock(&dir) {
+        crate::locate::probe::Lock::Runner { pid, .. } if pid > 0 => Some(pid),
         _ => None,
     }
 }
@@ -82,7 +82,7 @@ pub struct Target {
 fn target(dir: Option<&Path>) -> Result<Target> {
     let dir = abs_dir(&pick_loop(dir)?)?;
     let cfg = LoopConfig::load(&dir.join("loop.toml"))?;
-    let repo = crate::init::repo_root(&dir)?;
+    let repo = repo_root(&dir)?;
     let bash = which("bash").ok_or_else(|| Error::Usage("bash is not on PATH".into()))?;
     let path_env = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
     Ok(Target {

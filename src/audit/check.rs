@@ -3,7 +3,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::probe::{self, Lock};
 use super::runner_log;
 use super::tail::{self, Window};
 use super::{Finding, LoopReport, Severity, Summary};
@@ -12,6 +11,7 @@ use crate::contract::{FindingClass, Status, StopReason, Verdict};
 use crate::events::{self, ChainError, Event};
 use crate::goal::{format_usd, parse_duration};
 use crate::ledger;
+use crate::locate::probe::{self, Lock};
 use crate::pins;
 use crate::progress::{self, EntryKind};
 use crate::result_env::{self, ResultEnv};

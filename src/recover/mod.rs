@@ -86,11 +86,11 @@ fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
             }
             d.to_path_buf()
         }
-        None => crate::run::pick_loop(None)?,
+        None => crate::locate::pick_loop(None)?,
     };
     let dir = fs::canonicalize(&dir)
         .map_err(|e| Error::io(format!("cannot resolve {}", dir.display()), e))?;
-    let repo = crate::init::repo_root(&dir)?;
+    let repo = crate::locate::repo_root(&dir)?;
     let rel = dir
         .strip_prefix(&repo)
         .map(|p| p.to_string_lossy().into_owned())
@@ -109,10 +109,10 @@ fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
     })
 }
 
-/// Who holds the loop's lock, in words, probed without taking it (`audit::probe`). Where
+/// Who holds the loop's lock, in words, probed without taking it (`locate::probe`). Where
 /// /proc/locks cannot be read (not Linux), flock is asked for an instant.
 fn lock_holder(dir: &Path) -> Option<String> {
-    use crate::audit::probe::{self, Lock};
+    use crate::locate::probe::{self, Lock};
     let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     match probe::lock(&dir) {
         Lock::Runner { pid, how } if pid > 0 => {

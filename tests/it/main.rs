@@ -5,6 +5,7 @@
 mod audit;
 mod guards;
 mod init;
+mod layout;
 mod ops;
 mod recover;
 mod reliability;

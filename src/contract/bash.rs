@@ -84,7 +84,8 @@ fn render() -> String {
         "{HEADER} (exit codes, statuses, stop reasons, state keys\n\
          # ---- and their types, settings and their bounds), rendered from orbit's contract module."
     );
-    out.push_str("# shellcheck disable=SC2034  # each script uses the names it needs\n");
+    // One group command, so that the directive covers every line of it.
+    out.push_str("# shellcheck disable=SC2034  # each script uses the names it needs\n{\n");
     let _ = writeln!(out, "readonly ORBIT_CONTRACT_VERSION={CONTRACT_VERSION}");
 
     out.push_str("# Exit codes (contract section 5).\n");
@@ -200,6 +201,7 @@ fn render() -> String {
         "ORBIT_SETTING_MAX",
         maxs.iter().map(|(k, v)| (k.clone(), v.as_str())),
     );
+    out.push_str("}\n");
     out
 }
 

@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 
 use crate::cli::{ReportArgs, ScheduleArgs, StopArgs};
 use crate::config::LoopConfig;
+use crate::contract::{CostKind, VerifyOutcome};
 use crate::error::{Error, Result};
 use crate::goal::{self, parse_duration};
 use crate::locate::{pick_loop, repo_root};
+use crate::result_env::{self, ResultEnv};
 use crate::state::State;
-use crate::{fsx, progress, shell};
+use crate::{fsx, ledger, progress, shell};
 
 /// The pid of the runner holding a loop's lock, found without taking the lock (see
 /// `locate::probe::lock`).
@@ -336,22 +338,11 @@ pub fn stop(args: &StopArgs) -> Result<u8> {
     Ok(0)
 }
 
-fn kv(path: &Path) -> Vec<(String, String)> {
-    fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            l.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-        })
-        .collect()
-}
-
-fn get<'a>(kv: &'a [(String, String)], key: &str) -> &'a str {
-    kv.iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-        .unwrap_or("")
+/// An iteration's result.env through the one result.env reader; `None` when it is absent
+/// or unreadable (the report then skips the row, as audit names the problem).
+fn read_result(path: &Path) -> Option<ResultEnv> {
+    let bytes = fs::read(path).ok()?;
+    result_env::parse(&bytes).ok()
 }
 
 /// Table cells hold text from the agent and the repository: no pipes, no newlines.
@@ -406,8 +397,12 @@ pub fn report_text(dir: &Path) -> Result<String> {
         "- iterations: {done} of at most {}\n",
         cfg.max_iterations
     ));
-    let ledger = fs::read_to_string(dir.join("cost.ledger")).unwrap_or_default();
-    let unknown = ledger.lines().filter(|l| l.ends_with("\tunknown")).count();
+    let ledger = ledger::parse(&fs::read(dir.join("cost.ledger")).unwrap_or_default());
+    let unknown = ledger
+        .entries
+        .iter()
+        .filter(|e| e.kind == CostKind::Unknown)
+        .count();
     let spend = goal::format_usd(state.cost_microusd);
     let cap = LoopConfig::usd_micro(cfg.usd_cap)
         .map(|c| format!(" of a ${} cap", goal::format_usd(c)))
@@ -441,13 +436,12 @@ pub fn report_text(dir: &Path) -> Result<String> {
     // Up to NEXT_ITERATION: an ABORTED iteration is recorded but not counted as done.
     for i in first..=state.next_iteration {
         let idir = dir.join(format!("iterations/{i:06}"));
-        let r = kv(&idir.join("result.env"));
-        if r.is_empty() {
+        let Some(r) = read_result(&idir.join("result.env")) else {
             continue;
-        }
-        let verify = match get(&r, "VERIFY") {
-            "fail" => format!("fail: {}", cell(get(&r, "VERIFY_FAILING"))),
-            v => v.to_string(),
+        };
+        let verify = match VerifyOutcome::parse(r.get("VERIFY")) {
+            Some(VerifyOutcome::Fail) => format!("fail: {}", cell(r.get("VERIFY_FAILING"))),
+            _ => cell(r.get("VERIFY")),
         };
         let commit = fs::read_to_string(idir.join("commit.txt")).unwrap_or_default();
         let commit = commit.trim();
@@ -456,15 +450,19 @@ pub fn report_text(dir: &Path) -> Result<String> {
         } else {
             commit
         };
-        let micro: u64 = get(&r, "COST_MICROUSD").parse().unwrap_or(0);
-        let cost = match get(&r, "COST_KIND") {
-            "unknown" => "unknown".to_string(),
-            kind => format!("${} ({kind})", goal::format_usd(micro)),
+        let micro = r.num("COST_MICROUSD").unwrap_or(0);
+        let cost = match CostKind::parse(r.get("COST_KIND")) {
+            Some(CostKind::Unknown) => CostKind::Unknown.to_string(),
+            _ => format!(
+                "${} ({})",
+                goal::format_usd(micro),
+                cell(r.get("COST_KIND"))
+            ),
         };
         out.push_str(&format!(
             "| {i} | {} | {verify} | {} | {} | {cost} | {} |\n",
-            get(&r, "VERDICT"),
-            get(&r, "CHANGED"),
+            cell(r.get("VERDICT")),
+            cell(r.get("CHANGED")),
             cell(commit),
             last_message(&idir.join("agent.log"))
         ));

@@ -185,9 +185,9 @@ pub struct InitArgs {
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
-    /// The agent: claude, codex, gemini or custom [default: claude].
-    #[arg(long, value_name = "NAME")]
-    pub engine: Option<String>,
+    /// The agent [default: claude]; custom takes --exec 'CMD ARGS'.
+    #[arg(long, value_name = "NAME", value_enum)]
+    pub engine: Option<crate::engine::Engine>,
 
     /// The agent command for --engine custom, split like a shell into an argv.
     #[arg(long = "exec", value_name = "CMD ARGS")]

@@ -104,7 +104,7 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         goal: Some(GOAL.to_string()),
         goal_file: None,
         dir: Some(PathBuf::from(".orbit/calc")),
-        engine: Some("custom".into()),
+        engine: Some(crate::engine::Engine::Custom),
         exec: Some(
             shlex::try_quote(&agent.display().to_string())
                 .map_err(|_| Error::Usage("the demo path holds a NUL byte".into()))?

@@ -341,7 +341,7 @@ fn bad_input_is_refused_and_nothing_is_written() {
         (
             "unknown engine",
             vec!["init", "g", "--engine", "gpt5", "--verify", "true"],
-            "unknown engine",
+            "[possible values: claude, codex, gemini, custom]",
         ),
         (
             "empty goal",

@@ -6,9 +6,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::contract::ValueType;
+use crate::contract::settings::{DURATION_MAX_SECS, SETTINGS, Setting, SettingKind};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::goal::{self, parse_duration};
+use crate::goal::{self, Usd, parse_duration};
 
 pub use crate::contract::CONTRACT_VERSION;
 pub use crate::contract::settings::DEFAULT_PLACEHOLDER_PATTERN;
@@ -32,11 +34,11 @@ pub struct LoopConfig {
     pub exec_timeout: String,
     pub loop_timeout: String,
     /// Hard cap on total spend in USD (none when absent).
-    pub usd_cap: Option<f64>,
-    pub usd_per_run_cap: Option<f64>,
-    pub usd_per_iter_cap: Option<f64>,
+    pub usd_cap: Option<Usd>,
+    pub usd_per_run_cap: Option<Usd>,
+    pub usd_per_iter_cap: Option<Usd>,
     /// What one agent run is assumed to cost when the engine reports nothing.
-    pub cost_estimate_usd: Option<f64>,
+    pub cost_estimate_usd: Option<Usd>,
     pub pass_k: u32,
     /// Timeout of each verify check.
     pub check_timeout: String,
@@ -115,13 +117,33 @@ impl Default for LoopConfig {
     }
 }
 
-fn usd_to_micro(key: &str, v: Option<f64>) -> Result<Option<u64>> {
-    match v {
-        None => Ok(None),
-        Some(x) if x.is_finite() && (0.0..1e9).contains(&x) => Ok(Some((x * 1e6).round() as u64)),
-        Some(x) => Err(Error::Usage(format!(
-            "{key} = {x}: give an amount in USD between 0 and 999999999"
-        ))),
+/// Checks one setting's value (as loop.toml holds it) against the contract's table.
+fn check_setting(setting: &Setting, value: &toml::Value) -> Result<()> {
+    let key = setting.key;
+    let bad = || Error::Usage(format!("{key} = {value}: give {}", setting.bounds_text()));
+    match (setting.kind, value) {
+        (SettingKind::Count { min, max }, toml::Value::Integer(n)) => {
+            let n = u64::try_from(*n).map_err(|_| bad())?;
+            (min..=max).contains(&n).then_some(()).ok_or_else(bad)
+        }
+        (SettingKind::Count { min, max }, toml::Value::String(t)) => {
+            let n: u64 = (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| t.parse().ok())
+                .flatten()
+                .ok_or_else(bad)?;
+            (min..=max).contains(&n).then_some(()).ok_or_else(bad)
+        }
+        (SettingKind::Duration { min }, toml::Value::String(t)) => {
+            let secs = parse_duration(key, t)?;
+            (min..=DURATION_MAX_SECS)
+                .contains(&secs)
+                .then_some(())
+                .ok_or_else(bad)
+        }
+        (SettingKind::Bool, toml::Value::Boolean(_)) => Ok(()),
+        (SettingKind::Usd, v) => Usd::from_toml(key, v).map(|_| ()),
+        (SettingKind::Text, toml::Value::String(t)) if !t.contains('\0') => Ok(()),
+        _ => Err(bad()),
     }
 }
 
@@ -129,12 +151,7 @@ impl LoopConfig {
     /// Checks every value, so a hand-edited loop.toml fails here with a clear message
     /// rather than in bash at 3 a.m.
     pub fn validate(&self) -> Result<()> {
-        if self.contract_version.split('.').count() != 3
-            || !self
-                .contract_version
-                .split('.')
-                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-        {
+        if !ValueType::Semver.accepts(&self.contract_version) {
             return Err(Error::Usage(format!(
                 "contract-version = '{}': expected a version such as {CONTRACT_VERSION}",
                 self.contract_version.escape_debug()
@@ -157,64 +174,12 @@ impl LoopConfig {
                 "argv is empty: give the agent command, e.g. argv = [\"claude\", \"-p\"]".into(),
             ));
         }
-        if self.max_iterations == 0 || self.max_iterations > 1_000_000 {
-            return Err(Error::Usage(format!(
-                "max-iterations = {}: give a number from 1 to 1000000",
-                self.max_iterations
-            )));
-        }
-        if self.pass_k == 0 || self.pass_k > 20 {
-            return Err(Error::Usage(format!(
-                "pass-k = {}: give a number from 1 to 20",
-                self.pass_k
-            )));
-        }
-        if self.retry_limit == 0 || self.retry_limit > 5 {
-            return Err(Error::Usage(format!(
-                "retry-limit = {}: give a number from 1 to 5 (total attempts per iteration)",
-                self.retry_limit
-            )));
-        }
-        if self.cb_threshold == 0 || self.convergence_window < 2 || self.confirm_runs > 5 {
-            return Err(Error::Usage(
-                "cb-threshold must be >= 1, convergence-window >= 2 and confirm-runs <= 5".into(),
-            ));
-        }
-        for (key, value) in [
-            ("exec-timeout", &self.exec_timeout),
-            ("loop-timeout", &self.loop_timeout),
-            ("check-timeout", &self.check_timeout),
-            ("retry-base-delay", &self.retry_base_delay),
-            ("cb-cooldown", &self.cb_cooldown),
-            ("kill-grace", &self.kill_grace),
-            ("commit-timeout", &self.commit_timeout),
-            ("notify-timeout", &self.notify_timeout),
-        ] {
-            parse_duration(key, value)?;
-        }
-        if parse_duration("exec-timeout", &self.exec_timeout)? == 0 {
-            return Err(Error::Usage(
-                "exec-timeout = 0: every agent run needs a timeout, e.g. 10m".into(),
-            ));
-        }
-        if parse_duration("check-timeout", &self.check_timeout)? == 0 {
-            return Err(Error::Usage(
-                "check-timeout = 0: every check needs a timeout, e.g. 10m".into(),
-            ));
-        }
-        if !self.agent_log_max.bytes().all(|b| b.is_ascii_digit()) || self.agent_log_max.is_empty()
-        {
-            return Err(Error::Usage(
-                "agent-log-max: give a size in bytes, e.g. \"4194304\"".into(),
-            ));
-        }
-        for (key, v) in [
-            ("usd-cap", self.usd_cap),
-            ("usd-per-run-cap", self.usd_per_run_cap),
-            ("usd-per-iter-cap", self.usd_per_iter_cap),
-            ("cost-estimate-usd", self.cost_estimate_usd),
-        ] {
-            usd_to_micro(key, v)?;
+        let value = toml::Value::try_from(self).expect("LoopConfig always serializes");
+        let table = value.as_table().expect("LoopConfig serializes to a table");
+        for setting in SETTINGS {
+            if let Some(value) = table.get(setting.key) {
+                check_setting(setting, value)?;
+            }
         }
         for g in &self.protect {
             goal::validate_glob(g)?;
@@ -226,14 +191,12 @@ impl LoopConfig {
                 )));
             }
         }
-        if self.placeholder_pattern.contains('\0') || self.judge_cmd.contains('\0') {
-            return Err(Error::Usage("a setting contains a NUL byte".into()));
-        }
         Ok(())
     }
 
-    pub fn usd_micro(v: Option<f64>) -> Option<u64> {
-        usd_to_micro("", v).ok().flatten()
+    /// An optional amount in micro-dollars.
+    pub fn usd_micro(v: Option<Usd>) -> Option<u64> {
+        v.map(Usd::micro)
     }
 
     pub fn to_toml(&self) -> String {
@@ -267,12 +230,106 @@ mod tests {
     fn toml_round_trips() {
         let cfg = LoopConfig {
             verify: vec!["cargo test".into()],
-            usd_cap: Some(12.5),
+            usd_cap: Some(Usd(12_500_000)),
             ..LoopConfig::default()
         };
         cfg.validate().unwrap();
         let back: LoopConfig = toml::from_str(&cfg.to_toml()).unwrap();
         assert_eq!(back, cfg);
+    }
+
+    /// The loop.toml keys that are not settings of the runner: what the loop is and does.
+    const IDENTITY_KEYS: [&str; 6] = [
+        "contract-version",
+        "name",
+        "engine",
+        "argv",
+        "verify",
+        "protect",
+    ];
+
+    #[test]
+    fn every_setting_is_a_key_of_loop_toml_and_every_key_a_setting_or_identity() {
+        let table = match toml::Value::try_from(LoopConfig {
+            usd_cap: Some(Usd(1)),
+            usd_per_run_cap: Some(Usd(1)),
+            usd_per_iter_cap: Some(Usd(1)),
+            cost_estimate_usd: Some(Usd(1)),
+            ..LoopConfig::default()
+        }) {
+            Ok(toml::Value::Table(t)) => t,
+            other => panic!("{other:?}"),
+        };
+        for key in table.keys() {
+            assert!(
+                IDENTITY_KEYS.contains(&key.as_str()) || SETTINGS.iter().any(|s| s.key == key),
+                "loop.toml key {key} is not in the contract's settings table"
+            );
+        }
+        for s in SETTINGS {
+            assert!(
+                table.contains_key(s.key),
+                "setting {} is not in loop.toml",
+                s.key
+            );
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_contract_tables_defaults() {
+        let d = LoopConfig::default();
+        let table = match toml::Value::try_from(&d) {
+            Ok(toml::Value::Table(t)) => t,
+            other => panic!("{other:?}"),
+        };
+        for s in SETTINGS {
+            let text = match table.get(s.key) {
+                None => String::new(),
+                Some(toml::Value::String(t)) => t.clone(),
+                Some(toml::Value::Boolean(b)) => if *b { "1" } else { "0" }.into(),
+                Some(v) => v.to_string(),
+            };
+            assert_eq!(text, s.default, "default of {}", s.key);
+        }
+    }
+
+    #[test]
+    fn bounds_come_from_the_table() {
+        let ok = |f: &dyn Fn(&mut LoopConfig)| {
+            let mut c = LoopConfig::default();
+            f(&mut c);
+            c.validate()
+        };
+        assert!(ok(&|c| c.max_iterations = 1_000_000).is_ok());
+        assert!(ok(&|c| c.max_iterations = 1_000_001).is_err());
+        assert!(ok(&|c| c.pass_k = 20).is_ok());
+        assert!(ok(&|c| c.pass_k = 21).is_err());
+        assert!(ok(&|c| c.confirm_runs = 5).is_ok());
+        assert!(ok(&|c| c.confirm_runs = 6).is_err());
+        assert!(ok(&|c| c.exec_timeout = "366d".into()).is_ok());
+        assert!(ok(&|c| c.exec_timeout = "367d".into()).is_err());
+        assert!(ok(&|c| c.exec_timeout = "0".into()).is_err());
+        assert!(ok(&|c| c.convergence_window = 1).is_err());
+        assert!(ok(&|c| c.agent_log_max = "12x".into()).is_err());
+        let err = ok(&|c| c.pass_k = 0).unwrap_err().to_string();
+        assert!(
+            err.contains("pass-k = 0") && err.contains("from 1 to 20"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn amounts_are_read_from_strings_integers_and_floats_without_loss() {
+        let cfg: LoopConfig = toml::from_str(
+            "usd-cap = 12.5\nusd-per-run-cap = \"0.000001\"\nusd-per-iter-cap = 3\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.usd_cap, Some(Usd(12_500_000)));
+        assert_eq!(cfg.usd_per_run_cap, Some(Usd(1)));
+        assert_eq!(cfg.usd_per_iter_cap, Some(Usd(3_000_000)));
+        assert!(cfg.to_toml().contains("usd-cap = \"12.5\""));
+        assert!(toml::from_str::<LoopConfig>("usd-cap = 0.1234567").is_err());
+        assert!(toml::from_str::<LoopConfig>("usd-cap = -1").is_err());
     }
 
     #[test]

@@ -154,9 +154,7 @@ pub fn parse_duration(flag: &str, text: &str) -> Result<u64> {
 }
 
 fn check_max(flag: &str, secs: u64) -> Result<u64> {
-    // One year: anything longer is a typo, and keeps every value far from bash's limits.
-    const MAX: u64 = 366 * 86_400;
-    if secs > MAX {
+    if secs > crate::contract::settings::DURATION_MAX_SECS {
         return Err(Error::Usage(format!(
             "{flag}: {secs}s is longer than a year; give a shorter duration"
         )));
@@ -219,6 +217,55 @@ pub fn format_usd(micro: u64) -> String {
     } else {
         let f = format!("{frac:06}");
         format!("{whole}.{}", f.trim_end_matches('0'))
+    }
+}
+
+/// An amount in USD, held as whole micro-dollars from the text the user wrote to the
+/// script that compares it: never a float. In loop.toml it is written as a string
+/// (`usd-cap = "12.5"`); a number (`usd-cap = 12.5`, as older loops have it) is read through
+/// its shortest decimal text, which is exactly what was written for any amount of at most
+/// six decimals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Usd(pub u64);
+
+impl Usd {
+    pub fn micro(self) -> u64 {
+        self.0
+    }
+
+    /// Reads an amount from a TOML value (string, integer or float), for loop.toml and
+    /// orbit.toml alike.
+    pub fn from_toml(key: &str, v: &toml::Value) -> Result<Usd> {
+        let text = match v {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(i) if *i >= 0 => i.to_string(),
+            toml::Value::Float(f) if f.is_finite() && *f >= 0.0 => f.to_string(),
+            other => {
+                return Err(Error::Usage(format!(
+                    "{key} = {other}: give an amount in USD such as 5 or \"12.50\""
+                )));
+            }
+        };
+        parse_usd(key, &text).map(Usd)
+    }
+}
+
+impl std::fmt::Display for Usd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&format_usd(self.0))
+    }
+}
+
+impl serde::Serialize for Usd {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&format_usd(self.0))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Usd {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Usd, D::Error> {
+        let v = toml::Value::deserialize(d)?;
+        Usd::from_toml("amount", &v).map_err(serde::de::Error::custom)
     }
 }
 

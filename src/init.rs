@@ -10,7 +10,7 @@ use crate::cli::InitArgs;
 use crate::config::LoopConfig;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::goal::{self, GoalText};
+use crate::goal::{self, GoalText, Usd};
 use crate::locate::repo_root;
 use crate::render::{self, View};
 use crate::state::{Sidecar, State};
@@ -208,18 +208,11 @@ impl ProjectDefaults {
         })
     }
 
-    fn usd_cap_text(&self) -> Result<Option<String>> {
-        Ok(match &self.usd_cap {
-            None => None,
-            Some(toml::Value::String(s)) => Some(s.clone()),
-            Some(toml::Value::Integer(i)) => Some(i.to_string()),
-            Some(toml::Value::Float(f)) => Some(f.to_string()),
-            Some(other) => {
-                return Err(Error::Usage(format!(
-                    "orbit.toml: usd-cap = {other}: give an amount such as 5 or 12.50"
-                )));
-            }
-        })
+    fn usd_cap(&self) -> Result<Option<Usd>> {
+        self.usd_cap
+            .as_ref()
+            .map(|v| Usd::from_toml("orbit.toml: usd-cap", v))
+            .transpose()
     }
 }
 
@@ -263,12 +256,11 @@ pub fn apply_notify(cfg: &mut LoopConfig, specs: &[String]) -> Result<()> {
 /// Builds the loop's configuration from the flags, over the project defaults.
 fn config_from_args(args: &InitArgs, repo: &Path, name: String) -> Result<LoopConfig> {
     let d = ProjectDefaults::load(repo)?;
-    let engine = Engine::parse(
-        args.engine
-            .as_deref()
-            .or(d.engine.as_deref())
-            .unwrap_or("claude"),
-    )?;
+    let engine = match (args.engine, d.engine.as_deref()) {
+        (Some(e), _) => e,
+        (None, Some(name)) => Engine::parse(name)?,
+        (None, None) => Engine::Claude,
+    };
     let argv = engine.argv(args.exec.as_deref().or(d.exec.as_deref()))?;
     let pick = |flag: &Vec<String>, def: &Option<Vec<String>>| {
         if flag.is_empty() {
@@ -294,8 +286,10 @@ fn config_from_args(args: &InitArgs, repo: &Path, name: String) -> Result<LoopCo
     if let Some(t) = args.loop_timeout.as_ref().or(d.loop_timeout.as_ref()) {
         cfg.loop_timeout = goal::format_duration(goal::parse_duration("--loop-timeout", t)?);
     }
-    if let Some(x) = args.usd_cap.clone().or(d.usd_cap_text()?) {
-        cfg.usd_cap = Some(goal::parse_usd("--usd-cap", &x)? as f64 / 1e6);
+    if let Some(x) = &args.usd_cap {
+        cfg.usd_cap = Some(Usd(goal::parse_usd("--usd-cap", x)?));
+    } else if let Some(cap) = d.usd_cap()? {
+        cfg.usd_cap = Some(cap);
     }
     if let Some(k) = args.pass_k.or(d.pass_k) {
         cfg.pass_k = k;

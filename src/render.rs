@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::config::LoopConfig;
 use crate::error::{Error, Result};
-use crate::goal::{self, GoalText};
+use crate::goal::{self, GoalText, Usd};
 use crate::shell;
 
 /// Templates compiled into the binary, by name.
@@ -162,10 +162,8 @@ fn b(v: bool) -> String {
     if v { "1" } else { "0" }.into()
 }
 
-fn usd(v: Option<f64>) -> String {
-    LoopConfig::usd_micro(v)
-        .map(goal::format_usd)
-        .unwrap_or_default()
+fn usd(v: Option<Usd>) -> String {
+    v.map(|u| goal::format_usd(u.micro())).unwrap_or_default()
 }
 
 /// A markdown code span that holds `text` whatever backticks it contains.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
@@ -15,7 +15,7 @@ const LOOP: &str = ".orbit/test-goal";
 
 /// `orbit ARGS` in the repository with colour off.
 fn orbit_nc(repo: &Repo, args: &[&str]) -> Output {
-    let mut cmd = Command::new(orbit_bin());
+    let mut cmd = command(orbit_bin());
     cmd.args(args)
         .current_dir(repo.path())
         .env("PATH", repo.path_env())
@@ -716,7 +716,7 @@ fn audit_during_a_running_loop_is_running_and_touches_nothing() {
     );
     let agent = repo.agent("fake-agent", &body);
     let dir = repo.init_loop(&agent, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
-    let mut cmd = Command::new("bash");
+    let mut cmd = command("bash");
     cmd.arg(dir.join("run-loop.sh"))
         .arg("--once")
         .current_dir(repo.path())
@@ -786,7 +786,7 @@ fn audit_after_sigkill_mid_iteration_is_crashed_with_orphans() {
     let body = format!("touch '{}'\nsleep 60", started.display());
     let agent = repo.agent("fake-agent", &body);
     let dir = repo.init_loop(&agent, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
-    let mut child = Command::new("bash")
+    let mut child = command("bash")
         .arg(dir.join("run-loop.sh"))
         .arg("--once")
         .current_dir(repo.path())
@@ -809,10 +809,7 @@ fn audit_after_sigkill_mid_iteration_is_crashed_with_orphans() {
     let out = orbit_nc(&repo, &["audit", "--json", LOOP]);
     let orphans = processes_with_env(&marker);
     for pid in &orphans {
-        let _ = Command::new("kill")
-            .arg("-KILL")
-            .arg(pid.to_string())
-            .status();
+        let _ = command("kill").arg("-KILL").arg(pid.to_string()).status();
     }
     assert_code(&out, 3, "audit after SIGKILL with the agent still alive");
     let v = json_of(&out);
@@ -889,12 +886,12 @@ fn agent_editing_a_protected_test_is_reward_hack_p0() {
 #[test]
 fn lock_held_by_a_stray_process_is_stale() {
     let (repo, dir) = one_tick();
-    if Command::new("flock").arg("--version").output().is_err() {
+    if command("flock").arg("--version").output().is_err() {
         eprintln!("notice: flock is not installed; skipping the stray-holder test");
         return;
     }
     let held = repo.bin.path().join("held");
-    let mut holder = Command::new("bash")
+    let mut holder = command("bash")
         .arg("-c")
         .arg("exec 9>>\"$1\"; flock 9; touch \"$2\"; exec sleep 60")
         .arg("stray-holder")

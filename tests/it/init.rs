@@ -3,9 +3,10 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 
-use crate::support::{Repo, assert_code, assert_ok, assert_script_clean, hostile_goals, text};
+use crate::support::{
+    Repo, assert_code, assert_ok, assert_script_clean, command, hostile_goals, text,
+};
 
 /// Every file of a fresh loop directory (contract section 3, before a first run).
 const FRESH_FILES: [&str; 12] = [
@@ -89,7 +90,7 @@ fn check_fresh_loop(dir: &Path) {
     for script in ["verify.sh", "run-loop.sh", "recover.sh", "notify.sh"] {
         assert_script_clean(&dir.join(script));
     }
-    let out = Command::new("sha256sum")
+    let out = command("sha256sum")
         .args(["-c", "--strict", "pins.sha256"])
         .current_dir(dir)
         .output()
@@ -208,7 +209,7 @@ fn verify_sh_reports_each_check_and_fails_on_any_failure() {
         ".orbit/v",
     ]);
     assert_ok(&out, "orbit init");
-    let mut cmd = Command::new("bash");
+    let mut cmd = command("bash");
     cmd.arg(repo.join(".orbit/v/verify.sh"))
         .env("CHECK_TIMEOUT", "1")
         .env("KILL_GRACE", "1");
@@ -245,7 +246,7 @@ fn verify_sh_with_no_check_fails() {
         &repo.orbit(&["init", "--force", "--dir", ".orbit/v"]),
         "orbit init --force",
     );
-    let out = Command::new("bash")
+    let out = command("bash")
         .arg(repo.join(".orbit/v/verify.sh"))
         .output()
         .unwrap();
@@ -430,7 +431,7 @@ fn bad_input_is_refused_and_nothing_is_written() {
 #[test]
 fn init_outside_a_git_repository_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(crate::support::orbit_bin());
+    let mut cmd = command(crate::support::orbit_bin());
     cmd.args(["init", "g", "--verify", "true"])
         .current_dir(dir.path())
         .env("GIT_CEILING_DIRECTORIES", dir.path().parent().unwrap());
@@ -515,7 +516,7 @@ fn rerunning_init_refuses_and_force_rerenders_keeping_state() {
 }
 
 fn check_pins(dir: &Path) {
-    let out = Command::new("sha256sum")
+    let out = command("sha256sum")
         .args(["-c", "--strict", "pins.sha256"])
         .current_dir(dir)
         .output()

@@ -10,4 +10,5 @@ mod ops;
 mod recover;
 mod reliability;
 mod runner;
+mod sealed;
 mod support;

@@ -4,11 +4,11 @@
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::{Repo, assert_code, assert_ok, run_bounded, state_value, text};
+use crate::support::{Repo, assert_code, assert_ok, command, run_bounded, state_value, text};
 
 /// A local HTTP receiver on 127.0.0.1: records each request's first line and body and
 /// answers 200. It serves a bounded number of requests and then stops.
@@ -223,9 +223,9 @@ fn the_crontab_line_is_printed_installed_idempotently_and_runs_under_cron_s_envi
     assert!(!line.contains('%'));
     snapshot("schedule_cron_line", &line, &repo);
     // The command part, as cron runs it: /bin/sh, an empty environment, from /.
-    let command = line.splitn(6, ' ').nth(5).unwrap();
-    let mut cmd = Command::new("env");
-    cmd.args(["-i", "sh", "-c", command]).current_dir("/");
+    let cron_command = line.splitn(6, ' ').nth(5).unwrap();
+    let mut cmd = command("env");
+    cmd.args(["-i", "sh", "-c", cron_command]).current_dir("/");
     let out = run_bounded(cmd, Duration::from_secs(120));
     assert_code(&out, 10, "the crontab command (one tick, work remains)");
     assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2", "one tick ran");
@@ -298,7 +298,7 @@ fn systemd_units_are_printed_and_installed() {
     );
     snapshot("schedule_systemd_units", &units, &repo);
     let home = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(crate::support::orbit_bin());
+    let mut cmd = command(crate::support::orbit_bin());
     cmd.args(["schedule", "--systemd", "--install"])
         .current_dir(repo.path())
         .env("HOME", home.path())
@@ -334,7 +334,7 @@ fn tmux_start_then_orbit_stop_leaves_a_resumable_state_and_no_orphan() {
     struct Server(std::path::PathBuf);
     impl Drop for Server {
         fn drop(&mut self) {
-            let _ = Command::new("tmux")
+            let _ = command("tmux")
                 .env("TMUX_TMPDIR", &self.0)
                 .arg("kill-server")
                 .stderr(Stdio::null())
@@ -343,7 +343,7 @@ fn tmux_start_then_orbit_stop_leaves_a_resumable_state_and_no_orphan() {
     }
     let _server = Server(tmp.path().to_path_buf());
     let orbit = |args: &[&str]| {
-        let mut cmd = Command::new(crate::support::orbit_bin());
+        let mut cmd = command(crate::support::orbit_bin());
         cmd.args(args)
             .current_dir(repo.path())
             .env("PATH", repo.path_env())
@@ -441,7 +441,7 @@ fn orbit_toml_supplies_defaults_and_flags_override_them() {
         "verify = [\"make check\"]",
         "protect = [\"tests/**\"]",
         "max-iterations = 9",
-        "usd-cap = 3.0",
+        "usd-cap = \"3\"",
         "notify-desktop = true",
     ] {
         assert!(toml.contains(want), "{want} missing:\n{toml}");
@@ -491,7 +491,7 @@ fn completions_and_the_manual_page_come_from_the_command_definitions() {
     let out = repo.orbit(&["completions", "bash"]);
     let path = repo.bin.path().join("orbit.bash");
     fs::write(&path, &out.stdout).unwrap();
-    let st = Command::new("bash").arg("-n").arg(&path).status().unwrap();
+    let st = command("bash").arg("-n").arg(&path).status().unwrap();
     assert!(st.success(), "the bash completion parses");
     let out = repo.orbit(&["man"]);
     assert_ok(&out, "man");

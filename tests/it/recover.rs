@@ -5,13 +5,15 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use orbit::state::{Sidecar, State};
 use sha2::{Digest, Sha256};
 
-use crate::support::{Repo, assert_code, assert_ok, assert_script_clean, run_bounded, text};
+use crate::support::{
+    Repo, assert_code, assert_ok, assert_script_clean, command, run_bounded, text,
+};
 
 /// A fake agent: appends a line to work.txt (so every iteration changes the tree) and
 /// reports a cost; `fail` in the bin directory makes it fail, `idle` makes it change
@@ -104,7 +106,7 @@ impl Loop {
     }
 
     fn bash_recover(&self, flags: &[&str]) -> Output {
-        let mut cmd = Command::new("bash");
+        let mut cmd = command("bash");
         cmd.arg(self.file("recover.sh"))
             .args(flags)
             .current_dir(std::env::temp_dir())
@@ -124,14 +126,14 @@ impl Loop {
                 .tempdir()
                 .unwrap(),
         };
-        let st = Command::new("cp")
+        let st = command("cp")
             .arg("-a")
             .arg(format!("{}/.", self.repo.path().display()))
             .arg(repo.path())
             .status()
             .unwrap();
         assert!(st.success());
-        let st = Command::new("cp")
+        let st = command("cp")
             .arg("-a")
             .arg(format!("{}/.", self.repo.bin.path().display()))
             .arg(repo.bin.path())
@@ -155,7 +157,7 @@ impl Loop {
         let sidecar = Sidecar::parse(&fs::read(self.file("state.env.sha256")).unwrap()).unwrap();
         assert_eq!(sidecar, Sidecar::for_state(&text, state.generation));
         // The same check `sha256sum -c` makes.
-        let out = Command::new("sha256sum")
+        let out = command("sha256sum")
             .arg("-c")
             .arg("--status")
             .arg("state.env.sha256")
@@ -719,7 +721,7 @@ fn recover_dry_run_writes_nothing() {
 
 #[test]
 fn recover_refuses_while_a_runner_holds_the_lock() {
-    if Command::new("flock").arg("--version").output().is_err() {
+    if command("flock").arg("--version").output().is_err() {
         eprintln!("notice: flock is not installed; skipping the lock probe test");
         return;
     }
@@ -730,7 +732,7 @@ fn recover_refuses_while_a_runner_holds_the_lock() {
         "NEXT_ITERATION=x",
     );
     // Held as the runner holds it: flock on a descriptor of a long-lived process.
-    let mut holder = Command::new("bash")
+    let mut holder = command("bash")
         .args(["-c", "exec 9>>\"$1\"; flock 9; exec sleep 60", "holder"])
         .arg(lp.file(".run-loop.lock"))
         .spawn()
@@ -967,8 +969,8 @@ fn recover_reads_the_mkdir_lock() {
     );
     let lockdir = lp.file(".run-loop.lock.d");
     fs::create_dir(&lockdir).unwrap();
-    let mut live = Command::new("sleep").arg("60").spawn().unwrap();
-    let start = Command::new("bash")
+    let mut live = command("sleep").arg("60").spawn().unwrap();
+    let start = command("bash")
         .args(["-c", "ps -o lstart= -p \"$1\" | tr -s ' '", "x"])
         .arg(live.id().to_string())
         .output()
@@ -1018,7 +1020,7 @@ fn recover_survives_a_crash_of_its_own() {
     let state = lp.state_text();
     fs::write(lp.file("state.env"), &state[..state.len() / 2]).unwrap();
     let d = lp.dir.display().to_string();
-    let mut cmd = Command::new(crate::support::orbit_bin());
+    let mut cmd = command(crate::support::orbit_bin());
     cmd.args(["recover", &d])
         .current_dir(lp.repo.path())
         .env("PATH", lp.repo.path_env())

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
@@ -42,9 +42,7 @@ fn marker(dir: &Path) -> String {
 fn assert_no_process_left(dir: &Path) {
     let left = processes_with_env(&marker(dir));
     for pid in &left {
-        let _ = Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
+        let _ = command("kill").args(["-KILL", &pid.to_string()]).status();
     }
     assert!(
         left.is_empty(),
@@ -72,7 +70,7 @@ impl Audit {
 }
 
 fn audit(repo: &Repo, dir: &Path) -> Audit {
-    let mut cmd = Command::new(orbit_bin());
+    let mut cmd = command(orbit_bin());
     cmd.args(["audit", "--json"])
         .arg(dir)
         .current_dir(repo.path())
@@ -108,7 +106,7 @@ struct Runner {
 
 impl Runner {
     fn start(repo: &Repo, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Runner {
-        let mut cmd = Command::new("bash");
+        let mut cmd = command("bash");
         cmd.arg(dir.join("run-loop.sh"))
             .args(args)
             .current_dir(repo.path())
@@ -137,7 +135,7 @@ impl Runner {
         let t0 = Instant::now();
         while child.try_wait().unwrap().is_none() {
             if t0.elapsed() > limit {
-                let _ = Command::new("kill")
+                let _ = command("kill")
                     .args(["-KILL", "--", &format!("-{}", child.id())])
                     .status();
                 let _ = child.wait();
@@ -152,7 +150,7 @@ impl Runner {
 impl Drop for Runner {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill")
+            let _ = command("kill")
                 .args(["-KILL", "--", &format!("-{}", c.id())])
                 .status();
             let _ = c.wait();
@@ -228,7 +226,7 @@ if [ "$(wc -l < work.txt)" -ge 2 ]; then echo done > "$ORBIT_LOOP_DIR/done.md"; 
         "the mkdir lock is used exactly when flock is absent"
     );
     // SIGKILL the runner alone: its agent lives on in its own process group.
-    Command::new("kill")
+    command("kill")
         .args(["-KILL", &runner.pid().to_string()])
         .status()
         .unwrap();
@@ -833,7 +831,7 @@ fn an_edited_event_is_reported_and_the_journal_goes_on_without_losing_a_line() {
 // ---- files: read-only and full disks (need mount namespaces; skipped where absent)
 
 fn can_unshare() -> bool {
-    let ok = Command::new("unshare")
+    let ok = command("unshare")
         .args(["-m", "--propagation", "private", "true"])
         .output()
         .map(|o| o.status.success())
@@ -846,7 +844,7 @@ fn can_unshare() -> bool {
 
 /// Runs `script` with bash in a private mount namespace, bounded.
 fn in_namespace(repo: &Repo, script: &str, args: &[&str]) -> Output {
-    let mut cmd = Command::new("unshare");
+    let mut cmd = command("unshare");
     cmd.args(["-m", "--propagation", "private", "bash", "-c", script, "ns"])
         .args(args)
         .current_dir(repo.path())
@@ -903,7 +901,7 @@ fn a_file_size_limit_during_a_record_append_stops_with_exit_4_and_the_rerun_resu
     let esize = fs::metadata(dir.join("events.jsonl")).unwrap().len();
     // A limit just above the larger record: the next iteration's appends cross it.
     let limit_kb = psize.max(esize) / 1024 + 1;
-    let mut cmd = Command::new("bash");
+    let mut cmd = command("bash");
     cmd.arg("-c")
         .arg(r#"trap '' XFSZ; ulimit -f "$1"; exec bash "$2/run-loop.sh""#)
         .arg("limit")
@@ -966,7 +964,7 @@ if [ "$(wc -l < work.txt)" -ge 6 ]; then echo done > "$ORBIT_LOOP_DIR/done.md"; 
         esize + 4096 < limit_kb * 1024,
         "progress.md ({psize}) must lead events.jsonl ({esize}) by an iteration of events"
     );
-    let mut cmd = Command::new("bash");
+    let mut cmd = command("bash");
     cmd.arg("-c")
         .arg(r#"trap '' XFSZ; ulimit -f "$1"; exec bash "$2/run-loop.sh""#)
         .arg("limit")
@@ -1028,7 +1026,7 @@ fn a_file_size_limit_below_the_git_index_is_named_with_one_footer() {
     assert_code(&out, 10, "tick 1");
     let index = fs::metadata(repo.join(".git/index")).unwrap().len();
     assert!(index > 8 * 1024, "index {index} bytes");
-    let mut cmd = Command::new("bash");
+    let mut cmd = command("bash");
     cmd.arg("-c")
         .arg(r#"trap '' XFSZ; ulimit -f 8; exec bash "$1/run-loop.sh""#)
         .arg("limit")
@@ -1148,14 +1146,14 @@ fn gnu_tools_hidden(hidden: &[&str], sha_tool: &str) {
     let dir = repo.init_loop(&agent, &[&count_check(2)], &["--loop-timeout", "8h"]);
     let (_keep, path) = path_without(&repo, hidden);
     for h in hidden {
-        let out = Command::new("bash")
+        let out = command("bash")
             .args(["-c", &format!("command -v {h}")])
             .env("PATH", &path)
             .output()
             .unwrap();
         assert!(!out.status.success(), "{h} is hidden");
     }
-    let mut cmd = Command::new("bash");
+    let mut cmd = command("bash");
     cmd.arg(dir.join("run-loop.sh"))
         .current_dir(repo.path())
         .env("PATH", &path)
@@ -1170,7 +1168,7 @@ fn gnu_tools_hidden(hidden: &[&str], sha_tool: &str) {
     );
     // The fallback hash tool wrote the same seals the Rust side checks.
     assert_records_agree(&dir);
-    let out = Command::new("bash")
+    let out = command("bash")
         .args(["-c", &format!("command -v {sha_tool}")])
         .env("PATH", &path)
         .output()
@@ -1181,7 +1179,7 @@ fn gnu_tools_hidden(hidden: &[&str], sha_tool: &str) {
     let agent = repo2.agent("agent", "cat >/dev/null; trap '' TERM; sleep 300");
     let dir2 = repo2.init_loop(&agent, &["test -f never-there"], &[]);
     let (_keep2, path2) = path_without(&repo2, hidden);
-    let mut cmd = Command::new("bash");
+    let mut cmd = command("bash");
     cmd.arg(dir2.join("run-loop.sh"))
         .arg("--once")
         .current_dir(repo2.path())
@@ -1284,7 +1282,7 @@ fn a_runner_that_loses_the_lock_never_marks_its_processes_as_the_loops() {
     // The second runner's preflight runs df before it meets the lock: a df that writes
     // down the environment it was given.
     let real_df = String::from_utf8(
-        Command::new("bash")
+        command("bash")
             .args(["-c", "command -v df"])
             .output()
             .unwrap()
@@ -1393,7 +1391,7 @@ fn a_mkdir_lock_without_an_owner_is_live_while_young_and_taken_over_when_old() {
     assert_code(&out, 20, "a lock being taken right now");
     assert!(!dir.join("iterations/000001").exists());
     assert_eq!(state_value(&dir, "LAST_STATUS"), "READY");
-    let st = Command::new("touch")
+    let st = command("touch")
         .args(["-d", "5 minutes ago"])
         .arg(&lockdir)
         .status()
@@ -1511,7 +1509,7 @@ fn a_repository_path_with_spaces_and_quotes_runs_to_done() {
     assert_eq!((a.verdict.as_str(), a.code), ("DONE", 0), "{}", a.json);
     // And from cron: another directory, a bare environment.
     let out = {
-        let mut cmd = Command::new("env");
+        let mut cmd = command("env");
         cmd.arg("-i")
             .arg("PATH=/usr/bin:/bin")
             .arg("HOME=/nonexistent")
@@ -1544,7 +1542,7 @@ done"#,
         c = root.join("templates/lib/common.sh").display(),
         s = root.join("templates/lib/state.sh").display()
     );
-    let mut cmd = Command::new("bash");
+    let mut cmd = command("bash");
     cmd.arg("-c")
         .arg(&script)
         .arg("harness")
@@ -1806,7 +1804,7 @@ printf '%s' "$PG_PREV""#,
             c = root.join("templates/lib/common.sh").display(),
             s = root.join("templates/lib/state.sh").display()
         );
-        let mut cmd = Command::new("bash");
+        let mut cmd = command("bash");
         cmd.arg("-c").arg(&script).arg("harness").arg(&file).arg(window.to_string());
         let out = run_bounded(cmd, Duration::from_secs(60));
         prop_assert!(out.status.success(), "{}", text(&out));

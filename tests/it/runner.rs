@@ -4,11 +4,10 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    Repo, assert_code, assert_records_agree, count_check, counting_agent, events_named,
+    Repo, assert_code, assert_records_agree, command, count_check, counting_agent, events_named,
     processes_with_env, read_kv, run_bounded, state_value, text, wait_for,
 };
 
@@ -266,7 +265,7 @@ fn sigterm_mid_run_saves_a_resumable_state_and_a_rerun_resumes_the_same_iteratio
     wait_for("the agent to start", Duration::from_secs(60), || {
         started.exists()
     });
-    Command::new("kill")
+    command("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
@@ -413,7 +412,7 @@ fn a_cron_like_environment_runs_a_tick() {
     let agent = counting_agent(&repo, 5);
     let dir = repo.init_loop(&agent, &[&count_check(5)], &[]);
     let home = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new("env");
+    let mut cmd = command("env");
     cmd.arg("-i")
         .arg("PATH=/usr/bin:/bin")
         .arg(format!("HOME={}", home.path().display()))
@@ -503,7 +502,7 @@ fn orbit_run_executes_the_loop() {
 fn orbit_demo_ends_done_with_a_rejected_early_claim() {
     let root = tempfile::tempdir().unwrap();
     let demo = root.path().join("demo");
-    let mut cmd = Command::new(crate::support::orbit_bin());
+    let mut cmd = command(crate::support::orbit_bin());
     cmd.args(["demo", "--dir", demo.to_str().unwrap()]);
     let out = run_bounded(cmd, Duration::from_secs(180));
     assert_code(&out, 0, "orbit demo");
@@ -760,7 +759,7 @@ fn killing_the_tmux_session_stops_the_loop_with_no_orphan() {
     struct Server(String);
     impl Drop for Server {
         fn drop(&mut self) {
-            let _ = Command::new("tmux")
+            let _ = command("tmux")
                 .args(["-L", &self.0, "kill-server"])
                 .status();
         }
@@ -772,7 +771,7 @@ fn killing_the_tmux_session_stops_the_loop_with_no_orphan() {
         repo.path_env(),
         dir.join("run-loop.sh").display()
     );
-    let st = Command::new("tmux")
+    let st = command("tmux")
         .args(["-L", &socket, "new-session", "-d", "-s", session, &cmd])
         .status()
         .unwrap();
@@ -782,7 +781,7 @@ fn killing_the_tmux_session_stops_the_loop_with_no_orphan() {
         Duration::from_secs(60),
         || started.exists(),
     );
-    let st = Command::new("tmux")
+    let st = command("tmux")
         .args(["-L", &socket, "kill-session", "-t", &format!("={session}")])
         .status()
         .unwrap();
@@ -874,7 +873,7 @@ fn verify_run_by_its_runner_takes_the_root_and_scratch_space_from_it() {
     let calls = repo.bin.path().join("mktemp-calls");
     // A mktemp that writes down each call, then does the real work.
     let real = String::from_utf8(
-        Command::new("bash")
+        command("bash")
             .args(["-c", "command -v mktemp"])
             .output()
             .unwrap()
@@ -901,7 +900,7 @@ fn verify_run_by_its_runner_takes_the_root_and_scratch_space_from_it() {
     );
     // By hand, verify.sh finds the repository itself and removes its one temp file.
     let tmp = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new("bash");
+    let mut cmd = command("bash");
     cmd.arg(dir.join("verify.sh"))
         .current_dir("/")
         .env("PATH", repo.path_env())

@@ -7,9 +7,51 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
+
+/// The home directory every command of the suite runs with: its own git configuration
+/// (an identity, no signing, nothing else), so that a developer's global settings (a
+/// `core.hooksPath`, `commit.gpgsign`, an `init.defaultBranch`, ...) never change what a
+/// test sees. It lives in cargo's per-target scratch directory.
+pub fn sealed_home() -> &'static Path {
+    static HOME: OnceLock<PathBuf> = OnceLock::new();
+    HOME.get_or_init(|| {
+        let home = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sealed-home");
+        fs::create_dir_all(&home).unwrap();
+        let config = "[user]\n\tname = Orbit Test\n\temail = orbit-test@example.invalid\n\
+                      [commit]\n\tgpgsign = false\n";
+        // Several test processes may start at once: write aside, then rename.
+        let tmp = home.join(format!(".gitconfig.{}", std::process::id()));
+        fs::write(&tmp, config).unwrap();
+        fs::rename(&tmp, home.join(".gitconfig")).unwrap();
+        home
+    })
+}
+
+/// A command sealed from the developer's machine: a cleared environment with only PATH,
+/// TMPDIR, a fixed locale, the sealed HOME and git configuration (no system file, the
+/// sealed global one). Every child of the suite is made here; a test adds what it means
+/// to set with `.env()`.
+pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let home = sealed_home();
+    let mut cmd = Command::new(program);
+    cmd.env_clear()
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+        )
+        .env("HOME", home)
+        .env("LANG", "C.UTF-8")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", home.join(".gitconfig"));
+    if let Some(tmp) = std::env::var_os("TMPDIR") {
+        cmd.env("TMPDIR", tmp);
+    }
+    cmd
+}
 
 pub fn orbit_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_orbit"))
@@ -49,11 +91,10 @@ impl Repo {
 
     /// Runs git in the repository; panics on failure.
     pub fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
+        let out = command("git")
             .arg("-C")
             .arg(self.path())
             .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
             .output()
             .unwrap();
         assert!(
@@ -85,7 +126,7 @@ impl Repo {
 
     /// `orbit ARGS` in the repository, bounded.
     pub fn orbit(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new(orbit_bin());
+        let mut cmd = command(orbit_bin());
         cmd.args(args)
             .current_dir(self.path())
             .env("PATH", self.path_env());
@@ -114,7 +155,7 @@ impl Repo {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> std::process::Child {
-        let mut cmd = Command::new("bash");
+        let mut cmd = command("bash");
         cmd.arg(loop_dir.join("run-loop.sh"))
             .args(args)
             .current_dir(self.path())
@@ -130,7 +171,7 @@ impl Repo {
 
     /// `bash run-loop.sh ARGS` with extra environment, bounded.
     pub fn run_loop(&self, loop_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let mut cmd = Command::new("bash");
+        let mut cmd = command("bash");
         cmd.arg(loop_dir.join("run-loop.sh"))
             .args(args)
             .current_dir(self.path())
@@ -171,7 +212,7 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
             break st;
         }
         if start.elapsed() > limit {
-            let _ = Command::new("kill")
+            let _ = command("kill")
                 .args(["-KILL", "--", &format!("-{}", child.id())])
                 .status();
             let _ = child.kill();
@@ -233,7 +274,7 @@ fn present_or_skipped(ok: bool, require: &str, what: &str) -> bool {
 
 /// Whether perl with Digest::SHA is here (the runner's hashing coprocess).
 pub fn hasher_available() -> bool {
-    let ok = Command::new("perl")
+    let ok = command("perl")
         .args(["-MDigest::SHA", "-e", "1"])
         .output()
         .map(|o| o.status.success())
@@ -242,7 +283,7 @@ pub fn hasher_available() -> bool {
 }
 
 pub fn shellcheck_available() -> bool {
-    let ok = Command::new("shellcheck")
+    let ok = command("shellcheck")
         .arg("--version")
         .output()
         .map(|o| o.status.success())
@@ -252,7 +293,7 @@ pub fn shellcheck_available() -> bool {
 
 /// Runs `bash -n` and shellcheck (all severities) on a script; panics with the findings.
 pub fn assert_script_clean(path: &Path) {
-    let out = Command::new("bash").arg("-n").arg(path).output().unwrap();
+    let out = command("bash").arg("-n").arg(path).output().unwrap();
     assert!(
         out.status.success(),
         "bash -n {}: {}",
@@ -260,7 +301,7 @@ pub fn assert_script_clean(path: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
     if shellcheck_available() {
-        let out = Command::new("shellcheck")
+        let out = command("shellcheck")
             .args(["-s", "bash", "-S", "style"])
             .arg(path)
             .output()
@@ -450,7 +491,7 @@ pub fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
 /// Whether tmux can run; CI must have it (`.ci/run` installs it), elsewhere the tmux tests
 /// are skipped with a notice.
 pub fn tmux_available() -> bool {
-    let ok = Command::new("tmux")
+    let ok = command("tmux")
         .arg("-V")
         .output()
         .map(|o| o.status.success())

@@ -1,0 +1,62 @@
+//! The suite is sealed from the machine it runs on: every child gets a cleared environment
+//! and the suite's own HOME and git configuration.
+
+use std::path::PathBuf;
+
+use crate::support::{assert_ok, command, run_bounded, sealed_home};
+
+#[test]
+fn children_see_only_the_sealed_environment() {
+    let out = run_bounded(command("env"), std::time::Duration::from_secs(30));
+    assert_ok(&out, "env");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    for name in &names {
+        assert!(
+            [
+                "PATH",
+                "HOME",
+                "LANG",
+                "GIT_CONFIG_NOSYSTEM",
+                "GIT_CONFIG_GLOBAL",
+                "TMPDIR"
+            ]
+            .contains(name),
+            "{name} leaked into a child of the suite:\n{text}"
+        );
+    }
+    let home = sealed_home().display().to_string();
+    assert!(text.contains(&format!("HOME={home}\n")), "{text}");
+}
+
+#[test]
+fn git_reads_only_the_sealed_global_configuration() {
+    let mut cmd = command("git");
+    cmd.args(["config", "--global", "--list", "--show-origin"]);
+    let out = run_bounded(cmd, std::time::Duration::from_secs(30));
+    assert_ok(&out, "git config --global --list");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let sealed: PathBuf = sealed_home().join(".gitconfig");
+    for line in text.lines() {
+        assert!(
+            line.starts_with(&format!("file:{}\t", sealed.display())),
+            "a setting from outside the sealed configuration: {line}"
+        );
+    }
+    assert!(text.contains("user.name=Orbit Test"), "{text}");
+    // Nothing that changes how the runner commits.
+    for key in ["core.hookspath", "commit.gpgsign=true", "core.fsmonitor"] {
+        assert!(!text.to_ascii_lowercase().contains(key), "{key}: {text}");
+    }
+    let mut sys = command("git");
+    sys.args(["config", "--system", "--list"]);
+    let out = run_bounded(sys, std::time::Duration::from_secs(30));
+    assert!(
+        out.stdout.is_empty(),
+        "the system git configuration is read: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

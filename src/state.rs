@@ -7,7 +7,9 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::contract::{CbState, STATE_KEYS, Status, StopReason, ValueType, state_key_type};
+use crate::contract::{
+    CbState, STATE_KEYS, Status, StopReason, ValueType, state_key_type, with_state_keys,
+};
 use crate::error::{Error, Result};
 use crate::fsx;
 
@@ -22,46 +24,91 @@ pub const KEYS: [&str; STATE_KEYS.len()] = {
     keys
 };
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct State {
-    pub contract_version: String,
-    pub generation: u64,
-    pub next_iteration: u64,
-    pub last_status: Status,
-    pub stop_reason: StopReason,
-    pub started_at: u64,
-    pub last_updated_at: u64,
-    pub origin_branch: String,
-    pub iter_branch: String,
-    pub cost_microusd: u64,
-    pub cb_state: CbState,
-    pub cb_fails: u64,
-    pub cb_sig: String,
-    pub cb_opened_at: u64,
-    pub verify_streak: u64,
-    pub resume_at: u64,
+/// A value of state.env as its Rust field holds it: read from text the contract's type
+/// check has accepted, and written back as the same text.
+trait StateValue: Sized {
+    fn from_checked(text: &str) -> Option<Self>;
+    fn write_to(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
 }
+
+impl StateValue for u64 {
+    fn from_checked(text: &str) -> Option<Self> {
+        text.parse().ok()
+    }
+    fn write_to(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+impl StateValue for String {
+    fn from_checked(text: &str) -> Option<Self> {
+        Some(text.to_string())
+    }
+    fn write_to(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self)
+    }
+}
+
+macro_rules! word_value {
+    ($($t:ty),+) => {$(
+        impl StateValue for $t {
+            fn from_checked(text: &str) -> Option<Self> {
+                <$t>::parse(text)
+            }
+            fn write_to(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )+};
+}
+word_value!(Status, StopReason, CbState);
+
+/// The checkpoint: one field per key of the contract's table, made from it.
+macro_rules! state_struct {
+    ($($key:ident $field:ident: $ty:ty = $vt:ident, $init:expr;)+) => {
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct State {
+            $(pub $field: $ty,)+
+        }
+
+        impl State {
+            /// Every key at the value of a freshly rendered loop.
+            fn initial() -> State {
+                State {
+                    $($field: $init,)+
+                }
+            }
+
+            /// Builds the state from one type-checked value per key, in [`KEYS`] order.
+            fn from_values(values: &[&str]) -> Option<State> {
+                let mut it = values.iter();
+                Some(State {
+                    $($field: <$ty as StateValue>::from_checked(it.next()?)?,)+
+                })
+            }
+        }
+
+        impl fmt::Display for State {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                $(
+                    f.write_str(concat!(stringify!($key), "="))?;
+                    self.$field.write_to(f)?;
+                    f.write_str("\n")?;
+                )+
+                Ok(())
+            }
+        }
+    };
+}
+with_state_keys!(state_struct);
 
 impl State {
     /// The checkpoint of a freshly rendered loop.
     pub fn ready(contract_version: &str, now: u64) -> State {
         State {
             contract_version: contract_version.to_string(),
-            generation: 1,
-            next_iteration: 1,
-            last_status: Status::Ready,
-            stop_reason: StopReason::None,
-            started_at: 0,
             last_updated_at: now,
-            origin_branch: String::new(),
-            iter_branch: String::new(),
-            cost_microusd: 0,
-            cb_state: CbState::Closed,
-            cb_fails: 0,
-            cb_sig: String::new(),
-            cb_opened_at: 0,
-            verify_streak: 0,
-            resume_at: 0,
+            ..State::initial()
         }
     }
 
@@ -106,27 +153,8 @@ impl State {
         if let Some(i) = values.iter().position(Option::is_none) {
             return Err((0, format!("missing key {}", KEYS[i])));
         }
-        let v = |k: usize| values[k].unwrap_or_default().to_string();
-        let n = |k: usize| values[k].unwrap_or("0").parse::<u64>().unwrap_or(0);
-        Ok(State {
-            contract_version: v(0),
-            generation: n(1),
-            next_iteration: n(2),
-            last_status: Status::parse(values[3].unwrap_or_default()).unwrap_or(Status::Ready),
-            stop_reason: StopReason::parse(values[4].unwrap_or_default())
-                .unwrap_or(StopReason::None),
-            started_at: n(5),
-            last_updated_at: n(6),
-            origin_branch: v(7),
-            iter_branch: v(8),
-            cost_microusd: n(9),
-            cb_state: CbState::parse(values[10].unwrap_or_default()).unwrap_or(CbState::Closed),
-            cb_fails: n(11),
-            cb_sig: v(12),
-            cb_opened_at: n(13),
-            verify_streak: n(14),
-            resume_at: n(15),
-        })
+        let values: Vec<&str> = values.iter().map(|v| v.unwrap_or_default()).collect();
+        State::from_values(&values).ok_or((0, "a value does not fit its key's type".into()))
     }
 
     pub fn parse_file(path: &Path) -> Result<State> {
@@ -141,27 +169,6 @@ impl State {
     /// The canonical text: every key, in [`KEYS`] order.
     pub fn print(&self) -> String {
         self.to_string()
-    }
-}
-
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "CONTRACT_VERSION={}", self.contract_version)?;
-        writeln!(f, "GEN={}", self.generation)?;
-        writeln!(f, "NEXT_ITERATION={}", self.next_iteration)?;
-        writeln!(f, "LAST_STATUS={}", self.last_status)?;
-        writeln!(f, "STOP_REASON={}", self.stop_reason)?;
-        writeln!(f, "STARTED_AT={}", self.started_at)?;
-        writeln!(f, "LAST_UPDATED_AT={}", self.last_updated_at)?;
-        writeln!(f, "ORIGIN_BRANCH={}", self.origin_branch)?;
-        writeln!(f, "ITER_BRANCH={}", self.iter_branch)?;
-        writeln!(f, "COST_MICROUSD={}", self.cost_microusd)?;
-        writeln!(f, "CB_STATE={}", self.cb_state)?;
-        writeln!(f, "CB_FAILS={}", self.cb_fails)?;
-        writeln!(f, "CB_SIG={}", self.cb_sig)?;
-        writeln!(f, "CB_OPENED_AT={}", self.cb_opened_at)?;
-        writeln!(f, "VERIFY_STREAK={}", self.verify_streak)?;
-        writeln!(f, "RESUME_AT={}", self.resume_at)
     }
 }
 

@@ -426,25 +426,41 @@ impl ValueType {
 /// The largest integer a state value may hold: 18 digits stay inside bash's signed 64 bits.
 pub const MAX_UINT_DIGITS: usize = 18;
 
-/// Every state.env key, in the order the file lists them, with its type (contract 4.1).
-pub const STATE_KEYS: &[(&str, ValueType)] = &[
-    ("CONTRACT_VERSION", ValueType::Semver),
-    ("GEN", ValueType::Positive),
-    ("NEXT_ITERATION", ValueType::Positive),
-    ("LAST_STATUS", ValueType::Status),
-    ("STOP_REASON", ValueType::StopReason),
-    ("STARTED_AT", ValueType::Uint),
-    ("LAST_UPDATED_AT", ValueType::Uint),
-    ("ORIGIN_BRANCH", ValueType::RefName),
-    ("ITER_BRANCH", ValueType::RefName),
-    ("COST_MICROUSD", ValueType::Uint),
-    ("CB_STATE", ValueType::CbState),
-    ("CB_FAILS", ValueType::Uint),
-    ("CB_SIG", ValueType::Hex),
-    ("CB_OPENED_AT", ValueType::Uint),
-    ("VERIFY_STREAK", ValueType::Uint),
-    ("RESUME_AT", ValueType::Uint),
-];
+/// The state.env keys, written once (contract 4.1): `KEY field: RustType = ValueType, the
+/// value of a freshly rendered loop;` in the order the file lists them. `with_state_keys!(callback)` hands the list to a macro:
+/// [`STATE_KEYS`] (the parsers' and the prelude's table) and `state::State` (its fields,
+/// parser and printer) are both made from it, so a new key is one line here and its use.
+macro_rules! with_state_keys {
+    ($callback:ident) => {
+        $callback! {
+            CONTRACT_VERSION contract_version: String = Semver, String::new();
+            GEN generation: u64 = Positive, 1;
+            NEXT_ITERATION next_iteration: u64 = Positive, 1;
+            LAST_STATUS last_status: Status = Status, Status::Ready;
+            STOP_REASON stop_reason: StopReason = StopReason, StopReason::None;
+            STARTED_AT started_at: u64 = Uint, 0;
+            LAST_UPDATED_AT last_updated_at: u64 = Uint, 0;
+            ORIGIN_BRANCH origin_branch: String = RefName, String::new();
+            ITER_BRANCH iter_branch: String = RefName, String::new();
+            COST_MICROUSD cost_microusd: u64 = Uint, 0;
+            CB_STATE cb_state: CbState = CbState, CbState::Closed;
+            CB_FAILS cb_fails: u64 = Uint, 0;
+            CB_SIG cb_sig: String = Hex, String::new();
+            CB_OPENED_AT cb_opened_at: u64 = Uint, 0;
+            VERIFY_STREAK verify_streak: u64 = Uint, 0;
+            RESUME_AT resume_at: u64 = Uint, 0;
+        }
+    };
+}
+pub(crate) use with_state_keys;
+
+macro_rules! state_key_table {
+    ($($key:ident $field:ident: $ty:ty = $vt:ident, $init:expr;)+) => {
+        /// Every state.env key, in the order the file lists them, with its type.
+        pub const STATE_KEYS: &[(&str, ValueType)] = &[$((stringify!($key), ValueType::$vt),)+];
+    };
+}
+with_state_keys!(state_key_table);
 
 fn is_uint(v: &str) -> bool {
     !v.is_empty()

@@ -5,6 +5,7 @@
 //! (the line then ends in `}` right after `prev`); `prev` is the previous line's `hash`,
 //! 64 zeros for the first line. The runner writes the members in that order.
 
+use crate::contract::EventName;
 use crate::fsx;
 
 pub const GENESIS: &str = progress_genesis();
@@ -26,6 +27,13 @@ pub struct Event {
     pub hash: String,
     /// The whole object, for event-specific fields.
     pub value: serde_json::Value,
+}
+
+impl Event {
+    /// Whether this is an event of kind `name`.
+    pub fn is(&self, name: EventName) -> bool {
+        self.event == name.as_str()
+    }
 }
 
 /// Why the chain is broken at a line.
@@ -154,10 +162,23 @@ impl Journal {
 /// Reads and verifies a journal. Never panics on arbitrary bytes; stops verifying at the
 /// first break but keeps parsing later lines that are well-formed.
 pub fn read(bytes: &[u8]) -> Journal {
+    verify(bytes, Some((GENESIS.to_string(), 1)))
+}
+
+/// Reads and verifies the tail of a journal, `bytes` starting at a line boundary somewhere
+/// in the file: its first line is taken as it is (the line before it, which its `prev` and
+/// `seq` follow, is not there), every later line must follow the one before. Lines are
+/// numbered from 1 at the start of `bytes`.
+pub fn read_tail(bytes: &[u8]) -> Journal {
+    verify(bytes, None)
+}
+
+/// Reads `bytes` as a chain whose first line follows `anchor` (`prev` and `seq`), or
+/// anything when there is no anchor.
+fn verify(bytes: &[u8], anchor: Option<(String, u64)>) -> Journal {
     let text = String::from_utf8_lossy(bytes);
     let mut j = Journal::default();
-    let mut prev = GENESIS.to_string();
-    let mut expected_seq = 1u64;
+    let (mut prev, mut expected_seq) = anchor.unzip();
     let mut lines: Vec<&str> = text.split('\n').collect();
     let complete_last = text.ends_with('\n') || text.is_empty();
     if complete_last {
@@ -187,19 +208,24 @@ pub fn read(bytes: &[u8]) -> Journal {
                 Some((without, carried)) if line_hash(&without) == carried => None,
                 _ => Some(ChainError::HashMismatch { line: n }),
             };
-            let check = check
-                .or_else(|| (event.prev != prev).then_some(ChainError::PrevMismatch { line: n }));
             let check = check.or_else(|| {
-                (event.seq != expected_seq).then_some(ChainError::SeqGap {
-                    line: n,
-                    expected: expected_seq,
-                    found: event.seq,
-                })
+                prev.as_ref()
+                    .is_some_and(|p| *p != event.prev)
+                    .then_some(ChainError::PrevMismatch { line: n })
+            });
+            let check = check.or_else(|| {
+                expected_seq
+                    .filter(|s| *s != event.seq)
+                    .map(|expected| ChainError::SeqGap {
+                        line: n,
+                        expected,
+                        found: event.seq,
+                    })
             });
             j.error = check;
         }
-        prev = event.hash.clone();
-        expected_seq = event.seq + 1;
+        prev = Some(event.hash.clone());
+        expected_seq = Some(event.seq + 1);
         j.events.push(event);
     }
     j
@@ -261,6 +287,38 @@ mod tests {
         assert_eq!(j.events.len(), 3);
         assert_eq!(j.error, None);
         assert_eq!(j.tip().1, 4);
+    }
+
+    #[test]
+    fn a_tail_verifies_from_its_first_line() {
+        let text = journal(6);
+        let cut = text.match_indices('\n').nth(2).unwrap().0 + 1;
+        let tail = &text[cut..];
+        let j = read_tail(tail.as_bytes());
+        assert_eq!(j.events.len(), 3);
+        assert_eq!(j.error, None);
+        assert!(j.events[0].is(EventName::IterationStart));
+        assert!(!j.events[0].is(EventName::IterationEnd));
+        // Read as a whole journal, the same lines do not start the chain.
+        assert_eq!(
+            read(tail.as_bytes()).error,
+            Some(ChainError::PrevMismatch { line: 1 })
+        );
+        // Inside the tail, edits and removals are found as in the whole file.
+        let lines: Vec<&str> = tail.lines().collect();
+        let removed = format!("{}\n{}\n", lines[0], lines[2]);
+        assert_eq!(
+            read_tail(removed.as_bytes()).error,
+            Some(ChainError::PrevMismatch { line: 2 })
+        );
+        let edited = tail.replacen("\"v\"", "\"w\"", 2);
+        assert_eq!(
+            read_tail(edited.as_bytes()).error,
+            Some(ChainError::HashMismatch { line: 1 })
+        );
+        let torn = read_tail(&tail.as_bytes()[..tail.len() - 10]);
+        assert!(torn.torn_tail);
+        assert_eq!(torn.error, Some(ChainError::TornTail { line: 3 }));
     }
 
     #[test]

@@ -12,6 +12,9 @@ use crate::fsx;
 
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 pub const MARKER_PREFIX: &str = "<!-- orbit:end iteration=";
+/// The heading word of an entry for an iteration a signal cut short: it records no outcome
+/// and the iteration reruns.
+pub const INTERRUPTED: &str = "INTERRUPTED";
 
 /// The file's preamble, written once by `orbit init`.
 pub fn preamble(name: &str) -> String {
@@ -135,9 +138,38 @@ fn parse_marker(line: &str) -> Option<(u64, String)> {
 /// Parses progress.md. Never fails: whatever cannot be read as an entry is reported as a
 /// torn tail or a stray line, with its line number. Invalid UTF-8 is read lossily.
 pub fn parse(bytes: &[u8]) -> Progress {
+    parse_chained(bytes, GENESIS)
+}
+
+/// Parses the tail of progress.md, `bytes` starting at a line boundary somewhere in the
+/// file. The chain is anchored on the first end marker in the tail: the lines up to it are
+/// skipped and the entries after it must chain on its hash. Line numbers count from 1 at
+/// the start of `bytes`. `None` when the tail holds no end marker.
+pub fn parse_tail(bytes: &[u8]) -> Option<Progress> {
+    let text = String::from_utf8_lossy(bytes);
+    let (skip, hash) = text
+        .split_inclusive('\n')
+        .enumerate()
+        .find_map(|(i, line)| {
+            parse_marker(line.trim_end_matches('\n')).map(|(_, hash)| (i + 1, hash))
+        })?;
+    let rest: String = text.split_inclusive('\n').skip(skip).collect();
+    let mut out = parse_chained(rest.as_bytes(), &hash);
+    for e in &mut out.entries {
+        e.line += skip;
+    }
+    out.torn_tail_line = out.torn_tail_line.map(|l| l + skip);
+    for l in &mut out.stray_lines {
+        *l += skip;
+    }
+    Some(out)
+}
+
+/// Parses entries that chain on `prev`.
+fn parse_chained(bytes: &[u8], prev: &str) -> Progress {
     let text = String::from_utf8_lossy(bytes);
     let mut out = Progress::default();
-    let mut prev = GENESIS.to_string();
+    let mut prev = prev.to_string();
     let mut current: Option<(EntryKind, usize, String)> = None;
     let mut seen_entry = false;
     let mut pos = 0usize;
@@ -255,6 +287,26 @@ mod tests {
         let rewritten = parse(doc.replace("exit 0", "exit 1").as_bytes());
         assert!(rewritten.torn_tail_line.is_none());
         assert_eq!(rewritten.first_broken().unwrap().line, 11);
+    }
+
+    #[test]
+    fn a_tail_chains_from_its_first_marker() {
+        let doc = sample();
+        // From inside the first entry: its marker anchors the chain, entry 1 follows it.
+        let cut = doc.find("- at: x").unwrap();
+        let p = parse_tail(&doc.as_bytes()[cut..]).unwrap();
+        assert_eq!(p.entries.len(), 1);
+        assert_eq!(p.entries[0].line, 4);
+        assert!(p.first_broken().is_none());
+        assert_eq!(p.last_closed_iteration(), Some((1, "CONTINUE".into())));
+        // A rewrite after the anchor is found at its line; a tail without a marker has no
+        // anchor.
+        let rewritten = doc[cut..].replace("exit 0", "exit 1");
+        let p = parse_tail(rewritten.as_bytes()).unwrap();
+        assert_eq!(p.first_broken().unwrap().line, 4);
+        let torn = &doc[cut..doc.rfind("<!--").unwrap()];
+        assert_eq!(parse_tail(torn.as_bytes()).unwrap().torn_tail_line, Some(4));
+        assert!(parse_tail(b"## Iteration 3 \xe2\x80\x94 DONE\n- at: x\n").is_none());
     }
 
     #[test]

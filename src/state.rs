@@ -186,6 +186,15 @@ pub fn check_value(key: &str, v: &str) -> Result<(), String> {
     }
 }
 
+/// The 1-based line of `key` in a state.env text; where the text lacks it, the line the
+/// runner writes it on (0 for a key that is not a state key).
+pub fn key_line(text: &str, key: &str) -> usize {
+    text.lines()
+        .position(|l| l.strip_prefix(key).is_some_and(|r| r.starts_with('=')))
+        .map(|i| i + 1)
+        .unwrap_or_else(|| KEYS.iter().position(|k| *k == key).map_or(0, |i| i + 1))
+}
+
 /// The sidecar: a `sha256sum`-format line for state.env and `# gen=N`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sidecar {
@@ -275,6 +284,16 @@ mod tests {
             .map(|l| format!("{l}\n"))
             .collect();
         assert_eq!(State::parse(missing.as_bytes()).unwrap_err().0, 0);
+    }
+
+    #[test]
+    fn keys_are_found_on_their_lines() {
+        let s = State::ready("1.0.0", 5).print();
+        assert_eq!(key_line(&s, "NEXT_ITERATION"), 3);
+        assert_eq!(key_line(&s, "COST_MICROUSD"), 10);
+        assert_eq!(key_line("GEN=2\nCB_STATE=OPEN\n", "CB_STATE"), 2);
+        assert_eq!(key_line("", "CB_STATE"), 11);
+        assert_eq!(key_line(&s, "NOPE"), 0);
     }
 
     #[test]

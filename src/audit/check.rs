@@ -16,7 +16,7 @@ use crate::pins;
 use crate::progress::{self, EntryKind};
 use crate::result_env::{self, ResultEnv};
 use crate::sigs;
-use crate::state::{KEYS, Sidecar, State};
+use crate::state::{self, Sidecar, State};
 
 /// The tail of events.jsonl the chain is verified over.
 pub const EVENTS_WINDOW_BYTES: u64 = 4 << 20;
@@ -157,14 +157,6 @@ fn read_state_once(dir: &Path) -> StateRead {
     }
 }
 
-/// The 1-based line of `key` in state.env (the runner writes keys in a fixed order).
-fn state_line(text: &str, key: &str) -> usize {
-    text.lines()
-        .position(|l| l.strip_prefix(key).is_some_and(|r| r.starts_with('=')))
-        .map(|i| i + 1)
-        .unwrap_or_else(|| KEYS.iter().position(|k| *k == key).map_or(0, |i| i + 1))
-}
-
 /// The 1-based line of a `key =` setting in loop.toml.
 fn toml_line(text: &str, key: &str) -> usize {
     text.lines()
@@ -184,104 +176,43 @@ fn iter_rel(n: u64) -> String {
 struct EventsWindow {
     window: Window,
     events: Vec<Event>,
-    /// Window index of each event.
-    index: Vec<usize>,
+    /// The first break in the chain (a torn last line aside), at its window index.
     error: Option<(usize, ChainError)>,
     torn_tail: bool,
 }
 
 fn read_events(dir: &Path) -> Option<EventsWindow> {
     let mut window = tail::read_tail(&dir.join("events.jsonl"), EVENTS_WINDOW_BYTES).ok()?;
-    // Keep only the last EVENTS_WINDOW_LINES lines.
-    if window.lines > EVENTS_WINDOW_LINES {
-        let drop = window.lines - EVENTS_WINDOW_LINES;
-        let mut cut = 0usize;
-        for _ in 0..drop {
-            cut += window.bytes[cut..]
-                .iter()
-                .position(|b| *b == b'\n')
-                .map_or(window.bytes.len() - cut, |p| p + 1);
-        }
-        window.bytes.drain(..cut);
-        window.lines -= drop;
-        window.first_line = window.first_line.map(|f| f + drop);
-        window.whole = false;
-    }
-    let text = String::from_utf8_lossy(&window.bytes).into_owned();
-    let complete_last = text.ends_with('\n') || text.is_empty();
-    let mut lines: Vec<&str> = text.split('\n').collect();
-    if complete_last {
-        lines.pop();
-    }
-    let count = lines.len();
-    let mut out = EventsWindow {
-        window: Window::default(),
-        events: Vec::new(),
-        index: Vec::new(),
-        error: None,
-        torn_tail: false,
+    window.keep_last_lines(EVENTS_WINDOW_LINES);
+    let journal = if window.whole {
+        events::read(&window.bytes)
+    } else {
+        events::read_tail(&window.bytes)
     };
-    let mut prev: Option<String> = window.whole.then(|| events::GENESIS.to_string());
-    let mut expected_seq: Option<u64> = window.whole.then_some(1);
-    for (i, line) in lines.into_iter().enumerate() {
-        if i + 1 == count && !complete_last {
-            out.torn_tail = true;
-            break;
-        }
-        let ev = match events::parse_line(line, i + 1) {
-            Ok(e) => e,
-            Err(e) => {
-                if out.error.is_none() {
-                    out.error = Some((i, e));
-                }
-                prev = None;
-                expected_seq = None;
-                continue;
-            }
-        };
-        if out.error.is_none() {
-            let bad = match events::split_hash(line) {
-                Some((without, carried)) if events::line_hash(&without) == carried => None,
-                _ => Some(ChainError::HashMismatch { line: i + 1 }),
-            }
-            .or_else(|| {
-                prev.as_ref()
-                    .filter(|p| **p != ev.prev)
-                    .map(|_| ChainError::PrevMismatch { line: i + 1 })
-            })
-            .or_else(|| {
-                expected_seq
-                    .filter(|s| *s != ev.seq)
-                    .map(|s| ChainError::SeqGap {
-                        line: i + 1,
-                        expected: s,
-                        found: ev.seq,
-                    })
-            });
-            if let Some(b) = bad {
-                out.error = Some((i, b));
-            }
-        }
-        prev = Some(ev.hash.clone());
-        expected_seq = Some(ev.seq + 1);
-        out.events.push(ev);
-        out.index.push(i);
-    }
+    let error = journal
+        .error
+        .filter(|e| !matches!(e, ChainError::TornTail { .. }))
+        .map(|e| (e.line() - 1, e));
     // Without a counted line number, an intact chain numbers its lines by seq.
     if window.first_line.is_none()
-        && let (Some(first), Some(&idx)) = (out.events.first(), out.index.first())
-        && out.error.is_none()
-        && first.seq as usize > idx
+        && let Some(first) = journal.events.first()
+        && error.is_none()
+        && first.seq as usize >= first.line
     {
-        window.first_line = Some(first.seq as usize - idx);
+        window.first_line = Some(first.seq as usize + 1 - first.line);
     }
-    out.window = window;
-    Some(out)
+    Some(EventsWindow {
+        window,
+        events: journal.events,
+        error,
+        torn_tail: journal.torn_tail,
+    })
 }
 
 impl EventsWindow {
     fn evidence(&self, k: usize) -> String {
-        self.window.evidence("events.jsonl", self.index[k])
+        self.window
+            .evidence("events.jsonl", self.events[k].line - 1)
     }
 
     fn str_field<'e>(e: &'e Event, key: &str) -> &'e str {
@@ -310,53 +241,17 @@ struct ProgressTail {
 
 fn read_progress(dir: &Path) -> Option<ProgressTail> {
     let window = tail::read_tail(&dir.join("progress.md"), PROGRESS_WINDOW_BYTES).ok()?;
-    let text = String::from_utf8_lossy(&window.bytes).into_owned();
     // In a partial window the chain is anchored on the first marker seen.
-    let (skip_lines, prev) = if window.whole {
-        (0usize, progress::GENESIS.to_string())
+    let parsed = if window.whole {
+        progress::parse(&window.bytes)
     } else {
-        let mut found = None;
-        for (i, line) in text.split_inclusive('\n').enumerate() {
-            if let Some(rest) = line.trim_end().strip_prefix(progress::MARKER_PREFIX)
-                && let Some((_, h)) = rest
-                    .strip_suffix(" -->")
-                    .and_then(|r| r.split_once(" sha256="))
-            {
-                found = Some((i + 1, h.to_string()));
-                break;
-            }
-        }
-        found?
+        progress::parse_tail(&window.bytes)?
     };
-    let rest: String = text.split_inclusive('\n').skip(skip_lines).collect();
-    let parsed = progress::parse(rest.as_bytes());
-    let mut chain = prev;
-    let mut broken = None;
-    for e in &parsed.entries {
-        if let Some((_, h)) = &e.marker {
-            if broken.is_none() && progress::entry_hash(&chain, &e.text) != *h {
-                broken = Some(e.line - 1 + skip_lines);
-            }
-            chain = h.clone();
-        }
-    }
-    let entries = parsed
-        .entries
-        .into_iter()
-        .map(|mut e| {
-            e.line += skip_lines;
-            e
-        })
-        .collect();
     Some(ProgressTail {
-        entries,
-        broken,
-        torn: parsed.torn_tail_line.map(|l| l - 1 + skip_lines),
-        stray: parsed
-            .stray_lines
-            .iter()
-            .map(|l| l - 1 + skip_lines)
-            .collect(),
+        broken: parsed.first_broken().map(|e| e.line - 1),
+        torn: parsed.torn_tail_line.map(|l| l - 1),
+        stray: parsed.stray_lines.iter().map(|l| l - 1).collect(),
+        entries: parsed.entries,
         window,
     })
 }
@@ -880,7 +775,7 @@ fn check_pins(a: &mut Audit<'_>, dir: &Path, state: Option<&State>, state_text: 
         a.add(
             pin_class(s.stop_reason),
             Severity::P1,
-            format!("state.env:{}", state_line(state_text, "STOP_REASON")),
+            format!("state.env:{}", state::key_line(state_text, "STOP_REASON")),
             format!(
                 "the loop stopped on {} and stays ABORTED, though the pins hold now",
                 s.stop_reason
@@ -1068,7 +963,7 @@ fn check_spend(
         a.add(
             FindingClass::StateDrift,
             Severity::P2,
-            format!("state.env:{}", state_line(state_text, "COST_MICROUSD")),
+            format!("state.env:{}", state::key_line(state_text, "COST_MICROUSD")),
             format!(
                 "state.env records ${} spent but cost.ledger sums to ${}; the runner re-sums it after the next iteration",
                 format_usd(state.cost_microusd),
@@ -1082,7 +977,9 @@ fn check_spend(
         l.as_ref()
             .and_then(|l| l.entries.last())
             .map(|e| format!("cost.ledger:{}", e.line))
-            .unwrap_or_else(|| format!("state.env:{}", state_line(state_text, "COST_MICROUSD")))
+            .unwrap_or_else(|| {
+                format!("state.env:{}", state::key_line(state_text, "COST_MICROUSD"))
+            })
     };
     if let Some(cap) = LoopConfig::usd_micro(c.usd_cap) {
         let raise = format!(
@@ -1203,7 +1100,10 @@ fn check_drift(
     recovered: bool,
 ) {
     let next = state.next_iteration;
-    let ev_line = format!("state.env:{}", state_line(state_text, "NEXT_ITERATION"));
+    let ev_line = format!(
+        "state.env:{}",
+        state::key_line(state_text, "NEXT_ITERATION")
+    );
     if let Some(p) = progress
         && let Some((n, status, i)) = p.last_recorded()
     {
@@ -1285,13 +1185,13 @@ fn check_status(
     running: bool,
 ) {
     let shown = a.shown.to_string();
-    let reason_line = format!("state.env:{}", state_line(text, "STOP_REASON"));
+    let reason_line = format!("state.env:{}", state::key_line(text, "STOP_REASON"));
     let last_done = state.next_iteration.saturating_sub(1);
     if state.cb_state == "OPEN" {
         a.add(
             FindingClass::CircuitOpen,
             Severity::P1,
-            format!("state.env:{}", state_line(text, "CB_STATE")),
+            format!("state.env:{}", state::key_line(text, "CB_STATE")),
             format!(
                 "the circuit breaker is open after {} failed iteration(s); the runner refuses agent runs until its cooldown ends",
                 state.cb_fails
@@ -1377,7 +1277,7 @@ fn check_status(
                         r.line_of("VERIFY").max(1)
                     )
                 })
-                .unwrap_or_else(|| format!("state.env:{}", state_line(text, "LAST_STATUS")));
+                .unwrap_or_else(|| format!("state.env:{}", state::key_line(text, "LAST_STATUS")));
             a.add(
                 FindingClass::VerifyGap,
                 Severity::P0,
@@ -1467,10 +1367,7 @@ mod tests {
     }
 
     #[test]
-    fn state_and_toml_lines() {
-        let s = State::ready("1.0.0", 5).print();
-        assert_eq!(state_line(&s, "NEXT_ITERATION"), 3);
-        assert_eq!(state_line(&s, "COST_MICROUSD"), 10);
+    fn toml_lines() {
         assert_eq!(
             toml_line("a = 1\nloop-timeout = \"0\"\n", "loop-timeout"),
             2

@@ -31,6 +31,25 @@ impl Window {
             None => format!("{file}:end-{}", self.lines.saturating_sub(i + 1)),
         }
     }
+
+    /// Keeps only the last `max` lines.
+    pub fn keep_last_lines(&mut self, max: usize) {
+        if self.lines <= max {
+            return;
+        }
+        let drop = self.lines - max;
+        let mut cut = 0usize;
+        for _ in 0..drop {
+            cut += self.bytes[cut..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(self.bytes.len() - cut, |p| p + 1);
+        }
+        self.bytes.drain(..cut);
+        self.lines -= drop;
+        self.first_line = self.first_line.map(|f| f + drop);
+        self.whole = false;
+    }
 }
 
 /// Reads at most the last `max_bytes` of `path`, starting at a line boundary.
@@ -107,6 +126,20 @@ mod tests {
         let w = read_tail(&p, 100).unwrap();
         assert!(w.whole);
         assert_eq!(w.lines, 4);
+    }
+
+    #[test]
+    fn a_window_keeps_its_last_lines() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, "one\ntwo\nthree\nfour").unwrap();
+        let mut w = read_tail(&p, 100).unwrap();
+        w.keep_last_lines(9);
+        assert!(w.whole);
+        w.keep_last_lines(2);
+        assert_eq!(w.bytes, b"three\nfour");
+        assert_eq!((w.lines, w.whole, w.first_line), (2, false, Some(3)));
+        assert_eq!(w.evidence("f", 1), "f:4");
     }
 
     proptest! {

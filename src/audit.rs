@@ -8,6 +8,7 @@
 //! `docs/AUDIT.md` for the verdict rules, the classes and the windows.
 
 mod check;
+mod keys;
 mod runner_log;
 mod tail;
 
@@ -25,7 +26,7 @@ pub use crate::locate::lock_held;
 pub use check::audit_loop;
 
 pub use crate::contract::{FindingClass, Severity, Verdict};
-use crate::contract::{Status, StopReason};
+use crate::contract::{Status, StopReason, VerifyOutcome};
 
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -44,8 +45,8 @@ pub struct Finding {
 pub struct Summary {
     pub name: String,
     pub max_iterations: Option<u64>,
-    /// `pass`, `fail` or `skip` from the last recorded iteration.
-    pub last_verify: Option<String>,
+    /// What verify.sh said of the last recorded iteration.
+    pub last_verify: Option<VerifyOutcome>,
     pub spent_microusd: Option<u64>,
     pub usd_cap_microusd: Option<u64>,
     /// Epoch seconds of the last write to the loop's journals or state.
@@ -226,7 +227,9 @@ pub fn render_human(reports: &[LoopReport], colour: bool) -> String {
     let (mut p0, mut p1, mut p2) = (0, 0, 0);
     for r in reports {
         let mut state = match (&r.status, &r.stop_reason) {
-            (Some(s), Some(reason)) if reason != "none" => format!("state {s} ({reason})"),
+            (Some(s), Some(reason)) if *reason != StopReason::None => {
+                format!("state {s} ({reason})")
+            }
             (Some(s), _) => format!("state {s}"),
             _ => "state unreadable".to_string(),
         };
@@ -302,7 +305,6 @@ pub fn render_status(reports: &[LoopReport], now: u64, colour: bool) -> String {
             };
             let verify = s
                 .last_verify
-                .as_deref()
                 .map(|v| format!("verify {v}"))
                 .unwrap_or_else(|| "verify -".into());
             let active = s

@@ -3,11 +3,14 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::keys::{result_key, state_key};
 use super::runner_log;
 use super::tail::{self, Window};
 use super::{Finding, LoopReport, Severity, Summary};
 use crate::config::LoopConfig;
-use crate::contract::{FindingClass, Status, StopReason, Verdict};
+use crate::contract::{
+    CbState, CostKind, EventName, FindingClass, Status, StopReason, Verdict, VerifyOutcome,
+};
 use crate::events::{self, ChainError, Event};
 use crate::goal::{format_usd, parse_duration};
 use crate::ledger;
@@ -223,8 +226,8 @@ impl EventsWindow {
         e.value.get(key).and_then(|v| v.as_u64())
     }
 
-    fn last_pos(&self, name: &str) -> Option<usize> {
-        self.events.iter().rposition(|e| e.event == name)
+    fn last_pos(&self, name: EventName) -> Option<usize> {
+        self.events.iter().rposition(|e| e.is(name))
     }
 }
 
@@ -265,7 +268,7 @@ impl ProgressTail {
             .rev()
             .find_map(|e| match (&e.kind, &e.marker) {
                 (EntryKind::Iteration { number, status }, Some(_))
-                    if *number > 0 && status != "INTERRUPTED" =>
+                    if *number > 0 && status != progress::INTERRUPTED =>
                 {
                     Some((*number, status.clone(), e.line - 1))
                 }
@@ -395,8 +398,8 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     if runner_pid.is_none() && matches!(lock, Lock::Unknown) {
         // Without /proc/locks: a loop_start with no loop_stop after it, from a live pid.
         if let Some(ev) = &events
-            && let Some(s) = ev.last_pos("loop_start")
-            && !ev.events[s..].iter().any(|e| e.event == "loop_stop")
+            && let Some(s) = ev.last_pos(EventName::LoopStart)
+            && !ev.events[s..].iter().any(|e| e.is(EventName::LoopStop))
             && let Some(pid) = EventsWindow::u64_field(&ev.events[s], "pid")
             && probe::alive(pid as u32)
         {
@@ -491,7 +494,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     check_validator(&mut a, dir, cfg.as_ref());
 
     // ---- settings that leave the loop without a terminator
-    let done = matches!(&state, Some(s) if s.last_status == "DONE");
+    let done = matches!(&state, Some(s) if s.last_status == Status::Done);
     if let Some(c) = &cfg
         && !done
         && c.usd_cap.is_none()
@@ -556,8 +559,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     let last_result = last_result.and_then(Result::ok);
     summary.last_verify = last_result
         .as_ref()
-        .map(|r| r.get("VERIFY").to_string())
-        .filter(|v| !v.is_empty());
+        .and_then(|r| VerifyOutcome::parse(r.get(result_key::VERIFY)));
     check_commits(&mut a, dir, last_done);
 
     // ---- crash evidence
@@ -567,7 +569,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         .as_ref()
         .and_then(|ev| ev.events.last())
         .is_some_and(|e| {
-            e.event == "recovery"
+            e.is(EventName::Recovery)
                 && EventsWindow::u64_field(e, "gen") == Some(state.generation)
                 && EventsWindow::u64_field(e, "next_iteration") == Some(next)
         });
@@ -575,19 +577,19 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     let pending = read_result(dir, next).and_then(Result::ok);
     if !running && !recovered {
         let next_dir = dir.join(iter_rel(next));
-        let stopped_by_signal = state.stop_reason == "signal"
+        let stopped_by_signal = state.stop_reason == StopReason::Signal
             && events
                 .as_ref()
                 .and_then(|e| e.events.last())
-                .is_some_and(|e| e.event == "loop_stop");
+                .is_some_and(|e| e.is(EventName::LoopStop));
         // The journal shows the checkpoint already moved past `next`: an edited state,
         // not a crash (reported as STATE_DRIFT).
         let journal_ahead = events.as_ref().is_some_and(|ev| {
-            ev.last_pos("state_write").is_some_and(|k| {
+            ev.last_pos(EventName::StateWrite).is_some_and(|k| {
                 EventsWindow::u64_field(&ev.events[k], "next_iteration").unwrap_or(0) > next
             })
         });
-        if pending.is_some() && state.last_status != "ABORTED" && !journal_ahead {
+        if pending.is_some() && state.last_status != Status::Aborted && !journal_ahead {
             crashed = Some((
                 format!("{}/result.env:1", iter_rel(next)),
                 format!(
@@ -607,11 +609,11 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
                 ),
             ));
         } else if let Some(ev) = &events
-            && let Some(s) = ev.last_pos("iteration_start")
+            && let Some(s) = ev.last_pos(EventName::IterationStart)
         {
             let it = ev.events[s].iteration;
             let ended = ev.events[s..].iter().any(|e| {
-                e.event == "loop_stop" || (e.event == "iteration_end" && e.iteration == it)
+                e.is(EventName::LoopStop) || (e.is(EventName::IterationEnd) && e.iteration == it)
             });
             if !ended {
                 crashed = Some((
@@ -775,7 +777,10 @@ fn check_pins(a: &mut Audit<'_>, dir: &Path, state: Option<&State>, state_text: 
         a.add(
             pin_class(s.stop_reason),
             Severity::P1,
-            format!("state.env:{}", state::key_line(state_text, "STOP_REASON")),
+            format!(
+                "state.env:{}",
+                state::key_line(state_text, state_key::STOP_REASON)
+            ),
             format!(
                 "the loop stopped on {} and stays ABORTED, though the pins hold now",
                 s.stop_reason
@@ -811,13 +816,14 @@ fn check_events(a: &mut Audit<'_>, ev: &EventsWindow, running: bool, state: Opti
     }
     // The latest flaky verify, if recent (the last three iterations) and not before DONE.
     let flake = ev.events.iter().rposition(|e| {
-        e.event == "verify_fail"
-            && (EventsWindow::str_field(e, "code") == "VERIFY_FLAKY"
+        e.is(EventName::VerifyFail)
+            && (FindingClass::parse(EventsWindow::str_field(e, "code"))
+                == Some(FindingClass::VerifyFlaky)
                 || e.value.get("flaky").and_then(|v| v.as_bool()) == Some(true))
     });
     if let Some(k) = flake
         && state.is_none_or(|s| {
-            s.last_status != "DONE" && ev.events[k].iteration + 3 >= s.next_iteration
+            s.last_status != Status::Done && ev.events[k].iteration + 3 >= s.next_iteration
         })
     {
         let e = &ev.events[k];
@@ -835,7 +841,7 @@ fn check_events(a: &mut Audit<'_>, ev: &EventsWindow, running: bool, state: Opti
         );
     }
     if let Some(k) = ev.events.iter().rposition(|e| {
-        e.event == "verify_pass"
+        e.is(EventName::VerifyPass)
             && EventsWindow::str_field(e, "run") == "red_gate"
             && e.value.get("allowed").and_then(|v| v.as_bool()) == Some(true)
     }) {
@@ -963,7 +969,7 @@ fn check_spend(
         a.add(
             FindingClass::StateDrift,
             Severity::P2,
-            format!("state.env:{}", state::key_line(state_text, "COST_MICROUSD")),
+            format!("state.env:{}", state::key_line(state_text, state_key::COST_MICROUSD)),
             format!(
                 "state.env records ${} spent but cost.ledger sums to ${}; the runner re-sums it after the next iteration",
                 format_usd(state.cost_microusd),
@@ -978,7 +984,10 @@ fn check_spend(
             .and_then(|l| l.entries.last())
             .map(|e| format!("cost.ledger:{}", e.line))
             .unwrap_or_else(|| {
-                format!("state.env:{}", state::key_line(state_text, "COST_MICROUSD"))
+                format!(
+                    "state.env:{}",
+                    state::key_line(state_text, state_key::COST_MICROUSD)
+                )
             })
     };
     if let Some(cap) = LoopConfig::usd_micro(c.usd_cap) {
@@ -995,7 +1004,7 @@ fn check_spend(
                     "spent ${} of the ${} usd-cap: {}",
                     format_usd(spent),
                     format_usd(cap),
-                    if state.stop_reason == "budget" {
+                    if state.stop_reason == StopReason::Budget {
                         "the loop is paused on its budget"
                     } else {
                         "the loop pauses at its next gate"
@@ -1017,7 +1026,7 @@ fn check_spend(
             );
         }
         if let Some(l) = &ledger
-            && let Some(e) = l.entries.iter().rev().find(|e| e.kind == "unknown")
+            && let Some(e) = l.entries.iter().rev().find(|e| e.kind == CostKind::Unknown)
             && c.cost_estimate_usd.is_none()
         {
             a.add(
@@ -1102,12 +1111,12 @@ fn check_drift(
     let next = state.next_iteration;
     let ev_line = format!(
         "state.env:{}",
-        state::key_line(state_text, "NEXT_ITERATION")
+        state::key_line(state_text, state_key::NEXT_ITERATION)
     );
     if let Some(p) = progress
         && let Some((n, status, i)) = p.last_recorded()
     {
-        let aborted_here = state.last_status == "ABORTED" && n == next;
+        let aborted_here = state.last_status == Status::Aborted && n == next;
         // Recovery sets a BLOCKED or ABORTED iteration aside to be retried: its entry stays.
         let retried_here = recovered && n == next;
         if n >= next && !aborted_here && !retried_here {
@@ -1143,11 +1152,13 @@ fn check_drift(
         );
     }
     if let Some(ev) = events
-        && let Some(k) = ev.last_pos("state_write")
+        && let Some(k) = ev.last_pos(EventName::StateWrite)
     {
         let e = &ev.events[k];
         let ev_gen = EventsWindow::u64_field(e, "gen").unwrap_or(0);
+        // A status that is not a contract word cannot match the state's.
         let status = EventsWindow::str_field(e, "status");
+        let same_status = Status::parse(status) == Some(state.last_status);
         let ev_next = EventsWindow::u64_field(e, "next_iteration").unwrap_or(0);
         if ev_gen > state.generation {
             a.add(
@@ -1160,7 +1171,7 @@ fn check_drift(
                 ),
                 a.recover(""),
             );
-        } else if ev_gen == state.generation && (state.last_status != status || ev_next != next) {
+        } else if ev_gen == state.generation && (!same_status || ev_next != next) {
             a.add(
                 FindingClass::StateDrift,
                 Severity::P1,
@@ -1185,13 +1196,16 @@ fn check_status(
     running: bool,
 ) {
     let shown = a.shown.to_string();
-    let reason_line = format!("state.env:{}", state::key_line(text, "STOP_REASON"));
+    let reason_line = format!(
+        "state.env:{}",
+        state::key_line(text, state_key::STOP_REASON)
+    );
     let last_done = state.next_iteration.saturating_sub(1);
-    if state.cb_state == "OPEN" {
+    if state.cb_state == CbState::Open {
         a.add(
             FindingClass::CircuitOpen,
             Severity::P1,
-            format!("state.env:{}", state::key_line(text, "CB_STATE")),
+            format!("state.env:{}", state::key_line(text, state_key::CB_STATE)),
             format!(
                 "the circuit breaker is open after {} failed iteration(s); the runner refuses agent runs until its cooldown ends",
                 state.cb_fails
@@ -1199,26 +1213,26 @@ fn check_status(
             a.recover("--reset-circuit"),
         );
     }
-    match state.stop_reason.as_str() {
-        "stalled" => a.add(
+    match state.stop_reason {
+        StopReason::Stalled => a.add(
             FindingClass::ConvergenceStall,
             Severity::P1,
             reason_line.clone(),
             "no progress: the tree was the same after the last iterations (see .action-sig.log); change the approach in goal.md or notes.md first",
             a.recover("--clear-stall"),
         ),
-        "oscillating" => a.add(
+        StopReason::Oscillating => a.add(
             FindingClass::OscillationLoop,
             Severity::P1,
             reason_line.clone(),
             "the tree alternates between two states (see .action-sig.log); change the approach in goal.md or notes.md first",
             a.recover("--clear-stall"),
         ),
-        "tool_failure" | "preflight" => a.add(
+        StopReason::ToolFailure | StopReason::Preflight => a.add(
             FindingClass::ToolFailure,
             Severity::P1,
-            last.filter(|r| r.get("AGENT_OUTCOME") == "permanent")
-                .map(|r| format!("{}/result.env:{}", iter_rel(last_done), r.line_of("AGENT_OUTCOME")))
+            last.filter(|r| r.get(result_key::AGENT_OUTCOME) == "permanent")
+                .map(|r| format!("{}/result.env:{}", iter_rel(last_done), r.line_of(result_key::AGENT_OUTCOME)))
                 .unwrap_or(reason_line.clone()),
             format!(
                 "the loop stopped on {}: the agent could not be run (check argv in loop.toml and PATH)",
@@ -1226,7 +1240,7 @@ fn check_status(
             ),
             format!("orbit run {shown}"),
         ),
-        "vacuous_verify" => a.add(
+        StopReason::VacuousVerify => a.add(
             FindingClass::VacuousVerify,
             Severity::P1,
             "iterations/baseline/verify.log:1",
@@ -1238,8 +1252,11 @@ fn check_status(
         _ => {}
     }
     // The signature log, where the state does not already say it.
-    if (running || state.last_status == "CONTINUE")
-        && !matches!(state.stop_reason.as_str(), "stalled" | "oscillating")
+    if (running || state.last_status == Status::Continue)
+        && !matches!(
+            state.stop_reason,
+            StopReason::Stalled | StopReason::Oscillating
+        )
         && let Ok(w) = tail::read_tail(&dir.join(".action-sig.log"), SIGS_WINDOW_BYTES)
     {
         let log = sigs::parse_from(&w.bytes, w.first_line.unwrap_or(1));
@@ -1266,40 +1283,50 @@ fn check_status(
         }
     }
     // DONE needs a passing verify on record.
-    if state.last_status == "DONE" {
-        let ok = last.is_some_and(|r| r.get("VERDICT") == "DONE" && r.get("VERIFY") == "pass");
+    if state.last_status == Status::Done {
+        let ok = last.is_some_and(|r| {
+            Status::parse(r.get(result_key::VERDICT)) == Some(Status::Done)
+                && VerifyOutcome::parse(r.get(result_key::VERIFY)) == Some(VerifyOutcome::Pass)
+        });
         if !ok {
             let evidence = last
                 .map(|r| {
                     format!(
                         "{}/result.env:{}",
                         iter_rel(last_done),
-                        r.line_of("VERIFY").max(1)
+                        r.line_of(result_key::VERIFY).max(1)
                     )
                 })
-                .unwrap_or_else(|| format!("state.env:{}", state::key_line(text, "LAST_STATUS")));
+                .unwrap_or_else(|| {
+                    format!(
+                        "state.env:{}",
+                        state::key_line(text, state_key::LAST_STATUS)
+                    )
+                });
             a.add(
                 FindingClass::VerifyGap,
                 Severity::P0,
                 evidence,
                 format!(
                     "state.env says DONE but iteration {last_done}'s record shows no verified DONE (verify {}, verdict {}): only the gate may set DONE",
-                    last.map_or("missing", |r| r.get("VERIFY")),
-                    last.map_or("missing", |r| r.get("VERDICT"))
+                    last.map_or("missing", |r| r.get(result_key::VERIFY)),
+                    last.map_or("missing", |r| r.get(result_key::VERDICT))
                 ),
                 a.recover(""),
             );
         }
     } else if !running && dir.join("done.md").is_file() {
-        let failing = last.filter(|r| r.get("VERIFY") == "fail");
+        let failing = last.filter(|r| {
+            VerifyOutcome::parse(r.get(result_key::VERIFY)) == Some(VerifyOutcome::Fail)
+        });
         if let Some(r) = failing {
             a.add(
                 FindingClass::VerifyGap,
                 Severity::P2,
-                format!("{}/result.env:{}", iter_rel(last_done), r.line_of("VERIFY")),
+                format!("{}/result.env:{}", iter_rel(last_done), r.line_of(result_key::VERIFY)),
                 format!(
                     "done.md claims completion but iteration {last_done}'s verify failed ({}): the gate will reject the claim",
-                    r.get("VERIFY_FAILING")
+                    r.get(result_key::VERIFY_FAILING)
                 ),
                 format!("bash {shown}/verify.sh"),
             );

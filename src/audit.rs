@@ -9,6 +9,7 @@
 
 mod check;
 mod keys;
+mod read;
 mod runner_log;
 mod tail;
 

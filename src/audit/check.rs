@@ -1,55 +1,133 @@
 //! From the files of one loop to a verdict and findings. Read-only throughout.
+//!
+//! [`audit_loop`] is the audit's procedure: read the loop once ([`Loop`]), then check it in
+//! the order its findings are reported — the contract's files, the lock, the checkpoint,
+//! the pins, the journals, the runner's log, the verifier and the loop's bounds; then, with
+//! a readable checkpoint, the spend, the last iterations' records and commits, a crash,
+//! orphaned agents, drift between the checkpoint and the journals, and what the state says.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::keys::{result_key, state_key};
+use super::read::{
+    EventsWindow, ProgressTail, StateRead, has_attempt_files, iter_rel, mtime, read_events,
+    read_progress, read_result, read_state,
+};
 use super::runner_log;
-use super::tail::{self, Window};
+use super::tail;
 use super::{Finding, LoopReport, Severity, Summary};
 use crate::config::LoopConfig;
 use crate::contract::{
     CbState, CostKind, EventName, FindingClass, Status, StopReason, Verdict, VerifyOutcome,
 };
-use crate::events::{self, ChainError, Event};
 use crate::goal::{format_usd, parse_duration};
-use crate::ledger;
+use crate::ledger::{self, Ledger};
 use crate::locate::probe::{self, Lock};
-use crate::pins;
-use crate::progress::{self, EntryKind};
-use crate::result_env::{self, ResultEnv};
+use crate::pins::{self, Pin};
+use crate::result_env::ResultEnv;
 use crate::sigs;
-use crate::state::{self, Sidecar, State};
+use crate::state::{self, State};
 
-/// The tail of events.jsonl the chain is verified over.
-pub const EVENTS_WINDOW_BYTES: u64 = 4 << 20;
-/// At most this many of the last events are verified and read.
-pub const EVENTS_WINDOW_LINES: usize = 5000;
-const PROGRESS_WINDOW_BYTES: u64 = 1 << 20;
 const RUNNER_LOG_WINDOW_BYTES: u64 = 256 << 10;
 const SIGS_WINDOW_BYTES: u64 = 16 << 10;
 /// cost.ledger is summed in full up to this size (about a million agent runs).
 const LEDGER_MAX_BYTES: u64 = 32 << 20;
 
-/// Files a loop directory must hold (contract section 3).
-const REQUIRED: [&str; 11] = [
-    "goal.md",
-    "loop.toml",
-    "prompt.md",
-    "verify.sh",
-    "run-loop.sh",
-    "recover.sh",
-    "notify.sh",
-    "state.env",
-    "state.env.sha256",
-    "pins.sha256",
-    "progress.md",
+/// Files a loop directory must hold (contract section 3), each with the `orbit recover`
+/// flag that brings it back (none: recover rebuilds it).
+const REQUIRED: [(&str, &str); 11] = [
+    ("goal.md", "--restore-pinned"),
+    ("loop.toml", "--restore-pinned"),
+    ("prompt.md", "--restore-pinned"),
+    ("verify.sh", "--restore-pinned"),
+    ("run-loop.sh", "--restore-pinned"),
+    ("recover.sh", "--restore-pinned"),
+    ("notify.sh", "--restore-pinned"),
+    ("state.env", ""),
+    ("state.env.sha256", ""),
+    ("pins.sha256", "--repin"),
+    ("progress.md", ""),
 ];
 
-/// The findings of one loop, with the loop's name for fix commands.
+/// One audit under way: the loop directory, its name for fix commands, the findings so far.
 struct Audit<'a> {
+    dir: &'a Path,
     shown: &'a str,
     findings: Vec<Finding>,
+}
+
+/// What the audit read of a loop, once, before checking it.
+struct Loop {
+    /// The directory as the lock and /proc name it.
+    canonical: PathBuf,
+    cfg: Option<LoopConfig>,
+    /// loop.toml's text, for the line of a setting.
+    toml_text: String,
+    /// Whether a runner is alive on the loop.
+    running: bool,
+    events: Option<EventsWindow>,
+    progress: Option<ProgressTail>,
+    /// state.env, when it and its sidecar could be read.
+    checkpoint: Option<Checkpoint>,
+}
+
+/// state.env as read, with its text for the lines of evidence.
+struct Checkpoint {
+    state: State,
+    text: String,
+}
+
+impl Checkpoint {
+    /// `state.env:N`, the line of `key`.
+    fn evidence(&self, key: &str) -> String {
+        format!("state.env:{}", state::key_line(&self.text, key))
+    }
+
+    /// The last iteration recorded: NEXT_ITERATION - 1.
+    fn last_done(&self) -> u64 {
+        self.state.next_iteration.saturating_sub(1)
+    }
+}
+
+/// Audits one loop directory. `name` is how reports and fix commands name it.
+pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
+    // Fix commands name the directory as one shell word.
+    let shown = shell_word(name);
+    let mut a = Audit {
+        dir,
+        shown: &shown,
+        findings: Vec::new(),
+    };
+    a.check_required_files();
+    let l = a.read_loop();
+    let mut summary = summary(dir, l.cfg.as_ref());
+    a.check_pins(l.checkpoint.as_ref());
+    a.check_journals(&l);
+    a.check_runner_log(l.running);
+    a.check_validator(l.cfg.as_ref());
+    a.check_bounds(&l);
+    let Some(cp) = &l.checkpoint else {
+        let verdict = if l.running {
+            Verdict::Running
+        } else {
+            Verdict::Corrupt
+        };
+        return a.report(name, verdict, None, summary);
+    };
+    summary.spent_microusd = Some(a.check_spend(&l, cp));
+    let last = a.read_last_result(cp);
+    summary.last_verify = last.as_ref().and_then(verify_outcome);
+    a.check_commits(cp.last_done());
+    let recovered = recovered(l.events.as_ref(), &cp.state);
+    let crashed = !l.running && !recovered && a.check_crash(&l, cp);
+    a.check_orphans(&l);
+    if !l.running && !crashed {
+        a.check_drift(&l, cp, recovered);
+    }
+    a.check_status(&l, cp, last.as_ref());
+    let verdict = verdict(l.running, crashed, &cp.state);
+    a.report(name, verdict, Some(&cp.state), summary)
 }
 
 impl Audit<'_> {
@@ -77,87 +155,1074 @@ impl Audit<'_> {
             format!("orbit recover {} {flag}", self.shown)
         }
     }
-}
 
-/// state.env and its sidecar as read together.
-enum StateRead {
-    Ok {
-        state: Box<State>,
-        text: String,
-        torn: Option<u64>,
-    },
-    Missing,
-    Bad {
-        evidence: String,
-        message: String,
-    },
-}
-
-fn read_state(dir: &Path, running: bool) -> StateRead {
-    // state.env and its sidecar are two renames apart: a live runner writing between the
-    // two reads looks torn for a moment, so a mismatch is read again before it is believed.
-    let mut last = StateRead::Missing;
-    for attempt in 0..if running { 4 } else { 1 } {
-        if attempt > 0 {
-            std::thread::sleep(std::time::Duration::from_millis(60));
+    /// The report of the audit: its verdict, the state's words and the findings.
+    fn report(
+        self,
+        name: &str,
+        verdict: Verdict,
+        state: Option<&State>,
+        summary: Summary,
+    ) -> LoopReport {
+        LoopReport {
+            dir: name.to_string(),
+            verdict,
+            status: state.map(|s| s.last_status),
+            iteration: state.map(|s| s.next_iteration.saturating_sub(1)),
+            stop_reason: state.map(|s| s.stop_reason),
+            findings: self.findings,
+            summary,
         }
-        last = read_state_once(dir);
-        match &last {
-            StateRead::Ok { torn: None, .. } | StateRead::Missing => return last,
+    }
+}
+
+// ---- reading the loop
+
+impl Audit<'_> {
+    /// Reads what the checks share, reporting on the way what cannot be used: loop.toml,
+    /// the lock, the journal, state.env and progress.md.
+    fn read_loop(&mut self) -> Loop {
+        let canonical = fs::canonicalize(self.dir).unwrap_or_else(|_| self.dir.to_path_buf());
+        let (cfg, toml_text) = self.read_settings();
+        let lock = probe::lock(&canonical);
+        self.check_lock(&lock);
+        let events = read_events(self.dir);
+        let running = runner_alive(&lock, events.as_ref());
+        let checkpoint = self.read_checkpoint(running);
+        let progress = read_progress(self.dir);
+        Loop {
+            canonical,
+            cfg,
+            toml_text,
+            running,
+            events,
+            progress,
+            checkpoint,
+        }
+    }
+
+    /// loop.toml, as settings and as text.
+    fn read_settings(&mut self) -> (Option<LoopConfig>, String) {
+        let path = self.dir.join("loop.toml");
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        let cfg = match LoopConfig::load(&path) {
+            Ok(c) => Some(c),
+            Err(e) if path.is_file() => {
+                self.add(
+                    FindingClass::ContractMissing,
+                    Severity::P1,
+                    "loop.toml:1",
+                    format!("loop.toml cannot be used: {e}"),
+                    self.recover("--restore-pinned"),
+                );
+                None
+            }
+            Err(_) => None,
+        };
+        (cfg, text)
+    }
+
+    /// A lock that keeps every run out while no runner holds it.
+    fn check_lock(&mut self, lock: &Lock) {
+        match lock {
+            Lock::StaleDir { owner } => self.add(
+                FindingClass::StaleLock,
+                Severity::P1,
+                ".run-loop.lock.d/owner:1",
+                format!(
+                    "the mkdir lock's owner ('{}') is no longer running; orbit recover refuses while the directory exists",
+                    owner.escape_debug()
+                ),
+                format!("rm -r {}/.run-loop.lock.d", self.shown),
+            ),
+            Lock::StrayHolder { pid, cmdline } => self.add(
+                FindingClass::StaleLock,
+                Severity::P1,
+                ".run-loop.lock:0",
+                format!(
+                    "process {pid} ({}) holds the runner's lock but is not a runner: no run can start",
+                    cmdline.chars().take(80).collect::<String>()
+                ),
+                format!("kill {pid}"),
+            ),
             _ => {}
         }
     }
-    last
+
+    /// state.env with its sidecar; a torn checkpoint is used, anything else wrong is not.
+    fn read_checkpoint(&mut self, running: bool) -> Option<Checkpoint> {
+        match read_state(self.dir, running) {
+            StateRead::Ok { state, text, torn } => {
+                if let Some(side_gen) = torn {
+                    self.add(
+                        FindingClass::TornCheckpoint,
+                        Severity::P1,
+                        "state.env.sha256:2",
+                        format!(
+                            "the sidecar is one generation behind state.env (gen {side_gen} vs {}): a write was cut between the two; repairable, not tampering",
+                            state.generation
+                        ),
+                        self.recover(""),
+                    );
+                }
+                Some(Checkpoint {
+                    state: *state,
+                    text,
+                })
+            }
+            StateRead::Missing => None,
+            StateRead::Bad { evidence, message } => {
+                self.add(
+                    FindingClass::StateDrift,
+                    Severity::P1,
+                    evidence,
+                    message,
+                    self.recover(""),
+                );
+                None
+            }
+        }
+    }
+
+    /// The last recorded iteration's result.env, reported when it cannot be read.
+    fn read_last_result(&mut self, cp: &Checkpoint) -> Option<ResultEnv> {
+        let last_done = cp.last_done();
+        if last_done == 0 {
+            return None;
+        }
+        match read_result(self.dir, last_done)? {
+            Ok(r) => Some(r),
+            Err((line, msg)) => {
+                self.add(
+                    FindingClass::StateDrift,
+                    Severity::P1,
+                    format!("{}/result.env:{line}", iter_rel(last_done)),
+                    format!("iteration {last_done}'s record cannot be read: {msg}"),
+                    self.recover(""),
+                );
+                None
+            }
+        }
+    }
 }
 
-fn read_state_once(dir: &Path) -> StateRead {
-    let Ok(bytes) = fs::read(dir.join("state.env")) else {
-        return StateRead::Missing;
-    };
-    let state = match State::parse(&bytes) {
-        Ok(s) => s,
-        Err((line, message)) => {
-            return StateRead::Bad {
-                evidence: format!("state.env:{line}"),
-                message: format!("state.env cannot be read: {message}"),
-            };
-        }
-    };
-    let Ok(side) = fs::read(dir.join("state.env.sha256")) else {
-        return StateRead::Missing;
-    };
-    let sidecar = match Sidecar::parse(&side) {
-        Ok(s) => s,
-        Err((line, message)) => {
-            return StateRead::Bad {
-                evidence: format!("state.env.sha256:{line}"),
-                message: format!("state.env.sha256 cannot be read: {message}"),
-            };
-        }
-    };
-    let hash = crate::fsx::sha256_hex(&bytes);
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    if hash == sidecar.sha256 && sidecar.generation == state.generation {
-        return StateRead::Ok {
-            state: Box::new(state),
-            text,
-            torn: None,
-        };
+/// Whether a runner is alive: it holds the lock or, where the lock cannot be probed
+/// (no /proc/locks), the journal's last loop_start has no loop_stop after it and its pid
+/// is alive.
+fn runner_alive(lock: &Lock, events: Option<&EventsWindow>) -> bool {
+    match lock {
+        Lock::Runner { .. } => true,
+        Lock::Unknown => events
+            .and_then(EventsWindow::unstopped_pid)
+            .is_some_and(|pid| probe::alive(pid as u32)),
+        _ => false,
     }
-    if hash != sidecar.sha256 && sidecar.generation + 1 == state.generation {
-        return StateRead::Ok {
-            state: Box::new(state),
-            text,
-            torn: Some(sidecar.generation),
-        };
+}
+
+/// What `orbit status` shows that needs no checkpoint: the name, the caps, the last
+/// activity.
+fn summary(dir: &Path, cfg: Option<&LoopConfig>) -> Summary {
+    Summary {
+        name: cfg.map(|c| c.name.clone()).unwrap_or_else(|| {
+            dir.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        }),
+        max_iterations: cfg.map(|c| c.max_iterations),
+        usd_cap_microusd: cfg.and_then(|c| LoopConfig::usd_micro(c.usd_cap)),
+        last_activity: ["events.jsonl", "state.env", "runner.log", "progress.md"]
+            .iter()
+            .filter_map(|f| mtime(&dir.join(f)))
+            .max(),
+        ..Summary::default()
     }
-    StateRead::Bad {
-        evidence: "state.env.sha256:1".into(),
-        message: format!(
-            "state.env does not match its sidecar (state gen {}, sidecar gen {}): edited or replaced; the runner refuses it (exit 4)",
-            state.generation, sidecar.generation
+}
+
+/// What verify.sh said of an iteration, when the record says it in the contract's words.
+fn verify_outcome(r: &ResultEnv) -> Option<VerifyOutcome> {
+    VerifyOutcome::parse(r.get(result_key::VERIFY))
+}
+
+/// Whether a recovery after everything else, matching the checkpoint, has dealt with a
+/// crash: a recorded iteration it left pending is completed by the next run.
+fn recovered(events: Option<&EventsWindow>, state: &State) -> bool {
+    events.and_then(|ev| ev.events.last()).is_some_and(|e| {
+        e.is(EventName::Recovery)
+            && EventsWindow::u64_field(e, "gen") == Some(state.generation)
+            && EventsWindow::u64_field(e, "next_iteration") == Some(state.next_iteration)
+    })
+}
+
+/// The verdict, in the order docs/AUDIT.md gives (CORRUPT is decided before, without a
+/// checkpoint).
+fn verdict(running: bool, crashed: bool, state: &State) -> Verdict {
+    if running {
+        return Verdict::Running;
+    }
+    if crashed {
+        return Verdict::Crashed;
+    }
+    match (state.last_status, state.stop_reason) {
+        (Status::Ready, _) => Verdict::Ready,
+        (Status::Done, _) => Verdict::Done,
+        (Status::Paused, _) => Verdict::Paused,
+        (Status::Stalled, _) => Verdict::Stalled,
+        (Status::Aborted, _) => Verdict::Aborted,
+        (Status::Blocked, StopReason::MaxIterations) => Verdict::Exhausted,
+        (Status::Blocked, _) => Verdict::Blocked,
+        (Status::Continue, _) => Verdict::Idle,
+    }
+}
+
+// ---- the checks that need no checkpoint
+
+impl Audit<'_> {
+    fn check_required_files(&mut self) {
+        for (f, flag) in REQUIRED {
+            if !self.dir.join(f).is_file() {
+                self.add(
+                    FindingClass::ContractMissing,
+                    Severity::P1,
+                    format!("{f}:0"),
+                    format!("{f} is missing: the runner refuses to start without it"),
+                    self.recover(flag),
+                );
+            }
+        }
+    }
+
+    /// Every pin against its file; then a stop on a violation whose file has since been
+    /// put back.
+    fn check_pins(&mut self, cp: Option<&Checkpoint>) {
+        let Ok(bytes) = fs::read(self.dir.join("pins.sha256")) else {
+            return;
+        };
+        let (list, bad) = pins::parse(&bytes);
+        for (line, msg) in bad {
+            self.add(
+                FindingClass::ScriptTamper,
+                Severity::P0,
+                format!("pins.sha256:{line}"),
+                format!("pins.sha256 has a line the runner cannot check: {msg}"),
+                self.recover("--repin"),
+            );
+        }
+        let violated: Vec<StopReason> = list.iter().filter_map(|p| self.check_pin(p)).collect();
+        if let Some(cp) = cp {
+            self.check_restored_pins(cp, &violated);
+        }
+    }
+
+    /// One pin: the reason its file violates it, if it does.
+    fn check_pin(&mut self, pin: &Pin) -> Option<StopReason> {
+        let have = fs::read(self.dir.join(&pin.path))
+            .ok()
+            .map(|b| crate::fsx::sha256_hex(&b));
+        if have.as_deref() == Some(pin.sha256.as_str()) {
+            return None;
+        }
+        let reason = pins::pin_reason(&pin.path);
+        let what = if have.is_none() {
+            "is missing"
+        } else {
+            "changed"
+        };
+        let accept = if reason == StopReason::GoalDrift {
+            "--repin-goal"
+        } else {
+            "--repin"
+        };
+        self.add(
+            pin_class(reason),
+            Severity::P0,
+            format!("pins.sha256:{}", pin.line),
+            format!(
+                "{} {what} since it was pinned ({reason}); review the change: undo it with the fix, or accept it with {}",
+                pin.path,
+                self.recover(accept)
+            ),
+            self.recover("--restore-pinned"),
+        );
+        Some(reason)
+    }
+
+    /// The loop stopped on a violation whose file has since been put back.
+    fn check_restored_pins(&mut self, cp: &Checkpoint, violated: &[StopReason]) {
+        let s = &cp.state;
+        if s.last_status == Status::Aborted
+            && s.stop_reason.is_integrity()
+            && !violated.contains(&s.stop_reason)
+        {
+            self.add(
+                pin_class(s.stop_reason),
+                Severity::P1,
+                cp.evidence(state_key::STOP_REASON),
+                format!(
+                    "the loop stopped on {} and stays ABORTED, though the pins hold now",
+                    s.stop_reason
+                ),
+                self.recover("--restore-pinned"),
+            );
+        }
+    }
+
+    /// events.jsonl (or its absence after a run) and progress.md.
+    fn check_journals(&mut self, l: &Loop) {
+        let state = l.checkpoint.as_ref().map(|c| &c.state);
+        if let Some(ev) = &l.events {
+            self.check_chain(ev, l.running);
+            self.check_flaky_verify(ev, state);
+            self.check_green_start(ev);
+        } else if state.is_some_and(|s| s.started_at > 0) {
+            self.add(
+                FindingClass::ContractMissing,
+                Severity::P1,
+                "events.jsonl:0",
+                "events.jsonl is missing although the loop has run: its history cannot be checked",
+                self.recover(""),
+            );
+        }
+        if let Some(p) = &l.progress {
+            self.check_progress(p, l.running);
+        }
+    }
+
+    /// The journal's hash chain, and a torn last line once no runner can finish it.
+    fn check_chain(&mut self, ev: &EventsWindow, running: bool) {
+        let scope = if ev.window.whole {
+            "the journal".to_string()
+        } else {
+            format!("the last {} lines of the journal", ev.window.lines)
+        };
+        if let Some((i, err)) = &ev.error {
+            self.add(
+                FindingClass::JournalBroken,
+                Severity::P1,
+                ev.window.evidence("events.jsonl", *i),
+                format!("{scope} breaks here: {}", err.describe()),
+                self.recover(""),
+            );
+        } else if ev.torn_tail && !running {
+            self.add(
+                FindingClass::JournalBroken,
+                Severity::P2,
+                ev.window
+                    .evidence("events.jsonl", ev.window.lines.saturating_sub(1)),
+                "events.jsonl ends in a torn line (a cut append); the runner trims it on its next start",
+                self.recover(""),
+            );
+        }
+    }
+
+    /// The latest flaky verify, if recent (the last three iterations) and not before DONE.
+    fn check_flaky_verify(&mut self, ev: &EventsWindow, state: Option<&State>) {
+        let flake = ev.events.iter().rposition(|e| {
+            e.is(EventName::VerifyFail)
+                && (FindingClass::parse(EventsWindow::str_field(e, "code"))
+                    == Some(FindingClass::VerifyFlaky)
+                    || e.value.get("flaky").and_then(|v| v.as_bool()) == Some(true))
+        });
+        let Some(k) = flake else { return };
+        if state.is_some_and(|s| {
+            s.last_status == Status::Done || ev.events[k].iteration + 3 < s.next_iteration
+        }) {
+            return;
+        }
+        let e = &ev.events[k];
+        self.add(
+            FindingClass::VerifyFlaky,
+            Severity::P1,
+            ev.evidence(k),
+            format!(
+                "in iteration {} verify passed, then failed on run {} ({}): a flaky check can never give PASS_K passes in a row",
+                e.iteration,
+                e.value.get("run").map(|v| v.to_string()).unwrap_or_default(),
+                EventsWindow::str_field(e, "failing")
+            ),
+            format!("bash {}/verify.sh", self.shown),
+        );
+    }
+
+    /// A verify that passed on the untouched tree, let through by ALLOW_GREEN_START.
+    fn check_green_start(&mut self, ev: &EventsWindow) {
+        if let Some(k) = ev.events.iter().rposition(|e| {
+            e.is(EventName::VerifyPass)
+                && EventsWindow::str_field(e, "run") == "red_gate"
+                && e.value.get("allowed").and_then(|v| v.as_bool()) == Some(true)
+        }) {
+            self.add(
+                FindingClass::VacuousVerify,
+                Severity::P2,
+                ev.evidence(k),
+                "verify.sh passed on the untouched tree and the loop went on (ALLOW_GREEN_START=1): its checks prove little",
+                format!(
+                    "add a check that fails today to verify in {}/loop.toml, then orbit init --force --dir {}",
+                    self.shown, self.shown
+                ),
+            );
+        }
+    }
+
+    fn check_progress(&mut self, p: &ProgressTail, running: bool) {
+        if let Some(i) = p.broken {
+            self.add(
+                FindingClass::JournalBroken,
+                Severity::P1,
+                p.window.evidence("progress.md", i),
+                "progress.md's entry hash does not chain here: its history was rewritten",
+                self.recover(""),
+            );
+        }
+        if let Some(i) = p.torn
+            && !running
+        {
+            self.add(
+                FindingClass::JournalBroken,
+                Severity::P2,
+                p.window.evidence("progress.md", i),
+                "progress.md ends in an entry without its end marker (a cut append); the runner rewrites it on its next start",
+                self.recover(""),
+            );
+        }
+        if let Some(&i) = p.stray.first() {
+            self.add(
+                FindingClass::JournalBroken,
+                Severity::P2,
+                p.window.evidence("progress.md", i),
+                format!(
+                    "progress.md has {} line(s) outside any entry: written by something other than the runner",
+                    p.stray.len()
+                ),
+                self.recover(""),
+            );
+        }
+    }
+
+    /// The runner's own log: a failure of its machinery that no later stop resolved.
+    fn check_runner_log(&mut self, running: bool) {
+        let Ok(w) = tail::read_tail(&self.dir.join("runner.log"), RUNNER_LOG_WINDOW_BYTES) else {
+            return;
+        };
+        let lines = runner_log::parse(&w.bytes);
+        if !running && let Some(l) = runner_log::last_unresolved_failure(&lines) {
+            self.add(
+                FindingClass::ToolFailure,
+                Severity::P1,
+                w.evidence("runner.log", l.index),
+                format!(
+                    "the last run failed: {}; fix the cause, then run the loop again",
+                    failure_text(&l.message)
+                ),
+                format!("orbit run {}", self.shown),
+            );
+        }
+    }
+
+    /// verify.sh holds a check, as many as loop.toml lists.
+    fn check_validator(&mut self, cfg: Option<&LoopConfig>) {
+        let Ok(text) = fs::read_to_string(self.dir.join("verify.sh")) else {
+            return;
+        };
+        let checks = text
+            .lines()
+            .filter(|l| l.starts_with("  run_check "))
+            .count();
+        if checks == 0 {
+            let line = text
+                .lines()
+                .position(|l| l.starts_with("checks()"))
+                .map_or(1, |i| i + 1);
+            self.add(
+                FindingClass::ValidatorGap,
+                Severity::P1,
+                format!("verify.sh:{line}"),
+                "verify.sh has no run_check line: it fails with 'no check ran', so the loop can never be DONE",
+                format!(
+                    "add a check to verify in {}/loop.toml, then orbit init --force --dir {}",
+                    self.shown, self.shown
+                ),
+            );
+        } else if let Some(c) = cfg
+            && c.verify.len() != checks
+        {
+            self.add(
+                FindingClass::ValidatorGap,
+                Severity::P2,
+                "verify.sh:1",
+                format!(
+                    "verify.sh has {checks} run_check line(s) but loop.toml lists {} check(s): they were rendered from different settings",
+                    c.verify.len()
+                ),
+                format!("orbit init --force --dir {}", self.shown),
+            );
+        }
+    }
+
+    /// Settings that leave an unfinished loop no terminator but its iteration cap.
+    fn check_bounds(&mut self, l: &Loop) {
+        let done = l
+            .checkpoint
+            .as_ref()
+            .is_some_and(|cp| cp.state.last_status == Status::Done);
+        if let Some(c) = &l.cfg
+            && !done
+            && c.usd_cap.is_none()
+            && parse_duration("loop-timeout", &c.loop_timeout).unwrap_or(0) == 0
+        {
+            let shown = self.shown;
+            self.add(
+                FindingClass::UnboundedLoop,
+                Severity::P2,
+                format!("loop.toml:{}", toml_line(&l.toml_text, "loop-timeout")),
+                format!(
+                    "no loop-timeout and no usd-cap: only max-iterations ({}) bounds this loop's time and spend",
+                    c.max_iterations
+                ),
+                format!(
+                    "set usd-cap (e.g. usd-cap = 20.0) or loop-timeout (e.g. \"8h\") in {shown}/loop.toml, then orbit init --force --dir {shown}"
+                ),
+            );
+        }
+    }
+}
+
+// ---- the checks of a readable checkpoint
+
+impl Audit<'_> {
+    /// Sums cost.ledger and checks it against state.env and the caps. Returns what was
+    /// spent: the ledger's total (when read in full) or state.env's, whichever is more.
+    fn check_spend(&mut self, l: &Loop, cp: &Checkpoint) -> u64 {
+        let ledger = read_ledger(self.dir);
+        let total = ledger.as_ref().map(Ledger::total);
+        let spent = total.unwrap_or(0).max(cp.state.cost_microusd);
+        if let Some(led) = &ledger {
+            self.check_ledger(led, cp, l.running);
+        }
+        if let Some(c) = &l.cfg {
+            // Where the spend shows: the last ledger line, else state.env.
+            let evidence = ledger
+                .as_ref()
+                .and_then(|l| l.entries.last())
+                .map(|e| format!("cost.ledger:{}", e.line))
+                .unwrap_or_else(|| cp.evidence(state_key::COST_MICROUSD));
+            if let Some(cap) = LoopConfig::usd_micro(c.usd_cap) {
+                self.check_usd_cap(cap, spent, evidence, cp.state.stop_reason);
+                self.check_unknown_cost(c, ledger.as_ref());
+            }
+            if let (Some(per_iter), Some(led)) =
+                (LoopConfig::usd_micro(c.usd_per_iter_cap), &ledger)
+            {
+                self.check_iteration_cost(per_iter, led);
+            }
+        }
+        spent
+    }
+
+    /// Lines that are not ledger lines, and a total state.env does not record.
+    fn check_ledger(&mut self, led: &Ledger, cp: &Checkpoint, running: bool) {
+        if let Some(&(line, ref msg)) = led.errors.first() {
+            self.add(
+                FindingClass::StateDrift,
+                Severity::P2,
+                format!("cost.ledger:{line}"),
+                format!(
+                    "cost.ledger has {} line(s) that are not ledger lines: {msg}",
+                    led.errors.len()
+                ),
+                self.recover(""),
+            );
+        }
+        let (t, recorded) = (led.total(), cp.state.cost_microusd);
+        if !running && t != recorded {
+            self.add(
+                FindingClass::StateDrift,
+                Severity::P2,
+                cp.evidence(state_key::COST_MICROUSD),
+                format!(
+                    "state.env records ${} spent but cost.ledger sums to ${}; the runner re-sums it after the next iteration",
+                    format_usd(recorded),
+                    format_usd(t)
+                ),
+                self.recover(""),
+            );
+        }
+    }
+
+    /// The spend at the usd-cap, or near it.
+    fn check_usd_cap(&mut self, cap: u64, spent: u64, evidence: String, reason: StopReason) {
+        let raise = format!(
+            "raise usd-cap in {}/loop.toml, then orbit init --force --dir {} && orbit run {}",
+            self.shown, self.shown, self.shown
+        );
+        if spent >= cap {
+            self.add(
+                FindingClass::BurnRateAnomaly,
+                Severity::P1,
+                evidence,
+                format!(
+                    "spent ${} of the ${} usd-cap: {}",
+                    format_usd(spent),
+                    format_usd(cap),
+                    if reason == StopReason::Budget {
+                        "the loop is paused on its budget"
+                    } else {
+                        "the loop pauses at its next gate"
+                    }
+                ),
+                raise,
+            );
+        } else if spent.saturating_mul(10) >= cap.saturating_mul(8) {
+            self.add(
+                FindingClass::BurnRateAnomaly,
+                Severity::P2,
+                evidence,
+                format!(
+                    "spent ${} of the ${} usd-cap (80% or more)",
+                    format_usd(spent),
+                    format_usd(cap)
+                ),
+                raise,
+            );
+        }
+    }
+
+    /// Runs of unknown cost with no estimate to count them by: the usd-cap cannot hold.
+    fn check_unknown_cost(&mut self, c: &LoopConfig, ledger: Option<&Ledger>) {
+        if let Some(l) = ledger
+            && let Some(e) = l.entries.iter().rev().find(|e| e.kind == CostKind::Unknown)
+            && c.cost_estimate_usd.is_none()
+        {
+            self.add(
+                FindingClass::BurnRateAnomaly,
+                Severity::P2,
+                format!("cost.ledger:{}", e.line),
+                "the agent reports no cost and no cost-estimate-usd is set: the usd-cap cannot hold",
+                format!(
+                    "set cost-estimate-usd in {}/loop.toml, then orbit init --force --dir {}",
+                    self.shown, self.shown
+                ),
+            );
+        }
+    }
+
+    /// The last iteration's cost at or over the usd-per-iter-cap.
+    fn check_iteration_cost(&mut self, per_iter: u64, ledger: &Ledger) {
+        let Some(last) = ledger.entries.last() else {
+            return;
+        };
+        let cost = ledger.iteration_total(last.iteration);
+        if cost >= per_iter {
+            self.add(
+                FindingClass::BurnRateAnomaly,
+                Severity::P1,
+                format!("cost.ledger:{}", last.line),
+                format!(
+                    "iteration {} cost ${}, at or over the ${} usd-per-iter-cap",
+                    last.iteration,
+                    format_usd(cost),
+                    format_usd(per_iter)
+                ),
+                format!(
+                    "raise usd-per-iter-cap in {}/loop.toml, then orbit init --force --dir {}",
+                    self.shown, self.shown
+                ),
+            );
+        }
+    }
+
+    /// The last three iterations' commits: one that failed, paths left out of one.
+    fn check_commits(&mut self, last_done: u64) {
+        for n in (last_done.saturating_sub(2)..=last_done).filter(|n| *n >= 1) {
+            let rel = iter_rel(n);
+            let d = self.dir.join(&rel);
+            if let Ok(t) = fs::read_to_string(d.join("commit.txt"))
+                && t.lines().next() == Some("failed")
+            {
+                self.add(
+                    FindingClass::CommitScopeRisk,
+                    Severity::P1,
+                    format!("{rel}/commit.txt:1"),
+                    format!(
+                        "iteration {n}'s commit failed: its changes stay uncommitted in the work tree (see {rel}/commit.log)"
+                    ),
+                    format!("cat {}/{rel}/commit.log", self.shown),
+                );
+            }
+            if let Ok(t) = fs::read_to_string(d.join("baseline-touched.txt"))
+                && !t.trim().is_empty()
+            {
+                self.add(
+                    FindingClass::CommitScopeRisk,
+                    Severity::P2,
+                    format!("{rel}/baseline-touched.txt:1"),
+                    format!(
+                        "iteration {n} changed {} path(s) that were dirty before the loop began; they were left out of its commit",
+                        t.lines().count()
+                    ),
+                    format!("cat {}/{rel}/baseline-touched.txt", self.shown),
+                );
+            }
+        }
+    }
+
+    /// A runner that died mid-iteration (no runner is alive and no recovery followed).
+    /// Returns whether it did.
+    fn check_crash(&mut self, l: &Loop, cp: &Checkpoint) -> bool {
+        let Some((evidence, message)) = find_crash(self.dir, l.events.as_ref(), &cp.state) else {
+            return false;
+        };
+        self.add(
+            FindingClass::Crashed,
+            Severity::P1,
+            evidence,
+            format!("{message} (a rerun also resumes it)"),
+            self.recover(""),
+        );
+        true
+    }
+
+    /// The runner gone, its agents still here.
+    fn check_orphans(&mut self, l: &Loop) {
+        if l.running || !Path::new("/proc/self").exists() {
+            return;
+        }
+        let pids = probe::owned_processes(&l.canonical);
+        if pids.is_empty() {
+            return;
+        }
+        let list = pids
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(" ");
+        self.add(
+            FindingClass::OrphanAgent,
+            Severity::P0,
+            format!("/proc/{}/environ:0", pids[0]),
+            format!(
+                "{} process(es) of this loop are alive with no runner: they may still change the tree and spend",
+                pids.len()
+            ),
+            format!("kill {list}"),
+        );
+    }
+
+    /// The checkpoint against progress.md and the journal's last state_write.
+    fn check_drift(&mut self, l: &Loop, cp: &Checkpoint, recovered: bool) {
+        self.check_drift_from_progress(l.progress.as_ref(), cp, recovered);
+        if let Some(ev) = &l.events {
+            self.check_drift_from_events(ev, &cp.state);
+        }
+    }
+
+    fn check_drift_from_progress(
+        &mut self,
+        progress: Option<&ProgressTail>,
+        cp: &Checkpoint,
+        recovered: bool,
+    ) {
+        let state = &cp.state;
+        let next = state.next_iteration;
+        if let Some(p) = progress
+            && let Some((n, status, i)) = p.last_recorded()
+        {
+            let aborted_here = state.last_status == Status::Aborted && n == next;
+            // Recovery sets a BLOCKED or ABORTED iteration aside to be retried: its entry
+            // stays.
+            let retried_here = recovered && n == next;
+            if n >= next && !aborted_here && !retried_here {
+                self.add(
+                    FindingClass::StateDrift,
+                    Severity::P1,
+                    p.window.evidence("progress.md", i),
+                    format!(
+                        "progress.md records iteration {n} ({status}) but state.env says the next iteration is {next}: the checkpoint is older than the history"
+                    ),
+                    self.recover(""),
+                );
+            } else if n + 1 < next {
+                self.add(
+                    FindingClass::StateDrift,
+                    Severity::P1,
+                    cp.evidence(state_key::NEXT_ITERATION),
+                    format!(
+                        "state.env says the next iteration is {next} but progress.md's last entry is iteration {n}"
+                    ),
+                    self.recover(""),
+                );
+            }
+        } else if next > 1 && progress.is_some_and(|p| p.window.whole) {
+            self.add(
+                FindingClass::StateDrift,
+                Severity::P1,
+                cp.evidence(state_key::NEXT_ITERATION),
+                format!(
+                    "state.env says the next iteration is {next} but progress.md records no iteration"
+                ),
+                self.recover(""),
+            );
+        }
+    }
+
+    fn check_drift_from_events(&mut self, ev: &EventsWindow, state: &State) {
+        let Some(k) = ev.last_pos(EventName::StateWrite) else {
+            return;
+        };
+        let e = &ev.events[k];
+        let next = state.next_iteration;
+        let ev_gen = EventsWindow::u64_field(e, "gen").unwrap_or(0);
+        // A status that is not a contract word cannot match the state's.
+        let status = EventsWindow::str_field(e, "status");
+        let same_status = Status::parse(status) == Some(state.last_status);
+        let ev_next = EventsWindow::u64_field(e, "next_iteration").unwrap_or(0);
+        if ev_gen > state.generation {
+            self.add(
+                FindingClass::StateDrift,
+                Severity::P1,
+                ev.evidence(k),
+                format!(
+                    "events.jsonl records state generation {ev_gen} but state.env is at {}: state.env was rolled back or replaced",
+                    state.generation
+                ),
+                self.recover(""),
+            );
+        } else if ev_gen == state.generation && (!same_status || ev_next != next) {
+            self.add(
+                FindingClass::StateDrift,
+                Severity::P1,
+                ev.evidence(k),
+                format!(
+                    "events.jsonl says generation {ev_gen} was {status} with next iteration {ev_next}, but state.env says {} with {next}: state.env was edited",
+                    state.last_status
+                ),
+                self.recover(""),
+            );
+        }
+    }
+
+    /// What the state says: an open circuit, the reason it stopped, a stall the
+    /// signatures foretell, and a DONE or a claim of it against the last record.
+    fn check_status(&mut self, l: &Loop, cp: &Checkpoint, last: Option<&ResultEnv>) {
+        self.check_circuit(cp);
+        self.check_stop_reason(cp, last);
+        self.check_signatures(l, &cp.state);
+        self.check_done(l.running, cp, last);
+    }
+
+    fn check_circuit(&mut self, cp: &Checkpoint) {
+        if cp.state.cb_state == CbState::Open {
+            self.add(
+                FindingClass::CircuitOpen,
+                Severity::P1,
+                cp.evidence(state_key::CB_STATE),
+                format!(
+                    "the circuit breaker is open after {} failed iteration(s); the runner refuses agent runs until its cooldown ends",
+                    cp.state.cb_fails
+                ),
+                self.recover("--reset-circuit"),
+            );
+        }
+    }
+
+    fn check_stop_reason(&mut self, cp: &Checkpoint, last: Option<&ResultEnv>) {
+        let shown = self.shown;
+        let reason = cp.state.stop_reason;
+        let reason_line = cp.evidence(state_key::STOP_REASON);
+        match reason {
+            StopReason::Stalled => self.add(
+                FindingClass::ConvergenceStall,
+                Severity::P1,
+                reason_line,
+                "no progress: the tree was the same after the last iterations (see .action-sig.log); change the approach in goal.md or notes.md first",
+                self.recover("--clear-stall"),
+            ),
+            StopReason::Oscillating => self.add(
+                FindingClass::OscillationLoop,
+                Severity::P1,
+                reason_line,
+                "the tree alternates between two states (see .action-sig.log); change the approach in goal.md or notes.md first",
+                self.recover("--clear-stall"),
+            ),
+            StopReason::ToolFailure | StopReason::Preflight => self.add(
+                FindingClass::ToolFailure,
+                Severity::P1,
+                last.filter(|r| r.get(result_key::AGENT_OUTCOME) == "permanent")
+                    .map(|r| {
+                        format!(
+                            "{}/result.env:{}",
+                            iter_rel(cp.last_done()),
+                            r.line_of(result_key::AGENT_OUTCOME)
+                        )
+                    })
+                    .unwrap_or(reason_line),
+                format!(
+                    "the loop stopped on {reason}: the agent could not be run (check argv in loop.toml and PATH)"
+                ),
+                format!("orbit run {shown}"),
+            ),
+            StopReason::VacuousVerify => self.add(
+                FindingClass::VacuousVerify,
+                Severity::P1,
+                "iterations/baseline/verify.log:1",
+                "verify.sh passed on the untouched tree before the agent did anything: its checks prove nothing",
+                format!(
+                    "add a check that fails today to verify in {shown}/loop.toml, then orbit init --force --dir {shown}"
+                ),
+            ),
+            _ => {}
+        }
+    }
+
+    /// The signature log, where the state does not already say it.
+    fn check_signatures(&mut self, l: &Loop, state: &State) {
+        if !(l.running || state.last_status == Status::Continue)
+            || matches!(
+                state.stop_reason,
+                StopReason::Stalled | StopReason::Oscillating
+            )
+        {
+            return;
+        }
+        let Ok(w) = tail::read_tail(&self.dir.join(".action-sig.log"), SIGS_WINDOW_BYTES) else {
+            return;
+        };
+        let log = sigs::parse_from(&w.bytes, w.first_line.unwrap_or(1));
+        if log.sigs.is_empty() {
+            return;
+        }
+        let window = l.cfg.as_ref().map_or(3, |c| c.convergence_window as usize);
+        let evidence = w.evidence(".action-sig.log", w.lines.saturating_sub(1));
+        match sigs::stall(&log.sigs, window) {
+            Some(sigs::Stall::Converged { window }) => self.add(
+                FindingClass::ConvergenceStall,
+                Severity::P2,
+                evidence,
+                format!(
+                    "the last {window} iterations left the same tree: the next decision stops the loop as stalled"
+                ),
+                self.recover("--clear-stall"),
+            ),
+            Some(sigs::Stall::Oscillating) => self.add(
+                FindingClass::OscillationLoop,
+                Severity::P2,
+                evidence,
+                "the last four iterations alternate between two trees (A B A B)",
+                self.recover("--clear-stall"),
+            ),
+            None => {}
+        }
+    }
+
+    /// DONE needs a passing verify on record; a claim in done.md against a failing one
+    /// will be rejected.
+    fn check_done(&mut self, running: bool, cp: &Checkpoint, last: Option<&ResultEnv>) {
+        let last_done = cp.last_done();
+        let record = |r: &ResultEnv| {
+            format!(
+                "{}/result.env:{}",
+                iter_rel(last_done),
+                r.line_of(result_key::VERIFY).max(1)
+            )
+        };
+        if cp.state.last_status == Status::Done {
+            let ok = last.is_some_and(|r| {
+                Status::parse(r.get(result_key::VERDICT)) == Some(Status::Done)
+                    && verify_outcome(r) == Some(VerifyOutcome::Pass)
+            });
+            if !ok {
+                self.add(
+                    FindingClass::VerifyGap,
+                    Severity::P0,
+                    last.map(record)
+                        .unwrap_or_else(|| cp.evidence(state_key::LAST_STATUS)),
+                    format!(
+                        "state.env says DONE but iteration {last_done}'s record shows no verified DONE (verify {}, verdict {}): only the gate may set DONE",
+                        last.map_or("missing", |r| r.get(result_key::VERIFY)),
+                        last.map_or("missing", |r| r.get(result_key::VERDICT))
+                    ),
+                    self.recover(""),
+                );
+            }
+        } else if !running && self.dir.join("done.md").is_file() {
+            let failing = last.filter(|r| verify_outcome(r) == Some(VerifyOutcome::Fail));
+            if let Some(r) = failing {
+                self.add(
+                    FindingClass::VerifyGap,
+                    Severity::P2,
+                    record(r),
+                    format!(
+                        "done.md claims completion but iteration {last_done}'s verify failed ({}): the gate will reject the claim",
+                        r.get(result_key::VERIFY_FAILING)
+                    ),
+                    format!("bash {}/verify.sh", self.shown),
+                );
+            }
+        }
+    }
+}
+
+/// cost.ledger, when it is small enough to sum in full.
+fn read_ledger(dir: &Path) -> Option<Ledger> {
+    let path = dir.join("cost.ledger");
+    let size = fs::metadata(&path).map(|m| m.len()).ok()?;
+    if size > LEDGER_MAX_BYTES {
+        return None;
+    }
+    fs::read(&path).ok().map(|b| ledger::parse(&b))
+}
+
+/// Evidence that the runner died in iteration NEXT_ITERATION, and what it shows: the
+/// iteration's record without a checkpoint, its files without a record, or its start in
+/// the journal without an end.
+fn find_crash(
+    dir: &Path,
+    events: Option<&EventsWindow>,
+    state: &State,
+) -> Option<(String, String)> {
+    let next = state.next_iteration;
+    let rel = iter_rel(next);
+    if read_result(dir, next).and_then(Result::ok).is_some() {
+        // The journal shows the checkpoint already moved past `next`: an edited state,
+        // not a crash (reported as STATE_DRIFT).
+        let journal_ahead = events.is_some_and(|ev| {
+            ev.last_pos(EventName::StateWrite).is_some_and(|k| {
+                EventsWindow::u64_field(&ev.events[k], "next_iteration").unwrap_or(0) > next
+            })
+        });
+        if state.last_status != Status::Aborted && !journal_ahead {
+            return Some((
+                format!("{rel}/result.env:1"),
+                format!(
+                    "iteration {next} was recorded (result.env) but never checkpointed: the runner died while finishing it"
+                ),
+            ));
+        }
+    } else {
+        let next_dir = dir.join(&rel);
+        let stopped_by_signal = state.stop_reason == StopReason::Signal
+            && events.is_some_and(|ev| ev.ends_with(EventName::LoopStop));
+        if has_attempt_files(&next_dir) && !stopped_by_signal {
+            let first_file = ["prompt.md", "agent.log", "verify.log"]
+                .into_iter()
+                .find(|f| next_dir.join(f).is_file())
+                .unwrap_or("prompt.md");
+            return Some((
+                format!("{rel}/{first_file}:1"),
+                format!(
+                    "iteration {next} started ({rel}/) but has no result.env, and no runner is alive: it died mid-iteration"
+                ),
+            ));
+        }
+    }
+    let ev = events?;
+    let s = ev.unended_iteration()?;
+    Some((
+        ev.evidence(s),
+        format!(
+            "iteration {} started and neither ended nor stopped, and no runner is alive: it died mid-iteration",
+            ev.events[s].iteration
         ),
-    }
+    ))
 }
 
 /// The 1-based line of a `key =` setting in loop.toml.
@@ -171,137 +1236,6 @@ fn toml_line(text: &str, key: &str) -> usize {
         .map_or(1, |i| i + 1)
 }
 
-fn iter_rel(n: u64) -> String {
-    format!("iterations/{n:06}")
-}
-
-/// The events of a tail window, verified as a chain from the window's first line.
-struct EventsWindow {
-    window: Window,
-    events: Vec<Event>,
-    /// The first break in the chain (a torn last line aside), at its window index.
-    error: Option<(usize, ChainError)>,
-    torn_tail: bool,
-}
-
-fn read_events(dir: &Path) -> Option<EventsWindow> {
-    let mut window = tail::read_tail(&dir.join("events.jsonl"), EVENTS_WINDOW_BYTES).ok()?;
-    window.keep_last_lines(EVENTS_WINDOW_LINES);
-    let journal = if window.whole {
-        events::read(&window.bytes)
-    } else {
-        events::read_tail(&window.bytes)
-    };
-    let error = journal
-        .error
-        .filter(|e| !matches!(e, ChainError::TornTail { .. }))
-        .map(|e| (e.line() - 1, e));
-    // Without a counted line number, an intact chain numbers its lines by seq.
-    if window.first_line.is_none()
-        && let Some(first) = journal.events.first()
-        && error.is_none()
-        && first.seq as usize >= first.line
-    {
-        window.first_line = Some(first.seq as usize + 1 - first.line);
-    }
-    Some(EventsWindow {
-        window,
-        events: journal.events,
-        error,
-        torn_tail: journal.torn_tail,
-    })
-}
-
-impl EventsWindow {
-    fn evidence(&self, k: usize) -> String {
-        self.window
-            .evidence("events.jsonl", self.events[k].line - 1)
-    }
-
-    fn str_field<'e>(e: &'e Event, key: &str) -> &'e str {
-        e.value.get(key).and_then(|v| v.as_str()).unwrap_or("")
-    }
-
-    fn u64_field(e: &Event, key: &str) -> Option<u64> {
-        e.value.get(key).and_then(|v| v.as_u64())
-    }
-
-    fn last_pos(&self, name: EventName) -> Option<usize> {
-        self.events.iter().rposition(|e| e.is(name))
-    }
-}
-
-/// progress.md's tail: closed entries verified as a chain from the first marker in the
-/// window.
-struct ProgressTail {
-    window: Window,
-    entries: Vec<progress::Entry>,
-    /// Window-relative 0-based line of the first broken entry.
-    broken: Option<usize>,
-    torn: Option<usize>,
-    stray: Vec<usize>,
-}
-
-fn read_progress(dir: &Path) -> Option<ProgressTail> {
-    let window = tail::read_tail(&dir.join("progress.md"), PROGRESS_WINDOW_BYTES).ok()?;
-    // In a partial window the chain is anchored on the first marker seen.
-    let parsed = if window.whole {
-        progress::parse(&window.bytes)
-    } else {
-        progress::parse_tail(&window.bytes)?
-    };
-    Some(ProgressTail {
-        broken: parsed.first_broken().map(|e| e.line - 1),
-        torn: parsed.torn_tail_line.map(|l| l - 1),
-        stray: parsed.stray_lines.iter().map(|l| l - 1).collect(),
-        entries: parsed.entries,
-        window,
-    })
-}
-
-impl ProgressTail {
-    /// The highest iteration with a closed entry that records an outcome (not an
-    /// interruption), and its window line.
-    fn last_recorded(&self) -> Option<(u64, String, usize)> {
-        self.entries
-            .iter()
-            .rev()
-            .find_map(|e| match (&e.kind, &e.marker) {
-                (EntryKind::Iteration { number, status }, Some(_))
-                    if *number > 0 && status != progress::INTERRUPTED =>
-                {
-                    Some((*number, status.clone(), e.line - 1))
-                }
-                _ => None,
-            })
-    }
-}
-
-fn read_result(dir: &Path, n: u64) -> Option<Result<ResultEnv, (usize, String)>> {
-    let bytes = fs::read(dir.join(iter_rel(n)).join("result.env")).ok()?;
-    Some(result_env::parse(&bytes))
-}
-
-/// Whether an iteration directory holds files of an attempt (interrupted.K/ dirs aside).
-fn has_attempt_files(dir: &Path) -> bool {
-    fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .any(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
-        })
-        .unwrap_or(false)
-}
-
-fn mtime(path: &Path) -> Option<u64> {
-    fs::metadata(path)
-        .ok()?
-        .modified()
-        .ok()?
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()
-        .map(|d| d.as_secs())
-}
-
 /// `s` as it can be pasted into a shell: as it is when it holds only safe characters, else
 /// quoted.
 fn shell_word(s: &str) -> String {
@@ -313,397 +1247,6 @@ fn shell_word(s: &str) -> String {
     } else {
         // A path holds no NUL, so quoting cannot fail.
         crate::shell::quote(&s.replace('\0', "")).unwrap_or_default()
-    }
-}
-
-/// Audits one loop directory. `name` is how reports and fix commands name it.
-pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
-    // Fix commands name the directory as one shell word.
-    let quoted = shell_word(name);
-    let shown = quoted.as_str();
-    let mut a = Audit {
-        shown,
-        findings: Vec::new(),
-    };
-    let canonical = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-
-    // ---- the contract's files
-    for f in REQUIRED {
-        if !dir.join(f).is_file() {
-            let fix = match f {
-                "state.env" | "state.env.sha256" | "progress.md" => a.recover(""),
-                "goal.md" | "prompt.md" | "verify.sh" | "run-loop.sh" | "recover.sh"
-                | "notify.sh" | "loop.toml" => a.recover("--restore-pinned"),
-                _ => a.recover("--repin"),
-            };
-            a.add(
-                FindingClass::ContractMissing,
-                Severity::P1,
-                format!("{f}:0"),
-                format!("{f} is missing: the runner refuses to start without it"),
-                fix,
-            );
-        }
-    }
-
-    // ---- settings
-    let toml_text = fs::read_to_string(dir.join("loop.toml")).unwrap_or_default();
-    let cfg = match LoopConfig::load(&dir.join("loop.toml")) {
-        Ok(c) => Some(c),
-        Err(e) if dir.join("loop.toml").is_file() => {
-            a.add(
-                FindingClass::ContractMissing,
-                Severity::P1,
-                "loop.toml:1",
-                format!("loop.toml cannot be used: {e}"),
-                a.recover("--restore-pinned"),
-            );
-            None
-        }
-        Err(_) => None,
-    };
-
-    // ---- liveness
-    let lock = probe::lock(&canonical);
-    let mut runner_pid = match lock {
-        Lock::Runner { pid, .. } => Some(pid),
-        _ => None,
-    };
-    match &lock {
-        Lock::StaleDir { owner } => a.add(
-            FindingClass::StaleLock,
-            Severity::P1,
-            ".run-loop.lock.d/owner:1",
-            format!(
-                "the mkdir lock's owner ('{}') is no longer running; orbit recover refuses while the directory exists",
-                owner.escape_debug()
-            ),
-            format!("rm -r {shown}/.run-loop.lock.d"),
-        ),
-        Lock::StrayHolder { pid, cmdline } => a.add(
-            FindingClass::StaleLock,
-            Severity::P1,
-            ".run-loop.lock:0",
-            format!(
-                "process {pid} ({}) holds the runner's lock but is not a runner: no run can start",
-                cmdline.chars().take(80).collect::<String>()
-            ),
-            format!("kill {pid}"),
-        ),
-        _ => {}
-    }
-
-    // ---- state
-    let events = read_events(dir);
-    if runner_pid.is_none() && matches!(lock, Lock::Unknown) {
-        // Without /proc/locks: a loop_start with no loop_stop after it, from a live pid.
-        if let Some(ev) = &events
-            && let Some(s) = ev.last_pos(EventName::LoopStart)
-            && !ev.events[s..].iter().any(|e| e.is(EventName::LoopStop))
-            && let Some(pid) = EventsWindow::u64_field(&ev.events[s], "pid")
-            && probe::alive(pid as u32)
-        {
-            runner_pid = Some(pid as u32);
-        }
-    }
-    let running = runner_pid.is_some();
-    let state_read = read_state(dir, running);
-
-    let mut summary = Summary {
-        name: cfg.as_ref().map(|c| c.name.clone()).unwrap_or_else(|| {
-            dir.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        }),
-        max_iterations: cfg.as_ref().map(|c| c.max_iterations),
-        usd_cap_microusd: cfg.as_ref().and_then(|c| LoopConfig::usd_micro(c.usd_cap)),
-        ..Summary::default()
-    };
-    summary.last_activity = ["events.jsonl", "state.env", "runner.log", "progress.md"]
-        .iter()
-        .filter_map(|f| mtime(&dir.join(f)))
-        .max();
-
-    let (state, state_text) = match state_read {
-        StateRead::Ok { state, text, torn } => {
-            if let Some(side_gen) = torn {
-                a.add(
-                    FindingClass::TornCheckpoint,
-                    Severity::P1,
-                    "state.env.sha256:2",
-                    format!(
-                        "the sidecar is one generation behind state.env (gen {side_gen} vs {}): a write was cut between the two; repairable, not tampering",
-                        state.generation
-                    ),
-                    a.recover(""),
-                );
-            }
-            (Some(*state), text)
-        }
-        StateRead::Missing => (None, String::new()),
-        StateRead::Bad { evidence, message } => {
-            a.add(
-                FindingClass::StateDrift,
-                Severity::P1,
-                evidence,
-                message,
-                a.recover(""),
-            );
-            (None, String::new())
-        }
-    };
-
-    // ---- integrity pins
-    check_pins(&mut a, dir, state.as_ref(), &state_text);
-
-    // ---- the journals
-    if let Some(ev) = &events {
-        check_events(&mut a, ev, running, state.as_ref());
-    } else if state.as_ref().is_some_and(|s| s.started_at > 0) {
-        a.add(
-            FindingClass::ContractMissing,
-            Severity::P1,
-            "events.jsonl:0",
-            "events.jsonl is missing although the loop has run: its history cannot be checked",
-            a.recover(""),
-        );
-    }
-    let progress = read_progress(dir);
-    if let Some(p) = &progress {
-        check_progress(&mut a, p, running);
-    }
-
-    // ---- the runner's own log
-    if let Ok(w) = tail::read_tail(&dir.join("runner.log"), RUNNER_LOG_WINDOW_BYTES) {
-        let lines = runner_log::parse(&w.bytes);
-        if !running && let Some(l) = runner_log::last_unresolved_failure(&lines) {
-            a.add(
-                FindingClass::ToolFailure,
-                Severity::P1,
-                w.evidence("runner.log", l.index),
-                format!(
-                    "the last run failed: {}; fix the cause, then run the loop again",
-                    failure_text(&l.message)
-                ),
-                format!("orbit run {shown}"),
-            );
-        }
-    }
-
-    // ---- the verifier
-    check_validator(&mut a, dir, cfg.as_ref());
-
-    // ---- settings that leave the loop without a terminator
-    let done = matches!(&state, Some(s) if s.last_status == Status::Done);
-    if let Some(c) = &cfg
-        && !done
-        && c.usd_cap.is_none()
-        && parse_duration("loop-timeout", &c.loop_timeout).unwrap_or(0) == 0
-    {
-        a.add(
-            FindingClass::UnboundedLoop,
-            Severity::P2,
-            format!("loop.toml:{}", toml_line(&toml_text, "loop-timeout")),
-            format!(
-                "no loop-timeout and no usd-cap: only max-iterations ({}) bounds this loop's time and spend",
-                c.max_iterations
-            ),
-            format!(
-                "set usd-cap (e.g. usd-cap = 20.0) or loop-timeout (e.g. \"8h\") in {shown}/loop.toml, then orbit init --force --dir {shown}"
-            ),
-        );
-    }
-
-    let Some(state) = state else {
-        let verdict = if running {
-            Verdict::Running
-        } else {
-            Verdict::Corrupt
-        };
-        return LoopReport {
-            dir: name.to_string(),
-            verdict,
-            status: None,
-            iteration: None,
-            stop_reason: None,
-            findings: a.findings,
-            summary,
-        };
-    };
-    let next = state.next_iteration;
-    let last_done = next.saturating_sub(1);
-
-    // ---- spend
-    let ledger = check_spend(&mut a, dir, cfg.as_ref(), &state, &state_text, running);
-    summary.spent_microusd = Some(
-        ledger
-            .unwrap_or(state.cost_microusd)
-            .max(state.cost_microusd),
-    );
-
-    // ---- the last iterations' records
-    let last_result = if last_done >= 1 {
-        read_result(dir, last_done)
-    } else {
-        None
-    };
-    if let Some(Err((line, msg))) = &last_result {
-        a.add(
-            FindingClass::StateDrift,
-            Severity::P1,
-            format!("{}/result.env:{line}", iter_rel(last_done)),
-            format!("iteration {last_done}'s record cannot be read: {msg}"),
-            a.recover(""),
-        );
-    }
-    let last_result = last_result.and_then(Result::ok);
-    summary.last_verify = last_result
-        .as_ref()
-        .and_then(|r| VerifyOutcome::parse(r.get(result_key::VERIFY)));
-    check_commits(&mut a, dir, last_done);
-
-    // ---- crash evidence
-    // A recovery after everything else, matching the checkpoint, has dealt with the crash:
-    // a recorded iteration it left pending is completed by the next run.
-    let recovered = events
-        .as_ref()
-        .and_then(|ev| ev.events.last())
-        .is_some_and(|e| {
-            e.is(EventName::Recovery)
-                && EventsWindow::u64_field(e, "gen") == Some(state.generation)
-                && EventsWindow::u64_field(e, "next_iteration") == Some(next)
-        });
-    let mut crashed: Option<(String, String)> = None;
-    let pending = read_result(dir, next).and_then(Result::ok);
-    if !running && !recovered {
-        let next_dir = dir.join(iter_rel(next));
-        let stopped_by_signal = state.stop_reason == StopReason::Signal
-            && events
-                .as_ref()
-                .and_then(|e| e.events.last())
-                .is_some_and(|e| e.is(EventName::LoopStop));
-        // The journal shows the checkpoint already moved past `next`: an edited state,
-        // not a crash (reported as STATE_DRIFT).
-        let journal_ahead = events.as_ref().is_some_and(|ev| {
-            ev.last_pos(EventName::StateWrite).is_some_and(|k| {
-                EventsWindow::u64_field(&ev.events[k], "next_iteration").unwrap_or(0) > next
-            })
-        });
-        if pending.is_some() && state.last_status != Status::Aborted && !journal_ahead {
-            crashed = Some((
-                format!("{}/result.env:1", iter_rel(next)),
-                format!(
-                    "iteration {next} was recorded (result.env) but never checkpointed: the runner died while finishing it"
-                ),
-            ));
-        } else if pending.is_none() && has_attempt_files(&next_dir) && !stopped_by_signal {
-            let first_file = ["prompt.md", "agent.log", "verify.log"]
-                .into_iter()
-                .find(|f| next_dir.join(f).is_file())
-                .unwrap_or("prompt.md");
-            crashed = Some((
-                format!("{}/{first_file}:1", iter_rel(next)),
-                format!(
-                    "iteration {next} started ({}/) but has no result.env, and no runner is alive: it died mid-iteration",
-                    iter_rel(next)
-                ),
-            ));
-        } else if let Some(ev) = &events
-            && let Some(s) = ev.last_pos(EventName::IterationStart)
-        {
-            let it = ev.events[s].iteration;
-            let ended = ev.events[s..].iter().any(|e| {
-                e.is(EventName::LoopStop) || (e.is(EventName::IterationEnd) && e.iteration == it)
-            });
-            if !ended {
-                crashed = Some((
-                    ev.evidence(s),
-                    format!(
-                        "iteration {it} started and neither ended nor stopped, and no runner is alive: it died mid-iteration"
-                    ),
-                ));
-            }
-        }
-    }
-    if let Some((evidence, message)) = &crashed {
-        a.add(
-            FindingClass::Crashed,
-            Severity::P1,
-            evidence.clone(),
-            format!("{message} (a rerun also resumes it)"),
-            a.recover(""),
-        );
-    }
-
-    // ---- the runner gone, its agents still here
-    if !running && Path::new("/proc/self").exists() {
-        let pids = probe::owned_processes(&canonical);
-        if !pids.is_empty() {
-            let list = pids
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(" ");
-            a.add(
-                FindingClass::OrphanAgent,
-                Severity::P0,
-                format!("/proc/{}/environ:0", pids[0]),
-                format!(
-                    "{} process(es) of this loop are alive with no runner: they may still change the tree and spend",
-                    pids.len()
-                ),
-                format!("kill {list}"),
-            );
-        }
-    }
-
-    // ---- state vs progress vs events
-    if !running && crashed.is_none() {
-        check_drift(
-            &mut a,
-            &state,
-            &state_text,
-            progress.as_ref(),
-            events.as_ref(),
-            recovered,
-        );
-    }
-
-    // ---- what the state says
-    check_status(
-        &mut a,
-        dir,
-        &state,
-        &state_text,
-        last_result.as_ref(),
-        cfg.as_ref(),
-        running,
-    );
-
-    let verdict = if running {
-        Verdict::Running
-    } else if crashed.is_some() {
-        Verdict::Crashed
-    } else {
-        match (state.last_status, state.stop_reason) {
-            (Status::Ready, _) => Verdict::Ready,
-            (Status::Done, _) => Verdict::Done,
-            (Status::Paused, _) => Verdict::Paused,
-            (Status::Stalled, _) => Verdict::Stalled,
-            (Status::Aborted, _) => Verdict::Aborted,
-            (Status::Blocked, StopReason::MaxIterations) => Verdict::Exhausted,
-            (Status::Blocked, _) => Verdict::Blocked,
-            (Status::Continue, _) => Verdict::Idle,
-        }
-    };
-    LoopReport {
-        dir: name.to_string(),
-        verdict,
-        status: Some(state.last_status),
-        iteration: Some(last_done),
-        stop_reason: Some(state.stop_reason),
-        findings: a.findings,
-        summary,
     }
 }
 
@@ -723,667 +1266,9 @@ fn pin_class(reason: StopReason) -> FindingClass {
         .unwrap_or(FindingClass::ScriptTamper)
 }
 
-fn check_pins(a: &mut Audit<'_>, dir: &Path, state: Option<&State>, state_text: &str) {
-    let Ok(bytes) = fs::read(dir.join("pins.sha256")) else {
-        return;
-    };
-    let (list, bad) = pins::parse(&bytes);
-    for (line, msg) in bad {
-        a.add(
-            FindingClass::ScriptTamper,
-            Severity::P0,
-            format!("pins.sha256:{line}"),
-            format!("pins.sha256 has a line the runner cannot check: {msg}"),
-            a.recover("--repin"),
-        );
-    }
-    let mut violated = Vec::new();
-    for pin in &list {
-        let path: PathBuf = dir.join(&pin.path);
-        let have = fs::read(&path).ok().map(|b| crate::fsx::sha256_hex(&b));
-        if have.as_deref() == Some(pin.sha256.as_str()) {
-            continue;
-        }
-        let reason = pins::pin_reason(&pin.path);
-        violated.push(reason);
-        let what = if have.is_none() {
-            "is missing"
-        } else {
-            "changed"
-        };
-        let accept = if reason == StopReason::GoalDrift {
-            "--repin-goal"
-        } else {
-            "--repin"
-        };
-        a.add(
-            pin_class(reason),
-            Severity::P0,
-            format!("pins.sha256:{}", pin.line),
-            format!(
-                "{} {what} since it was pinned ({reason}); review the change: undo it with the fix, or accept it with {}",
-                pin.path,
-                a.recover(accept)
-            ),
-            a.recover("--restore-pinned"),
-        );
-    }
-    // The loop stopped on a violation whose file has since been put back.
-    if let Some(s) = state
-        && s.last_status == Status::Aborted
-        && s.stop_reason.is_integrity()
-        && !violated.contains(&s.stop_reason)
-    {
-        a.add(
-            pin_class(s.stop_reason),
-            Severity::P1,
-            format!(
-                "state.env:{}",
-                state::key_line(state_text, state_key::STOP_REASON)
-            ),
-            format!(
-                "the loop stopped on {} and stays ABORTED, though the pins hold now",
-                s.stop_reason
-            ),
-            a.recover("--restore-pinned"),
-        );
-    }
-}
-
-fn check_events(a: &mut Audit<'_>, ev: &EventsWindow, running: bool, state: Option<&State>) {
-    let scope = if ev.window.whole {
-        "the journal".to_string()
-    } else {
-        format!("the last {} lines of the journal", ev.window.lines)
-    };
-    if let Some((i, err)) = &ev.error {
-        a.add(
-            FindingClass::JournalBroken,
-            Severity::P1,
-            ev.window.evidence("events.jsonl", *i),
-            format!("{scope} breaks here: {}", err.describe()),
-            a.recover(""),
-        );
-    } else if ev.torn_tail && !running {
-        a.add(
-            FindingClass::JournalBroken,
-            Severity::P2,
-            ev.window
-                .evidence("events.jsonl", ev.window.lines.saturating_sub(1)),
-            "events.jsonl ends in a torn line (a cut append); the runner trims it on its next start",
-            a.recover(""),
-        );
-    }
-    // The latest flaky verify, if recent (the last three iterations) and not before DONE.
-    let flake = ev.events.iter().rposition(|e| {
-        e.is(EventName::VerifyFail)
-            && (FindingClass::parse(EventsWindow::str_field(e, "code"))
-                == Some(FindingClass::VerifyFlaky)
-                || e.value.get("flaky").and_then(|v| v.as_bool()) == Some(true))
-    });
-    if let Some(k) = flake
-        && state.is_none_or(|s| {
-            s.last_status != Status::Done && ev.events[k].iteration + 3 >= s.next_iteration
-        })
-    {
-        let e = &ev.events[k];
-        a.add(
-            FindingClass::VerifyFlaky,
-            Severity::P1,
-            ev.evidence(k),
-            format!(
-                "in iteration {} verify passed, then failed on run {} ({}): a flaky check can never give PASS_K passes in a row",
-                e.iteration,
-                e.value.get("run").map(|v| v.to_string()).unwrap_or_default(),
-                EventsWindow::str_field(e, "failing")
-            ),
-            format!("bash {}/verify.sh", a.shown),
-        );
-    }
-    if let Some(k) = ev.events.iter().rposition(|e| {
-        e.is(EventName::VerifyPass)
-            && EventsWindow::str_field(e, "run") == "red_gate"
-            && e.value.get("allowed").and_then(|v| v.as_bool()) == Some(true)
-    }) {
-        a.add(
-            FindingClass::VacuousVerify,
-            Severity::P2,
-            ev.evidence(k),
-            "verify.sh passed on the untouched tree and the loop went on (ALLOW_GREEN_START=1): its checks prove little",
-            format!(
-                "add a check that fails today to verify in {}/loop.toml, then orbit init --force --dir {}",
-                a.shown, a.shown
-            ),
-        );
-    }
-}
-
-fn check_progress(a: &mut Audit<'_>, p: &ProgressTail, running: bool) {
-    if let Some(i) = p.broken {
-        a.add(
-            FindingClass::JournalBroken,
-            Severity::P1,
-            p.window.evidence("progress.md", i),
-            "progress.md's entry hash does not chain here: its history was rewritten",
-            a.recover(""),
-        );
-    }
-    if let Some(i) = p.torn
-        && !running
-    {
-        a.add(
-            FindingClass::JournalBroken,
-            Severity::P2,
-            p.window.evidence("progress.md", i),
-            "progress.md ends in an entry without its end marker (a cut append); the runner rewrites it on its next start",
-            a.recover(""),
-        );
-    }
-    if let Some(&i) = p.stray.first() {
-        a.add(
-            FindingClass::JournalBroken,
-            Severity::P2,
-            p.window.evidence("progress.md", i),
-            format!(
-                "progress.md has {} line(s) outside any entry: written by something other than the runner",
-                p.stray.len()
-            ),
-            a.recover(""),
-        );
-    }
-}
-
-fn check_validator(a: &mut Audit<'_>, dir: &Path, cfg: Option<&LoopConfig>) {
-    let Ok(text) = fs::read_to_string(dir.join("verify.sh")) else {
-        return;
-    };
-    let checks = text
-        .lines()
-        .filter(|l| l.starts_with("  run_check "))
-        .count();
-    if checks == 0 {
-        let line = text
-            .lines()
-            .position(|l| l.starts_with("checks()"))
-            .map_or(1, |i| i + 1);
-        a.add(
-            FindingClass::ValidatorGap,
-            Severity::P1,
-            format!("verify.sh:{line}"),
-            "verify.sh has no run_check line: it fails with 'no check ran', so the loop can never be DONE",
-            format!(
-                "add a check to verify in {}/loop.toml, then orbit init --force --dir {}",
-                a.shown, a.shown
-            ),
-        );
-    } else if let Some(c) = cfg
-        && c.verify.len() != checks
-    {
-        a.add(
-            FindingClass::ValidatorGap,
-            Severity::P2,
-            "verify.sh:1",
-            format!(
-                "verify.sh has {checks} run_check line(s) but loop.toml lists {} check(s): they were rendered from different settings",
-                c.verify.len()
-            ),
-            format!("orbit init --force --dir {}", a.shown),
-        );
-    }
-}
-
-/// Sums cost.ledger and checks the caps. Returns the ledger total when it was read in full.
-fn check_spend(
-    a: &mut Audit<'_>,
-    dir: &Path,
-    cfg: Option<&LoopConfig>,
-    state: &State,
-    state_text: &str,
-    running: bool,
-) -> Option<u64> {
-    let path = dir.join("cost.ledger");
-    let size = fs::metadata(&path).map(|m| m.len()).ok();
-    let ledger = match size {
-        Some(s) if s <= LEDGER_MAX_BYTES => fs::read(&path).ok().map(|b| ledger::parse(&b)),
-        _ => None,
-    };
-    if let Some(l) = &ledger
-        && let Some(&(line, ref msg)) = l.errors.first()
-    {
-        a.add(
-            FindingClass::StateDrift,
-            Severity::P2,
-            format!("cost.ledger:{line}"),
-            format!(
-                "cost.ledger has {} line(s) that are not ledger lines: {msg}",
-                l.errors.len()
-            ),
-            a.recover(""),
-        );
-    }
-    let total = ledger.as_ref().map(ledger::Ledger::total);
-    let spent = total.unwrap_or(0).max(state.cost_microusd);
-    if let (Some(t), false) = (total, running)
-        && t != state.cost_microusd
-    {
-        a.add(
-            FindingClass::StateDrift,
-            Severity::P2,
-            format!("state.env:{}", state::key_line(state_text, state_key::COST_MICROUSD)),
-            format!(
-                "state.env records ${} spent but cost.ledger sums to ${}; the runner re-sums it after the next iteration",
-                format_usd(state.cost_microusd),
-                format_usd(t)
-            ),
-            a.recover(""),
-        );
-    }
-    let Some(c) = cfg else { return total };
-    let ledger_ev = |l: &Option<ledger::Ledger>| {
-        l.as_ref()
-            .and_then(|l| l.entries.last())
-            .map(|e| format!("cost.ledger:{}", e.line))
-            .unwrap_or_else(|| {
-                format!(
-                    "state.env:{}",
-                    state::key_line(state_text, state_key::COST_MICROUSD)
-                )
-            })
-    };
-    if let Some(cap) = LoopConfig::usd_micro(c.usd_cap) {
-        let raise = format!(
-            "raise usd-cap in {}/loop.toml, then orbit init --force --dir {} && orbit run {}",
-            a.shown, a.shown, a.shown
-        );
-        if spent >= cap {
-            a.add(
-                FindingClass::BurnRateAnomaly,
-                Severity::P1,
-                ledger_ev(&ledger),
-                format!(
-                    "spent ${} of the ${} usd-cap: {}",
-                    format_usd(spent),
-                    format_usd(cap),
-                    if state.stop_reason == StopReason::Budget {
-                        "the loop is paused on its budget"
-                    } else {
-                        "the loop pauses at its next gate"
-                    }
-                ),
-                raise,
-            );
-        } else if spent.saturating_mul(10) >= cap.saturating_mul(8) {
-            a.add(
-                FindingClass::BurnRateAnomaly,
-                Severity::P2,
-                ledger_ev(&ledger),
-                format!(
-                    "spent ${} of the ${} usd-cap (80% or more)",
-                    format_usd(spent),
-                    format_usd(cap)
-                ),
-                raise,
-            );
-        }
-        if let Some(l) = &ledger
-            && let Some(e) = l.entries.iter().rev().find(|e| e.kind == CostKind::Unknown)
-            && c.cost_estimate_usd.is_none()
-        {
-            a.add(
-                FindingClass::BurnRateAnomaly,
-                Severity::P2,
-                format!("cost.ledger:{}", e.line),
-                "the agent reports no cost and no cost-estimate-usd is set: the usd-cap cannot hold",
-                format!(
-                    "set cost-estimate-usd in {}/loop.toml, then orbit init --force --dir {}",
-                    a.shown, a.shown
-                ),
-            );
-        }
-    }
-    if let (Some(per_iter), Some(l)) = (LoopConfig::usd_micro(c.usd_per_iter_cap), &ledger)
-        && let Some(last) = l.entries.last()
-    {
-        let cost = l.iteration_total(last.iteration);
-        if cost >= per_iter {
-            a.add(
-                FindingClass::BurnRateAnomaly,
-                Severity::P1,
-                format!("cost.ledger:{}", last.line),
-                format!(
-                    "iteration {} cost ${}, at or over the ${} usd-per-iter-cap",
-                    last.iteration,
-                    format_usd(cost),
-                    format_usd(per_iter)
-                ),
-                format!(
-                    "raise usd-per-iter-cap in {}/loop.toml, then orbit init --force --dir {}",
-                    a.shown, a.shown
-                ),
-            );
-        }
-    }
-    total
-}
-
-fn check_commits(a: &mut Audit<'_>, dir: &Path, last_done: u64) {
-    for n in (last_done.saturating_sub(2)..=last_done).filter(|n| *n >= 1) {
-        let rel = iter_rel(n);
-        let d = dir.join(&rel);
-        if let Ok(t) = fs::read_to_string(d.join("commit.txt"))
-            && t.lines().next() == Some("failed")
-        {
-            a.add(
-                FindingClass::CommitScopeRisk,
-                Severity::P1,
-                format!("{rel}/commit.txt:1"),
-                format!(
-                    "iteration {n}'s commit failed: its changes stay uncommitted in the work tree (see {rel}/commit.log)"
-                ),
-                format!("cat {}/{rel}/commit.log", a.shown),
-            );
-        }
-        if let Ok(t) = fs::read_to_string(d.join("baseline-touched.txt"))
-            && !t.trim().is_empty()
-        {
-            a.add(
-                FindingClass::CommitScopeRisk,
-                Severity::P2,
-                format!("{rel}/baseline-touched.txt:1"),
-                format!(
-                    "iteration {n} changed {} path(s) that were dirty before the loop began; they were left out of its commit",
-                    t.lines().count()
-                ),
-                format!("cat {}/{rel}/baseline-touched.txt", a.shown),
-            );
-        }
-    }
-}
-
-fn check_drift(
-    a: &mut Audit<'_>,
-    state: &State,
-    state_text: &str,
-    progress: Option<&ProgressTail>,
-    events: Option<&EventsWindow>,
-    recovered: bool,
-) {
-    let next = state.next_iteration;
-    let ev_line = format!(
-        "state.env:{}",
-        state::key_line(state_text, state_key::NEXT_ITERATION)
-    );
-    if let Some(p) = progress
-        && let Some((n, status, i)) = p.last_recorded()
-    {
-        let aborted_here = state.last_status == Status::Aborted && n == next;
-        // Recovery sets a BLOCKED or ABORTED iteration aside to be retried: its entry stays.
-        let retried_here = recovered && n == next;
-        if n >= next && !aborted_here && !retried_here {
-            a.add(
-                FindingClass::StateDrift,
-                Severity::P1,
-                p.window.evidence("progress.md", i),
-                format!(
-                    "progress.md records iteration {n} ({status}) but state.env says the next iteration is {next}: the checkpoint is older than the history"
-                ),
-                a.recover(""),
-            );
-        } else if n + 1 < next {
-            a.add(
-                FindingClass::StateDrift,
-                Severity::P1,
-                ev_line.clone(),
-                format!(
-                    "state.env says the next iteration is {next} but progress.md's last entry is iteration {n}"
-                ),
-                a.recover(""),
-            );
-        }
-    } else if next > 1 && progress.is_some_and(|p| p.window.whole) {
-        a.add(
-            FindingClass::StateDrift,
-            Severity::P1,
-            ev_line.clone(),
-            format!(
-                "state.env says the next iteration is {next} but progress.md records no iteration"
-            ),
-            a.recover(""),
-        );
-    }
-    if let Some(ev) = events
-        && let Some(k) = ev.last_pos(EventName::StateWrite)
-    {
-        let e = &ev.events[k];
-        let ev_gen = EventsWindow::u64_field(e, "gen").unwrap_or(0);
-        // A status that is not a contract word cannot match the state's.
-        let status = EventsWindow::str_field(e, "status");
-        let same_status = Status::parse(status) == Some(state.last_status);
-        let ev_next = EventsWindow::u64_field(e, "next_iteration").unwrap_or(0);
-        if ev_gen > state.generation {
-            a.add(
-                FindingClass::StateDrift,
-                Severity::P1,
-                ev.evidence(k),
-                format!(
-                    "events.jsonl records state generation {ev_gen} but state.env is at {}: state.env was rolled back or replaced",
-                    state.generation
-                ),
-                a.recover(""),
-            );
-        } else if ev_gen == state.generation && (!same_status || ev_next != next) {
-            a.add(
-                FindingClass::StateDrift,
-                Severity::P1,
-                ev.evidence(k),
-                format!(
-                    "events.jsonl says generation {ev_gen} was {status} with next iteration {ev_next}, but state.env says {} with {next}: state.env was edited",
-                    state.last_status
-                ),
-                a.recover(""),
-            );
-        }
-    }
-}
-
-fn check_status(
-    a: &mut Audit<'_>,
-    dir: &Path,
-    state: &State,
-    text: &str,
-    last: Option<&ResultEnv>,
-    cfg: Option<&LoopConfig>,
-    running: bool,
-) {
-    let shown = a.shown.to_string();
-    let reason_line = format!(
-        "state.env:{}",
-        state::key_line(text, state_key::STOP_REASON)
-    );
-    let last_done = state.next_iteration.saturating_sub(1);
-    if state.cb_state == CbState::Open {
-        a.add(
-            FindingClass::CircuitOpen,
-            Severity::P1,
-            format!("state.env:{}", state::key_line(text, state_key::CB_STATE)),
-            format!(
-                "the circuit breaker is open after {} failed iteration(s); the runner refuses agent runs until its cooldown ends",
-                state.cb_fails
-            ),
-            a.recover("--reset-circuit"),
-        );
-    }
-    match state.stop_reason {
-        StopReason::Stalled => a.add(
-            FindingClass::ConvergenceStall,
-            Severity::P1,
-            reason_line.clone(),
-            "no progress: the tree was the same after the last iterations (see .action-sig.log); change the approach in goal.md or notes.md first",
-            a.recover("--clear-stall"),
-        ),
-        StopReason::Oscillating => a.add(
-            FindingClass::OscillationLoop,
-            Severity::P1,
-            reason_line.clone(),
-            "the tree alternates between two states (see .action-sig.log); change the approach in goal.md or notes.md first",
-            a.recover("--clear-stall"),
-        ),
-        StopReason::ToolFailure | StopReason::Preflight => a.add(
-            FindingClass::ToolFailure,
-            Severity::P1,
-            last.filter(|r| r.get(result_key::AGENT_OUTCOME) == "permanent")
-                .map(|r| format!("{}/result.env:{}", iter_rel(last_done), r.line_of(result_key::AGENT_OUTCOME)))
-                .unwrap_or(reason_line.clone()),
-            format!(
-                "the loop stopped on {}: the agent could not be run (check argv in loop.toml and PATH)",
-                state.stop_reason
-            ),
-            format!("orbit run {shown}"),
-        ),
-        StopReason::VacuousVerify => a.add(
-            FindingClass::VacuousVerify,
-            Severity::P1,
-            "iterations/baseline/verify.log:1",
-            "verify.sh passed on the untouched tree before the agent did anything: its checks prove nothing",
-            format!(
-                "add a check that fails today to verify in {shown}/loop.toml, then orbit init --force --dir {shown}"
-            ),
-        ),
-        _ => {}
-    }
-    // The signature log, where the state does not already say it.
-    if (running || state.last_status == Status::Continue)
-        && !matches!(
-            state.stop_reason,
-            StopReason::Stalled | StopReason::Oscillating
-        )
-        && let Ok(w) = tail::read_tail(&dir.join(".action-sig.log"), SIGS_WINDOW_BYTES)
-    {
-        let log = sigs::parse_from(&w.bytes, w.first_line.unwrap_or(1));
-        let window = cfg.map_or(3, |c| c.convergence_window as usize);
-        if !log.sigs.is_empty() {
-            let evidence = w.evidence(".action-sig.log", w.lines.saturating_sub(1));
-            match sigs::stall(&log.sigs, window) {
-                Some(sigs::Stall::Converged { window }) => a.add(
-                    FindingClass::ConvergenceStall,
-                    Severity::P2,
-                    evidence,
-                    format!("the last {window} iterations left the same tree: the next decision stops the loop as stalled"),
-                    a.recover("--clear-stall"),
-                ),
-                Some(sigs::Stall::Oscillating) => a.add(
-                    FindingClass::OscillationLoop,
-                    Severity::P2,
-                    evidence,
-                    "the last four iterations alternate between two trees (A B A B)",
-                    a.recover("--clear-stall"),
-                ),
-                None => {}
-            }
-        }
-    }
-    // DONE needs a passing verify on record.
-    if state.last_status == Status::Done {
-        let ok = last.is_some_and(|r| {
-            Status::parse(r.get(result_key::VERDICT)) == Some(Status::Done)
-                && VerifyOutcome::parse(r.get(result_key::VERIFY)) == Some(VerifyOutcome::Pass)
-        });
-        if !ok {
-            let evidence = last
-                .map(|r| {
-                    format!(
-                        "{}/result.env:{}",
-                        iter_rel(last_done),
-                        r.line_of(result_key::VERIFY).max(1)
-                    )
-                })
-                .unwrap_or_else(|| {
-                    format!(
-                        "state.env:{}",
-                        state::key_line(text, state_key::LAST_STATUS)
-                    )
-                });
-            a.add(
-                FindingClass::VerifyGap,
-                Severity::P0,
-                evidence,
-                format!(
-                    "state.env says DONE but iteration {last_done}'s record shows no verified DONE (verify {}, verdict {}): only the gate may set DONE",
-                    last.map_or("missing", |r| r.get(result_key::VERIFY)),
-                    last.map_or("missing", |r| r.get(result_key::VERDICT))
-                ),
-                a.recover(""),
-            );
-        }
-    } else if !running && dir.join("done.md").is_file() {
-        let failing = last.filter(|r| {
-            VerifyOutcome::parse(r.get(result_key::VERIFY)) == Some(VerifyOutcome::Fail)
-        });
-        if let Some(r) = failing {
-            a.add(
-                FindingClass::VerifyGap,
-                Severity::P2,
-                format!("{}/result.env:{}", iter_rel(last_done), r.line_of(result_key::VERIFY)),
-                format!(
-                    "done.md claims completion but iteration {last_done}'s verify failed ({}): the gate will reject the claim",
-                    r.get(result_key::VERIFY_FAILING)
-                ),
-                format!("bash {shown}/verify.sh"),
-            );
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn journal(n: u64) -> Vec<String> {
-        let mut prev = events::GENESIS.to_string();
-        (1..=n)
-            .map(|seq| {
-                let line = events::build_line(
-                    seq,
-                    "2026-11-30T00:00:00Z",
-                    "iteration_start",
-                    seq,
-                    &[],
-                    &prev,
-                );
-                prev = events::split_hash(line.trim_end()).unwrap().1.to_string();
-                line
-            })
-            .collect()
-    }
-
-    #[test]
-    fn the_chain_is_verified_over_the_tail_window_only() {
-        let d = tempfile::tempdir().unwrap();
-        let mut lines = journal(6000);
-        fs::write(d.path().join("events.jsonl"), lines.concat()).unwrap();
-        let ev = read_events(d.path()).unwrap();
-        assert_eq!(ev.events.len(), EVENTS_WINDOW_LINES);
-        assert!(ev.error.is_none(), "{:?}", ev.error);
-        assert_eq!(ev.evidence(0), "events.jsonl:1001");
-
-        // An edit before the window is not seen; one inside it is, at its line.
-        lines[9] = lines[9].replace("iteration_start", "iteration_stop");
-        lines[5799] = lines[5799].replace("iteration_start", "iteration_stop");
-        fs::write(d.path().join("events.jsonl"), lines.concat()).unwrap();
-        let ev = read_events(d.path()).unwrap();
-        let (i, err) = ev.error.clone().unwrap();
-        assert_eq!(err, ChainError::HashMismatch { line: i + 1 });
-        assert_eq!(ev.window.evidence("events.jsonl", i), "events.jsonl:5800");
-
-        // A removed line inside the window breaks prev.
-        let mut removed = journal(50);
-        removed.remove(20);
-        fs::write(d.path().join("events.jsonl"), removed.concat()).unwrap();
-        let ev = read_events(d.path()).unwrap();
-        let (i, err) = ev.error.clone().unwrap();
-        assert!(matches!(err, ChainError::PrevMismatch { .. }), "{err:?}");
-        assert_eq!(ev.window.evidence("events.jsonl", i), "events.jsonl:21");
-    }
 
     #[test]
     fn fix_commands_name_the_directory_as_one_word() {

@@ -9,6 +9,7 @@
 //! the bash `recover.sh` implements the same derivation line for line.
 
 pub mod evidence;
+use std::collections::BTreeMap;
 pub use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
@@ -242,12 +243,35 @@ fn repo_relative(loop_rel: &str, pin_path: &str) -> Option<String> {
 }
 
 /// One line of pins.sha256 as the runner reads it: the hash before the first two spaces,
-/// the path after them.
-fn pin_lines(text: &str) -> Vec<(String, String)> {
+/// the path after them. A line without two spaces is kept whole in both fields, so it is
+/// written back as it was.
+#[derive(Debug, Clone)]
+struct PinLine {
+    hash: String,
+    path: String,
+}
+
+impl PinLine {
+    fn print(&self) -> String {
+        if self.hash == self.path {
+            format!("{}\n", self.hash)
+        } else {
+            format!("{}  {}\n", self.hash, self.path)
+        }
+    }
+}
+
+fn pin_lines(text: &str) -> Vec<PinLine> {
     text.split_terminator('\n')
         .map(|l| match l.split_once("  ") {
-            Some((h, p)) => (h.to_string(), p.to_string()),
-            None => (l.to_string(), l.to_string()),
+            Some((h, p)) => PinLine {
+                hash: h.to_string(),
+                path: p.to_string(),
+            },
+            None => PinLine {
+                hash: l.to_string(),
+                path: l.to_string(),
+            },
         })
         .collect()
 }
@@ -260,108 +284,247 @@ fn file_hash(path: &Path) -> Option<String> {
 }
 
 /// Computes what the recovery will do. Reads only.
+///
+/// The steps, in the order their repairs are listed: the old checkpoint, the evidence,
+/// the last completed iteration and where the next run starts, the pins (and the flags
+/// that change files), leftovers, then the state the evidence decides, what changed in
+/// it and why, and whether anything has to be written at all.
 pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
-    let dir = &lp.dir;
-    let mut plan = Plan::default();
+    let mut p = Planner {
+        lp,
+        args,
+        plan: Plan::default(),
+    };
+    let checkpoint = p.read_checkpoint()?;
+    let evidence = p.read_evidence()?;
+    let last = LastIteration::find(&evidence);
+    p.plan.last_completed = last.n;
+    let course = p.schedule(&last, &evidence, checkpoint.old.as_ref())?;
+    let broken = p.pins()?;
+    p.clear_stall()?;
+    p.move_strays()?;
+    let candidate = p.candidate(&checkpoint, &evidence, &course, broken.as_ref())?;
+    if let Some(old) = &checkpoint.old {
+        p.explain(old, &candidate, &last);
+    }
+    p.settle_state(&checkpoint, candidate);
+    p.settle_progress_tail();
+    Ok(p.plan)
+}
 
-    // ---- the old checkpoint
-    let old_text = read_opt(&dir.join("state.env"))?;
-    let old = match &old_text {
-        Some(b) => match State::parse(b) {
-            Ok(s) => Some(s),
-            Err((line, why)) => {
-                plan.repairs.push(format!(
-                    "state.env does not parse (line {line}: {why}): rebuilt from the evidence"
-                ));
+/// The plan under construction, with what every step reads.
+struct Planner<'a> {
+    lp: &'a LoopRef,
+    args: &'a RecoverArgs,
+    plan: Plan,
+}
+
+/// The old checkpoint as found.
+struct Checkpoint {
+    /// state.env, when it parses.
+    old: Option<State>,
+    /// The sidecar's generation, when the sidecar is well-formed.
+    sidecar_gen: Option<u64>,
+    /// Whether the sidecar is well-formed and seals the parsed state.env.
+    sealed: bool,
+}
+
+/// What the loop's records say about its iterations.
+struct Evidence {
+    events: evidence::EventsEvidence,
+    /// The closed iteration entries of progress.md and their status.
+    progress: BTreeMap<u64, String>,
+    /// Iterations committed with the loop's trailers whose record is gone.
+    commits: Vec<u64>,
+}
+
+/// L, the last completed iteration, and its verdict.
+struct LastIteration {
+    n: u64,
+    /// From events.jsonl, else progress.md; empty for a commit or no iteration.
+    verdict: String,
+    /// Where the verdict (or the iteration) was found.
+    source: &'static str,
+}
+
+/// Where the next run starts, and why.
+struct Course {
+    /// L.
+    last: u64,
+    next: u64,
+    /// L ended ABORTED or BLOCKED: it is run again.
+    retry: bool,
+    /// L's DONE is proven by its event and its record.
+    done: bool,
+}
+
+/// A pin still broken after the flags: the path and the stop reason it means.
+struct BrokenPin {
+    path: String,
+    reason: StopReason,
+}
+
+/// The circuit breaker's keys.
+struct Circuit {
+    state: CbState,
+    fails: u64,
+    sig: String,
+    opened_at: u64,
+}
+
+impl LastIteration {
+    /// L is the highest iteration in the events, progress.md or the commits.
+    fn find(ev: &Evidence) -> LastIteration {
+        let ev_max = ev.events.verdicts.keys().next_back().copied().unwrap_or(0);
+        let pg_max = ev.progress.keys().next_back().copied().unwrap_or(0);
+        let git_max = ev.commits.last().copied().unwrap_or(0);
+        let n = ev_max.max(pg_max).max(git_max);
+        let (verdict, source) = if let Some(v) = ev.events.verdicts.get(&n) {
+            (v.clone(), "events.jsonl")
+        } else if let Some(v) = ev.progress.get(&n) {
+            (v.clone(), "progress.md")
+        } else if n > 0 {
+            (String::new(), "a commit trailer")
+        } else {
+            (String::new(), "")
+        };
+        LastIteration { n, verdict, source }
+    }
+}
+
+impl Planner<'_> {
+    fn repair(&mut self, why: impl Into<String>) {
+        self.plan.repairs.push(why.into());
+    }
+
+    /// Reads state.env and its sidecar; a checkpoint that does not parse, or that its
+    /// sidecar does not seal, is a repair.
+    fn read_checkpoint(&mut self) -> Result<Checkpoint> {
+        let dir = &self.lp.dir;
+        let text = read_opt(&dir.join("state.env"))?;
+        let old = match &text {
+            Some(b) => match State::parse(b) {
+                Ok(s) => Some(s),
+                Err((line, why)) => {
+                    self.repair(format!(
+                        "state.env does not parse (line {line}: {why}): rebuilt from the evidence"
+                    ));
+                    None
+                }
+            },
+            None => {
+                self.repair("state.env is missing: rebuilt from the evidence");
                 None
             }
-        },
-        None => {
-            plan.repairs
-                .push("state.env is missing: rebuilt from the evidence".into());
-            None
+        };
+        let sidecar_bytes = read_opt(&dir.join("state.env.sha256"))?;
+        let sidecar = sidecar_bytes.as_deref().and_then(evidence::sidecar);
+        let sealed = match (&old, &text, &sidecar) {
+            (Some(s), Some(t), Some((h, g))) => *h == fsx::sha256_hex(t) && *g == s.generation,
+            _ => false,
+        };
+        if let Some(s) = &old
+            && !sealed
+        {
+            let gen_seen = sidecar.as_ref().map(|(_, g)| *g);
+            self.repair(unsealed(sidecar_bytes.is_some(), gen_seen, s));
         }
-    };
-    plan.old_text = old_text.clone();
-    let sidecar_bytes = read_opt(&dir.join("state.env.sha256"))?;
-    let sidecar = sidecar_bytes.as_deref().and_then(evidence::sidecar);
-    let sidecar_ok = match (&old, &old_text, &sidecar) {
-        (Some(s), Some(t), Some((h, g))) => *h == fsx::sha256_hex(t) && *g == s.generation,
-        _ => false,
-    };
-    if old.is_some() && !sidecar_ok {
-        plan.repairs.push(match (&sidecar_bytes, &sidecar, &old) {
-            (None, _, _) => "state.env.sha256 is missing: re-sealed".into(),
-            (Some(_), None, _) => "state.env.sha256 is malformed: re-sealed".into(),
-            (Some(_), Some((_, g)), Some(s)) if g + 1 == s.generation => format!(
-                "torn checkpoint (sidecar at gen {g}, state.env at gen {}): re-sealed",
-                s.generation
-            ),
-            (Some(_), Some((_, g)), Some(s)) => format!(
-                "state.env does not match its sidecar (state gen {}, sidecar gen {g}): re-sealed after checking every key against the evidence",
-                s.generation
-            ),
-            _ => "state.env.sha256 does not match: re-sealed".into(),
-        });
+        self.plan.old_text = text;
+        Ok(Checkpoint {
+            old,
+            sidecar_gen: sidecar.map(|(_, g)| g),
+            sealed,
+        })
     }
 
-    // ---- the evidence
-    let events_bytes = read_opt(&dir.join("events.jsonl"))?.unwrap_or_default();
-    let complete = evidence::complete_lines(&events_bytes).len();
-    if complete < events_bytes.len() {
-        plan.events_cut = Some(complete);
-        plan.repairs.push(format!(
-            "events.jsonl ends in a torn line ({} bytes): trimmed",
-            events_bytes.len() - complete
-        ));
+    /// Reads events.jsonl, progress.md and the commit trailers; a torn tail of either file
+    /// is planned to be trimmed.
+    fn read_evidence(&mut self) -> Result<Evidence> {
+        let lp = self.lp;
+        let events = self.read_events()?;
+        let progress = self.read_progress()?;
+        let commits = evidence::git_iterations(&lp.repo, &lp.name)
+            .into_iter()
+            .filter(|n| !evidence::has_result(&lp.dir, *n))
+            .collect();
+        Ok(Evidence {
+            events,
+            progress,
+            commits,
+        })
     }
-    let ev = evidence::read_events(&events_bytes);
-    let progress_bytes = read_opt(&dir.join("progress.md"))?.unwrap_or_default();
-    let pg = evidence::read_progress(&progress_bytes);
-    match evidence::progress_tail(&progress_bytes) {
-        ProgressTail::Clean => {}
-        ProgressTail::Torn(off) => {
-            plan.progress_tail = Some(ProgressTail::Torn(off));
-            plan.repairs.push(
-                "progress.md ends in an unclosed entry (a torn append): trimmed (kept in the backup)"
-                    .into(),
-            );
+
+    fn read_events(&mut self) -> Result<evidence::EventsEvidence> {
+        let bytes = read_opt(&self.lp.dir.join("events.jsonl"))?.unwrap_or_default();
+        let complete = evidence::complete_lines(&bytes).len();
+        if complete < bytes.len() {
+            self.plan.events_cut = Some(complete);
+            self.repair(format!(
+                "events.jsonl ends in a torn line ({} bytes): trimmed",
+                bytes.len() - complete
+            ));
         }
-        ProgressTail::MissingNewline => {
-            plan.progress_tail = Some(ProgressTail::MissingNewline);
-        }
+        Ok(evidence::read_events(&bytes))
     }
-    let git: Vec<u64> = evidence::git_iterations(&lp.repo, &lp.name)
-        .into_iter()
-        .filter(|n| !evidence::has_result(dir, *n))
-        .collect();
-    let ev_max = ev.verdicts.keys().next_back().copied().unwrap_or(0);
-    let pg_max = pg.keys().next_back().copied().unwrap_or(0);
-    let git_max = git.last().copied().unwrap_or(0);
-    let last = ev_max.max(pg_max).max(git_max);
-    let (verdict, source) = if let Some(v) = ev.verdicts.get(&last) {
-        (v.clone(), "events.jsonl")
-    } else if let Some(v) = pg.get(&last) {
-        (v.clone(), "progress.md")
-    } else if last > 0 {
-        (String::new(), "a commit trailer")
-    } else {
-        (String::new(), "")
-    };
-    plan.last_completed = last;
-    let retry = last > 0 && (verdict == "ABORTED" || verdict == "BLOCKED");
-    let done = last > 0
-        && ev.verdicts.get(&last).map(String::as_str) == Some("DONE")
-        && evidence::result_says_done(dir, last);
-    let next = if last == 0 {
-        old.as_ref().map(|s| s.next_iteration).unwrap_or(1)
-    } else if retry {
-        last
-    } else {
-        last + 1
-    };
-    if retry && evidence::has_result(dir, last) {
-        let idir = evidence::iteration_dir(dir, last);
+
+    fn read_progress(&mut self) -> Result<BTreeMap<u64, String>> {
+        let bytes = read_opt(&self.lp.dir.join("progress.md"))?.unwrap_or_default();
+        match evidence::progress_tail(&bytes) {
+            ProgressTail::Clean => {}
+            ProgressTail::Torn(off) => {
+                self.plan.progress_tail = Some(ProgressTail::Torn(off));
+                self.repair(
+                    "progress.md ends in an unclosed entry (a torn append): trimmed (kept in the backup)",
+                );
+            }
+            ProgressTail::MissingNewline => {
+                self.plan.progress_tail = Some(ProgressTail::MissingNewline);
+            }
+        }
+        Ok(evidence::read_progress(&bytes))
+    }
+
+    /// NEXT_ITERATION: after L, or L itself when it ended ABORTED or BLOCKED (its record
+    /// is then moved aside, so the runner runs it afresh).
+    fn schedule(
+        &mut self,
+        last: &LastIteration,
+        ev: &Evidence,
+        old: Option<&State>,
+    ) -> Result<Course> {
+        let dir = &self.lp.dir;
+        let n = last.n;
+        let retry = n > 0 && (last.verdict == "ABORTED" || last.verdict == "BLOCKED");
+        let done = n > 0
+            && ev.events.verdicts.get(&n).map(String::as_str) == Some("DONE")
+            && evidence::result_says_done(dir, n);
+        let next = if n == 0 {
+            old.map(|s| s.next_iteration).unwrap_or(1)
+        } else if retry {
+            n
+        } else {
+            n + 1
+        };
+        if retry && evidence::has_result(dir, n) {
+            self.keep_retried_record(last)?;
+        }
+        if !retry && !done && n > 0 && evidence::has_result(dir, next) {
+            self.plan.notes.push(format!(
+                "iteration {next} was recorded (iterations/{next:06}/result.env) but not closed: the next run completes it without running it again"
+            ));
+        }
+        Ok(Course {
+            last: n,
+            next,
+            retry,
+            done,
+        })
+    }
+
+    /// Plans the move of a retried iteration's record into `retried.K/`.
+    fn keep_retried_record(&mut self, last: &LastIteration) -> Result<()> {
+        let n = last.n;
+        let idir = evidence::iteration_dir(&self.lp.dir, n);
         let mut k = 1;
         while idir.join(format!("retried.{k}")).exists() {
             k += 1;
@@ -374,29 +537,48 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
             // Everything of the old attempt (files, interrupted.K/), so the rerun starts clean.
             let name = entry.file_name();
             if !name.to_string_lossy().starts_with("retried.") {
-                plan.moves
+                self.plan
+                    .moves
                     .push((entry.path(), MoveTo::Path(target.join(name))));
             }
         }
-        plan.moves.sort_by(|a, b| a.0.cmp(&b.0));
-        plan.repairs.push(format!(
-            "iteration {last} ended {verdict}: it is retried, its record kept in iterations/{last:06}/retried.{k}/"
+        self.plan.moves.sort_by(|a, b| a.0.cmp(&b.0));
+        self.repair(format!(
+            "iteration {n} ended {}: it is retried, its record kept in iterations/{n:06}/retried.{k}/",
+            last.verdict
         ));
-    }
-    if !retry && !done && last > 0 && evidence::has_result(dir, next) {
-        plan.notes.push(format!(
-            "iteration {next} was recorded (iterations/{next:06}/result.env) but not closed: the next run completes it without running it again"
-        ));
+        Ok(())
     }
 
-    // ---- flags that change files
-    let pins_path = dir.join("pins.sha256");
-    let pins_text =
-        String::from_utf8_lossy(&read_opt(&pins_path)?.unwrap_or_default()).into_owned();
-    let mut pin_set = pin_lines(&pins_text);
-    let mut overrides: Vec<(PathBuf, String)> = Vec::new();
-    if args.repin_goal {
-        let goal = dir.join("goal.md");
+    /// The pins: `--repin-goal`, `--repin` and `--restore-pinned` as planned writes, then
+    /// the first pin still broken once they are done.
+    fn pins(&mut self) -> Result<Option<BrokenPin>> {
+        let pins_path = self.lp.dir.join("pins.sha256");
+        let text = String::from_utf8_lossy(&read_opt(&pins_path)?.unwrap_or_default()).into_owned();
+        let mut pins = pin_lines(&text);
+        if self.args.repin_goal {
+            self.repin_goal(&mut pins)?;
+        }
+        if self.args.repin {
+            self.repin_all(&mut pins)?;
+        }
+        let restored = if self.args.restore_pinned {
+            self.restore_pinned(&pins)?
+        } else {
+            Vec::new()
+        };
+        let new_text: String = pins.iter().map(PinLine::print).collect();
+        if new_text != text && (self.args.repin_goal || self.args.repin) {
+            self.plan
+                .writes
+                .push((pins_path, new_text.into_bytes(), false));
+        }
+        Ok(first_broken(&self.lp.dir, &pins, &restored))
+    }
+
+    /// `--repin-goal`: goal.md's pin takes its current hash, `.pins/goal.md` its content.
+    fn repin_goal(&mut self, pins: &mut [PinLine]) -> Result<()> {
+        let goal = self.lp.dir.join("goal.md");
         let hash = file_hash(&goal).ok_or_else(|| {
             Error::Refused(format!(
                 "{} is missing: --repin-goal accepts goal.md as it is, so it must exist (restore it with --restore-pinned)",
@@ -404,341 +586,430 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
             ))
         })?;
         let mut pinned = false;
-        for (h, p) in pin_set.iter_mut() {
-            if p == "goal.md" {
-                pinned = true;
-                if *h != hash {
-                    plan.repairs.push(format!(
-                        "goal.md re-pinned (--repin-goal): {} → {hash}",
-                        short(h)
-                    ));
-                    *h = hash.clone();
-                }
+        for pin in pins.iter_mut().filter(|pin| pin.path == "goal.md") {
+            pinned = true;
+            if pin.hash != hash {
+                self.repair(format!(
+                    "goal.md re-pinned (--repin-goal): {} → {hash}",
+                    short(&pin.hash)
+                ));
+                pin.hash = hash.clone();
             }
         }
-        if !pinned {
-            plan.notes
-                .push("goal.md is not pinned yet: the first run pins it".into());
+        if pinned {
+            self.pin_copy("goal.md")
         } else {
-            pin_copy(&mut plan, dir, "goal.md")?;
+            self.plan
+                .notes
+                .push("goal.md is not pinned yet: the first run pins it".into());
+            Ok(())
         }
     }
-    if args.repin {
-        for (h, p) in pin_set.iter_mut().filter(|(_, p)| !p.is_empty()) {
-            let path = dir.join(&*p);
-            let hash = file_hash(&path).ok_or_else(|| {
+
+    /// `--repin`: every pin takes its file's current hash; pinned loop files are copied
+    /// to `.pins/`.
+    fn repin_all(&mut self, pins: &mut [PinLine]) -> Result<()> {
+        for pin in pins.iter_mut().filter(|pin| !pin.path.is_empty()) {
+            let p = &pin.path;
+            let hash = file_hash(&self.lp.dir.join(p)).ok_or_else(|| {
                 Error::Refused(format!(
                     "the pinned file {p} is missing: put it back (orbit recover --restore-pinned) before --repin"
                 ))
             })?;
-            if *h != hash {
-                plan.repairs
-                    .push(format!("{p} re-pinned (--repin): {} → {hash}", short(h)));
-                *h = hash;
+            if pin.hash != hash {
+                self.repair(format!(
+                    "{p} re-pinned (--repin): {} → {hash}",
+                    short(&pin.hash)
+                ));
+                pin.hash = hash;
             }
-            if !p.contains('/') {
-                let p = p.clone();
-                pin_copy(&mut plan, dir, &p)?;
+            if !pin.path.contains('/') {
+                self.pin_copy(&pin.path)?;
             }
         }
+        Ok(())
     }
-    if args.restore_pinned {
+
+    /// `--restore-pinned`: plans a write of every changed pinned file from a copy that
+    /// matches its pin. Returns each restored path with the hash it will have.
+    fn restore_pinned(&mut self, pins: &[PinLine]) -> Result<Vec<(PathBuf, String)>> {
+        let dir = &self.lp.dir;
         let baseline = fs::read_to_string(dir.join(".baseline-commit"))
             .ok()
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty());
-        for (want, p) in &pin_set {
-            if p.is_empty() {
-                continue;
-            }
+        let mut restored = Vec::new();
+        for pin in pins.iter().filter(|pin| !pin.path.is_empty()) {
+            let (want, p) = (&pin.hash, &pin.path);
             let path = dir.join(p);
             if file_hash(&path).as_deref() == Some(want.as_str()) {
                 continue;
             }
-            let data = if !p.contains('/') {
-                let copy = dir.join(".pins").join(p);
-                match read_opt(&copy)? {
-                    Some(d) if fsx::sha256_hex(&d) == *want => d,
-                    _ => {
-                        return Err(Error::Refused(format!(
-                            "cannot restore {p}: .pins/{p} is missing or does not match its pin. Restore it by hand (or `orbit init --force` for a script), or accept it with --repin"
-                        )));
-                    }
-                }
+            let data = if p.contains('/') {
+                self.pinned_repo_copy(pin, baseline.as_deref())?
             } else {
-                let rel = repo_relative(&lp.rel, p).ok_or_else(|| {
-                    Error::Refused(format!("cannot restore {p}: it is outside the repository"))
-                })?;
-                let base = baseline.as_deref().ok_or_else(|| {
-                    Error::Refused(format!(
-                        "cannot restore {p}: .baseline-commit is missing. Restore it by hand with git, or accept it with --repin"
-                    ))
-                })?;
-                let out = Command::new("git")
-                    .arg("-C")
-                    .arg(&lp.repo)
-                    .arg("show")
-                    .arg(format!("{base}:{rel}"))
-                    .output()
-                    .map_err(|e| Error::io("cannot run git", e))?;
-                if !out.status.success() || fsx::sha256_hex(&out.stdout) != *want {
-                    return Err(Error::Refused(format!(
-                        "cannot restore {p}: the baseline commit {} holds no copy matching its pin. Restore it by hand, or accept it with --repin",
-                        short(base)
-                    )));
-                }
-                out.stdout
+                pinned_loop_copy(dir, pin)?
             };
-            let exec = p.ends_with(".sh") && !p.contains('/')
-                || fs::metadata(&path)
-                    .map(|m| {
-                        use std::os::unix::fs::PermissionsExt;
-                        m.permissions().mode() & 0o111 != 0
-                    })
-                    .unwrap_or(false);
-            plan.repairs.push(format!(
+            let exec = p.ends_with(".sh") && !p.contains('/') || is_executable(&path);
+            self.repair(format!(
                 "{p} restored to its pinned content (--restore-pinned)"
             ));
-            overrides.push((path.clone(), want.clone()));
-            plan.writes.push((path, data, exec));
+            restored.push((path.clone(), want.clone()));
+            self.plan.writes.push((path, data, exec));
         }
-    }
-    let new_pins: String = pin_set
-        .iter()
-        .map(|(h, p)| {
-            if h == p {
-                format!("{h}\n")
-            } else {
-                format!("{h}  {p}\n")
-            }
-        })
-        .collect();
-    if new_pins != pins_text && (args.repin_goal || args.repin) {
-        plan.writes.push((pins_path, new_pins.into_bytes(), false));
-    }
-    // The pins as they will stand.
-    let mut broken: Option<(String, StopReason)> = None;
-    for (want, p) in &pin_set {
-        if p.is_empty() {
-            continue;
-        }
-        let path = dir.join(p);
-        let have = overrides
-            .iter()
-            .find(|(q, _)| *q == path)
-            .map(|(_, h)| h.clone())
-            .or_else(|| file_hash(&path));
-        if have.as_deref() != Some(want.as_str()) {
-            broken = Some((p.clone(), pins::pin_reason(p)));
-            break;
-        }
-    }
-    if args.clear_stall {
-        let sig = dir.join(".action-sig.log");
-        if read_opt(&sig)?.is_some_and(|d| !d.is_empty()) {
-            plan.writes.push((sig, Vec::new(), false));
-            plan.repairs.push(
-                "change signatures cleared (--clear-stall); the old ones are in the backup".into(),
-            );
-        }
-    }
-    // Leftover temp files of interrupted writes.
-    let mut strays: Vec<PathBuf> = fs::read_dir(dir)
-        .map_err(|e| Error::io(format!("cannot read {}", dir.display()), e))?
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().contains(".tmp.") && e.path().is_file())
-        .map(|e| e.path())
-        .collect();
-    strays.sort();
-    for p in strays {
-        let name = p
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        plan.repairs.push(format!(
-            "{name}: a leftover of an interrupted write, moved to the backup"
-        ));
-        plan.moves.push((p, MoveTo::Backup(name)));
+        Ok(restored)
     }
 
-    // ---- the state
-    let ledger = read_opt(&dir.join("cost.ledger"))?.unwrap_or_default();
-    let cost = evidence::ledger_sum(&ledger);
-    let (cb_state, cb_fails, cb_sig, cb_opened_at) = match (&old, args.reset_circuit) {
-        (Some(s), false) => (s.cb_state, s.cb_fails, s.cb_sig.clone(), s.cb_opened_at),
-        _ => (CbState::Closed, 0, String::new(), 0),
-    };
-    if args.reset_circuit
-        && old
-            .as_ref()
-            .is_some_and(|s| s.cb_state != CbState::Closed || s.cb_fails != 0)
-    {
-        plan.repairs
-            .push("circuit breaker reset to CLOSED (--reset-circuit)".into());
-    }
-    let ran = last > 0 || dir.join(".baseline-commit").is_file();
-    let (status, reason): (Status, StopReason) = if done {
-        (Status::Done, StopReason::None)
-    } else if let Some((p, why)) = &broken {
-        plan.notes.push(format!(
-            "the pin of {p} is still broken ({why}): review the change, then --repin{} or --restore-pinned",
-            if p == "goal.md" { "-goal" } else { "" }
-        ));
-        (Status::Aborted, *why)
-    } else if cb_state == CbState::Open {
-        (Status::Blocked, StopReason::CircuitOpen)
-    } else if let Some(s) = &old {
-        match s.last_status {
-            Status::Stalled if !args.clear_stall => (Status::Stalled, s.stop_reason),
-            Status::Paused => (Status::Paused, s.stop_reason),
-            Status::Blocked
-                if !retry
-                    && s.stop_reason != StopReason::CircuitOpen
-                    && s.stop_reason != StopReason::ToolFailure =>
-            {
-                (Status::Blocked, s.stop_reason)
-            }
-            Status::Ready if last == 0 => (Status::Ready, StopReason::None),
-            Status::Continue => (Status::Continue, s.stop_reason),
-            _ => (Status::Continue, StopReason::None),
+    /// A protected repository file's content at the baseline commit, when it matches its pin.
+    fn pinned_repo_copy(&self, pin: &PinLine, baseline: Option<&str>) -> Result<Vec<u8>> {
+        let p = &pin.path;
+        let rel = repo_relative(&self.lp.rel, p).ok_or_else(|| {
+            Error::Refused(format!("cannot restore {p}: it is outside the repository"))
+        })?;
+        let base = baseline.ok_or_else(|| {
+            Error::Refused(format!(
+                "cannot restore {p}: .baseline-commit is missing. Restore it by hand with git, or accept it with --repin"
+            ))
+        })?;
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&self.lp.repo)
+            .arg("show")
+            .arg(format!("{base}:{rel}"))
+            .output()
+            .map_err(|e| Error::io("cannot run git", e))?;
+        if !out.status.success() || fsx::sha256_hex(&out.stdout) != pin.hash {
+            return Err(Error::Refused(format!(
+                "cannot restore {p}: the baseline commit {} holds no copy matching its pin. Restore it by hand, or accept it with --repin",
+                short(base)
+            )));
         }
-    } else if !ran {
-        (Status::Ready, StopReason::None)
-    } else {
-        (Status::Continue, StopReason::None)
-    };
-    let started_at = match &old {
-        Some(s) => s.started_at,
-        None => ev.first_start.unwrap_or(0),
-    };
-    let (origin, iter_branch) = match &old {
-        Some(s) => (s.origin_branch.clone(), s.iter_branch.clone()),
-        None => {
-            let b = format!("orbit/{}", lp.name);
-            let ib = if evidence::branch_exists(&lp.repo, &b) {
-                b
-            } else {
-                String::new()
-            };
-            // The runner records the starting branch in .origin-branch at the first run.
-            let origin = fs::read_to_string(dir.join(".origin-branch"))
-                .map(|t| t.trim_end_matches('\n').to_string())
-                .ok()
-                .filter(|t| crate::state::check_value("ORIGIN_BRANCH", t).is_ok())
-                .unwrap_or_default();
-            (origin, ib)
-        }
-    };
-    let contract_version = if args.migrate {
-        config::CONTRACT_VERSION.to_string()
-    } else {
-        old.as_ref()
-            .map(|s| s.contract_version.clone())
-            .unwrap_or_else(|| lp.loop_contract.clone())
-    };
-    if args.migrate
-        && old
-            .as_ref()
-            .is_some_and(|s| s.contract_version != config::CONTRACT_VERSION)
-    {
-        plan.repairs.push(format!(
-            "CONTRACT_VERSION migrated to {} (--migrate)",
-            config::CONTRACT_VERSION
-        ));
+        Ok(out.stdout)
     }
-    let candidate = State {
-        contract_version,
-        generation: old.as_ref().map(|s| s.generation).unwrap_or(0),
-        next_iteration: next,
-        last_status: status,
-        stop_reason: reason,
-        started_at,
-        last_updated_at: old.as_ref().map(|s| s.last_updated_at).unwrap_or(0),
-        origin_branch: origin,
-        iter_branch,
-        cost_microusd: cost,
-        cb_state,
-        cb_fails,
-        cb_sig,
-        cb_opened_at,
-        verify_streak: old.as_ref().map(|s| s.verify_streak).unwrap_or(0),
-        resume_at: old.as_ref().map(|s| s.resume_at).unwrap_or(0),
-    };
-    if let Some(s) = &old {
-        let why = |key: &str, from: String, to: String| format!("{key} {from} → {to}");
-        if s.next_iteration != candidate.next_iteration {
-            let src = if last == 0 {
-                "no iteration on record".to_string()
-            } else {
-                format!(
-                    "{source}: iteration {last} ended {}",
-                    if verdict.is_empty() {
-                        "(committed)"
-                    } else {
-                        verdict.as_str()
-                    }
-                )
-            };
-            plan.repairs.push(format!(
-                "{} ({src})",
-                why(
-                    "NEXT_ITERATION",
-                    s.next_iteration.to_string(),
-                    next.to_string()
-                )
+
+    /// Plans a copy of a pinned loop file into `.pins/` when it differs.
+    fn pin_copy(&mut self, name: &str) -> Result<()> {
+        let dir = &self.lp.dir;
+        let data = fsx::read(&dir.join(name))?;
+        let copy = dir.join(".pins").join(name);
+        if read_opt(&copy)?.as_deref() != Some(&data[..]) {
+            self.plan.writes.push((copy, data, false));
+        }
+        Ok(())
+    }
+
+    /// `--clear-stall`: empties `.action-sig.log` when it holds signatures.
+    fn clear_stall(&mut self) -> Result<()> {
+        if !self.args.clear_stall {
+            return Ok(());
+        }
+        let sig = self.lp.dir.join(".action-sig.log");
+        if read_opt(&sig)?.is_some_and(|d| !d.is_empty()) {
+            self.plan.writes.push((sig, Vec::new(), false));
+            self.repair(
+                "change signatures cleared (--clear-stall); the old ones are in the backup",
+            );
+        }
+        Ok(())
+    }
+
+    /// Leftover temp files of interrupted writes go to the backup.
+    fn move_strays(&mut self) -> Result<()> {
+        let dir = &self.lp.dir;
+        let mut strays: Vec<PathBuf> = fs::read_dir(dir)
+            .map_err(|e| Error::io(format!("cannot read {}", dir.display()), e))?
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains(".tmp.") && e.path().is_file())
+            .map(|e| e.path())
+            .collect();
+        strays.sort();
+        for p in strays {
+            let name = p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            self.repair(format!(
+                "{name}: a leftover of an interrupted write, moved to the backup"
+            ));
+            self.plan.moves.push((p, MoveTo::Backup(name)));
+        }
+        Ok(())
+    }
+
+    /// The state the evidence decides (its GEN still the old one).
+    fn candidate(
+        &mut self,
+        cp: &Checkpoint,
+        ev: &Evidence,
+        course: &Course,
+        broken: Option<&BrokenPin>,
+    ) -> Result<State> {
+        let old = cp.old.as_ref();
+        let cost = ledger_cost(&self.lp.dir)?;
+        let circuit = self.circuit(old);
+        let (status, reason) = self.status_and_reason(course, broken, circuit.state, old);
+        let (origin_branch, iter_branch) = branches(self.lp, old);
+        Ok(State {
+            contract_version: self.contract_version(old),
+            generation: old.map(|s| s.generation).unwrap_or(0),
+            next_iteration: course.next,
+            last_status: status,
+            stop_reason: reason,
+            started_at: match old {
+                Some(s) => s.started_at,
+                None => ev.events.first_start.unwrap_or(0),
+            },
+            last_updated_at: old.map(|s| s.last_updated_at).unwrap_or(0),
+            origin_branch,
+            iter_branch,
+            cost_microusd: cost,
+            cb_state: circuit.state,
+            cb_fails: circuit.fails,
+            cb_sig: circuit.sig,
+            cb_opened_at: circuit.opened_at,
+            verify_streak: old.map(|s| s.verify_streak).unwrap_or(0),
+            resume_at: old.map(|s| s.resume_at).unwrap_or(0),
+        })
+    }
+
+    /// The circuit breaker: kept, or closed by `--reset-circuit` (or with no old state).
+    fn circuit(&mut self, old: Option<&State>) -> Circuit {
+        let reset = self.args.reset_circuit;
+        if reset && old.is_some_and(|s| s.cb_state != CbState::Closed || s.cb_fails != 0) {
+            self.repair("circuit breaker reset to CLOSED (--reset-circuit)");
+        }
+        match old {
+            Some(s) if !reset => Circuit {
+                state: s.cb_state,
+                fails: s.cb_fails,
+                sig: s.cb_sig.clone(),
+                opened_at: s.cb_opened_at,
+            },
+            _ => Circuit {
+                state: CbState::Closed,
+                fails: 0,
+                sig: String::new(),
+                opened_at: 0,
+            },
+        }
+    }
+
+    /// LAST_STATUS and STOP_REASON: the first that holds of a proven DONE, a broken pin,
+    /// an open circuit, what the old state says, and whether the loop ever ran.
+    fn status_and_reason(
+        &mut self,
+        course: &Course,
+        broken: Option<&BrokenPin>,
+        cb_state: CbState,
+        old: Option<&State>,
+    ) -> (Status, StopReason) {
+        if course.done {
+            return (Status::Done, StopReason::None);
+        }
+        if let Some(b) = broken {
+            self.plan.notes.push(format!(
+                "the pin of {} is still broken ({}): review the change, then --repin{} or --restore-pinned",
+                b.path,
+                b.reason,
+                if b.path == "goal.md" { "-goal" } else { "" }
+            ));
+            return (Status::Aborted, b.reason);
+        }
+        if cb_state == CbState::Open {
+            return (Status::Blocked, StopReason::CircuitOpen);
+        }
+        let ran = course.last > 0 || self.lp.dir.join(".baseline-commit").is_file();
+        match old {
+            Some(s) => kept_status(s, course, self.args.clear_stall),
+            None if !ran => (Status::Ready, StopReason::None),
+            None => (Status::Continue, StopReason::None),
+        }
+    }
+
+    /// CONTRACT_VERSION: this orbit's with `--migrate`, else the old one, else loop.toml's.
+    fn contract_version(&mut self, old: Option<&State>) -> String {
+        let version = if self.args.migrate {
+            config::CONTRACT_VERSION.to_string()
+        } else {
+            old.map(|s| s.contract_version.clone())
+                .unwrap_or_else(|| self.lp.loop_contract.clone())
+        };
+        if self.args.migrate && old.is_some_and(|s| s.contract_version != config::CONTRACT_VERSION)
+        {
+            self.repair(format!(
+                "CONTRACT_VERSION migrated to {} (--migrate)",
+                config::CONTRACT_VERSION
             ));
         }
-        if s.last_status != candidate.last_status || s.stop_reason != candidate.stop_reason {
-            plan.repairs.push(why(
+        version
+    }
+
+    /// Lists the keys the evidence changed in a parseable old state, and why.
+    fn explain(&mut self, old: &State, candidate: &State, last: &LastIteration) {
+        let why = |key: &str, from: String, to: String| format!("{key} {from} → {to}");
+        if old.next_iteration != candidate.next_iteration {
+            let n = last.n;
+            let src = if n == 0 {
+                "no iteration on record".to_string()
+            } else {
+                let verdict = if last.verdict.is_empty() {
+                    "(committed)"
+                } else {
+                    last.verdict.as_str()
+                };
+                format!("{}: iteration {n} ended {verdict}", last.source)
+            };
+            let change = why(
+                "NEXT_ITERATION",
+                old.next_iteration.to_string(),
+                candidate.next_iteration.to_string(),
+            );
+            self.repair(format!("{change} ({src})"));
+        }
+        if old.last_status != candidate.last_status || old.stop_reason != candidate.stop_reason {
+            self.repair(why(
                 "LAST_STATUS",
-                format!("{} ({})", s.last_status, s.stop_reason),
+                format!("{} ({})", old.last_status, old.stop_reason),
                 format!("{} ({})", candidate.last_status, candidate.stop_reason),
             ));
         }
-        if s.cost_microusd != candidate.cost_microusd {
-            plan.repairs.push(format!(
-                "{} (the sum of cost.ledger)",
-                why(
-                    "COST_MICROUSD",
-                    s.cost_microusd.to_string(),
-                    cost.to_string()
-                )
-            ));
+        if old.cost_microusd != candidate.cost_microusd {
+            let change = why(
+                "COST_MICROUSD",
+                old.cost_microusd.to_string(),
+                candidate.cost_microusd.to_string(),
+            );
+            self.repair(format!("{change} (the sum of cost.ledger)"));
         }
     }
-    let state_same = old_text.as_deref() == Some(candidate.print().as_bytes()) && sidecar_ok;
-    if state_same {
-        plan.result = Some(candidate);
-    } else {
-        let base = old
+
+    /// state.env is written when it differs from the candidate or is not sealed, at a
+    /// generation above every one seen; otherwise it is kept as it is.
+    fn settle_state(&mut self, cp: &Checkpoint, candidate: State) {
+        let same = self.plan.old_text.as_deref() == Some(candidate.print().as_bytes());
+        if same && cp.sealed {
+            self.plan.result = Some(candidate);
+            return;
+        }
+        let base = cp
+            .old
             .as_ref()
             .map(|s| s.generation)
             .unwrap_or(0)
-            .max(sidecar.as_ref().map(|(_, g)| *g).unwrap_or(0));
+            .max(cp.sidecar_gen.unwrap_or(0));
         let mut s = candidate;
         s.generation = base.saturating_add(1);
-        plan.new_state = Some(s.clone());
-        plan.result = Some(s);
+        self.plan.new_state = Some(s.clone());
+        self.plan.result = Some(s);
     }
-    let tail = plan.progress_tail.take();
-    if tail.is_some() && tail != Some(ProgressTail::MissingNewline) || !plan.is_empty() {
-        plan.progress_tail = tail;
-    } else {
-        // Only a missing final newline: the runner's own open adds it; nothing to record.
-        plan.progress_tail = None;
+
+    /// A progress.md that only lacks its final newline is no repair by itself: the
+    /// runner's own open adds it.
+    fn settle_progress_tail(&mut self) {
+        let tail = self.plan.progress_tail.take();
+        if tail.is_some() && tail != Some(ProgressTail::MissingNewline) || !self.plan.is_empty() {
+            self.plan.progress_tail = tail;
+        }
     }
-    Ok(plan)
 }
 
-/// Plans a copy of a pinned loop file into `.pins/` when it differs.
-fn pin_copy(plan: &mut Plan, dir: &Path, name: &str) -> Result<()> {
-    let data = fsx::read(&dir.join(name))?;
-    let copy = dir.join(".pins").join(name);
-    if read_opt(&copy)?.as_deref() != Some(&data[..]) {
-        plan.writes.push((copy, data, false));
+/// Why a parseable state.env is not sealed by its sidecar.
+fn unsealed(sidecar_present: bool, sidecar_gen: Option<u64>, s: &State) -> String {
+    match (sidecar_present, sidecar_gen) {
+        (false, _) => "state.env.sha256 is missing: re-sealed".into(),
+        (true, None) => "state.env.sha256 is malformed: re-sealed".into(),
+        (true, Some(g)) if g + 1 == s.generation => format!(
+            "torn checkpoint (sidecar at gen {g}, state.env at gen {}): re-sealed",
+            s.generation
+        ),
+        (true, Some(g)) => format!(
+            "state.env does not match its sidecar (state gen {}, sidecar gen {g}): re-sealed after checking every key against the evidence",
+            s.generation
+        ),
     }
-    Ok(())
+}
+
+/// A pinned loop file's copy in `.pins/`, when it matches its pin.
+fn pinned_loop_copy(dir: &Path, pin: &PinLine) -> Result<Vec<u8>> {
+    let p = &pin.path;
+    match read_opt(&dir.join(".pins").join(p))? {
+        Some(d) if fsx::sha256_hex(&d) == pin.hash => Ok(d),
+        _ => Err(Error::Refused(format!(
+            "cannot restore {p}: .pins/{p} is missing or does not match its pin. Restore it by hand (or `orbit init --force` for a script), or accept it with --repin"
+        ))),
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path)
+        .map(|m| m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// The first pin whose file (as it will stand after the restores) does not match it.
+fn first_broken(dir: &Path, pins: &[PinLine], restored: &[(PathBuf, String)]) -> Option<BrokenPin> {
+    pins.iter()
+        .filter(|pin| !pin.path.is_empty())
+        .find_map(|pin| {
+            let path = dir.join(&pin.path);
+            let have = restored
+                .iter()
+                .find(|(q, _)| *q == path)
+                .map(|(_, h)| h.clone())
+                .or_else(|| file_hash(&path));
+            (have.as_deref() != Some(pin.hash.as_str())).then(|| BrokenPin {
+                path: pin.path.clone(),
+                reason: pins::pin_reason(&pin.path),
+            })
+        })
+}
+
+/// COST_MICROUSD: the sum of cost.ledger.
+fn ledger_cost(dir: &Path) -> Result<u64> {
+    let ledger = read_opt(&dir.join("cost.ledger"))?.unwrap_or_default();
+    Ok(evidence::ledger_sum(&ledger))
+}
+
+/// The status a parseable old state keeps, when no proven DONE, broken pin or open
+/// circuit decides it.
+fn kept_status(old: &State, course: &Course, clear_stall: bool) -> (Status, StopReason) {
+    match old.last_status {
+        Status::Stalled if !clear_stall => (Status::Stalled, old.stop_reason),
+        Status::Paused => (Status::Paused, old.stop_reason),
+        Status::Blocked
+            if !course.retry
+                && old.stop_reason != StopReason::CircuitOpen
+                && old.stop_reason != StopReason::ToolFailure =>
+        {
+            (Status::Blocked, old.stop_reason)
+        }
+        Status::Ready if course.last == 0 => (Status::Ready, StopReason::None),
+        Status::Continue => (Status::Continue, old.stop_reason),
+        _ => (Status::Continue, StopReason::None),
+    }
+}
+
+/// ORIGIN_BRANCH and ITER_BRANCH: the old values, else what the runner's first run left
+/// (`.origin-branch`, the branch `orbit/<name>`).
+fn branches(lp: &LoopRef, old: Option<&State>) -> (String, String) {
+    if let Some(s) = old {
+        return (s.origin_branch.clone(), s.iter_branch.clone());
+    }
+    let b = format!("orbit/{}", lp.name);
+    let iter_branch = if evidence::branch_exists(&lp.repo, &b) {
+        b
+    } else {
+        String::new()
+    };
+    // The runner records the starting branch in .origin-branch at the first run.
+    let origin = fs::read_to_string(lp.dir.join(".origin-branch"))
+        .map(|t| t.trim_end_matches('\n').to_string())
+        .ok()
+        .filter(|t| crate::state::check_value("ORIGIN_BRANCH", t).is_ok())
+        .unwrap_or_default();
+    (origin, iter_branch)
 }
 
 fn short(h: &str) -> &str {

@@ -1045,10 +1045,7 @@ fn backup_name(lp: &LoopRef, path: &Path) -> PathBuf {
 }
 
 fn copy_into(src: &Path, dst: &Path) -> Result<()> {
-    if let Some(parent) = dst.parent() {
-        fs::create_dir_all(parent)
-            .map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
-    }
+    create_parent(dst)?;
     let data = fsx::read(src)?;
     fsx::write_atomic(dst, &data)
 }
@@ -1103,6 +1100,16 @@ pub fn event_value(v: &str) -> String {
     }
 }
 
+/// Who made a recovery, with which flags, when, and where its backups are: what the
+/// progress entry and the event record.
+struct Record<'a> {
+    now: u64,
+    by: &'a str,
+    flags: &'a [&'a str],
+    /// The backup directory, relative to the loop directory.
+    backup: &'a str,
+}
+
 /// Applies a plan: backups first, then file moves and writes, the progress entry and the
 /// event, and state.env with its sidecar last. Returns the backup directory (relative).
 pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> Result<String> {
@@ -1112,9 +1119,44 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
         .strip_prefix(dir)
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default();
-    fs::create_dir_all(&bdir)
-        .map_err(|e| Error::io(format!("cannot create {}", bdir.display()), e))?;
-    // 1. Backups of everything that is rewritten.
+    create_dir(&bdir)?;
+    back_up(lp, plan, &bdir)?;
+    move_files(plan, &bdir)?;
+    write_files(plan)?;
+    let result = plan
+        .result
+        .as_ref()
+        .expect("a plan always carries the resulting state");
+    let record = Record {
+        now,
+        by,
+        flags,
+        backup: &brel,
+    };
+    append_recovery_entry(dir, plan, result, &record)?;
+    append_recovery_event(dir, plan, result, &record)?;
+    // A test hook, like the runner's fault points: die here, records written, checkpoint not.
+    if std::env::var("ORBIT_FAULT").as_deref() == Ok("recover_before_checkpoint") {
+        std::process::abort();
+    }
+    write_checkpoint(dir, plan, now)?;
+    Ok(brel)
+}
+
+fn create_dir(path: &Path) -> Result<()> {
+    fs::create_dir_all(path).map_err(|e| Error::io(format!("cannot create {}", path.display()), e))
+}
+
+fn create_parent(path: &Path) -> Result<()> {
+    match path.parent() {
+        Some(parent) => create_dir(parent),
+        None => Ok(()),
+    }
+}
+
+/// Copies everything the plan rewrites into the backup directory.
+fn back_up(lp: &LoopRef, plan: &Plan, bdir: &Path) -> Result<()> {
+    let dir = &lp.dir;
     let mut to_back: Vec<PathBuf> = plan.writes.iter().map(|(p, _, _)| p.clone()).collect();
     to_back.push(dir.join("progress.md"));
     to_back.push(dir.join("events.jsonl"));
@@ -1127,16 +1169,17 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
             copy_into(p, &bdir.join(backup_name(lp, p)))?;
         }
     }
-    // 2. Moves (nothing is deleted).
+    Ok(())
+}
+
+/// The plan's moves (nothing is deleted).
+fn move_files(plan: &Plan, bdir: &Path) -> Result<()> {
     for (from, to) in &plan.moves {
         let dest = match to {
             MoveTo::Backup(name) => bdir.join(name),
             MoveTo::Path(p) => p.clone(),
         };
-        if let Some(parent) = dest.parent() {
-            fs::create_dir_all(parent)
-                .map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
-        }
+        create_parent(&dest)?;
         fs::rename(from, &dest).map_err(|e| {
             Error::io(
                 format!("cannot move {} to {}", from.display(), dest.display()),
@@ -1144,49 +1187,53 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
             )
         })?;
     }
-    // 3. Flag writes.
+    Ok(())
+}
+
+/// The flags' writes.
+fn write_files(plan: &Plan) -> Result<()> {
     for (path, data, exec) in &plan.writes {
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent)
-                .map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
-        }
+        create_parent(path)?;
         if *exec {
             fsx::write_atomic_exec(path, data)?;
         } else {
             fsx::write_atomic(path, data)?;
         }
     }
-    let result = plan
-        .result
-        .clone()
-        .expect("a plan always carries the resulting state");
-    // 4. progress.md: trim a torn tail, append the Recovery entry.
-    let pg_path = dir.join("progress.md");
-    let mut pg = read_opt(&pg_path)?.unwrap_or_default();
+    Ok(())
+}
+
+/// progress.md: trims a torn tail and appends the closed `## Recovery` entry.
+fn append_recovery_entry(dir: &Path, plan: &Plan, result: &State, rec: &Record) -> Result<()> {
+    let path = dir.join("progress.md");
+    let mut pg = read_opt(&path)?.unwrap_or_default();
     match plan.progress_tail {
         Some(ProgressTail::Torn(off)) => pg.truncate(off),
         Some(ProgressTail::MissingNewline) => pg.push(b'\n'),
         _ => {}
     }
     let prev = evidence::progress_prev(&pg);
-    let entry = recovery_entry(now, by, flags, plan, &result, &brel);
+    let entry = recovery_entry(rec.now, rec.by, rec.flags, plan, result, rec.backup);
     let (closed, _) = progress::close_entry(&prev, result.next_iteration.saturating_sub(1), &entry);
     pg.extend_from_slice(closed.as_bytes());
-    fsx::write_atomic(&pg_path, &pg)?;
-    // 5. events.jsonl: trim a torn line, append the recovery event.
-    let ev_path = dir.join("events.jsonl");
-    let mut ev = read_opt(&ev_path)?.unwrap_or_default();
+    fsx::write_atomic(&path, &pg)
+}
+
+/// events.jsonl: trims a torn line and appends the chained `recovery` event.
+fn append_recovery_event(dir: &Path, plan: &Plan, result: &State, rec: &Record) -> Result<()> {
+    let path = dir.join("events.jsonl");
+    let mut ev = read_opt(&path)?.unwrap_or_default();
     if let Some(cut) = plan.events_cut {
         ev.truncate(cut);
     }
     let (seq, prev) = evidence::events_tip(&ev);
-    let flag_text = if flags.is_empty() {
+    let flag_text = if rec.flags.is_empty() {
         "none".to_string()
     } else {
-        flags.join(" ")
+        rec.flags.join(" ")
     };
     let fields = [
-        ("by", event_value(by)),
+        ("by", event_value(rec.by)),
         ("flags", event_value(&flag_text)),
         ("repairs", event_value(&plan.repairs.len().to_string())),
         (
@@ -1196,34 +1243,33 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
         ("status", event_value(result.last_status.as_str())),
         ("reason", event_value(result.stop_reason.as_str())),
         ("gen", event_value(&result.generation.to_string())),
-        ("backup", event_value(&brel)),
+        ("backup", event_value(rec.backup)),
     ];
     let line = events::build_line(
         seq + 1,
-        &fsx::iso_utc(now),
+        &fsx::iso_utc(rec.now),
         "recovery",
         result.next_iteration.saturating_sub(1),
         &fields,
         &prev,
     );
     ev.extend_from_slice(line.as_bytes());
-    fsx::write_atomic(&ev_path, &ev)?;
-    // A test hook, like the runner's fault points: die here, records written, checkpoint not.
-    if std::env::var("ORBIT_FAULT").as_deref() == Ok("recover_before_checkpoint") {
-        std::process::abort();
-    }
-    // 6. The checkpoint, last.
-    if let Some(s) = &plan.new_state {
-        let mut s = s.clone();
-        s.last_updated_at = now;
-        let text = s.print();
-        fsx::write_atomic(&dir.join("state.env"), text.as_bytes())?;
-        fsx::write_atomic(
-            &dir.join("state.env.sha256"),
-            Sidecar::for_state(&text, s.generation).print().as_bytes(),
-        )?;
-    }
-    Ok(brel)
+    fsx::write_atomic(&path, &ev)
+}
+
+/// The checkpoint, last: state.env and its sidecar, when the plan writes them.
+fn write_checkpoint(dir: &Path, plan: &Plan, now: u64) -> Result<()> {
+    let Some(s) = &plan.new_state else {
+        return Ok(());
+    };
+    let mut s = s.clone();
+    s.last_updated_at = now;
+    let text = s.print();
+    fsx::write_atomic(&dir.join("state.env"), text.as_bytes())?;
+    fsx::write_atomic(
+        &dir.join("state.env.sha256"),
+        Sidecar::for_state(&text, s.generation).print().as_bytes(),
+    )
 }
 
 /// A line diff (longest common subsequence), in unified style without hunk headers.

@@ -12,8 +12,9 @@ use crate::fsx;
 
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 pub const MARKER_PREFIX: &str = "<!-- orbit:end iteration=";
-/// The heading word of an entry for an iteration a signal cut short: it records no outcome
-/// and the iteration reruns.
+/// The heading word of an entry the runner writes when a signal stops an iteration
+/// (`## Iteration N — INTERRUPTED`): the iteration did not end and runs again. Every other
+/// iteration heading carries a [`Status`](crate::contract::Status).
 pub const INTERRUPTED: &str = "INTERRUPTED";
 
 /// The file's preamble, written once by `orbit init`.

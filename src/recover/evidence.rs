@@ -3,10 +3,45 @@
 //! reach the same state.env. docs/RECOVER.md describes every pattern.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::path::Path;
 use std::process::Command;
 
+use crate::contract::{EventName, Status};
 use crate::fsx;
+use crate::progress::{INTERRUPTED, MARKER_PREFIX};
+
+/// How an iteration ended, as its `iteration_end` event or its progress.md heading spells
+/// it: a status, or a capitalised word the contract does not know. An unknown word still
+/// marks the iteration as ended but decides nothing else (no retry, no DONE).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    Status(Status),
+    Unknown(String),
+}
+
+impl Ending {
+    pub fn read(word: &str) -> Ending {
+        Status::parse(word).map_or_else(|| Ending::Unknown(word.to_string()), Ending::Status)
+    }
+
+    /// The status, when the word is one.
+    pub fn status(&self) -> Option<Status> {
+        match self {
+            Ending::Status(s) => Some(*s),
+            Ending::Unknown(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Ending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ending::Status(s) => s.fmt(f),
+            Ending::Unknown(w) => f.write_str(w),
+        }
+    }
+}
 
 /// The bytes of `data` up to and including its last newline: a torn last line (the tail of
 /// an append that never finished) is not evidence.
@@ -35,8 +70,9 @@ fn take_upper(s: &str) -> Option<(&str, &str)> {
     Some((&s[..end], &s[end..]))
 }
 
-/// `{"seq":S,"ts":"T",` at the start of an event line: returns T and the rest.
-fn event_head(line: &str) -> Option<(&str, &str)> {
+/// `{"seq":S,"ts":"T","event":"E"` at the start of an event line: returns T, the event
+/// (when E is one of the contract's) and the rest.
+fn event_head(line: &str) -> Option<(&str, Option<EventName>, &str)> {
     let rest = line.strip_prefix("{\"seq\":")?;
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     if digits == 0 {
@@ -44,25 +80,30 @@ fn event_head(line: &str) -> Option<(&str, &str)> {
     }
     let rest = rest[digits..].strip_prefix(",\"ts\":\"")?;
     let end = rest.find('"')?;
-    Some((&rest[..end], &rest[end + 1..]))
+    let (ts, rest) = (&rest[..end], &rest[end + 1..]);
+    let rest = rest.strip_prefix(",\"event\":\"")?;
+    let end = rest.find('"')?;
+    Some((ts, EventName::parse(&rest[..end]), &rest[end + 1..]))
 }
 
-/// An `iteration_end` line as the runner writes it: the iteration and its verdict.
-pub fn iteration_end(line: &str) -> Option<(u64, String)> {
-    let (_, rest) = event_head(line)?;
-    let rest = rest.strip_prefix(",\"event\":\"iteration_end\",\"iteration\":")?;
+/// An `iteration_end` line as the runner writes it: the iteration and how it ended.
+pub fn iteration_end(line: &str) -> Option<(u64, Ending)> {
+    let (_, Some(EventName::IterationEnd), rest) = event_head(line)? else {
+        return None;
+    };
+    let rest = rest.strip_prefix(",\"iteration\":")?;
     let (n, rest) = take_num(rest)?;
     let rest = rest.strip_prefix(",\"verdict\":\"")?;
     let (verdict, rest) = take_upper(rest)?;
-    rest.starts_with('"').then(|| (n, verdict.to_string()))
+    rest.starts_with('"').then(|| (n, Ending::read(verdict)))
 }
 
 /// A `loop_start` line: its time in epoch seconds.
 pub fn loop_start(line: &str) -> Option<u64> {
-    let (ts, rest) = event_head(line)?;
-    rest.starts_with(",\"event\":\"loop_start\"")
-        .then(|| iso_to_epoch(ts))
-        .flatten()
+    match event_head(line)? {
+        (ts, Some(EventName::LoopStart), _) => iso_to_epoch(ts),
+        _ => None,
+    }
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` to epoch seconds (years 1970 to 9999).
@@ -107,7 +148,7 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 /// line, and the time of the first `loop_start`.
 #[derive(Debug, Default, Clone)]
 pub struct EventsEvidence {
-    pub verdicts: BTreeMap<u64, String>,
+    pub verdicts: BTreeMap<u64, Ending>,
     pub first_start: Option<u64>,
 }
 
@@ -123,8 +164,6 @@ pub fn read_events(data: &[u8]) -> EventsEvidence {
     }
     ev
 }
-
-const MARKER_PREFIX: &str = "<!-- orbit:end iteration=";
 
 fn is_marker(line: &str) -> bool {
     let Some(rest) = line.strip_prefix(MARKER_PREFIX) else {
@@ -147,20 +186,19 @@ fn is_marker(line: &str) -> bool {
 }
 
 /// `## Iteration N — STATUS` exactly (STATUS in capitals).
-fn iteration_heading(line: &str) -> Option<(u64, String)> {
+fn iteration_heading(line: &str) -> Option<(u64, &str)> {
     let rest = line.strip_prefix("## Iteration ")?;
     let (n, rest) = take_num(rest)?;
     let status = rest.strip_prefix(" — ")?;
-    (!status.is_empty() && status.bytes().all(|b| b.is_ascii_uppercase()))
-        .then(|| (n, status.to_string()))
+    (!status.is_empty() && status.bytes().all(|b| b.is_ascii_uppercase())).then_some((n, status))
 }
 
-/// What progress.md says: the status of every iteration entry closed by an end marker
-/// (the last entry for a number wins; INTERRUPTED entries do not close an iteration).
-pub fn read_progress(data: &[u8]) -> BTreeMap<u64, String> {
+/// What progress.md says: how every iteration entry closed by an end marker ended (the
+/// last entry for a number wins; INTERRUPTED entries do not close an iteration).
+pub fn read_progress(data: &[u8]) -> BTreeMap<u64, Ending> {
     let text = String::from_utf8_lossy(data);
     let mut out = BTreeMap::new();
-    let mut current: Option<(u64, String)> = None;
+    let mut current: Option<(u64, &str)> = None;
     for line in text.split('\n') {
         if line.starts_with("## Recovery — ") {
             current = None;
@@ -168,9 +206,9 @@ pub fn read_progress(data: &[u8]) -> BTreeMap<u64, String> {
             current = iteration_heading(line);
         } else if is_marker(line)
             && let Some((n, status)) = current.take()
-            && status != "INTERRUPTED"
+            && status != INTERRUPTED
         {
-            out.insert(n, status);
+            out.insert(n, Ending::read(status));
         }
     }
     out
@@ -368,12 +406,20 @@ mod tests {
         let line = crate::events::build_line(
             3,
             "2026-11-30T00:00:00Z",
-            "iteration_end",
+            EventName::IterationEnd.as_str(),
             7,
             &[("verdict", "\"BLOCKED\"".into())],
             crate::events::GENESIS,
         );
-        assert_eq!(iteration_end(line.trim_end()), Some((7, "BLOCKED".into())));
+        assert_eq!(
+            iteration_end(line.trim_end()),
+            Some((7, Ending::Status(Status::Blocked)))
+        );
+        let unknown = line.replace("BLOCKED", "LATER");
+        assert_eq!(
+            iteration_end(unknown.trim_end()),
+            Some((7, Ending::Unknown("LATER".into())))
+        );
         assert_eq!(
             iteration_end("{\"seq\":1,\"ts\":\"x\",\"event\":\"iteration_end\",\"iteration\":x}"),
             None
@@ -394,13 +440,21 @@ mod tests {
             "## Iteration 1 — CONTINUE\n    ## Iteration 9 — DONE\n",
         );
         doc.push_str(&e1);
-        let (e2, _) = crate::progress::close_entry(&h1, 2, "## Iteration 2 — INTERRUPTED\n");
+        let (e2, h2) = crate::progress::close_entry(&h1, 2, "## Iteration 2 — INTERRUPTED\n");
         doc.push_str(&e2);
+        // A word that is no status still closes its iteration; it decides nothing else.
+        let (e3, _) = crate::progress::close_entry(&h2, 3, "## Iteration 3 — LATER\n");
+        let mut with_unknown = doc.clone();
+        with_unknown.push_str(&e3);
+        assert_eq!(
+            read_progress(with_unknown.as_bytes()).get(&3),
+            Some(&Ending::Unknown("LATER".into()))
+        );
         doc.push_str("## Iteration 3 — DONE\n- torn");
         let p = read_progress(doc.as_bytes());
         assert_eq!(
             p.into_iter().collect::<Vec<_>>(),
-            vec![(1, "CONTINUE".into())]
+            vec![(1, Ending::Status(Status::Continue))]
         );
         let cut = doc.find("## Iteration 3").unwrap();
         assert_eq!(progress_tail(doc.as_bytes()), ProgressTail::Torn(cut));

@@ -16,12 +16,12 @@ use std::process::Command;
 
 use crate::cli::RecoverArgs;
 use crate::config::{self, LoopConfig};
-use crate::contract::{CbState, Status, StopReason};
+use crate::contract::{CbState, EventName, FaultPoint, Status, StopReason};
 use crate::error::{Error, Result};
 use crate::state::{Sidecar, State};
 use crate::{events, fsx, pins, progress};
 
-use evidence::ProgressTail;
+use evidence::{Ending, ProgressTail};
 
 /// Exit code when a runner holds the lock (the runner's own code for it).
 pub const EXIT_LOCKED: u8 = 20;
@@ -187,8 +187,8 @@ pub fn run(args: &RecoverArgs) -> Result<u8> {
 
 fn resume_hint(plan: &Plan) -> String {
     match &plan.result {
-        Some(s) if s.last_status == "DONE" => "; the loop is DONE".into(),
-        Some(s) if s.last_status == "ABORTED" => format!(
+        Some(s) if s.last_status == Status::Done => "; the loop is DONE".into(),
+        Some(s) if s.last_status == Status::Aborted => format!(
             "; still ABORTED ({}): review the change, then --repin or --restore-pinned",
             s.stop_reason
         ),
@@ -332,8 +332,8 @@ struct Checkpoint {
 /// What the loop's records say about its iterations.
 struct Evidence {
     events: evidence::EventsEvidence,
-    /// The closed iteration entries of progress.md and their status.
-    progress: BTreeMap<u64, String>,
+    /// The closed iteration entries of progress.md and how each ended.
+    progress: BTreeMap<u64, Ending>,
     /// Iterations committed with the loop's trailers whose record is gone.
     commits: Vec<u64>,
 }
@@ -341,8 +341,8 @@ struct Evidence {
 /// L, the last completed iteration, and its verdict.
 struct LastIteration {
     n: u64,
-    /// From events.jsonl, else progress.md; empty for a commit or no iteration.
-    verdict: String,
+    /// From events.jsonl, else progress.md; none for a commit or no iteration.
+    verdict: Option<Ending>,
     /// Where the verdict (or the iteration) was found.
     source: &'static str,
 }
@@ -380,15 +380,20 @@ impl LastIteration {
         let git_max = ev.commits.last().copied().unwrap_or(0);
         let n = ev_max.max(pg_max).max(git_max);
         let (verdict, source) = if let Some(v) = ev.events.verdicts.get(&n) {
-            (v.clone(), "events.jsonl")
+            (Some(v.clone()), "events.jsonl")
         } else if let Some(v) = ev.progress.get(&n) {
-            (v.clone(), "progress.md")
+            (Some(v.clone()), "progress.md")
         } else if n > 0 {
-            (String::new(), "a commit trailer")
+            (None, "a commit trailer")
         } else {
-            (String::new(), "")
+            (None, "")
         };
         LastIteration { n, verdict, source }
+    }
+
+    /// The status L ended with, when its verdict is one.
+    fn status(&self) -> Option<Status> {
+        self.verdict.as_ref().and_then(Ending::status)
     }
 }
 
@@ -467,7 +472,7 @@ impl Planner<'_> {
         Ok(evidence::read_events(&bytes))
     }
 
-    fn read_progress(&mut self) -> Result<BTreeMap<u64, String>> {
+    fn read_progress(&mut self) -> Result<BTreeMap<u64, Ending>> {
         let bytes = read_opt(&self.lp.dir.join("progress.md"))?.unwrap_or_default();
         match evidence::progress_tail(&bytes) {
             ProgressTail::Clean => {}
@@ -494,9 +499,9 @@ impl Planner<'_> {
     ) -> Result<Course> {
         let dir = &self.lp.dir;
         let n = last.n;
-        let retry = n > 0 && (last.verdict == "ABORTED" || last.verdict == "BLOCKED");
+        let retry = n > 0 && matches!(last.status(), Some(Status::Aborted | Status::Blocked));
         let done = n > 0
-            && ev.events.verdicts.get(&n).map(String::as_str) == Some("DONE")
+            && ev.events.verdicts.get(&n).and_then(Ending::status) == Some(Status::Done)
             && evidence::result_says_done(dir, n);
         let next = if n == 0 {
             old.map(|s| s.next_iteration).unwrap_or(1)
@@ -524,6 +529,7 @@ impl Planner<'_> {
     /// Plans the move of a retried iteration's record into `retried.K/`.
     fn keep_retried_record(&mut self, last: &LastIteration) -> Result<()> {
         let n = last.n;
+        let verdict = last.status().map(Status::as_str).unwrap_or_default();
         let idir = evidence::iteration_dir(&self.lp.dir, n);
         let mut k = 1;
         while idir.join(format!("retried.{k}")).exists() {
@@ -544,8 +550,7 @@ impl Planner<'_> {
         }
         self.plan.moves.sort_by(|a, b| a.0.cmp(&b.0));
         self.repair(format!(
-            "iteration {n} ended {}: it is retried, its record kept in iterations/{n:06}/retried.{k}/",
-            last.verdict
+            "iteration {n} ended {verdict}: it is retried, its record kept in iterations/{n:06}/retried.{k}/"
         ));
         Ok(())
     }
@@ -853,10 +858,9 @@ impl Planner<'_> {
             let src = if n == 0 {
                 "no iteration on record".to_string()
             } else {
-                let verdict = if last.verdict.is_empty() {
-                    "(committed)"
-                } else {
-                    last.verdict.as_str()
+                let verdict = match &last.verdict {
+                    Some(v) => v.to_string(),
+                    None => "(committed)".to_string(),
                 };
                 format!("{}: iteration {n} ended {verdict}", last.source)
             };
@@ -1136,7 +1140,7 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
     append_recovery_entry(dir, plan, result, &record)?;
     append_recovery_event(dir, plan, result, &record)?;
     // A test hook, like the runner's fault points: die here, records written, checkpoint not.
-    if std::env::var("ORBIT_FAULT").as_deref() == Ok("recover_before_checkpoint") {
+    if std::env::var("ORBIT_FAULT").as_deref() == Ok(FaultPoint::RecoverBeforeCheckpoint.as_str()) {
         std::process::abort();
     }
     write_checkpoint(dir, plan, now)?;
@@ -1248,7 +1252,7 @@ fn append_recovery_event(dir: &Path, plan: &Plan, result: &State, rec: &Record) 
     let line = events::build_line(
         seq + 1,
         &fsx::iso_utc(rec.now),
-        "recovery",
+        EventName::Recovery.as_str(),
         result.next_iteration.saturating_sub(1),
         &fields,
         &prev,

@@ -334,17 +334,6 @@ pub fn branch_exists(repo: &Path, branch: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// The sum of cost.ledger's second column, over lines whose second field is a number
-/// (the runner's `ledger_sum`).
-pub fn ledger_sum(data: &[u8]) -> u64 {
-    let text = String::from_utf8_lossy(data);
-    text.split('\n')
-        .filter_map(|l| l.split('\t').nth(1))
-        .filter(|f| !f.is_empty() && f.len() <= 18 && f.bytes().all(|b| b.is_ascii_digit()))
-        .filter_map(|f| f.parse::<u64>().ok())
-        .fold(0u64, u64::saturating_add)
-}
-
 /// The sidecar's hash and generation, matched as the runner's `state_load` does (trailing
 /// newlines ignored).
 pub fn sidecar(data: &[u8]) -> Option<(String, u64)> {
@@ -466,8 +455,7 @@ mod tests {
     }
 
     #[test]
-    fn ledger_and_sidecar() {
-        assert_eq!(ledger_sum(b"1\t10\treported\n2\tx\tunknown\n3\t5\tr"), 15);
+    fn sidecar_lines() {
         let h = "a".repeat(64);
         assert_eq!(
             sidecar(format!("{h}  state.env\n# gen=4\n").as_bytes()),

@@ -19,7 +19,7 @@ use crate::config::{self, LoopConfig};
 use crate::contract::{CbState, EventName, FaultPoint, Status, StopReason};
 use crate::error::{Error, Result};
 use crate::state::{Sidecar, State};
-use crate::{events, fsx, pins, progress};
+use crate::{events, fsx, ledger, pins, progress};
 
 use evidence::{Ending, ProgressTail};
 
@@ -970,10 +970,11 @@ fn first_broken(dir: &Path, pins: &[PinLine], restored: &[(PathBuf, String)]) ->
         })
 }
 
-/// COST_MICROUSD: the sum of cost.ledger.
+/// COST_MICROUSD: the sum of cost.ledger by the ledger's one rule (`ledger::parse`), the
+/// same total the runner and the audit reach.
 fn ledger_cost(dir: &Path) -> Result<u64> {
     let ledger = read_opt(&dir.join("cost.ledger"))?.unwrap_or_default();
-    Ok(evidence::ledger_sum(&ledger))
+    Ok(ledger::parse(&ledger).total())
 }
 
 /// The status a parseable old state keeps, when no proven DONE, broken pin or open
@@ -1387,6 +1388,28 @@ mod tests {
             Some("tests/a.rs")
         );
         assert_eq!(repo_relative(".orbit/x", "../../../etc/passwd"), None);
+    }
+
+    #[test]
+    fn the_cost_is_the_ledger_rule_total() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            ledger_cost(dir.path()).unwrap(),
+            0,
+            "no ledger costs nothing"
+        );
+        let ledger = concat!(
+            "1\t10\treported\n",
+            "2\tx\tunknown\n",
+            "x\t500\tbogus\n",
+            "1\t500\tbogus\n",
+            "2\t700\testimated\t3\n",
+            "3\t5\treported",
+        );
+        fs::write(dir.path().join("cost.ledger"), ledger).unwrap();
+        // Only whole ledger lines count: a bad kind or iteration adds nothing, a fan-out
+        // candidate's line counts, and a torn last line is not yet an entry.
+        assert_eq!(ledger_cost(dir.path()).unwrap(), 710);
     }
 
     #[test]

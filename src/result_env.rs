@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::contract::RESULT_KEYS;
+use crate::contract::{RESULT_KEYS, Status};
 
 /// Every key the runner writes, in its order (the contract module's table).
 pub const KEYS: [&str; RESULT_KEYS.len()] = {
@@ -16,6 +16,9 @@ pub const KEYS: [&str; RESULT_KEYS.len()] = {
     }
     keys
 };
+
+/// The key of the iteration's verdict: the status the iteration ended with.
+pub const VERDICT: &str = "VERDICT";
 
 /// Whether a key's value must be a whole number when present and not empty.
 fn numeric(key: &str) -> bool {
@@ -46,6 +49,11 @@ impl ResultEnv {
 
     pub fn has(&self, key: &str) -> bool {
         self.values.contains_key(key)
+    }
+
+    /// The status the iteration ended with (`VERDICT`), when it is one.
+    pub fn verdict(&self) -> Option<Status> {
+        Status::parse(self.get(VERDICT))
     }
 
     /// The canonical text: the present keys, in [`KEYS`] order.
@@ -113,6 +121,10 @@ mod tests {
         assert_eq!(r.get("SUMMARY"), "a = b");
         assert_eq!(r.get("CB_SIG"), "");
         assert_eq!(r.line_of("VERDICT"), 3);
+        assert!(KEYS.contains(&VERDICT));
+        assert_eq!(r.verdict(), Some(Status::Continue));
+        assert_eq!(parse(b"VERDICT=done\n").unwrap().verdict(), None);
+        assert_eq!(parse(b"ITERATION=3\n").unwrap().verdict(), None);
         assert_eq!(parse(b"ITERATION=3\nNOPE=1\n").unwrap_err().0, 2);
         assert_eq!(parse(b"ITERATION=x\n").unwrap_err().0, 1);
         assert_eq!(parse(b"VERIFY=pass\nVERIFY=fail\n").unwrap_err().0, 2);

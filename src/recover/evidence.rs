@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::contract::{EventName, Status};
-use crate::fsx;
 use crate::progress::{INTERRUPTED, MARKER_PREFIX};
+use crate::{fsx, result_env};
 
 /// How an iteration ended, as its `iteration_end` event or its progress.md heading spells
 /// it: a status, or a capitalised word the contract does not know. An unknown word still
@@ -358,15 +358,10 @@ pub fn sidecar(data: &[u8]) -> Option<(String, u64)> {
     Some((hash.to_string(), gen_text.parse().ok()?))
 }
 
-/// Whether an iteration's result.env holds the line `VERDICT=DONE`.
+/// Whether an iteration's result.env is a record (it parses as one) whose verdict is DONE.
 pub fn result_says_done(dir: &Path, n: u64) -> bool {
     std::fs::read(iteration_dir(dir, n).join("result.env"))
-        .map(|d| {
-            String::from_utf8_lossy(&d)
-                .split('\n')
-                .any(|l| l == "VERDICT=DONE")
-        })
-        .unwrap_or(false)
+        .is_ok_and(|d| result_env::parse(&d).is_ok_and(|r| r.verdict() == Some(Status::Done)))
 }
 
 pub fn iteration_dir(dir: &Path, n: u64) -> std::path::PathBuf {
@@ -452,6 +447,26 @@ mod tests {
             progress_tail(&doc.as_bytes()[..cut - 2]),
             ProgressTail::MissingNewline
         );
+    }
+
+    #[test]
+    fn done_needs_a_record_that_parses() {
+        let dir = tempfile::tempdir().unwrap();
+        let idir = iteration_dir(dir.path(), 4);
+        std::fs::create_dir_all(&idir).unwrap();
+        assert!(!result_says_done(dir.path(), 4), "no record");
+        for (record, done) in [
+            ("ITERATION=4\nVERDICT=DONE\n", true),
+            ("ITERATION=4\nVERDICT=CONTINUE\n", false),
+            ("ITERATION=4\nVERDICT=done\n", false),
+            // Not a record: an unknown key, a duplicate, a line that is no KEY=VALUE.
+            ("ITERATION=4\nCLAIM=yes\nVERDICT=DONE\n", false),
+            ("VERDICT=CONTINUE\nVERDICT=DONE\n", false),
+            ("the goal is met\nVERDICT=DONE\n", false),
+        ] {
+            std::fs::write(idir.join("result.env"), record).unwrap();
+            assert_eq!(result_says_done(dir.path(), 4), done, "{record:?}");
+        }
     }
 
     #[test]

@@ -214,14 +214,21 @@ impl Sidecar {
         format!("{}  state.env\n# gen={}\n", self.sha256, self.generation)
     }
 
+    /// Parses the sidecar as the runner's `state_load` matches it: `<sha256>  state.env`
+    /// with the hash in lowercase hex, then `# gen=N`; trailing newlines are ignored (bash
+    /// reads the file with `$(<file)`), anything else is malformed.
     pub fn parse(bytes: &[u8]) -> Result<Sidecar, (usize, String)> {
         let text = std::str::from_utf8(bytes).map_err(|_| (1, "not valid UTF-8".to_string()))?;
-        let mut lines = text.split_terminator('\n');
-        let first = lines.next().ok_or((1, "the file is empty".to_string()))?;
+        let mut lines = text.trim_end_matches('\n').split('\n');
+        let first = lines
+            .next()
+            .filter(|l| !l.is_empty())
+            .ok_or((1, "the file is empty".to_string()))?;
         let (hash, name) = first
             .split_once("  ")
             .ok_or((1, "expected '<sha256>  state.env'".to_string()))?;
-        if name != "state.env" || hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let lower_hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+        if name != "state.env" || hash.len() != 64 || !hash.bytes().all(lower_hex) {
             return Err((1, "expected '<sha256>  state.env'".into()));
         }
         let second = lines
@@ -236,7 +243,7 @@ impl Sidecar {
             return Err((3, "unexpected line after '# gen=N'".into()));
         }
         Ok(Sidecar {
-            sha256: hash.to_ascii_lowercase(),
+            sha256: hash.to_string(),
             generation,
         })
     }
@@ -301,5 +308,26 @@ mod tests {
         let s = Sidecar::for_state("x", 7);
         assert_eq!(Sidecar::parse(s.print().as_bytes()).unwrap(), s);
         assert!(Sidecar::parse(b"abc  state.env\n# gen=1\n").is_err());
+        let h = "a".repeat(64);
+        // The runner's rule: trailing newlines do not matter, case and leading zeros do.
+        for (text, ok) in [
+            (format!("{h}  state.env\n# gen=4"), true),
+            (format!("{h}  state.env\n# gen=4\n\n\n"), true),
+            (format!("{h}  state.env\n# gen=04\n"), false),
+            (format!("{}  state.env\n# gen=4\n", h.to_uppercase()), false),
+            (format!("{h}  state.env\n\n# gen=4\n"), false),
+            (format!("{h}  state.env\n# gen=4\nextra\n"), false),
+            ("\n\n".to_string(), false),
+        ] {
+            let got = Sidecar::parse(text.as_bytes());
+            assert_eq!(got.is_ok(), ok, "{text:?} -> {got:?}");
+        }
+        assert_eq!(
+            Sidecar::parse(format!("{h}  state.env\n# gen=4\n").as_bytes()).unwrap(),
+            Sidecar {
+                sha256: h,
+                generation: 4
+            }
+        );
     }
 }

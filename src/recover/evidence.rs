@@ -334,30 +334,6 @@ pub fn branch_exists(repo: &Path, branch: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// The sidecar's hash and generation, matched as the runner's `state_load` does (trailing
-/// newlines ignored).
-pub fn sidecar(data: &[u8]) -> Option<(String, u64)> {
-    let text = std::str::from_utf8(data).ok()?.trim_end_matches('\n');
-    let (first, second) = text.split_once('\n')?;
-    let hash = first.strip_suffix("  state.env")?;
-    if hash.len() != 64
-        || !hash
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    {
-        return None;
-    }
-    let gen_text = second.strip_prefix("# gen=")?;
-    let ok = !gen_text.is_empty()
-        && gen_text.len() <= 18
-        && gen_text.bytes().all(|b| b.is_ascii_digit())
-        && (gen_text == "0" || !gen_text.starts_with('0'));
-    if !ok {
-        return None;
-    }
-    Some((hash.to_string(), gen_text.parse().ok()?))
-}
-
 /// Whether an iteration's result.env is a record (it parses as one) whose verdict is DONE.
 pub fn result_says_done(dir: &Path, n: u64) -> bool {
     std::fs::read(iteration_dir(dir, n).join("result.env"))
@@ -467,18 +443,5 @@ mod tests {
             std::fs::write(idir.join("result.env"), record).unwrap();
             assert_eq!(result_says_done(dir.path(), 4), done, "{record:?}");
         }
-    }
-
-    #[test]
-    fn sidecar_lines() {
-        let h = "a".repeat(64);
-        assert_eq!(
-            sidecar(format!("{h}  state.env\n# gen=4\n").as_bytes()),
-            Some((h.clone(), 4))
-        );
-        assert_eq!(
-            sidecar(format!("{h}  state.env\n# gen=04\n").as_bytes()),
-            None
-        );
     }
 }

@@ -423,21 +423,25 @@ impl Planner<'_> {
             }
         };
         let sidecar_bytes = read_opt(&dir.join("state.env.sha256"))?;
-        let sidecar = sidecar_bytes.as_deref().and_then(evidence::sidecar);
+        let sidecar = sidecar_bytes
+            .as_deref()
+            .and_then(|b| Sidecar::parse(b).ok());
         let sealed = match (&old, &text, &sidecar) {
-            (Some(s), Some(t), Some((h, g))) => *h == fsx::sha256_hex(t) && *g == s.generation,
+            (Some(s), Some(t), Some(c)) => {
+                c.sha256 == fsx::sha256_hex(t) && c.generation == s.generation
+            }
             _ => false,
         };
+        let sidecar_gen = sidecar.map(|c| c.generation);
         if let Some(s) = &old
             && !sealed
         {
-            let gen_seen = sidecar.as_ref().map(|(_, g)| *g);
-            self.repair(unsealed(sidecar_bytes.is_some(), gen_seen, s));
+            self.repair(unsealed(sidecar_bytes.is_some(), sidecar_gen, s));
         }
         self.plan.old_text = text;
         Ok(Checkpoint {
             old,
-            sidecar_gen: sidecar.map(|(_, g)| g),
+            sidecar_gen,
             sealed,
         })
     }

@@ -19,7 +19,8 @@ use super::tail;
 use super::{Finding, LoopReport, Severity, Summary};
 use crate::config::LoopConfig;
 use crate::contract::{
-    CbState, CostKind, EventName, FindingClass, Status, StopReason, Verdict, VerifyOutcome,
+    AgentOutcome, CbState, CostKind, EventName, FindingClass, Status, StopReason, Verdict,
+    VerifyOutcome,
 };
 use crate::goal::{format_usd, parse_duration};
 use crate::ledger::{self, Ledger};
@@ -1046,7 +1047,10 @@ impl Audit<'_> {
             StopReason::ToolFailure | StopReason::Preflight => self.add(
                 FindingClass::ToolFailure,
                 Severity::P1,
-                last.filter(|r| r.get(result_key::AGENT_OUTCOME) == "permanent")
+                last.filter(|r| {
+                    AgentOutcome::parse(r.get(result_key::AGENT_OUTCOME))
+                        == Some(AgentOutcome::Permanent)
+                })
                     .map(|r| {
                         format!(
                             "{}/result.env:{}",

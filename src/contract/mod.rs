@@ -341,6 +341,18 @@ vocabulary! {
 }
 
 vocabulary! {
+    /// result.env `AGENT_OUTCOME`: how the runner classified an agent run.
+    pub enum AgentOutcome {
+        Ok = "ok",
+        AgentError = "agent_error",
+        Timeout = "timeout",
+        RateLimited = "rate_limited",
+        /// Not found or not permitted (exit 126/127): retrying cannot help.
+        Permanent = "permanent",
+    }
+}
+
+vocabulary! {
     /// result.env `VERIFY`: what verify.sh said of an iteration.
     pub enum VerifyOutcome {
         Pass = "pass",

@@ -13,8 +13,8 @@ use std::sync::OnceLock;
 use super::settings::DURATION_MAX_SECS;
 use super::{
     CONTRACT_VERSION, CbState, CostKind, EventName, ExitCode, FaultPoint, INIT_PINNED,
-    MAX_UINT_DIGITS, PERMISSION_FILES, Phase, RESULT_KEYS, SETTINGS, STATE_KEYS, SettingKind,
-    Status, StopReason, VerifyOutcome,
+    MAX_HEX_DIGITS, MAX_REF_LEN, MAX_SEMVER_PART_DIGITS, MAX_UINT_DIGITS, PERMISSION_FILES, Phase,
+    RESULT_KEYS, SETTINGS, STATE_KEYS, SettingKind, Status, StopReason, VerifyOutcome,
 };
 
 /// The first line of the prelude, by which tests find it in a rendered script.
@@ -84,8 +84,11 @@ fn render() -> String {
         "{HEADER} (exit codes, statuses, stop reasons, state keys\n\
          # ---- and their types, settings and their bounds), rendered from orbit's contract module."
     );
-    // One group command, so that the directive covers every line of it.
-    out.push_str("# shellcheck disable=SC2034  # each script uses the names it needs\n{\n");
+    // One directive for the whole block: a directive covers the command that follows it,
+    // and the block is one command.
+    out.push_str(
+        "# shellcheck disable=SC2034  # a table: each script uses the names it needs\n{\n",
+    );
     let _ = writeln!(out, "readonly ORBIT_CONTRACT_VERSION={CONTRACT_VERSION}");
 
     out.push_str("# Exit codes (contract section 5).\n");
@@ -145,6 +148,27 @@ fn render() -> String {
             .map(|(k, t)| (k.to_string(), t.bash_name())),
     );
     let _ = writeln!(out, "readonly ORBIT_UINT_DIGITS={MAX_UINT_DIGITS}");
+    // The typed values as whole-value regexes (state_check_value, with LC_ALL=C): a whole
+    // number has no leading zero; a ref name is also at most ORBIT_REF_MAX bytes, starts
+    // with none of '-', '/', '.', and holds no '..'.
+    let uint_rest = MAX_UINT_DIGITS - 1;
+    let part_rest = MAX_SEMVER_PART_DIGITS - 1;
+    let _ = writeln!(
+        out,
+        "readonly ORBIT_RE_UINT='^(0|[1-9][0-9]{{0,{uint_rest}}})$'"
+    );
+    let _ = writeln!(
+        out,
+        "readonly ORBIT_RE_POSITIVE='^[1-9][0-9]{{0,{uint_rest}}}$'"
+    );
+    let part = format!("(0|[1-9][0-9]{{0,{part_rest}}})");
+    let _ = writeln!(out, "readonly ORBIT_RE_SEMVER='^{part}\\.{part}\\.{part}$'");
+    let _ = writeln!(
+        out,
+        "readonly ORBIT_RE_HEX='^[0-9a-f]{{0,{MAX_HEX_DIGITS}}}$'"
+    );
+    out.push_str("readonly ORBIT_RE_REF='^[A-Za-z0-9._/-]+$'\n");
+    let _ = writeln!(out, "readonly ORBIT_REF_MAX={MAX_REF_LEN}");
 
     out.push_str("# result.env: every key in order; the numeric ones.\n");
     array(

@@ -438,6 +438,15 @@ impl ValueType {
 /// The largest integer a state value may hold: 18 digits stay inside bash's signed 64 bits.
 pub const MAX_UINT_DIGITS: usize = 18;
 
+/// The most digits of one part of a `MAJOR.MINOR.PATCH` version.
+pub const MAX_SEMVER_PART_DIGITS: usize = 6;
+
+/// The most digits of a hex state value (a sha256).
+pub const MAX_HEX_DIGITS: usize = 64;
+
+/// The longest git ref name a state value may hold.
+pub const MAX_REF_LEN: usize = 200;
+
 /// The state.env keys, written once (contract 4.1): `KEY field: RustType = ValueType, the
 /// value of a freshly rendered loop;` in the order the file lists them. `with_state_keys!(callback)` hands the list to a macro:
 /// [`STATE_KEYS`] (the parsers' and the prelude's table) and `state::State` (its fields,
@@ -483,7 +492,7 @@ fn is_uint(v: &str) -> bool {
 
 fn is_ref_name(v: &str) -> bool {
     v.is_empty()
-        || (v.len() <= 200
+        || (v.len() <= MAX_REF_LEN
             && !v.starts_with(['-', '/', '.'])
             && !v.contains("..")
             && v.bytes()
@@ -497,12 +506,15 @@ impl ValueType {
         match self {
             ValueType::Semver => {
                 let parts: Vec<&str> = v.split('.').collect();
-                parts.len() == 3 && parts.iter().all(|p| is_uint(p) && p.len() <= 6)
+                parts.len() == 3
+                    && parts
+                        .iter()
+                        .all(|p| is_uint(p) && p.len() <= MAX_SEMVER_PART_DIGITS)
             }
             ValueType::Positive => is_uint(v) && v != "0",
             ValueType::Uint => is_uint(v),
             ValueType::Hex => {
-                v.len() <= 64
+                v.len() <= MAX_HEX_DIGITS
                     && v.bytes()
                         .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
             }

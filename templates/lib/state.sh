@@ -1,9 +1,7 @@
 # ---- state: the checkpoint (state.env and its sidecar), the event journal (events.jsonl)
 # ---- and progress.md. state.env is parsed, never sourced; every write is atomic.
 
-ORBIT_STATE_KEYS=(CONTRACT_VERSION GEN NEXT_ITERATION LAST_STATUS STOP_REASON STARTED_AT
-  LAST_UPDATED_AT ORIGIN_BRANCH ITER_BRANCH COST_MICROUSD CB_STATE CB_FAILS CB_SIG
-  CB_OPENED_AT VERIFY_STREAK RESUME_AT)
+# The keys and their types are the prelude's (ORBIT_STATE_KEYS, ORBIT_STATE_TYPE).
 declare -A S=()
 STATE_ERR=
 ORBIT_FAULT=${ORBIT_FAULT:-}
@@ -16,21 +14,24 @@ orbit_fault() {
   fi
 }
 
-# state_check_value KEY VALUE: the same typing as the Rust parser.
+# state_check_value KEY VALUE: status 0 when VALUE is a value of KEY's type
+# (ORBIT_STATE_TYPE), by the same rules as orbit's Rust parser; 1 otherwise, and for a key
+# that is not a state key.
 state_check_value() {
   local LC_ALL=C key=$1 v=$2
-  case $key in
-    CONTRACT_VERSION) [[ $v =~ ^(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})$ ]] ;;
-    GEN | NEXT_ITERATION) [[ $v =~ ^[1-9][0-9]{0,17}$ ]] ;;
-    STARTED_AT | LAST_UPDATED_AT | COST_MICROUSD | CB_FAILS | CB_OPENED_AT | VERIFY_STREAK | RESUME_AT)
-      [[ $v =~ ^(0|[1-9][0-9]{0,17})$ ]] ;;
-    LAST_STATUS) [[ $v =~ ^(READY|CONTINUE|DONE|BLOCKED|PAUSED|STALLED|ABORTED)$ ]] ;;
-    STOP_REASON)
-      [[ $v =~ ^(none|tick|max_iterations|loop_timeout|budget|rate_limit|circuit_open|tool_failure|stalled|oscillating|goal_drift|reward_hack|permission_hijack|script_tamper|vacuous_verify|preflight|signal|state_corrupt)$ ]] ;;
-    CB_STATE) [[ $v =~ ^(CLOSED|HALF_OPEN|OPEN)$ ]] ;;
-    CB_SIG) [[ $v =~ ^[0-9a-f]{0,64}$ ]] ;;
-    ORIGIN_BRANCH | ITER_BRANCH)
-      [[ -z $v ]] || { [[ ${#v} -le 200 && $v =~ ^[A-Za-z0-9._/-]+$ && $v != [-/.]* && $v != *..* ]]; } ;;
+  [[ -n $key ]] || return 1
+  case ${ORBIT_STATE_TYPE[$key]-} in
+    semver) [[ $v =~ $ORBIT_RE_SEMVER ]] ;;
+    positive) [[ $v =~ $ORBIT_RE_POSITIVE ]] ;;
+    uint) [[ $v =~ $ORBIT_RE_UINT ]] ;;
+    hex) [[ $v =~ $ORBIT_RE_HEX ]] ;;
+    ref)
+      [[ -z $v ]] ||
+        [[ ${#v} -le $ORBIT_REF_MAX && $v =~ $ORBIT_RE_REF && $v != [-/.]* && $v != *..* ]]
+      ;;
+    status) [[ $v =~ $ORBIT_RE_STATUS ]] ;;
+    stop_reason) [[ $v =~ $ORBIT_RE_STOP_REASON ]] ;;
+    cb_state) [[ $v =~ $ORBIT_RE_CB_STATE ]] ;;
     *) return 1 ;;
   esac
 }

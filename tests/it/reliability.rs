@@ -1523,22 +1523,26 @@ fn a_repository_path_with_spaces_and_quotes_runs_to_done() {
 
 // ---- property tests: the two state.env parsers agree; progress.md truncation
 
-/// Runs the bash `state_parse` (templates/lib/common.sh + state.sh) on each input, in one
-/// bash process; returns ok/err per input.
+/// Runs the bash `state_parse` (the contract prelude, then templates/lib/common.sh and
+/// state.sh, as a rendered script has them) on each input, in one bash process; returns
+/// ok/err per input.
 fn bash_parse_all(inputs: &[Vec<u8>]) -> Vec<bool> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let work = tempfile::tempdir().unwrap();
     for (i, b) in inputs.iter().enumerate() {
         fs::write(work.path().join(format!("{i}.env")), b).unwrap();
     }
+    let prelude = write_prelude(work.path());
     let script = format!(
         r#"set -Eeuo pipefail
 orbit_log() {{ :; }}
+source '{p}'
 source '{c}'
 source '{s}'
 for ((i = 0; i < $1; i++)); do
   if state_parse "$2/$i.env"; then echo ok; else echo err; fi
 done"#,
+        p = prelude.display(),
         c = root.join("templates/lib/common.sh").display(),
         s = root.join("templates/lib/state.sh").display()
     );
@@ -1591,6 +1595,9 @@ fn state_input() -> impl Strategy<Value = Vec<u8>> {
         "OPEN",
         "CLOSED",
         "none",
+        "loop_tamper",
+        "stopped",
+        "HALF_OPEN",
         "1.0.0",
         "1.0",
         "999999999999999999",
@@ -1793,14 +1800,17 @@ proptest! {
         let file = work.path().join("progress.md");
         fs::write(&file, cut_bytes).unwrap();
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let prelude = write_prelude(work.path());
         let script = format!(
             r#"set -Eeuo pipefail
+source '{p}'
 source '{c}'
 source '{s}'
 orbit_log() {{ :; }}
 PG_WINDOW=$2
 progress_open "$1"
 printf '%s' "$PG_PREV""#,
+            p = prelude.display(),
             c = root.join("templates/lib/common.sh").display(),
             s = root.join("templates/lib/state.sh").display()
         );

@@ -250,6 +250,15 @@ pub fn assert_code(out: &Output, code: i32, what: &str) {
     );
 }
 
+/// Writes the contract prelude (what every generated script carries before its static
+/// parts) into `dir`, for harnesses that source the static parts by themselves; returns
+/// its path.
+pub fn write_prelude(dir: &Path) -> PathBuf {
+    let p = dir.join("prelude.sh");
+    fs::write(&p, orbit::contract::bash::prelude()).unwrap();
+    p
+}
+
 /// Reads a state.env value.
 pub fn state_value(loop_dir: &Path, key: &str) -> String {
     let text = fs::read_to_string(loop_dir.join("state.env")).unwrap();

@@ -25,7 +25,7 @@ orbit_is_bool() { [[ $1 == 0 || $1 == 1 || $1 == true || $1 == false ]]; }
 orbit_true() { [[ $1 == 1 || $1 == true ]]; }
 
 # orbit_duration_v NAME TEXT: REPLY is the seconds of 600, 600s, 10m, 1h30m or 2d; anything
-# else stops the script with exit 2 naming the setting (no subshell, so the exit is real).
+# else stops the script with EXIT_PREFLIGHT naming the setting (no subshell, so the exit is real).
 orbit_duration_v() {
   local name=$1 text=$2 total=0 num unit
   if [[ $text =~ ^[0-9]{1,9}$ ]]; then
@@ -33,7 +33,7 @@ orbit_duration_v() {
     return 0
   fi
   if [[ ! $text =~ ^([0-9]{1,9}[smhd])+$ ]]; then
-    orbit_die 2 "$name='$text' is not a duration: write e.g. 90s, 10m, 2h, 1h30m (or 0 for none)"
+    orbit_die "$EXIT_PREFLIGHT" "$name='$text' is not a duration: write e.g. 90s, 10m, 2h, 1h30m (or 0 for none)"
   fi
   while [[ $text =~ ^([0-9]+)([smhd])(.*)$ ]]; do
     num=$((10#${BASH_REMATCH[1]})) unit=${BASH_REMATCH[2]} text=${BASH_REMATCH[3]}
@@ -54,7 +54,7 @@ orbit_duration() {
 }
 
 # orbit_usd_micro_v NAME TEXT: REPLY is the micro-dollars of a USD amount ("" stays "" =
-# no cap); anything else stops the script with exit 2 naming the setting.
+# no cap); anything else stops the script with EXIT_PREFLIGHT naming the setting.
 orbit_usd_micro_v() {
   local name=$1 text=$2 whole frac
   REPLY=''
@@ -62,7 +62,7 @@ orbit_usd_micro_v() {
     return 0
   fi
   if [[ ! $text =~ ^([0-9]{0,9})(\.([0-9]{0,6}))?$ || $text == . ]]; then
-    orbit_die 2 "$name='$text' is not an amount in USD: write e.g. 5, 12.50 or 0.75"
+    orbit_die "$EXIT_PREFLIGHT" "$name='$text' is not an amount in USD: write e.g. 5, 12.50 or 0.75"
   fi
   whole=${BASH_REMATCH[1]:-0} frac=${BASH_REMATCH[3]}
   frac="${frac}000000"
@@ -112,7 +112,7 @@ orbit_sha_detect() {
   elif command -v openssl >/dev/null 2>&1; then
     ORBIT_SHA_TOOL=openssl
   else
-    orbit_die 2 "no sha256 tool found (sha256sum, shasum or openssl): install coreutils"
+    orbit_die "$EXIT_PREFLIGHT" "no sha256 tool found (sha256sum, shasum or openssl): install coreutils"
   fi
 }
 

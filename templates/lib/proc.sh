@@ -22,21 +22,24 @@ orbit_kill_group() {
 # orbit_run_bounded TIMEOUT GRACE INFILE OUTFILE CMD...
 orbit_run_bounded() {
   local timeout=$1 grace=$2 infile=$3 outfile=$4 watchdog wd_status=0
+  # The watchdog's own protocol with this function, not a loop exit code: it exits
+  # wd_fired when it fired, wd_stopped when stopped early.
+  local -r wd_fired=0 wd_stopped=3
   shift 4
   ORBIT_RC=0
   ORBIT_TIMED_OUT=0
   set -m
   "$@" <"$infile" >>"$outfile" 2>&1 8>&- 9>&- &
   ORBIT_CHILD_PID=$!
-  # The watchdog exits 0 only when it fired (and then ignores TERM until the group is
-  # gone); stopped early by us it exits 3. No temp file, no extra process.
+  # The watchdog exits wd_fired only when it fired (and then ignores TERM until the group
+  # is gone); stopped early by us it exits wd_stopped. No temp file, no extra process.
   (
-    trap 'exit 3' TERM
+    trap 'exit "$wd_stopped"' TERM
     sleep "$timeout" &
-    wait $! || exit 3
+    wait $! || exit "$wd_stopped"
     trap '' TERM
     orbit_kill_group "$ORBIT_CHILD_PID" "$grace"
-    exit 0
+    exit "$wd_fired"
   ) </dev/null >/dev/null 2>&1 8>&- 9>&- &
   watchdog=$!
   ORBIT_WATCHDOG_PID=$watchdog
@@ -53,7 +56,7 @@ orbit_run_bounded() {
   kill -TERM -- "-$ORBIT_WATCHDOG_PID" 2>/dev/null || kill -TERM "$watchdog" 2>/dev/null || true
   wait "$watchdog" 2>/dev/null || wd_status=$?
   ORBIT_WATCHDOG_PID=
-  if ((wd_status == 0)); then
+  if ((wd_status == wd_fired)); then
     ORBIT_TIMED_OUT=1
   fi
   # Sweep whatever the command left running in its group.

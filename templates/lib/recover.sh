@@ -16,6 +16,7 @@ F_STALL=0
 F_GOAL=0
 F_MIGRATE=0
 F_DRY=0
+F_HELP=0
 RC_FLAGS=()
 RC_REPAIRS=()
 RC_NOTES=()
@@ -65,19 +66,19 @@ rc_args() {
       --migrate) F_MIGRATE=1 RC_FLAGS+=("$arg") ;;
       --dry-run) F_DRY=1 ;;
       -h | --help)
-        rc_usage
-        exit 0
+        F_HELP=1
+        return 0
         ;;
       --repin | --restore-pinned)
-        orbit_die 2 "$arg needs the orbit binary: run 'orbit recover $arg' (recover.sh does the rebuild, --reset-circuit, --clear-stall, --repin-goal and --migrate)"
+        orbit_die "$EXIT_PREFLIGHT" "$arg needs the orbit binary: run 'orbit recover $arg' (recover.sh does the rebuild, --reset-circuit, --clear-stall, --repin-goal and --migrate)"
         ;;
       -*)
         rc_usage >&2
-        orbit_die 2 "unknown option '$arg'"
+        orbit_die "$EXIT_PREFLIGHT" "unknown option '$arg'"
         ;;
       *)
         if [[ -n $RC_ARG_DIR ]]; then
-          orbit_die 2 "one loop directory at a time (got '$RC_ARG_DIR' and '$arg')"
+          orbit_die "$EXIT_PREFLIGHT" "one loop directory at a time (got '$RC_ARG_DIR' and '$arg')"
         fi
         RC_ARG_DIR=$arg
         ;;
@@ -89,14 +90,14 @@ rc_locate() {
   local line
   if [[ -n $RC_ARG_DIR ]]; then
     RC_DIR=$(cd -P -- "$RC_ARG_DIR" 2>/dev/null && pwd -P) ||
-      orbit_die 2 "$RC_ARG_DIR is not a directory: give the loop directory"
+      orbit_die "$EXIT_PREFLIGHT" "$RC_ARG_DIR is not a directory: give the loop directory"
   else
     RC_DIR=$(cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
   fi
   [[ -f $RC_DIR/loop.toml ]] ||
-    orbit_die 2 "$RC_DIR is not a loop directory (no loop.toml): give the directory orbit init created"
+    orbit_die "$EXIT_PREFLIGHT" "$RC_DIR is not a loop directory (no loop.toml): give the directory orbit init created"
   RC_REPO=$(git -C "$RC_DIR" rev-parse --show-toplevel 2>/dev/null) ||
-    orbit_die 2 "$RC_DIR is not inside a git work tree"
+    orbit_die "$EXIT_PREFLIGHT" "$RC_DIR is not inside a git work tree"
   RC_REPO=$(cd -P -- "$RC_REPO" && pwd -P)
   RC_NAME=$LOOP_NAME
   RC_LOOP_CV=$CONTRACT_VERSION_RENDERED
@@ -344,7 +345,7 @@ rc_pins() {
   RC_PINS_NEW=
   if ((F_GOAL)); then
     [[ -f $RC_DIR/goal.md ]] ||
-      orbit_die 2 "$RC_DIR/goal.md is missing: --repin-goal accepts goal.md as it is, so it must exist (orbit recover --restore-pinned puts it back)"
+      orbit_die "$EXIT_PREFLIGHT" "$RC_DIR/goal.md is missing: --repin-goal accepts goal.md as it is, so it must exist (orbit recover --restore-pinned puts it back)"
     goal_hash=$(orbit_sha256_file "$RC_DIR/goal.md")
   fi
   if [[ -f $RC_DIR/pins.sha256 ]]; then
@@ -415,11 +416,11 @@ rc_plan() {
   elif ((RC_LAST > 0)); then
     source='a commit trailer'
   fi
-  if ((RC_LAST > 0)) && [[ $verdict == ABORTED || $verdict == BLOCKED ]]; then
+  if ((RC_LAST > 0)) && [[ $verdict == "$STATUS_ABORTED" || $verdict == "$STATUS_BLOCKED" ]]; then
     retry=1
   fi
-  if ((RC_LAST > 0)) && [[ ${EVV[$RC_LAST]:-} == DONE ]] &&
-    grep -qx 'VERDICT=DONE' -- "$(rc_iter_dir "$RC_LAST")/result.env" 2>/dev/null; then
+  if ((RC_LAST > 0)) && [[ ${EVV[$RC_LAST]:-} == "$STATUS_DONE" ]] &&
+    grep -qxF -- "VERDICT=$STATUS_DONE" "$(rc_iter_dir "$RC_LAST")/result.env" 2>/dev/null; then
     done=1
   fi
   if ((RC_LAST == 0)); then
@@ -459,44 +460,44 @@ rc_plan() {
   if ((RC_OLD_OK && !F_RESET)); then
     cb_state=${O[CB_STATE]} cb_fails=${O[CB_FAILS]} cb_sig=${O[CB_SIG]} cb_opened=${O[CB_OPENED_AT]}
   else
-    cb_state=CLOSED cb_fails=0 cb_sig='' cb_opened=0
+    cb_state=$CB_CLOSED cb_fails=0 cb_sig='' cb_opened=0
   fi
-  if ((F_RESET && RC_OLD_OK)) && [[ ${O[CB_STATE]} != CLOSED || ${O[CB_FAILS]} != 0 ]]; then
+  if ((F_RESET && RC_OLD_OK)) && [[ ${O[CB_STATE]} != "$CB_CLOSED" || ${O[CB_FAILS]} != 0 ]]; then
     RC_REPAIRS+=("circuit breaker reset to CLOSED (--reset-circuit)")
   fi
   if ((RC_LAST > 0)) || [[ -f $RC_DIR/.baseline-commit ]]; then
     ran=1
   fi
   if ((done)); then
-    status=DONE reason=none
+    status=$STATUS_DONE reason=$REASON_NONE
   elif [[ -n $RC_BROKEN ]]; then
     b=''
     if [[ $RC_BROKEN == goal.md ]]; then b=-goal; fi
     RC_NOTES+=("the pin of $RC_BROKEN is still broken ($RC_BROKEN_REASON): review the change, then --repin$b or --restore-pinned")
-    status=ABORTED reason=$RC_BROKEN_REASON
-  elif [[ $cb_state == OPEN ]]; then
-    status=BLOCKED reason=circuit_open
+    status=$STATUS_ABORTED reason=$RC_BROKEN_REASON
+  elif [[ $cb_state == "$CB_OPEN" ]]; then
+    status=$STATUS_BLOCKED reason=$REASON_CIRCUIT_OPEN
   elif ((RC_OLD_OK)); then
-    status=CONTINUE reason=none
+    status=$STATUS_CONTINUE reason=$REASON_NONE
     case ${O[LAST_STATUS]} in
-      STALLED)
-        if ((!F_STALL)); then status=STALLED reason=${O[STOP_REASON]}; fi
+      "$STATUS_STALLED")
+        if ((!F_STALL)); then status=$STATUS_STALLED reason=${O[STOP_REASON]}; fi
         ;;
-      PAUSED) status=PAUSED reason=${O[STOP_REASON]} ;;
-      BLOCKED)
-        if ((!retry)) && [[ ${O[STOP_REASON]} != circuit_open && ${O[STOP_REASON]} != tool_failure ]]; then
-          status=BLOCKED reason=${O[STOP_REASON]}
+      "$STATUS_PAUSED") status=$STATUS_PAUSED reason=${O[STOP_REASON]} ;;
+      "$STATUS_BLOCKED")
+        if ((!retry)) && [[ ${O[STOP_REASON]} != "$REASON_CIRCUIT_OPEN" && ${O[STOP_REASON]} != "$REASON_TOOL_FAILURE" ]]; then
+          status=$STATUS_BLOCKED reason=${O[STOP_REASON]}
         fi
         ;;
-      READY)
-        if ((RC_LAST == 0)); then status=READY; fi
+      "$STATUS_READY")
+        if ((RC_LAST == 0)); then status=$STATUS_READY; fi
         ;;
-      CONTINUE) reason=${O[STOP_REASON]} ;;
+      "$STATUS_CONTINUE") reason=${O[STOP_REASON]} ;;
     esac
   elif ((ran)); then
-    status=CONTINUE reason=none
+    status=$STATUS_CONTINUE reason=$REASON_NONE
   else
-    status=READY reason=none
+    status=$STATUS_READY reason=$REASON_NONE
   fi
   if ((RC_OLD_OK)); then
     started=${O[STARTED_AT]} origin=${O[ORIGIN_BRANCH]} ib=${O[ITER_BRANCH]}
@@ -576,8 +577,8 @@ rc_plan_has_changes() {
 
 rc_resume_hint() {
   case ${S[LAST_STATUS]} in
-    DONE) printf 'the loop is DONE' ;;
-    ABORTED) printf 'still ABORTED (%s): review the change, then --repin or --restore-pinned' "${S[STOP_REASON]}" ;;
+    "$STATUS_DONE") printf 'the loop is DONE' ;;
+    "$STATUS_ABORTED") printf 'still ABORTED (%s): review the change, then --repin or --restore-pinned' "${S[STOP_REASON]}" ;;
     *) printf 'the next run resumes at iteration %s (%s)' "${S[NEXT_ITERATION]}" "${S[LAST_STATUS]}" ;;
   esac
 }
@@ -649,10 +650,10 @@ rc_apply() {
       dest="$bdir/${dest#BACKUP/}"
     fi
     mkdir -p -- "$(dirname -- "$dest")"
-    mv -- "${RC_MOVES_FROM[i]}" "$dest" || orbit_die 1 "cannot move ${RC_MOVES_FROM[i]} to $dest"
+    mv -- "${RC_MOVES_FROM[i]}" "$dest" || orbit_die "$EXIT_FAILURE" "cannot move ${RC_MOVES_FROM[i]} to $dest"
   done
   if ((RC_PINS_WRITE)); then
-    orbit_write_file "$RC_DIR/pins.sha256" "$RC_PINS_NEW" || orbit_die 1 "cannot write pins.sha256"
+    orbit_write_file "$RC_DIR/pins.sha256" "$RC_PINS_NEW" || orbit_die "$EXIT_FAILURE" "cannot write pins.sha256"
   fi
   if ((RC_GOAL_COPY)); then
     mkdir -p -- "$RC_DIR/.pins"
@@ -660,7 +661,7 @@ rc_apply() {
     mv -f -- "$RC_DIR/.pins/.goal.md.tmp.$$" "$RC_DIR/.pins/goal.md"
   fi
   if ((RC_SIG_CLEAR)); then
-    orbit_write_file "$RC_DIR/.action-sig.log" '' || orbit_die 1 "cannot write .action-sig.log"
+    orbit_write_file "$RC_DIR/.action-sig.log" '' || orbit_die "$EXIT_FAILURE" "cannot write .action-sig.log"
   fi
   # progress.md: the torn tail trimmed, the Recovery entry appended; one atomic rename.
   tmp="$RC_DIR/.progress.md.tmp.$$"
@@ -716,9 +717,9 @@ rc_apply() {
     )
     text=${text%x}
     orbit_write_file "$RC_DIR/state.env" "$text" ||
-      orbit_die 1 "cannot write state.env (disk full or read-only?): the backup is in $brel"
+      orbit_die "$EXIT_FAILURE" "cannot write state.env (disk full or read-only?): the backup is in $brel"
     orbit_write_file "$RC_DIR/state.env.sha256" "$(state_sidecar_text "$text" "${S[GEN]}")" ||
-      orbit_die 1 "cannot write state.env.sha256: run recover.sh again once the disk has room"
+      orbit_die "$EXIT_FAILURE" "cannot write state.env.sha256: run recover.sh again once the disk has room"
   fi
   printf 'recover.sh: recovered %s\n' "$RC_DIR"
   for r in "${RC_REPAIRS[@]}"; do printf '  - %s\n' "$r"; done
@@ -733,23 +734,26 @@ main() {
   : "$ORBIT_TORN_REPAIRED"
   orbit_settings
   rc_args "$@"
+  if ((F_HELP)); then
+    rc_usage
+    return 0
+  fi
   rc_locate
   orbit_sha_detect
   if rc_lock_held; then
-    orbit_die 20 "$RC_HOLDER: recover.sh refuses to change a running loop. Stop the runner (or let it finish), then run it again."
+    orbit_die "$EXIT_LOCKED" "$RC_HOLDER: recover.sh refuses to change a running loop. Stop the runner (or let it finish), then run it again."
   fi
   rc_plan
   if ((F_DRY)); then
     rc_dry_run
-    exit 0
+    return 0
   fi
   if ! rc_plan_has_changes; then
     printf 'recover.sh: nothing to repair in %s: state.env agrees with the evidence; %s\n' "$RC_DIR" "$(rc_resume_hint)"
     for r in "${RC_NOTES[@]}"; do printf '  note: %s\n' "$r"; done
-    exit 0
+    return 0
   fi
   rc_apply
-  exit 0
 }
 
 main "$@"

@@ -30,16 +30,16 @@ USAGE
 settings_check() {
   local k
   for k in MAX_ITERATIONS PASS_K RETRY_LIMIT CB_THRESHOLD CONVERGENCE_WINDOW CONFIRM_RUNS AGENT_LOG_MAX; do
-    orbit_is_uint "${!k}" || orbit_die 2 "$k='${!k}' is not a whole number"
+    orbit_is_uint "${!k}" || orbit_die "$EXIT_PREFLIGHT" "$k='${!k}' is not a whole number"
   done
   for k in AUTOCOMMIT BRANCH_ISOLATION SQUASH_ON_DONE ALLOW_GREEN_START WRAPUP_ON_LIMIT ADAPTIVE_TIMEOUT NOTIFY_EVERY_ITERATION; do
-    orbit_is_bool "${!k}" || orbit_die 2 "$k='${!k}' must be 0 or 1"
+    orbit_is_bool "${!k}" || orbit_die "$EXIT_PREFLIGHT" "$k='${!k}' must be 0 or 1"
   done
-  ((MAX_ITERATIONS >= 1)) || orbit_die 2 "MAX_ITERATIONS must be at least 1"
-  ((PASS_K >= 1)) || orbit_die 2 "PASS_K must be at least 1"
-  ((RETRY_LIMIT >= 1 && RETRY_LIMIT <= 5)) || orbit_die 2 "RETRY_LIMIT must be 1 to 5"
-  ((CB_THRESHOLD >= 1)) || orbit_die 2 "CB_THRESHOLD must be at least 1"
-  ((CONVERGENCE_WINDOW >= 2)) || orbit_die 2 "CONVERGENCE_WINDOW must be at least 2"
+  ((MAX_ITERATIONS >= 1)) || orbit_die "$EXIT_PREFLIGHT" "MAX_ITERATIONS must be at least 1"
+  ((PASS_K >= 1)) || orbit_die "$EXIT_PREFLIGHT" "PASS_K must be at least 1"
+  ((RETRY_LIMIT >= 1 && RETRY_LIMIT <= 5)) || orbit_die "$EXIT_PREFLIGHT" "RETRY_LIMIT must be 1 to 5"
+  ((CB_THRESHOLD >= 1)) || orbit_die "$EXIT_PREFLIGHT" "CB_THRESHOLD must be at least 1"
+  ((CONVERGENCE_WINDOW >= 2)) || orbit_die "$EXIT_PREFLIGHT" "CONVERGENCE_WINDOW must be at least 2"
   orbit_duration_v EXEC_TIMEOUT "$EXEC_TIMEOUT"
   EXEC_TIMEOUT_S=$REPLY
   orbit_duration_v LOOP_TIMEOUT "$LOOP_TIMEOUT"
@@ -52,7 +52,7 @@ settings_check() {
   RETRY_BASE_DELAY_S=$REPLY
   orbit_duration_v COMMIT_TIMEOUT "$COMMIT_TIMEOUT"
   COMMIT_TIMEOUT_S=$REPLY
-  ((EXEC_TIMEOUT_S >= 1)) || orbit_die 2 "EXEC_TIMEOUT must be at least 1s"
+  ((EXEC_TIMEOUT_S >= 1)) || orbit_die "$EXIT_PREFLIGHT" "EXEC_TIMEOUT must be at least 1s"
   orbit_usd_micro_v USD_CAP "$USD_CAP"
   USD_CAP_M=$REPLY
   orbit_usd_micro_v USD_PER_RUN_CAP "$USD_PER_RUN_CAP"
@@ -84,8 +84,8 @@ locate() {
   LOOP_DIR=$(cd -P -- "${src:-/}" && pwd -P)
   ORBIT_LOG_FILE="$LOOP_DIR/runner.log"
   REPO_ROOT=$(git -C "$LOOP_DIR" rev-parse --show-toplevel 2>/dev/null) || {
-    footer CONTINUE "preflight failed: not in a git work tree"
-    orbit_die 2 "the loop directory $LOOP_DIR is not inside a git work tree: run orbit init inside the repository"
+    footer "$STATUS_CONTINUE" "preflight failed: not in a git work tree"
+    orbit_die "$EXIT_PREFLIGHT" "the loop directory $LOOP_DIR is not inside a git work tree: run orbit init inside the repository"
   }
   REPO_ROOT=$(cd -P -- "$REPO_ROOT" && pwd -P)
   LOOP_REL=${LOOP_DIR#"$REPO_ROOT"/}
@@ -94,7 +94,7 @@ locate() {
   PG_FILE="$LOOP_DIR/progress.md"
 }
 
-settings_footer() { footer CONTINUE "bad setting: $1"; }
+settings_footer() { footer "$STATUS_CONTINUE" "bad setting: $1"; }
 
 footer() {
   local status=$1 summary=$2 REPLY
@@ -108,8 +108,8 @@ git_q() { GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" "$@"; }
 
 # ---- preflight: exit 2 with nothing run and nothing spent.
 preflight_fail() {
-  footer CONTINUE "preflight failed: $1"
-  orbit_die 2 "preflight: $1"
+  footer "$STATUS_CONTINUE" "preflight failed: $1"
+  orbit_die "$EXIT_PREFLIGHT" "preflight: $1"
 }
 
 preflight() {
@@ -174,9 +174,9 @@ lock_acquire() {
   if command -v flock >/dev/null 2>&1 && [[ -z ${ORBIT_NO_FLOCK:-} ]]; then
     exec 9>>"$LOOP_DIR/.run-loop.lock"
     if ! flock -n 9; then
-      footer CONTINUE "another runner holds the lock"
+      footer "$STATUS_CONTINUE" "another runner holds the lock"
       orbit_log "another runner holds $LOOP_DIR/.run-loop.lock: nothing to do"
-      exit 20
+      exit "$EXIT_LOCKED"
     fi
     LOCK_MODE='flock'
     return 0
@@ -185,9 +185,9 @@ lock_acquire() {
   if ! mkdir -- "$lockdir" 2>/dev/null; then
     owner=$(lock_owner "$lockdir")
     if lock_owner_alive "$lockdir" "$owner"; then
-      footer CONTINUE "another runner holds the lock"
+      footer "$STATUS_CONTINUE" "another runner holds the lock"
       orbit_log "another runner (${owner:-starting}) holds $lockdir: nothing to do"
-      exit 20
+      exit "$EXIT_LOCKED"
     fi
     # Taking over a dead owner's lock is itself serialised by a second mkdir, and only
     # the owner that was found dead is removed: two runners that both found it dead never
@@ -196,14 +196,14 @@ lock_acquire() {
       if [[ -n $(find "$lockdir.takeover" -maxdepth 0 -mmin +1 2>/dev/null) ]]; then
         rmdir -- "$lockdir.takeover" 2>/dev/null || true
       fi
-      footer CONTINUE "another runner holds the lock"
+      footer "$STATUS_CONTINUE" "another runner holds the lock"
       orbit_log "another runner is taking over $lockdir: nothing to do"
-      exit 20
+      exit "$EXIT_LOCKED"
     fi
     if [[ "$(lock_owner "$lockdir")" != "$owner" ]] || ! rm -rf -- "$lockdir" || ! mkdir -- "$lockdir" 2>/dev/null; then
       rmdir -- "$lockdir.takeover" 2>/dev/null || true
-      footer CONTINUE "another runner holds the lock"
-      exit 20
+      footer "$STATUS_CONTINUE" "another runner holds the lock"
+      exit "$EXIT_LOCKED"
     fi
     orbit_log "stale lock $lockdir (owner '$owner' is gone): taken over"
     printf '%s %s\n' "$$" "$(proc_start $$)" >"$lockdir/owner"
@@ -261,9 +261,9 @@ sweep_env() {
 # ---- state
 load_state() {
   if ! state_load "$LOOP_DIR"; then
-    footer CONTINUE "state corrupt: $STATE_ERR"
+    footer "$STATUS_CONTINUE" "state corrupt: $STATE_ERR"
     orbit_log "state corrupt: $STATE_ERR"
-    orbit_die 4 "run 'orbit recover $LOOP_DIR' (or bash $LOOP_DIR/recover.sh) to rebuild state from the evidence"
+    orbit_die "$EXIT_STATE_CORRUPT" "run 'orbit recover $LOOP_DIR' (or bash $LOOP_DIR/recover.sh) to rebuild state from the evidence"
   fi
 }
 
@@ -274,21 +274,21 @@ save_state() {
 
 # finish CODE STATUS REASON SUMMARY: record the stop, notify, print the footer, exit.
 finish() {
-  local code=$1 status=$2 reason=$3 summary=$4 fstatus=CONTINUE
+  local code=$1 status=$2 reason=$3 summary=$4 fstatus=$STATUS_CONTINUE
   S[LAST_STATUS]=$status
   S[STOP_REASON]=$reason
   save_state
   orbit_event loop_stop "$CUR_ITER" status "$status" reason "$reason" exit_code "$code"
   orbit_log "stop: $status ($reason), exit $code — $summary"
   case $status in
-    DONE | BLOCKED | PAUSED | STALLED | ABORTED) notify "$status" "$summary" ;;
+    "$STATUS_DONE" | "$STATUS_BLOCKED" | "$STATUS_PAUSED" | "$STATUS_STALLED" | "$STATUS_ABORTED")
+      notify "$status" "$summary"
+      ;;
   esac
-  if [[ $status == DONE ]]; then
-    fstatus=DONE
-  fi
-  if [[ $status == READY ]]; then
-    fstatus=READY
-  fi
+  # The footer says DONE for a verified DONE, READY for an unrun loop, else CONTINUE.
+  case $status in
+    "$STATUS_DONE" | "$STATUS_READY") fstatus=$status ;;
+  esac
   lock_release
   footer "$fstatus" "$summary"
   exit "$code"
@@ -401,10 +401,10 @@ INTEGRITY_REASON=
 integrity_stop() {
   local msg
   msg="$INTEGRITY_REASON: $PIN_BAD changed; review it, then 'orbit recover --restore-pinned' to undo or 'orbit recover --repin' to accept"
-  if [[ $INTEGRITY_REASON == goal_drift ]]; then
+  if [[ $INTEGRITY_REASON == "$REASON_GOAL_DRIFT" ]]; then
     msg="goal_drift: goal.md changed; review it, then 'orbit recover --repin-goal' to accept or '--restore-pinned' to undo"
   fi
-  finish 3 ABORTED "$INTEGRITY_REASON" "$msg"
+  finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "$INTEGRITY_REASON" "$msg"
 }
 
 # The first run pins goal.md, every protected path and the agent permission files.
@@ -446,10 +446,7 @@ first_run_pins() {
 # Files matched by one protect glob, NUL-separated, relative to the repository root.
 protected_files() {
   local g=$1
-  (
-    cd -- "$REPO_ROOT" || exit 0
-    git ls-files -z --cached --others --exclude-standard -- ":(glob)$g" 2>/dev/null || true
-  )
+  git -C "$REPO_ROOT" ls-files -z --cached --others --exclude-standard -- ":(glob)$g" 2>/dev/null || true
 }
 
 # LOOP_UP: ../ segments from the loop directory up to the repository root.
@@ -520,11 +517,10 @@ first_run_setup() {
   if [[ ! -f $LOOP_DIR/.baseline-commit ]]; then
     first_run_pins
     # The dirty baseline: paths already modified, staged or untracked before the loop began.
-    (
-      cd -- "$REPO_ROOT" || exit 0
-      git status --porcelain=v1 -z --untracked-files=all -- . ":(exclude,literal)$LOOP_REL" 2>/dev/null |
+    {
+      git -C "$REPO_ROOT" status --porcelain=v1 -z --untracked-files=all -- . ":(exclude,literal)$LOOP_REL" 2>/dev/null |
         tr '\0' '\n' | grep -v '^$' | cut -c4- | tr '\n' '\0' || true
-    ) >"$LOOP_DIR/.baseline.tmp"
+    } >"$LOOP_DIR/.baseline.tmp"
     mv -f -- "$LOOP_DIR/.baseline.tmp" "$LOOP_DIR/.baseline"
     git_q symbolic-ref --short -q HEAD >"$LOOP_DIR/.origin-branch" || true
     tree_snapshot
@@ -587,7 +583,7 @@ result_write() {
   for k in "$@"; do
     text+="$k=${R[$k]:-}"$'\n'
   done
-  orbit_write_file "$file" "$text" || orbit_die 4 "cannot write $file"
+  orbit_write_file "$file" "$text" || orbit_die "$EXIT_STATE_CORRUPT" "cannot write $file"
 }
 
 RESULT_KEYS=(ITERATION STARTED_AT ENDED_AT PHASE AGENT_EXIT AGENT_OUTCOME ATTEMPTS DURATION
@@ -625,7 +621,7 @@ cost_to_micro() {
 cost_of_run() {
   local log=$1 cfile=$2 v=''
   RUN_COST_M=0
-  RUN_COST_KIND=unknown
+  RUN_COST_KIND=$COST_UNKNOWN
   if [[ -s $cfile ]]; then
     v=$(head -c 64 -- "$cfile" | tr -d ' \n\r\t$')
   fi
@@ -637,13 +633,13 @@ cost_of_run() {
     v=${v##* }
   fi
   if [[ -n $v ]] && RUN_COST_M=$(cost_to_micro "$v"); then
-    RUN_COST_KIND=reported
+    RUN_COST_KIND=$COST_REPORTED
     return 0
   fi
   RUN_COST_M=0
   if [[ -n $COST_ESTIMATE_M ]]; then
     RUN_COST_M=$COST_ESTIMATE_M
-    RUN_COST_KIND=estimated
+    RUN_COST_KIND=$COST_ESTIMATED
   fi
 }
 
@@ -694,16 +690,16 @@ ledger_iter_sum_v() {
 # (some runs reported or estimated, some unknown).
 ledger_iter_kind_v() {
   local k=$LEDGER_IT_KINDS
-  if [[ $k == *" unknown "* && ($k == *" reported "* || $k == *" estimated "*) ]]; then
+  if [[ $k == *" $COST_UNKNOWN "* && ($k == *" $COST_REPORTED "* || $k == *" $COST_ESTIMATED "*) ]]; then
     REPLY=partial
-  elif [[ $k == *" unknown "* ]]; then
-    REPLY=unknown
-  elif [[ $k == *" estimated "* ]]; then
-    REPLY=estimated
-  elif [[ $k == *" reported "* ]]; then
-    REPLY=reported
+  elif [[ $k == *" $COST_UNKNOWN "* ]]; then
+    REPLY=$COST_UNKNOWN
+  elif [[ $k == *" $COST_ESTIMATED "* ]]; then
+    REPLY=$COST_ESTIMATED
+  elif [[ $k == *" $COST_REPORTED "* ]]; then
+    REPLY=$COST_REPORTED
   else
-    REPLY=unknown
+    REPLY=$COST_UNKNOWN
   fi
 }
 
@@ -751,13 +747,13 @@ build_prompt() {
     printf -- '- Budget: %s.\n' "$remaining"
     printf -- '- Loop directory: %s\n' "$LOOP_REL"
     case $phase in
-      confirm)
+      "$PHASE_CONFIRM")
         printf '\n# Your task: confirm, from a fresh context\n\n'
         printf 'The previous run claimed the goal is DONE and the checks pass. Check every acceptance\n'
         printf 'criterion against the repository as it is now. If anything is missing or wrong, fix it.\n'
         printf 'If everything holds, change nothing at all in the repository.\n'
         ;;
-      wrapup)
+      "$PHASE_WRAPUP")
         printf '\n# Your task: wrap up\n\n'
         printf 'The loop has used all of its iterations without reaching DONE. Do not change the\n'
         printf 'project. Write into %s/notes.md what remains to be done, what blocked progress,\n' "$LOOP_REL"
@@ -1022,11 +1018,11 @@ done_gate() {
   for ((k = 1; k <= CONFIRM_RUNS; k++)); do
     tree_snapshot
     t_before=$REPLY
-    build_prompt "$n" confirm "$k" "$dir/confirm.$k.prompt.md" ""
-    run_agent "$n" confirm "$k" "$dir/confirm.$k.prompt.md" "$dir/confirm.$k.log" "$dir/confirm.$k.cost" ""
+    build_prompt "$n" "$PHASE_CONFIRM" "$k" "$dir/confirm.$k.prompt.md" ""
+    run_agent "$n" "$PHASE_CONFIRM" "$k" "$dir/confirm.$k.prompt.md" "$dir/confirm.$k.log" "$dir/confirm.$k.cost" ""
     cost_of_run "$dir/confirm.$k.log" "$dir/confirm.$k.cost"
     ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
-    orbit_event agent_exit "$n" phase confirm attempt "$k" exit_code "$AGENT_RC" timed_out "$AGENT_TIMED_OUT" seconds "$AGENT_SECS"
+    orbit_event agent_exit "$n" phase "$PHASE_CONFIRM" attempt "$k" exit_code "$AGENT_RC" timed_out "$AGENT_TIMED_OUT" seconds "$AGENT_SECS"
     tree_snapshot
     t_after=$REPLY
     if ! integrity_gate "after confirm"; then
@@ -1043,11 +1039,15 @@ done_gate() {
       return 0
     fi
   done
-  GATE_VERDICT=DONE
+  GATE_VERDICT=$STATUS_DONE
 }
 
 # ---- commits: only the paths this iteration changed, never baseline-dirty paths, never the
 # ---- loop directory, never the user's staged work; trailers make a replay detectable.
+# A commit attempt's outcomes besides git's own statuses: nothing to commit (HEAD holds the
+# changes already), and git did not finish in time (timeout(1)'s status). Between the
+# functions below only, never a loop exit code.
+readonly COMMIT_NOTHING=3 COMMIT_TIMED_OUT=124
 commit_iteration() {
   local n=$1 dir=$2 before=$3 after=$4 fresh=${5:-0} list msg existing='' line rc=0 tries=0 title filtered=''
   if ! orbit_true "$AUTOCOMMIT"; then
@@ -1117,11 +1117,11 @@ commit_iteration() {
       rc=$ORBIT_RC
       if ((ORBIT_TIMED_OUT)); then
         orbit_log "commit: git did not finish within ${COMMIT_TIMEOUT_S}s (a hook waiting for input?)"
-        rc=124
+        rc=$COMMIT_TIMED_OUT
         break
       fi
     fi
-    if ((rc == 0 || rc == 3)); then
+    if ((rc == 0 || rc == COMMIT_NOTHING)); then
       break
     fi
     if [[ -e $GIT_DIR_ABS/index.lock ]]; then
@@ -1132,11 +1132,11 @@ commit_iteration() {
     break
   done
   # git commit failing can mean the same: the agent committed the changes itself.
-  if ((rc != 0 && rc != 3 && rc != 124 && !COMMIT_PLUMBING)) && head_tree &&
+  if ((rc != 0 && rc != COMMIT_NOTHING && rc != COMMIT_TIMED_OUT && !COMMIT_PLUMBING)) && head_tree &&
     listed_tree_v "$HEAD_ID" "$list" && [[ $REPLY == "$HEAD_TREE" ]]; then
-    rc=3
+    rc=$COMMIT_NOTHING
   fi
-  if ((rc == 3)); then
+  if ((rc == COMMIT_NOTHING)); then
     orbit_log "iteration $n: nothing to commit, HEAD holds its changes already (committed by the agent?)"
     printf 'none\n' >"$dir/commit.txt"
     [[ $list == "$CHANGES_FILE" ]] || rm -f -- "$list"
@@ -1174,7 +1174,8 @@ goal_title_v() {
 # the commit's tree is the ending snapshot itself; otherwise a private index built from HEAD
 # takes the listed paths from the work tree. The repository's index takes them too (so git
 # status stays clean) before HEAD moves, compare-and-swap, with the porcelain's reflog
-# message. Sets COMMIT_ID; returns 1 with HEAD unmoved on failure.
+# message. Sets COMMIT_ID; returns 1 with HEAD unmoved on failure, COMMIT_NOTHING when HEAD
+# holds the changes already.
 COMMIT_ID=
 # The last commit this run made, and its tree: while HEAD still names it, git need not be
 # asked what HEAD is.
@@ -1193,7 +1194,7 @@ commit_plumbing() {
   fi
   if [[ $tree == "$base" ]]; then
     echo "nothing to commit: HEAD holds these changes already"
-    return 3
+    return "$COMMIT_NOTHING"
   fi
   COMMIT_ID=$(git_q commit-tree "$tree" -p "$head" <<<"$msg") || return 1
   (cd -- "$REPO_ROOT" && git update-index --add --remove --replace -z --stdin <"$list") || return 1
@@ -1280,12 +1281,12 @@ stall_check_v() {
       [[ ${sigs[i]} == "${sigs[n - CONVERGENCE_WINDOW]}" ]] || same=0
     done
     if ((same)); then
-      REPLY=stalled
+      REPLY=$REASON_STALLED
       return 0
     fi
   fi
   if ((n >= 4)) && [[ ${sigs[n - 1]} == "${sigs[n - 3]}" && ${sigs[n - 2]} == "${sigs[n - 4]}" && ${sigs[n - 1]} != "${sigs[n - 2]}" ]]; then
-    REPLY=oscillating
+    REPLY=$REASON_OSCILLATING
   fi
 }
 
@@ -1294,7 +1295,7 @@ stall_check_v() {
 repeat_failure_check() {
   local n=$1 i d line k v
   local -A P=()
-  [[ ${R[VERIFY]:-} == fail && -n ${R[VERIFY_SIG]:-} && ${R[TREE_BEFORE]:-} != "${R[TREE_AFTER]:-}" ]] || return 1
+  [[ ${R[VERIFY]:-} == "$VERIFY_FAIL" && -n ${R[VERIFY_SIG]:-} && ${R[TREE_BEFORE]:-} != "${R[TREE_AFTER]:-}" ]] || return 1
   ((n >= 3)) || return 1
   for ((i = n - 1; i >= n - 2; i--)); do
     printf -v d '%s/iterations/%06d' "$LOOP_DIR" "$i"
@@ -1304,7 +1305,7 @@ repeat_failure_check() {
       k=${line%%=*} v=${line#*=}
       P[$k]=$v
     done <"$d/result.env"
-    [[ ${P[VERIFY]:-} == fail && ${P[VERIFY_SIG]:-} == "${R[VERIFY_SIG]}" ]] || return 1
+    [[ ${P[VERIFY]:-} == "$VERIFY_FAIL" && ${P[VERIFY_SIG]:-} == "${R[VERIFY_SIG]}" ]] || return 1
     [[ ${P[TREE_BEFORE]:-} != "${P[TREE_AFTER]:-}" ]] || return 1
   done
   REPEAT_SIG=${R[VERIFY_SIG]}
@@ -1318,9 +1319,9 @@ record_abort() {
   local n=$1 dir=$2
   R[TREE_BEFORE]=$3
   R[TREE_AFTER]=$4
-  R[VERDICT]=ABORTED
+  R[VERDICT]=$STATUS_ABORTED
   R[STOP_REASON]=$INTEGRITY_REASON
-  R[EXIT_CODE]=3
+  R[EXIT_CODE]=$EXIT_INTEGRITY
   R[SUMMARY]="$INTEGRITY_REASON: $PIN_BAD changed"
   printf -v 'R[ENDED_AT]' '%(%s)T' -1
   ledger_iter_sum_v "$n"
@@ -1344,7 +1345,7 @@ run_iteration() {
   R=()
   R[ITERATION]=$n
   R[STARTED_AT]=$started
-  R[PHASE]=work
+  R[PHASE]=$PHASE_WORK
   last_feedback_v "$n"
   fb=$REPLY
   if [[ -n $fb ]]; then
@@ -1372,16 +1373,16 @@ run_iteration() {
   while ((attempt < RETRY_LIMIT)); do
     attempt=$((attempt + 1))
     ATTEMPT=$attempt
-    build_prompt "$n" work "$attempt" "$dir/prompt.md" "$fb"
+    build_prompt "$n" "$PHASE_WORK" "$attempt" "$dir/prompt.md" "$fb"
     if [[ $attempt -gt 1 && -f $dir/agent.log ]]; then
       mv -- "$dir/agent.log" "$dir/agent.attempt$((attempt - 1)).log"
     fi
-    run_agent "$n" work "$attempt" "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" "$fb"
+    run_agent "$n" "$PHASE_WORK" "$attempt" "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" "$fb"
     cost_of_run "$dir/agent.log" "$dir/cost.usd"
     ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
     classify_v "$dir/agent.log" "$AGENT_RC" "$AGENT_TIMED_OUT"
     outcome=$REPLY
-    orbit_event agent_exit "$n" phase work attempt "$attempt" exit_code "$AGENT_RC" outcome "$outcome" seconds "$AGENT_SECS" cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND"
+    orbit_event agent_exit "$n" phase "$PHASE_WORK" attempt "$attempt" exit_code "$AGENT_RC" outcome "$outcome" seconds "$AGENT_SECS" cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND"
     orbit_fault after_agent
     case $outcome in
       ok | permanent | rate_limited) break ;;
@@ -1409,29 +1410,30 @@ run_iteration() {
     iter_prepare "$dir"
     IN_ITERATION=0
     orbit_event rate_limited "$n" resume_at "${S[RESUME_AT]}"
-    finish 13 PAUSED rate_limit "rate limited by the agent's provider; resumes after $(orbit_iso "${S[RESUME_AT]}")"
+    finish "$EXIT_RATE_LIMITED" "$STATUS_PAUSED" "$REASON_RATE_LIMIT" "rate limited by the agent's provider; resumes after $(orbit_iso "${S[RESUME_AT]}")"
   fi
 
   if ! integrity_gate "after agent"; then
-    R[VERIFY]=skip
+    R[VERIFY]=$VERIFY_SKIP
     tree_snapshot
     record_abort "$n" "$dir" "$t_before" "$REPLY"
     return 0
   fi
 
   if [[ $outcome == permanent ]]; then
-    R[VERIFY]=skip R[VERDICT]=BLOCKED R[STOP_REASON]=tool_failure R[EXIT_CODE]=14
+    R[VERIFY]=$VERIFY_SKIP R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_TOOL_FAILURE
+    R[EXIT_CODE]=$EXIT_BLOCKED
     R[SUMMARY]="the agent could not be run (exit $AGENT_RC: not found or not permitted)"
   fi
 
   if [[ -z ${R[VERDICT]:-} ]]; then
     run_verify "$dir" "after the agent"
     if ((VERIFY_OK)); then
-      R[VERIFY]=pass
+      R[VERIFY]=$VERIFY_PASS
       S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
       orbit_event verify_pass "$n" run 1 streak "${S[VERIFY_STREAK]}"
     else
-      R[VERIFY]=fail
+      R[VERIFY]=$VERIFY_FAIL
       S[VERIFY_STREAK]=0
       feedback_write "$dir" "$n" "$attempt"
       R[VERIFY_FAILING]=$VERIFY_FAILING
@@ -1446,7 +1448,7 @@ run_iteration() {
   if [[ -f $LOOP_DIR/done.md && -z ${R[VERDICT]:-} ]]; then
     claim=1
     orbit_event done_claim "$n"
-    if [[ ${R[VERIFY]} == pass ]]; then
+    if [[ ${R[VERIFY]} == "$VERIFY_PASS" ]]; then
       done_gate "$n" "$dir"
       if [[ $GATE_VERDICT == integrity ]]; then
         record_abort "$n" "$dir" "$t_before" "$TREE_AFTER"
@@ -1457,8 +1459,8 @@ run_iteration() {
       GATE_VERDICT="verify failed"
     fi
     R[DONE_VERDICT]=$GATE_VERDICT
-    if [[ $GATE_VERDICT == DONE ]]; then
-      R[VERDICT]=DONE R[STOP_REASON]=none R[EXIT_CODE]=0
+    if [[ $GATE_VERDICT == "$STATUS_DONE" ]]; then
+      R[VERDICT]=$STATUS_DONE R[STOP_REASON]=$REASON_NONE R[EXIT_CODE]=$EXIT_DONE
       R[SUMMARY]="DONE after $n iteration(s): every check passed $PASS_K times in a row and the gate held"
       cp -- "$LOOP_DIR/done.md" "$dir/done.md"
     else
@@ -1499,8 +1501,8 @@ decide() {
     S[CB_FAILS]=0
   fi
   # An agent that keeps failing opens the circuit before anything is judged stalled.
-  if ((S[CB_FAILS] >= CB_THRESHOLD)) || [[ ${S[CB_STATE]} == HALF_OPEN && ${R[AGENT_OUTCOME]} != ok ]]; then
-    R[VERDICT]=BLOCKED R[STOP_REASON]=circuit_open R[EXIT_CODE]=14
+  if ((S[CB_FAILS] >= CB_THRESHOLD)) || [[ ${S[CB_STATE]} == "$CB_HALF_OPEN" && ${R[AGENT_OUTCOME]} != ok ]]; then
+    R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_CIRCUIT_OPEN R[EXIT_CODE]=$EXIT_BLOCKED
     R[SUMMARY]="circuit open: the agent failed ${S[CB_FAILS]} iteration(s) in a row (last: ${R[AGENT_OUTCOME]}, exit ${R[AGENT_EXIT]})"
     CB_OPEN_SIG=$(orbit_sha256_str "agent:${R[AGENT_OUTCOME]}:${R[AGENT_EXIT]}")
     return 0
@@ -1509,28 +1511,28 @@ decide() {
   stall_check_v
   st=$REPLY
   if [[ -n $st ]]; then
-    R[VERDICT]=STALLED R[STOP_REASON]=$st R[EXIT_CODE]=15
-    if [[ $st == stalled ]]; then
+    R[VERDICT]=$STATUS_STALLED R[STOP_REASON]=$st R[EXIT_CODE]=$EXIT_STALLED
+    if [[ $st == "$REASON_STALLED" ]]; then
       R[SUMMARY]="no progress: the tree was the same after the last $CONVERGENCE_WINDOW iterations"
     else
       R[SUMMARY]="oscillating: the tree alternates between two states"
     fi
     return 0
   fi
-  if [[ ${R[VERIFY]} == fail ]] && repeat_failure_check "$n"; then
+  if [[ ${R[VERIFY]} == "$VERIFY_FAIL" ]] && repeat_failure_check "$n"; then
     R[ITERATION]=$n
-    R[VERDICT]=BLOCKED R[STOP_REASON]=circuit_open R[EXIT_CODE]=14
+    R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_CIRCUIT_OPEN R[EXIT_CODE]=$EXIT_BLOCKED
     R[SUMMARY]="the same verify failure three iterations in a row while the tree kept changing"
     CB_OPEN_SIG=$REPEAT_SIG
     return 0
   fi
-  R[VERDICT]=CONTINUE R[STOP_REASON]=none R[EXIT_CODE]=10
-  if [[ ${R[VERIFY]} == pass ]]; then
+  R[VERDICT]=$STATUS_CONTINUE R[STOP_REASON]=$REASON_NONE R[EXIT_CODE]=$EXIT_CONTINUE
+  if [[ ${R[VERIFY]} == "$VERIFY_PASS" ]]; then
     R[SUMMARY]="iteration $n: verify passed; waiting for the agent's done.md"
   else
     R[SUMMARY]="iteration $n: verify failed (${R[VERIFY_FAILING]:-verify.sh})"
   fi
-  if [[ -n ${R[DONE_VERDICT]:-} && ${R[DONE_VERDICT]} != DONE ]]; then
+  if [[ -n ${R[DONE_VERDICT]:-} && ${R[DONE_VERDICT]} != "$STATUS_DONE" ]]; then
     R[SUMMARY]="iteration $n: DONE claim rejected (${R[DONE_VERDICT]})"
   fi
   return 0
@@ -1547,11 +1549,12 @@ finalize() {
   if [[ ! -f $dir/commit.txt ]]; then
     commit_iteration "$n" "$dir" "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" "$fresh"
   fi
-  commit=none
+  # commit.txt's own word for "no commit" (not the stop reason none).
+  commit='none'
   if [[ -f $dir/commit.txt ]]; then
     IFS= read -r commit <"$dir/commit.txt" || true
   fi
-  if [[ ${R[VERDICT]} != ABORTED ]]; then
+  if [[ ${R[VERDICT]} != "$STATUS_ABORTED" ]]; then
     sig_record "$n" "${R[TREE_AFTER]}"
   fi
   # One final entry per attempt of the iteration: the earlier ones recover set aside
@@ -1578,11 +1581,11 @@ finalize() {
     # as an iteration changes more names than fit in a pipe buffer.
     changes_v "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}"
     changed_list=$REPLY
-    cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") (${R[COST_KIND]:-unknown})"
+    cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") (${R[COST_KIND]:-$COST_UNKNOWN})"
     if [[ ${R[COST_KIND]:-} == partial ]]; then
       cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") reported, plus runs that reported no cost"
     fi
-    if [[ ${R[COST_KIND]:-unknown} == unknown ]]; then
+    if [[ ${R[COST_KIND]:-$COST_UNKNOWN} == "$COST_UNKNOWN" ]]; then
       cost_line="unknown (the agent reported no cost)"
     fi
     text="## Iteration $n — ${R[VERDICT]}"$'\n'
@@ -1600,7 +1603,7 @@ finalize() {
       text+="- done claim: ${R[DONE_VERDICT]}"$'\n'
     fi
     text+="- decision: ${R[VERDICT]} (${R[STOP_REASON]}) — ${R[SUMMARY]}"$'\n'
-    if [[ -f $dir/feedback.txt && ${R[VERIFY]:-} == fail ]]; then
+    if [[ -f $dir/feedback.txt && ${R[VERIFY]:-} == "$VERIFY_FAIL" ]]; then
       text+="- feedback:"$'\n\n'
       text+="$(progress_quote <"$dir/feedback.txt")"$'\n'
     fi
@@ -1609,7 +1612,7 @@ finalize() {
       text+="$(progress_quote <"$dir/baseline-touched.txt")"$'\n'
     fi
     progress_append "$n" "$text"
-    if [[ ${R[VERIFY]:-} == fail && -n ${R[VERIFY_SIG]:-} ]] && ! grep -q "^${R[VERIFY_SIG]}	" -- "$LOOP_DIR/.failures.log" 2>/dev/null; then
+    if [[ ${R[VERIFY]:-} == "$VERIFY_FAIL" && -n ${R[VERIFY_SIG]:-} ]] && ! grep -q "^${R[VERIFY_SIG]}	" -- "$LOOP_DIR/.failures.log" 2>/dev/null; then
       printf '%s\titeration %s: %s — %s\n' "${R[VERIFY_SIG]}" "$n" "${R[VERIFY_FAILING]:-verify.sh}" \
         "$(sed -n '4,$p' "$dir/feedback.txt" 2>/dev/null | grep -v '^ *$' | tail -n 1 | sed 's/^ *//' | cut -c1-160)" >>"$LOOP_DIR/.failures.log"
     fi
@@ -1629,22 +1632,22 @@ finalize() {
   S[COST_MICROUSD]=$LEDGER_TOTAL
   S[RESUME_AT]=0
   case ${R[VERDICT]} in
-    CONTINUE)
-      if [[ ${S[CB_STATE]} == HALF_OPEN ]]; then
-        S[CB_STATE]=CLOSED S[CB_SIG]='' S[CB_OPENED_AT]=0
-        orbit_event circuit_change "$n" from HALF_OPEN to CLOSED
+    "$STATUS_CONTINUE")
+      if [[ ${S[CB_STATE]} == "$CB_HALF_OPEN" ]]; then
+        S[CB_STATE]=$CB_CLOSED S[CB_SIG]='' S[CB_OPENED_AT]=0
+        orbit_event circuit_change "$n" from "$CB_HALF_OPEN" to "$CB_CLOSED"
       fi
       ;;
-    BLOCKED)
-      if [[ ${R[STOP_REASON]} == circuit_open ]]; then
-        orbit_event circuit_change "$n" from "${S[CB_STATE]}" to OPEN
-        S[CB_STATE]=OPEN S[CB_OPENED_AT]=$(orbit_now)
+    "$STATUS_BLOCKED")
+      if [[ ${R[STOP_REASON]} == "$REASON_CIRCUIT_OPEN" ]]; then
+        orbit_event circuit_change "$n" from "${S[CB_STATE]}" to "$CB_OPEN"
+        S[CB_STATE]=$CB_OPEN S[CB_OPENED_AT]=$(orbit_now)
         if [[ ${R[CB_SIG]:-} =~ ^[0-9a-f]{64}$ ]]; then
           S[CB_SIG]=${R[CB_SIG]}
         fi
       fi
       ;;
-    ABORTED)
+    "$STATUS_ABORTED")
       # The offending iteration is not counted as done: it reruns after a human review.
       S[NEXT_ITERATION]=$n
       ;;
@@ -1654,11 +1657,11 @@ finalize() {
   orbit_log "iteration $n: ${R[VERDICT]} — ${R[SUMMARY]}"
   S[LAST_STATUS]=${R[VERDICT]}
   S[STOP_REASON]=${R[STOP_REASON]}
-  if [[ ${R[VERDICT]} == CONTINUE ]]; then
-    S[STOP_REASON]=none
+  if [[ ${R[VERDICT]} == "$STATUS_CONTINUE" ]]; then
+    S[STOP_REASON]=$REASON_NONE
   fi
   save_state
-  if ((NOTIFY_EVERY_ITERATION == 1)) && [[ ${R[VERDICT]} == CONTINUE ]]; then
+  if orbit_true "$NOTIFY_EVERY_ITERATION" && [[ ${R[VERDICT]} == "$STATUS_CONTINUE" ]]; then
     notify ITERATION "${R[SUMMARY]}"
   fi
   return 0
@@ -1680,31 +1683,34 @@ resume_pending() {
 # After finalize: stop when the iteration's verdict says so.
 stop_for_verdict() {
   case ${R[VERDICT]} in
-    CONTINUE) return 0 ;;
-    DONE)
+    "$STATUS_CONTINUE") return 0 ;;
+    "$STATUS_DONE")
       if [[ -n ${S[ITER_BRANCH]} ]] && orbit_true "$SQUASH_ON_DONE"; then
         squash_on_done
       fi
-      finish 0 DONE none "${R[SUMMARY]}"
+      finish "$EXIT_DONE" "$STATUS_DONE" "$REASON_NONE" "${R[SUMMARY]}"
       ;;
-    ABORTED) finish 3 ABORTED "${R[STOP_REASON]}" "${R[SUMMARY]} — review it, then orbit recover --restore-pinned (undo) or --repin (accept)" ;;
+    "$STATUS_ABORTED")
+      finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "${R[STOP_REASON]}" \
+        "${R[SUMMARY]} — review it, then orbit recover --restore-pinned (undo) or --repin (accept)"
+      ;;
     *) finish "${R[EXIT_CODE]}" "${R[VERDICT]}" "${R[STOP_REASON]}" "${R[SUMMARY]}" ;;
   esac
 }
 
 # On DONE with branch isolation: one squashed commit on orbit/<name>-summary.
 squash_on_done() {
-  local summary_branch="${S[ITER_BRANCH]}-summary" base title msg
+  local summary_branch="${S[ITER_BRANCH]}-summary" base title msg tree c
   git_q rev-parse --verify -q "refs/heads/$summary_branch" >/dev/null && return 0
   base=$(cat -- "$LOOP_DIR/.baseline-commit")
   goal_title_v
   title=$REPLY
   msg="orbit($LOOP_NAME): ${title:-goal reached} ($((S[NEXT_ITERATION] - 1)) iterations)"$'\n\nOrbit-Loop: '"$LOOP_NAME"
-  (
-    cd -- "$REPO_ROOT" || exit 1
-    tree=$(git rev-parse "HEAD^{tree}")
-    c=$(git commit-tree "$tree" -p "$base" -m "$msg") && git branch "$summary_branch" "$c"
-  ) >>"$ORBIT_LOG_FILE" 2>&1 || orbit_log "squash onto $summary_branch failed"
+  {
+    tree=$(git_q rev-parse "HEAD^{tree}") &&
+      c=$(git_q commit-tree "$tree" -p "$base" -m "$msg") &&
+      git_q branch "$summary_branch" "$c"
+  } >>"$ORBIT_LOG_FILE" 2>&1 || orbit_log "squash onto $summary_branch failed"
 }
 
 # ---- signals: kill the agent's group, keep a resumable state, exit 128+n.
@@ -1727,14 +1733,14 @@ on_signal() {
     progress_append "$CUR_ITER" "$text"
   fi
   if ((${#S[@]} > 0)); then
-    S[LAST_STATUS]=CONTINUE
-    S[STOP_REASON]=signal
+    S[LAST_STATUS]=$STATUS_CONTINUE
+    S[STOP_REASON]=$REASON_SIGNAL
     save_state
-    orbit_event loop_stop "$CUR_ITER" status CONTINUE reason signal exit_code "$((128 + num))" signal "$sig"
+    orbit_event loop_stop "$CUR_ITER" status "$STATUS_CONTINUE" reason "$REASON_SIGNAL" exit_code "$((128 + num))" signal "$sig"
   fi
   lock_release
-  footer CONTINUE "interrupted by SIG$sig; a rerun resumes at iteration ${S[NEXT_ITERATION]:-1}"
-  exit $((128 + num))
+  footer "$STATUS_CONTINUE" "interrupted by SIG$sig; a rerun resumes at iteration ${S[NEXT_ITERATION]:-1}"
+  exit "$((128 + num))"
 }
 
 # ---- the gates. stop_gates hold after every iteration (budget, loop timeout, MAX_ITERATIONS,
@@ -1743,14 +1749,14 @@ stop_gates() {
   local n=${S[NEXT_ITERATION]} now elapsed run_spent
   printf -v now '%(%s)T' -1
   if [[ -n $USD_CAP_M ]] && ((S[COST_MICROUSD] >= USD_CAP_M)); then
-    finish 12 PAUSED budget "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap; raise USD_CAP to go on"
+    finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap; raise USD_CAP to go on"
   fi
   run_spent=$((S[COST_MICROUSD] - RUN_COST_START))
   if [[ -n $USD_PER_RUN_CAP_M ]] && ((run_spent >= USD_PER_RUN_CAP_M)); then
-    finish 12 PAUSED budget "this run spent \$$(orbit_usd_text "$run_spent"), the per-run cap; rerun to go on"
+    finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "this run spent \$$(orbit_usd_text "$run_spent"), the per-run cap; rerun to go on"
   fi
   if [[ -n $USD_PER_ITER_CAP_M ]] && ((n > 1)) && ledger_iter_sum_v $((n - 1)) && ((REPLY >= USD_PER_ITER_CAP_M)); then
-    finish 12 PAUSED budget "iteration $((n - 1)) cost at least the per-iteration cap; raise USD_PER_ITER_CAP to go on"
+    finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "iteration $((n - 1)) cost at least the per-iteration cap; raise USD_PER_ITER_CAP to go on"
   fi
   if ((LOOP_TIMEOUT_S > 0 && S[STARTED_AT] > 0)); then
     elapsed=$((now - S[STARTED_AT]))
@@ -1758,14 +1764,14 @@ stop_gates() {
       elapsed=0
     fi
     if ((elapsed >= LOOP_TIMEOUT_S)); then
-      finish 11 BLOCKED loop_timeout "the loop's wall-clock limit ($LOOP_TIMEOUT) is reached"
+      finish "$EXIT_LOOP_TIMEOUT" "$STATUS_BLOCKED" "$REASON_LOOP_TIMEOUT" "the loop's wall-clock limit ($LOOP_TIMEOUT) is reached"
     fi
   fi
   if ((n > MAX_ITERATIONS)); then
-    if orbit_true "$WRAPUP_ON_LIMIT" && [[ ${S[STOP_REASON]} != max_iterations ]]; then
+    if orbit_true "$WRAPUP_ON_LIMIT" && [[ ${S[STOP_REASON]} != "$REASON_MAX_ITERATIONS" ]]; then
       wrapup "$((n - 1))"
     fi
-    finish 16 BLOCKED max_iterations "MAX_ITERATIONS ($MAX_ITERATIONS) used up without DONE; see notes.md, raise MAX_ITERATIONS to go on"
+    finish "$EXIT_EXHAUSTED" "$STATUS_BLOCKED" "$REASON_MAX_ITERATIONS" "MAX_ITERATIONS ($MAX_ITERATIONS) used up without DONE; see notes.md, raise MAX_ITERATIONS to go on"
   fi
 }
 
@@ -1773,13 +1779,13 @@ gates() {
   local n=${S[NEXT_ITERATION]} now
   printf -v now '%(%s)T' -1
   stop_gates
-  if [[ ${S[CB_STATE]} == OPEN ]]; then
+  if [[ ${S[CB_STATE]} == "$CB_OPEN" ]]; then
     if ((now - S[CB_OPENED_AT] >= CB_COOLDOWN_S)); then
-      orbit_event circuit_change "$n" from OPEN to HALF_OPEN
-      S[CB_STATE]=HALF_OPEN
+      orbit_event circuit_change "$n" from "$CB_OPEN" to "$CB_HALF_OPEN"
+      S[CB_STATE]=$CB_HALF_OPEN
       orbit_log "circuit half-open after its cooldown: one probe iteration"
     else
-      finish 14 BLOCKED circuit_open "circuit open since $(orbit_iso "${S[CB_OPENED_AT]}"); it half-opens after $CB_COOLDOWN, or run orbit recover --reset-circuit"
+      finish "$EXIT_BLOCKED" "$STATUS_BLOCKED" "$REASON_CIRCUIT_OPEN" "circuit open since $(orbit_iso "${S[CB_OPENED_AT]}"); it half-opens after $CB_COOLDOWN, or run orbit recover --reset-circuit"
     fi
   fi
   if ! integrity_gate "before agent"; then
@@ -1792,12 +1798,12 @@ wrapup() {
   local n=$1 dir
   dir="$LOOP_DIR/iterations/wrapup"
   mkdir -p -- "$dir"
-  build_prompt "$n" wrapup 1 "$dir/prompt.md" ""
-  run_agent "$n" wrapup 1 "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" ""
+  build_prompt "$n" "$PHASE_WRAPUP" 1 "$dir/prompt.md" ""
+  run_agent "$n" "$PHASE_WRAPUP" 1 "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" ""
   cost_of_run "$dir/agent.log" "$dir/cost.usd"
   ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
   S[COST_MICROUSD]=$LEDGER_TOTAL
-  orbit_event agent_exit "$n" phase wrapup attempt 1 exit_code "$AGENT_RC" seconds "$AGENT_SECS"
+  orbit_event agent_exit "$n" phase "$PHASE_WRAPUP" attempt 1 exit_code "$AGENT_RC" seconds "$AGENT_SECS"
 }
 
 # The red gate: a verify that passes on the untouched tree proves nothing.
@@ -1812,7 +1818,7 @@ red_gate() {
       return 0
     fi
     orbit_event verify_pass 0 run red_gate code VACUOUS_VERIFY
-    finish 17 BLOCKED vacuous_verify "verify.sh already passes before the agent did anything: it proves nothing. Add a check that fails now, or set ALLOW_GREEN_START=1"
+    finish "$EXIT_VACUOUS_VERIFY" "$STATUS_BLOCKED" "$REASON_VACUOUS_VERIFY" "verify.sh already passes before the agent did anything: it proves nothing. Add a check that fails now, or set ALLOW_GREEN_START=1"
   fi
   orbit_event verify_fail 0 run red_gate
 }
@@ -1826,24 +1832,24 @@ orbit_internal_error() {
   # its parent fails in turn and prints the one footer of the run.
   if [[ $BASHPID != "$$" ]]; then
     orbit_log "internal error: run-loop.sh line $1: '$2' failed (status $3)"
-    exit 1
+    exit "$EXIT_FAILURE"
   fi
   # A write that failed because the loop's disk is full, or under a file-size limit, is
   # named as such.
   avail=$(df -Pk -- "${LOOP_DIR:-.}" 2>/dev/null | awk 'NR==2 {print $4}' || true)
   if [[ $avail =~ ^[0-9]+$ ]] && ((avail < 1024)); then
     orbit_log "error: cannot write: the loop's disk is full (${avail} KB free; run-loop.sh line $1: '$2' failed): free space, then rerun; the last checkpoint is intact"
-    footer CONTINUE "disk full: free space on the loop's disk, then rerun; it resumes from the last checkpoint" >&8
-    exit 4
+    footer "$STATUS_CONTINUE" "disk full: free space on the loop's disk, then rerun; it resumes from the last checkpoint" >&8
+    exit "$EXIT_STATE_CORRUPT"
   fi
   if [[ $(ulimit -f) != unlimited ]]; then
     orbit_log "error: cannot write under a file-size limit (ulimit -f $(ulimit -f))? run-loop.sh line $1: '$2' failed (status $3): raise the limit, then rerun; the last checkpoint is intact"
-    footer CONTINUE "failed under a file-size limit (ulimit -f $(ulimit -f)): raise it, then rerun; it resumes from the last checkpoint" >&8
-    exit 4
+    footer "$STATUS_CONTINUE" "failed under a file-size limit (ulimit -f $(ulimit -f)): raise it, then rerun; it resumes from the last checkpoint" >&8
+    exit "$EXIT_STATE_CORRUPT"
   fi
   orbit_log "internal error: run-loop.sh line $1: '$2' failed (status $3)"
-  footer >&8 CONTINUE "internal error at run-loop.sh line $1; a rerun resumes from the last checkpoint"
-  exit 1
+  footer >&8 "$STATUS_CONTINUE" "internal error at run-loop.sh line $1; a rerun resumes from the last checkpoint"
+  exit "$EXIT_FAILURE"
 }
 
 main() {
@@ -1853,12 +1859,12 @@ main() {
       --once) ONCE=1 ;;
       -h | --help)
         usage
-        exit 0
+        return 0
         ;;
       *)
         usage >&2
-        footer CONTINUE "usage error: unknown argument"
-        exit 2
+        footer "$STATUS_CONTINUE" "usage error: unknown argument"
+        exit "$EXIT_PREFLIGHT"
         ;;
     esac
   done
@@ -1904,32 +1910,32 @@ main() {
   progress_open "$PG_FILE"
   CUR_ITER=${S[NEXT_ITERATION]}
   status=${S[LAST_STATUS]}
-  if [[ $status == DONE ]]; then
+  if [[ $status == "$STATUS_DONE" ]]; then
     lock_release
-    footer DONE "the loop is DONE (iteration $((S[NEXT_ITERATION] - 1))); nothing to do"
-    exit 0
+    footer "$STATUS_DONE" "the loop is DONE (iteration $((S[NEXT_ITERATION] - 1))); nothing to do"
+    exit "$EXIT_DONE"
   fi
-  if [[ $status == ABORTED ]]; then
+  if [[ $status == "$STATUS_ABORTED" ]]; then
     lock_release
-    footer CONTINUE "ABORTED (${S[STOP_REASON]}): review the change, then orbit recover"
-    orbit_die 3 "the loop stopped on an integrity violation (${S[STOP_REASON]}): review it, then run 'orbit recover --restore-pinned' or 'orbit recover --repin'"
+    footer "$STATUS_CONTINUE" "ABORTED (${S[STOP_REASON]}): review the change, then orbit recover"
+    orbit_die "$EXIT_INTEGRITY" "the loop stopped on an integrity violation (${S[STOP_REASON]}): review it, then run 'orbit recover --restore-pinned' or 'orbit recover --repin'"
   fi
-  if [[ $status == STALLED ]]; then
+  if [[ $status == "$STATUS_STALLED" ]]; then
     lock_release
-    footer CONTINUE "STALLED (${S[STOP_REASON]}): run orbit recover --clear-stall to go on"
-    orbit_die 15 "the loop is STALLED (${S[STOP_REASON]}): change the approach (goal.md, notes.md), then 'orbit recover --clear-stall'"
+    footer "$STATUS_CONTINUE" "STALLED (${S[STOP_REASON]}): run orbit recover --clear-stall to go on"
+    orbit_die "$EXIT_STALLED" "the loop is STALLED (${S[STOP_REASON]}): change the approach (goal.md, notes.md), then 'orbit recover --clear-stall'"
   fi
-  if [[ $status == PAUSED && ${S[STOP_REASON]} == rate_limit ]] && (($(orbit_now) < S[RESUME_AT])); then
+  if [[ $status == "$STATUS_PAUSED" && ${S[STOP_REASON]} == "$REASON_RATE_LIMIT" ]] && (($(orbit_now) < S[RESUME_AT])); then
     lock_release
-    footer CONTINUE "rate limited; resumes after $(orbit_iso "${S[RESUME_AT]}")"
+    footer "$STATUS_CONTINUE" "rate limited; resumes after $(orbit_iso "${S[RESUME_AT]}")"
     orbit_log "rate limited until $(orbit_iso "${S[RESUME_AT]}"): not calling the agent"
-    exit 13
+    exit "$EXIT_RATE_LIMITED"
   fi
   orbit_event loop_start "${S[NEXT_ITERATION]}" pid "$$" once "$ONCE" resumed_from "$status" torn_repaired "$ORBIT_TORN_REPAIRED"
   if ((S[STARTED_AT] == 0)); then
     first_run_setup
-    S[LAST_STATUS]=CONTINUE
-    S[STOP_REASON]=none
+    S[LAST_STATUS]=$STATUS_CONTINUE
+    S[STOP_REASON]=$REASON_NONE
     save_state
   else
     ensure_branch
@@ -1954,7 +1960,7 @@ main() {
     stop_for_verdict
     stop_gates
     if ((ONCE)); then
-      finish 10 CONTINUE tick "one tick done (iteration $((S[NEXT_ITERATION] - 1))); work remains"
+      finish "$EXIT_CONTINUE" "$STATUS_CONTINUE" "$REASON_TICK" "one tick done (iteration $((S[NEXT_ITERATION] - 1))); work remains"
     fi
   done
 }

@@ -205,7 +205,7 @@ state_load() {
     state_print_v
     state_sidecar_v "$REPLY" "${S[GEN]}"
     orbit_write_file "$dir/state.env.sha256" "$REPLY" ||
-      orbit_die 4 "cannot re-seal $dir/state.env.sha256"
+      orbit_die "$EXIT_STATE_CORRUPT" "cannot re-seal $dir/state.env.sha256"
     ORBIT_TORN_REPAIRED=1
     return 0
   fi
@@ -221,9 +221,9 @@ ORBIT_TORN_REPAIRED=0
 # trimmed and the iteration completed from its result.env on the next start.
 orbit_records_fail() {
   if declare -F footer >/dev/null && { : >&8; } 2>/dev/null; then
-    footer CONTINUE "cannot write $(basename -- "$1") (disk full?): free space, then rerun; it resumes from the last checkpoint" >&8
+    footer "$STATUS_CONTINUE" "cannot write $(basename -- "$1") (disk full?): free space, then rerun; it resumes from the last checkpoint" >&8
   fi
-  orbit_die 4 "cannot write $1 (disk full or file too large?): the last checkpoint is intact; free space, then rerun"
+  orbit_die "$EXIT_STATE_CORRUPT" "cannot write $1 (disk full or file too large?): the last checkpoint is intact; free space, then rerun"
 }
 
 # ---- events.jsonl: one JSON object per line, hash-chained. `hash` is the sha256 of the line

@@ -33,7 +33,7 @@ main() {
   orbit_duration_v KILL_GRACE "$KILL_GRACE"
   VERIFY_GRACE_S=$REPLY
   if ((VERIFY_TIMEOUT_S == 0)); then
-    orbit_die 2 "CHECK_TIMEOUT=0: every check needs a timeout, e.g. 10m"
+    orbit_die "$EXIT_PREFLIGHT" "CHECK_TIMEOUT=0: every check needs a timeout, e.g. 10m"
   fi
   here=${BASH_SOURCE[0]}
   if [[ $here == */* ]]; then
@@ -49,11 +49,11 @@ main() {
     VERIFY_OUT="$ORBIT_VERIFY_TMP/check.out"
   else
     root=$(git -C "$here" rev-parse --show-toplevel 2>/dev/null) ||
-      orbit_die 2 "verify.sh must live inside a git work tree ($here is not in one)"
+      orbit_die "$EXIT_PREFLIGHT" "verify.sh must live inside a git work tree ($here is not in one)"
     VERIFY_OUT=$(mktemp "${TMPDIR:-/tmp}/orbit-check.XXXXXX")
     trap 'rm -f -- "$VERIFY_OUT"' EXIT
   fi
-  cd -- "$root" || orbit_die 2 "cannot enter $root"
+  cd -- "$root" || orbit_die "$EXIT_PREFLIGHT" "cannot enter $root"
   checks
   printf '%d passed, %d failed\n' "$VERIFY_PASSED" "$VERIFY_FAILED"
   if ((VERIFY_PASSED + VERIFY_FAILED == 0)); then

@@ -3,6 +3,7 @@
 //! agents first on PATH, no network, and a timeout on every child.
 
 mod audit;
+mod contract;
 mod guards;
 mod init;
 mod layout;

@@ -1,0 +1,605 @@
+//! The loop contract in the generated bash: the static parts name every exit code and
+//! status through the prelude instead of repeating them, and every script's prelude holds
+//! exactly the words and numbers of orbit's contract module.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use orbit::contract::{self, ExitCode, Status};
+
+use crate::support::{Repo, assert_ok, count_check, counting_agent, run_bounded};
+
+// ---- the lint: no bare exit code, no bare status word in the code of the static bash
+
+/// Where the scanner is in a line of bash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ctx {
+    /// Code; `opened_by_subst` when it is the inside of a `$(...)`, with its open parens.
+    Code {
+        subst: bool,
+        parens: u32,
+    },
+    Single,
+    Ansi,
+    Double,
+}
+
+/// The code of bash text, line by line: comments dropped, the contents of quoted strings
+/// ('...', "...", $'...', also across lines) and of here-documents removed (the quotes
+/// stay, as separators). The code inside a `$(...)` counts as code, even within double
+/// quotes. Enough of bash for the static parts, not a parser of all of it.
+fn code_lines(text: &str) -> Vec<String> {
+    let mut stack = vec![Ctx::Code {
+        subst: false,
+        parens: 0,
+    }];
+    let mut heredoc: Option<(String, bool)> = None;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if let Some((word, strip_tabs)) = &heredoc {
+            let l = if *strip_tabs {
+                line.trim_start_matches('\t')
+            } else {
+                line
+            };
+            if l == word {
+                heredoc = None;
+            }
+            out.push(String::new());
+            continue;
+        }
+        let chars: Vec<char> = line.chars().collect();
+        let mut code = String::new();
+        let mut pending: Option<(String, bool)> = None;
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            let next = chars.get(i + 1).copied();
+            let prev = if i == 0 { None } else { Some(chars[i - 1]) };
+            match *stack.last().unwrap() {
+                Ctx::Single => {
+                    if c == '\'' {
+                        stack.pop();
+                        code.push('\'');
+                    }
+                }
+                Ctx::Ansi => {
+                    if c == '\\' {
+                        i += 1;
+                    } else if c == '\'' {
+                        stack.pop();
+                        code.push('\'');
+                    }
+                }
+                Ctx::Double => {
+                    if c == '\\' {
+                        i += 1;
+                    } else if c == '"' {
+                        stack.pop();
+                        code.push('"');
+                    } else if c == '$' && next == Some('(') {
+                        stack.push(Ctx::Code {
+                            subst: true,
+                            parens: 0,
+                        });
+                        code.push_str(" $(");
+                        i += 1;
+                    }
+                }
+                Ctx::Code { subst, parens } => {
+                    let word_start = prev.is_none_or(|p| p.is_whitespace() || ";&|()".contains(p));
+                    if c == '#' && word_start {
+                        break;
+                    } else if c == '\\' {
+                        code.push(' ');
+                        i += 1;
+                    } else if c == '\'' && prev == Some('$') {
+                        stack.push(Ctx::Ansi);
+                        code.push('\'');
+                    } else if c == '\'' {
+                        stack.push(Ctx::Single);
+                        code.push('\'');
+                    } else if c == '"' {
+                        stack.push(Ctx::Double);
+                        code.push('"');
+                    } else if c == '$' && next == Some('(') {
+                        stack.push(Ctx::Code {
+                            subst: true,
+                            parens: 0,
+                        });
+                        code.push_str("$(");
+                        i += 1;
+                    } else if c == '(' {
+                        *stack.last_mut().unwrap() = Ctx::Code {
+                            subst,
+                            parens: parens + 1,
+                        };
+                        code.push(c);
+                    } else if c == ')' {
+                        if parens > 0 {
+                            *stack.last_mut().unwrap() = Ctx::Code {
+                                subst,
+                                parens: parens - 1,
+                            };
+                        } else if subst {
+                            stack.pop();
+                        }
+                        code.push(c);
+                    } else if c == '<' && next == Some('<') && chars.get(i + 2) != Some(&'<') {
+                        // A here-document: its delimiter word, its body skipped below.
+                        let mut j = i + 2;
+                        let strip_tabs = chars.get(j) == Some(&'-');
+                        if strip_tabs {
+                            j += 1;
+                        }
+                        while chars.get(j).is_some_and(|c| *c == ' ') {
+                            j += 1;
+                        }
+                        let quote = chars.get(j).copied().filter(|q| *q == '\'' || *q == '"');
+                        if quote.is_some() {
+                            j += 1;
+                        }
+                        let mut word = String::new();
+                        while let Some(&w) = chars.get(j) {
+                            if w.is_ascii_alphanumeric() || w == '_' {
+                                word.push(w);
+                                j += 1;
+                            } else {
+                                break;
+                            }
+                        }
+                        if !word.is_empty() {
+                            if quote.is_some() && chars.get(j) == quote.as_ref() {
+                                j += 1;
+                            }
+                            pending = Some((word, strip_tabs));
+                            code.push_str("<<");
+                            i = j;
+                            continue;
+                        }
+                        code.push_str("<<");
+                        i += 1;
+                    } else if c == '<' && next == Some('<') {
+                        code.push_str("<<<");
+                        i += 2;
+                    } else {
+                        code.push(c);
+                    }
+                }
+            }
+            i += 1;
+        }
+        if pending.is_some() {
+            heredoc = pending;
+        }
+        out.push(code);
+    }
+    out
+}
+
+fn is_word(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The whole words of a line of code, with their byte offsets.
+fn words(code: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in code.char_indices() {
+        match (is_word(c), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                out.push((s, &code[s..i]));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        out.push((s, &code[s..]));
+    }
+    out
+}
+
+/// The words of the contract's other closed sets (stop reasons, circuit states, phases,
+/// verify outcomes, cost kinds): the lint reports them where code assigns or compares them
+/// (`x=word`, `== word`, `!= word`), where the prelude's names belong.
+fn value_words() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = contract::StopReason::ALL
+        .iter()
+        .map(|r| r.as_str())
+        .collect();
+    v.extend(contract::CbState::ALL.iter().map(|c| c.as_str()));
+    v.extend(contract::Phase::ALL.iter().map(|p| p.as_str()));
+    v.extend(contract::VerifyOutcome::ALL.iter().map(|o| o.as_str()));
+    v.extend(contract::CostKind::ALL.iter().map(|k| k.as_str()));
+    v
+}
+
+/// The findings of the lint in one file: `file:line: what` for every bare exit-code literal
+/// (`exit N`, `finish N`, `orbit_die N`, `return N` but 0 and 1, `EXIT_CODE]=N`), every
+/// bare status word in code, and every other contract word assigned or compared in code.
+fn lint(file: &str, text: &str) -> Vec<String> {
+    let statuses: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
+    let values = value_words();
+    let raw_lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (n, code) in code_lines(text).iter().enumerate() {
+        let raw = raw_lines[n].trim();
+        let ws = words(code);
+        for (k, &(at, w)) in ws.iter().enumerate() {
+            let next_is_number = ws.get(k + 1).is_some_and(|&(nat, nw)| {
+                code[at + w.len()..nat]
+                    .chars()
+                    .all(|c| c == ' ' || c == '\t')
+                    && nw.bytes().all(|b| b.is_ascii_digit())
+            });
+            let prev_char = code[..at].chars().next_back();
+            let command = prev_char.is_none_or(|c| !is_word(c) && c != '$' && c != '-');
+            if command && ["exit", "finish", "orbit_die"].contains(&w) && next_is_number {
+                found.push(format!("{file}:{}: bare exit code: {raw}", n + 1));
+            }
+            if command && w == "return" && next_is_number {
+                let nw = ws[k + 1].1;
+                if nw != "0" && nw != "1" {
+                    found.push(format!("{file}:{}: bare return code: {raw}", n + 1));
+                }
+            }
+            if w == "EXIT_CODE" && code[at + w.len()..].starts_with("]=") {
+                let rest = &code[at + w.len() + 2..];
+                if rest.starts_with(|c: char| c.is_ascii_digit()) {
+                    found.push(format!("{file}:{}: bare exit code: {raw}", n + 1));
+                }
+            }
+            if statuses.contains(&w) {
+                found.push(format!("{file}:{}: bare status word {w}: {raw}", n + 1));
+            }
+            let before = code[..at].trim_end_matches(' ');
+            let assigned =
+                code[..at].ends_with('=') || before.ends_with("==") || before.ends_with("!=");
+            if values.contains(&w) && assigned {
+                found.push(format!("{file}:{}: bare contract word {w}: {raw}", n + 1));
+            }
+        }
+    }
+    found
+}
+
+/// The static bash parts, by file name.
+fn static_parts() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/lib");
+    let mut parts: Vec<(String, String)> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sh"))
+        .map(|p| {
+            (
+                format!("templates/lib/{}", p.file_name().unwrap().to_string_lossy()),
+                fs::read_to_string(&p).unwrap(),
+            )
+        })
+        .collect();
+    parts.sort();
+    assert!(parts.len() >= 7, "the static parts: {parts:?}");
+    parts
+}
+
+#[test]
+fn the_static_bash_names_every_exit_code_and_status() {
+    let found: Vec<String> = static_parts()
+        .iter()
+        .flat_map(|(name, text)| lint(name, text))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "use the prelude's $EXIT_* and $STATUS_* names:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_lint_finds_bare_codes_and_words_and_only_in_code() {
+    let bad = "finish 14 BLOCKED x\n  exit 3\nR[EXIT_CODE]=10\norbit_die 2 \"no\"\nreturn 3\n\
+               [[ $s == DONE ]] && x\ncase $s in PAUSED) ;; esac\nR[STOP_REASON]=budget\n\
+               [[ $r != circuit_open ]]\nS[CB_STATE]=HALF_OPEN\n";
+    let found = lint("t.sh", bad);
+    for (line, what) in [
+        (1, "bare exit code"),
+        (1, "bare status word BLOCKED"),
+        (2, "bare exit code"),
+        (3, "bare exit code"),
+        (4, "bare exit code"),
+        (5, "bare return code"),
+        (6, "bare status word DONE"),
+        (7, "bare status word PAUSED"),
+        (8, "bare contract word budget"),
+        (9, "bare contract word circuit_open"),
+        (10, "bare contract word HALF_OPEN"),
+    ] {
+        assert!(
+            found
+                .iter()
+                .any(|f| f.starts_with(&format!("t.sh:{line}: {what}"))),
+            "line {line} ({what}) not reported: {found:?}"
+        );
+    }
+    let good = "# exit 3\necho \"exit 3\" 'finish 14 BLOCKED' $'DONE\\'s' # DONE\n\
+                exit \"$EXIT_INTEGRITY\"\nreturn 0\nreturn 1\nx=${#a} # exit 3\n\
+                perl -e '\n  exit 3; print \"DONE\"\n'\ncat <<'EOF'\nexit 10 when DONE\nEOF\n\
+                y=\"$(printf '%s' \"exit 3\")\"\nSTATUS_DONE=1 R[DONE_CLAIM]=1 EXIT_CODE=$EXIT_DONE\n\
+                z=$((1 << (n - 1)))\nexit\n";
+    assert_eq!(lint("t.sh", good), Vec::<String>::new());
+}
+
+// ---- every name of the contract, in every script's prelude
+
+/// Bash expressions and the values the contract module says they must have.
+fn expected_prelude_values() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = Vec::new();
+    let mut add = |expr: String, val: String| v.push((expr, val));
+    add(
+        "$ORBIT_CONTRACT_VERSION".into(),
+        contract::CONTRACT_VERSION.into(),
+    );
+    for e in ExitCode::ALL {
+        add(format!("${}", e.bash_name()), e.code().to_string());
+    }
+    let upper = |s: &str| s.to_ascii_uppercase();
+    for s in Status::ALL {
+        add(format!("$STATUS_{}", upper(s.as_str())), s.to_string());
+    }
+    for r in contract::StopReason::ALL {
+        add(format!("$REASON_{}", upper(r.as_str())), r.to_string());
+    }
+    for c in contract::CbState::ALL {
+        add(format!("$CB_{}", upper(c.as_str())), c.to_string());
+    }
+    for p in contract::Phase::ALL {
+        add(format!("$PHASE_{}", upper(p.as_str())), p.to_string());
+    }
+    for o in contract::VerifyOutcome::ALL {
+        add(format!("$VERIFY_{}", upper(o.as_str())), o.to_string());
+    }
+    for k in contract::CostKind::ALL {
+        add(format!("$COST_{}", upper(k.as_str())), k.to_string());
+    }
+    let join = |words: Vec<String>| words.join(" ");
+    add(
+        "${ORBIT_STATUSES[*]}".into(),
+        join(Status::ALL.iter().map(|s| s.to_string()).collect()),
+    );
+    add(
+        "${ORBIT_STOP_REASONS[*]}".into(),
+        join(
+            contract::StopReason::ALL
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+    );
+    add(
+        "${ORBIT_INTEGRITY_REASONS[*]}".into(),
+        join(
+            contract::StopReason::INTEGRITY
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+    );
+    add(
+        "${ORBIT_EVENTS[*]}".into(),
+        join(
+            contract::EventName::ALL
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+    );
+    add(
+        "${ORBIT_FAULT_POINTS[*]}".into(),
+        join(
+            contract::FaultPoint::ALL
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+    );
+    add(
+        "${ORBIT_STATE_KEYS[*]}".into(),
+        join(
+            contract::STATE_KEYS
+                .iter()
+                .map(|(k, _)| k.to_string())
+                .collect(),
+        ),
+    );
+    for (k, t) in contract::STATE_KEYS {
+        add(format!("${{ORBIT_STATE_TYPE[{k}]}}"), t.bash_name().into());
+    }
+    add(
+        "${#ORBIT_STATE_TYPE[@]}".into(),
+        contract::STATE_KEYS.len().to_string(),
+    );
+    add(
+        "$ORBIT_UINT_DIGITS".into(),
+        contract::MAX_UINT_DIGITS.to_string(),
+    );
+    add("$ORBIT_REF_MAX".into(), contract::MAX_REF_LEN.to_string());
+    add(
+        "${ORBIT_RESULT_KEYS[*]}".into(),
+        join(
+            contract::RESULT_KEYS
+                .iter()
+                .map(|(k, _)| k.to_string())
+                .collect(),
+        ),
+    );
+    add(
+        "${ORBIT_RESULT_NUMERIC[*]}".into(),
+        join(
+            contract::RESULT_KEYS
+                .iter()
+                .filter(|(_, n)| *n)
+                .map(|(k, _)| k.to_string())
+                .collect(),
+        ),
+    );
+    add(
+        "${ORBIT_INIT_PINNED[*]}".into(),
+        join(
+            contract::INIT_PINNED
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+    );
+    add(
+        "${ORBIT_PERMISSION_FILES[*]}".into(),
+        join(
+            contract::PERMISSION_FILES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+    );
+    add(
+        "$ORBIT_DURATION_MAX".into(),
+        contract::settings::DURATION_MAX_SECS.to_string(),
+    );
+    add(
+        "${ORBIT_SETTINGS[*]}".into(),
+        join(contract::SETTINGS.iter().map(|s| s.env_name()).collect()),
+    );
+    for s in contract::SETTINGS {
+        let name = s.env_name();
+        add(
+            format!("${{ORBIT_SETTING_KIND[{name}]}}"),
+            s.kind.bash_name().into(),
+        );
+        let (min, max) = match s.kind {
+            contract::SettingKind::Count { min, max } => (min.to_string(), max.to_string()),
+            contract::SettingKind::Duration { min } => (
+                min.to_string(),
+                contract::settings::DURATION_MAX_SECS.to_string(),
+            ),
+            _ => ("none".into(), "none".into()),
+        };
+        add(format!("${{ORBIT_SETTING_MIN[{name}]-none}}"), min);
+        add(format!("${{ORBIT_SETTING_MAX[{name}]-none}}"), max);
+    }
+    v
+}
+
+/// Words each typed regex of the prelude must accept or refuse, as Rust's `ValueType` does.
+fn regex_cases() -> Vec<(&'static str, String, bool)> {
+    use contract::ValueType;
+    let mut v = Vec::new();
+    for s in Status::ALL {
+        v.push(("ORBIT_RE_STATUS", s.to_string(), true));
+    }
+    for r in contract::StopReason::ALL {
+        v.push(("ORBIT_RE_STOP_REASON", r.to_string(), true));
+    }
+    for c in contract::CbState::ALL {
+        v.push(("ORBIT_RE_CB_STATE", c.to_string(), true));
+    }
+    for k in contract::CostKind::ALL {
+        v.push(("ORBIT_RE_COST_KIND", k.to_string(), true));
+    }
+    for (re, w) in [
+        ("ORBIT_RE_STATUS", "done"),
+        ("ORBIT_RE_STATUS", "DONEX"),
+        ("ORBIT_RE_STOP_REASON", "NONE"),
+        ("ORBIT_RE_STOP_REASON", "xnone"),
+        ("ORBIT_RE_CB_STATE", "HALF"),
+        ("ORBIT_RE_COST_KIND", "bogus"),
+    ] {
+        v.push((re, w.to_string(), false));
+    }
+    for (re, t) in [
+        ("ORBIT_RE_UINT", ValueType::Uint),
+        ("ORBIT_RE_POSITIVE", ValueType::Positive),
+        ("ORBIT_RE_SEMVER", ValueType::Semver),
+        ("ORBIT_RE_HEX", ValueType::Hex),
+    ] {
+        for w in [
+            "",
+            "0",
+            "1",
+            "01",
+            "999999999999999999",
+            "1000000000000000000",
+            "1.0.0",
+            "1.0",
+            "1.01.0",
+            "123456.0.0",
+            "1234567.0.0",
+            "ff",
+            "FF",
+            &"a".repeat(64),
+            &"a".repeat(65),
+            "-1",
+            "1x",
+        ] {
+            v.push((re, w.to_string(), t.accepts(w)));
+        }
+    }
+    v
+}
+
+/// The prelude of one rendered script, evaluated by bash: every expression's value, and
+/// whether each regex case matched.
+fn evaluate_prelude(script: &Path) -> Vec<String> {
+    let text = fs::read_to_string(script).unwrap();
+    let prelude = contract::bash::prelude();
+    assert!(
+        text.contains(prelude),
+        "{} carries the contract prelude verbatim",
+        script.display()
+    );
+    let mut body = String::from("set -Eeuo pipefail\nsource \"$1\"\nLC_ALL=C\n");
+    for (expr, _) in expected_prelude_values() {
+        body.push_str(&format!("printf '%s\\n' \"{expr}\"\n"));
+    }
+    for (re, word, _) in regex_cases() {
+        body.push_str(&format!(
+            "if [[ '{word}' =~ ${re} ]]; then echo yes; else echo no; fi\n"
+        ));
+    }
+    let work = tempfile::tempdir().unwrap();
+    let p = work.path().join("prelude.sh");
+    fs::write(&p, prelude).unwrap();
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c").arg(&body).arg("harness").arg(&p);
+    let out = run_bounded(cmd, Duration::from_secs(30));
+    assert_ok(&out, "the prelude evaluated");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_script_carries_every_name_of_the_contract_in_its_prelude() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 1);
+    let dir = repo.init_loop(&agent, &[&count_check(1)], &[]);
+    let values = expected_prelude_values();
+    let cases = regex_cases();
+    for script in ["run-loop.sh", "recover.sh", "verify.sh", "notify.sh"] {
+        let got = evaluate_prelude(&dir.join(script));
+        assert_eq!(got.len(), values.len() + cases.len(), "{script}: {got:?}");
+        for ((expr, want), have) in values.iter().zip(&got) {
+            assert_eq!(have, want, "{script}: {expr}");
+        }
+        for ((re, word, want), have) in cases.iter().zip(&got[values.len()..]) {
+            assert_eq!(
+                have == "yes",
+                *want,
+                "{script}: '{word}' =~ ${re} (Rust says {want})"
+            );
+        }
+    }
+}

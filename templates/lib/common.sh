@@ -20,53 +20,120 @@ orbit_cut_v() {
   fi
 }
 
-orbit_is_uint() { [[ $1 =~ ^(0|[1-9][0-9]{0,17})$ ]]; }
-orbit_is_bool() { [[ $1 == 0 || $1 == 1 || $1 == true || $1 == false ]]; }
+# orbit_is_uint TEXT: status 0 when TEXT is a whole number as the loop's files write one
+# (no leading zero, at most ORBIT_UINT_DIGITS digits: inside bash's arithmetic).
+orbit_is_uint() {
+  local LC_ALL=C
+  [[ $1 =~ $ORBIT_RE_UINT ]]
+}
+# orbit_true VALUE: status 0 for a setting's true (1 or true).
 orbit_true() { [[ $1 == 1 || $1 == true ]]; }
 
-# orbit_duration_v NAME TEXT: REPLY is the seconds of 600, 600s, 10m, 1h30m or 2d; anything
-# else stops the script with EXIT_PREFLIGHT naming the setting (no subshell, so the exit is real).
+# orbit_duration_v TEXT: REPLY is the seconds of a duration as orbit's Rust parser reads it
+# (600, 600s, 10m, 1h30m, 2d; blanks around it ignored); status 1 when TEXT is not one. A
+# duration past ORBIT_DURATION_MAX comes back as ORBIT_DURATION_MAX + 1, so that no sum
+# leaves bash's arithmetic however many digits it has.
 orbit_duration_v() {
-  local name=$1 text=$2 total=0 num unit
-  if [[ $text =~ ^[0-9]{1,9}$ ]]; then
-    REPLY=$((10#$text))
-    return 0
+  local LC_ALL=C text=$1 total=0 num unit over=$((ORBIT_DURATION_MAX + 1))
+  REPLY=''
+  text=${text#"${text%%[![:space:]]*}"}
+  text=${text%"${text##*[![:space:]]}"}
+  if [[ $text =~ ^[0-9]+$ ]]; then
+    text+=s
   fi
-  if [[ ! $text =~ ^([0-9]{1,9}[smhd])+$ ]]; then
-    orbit_die "$EXIT_PREFLIGHT" "$name='$text' is not a duration: write e.g. 90s, 10m, 2h, 1h30m (or 0 for none)"
-  fi
+  [[ $text =~ ^([0-9]+[smhd])+$ ]] || return 1
   while [[ $text =~ ^([0-9]+)([smhd])(.*)$ ]]; do
-    num=$((10#${BASH_REMATCH[1]})) unit=${BASH_REMATCH[2]} text=${BASH_REMATCH[3]}
+    num=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2]} text=${BASH_REMATCH[3]}
+    num=${num#"${num%%[!0]*}"}
+    if ((${#num} > 12)); then
+      total=$over
+      break
+    fi
     case $unit in
-      s) total=$((total + num)) ;;
-      m) total=$((total + num * 60)) ;;
-      h) total=$((total + num * 3600)) ;;
-      d) total=$((total + num * 86400)) ;;
+      s) total=$((total + 10#${num:-0})) ;;
+      m) total=$((total + 10#${num:-0} * 60)) ;;
+      h) total=$((total + 10#${num:-0} * 3600)) ;;
+      d) total=$((total + 10#${num:-0} * 86400)) ;;
     esac
+    if ((total > ORBIT_DURATION_MAX)); then
+      total=$over
+      break
+    fi
   done
   REPLY=$total
 }
 
-orbit_duration() {
-  local REPLY
-  orbit_duration_v "$@"
-  printf '%s' "$REPLY"
-}
-
-# orbit_usd_micro_v NAME TEXT: REPLY is the micro-dollars of a USD amount ("" stays "" =
-# no cap); anything else stops the script with EXIT_PREFLIGHT naming the setting.
+# orbit_usd_micro_v TEXT: REPLY is the micro-dollars of a USD amount (5, 12.50, 0.75; at most
+# 9 digits before the point and 6 after), "" for "" (no cap); status 1 when TEXT is not one.
 orbit_usd_micro_v() {
-  local name=$1 text=$2 whole frac
+  local LC_ALL=C text=$1 whole frac
   REPLY=''
   if [[ -z $text ]]; then
     return 0
   fi
   if [[ ! $text =~ ^([0-9]{0,9})(\.([0-9]{0,6}))?$ || $text == . ]]; then
-    orbit_die "$EXIT_PREFLIGHT" "$name='$text' is not an amount in USD: write e.g. 5, 12.50 or 0.75"
+    return 1
   fi
   whole=${BASH_REMATCH[1]:-0} frac=${BASH_REMATCH[3]}
   frac="${frac}000000"
   REPLY=$((10#$whole * 1000000 + 10#${frac:0:6}))
+}
+
+# orbit_setting_v NAME: checks the setting NAME (its value is $NAME) by its kind and bounds
+# in the prelude (ORBIT_SETTING_KIND, ORBIT_SETTING_MIN, ORBIT_SETTING_MAX: the table
+# loop.toml is validated by). REPLY is the value in the unit the scripts compute with: a
+# count as it is, a duration in seconds, a bool as 1 or 0, an amount in micro-dollars (""
+# for none), text as it is. Status 1, with ORBIT_SETTING_ERR saying what is wrong and what
+# to do, for a value the loop does not take.
+ORBIT_SETTING_ERR=
+orbit_setting_v() {
+  local LC_ALL=C name=$1 kind value min max key
+  kind=${ORBIT_SETTING_KIND[$name]-}
+  value=${!name-}
+  min=${ORBIT_SETTING_MIN[$name]-0} max=${ORBIT_SETTING_MAX[$name]-0}
+  REPLY='' ORBIT_SETTING_ERR=''
+  case $kind in
+    count)
+      if ! orbit_is_uint "$value"; then
+        ORBIT_SETTING_ERR="$name='$value' is not a whole number: give one from $min to $max"
+      elif ((value < min || value > max)); then
+        ORBIT_SETTING_ERR="$name=$value is out of range: give a whole number from $min to $max"
+      else
+        REPLY=$value
+      fi
+      ;;
+    duration)
+      if ! orbit_duration_v "$value"; then
+        ORBIT_SETTING_ERR="$name='$value' is not a duration: write e.g. 90s, 10m, 2h, 1h30m (or 0 for none)"
+      elif ((REPLY < min || REPLY > max)); then
+        REPLY=''
+        if ((min == 0)); then
+          ORBIT_SETTING_ERR="$name=$value is out of range: give a duration of at most $((max / 86400))d (a year), or 0 for none"
+        else
+          ORBIT_SETTING_ERR="$name=$value is out of range: give a duration from ${min}s to $((max / 86400))d (a year)"
+        fi
+      fi
+      ;;
+    bool)
+      case $value in
+        1 | true) REPLY=1 ;;
+        0 | false) REPLY=0 ;;
+        *) ORBIT_SETTING_ERR="$name='$value' must be 0 or 1 (or true or false)" ;;
+      esac
+      ;;
+    usd)
+      orbit_usd_micro_v "$value" ||
+        ORBIT_SETTING_ERR="$name='$value' is not an amount in USD: write e.g. 5, 12.50 or 0.75 (or nothing for none)"
+      ;;
+    text) REPLY=$value ;;
+    *) ORBIT_SETTING_ERR="$name is not a setting of the loop contract" ;;
+  esac
+  if [[ -z $ORBIT_SETTING_ERR ]]; then
+    return 0
+  fi
+  key=${name,,}
+  ORBIT_SETTING_ERR+=". Set ${key//_/-} in loop.toml and run orbit init --force, or override it with $name=... in the environment"
+  return 1
 }
 
 orbit_usd_text() {

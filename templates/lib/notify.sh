@@ -25,7 +25,7 @@ notify_payload() {
 }
 
 main() {
-  local event=${1:-} summary=${2:-} here payload url
+  local event=${1:-} summary=${2:-} here payload url desktop
   if [[ -z $event ]]; then
     printf 'usage: notify.sh EVENT SUMMARY\n' >&2
     return 0
@@ -34,13 +34,21 @@ main() {
   here=$(cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
   summary=$(printf '%s' "$summary" | orbit_clean_text | tr '\n' ' ' | head -c 300)
   ORBIT_LOG_FILE="$here/notify.log"
-  NOTIFY_TIMEOUT_S=10
-  if [[ $NOTIFY_TIMEOUT =~ ^([0-9]{1,9}[smhd]?)+$ ]]; then
-    orbit_duration_v NOTIFY_TIMEOUT "$NOTIFY_TIMEOUT"
-    NOTIFY_TIMEOUT_S=$REPLY
-  fi
   orbit_log "notify: $event — $summary" 2>/dev/null
-  if orbit_true "$NOTIFY_DESKTOP"; then
+  # Never fatal: a value the runner would refuse is logged and replaced by the default.
+  NOTIFY_TIMEOUT_S=10
+  if orbit_setting_v NOTIFY_TIMEOUT; then
+    NOTIFY_TIMEOUT_S=$REPLY
+  else
+    orbit_log "notify: $ORBIT_SETTING_ERR; using ${NOTIFY_TIMEOUT_S}s" 2>/dev/null
+  fi
+  desktop=0
+  if orbit_setting_v NOTIFY_DESKTOP; then
+    desktop=$REPLY
+  else
+    orbit_log "notify: $ORBIT_SETTING_ERR; the desktop channel stays off" 2>/dev/null
+  fi
+  if ((desktop)); then
     if command -v notify-send >/dev/null 2>&1; then
       notify_channel desktop notify-send "orbit: $LOOP_NAME" "$event — $summary"
     elif command -v osascript >/dev/null 2>&1; then

@@ -27,50 +27,36 @@ USAGE
 }
 
 # ---- settings: validated once, before any value reaches arithmetic.
+# settings_check: every setting of the contract (ORBIT_SETTINGS) by its kind and bounds, the
+# ones loop.toml is validated by; the first bad one stops the run (EXIT_PREFLIGHT, nothing
+# run, nothing written). Sets the values the runner computes with: NAME_S, the seconds of a
+# duration, and NAME_M, the micro-dollars of an amount ("" for none).
 settings_check() {
-  local k
-  for k in MAX_ITERATIONS PASS_K RETRY_LIMIT CB_THRESHOLD CONVERGENCE_WINDOW CONFIRM_RUNS AGENT_LOG_MAX; do
-    orbit_is_uint "${!k}" || orbit_die "$EXIT_PREFLIGHT" "$k='${!k}' is not a whole number"
+  local name
+  for name in "${ORBIT_SETTINGS[@]}"; do
+    orbit_setting_v "$name" || orbit_die "$EXIT_PREFLIGHT" "$ORBIT_SETTING_ERR"
+    case $name in
+      EXEC_TIMEOUT) EXEC_TIMEOUT_S=$REPLY ;;
+      LOOP_TIMEOUT) LOOP_TIMEOUT_S=$REPLY ;;
+      CHECK_TIMEOUT) CHECK_TIMEOUT_S=$REPLY ;;
+      RETRY_BASE_DELAY) RETRY_BASE_DELAY_S=$REPLY ;;
+      CB_COOLDOWN) CB_COOLDOWN_S=$REPLY ;;
+      KILL_GRACE) KILL_GRACE_S=$REPLY ;;
+      COMMIT_TIMEOUT) COMMIT_TIMEOUT_S=$REPLY ;;
+      USD_CAP) USD_CAP_M=$REPLY ;;
+      USD_PER_RUN_CAP) USD_PER_RUN_CAP_M=$REPLY ;;
+      USD_PER_ITER_CAP) USD_PER_ITER_CAP_M=$REPLY ;;
+      COST_ESTIMATE_USD) COST_ESTIMATE_M=$REPLY ;;
+    esac
   done
-  for k in AUTOCOMMIT BRANCH_ISOLATION SQUASH_ON_DONE ALLOW_GREEN_START WRAPUP_ON_LIMIT ADAPTIVE_TIMEOUT NOTIFY_EVERY_ITERATION; do
-    orbit_is_bool "${!k}" || orbit_die "$EXIT_PREFLIGHT" "$k='${!k}' must be 0 or 1"
-  done
-  ((MAX_ITERATIONS >= 1)) || orbit_die "$EXIT_PREFLIGHT" "MAX_ITERATIONS must be at least 1"
-  ((PASS_K >= 1)) || orbit_die "$EXIT_PREFLIGHT" "PASS_K must be at least 1"
-  ((RETRY_LIMIT >= 1 && RETRY_LIMIT <= 5)) || orbit_die "$EXIT_PREFLIGHT" "RETRY_LIMIT must be 1 to 5"
-  ((CB_THRESHOLD >= 1)) || orbit_die "$EXIT_PREFLIGHT" "CB_THRESHOLD must be at least 1"
-  ((CONVERGENCE_WINDOW >= 2)) || orbit_die "$EXIT_PREFLIGHT" "CONVERGENCE_WINDOW must be at least 2"
-  orbit_duration_v EXEC_TIMEOUT "$EXEC_TIMEOUT"
-  EXEC_TIMEOUT_S=$REPLY
-  orbit_duration_v LOOP_TIMEOUT "$LOOP_TIMEOUT"
-  LOOP_TIMEOUT_S=$REPLY
-  orbit_duration_v CB_COOLDOWN "$CB_COOLDOWN"
-  CB_COOLDOWN_S=$REPLY
-  orbit_duration_v KILL_GRACE "$KILL_GRACE"
-  KILL_GRACE_S=$REPLY
-  orbit_duration_v RETRY_BASE_DELAY "$RETRY_BASE_DELAY"
-  RETRY_BASE_DELAY_S=$REPLY
-  orbit_duration_v COMMIT_TIMEOUT "$COMMIT_TIMEOUT"
-  COMMIT_TIMEOUT_S=$REPLY
-  ((EXEC_TIMEOUT_S >= 1)) || orbit_die "$EXIT_PREFLIGHT" "EXEC_TIMEOUT must be at least 1s"
-  orbit_usd_micro_v USD_CAP "$USD_CAP"
-  USD_CAP_M=$REPLY
-  orbit_usd_micro_v USD_PER_RUN_CAP "$USD_PER_RUN_CAP"
-  USD_PER_RUN_CAP_M=$REPLY
-  orbit_usd_micro_v USD_PER_ITER_CAP "$USD_PER_ITER_CAP"
-  USD_PER_ITER_CAP_M=$REPLY
-  orbit_usd_micro_v COST_ESTIMATE_USD "$COST_ESTIMATE_USD"
-  COST_ESTIMATE_M=$REPLY
 }
 
-# verify.sh's own bound: every check's timeout plus a margin.
+# verify_budget: VERIFY_BUDGET_S, verify.sh's own bound: every check's timeout plus a margin.
 verify_budget() {
-  local checks check_s
+  local checks
   checks=$(grep -c '^  run_check ' -- "$LOOP_DIR/verify.sh" || true)
   [[ $checks =~ ^[0-9]+$ ]] || checks=0
-  orbit_duration_v CHECK_TIMEOUT "$CHECK_TIMEOUT"
-  check_s=$REPLY
-  VERIFY_BUDGET_S=$(((checks + 1) * (check_s + KILL_GRACE_S) + 30))
+  VERIFY_BUDGET_S=$(((checks + 1) * (CHECK_TIMEOUT_S + KILL_GRACE_S) + 30))
 }
 
 # ---- where things are: the loop directory is where this script lives.

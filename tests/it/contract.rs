@@ -603,3 +603,240 @@ fn every_script_carries_every_name_of_the_contract_in_its_prelude() {
         }
     }
 }
+
+// ---- settings: one check, by the contract's kinds and bounds, in every script
+
+/// Values around each setting's bounds, and whether the contract's table takes them.
+fn setting_cases() -> Vec<(String, String, bool)> {
+    use contract::SettingKind;
+    let year = contract::settings::DURATION_MAX_SECS;
+    let mut v = Vec::new();
+    for s in contract::SETTINGS {
+        let name = s.env_name();
+        let mut add = |value: String, ok: bool| v.push((name.clone(), value, ok));
+        match s.kind {
+            SettingKind::Count { min, max } => {
+                add(min.to_string(), true);
+                add(max.to_string(), true);
+                add((max + 1).to_string(), false);
+                if min > 0 {
+                    add((min - 1).to_string(), false);
+                }
+                add(format!("0{max}"), false);
+                add("x[$(touch CANARY)]".into(), false);
+                add(String::new(), false);
+            }
+            SettingKind::Duration { min } => {
+                add("0".into(), min == 0);
+                add(format!("{min}s"), true);
+                add(min.to_string(), true);
+                add("1h30m".into(), true);
+                add(" 10m ".into(), true);
+                add("366d".into(), true);
+                add(year.to_string(), true);
+                add((year + 1).to_string(), false);
+                add("367d".into(), false);
+                add("400d".into(), false);
+                add("99999999999999999999999d".into(), false);
+                add("10x".into(), false);
+                add("m".into(), false);
+                add(String::new(), false);
+            }
+            SettingKind::Bool => {
+                for (b, ok) in [
+                    ("0", true),
+                    ("1", true),
+                    ("true", true),
+                    ("false", true),
+                    ("yes", false),
+                    ("2", false),
+                    ("", false),
+                ] {
+                    add(b.into(), ok);
+                }
+            }
+            SettingKind::Usd => {
+                for (u, ok) in [
+                    ("", true),
+                    ("5", true),
+                    ("12.50", true),
+                    ("0.75", true),
+                    ("999999999.999999", true),
+                    ("lots", false),
+                    ("1234567890", false),
+                    ("1.1234567", false),
+                    (".", false),
+                ] {
+                    add(u.into(), ok);
+                }
+            }
+            SettingKind::Text => {
+                add(String::new(), true);
+                add("anything $(touch CANARY) at all".into(), true);
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn each_setting_is_checked_by_the_kind_and_bounds_of_the_contract_table() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let work = tempfile::tempdir().unwrap();
+    let prelude = crate::support::write_prelude(work.path());
+    let cases = setting_cases();
+    let list: String = cases
+        .iter()
+        .map(|(n, v, _)| format!("{n}\t{v}\n"))
+        .collect();
+    fs::write(work.path().join("cases"), list).unwrap();
+    let script = format!(
+        r#"set -Eeuo pipefail
+source '{p}'
+source '{c}'
+while IFS=$'\t' read -r name value; do
+  printf -v "$name" '%s' "$value"
+  if orbit_setting_v "$name"; then echo "ok $REPLY"; else echo "err $ORBIT_SETTING_ERR"; fi
+done <"$1""#,
+        p = prelude.display(),
+        c = root.join("templates/lib/common.sh").display(),
+    );
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(&script)
+        .arg("harness")
+        .arg(work.path().join("cases"))
+        .current_dir(work.path());
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    assert_ok(&out, "the settings harness");
+    let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(got.len(), cases.len());
+    for ((name, value, ok), line) in cases.iter().zip(&got) {
+        assert_eq!(
+            line.starts_with("ok"),
+            *ok,
+            "{name}={value:?}: the table says {ok}, bash says {line}"
+        );
+        if !ok {
+            // The message names the setting, the value and what to do.
+            assert!(line.contains(name.as_str()), "{line}");
+            assert!(line.contains(value.as_str()), "{line}");
+            assert!(line.contains("loop.toml"), "{line}");
+        }
+    }
+    assert!(!work.path().join("CANARY").exists());
+}
+
+/// The runner with one setting overridden from the environment.
+fn run_with(repo: &Repo, dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    repo.run_loop(dir, &["--once"], env)
+}
+
+#[test]
+fn the_runner_refuses_a_setting_past_its_bound_and_takes_the_bound_as_loop_toml_does() {
+    use orbit::config::LoopConfig;
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 3);
+    let dir = repo.init_loop(&agent, &[&count_check(3)], &[]);
+    let before = fs::read(dir.join("state.env")).unwrap();
+    let preflight = i32::from(ExitCode::Preflight.code());
+    for (k, v, range) in [
+        ("MAX_ITERATIONS", "1000001", "from 1 to 1000000"),
+        ("PASS_K", "21", "from 1 to 20"),
+        ("CONFIRM_RUNS", "6", "from 0 to 5"),
+        ("EXEC_TIMEOUT", "400d", "from 1s to 366d"),
+    ] {
+        let out = run_with(&repo, &dir, &[(k, v)]);
+        crate::support::assert_code(&out, preflight, k);
+        let all = crate::support::text(&out);
+        assert!(
+            all.contains(&format!("{k}={v} is out of range")) && all.contains(range),
+            "{k}: the message names the setting, its value and the range:\n{all}"
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("NEXUS_LOOP_STATUS: CONTINUE"),
+            "{all}"
+        );
+        assert_eq!(fs::read(dir.join("state.env")).unwrap(), before, "{k}");
+        assert!(!dir.join("iterations").exists(), "{k}: nothing ran");
+    }
+    // Each bound itself is taken: the tick runs an iteration.
+    let bounds = [
+        ("MAX_ITERATIONS", "1000000"),
+        ("PASS_K", "20"),
+        ("CONFIRM_RUNS", "5"),
+        ("EXEC_TIMEOUT", "366d"),
+    ];
+    let out = run_with(&repo, &dir, &bounds);
+    crate::support::assert_code(&out, i32::from(ExitCode::Continue.code()), "the bounds");
+    assert!(dir.join("iterations/000001/result.env").exists());
+    // loop.toml's validation draws the same lines.
+    let at_bounds = LoopConfig {
+        max_iterations: 1_000_000,
+        pass_k: 20,
+        confirm_runs: 5,
+        exec_timeout: "366d".into(),
+        ..LoopConfig::default()
+    };
+    assert!(at_bounds.validate().is_ok(), "{:?}", at_bounds.validate());
+    for past in [
+        LoopConfig {
+            max_iterations: 1_000_001,
+            ..at_bounds.clone()
+        },
+        LoopConfig {
+            pass_k: 21,
+            ..at_bounds.clone()
+        },
+        LoopConfig {
+            confirm_runs: 6,
+            ..at_bounds.clone()
+        },
+        LoopConfig {
+            exec_timeout: "400d".into(),
+            ..at_bounds.clone()
+        },
+    ] {
+        assert!(past.validate().is_err(), "{past:?}");
+    }
+}
+
+#[test]
+fn verify_and_notify_take_no_setting_the_runner_refuses() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 3);
+    let dir = repo.init_loop(&agent, &[&count_check(3)], &[]);
+    // verify.sh by hand, with a check timeout the runner refuses: it stops, naming it.
+    let mut cmd = Command::new("bash");
+    cmd.arg(dir.join("verify.sh"))
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("CHECK_TIMEOUT", "400d");
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    crate::support::assert_code(&out, i32::from(ExitCode::Preflight.code()), "verify.sh");
+    assert!(
+        crate::support::text(&out).contains("CHECK_TIMEOUT=400d is out of range"),
+        "{}",
+        crate::support::text(&out)
+    );
+    // notify.sh is never fatal: it logs the refused value and keeps its default.
+    let mut cmd = Command::new("bash");
+    cmd.arg(dir.join("notify.sh"))
+        .arg("DONE")
+        .arg("a summary")
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("NOTIFY_TIMEOUT", "400d")
+        .env("NOTIFY_DESKTOP", "yes");
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    assert_ok(&out, "notify.sh");
+    let log = fs::read_to_string(dir.join("notify.log")).unwrap();
+    assert!(
+        log.contains("NOTIFY_TIMEOUT=400d is out of range") && log.contains("using 10s"),
+        "{log}"
+    );
+    assert!(log.contains("NOTIFY_DESKTOP='yes' must be 0 or 1"), "{log}");
+}

@@ -136,6 +136,44 @@ orbit_setting_v() {
   return 1
 }
 
+# orbit_permission_file PATH: status 0 when PATH (relative to the repository root, or a pin
+# path that reaches it through ../) is an agent permission file: past its leading ../ and ./
+# segments, a match of one of ORBIT_PERMISSION_FILES at the repository root, the directory
+# exactly and the name by the glob. A deeper copy (docs/.claude/settings.json) is not one.
+# The rule of orbit's contract::is_permission_file.
+orbit_permission_file() {
+  local p=$1 g
+  while [[ $p == ../* ]]; do p=${p#../}; done
+  while [[ $p == ./* ]]; do p=${p#./}; done
+  [[ $p == */* ]] || return 1
+  for g in "${ORBIT_PERMISSION_FILES[@]}"; do
+    # shellcheck disable=SC2053  # the glob's name part is a pattern, by design
+    if [[ ${p%/*} == "${g%/*}" && ${p##*/} == ${g##*/} ]]; then
+      return 0
+    fi
+  done
+  return 1
+}
+
+# orbit_pin_reason_v PATH: REPLY is the stop reason of a change to the pinned PATH (as
+# pins.sha256 names it: loop files by name, repository files through ../): goal.md is
+# goal_drift, verify.sh and protected paths reward_hack, agent permission files
+# permission_hijack, the scripts and loop.toml script_tamper. orbit's contract::pin_reason.
+orbit_pin_reason_v() {
+  local p=$1
+  if [[ $p != */* ]]; then
+    case $p in
+      goal.md) REPLY=$REASON_GOAL_DRIFT ;;
+      verify.sh) REPLY=$REASON_REWARD_HACK ;;
+      *) REPLY=$REASON_SCRIPT_TAMPER ;;
+    esac
+  elif orbit_permission_file "$p"; then
+    REPLY=$REASON_PERMISSION_HIJACK
+  else
+    REPLY=$REASON_REWARD_HACK
+  fi
+}
+
 orbit_usd_text() {
   local m=$1
   printf '%d.%06d' "$((m / 1000000))" "$((m % 1000000))"

@@ -316,27 +316,6 @@ rc_ledger_sum() {
   LC_ALL=C awk -F '\t' '$2 ~ /^[0-9]+$/ && length($2) <= 18 { s += $2 } END { printf "%d", s }' "$RC_DIR/cost.ledger"
 }
 
-# The same mapping as the runner's pin_reason and orbit's pins::violation_reason.
-rc_pin_reason() {
-  local p=$1 t name
-  if [[ $p != */* ]]; then
-    case $p in
-      goal.md) printf goal_drift ;;
-      verify.sh) printf reward_hack ;;
-      *) printf script_tamper ;;
-    esac
-    return 0
-  fi
-  t=$p
-  while [[ $t == ../* ]]; do t=${t#../}; done
-  name=${t##*/}
-  if [[ $t == *".claude/$name" && $name == settings* && $name == *.json ]] || [[ $t == *".codex/config.toml" ]]; then
-    printf permission_hijack
-  else
-    printf reward_hack
-  fi
-}
-
 # ---- pins: --repin-goal, then the first broken pin as the pins will stand.
 RC_BROKEN=
 RC_BROKEN_REASON=
@@ -374,7 +353,8 @@ rc_pins() {
       fi
       if [[ $have != "$h" ]]; then
         RC_BROKEN=$p
-        RC_BROKEN_REASON=$(rc_pin_reason "$p")
+        orbit_pin_reason_v "$p"
+        RC_BROKEN_REASON=$REPLY
       fi
     done <"$RC_DIR/pins.sha256"
   fi

@@ -341,12 +341,15 @@ pins_check() {
       fi
     done
   fi
-  # An agent permission file that appeared after the first run is a hijack too.
+  # An agent permission file that appeared after the first run is a hijack too: one that
+  # pins.sha256 does not list, line for line.
   if [[ -f $LOOP_DIR/.baseline-commit ]]; then
-    local f rel_up=$LOOP_UP
-    for f in .claude/settings.json .claude/settings.local.json .codex/config.toml; do
-      if [[ -f $REPO_ROOT/$f ]] && ! grep -qF -- "  $rel_up$f" "$LOOP_DIR/pins.sha256"; then
-        PIN_BAD=$rel_up$f PIN_WANT=absent PIN_HAVE=$(orbit_sha256_file "$REPO_ROOT/$f")
+    local f pinned=''
+    permission_files
+    for f in "${PERMISSION_FOUND[@]}"; do
+      [[ -n $pinned ]] || pinned=$'\n'$(<"$LOOP_DIR/pins.sha256")$'\n'
+      if [[ $pinned != *[0-9a-f]"  $LOOP_UP$f"$'\n'* ]]; then
+        PIN_BAD=$LOOP_UP$f PIN_WANT=absent PIN_HAVE=$(orbit_sha256_file "$REPO_ROOT/$f")
         return 1
       fi
     done
@@ -354,29 +357,44 @@ pins_check() {
   return 0
 }
 
-pin_reason() {
-  local p=$1
-  case $p in
-    goal.md) printf goal_drift ;;
-    verify.sh) printf reward_hack ;;
-    */*)
-      case $p in
-        */.claude/settings*.json | */.codex/config.toml) printf permission_hijack ;;
-        *) printf reward_hack ;;
-      esac
-      ;;
-    *) printf script_tamper ;;
-  esac
+# permission_files: PERMISSION_FOUND lists the agent permission files the repository holds
+# now (ORBIT_PERMISSION_FILES expanded at its root, regular files only), relative to the
+# root. Names with blanks or glob characters are taken as they are.
+PERMISSION_FOUND=()
+permission_files() {
+  local g f had_nullglob=0 IFS=''
+  local -a matches=()
+  PERMISSION_FOUND=()
+  if shopt -q nullglob; then
+    had_nullglob=1
+  fi
+  shopt -s nullglob
+  for g in "${ORBIT_PERMISSION_FILES[@]}"; do
+    # The root quoted (taken literally), the glob not: expanded, and never split (IFS is
+    # empty); no match expands to nothing.
+    # shellcheck disable=SC2206
+    matches=("$REPO_ROOT"/$g)
+    for f in "${matches[@]}"; do
+      if [[ -f $f ]]; then
+        PERMISSION_FOUND+=("${f#"$REPO_ROOT"/}")
+      fi
+    done
+  done
+  if ((!had_nullglob)); then
+    shopt -u nullglob
+  fi
 }
 
-# integrity_gate WHEN: check every pin; on a mismatch stop ABORTED with exit 3.
+# integrity_gate WHEN: check every pin; on a mismatch, status 1 with INTEGRITY_REASON set
+# (the caller stops ABORTED, EXIT_INTEGRITY).
 integrity_gate() {
   local when=$1 reason
   if pins_check; then
     orbit_event integrity_pass "$CUR_ITER" when "$when"
     return 0
   fi
-  reason=$(pin_reason "$PIN_BAD")
+  orbit_pin_reason_v "$PIN_BAD"
+  reason=$REPLY
   orbit_event integrity_fail "$CUR_ITER" when "$when" code "$reason" file "$PIN_BAD" expected "$PIN_WANT" actual "$PIN_HAVE"
   orbit_log "integrity: $PIN_BAD changed ($reason): expected $PIN_WANT, found $PIN_HAVE"
   INTEGRITY_REASON=$reason
@@ -408,10 +426,9 @@ first_run_pins() {
       for g in "${PROTECT_GLOBS[@]}"; do
         protected_files "$g"
       done
-      for f in .claude/settings.json .claude/settings.local.json .codex/config.toml; do
-        if [[ -f $REPO_ROOT/$f ]]; then
-          printf '%s\0' "$f"
-        fi
+      permission_files
+      for f in "${PERMISSION_FOUND[@]}"; do
+        printf '%s\0' "$f"
       done
     } | sort -zu | while IFS= read -r -d '' f; do
       if [[ $f == "$LOOP_REL"/* ]]; then

@@ -840,3 +840,84 @@ fn verify_and_notify_take_no_setting_the_runner_refuses() {
     );
     assert!(log.contains("NOTIFY_DESKTOP='yes' must be 0 or 1"), "{log}");
 }
+
+// ---- agent permission files: one list, one classification
+
+#[test]
+fn bash_classifies_a_changed_pin_as_the_rust_contract_does() {
+    let paths = [
+        "goal.md",
+        "verify.sh",
+        "run-loop.sh",
+        "recover.sh",
+        "loop.toml",
+        "pins.sha256",
+        "../../tests/a.rs",
+        "../../.claude/settings.json",
+        "../../.claude/settings.local.json",
+        "../../.claude/settingsX.json",
+        "../../.claude/settings my team.json",
+        "../../.claude/settings*.json",
+        "../../.claude/settings.jsonx",
+        "../../.claude/setting.json",
+        "../../.claude/sub/settings.json",
+        "../../docs/.claude/settings.json",
+        "../../.codex/config.toml",
+        "../../docs/.codex/config.toml",
+        "../../.codex/config.toml.bak",
+        "../../.gemini/settings.json",
+        "../../.gemini/settings.local.json",
+        "../../x/.gemini/settings.json",
+        "../.././.gemini/settings.json",
+        "./.codex/config.toml",
+        ".claude/settings.json",
+        "a/../.claude/settings.json",
+        "../../.claude/[x].json",
+        "../../settings.json",
+    ];
+    let work = tempfile::tempdir().unwrap();
+    let prelude = crate::support::write_prelude(work.path());
+    let list: String = paths.iter().map(|p| format!("{p}\n")).collect();
+    fs::write(work.path().join("paths"), list).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = format!(
+        r#"set -Eeuo pipefail
+source '{p}'
+source '{c}'
+while IFS= read -r path; do
+  orbit_pin_reason_v "$path"
+  echo "$REPLY"
+done <"$1""#,
+        p = prelude.display(),
+        c = root.join("templates/lib/common.sh").display(),
+    );
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(&script)
+        .arg("harness")
+        .arg(work.path().join("paths"))
+        .current_dir(work.path());
+    let out = run_bounded(cmd, Duration::from_secs(30));
+    assert_ok(&out, "the pin-reason harness");
+    let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(got.len(), paths.len());
+    for (p, bash) in paths.iter().zip(&got) {
+        assert_eq!(
+            bash,
+            contract::pin_reason(p).as_str(),
+            "{p}: bash and Rust disagree"
+        );
+    }
+    // The list proves something: each reason occurs.
+    for r in [
+        "goal_drift",
+        "reward_hack",
+        "script_tamper",
+        "permission_hijack",
+    ] {
+        assert!(got.iter().any(|g| g == r), "{r}");
+    }
+}

@@ -4,7 +4,7 @@
 //!
 //! One rule for every reader: a line counts when it is a whole ledger line (see
 //! [`parse_line`]); anything else is listed as an error and adds nothing. The runner's and
-//! recover.sh's bash sum (`orbit_ledger_sum` in the scripts' common part) applies the same
+//! recover.sh's bash sum (`orbit_ledger_sum_v` in the scripts' common part) applies the same
 //! rule, so state.env, audit and recover always agree on the total.
 
 use std::fmt;

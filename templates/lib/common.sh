@@ -179,6 +179,74 @@ orbit_usd_text() {
   printf '%d.%06d' "$((m / 1000000))" "$((m % 1000000))"
 }
 
+# ---- cost.ledger: one rule for every reader, that of orbit's ledger module (parse_line).
+# orbit_ledger_sum_v FILE [ITERATION]: REPLY is the sum of FILE's amounts, counting whole
+# ledger lines only: 3 or 4 TAB-separated fields, the iteration and the amount whole numbers
+# of at most ORBIT_UINT_DIGITS digits, the kind a cost kind (ORBIT_RE_COST_KIND), the
+# optional fourth field (the candidate) a whole number. Blank lines and anything else add
+# nothing, and so does a last line without its newline (a torn append): ORBIT_LEDGER_TORN
+# is 1 then. With ITERATION, ORBIT_LEDGER_ITER_SUM is that iteration's sum and
+# ORBIT_LEDGER_ITER_KINDS the kinds of its lines (" reported unknown "). A sum past 18
+# digits is held at 999999999999999999, the most state.env can hold. No file sums to 0;
+# status 1 when the file cannot be read.
+ORBIT_LEDGER_ITER_SUM=0
+ORBIT_LEDGER_ITER_KINDS=' '
+ORBIT_LEDGER_TORN=0
+orbit_ledger_sum_v() {
+  local file=$1 it=${2-} out k IFS=' '
+  local -a f=()
+  REPLY=0 ORBIT_LEDGER_ITER_SUM=0 ORBIT_LEDGER_ITER_KINDS=' ' ORBIT_LEDGER_TORN=0
+  [[ -e $file ]] || return 0
+  # awk (mawk included) keeps no record's terminator: a unit separator after the file's last
+  # byte marks its last record, which is a whole line only when the separator stands alone.
+  # A record holding one is no ledger line anyway. Amounts are summed in two halves of nine
+  # digits each, which stay exact in awk's doubles.
+  # shellcheck disable=SC2016  # awk code, not shell
+  out=$({ cat -- "$file" && printf '\037'; } | LC_ALL=C awk -F '\t' \
+    -v it="$it" -v digits="$ORBIT_UINT_DIGITS" -v kinds="$ORBIT_RE_COST_KIND" '
+    function whole(x) { return x ~ /^[0-9]+$/ && length(x) <= digits }
+    function norm(x) { sub(/^0+/, "", x); return x == "" ? "0" : x }
+    function hi(x) { return length(x) > 9 ? substr(x, 1, length(x) - 9) + 0 : 0 }
+    function lo(x) { return length(x) > 9 ? substr(x, length(x) - 8) + 0 : x + 0 }
+    BEGIN { if (it != "") it = norm(it) }
+    { last = $0 }
+    index($0, "\037") { next }
+    (NF == 3 || NF == 4) && whole($1) && whole($2) && $3 ~ kinds && (NF == 3 || whole($4)) {
+      a = norm($2); h += hi(a); l += lo(a)
+      if (it != "" && norm($1) == it) { ih += hi(a); il += lo(a); seen[$3] = 1 }
+    }
+    END {
+      printf "%.0f %.0f %.0f %.0f %d", h, l, ih, il, (last != "\037")
+      for (k in seen) printf " %s", k
+    }') || return 1
+  read -r -a f <<<"$out" || true
+  ((${#f[@]} >= 5)) || return 1
+  for k in "${f[@]:0:5}"; do
+    [[ $k =~ ^[0-9]{1,16}$ ]] || return 1
+  done
+  orbit_ledger_join_v "${f[2]}" "${f[3]}"
+  # shellcheck disable=SC2034  # an output: not every script reads it
+  ORBIT_LEDGER_ITER_SUM=$REPLY
+  # shellcheck disable=SC2034  # an output: not every script reads it
+  ORBIT_LEDGER_TORN=${f[4]}
+  for k in "${f[@]:5}"; do
+    ORBIT_LEDGER_ITER_KINDS+="$k "
+  done
+  orbit_ledger_join_v "${f[0]}" "${f[1]}"
+}
+
+# orbit_ledger_join_v HI LO: REPLY is HI * 10^9 + LO, the sums of the amounts' upper and
+# lower nine digits, held at 999999999999999999 past it.
+orbit_ledger_join_v() {
+  local hi=$1 lo=$2
+  hi=$((hi + lo / 1000000000)) lo=$((lo % 1000000000))
+  if ((hi > 999999999)); then
+    REPLY=999999999999999999
+  else
+    REPLY=$((hi * 1000000000 + lo))
+  fi
+}
+
 # Messages go to stderr and, once the loop directory is known, to runner.log.
 ORBIT_LOG_FILE=
 orbit_log() {

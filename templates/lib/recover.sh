@@ -308,14 +308,6 @@ rc_git_max() {
 
 rc_iter_dir() { printf '%s/iterations/%06d' "$RC_DIR" "$1"; }
 
-rc_ledger_sum() {
-  if [[ ! -f $RC_DIR/cost.ledger ]]; then
-    printf 0
-    return 0
-  fi
-  LC_ALL=C awk -F '\t' '$2 ~ /^[0-9]+$/ && length($2) <= 18 { s += $2 } END { printf "%d", s }' "$RC_DIR/cost.ledger"
-}
-
 # ---- pins: --repin-goal, then the first broken pin as the pins will stand.
 RC_BROKEN=
 RC_BROKEN_REASON=
@@ -436,7 +428,9 @@ rc_plan() {
   done < <(find "$RC_DIR" -mindepth 1 -maxdepth 1 -type f -name '*.tmp.*' | LC_ALL=C sort)
 
   # ---- the state
-  cost=$(rc_ledger_sum)
+  orbit_ledger_sum_v "$RC_DIR/cost.ledger" ||
+    orbit_die "$EXIT_FAILURE" "cannot read $RC_DIR/cost.ledger: check its permissions, then run recover.sh again"
+  cost=$REPLY
   if ((RC_OLD_OK && !F_RESET)); then
     cb_state=${O[CB_STATE]} cb_fails=${O[CB_FAILS]} cb_sig=${O[CB_SIG]} cb_opened=${O[CB_OPENED_AT]}
   else

@@ -647,33 +647,45 @@ cost_of_run() {
 }
 
 # The ledger's totals are read once per run (ledger_load) and kept up to date by
-# ledger_append: the whole spend, and the spend and cost kinds of the latest iteration.
+# ledger_append: the whole spend, and the spend and cost kinds of the latest iteration, by
+# the one rule every reader of cost.ledger applies (orbit_ledger_sum_v).
 LEDGER_TOTAL=0
 LEDGER_IT=0
 LEDGER_IT_SUM=0
 LEDGER_IT_KINDS=' '
+# ledger_load: the totals from cost.ledger, for iteration S[NEXT_ITERATION]. A torn last line
+# (a write cut short) is ended with a newline first, so that the next append starts a line
+# of its own; it counts only if it is a whole ledger line (only its newline was missing).
 ledger_load() {
-  local out
+  local file="$LOOP_DIR/cost.ledger"
   LEDGER_IT=${S[NEXT_ITERATION]} LEDGER_TOTAL=0 LEDGER_IT_SUM=0 LEDGER_IT_KINDS=' '
-  [[ -f $LOOP_DIR/cost.ledger ]] || return 0
-  out=$(awk -F '\t' -v it="$LEDGER_IT" '
-    $2 ~ /^[0-9]+$/ { s += $2; if ($1 == it) t += $2 }
-    $1 == it { k[$3] = 1 }
-    END { printf "%d %d ", s, t; for (x in k) printf "%s ", x }' "$LOOP_DIR/cost.ledger")
-  LEDGER_TOTAL=${out%% *}
-  out=${out#* }
-  LEDGER_IT_SUM=${out%% *}
-  LEDGER_IT_KINDS=" ${out#* }"
+  [[ -f $file ]] || return 0
+  ledger_sum_v "$LEDGER_IT"
+  if ((ORBIT_LEDGER_TORN)); then
+    orbit_log "cost.ledger ends in a torn line: ended with a newline (it counts only if it is a whole ledger line)"
+    printf '\n' >>"$file" || orbit_records_fail "$file"
+    ledger_sum_v "$LEDGER_IT"
+  fi
+  LEDGER_TOTAL=$REPLY LEDGER_IT_SUM=$ORBIT_LEDGER_ITER_SUM LEDGER_IT_KINDS=$ORBIT_LEDGER_ITER_KINDS
 }
 
+# ledger_sum_v ITERATION: orbit_ledger_sum_v on this loop's cost.ledger; a ledger that
+# cannot be read stops the run.
+ledger_sum_v() {
+  orbit_ledger_sum_v "$LOOP_DIR/cost.ledger" "$1" ||
+    orbit_die "$EXIT_FAILURE" "cannot read $LOOP_DIR/cost.ledger: check its permissions, then rerun"
+}
+
+# ledger_append ITERATION MICRO_USD KIND: one line for one agent run, and the totals.
 ledger_append() {
-  printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$LOOP_DIR/cost.ledger"
+  printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$LOOP_DIR/cost.ledger" ||
+    orbit_records_fail "$LOOP_DIR/cost.ledger"
   if [[ $1 != "$LEDGER_IT" ]]; then
     LEDGER_IT=$1 LEDGER_IT_SUM=0 LEDGER_IT_KINDS=' '
   fi
-  if [[ $2 =~ ^[0-9]{1,18}$ ]]; then
-    LEDGER_TOTAL=$((LEDGER_TOTAL + 10#$2))
-    LEDGER_IT_SUM=$((LEDGER_IT_SUM + 10#$2))
+  if orbit_is_uint "$2"; then
+    LEDGER_TOTAL=$((LEDGER_TOTAL + $2))
+    LEDGER_IT_SUM=$((LEDGER_IT_SUM + $2))
   fi
   [[ $LEDGER_IT_KINDS == *" $3 "* ]] || LEDGER_IT_KINDS+="$3 "
 }
@@ -682,10 +694,9 @@ ledger_append() {
 ledger_iter_sum_v() {
   if [[ $1 == "$LEDGER_IT" ]]; then
     REPLY=$LEDGER_IT_SUM
-  elif [[ -f $LOOP_DIR/cost.ledger ]]; then
-    REPLY=$(awk -F '\t' -v it="$1" '$1 == it && $2 ~ /^[0-9]+$/ { s += $2 } END { printf "%d", s }' "$LOOP_DIR/cost.ledger")
   else
-    REPLY=0
+    ledger_sum_v "$1"
+    REPLY=$ORBIT_LEDGER_ITER_SUM
   fi
 }
 

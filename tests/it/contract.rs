@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use orbit::contract::{self, ExitCode, Status};
+use proptest::prelude::*;
 
 use crate::support::{Repo, assert_ok, count_check, counting_agent, run_bounded};
 
@@ -920,4 +921,213 @@ done <"$1""#,
     ] {
         assert!(got.iter().any(|g| g == r), "{r}");
     }
+}
+
+// ---- cost.ledger: one rule for the runner, recover.sh, orbit recover and orbit audit
+
+/// The most a sum in state.env can hold (18 digits): where bash holds a larger sum.
+const LEDGER_SUM_CAP: u64 = 999_999_999_999_999_999;
+
+/// Ledger-like bytes: lines near a ledger line (a field changed, missing or added), blank
+/// lines, stray bytes, and a last line with or without its newline.
+fn ledger_input() -> impl Strategy<Value = Vec<u8>> {
+    let iteration = prop::sample::select(vec![
+        "1",
+        "2",
+        "02",
+        "0",
+        "x",
+        "",
+        " 2",
+        "123456789012345678",
+        "1234567890123456789",
+    ]);
+    let amount = prop::sample::select(vec![
+        "0",
+        "500",
+        "007",
+        "999999999",
+        "1000000000",
+        "123456789012345678",
+        "000000000000000001",
+        "1234567890123456789",
+        "-1",
+        "1.5",
+        "",
+        "5\u{0}",
+        "é",
+    ]);
+    let kind = prop::sample::select(vec![
+        "reported",
+        "estimated",
+        "unknown",
+        "bogus",
+        "",
+        "reported\r",
+        "REPORTED",
+        "reported\u{1f}",
+    ]);
+    let tail = prop::sample::select(vec!["", "\t3", "\tzz", "\t", "\t01", "\t3\t4"]);
+    let line = prop_oneof![
+        8 => (iteration, amount, kind, tail).prop_map(|(i, a, k, t)| format!("{i}\t{a}\t{k}{t}").into_bytes()),
+        1 => Just(Vec::new()),
+        1 => prop::collection::vec(any::<u8>(), 0..12),
+    ];
+    (prop::collection::vec(line, 0..12), any::<bool>()).prop_map(|(lines, newline)| {
+        let mut out = lines.join(&b'\n');
+        if newline && !out.is_empty() {
+            out.push(b'\n');
+        }
+        out
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 4, ..ProptestConfig::default() })]
+    /// orbit_ledger_sum_v (bash) and orbit's ledger module (Rust) agree on any ledger: the
+    /// total, an iteration's total and kinds, and whether the last line is torn.
+    #[test]
+    fn the_bash_and_rust_ledger_sums_agree(inputs in prop::collection::vec(ledger_input(), 150)) {
+        let work = tempfile::tempdir().unwrap();
+        let prelude = crate::support::write_prelude(work.path());
+        let mut all = inputs.clone();
+        all.push(b"1\t250000\treported\nx\t500\tbogus\n1\t500\tbogus\n1\t99\treported\tzz\n\n2\t700\testimated\t3\n3\t12".to_vec());
+        all.push(b"2\t999999999999999999\treported\n2\t999999999999999999\tunknown\n".to_vec());
+        for (i, b) in all.iter().enumerate() {
+            fs::write(work.path().join(format!("{i}.ledger")), b).unwrap();
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let script = format!(
+            r#"set -Eeuo pipefail
+source '{p}'
+source '{c}'
+for ((i = 0; i < $1; i++)); do
+  orbit_ledger_sum_v "$2/$i.ledger" 2
+  echo "$REPLY $ORBIT_LEDGER_ITER_SUM $ORBIT_LEDGER_TORN$ORBIT_LEDGER_ITER_KINDS"
+done"#,
+            p = prelude.display(),
+            c = root.join("templates/lib/common.sh").display(),
+        );
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c").arg(&script).arg("harness").arg(all.len().to_string()).arg(work.path());
+        let out = run_bounded(cmd, Duration::from_secs(120));
+        prop_assert!(out.status.success(), "{}", crate::support::text(&out));
+        let got: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
+        prop_assert_eq!(got.len(), all.len());
+        let mut counted = 0;
+        for (input, line) in all.iter().zip(&got) {
+            let l = orbit::ledger::parse(input);
+            let mut kinds: Vec<&str> = l.entries.iter().filter(|e| e.iteration == 2).map(|e| e.kind.as_str()).collect();
+            kinds.sort_unstable();
+            kinds.dedup();
+            let mut bash: Vec<&str> = line.split(' ').collect();
+            let bash_kinds = {
+                let mut k: Vec<&str> = bash.split_off(3).into_iter().filter(|k| !k.is_empty()).collect();
+                k.sort_unstable();
+                k
+            };
+            let want = format!(
+                "{} {} {}",
+                l.total().min(LEDGER_SUM_CAP),
+                l.iteration_total(2).min(LEDGER_SUM_CAP),
+                u8::from(l.torn_tail.is_some())
+            );
+            prop_assert_eq!(bash.join(" "), want, "on {:?}", String::from_utf8_lossy(input));
+            prop_assert_eq!(bash_kinds, kinds, "kinds on {:?}", String::from_utf8_lossy(input));
+            counted += l.entries.len();
+        }
+        prop_assert!(counted > 0, "the inputs hold whole ledger lines too");
+    }
+}
+
+#[test]
+fn every_reader_of_a_hostile_cost_ledger_sums_it_by_one_rule() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 5);
+    let dir = repo.init_loop(&agent, &[&count_check(5)], &[]);
+    let cont = i32::from(ExitCode::Continue.code());
+    crate::support::assert_code(&repo.run_loop(&dir, &["--once"], &[]), cont, "tick 1");
+    let ledger = dir.join("cost.ledger");
+    assert_eq!(
+        fs::read_to_string(&ledger).unwrap(),
+        "1\t250000\treported\n"
+    );
+    // Lines no reader may count (a bad iteration, a bad kind, a bad candidate, a blank
+    // line, a torn last line) around one it must (a fan-out line with its candidate).
+    let mut f = fs::OpenOptions::new().append(true).open(&ledger).unwrap();
+    std::io::Write::write_all(
+        &mut f,
+        b"x\t500\tbogus\n1\t500\tbogus\n1\t99\treported\tzz\n\n2\t700\testimated\t3\n3\t12",
+    )
+    .unwrap();
+    drop(f);
+    let sum = |d: &Path| orbit::ledger::parse(&fs::read(d.join("cost.ledger")).unwrap()).total();
+    assert_eq!(sum(&dir), 250_700);
+    let bash_recover_dry = || {
+        let mut cmd = Command::new("bash");
+        cmd.arg(dir.join("recover.sh"))
+            .arg("--dry-run")
+            .current_dir(std::env::temp_dir())
+            .env("PATH", repo.path_env());
+        let out = run_bounded(cmd, Duration::from_secs(60));
+        assert_ok(&out, "recover.sh --dry-run");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let orbit_recover_dry = || {
+        let out = repo.orbit(&["recover", "--dry-run", &dir.display().to_string()]);
+        assert_ok(&out, "orbit recover --dry-run");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Before the runner re-sums: both recoveries plan the same total, the ledger's.
+    for plan in [bash_recover_dry(), orbit_recover_dry()] {
+        assert!(
+            plan.contains("COST_MICROUSD 250000 → 250700 (the sum of cost.ledger)"),
+            "{plan}"
+        );
+    }
+    // The runner's next tick: it ends the torn line, sums by the same rule, and adds its run.
+    crate::support::assert_code(&repo.run_loop(&dir, &["--once"], &[]), cont, "tick 2");
+    let l = orbit::ledger::parse(&fs::read(&ledger).unwrap());
+    assert_eq!(l.torn_tail, None, "the torn line was ended");
+    assert_eq!(l.total(), 250_000 + 700 + 250_000);
+    assert_eq!(
+        crate::support::state_value(&dir, "COST_MICROUSD"),
+        l.total().to_string(),
+        "the runner's COST_MICROUSD is the ledger's sum"
+    );
+    let result = crate::support::read_kv(&dir.join("iterations/000002/result.env"));
+    assert_eq!(result["COST_MICROUSD"], (700 + 250_000).to_string());
+    // Both recoveries find nothing to repair: the state agrees with the ledger.
+    for plan in [bash_recover_dry(), orbit_recover_dry()] {
+        assert!(plan.contains("nothing to repair"), "{plan}");
+        assert!(!plan.contains("COST_MICROUSD"), "{plan}");
+    }
+    let out = repo.orbit(&["recover", &dir.display().to_string()]);
+    assert_ok(&out, "orbit recover");
+    assert_eq!(
+        crate::support::state_value(&dir, "COST_MICROUSD"),
+        l.total().to_string()
+    );
+    // The audit sees no drift between state and ledger; it notes the lines that are not
+    // ledger lines.
+    let out = repo.orbit(&["audit", "--json", &dir.display().to_string()]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("audit --json: {e}\n{}", crate::support::text(&out)));
+    let findings = v["loops"][0]["findings"].as_array().unwrap().clone();
+    let drift: Vec<_> = findings
+        .iter()
+        .filter(|f| f["class"] == "STATE_DRIFT")
+        .collect();
+    assert!(
+        !drift
+            .iter()
+            .any(|f| f["message"].as_str().unwrap().contains("sums to")),
+        "no cost drift: {drift:?}"
+    );
+    assert!(
+        drift
+            .iter()
+            .any(|f| f["evidence"].as_str().unwrap().starts_with("cost.ledger:")),
+        "the bad lines are noted: {drift:?}"
+    );
 }

@@ -729,6 +729,36 @@ done <"$1""#,
         }
     }
     assert!(!work.path().join("CANARY").exists());
+    // loop.toml's validation draws the same lines for every count and duration (the kinds
+    // whose text Rust and bash read alike), wherever the value is one loop.toml can hold.
+    let mut compared = 0;
+    for (name, value, ok) in &cases {
+        let s = contract::SETTINGS
+            .iter()
+            .find(|s| s.env_name() == *name)
+            .unwrap();
+        if !matches!(
+            s.kind,
+            contract::SettingKind::Count { .. } | contract::SettingKind::Duration { .. }
+        ) {
+            continue;
+        }
+        let cfg = toml::from_str::<orbit::config::LoopConfig>(&format!("{} = {value}", s.key))
+            .or_else(|_| toml::from_str(&format!("{} = {value:?}", s.key)));
+        let Ok(cfg) = cfg else { continue };
+        assert_eq!(
+            cfg.validate().is_ok(),
+            *ok,
+            "loop.toml {} = {value:?}: {:?}",
+            s.key,
+            cfg.validate()
+        );
+        compared += 1;
+    }
+    assert!(
+        compared > 100,
+        "{compared} values compared with loop.toml's validation"
+    );
 }
 
 /// The runner with one setting overridden from the environment.

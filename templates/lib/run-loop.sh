@@ -568,18 +568,26 @@ ensure_branch() {
 
 # ---- iteration records
 
-# result_read FILE: KEY=VALUE lines into R (known keys only; never sourced).
+# result_read FILE: KEY=VALUE lines into R, never sourced: the contract's result.env keys
+# only (ORBIT_RESULT_KEYS), and a numeric one (ORBIT_RESULT_NUMERIC) only when its value is
+# a whole number or empty, so that nothing read from the file reaches arithmetic unchecked.
 result_read() {
   local line k v
   R=()
   while IFS= read -r line || [[ -n $line ]]; do
+    [[ $line == *=* ]] || continue
     k=${line%%=*}
     v=${line#*=}
-    [[ $k =~ ^[A-Z_]{1,32}$ ]] || continue
+    [[ $k =~ ^[A-Z_]{1,32}$ && " ${ORBIT_RESULT_KEYS[*]} " == *" $k "* ]] || continue
+    if [[ -n $v && " ${ORBIT_RESULT_NUMERIC[*]} " == *" $k "* ]] && ! orbit_is_uint "$v"; then
+      orbit_log "$1: $k is not a whole number: ignored"
+      continue
+    fi
     R[$k]=$v
   done <"$1"
 }
 
+# result_write FILE KEY...: the KEYs' values in R as FILE's KEY=VALUE lines, atomically.
 result_write() {
   local file=$1 k text=''
   shift
@@ -588,10 +596,6 @@ result_write() {
   done
   orbit_write_file "$file" "$text" || orbit_die "$EXIT_STATE_CORRUPT" "cannot write $file"
 }
-
-RESULT_KEYS=(ITERATION STARTED_AT ENDED_AT PHASE AGENT_EXIT AGENT_OUTCOME ATTEMPTS DURATION
-  VERIFY VERIFY_FAILING VERIFY_SIG TREE_BEFORE TREE_AFTER CHANGED COST_MICROUSD COST_KIND
-  DONE_CLAIM DONE_VERDICT VERDICT STOP_REASON EXIT_CODE SUMMARY CB_FAILS VERIFY_STREAK CB_SIG)
 
 # Move what an interrupted attempt left in an iteration directory aside (never deleted).
 iter_prepare() {
@@ -1343,7 +1347,7 @@ record_abort() {
   R[COST_KIND]=$RUN_COST_KIND
   R[CB_FAILS]=${S[CB_FAILS]}
   R[VERIFY_STREAK]=${S[VERIFY_STREAK]}
-  result_write "$dir/result.env" "${RESULT_KEYS[@]}"
+  result_write "$dir/result.env" "${ORBIT_RESULT_KEYS[@]}"
   printf 'withheld: integrity violation\n' >"$dir/commit.txt"
   finalize "$n"
 }
@@ -1498,7 +1502,7 @@ run_iteration() {
   R[VERIFY_STREAK]=${S[VERIFY_STREAK]}
   R[CB_SIG]=$CB_OPEN_SIG
   printf -v 'R[ENDED_AT]' '%(%s)T' -1
-  result_write "$dir/result.env" "${RESULT_KEYS[@]}"
+  result_write "$dir/result.env" "${ORBIT_RESULT_KEYS[@]}"
   finalize "$n" 1
 }
 

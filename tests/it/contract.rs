@@ -1161,3 +1161,44 @@ fn every_reader_of_a_hostile_cost_ledger_sums_it_by_one_rule() {
         "the bad lines are noted: {drift:?}"
     );
 }
+
+// ---- result.env: the contract's keys, and numbers checked before arithmetic
+
+#[test]
+fn a_record_read_back_brings_no_unchecked_number_to_arithmetic() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 5);
+    let dir = repo.init_loop(&agent, &[&count_check(5)], &[]);
+    // The runner dies after iteration 1's record is written, before its commit.
+    let out = repo.run_loop(&dir, &["--once"], &[("ORBIT_FAULT", "before_commit")]);
+    assert_eq!(out.status.code(), None, "killed at the fault point");
+    let record = dir.join("iterations/000001/result.env");
+    let text = fs::read_to_string(&record).unwrap();
+    let hostile: String = text
+        .lines()
+        .map(|l| match l.split_once('=') {
+            Some(("COST_MICROUSD", _)) => "COST_MICROUSD=x[$(touch CANARY)]\n".to_string(),
+            Some(("CHANGED", _)) => "CHANGED=$(touch CANARY)\n".to_string(),
+            _ => format!("{l}\n"),
+        })
+        .chain(["NOT_A_KEY=1\n".to_string()])
+        .collect();
+    assert_ne!(hostile, text);
+    fs::write(&record, hostile).unwrap();
+    // The next run completes iteration 1 from its record, then runs iteration 2.
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    crate::support::assert_code(&out, i32::from(ExitCode::Continue.code()), "resume");
+    for base in [repo.path(), dir.as_path(), &std::env::temp_dir()] {
+        assert!(
+            !base.join("CANARY").exists(),
+            "CANARY in {}",
+            base.display()
+        );
+    }
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        log.contains("COST_MICROUSD is not a whole number: ignored"),
+        "{log}"
+    );
+    crate::support::assert_records_agree(&dir);
+}

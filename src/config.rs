@@ -127,7 +127,9 @@ fn check_setting(setting: &Setting, value: &toml::Value) -> Result<()> {
             (min..=max).contains(&n).then_some(()).ok_or_else(bad)
         }
         (SettingKind::Count { min, max }, toml::Value::String(t)) => {
-            let n: u64 = (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+            // A whole number as bash reads it: digits, no leading zero.
+            let n: u64 = ValueType::Uint
+                .accepts(t)
                 .then(|| t.parse().ok())
                 .flatten()
                 .ok_or_else(bad)?;

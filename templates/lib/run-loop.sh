@@ -883,18 +883,18 @@ exec_limit_v() {
 classify_v() {
   local log=$1 rc=$2 to=$3 tailtext
   if ((to)); then
-    REPLY=timeout
+    REPLY=$OUTCOME_TIMEOUT
   elif ((rc == 0)); then
-    REPLY=ok
+    REPLY=$OUTCOME_OK
   elif ((rc == 126 || rc == 127)); then
-    REPLY=permanent
+    REPLY=$OUTCOME_PERMANENT
   else
-    REPLY=agent_error
+    REPLY=$OUTCOME_AGENT_ERROR
     tailtext=$(tail -n 40 -- "$log" 2>/dev/null || true)
     # A here-string, not a pipe: grep -q stops at the first match, and a writer it left
     # behind would fail the test under pipefail.
     if grep -qiE 'rate[ _-]?limit|usage limit|too many requests|quota (exceeded|exhausted)|resource[ _]exhausted|limit reached|\b429\b' <<<"$tailtext"; then
-      REPLY=rate_limited
+      REPLY=$OUTCOME_RATE_LIMITED
     fi
   fi
 }
@@ -1387,7 +1387,7 @@ run_iteration() {
   fi
   printf '%s\n' "$t_before" >"$dir/tree-before"
   attempt=0
-  outcome=agent_error
+  outcome=$OUTCOME_AGENT_ERROR
   while ((attempt < RETRY_LIMIT)); do
     attempt=$((attempt + 1))
     ATTEMPT=$attempt
@@ -1403,7 +1403,7 @@ run_iteration() {
     orbit_event agent_exit "$n" phase "$PHASE_WORK" attempt "$attempt" exit_code "$AGENT_RC" outcome "$outcome" seconds "$AGENT_SECS" cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND"
     orbit_fault after_agent
     case $outcome in
-      ok | permanent | rate_limited) break ;;
+      "$OUTCOME_OK" | "$OUTCOME_PERMANENT" | "$OUTCOME_RATE_LIMITED") break ;;
     esac
     if ((attempt < RETRY_LIMIT)); then
       local delay=$((RETRY_BASE_DELAY_S * (1 << (attempt - 1))))
@@ -1422,7 +1422,7 @@ run_iteration() {
   R[DURATION]=$AGENT_SECS
   S[COST_MICROUSD]=$LEDGER_TOTAL
 
-  if [[ $outcome == rate_limited ]]; then
+  if [[ $outcome == "$OUTCOME_RATE_LIMITED" ]]; then
     # A rate limit burns no iteration: the attempt is kept aside and the iteration reruns.
     S[RESUME_AT]=$(rate_limit_resume_at "$dir/agent.log")
     iter_prepare "$dir"
@@ -1438,7 +1438,7 @@ run_iteration() {
     return 0
   fi
 
-  if [[ $outcome == permanent ]]; then
+  if [[ $outcome == "$OUTCOME_PERMANENT" ]]; then
     R[VERIFY]=$VERIFY_SKIP R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_TOOL_FAILURE
     R[EXIT_CODE]=$EXIT_BLOCKED
     R[SUMMARY]="the agent could not be run (exit $AGENT_RC: not found or not permitted)"
@@ -1513,13 +1513,13 @@ decide() {
     return 0
   fi
   # Circuit breaker: consecutive iterations whose agent failed.
-  if [[ ${R[AGENT_OUTCOME]} != ok ]]; then
+  if [[ ${R[AGENT_OUTCOME]} != "$OUTCOME_OK" ]]; then
     S[CB_FAILS]=$((S[CB_FAILS] + 1))
   else
     S[CB_FAILS]=0
   fi
   # An agent that keeps failing opens the circuit before anything is judged stalled.
-  if ((S[CB_FAILS] >= CB_THRESHOLD)) || [[ ${S[CB_STATE]} == "$CB_HALF_OPEN" && ${R[AGENT_OUTCOME]} != ok ]]; then
+  if ((S[CB_FAILS] >= CB_THRESHOLD)) || [[ ${S[CB_STATE]} == "$CB_HALF_OPEN" && ${R[AGENT_OUTCOME]} != "$OUTCOME_OK" ]]; then
     R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_CIRCUIT_OPEN R[EXIT_CODE]=$EXIT_BLOCKED
     R[SUMMARY]="circuit open: the agent failed ${S[CB_FAILS]} iteration(s) in a row (last: ${R[AGENT_OUTCOME]}, exit ${R[AGENT_EXIT]})"
     CB_OPEN_SIG=$(orbit_sha256_str "agent:${R[AGENT_OUTCOME]}:${R[AGENT_EXIT]}")

@@ -216,6 +216,7 @@ fn value_words() -> Vec<&'static str> {
     v.extend(contract::Phase::ALL.iter().map(|p| p.as_str()));
     v.extend(contract::VerifyOutcome::ALL.iter().map(|o| o.as_str()));
     v.extend(contract::CostKind::ALL.iter().map(|k| k.as_str()));
+    v.extend(contract::AgentOutcome::ALL.iter().map(|o| o.as_str()));
     v
 }
 
@@ -365,6 +366,9 @@ fn expected_prelude_values() -> Vec<(String, String)> {
     }
     for k in contract::CostKind::ALL {
         add(format!("$COST_{}", upper(k.as_str())), k.to_string());
+    }
+    for o in contract::AgentOutcome::ALL {
+        add(format!("$OUTCOME_{}", upper(o.as_str())), o.to_string());
     }
     let join = |words: Vec<String>| words.join(" ");
     add(

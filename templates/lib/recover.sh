@@ -391,8 +391,9 @@ rc_plan() {
   if ((RC_LAST > 0)) && [[ $verdict == "$STATUS_ABORTED" || $verdict == "$STATUS_BLOCKED" ]]; then
     retry=1
   fi
+  # DONE only from a record that parses (as orbit recover reads it) and says DONE.
   if ((RC_LAST > 0)) && [[ ${EVV[$RC_LAST]:-} == "$STATUS_DONE" ]] &&
-    grep -qxF -- "VERDICT=$STATUS_DONE" "$(rc_iter_dir "$RC_LAST")/result.env" 2>/dev/null; then
+    result_parse "$(rc_iter_dir "$RC_LAST")/result.env" && [[ ${RP[VERDICT]:-} == "$STATUS_DONE" ]]; then
     done=1
   fi
   if ((RC_LAST == 0)); then

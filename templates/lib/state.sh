@@ -109,6 +109,44 @@ state_print() {
   printf '%s' "$REPLY"
 }
 
+# result_parse FILE: fills RP with FILE's result.env record and returns 0 only when it parses
+# by the rule of orbit's result_env module: KEY=VALUE lines, keys from ORBIT_RESULT_KEYS,
+# none twice, no control character, valid UTF-8 (where iconv can tell), a whole number of
+# at most ORBIT_UINT_DIGITS digits (or nothing) for each ORBIT_RESULT_NUMERIC key. A last
+# line without its newline keeps its value. Anything else returns 1 with RP emptied.
+declare -A RP=()
+result_parse() {
+  local LC_ALL=C file=$1 content line k v
+  RP=()
+  [[ -f $file ]] || return 1
+  # read stops at a NUL (status 0): a NUL is a control character.
+  if IFS= read -r -d '' content <"$file"; then
+    return 1
+  fi
+  if command -v iconv >/dev/null 2>&1 && ! iconv -f UTF-8 -t UTF-8 <"$file" >/dev/null 2>&1; then
+    return 1
+  fi
+  [[ -n $content ]] || return 0
+  while IFS= read -r line; do
+    # C0 controls and DEL, and the C1 controls as UTF-8 encodes them (U+0080..U+009F).
+    if [[ $line == *[[:cntrl:]]* || $line == *$'Â'[$''-$'']* ]]; then
+      RP=()
+      return 1
+    fi
+    k=${line%%=*}
+    v=${line#*=}
+    if [[ $line != *=* || " ${ORBIT_RESULT_KEYS[*]} " != *" $k "* || -z $k || -n ${RP[$k]+x} ]]; then
+      RP=()
+      return 1
+    fi
+    if [[ -n $v && " ${ORBIT_RESULT_NUMERIC[*]} " == *" $k "* && ! $v =~ ^[0-9]{1,18}$ ]]; then
+      RP=()
+      return 1
+    fi
+    RP[$k]=$v
+  done <<<"${content%$'\n'}"
+}
+
 # orbit_write_file PATH CONTENT: atomic write (temp in the same directory, sync, rename).
 orbit_write_file() {
   local path=$1 content=$2 tmp dir=.

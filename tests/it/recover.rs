@@ -954,9 +954,36 @@ fn recover_keeps_done_only_on_structured_evidence() {
     assert_code(&out, 0, "a DONE loop stays DONE");
     assert!(String::from_utf8_lossy(&out.stdout).contains("NEXUS_LOOP_STATUS: DONE"));
     // Without the iteration's record, the event alone is not enough.
+    let forged = twin.copy();
     fs::remove_file(twin.file("iterations/000001/result.env")).unwrap();
     let s = recover_both(&twin, &[]);
     assert_eq!(s.last_status, "CONTINUE");
+    // A record that is not one (a line no runner writes, a count that is not a number)
+    // proves nothing either, to orbit recover and recover.sh alike.
+    // (The audit goes on reporting the unreadable record, which recover keeps as it is.)
+    for bad in [
+        "NOT_A_KEY=1\n",
+        "CHANGED=x[$(touch CANARY)]\n",
+        "VERDICT=DONE\n",
+    ] {
+        let lp = forged.copy();
+        let rec = lp.file("iterations/000001/result.env");
+        let mut t = fs::read_to_string(&rec).unwrap();
+        t.push_str(bad);
+        fs::write(&rec, t).unwrap();
+        let twin = lp.copy();
+        assert_ok(&lp.orbit_recover(&[]), "orbit recover");
+        assert_ok(&twin.bash_recover(&[]), "recover.sh");
+        let s = lp.assert_sealed();
+        twin.assert_sealed();
+        assert_eq!(s.last_status, "CONTINUE", "a record with {bad:?}");
+        assert_eq!(
+            without_updated(&lp.state_text()),
+            without_updated(&twin.state_text()),
+            "orbit recover and recover.sh disagree on a record with {bad:?}"
+        );
+        assert!(!lp.file("CANARY").exists() && !lp.repo.path().join("CANARY").exists());
+    }
 }
 
 #[test]

@@ -4,13 +4,14 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use orbit::contract::{self, ExitCode, Status};
 use proptest::prelude::*;
 
-use crate::support::{Repo, assert_ok, count_check, counting_agent, run_bounded};
+use crate::support::{
+    Repo, assert_ok, bash_with_parts, command, count_check, counting_agent, run_bounded,
+};
 
 // ---- the lint: no bare exit code, no bare status word in the code of the static bash
 
@@ -576,7 +577,7 @@ fn evaluate_prelude(script: &Path) -> Vec<String> {
     let work = tempfile::tempdir().unwrap();
     let p = work.path().join("prelude.sh");
     fs::write(&p, prelude).unwrap();
-    let mut cmd = Command::new("bash");
+    let mut cmd = command("bash");
     cmd.arg("-c").arg(&body).arg("harness").arg(&p);
     let out = run_bounded(cmd, Duration::from_secs(30));
     assert_ok(&out, "the prelude evaluated");
@@ -686,32 +687,22 @@ fn setting_cases() -> Vec<(String, String, bool)> {
 
 #[test]
 fn each_setting_is_checked_by_the_kind_and_bounds_of_the_contract_table() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let work = tempfile::tempdir().unwrap();
-    let prelude = crate::support::write_prelude(work.path());
     let cases = setting_cases();
     let list: String = cases
         .iter()
         .map(|(n, v, _)| format!("{n}\t{v}\n"))
         .collect();
     fs::write(work.path().join("cases"), list).unwrap();
-    let script = format!(
-        r#"set -Eeuo pipefail
-source '{p}'
-source '{c}'
-while IFS=$'\t' read -r name value; do
+    let mut cmd = bash_with_parts(
+        work.path(),
+        &["common"],
+        r#"while IFS=$'\t' read -r name value; do
   printf -v "$name" '%s' "$value"
   if orbit_setting_v "$name"; then echo "ok $REPLY"; else echo "err $ORBIT_SETTING_ERR"; fi
 done <"$1""#,
-        p = prelude.display(),
-        c = root.join("templates/lib/common.sh").display(),
     );
-    let mut cmd = Command::new("bash");
-    cmd.arg("-c")
-        .arg(&script)
-        .arg("harness")
-        .arg(work.path().join("cases"))
-        .current_dir(work.path());
+    cmd.arg(work.path().join("cases")).current_dir(work.path());
     let out = run_bounded(cmd, Duration::from_secs(60));
     assert_ok(&out, "the settings harness");
     let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
@@ -845,7 +836,7 @@ fn verify_and_notify_take_no_setting_the_runner_refuses() {
     let agent = counting_agent(&repo, 3);
     let dir = repo.init_loop(&agent, &[&count_check(3)], &[]);
     // verify.sh by hand, with a check timeout the runner refuses: it stops, naming it.
-    let mut cmd = Command::new("bash");
+    let mut cmd = command("bash");
     cmd.arg(dir.join("verify.sh"))
         .current_dir(repo.path())
         .env("PATH", repo.path_env())
@@ -858,7 +849,7 @@ fn verify_and_notify_take_no_setting_the_runner_refuses() {
         crate::support::text(&out)
     );
     // notify.sh is never fatal: it logs the refused value and keeps its default.
-    let mut cmd = Command::new("bash");
+    let mut cmd = command("bash");
     cmd.arg(dir.join("notify.sh"))
         .arg("DONE")
         .arg("a summary")
@@ -911,27 +902,17 @@ fn bash_classifies_a_changed_pin_as_the_rust_contract_does() {
         "../../settings.json",
     ];
     let work = tempfile::tempdir().unwrap();
-    let prelude = crate::support::write_prelude(work.path());
     let list: String = paths.iter().map(|p| format!("{p}\n")).collect();
     fs::write(work.path().join("paths"), list).unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let script = format!(
-        r#"set -Eeuo pipefail
-source '{p}'
-source '{c}'
-while IFS= read -r path; do
+    let mut cmd = bash_with_parts(
+        work.path(),
+        &["common"],
+        r#"while IFS= read -r path; do
   orbit_pin_reason_v "$path"
   echo "$REPLY"
 done <"$1""#,
-        p = prelude.display(),
-        c = root.join("templates/lib/common.sh").display(),
     );
-    let mut cmd = Command::new("bash");
-    cmd.arg("-c")
-        .arg(&script)
-        .arg("harness")
-        .arg(work.path().join("paths"))
-        .current_dir(work.path());
+    cmd.arg(work.path().join("paths")).current_dir(work.path());
     let out = run_bounded(cmd, Duration::from_secs(30));
     assert_ok(&out, "the pin-reason harness");
     let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
@@ -1023,27 +1004,21 @@ proptest! {
     #[test]
     fn the_bash_and_rust_ledger_sums_agree(inputs in prop::collection::vec(ledger_input(), 150)) {
         let work = tempfile::tempdir().unwrap();
-        let prelude = crate::support::write_prelude(work.path());
         let mut all = inputs.clone();
         all.push(b"1\t250000\treported\nx\t500\tbogus\n1\t500\tbogus\n1\t99\treported\tzz\n\n2\t700\testimated\t3\n3\t12".to_vec());
         all.push(b"2\t999999999999999999\treported\n2\t999999999999999999\tunknown\n".to_vec());
         for (i, b) in all.iter().enumerate() {
             fs::write(work.path().join(format!("{i}.ledger")), b).unwrap();
         }
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let script = format!(
-            r#"set -Eeuo pipefail
-source '{p}'
-source '{c}'
-for ((i = 0; i < $1; i++)); do
+        let mut cmd = bash_with_parts(
+            work.path(),
+            &["common"],
+            r#"for ((i = 0; i < $1; i++)); do
   orbit_ledger_sum_v "$2/$i.ledger" 2
   echo "$REPLY $ORBIT_LEDGER_ITER_SUM $ORBIT_LEDGER_TORN$ORBIT_LEDGER_ITER_KINDS"
 done"#,
-            p = prelude.display(),
-            c = root.join("templates/lib/common.sh").display(),
         );
-        let mut cmd = Command::new("bash");
-        cmd.arg("-c").arg(&script).arg("harness").arg(all.len().to_string()).arg(work.path());
+        cmd.arg(all.len().to_string()).arg(work.path());
         let out = run_bounded(cmd, Duration::from_secs(120));
         prop_assert!(out.status.success(), "{}", crate::support::text(&out));
         let got: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
@@ -1098,7 +1073,7 @@ fn every_reader_of_a_hostile_cost_ledger_sums_it_by_one_rule() {
     let sum = |d: &Path| orbit::ledger::parse(&fs::read(d.join("cost.ledger")).unwrap()).total();
     assert_eq!(sum(&dir), 250_700);
     let bash_recover_dry = || {
-        let mut cmd = Command::new("bash");
+        let mut cmd = command("bash");
         cmd.arg(dir.join("recover.sh"))
             .arg("--dry-run")
             .current_dir(std::env::temp_dir())

@@ -1527,31 +1527,19 @@ fn a_repository_path_with_spaces_and_quotes_runs_to_done() {
 /// state.sh, as a rendered script has them) on each input, in one bash process; returns
 /// ok/err per input.
 fn bash_parse_all(inputs: &[Vec<u8>]) -> Vec<bool> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let work = tempfile::tempdir().unwrap();
     for (i, b) in inputs.iter().enumerate() {
         fs::write(work.path().join(format!("{i}.env")), b).unwrap();
     }
-    let prelude = write_prelude(work.path());
-    let script = format!(
-        r#"set -Eeuo pipefail
-orbit_log() {{ :; }}
-source '{p}'
-source '{c}'
-source '{s}'
+    let mut cmd = bash_with_parts(
+        work.path(),
+        &["common", "state"],
+        r#"orbit_log() { :; }
 for ((i = 0; i < $1; i++)); do
   if state_parse "$2/$i.env"; then echo ok; else echo err; fi
 done"#,
-        p = prelude.display(),
-        c = root.join("templates/lib/common.sh").display(),
-        s = root.join("templates/lib/state.sh").display()
     );
-    let mut cmd = command("bash");
-    cmd.arg("-c")
-        .arg(&script)
-        .arg("harness")
-        .arg(inputs.len().to_string())
-        .arg(work.path());
+    cmd.arg(inputs.len().to_string()).arg(work.path());
     let out = run_bounded(cmd, Duration::from_secs(120));
     assert_ok(&out, "bash state_parse harness");
     let v: Vec<bool> = String::from_utf8_lossy(&out.stdout)
@@ -1799,23 +1787,15 @@ proptest! {
         let work = tempfile::tempdir().unwrap();
         let file = work.path().join("progress.md");
         fs::write(&file, cut_bytes).unwrap();
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let prelude = write_prelude(work.path());
-        let script = format!(
-            r#"set -Eeuo pipefail
-source '{p}'
-source '{c}'
-source '{s}'
-orbit_log() {{ :; }}
+        let mut cmd = bash_with_parts(
+            work.path(),
+            &["common", "state"],
+            r#"orbit_log() { :; }
 PG_WINDOW=$2
 progress_open "$1"
 printf '%s' "$PG_PREV""#,
-            p = prelude.display(),
-            c = root.join("templates/lib/common.sh").display(),
-            s = root.join("templates/lib/state.sh").display()
         );
-        let mut cmd = command("bash");
-        cmd.arg("-c").arg(&script).arg("harness").arg(&file).arg(window.to_string());
+        cmd.arg(&file).arg(window.to_string());
         let out = run_bounded(cmd, Duration::from_secs(60));
         prop_assert!(out.status.success(), "{}", text(&out));
         let after = fs::read(&file).unwrap();

@@ -60,3 +60,24 @@ fn git_reads_only_the_sealed_global_configuration() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+#[test]
+fn every_child_of_the_suite_is_made_sealed() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        // `command()` itself is the one place a Command is made from nothing.
+        let allowed = usize::from(name == "support.rs");
+        let uses = text.matches(concat!("Command", "::new(")).count();
+        if uses > allowed {
+            found.push(format!("{name}: {uses}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "make children with support::command(), not Command::new: {found:?}"
+    );
+}

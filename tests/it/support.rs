@@ -259,6 +259,27 @@ pub fn write_prelude(dir: &Path) -> PathBuf {
     p
 }
 
+/// `bash -c` over the contract prelude and the named static parts of templates/lib (as a
+/// rendered script has them, in that order), then `body`; the caller adds the positional
+/// arguments ($1, ...). The prelude is written into `work`.
+pub fn bash_with_parts(work: &Path, parts: &[&str], body: &str) -> Command {
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/lib");
+    let mut script = format!(
+        "set -Eeuo pipefail\nsource '{}'\n",
+        write_prelude(work).display()
+    );
+    for part in parts {
+        script.push_str(&format!(
+            "source '{}'\n",
+            lib.join(format!("{part}.sh")).display()
+        ));
+    }
+    script.push_str(body);
+    let mut cmd = command("bash");
+    cmd.arg("-c").arg(script).arg("harness");
+    cmd
+}
+
 /// Reads a state.env value.
 pub fn state_value(loop_dir: &Path, key: &str) -> String {
     let text = fs::read_to_string(loop_dir.join("state.env")).unwrap();

@@ -20,6 +20,14 @@ pub use settings::{SETTINGS, Setting, SettingKind, setting};
 /// The version of `LOOP-CONTRACT.md` this build writes.
 pub const CONTRACT_VERSION: &str = "1.0.0";
 
+/// Whether `version` (`MAJOR.MINOR.PATCH`) belongs to a newer major version of the contract
+/// than this build's: such a loop is never run, repaired or rewritten by this build (it
+/// would be downgraded). The scripts' `state_newer_major` applies the same rule.
+pub fn newer_major(version: &str) -> bool {
+    let major = |v: &str| v.split('.').next().and_then(|m| m.parse::<u64>().ok());
+    matches!((major(version), major(CONTRACT_VERSION)), (Some(a), Some(b)) if a > b)
+}
+
 /// A closed set of contract words: an enum with its text, the list of every member, a
 /// parser and the serde form (the text).
 macro_rules! vocabulary {
@@ -636,6 +644,15 @@ mod tests {
         }
         assert_eq!(Status::parse("done"), None);
         assert_eq!(Status::Paused.footer(), Status::Continue);
+    }
+
+    #[test]
+    fn only_a_higher_major_is_newer() {
+        assert!(newer_major("9.0.0"));
+        assert!(newer_major("2.0.0"));
+        assert!(!newer_major(CONTRACT_VERSION));
+        assert!(!newer_major("1.7.3"));
+        assert!(!newer_major("0.9.0"));
     }
 
     #[test]

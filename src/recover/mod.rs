@@ -409,6 +409,14 @@ impl Planner<'_> {
         let text = read_opt(&dir.join("state.env"))?;
         let old = match &text {
             Some(b) => match State::parse(b) {
+                Ok(s) if crate::contract::newer_major(&s.contract_version) => {
+                    return Err(Error::Refused(format!(
+                        "{}/state.env was written under loop contract {}, newer than this orbit's {}: repair it with the orbit that wrote it (nothing was changed)",
+                        dir.display(),
+                        s.contract_version,
+                        config::CONTRACT_VERSION
+                    )));
+                }
                 Ok(s) => Some(s),
                 Err((line, why)) => {
                     self.repair(format!(

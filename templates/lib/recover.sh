@@ -147,9 +147,12 @@ rc_lock_held() {
 
 # ---- the old checkpoint and its sidecar
 rc_read_old() {
-  local k sidecar have
+  local k have
   RC_OLD_TEXT=
   if state_parse "$RC_DIR/state.env"; then
+    if state_newer_major "${S[CONTRACT_VERSION]}"; then
+      orbit_die "$EXIT_PREFLIGHT" "$RC_DIR/state.env was written under loop contract ${S[CONTRACT_VERSION]}, newer than this recover.sh's $ORBIT_CONTRACT_VERSION: repair it with the orbit that wrote it (nothing was changed)"
+    fi
     RC_OLD_OK=1
     for k in "${ORBIT_STATE_KEYS[@]}"; do
       O[$k]=${S[$k]}
@@ -165,12 +168,11 @@ rc_read_old() {
     RC_REPAIRS+=("state.env is missing: rebuilt from the evidence")
   fi
   if [[ -f $RC_DIR/state.env.sha256 ]]; then
-    sidecar=$(<"$RC_DIR/state.env.sha256")
-    if [[ $sidecar =~ ^([0-9a-f]{64})\ \ state\.env$'\n'\#\ gen=(0|[1-9][0-9]{0,17})$ ]]; then
-      RC_SIDECAR_GEN=${BASH_REMATCH[2]}
+    if state_sidecar_read "$RC_DIR/state.env.sha256"; then
+      RC_SIDECAR_GEN=$SIDECAR_GEN
       if ((RC_OLD_OK)); then
         have=$(orbit_sha256_file "$RC_DIR/state.env")
-        if [[ $have == "${BASH_REMATCH[1]}" && $RC_SIDECAR_GEN == "${O[GEN]}" ]]; then
+        if [[ $have == "$SIDECAR_HASH" && $RC_SIDECAR_GEN == "${O[GEN]}" ]]; then
           RC_SIDECAR_OK=1
         elif ((RC_SIDECAR_GEN + 1 == O[GEN])); then
           RC_REPAIRS+=("torn checkpoint (sidecar at gen $RC_SIDECAR_GEN, state.env at gen ${O[GEN]}): re-sealed")

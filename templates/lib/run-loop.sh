@@ -246,7 +246,13 @@ sweep_env() {
 
 # ---- state
 load_state() {
-  if ! state_load "$LOOP_DIR"; then
+  local rc=0
+  state_load "$LOOP_DIR" || rc=$?
+  if ((rc == STATE_LOAD_NEWER)); then
+    footer "$STATUS_CONTINUE" "$STATE_ERR"
+    orbit_die "$EXIT_STATE_CORRUPT" "$STATE_ERR: run this loop with the orbit that wrote it (nothing was changed)"
+  fi
+  if ((rc != 0)); then
     footer "$STATUS_CONTINUE" "state corrupt: $STATE_ERR"
     orbit_log "state corrupt: $STATE_ERR"
     orbit_die "$EXIT_STATE_CORRUPT" "run 'orbit recover $LOOP_DIR' (or bash $LOOP_DIR/recover.sh) to rebuild state from the evidence"

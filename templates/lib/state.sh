@@ -216,23 +216,28 @@ state_write() {
 }
 
 # state_load DIR: parse state.env and check the sidecar. A sidecar one generation behind is
-# a torn checkpoint and is re-sealed; any other mismatch returns 1 with STATE_ERR set.
+# a torn checkpoint and is re-sealed; any other mismatch returns 1 with STATE_ERR set. A
+# state of a newer contract major returns STATE_LOAD_NEWER before anything is written.
+STATE_LOAD_NEWER=3
 state_load() {
-  local dir=$1 sidecar want_hash want_gen have_hash REPLY
+  local dir=$1 want_hash want_gen have_hash REPLY
   if ! state_parse "$dir/state.env"; then
     STATE_ERR="state.env $STATE_ERR"
     return 1
+  fi
+  if state_newer_major "${S[CONTRACT_VERSION]}"; then
+    STATE_ERR="state.env was written under loop contract ${S[CONTRACT_VERSION]}, newer than this script's $ORBIT_CONTRACT_VERSION"
+    return "$STATE_LOAD_NEWER"
   fi
   if [[ ! -f $dir/state.env.sha256 ]]; then
     STATE_ERR="state.env.sha256 is missing"
     return 1
   fi
-  sidecar=$(<"$dir/state.env.sha256")
-  if [[ ! $sidecar =~ ^([0-9a-f]{64})\ \ state\.env$'\n'\#\ gen=(0|[1-9][0-9]{0,17})$ ]]; then
+  if ! state_sidecar_read "$dir/state.env.sha256"; then
     STATE_ERR="state.env.sha256 is malformed"
     return 1
   fi
-  want_hash=${BASH_REMATCH[1]} want_gen=${BASH_REMATCH[2]}
+  want_hash=$SIDECAR_HASH want_gen=$SIDECAR_GEN
   orbit_sha256_file_v "$dir/state.env"
   have_hash=$REPLY
   if [[ $have_hash == "$want_hash" && $want_gen == "${S[GEN]}" ]]; then
@@ -249,6 +254,25 @@ state_load() {
   fi
   STATE_ERR="state.env does not match state.env.sha256 (state gen ${S[GEN]}, sidecar gen $want_gen)"
   return 1
+}
+
+# state_sidecar_read FILE: SIDECAR_HASH and SIDECAR_GEN from a sidecar (`<sha256>  state.env`,
+# then `# gen=N`; trailing newlines do not count); status 1 when it is not one.
+SIDECAR_HASH=
+SIDECAR_GEN=
+state_sidecar_read() {
+  local text
+  SIDECAR_HASH='' SIDECAR_GEN=''
+  text=$(<"$1") || return 1
+  [[ $text =~ ^([0-9a-f]{64})\ \ state\.env$'\n'\#\ gen=(0|[1-9][0-9]{0,17})$ ]] || return 1
+  SIDECAR_HASH=${BASH_REMATCH[1]} SIDECAR_GEN=${BASH_REMATCH[2]}
+}
+
+# state_newer_major VERSION: status 0 when VERSION (a checked MAJOR.MINOR.PATCH) belongs to
+# a newer major version of the loop contract than this script's: a script never reads,
+# repairs or rewrites such a loop (it would silently downgrade it).
+state_newer_major() {
+  ((10#${1%%.*} > 10#${ORBIT_CONTRACT_VERSION%%.*}))
 }
 ORBIT_TORN_REPAIRED=0
 

@@ -679,6 +679,54 @@ fn recover_migrate_sets_the_contract_version() {
 }
 
 #[test]
+fn a_state_of_a_newer_contract_is_never_repaired_or_downgraded() {
+    let lp = Loop::new(1, &[]);
+    replace_in(
+        &lp.file("state.env"),
+        "CONTRACT_VERSION=1.0.0",
+        "CONTRACT_VERSION=9.0.0",
+    );
+    // Sealed, as a newer runner would have left it.
+    let state = lp.state_text();
+    let generation = orbit::state::State::parse(state.as_bytes())
+        .unwrap()
+        .generation;
+    fs::write(
+        lp.file("state.env.sha256"),
+        orbit::state::Sidecar::for_state(&state, generation).print(),
+    )
+    .unwrap();
+    let before = fs::read(lp.file("state.env")).unwrap();
+    for flags in [&[][..], &["--migrate"][..], &["--dry-run"][..]] {
+        for (by, out) in [
+            ("orbit recover", lp.orbit_recover(flags)),
+            ("recover.sh", lp.bash_recover(flags)),
+        ] {
+            assert_code(&out, 2, &format!("{by} {flags:?} on a 9.0.0 state"));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains("9.0.0") && err.contains("newer"),
+                "{by}: {err}"
+            );
+            assert_eq!(
+                fs::read(lp.file("state.env")).unwrap(),
+                before,
+                "{by} wrote"
+            );
+        }
+    }
+    // The runner refuses it too, as state it cannot read (exit 4), and changes nothing.
+    let out = lp.tick(&[]);
+    assert_code(&out, 4, "a runner given a newer contract's state");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("newer"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(fs::read(lp.file("state.env")).unwrap(), before);
+}
+
+#[test]
 fn recover_dry_run_writes_nothing() {
     let lp = Loop::new(2, &[]);
     replace_in(

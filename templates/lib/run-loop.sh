@@ -104,7 +104,8 @@ preflight() {
     preflight_fail "bash $BASH_VERSION is too old: orbit needs bash >= 4.4"
   fi
   command -v git >/dev/null 2>&1 || preflight_fail "git is not installed"
-  AGENT_ABS=$(command -v -- "${AGENT_ARGV[0]}" 2>/dev/null || true)
+  # type -P: a file on PATH, never a builtin or function of the same name (true, echo).
+  AGENT_ABS=$(type -P -- "${AGENT_ARGV[0]}" 2>/dev/null || true)
   if [[ -z $AGENT_ABS || $AGENT_ABS != /* ]]; then
     preflight_fail "the agent '${AGENT_ARGV[0]}' is not on PATH ($PATH): install it, or set argv in loop.toml to its absolute path"
   fi

@@ -916,3 +916,24 @@ fn verify_run_by_its_runner_takes_the_root_and_scratch_space_from_it() {
         "and it is gone after the run"
     );
 }
+
+#[test]
+fn an_agent_named_like_a_shell_builtin_is_found_on_path() {
+    let repo = Repo::new();
+    let out = repo.orbit(&[
+        "init",
+        "test goal",
+        "--engine",
+        "custom",
+        "--exec",
+        "true",
+        "--verify",
+        "test -f never-there",
+    ]);
+    crate::support::assert_ok(&out, "orbit init --exec true");
+    let dir = repo.join(".orbit/test-goal");
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    // `true` is a bash builtin and /usr/bin/true: the runner runs the file.
+    assert_code(&out, 10, "one tick of an agent that changes nothing");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2");
+}

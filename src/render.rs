@@ -34,6 +34,7 @@ pub const TEMPLATES: &[(&str, &str)] = &[
 pub const LIB_COMMON: &str = include_str!("../templates/lib/common.sh");
 pub const LIB_PROC: &str = include_str!("../templates/lib/proc.sh");
 pub const LIB_STATE: &str = include_str!("../templates/lib/state.sh");
+pub const LIB_FEEDBACK: &str = include_str!("../templates/lib/feedback.sh");
 pub const LIB_RUN_LOOP: &str = include_str!("../templates/lib/run-loop.sh");
 pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
 pub const LIB_RECOVER: &str = include_str!("../templates/lib/recover.sh");
@@ -73,7 +74,7 @@ pub const FILES: &[LoopFile] = &[
     LoopFile {
         name: "run-loop.sh",
         template: "run-loop.sh.j2",
-        parts: &[LIB_COMMON, LIB_PROC, LIB_STATE, LIB_RUN_LOOP],
+        parts: &[LIB_COMMON, LIB_PROC, LIB_STATE, LIB_FEEDBACK, LIB_RUN_LOOP],
         executable: true,
     },
     LoopFile {

@@ -970,10 +970,36 @@ feedback_write() {
       j_loci+="${j_loci:+,}$(orbit_json_str "$name")"
     fi
   done <<<"$loci"
-  printf '{"failing":[%s],"loci":[%s],"output_tail":%s,"attempt":%s,"iteration":%s}\n' \
-    "$j_failing" "$j_loci" "$(orbit_json_str "$tailtext")" "$attempt" "$n" >"$dir/feedback.json"
+  # The failing tests and their assertions, where the output shows a test tool's format.
+  local -a tests=() asserts=()
+  local j_tests='' j_asserts='' line
+  feedback_tests_v "$LAST_VERIFY_OUT"
+  while IFS= read -r line; do
+    case $line in
+      T$'\t'*) tests+=("${line#T$'\t'}") ;;
+      A$'\t'*) asserts+=("${line#A$'\t'}") ;;
+    esac
+  done <<<"$REPLY"
+  for line in "${tests[@]}"; do
+    orbit_json_v "$line"
+    j_tests+="${j_tests:+,}$REPLY"
+  done
+  for line in "${asserts[@]}"; do
+    orbit_json_v "$line"
+    j_asserts+="${j_asserts:+,}$REPLY"
+  done
+  printf '{"failing":[%s],"tests":[%s],"assertions":[%s],"loci":[%s],"output_tail":%s,"attempt":%s,"iteration":%s}\n' \
+    "$j_failing" "$j_tests" "$j_asserts" "$j_loci" "$(orbit_json_str "$tailtext")" "$attempt" "$n" >"$dir/feedback.json"
   {
     printf 'Failing checks: %s\n' "${failing:-verify.sh}"
+    if ((${#tests[@]})); then
+      printf 'Failing tests:\n'
+      printf '    - %s\n' "${tests[@]}"
+    fi
+    if ((${#asserts[@]})); then
+      printf 'What they asserted:\n'
+      printf '    - %s\n' "${asserts[@]}"
+    fi
     if [[ -n $loci ]]; then
       printf 'Locations: %s\n' "$(printf '%s' "$loci" | tr '\n' ' ')"
     fi

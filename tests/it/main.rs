@@ -4,6 +4,7 @@
 
 mod audit;
 mod contract;
+mod feedback;
 mod guards;
 mod init;
 mod layout;

@@ -1,0 +1,58 @@
+# ---- feedback: what a failing verify said, in the terms of the test tools it ran
+# ---- (static, included verbatim). The runner puts the failing tests and their assertion
+# ---- lines beside the failing checks, the loci and the output tail, so the next agent
+# ---- starts from the test that failed and what it expected.
+
+# feedback_tests_v FILE: REPLY holds one line per finding of the verify output FILE:
+# "T<TAB>name" for a failing test, "A<TAB>test: assertion" for what it asserted, at most
+# 20 of each, in order, each at most 300 bytes. Understood: cargo test (libtest), pytest,
+# go test (with or without -v) and jest; colour codes are ignored; anything else yields
+# nothing. Reads the file once, with awk.
+feedback_tests_v() {
+  # shellcheck disable=SC2016  # awk code, not shell
+  REPLY=$(LC_ALL=C awk '
+    function add_test(t) {
+      if (t != "" && !(t in seen_t) && nt < 20) { seen_t[t] = 1; nt++; print "T\t" substr(t, 1, 300) }
+    }
+    function add_assert(a) {
+      if (a != "" && !(a in seen_a) && na < 20) { seen_a[a] = 1; na++; print "A\t" substr(a, 1, 300) }
+    }
+    function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t]+$/, "", s); return s }
+    BEGIN { esc = sprintf("%c", 27) }
+    {
+      gsub(esc "\\[[0-9;]*[A-Za-z]", "")
+      sub(/\r$/, "")
+    }
+    # cargo test: "test a::b ... FAILED", then per failure "---- a::b stdout ----",
+    # "thread ... panicked at FILE:L:C:" and the message up to a blank or note line.
+    /^test [^ ]+ \.\.\. FAILED$/ { add_test($2); next }
+    /^---- [^ ]+ stdout ----$/ { ct = $2; cs = 1; next }
+    cs == 1 && /panicked at [^ ]+:$/ { loc = $NF; sub(/:$/, "", loc); cs = 2; msg = ""; next }
+    cs == 2 {
+      if ($0 == "" || $0 ~ /^note: / || $0 ~ /^stack backtrace:/) {
+        if (msg != "") add_assert(ct ": " msg " (at " loc ")")
+        cs = 0
+      } else {
+        msg = (msg == "") ? trim($0) : msg "; " trim($0)
+      }
+      next
+    }
+    # pytest: "___ test_name ___" opens a failure, its first "E   ..." line is the
+    # assertion; "FAILED path::test - ..." in the short summary names the test.
+    /^___+ [^ ]+ ___+$/ { pt = $2; ps = 1; next }
+    ps == 1 && /^E   / { add_assert(pt ": " trim(substr($0, 2))); ps = 0; next }
+    /^FAILED [^ ]+::[^ ]+/ { add_test($2); next }
+    # go test: "=== RUN Name" (with -v) or "--- FAIL: Name (...)", then "    x_test.go:N: ...".
+    /^=== RUN +[^ ]+/ { gt = $3; next }
+    /^--- FAIL: [^ ]+ / { gt = $3; add_test(gt); next }
+    gt != "" && /^ +[^ ]+_test\.go:[0-9]+: / { add_assert(gt ": " trim($0)); next }
+    # jest: "  ● Suite › name", then the matcher line and its Expected/Received lines.
+    /^ +● / { jt = trim($0); sub(/^● /, "", jt); add_test(jt); js = 1; jm = ""; next }
+    js == 1 && /^ +expect[.(]/ { jm = trim($0); next }
+    js == 1 && /^ +(Expected|Received)/ {
+      jm = (jm == "") ? trim($0) : jm "; " trim($0)
+      if (trim($0) ~ /^Received/) { add_assert(jt ": " jm); js = 0 }
+      next
+    }
+  ' "$1" 2>/dev/null | orbit_clean_text || true)
+}

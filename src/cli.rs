@@ -32,8 +32,11 @@ pub enum Command {
     Recover(RecoverArgs),
     /// Schedule a loop under cron or systemd, or start it in tmux.
     Schedule(ScheduleArgs),
-    /// Stop a running loop cleanly (its runner saves a resumable state).
+    /// Stop a loop: a live runner saves a resumable state and exits, and every later run
+    /// (a schedule's tick too) exits 18 at once until orbit resume.
     Stop(StopArgs),
+    /// Let a stopped loop run again.
+    Resume(ResumeArgs),
     /// A markdown report of a loop: status, iterations, spend, remaining work.
     Report(ReportArgs),
     /// Run an end-to-end loop in a temporary repository with a built-in simulated agent.
@@ -82,6 +85,13 @@ pub struct StopArgs {
     /// How long to wait for the runner to save its state and exit.
     #[arg(long, value_name = "DUR", default_value = "60s")]
     pub wait: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The loop directory (default: the only loop under .orbit/).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

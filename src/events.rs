@@ -231,6 +231,25 @@ fn verify(bytes: &[u8], anchor: Option<(String, u64)>) -> Journal {
     j
 }
 
+/// A field's value as the runner's `orbit_event` writes it: a whole number (no leading zero,
+/// at most 18 digits, optionally negative) or `true`/`false` as JSON as such, anything else
+/// as a JSON string.
+pub fn value(v: &str) -> String {
+    let int = v == "0"
+        || (v.len() <= 19 && {
+            let d = v.strip_prefix('-').unwrap_or(v);
+            !d.is_empty()
+                && d.len() <= 18
+                && d.bytes().all(|b| b.is_ascii_digit())
+                && !d.starts_with('0')
+        });
+    if int || v == "true" || v == "false" {
+        v.to_string()
+    } else {
+        json_str(v)
+    }
+}
+
 /// Escapes a string as a JSON string literal (the same escaping as the bash writer).
 pub fn json_str(s: &str) -> String {
     serde_json::to_string(s).expect("strings always serialize")

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod contract;
+pub mod control;
 pub mod demo;
 pub mod engine;
 pub mod error;
@@ -43,7 +44,8 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Recover(args) => recover::run(&args),
         cli::Command::Demo(args) => demo::demo(&args),
         cli::Command::Schedule(args) => ops::schedule(&args),
-        cli::Command::Stop(args) => ops::stop(&args),
+        cli::Command::Stop(args) => control::stop(&args),
+        cli::Command::Resume(args) => control::resume(&args),
         cli::Command::Report(args) => ops::report(&args),
         cli::Command::Completions(args) => {
             let mut cmd = <cli::Cli as clap::CommandFactory>::command();

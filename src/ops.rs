@@ -1,15 +1,14 @@
-//! Operations around a loop: scheduling (cron, systemd, tmux), stopping a running loop,
-//! and a markdown report of a loop's history.
+//! Operations around a loop: scheduling (cron, systemd, tmux) and a markdown report of a
+//! loop's history (stopping and resuming: `control`).
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use crate::cli::{ReportArgs, ScheduleArgs, StopArgs};
+use crate::cli::{ReportArgs, ScheduleArgs};
 use crate::config::LoopConfig;
-use crate::contract::{CostKind, VerifyOutcome};
+use crate::contract::{CostKind, ExitCode, VerifyOutcome};
 use crate::error::{Error, Result};
 use crate::goal::{self, parse_duration};
 use crate::locate::{pick_loop, repo_root};
@@ -144,6 +143,12 @@ pub fn systemd_units(t: &Target, every: &str) -> Result<(String, String)> {
             )));
         }
     }
+    // Exits that are not failures for a scheduler (0 is success to systemd already).
+    let success: Vec<String> = ExitCode::ALL
+        .iter()
+        .filter(|e| e.scheduler_success() && **e != ExitCode::Done)
+        .map(|e| e.code().to_string())
+        .collect();
     let service = format!(
         "[Unit]\n\
          Description=orbit loop {name}: one tick\n\
@@ -153,14 +158,15 @@ pub fn systemd_units(t: &Target, every: &str) -> Result<(String, String)> {
          WorkingDirectory={repo}\n\
          Environment=\"PATH={path}\"\n\
          ExecStart={bash} \"{d}/run-loop.sh\" --once\n\
-         # 10: work remains; 13: rate limited; 20: another tick still runs.\n\
-         SuccessExitStatus=10 13 20\n\
+         # 10: work remains; 13: rate limited; 18: stopped (orbit stop); 20: another tick runs.\n\
+         SuccessExitStatus={success}\n\
          StandardOutput=append:{d}/systemd.log\n\
          StandardError=append:{d}/systemd.log\n",
         name = t.name,
         repo = t.repo.display(),
         path = t.path_env,
         bash = t.bash.display(),
+        success = success.join(" "),
     );
     let timer = format!(
         "[Unit]\n\
@@ -295,45 +301,6 @@ pub fn schedule(args: &ScheduleArgs) -> Result<u8> {
     println!(
         "orbit: started {} in tmux session {session}: tmux attach -t ={session}",
         t.name
-    );
-    Ok(0)
-}
-
-/// `orbit stop`: SIGTERM to the runner, which stops the agent's process group, saves a
-/// resumable state and exits; then wait for the lock to be free.
-pub fn stop(args: &StopArgs) -> Result<u8> {
-    let dir = abs_dir(&pick_loop(args.dir.as_deref())?)?;
-    let wait = parse_duration("--wait", &args.wait)?;
-    let Some(pid) = runner_pid(&dir) else {
-        println!(
-            "orbit: no runner holds {}/.run-loop.lock: nothing to stop",
-            dir.display()
-        );
-        return Ok(0);
-    };
-    let st = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .map_err(|e| Error::io("cannot run kill", e))?;
-    if !st.success() {
-        return Err(Error::Refused(format!(
-            "cannot signal the runner (pid {pid})"
-        )));
-    }
-    let t0 = Instant::now();
-    while runner_pid(&dir) == Some(pid) {
-        if t0.elapsed() > Duration::from_secs(wait) {
-            return Err(Error::Refused(format!(
-                "the runner (pid {pid}) still holds the lock after {}: try again, or kill -KILL {pid} and run orbit recover",
-                args.wait
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let state = State::parse_file(&dir.join("state.env"))?;
-    println!(
-        "orbit: stopped the runner (pid {pid}); state {} ({}), next iteration {}; rerun to resume",
-        state.last_status, state.stop_reason, state.next_iteration
     );
     Ok(0)
 }

@@ -1100,23 +1100,6 @@ pub fn recovery_entry(
     t
 }
 
-/// An event field value encoded as the bash `orbit_event` does.
-pub fn event_value(v: &str) -> String {
-    let int = v == "0"
-        || (v.len() <= 19 && {
-            let d = v.strip_prefix('-').unwrap_or(v);
-            !d.is_empty()
-                && d.len() <= 18
-                && d.bytes().all(|b| b.is_ascii_digit())
-                && !d.starts_with('0')
-        });
-    if int || v == "true" || v == "false" {
-        v.to_string()
-    } else {
-        events::json_str(v)
-    }
-}
-
 /// Who made a recovery, with which flags, when, and where its backups are: what the
 /// progress entry and the event record.
 struct Record<'a> {
@@ -1250,17 +1233,17 @@ fn append_recovery_event(dir: &Path, plan: &Plan, result: &State, rec: &Record) 
         rec.flags.join(" ")
     };
     let fields = [
-        ("by", event_value(rec.by)),
-        ("flags", event_value(&flag_text)),
-        ("repairs", event_value(&plan.repairs.len().to_string())),
+        ("by", events::value(rec.by)),
+        ("flags", events::value(&flag_text)),
+        ("repairs", events::value(&plan.repairs.len().to_string())),
         (
             "next_iteration",
-            event_value(&result.next_iteration.to_string()),
+            events::value(&result.next_iteration.to_string()),
         ),
-        ("status", event_value(result.last_status.as_str())),
-        ("reason", event_value(result.stop_reason.as_str())),
-        ("gen", event_value(&result.generation.to_string())),
-        ("backup", event_value(rec.backup)),
+        ("status", events::value(result.last_status.as_str())),
+        ("reason", events::value(result.stop_reason.as_str())),
+        ("gen", events::value(&result.generation.to_string())),
+        ("backup", events::value(rec.backup)),
     ];
     let line = events::build_line(
         seq + 1,
@@ -1385,12 +1368,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn event_values_are_encoded_as_bash_does() {
-        assert_eq!(event_value("12"), "12");
-        assert_eq!(event_value("0"), "0");
-        assert_eq!(event_value("012"), "\"012\"");
-        assert_eq!(event_value("true"), "true");
-        assert_eq!(event_value("--repin"), "\"--repin\"");
+    fn event_values_are_encoded_as_bash_does_via_the_events_module() {
+        assert_eq!(events::value("12"), "12");
+        assert_eq!(events::value("0"), "0");
+        assert_eq!(events::value("012"), "\"012\"");
+        assert_eq!(events::value("true"), "true");
+        assert_eq!(events::value("--repin"), "\"--repin\"");
     }
 
     #[test]

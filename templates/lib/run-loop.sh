@@ -1966,6 +1966,12 @@ main() {
     footer "$STATUS_DONE" "the loop is DONE (iteration $((S[NEXT_ITERATION] - 1))); nothing to do"
     exit "$EXIT_DONE"
   fi
+  if [[ $status == "$STATUS_PAUSED" && ${S[STOP_REASON]} == "$REASON_STOPPED" ]]; then
+    lock_release
+    footer "$STATUS_CONTINUE" "stopped by the user (orbit stop); nothing runs until orbit resume"
+    orbit_log "the loop is stopped (orbit stop): nothing runs until 'orbit resume $LOOP_DIR'"
+    exit "$EXIT_STOPPED"
+  fi
   if [[ $status == "$STATUS_ABORTED" ]]; then
     lock_release
     footer "$STATUS_CONTINUE" "ABORTED (${S[STOP_REASON]}): review the change, then orbit recover"

@@ -309,7 +309,7 @@ fn systemd_units_are_printed_and_installed() {
             .join(".config/systemd/user/orbit-test-goal.service"),
     )
     .unwrap();
-    assert!(service.contains("--once") && service.contains("SuccessExitStatus=10 13 20"));
+    assert!(service.contains("--once") && service.contains("SuccessExitStatus=10 13 18 20"));
     assert!(
         home.path()
             .join(".config/systemd/user/orbit-test-goal.timer")
@@ -379,7 +379,9 @@ fn tmux_start_then_orbit_stop_leaves_a_resumable_state_and_no_orphan() {
         "{}",
         text(&out)
     );
-    assert_eq!(state_value(&dir, "STOP_REASON"), "signal");
+    // The runner saved a resumable state; the loop is held until orbit resume.
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "PAUSED");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "stopped");
     assert!(orbit::ops::runner_pid(&dir).is_none());
     let marker = format!("ORBIT_OWNER={}", fs::canonicalize(&dir).unwrap().display());
     assert!(
@@ -387,7 +389,80 @@ fn tmux_start_then_orbit_stop_leaves_a_resumable_state_and_no_orphan() {
         "no orphan agent"
     );
     let out = orbit(&["stop"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to stop"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("already stopped"));
+}
+
+/// `orbit stop` on an idle loop holds it: every run (a cron tick) exits 18 at once and
+/// changes nothing, the audit says PAUSED with a sound journal, and `orbit resume` lets it
+/// go on from where it was.
+#[test]
+fn a_stopped_loop_runs_nothing_until_it_is_resumed() {
+    let repo = Repo::new();
+    let agent = repo.agent("worker", "cat >/dev/null; echo x >> work.txt");
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    // Stopped before its first run, resumed as it was: READY.
+    assert_ok(&repo.orbit(&["stop"]), "orbit stop of a READY loop");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "PAUSED");
+    assert_ok(&repo.orbit(&["resume"]), "orbit resume");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "READY");
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 10, "tick 1");
+    let out = repo.orbit(&["stop"]);
+    assert_ok(&out, "orbit stop");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("exits 18"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(state_value(&dir, "STOP_REASON"), "stopped");
+    let files = [
+        "state.env",
+        "state.env.sha256",
+        "events.jsonl",
+        "progress.md",
+    ];
+    let before: Vec<Vec<u8>> = files
+        .iter()
+        .map(|f| fs::read(dir.join(f)).unwrap())
+        .collect();
+    for _ in 0..2 {
+        let out = repo.run_loop(&dir, &["--once"], &[]);
+        assert_code(&out, 18, "a tick of a stopped loop");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("NEXUS_LOOP_STATUS: CONTINUE"),
+            "{}",
+            text(&out)
+        );
+    }
+    let after: Vec<Vec<u8>> = files
+        .iter()
+        .map(|f| fs::read(dir.join(f)).unwrap())
+        .collect();
+    assert_eq!(before, after, "a stopped loop's runs change nothing");
+    let audit = repo.orbit(&["audit", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    let l = &v["loops"][0];
+    assert_eq!(l["verdict"], "PAUSED", "{}", text(&audit));
+    assert_eq!(l["stop_reason"], "stopped");
+    for f in l["findings"].as_array().unwrap() {
+        assert_eq!(f["severity"], "P2", "only notes while stopped: {f}");
+    }
+    // Only a stopped loop is resumed.
+    assert_ok(&repo.orbit(&["resume"]), "orbit resume");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "CONTINUE");
+    let again = repo.orbit(&["resume"]);
+    assert_code(&again, 2, "orbit resume of a loop that is not stopped");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("not stopped"));
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "tick 2 after resume",
+    );
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "3");
+    let audit = repo.orbit(&["audit", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    for f in v["loops"][0]["findings"].as_array().unwrap() {
+        assert_eq!(f["severity"], "P2", "{f}");
+    }
 }
 
 #[test]

@@ -727,6 +727,21 @@ fn a_state_of_a_newer_contract_is_never_repaired_or_downgraded() {
 }
 
 #[test]
+fn recover_keeps_a_stopped_loop_stopped() {
+    let lp = Loop::new(1, &[]);
+    let d = lp.dir.display().to_string();
+    assert_ok(&lp.repo.orbit(&["stop", &d]), "orbit stop");
+    // The checkpoint is lost: the journal's last state_write (by orbit stop) still holds it.
+    fs::remove_file(lp.file("state.env.sha256")).unwrap();
+    let s = recover_both(&lp, &[]);
+    assert_eq!(
+        (s.last_status.as_str(), s.stop_reason.as_str()),
+        ("PAUSED", "stopped")
+    );
+    assert_code(&lp.tick(&[]), 18, "still stopped after the repair");
+}
+
+#[test]
 fn recover_dry_run_writes_nothing() {
     let lp = Loop::new(2, &[]);
     replace_in(

@@ -58,15 +58,30 @@ fn sh_word(text: &str) -> Result<String> {
 }
 
 /// The interval as (minutes, hours): exactly one is non-zero.
+/// Minutes that divide the hour, and hours that divide the day: the only intervals a cron
+/// or systemd calendar repeats evenly (`*/45` would run 45, then 15 minutes apart).
+pub const EVEN_MINUTES: [u64; 11] = [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30];
+pub const EVEN_HOURS: [u64; 8] = [1, 2, 3, 4, 6, 8, 12, 24];
+
+/// `--every` as (minutes, 0) or (0, hours), an interval the calendar repeats evenly.
 fn interval(every: &str) -> Result<(u64, u64)> {
     let secs = parse_duration("--every", every)?;
-    if (60..3600).contains(&secs) && secs % 60 == 0 {
-        Ok((secs / 60, 0))
-    } else if (3600..=86_400).contains(&secs) && secs % 3600 == 0 {
-        Ok((0, secs / 3600))
+    let (m, h) = (secs / 60, secs / 3600);
+    if secs % 60 == 0 && EVEN_MINUTES.contains(&m) {
+        Ok((m, 0))
+    } else if secs % 3600 == 0 && EVEN_HOURS.contains(&h) {
+        Ok((0, h))
     } else {
+        let list = |v: &[u64], unit: &str| {
+            v.iter()
+                .map(|n| format!("{n}{unit}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         Err(Error::Usage(format!(
-            "--every {every}: give whole minutes from 1m to 59m, or whole hours from 1h to 24h"
+            "--every {every}: a cron or systemd calendar repeats evenly only at intervals that divide the hour or the day; give one of {} or {}",
+            list(&EVEN_MINUTES, "m"),
+            list(&EVEN_HOURS, "h")
         )))
     }
 }

@@ -284,6 +284,53 @@ fn the_crontab_line_is_printed_installed_idempotently_and_runs_under_cron_s_envi
     assert_code(&out, 2, "an interval cron cannot express");
 }
 
+/// `*/45` would run 45, then 15 minutes apart: an interval that does not divide the hour
+/// or the day is refused, and every interval the refusal suggests is accepted, as cron
+/// and systemd lines that repeat evenly.
+#[test]
+fn every_interval_is_even_or_refused_with_a_hint_that_is_true() {
+    let repo = Repo::new();
+    let agent = repo.agent("worker", "cat >/dev/null");
+    let _dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let mut hints = Vec::new();
+    for bad in ["45m", "7m", "90m", "5h", "25h", "2d"] {
+        for how in ["--cron", "--systemd"] {
+            let out = repo.orbit(&["schedule", how, "--every", bad]);
+            assert_code(&out, 2, &format!("{how} --every {bad}"));
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(err.contains("repeats evenly"), "{err}");
+            hints.push(err);
+        }
+    }
+    let hint = &hints[0];
+    let offered: Vec<&str> = hint
+        .rsplit("give one of ")
+        .next()
+        .unwrap()
+        .trim_end()
+        .split([',', ' '])
+        .filter(|w| !w.is_empty() && *w != "or")
+        .collect();
+    assert_eq!(offered.len(), 19, "{hint}");
+    for every in offered {
+        let out = repo.orbit(&["schedule", "--cron", "--every", every]);
+        assert_ok(&out, &format!("--every {every}, as the hint offers"));
+        let line = String::from_utf8_lossy(&out.stdout).to_string();
+        let (minute, hour) = {
+            let mut f = line.split(' ');
+            (f.next().unwrap().to_string(), f.next().unwrap().to_string())
+        };
+        // Each field steps by a divisor of its cycle (or is fixed), so the gaps are equal.
+        for (field, cycle) in [(&minute, 60u64), (&hour, 24)] {
+            if let Some(step) = field.strip_prefix("*/") {
+                assert_eq!(cycle % step.parse::<u64>().unwrap(), 0, "{line}");
+            }
+        }
+        let out = repo.orbit(&["schedule", "--systemd", "--every", every]);
+        assert_ok(&out, &format!("--systemd --every {every}"));
+    }
+}
+
 #[test]
 fn systemd_units_are_printed_and_installed() {
     let repo = Repo::new();

@@ -49,6 +49,9 @@ pub struct Summary {
     /// What verify.sh said of the last recorded iteration.
     pub last_verify: Option<VerifyOutcome>,
     pub spent_microusd: Option<u64>,
+    /// Agent runs whose cost nobody reported (cost.ledger kind `unknown`): the spend is
+    /// then a lower bound, never shown as a plain $0.
+    pub unknown_cost_runs: u64,
     pub usd_cap_microusd: Option<u64>,
     /// Epoch seconds of the last write to the loop's journals or state.
     pub last_activity: Option<u64>,
@@ -194,6 +197,23 @@ pub fn status(args: &StatusArgs) -> Result<u8> {
     }
 }
 
+/// The spend as status shows it: `$1.5/$20`, `$1.5`; runs without a reported cost are
+/// said (`$1.5 +2 unknown`), and a spend made only of them is `unknown`, never `$0`.
+fn spend_cell(spent: Option<u64>, unknown: u64, cap: Option<u64>) -> String {
+    let Some(x) = spent else {
+        return "-".into();
+    };
+    let cap = cap
+        .map(|c| format!("/${}", crate::goal::format_usd(c)))
+        .unwrap_or_default();
+    match (x, unknown) {
+        (0, 0) => format!("$0{cap}"),
+        (0, _) => format!("unknown{cap}"),
+        (_, 0) => format!("${}{cap}", crate::goal::format_usd(x)),
+        (_, n) => format!("${}{cap} +{n} unknown", crate::goal::format_usd(x)),
+    }
+}
+
 fn paint(on: bool, code: &str, text: &str) -> String {
     if on {
         format!("\x1b[{code}m{text}\x1b[0m")
@@ -295,15 +315,7 @@ pub fn render_status(reports: &[LoopReport], now: u64, colour: bool) -> String {
                 (Some(i), None) => i.to_string(),
                 _ => "-".into(),
             };
-            let spend = match (s.spent_microusd, s.usd_cap_microusd) {
-                (Some(x), Some(c)) => format!(
-                    "${}/${}",
-                    crate::goal::format_usd(x),
-                    crate::goal::format_usd(c)
-                ),
-                (Some(x), None) => format!("${}", crate::goal::format_usd(x)),
-                _ => "-".into(),
-            };
+            let spend = spend_cell(s.spent_microusd, s.unknown_cost_runs, s.usd_cap_microusd);
             let verify = s
                 .last_verify
                 .map(|v| format!("verify {v}"))
@@ -373,6 +385,16 @@ mod tests {
                 .collect(),
             summary: Summary::default(),
         }
+    }
+
+    #[test]
+    fn unknown_spend_is_never_shown_as_zero() {
+        assert_eq!(spend_cell(Some(0), 3, None), "unknown");
+        assert_eq!(spend_cell(Some(0), 3, Some(5_000_000)), "unknown/$5");
+        assert_eq!(spend_cell(Some(0), 0, None), "$0");
+        assert_eq!(spend_cell(Some(1_500_000), 2, None), "$1.5 +2 unknown");
+        assert_eq!(spend_cell(Some(1_500_000), 0, Some(20_000_000)), "$1.5/$20");
+        assert_eq!(spend_cell(None, 0, None), "-");
     }
 
     #[test]

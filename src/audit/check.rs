@@ -116,7 +116,9 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         };
         return a.report(name, verdict, None, summary);
     };
-    summary.spent_microusd = Some(a.check_spend(&l, cp));
+    let (spent, unknown) = a.check_spend(&l, cp);
+    summary.spent_microusd = Some(spent);
+    summary.unknown_cost_runs = unknown;
     let last = a.read_last_result(cp);
     summary.last_verify = last.as_ref().and_then(verify_outcome);
     a.check_commits(cp.last_done());
@@ -692,8 +694,15 @@ impl Audit<'_> {
 impl Audit<'_> {
     /// Sums cost.ledger and checks it against state.env and the caps. Returns what was
     /// spent: the ledger's total (when read in full) or state.env's, whichever is more.
-    fn check_spend(&mut self, l: &Loop, cp: &Checkpoint) -> u64 {
+    /// The spend (micro-dollars) and how many agent runs reported no cost.
+    fn check_spend(&mut self, l: &Loop, cp: &Checkpoint) -> (u64, u64) {
         let ledger = read_ledger(self.dir);
+        let unknown = ledger.as_ref().map_or(0, |led| {
+            led.entries
+                .iter()
+                .filter(|e| e.kind == CostKind::Unknown)
+                .count() as u64
+        });
         let total = ledger.as_ref().map(Ledger::total);
         let spent = total.unwrap_or(0).max(cp.state.cost_microusd);
         if let Some(led) = &ledger {
@@ -716,7 +725,7 @@ impl Audit<'_> {
                 self.check_iteration_cost(per_iter, led);
             }
         }
-        spent
+        (spent, unknown)
     }
 
     /// Lines that are not ledger lines, and a total state.env does not record.

@@ -112,13 +112,41 @@ impl Progress {
     }
 }
 
+/// An iteration heading as the runner writes it: `## Iteration N — STATUS`, N of at most 9
+/// digits, STATUS in capitals. The one rule for every reader (audit, recover, recover.sh).
+pub fn iteration_heading(line: &str) -> Option<(u64, &str)> {
+    let rest = line.strip_prefix("## Iteration ")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits > 9 {
+        return None;
+    }
+    let status = rest[digits..].strip_prefix(" — ")?;
+    let n = rest[..digits].parse().ok()?;
+    (!status.is_empty() && status.bytes().all(|b| b.is_ascii_uppercase())).then_some((n, status))
+}
+
+/// An end marker as the runner writes it: `<!-- orbit:end iteration=N sha256=H -->`, N
+/// digits, H 64 lowercase hex digits. Returns N and H.
+pub fn marker_line(line: &str) -> Option<(u64, &str)> {
+    let rest = line.strip_prefix(MARKER_PREFIX)?.strip_suffix(" -->")?;
+    let (num, hash) = rest.split_once(" sha256=")?;
+    if num.is_empty()
+        || !num.bytes().all(|b| b.is_ascii_digit())
+        || hash.len() != 64
+        || !hash
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    Some((num.parse().ok()?, hash))
+}
+
 fn parse_heading(line: &str) -> Option<EntryKind> {
-    if let Some(rest) = line.strip_prefix("## Iteration ") {
-        let (num, status) = rest.split_once(" — ")?;
-        let number = num.parse().ok()?;
+    if let Some((number, status)) = iteration_heading(line) {
         return Some(EntryKind::Iteration {
             number,
-            status: status.trim().to_string(),
+            status: status.to_string(),
         });
     }
     if line.starts_with("## Recovery — ") {
@@ -128,12 +156,7 @@ fn parse_heading(line: &str) -> Option<EntryKind> {
 }
 
 fn parse_marker(line: &str) -> Option<(u64, String)> {
-    let rest = line.strip_prefix(MARKER_PREFIX)?.strip_suffix(" -->")?;
-    let (num, hash) = rest.split_once(" sha256=")?;
-    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    Some((num.parse().ok()?, hash.to_string()))
+    marker_line(line).map(|(n, h)| (n, h.to_string()))
 }
 
 /// Parses progress.md. Never fails: whatever cannot be read as an entry is reported as a
@@ -308,6 +331,35 @@ mod tests {
         let torn = &doc[cut..doc.rfind("<!--").unwrap()];
         assert_eq!(parse_tail(torn.as_bytes()).unwrap().torn_tail_line, Some(4));
         assert!(parse_tail(b"## Iteration 3 \xe2\x80\x94 DONE\n- at: x\n").is_none());
+    }
+
+    #[test]
+    fn headings_and_markers_are_read_by_the_runner_s_rule_only() {
+        let h = "a".repeat(64);
+        assert_eq!(
+            marker_line(&format!("{MARKER_PREFIX}12 sha256={h} -->")),
+            Some((12, h.as_str()))
+        );
+        for bad in [
+            format!("{MARKER_PREFIX}+12 sha256={h} -->"),
+            format!("{MARKER_PREFIX}12 sha256={} -->", "A".repeat(64)),
+            format!("{MARKER_PREFIX} sha256={h} -->"),
+            format!("{MARKER_PREFIX}12 sha256={h}0 -->"),
+        ] {
+            assert_eq!(marker_line(&bad), None, "{bad}");
+        }
+        assert_eq!(
+            iteration_heading("## Iteration 7 — DONE"),
+            Some((7, "DONE"))
+        );
+        for bad in [
+            "## Iteration +7 — DONE",
+            "## Iteration 7 — done",
+            "## Iteration 7 — ",
+            "## Iteration 1234567890 — DONE",
+        ] {
+            assert_eq!(iteration_heading(bad), None, "{bad}");
+        }
     }
 
     #[test]

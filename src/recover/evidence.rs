@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::contract::{EventName, Status};
-use crate::progress::{INTERRUPTED, MARKER_PREFIX};
+use crate::progress::{self, INTERRUPTED};
 use crate::{fsx, result_env};
 
 /// How an iteration ended, as its `iteration_end` event or its progress.md heading spells
@@ -166,31 +166,7 @@ pub fn read_events(data: &[u8]) -> EventsEvidence {
 }
 
 fn is_marker(line: &str) -> bool {
-    let Some(rest) = line.strip_prefix(MARKER_PREFIX) else {
-        return false;
-    };
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 {
-        return false;
-    }
-    let Some(hash) = rest[digits..]
-        .strip_prefix(" sha256=")
-        .and_then(|r| r.strip_suffix(" -->"))
-    else {
-        return false;
-    };
-    hash.len() == 64
-        && hash
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-/// `## Iteration N — STATUS` exactly (STATUS in capitals).
-fn iteration_heading(line: &str) -> Option<(u64, &str)> {
-    let rest = line.strip_prefix("## Iteration ")?;
-    let (n, rest) = take_num(rest)?;
-    let status = rest.strip_prefix(" — ")?;
-    (!status.is_empty() && status.bytes().all(|b| b.is_ascii_uppercase())).then_some((n, status))
+    progress::marker_line(line).is_some()
 }
 
 /// What progress.md says: how every iteration entry closed by an end marker ended (the
@@ -203,7 +179,7 @@ pub fn read_progress(data: &[u8]) -> BTreeMap<u64, Ending> {
         if line.starts_with("## Recovery — ") {
             current = None;
         } else if line.starts_with("## Iteration ") {
-            current = iteration_heading(line);
+            current = progress::iteration_heading(line);
         } else if is_marker(line)
             && let Some((n, status)) = current.take()
             && status != INTERRUPTED
@@ -257,8 +233,8 @@ pub fn progress_tail(data: &[u8]) -> ProgressTail {
 pub fn progress_prev(data: &[u8]) -> String {
     let text = String::from_utf8_lossy(data);
     text.split('\n')
-        .rfind(|l| is_marker(l))
-        .and_then(|l| l.split_once(" sha256=").map(|(_, h)| h[..64].to_string()))
+        .rev()
+        .find_map(|l| progress::marker_line(l).map(|(_, h)| h.to_string()))
         .unwrap_or_else(|| crate::progress::GENESIS.to_string())
 }
 

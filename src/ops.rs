@@ -8,13 +8,13 @@ use std::process::{Command, Stdio};
 
 use crate::cli::{ReportArgs, ScheduleArgs};
 use crate::config::LoopConfig;
-use crate::contract::{CostKind, ExitCode, VerifyOutcome};
+use crate::contract::{CostKind, ExitCode, Status, StopReason, VerifyOutcome};
 use crate::error::{Error, Result};
 use crate::goal::{self, parse_duration};
 use crate::locate::{pick_loop, repo_root};
 use crate::result_env::{self, ResultEnv};
 use crate::state::State;
-use crate::{fsx, ledger, progress, shell};
+use crate::{fsx, ledger, progress};
 
 /// The pid of the runner holding a loop's lock, found without taking the lock (see
 /// `locate::probe::lock`).
@@ -47,17 +47,24 @@ fn sh_word(text: &str) -> Result<String> {
             text.escape_debug()
         )));
     }
-    let q = shell::quote(text)?;
-    if q.starts_with("$'") {
+    if text.chars().any(char::is_control) {
         return Err(Error::Usage(format!(
-            "'{}' holds a quote or control character that /bin/sh cannot take safely: use a plainer path",
+            "'{}' holds a control character that a crontab line or /bin/sh cannot take safely: use a plainer path",
             text.escape_debug()
         )));
     }
-    Ok(q)
+    // POSIX single quotes, a quote inside written as '\'' (/bin/sh has no $'...').
+    Ok(format!("'{}'", text.replace('\'', "'\\''")))
 }
 
-/// The interval as (minutes, hours): exactly one is non-zero.
+/// The name of a loop's schedule (tmux session, systemd units): the loop's name and a
+/// short hash of its directory, so that two repositories with a loop of the same name never
+/// take each other's.
+pub fn schedule_name(t: &Target) -> String {
+    let hash = fsx::sha256_hex(t.dir.as_os_str().as_encoded_bytes());
+    format!("orbit-{}-{}", t.name, &hash[..8])
+}
+
 /// Minutes that divide the hour, and hours that divide the day: the only intervals a cron
 /// or systemd calendar repeats evenly (`*/45` would run 45, then 15 minutes apart).
 pub const EVEN_MINUTES: [u64; 11] = [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30];
@@ -260,7 +267,7 @@ pub fn schedule(args: &ScheduleArgs) -> Result<u8> {
     }
     if args.systemd {
         let (service, timer) = systemd_units(&t, &args.every)?;
-        let unit = format!("orbit-{}", t.name);
+        let unit = schedule_name(&t);
         if !args.install {
             println!("# ~/.config/systemd/user/{unit}.service\n{service}");
             println!("# ~/.config/systemd/user/{unit}.timer\n{timer}");
@@ -285,19 +292,61 @@ pub fn schedule(args: &ScheduleArgs) -> Result<u8> {
         );
         return Ok(0);
     }
-    // tmux: exact session targets (`=name`), so orbit-a never matches orbit-ab.
-    let session = format!("orbit-{}", t.name);
+    start_in_tmux(&t)
+}
+
+/// Whether the loop would do anything if started now: a DONE, ABORTED, STALLED or stopped
+/// loop, or one a runner holds, is refused with the reason and what to do.
+fn startable(t: &Target) -> Result<()> {
+    let state = State::parse_file(&t.dir.join("state.env")).map_err(|e| {
+        Error::Refused(format!(
+            "{e}: run orbit recover {} before starting the loop",
+            t.dir.display()
+        ))
+    })?;
+    let why = match (state.last_status, state.stop_reason) {
+        (Status::Done, _) => Some("the loop is DONE: there is nothing to run".to_string()),
+        (Status::Paused, StopReason::Stopped) => Some(format!(
+            "the loop is stopped: orbit resume {} first",
+            t.dir.display()
+        )),
+        (Status::Aborted | Status::Stalled, reason) => Some(format!(
+            "the loop is {} ({reason}): orbit audit {} says what it needs",
+            state.last_status,
+            t.dir.display()
+        )),
+        _ => None,
+    };
+    if let Some(why) = why {
+        return Err(Error::Refused(why));
+    }
+    if let Some(pid) = runner_pid(&t.dir) {
+        return Err(Error::Refused(format!(
+            "a runner (pid {pid}) already runs the loop: orbit stop {} first, or let it finish",
+            t.dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `orbit schedule --tmux`: the loop now, in a tmux session of its own that stays open when
+/// the loop ends, until the user closes it.
+fn start_in_tmux(t: &Target) -> Result<u8> {
+    startable(t)?;
+    // Exact session targets (`=name`), so orbit-a never matches orbit-ab.
+    let session = schedule_name(t);
     let has = Command::new("tmux")
         .args(["has-session", "-t", &format!("={session}")])
         .stderr(Stdio::null())
         .status()
         .map_err(|e| Error::io("cannot run tmux (is it installed?)", e))?;
     if has.success() {
-        println!("orbit: tmux session {session} already exists: tmux attach -t ={session}");
-        return Ok(0);
+        return Err(Error::Refused(format!(
+            "tmux session {session} already exists: tmux attach -t ={session} (or close it first)"
+        )));
     }
     let cmd = format!(
-        "PATH={} {} {}",
+        "PATH={} {} {}; printf '\\norbit: the loop has ended; press Enter to close this window\\n'; read -r _",
         sh_word(&t.path_env)?,
         sh_word(&t.bash.display().to_string())?,
         sh_word(&format!("{}/run-loop.sh", t.dir.display()))?

@@ -193,6 +193,7 @@ fn snapshot(name: &str, body: &str, repo: &Repo) {
             (r"PATH='[^']*'", "PATH='[PATH]'"),
             (r"Environment=\x22PATH=[^\x22\n]*\x22", "Environment=\x22PATH=[PATH]\x22"),
             (r"/[^ '\x22\n]*/bash\b", "[BASH]"),
+            (r"\b(orbit-[a-z0-9-]+)-[0-9a-f]{8}\b", "$1-[DIRHASH]"),
         ],
     }, {
         insta::assert_snapshot!(name, body);
@@ -284,6 +285,61 @@ fn the_crontab_line_is_printed_installed_idempotently_and_runs_under_cron_s_envi
     assert_code(&out, 2, "an interval cron cannot express");
 }
 
+/// A path with a quote is written into the crontab line in POSIX quotes (cron runs /bin/sh,
+/// which has no `$'...'`), and the line runs a tick from there.
+#[test]
+fn a_path_with_a_quote_is_quoted_for_cron_not_refused() {
+    let repo = Repo::with_prefix("orbit-it-o'q-");
+    let agent = repo.agent("worker", "cat >/dev/null; echo x >> work.txt");
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let out = repo.orbit(&["schedule", ".orbit/test-goal", "--cron", "--every", "10m"]);
+    assert_ok(&out, "schedule --cron in a path with a quote");
+    let line = String::from_utf8_lossy(&out.stdout).trim_end().to_string();
+    assert!(line.contains("o'\\''q-"), "{line}");
+    let cron_command = line.splitn(6, ' ').nth(5).unwrap();
+    let mut cmd = command("env");
+    cmd.args(["-i", "sh", "-c", cron_command]).current_dir("/");
+    let out = run_bounded(cmd, Duration::from_secs(120));
+    assert_code(&out, 10, "the crontab command from a path with a quote");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2");
+}
+
+/// tmux starts only a loop that would run: a DONE or stopped loop is refused with the reason
+/// (and nothing is started).
+#[test]
+fn tmux_refuses_a_loop_that_would_not_run() {
+    let repo = Repo::new();
+    let agent = repo.agent("worker", "cat >/dev/null; echo x >> work.txt");
+    let _dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    assert_ok(&repo.orbit(&["stop"]), "orbit stop");
+    let out = repo.orbit(&["schedule", "--tmux"]);
+    assert_code(&out, 2, "tmux start of a stopped loop");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("orbit resume"),
+        "{}",
+        text(&out)
+    );
+    let done = Repo::new();
+    let agent = crate::support::counting_agent(&done, 1);
+    let dir = done.init_loop(
+        &agent,
+        &[&crate::support::count_check(1)],
+        &["--pass-k", "1"],
+    );
+    assert_code(
+        &done.run_loop(&dir, &[], &[("CONFIRM_RUNS", "0")]),
+        0,
+        "DONE",
+    );
+    let out = done.orbit(&["schedule", "--tmux"]);
+    assert_code(&out, 2, "tmux start of a DONE loop");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("DONE"),
+        "{}",
+        text(&out)
+    );
+}
+
 /// `*/45` would run 45, then 15 minutes apart: an interval that does not divide the hour
 /// or the day is refused, and every interval the refusal suggests is accepted, as cron
 /// and systemd lines that repeat evenly.
@@ -351,17 +407,34 @@ fn systemd_units_are_printed_and_installed() {
         .env("HOME", home.path())
         .env("PATH", repo.path_env());
     assert_ok(&run_bounded(cmd, Duration::from_secs(30)), "install");
-    let service = fs::read_to_string(
-        home.path()
-            .join(".config/systemd/user/orbit-test-goal.service"),
-    )
-    .unwrap();
+    let unit_dir = home.path().join(".config/systemd/user");
+    let mut names: Vec<String> = fs::read_dir(&unit_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let unit = names[0].strip_suffix(".service").unwrap().to_string();
+    assert_eq!(names[1], format!("{unit}.timer"));
+    let service = fs::read_to_string(unit_dir.join(&names[0])).unwrap();
     assert!(service.contains("--once") && service.contains("SuccessExitStatus=10 13 18 20"));
-    assert!(
-        home.path()
-            .join(".config/systemd/user/orbit-test-goal.timer")
-            .is_file()
+    // A loop of the same name in another repository gets units of its own.
+    let other = Repo::new();
+    let agent = other.agent("worker", "cat >/dev/null");
+    let _dir = other.init_loop(&agent, &["test -f never-there"], &[]);
+    let mut cmd = command(crate::support::orbit_bin());
+    cmd.args(["schedule", "--systemd", "--install"])
+        .current_dir(other.path())
+        .env("HOME", home.path())
+        .env("PATH", other.path_env());
+    assert_ok(&run_bounded(cmd, Duration::from_secs(30)), "install");
+    assert_eq!(fs::read_dir(&unit_dir).unwrap().count(), 4);
+    assert_eq!(
+        fs::read_to_string(unit_dir.join(&names[0])).unwrap(),
+        service,
+        "the first loop's units are untouched"
     );
+    assert!(unit.starts_with("orbit-test-goal-"), "{unit}");
 }
 
 #[test]
@@ -417,8 +490,14 @@ fn tmux_start_then_orbit_stop_leaves_a_resumable_state_and_no_orphan() {
     let v: serde_json::Value =
         serde_json::from_slice(&audit.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&audit)));
     assert_eq!(v["loops"][0]["verdict"], "RUNNING", "{}", text(&audit));
+    // A second start is refused, with the reason, while the first runs.
     let again = orbit(&["schedule", "--tmux"]);
-    assert!(String::from_utf8_lossy(&again.stdout).contains("already exists"));
+    assert_code(&again, 2, "a second tmux start of a running loop");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already runs the loop"),
+        "{}",
+        text(&again)
+    );
     let out = orbit(&["stop", "--wait", "60s"]);
     assert_ok(&out, "orbit stop");
     assert!(

@@ -48,7 +48,8 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("how").required(true).args(["cron", "systemd", "tmux"])))]
+#[command(group(clap::ArgGroup::new("how").args(["cron", "systemd", "tmux"])))]
+#[command(group(clap::ArgGroup::new("what").args(["list", "remove", "install"])))]
 pub struct ScheduleArgs {
     /// The loop directory (default: the only loop under .orbit/).
     #[arg(value_name = "DIR")]
@@ -62,11 +63,12 @@ pub struct ScheduleArgs {
     #[arg(long)]
     pub systemd: bool,
 
-    /// Start the loop now in a detached tmux session named orbit-<name>.
+    /// Start the loop now in a detached tmux session named orbit-<name>-<hash>.
     #[arg(long)]
     pub tmux: bool,
 
-    /// The interval for --cron and --systemd: whole minutes (1m..59m) or hours (1h..24h).
+    /// The interval for --cron and --systemd: minutes that divide the hour (1m..30m) or
+    /// hours that divide the day (1h..24h).
     #[arg(long, value_name = "DUR", default_value = "15m")]
     pub every: String,
 
@@ -74,6 +76,14 @@ pub struct ScheduleArgs {
     /// one) or write the systemd units under ~/.config/systemd/user.
     #[arg(long)]
     pub install: bool,
+
+    /// List every orbit schedule of this user: crontab lines, systemd units, tmux sessions.
+    #[arg(long, conflicts_with_all = ["cron", "systemd", "tmux", "dir"])]
+    pub list: bool,
+
+    /// Remove this loop's schedules: of the kind given, or of every kind.
+    #[arg(long)]
+    pub remove: bool,
 }
 
 #[derive(Debug, Args)]

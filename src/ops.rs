@@ -180,7 +180,8 @@ pub fn systemd_units(t: &Target, every: &str) -> Result<(String, String)> {
          WorkingDirectory={repo}\n\
          Environment=\"PATH={path}\"\n\
          ExecStart={bash} \"{d}/run-loop.sh\" --once\n\
-         # 10: work remains; 13: rate limited; 18: stopped (orbit stop); 20: another tick runs.\n\
+         # Not failures: work remains, a rate limit, another tick runs, or the loop waits for\n\
+         # a human (notified once when it stopped). Failures: 1, 2 (preflight), 4 (state).\n\
          SuccessExitStatus={success}\n\
          StandardOutput=append:{d}/systemd.log\n\
          StandardError=append:{d}/systemd.log\n",
@@ -239,9 +240,187 @@ fn crontab_write(text: &str) -> Result<()> {
     Ok(())
 }
 
+/// One orbit schedule found on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// cron, systemd or tmux.
+    pub kind: &'static str,
+    /// The crontab line, the unit's name or the session's name.
+    pub name: String,
+    /// The loop directory it runs (the repository for a tmux session).
+    pub dir: PathBuf,
+}
+
+/// The loop directory of an orbit crontab line, from its `# orbit:'DIR'` marker.
+fn cron_dir(line: &str) -> Option<PathBuf> {
+    let quoted = line.rsplit_once(" # orbit:")?.1;
+    let inner = quoted.strip_prefix('\'')?.strip_suffix('\'')?;
+    Some(PathBuf::from(inner.replace("'\\''", "'")))
+}
+
+/// The user's systemd unit directory.
+fn unit_dir() -> Result<PathBuf> {
+    let home = std::env::var_os("HOME").ok_or_else(|| Error::Usage("HOME is not set".into()))?;
+    Ok(PathBuf::from(home).join(".config/systemd/user"))
+}
+
+/// Every orbit schedule of this user: crontab lines with orbit's marker, orbit's systemd
+/// user units, and tmux sessions named orbit-* (of the default tmux server).
+pub fn schedules() -> Result<Vec<Found>> {
+    let mut out = Vec::new();
+    if which("crontab").is_some() {
+        for line in crontab_read()?.lines() {
+            if let Some(dir) = cron_dir(line) {
+                out.push(Found {
+                    kind: "cron",
+                    name: line.to_string(),
+                    dir,
+                });
+            }
+        }
+    }
+    let units = unit_dir()?;
+    let mut names: Vec<String> = fs::read_dir(&units)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("orbit-") && n.ends_with(".service"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    for name in names {
+        let text = fs::read_to_string(units.join(&name)).unwrap_or_default();
+        let dir = text
+            .lines()
+            .find_map(|l| l.strip_prefix("ExecStart="))
+            .and_then(|l| {
+                l.split_once(" \"")?
+                    .1
+                    .split_once("/run-loop.sh\"")
+                    .map(|(d, _)| d.to_string())
+            })
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        out.push(Found {
+            kind: "systemd",
+            name: name.trim_end_matches(".service").to_string(),
+            dir,
+        });
+    }
+    if which("tmux").is_some()
+        && let Ok(o) = Command::new("tmux")
+            .args(["list-sessions", "-F", "#{session_name}\t#{session_path}"])
+            .stderr(Stdio::null())
+            .output()
+        && o.status.success()
+    {
+        for line in String::from_utf8_lossy(&o.stdout).lines() {
+            if let Some((name, path)) = line.split_once('\t')
+                && name.starts_with("orbit-")
+            {
+                out.push(Found {
+                    kind: "tmux",
+                    name: name.to_string(),
+                    dir: PathBuf::from(path),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `orbit schedule --list`.
+fn list() -> Result<u8> {
+    let found = schedules()?;
+    if found.is_empty() {
+        println!("orbit: no orbit schedule (crontab, systemd user units, tmux sessions)");
+        return Ok(0);
+    }
+    for f in &found {
+        let gone = if f.kind != "tmux" && !f.dir.join("run-loop.sh").is_file() {
+            "  (the loop directory is gone: orbit schedule --remove cannot find it; remove it by hand)"
+        } else {
+            ""
+        };
+        println!("{:<8} {}  {}{gone}", f.kind, f.dir.display(), f.name);
+    }
+    Ok(0)
+}
+
+/// `orbit schedule [DIR] --remove [--cron|--systemd|--tmux]`: this loop's schedules of the
+/// kind given, or of every kind.
+fn remove(args: &ScheduleArgs, t: &Target) -> Result<u8> {
+    let all = !(args.cron || args.systemd || args.tmux);
+    let mut removed = 0;
+    if (all || args.cron) && which("crontab").is_some() {
+        let current = crontab_read()?;
+        let kept: Vec<&str> = current
+            .lines()
+            .filter(|l| cron_dir(l).as_deref() != Some(t.dir.as_path()))
+            .collect();
+        if kept.len() != current.lines().count() {
+            let mut table = kept.join("\n");
+            if !table.is_empty() {
+                table.push('\n');
+            }
+            crontab_write(&table)?;
+            println!("orbit: removed the crontab line of {}", t.dir.display());
+            removed += 1;
+        }
+    }
+    if all || args.systemd {
+        let unit = schedule_name(t);
+        let units = unit_dir()?;
+        let mut any = false;
+        for ext in ["timer", "service"] {
+            let p = units.join(format!("{unit}.{ext}"));
+            if p.is_file() {
+                fs::remove_file(&p)
+                    .map_err(|e| Error::io(format!("cannot remove {}", p.display()), e))?;
+                any = true;
+            }
+        }
+        if any {
+            println!(
+                "orbit: removed {0}/{unit}.service and .timer; if it was enabled: systemctl --user disable --now {unit}.timer && systemctl --user daemon-reload",
+                units.display()
+            );
+            removed += 1;
+        }
+    }
+    if (all || args.tmux) && which("tmux").is_some() {
+        let session = schedule_name(t);
+        let st = Command::new("tmux")
+            .args(["kill-session", "-t", &format!("={session}")])
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| Error::io("cannot run tmux", e))?;
+        if st.success() {
+            println!("orbit: closed the tmux session {session} (a runner in it saved its state)");
+            removed += 1;
+        }
+    }
+    if removed == 0 {
+        println!("orbit: {} had no schedule to remove", t.dir.display());
+    }
+    Ok(0)
+}
+
 /// `orbit schedule`.
 pub fn schedule(args: &ScheduleArgs) -> Result<u8> {
+    if args.list {
+        return list();
+    }
     let t = target(args.dir.as_deref())?;
+    if args.remove {
+        return remove(args, &t);
+    }
+    if !(args.cron || args.systemd || args.tmux) {
+        return Err(Error::Usage(
+            "say how: --cron, --systemd or --tmux (or --list, or --remove)".into(),
+        ));
+    }
     if args.cron {
         let line = cron_line(&t.dir, &t.bash, &t.path_env, &args.every)?;
         if !args.install {

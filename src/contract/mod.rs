@@ -260,17 +260,16 @@ impl ExitCode {
         ExitCode::ALL.iter().copied().find(|e| e.code() == code)
     }
 
-    /// Whether a scheduler should count this exit as a success: the loop is DONE, has work
-    /// left for the next tick, waits for a rate limit, was stopped by its user, or another
-    /// runner has it.
+    /// Whether a scheduler (systemd's `SuccessExitStatus`) should count this exit as a
+    /// success: the loop is DONE, has work left for the next tick, waits for a rate limit
+    /// or another runner, or waits for a human (a cap, a stall, a block, an integrity stop,
+    /// a stop by its user), which the runner notified once when it happened; later ticks
+    /// of such a loop change nothing. A failure is what nothing recorded: a preflight
+    /// failure (2), a state that cannot be read (4), an internal error (1), a signal.
     pub fn scheduler_success(self) -> bool {
-        matches!(
+        !matches!(
             self,
-            ExitCode::Done
-                | ExitCode::Continue
-                | ExitCode::RateLimited
-                | ExitCode::Stopped
-                | ExitCode::Locked
+            ExitCode::Failure | ExitCode::Preflight | ExitCode::StateCorrupt
         )
     }
 }

@@ -9,6 +9,10 @@ LOOP_REL=
 RUN_COST_START=0
 CUR_ITER=0
 IN_ITERATION=0
+# The status this run started from, and whether it ran an iteration (for notify-once).
+START_STATUS=
+START_REASON=
+RAN_ITERATION=0
 AGENT_ABS=
 LOCK_MODE=
 GIT_DIR_ABS=
@@ -273,11 +277,17 @@ finish() {
   save_state
   orbit_event loop_stop "$CUR_ITER" status "$status" reason "$reason" exit_code "$code"
   orbit_log "stop: $status ($reason), exit $code — $summary"
-  case $status in
-    "$STATUS_DONE" | "$STATUS_BLOCKED" | "$STATUS_PAUSED" | "$STATUS_STALLED" | "$STATUS_ABORTED")
-      notify "$status" "$summary"
-      ;;
-  esac
+  # A stop is notified when it happens: a later tick that finds the loop still stopped for
+  # the same reason, without running an iteration, says nothing again.
+  if ((!RAN_ITERATION)) && [[ $status == "$START_STATUS" && $reason == "$START_REASON" ]]; then
+    orbit_log "still $status ($reason): notified when it stopped, not again"
+  else
+    case $status in
+      "$STATUS_DONE" | "$STATUS_BLOCKED" | "$STATUS_PAUSED" | "$STATUS_STALLED" | "$STATUS_ABORTED")
+        notify "$status" "$summary"
+        ;;
+    esac
+  fi
   # The footer says DONE for a verified DONE, READY for an unrun loop, else CONTINUE.
   case $status in
     "$STATUS_DONE" | "$STATUS_READY") fstatus=$status ;;
@@ -1385,8 +1395,20 @@ record_abort() {
   finalize "$n"
 }
 
+# sched_logs_rotate: the schedulers' logs of this loop (cron.log, systemd.log: every tick
+# appends to them, a DONE loop's footer too) are kept under 1 MiB, the older part in .1.
+sched_logs_rotate() {
+  local f
+  for f in "$LOOP_DIR/cron.log" "$LOOP_DIR/systemd.log"; do
+    if [[ -f $f && ! -L $f ]] && (($(wc -c <"$f") > 1048576)); then
+      mv -f -- "$f" "$f.1"
+    fi
+  done
+}
+
 # ---- one iteration: gates were checked by the caller.
 run_iteration() {
+  RAN_ITERATION=1
   local n=$1 dir attempt outcome fb t_before t_after claim=0 cp_name started
   printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
   CUR_ITER=$n
@@ -1956,6 +1978,8 @@ main() {
   trap 'on_signal HUP 1' HUP
   sweep_env "ORBIT_OWNER=$LOOP_DIR"
   load_state
+  START_STATUS=${S[LAST_STATUS]} START_REASON=${S[STOP_REASON]}
+  sched_logs_rotate
   ledger_load
   events_open "$EV_FILE"
   progress_open "$PG_FILE"

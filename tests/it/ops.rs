@@ -417,7 +417,10 @@ fn systemd_units_are_printed_and_installed() {
     let unit = names[0].strip_suffix(".service").unwrap().to_string();
     assert_eq!(names[1], format!("{unit}.timer"));
     let service = fs::read_to_string(unit_dir.join(&names[0])).unwrap();
-    assert!(service.contains("--once") && service.contains("SuccessExitStatus=10 13 18 20"));
+    assert!(
+        service.contains("--once")
+            && service.contains("SuccessExitStatus=3 10 11 12 13 14 15 16 17 18 20")
+    );
     // A loop of the same name in another repository gets units of its own.
     let other = Repo::new();
     let agent = other.agent("worker", "cat >/dev/null");
@@ -727,4 +730,134 @@ fn status_watch_redraws_the_fleet_table() {
     assert_eq!(shown.matches(".orbit/beta").count(), 2, "{shown}");
     assert!(shown.contains("READY"), "{shown}");
     assert!(!shown.contains('\u{1b}'), "no escape codes off a terminal");
+}
+
+/// `--list` shows every orbit schedule of the user (other lines and units are not orbit's),
+/// and `--remove` takes away this loop's, of one kind or of every kind, and no other's.
+#[test]
+fn schedules_are_listed_and_removed_per_loop() {
+    let repo = Repo::new();
+    let agent = repo.agent("worker", "cat >/dev/null");
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let dir = fs::canonicalize(dir).unwrap();
+    let other = Repo::new();
+    let agent = other.agent("worker", "cat >/dev/null");
+    let other_dir =
+        fs::canonicalize(other.init_loop(&agent, &["test -f never-there"], &[])).unwrap();
+    // A stand-in crontab shared by both repositories, and one HOME for the units.
+    let table = repo.bin.path().join("table");
+    let crontab = format!(
+        "t='{}'\nif [ \"$1\" = -l ]; then [ -f \"$t\" ] || exit 1; cat \"$t\"; else cat > \"$t\"; fi",
+        table.display()
+    );
+    repo.agent("crontab", &crontab);
+    other.agent("crontab", &crontab);
+    fs::write(&table, "0 3 * * * /usr/bin/backup\n").unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let tmux_tmp = tempfile::tempdir().unwrap();
+    let orbit = |r: &Repo, args: &[&str]| {
+        let mut cmd = command(crate::support::orbit_bin());
+        cmd.args(args)
+            .current_dir(r.path())
+            .env("HOME", home.path())
+            .env("TMUX_TMPDIR", tmux_tmp.path())
+            .env("PATH", r.path_env());
+        run_bounded(cmd, Duration::from_secs(60))
+    };
+    for r in [&repo, &other] {
+        for how in ["--cron", "--systemd"] {
+            assert_ok(&orbit(r, &["schedule", how, "--install"]), how);
+        }
+    }
+    let out = orbit(&repo, &["schedule", "--list"]);
+    assert_ok(&out, "--list");
+    let list = String::from_utf8_lossy(&out.stdout).to_string();
+    for d in [&dir, &other_dir] {
+        for kind in ["cron", "systemd"] {
+            assert_eq!(
+                list.lines()
+                    .filter(|l| l.starts_with(kind) && l.contains(&d.display().to_string()))
+                    .count(),
+                1,
+                "{kind} of {}:\n{list}",
+                d.display()
+            );
+        }
+    }
+    assert!(!list.contains("backup"), "only orbit's lines: {list}");
+    // Remove the first loop's crontab line only, then the rest of its schedules.
+    assert_ok(
+        &orbit(&repo, &["schedule", "--remove", "--cron"]),
+        "--remove --cron",
+    );
+    let t = fs::read_to_string(&table).unwrap();
+    assert!(t.contains("/usr/bin/backup") && t.contains(&other_dir.display().to_string()));
+    assert!(!t.contains(&dir.display().to_string()), "{t}");
+    assert_ok(&orbit(&repo, &["schedule", "--remove"]), "--remove");
+    let list = String::from_utf8_lossy(&orbit(&repo, &["schedule", "--list"]).stdout).to_string();
+    assert!(!list.contains(&dir.display().to_string()), "{list}");
+    assert_eq!(list.lines().count(), 2, "the other loop's two: {list}");
+    let out = orbit(&repo, &["schedule", "--remove"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("no schedule to remove"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// A loop that stopped for a human is notified once: later ticks that find it stopped for
+/// the same reason change nothing and notify nothing. cron.log stays bounded.
+#[test]
+fn a_stop_is_notified_once_and_the_cron_log_is_bounded() {
+    let repo = Repo::new();
+    let seen = repo.bin.path().join("notified");
+    let agent = repo.agent("worker", "cat >/dev/null; echo x >> work.txt");
+    let cmd = format!(
+        "cmd:printf '%s\\n' \"$ORBIT_EVENT\" >> '{}'",
+        seen.display()
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f never-there"],
+        &["--max-iterations", "1", "--notify", &cmd],
+    );
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        16,
+        "tick 1 uses the iteration up",
+    );
+    let work = fs::read_to_string(repo.join("work.txt")).unwrap();
+    let state = fs::read(dir.join("state.env")).unwrap();
+    for tick in 2..=4 {
+        let out = repo.run_loop(&dir, &["--once"], &[]);
+        assert_code(&out, 16, &format!("tick {tick}: iterations used up"));
+    }
+    assert_eq!(
+        fs::read_to_string(&seen).unwrap(),
+        "BLOCKED\n",
+        "notified once"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.join("work.txt")).unwrap(),
+        work,
+        "no agent ran again (no second wrap-up)"
+    );
+    let after = orbit::state::State::parse(&fs::read(dir.join("state.env")).unwrap()).unwrap();
+    let before = orbit::state::State::parse(&state).unwrap();
+    assert_eq!(
+        (after.last_status, after.stop_reason, after.next_iteration),
+        (
+            before.last_status,
+            before.stop_reason,
+            before.next_iteration
+        )
+    );
+    // A cron.log past 1 MiB is rotated by the next tick.
+    fs::write(dir.join("cron.log"), vec![b'x'; 1_100_000]).unwrap();
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 16, "tick");
+    assert_eq!(
+        fs::metadata(dir.join("cron.log.1")).unwrap().len(),
+        1_100_000
+    );
+    assert!(!dir.join("cron.log").exists());
 }

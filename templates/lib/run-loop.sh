@@ -1822,7 +1822,12 @@ stop_gates() {
   local n=${S[NEXT_ITERATION]} now elapsed run_spent
   printf -v now '%(%s)T' -1
   if [[ -n $USD_CAP_M ]] && ((S[COST_MICROUSD] >= USD_CAP_M)); then
-    finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap; raise USD_CAP to go on"
+    local over=''
+    if ((S[COST_MICROUSD] > USD_CAP_M)); then
+      # A run cannot be stopped mid-way for money: its reported cost is known only after it.
+      over=" (\$$(orbit_usd_text $((S[COST_MICROUSD] - USD_CAP_M))) over: the last iteration cost more than the room left when it started)"
+    fi
+    finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap$over; raise USD_CAP to go on"
   fi
   run_spent=$((S[COST_MICROUSD] - RUN_COST_START))
   if [[ -n $USD_PER_RUN_CAP_M ]] && ((run_spent >= USD_PER_RUN_CAP_M)); then
@@ -1849,9 +1854,20 @@ stop_gates() {
 }
 
 gates() {
-  local n=${S[NEXT_ITERATION]} now
+  local n=${S[NEXT_ITERATION]} now est
   printf -v now '%(%s)T' -1
   stop_gates
+  # An iteration is not started when what it is expected to cost would cross the cap: the
+  # estimate is the last iteration's cost, or COST_ESTIMATE_USD when that is more.
+  if [[ -n $USD_CAP_M ]]; then
+    est=${COST_ESTIMATE_M:-0}
+    if ((n > 1)) && ledger_iter_sum_v $((n - 1)) && ((REPLY > est)); then
+      est=$REPLY
+    fi
+    if ((est > 0 && S[COST_MICROUSD] + est > USD_CAP_M)); then
+      finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap; the next iteration would cost about \$$(orbit_usd_text "$est") (the last one's cost) and cross it: raise USD_CAP to go on"
+    fi
+  fi
   if [[ ${S[CB_STATE]} == "$CB_OPEN" ]]; then
     if ((now - S[CB_OPENED_AT] >= CB_COOLDOWN_S)); then
       orbit_event circuit_change "$n" from "$CB_OPEN" to "$CB_HALF_OPEN"

@@ -328,19 +328,46 @@ fn spending_stops_at_the_cap_with_a_complete_ledger() {
     assert_code(&out, 12, "budget");
     assert_eq!(state_value(&dir, "LAST_STATUS"), "PAUSED");
     assert_eq!(state_value(&dir, "STOP_REASON"), "budget");
-    // 0.40 x 3 = 1.20 >= 1: the third iteration crossed the cap; no fourth started.
-    assert_eq!(state_value(&dir, "COST_MICROUSD"), "1200000");
-    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "4");
+    // 0.40 x 2 = 0.80; a third iteration would cost about 0.40 more and cross the cap of 1,
+    // so it is not started.
+    assert_eq!(state_value(&dir, "COST_MICROUSD"), "800000");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "3");
     let ledger = fs::read_to_string(dir.join("cost.ledger")).unwrap();
-    assert_eq!(
-        ledger,
-        "1\t400000\treported\n2\t400000\treported\n3\t400000\treported\n"
+    assert_eq!(ledger, "1\t400000\treported\n2\t400000\treported\n");
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("the next iteration would cost about $0.400000"),
+        "{}",
+        text(&out)
     );
     // Budgets survive restarts: a rerun stays paused until the cap is raised.
     let out = repo.run_loop(&dir, &[], &[]);
     assert_code(&out, 12, "rerun under the same cap");
     let out = repo.run_loop(&dir, &["--once"], &[("USD_CAP", "5")]);
     assert_code(&out, 10, "a raised cap goes on");
+}
+
+/// A run's cost is known only after it: when one costs more than the room it started with,
+/// the stop says by how much the cap was crossed, and why.
+#[test]
+fn an_overshoot_of_the_cap_is_named() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "spender",
+        "cat >/dev/null; echo \"$ORBIT_ITERATION\" | tr 0-9 a-j >> work.txt\nif [ \"$ORBIT_ITERATION\" = 1 ]; then echo 0.40; else echo 0.90; fi > \"$ORBIT_COST_FILE\"",
+    );
+    let dir = repo.init_loop(&agent, &["cat work.txt; exit 1"], &["--usd-cap", "1"]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 12, "budget");
+    assert_eq!(state_value(&dir, "COST_MICROUSD"), "1300000");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(
+            "($0.300000 over: the last iteration cost more than the room left when it started)"
+        ),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]

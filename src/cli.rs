@@ -113,6 +113,11 @@ pub struct ReportArgs {
     /// Write the report to FILE instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// One self-contained HTML page with pictures (timeline, checks, spend) instead of
+    /// markdown.
+    #[arg(long)]
+    pub html: bool,
 }
 
 #[derive(Debug, Args)]

@@ -22,6 +22,7 @@ pub mod pins;
 pub mod progress;
 pub mod recover;
 pub mod render;
+pub mod report;
 pub mod result_env;
 pub mod run;
 pub mod shell;
@@ -46,7 +47,7 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Schedule(args) => ops::schedule(&args),
         cli::Command::Stop(args) => control::stop(&args),
         cli::Command::Resume(args) => control::resume(&args),
-        cli::Command::Report(args) => ops::report(&args),
+        cli::Command::Report(args) => report::report(&args),
         cli::Command::Completions(args) => {
             let mut cmd = <cli::Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut cmd, "orbit", &mut std::io::stdout());

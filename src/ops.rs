@@ -1,20 +1,20 @@
-//! Operations around a loop: scheduling (cron, systemd, tmux) and a markdown report of a
-//! loop's history (stopping and resuming: `control`).
+//! Operations around a loop: scheduling (cron, systemd, tmux) (stopping and resuming:
+//! `control`; the report of a loop's history: `report`).
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::cli::{ReportArgs, ScheduleArgs};
+use crate::cli::ScheduleArgs;
 use crate::config::LoopConfig;
-use crate::contract::{CostKind, ExitCode, Status, StopReason, VerifyOutcome};
+use crate::contract::{ExitCode, Status, StopReason};
 use crate::error::{Error, Result};
-use crate::goal::{self, parse_duration};
+use crate::fsx;
+use crate::goal::parse_duration;
 use crate::locate::{pick_loop, repo_root};
-use crate::result_env::{self, ResultEnv};
+pub use crate::report::{report, report_text};
 use crate::state::State;
-use crate::{fsx, ledger, progress};
 
 /// The pid of the runner holding a loop's lock, found without taking the lock (see
 /// `locate::probe::lock`).
@@ -545,177 +545,5 @@ fn start_in_tmux(t: &Target) -> Result<u8> {
         "orbit: started {} in tmux session {session}: tmux attach -t ={session}",
         t.name
     );
-    Ok(0)
-}
-
-/// An iteration's result.env through the one result.env reader; `None` when it is absent
-/// or unreadable (the report then skips the row, as audit names the problem).
-fn read_result(path: &Path) -> Option<ResultEnv> {
-    let bytes = fs::read(path).ok()?;
-    result_env::parse(&bytes).ok()
-}
-
-/// Table cells hold text from the agent and the repository: no pipes, no newlines.
-fn cell(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c == '|' {
-                '/'
-            } else if c.is_control() {
-                ' '
-            } else {
-                c
-            }
-        })
-        .collect::<String>()
-        .trim()
-        .to_string()
-}
-
-/// The last non-empty line an agent printed, shortened.
-fn last_message(log: &Path) -> String {
-    let data = fs::read(log).unwrap_or_default();
-    let tail = &data[data.len().saturating_sub(8192)..];
-    let text = String::from_utf8_lossy(tail);
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("");
-    let line = cell(line);
-    if line.chars().count() > 100 {
-        format!("{}…", line.chars().take(99).collect::<String>())
-    } else {
-        line
-    }
-}
-
-/// The markdown report of a loop.
-pub fn report_text(dir: &Path) -> Result<String> {
-    let cfg = LoopConfig::load(&dir.join("loop.toml"))?;
-    let state = State::parse_file(&dir.join("state.env"))?;
-    let goal_md = fs::read_to_string(dir.join("goal.md")).unwrap_or_default();
-    let title = goal_md.lines().nth(2).unwrap_or("").trim();
-    let done = state.next_iteration.saturating_sub(1);
-    let mut out = format!("# orbit report: {}\n\n", cfg.name);
-    out.push_str(&format!("- goal: {}\n", cell(title)));
-    out.push_str(&format!(
-        "- status: {} (stop reason: {})\n",
-        state.last_status, state.stop_reason
-    ));
-    out.push_str(&format!(
-        "- iterations: {done} of at most {}\n",
-        cfg.max_iterations
-    ));
-    let ledger = ledger::parse(&fs::read(dir.join("cost.ledger")).unwrap_or_default());
-    let unknown = ledger
-        .entries
-        .iter()
-        .filter(|e| e.kind == CostKind::Unknown)
-        .count();
-    let spend = goal::format_usd(state.cost_microusd);
-    let cap = LoopConfig::usd_micro(cfg.usd_cap)
-        .map(|c| format!(" of a ${} cap", goal::format_usd(c)))
-        .unwrap_or_default();
-    if unknown > 0 {
-        out.push_str(&format!(
-            "- spend: ${spend}{cap} reported; {unknown} agent run(s) reported no cost\n"
-        ));
-    } else {
-        out.push_str(&format!("- spend: ${spend}{cap}\n"));
-    }
-    if !state.iter_branch.is_empty() {
-        out.push_str(&format!(
-            "- branch: {} (from {})\n",
-            state.iter_branch,
-            if state.origin_branch.is_empty() {
-                "a detached HEAD"
-            } else {
-                &state.origin_branch
-            }
-        ));
-    }
-    out.push_str("\n## Iterations\n\n| # | verdict | verify | changed | commit | cost | agent's last message |\n|---|---|---|---|---|---|---|\n");
-    let first = done.saturating_sub(199).max(1);
-    if first > 1 {
-        out.push_str(&format!(
-            "| … | {} earlier iterations in progress.md | | | | | |\n",
-            first - 1
-        ));
-    }
-    // Up to NEXT_ITERATION: an ABORTED iteration is recorded but not counted as done.
-    for i in first..=state.next_iteration {
-        let idir = dir.join(format!("iterations/{i:06}"));
-        let Some(r) = read_result(&idir.join("result.env")) else {
-            continue;
-        };
-        let verify = match VerifyOutcome::parse(r.get("VERIFY")) {
-            Some(VerifyOutcome::Fail) => format!("fail: {}", cell(r.get("VERIFY_FAILING"))),
-            _ => cell(r.get("VERIFY")),
-        };
-        let commit = fs::read_to_string(idir.join("commit.txt")).unwrap_or_default();
-        let commit = commit.trim();
-        let commit = if commit.len() == 40 {
-            &commit[..10]
-        } else {
-            commit
-        };
-        let micro = r.num("COST_MICROUSD").unwrap_or(0);
-        let cost = match CostKind::parse(r.get("COST_KIND")) {
-            Some(CostKind::Unknown) => CostKind::Unknown.to_string(),
-            _ => format!(
-                "${} ({})",
-                goal::format_usd(micro),
-                cell(r.get("COST_KIND"))
-            ),
-        };
-        out.push_str(&format!(
-            "| {i} | {} | {verify} | {} | {} | {cost} | {} |\n",
-            cell(r.get("VERDICT")),
-            cell(r.get("CHANGED")),
-            cell(commit),
-            last_message(&idir.join("agent.log"))
-        ));
-    }
-    let p = progress::parse(&fs::read(dir.join("progress.md")).unwrap_or_default());
-    if let Some(entry) = p
-        .entries
-        .iter()
-        .rev()
-        .find(|e| e.text.contains("- feedback:"))
-    {
-        out.push_str("\n## Last verify failure\n\n");
-        let fb: String = entry
-            .text
-            .lines()
-            .filter(|l| l.starts_with("    "))
-            .take(30)
-            .map(|l| format!("{l}\n"))
-            .collect();
-        out.push_str(&fb);
-    }
-    let notes = fs::read_to_string(dir.join("notes.md")).unwrap_or_default();
-    out.push_str("\n## Remaining work (notes.md)\n\n");
-    if notes.trim().is_empty() {
-        out.push_str("notes.md is empty.\n");
-    } else {
-        for line in notes.lines().take(80) {
-            out.push_str(&format!("    {line}\n"));
-        }
-    }
-    Ok(out)
-}
-
-/// `orbit report`.
-pub fn report(args: &ReportArgs) -> Result<u8> {
-    let dir = pick_loop(args.dir.as_deref())?;
-    let text = report_text(&dir)?;
-    match &args.output {
-        Some(path) => {
-            fsx::write_atomic(path, text.as_bytes())?;
-            println!("orbit: report written to {}", path.display());
-        }
-        None => print!("{text}"),
-    }
     Ok(0)
 }

@@ -11,6 +11,7 @@ mod layout;
 mod ops;
 mod recover;
 mod reliability;
+mod report;
 mod runner;
 mod sealed;
 mod support;

@@ -616,6 +616,12 @@ fn the_report_tells_status_iterations_spend_and_remaining_work() {
         "{report}"
     );
     assert!(report.contains("- iterations: 2 of at most 2"), "{report}");
+    // audit's verdict names the state, and the next step follows from it.
+    assert!(report.contains("- verdict: EXHAUSTED\n"), "{report}");
+    assert!(
+        report.contains("next: `raise max-iterations in .orbit/test-goal/loop.toml, then: orbit init --force --dir .orbit/test-goal && orbit run .orbit/test-goal`"),
+        "{report}"
+    );
     assert!(report.contains("- spend: $0.2"), "{report}");
     assert!(
         report.contains("| 2 | CONTINUE | fail: cat-work-txt-exit-1 | 1 |"),

@@ -321,6 +321,18 @@ pub fn shellcheck_available() -> bool {
     present_or_skipped(ok, "ORBIT_REQUIRE_SHELLCHECK", "shellcheck")
 }
 
+/// The headless browser the HTML report is opened in (Debian's `chromium`). CI sets
+/// ORBIT_REQUIRE_CHROMIUM=1 to make it mandatory; elsewhere a missing chromium is reported
+/// and the check skipped.
+pub fn chromium_available() -> bool {
+    let ok = command("chromium")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    present_or_skipped(ok, "ORBIT_REQUIRE_CHROMIUM", "chromium")
+}
+
 /// Runs `bash -n` and shellcheck (all severities) on a script; panics with the findings.
 pub fn assert_script_clean(path: &Path) {
     let out = command("bash").arg("-n").arg(path).output().unwrap();

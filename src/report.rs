@@ -1,0 +1,1284 @@
+//! `orbit report`: what a loop did and why it stopped, as markdown or as one self-contained
+//! HTML page with inline SVG pictures.
+//!
+//! Both reports are made from one set of [`Facts`], read only through the format modules
+//! (state.env, result.env, cost.ledger, progress.md, loop.toml) and `orbit audit`, whose
+//! verdict is the loop's one name for its state. Money is integer micro-dollars; a cost
+//! nobody reported is said to be unknown, never shown as $0. Every piece of text that
+//! comes from the loop (summaries, check names, agent output, notes) is escaped in the HTML.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::audit::{LoopReport, audit_loop};
+use crate::cli::ReportArgs;
+use crate::config::LoopConfig;
+use crate::contract::{
+    AgentOutcome, CostKind, Severity, Status, StopReason, Verdict, VerifyOutcome,
+};
+use crate::error::Result;
+use crate::goal;
+use crate::locate::pick_loop;
+use crate::result_env::{self, ResultEnv};
+use crate::state::State;
+use crate::{fsx, ledger, progress};
+
+/// The most iterations a report lists one by one (the latest ones).
+const MAX_ROWS: u64 = 200;
+
+/// What one iteration's record says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Row {
+    pub iteration: u64,
+    /// STARTED_AT, epoch seconds.
+    pub started_at: Option<u64>,
+    /// ENDED_AT - STARTED_AT: the iteration's wall time.
+    pub wall_secs: Option<u64>,
+    /// DURATION: the agent's own time.
+    pub agent_secs: Option<u64>,
+    pub verdict: String,
+    pub attempts: Option<u64>,
+    pub agent_outcome: String,
+    pub agent_exit: String,
+    pub verify: Option<VerifyOutcome>,
+    /// VERIFY_FAILING, split on commas.
+    pub failing: Vec<String>,
+    pub changed: Option<u64>,
+    pub cost: Cost,
+    /// DONE_CLAIM=1: the agent wrote done.md.
+    pub done_claim: bool,
+    /// DONE_VERDICT: DONE, or why the gate rejected the claim.
+    pub done_verdict: String,
+    pub stop_reason: String,
+    pub summary: String,
+    pub commit: String,
+    pub last_message: String,
+}
+
+/// An iteration's cost as its record gives it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Cost {
+    Known(u64, CostKind),
+    /// Some agent run of the iteration reported no cost.
+    Unknown,
+    /// The record has no cost (an older runner, an aborted iteration).
+    #[default]
+    NotRecorded,
+}
+
+impl Cost {
+    fn text(self) -> String {
+        match self {
+            Cost::Known(micro, kind) => format!("${} ({kind})", goal::format_usd(micro)),
+            Cost::Unknown => "unknown".into(),
+            Cost::NotRecorded => "-".into(),
+        }
+    }
+}
+
+impl Row {
+    fn from_record(iteration: u64, r: &ResultEnv, commit: String, last_message: String) -> Row {
+        let started_at = r.num("STARTED_AT");
+        let wall_secs = match (started_at, r.num("ENDED_AT")) {
+            (Some(s), Some(e)) => Some(e.saturating_sub(s)),
+            _ => None,
+        };
+        let cost = match (CostKind::parse(r.get("COST_KIND")), r.num("COST_MICROUSD")) {
+            (Some(CostKind::Unknown), _) => Cost::Unknown,
+            (Some(kind), Some(micro)) => Cost::Known(micro, kind),
+            _ => Cost::NotRecorded,
+        };
+        Row {
+            iteration,
+            started_at,
+            wall_secs,
+            agent_secs: r.num("DURATION"),
+            verdict: r.get("VERDICT").to_string(),
+            attempts: r.num("ATTEMPTS"),
+            agent_outcome: r.get("AGENT_OUTCOME").to_string(),
+            agent_exit: r.get("AGENT_EXIT").to_string(),
+            verify: VerifyOutcome::parse(r.get("VERIFY")),
+            failing: r
+                .get("VERIFY_FAILING")
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+            changed: r.num("CHANGED"),
+            cost,
+            done_claim: r.get("DONE_CLAIM") == "1",
+            done_verdict: r.get("DONE_VERDICT").to_string(),
+            stop_reason: r.get("STOP_REASON").to_string(),
+            summary: r.get("SUMMARY").to_string(),
+            commit,
+            last_message,
+        }
+    }
+
+    /// The agent's outcome in words: `ok`, `timeout (exit 124)`, ...
+    pub fn agent_text(&self) -> String {
+        match AgentOutcome::parse(&self.agent_outcome) {
+            None if self.agent_outcome.is_empty() => "-".into(),
+            Some(AgentOutcome::Ok) => "ok".into(),
+            _ if self.agent_exit.is_empty() => self.agent_outcome.clone(),
+            _ => format!("{} (exit {})", self.agent_outcome, self.agent_exit),
+        }
+    }
+
+    /// Verify in words: `pass`, `fail: a,b`, `skip`.
+    pub fn verify_text(&self) -> String {
+        match self.verify {
+            Some(VerifyOutcome::Fail) => format!("fail: {}", self.failing.join(",")),
+            Some(v) => v.to_string(),
+            None => "-".into(),
+        }
+    }
+
+    /// The DONE gate's decision on this iteration's claim, when there was one.
+    pub fn claim_text(&self) -> Option<String> {
+        if !self.done_claim && self.done_verdict.is_empty() {
+            return None;
+        }
+        Some(if self.done_verdict == Status::Done.as_str() {
+            "accepted: DONE".into()
+        } else if self.done_verdict.is_empty() {
+            "claimed; no decision recorded".into()
+        } else {
+            format!("rejected: {}", self.done_verdict)
+        })
+    }
+
+    /// What one check did in this iteration: pass, fail, skip, or nothing known.
+    pub fn check(&self, name: &str) -> Option<VerifyOutcome> {
+        match self.verify? {
+            VerifyOutcome::Skip => Some(VerifyOutcome::Skip),
+            VerifyOutcome::Pass => Some(VerifyOutcome::Pass),
+            VerifyOutcome::Fail if self.failing.iter().any(|f| f == name) => {
+                Some(VerifyOutcome::Fail)
+            }
+            // verify failed without naming its checks: this one is not known to pass.
+            VerifyOutcome::Fail if self.failing.is_empty() => Some(VerifyOutcome::Fail),
+            VerifyOutcome::Fail => Some(VerifyOutcome::Pass),
+        }
+    }
+}
+
+/// One point of the spend curve: the spend after an iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpendPoint {
+    pub iteration: u64,
+    /// Cumulative reported and estimated micro-dollars.
+    pub cumulative: u64,
+    /// Some run of this iteration reported no cost.
+    pub unknown: bool,
+}
+
+/// Everything both reports say.
+#[derive(Debug, Clone)]
+pub struct Facts {
+    pub name: String,
+    pub goal: String,
+    /// orbit audit's verdict: the loop's state in one word.
+    pub verdict: Verdict,
+    pub status: Status,
+    pub stop_reason: StopReason,
+    pub iterations: u64,
+    pub max_iterations: u64,
+    pub spend: u64,
+    pub unknown_runs: usize,
+    pub cap: Option<u64>,
+    /// ITER_BRANCH and ORIGIN_BRANCH.
+    pub branch: Option<(String, String)>,
+    pub rows: Vec<Row>,
+    /// Iterations before the first row, not listed.
+    pub earlier: u64,
+    /// Check names: loop.toml's checks, then any other name a record gave.
+    pub checks: Vec<String>,
+    pub spend_curve: Vec<SpendPoint>,
+    /// Sum of the listed iterations' wall times and agent times, seconds.
+    pub total_wall: u64,
+    pub total_agent: u64,
+    /// First start and last end among the listed iterations.
+    pub span: Option<(u64, u64)>,
+    /// The last record's summary.
+    pub last_summary: String,
+    /// The command to run next, and why.
+    pub next: String,
+    pub next_why: String,
+    pub last_failure: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+/// An iteration's result.env through the one result.env reader; `None` when it is absent
+/// or unreadable (the report then skips the row, as audit names the problem).
+fn read_result(path: &Path) -> Option<ResultEnv> {
+    let bytes = fs::read(path).ok()?;
+    result_env::parse(&bytes).ok()
+}
+
+/// Table cells hold text from the agent and the repository: no pipes, no newlines.
+fn cell(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c == '|' {
+                '/'
+            } else if c.is_control() {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect::<String>()
+        .trim()
+        .to_string()
+}
+
+/// The last non-empty line an agent printed, shortened.
+fn last_message(log: &Path) -> String {
+    let data = fs::read(log).unwrap_or_default();
+    let tail = &data[data.len().saturating_sub(8192)..];
+    let text = String::from_utf8_lossy(tail);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    let line = cell(line);
+    if line.chars().count() > 100 {
+        format!("{}…", line.chars().take(99).collect::<String>())
+    } else {
+        line
+    }
+}
+
+/// A directory as one shell word, for commands to paste.
+fn shell_word(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._/-+=:@,%".contains(c));
+    if safe {
+        s.to_string()
+    } else {
+        crate::shell::quote(&s.replace('\0', "")).unwrap_or_default()
+    }
+}
+
+/// The next command for a loop, and why: the fix of the audit's worst finding when it is
+/// P0 or P1 (a P2 is a note, not the next step), else what the verdict and stop reason ask.
+pub fn next_step(audit: &LoopReport, state: &State, shown: &str) -> (String, String) {
+    let worst = audit
+        .findings
+        .iter()
+        .filter(|f| f.severity != Severity::P2)
+        .min_by_key(|f| f.severity);
+    if let Some(f) = worst {
+        return (
+            f.fix.clone(),
+            format!("{} {}: {}", f.severity, f.class, f.message),
+        );
+    }
+    let d = shell_word(shown);
+    let edit = |setting: &str| {
+        format!(
+            "raise {setting} in {d}/loop.toml, then: orbit init --force --dir {d} && orbit run {d}"
+        )
+    };
+    let (cmd, why) = match audit.verdict {
+        Verdict::Running => (
+            format!("orbit status --watch {d}"),
+            "a runner is working on the loop".to_string(),
+        ),
+        Verdict::Ready => (format!("orbit run {d}"), "the loop has not run yet".into()),
+        Verdict::Idle => (format!("orbit run {d}"), "work remains".into()),
+        Verdict::Done => {
+            let range = match (state.origin_branch.as_str(), state.iter_branch.as_str()) {
+                ("", "") => "HEAD".to_string(),
+                ("", b) => b.to_string(),
+                (o, b) => format!("{o}..{b}"),
+            };
+            (
+                format!("git log --stat {}", shell_word(&range)),
+                "verified DONE: review the loop's commits".into(),
+            )
+        }
+        Verdict::Exhausted => (
+            edit("max-iterations"),
+            "every allowed iteration was used without DONE".into(),
+        ),
+        Verdict::Stalled => (
+            format!("orbit recover {d} --clear-stall"),
+            "no progress: change the approach (goal.md, notes.md), then clear the stall".into(),
+        ),
+        Verdict::Crashed | Verdict::Corrupt => (
+            format!("orbit recover {d}"),
+            "the records need a recovery before the loop can go on".into(),
+        ),
+        Verdict::Aborted => (
+            format!("orbit audit {d}"),
+            "an integrity stop: review what changed".into(),
+        ),
+        Verdict::Paused | Verdict::Blocked => match state.stop_reason {
+            StopReason::Stopped => (
+                format!("orbit resume {d}"),
+                "stopped by its user".to_string(),
+            ),
+            StopReason::RateLimit => (
+                format!("orbit run {d}"),
+                format!(
+                    "rate limited: runs again after {}",
+                    fsx::iso_utc(state.resume_at)
+                ),
+            ),
+            StopReason::Budget => (edit("usd-cap"), "the spend reached its cap".into()),
+            StopReason::LoopTimeout => (edit("loop-timeout"), "the loop ran out of time".into()),
+            StopReason::CircuitOpen => (
+                format!("orbit recover {d} --reset-circuit"),
+                "the circuit breaker is open".into(),
+            ),
+            StopReason::ToolFailure | StopReason::Preflight => (
+                format!("orbit run {d}"),
+                "fix the agent command or the machine first (see runner.log)".into(),
+            ),
+            _ => (format!("orbit run {d}"), "the loop may go on".into()),
+        },
+    };
+    (cmd, why)
+}
+
+/// Reads a loop into the facts both reports show. `shown` is how commands name the
+/// directory.
+pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
+    let cfg = LoopConfig::load(&dir.join("loop.toml"))?;
+    let state = State::parse_file(&dir.join("state.env"))?;
+    let audit = audit_loop(dir, shown);
+    let goal_md = fs::read_to_string(dir.join("goal.md")).unwrap_or_default();
+    let title = cell(goal_md.lines().nth(2).unwrap_or(""));
+    let done = state.next_iteration.saturating_sub(1);
+    let ledger = ledger::parse(&fs::read(dir.join("cost.ledger")).unwrap_or_default());
+    let unknown_runs = ledger
+        .entries
+        .iter()
+        .filter(|e| e.kind == CostKind::Unknown)
+        .count();
+
+    let first = done.saturating_sub(MAX_ROWS - 1).max(1);
+    let mut rows = Vec::new();
+    // Up to NEXT_ITERATION: an ABORTED iteration is recorded but not counted as done.
+    for i in first..=state.next_iteration {
+        let idir = dir.join(format!("iterations/{i:06}"));
+        let Some(r) = read_result(&idir.join("result.env")) else {
+            continue;
+        };
+        let commit = fs::read_to_string(idir.join("commit.txt")).unwrap_or_default();
+        let commit = commit.trim();
+        let commit = if commit.len() == 40 {
+            &commit[..10]
+        } else {
+            commit
+        };
+        rows.push(Row::from_record(
+            i,
+            &r,
+            cell(commit),
+            last_message(&idir.join("agent.log")),
+        ));
+    }
+
+    let mut checks = goal::check_names(&cfg.verify);
+    for row in &rows {
+        for f in &row.failing {
+            if !checks.contains(f) {
+                checks.push(f.clone());
+            }
+        }
+    }
+
+    // The spend curve: the ledger summed by iteration, cumulative from the first run.
+    let mut by_iter: BTreeMap<u64, (u64, bool)> = BTreeMap::new();
+    for e in &ledger.entries {
+        let slot = by_iter.entry(e.iteration).or_default();
+        slot.0 = slot.0.saturating_add(e.micro_usd);
+        slot.1 |= e.kind == CostKind::Unknown;
+    }
+    let mut cumulative = 0u64;
+    let mut spend_curve = Vec::new();
+    for (iteration, (micro, unknown)) in by_iter {
+        cumulative = cumulative.saturating_add(micro);
+        if iteration >= first {
+            spend_curve.push(SpendPoint {
+                iteration,
+                cumulative,
+                unknown,
+            });
+        }
+    }
+
+    let total_wall = rows.iter().filter_map(|r| r.wall_secs).sum();
+    let total_agent = rows.iter().filter_map(|r| r.agent_secs).sum();
+    let starts: BTreeSet<u64> = rows.iter().filter_map(|r| r.started_at).collect();
+    let ends = rows
+        .iter()
+        .filter_map(|r| Some(r.started_at? + r.wall_secs?))
+        .max();
+    let span = starts.first().copied().zip(ends);
+
+    let p = progress::parse(&fs::read(dir.join("progress.md")).unwrap_or_default());
+    let last_failure = p
+        .entries
+        .iter()
+        .rev()
+        .find(|e| e.text.contains("- feedback:"))
+        .map(|entry| {
+            entry
+                .text
+                .lines()
+                .filter(|l| l.starts_with("    "))
+                .take(30)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let notes = fs::read_to_string(dir.join("notes.md"))
+        .unwrap_or_default()
+        .lines()
+        .take(80)
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    let notes = if notes.iter().all(|l| l.trim().is_empty()) {
+        Vec::new()
+    } else {
+        notes
+    };
+    let (next, next_why) = next_step(&audit, &state, shown);
+    Ok(Facts {
+        name: cfg.name.clone(),
+        goal: title,
+        verdict: audit.verdict,
+        status: state.last_status,
+        stop_reason: state.stop_reason,
+        iterations: done,
+        max_iterations: cfg.max_iterations,
+        spend: state.cost_microusd,
+        unknown_runs,
+        cap: LoopConfig::usd_micro(cfg.usd_cap),
+        branch: (!state.iter_branch.is_empty())
+            .then(|| (state.iter_branch.clone(), state.origin_branch.clone())),
+        last_summary: rows.last().map(|r| r.summary.clone()).unwrap_or_default(),
+        rows,
+        earlier: first - 1,
+        checks,
+        spend_curve,
+        total_wall,
+        total_agent,
+        span,
+        next,
+        next_why,
+        last_failure,
+        notes,
+    })
+}
+
+impl Facts {
+    /// `$1.25 of a $5 cap`, with the runs of unknown cost said plainly.
+    pub fn spend_text(&self) -> String {
+        let cap = self
+            .cap
+            .map(|c| format!(" of a ${} cap", goal::format_usd(c)))
+            .unwrap_or_else(|| " (no cap)".into());
+        let spend = goal::format_usd(self.spend);
+        if self.unknown_runs > 0 {
+            format!(
+                "${spend}{cap} reported; {} agent run(s) reported no cost",
+                self.unknown_runs
+            )
+        } else {
+            format!("${spend}{cap}")
+        }
+    }
+
+    /// `1m5s in 3 iteration(s) (agent 40s), 2026-...Z to 2026-...Z`.
+    pub fn time_text(&self) -> String {
+        let mut t = format!(
+            "{} in {} iteration(s) (the agent {})",
+            duration(self.total_wall),
+            self.rows.len(),
+            duration(self.total_agent)
+        );
+        if let Some((a, b)) = self.span {
+            let _ = write!(t, ", from {} to {}", fsx::iso_utc(a), fsx::iso_utc(b));
+        }
+        t
+    }
+
+    /// Why the loop stopped, in one line.
+    pub fn stop_text(&self) -> String {
+        let mut t = format!(
+            "{} (state {}, stop reason {})",
+            self.verdict, self.status, self.stop_reason
+        );
+        if !self.last_summary.is_empty() {
+            let _ = write!(t, ": {}", cell(&self.last_summary));
+        }
+        t
+    }
+}
+
+fn duration(secs: u64) -> String {
+    match secs {
+        0 => "0s".into(),
+        s => goal::format_duration(s),
+    }
+}
+
+fn opt_duration(secs: Option<u64>) -> String {
+    secs.map(duration).unwrap_or_else(|| "-".into())
+}
+
+fn opt_num(n: Option<u64>) -> String {
+    n.map(|n| n.to_string()).unwrap_or_else(|| "-".into())
+}
+
+/// The markdown report of a loop.
+pub fn report_text(dir: &Path) -> Result<String> {
+    Ok(render_text(&facts(dir, &dir.display().to_string())?))
+}
+
+/// The markdown text of a set of facts.
+pub fn render_text(f: &Facts) -> String {
+    let mut out = format!("# orbit report: {}\n\n", f.name);
+    let _ = writeln!(out, "- goal: {}", f.goal);
+    let _ = writeln!(out, "- verdict: {}", f.verdict);
+    let _ = writeln!(
+        out,
+        "- status: {} (stop reason: {})",
+        f.status, f.stop_reason
+    );
+    let _ = writeln!(
+        out,
+        "- iterations: {} of at most {}",
+        f.iterations, f.max_iterations
+    );
+    let _ = writeln!(out, "- time: {}", f.time_text());
+    let _ = writeln!(out, "- spend: {}", f.spend_text());
+    if let Some((iter, origin)) = &f.branch {
+        let from = if origin.is_empty() {
+            "a detached HEAD"
+        } else {
+            origin
+        };
+        let _ = writeln!(out, "- branch: {iter} (from {from})");
+    }
+
+    out.push_str("\n## Why it stopped\n\n");
+    let _ = writeln!(out, "{}", f.stop_text());
+    let _ = writeln!(out, "\nnext: `{}`\n({})", f.next, cell(&f.next_why));
+
+    out.push_str("\n## Iterations\n\n| # | verdict | verify | changed | commit | cost | spent so far | started (UTC) | time | agent time | attempts | agent | DONE claim | agent's last message |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    if f.earlier > 0 {
+        let _ = writeln!(
+            out,
+            "| … | {} earlier iterations in progress.md | | | | | | | | | | | | |",
+            f.earlier
+        );
+    }
+    for r in &f.rows {
+        let spent = f
+            .spend_curve
+            .iter()
+            .rfind(|p| p.iteration <= r.iteration)
+            .map(|p| format!("${}", goal::format_usd(p.cumulative)))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {spent} | {} | {} | {} | {} | {} | {} | {} |",
+            r.iteration,
+            cell(&r.verdict),
+            cell(&r.verify_text()),
+            opt_num(r.changed),
+            r.commit,
+            r.cost.text(),
+            r.started_at.map(fsx::iso_utc).unwrap_or_else(|| "-".into()),
+            opt_duration(r.wall_secs),
+            opt_duration(r.agent_secs),
+            opt_num(r.attempts),
+            cell(&r.agent_text()),
+            r.claim_text().map(|c| cell(&c)).unwrap_or_default(),
+            r.last_message
+        );
+    }
+
+    let claims: Vec<&Row> = f.rows.iter().filter(|r| r.claim_text().is_some()).collect();
+    out.push_str("\n## DONE claims\n\n");
+    if claims.is_empty() {
+        out.push_str("The agent claimed DONE in no listed iteration.\n");
+    }
+    for r in claims {
+        let _ = writeln!(
+            out,
+            "- iteration {}: {}",
+            r.iteration,
+            cell(&r.claim_text().unwrap_or_default())
+        );
+    }
+
+    if !f.last_failure.is_empty() {
+        out.push_str("\n## Last verify failure\n\n");
+        for l in &f.last_failure {
+            let _ = writeln!(out, "{l}");
+        }
+    }
+    out.push_str("\n## Remaining work (notes.md)\n\n");
+    if f.notes.is_empty() {
+        out.push_str("notes.md is empty.\n");
+    } else {
+        for line in &f.notes {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+    out
+}
+
+// ---- HTML
+
+/// Escapes text for HTML element content and attribute values.
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c if c.is_control() && c != '\n' && c != '\t' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Colours: the same in the pictures, the legend and the tables.
+pub const PASS: &str = "#2e9e4f";
+pub const FAIL: &str = "#d64541";
+pub const SKIP: &str = "#a0a0a0";
+pub const TIMEOUT: &str = "#8e44ad";
+pub const WARN: &str = "#e69a28";
+const INK: &str = "#222222";
+const GRID: &str = "#dddddd";
+
+/// The colour of an iteration's bar: its verdict, with a timeout or a failing agent shown
+/// as such.
+fn outcome_colour(r: &Row) -> &'static str {
+    match AgentOutcome::parse(&r.agent_outcome) {
+        Some(AgentOutcome::Timeout) => return TIMEOUT,
+        Some(AgentOutcome::AgentError | AgentOutcome::Permanent) => return FAIL,
+        _ => {}
+    }
+    match Status::parse(&r.verdict) {
+        Some(Status::Done) => PASS,
+        Some(Status::Continue) => match r.verify {
+            Some(VerifyOutcome::Pass) => "#7cc48f",
+            Some(VerifyOutcome::Fail) => WARN,
+            _ => SKIP,
+        },
+        Some(Status::Blocked | Status::Stalled | Status::Aborted) => FAIL,
+        _ => SKIP,
+    }
+}
+
+fn verdict_colour(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Done => PASS,
+        Verdict::Running | Verdict::Idle | Verdict::Ready => "#3a7bd5",
+        Verdict::Paused => WARN,
+        _ => FAIL,
+    }
+}
+
+fn svg_text(x: f64, y: f64, anchor: &str, size: u32, fill: &str, text: &str) -> String {
+    format!(
+        "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\" font-size=\"{size}\" fill=\"{fill}\">{}</text>",
+        esc(text)
+    )
+}
+
+/// Duration bars, one row per iteration, coloured by outcome, with the attempts.
+fn timeline_svg(f: &Facts) -> String {
+    let rows = &f.rows;
+    let (left, bar_w, row_h, top) = (70.0, 620.0, 22.0, 10.0);
+    let width = left + bar_w + 200.0;
+    let height = top + row_h * rows.len().max(1) as f64 + 10.0;
+    let longest = rows
+        .iter()
+        .filter_map(|r| r.wall_secs)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let mut s = format!(
+        "<svg class=\"timeline\" width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\" role=\"img\" aria-label=\"iteration timeline\">"
+    );
+    if rows.is_empty() {
+        s.push_str(&svg_text(
+            left,
+            top + 14.0,
+            "start",
+            13,
+            INK,
+            "no iteration recorded yet",
+        ));
+    }
+    for (k, r) in rows.iter().enumerate() {
+        let y = top + row_h * k as f64;
+        let w = (r.wall_secs.unwrap_or(0) as f64 / longest * bar_w).max(3.0);
+        let colour = outcome_colour(r);
+        let tip = format!(
+            "iteration {}: {} in {}, agent {}, {} attempt(s), verify {}",
+            r.iteration,
+            r.verdict,
+            opt_duration(r.wall_secs),
+            r.agent_text(),
+            opt_num(r.attempts),
+            r.verify_text()
+        );
+        s.push_str(&svg_text(
+            left - 8.0,
+            y + 15.0,
+            "end",
+            12,
+            INK,
+            &format!("#{}", r.iteration),
+        ));
+        let _ = write!(
+            s,
+            "<rect class=\"bar\" x=\"{left:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{:.1}\" fill=\"{colour}\" rx=\"2\"><title>{}</title></rect>",
+            y + 3.0,
+            row_h - 6.0,
+            esc(&tip)
+        );
+        // One tick per attempt beyond the first, inside the bar's start.
+        for a in 1..r.attempts.unwrap_or(1).min(10) {
+            let _ = write!(
+                s,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"2\" height=\"{:.1}\" fill=\"#ffffff\"/>",
+                left + 4.0 * a as f64,
+                y + 5.0,
+                row_h - 10.0
+            );
+        }
+        let label = format!(
+            "{} {} ×{}",
+            r.verdict,
+            opt_duration(r.wall_secs),
+            opt_num(r.attempts)
+        );
+        s.push_str(&svg_text(
+            left + w + 6.0,
+            y + 15.0,
+            "start",
+            11,
+            INK,
+            &label,
+        ));
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// One cell per check and iteration: pass, fail, skip (grey) or nothing known (blank).
+fn checks_svg(f: &Facts) -> String {
+    let (left, cell_w, cell_h, top) = (220.0, 22.0, 20.0, 24.0);
+    let cols = f.rows.len().max(1) as f64;
+    let width = left + cell_w * cols + 10.0;
+    let height = top + cell_h * f.checks.len().max(1) as f64 + 6.0;
+    let mut s = format!(
+        "<svg class=\"checks\" width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\" role=\"img\" aria-label=\"checks by iteration\">"
+    );
+    for (c, r) in f.rows.iter().enumerate() {
+        let x = left + cell_w * c as f64 + cell_w / 2.0;
+        if f.rows.len() <= 40 || r.iteration % 5 == 0 {
+            s.push_str(&svg_text(
+                x,
+                16.0,
+                "middle",
+                10,
+                INK,
+                &r.iteration.to_string(),
+            ));
+        }
+    }
+    for (k, name) in f.checks.iter().enumerate() {
+        let y = top + cell_h * k as f64;
+        let shown: String = if name.chars().count() > 32 {
+            format!("{}…", name.chars().take(31).collect::<String>())
+        } else {
+            name.clone()
+        };
+        s.push_str(&svg_text(left - 8.0, y + 14.0, "end", 12, INK, &shown));
+        for (c, r) in f.rows.iter().enumerate() {
+            let x = left + cell_w * c as f64;
+            let (fill, word) = match r.check(name) {
+                Some(VerifyOutcome::Pass) => (PASS, "pass"),
+                Some(VerifyOutcome::Fail) => (FAIL, "fail"),
+                Some(VerifyOutcome::Skip) => (SKIP, "skip"),
+                None => ("#ffffff", "not recorded"),
+            };
+            let _ = write!(
+                s,
+                "<rect class=\"cell\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{fill}\" stroke=\"{GRID}\"><title>{}</title></rect>",
+                x + 1.0,
+                y + 1.0,
+                cell_w - 2.0,
+                cell_h - 2.0,
+                esc(&format!("{name}, iteration {}: {word}", r.iteration))
+            );
+        }
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// Cumulative spend by iteration, against the cap when there is one.
+fn spend_svg(f: &Facts) -> String {
+    let (left, top, plot_w, plot_h) = (80.0, 16.0, 600.0, 200.0);
+    let width = left + plot_w + 150.0;
+    let height = top + plot_h + 40.0;
+    let pts = &f.spend_curve;
+    let last = pts.last().map(|p| p.cumulative).unwrap_or(0);
+    let ymax = f.cap.unwrap_or(0).max(last).max(1) as f64 * 1.1;
+    let first_i = pts.first().map(|p| p.iteration).unwrap_or(1);
+    let last_i = pts.last().map(|p| p.iteration).unwrap_or(1);
+    let span = (last_i - first_i).max(1) as f64;
+    let x_of = |i: u64| left + (i - first_i) as f64 / span * plot_w;
+    let y_of = |m: u64| top + plot_h - m as f64 / ymax * plot_h;
+    let mut s = format!(
+        "<svg class=\"spend\" width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\" role=\"img\" aria-label=\"spend against the cap\">"
+    );
+    let _ = write!(
+        s,
+        "<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{b:.1}\" stroke=\"{INK}\"/><line x1=\"{left}\" y1=\"{b:.1}\" x2=\"{r:.1}\" y2=\"{b:.1}\" stroke=\"{INK}\"/>",
+        b = top + plot_h,
+        r = left + plot_w
+    );
+    s.push_str(&svg_text(
+        left - 6.0,
+        top + plot_h + 4.0,
+        "end",
+        11,
+        INK,
+        "$0",
+    ));
+    s.push_str(&svg_text(
+        left - 6.0,
+        y_of((ymax / 1.1) as u64) + 4.0,
+        "end",
+        11,
+        INK,
+        &format!("${}", goal::format_usd((ymax / 1.1) as u64)),
+    ));
+    if let Some(cap) = f.cap {
+        let y = y_of(cap);
+        let _ = write!(
+            s,
+            "<line class=\"cap\" x1=\"{left}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{FAIL}\" stroke-dasharray=\"6 4\" stroke-width=\"2\"/>",
+            left + plot_w
+        );
+        s.push_str(&svg_text(
+            left + plot_w + 6.0,
+            y + 4.0,
+            "start",
+            12,
+            FAIL,
+            &format!("cap ${}", goal::format_usd(cap)),
+        ));
+    } else {
+        s.push_str(&svg_text(
+            left + plot_w + 6.0,
+            top + 12.0,
+            "start",
+            12,
+            INK,
+            "no cap",
+        ));
+    }
+    if pts.is_empty() {
+        s.push_str(&svg_text(
+            left + 10.0,
+            top + plot_h / 2.0,
+            "start",
+            13,
+            INK,
+            "no agent run recorded a cost line",
+        ));
+    } else {
+        let line: Vec<String> = pts
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", x_of(p.iteration), y_of(p.cumulative)))
+            .collect();
+        let _ = write!(
+            s,
+            "<polyline class=\"curve\" points=\"{}\" fill=\"none\" stroke=\"#3a7bd5\" stroke-width=\"3\"/>",
+            line.join(" ")
+        );
+        for p in pts {
+            let (x, y) = (x_of(p.iteration), y_of(p.cumulative));
+            let tip = format!(
+                "after iteration {}: ${}{}",
+                p.iteration,
+                goal::format_usd(p.cumulative),
+                if p.unknown {
+                    " reported, plus a run of unknown cost"
+                } else {
+                    ""
+                }
+            );
+            let fill = if p.unknown { "#ffffff" } else { "#3a7bd5" };
+            let _ = write!(
+                s,
+                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"5\" fill=\"{fill}\" stroke=\"#3a7bd5\" stroke-width=\"2\"><title>{}</title></circle>",
+                esc(&tip)
+            );
+            if p.unknown {
+                s.push_str(&svg_text(x, y - 9.0, "middle", 12, INK, "?"));
+            }
+            if pts.len() <= 30 || p.iteration % 10 == 0 {
+                s.push_str(&svg_text(
+                    x,
+                    top + plot_h + 16.0,
+                    "middle",
+                    10,
+                    INK,
+                    &p.iteration.to_string(),
+                ));
+            }
+        }
+    }
+    s.push_str(&svg_text(
+        left + plot_w / 2.0,
+        top + plot_h + 34.0,
+        "middle",
+        11,
+        INK,
+        "iteration",
+    ));
+    s.push_str("</svg>");
+    s
+}
+
+/// Files changed per iteration, as columns.
+fn changed_svg(f: &Facts) -> String {
+    let (left, top, col_w, plot_h) = (40.0, 16.0, 22.0, 100.0);
+    let width = left + col_w * f.rows.len().max(1) as f64 + 20.0;
+    let height = top + plot_h + 24.0;
+    let most = f
+        .rows
+        .iter()
+        .filter_map(|r| r.changed)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let mut s = format!(
+        "<svg class=\"changed\" width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\" role=\"img\" aria-label=\"changed files per iteration\">"
+    );
+    s.push_str(&svg_text(
+        left - 6.0,
+        top + 8.0,
+        "end",
+        10,
+        INK,
+        &format!("{most}"),
+    ));
+    s.push_str(&svg_text(left - 6.0, top + plot_h, "end", 10, INK, "0"));
+    for (c, r) in f.rows.iter().enumerate() {
+        let x = left + col_w * c as f64;
+        let n = r.changed.unwrap_or(0);
+        let h = n as f64 / most * plot_h;
+        let _ = write!(
+            s,
+            "<rect class=\"col\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"#5d6d7e\"><title>{}</title></rect>",
+            x + 3.0,
+            top + plot_h - h,
+            col_w - 6.0,
+            esc(&format!(
+                "iteration {}: {} file(s) changed",
+                r.iteration,
+                opt_num(r.changed)
+            ))
+        );
+        if f.rows.len() <= 40 || r.iteration % 5 == 0 {
+            s.push_str(&svg_text(
+                x + col_w / 2.0,
+                top + plot_h + 14.0,
+                "middle",
+                10,
+                INK,
+                &r.iteration.to_string(),
+            ));
+        }
+    }
+    s.push_str("</svg>");
+    s
+}
+
+fn legend(items: &[(&str, &str)]) -> String {
+    let mut s = String::from("<p class=\"legend\">");
+    for (colour, word) in items {
+        let _ = write!(
+            s,
+            "<span><i style=\"background:{colour}\"></i>{}</span>",
+            esc(word)
+        );
+    }
+    s.push_str("</p>");
+    s
+}
+
+const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;color:#222;margin:24px;max-width:1100px}\
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}\
+.badge{display:inline-block;color:#fff;border-radius:4px;padding:2px 10px;font-weight:600}\
+dl{display:grid;grid-template-columns:max-content auto;gap:4px 16px;margin:12px 0}dt{color:#666}dd{margin:0}\
+.stop{border-left:5px solid;padding:8px 14px;background:#f7f7f7}\
+code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px}code.next{background:#222;color:#fff;padding:3px 8px;border-radius:3px}\
+pre{background:#f7f7f7;padding:8px;overflow-x:auto}\
+table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}th{background:#f0f0f0}\
+.legend span{margin-right:14px;font-size:12px}.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}\
+svg text{font-family:system-ui,sans-serif}";
+
+/// The HTML report of a loop: one file, no network resource.
+pub fn report_html(dir: &Path, shown: &str) -> Result<String> {
+    Ok(render_html(&facts(dir, shown)?))
+}
+
+/// The HTML page of a set of facts.
+pub fn render_html(f: &Facts) -> String {
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>orbit report: {}</title><style>{STYLE}</style></head><body>\n",
+        esc(&f.name)
+    );
+    let _ = write!(
+        h,
+        "<h1>orbit report: {} <span class=\"badge verdict\" style=\"background:{}\">{}</span></h1>\n<p class=\"goal\">{}</p>\n",
+        esc(&f.name),
+        verdict_colour(f.verdict),
+        f.verdict,
+        esc(&f.goal)
+    );
+    h.push_str("<dl>");
+    let mut item = |k: &str, v: String| {
+        let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(&v));
+    };
+    item("verdict", f.verdict.to_string());
+    item(
+        "status",
+        format!("{} (stop reason: {})", f.status, f.stop_reason),
+    );
+    item(
+        "iterations",
+        format!("{} of at most {}", f.iterations, f.max_iterations),
+    );
+    item("time", f.time_text());
+    item("spend", f.spend_text());
+    if let Some((iter, origin)) = &f.branch {
+        item(
+            "branch",
+            format!(
+                "{iter} (from {})",
+                if origin.is_empty() {
+                    "a detached HEAD"
+                } else {
+                    origin
+                }
+            ),
+        );
+    }
+    h.push_str("</dl>\n");
+
+    let _ = write!(
+        h,
+        "<h2>Why it stopped</h2>\n<div class=\"stop\" style=\"border-color:{}\"><p>{}</p><p>next: <code class=\"next\">{}</code></p><p>{}</p></div>\n",
+        verdict_colour(f.verdict),
+        esc(&f.stop_text()),
+        esc(&f.next),
+        esc(&f.next_why)
+    );
+
+    h.push_str("<h2>Timeline</h2>\n");
+    h.push_str(&legend(&[
+        (PASS, "DONE"),
+        ("#7cc48f", "verify passed"),
+        (WARN, "verify failed"),
+        (FAIL, "blocked, stalled, aborted or the agent failed"),
+        (TIMEOUT, "the agent timed out"),
+        (SKIP, "other"),
+    ]));
+    h.push_str(&timeline_svg(f));
+    h.push_str("\n<h2>Checks</h2>\n");
+    h.push_str(&legend(&[
+        (PASS, "pass"),
+        (FAIL, "fail"),
+        (SKIP, "skipped"),
+    ]));
+    h.push_str(&checks_svg(f));
+    h.push_str("\n<h2>Spend</h2>\n");
+    let _ = write!(h, "<p>{}</p>", esc(&f.spend_text()));
+    h.push_str(&spend_svg(f));
+    h.push_str("\n<h2>DONE gate</h2>\n");
+    let claims: Vec<&Row> = f.rows.iter().filter(|r| r.claim_text().is_some()).collect();
+    if claims.is_empty() {
+        h.push_str("<p>The agent claimed DONE in no listed iteration.</p>\n");
+    } else {
+        h.push_str("<table class=\"claims\"><tr><th>iteration</th><th>decision</th></tr>");
+        for r in claims {
+            let text = r.claim_text().unwrap_or_default();
+            let colour = if r.done_verdict == Status::Done.as_str() {
+                PASS
+            } else {
+                FAIL
+            };
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td style=\"color:{colour}\">{}</td></tr>",
+                r.iteration,
+                esc(&text)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    h.push_str("<h2>Changed files</h2>\n");
+    h.push_str(&changed_svg(f));
+
+    h.push_str("\n<h2>Iterations</h2>\n");
+    if f.earlier > 0 {
+        let _ = write!(
+            h,
+            "<p>{} earlier iteration(s) are in progress.md.</p>",
+            f.earlier
+        );
+    }
+    h.push_str("<table class=\"iterations\"><tr><th>#</th><th>started (UTC)</th><th>time</th><th>agent time</th><th>verdict</th><th>attempts</th><th>agent</th><th>verify</th><th>changed</th><th>cost</th><th>DONE claim</th><th>commit</th><th>summary</th><th>agent's last message</th></tr>\n");
+    for r in &f.rows {
+        let cells = [
+            r.iteration.to_string(),
+            r.started_at.map(fsx::iso_utc).unwrap_or_else(|| "-".into()),
+            opt_duration(r.wall_secs),
+            opt_duration(r.agent_secs),
+            r.verdict.clone(),
+            opt_num(r.attempts),
+            r.agent_text(),
+            r.verify_text(),
+            opt_num(r.changed),
+            r.cost.text(),
+            r.claim_text().unwrap_or_default(),
+            r.commit.clone(),
+            r.summary.clone(),
+            r.last_message.clone(),
+        ];
+        h.push_str("<tr>");
+        for c in cells {
+            let _ = write!(h, "<td>{}</td>", esc(&c));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n");
+    if !f.last_failure.is_empty() {
+        let _ = write!(
+            h,
+            "<h2>Last verify failure</h2>\n<pre>{}</pre>\n",
+            esc(&f.last_failure.join("\n"))
+        );
+    }
+    h.push_str("<h2>Remaining work (notes.md)</h2>\n");
+    if f.notes.is_empty() {
+        h.push_str("<p>notes.md is empty.</p>\n");
+    } else {
+        let _ = writeln!(h, "<pre>{}</pre>", esc(&f.notes.join("\n")));
+    }
+    h.push_str("</body></html>\n");
+    h
+}
+
+/// How commands name the loop: as given, or relative to the current directory.
+fn shown_dir(given: Option<&Path>, dir: &Path) -> String {
+    if let Some(d) = given {
+        return d.display().to_string();
+    }
+    let cwd = std::env::current_dir().ok();
+    let base = cwd
+        .as_deref()
+        .map(|c| fs::canonicalize(c).unwrap_or_else(|_| c.to_path_buf()));
+    let rel: PathBuf = base
+        .and_then(|b| dir.strip_prefix(&b).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| dir.to_path_buf());
+    rel.display().to_string()
+}
+
+/// `orbit report`.
+pub fn report(args: &ReportArgs) -> Result<u8> {
+    let dir = pick_loop(args.dir.as_deref())?;
+    let shown = shown_dir(args.dir.as_deref(), &dir);
+    let f = facts(&dir, &shown)?;
+    let text = if args.html {
+        render_html(&f)
+    } else {
+        render_text(&f)
+    };
+    match &args.output {
+        Some(path) => {
+            fsx::write_atomic(path, text.as_bytes())?;
+            println!("orbit: report written to {}", path.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup_and_quotes() {
+        assert_eq!(
+            esc("<script>alert(\"x\")</script> & 'y'"),
+            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
+        );
+    }
+
+    fn record(text: &str) -> Row {
+        let r = result_env::parse(text.as_bytes()).unwrap();
+        Row::from_record(
+            r.num("ITERATION").unwrap_or(1),
+            &r,
+            String::new(),
+            String::new(),
+        )
+    }
+
+    #[test]
+    fn a_timeout_an_unknown_cost_and_a_rejected_claim_are_said_plainly() {
+        let r = record(
+            "ITERATION=4\nSTARTED_AT=100\nENDED_AT=190\nAGENT_EXIT=124\nAGENT_OUTCOME=timeout\nATTEMPTS=3\nDURATION=80\nVERIFY=fail\nVERIFY_FAILING=unit,lint\nCOST_MICROUSD=0\nCOST_KIND=unknown\nDONE_CLAIM=1\nDONE_VERDICT=verify failed\nVERDICT=CONTINUE\n",
+        );
+        assert_eq!(r.agent_text(), "timeout (exit 124)");
+        assert_eq!(r.wall_secs, Some(90));
+        assert_eq!(r.cost, Cost::Unknown);
+        assert_eq!(r.cost.text(), "unknown");
+        assert_eq!(r.claim_text().unwrap(), "rejected: verify failed");
+        assert_eq!(r.verify_text(), "fail: unit,lint");
+        assert_eq!(r.check("unit"), Some(VerifyOutcome::Fail));
+        assert_eq!(r.check("docs"), Some(VerifyOutcome::Pass));
+        assert_eq!(outcome_colour(&r), TIMEOUT);
+        let skipped = record("VERIFY=skip\nVERDICT=ABORTED\n");
+        assert_eq!(skipped.check("unit"), Some(VerifyOutcome::Skip));
+        assert_eq!(skipped.cost, Cost::NotRecorded);
+        assert_eq!(skipped.claim_text(), None);
+        let done =
+            record("COST_MICROUSD=250000\nCOST_KIND=reported\nDONE_CLAIM=1\nDONE_VERDICT=DONE\n");
+        assert_eq!(done.cost.text(), "$0.25 (reported)");
+        assert_eq!(done.claim_text().unwrap(), "accepted: DONE");
+    }
+}

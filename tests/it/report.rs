@@ -1,0 +1,313 @@
+//! `orbit report` and `orbit report --html` on a real loop: the same facts in both, nothing
+//! from the loop unescaped in the HTML, no network resource, and a page a browser draws.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::support::{
+    Repo, assert_code, assert_ok, chromium_available, command, count_check, run_bounded, text,
+};
+
+const HOSTILE_SUMMARY: &str = "<script>alert(\"pwned\")</script> it's \"done\" & <b>bold</b>";
+
+/// A loop of three iterations: verify fails in 1; in 2 the agent claims DONE too early (the
+/// gate rejects it) and reports no cost; in 3 every check passes and the loop ends DONE.
+/// The agent's last line of output is hostile markup; so is, afterwards, the last record's
+/// summary. Returns the repository, the loop directory and the counting check's name.
+fn finished_loop() -> (Repo, PathBuf, String) {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "reporter",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) echo 0.05 > "$ORBIT_COST_FILE"; exit 0;; esac
+echo "step $ORBIT_ITERATION" >> work.txt
+if [ "$(wc -l < work.txt)" -ge 2 ]; then echo "every check holds" > "$ORBIT_LOOP_DIR/done.md"; fi
+if [ "$ORBIT_ITERATION" != 2 ]; then echo 0.25 > "$ORBIT_COST_FILE"; fi
+echo '<script>alert("agent")</script> & '"'"'quoted'"'"' "words"'"#,
+    );
+    let check = count_check(3);
+    let dir = repo.init_loop(
+        &agent,
+        &[&check, "true"],
+        &["--max-iterations", "6", "--usd-cap", "5"],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "the loop ends DONE");
+    // The last record's summary, made hostile through the one result.env reader.
+    let path = dir.join("iterations/000003/result.env");
+    let mut r = orbit::result_env::parse(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(r.get("VERDICT"), "DONE");
+    r.set("SUMMARY", HOSTILE_SUMMARY);
+    fs::write(&path, r.print()).unwrap();
+    let name = orbit::goal::check_names(&[check])[0].clone();
+    (repo, dir, name)
+}
+
+fn report(repo: &Repo, args: &[&str]) -> String {
+    let mut all = vec!["report", ".orbit/test-goal"];
+    all.extend_from_slice(args);
+    let out = repo.orbit(&all);
+    assert_ok(&out, "orbit report");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn row(report: &str, n: u64) -> &str {
+    report
+        .lines()
+        .find(|l| l.starts_with(&format!("| {n} | ")))
+        .unwrap_or_else(|| panic!("no row {n}:\n{report}"))
+}
+
+#[test]
+fn the_text_report_tells_each_iteration_the_claims_the_spend_and_the_next_step() {
+    let (repo, _dir, check) = finished_loop();
+    let t = report(&repo, &[]);
+    assert!(t.contains("- verdict: DONE\n"), "{t}");
+    assert!(t.contains("- status: DONE (stop reason: none)"), "{t}");
+    assert!(t.contains("- iterations: 3 of at most 6"), "{t}");
+    assert!(
+        t.contains("- time: ") && t.contains(" in 3 iteration(s) (the agent "),
+        "{t}"
+    );
+    assert!(t.contains(", from 20") && t.contains("Z to 20"), "{t}");
+    // 0.25 + unknown + 0.25 and the confirmation run's 0.05: the unknown is said, not $0.
+    assert!(
+        t.contains("- spend: $0.55 of a $5 cap reported; 1 agent run(s) reported no cost"),
+        "{t}"
+    );
+    let r1 = row(&t, 1);
+    assert!(
+        r1.starts_with(&format!("| 1 | CONTINUE | fail: {check} | 1 |")),
+        "{r1}"
+    );
+    assert!(r1.contains("| $0.25 (reported) | $0.25 |"), "{r1}");
+    assert!(r1.contains("| ok |"), "{r1}");
+    let r2 = row(&t, 2);
+    assert!(r2.contains("| unknown | $0.25 |"), "{r2}");
+    assert!(r2.contains("| rejected: verify failed |"), "{r2}");
+    let r3 = row(&t, 3);
+    assert!(r3.starts_with("| 3 | DONE | pass | 1 |"), "{r3}");
+    assert!(r3.contains("| $0.3 (reported) | $0.55 |"), "{r3}");
+    assert!(r3.contains("| accepted: DONE |"), "{r3}");
+    // Start time (UTC), wall time, agent time, attempts.
+    assert!(r3.contains("Z | ") && r3.contains("s | 1 | ok |"), "{r3}");
+    assert!(
+        t.contains("## DONE claims\n\n- iteration 2: rejected: verify failed\n- iteration 3: accepted: DONE\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!(
+            "## Why it stopped\n\nDONE (state DONE, stop reason none): {HOSTILE_SUMMARY}\n"
+        )),
+        "{t}"
+    );
+    assert!(
+        t.contains("next: `git log --stat main..orbit/test-goal`"),
+        "{t}"
+    );
+}
+
+/// The `title` texts of the check grid's cells.
+fn cells(html: &str) -> BTreeSet<String> {
+    html.split("<rect class=\"cell\"")
+        .skip(1)
+        .filter_map(|s| {
+            let t = s.split("<title>").nth(1)?;
+            Some(t.split("</title>").next()?.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn the_html_report_is_one_escaped_page_with_the_same_facts() {
+    let (repo, _dir, check) = finished_loop();
+    let h = report(&repo, &["--html"]);
+    assert!(h.starts_with("<!DOCTYPE html>"), "{h}");
+    // Self-contained: nothing it would fetch.
+    for bad in [
+        "http://", "https://", "<link", "<img", "<script", "src=", "url(", "@import", "//cdn",
+    ] {
+        assert!(
+            !h.to_lowercase().contains(bad),
+            "the page holds {bad:?}:\n{h}"
+        );
+    }
+    // The hostile texts, escaped everywhere they appear.
+    assert!(
+        !h.contains("alert(\"pwned\")") && !h.contains("<b>bold"),
+        "{h}"
+    );
+    assert!(
+        h.contains(
+            "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt; it&#39;s &quot;done&quot; &amp; &lt;b&gt;bold&lt;/b&gt;"
+        ),
+        "{h}"
+    );
+    assert!(!h.contains("alert(\"agent\")"), "{h}");
+    assert!(
+        h.contains("&lt;script&gt;alert(&quot;agent&quot;)&lt;/script&gt; &amp; &#39;quoted&#39;"),
+        "{h}"
+    );
+    // The state, the stop and the next command.
+    assert!(h.contains(">DONE</span></h1>"), "{h}");
+    assert!(
+        h.contains("<code class=\"next\">git log --stat main..orbit/test-goal</code>"),
+        "{h}"
+    );
+    // The check grid: the counting check fails twice then passes; `true` always passes.
+    let got = cells(&h);
+    let want: BTreeSet<String> = [
+        format!("{check}, iteration 1: fail"),
+        format!("{check}, iteration 2: fail"),
+        format!("{check}, iteration 3: pass"),
+        "true, iteration 1: pass".into(),
+        "true, iteration 2: pass".into(),
+        "true, iteration 3: pass".into(),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(got, want);
+    // The timeline: one bar per iteration, coloured by outcome.
+    assert_eq!(h.matches("<rect class=\"bar\"").count(), 3, "{h}");
+    assert!(h.contains("iteration 3: DONE in "), "{h}");
+    // The spend curve against the cap, with the unknown run marked.
+    assert!(
+        h.contains("class=\"cap\"") && h.contains(">cap $5</text>"),
+        "{h}"
+    );
+    assert!(
+        h.contains("after iteration 2: $0.25 reported, plus a run of unknown cost"),
+        "{h}"
+    );
+    assert!(h.contains("after iteration 3: $0.55</title>"), "{h}");
+    // The DONE gate's decisions and the changed files.
+    assert!(h.contains(">rejected: verify failed</td>"), "{h}");
+    assert!(h.contains(">accepted: DONE</td>"), "{h}");
+    assert_eq!(h.matches("<rect class=\"col\"").count(), 3, "{h}");
+    assert!(h.contains("iteration 2: 1 file(s) changed"), "{h}");
+
+    // --output writes the same page.
+    let file = repo.bin.path().join("report.html");
+    let out = repo.orbit(&[
+        "report",
+        ".orbit/test-goal",
+        "--html",
+        "--output",
+        file.to_str().unwrap(),
+    ]);
+    assert_ok(&out, "report --html --output");
+    assert_eq!(fs::read_to_string(&file).unwrap(), h);
+}
+
+/// Pixels of a PNG as RGB.
+fn pixels(path: &Path) -> Vec<[u8; 3]> {
+    let mut decoder = png::Decoder::new(BufReader::new(fs::File::open(path).unwrap()));
+    decoder.set_transformations(png::Transformations::normalize_to_color8());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let step = match info.color_type {
+        png::ColorType::Rgb => 3,
+        png::ColorType::Rgba => 4,
+        png::ColorType::Grayscale => 1,
+        png::ColorType::GrayscaleAlpha => 2,
+        other => panic!("unexpected colour type {other:?}"),
+    };
+    buf[..info.buffer_size()]
+        .chunks(step)
+        .map(|p| {
+            if step < 3 {
+                [p[0], p[0], p[0]]
+            } else {
+                [p[0], p[1], p[2]]
+            }
+        })
+        .collect()
+}
+
+fn rgb(hex: &str) -> [u8; 3] {
+    let v = u32::from_str_radix(hex.trim_start_matches('#'), 16).unwrap();
+    [(v >> 16) as u8, (v >> 8) as u8, v as u8]
+}
+
+fn has_colour(px: &[[u8; 3]], want: [u8; 3]) -> bool {
+    px.iter()
+        .any(|p| p.iter().zip(want).all(|(a, b)| a.abs_diff(b) <= 8))
+}
+
+/// Screenshots `page` with headless chromium into `png`.
+fn screenshot(page: &Path, png: &Path, profile: &Path) {
+    let mut cmd = command("chromium");
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .arg(format!("--screenshot={}", png.display()))
+    .arg("--window-size=1200,1600")
+    .arg(format!("file://{}", page.display()));
+    let out = run_bounded(cmd, Duration::from_secs(120));
+    assert!(
+        png.is_file(),
+        "chromium made no screenshot of {}:\n{}",
+        page.display(),
+        text(&out)
+    );
+}
+
+#[test]
+fn headless_chromium_draws_the_html_report() {
+    if !chromium_available() {
+        return;
+    }
+    let (repo, _dir, _check) = finished_loop();
+    let work = tempfile::tempdir().unwrap();
+    let page = work.path().join("report.html");
+    assert_ok(
+        &repo.orbit(&[
+            "report",
+            ".orbit/test-goal",
+            "--html",
+            "--output",
+            page.to_str().unwrap(),
+        ]),
+        "report --html",
+    );
+    let shot = work.path().join("report.png");
+    screenshot(&page, &shot, &work.path().join("profile"));
+    let px = pixels(&shot);
+    assert_eq!(px.len(), 1200 * 1600, "the window's size");
+    let distinct: BTreeSet<[u8; 3]> = px.iter().copied().collect();
+    assert!(
+        distinct.len() > 50,
+        "a blank page: {} colours",
+        distinct.len()
+    );
+    // The pictures were drawn: the passing and failing cells, the timeline's DONE bar.
+    for (what, colour) in [
+        ("pass", orbit::report::PASS),
+        ("fail", orbit::report::FAIL),
+        ("verify failed", orbit::report::WARN),
+    ] {
+        assert!(
+            has_colour(&px, rgb(colour)),
+            "no {what} colour {colour} in the screenshot"
+        );
+    }
+    // And a blank page looks otherwise: one colour.
+    let blank = work.path().join("blank.html");
+    fs::write(&blank, "<!DOCTYPE html><html><body></body></html>").unwrap();
+    let blank_shot = work.path().join("blank.png");
+    screenshot(&blank, &blank_shot, &work.path().join("profile-blank"));
+    let blank_colours: BTreeSet<[u8; 3]> = pixels(&blank_shot).into_iter().collect();
+    assert_eq!(blank_colours.len(), 1, "a blank page has one colour");
+}

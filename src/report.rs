@@ -847,7 +847,8 @@ fn spend_svg(f: &Facts) -> String {
     let height = top + plot_h + 40.0;
     let pts = &f.spend_curve;
     let last = pts.last().map(|p| p.cumulative).unwrap_or(0);
-    let ymax = f.cap.unwrap_or(0).max(last).max(1) as f64 * 1.1;
+    let highest = f.cap.unwrap_or(0).max(last).max(1);
+    let ymax = highest as f64 * 1.1;
     let first_i = pts.first().map(|p| p.iteration).unwrap_or(1);
     let last_i = pts.last().map(|p| p.iteration).unwrap_or(1);
     let span = (last_i - first_i).max(1) as f64;
@@ -872,11 +873,11 @@ fn spend_svg(f: &Facts) -> String {
     ));
     s.push_str(&svg_text(
         left - 6.0,
-        y_of((ymax / 1.1) as u64) + 4.0,
+        y_of(highest) + 4.0,
         "end",
         11,
         INK,
-        &format!("${}", goal::format_usd((ymax / 1.1) as u64)),
+        &format!("${}", goal::format_usd(highest)),
     ));
     if let Some(cap) = f.cap {
         let y = y_of(cap);

@@ -67,9 +67,36 @@ pub struct LoopConfig {
     pub notify_every_iteration: bool,
     pub notify_desktop: bool,
     pub notify_cmd: String,
-    pub notify_webhook: String,
-    pub notify_ntfy: String,
+    /// Webhook URLs written into loop.toml by hand. `orbit init` keeps channel URLs out of
+    /// loop.toml (they are secrets): it writes them to `notify.secrets`. A single string,
+    /// as loops written before the list hold it, is read as a list of one.
+    #[serde(deserialize_with = "string_or_list")]
+    pub notify_webhook: Vec<String>,
+    /// The name of an environment variable that holds webhook URLs (blank-separated).
+    pub notify_webhook_env: String,
+    /// ntfy topics or URLs written into loop.toml by hand (see `notify_webhook`).
+    #[serde(deserialize_with = "string_or_list")]
+    pub notify_ntfy: Vec<String>,
     pub notify_timeout: String,
+}
+
+/// A list of strings, or one string as a list of one ("" as none): how a setting that
+/// became a list still reads the loop.toml written before.
+fn string_or_list<'de, D>(de: D) -> std::result::Result<Vec<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(de)? {
+        OneOrMany::One(s) if s.is_empty() => Vec::new(),
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
 }
 
 impl Default for LoopConfig {
@@ -110,8 +137,9 @@ impl Default for LoopConfig {
             notify_every_iteration: false,
             notify_desktop: false,
             notify_cmd: String::new(),
-            notify_webhook: String::new(),
-            notify_ntfy: String::new(),
+            notify_webhook: Vec::new(),
+            notify_webhook_env: String::new(),
+            notify_ntfy: Vec::new(),
             notify_timeout: "10s".into(),
         }
     }
@@ -145,8 +173,43 @@ fn check_setting(setting: &Setting, value: &toml::Value) -> Result<()> {
         (SettingKind::Bool, toml::Value::Boolean(_)) => Ok(()),
         (SettingKind::Usd, v) => Usd::from_toml(key, v).map(|_| ()),
         (SettingKind::Text, toml::Value::String(t)) if !t.contains('\0') => Ok(()),
+        (SettingKind::List, toml::Value::Array(items)) => items
+            .iter()
+            .all(|v| {
+                v.as_str().is_some_and(|t| {
+                    !t.is_empty() && !t.chars().any(|c| c.is_whitespace() || c.is_control())
+                })
+            })
+            .then_some(())
+            .ok_or_else(bad),
         _ => Err(bad()),
     }
+}
+
+/// An http:// or https:// URL with no blank or control character (the channels' URLs
+/// travel as blank-separated words).
+pub fn is_http_url(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    rest.is_some_and(|r| !r.is_empty()) && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// An ntfy topic (letters, digits, '-', '_') or an http(s) URL.
+pub fn is_ntfy_target(t: &str) -> bool {
+    is_http_url(t)
+        || (!t.is_empty()
+            && t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+}
+
+/// A portable environment variable name.
+pub fn is_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 impl LoopConfig {
@@ -185,6 +248,28 @@ impl LoopConfig {
         }
         for g in &self.protect {
             goal::validate_glob(g)?;
+        }
+        for url in &self.notify_webhook {
+            if !is_http_url(url) {
+                return Err(Error::Usage(format!(
+                    "notify-webhook: '{}' is not an http:// or https:// URL",
+                    url.escape_debug()
+                )));
+            }
+        }
+        for topic in &self.notify_ntfy {
+            if !is_ntfy_target(topic) {
+                return Err(Error::Usage(format!(
+                    "notify-ntfy: '{}' is neither a topic (letters, digits, '-', '_') nor an http(s) URL",
+                    topic.escape_debug()
+                )));
+            }
+        }
+        if !self.notify_webhook_env.is_empty() && !is_env_name(&self.notify_webhook_env) {
+            return Err(Error::Usage(format!(
+                "notify-webhook-env = '{}': give the name of an environment variable, such as SLACK_WEBHOOK_URL",
+                self.notify_webhook_env.escape_debug()
+            )));
         }
         for (i, check) in self.verify.iter().enumerate() {
             if check.trim().is_empty() || check.contains('\0') {
@@ -289,6 +374,11 @@ mod tests {
                 None => String::new(),
                 Some(toml::Value::String(t)) => t.clone(),
                 Some(toml::Value::Boolean(b)) => if *b { "1" } else { "0" }.into(),
+                Some(toml::Value::Array(items)) => items
+                    .iter()
+                    .map(|v| v.as_str().unwrap_or_default())
+                    .collect::<Vec<_>>()
+                    .join(" "),
                 Some(v) => v.to_string(),
             };
             assert_eq!(text, s.default, "default of {}", s.key);
@@ -332,6 +422,36 @@ mod tests {
         assert!(cfg.to_toml().contains("usd-cap = \"12.5\""));
         assert!(toml::from_str::<LoopConfig>("usd-cap = 0.1234567").is_err());
         assert!(toml::from_str::<LoopConfig>("usd-cap = -1").is_err());
+    }
+
+    #[test]
+    fn a_single_webhook_string_of_an_older_loop_toml_reads_as_a_list() {
+        let old: LoopConfig =
+            toml::from_str("notify-webhook = \"https://h.example/a\"\nnotify-ntfy = \"\"\n")
+                .unwrap();
+        assert_eq!(old.notify_webhook, vec!["https://h.example/a".to_string()]);
+        assert!(old.notify_ntfy.is_empty());
+        old.validate().unwrap();
+        let new: LoopConfig = toml::from_str(
+            "notify-webhook = [\"https://h.example/a\", \"http://h.example/b\"]\nnotify-ntfy = [\"topic_1\"]\n",
+        )
+        .unwrap();
+        assert_eq!(new.notify_webhook.len(), 2);
+        new.validate().unwrap();
+        let back: LoopConfig = toml::from_str(&new.to_toml()).unwrap();
+        assert_eq!(back, new);
+        for bad in [
+            "notify-webhook = [\"ftp://x\"]",
+            "notify-webhook = [\"https://a b\"]",
+            "notify-ntfy = [\"a/b\"]",
+            "notify-webhook-env = \"1X\"",
+            "notify-webhook-env = \"A-B\"",
+        ] {
+            let cfg: LoopConfig = toml::from_str(bad).unwrap();
+            assert!(cfg.validate().is_err(), "{bad}");
+        }
+        let env: LoopConfig = toml::from_str("notify-webhook-env = \"SLACK_WEBHOOK_URL\"").unwrap();
+        env.validate().unwrap();
     }
 
     #[test]

@@ -216,8 +216,47 @@ impl ProjectDefaults {
     }
 }
 
-/// Applies `--notify` channels to a configuration.
-pub fn apply_notify(cfg: &mut LoopConfig, specs: &[String]) -> Result<()> {
+/// The loop's channel secrets: webhook URLs and ntfy topics, which give whoever reads them
+/// the right to post to the channel. They live in `notify.secrets` (mode 0600, never
+/// rendered into a script, never pinned, git-ignored), which notify.sh reads at run time.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct NotifySecrets {
+    pub webhooks: Vec<String>,
+    pub ntfy: Vec<String>,
+}
+
+/// The file of the loop directory that holds the channel secrets.
+pub const NOTIFY_SECRETS: &str = "notify.secrets";
+
+/// The loop directory's own `.gitignore`: the secrets never reach a commit.
+pub const LOOP_GITIGNORE: &str =
+    "# Written by orbit: channel URLs and tokens stay out of git.\nnotify.secrets\n";
+
+impl NotifySecrets {
+    pub fn is_empty(&self) -> bool {
+        self.webhooks.is_empty() && self.ntfy.is_empty()
+    }
+
+    /// The file's text: `webhook=URL` and `ntfy=TOPIC` lines under a comment.
+    pub fn print(&self) -> String {
+        let mut out = String::from(
+            "# orbit notification secrets: read by notify.sh, never sourced. Keep this file\n\
+             # mode 0600 and out of git. One channel a line: webhook=URL or ntfy=TOPIC|URL.\n",
+        );
+        for w in &self.webhooks {
+            out.push_str(&format!("webhook={w}\n"));
+        }
+        for t in &self.ntfy {
+            out.push_str(&format!("ntfy={t}\n"));
+        }
+        out
+    }
+}
+
+/// Applies `--notify` channels to a configuration; webhook URLs and ntfy topics go to the
+/// secrets, never into loop.toml.
+pub fn apply_notify(cfg: &mut LoopConfig, specs: &[String]) -> Result<NotifySecrets> {
+    let mut secrets = NotifySecrets::default();
     for spec in specs {
         let bad = |why: &str| {
             Err(Error::Usage(format!(
@@ -234,27 +273,31 @@ pub fn apply_notify(cfg: &mut LoopConfig, specs: &[String]) -> Result<()> {
                 }
                 cfg.notify_cmd = c.to_string();
             }
-            Some(("webhook", u)) if u.starts_with("http://") || u.starts_with("https://") => {
-                cfg.notify_webhook = u.to_string();
+            Some(("webhook", u)) if crate::config::is_http_url(u) => {
+                if !secrets.webhooks.iter().any(|w| w == u) {
+                    secrets.webhooks.push(u.to_string());
+                }
             }
-            Some(("webhook", _)) => return bad("the webhook needs an http:// or https:// URL"),
-            Some(("ntfy", t))
-                if !t.is_empty()
-                    && (t.starts_with("http://")
-                        || t.starts_with("https://")
-                        || t.bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')) =>
-            {
-                cfg.notify_ntfy = t.to_string();
+            Some(("webhook", _)) => {
+                return bad("the webhook needs an http:// or https:// URL without blanks");
+            }
+            Some(("ntfy", t)) if crate::config::is_ntfy_target(t) => {
+                if !secrets.ntfy.iter().any(|x| x == t) {
+                    secrets.ntfy.push(t.to_string());
+                }
             }
             _ => return bad("unknown channel"),
         }
     }
-    Ok(())
+    Ok(secrets)
 }
 
 /// Builds the loop's configuration from the flags, over the project defaults.
-fn config_from_args(args: &InitArgs, repo: &Path, name: String) -> Result<LoopConfig> {
+fn config_from_args(
+    args: &InitArgs,
+    repo: &Path,
+    name: String,
+) -> Result<(LoopConfig, NotifySecrets)> {
     let d = ProjectDefaults::load(repo)?;
     let engine = match (args.engine, d.engine.as_deref()) {
         (Some(e), _) => e,
@@ -294,7 +337,7 @@ fn config_from_args(args: &InitArgs, repo: &Path, name: String) -> Result<LoopCo
     if let Some(k) = args.pass_k.or(d.pass_k) {
         cfg.pass_k = k;
     }
-    apply_notify(&mut cfg, &pick(&args.notify, &d.notify))?;
+    let secrets = apply_notify(&mut cfg, &pick(&args.notify, &d.notify))?;
     if cfg.verify.is_empty() {
         match detect_check(repo) {
             Some((cmd, why)) => {
@@ -312,7 +355,7 @@ fn config_from_args(args: &InitArgs, repo: &Path, name: String) -> Result<LoopCo
         }
     }
     cfg.validate()?;
-    Ok(cfg)
+    Ok((cfg, secrets))
 }
 
 /// `orbit init`.
@@ -353,10 +396,10 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
     } else {
         goal.slug()
     };
-    let cfg = config_from_args(args, &repo, name)?;
+    let (cfg, secrets) = config_from_args(args, &repo, name)?;
     let view = View::new(&cfg, &goal, &rel);
     let files = render::render_all(&view)?;
-    write_new_loop(&dir, &cfg, &files)?;
+    write_new_loop(&dir, &cfg, &secrets, &files)?;
     println!("orbit: loop rendered in {rel}");
     println!("  engine: {} ({})", cfg.engine.name(), cfg.argv.join(" "));
     println!("  checks: {}", cfg.verify.len());
@@ -388,6 +431,7 @@ pub fn initial_progress(cfg: &LoopConfig, now: u64) -> String {
 fn write_new_loop(
     dir: &Path,
     cfg: &LoopConfig,
+    secrets: &NotifySecrets,
     files: &[(&'static str, String, bool)],
 ) -> Result<()> {
     let parent = dir
@@ -400,7 +444,7 @@ fn write_new_loop(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = parent.join(format!(".{base}.orbit-init.{}", std::process::id()));
-    let result = populate(&tmp, cfg, files).and_then(|_| {
+    let result = populate(&tmp, cfg, secrets, files).and_then(|_| {
         if dir.exists() {
             fs::remove_dir(dir)
                 .map_err(|e| Error::io(format!("cannot replace {}", dir.display()), e))?;
@@ -416,7 +460,12 @@ fn write_new_loop(
     result
 }
 
-fn populate(tmp: &Path, cfg: &LoopConfig, files: &[(&'static str, String, bool)]) -> Result<()> {
+fn populate(
+    tmp: &Path,
+    cfg: &LoopConfig,
+    secrets: &NotifySecrets,
+    files: &[(&'static str, String, bool)],
+) -> Result<()> {
     fs::create_dir(tmp).map_err(|e| Error::io(format!("cannot create {}", tmp.display()), e))?;
     let now = fsx::now_epoch();
     let mut pinned: Vec<(String, String)> = Vec::new();
@@ -446,6 +495,13 @@ fn populate(tmp: &Path, cfg: &LoopConfig, files: &[(&'static str, String, bool)]
         0o644,
     )?;
     fsx::write_new(&tmp.join("notes.md"), render::NOTES_MD.as_bytes(), 0o644)?;
+    fsx::write_new(&tmp.join(".gitignore"), LOOP_GITIGNORE.as_bytes(), 0o644)?;
+    if !secrets.is_empty() {
+        // Created 0600 (the umask can only narrow it), and set again in case it did not.
+        let path = tmp.join(NOTIFY_SECRETS);
+        fsx::write_new(&path, secrets.print().as_bytes(), 0o600)?;
+        fsx::set_mode(&path, 0o600)?;
+    }
     fsx::write_new(
         &tmp.join("progress.md"),
         initial_progress(cfg, now).as_bytes(),
@@ -550,6 +606,15 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
         }
     }
     fsx::write_atomic(&dir.join("pins.sha256"), pins::print(&new_pins).as_bytes())?;
+    if !dir.join(".gitignore").exists() {
+        fsx::write_atomic(&dir.join(".gitignore"), LOOP_GITIGNORE.as_bytes())?;
+    }
+    if !cfg.notify_webhook.is_empty() || !cfg.notify_ntfy.is_empty() {
+        eprintln!(
+            "orbit: loop.toml holds channel URLs or topics (notify-webhook, notify-ntfy), which are secrets: \
+             move them to {rel}/{NOTIFY_SECRETS} (mode 0600, lines webhook=URL or ntfy=TOPIC) and re-render"
+        );
+    }
     println!(
         "orbit: re-rendered the scripts of {rel} from loop.toml (state and history untouched)"
     );

@@ -132,6 +132,7 @@ pub struct SettingsView {
     pub notify_desktop: String,
     pub notify_cmd: String,
     pub notify_webhook: String,
+    pub notify_webhook_env: String,
     pub notify_ntfy: String,
     pub notify_timeout: String,
 }
@@ -245,8 +246,9 @@ impl View {
                 notify_every_iteration: b(cfg.notify_every_iteration),
                 notify_desktop: b(cfg.notify_desktop),
                 notify_cmd: cfg.notify_cmd.clone(),
-                notify_webhook: cfg.notify_webhook.clone(),
-                notify_ntfy: cfg.notify_ntfy.clone(),
+                notify_webhook: cfg.notify_webhook.join(" "),
+                notify_webhook_env: cfg.notify_webhook_env.clone(),
+                notify_ntfy: cfg.notify_ntfy.join(" "),
                 notify_timeout: cfg.notify_timeout.clone(),
             },
         }

@@ -20,6 +20,10 @@ pub enum SettingKind {
     Usd,
     /// Free text (a command, a pattern, a URL): anything but a NUL byte.
     Text,
+    /// A list of words without blanks (URLs, topics): an array of strings in loop.toml (a
+    /// single string is read as a list of one, as loops written before the list read it);
+    /// in bash and the environment, the words separated by spaces.
+    List,
 }
 
 impl SettingKind {
@@ -31,6 +35,7 @@ impl SettingKind {
             SettingKind::Bool => "bool",
             SettingKind::Usd => "usd",
             SettingKind::Text => "text",
+            SettingKind::List => "list",
         }
     }
 }
@@ -64,6 +69,9 @@ impl Setting {
             SettingKind::Bool => "true or false".into(),
             SettingKind::Usd => "an amount in USD such as 5, 12.50 or 0.75".into(),
             SettingKind::Text => "text without a NUL byte".into(),
+            SettingKind::List => {
+                "a list of strings without blanks, such as [\"https://example.com/hook\"]".into()
+            }
         }
     }
 }
@@ -96,6 +104,14 @@ const fn usd(key: &'static str) -> Setting {
     Setting {
         key,
         kind: SettingKind::Usd,
+        default: "",
+    }
+}
+
+const fn list(key: &'static str) -> Setting {
+    Setting {
+        key,
+        kind: SettingKind::List,
         default: "",
     }
 }
@@ -143,8 +159,9 @@ pub const SETTINGS: &[Setting] = &[
     flag("notify-every-iteration", "0"),
     flag("notify-desktop", "0"),
     text("notify-cmd", ""),
-    text("notify-webhook", ""),
-    text("notify-ntfy", ""),
+    list("notify-webhook"),
+    text("notify-webhook-env", ""),
+    list("notify-ntfy"),
     duration("notify-timeout", 1, "10s"),
 ];
 

@@ -125,7 +125,8 @@ orbit_setting_v() {
       orbit_usd_micro_v "$value" ||
         ORBIT_SETTING_ERR="$name='$value' is not an amount in USD: write e.g. 5, 12.50 or 0.75 (or nothing for none)"
       ;;
-    text) REPLY=$value ;;
+    # A list is its words separated by blanks; each channel checks its own words.
+    text | list) REPLY=$value ;;
     *) ORBIT_SETTING_ERR="$name is not a setting of the loop contract" ;;
   esac
   if [[ -z $ORBIT_SETTING_ERR ]]; then

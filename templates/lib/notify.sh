@@ -1,18 +1,162 @@
-# ---- notify: deliver one notification to every configured channel. Never fatal.
+# ---- notify: deliver one notification to every configured channel at once, each bounded by
+# ---- NOTIFY_TIMEOUT. Never fatal. Webhook URLs and ntfy topics are secrets: they come from
+# ---- notify.secrets (read, never sourced), an environment variable or loop.toml, reach
+# ---- curl through a config file on its stdin (never its argv) and are never logged.
 
-# notify_channel NAME CMD...: run one channel under the notify timeout; log its outcome.
+NOTIFY_WEBHOOKS=()
+NOTIFY_NTFYS=()
+NOTIFY_JOBS=()
+
+# notify_channel NAME INFILE CMD...: run one channel under the notify timeout, stdin from
+# INFILE (removed afterwards); log its outcome.
 notify_channel() {
-  local name=$1 out
-  shift
+  local name=$1 infile=$2 out
+  shift 2
   out=$(mktemp "${TMPDIR:-/tmp}/orbit-notify.XXXXXX")
-  orbit_run_bounded "$NOTIFY_TIMEOUT_S" 2 /dev/null "$out" "$@"
+  orbit_run_bounded "$NOTIFY_TIMEOUT_S" 2 "$infile" "$out" "$@"
   if ((ORBIT_TIMED_OUT)); then
     orbit_log "notify: channel $name timed out after ${NOTIFY_TIMEOUT_S}s"
   elif ((ORBIT_RC != 0)); then
     orbit_log "notify: channel $name failed (exit $ORBIT_RC): $(head -c 300 -- "$out" | tr '\n' ' ')"
   fi
   rm -f -- "$out"
+  if [[ $infile != /dev/null ]]; then
+    rm -f -- "$infile"
+  fi
   return 0
+}
+
+# notify_spawn NAME INFILE CMD...: notify_channel in the background, so that every channel
+# runs at once and the whole notification takes one timeout at most.
+notify_spawn() {
+  notify_channel "$@" &
+  NOTIFY_JOBS+=("$!")
+}
+
+# notify_curl_config_v URL: REPLY is a new file (mode 0600, from mktemp) that gives curl the
+# URL as `url = "..."`, so that the secret never shows in the process list.
+notify_curl_config_v() {
+  local url=$1
+  url=${url//\\/\\\\}
+  url=${url//\"/\\\"}
+  REPLY=$(mktemp "${TMPDIR:-/tmp}/orbit-notify-url.XXXXXX")
+  printf 'url = "%s"\n' "$url" >"$REPLY"
+}
+
+# notify_url_ok TEXT: status 0 for an http(s) URL without a blank or control character.
+notify_url_ok() {
+  local LC_ALL=C
+  [[ $1 =~ ^https?://[^[:space:][:cntrl:]]+$ ]]
+}
+
+# notify_topic_ok TEXT: status 0 for an ntfy topic or an http(s) URL.
+notify_topic_ok() {
+  local LC_ALL=C
+  [[ $1 =~ ^[A-Za-z0-9_-]+$ ]] || notify_url_ok "$1"
+}
+
+# notify_add KIND VALUE WHERE: adds a webhook or an ntfy target when it is well formed; a
+# malformed one is logged by WHERE it came from, never by its text (it may be a secret).
+notify_add() {
+  local kind=$1 value=$2 where=$3
+  case $kind in
+    webhook)
+      if notify_url_ok "$value"; then
+        NOTIFY_WEBHOOKS+=("$value")
+      else
+        orbit_log "notify: $where: not an http:// or https:// URL; skipped"
+      fi
+      ;;
+    ntfy)
+      if notify_topic_ok "$value"; then
+        NOTIFY_NTFYS+=("$value")
+      else
+        orbit_log "notify: $where: not an ntfy topic or URL; skipped"
+      fi
+      ;;
+  esac
+}
+
+# notify_secrets_read FILE: adds the channels of FILE (notify.secrets). The file is read,
+# never sourced, and refused whole when it is a symlink, not a regular file, not the user's,
+# larger than 64 KiB or writable by group or others (someone else could redirect the
+# notifications). Each line is blank, a # comment, or webhook=URL or ntfy=TOPIC; any other
+# line is logged by its number (never its text) and skipped.
+notify_secrets_read() {
+  local LC_ALL=C file=$1 line key value n=0 mode
+  [[ -e $file || -L $file ]] || return 0
+  if [[ -L $file || ! -f $file ]]; then
+    orbit_log "notify: ${file##*/} is a symlink or not a regular file: not read (its channels stay off)"
+    return 0
+  fi
+  if [[ ! -O $file ]]; then
+    orbit_log "notify: ${file##*/} belongs to another user: not read (its channels stay off)"
+    return 0
+  fi
+  mode=$(ls -ld -- "$file" 2>/dev/null) || mode=''
+  if [[ ${mode:5:1} != - || ${mode:8:1} != - ]]; then
+    orbit_log "notify: ${file##*/} is writable by group or others: not read (its channels stay off); chmod 600 ${file##*/}"
+    return 0
+  fi
+  if [[ ${mode:4:1} != - || ${mode:7:1} != - ]]; then
+    orbit_log "notify: warning: ${file##*/} is readable by group or others: chmod 600 ${file##*/}"
+  fi
+  if (($(wc -c <"$file") > 65536)); then
+    orbit_log "notify: ${file##*/} is larger than 64 KiB: not read (its channels stay off)"
+    return 0
+  fi
+  while IFS= read -r line || [[ -n $line ]]; do
+    n=$((n + 1))
+    line=${line%$'\r'}
+    if [[ -z ${line//[[:space:]]/} || $line == '#'* ]]; then
+      continue
+    fi
+    key=${line%%=*}
+    value=${line#*=}
+    key=${key//[[:space:]]/}
+    value=${value#"${value%%[![:space:]]*}"}
+    value=${value%"${value##*[![:space:]]}"}
+    if [[ $line != *=* || ($key != webhook && $key != ntfy) ]]; then
+      orbit_log "notify: ${file##*/} line $n: not webhook=URL or ntfy=TOPIC; skipped"
+      continue
+    fi
+    notify_add "$key" "$value" "${file##*/} line $n"
+  done <"$file"
+}
+
+# notify_channels_load DIR: every webhook and ntfy target, from loop.toml's settings (the
+# words of NOTIFY_WEBHOOK and NOTIFY_NTFY), the variable NOTIFY_WEBHOOK_ENV names, and
+# DIR/notify.secrets.
+notify_channels_load() {
+  local dir=$1 word name i=0
+  local -a words=()
+  read -r -a words <<<"${NOTIFY_WEBHOOK:-}" || true
+  for word in "${words[@]}"; do
+    i=$((i + 1))
+    notify_add webhook "$word" "NOTIFY_WEBHOOK word $i"
+  done
+  i=0
+  read -r -a words <<<"${NOTIFY_NTFY:-}" || true
+  for word in "${words[@]}"; do
+    i=$((i + 1))
+    notify_add ntfy "$word" "NOTIFY_NTFY word $i"
+  done
+  name=${NOTIFY_WEBHOOK_ENV:-}
+  if [[ -n $name ]]; then
+    if [[ ! $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
+      orbit_log "notify: NOTIFY_WEBHOOK_ENV='$name' is not a variable name; skipped"
+    elif [[ -z ${!name:-} ]]; then
+      orbit_log "notify: \$$name (notify-webhook-env) is not set in this environment: its webhook stays off"
+    else
+      i=0
+      read -r -a words <<<"${!name}" || true
+      for word in "${words[@]}"; do
+        i=$((i + 1))
+        notify_add webhook "$word" "\$$name word $i"
+      done
+    fi
+  fi
+  notify_secrets_read "$dir/notify.secrets"
 }
 
 notify_payload() {
@@ -25,13 +169,19 @@ notify_payload() {
 }
 
 main() {
-  local event=${1:-} summary=${2:-} here payload url desktop
+  local event=${1:-} summary=${2:-} here payload url desktop i job
   if [[ -z $event ]]; then
     printf 'usage: notify.sh EVENT SUMMARY\n' >&2
     return 0
   fi
   orbit_settings
-  here=$(cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
+  # The runner may run the baseline copy (.pins/notify.sh) when the loop's own does not
+  # match its pin: it names the loop directory, whose notify.log and notify.secrets count.
+  if [[ -n ${ORBIT_NOTIFY_LOOP_DIR:-} && -d $ORBIT_NOTIFY_LOOP_DIR ]]; then
+    here=$ORBIT_NOTIFY_LOOP_DIR
+  else
+    here=$(cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
+  fi
   summary=$(printf '%s' "$summary" | orbit_clean_text | tr '\n' ' ' | head -c 300)
   ORBIT_LOG_FILE="$here/notify.log"
   orbit_log "notify: $event — $summary" 2>/dev/null
@@ -50,32 +200,39 @@ main() {
   fi
   if ((desktop)); then
     if command -v notify-send >/dev/null 2>&1; then
-      notify_channel desktop notify-send "orbit: $LOOP_NAME" "$event — $summary"
+      notify_spawn desktop /dev/null notify-send "orbit: $LOOP_NAME" "$event — $summary"
     elif command -v osascript >/dev/null 2>&1; then
-      notify_channel desktop osascript -e 'on run argv' -e 'display notification (item 2 of argv) with title (item 1 of argv)' -e 'end run' "orbit: $LOOP_NAME" "$event — $summary"
+      notify_spawn desktop /dev/null osascript -e 'on run argv' -e 'display notification (item 2 of argv) with title (item 1 of argv)' -e 'end run' "orbit: $LOOP_NAME" "$event — $summary"
     else
       orbit_log "notify: desktop channel set but neither notify-send nor osascript is installed" 2>/dev/null
     fi
   fi
-  if [[ -n $NOTIFY_WEBHOOK || -n $NOTIFY_NTFY ]] && ! command -v curl >/dev/null 2>&1; then
+  notify_channels_load "$here" 2>/dev/null
+  if ((${#NOTIFY_WEBHOOKS[@]} + ${#NOTIFY_NTFYS[@]} > 0)) && ! command -v curl >/dev/null 2>&1; then
     orbit_log "notify: webhook/ntfy channel set but curl is not installed" 2>/dev/null
   else
-    if [[ -n $NOTIFY_WEBHOOK ]]; then
-      payload=$(notify_payload "$event" "$summary")
-      notify_channel webhook curl -fsS -m "$NOTIFY_TIMEOUT_S" -H 'Content-Type: application/json' \
-        --data-binary "$payload" -- "$NOTIFY_WEBHOOK"
-    fi
-    if [[ -n $NOTIFY_NTFY ]]; then
-      url=$NOTIFY_NTFY
+    payload=$(notify_payload "$event" "$summary")
+    for ((i = 0; i < ${#NOTIFY_WEBHOOKS[@]}; i++)); do
+      notify_curl_config_v "${NOTIFY_WEBHOOKS[i]}"
+      notify_spawn "webhook $((i + 1))" "$REPLY" curl -fsS -m "$NOTIFY_TIMEOUT_S" -K - \
+        -H 'Content-Type: application/json' --data-binary "$payload"
+    done
+    for ((i = 0; i < ${#NOTIFY_NTFYS[@]}; i++)); do
+      url=${NOTIFY_NTFYS[i]}
       [[ $url == http://* || $url == https://* ]] || url="https://ntfy.sh/$url"
-      notify_channel ntfy curl -fsS -m "$NOTIFY_TIMEOUT_S" -H "Title: orbit: $LOOP_NAME $event" \
-        --data-binary "$summary" -- "$url"
-    fi
+      notify_curl_config_v "$url"
+      notify_spawn "ntfy $((i + 1))" "$REPLY" curl -fsS -m "$NOTIFY_TIMEOUT_S" -K - \
+        -H "Title: orbit: $LOOP_NAME $event" --data-binary "$summary"
+    done
   fi
   if [[ -n $NOTIFY_CMD ]]; then
     ORBIT_EVENT=$event ORBIT_SUMMARY=$summary ORBIT_LOOP_NAME=$LOOP_NAME \
-      notify_channel command "$BASH" -c "$NOTIFY_CMD"
+      notify_spawn command /dev/null "$BASH" -c "$NOTIFY_CMD"
   fi
+  # Each channel is bounded by its own timeout, so this wait is too.
+  for job in "${NOTIFY_JOBS[@]}"; do
+    wait "$job" 2>/dev/null || true
+  done
   return 0
 }
 

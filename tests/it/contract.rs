@@ -680,6 +680,13 @@ fn setting_cases() -> Vec<(String, String, bool)> {
                 add(String::new(), true);
                 add("anything $(touch CANARY) at all".into(), true);
             }
+            SettingKind::List => {
+                add(String::new(), true);
+                add(
+                    "https://a.example/x http://b.example/$(touch CANARY)".into(),
+                    true,
+                );
+            }
         }
     }
     v

@@ -172,6 +172,209 @@ fn a_failing_or_hanging_channel_never_changes_the_loops_exit_code() {
     );
 }
 
+/// Every file under `dir` (recursively, .pins/ included) whose bytes contain `needle`.
+fn files_containing(dir: &std::path::Path, needle: &str) -> Vec<String> {
+    let mut hits = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if String::from_utf8_lossy(&fs::read(&p).unwrap()).contains(needle) {
+                hits.push(p.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    hits.sort();
+    hits
+}
+
+fn mode_of(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// notify.sh by hand, as the runner would run it; it returns when every channel is done.
+fn notify_by_hand(repo: &Repo, dir: &std::path::Path, env: &[(&str, &str)]) {
+    let mut cmd = command("bash");
+    cmd.arg(dir.join("notify.sh"))
+        .args(["DONE", "by hand"])
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("NOTIFY_TIMEOUT", "5s");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    assert_ok(&run_bounded(cmd, Duration::from_secs(60)), "notify.sh");
+}
+
+#[test]
+fn several_webhooks_are_secrets_kept_in_one_0600_file_and_all_notified() {
+    let repo = Repo::new();
+    let http = Receiver::start(3);
+    let agent = done_agent(&repo);
+    let first = format!("webhook:{}/T01/first-SECRET-a1", http.url);
+    let second = format!("webhook:{}/T02/second-SECRET-b2", http.url);
+    let topic = format!("ntfy:{}/topic-SECRET-c3", http.url);
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f work.txt"],
+        &["--notify", &first, "--notify", &second, "--notify", &topic],
+    );
+    // The secrets are in notify.secrets and nowhere else: not loop.toml, not the scripts,
+    // not the pinned copies.
+    let secrets = dir.join("notify.secrets");
+    for needle in ["first-SECRET-a1", "second-SECRET-b2", "topic-SECRET-c3"] {
+        assert_eq!(files_containing(&dir, needle), vec!["notify.secrets"]);
+    }
+    assert_eq!(mode_of(&secrets), 0o600);
+    assert!(
+        fs::read_to_string(dir.join(".gitignore"))
+            .unwrap()
+            .lines()
+            .any(|l| l == "notify.secrets")
+    );
+    let ignored = repo.git(&["check-ignore", ".orbit/test-goal/notify.secrets"]);
+    assert_eq!(ignored.trim(), ".orbit/test-goal/notify.secrets");
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE");
+    let got: Vec<String> = http
+        .got
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(l, _)| l.clone())
+        .collect();
+    for path in [
+        "/T01/first-SECRET-a1",
+        "/T02/second-SECRET-b2",
+        "/topic-SECRET-c3",
+    ] {
+        assert!(
+            got.iter().any(|l| l.starts_with(&format!("POST {path} "))),
+            "{path} not notified: {got:?}"
+        );
+    }
+    // After a run, still nowhere else: not the logs, events or records.
+    for needle in ["first-SECRET-a1", "second-SECRET-b2", "topic-SECRET-c3"] {
+        assert_eq!(files_containing(&dir, needle), vec!["notify.secrets"]);
+    }
+    // A second --notify webhook: is added, not swapped in; the same URL twice is one.
+    let repo = Repo::new();
+    let out = repo.orbit(&[
+        "init",
+        "g",
+        "--verify",
+        "true",
+        "--notify",
+        "webhook:https://a.example/1",
+        "--notify",
+        "webhook:https://b.example/2",
+        "--notify",
+        "webhook:https://a.example/1",
+    ]);
+    assert_ok(&out, "init");
+    assert_eq!(
+        repo.read(".orbit/g/notify.secrets")
+            .lines()
+            .filter(|l| l.starts_with("webhook="))
+            .collect::<Vec<_>>(),
+        ["webhook=https://a.example/1", "webhook=https://b.example/2"]
+    );
+}
+
+#[test]
+fn notify_refuses_a_secrets_file_that_is_a_symlink_or_writable_by_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = Repo::new();
+    let http = Receiver::start(2);
+    let agent = done_agent(&repo);
+    let hook = format!("webhook:{}/hook", http.url);
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &["--notify", &hook]);
+    let secrets = dir.join("notify.secrets");
+    let log = || fs::read_to_string(dir.join("notify.log")).unwrap_or_default();
+    // Writable by group or others: refused whole.
+    for mode in [0o620, 0o602] {
+        fs::set_permissions(&secrets, fs::Permissions::from_mode(mode)).unwrap();
+        notify_by_hand(&repo, &dir, &[]);
+        assert!(
+            log().contains("writable by group or others: not read"),
+            "{}",
+            log()
+        );
+        assert_eq!(http.got.lock().unwrap().len(), 0);
+    }
+    // A symlink, even to a private file: refused.
+    let elsewhere = repo.bin.path().join("secrets");
+    fs::rename(&secrets, &elsewhere).unwrap();
+    fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &secrets).unwrap();
+    notify_by_hand(&repo, &dir, &[]);
+    assert!(
+        log().contains("is a symlink or not a regular file"),
+        "{}",
+        log()
+    );
+    assert_eq!(http.got.lock().unwrap().len(), 0);
+    // A private regular file with a line that is not a channel: that line is skipped (by its
+    // number, never its text) and the others are used.
+    fs::remove_file(&secrets).unwrap();
+    let text = fs::read_to_string(&elsewhere).unwrap();
+    fs::write(&secrets, format!("source /tmp/SECRET-evil\n{text}")).unwrap();
+    fs::set_permissions(&secrets, fs::Permissions::from_mode(0o600)).unwrap();
+    notify_by_hand(&repo, &dir, &[]);
+    assert!(
+        log().contains("notify.secrets line 1: not webhook=URL"),
+        "{}",
+        log()
+    );
+    assert!(!log().contains("SECRET-evil"));
+    assert_eq!(http.got.lock().unwrap().len(), 1);
+    // The environment variable loop.toml names is a channel too.
+    fs::remove_file(&secrets).unwrap();
+    notify_by_hand(
+        &repo,
+        &dir,
+        &[
+            ("NOTIFY_WEBHOOK_ENV", "ORBIT_TEST_HOOK"),
+            ("ORBIT_TEST_HOOK", &format!("{}/from-env", http.url)),
+        ],
+    );
+    let got = http.got.lock().unwrap().clone();
+    assert!(got[1].0.starts_with("POST /from-env "), "{got:?}");
+}
+
+#[test]
+fn a_loop_toml_with_one_webhook_string_still_notifies_after_rerendering() {
+    let repo = Repo::new();
+    let http = Receiver::start(1);
+    let agent = done_agent(&repo);
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &[]);
+    let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
+    assert!(toml.contains("notify-webhook = []"), "{toml}");
+    // The loop.toml of an orbit before the list: one string.
+    let old = toml.replace(
+        "notify-webhook = []",
+        &format!("notify-webhook = \"{}/legacy\"", http.url),
+    );
+    fs::write(dir.join("loop.toml"), old).unwrap();
+    let out = repo.orbit(&["init", "--force", "--dir", ".orbit/test-goal"]);
+    assert_ok(&out, "init --force");
+    assert!(
+        text(&out).contains("move them to .orbit/test-goal/notify.secrets"),
+        "{}",
+        text(&out)
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE");
+    let got = http.got.lock().unwrap().clone();
+    assert!(
+        got.iter().any(|(l, _)| l.starts_with("POST /legacy ")),
+        "{got:?}"
+    );
+}
+
 #[test]
 fn notify_flags_are_checked() {
     let repo = Repo::new();

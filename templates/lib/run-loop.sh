@@ -47,6 +47,7 @@ settings_check() {
       CB_COOLDOWN) CB_COOLDOWN_S=$REPLY ;;
       KILL_GRACE) KILL_GRACE_S=$REPLY ;;
       COMMIT_TIMEOUT) COMMIT_TIMEOUT_S=$REPLY ;;
+      NOTIFY_TIMEOUT) NOTIFY_TIMEOUT_S=$REPLY ;;
       USD_CAP) USD_CAP_M=$REPLY ;;
       USD_PER_RUN_CAP) USD_PER_RUN_CAP_M=$REPLY ;;
       USD_PER_ITER_CAP) USD_PER_ITER_CAP_M=$REPLY ;;
@@ -73,10 +74,9 @@ locate() {
   fi
   LOOP_DIR=$(cd -P -- "${src:-/}" && pwd -P)
   ORBIT_LOG_FILE="$LOOP_DIR/runner.log"
-  REPO_ROOT=$(git -C "$LOOP_DIR" rev-parse --show-toplevel 2>/dev/null) || {
-    footer "$STATUS_CONTINUE" "preflight failed: not in a git work tree"
-    orbit_die "$EXIT_PREFLIGHT" "the loop directory $LOOP_DIR is not inside a git work tree: run orbit init inside the repository"
-  }
+  REPO_ROOT=$(git -C "$LOOP_DIR" rev-parse --show-toplevel 2>/dev/null) ||
+    preflight_fail "the loop directory $LOOP_DIR is not inside a git work tree: run orbit init inside the repository"
+
   REPO_ROOT=$(cd -P -- "$REPO_ROOT" && pwd -P)
   LOOP_REL=${LOOP_DIR#"$REPO_ROOT"/}
   loop_up_set
@@ -84,7 +84,10 @@ locate() {
   PG_FILE="$LOOP_DIR/progress.md"
 }
 
-settings_footer() { footer "$STATUS_CONTINUE" "bad setting: $1"; }
+settings_footer() {
+  footer "$STATUS_CONTINUE" "bad setting: $1"
+  notify_stop_early "$NOTIFY_PREFLIGHT_FAILED" "bad setting: $1"
+}
 
 footer() {
   local status=$1 summary=$2 REPLY
@@ -99,7 +102,9 @@ git_q() { GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" "$@"; }
 # ---- preflight: exit 2 with nothing run and nothing spent.
 preflight_fail() {
   footer "$STATUS_CONTINUE" "preflight failed: $1"
-  orbit_die "$EXIT_PREFLIGHT" "preflight: $1"
+  orbit_log "error: preflight: $1"
+  notify_stop_early "$NOTIFY_PREFLIGHT_FAILED" "preflight failed: $1"
+  exit "$EXIT_PREFLIGHT"
 }
 
 preflight() {
@@ -255,12 +260,18 @@ load_state() {
   state_load "$LOOP_DIR" || rc=$?
   if ((rc == STATE_LOAD_NEWER)); then
     footer "$STATUS_CONTINUE" "$STATE_ERR"
-    orbit_die "$EXIT_STATE_CORRUPT" "$STATE_ERR: run this loop with the orbit that wrote it (nothing was changed)"
+    orbit_log "error: $STATE_ERR: run this loop with the orbit that wrote it (nothing was changed)"
+    notify_stop_early "$NOTIFY_STATE_CORRUPT" "$STATE_ERR"
+    lock_release
+    exit "$EXIT_STATE_CORRUPT"
   fi
   if ((rc != 0)); then
     footer "$STATUS_CONTINUE" "state corrupt: $STATE_ERR"
     orbit_log "state corrupt: $STATE_ERR"
-    orbit_die "$EXIT_STATE_CORRUPT" "run 'orbit recover $LOOP_DIR' (or bash $LOOP_DIR/recover.sh) to rebuild state from the evidence"
+    orbit_log "error: run 'orbit recover $LOOP_DIR' (or bash $LOOP_DIR/recover.sh) to rebuild state from the evidence"
+    notify_stop_early "$NOTIFY_STATE_CORRUPT" "state corrupt: $STATE_ERR; run orbit recover"
+    lock_release
+    exit "$EXIT_STATE_CORRUPT"
   fi
 }
 
@@ -292,17 +303,112 @@ finish() {
   case $status in
     "$STATUS_DONE" | "$STATUS_READY") fstatus=$status ;;
   esac
+  notify_drain
   lock_release
   footer "$fstatus" "$summary"
   exit "$code"
 }
 
+# ---- notifications: each one is delivered in the background (notify.sh bounds every channel
+# ---- by NOTIFY_TIMEOUT), so a slow channel never holds the loop; the runner waits for what is
+# ---- still being delivered once, bounded, when it exits (notify_drain).
+NOTIFY_PIDS=()
+NOTIFY_TIMEOUT_S=10
+# The events of a stop before any iteration could run, besides the statuses finish notifies.
+readonly NOTIFY_PREFLIGHT_FAILED=PREFLIGHT_FAILED
+readonly NOTIFY_STATE_CORRUPT=STATE_CORRUPT
+
+# notify_script_v: REPLY is the notify.sh to run: the loop's own when it matches its pin in
+# pins.sha256, else the baseline copy .pins/notify.sh when that one does. Status 1, with a log
+# line, when neither does or there is no pin to check against: a notify.sh the agent could
+# have written is never run (contract section 7). This is what makes calling the hook safe
+# before the runner has checked the pins, on a preflight failure or a corrupt state.
+notify_script_v() {
+  local line want f
+  line=$(grep -m 1 -- '^[0-9a-f]\{64\}  notify\.sh$' "$LOOP_DIR/pins.sha256" 2>/dev/null) || line=''
+  want=${line%%  *}
+  REPLY=''
+  if [[ -z $want ]]; then
+    orbit_log "notify: not run: pins.sha256 holds no pin for notify.sh to check it against"
+    return 1
+  fi
+  for f in "$LOOP_DIR/notify.sh" "$LOOP_DIR/.pins/notify.sh"; do
+    if [[ -f $f && ! -L $f ]] && orbit_sha256_file_v "$f" && [[ $REPLY == "$want" ]]; then
+      REPLY=$f
+      return 0
+    fi
+  done
+  REPLY=''
+  orbit_log "notify: not run: notify.sh does not match its pin (nor does .pins/notify.sh); 'orbit recover --restore-pinned' restores it"
+  return 1
+}
+
+# notify EVENT SUMMARY: starts notify.sh in the background, in its own process group, without
+# the lock's descriptors, and goes on at once.
 notify() {
-  local out
-  [[ -f $LOOP_DIR/notify.sh ]] || return 0
-  out=$(mktemp "${TMPDIR:-/tmp}/orbit-notify.XXXXXX")
-  orbit_run_bounded 60 2 /dev/null "$out" "$BASH" "$LOOP_DIR/notify.sh" "$1" "$2"
-  rm -f -- "$out"
+  local script
+  notify_script_v || return 0
+  script=$REPLY
+  set -m
+  ORBIT_NOTIFY_LOOP_DIR=$LOOP_DIR "$BASH" "$script" "$1" "$2" </dev/null >/dev/null 2>&1 8>&- 9>&- &
+  NOTIFY_PIDS+=("$!")
+  set +m
+}
+
+# notify_drain: the one wait for notifications still being delivered: at most NOTIFY_TIMEOUT
+# plus a margin (notify.sh ends by then on its own), after which what is left is stopped.
+notify_drain() {
+  local pid alive ticks=0 limit
+  local -a left=()
+  for pid in "${NOTIFY_PIDS[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then
+      left+=("$pid")
+    fi
+  done
+  NOTIFY_PIDS=()
+  if ((${#left[@]} == 0)); then
+    return 0
+  fi
+  limit=$((NOTIFY_TIMEOUT_S + 5))
+  orbit_log "notify: waiting at most ${limit}s for ${#left[@]} notification(s) still being delivered"
+  while ((ticks < limit * 10)); do
+    alive=0
+    for pid in "${left[@]}"; do
+      if kill -0 "$pid" 2>/dev/null; then
+        alive=1
+        break
+      fi
+    done
+    if ((!alive)); then
+      break
+    fi
+    sleep 0.1
+    ticks=$((ticks + 1))
+  done
+  for pid in "${left[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then
+      orbit_log "notify: a notification still running after the wait is stopped"
+      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+  done
+}
+
+# notify_stop_early EVENT SUMMARY: on a stop before the loop could run (a preflight failure, a
+# corrupt state), notifies once and waits for it, bounded, on the way out. Best effort from
+# here on: whatever fails, the caller's exit code stands.
+notify_stop_early() {
+  trap - ERR
+  set +e
+  if [[ -z $LOOP_DIR || ! -d $LOOP_DIR ]]; then
+    return 0
+  fi
+  if [[ $NOTIFY_TIMEOUT_S == 10 ]] && orbit_setting_v NOTIFY_TIMEOUT 2>/dev/null; then
+    NOTIFY_TIMEOUT_S=$REPLY
+  fi
+  notify "$1" "$2"
+  notify_drain
+  return 0
 }
 
 # ---- integrity pins (contract section 7).
@@ -1800,6 +1906,7 @@ on_signal() {
   if [[ -n $ORBIT_WATCHDOG_PID ]]; then
     kill -KILL -- "-$ORBIT_WATCHDOG_PID" 2>/dev/null || true
   fi
+  # Notifications still being delivered carry the loop's mark: the sweep stops them too.
   sweep_env "ORBIT_OWNER=$LOOP_DIR"
   if ((IN_ITERATION)) && [[ -n $PG_FILE ]]; then
     text="## Iteration $CUR_ITER — INTERRUPTED"$'\n'"- at: $(orbit_iso_now)"$'\n'"- decision: SIG$sig; the iteration reruns on the next start"$'\n'
@@ -1967,13 +2074,14 @@ main() {
   # Started first, so that perl loads while the runner checks its settings and the tree.
   orbit_hasher_start
   orbit_settings
+  # Before locate: a preflight failure checks notify.sh's pin before it notifies.
+  orbit_sha_detect
   locate
-  # A setting that does not parse still ends the run with the footer.
+  # A setting that does not parse still ends the run with the footer (and a notification).
   ORBIT_DIE_HOOK=settings_footer
   settings_check
   verify_budget
   ORBIT_DIE_HOOK=
-  orbit_sha_detect
 
   preflight
   lock_acquire

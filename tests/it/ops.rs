@@ -172,6 +172,34 @@ fn a_failing_or_hanging_channel_never_changes_the_loops_exit_code() {
     );
 }
 
+/// A local HTTP server that records each request's first line and then never answers,
+/// holding the connection open: a channel that hangs.
+struct Hanging {
+    url: String,
+    got: Arc<Mutex<Vec<String>>>,
+}
+
+impl Hanging {
+    fn start() -> Hanging {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let sink = got.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut first = String::new();
+                let _ = reader.read_line(&mut first);
+                sink.lock().unwrap().push(first.trim().to_string());
+                held.push(stream);
+            }
+        });
+        Hanging { url, got }
+    }
+}
+
 /// Every file under `dir` (recursively, .pins/ included) whose bytes contain `needle`.
 fn files_containing(dir: &std::path::Path, needle: &str) -> Vec<String> {
     let mut hits = Vec::new();
@@ -373,6 +401,106 @@ fn a_loop_toml_with_one_webhook_string_still_notifies_after_rerendering() {
         got.iter().any(|(l, _)| l.starts_with("POST /legacy ")),
         "{got:?}"
     );
+}
+
+#[test]
+fn a_preflight_failure_or_a_corrupt_state_notifies_once_and_keeps_its_exit_code() {
+    let repo = Repo::new();
+    let agent = done_agent(&repo);
+    let seen = repo.bin.path().join("notified");
+    let cmd = format!(
+        "cmd:printf '%s|%s\\n' \"$ORBIT_EVENT\" \"$ORBIT_SUMMARY\" >> '{}'",
+        seen.display()
+    );
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &["--notify", &cmd]);
+    let seen_lines = || {
+        fs::read_to_string(&seen)
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    // A git operation in progress: preflight fails (exit 2), once notified.
+    let merge_head = repo.join(".git/MERGE_HEAD");
+    fs::write(&merge_head, repo.git(&["rev-parse", "HEAD"])).unwrap();
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 2, "preflight");
+    assert_eq!(seen_lines().len(), 1, "{:?}", seen_lines());
+    assert!(
+        seen_lines()[0].starts_with("PREFLIGHT_FAILED|preflight failed: a git operation"),
+        "{:?}",
+        seen_lines()
+    );
+    // A bad setting is a preflight failure too.
+    fs::remove_file(&merge_head).unwrap();
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "0")]);
+    assert_code(&out, 2, "bad setting");
+    assert!(seen_lines()[1].starts_with("PREFLIGHT_FAILED|bad setting: MAX_ITERATIONS=0"));
+    // A tampered notify.sh is never run: the pinned copy notifies instead.
+    let canary = repo.join("CANARY");
+    let script = fs::read_to_string(dir.join("notify.sh")).unwrap();
+    let tampered = script.replacen(
+        "\nmain() {",
+        &format!("\ntouch '{}'\nmain() {{", canary.display()),
+        1,
+    );
+    assert_ne!(script, tampered);
+    fs::write(dir.join("notify.sh"), tampered).unwrap();
+    // A corrupt state: exit 4, once notified.
+    fs::write(dir.join("state.env"), "garbage\n").unwrap();
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 4, "state corrupt");
+    assert_eq!(seen_lines().len(), 3, "{:?}", seen_lines());
+    assert!(seen_lines()[2].starts_with("STATE_CORRUPT|state corrupt: "));
+    assert!(!canary.exists(), "the tampered notify.sh ran");
+    // With no copy that matches its pin, nothing runs and the runner says why.
+    fs::write(dir.join(".pins/notify.sh"), "touch CANARY\n").unwrap();
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 4, "state corrupt, no trusted notify.sh");
+    assert_eq!(seen_lines().len(), 3);
+    assert!(!canary.exists());
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        log.contains("notify: not run: notify.sh does not match its pin"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_hanging_webhook_is_waited_for_once_at_exit_never_per_event() {
+    let repo = Repo::new();
+    let hang = Hanging::start();
+    let agent = crate::support::counting_agent(&repo, 3);
+    let hook = format!("webhook:{}/hang", hang.url);
+    let dir = repo.init_loop(
+        &agent,
+        &[&crate::support::count_check(3)],
+        &["--notify", &hook, "--notify", "every-iteration"],
+    );
+    let out = repo.run_loop(&dir, &[], &[("NOTIFY_TIMEOUT", "3s")]);
+    assert_code(&out, 0, "DONE despite a webhook that never answers");
+    // Three events (two iterations that went on, then DONE), each delivered...
+    let got = hang.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 3, "{got:?}");
+    let notify_log = fs::read_to_string(dir.join("notify.log")).unwrap();
+    assert_eq!(
+        notify_log.matches("channel webhook 1 timed out").count(),
+        3,
+        "{notify_log}"
+    );
+    // ...while the runner waited once, at exit: never per event.
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    let waits: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("notify: waiting at most"))
+        .collect();
+    assert_eq!(waits.len(), 1, "{log}");
+    assert!(
+        waits[0].contains("waiting at most 8s for "),
+        "bounded by NOTIFY_TIMEOUT: {}",
+        waits[0]
+    );
+    assert!(!log.contains("still running after the wait"), "{log}");
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use super::settings::DURATION_MAX_SECS;
 use super::{
     AgentOutcome, CONTRACT_VERSION, CbState, CostKind, EventName, ExitCode, FaultPoint,
-    INIT_PINNED, MAX_HEX_DIGITS, MAX_REF_LEN, MAX_SEMVER_PART_DIGITS, MAX_UINT_DIGITS,
+    INIT_PINNED, MAX_HEX_DIGITS, MAX_REF_LEN, MAX_SEMVER_PART_DIGITS, MAX_UINT_DIGITS, NotifyEvent,
     PERMISSION_FILES, Phase, RESULT_KEYS, SETTINGS, STATE_KEYS, SettingKind, Status, StopReason,
     VerifyOutcome,
 };
@@ -116,7 +116,7 @@ fn render() -> String {
     );
     let _ = writeln!(out, "readonly ORBIT_RE_CB_STATE='{}'", alternation(&cb));
 
-    out.push_str("# Phases, verify outcomes, cost kinds, agent outcomes, events, fault points.\n");
+    out.push_str("# Phases, verify outcomes, cost kinds, agent outcomes, notify events, events, fault points.\n");
     let phases: Vec<&str> = Phase::ALL.iter().map(|s| s.as_str()).collect();
     let verify: Vec<&str> = VerifyOutcome::ALL.iter().map(|s| s.as_str()).collect();
     let kinds: Vec<&str> = CostKind::ALL.iter().map(|s| s.as_str()).collect();
@@ -125,6 +125,8 @@ fn render() -> String {
     constants(&mut out, "COST_", &kinds);
     let outcomes: Vec<&str> = AgentOutcome::ALL.iter().map(|s| s.as_str()).collect();
     constants(&mut out, "OUTCOME_", &outcomes);
+    let notify: Vec<&str> = NotifyEvent::ALL.iter().map(|s| s.as_str()).collect();
+    constants(&mut out, "NOTIFY_EVENT_", &notify);
     let _ = writeln!(out, "readonly ORBIT_RE_COST_KIND='{}'", alternation(&kinds));
     array(
         &mut out,

@@ -348,6 +348,21 @@ vocabulary! {
 }
 
 vocabulary! {
+    /// The events notify.sh is called with (contract 8): a stop with its status, every
+    /// iteration when asked, and the failures that stop a run before its state is known.
+    pub enum NotifyEvent {
+        Done = "DONE",
+        Blocked = "BLOCKED",
+        Paused = "PAUSED",
+        Stalled = "STALLED",
+        Aborted = "ABORTED",
+        Iteration = "ITERATION",
+        PreflightFailed = "PREFLIGHT_FAILED",
+        StateCorrupt = "STATE_CORRUPT",
+    }
+}
+
+vocabulary! {
     /// result.env `AGENT_OUTCOME`: how the runner classified an agent run.
     pub enum AgentOutcome {
         Ok = "ok",

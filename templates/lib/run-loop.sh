@@ -86,7 +86,7 @@ locate() {
 
 settings_footer() {
   footer "$STATUS_CONTINUE" "bad setting: $1"
-  notify_stop_early "$NOTIFY_PREFLIGHT_FAILED" "bad setting: $1"
+  notify_stop_early "$NOTIFY_EVENT_PREFLIGHT_FAILED" "bad setting: $1"
 }
 
 footer() {
@@ -103,7 +103,7 @@ git_q() { GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" "$@"; }
 preflight_fail() {
   footer "$STATUS_CONTINUE" "preflight failed: $1"
   orbit_log "error: preflight: $1"
-  notify_stop_early "$NOTIFY_PREFLIGHT_FAILED" "preflight failed: $1"
+  notify_stop_early "$NOTIFY_EVENT_PREFLIGHT_FAILED" "preflight failed: $1"
   exit "$EXIT_PREFLIGHT"
 }
 
@@ -261,7 +261,7 @@ load_state() {
   if ((rc == STATE_LOAD_NEWER)); then
     footer "$STATUS_CONTINUE" "$STATE_ERR"
     orbit_log "error: $STATE_ERR: run this loop with the orbit that wrote it (nothing was changed)"
-    notify_stop_early "$NOTIFY_STATE_CORRUPT" "$STATE_ERR"
+    notify_stop_early "$NOTIFY_EVENT_STATE_CORRUPT" "$STATE_ERR"
     lock_release
     exit "$EXIT_STATE_CORRUPT"
   fi
@@ -269,7 +269,7 @@ load_state() {
     footer "$STATUS_CONTINUE" "state corrupt: $STATE_ERR"
     orbit_log "state corrupt: $STATE_ERR"
     orbit_log "error: run 'orbit recover $LOOP_DIR' (or bash $LOOP_DIR/recover.sh) to rebuild state from the evidence"
-    notify_stop_early "$NOTIFY_STATE_CORRUPT" "state corrupt: $STATE_ERR; run orbit recover"
+    notify_stop_early "$NOTIFY_EVENT_STATE_CORRUPT" "state corrupt: $STATE_ERR; run orbit recover"
     lock_release
     exit "$EXIT_STATE_CORRUPT"
   fi
@@ -314,9 +314,6 @@ finish() {
 # ---- still being delivered once, bounded, when it exits (notify_drain).
 NOTIFY_PIDS=()
 NOTIFY_TIMEOUT_S=10
-# The events of a stop before any iteration could run, besides the statuses finish notifies.
-readonly NOTIFY_PREFLIGHT_FAILED=PREFLIGHT_FAILED
-readonly NOTIFY_STATE_CORRUPT=STATE_CORRUPT
 
 # notify_script_v: REPLY is the notify.sh to run: the loop's own when it matches its pin in
 # pins.sha256, else the baseline copy .pins/notify.sh when that one does. Status 1, with a log
@@ -1841,7 +1838,7 @@ finalize() {
   fi
   save_state
   if orbit_true "$NOTIFY_EVERY_ITERATION" && [[ ${R[VERDICT]} == "$STATUS_CONTINUE" ]]; then
-    notify ITERATION "${R[SUMMARY]}"
+    notify "$NOTIFY_EVENT_ITERATION" "${R[SUMMARY]}"
   fi
   return 0
 }

@@ -371,6 +371,9 @@ fn expected_prelude_values() -> Vec<(String, String)> {
     for o in contract::AgentOutcome::ALL {
         add(format!("$OUTCOME_{}", upper(o.as_str())), o.to_string());
     }
+    for e in contract::NotifyEvent::ALL {
+        add(format!("$NOTIFY_EVENT_{}", e.as_str()), e.to_string());
+    }
     let join = |words: Vec<String>| words.join(" ");
     add(
         "${ORBIT_STATUSES[*]}".into(),

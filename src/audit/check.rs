@@ -365,16 +365,7 @@ fn verdict(running: bool, crashed: bool, state: &State) -> Verdict {
     if crashed {
         return Verdict::Crashed;
     }
-    match (state.last_status, state.stop_reason) {
-        (Status::Ready, _) => Verdict::Ready,
-        (Status::Done, _) => Verdict::Done,
-        (Status::Paused, _) => Verdict::Paused,
-        (Status::Stalled, _) => Verdict::Stalled,
-        (Status::Aborted, _) => Verdict::Aborted,
-        (Status::Blocked, StopReason::MaxIterations) => Verdict::Exhausted,
-        (Status::Blocked, _) => Verdict::Blocked,
-        (Status::Continue, _) => Verdict::Idle,
-    }
+    Verdict::at_rest(state.last_status, state.stop_reason)
 }
 
 // ---- the checks that need no checkpoint

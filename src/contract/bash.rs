@@ -15,7 +15,7 @@ use super::{
     AgentOutcome, CONTRACT_VERSION, CbState, CostKind, EventName, ExitCode, FaultPoint,
     INIT_PINNED, MAX_HEX_DIGITS, MAX_REF_LEN, MAX_SEMVER_PART_DIGITS, MAX_UINT_DIGITS, NotifyEvent,
     PERMISSION_FILES, Phase, RESULT_KEYS, SETTINGS, STATE_KEYS, SettingKind, Status, StopReason,
-    VerifyOutcome,
+    Verdict, VerifyOutcome,
 };
 
 /// The first line of the prelude, by which tests find it in a rendered script.
@@ -26,7 +26,7 @@ fn plain(word: &str) -> &str {
     assert!(
         !word.is_empty()
             && word.bytes().all(|b| {
-                b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'/' | b'*')
+                b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'/' | b'*' | b':')
             }),
         "the contract word '{word}' cannot be placed in bash unquoted"
     );
@@ -108,6 +108,18 @@ fn render() -> String {
     array(&mut out, "ORBIT_STATUSES", &statuses);
     array(&mut out, "ORBIT_STOP_REASONS", &reasons);
     array(&mut out, "ORBIT_INTEGRITY_REASONS", &integrity);
+    // A stop's one name, where it is not its status word (BLOCKED:max_iterations is
+    // EXHAUSTED): the runner names it so in its footer summary, as audit and status do.
+    let renamed: Vec<(String, &str)> = Status::ALL
+        .iter()
+        .filter(|s| !matches!(s, Status::Continue))
+        .flat_map(|s| StopReason::ALL.iter().map(move |r| (*s, *r)))
+        .filter_map(|(s, r)| {
+            let v = Verdict::at_rest(s, r).as_str();
+            (v != s.as_str()).then(|| (format!("{s}:{r}"), v))
+        })
+        .collect();
+    assoc(&mut out, "ORBIT_STOP_NAME", renamed);
     let _ = writeln!(out, "readonly ORBIT_RE_STATUS='{}'", alternation(&statuses));
     let _ = writeln!(
         out,

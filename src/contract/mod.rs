@@ -291,6 +291,23 @@ vocabulary! {
     }
 }
 
+impl Verdict {
+    /// The one name of a loop at rest (no runner, no crash) in the state it recorded: the
+    /// name audit, status, the reports and the runner's footer summary all use.
+    pub fn at_rest(status: Status, reason: StopReason) -> Verdict {
+        match (status, reason) {
+            (Status::Ready, _) => Verdict::Ready,
+            (Status::Done, _) => Verdict::Done,
+            (Status::Paused, _) => Verdict::Paused,
+            (Status::Stalled, _) => Verdict::Stalled,
+            (Status::Aborted, _) => Verdict::Aborted,
+            (Status::Blocked, StopReason::MaxIterations) => Verdict::Exhausted,
+            (Status::Blocked, _) => Verdict::Blocked,
+            (Status::Continue, _) => Verdict::Idle,
+        }
+    }
+}
+
 vocabulary! {
     /// How urgent a finding is: P0 stop now, P1 recover then continue, P2 note.
     pub enum Severity {

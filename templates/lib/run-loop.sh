@@ -283,6 +283,13 @@ save_state() {
 # finish CODE STATUS REASON SUMMARY: record the stop, notify, print the footer, exit.
 finish() {
   local code=$1 status=$2 reason=$3 summary=$4 fstatus=$STATUS_CONTINUE
+  # A stop that waits for a human is named as audit, status and the report name it
+  # (BLOCKED for max_iterations is EXHAUSTED), in the footer and the notification too.
+  case $status in
+    "$STATUS_BLOCKED" | "$STATUS_PAUSED" | "$STATUS_STALLED" | "$STATUS_ABORTED")
+      summary="${ORBIT_STOP_NAME[$status:$reason]:-$status}: $summary"
+      ;;
+  esac
   S[LAST_STATUS]=$status
   S[STOP_REASON]=$reason
   save_state

@@ -1158,10 +1158,20 @@ fn a_stop_is_notified_once_and_the_cron_log_is_bounded() {
         &["test -f never-there"],
         &["--max-iterations", "1", "--notify", &cmd],
     );
-    assert_code(
-        &repo.run_loop(&dir, &["--once"], &[]),
-        16,
-        "tick 1 uses the iteration up",
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 16, "tick 1 uses the iteration up");
+    // One name for the state: the footer's summary says what status and audit say.
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("NEXUS_LOOP_SUMMARY: EXHAUSTED: MAX_ITERATIONS (1) used up"),
+        "{}",
+        text(&out)
+    );
+    let status = repo.orbit(&["status"]);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("EXHAUSTED"),
+        "{}",
+        text(&status)
     );
     let work = fs::read_to_string(repo.join("work.txt")).unwrap();
     let state = fs::read(dir.join("state.env")).unwrap();

@@ -39,6 +39,9 @@ pub enum Command {
     Resume(ResumeArgs),
     /// A markdown report of a loop: status, iterations, spend, remaining work.
     Report(ReportArgs),
+    /// The agent's output and the verify output of recent iterations; with -f, the live
+    /// output of a running loop.
+    Logs(LogsArgs),
     /// Run an end-to-end loop in a temporary repository with a built-in simulated agent.
     Demo(DemoArgs),
     /// Shell completions for bash, zsh, fish, elvish or powershell.
@@ -118,6 +121,35 @@ pub struct ReportArgs {
     /// markdown.
     #[arg(long)]
     pub html: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The loop directory (default: the only loop under .orbit/).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Follow the running loop: print the agent's output as it is written, across attempts
+    /// and iterations, until the runner lets the loop go.
+    #[arg(short, long)]
+    pub follow: bool,
+
+    /// Only iteration N.
+    #[arg(long, value_name = "N", conflicts_with = "follow")]
+    pub iteration: Option<u64>,
+
+    /// How many of the last iterations to print.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 3,
+        conflicts_with = "iteration"
+    )]
+    pub last: usize,
+
+    /// With --follow: wait up to DUR for a runner to start (0 = do not wait).
+    #[arg(long, value_name = "DUR", default_value = "0", requires = "follow")]
+    pub wait: String,
 }
 
 #[derive(Debug, Args)]

@@ -17,6 +17,7 @@ pub mod goal;
 pub mod init;
 pub mod ledger;
 pub mod locate;
+pub mod logs;
 pub mod ops;
 pub mod pins;
 pub mod progress;
@@ -48,6 +49,7 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Stop(args) => control::stop(&args),
         cli::Command::Resume(args) => control::resume(&args),
         cli::Command::Report(args) => report::report(&args),
+        cli::Command::Logs(args) => logs::run(&args),
         cli::Command::Completions(args) => {
             let mut cmd = <cli::Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut cmd, "orbit", &mut std::io::stdout());

@@ -933,10 +933,84 @@ last_feedback_v() {
   done
 }
 
+# ---- the live view: .run-tmp/agent.live holds the agent's output as it is written (what
+# `orbit logs -f` follows), a header line before each agent run and an exit line after it.
+# It starts over at each run, and before an agent run once it holds more than
+# AGENT_LOG_MAX bytes; each run adds at most AGENT_LOG_MAX bytes of output. The copy is made
+# by a process of the runner's own group, so killing the agent's group never loses what
+# the agent had written.
+LIVE_FD=
+LIVE_PID=
+
+# live_reset: a new, empty agent.live (a new file: a follower holding the old one sees it).
+live_reset() {
+  rm -f -- "$ORBIT_TMP/agent.live.tmp"
+  : >"$ORBIT_TMP/agent.live.tmp"
+  mv -f -- "$ORBIT_TMP/agent.live.tmp" "$ORBIT_TMP/agent.live"
+}
+
+# live_copy CAP FILE: appends at most CAP bytes of standard input to FILE as they come,
+# then a note if there was more, and reads the rest to its end (the writer never meets a
+# closed pipe). head buffers what it writes to a file: unbuffered through stdbuf, else dd
+# copies byte by byte (slower, as live).
+live_copy() {
+  local cap=$1 live=$2 c
+  trap - ERR
+  trap '' INT TERM HUP
+  set +e
+  if ! command -v stdbuf >/dev/null 2>&1 || ! stdbuf -o0 head -c "$cap" >>"$live" 2>/dev/null; then
+    dd bs=1 count="$cap" >>"$live" 2>/dev/null
+  fi
+  # One byte, whatever it is (-d '': a NUL ends the read instead of being skipped).
+  if IFS= read -r -d '' -n 1 c; then
+    printf '\n[orbit: the live view of this run stops at %s bytes; agent.log keeps its end]\n' "$cap" >>"$live"
+    cat >/dev/null
+  fi
+}
+
+# live_open N PHASE ATTEMPT: the header line, then the copy on the descriptor LIVE_FD.
+live_open() {
+  local live="$ORBIT_TMP/agent.live"
+  if [[ ! -f $live || -L $live ]] || (($(wc -c <"$live") > AGENT_LOG_MAX)); then
+    live_reset
+  fi
+  printf '=== orbit: iteration %s, %s, attempt %s, started %s ===\n' "$1" "$2" "$3" "$(orbit_iso_now)" >>"$live"
+  # Nothing of the runner's but the pipe: not its lock, nor its output (a caller that
+  # waits for the runner's output to end must not wait for this copy too).
+  exec {LIVE_FD}> >(
+    exec 8>&- 9>&- >/dev/null 2>&1
+    live_copy "$AGENT_LOG_MAX" "$live"
+  )
+  LIVE_PID=$!
+}
+
+# live_close [LINE]: closes the copy's descriptor, gives it up to 5 s to write what is left
+# in the pipe, then appends LINE (on a line of its own).
+live_close() {
+  local line=${1:-} live="$ORBIT_TMP/agent.live" i
+  if [[ -z $LIVE_FD ]]; then
+    return 0
+  fi
+  exec {LIVE_FD}>&-
+  LIVE_FD=
+  for ((i = 0; i < 50; i++)); do
+    kill -0 "$LIVE_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  LIVE_PID=
+  if [[ -n $line && -f $live && ! -L $live ]]; then
+    if (($(tail -c 1 -- "$live" | tr -d '\n' | wc -c))); then
+      printf '\n' >>"$live"
+    fi
+    printf '%s\n' "$line" >>"$live"
+  fi
+}
+
 # ---- the agent
 # run_agent N PHASE ATTEMPT PROMPT LOG COSTFILE FEEDBACK: sets AGENT_RC, AGENT_TIMED_OUT, AGENT_SECS.
 # The agent runs from the repository root in its own process group, stdin from the prompt;
-# its output is capped to AGENT_LOG_MAX bytes (the first and last halves are kept).
+# its output is capped to AGENT_LOG_MAX bytes (the first and last halves are kept) and
+# copied as it comes into the live view (live_open).
 run_agent() {
   local n=$1 phase=$2 attempt=$3 prompt=$4 log=$5 cfile=$6 fb=$7 t0 limit half runid
   exec_limit_v
@@ -952,6 +1026,7 @@ run_agent() {
   : >"$head"
   : >"$tail"
   orbit_fault before_agent
+  live_open "$n" "$phase" "$attempt"
   t0=$SECONDS
   # The variables reach the agent through the environment of the wrapper (assignments
   # before a function call are exported to its children only).
@@ -959,17 +1034,26 @@ run_agent() {
   ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
     ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$prompt" ORBIT_COST_FILE="$cfile" \
     ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fb" ORBIT_REPO_ROOT="$REPO_ROOT" \
-    ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" \
+    ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" ORBIT_LIVE_FD="$LIVE_FD" \
     orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
     "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 126
       if [[ -n $ORBIT_FB ]]; then export ORBIT_FEEDBACK_FILE=$ORBIT_FB; else unset ORBIT_FEEDBACK_FILE; fi
       unset ORBIT_FB ORBIT_REPO_ROOT
+      live=$ORBIT_LIVE_FD
+      unset ORBIT_LIVE_FD
       set -o pipefail
-      "$@" 2>&1 | { head -c "$ORBIT_HALF" >"$ORBIT_OUT.head"; tail -c "$ORBIT_HALF" >"$ORBIT_OUT.tail"; }
+      # tee ignores SIGPIPE: were the live copy gone, agent.log would still get everything.
+      "$@" {live}>&- 2>&1 | { trap "" PIPE; tee -- "/dev/fd/$live"; } |
+        { head -c "$ORBIT_HALF" >"$ORBIT_OUT.head"; tail -c "$ORBIT_HALF" >"$ORBIT_OUT.tail"; } {live}>&-
       exit "${PIPESTATUS[0]}"' orbit-agent "$AGENT_ABS" "${AGENT_ARGV[@]:1}"
   AGENT_RC=$ORBIT_RC
   AGENT_TIMED_OUT=$ORBIT_TIMED_OUT
   AGENT_SECS=$((SECONDS - t0))
+  if ((AGENT_TIMED_OUT)); then
+    live_close "=== orbit: the agent timed out after ${AGENT_SECS}s ==="
+  else
+    live_close "=== orbit: the agent exited $AGENT_RC after ${AGENT_SECS}s ==="
+  fi
   sweep_env "ORBIT_RUN_ID=$runid"
   if [[ ! -s $raw && ! -s $tail ]]; then
     # All of the output fit in the first half (the usual case).
@@ -1910,6 +1994,7 @@ on_signal() {
   if [[ -n $ORBIT_WATCHDOG_PID ]]; then
     kill -KILL -- "-$ORBIT_WATCHDOG_PID" 2>/dev/null || true
   fi
+  live_close "=== orbit: SIG$sig; the agent was stopped ==="
   # Notifications still being delivered carry the loop's mark: the sweep stops them too.
   sweep_env "ORBIT_OWNER=$LOOP_DIR"
   if ((IN_ITERATION)) && [[ -n $PG_FILE ]]; then
@@ -2100,6 +2185,7 @@ main() {
     rm -rf -- "$ORBIT_TMP"
     mkdir -- "$ORBIT_TMP"
   fi
+  live_reset
   orbit_fault after_lock
   trap 'on_signal INT 2' INT
   trap 'on_signal TERM 15' TERM

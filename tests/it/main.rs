@@ -8,6 +8,7 @@ mod feedback;
 mod guards;
 mod init;
 mod layout;
+mod logs;
 mod ops;
 mod recover;
 mod reliability;

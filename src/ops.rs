@@ -541,8 +541,30 @@ fn start_in_tmux(t: &Target) -> Result<u8> {
             "tmux could not start session {session}"
         )));
     }
+    // A second pane follows the agent's output live (`orbit logs -f`), waiting for the
+    // runner to take the lock; it too stays open at the end until Enter.
+    let exe =
+        std::env::current_exe().map_err(|e| Error::io("cannot find the orbit executable", e))?;
+    let follow = format!(
+        "PATH={} {} logs --follow --wait 60s {}; printf '\\norbit: nothing more to follow; press Enter to close this pane\\n'; read -r _",
+        sh_word(&t.path_env)?,
+        sh_word(&exe.display().to_string())?,
+        sh_word(&t.dir.display().to_string())?
+    );
+    let split = Command::new("tmux")
+        .args(["split-window", "-v", "-t", &format!("={session}:"), "-c"])
+        .arg(&t.repo)
+        .arg(&follow)
+        .status()
+        .map_err(|e| Error::io("cannot run tmux", e))?;
+    if !split.success() {
+        eprintln!(
+            "orbit: tmux could not open the pane of the agent's output; the loop runs anyway"
+        );
+    }
     println!(
-        "orbit: started {} in tmux session {session}: tmux attach -t ={session}",
+        "orbit: started {} in tmux session {session}: tmux attach -t ={session} \
+         (the runner above, the agent's output below)",
         t.name
     );
     Ok(0)

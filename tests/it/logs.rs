@@ -243,3 +243,100 @@ fn logs_follow_shows_the_agent_live_and_ends_with_the_runner() {
     );
     assert_no_control(&out.stdout);
 }
+
+/// `orbit schedule --tmux` shows the agent's output live in a second pane (`orbit logs
+/// -f`) while the runner runs in the first, and both stay open at the end.
+#[test]
+fn tmux_shows_the_agents_output_live_beside_the_runner() {
+    if !crate::support::tmux_available() {
+        return;
+    }
+    let repo = Repo::new();
+    let go = repo.bin.path().join("go");
+    let agent = repo.agent(
+        "waiter",
+        &format!(
+            "cat >/dev/null; echo \"agent-output-$ORBIT_ITERATION-$ORBIT_PHASE\"\n\
+             while [[ ! -e '{}' ]]; do sleep 0.05; done; echo x >> work.txt",
+            go.display()
+        ),
+    );
+    repo.init_loop(&agent, &["test -f never-there"], &["--max-iterations", "1"]);
+    // A private tmux server, gone however the test ends.
+    let tmp = tempfile::tempdir().unwrap();
+    struct Server(std::path::PathBuf);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = command("tmux")
+                .env("TMUX_TMPDIR", &self.0)
+                .arg("kill-server")
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+    let _server = Server(tmp.path().to_path_buf());
+    let tmux = |args: &[&str]| {
+        let mut cmd = command("tmux");
+        cmd.args(args)
+            .env("TMUX_TMPDIR", tmp.path())
+            .env_remove("TMUX");
+        crate::support::run_bounded(cmd, Duration::from_secs(30))
+    };
+    let mut cmd = command(orbit_bin());
+    cmd.args(["schedule", "--tmux"])
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("TMUX_TMPDIR", tmp.path())
+        .env_remove("TMUX");
+    let out = crate::support::run_bounded(cmd, Duration::from_secs(60));
+    assert_ok(&out, "schedule --tmux");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let session = stdout
+        .split("tmux session ")
+        .nth(1)
+        .and_then(|s| s.split(':').next())
+        .unwrap_or_else(|| panic!("no session in {stdout}"))
+        .to_string();
+    let panes = || -> Vec<String> {
+        let out = tmux(&[
+            "list-panes",
+            "-s",
+            "-t",
+            &format!("={session}"),
+            "-F",
+            "#{pane_id}",
+        ]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| {
+                let shown = tmux(&["capture-pane", "-p", "-J", "-t", l]);
+                String::from_utf8_lossy(&shown.stdout).into_owned()
+            })
+            .collect()
+    };
+    // While the agent still runs (it waits for `go`), a pane shows what it printed.
+    wait_for(
+        "the agent's output in a tmux pane",
+        Duration::from_secs(60),
+        || panes().iter().any(|p| p.contains("agent-output-1-work")),
+    );
+    assert_eq!(panes().len(), 2, "the runner's pane and the agent's");
+    assert!(!go.exists());
+    fs::write(&go, "").unwrap();
+    // The follower ends with the runner, and waits for Enter.
+    wait_for("the end in both panes", Duration::from_secs(120), || {
+        let p = panes();
+        p.iter().any(|p| p.contains("nothing more to follow"))
+            && p.iter().any(|p| p.contains("the loop has ended"))
+    });
+    let p = panes();
+    let follow = p
+        .iter()
+        .find(|p| p.contains("nothing more to follow"))
+        .unwrap();
+    assert!(follow.contains("orbit: the runner has ended"), "{follow}");
+    assert!(
+        follow.contains("=== orbit: iteration 1, work, attempt 1"),
+        "{follow}"
+    );
+}

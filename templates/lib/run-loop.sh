@@ -2185,7 +2185,6 @@ main() {
     rm -rf -- "$ORBIT_TMP"
     mkdir -- "$ORBIT_TMP"
   fi
-  live_reset
   orbit_fault after_lock
   trap 'on_signal INT 2' INT
   trap 'on_signal TERM 15' TERM
@@ -2226,6 +2225,8 @@ main() {
     orbit_log "rate limited until $(orbit_iso "${S[RESUME_AT]}"): not calling the agent"
     exit "$EXIT_RATE_LIMITED"
   fi
+  # A run that goes on starts the live view over (one that found nothing to do left it).
+  live_reset
   orbit_event loop_start "${S[NEXT_ITERATION]}" pid "$$" once "$ONCE" resumed_from "$status" torn_repaired "$ORBIT_TORN_REPAIRED"
   if ((S[STARTED_AT] == 0)); then
     first_run_setup

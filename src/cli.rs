@@ -5,6 +5,191 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// Examples of each subcommand: the command line and what it does. `--help` shows them
+/// after the options; the manual pages have them in EXAMPLES.
+pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
+    (
+        "init",
+        &[
+            (
+                "orbit init \"Make cargo test pass on the new parser\" --verify 'cargo test' --protect 'tests/**'",
+                "render .orbit/make-cargo-test-pass-on-the-new-parser with one acceptance check",
+            ),
+            (
+                "orbit init --goal-file goal.txt --engine custom --exec 'my-agent --fast' --max-iterations 50",
+                "a goal from a file, driving your own agent command",
+            ),
+            (
+                "orbit init --force --dir .orbit/parser",
+                "re-render the scripts after editing loop.toml, keeping the state",
+            ),
+        ],
+    ),
+    (
+        "run",
+        &[
+            (
+                "orbit run",
+                "run the only loop under .orbit/ until it stops",
+            ),
+            (
+                "orbit run .orbit/parser --once",
+                "one iteration (what a cron tick does)",
+            ),
+            (
+                "MAX_ITERATIONS=5 orbit run",
+                "override a setting for this run",
+            ),
+        ],
+    ),
+    (
+        "audit",
+        &[
+            (
+                "orbit audit",
+                "classify every loop under .orbit/, with evidence",
+            ),
+            (
+                "orbit audit .orbit/parser --json",
+                "the same, for a program",
+            ),
+        ],
+    ),
+    (
+        "status",
+        &[
+            ("orbit status", "one line per loop"),
+            (
+                "orbit status --watch --interval 5s",
+                "refresh the table every 5 seconds",
+            ),
+        ],
+    ),
+    (
+        "recover",
+        &[
+            (
+                "orbit recover --dry-run",
+                "print what would be repaired, write nothing",
+            ),
+            ("orbit recover --clear-stall", "let a STALLED loop go on"),
+            (
+                "orbit recover --restore-pinned",
+                "put back the pinned files the agent changed",
+            ),
+        ],
+    ),
+    (
+        "schedule",
+        &[
+            (
+                "orbit schedule --cron --every 15m --install",
+                "a crontab line: one tick every 15 minutes",
+            ),
+            (
+                "orbit schedule --systemd --install",
+                "a systemd user service and timer",
+            ),
+            (
+                "orbit schedule --tmux",
+                "start the loop now in tmux, the agent's output in a second pane",
+            ),
+        ],
+    ),
+    (
+        "stop",
+        &[
+            (
+                "orbit stop",
+                "stop the runner (it saves its state); later runs exit 18",
+            ),
+            (
+                "orbit stop .orbit/parser --wait 5m",
+                "wait up to 5 minutes for the runner to exit",
+            ),
+        ],
+    ),
+    (
+        "resume",
+        &[("orbit resume", "let a stopped loop run again")],
+    ),
+    (
+        "report",
+        &[
+            ("orbit report", "the report of the only loop, in markdown"),
+            (
+                "orbit report .orbit/parser --output report.md",
+                "into a file",
+            ),
+        ],
+    ),
+    (
+        "logs",
+        &[
+            (
+                "orbit logs",
+                "the agent's and verify's output of the last 3 iterations",
+            ),
+            ("orbit logs --iteration 7", "iteration 7 only"),
+            (
+                "orbit logs -f",
+                "follow the running loop's agent as it writes",
+            ),
+        ],
+    ),
+    (
+        "demo",
+        &[
+            (
+                "orbit demo",
+                "a real loop with a simulated agent, in a temporary repository",
+            ),
+            (
+                "orbit demo --dir /tmp/orbit-demo",
+                "the same, kept in /tmp/orbit-demo",
+            ),
+        ],
+    ),
+    (
+        "completions",
+        &[
+            (
+                "orbit completions bash > ~/.local/share/bash-completion/completions/orbit",
+                "bash completions",
+            ),
+            ("orbit completions zsh > ~/.zfunc/_orbit", "zsh completions"),
+        ],
+    ),
+    (
+        "man",
+        &[
+            ("orbit man | man -l -", "read orbit(1)"),
+            (
+                "orbit man --dir ~/.local/share/man/man1",
+                "install every page: man orbit-run",
+            ),
+        ],
+    ),
+];
+
+/// The examples of one subcommand.
+pub fn examples(sub: &str) -> &'static [(&'static str, &'static str)] {
+    EXAMPLES
+        .iter()
+        .find(|(name, _)| *name == sub)
+        .map(|(_, ex)| *ex)
+        .unwrap_or(&[])
+}
+
+/// The `--help` text after the options: the subcommand's examples.
+fn examples_help(sub: &str) -> String {
+    let mut out = String::from("Examples:\n");
+    for (cmd, what) in examples(sub) {
+        out.push_str(&format!("  {cmd}\n      {what}\n"));
+    }
+    out
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "orbit",
@@ -21,33 +206,47 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Render a loop directory from a goal.
+    #[command(after_help = examples_help("init"))]
     Init(Box<InitArgs>),
     /// Run a loop (executes its run-loop.sh).
+    #[command(after_help = examples_help("run"))]
     Run(RunArgs),
     /// Classify loops, live or dead, with evidence (read-only).
+    #[command(after_help = examples_help("audit"))]
     Audit(AuditArgs),
     /// One line per loop: verdict, iteration, last verify, spend, last activity.
+    #[command(after_help = examples_help("status"))]
     Status(StatusArgs),
     /// Repair a loop's state from the evidence.
+    #[command(after_help = examples_help("recover"))]
     Recover(RecoverArgs),
     /// Schedule a loop under cron or systemd, or start it in tmux.
+    #[command(after_help = examples_help("schedule"))]
     Schedule(ScheduleArgs),
     /// Stop a loop: a live runner saves a resumable state and exits, and every later run
     /// (a schedule's tick too) exits 18 at once until orbit resume.
+    #[command(after_help = examples_help("stop"))]
     Stop(StopArgs),
     /// Let a stopped loop run again.
+    #[command(after_help = examples_help("resume"))]
     Resume(ResumeArgs),
     /// A markdown report of a loop: status, iterations, spend, remaining work.
+    #[command(after_help = examples_help("report"))]
     Report(ReportArgs),
     /// The agent's output and the verify output of recent iterations; with -f, the live
     /// output of a running loop.
+    #[command(after_help = examples_help("logs"))]
     Logs(LogsArgs),
     /// Run an end-to-end loop in a temporary repository with a built-in simulated agent.
+    #[command(after_help = examples_help("demo"))]
     Demo(DemoArgs),
     /// Shell completions for bash, zsh, fish, elvish or powershell.
+    #[command(after_help = examples_help("completions"))]
     Completions(CompletionsArgs),
-    /// The manual page (roff), generated from the command definitions.
-    Man,
+    /// The manual pages (roff), generated from the command definitions: orbit(1) on
+    /// standard output, or every page (orbit-init(1), ...) into a directory.
+    #[command(after_help = examples_help("man"))]
+    Man(ManArgs),
 }
 
 #[derive(Debug, Args)]
@@ -297,6 +496,13 @@ pub struct RunArgs {
     /// Do at most one iteration (a cron tick).
     #[arg(long)]
     pub once: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write orbit.1 and one page per subcommand (orbit-init.1, ...) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

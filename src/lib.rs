@@ -18,6 +18,7 @@ pub mod init;
 pub mod ledger;
 pub mod locate;
 pub mod logs;
+pub mod manual;
 pub mod ops;
 pub mod pins;
 pub mod progress;
@@ -55,13 +56,7 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
             clap_complete::generate(args.shell, &mut cmd, "orbit", &mut std::io::stdout());
             Ok(0)
         }
-        cli::Command::Man => {
-            let cmd = <cli::Cli as clap::CommandFactory>::command();
-            clap_mangen::Man::new(cmd)
-                .render(&mut std::io::stdout())
-                .map_err(|e| Error::io("cannot write the manual page", e))?;
-            Ok(0)
-        }
+        cli::Command::Man(args) => manual::run(&args),
     }
 }
 

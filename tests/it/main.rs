@@ -9,6 +9,7 @@ mod guards;
 mod init;
 mod layout;
 mod logs;
+mod manual;
 mod ops;
 mod recover;
 mod reliability;

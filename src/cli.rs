@@ -94,6 +94,11 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "orbit schedule --tmux",
                 "start the loop now in tmux, the agent's output in a second pane",
             ),
+            ("orbit schedule --list", "every orbit schedule of yours"),
+            (
+                "orbit schedule --remove",
+                "this loop's schedules, of every kind",
+            ),
         ],
     ),
     (
@@ -120,6 +125,10 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
             (
                 "orbit report .orbit/parser --output report.md",
                 "into a file",
+            ),
+            (
+                "orbit report --html --output report.html",
+                "one self-contained page with a timeline, a check grid and the spend",
             ),
         ],
     ),

@@ -850,6 +850,25 @@ fn tmux_start_then_orbit_stop_leaves_a_resumable_state_and_no_orphan() {
     );
     let out = orbit(&["stop"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("already stopped"));
+    // The session stays open with the loop's last words until the user closes it; starting
+    // the resumed loop again while it is there is refused, not reported as started.
+    assert_ok(&orbit(&["resume"]), "orbit resume");
+    let out = orbit(&["schedule", "--tmux"]);
+    assert_code(&out, 2, "a start while the last session is still open");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("already exists"), "{}", text(&out));
+    let session = said
+        .split_whitespace()
+        .find(|w| w.starts_with("orbit-test-goal-"))
+        .expect("the session's name")
+        .to_string();
+    let has = command("tmux")
+        .args(["has-session", "-t", &format!("={session}")])
+        .env("TMUX_TMPDIR", tmp.path())
+        .env_remove("TMUX")
+        .status()
+        .unwrap();
+    assert!(has.success(), "the ended loop's session is still open");
 }
 
 /// `orbit stop` on an idle loop holds it: every run (a cron tick) exits 18 at once and

@@ -254,18 +254,6 @@ fn last_message(log: &Path) -> String {
     }
 }
 
-/// A directory as one shell word, for commands to paste.
-fn shell_word(s: &str) -> String {
-    let safe = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._/-+=:@,%".contains(c));
-    if safe {
-        s.to_string()
-    } else {
-        crate::shell::quote(&s.replace('\0', "")).unwrap_or_default()
-    }
-}
-
 /// The next command for a loop, and why: the fix of the audit's worst finding when it is
 /// P0 or P1 (a P2 is a note, not the next step), else what the verdict and stop reason ask.
 pub fn next_step(audit: &LoopReport, state: &State, shown: &str) -> (String, String) {
@@ -280,7 +268,7 @@ pub fn next_step(audit: &LoopReport, state: &State, shown: &str) -> (String, Str
             format!("{} {}: {}", f.severity, f.class, f.message),
         );
     }
-    let d = shell_word(shown);
+    let d = crate::shell::paste_word(shown);
     let edit = |setting: &str| {
         format!(
             "raise {setting} in {d}/loop.toml, then: orbit init --force --dir {d} && orbit run {d}"
@@ -300,7 +288,7 @@ pub fn next_step(audit: &LoopReport, state: &State, shown: &str) -> (String, Str
                 (o, b) => format!("{o}..{b}"),
             };
             (
-                format!("git log --stat {}", shell_word(&range)),
+                format!("git log --stat {}", crate::shell::paste_word(&range)),
                 "verified DONE: review the loop's commits".into(),
             )
         }

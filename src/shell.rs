@@ -51,6 +51,19 @@ pub fn quote_words<S: AsRef<str>>(words: &[S]) -> Result<String> {
     Ok(quoted?.join(" "))
 }
 
+/// `s` as it can be pasted into a shell in a command orbit prints: as it is when it holds
+/// only safe characters, else quoted (a NUL, which no path holds, is dropped).
+pub fn paste_word(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._/-+=:@,%".contains(c));
+    if safe {
+        s.to_string()
+    } else {
+        quote(&s.replace('\0', "")).unwrap_or_default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,6 +73,14 @@ mod tests {
         assert_eq!(quote("cargo test").unwrap(), "'cargo test'");
         assert_eq!(quote("").unwrap(), "''");
         assert_eq!(quote("-rf").unwrap(), "'-rf'");
+    }
+
+    #[test]
+    fn fix_commands_name_a_directory_as_one_word() {
+        assert_eq!(paste_word(".orbit/fix-parser"), ".orbit/fix-parser");
+        assert_eq!(paste_word("my loops/a b"), "'my loops/a b'");
+        assert_eq!(paste_word("x$(touch y)"), "$'x$(touch y)'");
+        assert_eq!(paste_word(""), "''");
     }
 
     #[test]

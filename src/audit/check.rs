@@ -94,7 +94,7 @@ impl Checkpoint {
 /// Audits one loop directory. `name` is how reports and fix commands name it.
 pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     // Fix commands name the directory as one shell word.
-    let shown = shell_word(name);
+    let shown = crate::shell::paste_word(name);
     let mut a = Audit {
         dir,
         shown: &shown,
@@ -1240,20 +1240,6 @@ fn toml_line(text: &str, key: &str) -> usize {
         .map_or(1, |i| i + 1)
 }
 
-/// `s` as it can be pasted into a shell: as it is when it holds only safe characters, else
-/// quoted.
-fn shell_word(s: &str) -> String {
-    let safe = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._/-+=:@,%".contains(c));
-    if safe {
-        s.to_string()
-    } else {
-        // A path holds no NUL, so quoting cannot fail.
-        crate::shell::quote(&s.replace('\0', "")).unwrap_or_default()
-    }
-}
-
 /// A runner.log failure for a message: without its parenthetical details (a PATH, a file
 /// list) and at most 160 characters.
 fn failure_text(message: &str) -> String {
@@ -1273,14 +1259,6 @@ fn pin_class(reason: StopReason) -> FindingClass {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fix_commands_name_the_directory_as_one_word() {
-        assert_eq!(shell_word(".orbit/fix-parser"), ".orbit/fix-parser");
-        assert_eq!(shell_word("my loops/a b"), "'my loops/a b'");
-        assert_eq!(shell_word("x$(touch y)"), "$'x$(touch y)'");
-        assert_eq!(shell_word(""), "''");
-    }
 
     #[test]
     fn toml_lines() {

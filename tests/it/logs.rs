@@ -263,22 +263,11 @@ fn tmux_shows_the_agents_output_live_beside_the_runner() {
     );
     repo.init_loop(&agent, &["test -f never-there"], &["--max-iterations", "1"]);
     // A private tmux server, gone however the test ends.
-    let tmp = tempfile::tempdir().unwrap();
-    struct Server(std::path::PathBuf);
-    impl Drop for Server {
-        fn drop(&mut self) {
-            let _ = command("tmux")
-                .env("TMUX_TMPDIR", &self.0)
-                .arg("kill-server")
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-    let _server = Server(tmp.path().to_path_buf());
+    let server = crate::support::TmuxServer::new();
     let tmux = |args: &[&str]| {
         let mut cmd = command("tmux");
         cmd.args(args)
-            .env("TMUX_TMPDIR", tmp.path())
+            .env("TMUX_TMPDIR", server.tmpdir())
             .env_remove("TMUX");
         crate::support::run_bounded(cmd, Duration::from_secs(30))
     };
@@ -286,7 +275,7 @@ fn tmux_shows_the_agents_output_live_beside_the_runner() {
     cmd.args(["schedule", "--tmux"])
         .current_dir(repo.path())
         .env("PATH", repo.path_env())
-        .env("TMUX_TMPDIR", tmp.path())
+        .env("TMUX_TMPDIR", server.tmpdir())
         .env_remove("TMUX");
     let out = crate::support::run_bounded(cmd, Duration::from_secs(60));
     assert_ok(&out, "schedule --tmux");

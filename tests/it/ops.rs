@@ -4,7 +4,6 @@
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -784,24 +783,13 @@ fn tmux_start_then_orbit_stop_leaves_a_resumable_state_and_no_orphan() {
     );
     let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
     // A private tmux server, gone however the test ends.
-    let tmp = tempfile::tempdir().unwrap();
-    struct Server(std::path::PathBuf);
-    impl Drop for Server {
-        fn drop(&mut self) {
-            let _ = command("tmux")
-                .env("TMUX_TMPDIR", &self.0)
-                .arg("kill-server")
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-    let _server = Server(tmp.path().to_path_buf());
+    let server = crate::support::TmuxServer::new();
     let orbit = |args: &[&str]| {
         let mut cmd = command(crate::support::orbit_bin());
         cmd.args(args)
             .current_dir(repo.path())
             .env("PATH", repo.path_env())
-            .env("TMUX_TMPDIR", tmp.path())
+            .env("TMUX_TMPDIR", server.tmpdir())
             .env_remove("TMUX");
         run_bounded(cmd, Duration::from_secs(120))
     };
@@ -864,7 +852,7 @@ fn tmux_start_then_orbit_stop_leaves_a_resumable_state_and_no_orphan() {
         .to_string();
     let has = command("tmux")
         .args(["has-session", "-t", &format!("={session}")])
-        .env("TMUX_TMPDIR", tmp.path())
+        .env("TMUX_TMPDIR", server.tmpdir())
         .env_remove("TMUX")
         .status()
         .unwrap();

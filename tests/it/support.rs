@@ -53,6 +53,35 @@ pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     cmd
 }
 
+/// A private tmux server for one test (its sockets in a directory of its own, `TMUX_TMPDIR`),
+/// killed however the test ends.
+pub struct TmuxServer {
+    pub dir: TempDir,
+}
+
+impl TmuxServer {
+    pub fn new() -> TmuxServer {
+        TmuxServer {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// The value of `TMUX_TMPDIR` that reaches this server.
+    pub fn tmpdir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for TmuxServer {
+    fn drop(&mut self) {
+        let _ = command("tmux")
+            .env("TMUX_TMPDIR", self.dir.path())
+            .arg("kill-server")
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 pub fn orbit_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_orbit"))
 }

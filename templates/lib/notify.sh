@@ -124,23 +124,25 @@ notify_secrets_read() {
   done <"$file"
 }
 
+# notify_add_words KIND TEXT LABEL: one channel of KIND per blank-separated word of TEXT,
+# each named "LABEL word N" in what is logged (never the word itself).
+notify_add_words() {
+  local kind=$1 label=$3 word i=0
+  local -a words=()
+  read -r -a words <<<"$2" || true
+  for word in "${words[@]}"; do
+    i=$((i + 1))
+    notify_add "$kind" "$word" "$label word $i"
+  done
+}
+
 # notify_channels_load DIR: every webhook and ntfy target, from loop.toml's settings (the
 # words of NOTIFY_WEBHOOK and NOTIFY_NTFY), the variable NOTIFY_WEBHOOK_ENV names, and
 # DIR/notify.secrets.
 notify_channels_load() {
-  local dir=$1 word name i=0
-  local -a words=()
-  read -r -a words <<<"${NOTIFY_WEBHOOK:-}" || true
-  for word in "${words[@]}"; do
-    i=$((i + 1))
-    notify_add webhook "$word" "NOTIFY_WEBHOOK word $i"
-  done
-  i=0
-  read -r -a words <<<"${NOTIFY_NTFY:-}" || true
-  for word in "${words[@]}"; do
-    i=$((i + 1))
-    notify_add ntfy "$word" "NOTIFY_NTFY word $i"
-  done
+  local dir=$1 name
+  notify_add_words webhook "${NOTIFY_WEBHOOK:-}" NOTIFY_WEBHOOK
+  notify_add_words ntfy "${NOTIFY_NTFY:-}" NOTIFY_NTFY
   name=${NOTIFY_WEBHOOK_ENV:-}
   if [[ -n $name ]]; then
     if [[ ! $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
@@ -148,12 +150,7 @@ notify_channels_load() {
     elif [[ -z ${!name:-} ]]; then
       orbit_log "notify: \$$name (notify-webhook-env) is not set in this environment: its webhook stays off"
     else
-      i=0
-      read -r -a words <<<"${!name}" || true
-      for word in "${words[@]}"; do
-        i=$((i + 1))
-        notify_add webhook "$word" "\$$name word $i"
-      done
+      notify_add_words webhook "${!name}" "\$$name"
     fi
   fi
   notify_secrets_read "$dir/notify.secrets"

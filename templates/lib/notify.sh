@@ -6,6 +6,8 @@
 NOTIFY_WEBHOOKS=()
 NOTIFY_NTFYS=()
 NOTIFY_JOBS=()
+# curl's own exit status for "operation timed out" (-m): the same outcome as our bound firing.
+NOTIFY_CURL_TIMED_OUT=28
 
 # notify_channel NAME INFILE CMD...: run one channel under the notify timeout, stdin from
 # INFILE (removed afterwards); log its outcome.
@@ -14,7 +16,8 @@ notify_channel() {
   shift 2
   out=$(mktemp "${TMPDIR:-/tmp}/orbit-notify.XXXXXX")
   orbit_run_bounded "$NOTIFY_TIMEOUT_S" 2 "$infile" "$out" "$@"
-  if ((ORBIT_TIMED_OUT)); then
+  # curl's -m and our bound are the same length: whichever fires first, it timed out.
+  if ((ORBIT_TIMED_OUT)) || [[ $1 == curl && $ORBIT_RC == "$NOTIFY_CURL_TIMED_OUT" ]]; then
     orbit_log "notify: channel $name timed out after ${NOTIFY_TIMEOUT_S}s"
   elif ((ORBIT_RC != 0)); then
     orbit_log "notify: channel $name failed (exit $ORBIT_RC): $(head -c 300 -- "$out" | tr '\n' ' ')"

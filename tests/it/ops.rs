@@ -503,6 +503,31 @@ fn a_hanging_webhook_is_waited_for_once_at_exit_never_per_event() {
 }
 
 #[test]
+fn curl_giving_up_at_its_own_timeout_is_reported_as_a_timeout() {
+    // curl's -m and the runner's bound are the same length, so on a busy machine curl may
+    // give up first (exit 28): the user reads "timed out" either way, never "failed (exit 28)".
+    let repo = Repo::new();
+    repo.agent(
+        "curl",
+        "cat >/dev/null\necho 'curl: (28) Operation timed out' >&2\nexit 28",
+    );
+    let agent = crate::support::counting_agent(&repo, 1);
+    let dir = repo.init_loop(
+        &agent,
+        &[&crate::support::count_check(1)],
+        &["--notify", "webhook:http://127.0.0.1:9/hook"],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE");
+    let notify_log = fs::read_to_string(dir.join("notify.log")).unwrap();
+    assert!(
+        notify_log.contains("channel webhook 1 timed out after 10s"),
+        "{notify_log}"
+    );
+    assert!(!notify_log.contains("failed (exit 28)"), "{notify_log}");
+}
+
+#[test]
 fn notify_flags_are_checked() {
     let repo = Repo::new();
     for bad in ["pager", "webhook:ftp://x", "ntfy:", "cmd:"] {

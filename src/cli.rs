@@ -23,6 +23,10 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "orbit init --force --dir .orbit/parser",
                 "re-render the scripts after editing loop.toml, keeping the state",
             ),
+            (
+                "orbit init \"Fix the flaky login test\" --verify 'npm test' --workspace ../login-loop",
+                "put the loop's git worktree beside the repository instead of under .orbit/.workspaces",
+            ),
         ],
     ),
     (
@@ -494,6 +498,11 @@ pub struct InitArgs {
     /// Re-render the scripts of an existing loop from its loop.toml, keeping its state.
     #[arg(long)]
     pub force: bool,
+
+    /// Where the loop's git worktree (its workspace) goes [default:
+    /// .orbit/.workspaces/<name>]; outside the loop directory. Created at the first run.
+    #[arg(long, value_name = "PATH")]
+    pub workspace: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

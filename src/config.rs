@@ -78,6 +78,9 @@ pub struct LoopConfig {
     #[serde(deserialize_with = "string_or_list")]
     pub notify_ntfy: Vec<String>,
     pub notify_timeout: String,
+    /// The loop's workspace, a git worktree on `orbit/<name>`: relative to the repository
+    /// root, or absolute. Empty means the default, `.orbit/.workspaces/<name>`.
+    pub workspace: String,
 }
 
 /// A list of strings, or one string as a list of one ("" as none): how a setting that
@@ -141,6 +144,7 @@ impl Default for LoopConfig {
             notify_webhook_env: String::new(),
             notify_ntfy: Vec::new(),
             notify_timeout: "10s".into(),
+            workspace: String::new(),
         }
     }
 }
@@ -201,6 +205,15 @@ pub fn is_ntfy_target(t: &str) -> bool {
         || (!t.is_empty()
             && t.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+}
+
+/// A path without control characters and without `.` or `..` segments (so that "inside"
+/// and "outside" mean what they say), at most [`crate::contract::MAX_PATH_LEN`] bytes.
+pub fn is_plain_path(p: &str) -> bool {
+    !p.is_empty()
+        && p.len() <= crate::contract::MAX_PATH_LEN
+        && !p.chars().any(char::is_control)
+        && p.split('/').all(|seg| seg != "." && seg != "..")
 }
 
 /// A portable environment variable name.
@@ -271,6 +284,12 @@ impl LoopConfig {
                 self.notify_webhook_env.escape_debug()
             )));
         }
+        if !self.workspace.is_empty() && !is_plain_path(&self.workspace) {
+            return Err(Error::Usage(format!(
+                "workspace = '{}': give a plain path (no control character, no . or .. segment), relative to the repository root or absolute",
+                self.workspace.escape_debug()
+            )));
+        }
         for (i, check) in self.verify.iter().enumerate() {
             if check.trim().is_empty() || check.contains('\0') {
                 return Err(Error::Usage(format!(
@@ -290,8 +309,9 @@ impl LoopConfig {
         let body = toml::to_string(self).expect("LoopConfig always serializes");
         format!(
             "# orbit loop settings. Edit, then run `orbit init --force --dir <this directory>`\n\
-             # to re-render the scripts. Each key can be overridden at run time by an\n\
-             # environment variable of the same name in SCREAMING_SNAKE_CASE.\n\n{body}"
+             # to re-render the scripts. Each setting can be overridden at run time by an\n\
+             # environment variable of the same name in SCREAMING_SNAKE_CASE (not the\n\
+             # loop's identity: name, engine, argv, checks, protect globs, workspace).\n\n{body}"
         )
     }
 
@@ -326,13 +346,14 @@ mod tests {
     }
 
     /// The loop.toml keys that are not settings of the runner: what the loop is and does.
-    const IDENTITY_KEYS: [&str; 6] = [
+    const IDENTITY_KEYS: [&str; 7] = [
         "contract-version",
         "name",
         "engine",
         "argv",
         "verify",
         "protect",
+        "workspace",
     ];
 
     #[test]

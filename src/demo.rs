@@ -122,6 +122,7 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         pass_k: Some(2),
         notify: Vec::new(),
         force: false,
+        workspace: None,
     };
     let outcome = crate::init::init(&init);
     std::env::set_current_dir(&here)
@@ -160,7 +161,11 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         loop_dir.display()
     );
     println!(
-        "            git -C {} log --oneline orbit/calc",
+        "  the work: {}/.orbit/.workspaces/calc   (the loop's own git worktree; the project's checkout was never touched)",
+        repo.display()
+    );
+    println!(
+        "            git -C {}/.orbit/.workspaces/calc log --oneline",
         repo.display()
     );
     Ok(u8::try_from(code).unwrap_or(1))

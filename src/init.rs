@@ -170,6 +170,51 @@ fn resolve_dir(cwd: &Path, repo: &Path, dir: &Path) -> Result<(PathBuf, String)>
     Ok((real, rel_text))
 }
 
+/// The default workspace of a loop, relative to the repository root: beside the loop
+/// directories, never inside one (a loop name never starts with '.').
+pub fn default_workspace(name: &str) -> String {
+    format!(".orbit/.workspaces/{name}")
+}
+
+/// The workspace as loop.toml records it: `--workspace` (relative to the current directory)
+/// or the default, repository-relative when it is inside the repository. Refused inside the
+/// loop directory, around it, or at the repository root.
+fn resolve_workspace(
+    cwd: &Path,
+    repo: &Path,
+    dir: &Path,
+    given: Option<&Path>,
+    name: &str,
+) -> Result<String> {
+    let abs = match given {
+        Some(p) => absolutize(cwd, p)?,
+        None => repo.join(default_workspace(name)),
+    };
+    let shown = abs.display().to_string();
+    if abs.starts_with(dir) {
+        return Err(Error::Usage(format!(
+            "--workspace {shown} is inside the loop directory {}: the agent's workspace and the loop's control files must stay apart; choose a path outside it",
+            dir.display()
+        )));
+    }
+    if dir.starts_with(&abs) {
+        return Err(Error::Usage(format!(
+            "--workspace {shown} holds the loop directory {}: choose a path that does not contain it",
+            dir.display()
+        )));
+    }
+    let text = match abs.strip_prefix(repo) {
+        Ok(rel) => rel.to_string_lossy().into_owned(),
+        Err(_) => shown.clone(),
+    };
+    if !crate::config::is_plain_path(&text) {
+        return Err(Error::Usage(format!(
+            "--workspace {shown}: give a plain path without control characters"
+        )));
+    }
+    Ok(text)
+}
+
 fn loop_name_of(rel: &str) -> String {
     let last = rel.rsplit('/').next().unwrap_or(rel);
     goal::slugify(last, 40).unwrap_or_else(|| "loop".into())
@@ -396,11 +441,16 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
     } else {
         goal.slug()
     };
-    let (cfg, secrets) = config_from_args(args, &repo, name)?;
+    let (mut cfg, secrets) = config_from_args(args, &repo, name)?;
+    cfg.workspace = resolve_workspace(&cwd, &repo, &dir, args.workspace.as_deref(), &cfg.name)?;
     let view = View::new(&cfg, &goal, &rel);
     let files = render::render_all(&view)?;
     write_new_loop(&dir, &cfg, &secrets, &files)?;
     println!("orbit: loop rendered in {rel}");
+    println!(
+        "  work:   git worktree {} on branch orbit/{} (created at the first run; your checkout is never touched)",
+        cfg.workspace, cfg.name
+    );
     println!("  engine: {} ({})", cfg.engine.name(), cfg.argv.join(" "));
     println!("  checks: {}", cfg.verify.len());
     println!(
@@ -534,6 +584,7 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
         || args.loop_timeout.is_some()
         || args.usd_cap.is_some()
         || args.pass_k.is_some()
+        || args.workspace.is_some()
         || !args.notify.is_empty();
     if given_settings {
         return Err(Error::Usage(

@@ -157,6 +157,8 @@ pub struct View {
     pub loop_rel: String,
     pub goal_title: String,
     pub goal_text: String,
+    /// The workspace as loop.toml gives it (empty: the runner's default).
+    pub workspace: String,
     pub s: SettingsView,
 }
 
@@ -216,6 +218,7 @@ impl View {
             loop_rel: loop_rel.to_string(),
             goal_title: goal.title(),
             goal_text: goal.as_str().to_string(),
+            workspace: cfg.workspace.clone(),
             s: SettingsView {
                 max_iterations: cfg.max_iterations.to_string(),
                 exec_timeout: cfg.exec_timeout.clone(),

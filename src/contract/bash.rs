@@ -13,9 +13,9 @@ use std::sync::OnceLock;
 use super::settings::DURATION_MAX_SECS;
 use super::{
     AgentOutcome, CONTRACT_VERSION, CbState, CostKind, EventName, ExitCode, FaultPoint,
-    INIT_PINNED, MAX_HEX_DIGITS, MAX_REF_LEN, MAX_SEMVER_PART_DIGITS, MAX_UINT_DIGITS, NotifyEvent,
-    PERMISSION_FILES, Phase, RESULT_KEYS, SETTINGS, STATE_KEYS, SettingKind, Status, StopReason,
-    Verdict, VerifyOutcome,
+    INIT_PINNED, KEYS_SINCE, MAX_HEX_DIGITS, MAX_PATH_LEN, MAX_REF_LEN, MAX_SEMVER_PART_DIGITS,
+    MAX_UINT_DIGITS, NotifyEvent, PERMISSION_FILES, Phase, RESULT_KEYS, SETTINGS, STATE_KEYS,
+    SettingKind, Status, StopReason, Verdict, VerifyOutcome,
 };
 
 /// The first line of the prelude, by which tests find it in a rendered script.
@@ -186,6 +186,13 @@ fn render() -> String {
     );
     out.push_str("readonly ORBIT_RE_REF='^[A-Za-z0-9._/-]+$'\n");
     let _ = writeln!(out, "readonly ORBIT_REF_MAX={MAX_REF_LEN}");
+    let _ = writeln!(out, "readonly ORBIT_PATH_MAX={MAX_PATH_LEN}");
+    out.push_str("# Keys an older contract major did not have: KEY -> the major that added it.\n");
+    out.push_str("declare -A ORBIT_KEY_SINCE=(\n");
+    for (k, m) in KEYS_SINCE {
+        let _ = writeln!(out, "  [{}]={m}", plain(k));
+    }
+    out.push_str(")\n");
 
     out.push_str("# result.env: every key in order; the numeric ones.\n");
     array(

@@ -18,13 +18,31 @@ use serde::{Serialize, Serializer};
 pub use settings::{SETTINGS, Setting, SettingKind, setting};
 
 /// The version of `LOOP-CONTRACT.md` this build writes.
-pub const CONTRACT_VERSION: &str = "1.0.0";
+pub const CONTRACT_VERSION: &str = "2.0.0";
+
+/// State keys a loop written under an older major version of the contract does not have,
+/// with the major version that added each: such a state parses without them, and the
+/// runner then asks for `orbit recover --migrate` (contract 11).
+pub const KEYS_SINCE: &[(&str, u64)] = &[("WORKSPACE", 2)];
+
+/// The major version of a `MAJOR.MINOR.PATCH` contract version.
+pub fn major(version: &str) -> Option<u64> {
+    version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u64>().ok())
+}
+
+/// Whether `version` belongs to an older major version of the contract than this build's:
+/// such a loop must be moved by `orbit recover --migrate` before it runs.
+pub fn older_major(version: &str) -> bool {
+    matches!((major(version), major(CONTRACT_VERSION)), (Some(a), Some(b)) if a < b)
+}
 
 /// Whether `version` (`MAJOR.MINOR.PATCH`) belongs to a newer major version of the contract
 /// than this build's: such a loop is never run, repaired or rewritten by this build (it
 /// would be downgraded). The scripts' `state_newer_major` applies the same rule.
 pub fn newer_major(version: &str) -> bool {
-    let major = |v: &str| v.split('.').next().and_then(|m| m.parse::<u64>().ok());
     matches!((major(version), major(CONTRACT_VERSION)), (Some(a), Some(b)) if a > b)
 }
 
@@ -456,6 +474,8 @@ pub enum ValueType {
     StopReason,
     /// One of [`CbState`].
     CbState,
+    /// An absolute path (at most [`MAX_PATH_LEN`] bytes, no control character) or empty.
+    Path,
 }
 
 impl ValueType {
@@ -470,6 +490,7 @@ impl ValueType {
             ValueType::Status => "status",
             ValueType::StopReason => "stop_reason",
             ValueType::CbState => "cb_state",
+            ValueType::Path => "path",
         }
     }
 }
@@ -485,6 +506,9 @@ pub const MAX_HEX_DIGITS: usize = 64;
 
 /// The longest git ref name a state value may hold.
 pub const MAX_REF_LEN: usize = 200;
+
+/// The longest path a state value may hold.
+pub const MAX_PATH_LEN: usize = 4096;
 
 /// The state.env keys, written once (contract 4.1): `KEY field: RustType = ValueType, the
 /// value of a freshly rendered loop;` in the order the file lists them. `with_state_keys!(callback)` hands the list to a macro:
@@ -509,6 +533,7 @@ macro_rules! with_state_keys {
             CB_OPENED_AT cb_opened_at: u64 = Uint, 0;
             VERIFY_STREAK verify_streak: u64 = Uint, 0;
             RESUME_AT resume_at: u64 = Uint, 0;
+            WORKSPACE workspace: String = Path, String::new();
         }
     };
 }
@@ -561,6 +586,7 @@ impl ValueType {
             ValueType::Status => Status::parse(v).is_some(),
             ValueType::StopReason => StopReason::parse(v).is_some(),
             ValueType::CbState => CbState::parse(v).is_some(),
+            ValueType::Path => v.is_empty() || (v.starts_with('/') && v.len() <= MAX_PATH_LEN),
         }
     }
 }
@@ -680,9 +706,13 @@ mod tests {
     #[test]
     fn only_a_higher_major_is_newer() {
         assert!(newer_major("9.0.0"));
-        assert!(newer_major("2.0.0"));
+        assert!(newer_major("3.0.0"));
+        assert!(!newer_major("2.0.0"));
+        assert!(older_major("1.0.0"));
+        assert!(!older_major("2.1.0"));
         assert!(!newer_major(CONTRACT_VERSION));
         assert!(!newer_major("1.7.3"));
+        assert!(older_major("1.7.3"));
         assert!(!newer_major("0.9.0"));
     }
 

@@ -787,6 +787,7 @@ impl Planner<'_> {
             cb_opened_at: circuit.opened_at,
             verify_streak: old.map(|s| s.verify_streak).unwrap_or(0),
             resume_at: old.map(|s| s.resume_at).unwrap_or(0),
+            workspace: old.map(|s| s.workspace.clone()).unwrap_or_default(),
         })
     }
 

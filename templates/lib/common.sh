@@ -137,13 +137,20 @@ orbit_setting_v() {
   return 1
 }
 
-# orbit_permission_file PATH: status 0 when PATH (relative to the repository root, or a pin
-# path that reaches it through ../) is an agent permission file: past its leading ../ and ./
+# orbit_permission_file PATH: status 0 when PATH (relative to the workspace's root, a pin
+# path under the workspace WS, or a contract-1.0 pin path that reaches the repository
+# through ../) is an agent permission file: past its leading ../ and ./
 # segments, a match of one of ORBIT_PERMISSION_FILES at the repository root, the directory
 # exactly and the name by the glob. A deeper copy (docs/.claude/settings.json) is not one.
 # The rule of orbit's contract::is_permission_file.
 orbit_permission_file() {
   local p=$1 g
+  # A pin of contract 2.0 names a workspace file by its absolute path.
+  if [[ -n ${WS:-} && $p == "$WS"/* ]]; then
+    p=${p#"$WS"/}
+  elif [[ $p == /* ]]; then
+    return 1
+  fi
   while [[ $p == ../* ]]; do p=${p#../}; done
   while [[ $p == ./* ]]; do p=${p#./}; done
   [[ $p == */* ]] || return 1

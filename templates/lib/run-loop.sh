@@ -4,8 +4,14 @@
 
 ONCE=0
 LOOP_DIR=
+# The user's checkout (where the loop directory lives; never touched) and the loop's
+# workspace (its own git worktree on orbit/<name>: where the agent and the checks run and
+# the commits are made), with the agent's folder in it.
 REPO_ROOT=
 LOOP_REL=
+WS=
+AGENT_DIR=
+LOOP_BRANCH=
 RUN_COST_START=0
 CUR_ITER=0
 IN_ITERATION=0
@@ -79,7 +85,6 @@ locate() {
 
   REPO_ROOT=$(cd -P -- "$REPO_ROOT" && pwd -P)
   LOOP_REL=${LOOP_DIR#"$REPO_ROOT"/}
-  loop_up_set
   EV_FILE="$LOOP_DIR/events.jsonl"
   PG_FILE="$LOOP_DIR/progress.md"
 }
@@ -97,7 +102,10 @@ footer() {
   printf 'NEXUS_LOOP_STATUS: %s\nNEXUS_LOOP_SUMMARY: %s\n' "$status" "$summary" 2>/dev/null || true
 }
 
-git_q() { GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" "$@"; }
+# git in the workspace (the loop's own worktree); repo_git in the user's checkout, for what
+# only reads it (its HEAD at the first run, the repository's common directory).
+git_q() { GIT_OPTIONAL_LOCKS=0 git -C "$WS" "$@"; }
+repo_git() { GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" "$@"; }
 
 # ---- preflight: exit 2 with nothing run and nothing spent.
 preflight_fail() {
@@ -123,32 +131,15 @@ preflight() {
   # (status 1 without it).
   local -a git_facts=()
   rc=0
-  out=$(git_q rev-parse --is-inside-work-tree --absolute-git-dir --git-path hooks --git-common-dir --verify -q HEAD 2>/dev/null) || rc=$?
+  out=$(repo_git rev-parse --is-inside-work-tree --git-common-dir --verify -q HEAD 2>/dev/null) || rc=$?
   mapfile -t git_facts <<<"$out"
   [[ ${git_facts[0]} == true || ${git_facts[0]} == false ]] || preflight_fail "$REPO_ROOT is not a git work tree"
-  if ((rc != 0)) || [[ -z ${git_facts[4]-} ]]; then
+  if ((rc != 0)) || [[ -z ${git_facts[2]-} ]]; then
     preflight_fail "the repository has no commit yet: make one first (git commit --allow-empty -m init)"
   fi
-  gitdir=${git_facts[1]} hooks=${git_facts[2]} GIT_COMMON_ABS=${git_facts[3]}
+  GIT_COMMON_ABS=${git_facts[1]}
   [[ $GIT_COMMON_ABS == /* ]] || GIT_COMMON_ABS=$REPO_ROOT/$GIT_COMMON_ABS
-  GIT_DIR_ABS=$gitdir
-  # Commits go through the porcelain only when it has work to do there: a commit hook to
-  # run or a signature to make. Otherwise plumbing does the same commit without a rescan.
-  [[ $hooks == /* ]] || hooks=$REPO_ROOT/$hooks
-  COMMIT_PLUMBING=1
-  for f in pre-commit prepare-commit-msg commit-msg post-commit; do
-    if [[ -x $hooks/$f ]]; then
-      COMMIT_PLUMBING=0
-    fi
-  done
-  if [[ $(git_q config --bool --get commit.gpgsign 2>/dev/null || true) == true ]]; then
-    COMMIT_PLUMBING=0
-  fi
-  for f in rebase-merge rebase-apply MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG; do
-    if [[ -e $gitdir/$f ]]; then
-      preflight_fail "a git operation is in progress ($f): finish or abort it first"
-    fi
-  done
+  GIT_COMMON_ABS=$(cd -P -- "$GIT_COMMON_ABS" && pwd -P)
   # df's second line, fourth field: the kilobytes available.
   avail=$(df -Pk -- "$LOOP_DIR" 2>/dev/null || true)
   avail=${avail#*$'\n'}
@@ -162,6 +153,207 @@ preflight() {
   for f in state.env state.env.sha256 pins.sha256 progress.md goal.md verify.sh prompt.md; do
     [[ -f $LOOP_DIR/$f ]] || preflight_fail "$f is missing from $LOOP_DIR: run orbit recover (or orbit init --force for scripts)"
   done
+}
+
+# ---- the workspace (contract 1, 3): the loop's own git worktree on orbit/<name>, outside
+# ---- the loop directory. The user's checkout, its HEAD, index and other branches are never
+# ---- touched: the agent works, the checks run and the commits land in the workspace only.
+
+# workspace_path_v: REPLY is the workspace's absolute path: the state's once the loop ran,
+# else loop.toml's `workspace` (relative to the repository root), else the default
+# .orbit/.workspaces/<name>. Refused when it is inside the loop directory or holds it.
+workspace_path_v() {
+  local p=${S[WORKSPACE]:-}
+  if [[ -z $p ]]; then
+    p=${WORKSPACE_SETTING:-.orbit/.workspaces/$LOOP_NAME}
+    [[ $p == /* ]] || p=$REPO_ROOT/$p
+  fi
+  # Without . and .. segments, so that the containment tests below mean what they say.
+  if [[ /$p/ == */./* || /$p/ == */../* ]]; then
+    preflight_fail "the workspace path $p has a . or .. segment: give it plainly in loop.toml (workspace = ...)"
+  fi
+  p=${p%/}
+  if [[ $p == "$LOOP_DIR" || $p == "$LOOP_DIR"/* ]]; then
+    preflight_fail "the workspace $p is inside the loop directory: set workspace in loop.toml to a path outside it"
+  fi
+  if [[ $LOOP_DIR == "$p"/* ]]; then
+    preflight_fail "the loop directory is inside the workspace $p: set workspace in loop.toml to a path outside it"
+  fi
+  REPLY=$p
+}
+
+# workspace_git_facts: the workspace's git directory (its HEAD, index and in-progress
+# operations), whether commits need the porcelain (a hook to run, a signature to make), and
+# no rebase or merge left half-done in it.
+workspace_git_facts() {
+  local out f hooks
+  local -a facts=()
+  out=$(git_q rev-parse --absolute-git-dir --git-path hooks 2>/dev/null) ||
+    preflight_fail "the workspace $WS is not a git worktree: run orbit recover to recreate it"
+  mapfile -t facts <<<"$out"
+  GIT_DIR_ABS=${facts[0]} hooks=${facts[1]-}
+  [[ $hooks == /* ]] || hooks=$WS/$hooks
+  # Commits go through the porcelain only when it has work to do there: a commit hook to
+  # run or a signature to make. Otherwise plumbing does the same commit without a rescan.
+  COMMIT_PLUMBING=1
+  for f in pre-commit prepare-commit-msg commit-msg post-commit; do
+    if [[ -x $hooks/$f ]]; then
+      COMMIT_PLUMBING=0
+    fi
+  done
+  if [[ $(git_q config --bool --get commit.gpgsign 2>/dev/null || true) == true ]]; then
+    COMMIT_PLUMBING=0
+  fi
+  for f in rebase-merge rebase-apply MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG; do
+    if [[ -e $GIT_DIR_ABS/$f ]]; then
+      preflight_fail "a git operation is in progress in the workspace $WS ($f): finish or abort it there first"
+    fi
+  done
+}
+
+# workspace_exclude: the agent's folder (and a workspace kept inside the user's checkout)
+# is never part of anyone's tree: one line each in the repository's info/exclude, which
+# every worktree reads. Added once, never duplicated.
+workspace_exclude() {
+  local ex="$GIT_COMMON_ABS/info/exclude" line want have=$'\n'
+  local -a wants=('/.orbit-agent/')
+  if [[ $WS == "$REPO_ROOT"/* ]]; then
+    wants+=("/${WS#"$REPO_ROOT"/}/")
+  fi
+  if [[ -f $ex ]]; then
+    while IFS= read -r line || [[ -n $line ]]; do have+="$line"$'\n'; done <"$ex"
+  fi
+  for want in "${wants[@]}"; do
+    if [[ $have != *$'\n'"$want"$'\n'* ]]; then
+      mkdir -p -- "${ex%/*}"
+      if [[ -s $ex && $(tail -c 1 -- "$ex") != '' ]]; then printf '\n' >>"$ex"; fi
+      printf '%s\n' "$want" >>"$ex" ||
+        preflight_fail "cannot write $ex (to keep the agent's folder out of every commit)"
+      have+="$want"$'\n'
+    fi
+  done
+}
+
+# workspace_add COMMIT_OR_BRANCH: a new worktree at WS on LOOP_BRANCH, locked against
+# `git worktree prune` while the loop exists.
+workspace_add() {
+  mkdir -p -- "${WS%/*}"
+  repo_git worktree prune 2>>"$ORBIT_LOG_FILE" || true
+  if repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" >/dev/null; then
+    repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -- "$WS" "$LOOP_BRANCH" >>"$ORBIT_LOG_FILE" 2>&1
+  else
+    repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -b "$LOOP_BRANCH" -- "$WS" "$1" >>"$ORBIT_LOG_FILE" 2>&1
+  fi
+}
+
+# workspace_ensure: at every start after the first, the workspace is there, a worktree of
+# this repository, on the loop branch. One deleted by hand is recreated from the branch (the
+# loop goes on, and the journal says so); a loop branch moved by hand (its recorded head is
+# no longer in its history) stops the run rather than be committed over.
+workspace_ensure() {
+  local head want cur
+  if [[ ! -e $WS/.git ]]; then
+    if [[ -e $WS && -n $(ls -A -- "$WS" 2>/dev/null) ]]; then
+      preflight_fail "the workspace $WS exists but is not a git worktree: move it away, then rerun (the loop recreates it from $LOOP_BRANCH)"
+    fi
+    repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" >/dev/null ||
+      preflight_fail "the workspace $WS and the loop branch $LOOP_BRANCH are both gone: run orbit recover"
+    rmdir -- "$WS" 2>/dev/null || true
+    workspace_add "$LOOP_BRANCH" ||
+      preflight_fail "cannot recreate the workspace $WS from $LOOP_BRANCH (see runner.log)"
+    orbit_log "the workspace $WS was missing: recreated from $LOOP_BRANCH"
+    orbit_event workspace_recreated "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH"
+  fi
+  workspace_git_facts
+  cur=$(git_q symbolic-ref -q HEAD 2>/dev/null || true)
+  if [[ $cur != "refs/heads/$LOOP_BRANCH" ]]; then
+    workspace_head_restore "start"
+  fi
+  if [[ -f $LOOP_DIR/.branch-head ]]; then
+    want=$(<"$LOOP_DIR/.branch-head")
+    head=$(git_q rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)
+    if [[ -n $want && $head != "$want" ]] && ! git_q merge-base --is-ancestor "$want" "$head" 2>/dev/null; then
+      footer "$STATUS_CONTINUE" "the loop branch $LOOP_BRANCH was moved by hand: run orbit audit, then orbit recover"
+      orbit_log "error: the loop branch $LOOP_BRANCH was moved by hand: it was at ${want:0:12}, it is at ${head:0:12}, which does not contain it. To go on from where it is now, run 'orbit recover $LOOP_DIR'; to undo the move, 'git branch -f $LOOP_BRANCH $want'"
+      orbit_event branch_moved "${S[NEXT_ITERATION]}" expected "$want" actual "$head"
+      notify_stop_early "$NOTIFY_EVENT_PREFLIGHT_FAILED" "the loop branch $LOOP_BRANCH was moved by hand"
+      lock_release
+      exit "$EXIT_PREFLIGHT"
+    fi
+  fi
+}
+
+# workspace_head_restore WHEN: the workspace's HEAD names the loop branch again (an agent
+# that checked out another branch or detached HEAD never makes the loop commit there). The
+# work tree is left as it is: whatever it holds is the agent's change, judged as such.
+workspace_head_restore() {
+  local cur
+  cur=$(git_q symbolic-ref -q --short HEAD 2>/dev/null || git_q rev-parse --short HEAD 2>/dev/null || true)
+  orbit_log "the workspace's HEAD is on '${cur:-?}', not the loop branch $LOOP_BRANCH ($1): pointing it back (the work tree is kept)"
+  orbit_event workspace_head_moved "$CUR_ITER" when "$1" found "${cur:-?}"
+  git_q symbolic-ref -m "orbit: back to the loop branch" HEAD "refs/heads/$LOOP_BRANCH" 2>>"$ORBIT_LOG_FILE" ||
+    orbit_die "$EXIT_PREFLIGHT" "cannot point the workspace's HEAD back to $LOOP_BRANCH"
+  LAST_COMMIT_ID=
+}
+
+# branch_head_record: the loop branch's head, kept to tell a move by hand from the loop's
+# own commits (and the agent's, which only add to it).
+branch_head_record() {
+  local head
+  head=$(git_q rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)
+  if [[ -n $head ]]; then
+    orbit_write_file "$LOOP_DIR/.branch-head" "$head"$'\n' || orbit_die "$EXIT_STATE_CORRUPT" "cannot write $LOOP_DIR/.branch-head"
+  fi
+}
+
+# ---- the agent's folder: .orbit-agent/ in the workspace, rebuilt before every agent run
+# ---- from the loop directory's copies (what the agent writes there changes nothing of
+# ---- the loop's), read back after it: notes.md, the claim, the cost. Only regular files
+# ---- are read back, and at most a bounded size.
+AGENT_NOTES_MAX=1048576
+agent_dir_fill() {
+  local prompt=$1 fb=$2 d
+  rm -rf -- "$AGENT_DIR"
+  mkdir -- "$AGENT_DIR"
+  cp -- "$LOOP_DIR/goal.md" "$AGENT_DIR/goal.md"
+  cp -- "$PG_FILE" "$AGENT_DIR/progress.md"
+  if [[ -f $LOOP_DIR/notes.md && ! -L $LOOP_DIR/notes.md ]]; then
+    cp -- "$LOOP_DIR/notes.md" "$AGENT_DIR/notes.md"
+  else
+    : >"$AGENT_DIR/notes.md"
+  fi
+  cp -- "$LOOP_DIR/verify.sh" "$AGENT_DIR/verify.sh"
+  cp -- "$prompt" "$AGENT_DIR/prompt.md"
+  if [[ -n $fb && -f $fb ]]; then
+    cp -- "$fb" "$AGENT_DIR/feedback.json"
+    d=${fb%/*}
+    if [[ -f $d/input-feedback.txt ]]; then
+      cp -- "$d/input-feedback.txt" "$AGENT_DIR/feedback.txt"
+    fi
+    if [[ -f $d/input-verify.log ]]; then
+      cp -- "$d/input-verify.log" "$AGENT_DIR/last-verify.log"
+    fi
+  fi
+}
+
+# agent_file_take NAME DEST: moves the agent's NAME out of its folder into DEST when it is a
+# regular file (never a symlink), cut to AGENT_NOTES_MAX bytes; status 1 when there is none.
+agent_file_take() {
+  local src="$AGENT_DIR/$1"
+  [[ -f $src && ! -L $src ]] || return 1
+  head -c "$AGENT_NOTES_MAX" -- "$src" >"$2.tmp.$$" && mv -f -- "$2.tmp.$$" "$2"
+  rm -f -- "$src"
+}
+
+# agent_dir_collect COSTFILE: after an agent run, its notes back into the loop directory
+# and its cost into the iteration's record.
+agent_dir_collect() {
+  local cfile=$1
+  if [[ -f $AGENT_DIR/notes.md && ! -L $AGENT_DIR/notes.md ]]; then
+    head -c "$AGENT_NOTES_MAX" -- "$AGENT_DIR/notes.md" >"$LOOP_DIR/.notes.md.tmp.$$" &&
+      mv -f -- "$LOOP_DIR/.notes.md.tmp.$$" "$LOOP_DIR/notes.md"
+  fi
+  agent_file_take cost "$cfile" || true
 }
 
 # ---- lock: flock on a descriptor held for the runner's life; a mkdir lock without flock.
@@ -262,6 +454,16 @@ load_state() {
     footer "$STATUS_CONTINUE" "$STATE_ERR"
     orbit_log "error: $STATE_ERR: run this loop with the orbit that wrote it (nothing was changed)"
     notify_stop_early "$NOTIFY_EVENT_STATE_CORRUPT" "$STATE_ERR"
+    lock_release
+    exit "$EXIT_STATE_CORRUPT"
+  fi
+  if ((rc == STATE_LOAD_OLDER)); then
+    footer "$STATUS_CONTINUE" "$STATE_ERR: run orbit recover --migrate"
+    orbit_log "error: $STATE_ERR: run 'orbit recover --migrate $LOOP_DIR' (or bash $LOOP_DIR/recover.sh --migrate) to move it to a workspace; nothing was changed"
+    if [[ $ENGINE == custom ]]; then
+      orbit_log "note: a custom agent written for contract 1.0 wrote \$ORBIT_LOOP_DIR/done.md; under 2.0 it writes \$ORBIT_AGENT_DIR/done.md (in the workspace)"
+    fi
+    notify_stop_early "$NOTIFY_EVENT_STATE_CORRUPT" "$STATE_ERR: run orbit recover --migrate"
     lock_release
     exit "$EXIT_STATE_CORRUPT"
   fi
@@ -432,8 +634,12 @@ pins_check() {
       PIN_BAD=$path
       want=$(grep -F -- "  $path" "$LOOP_DIR/pins.sha256" | head -n 1)
       PIN_WANT=${want%%  *}
-      if [[ -f $LOOP_DIR/$path ]]; then
-        orbit_sha256_file_v "$LOOP_DIR/$path"
+      local file=$LOOP_DIR/$path
+      if [[ $path == /* ]]; then
+        file=$path
+      fi
+      if [[ -f $file ]]; then
+        orbit_sha256_file_v "$file"
         PIN_HAVE=$REPLY
       else
         PIN_HAVE=missing
@@ -449,7 +655,12 @@ pins_check() {
       if [[ -n $line ]]; then
         wants+=("${line%%  *}")
         paths+=("${line#*  }")
-        files+=("$LOOP_DIR/${line#*  }")
+        # A workspace file by its absolute path (contract 2.0), a loop file by its name.
+        if [[ ${line#*  } == /* ]]; then
+          files+=("${line#*  }")
+        else
+          files+=("$LOOP_DIR/${line#*  }")
+        fi
       fi
     done <"$LOOP_DIR/pins.sha256"
     orbit_hasher_files "${files[@]}" || true
@@ -475,8 +686,8 @@ pins_check() {
     permission_files
     for f in "${PERMISSION_FOUND[@]}"; do
       [[ -n $pinned ]] || pinned=$'\n'$(<"$LOOP_DIR/pins.sha256")$'\n'
-      if [[ $pinned != *[0-9a-f]"  $LOOP_UP$f"$'\n'* ]]; then
-        PIN_BAD=$LOOP_UP$f PIN_WANT=absent PIN_HAVE=$(orbit_sha256_file "$REPO_ROOT/$f")
+      if [[ $pinned != *[0-9a-f]"  $WS/$f"$'\n'* ]]; then
+        PIN_BAD=$WS/$f PIN_WANT=absent PIN_HAVE=$(orbit_sha256_file "$WS/$f")
         return 1
       fi
     done
@@ -484,7 +695,7 @@ pins_check() {
   return 0
 }
 
-# permission_files: PERMISSION_FOUND lists the agent permission files the repository holds
+# permission_files: PERMISSION_FOUND lists the agent permission files the workspace holds
 # now (ORBIT_PERMISSION_FILES expanded at its root, regular files only), relative to the
 # root. Names with blanks or glob characters are taken as they are.
 PERMISSION_FOUND=()
@@ -500,10 +711,10 @@ permission_files() {
     # The root quoted (taken literally), the glob not: expanded, and never split (IFS is
     # empty); no match expands to nothing.
     # shellcheck disable=SC2206
-    matches=("$REPO_ROOT"/$g)
+    matches=("$WS"/$g)
     for f in "${matches[@]}"; do
       if [[ -f $f ]]; then
-        PERMISSION_FOUND+=("${f#"$REPO_ROOT"/}")
+        PERMISSION_FOUND+=("${f#"$WS"/}")
       fi
     done
   done
@@ -540,8 +751,7 @@ integrity_stop() {
 
 # The first run pins goal.md, every protected path and the agent permission files.
 first_run_pins() {
-  local rel_up pins_text g f
-  rel_up=$LOOP_UP
+  local pins_text g f
   pins_text=$(cat -- "$LOOP_DIR/pins.sha256")
   pins_text=$(printf '%s\n' "$pins_text" | grep -v '  goal\.md$' || true)
   {
@@ -558,14 +768,14 @@ first_run_pins() {
         printf '%s\0' "$f"
       done
     } | sort -zu | while IFS= read -r -d '' f; do
-      if [[ $f == "$LOOP_REL"/* ]]; then
+      if [[ $f == .orbit-agent/* ]]; then
         continue
       fi
       [[ $f == *$'\n'* || $f == *\\* ]] && {
         orbit_log "warning: cannot pin '$f' (newline or backslash in its name)"
         continue
       }
-      printf '%s  %s\n' "$(orbit_sha256_file "$REPO_ROOT/$f")" "$rel_up$f"
+      printf '%s  %s\n' "$(orbit_sha256_file "$WS/$f")" "$WS/$f"
     done
   } >"$LOOP_DIR/.pins.sha256.tmp.$$"
   mv -f -- "$LOOP_DIR/.pins.sha256.tmp.$$" "$LOOP_DIR/pins.sha256"
@@ -573,39 +783,28 @@ first_run_pins() {
   cp -p -- "$LOOP_DIR/goal.md" "$LOOP_DIR/.pins/goal.md"
 }
 
-# Files matched by one protect glob, NUL-separated, relative to the repository root.
+# Files matched by one protect glob, NUL-separated, relative to the workspace's root.
 protected_files() {
   local g=$1
-  git -C "$REPO_ROOT" ls-files -z --cached --others --exclude-standard -- ":(glob)$g" 2>/dev/null || true
+  git -C "$WS" ls-files -z --cached --others --exclude-standard -- ":(glob)$g" 2>/dev/null || true
 }
 
-# LOOP_UP: ../ segments from the loop directory up to the repository root.
-LOOP_UP=
-loop_up_set() {
-  local rel=$LOOP_REL
-  LOOP_UP=''
-  while [[ -n $rel ]]; do
-    LOOP_UP+="../"
-    if [[ $rel == */* ]]; then
-      rel=${rel#*/}
-    else
-      rel=''
-    fi
-  done
-}
 
-# ---- the tree: a snapshot of the work tree (minus the loop directory) as a git tree id,
-# ---- into REPLY. A private index kept in the loop directory (seeded from the repository's,
-# ---- with its mtime, so git's stat cache and racy-entry checks carry over) means each
-# ---- snapshot re-reads only what changed; the user's index is never touched.
+# ---- the tree: a snapshot of the workspace (minus the agent's folder) as a git tree id,
+# ---- into REPLY: the one notion of "the agent's change" (commit, stall and oscillation
+# ---- signature, placeholder scan, "the tree changed"). A private index kept in the loop
+# ---- directory (seeded from the workspace's, with its mtime, so git's stat cache and
+# ---- racy-entry checks carry over) means each snapshot re-reads only what changed.
 tree_snapshot() {
   local idx="$LOOP_DIR/.tree-index"
   if [[ ! -f $idx && -f $GIT_DIR_ABS/index ]]; then
     cp -p -- "$GIT_DIR_ABS/index" "$idx"
   fi
   # A snapshot that fails is an error, never a silently stale tree (git says why in the log).
-  GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" add -A -- . ":(exclude,literal)$LOOP_REL" >/dev/null 2>>"$ORBIT_LOG_FILE"
-  REPLY=$(GIT_INDEX_FILE=$idx git -C "$REPO_ROOT" write-tree 2>>"$ORBIT_LOG_FILE")
+  # The agent's folder stays out through info/exclude (an exclude pathspec naming an ignored
+  # path makes git add fail).
+  GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$WS" add -A -- . >/dev/null 2>>"$ORBIT_LOG_FILE"
+  REPLY=$(GIT_INDEX_FILE=$idx git -C "$WS" write-tree 2>>"$ORBIT_LOG_FILE")
 }
 
 # Changed paths between two trees, NUL-separated.
@@ -638,59 +837,48 @@ changes_v() {
   REPLY=$CHANGES_SHOWN
 }
 
-# ---- first run: start time, dirty baseline and branch isolation.
+# ---- first run: start time, pins and the workspace.
 # Each step is done once: a crash in here and a rerun must not re-pin a goal the agent may
-# have changed since, nor re-capture a baseline that now holds the agent's work.
+# have changed since. The workspace starts from the user's HEAD commit: their uncommitted
+# work is neither seen by the agent nor committed (no dirty baseline is needed).
 first_run_setup() {
-  local branch
+  local branch base
   printf -v 'S[STARTED_AT]' '%(%s)T' -1
   if [[ ! -f $LOOP_DIR/.baseline-commit ]]; then
-    first_run_pins
-    # The dirty baseline: paths already modified, staged or untracked before the loop began.
-    {
-      git -C "$REPO_ROOT" status --porcelain=v1 -z --untracked-files=all -- . ":(exclude,literal)$LOOP_REL" 2>/dev/null |
-        tr '\0' '\n' | grep -v '^$' | cut -c4- | tr '\n' '\0' || true
-    } >"$LOOP_DIR/.baseline.tmp"
-    mv -f -- "$LOOP_DIR/.baseline.tmp" "$LOOP_DIR/.baseline"
-    git_q symbolic-ref --short -q HEAD >"$LOOP_DIR/.origin-branch" || true
-    tree_snapshot
-    printf '%s\n' "$REPLY" >"$LOOP_DIR/.baseline-tree"
-    git_q rev-parse HEAD >"$LOOP_DIR/.baseline-commit.tmp"
+    repo_git symbolic-ref --short -q HEAD >"$LOOP_DIR/.origin-branch" || true
+    repo_git rev-parse HEAD >"$LOOP_DIR/.baseline-commit.tmp"
     mv -f -- "$LOOP_DIR/.baseline-commit.tmp" "$LOOP_DIR/.baseline-commit"
   fi
+  base=$(<"$LOOP_DIR/.baseline-commit")
   branch=$(cat -- "$LOOP_DIR/.origin-branch" 2>/dev/null || true)
   if ! state_check_value ORIGIN_BRANCH "$branch"; then
     orbit_log "the starting branch '$branch' is not a plain ref name: not recorded"
     branch=''
   fi
   S[ORIGIN_BRANCH]=$branch
-  if orbit_true "$BRANCH_ISOLATION" && orbit_true "$AUTOCOMMIT"; then
-    S[ITER_BRANCH]="orbit/$LOOP_NAME"
-    if git_q rev-parse --verify -q "refs/heads/${S[ITER_BRANCH]}" >/dev/null; then
-      git_q checkout -q "${S[ITER_BRANCH]}" 2>>"$ORBIT_LOG_FILE" ||
-        preflight_fail "cannot switch to the loop branch ${S[ITER_BRANCH]}: commit or stash your changes"
-    else
-      git_q checkout -q -b "${S[ITER_BRANCH]}" 2>>"$ORBIT_LOG_FILE" ||
-        preflight_fail "cannot create the loop branch ${S[ITER_BRANCH]}"
+  S[ITER_BRANCH]=$LOOP_BRANCH
+  S[WORKSPACE]=$WS
+  workspace_exclude
+  if [[ ! -e $WS/.git ]]; then
+    if [[ -e $WS && -n $(ls -A -- "$WS" 2>/dev/null) ]]; then
+      preflight_fail "the workspace path $WS exists and is not empty: set workspace in loop.toml to a new path, or move it away"
     fi
-    orbit_log "working on branch ${S[ITER_BRANCH]} (from ${branch:-a detached HEAD})"
+    rmdir -- "$WS" 2>/dev/null || true
+    workspace_add "$base" ||
+      preflight_fail "cannot create the workspace $WS on $LOOP_BRANCH (see runner.log): is the branch checked out elsewhere?"
+    orbit_log "workspace $WS on branch $LOOP_BRANCH (from ${branch:-a detached HEAD} at ${base:0:12})"
+    orbit_event workspace_created "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH" base "$base"
   fi
-}
-
-ensure_branch() {
-  local cur
-  [[ -n ${S[ITER_BRANCH]} ]] || return 0
-  # On the branch already (HEAD names it): nothing to ask git.
-  if IFS= read -r cur <"$GIT_DIR_ABS/HEAD" 2>/dev/null && [[ $cur == "ref: refs/heads/${S[ITER_BRANCH]}" ]]; then
-    return 0
+  workspace_git_facts
+  if [[ $(git_q symbolic-ref -q HEAD 2>/dev/null || true) != "refs/heads/$LOOP_BRANCH" ]]; then
+    workspace_head_restore "first run"
   fi
-  cur=$(git_q symbolic-ref --short -q HEAD || true)
-  if [[ $cur == "${S[ITER_BRANCH]}" ]]; then
-    return 0
+  if [[ ! -f $LOOP_DIR/.baseline-tree ]]; then
+    first_run_pins
+    git_q rev-parse "HEAD^{tree}" >"$LOOP_DIR/.baseline-tree.tmp"
+    mv -f -- "$LOOP_DIR/.baseline-tree.tmp" "$LOOP_DIR/.baseline-tree"
   fi
-  orbit_log "the repository is on '${cur:-detached}', not the loop branch ${S[ITER_BRANCH]}: switching"
-  git_q checkout -q "${S[ITER_BRANCH]}" 2>>"$ORBIT_LOG_FILE" ||
-    preflight_fail "cannot switch back to the loop branch ${S[ITER_BRANCH]}: commit or stash your changes on '$cur' first"
+  branch_head_record
 }
 
 # ---- iteration records
@@ -890,7 +1078,7 @@ build_prompt() {
     printf '\n---\n\n# This run\n\n'
     printf -- '- Iteration %s of at most %s; attempt %s of %s; phase: %s.\n' "$n" "$MAX_ITERATIONS" "$attempt" "$RETRY_LIMIT" "$phase"
     printf -- '- Budget: %s.\n' "$remaining"
-    printf -- '- Loop directory: %s\n' "$LOOP_REL"
+    printf -- '- Your folder: .orbit-agent/ (goal.md, progress.md, notes.md%s; never committed)\n' "${fb:+, feedback.json, feedback.txt, last-verify.log}"
     case $phase in
       "$PHASE_CONFIRM")
         printf '\n# Your task: confirm, from a fresh context\n\n'
@@ -901,7 +1089,7 @@ build_prompt() {
       "$PHASE_WRAPUP")
         printf '\n# Your task: wrap up\n\n'
         printf 'The loop has used all of its iterations without reaching DONE. Do not change the\n'
-        printf 'project. Write into %s/notes.md what remains to be done, what blocked progress,\n' "$LOOP_REL"
+        printf 'project. Write into .orbit-agent/notes.md what remains to be done, what blocked progress,\n'
         printf 'and what a human should look at first.\n'
         ;;
     esac
@@ -910,6 +1098,7 @@ build_prompt() {
       if [[ -f ${fb%.json}.txt ]]; then
         cat -- "${fb%.json}.txt"
       fi
+      printf '\nThe full output of that verify run is in .orbit-agent/last-verify.log.\n'
     fi
     if [[ -s $LOOP_DIR/.failures.log ]]; then
       printf '\n# Earlier distinct failures (do not retry what already failed)\n\n'
@@ -1008,7 +1197,8 @@ live_close() {
 
 # ---- the agent
 # run_agent N PHASE ATTEMPT PROMPT LOG COSTFILE FEEDBACK: sets AGENT_RC, AGENT_TIMED_OUT, AGENT_SECS.
-# The agent runs from the repository root in its own process group, stdin from the prompt;
+# The agent runs in the workspace in its own process group, stdin from the prompt (its
+# folder .orbit-agent/ filled first, its notes and cost read back after);
 # its output is capped to AGENT_LOG_MAX bytes (the first and last halves are kept) and
 # copied as it comes into the live view (live_open).
 run_agent() {
@@ -1022,6 +1212,7 @@ run_agent() {
   if [[ -e $cfile ]]; then
     rm -f -- "$cfile"
   fi
+  agent_dir_fill "$prompt" "$fb"
   : >"$raw"
   : >"$head"
   : >"$tail"
@@ -1031,14 +1222,19 @@ run_agent() {
   # The variables reach the agent through the environment of the wrapper (assignments
   # before a function call are exported to its children only).
   # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
-  ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
-    ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$prompt" ORBIT_COST_FILE="$cfile" \
-    ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fb" ORBIT_REPO_ROOT="$REPO_ROOT" \
+  local fbfile=''
+  if [[ -f $AGENT_DIR/feedback.json ]]; then
+    fbfile=$AGENT_DIR/feedback.json
+  fi
+  ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
+    ORBIT_CANDIDATE=1 ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
+    ORBIT_COST_FILE="$AGENT_DIR/cost" \
+    ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fbfile" \
     ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" ORBIT_LIVE_FD="$LIVE_FD" \
     orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
-    "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 126
+    "$BASH" -c 'cd -- "$ORBIT_WORKSPACE" || exit 126
       if [[ -n $ORBIT_FB ]]; then export ORBIT_FEEDBACK_FILE=$ORBIT_FB; else unset ORBIT_FEEDBACK_FILE; fi
-      unset ORBIT_FB ORBIT_REPO_ROOT
+      unset ORBIT_FB
       live=$ORBIT_LIVE_FD
       unset ORBIT_LIVE_FD
       set -o pipefail
@@ -1055,6 +1251,7 @@ run_agent() {
     live_close "=== orbit: the agent exited $AGENT_RC after ${AGENT_SECS}s ==="
   fi
   sweep_env "ORBIT_RUN_ID=$runid"
+  agent_dir_collect "$cfile"
   if [[ ! -s $raw && ! -s $tail ]]; then
     # All of the output fit in the first half (the usual case).
     mv -f -- "$head" "$log"
@@ -1139,7 +1336,7 @@ run_verify() {
   local dir=$1 label=$2 out
   out="$ORBIT_TMP/verify.out"
   : >"$out"
-  ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$REPO_ROOT" \
+  ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" \
     ORBIT_VERIFY_TMP="$ORBIT_TMP" \
     orbit_run_bounded "$VERIFY_BUDGET_S" "$KILL_GRACE_S" /dev/null "$out" "$BASH" "$LOOP_DIR/verify.sh"
   VERIFY_RC=$ORBIT_RC
@@ -1236,8 +1433,8 @@ done_gate() {
       return 0
     fi
   done
-  # 3. No placeholder in the lines the loop added: the tree now against the tree when the
-  # loop began (the user's own uncommitted work is in both, so it is not counted).
+  # 3. No placeholder in the lines the loop added: the workspace now against the commit the
+  # loop began from (nothing else is ever in the workspace's diff).
   base=$(cat -- "$LOOP_DIR/.baseline-tree" 2>/dev/null || cat -- "$LOOP_DIR/.baseline-commit")
   tree_snapshot
   local now_tree=$REPLY
@@ -1261,7 +1458,7 @@ done_gate() {
   # 5. The judge.
   if [[ -n $JUDGE_CMD ]]; then
     # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
-    ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_ITERATION="$n" ORBIT_REPO_ROOT="$REPO_ROOT" ORBIT_JUDGE="$JUDGE_CMD" \
+    ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_WORKSPACE="$WS" ORBIT_ITERATION="$n" ORBIT_REPO_ROOT="$WS" ORBIT_JUDGE="$JUDGE_CMD" \
       orbit_run_bounded "$EXEC_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/judge.log" \
       "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 1; eval "$ORBIT_JUDGE"'
     if ((ORBIT_RC != 0 || ORBIT_TIMED_OUT)); then
@@ -1304,7 +1501,7 @@ done_gate() {
 # functions below only, never a loop exit code.
 readonly COMMIT_NOTHING=3 COMMIT_TIMED_OUT=124
 commit_iteration() {
-  local n=$1 dir=$2 before=$3 after=$4 fresh=${5:-0} list msg existing='' line rc=0 tries=0 title filtered=''
+  local n=$1 dir=$2 before=$3 after=$4 fresh=${5:-0} list msg existing='' line rc=0 tries=0 title
   if ! orbit_true "$AUTOCOMMIT"; then
     printf 'off\n' >"$dir/commit.txt"
     return 0
@@ -1330,19 +1527,6 @@ commit_iteration() {
   fi
   changes_v "$before" "$after"
   list=$CHANGES_FILE
-  # Drop baseline-dirty paths: report them instead.
-  if [[ -s $LOOP_DIR/.baseline ]]; then
-    list="$dir/commit.paths"
-    awk 'BEGIN { RS = "\0"; ORS = "\0" } NR == FNR { base[$0] = 1; next } !($0 in base)' \
-      "$LOOP_DIR/.baseline" "$CHANGES_FILE" >"$list"
-    awk 'BEGIN { RS = "\0"; ORS = "\n" } NR == FNR { base[$0] = 1; next } ($0 in base)' \
-      "$LOOP_DIR/.baseline" "$CHANGES_FILE" >"$dir/baseline-touched.txt"
-    if [[ -s $dir/baseline-touched.txt ]]; then
-      filtered=1
-    else
-      rm -f -- "$dir/baseline-touched.txt"
-    fi
-  fi
   if [[ ! -s $list ]]; then
     printf 'none\n' >"$dir/commit.txt"
     [[ $list == "$CHANGES_FILE" ]] || rm -f -- "$list"
@@ -1359,7 +1543,7 @@ commit_iteration() {
     if ((COMMIT_PLUMBING)); then
       # No hook would run and nothing signs: commit with plumbing, which never rescans the
       # whole work tree (the porcelain refreshes every index entry).
-      commit_plumbing "$list" "$msg" "$before" "$after" "$filtered" >>"$dir/commit.log" 2>&1 || rc=$?
+      commit_plumbing "$list" "$msg" "$before" "$after" >>"$dir/commit.log" 2>&1 || rc=$?
     else
       # Bounded: a hook that waits on a terminal must not wedge the loop.
       # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
@@ -1368,7 +1552,7 @@ commit_iteration() {
         "$BASH" -c 'cd -- "$1" || exit 1
           git add -A --pathspec-from-file="$2" --pathspec-file-nul &&
             git commit -q --no-edit -m "$3" --only --pathspec-from-file="$2" --pathspec-file-nul' \
-        orbit-commit "$REPO_ROOT" "$list" "$msg"
+        orbit-commit "$WS" "$list" "$msg"
       rc=$ORBIT_RC
       if ((ORBIT_TIMED_OUT)); then
         orbit_log "commit: git did not finish within ${COMMIT_TIMEOUT_S}s (a hook waiting for input?)"
@@ -1424,7 +1608,7 @@ goal_title_v() {
   orbit_cut_v "${lines[2]-}" 60
 }
 
-# commit_plumbing LIST MSG BEFORE AFTER FILTERED: what `git commit --only <paths>` does, without
+# commit_plumbing LIST MSG BEFORE AFTER: what `git commit --only <paths>` does, without
 # hooks. When HEAD's tree is the iteration's starting snapshot and LIST holds every change,
 # the commit's tree is the ending snapshot itself; otherwise a private index built from HEAD
 # takes the listed paths from the work tree. The repository's index takes them too (so git
@@ -1437,11 +1621,11 @@ COMMIT_ID=
 LAST_COMMIT_ID=
 LAST_COMMIT_TREE=
 commit_plumbing() {
-  local list=$1 msg=$2 before=$3 after=$4 filtered=$5 head base tree
+  local list=$1 msg=$2 before=$3 after=$4 head base tree
   COMMIT_ID=''
   head_tree || return 1
   head=$HEAD_ID base=$HEAD_TREE
-  if [[ $base == "$before" && -z $filtered ]]; then
+  if [[ $base == "$before" ]]; then
     tree=$after
   else
     listed_tree_v "$head" "$list" || return 1
@@ -1452,7 +1636,7 @@ commit_plumbing() {
     return "$COMMIT_NOTHING"
   fi
   COMMIT_ID=$(git_q commit-tree "$tree" -p "$head" <<<"$msg") || return 1
-  (cd -- "$REPO_ROOT" && git update-index --add --remove --replace -z --stdin <"$list") || return 1
+  (cd -- "$WS" && git update-index --add --remove --replace -z --stdin <"$list") || return 1
   git_q update-ref -m "commit: ${msg%%$'\n'*}" HEAD "$COMMIT_ID" "$head" || return 1
   LAST_COMMIT_ID=$COMMIT_ID LAST_COMMIT_TREE=$tree
 }
@@ -1478,7 +1662,7 @@ listed_tree_v() {
   rm -f -- "$idx"
   (
     export GIT_INDEX_FILE=$idx
-    cd -- "$REPO_ROOT" &&
+    cd -- "$WS" &&
       git read-tree "$1" &&
       git update-index --add --remove --replace -z --stdin <"$2"
   ) || return 1
@@ -1618,6 +1802,7 @@ run_iteration() {
   if [[ -n $fb ]]; then
     cp -- "$fb" "$dir/input-feedback.json"
     cp -- "${fb%.json}.txt" "$dir/input-feedback.txt" 2>/dev/null || true
+    cp -- "${fb%/*}/verify.log" "$dir/input-verify.log" 2>/dev/null || true
     fb="$dir/input-feedback.json"
   fi
   orbit_event iteration_start "$n" max_iterations "$MAX_ITERATIONS"
@@ -1680,6 +1865,9 @@ run_iteration() {
     finish "$EXIT_RATE_LIMITED" "$STATUS_PAUSED" "$REASON_RATE_LIMIT" "rate limited by the agent's provider; resumes after $(orbit_iso "${S[RESUME_AT]}")"
   fi
 
+  if [[ $(git_q symbolic-ref -q HEAD 2>/dev/null || true) != "refs/heads/$LOOP_BRANCH" ]]; then
+    workspace_head_restore "after the agent"
+  fi
   if ! integrity_gate "after agent"; then
     R[VERIFY]=$VERIFY_SKIP
     tree_snapshot
@@ -1712,7 +1900,9 @@ run_iteration() {
   t_after=$REPLY
   TREE_AFTER=$t_after
 
-  if [[ -f $LOOP_DIR/done.md && -z ${R[VERDICT]:-} ]]; then
+  # The agent's claim, taken out of its folder into the record before anything else runs
+  # (the confirmation run gets a fresh folder).
+  if [[ -z ${R[VERDICT]:-} ]] && agent_file_take done.md "$dir/done.md.claim"; then
     claim=1
     orbit_event done_claim "$n"
     if [[ ${R[VERIFY]} == "$VERIFY_PASS" ]]; then
@@ -1729,10 +1919,10 @@ run_iteration() {
     if [[ $GATE_VERDICT == "$STATUS_DONE" ]]; then
       R[VERDICT]=$STATUS_DONE R[STOP_REASON]=$REASON_NONE R[EXIT_CODE]=$EXIT_DONE
       R[SUMMARY]="DONE after $n iteration(s): every check passed $PASS_K times in a row and the gate held"
-      cp -- "$LOOP_DIR/done.md" "$dir/done.md"
+      mv -- "$dir/done.md.claim" "$dir/done.md"
     else
       cp_name="$dir/done.md.rejected"
-      mv -- "$LOOP_DIR/done.md" "$cp_name"
+      mv -- "$dir/done.md.claim" "$cp_name"
       orbit_event done_rejected "$n" reason "$GATE_VERDICT"
       orbit_log "iteration $n: done.md rejected: $GATE_VERDICT"
     fi
@@ -1821,6 +2011,11 @@ finalize() {
   if [[ -f $dir/commit.txt ]]; then
     IFS= read -r commit <"$dir/commit.txt" || true
   fi
+  # The loop branch's head as the loop left it (a later move by hand is told from it).
+  if [[ $commit =~ ^[0-9a-f]{40,64}$ ]]; then
+    orbit_write_file "$LOOP_DIR/.branch-head" "$commit"$'\n' ||
+      orbit_die "$EXIT_STATE_CORRUPT" "cannot write $LOOP_DIR/.branch-head"
+  fi
   if [[ ${R[VERDICT]} != "$STATUS_ABORTED" ]]; then
     sig_record "$n" "${R[TREE_AFTER]}"
   fi
@@ -1873,10 +2068,6 @@ finalize() {
     if [[ -f $dir/feedback.txt && ${R[VERIFY]:-} == "$VERIFY_FAIL" ]]; then
       text+="- feedback:"$'\n\n'
       text+="$(progress_quote <"$dir/feedback.txt")"$'\n'
-    fi
-    if [[ -s $dir/baseline-touched.txt ]]; then
-      text+="- not committed (dirty before the loop began):"$'\n\n'
-      text+="$(progress_quote <"$dir/baseline-touched.txt")"$'\n'
     fi
     progress_append "$n" "$text"
     if [[ ${R[VERIFY]:-} == "$VERIFY_FAIL" && -n ${R[VERIFY_SIG]:-} ]] && ! grep -q "^${R[VERIFY_SIG]}	" -- "$LOOP_DIR/.failures.log" 2>/dev/null; then
@@ -2192,6 +2383,10 @@ main() {
   sweep_env "ORBIT_OWNER=$LOOP_DIR"
   load_state
   START_STATUS=${S[LAST_STATUS]} START_REASON=${S[STOP_REASON]}
+  LOOP_BRANCH=${S[ITER_BRANCH]:-orbit/$LOOP_NAME}
+  workspace_path_v
+  WS=$REPLY
+  AGENT_DIR=$WS/.orbit-agent
   sched_logs_rotate
   ledger_load
   events_open "$EV_FILE"
@@ -2234,7 +2429,7 @@ main() {
     S[STOP_REASON]=$REASON_NONE
     save_state
   else
-    ensure_branch
+    workspace_ensure
   fi
   if ! integrity_gate "start"; then
     integrity_stop

@@ -32,6 +32,7 @@ state_check_value() {
     status) [[ $v =~ $ORBIT_RE_STATUS ]] ;;
     stop_reason) [[ $v =~ $ORBIT_RE_STOP_REASON ]] ;;
     cb_state) [[ $v =~ $ORBIT_RE_CB_STATE ]] ;;
+    path) [[ -z $v ]] || [[ $v == /* && ${#v} -le $ORBIT_PATH_MAX ]] ;;
     *) return 1 ;;
   esac
 }
@@ -86,8 +87,15 @@ state_parse() {
     seen[$key]=1
     S[$key]=$value
   done <<<"${content%$'\n'}"
+  # A key that a newer contract major added may be missing from an older loop's state: it
+  # parses (empty), and its version asks for orbit recover --migrate.
   for k in "${ORBIT_STATE_KEYS[@]}"; do
     if [[ -z ${seen[$k]:-} ]]; then
+      if [[ -n ${ORBIT_KEY_SINCE[$k]:-} && -n ${seen[CONTRACT_VERSION]:-} ]] &&
+        ((10#${S[CONTRACT_VERSION]%%.*} < ORBIT_KEY_SINCE[$k])); then
+        S[$k]=''
+        continue
+      fi
       STATE_ERR="line 0: missing key $k"
       return 1
     fi
@@ -219,6 +227,9 @@ state_write() {
 # a torn checkpoint and is re-sealed; any other mismatch returns 1 with STATE_ERR set. A
 # state of a newer contract major returns STATE_LOAD_NEWER before anything is written.
 STATE_LOAD_NEWER=3
+# ...and a state of an older major STATE_LOAD_OLDER, also before anything is written: it
+# is moved by orbit recover --migrate, never run as it is.
+STATE_LOAD_OLDER=5
 state_load() {
   local dir=$1 want_hash want_gen have_hash REPLY
   if ! state_parse "$dir/state.env"; then
@@ -228,6 +239,10 @@ state_load() {
   if state_newer_major "${S[CONTRACT_VERSION]}"; then
     STATE_ERR="state.env was written under loop contract ${S[CONTRACT_VERSION]}, newer than this script's $ORBIT_CONTRACT_VERSION"
     return "$STATE_LOAD_NEWER"
+  fi
+  if ((10#${S[CONTRACT_VERSION]%%.*} < 10#${ORBIT_CONTRACT_VERSION%%.*})); then
+    STATE_ERR="state.env was written under loop contract ${S[CONTRACT_VERSION]}, older than this script's $ORBIT_CONTRACT_VERSION"
+    return "$STATE_LOAD_OLDER"
   fi
   if [[ ! -f $dir/state.env.sha256 ]]; then
     STATE_ERR="state.env.sha256 is missing"

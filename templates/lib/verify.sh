@@ -41,14 +41,24 @@ main() {
     here=.
   fi
   here=$(cd -P -- "${here:-/}" && pwd -P)
-  # Run by this loop's runner: it says where the repository and its scratch space are.
-  # Run by hand (or by the agent): git says where the repository is.
+  # Run by this loop's runner: it says where the workspace and its scratch space are.
+  # Run by hand from the loop directory: the workspace its state names, once the loop ran.
+  # Run by the agent (its copy in .orbit-agent/) or before the first run: git says where
+  # the work tree is.
+  local line=''
   if [[ ${ORBIT_VERIFY_FOR-} == "$here" && -n ${ORBIT_REPO_ROOT-} && -d ${ORBIT_VERIFY_TMP-} ]]; then
     root=$ORBIT_REPO_ROOT
     VERIFY_OUT="$ORBIT_VERIFY_TMP/check.out"
   else
-    root=$(git -C "$here" rev-parse --show-toplevel 2>/dev/null) ||
-      orbit_die "$EXIT_PREFLIGHT" "verify.sh must live inside a git work tree ($here is not in one)"
+    if [[ -f $here/state.env ]]; then
+      line=$(grep -m 1 '^WORKSPACE=/' -- "$here/state.env" 2>/dev/null || true)
+    fi
+    if [[ -n $line && -d ${line#WORKSPACE=} ]]; then
+      root=${line#WORKSPACE=}
+    else
+      root=$(git -C "$here" rev-parse --show-toplevel 2>/dev/null) ||
+        orbit_die "$EXIT_PREFLIGHT" "verify.sh must live inside a git work tree ($here is not in one)"
+    fi
     VERIFY_OUT=$(mktemp "${TMPDIR:-/tmp}/orbit-check.XXXXXX")
     trap 'rm -f -- "$VERIFY_OUT"' EXIT
   fi

@@ -146,7 +146,7 @@ fn gallery(
 /// An agent that works without ever reaching the goal.
 const WORKER: &str = "echo \"work $ORBIT_ITERATION\" >> work.txt";
 /// An agent that reaches the goal in its first work run and claims DONE.
-const FINISHER: &str = "if [ \"$ORBIT_PHASE\" = work ]; then touch ok.txt; echo 'every AC holds' > \"$ORBIT_LOOP_DIR/done.md\"; fi";
+const FINISHER: &str = "if [ \"$ORBIT_PHASE\" = work ]; then touch ok.txt; echo 'every AC holds' > \"$ORBIT_AGENT_DIR/done.md\"; fi";
 
 fn new_loop(body: &str, checks: &[&str], extra: &[&str]) -> (Repo, PathBuf) {
     let repo = Repo::new();

@@ -14,7 +14,7 @@ fn integrity_case(setup: impl Fn(&Repo), action: &str, file: &str, reason: &str)
     let agent = repo.agent(
         "tamper",
         &format!(
-            "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho work >> work.txt\n{action}\necho done > \"$ORBIT_LOOP_DIR/done.md\""
+            "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho work >> work.txt\n{action}\necho done > \"$ORBIT_AGENT_DIR/done.md\""
         ),
     );
     let dir = repo.init_loop(&agent, &["test -f work.txt"], &["--protect", "tests/**"]);
@@ -86,7 +86,7 @@ fn deleting_the_tests_is_reward_hacking() {
 fn editing_goal_md_is_goal_drift() {
     integrity_case(
         |_| {},
-        "echo 'new goal: nothing' >> \"$ORBIT_LOOP_DIR/goal.md\"",
+        "echo 'new goal: nothing' >> \"$ORBIT_WORKSPACE/../../test-goal/goal.md\"",
         "goal.md",
         "goal_drift",
     );
@@ -96,7 +96,7 @@ fn editing_goal_md_is_goal_drift() {
 fn editing_verify_sh_is_reward_hacking() {
     integrity_case(
         |_| {},
-        "echo 'exit 0' >> \"$ORBIT_LOOP_DIR/verify.sh\"",
+        "echo 'exit 0' >> \"$ORBIT_WORKSPACE/../../test-goal/verify.sh\"",
         "verify.sh",
         "reward_hack",
     );
@@ -106,7 +106,7 @@ fn editing_verify_sh_is_reward_hacking() {
 fn editing_a_script_is_script_tampering() {
     integrity_case(
         |_| {},
-        "echo '# x' >> \"$ORBIT_LOOP_DIR/run-loop.sh\"",
+        "echo '# x' >> \"$ORBIT_WORKSPACE/../../test-goal/run-loop.sh\"",
         "run-loop.sh",
         "script_tamper",
     );
@@ -401,7 +401,7 @@ fn commits_hold_only_the_agents_files_even_with_odd_names_and_a_crash() {
     repo.write("scratch.txt", "user scratch\n");
     let agent = repo.agent(
         "odd",
-        "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho a > 'a b'\necho b > ./-rf\necho c > $'new\\nline'\necho \"$ORBIT_ITERATION\" >> counter\necho touched >> tracked.txt\nif [ \"$ORBIT_ITERATION\" -ge 2 ]; then echo ok > \"$ORBIT_LOOP_DIR/done.md\"; fi",
+        "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho a > 'a b'\necho b > ./-rf\necho c > $'new\\nline'\necho \"$ORBIT_ITERATION\" >> counter\necho touched >> tracked.txt\nif [ \"$ORBIT_ITERATION\" -ge 2 ]; then echo ok > \"$ORBIT_AGENT_DIR/done.md\"; fi",
     );
     let dir = repo.init_loop(
         &agent,
@@ -515,7 +515,7 @@ fn squash_on_done_makes_one_summary_commit_and_a_rerun_changes_nothing() {
     let repo = Repo::new();
     let agent = repo.agent(
         "two",
-        "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho \"$ORBIT_ITERATION\" >> work.txt\nif [ \"$ORBIT_ITERATION\" -ge 2 ]; then echo ok > \"$ORBIT_LOOP_DIR/done.md\"; fi",
+        "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho \"$ORBIT_ITERATION\" >> work.txt\nif [ \"$ORBIT_ITERATION\" -ge 2 ]; then echo ok > \"$ORBIT_AGENT_DIR/done.md\"; fi",
     );
     let dir = repo.init_loop(
         &agent,

@@ -60,7 +60,7 @@ impl Receiver {
 fn done_agent(repo: &Repo) -> std::path::PathBuf {
     repo.agent(
         "finisher",
-        "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho done >> work.txt\necho ok > \"$ORBIT_LOOP_DIR/done.md\"",
+        "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho done >> work.txt\necho ok > \"$ORBIT_AGENT_DIR/done.md\"",
     )
 }
 
@@ -962,7 +962,7 @@ fn the_report_tells_status_iterations_spend_and_remaining_work() {
     let repo = Repo::new();
     let agent = repo.agent(
         "worker",
-        "cat >/dev/null\necho \"$ORBIT_ITERATION\" | tr 0-9 a-j >> work.txt\necho 0.10 > \"$ORBIT_COST_FILE\"\necho \"- next: handle | pipes\" >> \"$ORBIT_LOOP_DIR/notes.md\"\necho 'I changed work.txt'",
+        "cat >/dev/null\necho \"$ORBIT_ITERATION\" | tr 0-9 a-j >> work.txt\necho 0.10 > \"$ORBIT_COST_FILE\"\necho \"- next: handle | pipes\" >> \"$ORBIT_AGENT_DIR/notes.md\"\necho 'I changed work.txt'",
     );
     let dir = repo.init_loop(
         &agent,

@@ -22,10 +22,10 @@ const AGENT: &str = r#"
 BIN=$(dirname -- "$0")
 if [[ -f $BIN/fail ]]; then echo "agent failure"; exit 1; fi
 echo 0.01 >"$ORBIT_COST_FILE"
-if [[ -f $BIN/edit-goal ]]; then echo "agent was here" >>"$ORBIT_LOOP_DIR/goal.md"; fi
+if [[ -f $BIN/edit-goal ]]; then echo "agent was here" >>"$ORBIT_WORKSPACE/../../test-goal/goal.md"; fi
 if [[ -f $BIN/edit-protected ]]; then echo "weakened" >>tests/guard.txt; fi
 if [[ -f $BIN/idle ]]; then exit 0; fi
-if [[ -f $BIN/finish ]]; then echo "every criterion holds" >"$ORBIT_LOOP_DIR/done.md"; fi
+if [[ -f $BIN/finish ]]; then echo "every criterion holds" >"$ORBIT_AGENT_DIR/done.md"; fi
 echo "iteration $ORBIT_ITERATION attempt $ORBIT_ATTEMPT" >>work.txt
 "#;
 

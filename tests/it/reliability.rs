@@ -213,7 +213,7 @@ fn sigkill_mid_agent(hidden: &[&str]) {
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 if [ ! -e '{s}' ]; then touch '{s}'; sleep 120; fi
 echo "step $ORBIT_ITERATION" >> work.txt
-if [ "$(wc -l < work.txt)" -ge 2 ]; then echo done > "$ORBIT_LOOP_DIR/done.md"; fi"#,
+if [ "$(wc -l < work.txt)" -ge 2 ]; then echo done > "$ORBIT_AGENT_DIR/done.md"; fi"#,
             s = started.display()
         ),
     );
@@ -950,7 +950,7 @@ echo "step $ORBIT_ITERATION" >> work.txt
 pad=$(printf '%0200d' 0)
 rm -f f-*
 for k in $(seq 20); do echo x > "f-$ORBIT_ITERATION-$k-$pad"; done
-if [ "$(wc -l < work.txt)" -ge 6 ]; then echo done > "$ORBIT_LOOP_DIR/done.md"; fi"#,
+if [ "$(wc -l < work.txt)" -ge 6 ]; then echo done > "$ORBIT_AGENT_DIR/done.md"; fi"#,
     );
     let dir = repo.init_loop(&agent, &[&count_check(6)], &["--loop-timeout", "8h"]);
     for _ in 0..3 {
@@ -1055,7 +1055,7 @@ fn a_file_size_limit_below_the_git_index_is_named_with_one_footer() {
     assert_eq!(committed_iterations(&repo), [1, 2]);
 }
 
-/// The disk fills up while the agent runs (it writes notes.md until ENOSPC), so the
+/// The disk fills up while the agent runs (it writes into the loop directory until ENOSPC), so the
 /// runner's next write fails (a log, the journal or the checkpoint; whichever comes
 /// first): exit 4 with the cause named, the checkpoint whole; once the space is freed the
 /// next run resumes.
@@ -1070,10 +1070,11 @@ fn a_full_disk_mid_iteration_stops_with_exit_4_and_the_rerun_resumes() {
         r#"cat >/dev/null
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 echo "step $ORBIT_ITERATION" >> work.txt
-if [ -e "$ORBIT_LOOP_DIR/fill-the-disk" ]; then
-  head -c 400000000 /dev/zero > "$ORBIT_LOOP_DIR/notes.md" 2>/dev/null
+loop=$ORBIT_WORKSPACE/../../test-goal
+if [ -e "$loop/fill-the-disk" ]; then
+  head -c 400000000 /dev/zero > "$loop/filler" 2>/dev/null
 fi
-if [ "$(wc -l < work.txt)" -ge 3 ]; then echo done > "$ORBIT_LOOP_DIR/done.md"; fi
+if [ "$(wc -l < work.txt)" -ge 3 ]; then echo done > "$ORBIT_AGENT_DIR/done.md"; fi
 exit 0"#,
     );
     let dir = repo.init_loop(&agent, &[&count_check(3)], &["--loop-timeout", "8h"]);
@@ -1086,8 +1087,8 @@ exit 0"#,
         r#"export GIT_DISCOVERY_ACROSS_FILESYSTEM=1; d=$1; t=$(mktemp -d); mount -t tmpfs -o size=120m tmpfs "$t" || exit 99
 cp -a "$d/." "$t/" && mount --bind "$t" "$d" || exit 98
 bash "$d/run-loop.sh" --once; rc=$?
-rm -f "$d/notes.md"
-umount "$d"; cp -a "$t/." "$d/"; rm -f "$d/notes.md"
+rm -f "$d/filler"
+umount "$d"; cp -a "$t/." "$d/"; rm -f "$d/filler"
 umount "$t"; rmdir "$t"
 exit $rc"#,
         &[dir.to_str().unwrap()],
@@ -1727,7 +1728,7 @@ for p in $(ps -o pid= --ppid "$runner"); do
   if grep -qa 'Digest::SHA' "/proc/$p/cmdline" 2>/dev/null; then hashers="$hashers $p"; fi
 done
 {then}
-if [ "$(wc -l < work.txt)" -ge {done_at} ]; then echo "all hold" > "$ORBIT_LOOP_DIR/done.md"; fi"#
+if [ "$(wc -l < work.txt)" -ge {done_at} ]; then echo "all hold" > "$ORBIT_AGENT_DIR/done.md"; fi"#
         ),
     )
 }

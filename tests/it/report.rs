@@ -24,7 +24,7 @@ fn finished_loop() -> (Repo, PathBuf, String) {
         r#"cat >/dev/null
 case $ORBIT_PHASE in confirm|wrapup) echo 0.05 > "$ORBIT_COST_FILE"; exit 0;; esac
 echo "step $ORBIT_ITERATION" >> work.txt
-if [ "$(wc -l < work.txt)" -ge 2 ]; then echo "every check holds" > "$ORBIT_LOOP_DIR/done.md"; fi
+if [ "$(wc -l < work.txt)" -ge 2 ]; then echo "every check holds" > "$ORBIT_AGENT_DIR/done.md"; fi
 if [ "$ORBIT_ITERATION" != 2 ]; then echo 0.25 > "$ORBIT_COST_FILE"; fi
 echo '<script>alert("agent")</script> & '"'"'quoted'"'"' "words"'"#,
     );

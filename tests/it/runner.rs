@@ -174,7 +174,7 @@ fn an_early_done_claim_is_rejected_while_verify_fails() {
         r#"cat >/dev/null
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 echo "step $ORBIT_ITERATION" >> work.txt
-echo "done, trust me" > "$ORBIT_LOOP_DIR/done.md""#,
+echo "done, trust me" > "$ORBIT_AGENT_DIR/done.md""#,
     );
     let dir = repo.init_loop(&agent, &[&count_check(2)], &[]);
     let out = repo.run_loop(&dir, &[], &[]);
@@ -202,7 +202,7 @@ fn a_flaky_verify_never_makes_done() {
         r#"cat >/dev/null
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 echo "step $ORBIT_ITERATION" >> work.txt
-echo "done" > "$ORBIT_LOOP_DIR/done.md""#,
+echo "done" > "$ORBIT_AGENT_DIR/done.md""#,
     );
     // Passes and fails in turn once work.txt exists.
     let check = format!(
@@ -281,7 +281,7 @@ fn sigterm_mid_run_saves_a_resumable_state_and_a_rerun_resumes_the_same_iteratio
         "{progress}"
     );
     // The rerun resumes iteration 1 with an agent that now finishes the work.
-    repo.agent("slow", "cat >/dev/null; case $ORBIT_PHASE in confirm) exit 0;; esac; touch work.txt; echo ok > \"$ORBIT_LOOP_DIR/done.md\"");
+    repo.agent("slow", "cat >/dev/null; case $ORBIT_PHASE in confirm) exit 0;; esac; touch work.txt; echo ok > \"$ORBIT_AGENT_DIR/done.md\"");
     let out = repo.run_loop(&dir, &[], &[]);
     assert_code(&out, 0, "rerun after SIGTERM");
     assert!(
@@ -530,19 +530,19 @@ fn finishing_agent(repo: &Repo, extra: &str) -> PathBuf {
     repo.agent(
         "finisher",
         &format!(
-            "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho done >> work.txt\n{extra}\necho ok > \"$ORBIT_LOOP_DIR/done.md\""
+            "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho done >> work.txt\n{extra}\necho ok > \"$ORBIT_AGENT_DIR/done.md\""
         ),
     )
 }
 
 #[test]
-fn the_agent_gets_the_contract_environment_from_the_repository_root() {
+fn the_agent_gets_the_contract_environment_in_its_workspace() {
     let repo = Repo::new();
     let seen = repo.bin.path().join("seen");
     let agent = repo.agent(
         "env",
         &format!(
-            "cat >/dev/null\n{{ pwd; for v in ORBIT_LOOP_DIR ORBIT_ITERATION ORBIT_ATTEMPT ORBIT_PHASE ORBIT_PROMPT_FILE ORBIT_FEEDBACK_FILE ORBIT_COST_FILE; do echo \"$v=${{!v-<unset>}}\"; done; }} >> '{}'\necho $ORBIT_ITERATION >> work.txt",
+            "cat >/dev/null\n{{ pwd; for v in ORBIT_LOOP_DIR ORBIT_WORKSPACE ORBIT_AGENT_DIR ORBIT_ITERATION ORBIT_ATTEMPT ORBIT_CANDIDATE ORBIT_PHASE ORBIT_PROMPT_FILE ORBIT_FEEDBACK_FILE ORBIT_COST_FILE; do echo \"$v=${{!v-<unset>}}\"; done; ls .orbit-agent | tr '\\n' ' '; echo; }} >> '{}'\necho $ORBIT_ITERATION >> work.txt",
             seen.display()
         ),
     );
@@ -553,24 +553,30 @@ fn the_agent_gets_the_contract_environment_from_the_repository_root() {
     assert_code(&out, 10, "tick 2");
     let seen = fs::read_to_string(&seen).unwrap();
     let root = fs::canonicalize(repo.path()).unwrap().display().to_string();
-    let loop_dir = fs::canonicalize(&dir).unwrap().display().to_string();
+    let ws = format!("{root}/.orbit/.workspaces/test-goal");
+    let agent_dir = format!("{ws}/.orbit-agent");
     let runs: Vec<&str> = seen
-        .split(&format!("{root}\n"))
+        .split(&format!("{ws}\n"))
         .filter(|s| !s.is_empty())
         .collect();
-    assert_eq!(runs.len(), 2, "{seen}");
+    assert_eq!(runs.len(), 2, "the agent runs in the workspace: {seen}");
     assert!(
-        runs[0].contains(&format!("ORBIT_LOOP_DIR={loop_dir}\n")),
-        "{seen}"
-    );
-    assert!(
-        runs[0].contains("ORBIT_ITERATION=1\nORBIT_ATTEMPT=1\nORBIT_PHASE=work\n"),
-        "{seen}"
+        runs[0].contains("ORBIT_LOOP_DIR=<unset>\n"),
+        "the loop directory is not the agent's business: {seen}"
     );
     assert!(
         runs[0].contains(&format!(
-            "ORBIT_PROMPT_FILE={loop_dir}/iterations/000001/prompt.md\n"
+            "ORBIT_WORKSPACE={ws}\nORBIT_AGENT_DIR={agent_dir}\n"
         )),
+        "{seen}"
+    );
+    assert!(
+        runs[0]
+            .contains("ORBIT_ITERATION=1\nORBIT_ATTEMPT=1\nORBIT_CANDIDATE=1\nORBIT_PHASE=work\n"),
+        "{seen}"
+    );
+    assert!(
+        runs[0].contains(&format!("ORBIT_PROMPT_FILE={agent_dir}/prompt.md\n")),
         "{seen}"
     );
     assert!(
@@ -578,17 +584,34 @@ fn the_agent_gets_the_contract_environment_from_the_repository_root() {
         "absent on the first iteration: {seen}"
     );
     assert!(
-        runs[0].contains(&format!(
-            "ORBIT_COST_FILE={loop_dir}/iterations/000001/cost.usd\n"
-        )),
+        runs[0].contains(&format!("ORBIT_COST_FILE={agent_dir}/cost\n")),
         "{seen}"
     );
     assert!(
-        runs[1].contains(&format!(
-            "ORBIT_FEEDBACK_FILE={loop_dir}/iterations/000002/input-feedback.json\n"
-        )),
+        runs[0].contains("goal.md notes.md progress.md prompt.md verify.sh \n"),
+        "what the agent's folder holds on a first iteration: {seen}"
+    );
+    assert!(
+        runs[1].contains(&format!("ORBIT_FEEDBACK_FILE={agent_dir}/feedback.json\n")),
         "{seen}"
     );
+    assert!(
+        runs[1].contains(
+            "feedback.json feedback.txt goal.md last-verify.log notes.md progress.md prompt.md verify.sh \n"
+        ),
+        "the last failure's feedback and full verify log: {seen}"
+    );
+    // The record keeps what the agent was given.
+    let prompt = fs::read_to_string(dir.join("iterations/000002/prompt.md")).unwrap();
+    assert!(prompt.contains(".orbit-agent/last-verify.log"), "{prompt}");
+    assert!(
+        !prompt.contains(".orbit/test-goal"),
+        "the prompt names no loop directory: {prompt}"
+    );
+    // The agent's folder never reaches a commit or the user's checkout.
+    let tree = repo.git(&["ls-tree", "-r", "--name-only", "orbit/test-goal"]);
+    assert!(!tree.contains(".orbit-agent"), "{tree}");
+    assert!(!repo.path().join(".orbit-agent").exists());
     let fb: serde_json::Value = serde_json::from_str(
         &fs::read_to_string(dir.join("iterations/000002/input-feedback.json")).unwrap(),
     )
@@ -652,7 +675,7 @@ fn a_confirmation_run_that_changes_the_project_is_not_done() {
     let repo = Repo::new();
     let agent = repo.agent(
         "second-thoughts",
-        "cat >/dev/null\nif [ \"$ORBIT_PHASE\" = confirm ]; then echo fix >> work.txt; exit 0; fi\necho done >> work.txt\necho ok > \"$ORBIT_LOOP_DIR/done.md\"",
+        "cat >/dev/null\nif [ \"$ORBIT_PHASE\" = confirm ]; then echo fix >> work.txt; exit 0; fi\necho done >> work.txt\necho ok > \"$ORBIT_AGENT_DIR/done.md\"",
     );
     let dir = repo.init_loop(&agent, &["test -f work.txt"], &["--max-iterations", "1"]);
     let out = repo.run_loop(&dir, &[], &[("WRAPUP_ON_LIMIT", "0")]);
@@ -678,7 +701,7 @@ fn the_wrapup_run_writes_the_remaining_work_when_iterations_run_out() {
     let repo = Repo::new();
     let agent = repo.agent(
         "wrapper",
-        "cat >/dev/null\nif [ \"$ORBIT_PHASE\" = wrapup ]; then echo 'REMAINING: the parser' >> \"$ORBIT_LOOP_DIR/notes.md\"; exit 0; fi\necho $ORBIT_ITERATION | tr 0-9 a-j >> work.txt",
+        "cat >/dev/null\nif [ \"$ORBIT_PHASE\" = wrapup ]; then echo 'REMAINING: the parser' >> \"$ORBIT_AGENT_DIR/notes.md\"; exit 0; fi\necho $ORBIT_ITERATION | tr 0-9 a-j >> work.txt",
     );
     let dir = repo.init_loop(
         &agent,

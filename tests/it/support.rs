@@ -438,7 +438,7 @@ pub fn counting_agent(repo: &Repo, n: usize) -> PathBuf {
             r#"cat >/dev/null
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 echo "step $ORBIT_ITERATION" >> work.txt
-if [ "$(wc -l < work.txt)" -ge {n} ]; then echo "every check holds" > "$ORBIT_LOOP_DIR/done.md"; fi
+if [ "$(wc -l < work.txt)" -ge {n} ]; then echo "every check holds" > "$ORBIT_AGENT_DIR/done.md"; fi
 echo '{{"type":"result","total_cost_usd":0.25}}'"#
         ),
     )

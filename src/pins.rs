@@ -3,7 +3,9 @@
 
 use crate::fsx;
 
-pub use crate::contract::{INIT_PINNED, is_permission_file, pin_reason};
+pub use crate::contract::{
+    INIT_PINNED, is_permission_file, pin_reason, pin_reason_in, workspace_relative,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pin {

@@ -667,8 +667,31 @@ pub fn is_permission_file(path: &str) -> bool {
         || (dir_ok(".gemini") && name == "settings.json")
 }
 
+/// A pin path's file relative to the workspace root: contract 2.0 pins name workspace files
+/// by their absolute path under the loop's `WORKSPACE`; `None` for a loop file or a path
+/// outside the workspace.
+pub fn workspace_relative<'a>(path: &'a str, workspace: &str) -> Option<&'a str> {
+    if workspace.is_empty() {
+        return None;
+    }
+    path.strip_prefix(workspace.trim_end_matches('/'))?
+        .strip_prefix('/')
+        .filter(|rest| !rest.is_empty())
+}
+
+/// [`pin_reason`] for a loop whose workspace is `workspace` (its state's `WORKSPACE`): a
+/// pinned workspace file is an agent permission file by its place in the workspace.
+pub fn pin_reason_in(path: &str, workspace: &str) -> StopReason {
+    match workspace_relative(path, workspace) {
+        Some(rel) if is_permission_file(rel) => StopReason::PermissionHijack,
+        Some(_) => StopReason::RewardHack,
+        None => pin_reason(path),
+    }
+}
+
 /// What a change to a pinned path means: the `STOP_REASON` (contract 7). Paths are as in
-/// pins.sha256: loop files by name, repository files through `../`.
+/// pins.sha256: loop files by name, repository files through `../` (contract 1.0) or by
+/// their absolute path in the workspace (2.0: see [`pin_reason_in`]).
 pub fn pin_reason(path: &str) -> StopReason {
     let in_loop = !path.contains('/');
     if in_loop {
@@ -687,6 +710,27 @@ pub fn pin_reason(path: &str) -> StopReason {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workspace_pins_are_judged_by_their_place_in_the_workspace() {
+        let ws = "/r/.orbit/.workspaces/x";
+        assert_eq!(
+            pin_reason_in("/r/.orbit/.workspaces/x/.claude/settings.json", ws),
+            StopReason::PermissionHijack
+        );
+        assert_eq!(
+            pin_reason_in("/r/.orbit/.workspaces/x/docs/.claude/settings.json", ws),
+            StopReason::RewardHack
+        );
+        assert_eq!(
+            pin_reason_in("/r/.orbit/.workspaces/x/tests/a.rs", ws),
+            StopReason::RewardHack
+        );
+        assert_eq!(pin_reason_in("goal.md", ws), StopReason::GoalDrift);
+        assert_eq!(pin_reason_in("run-loop.sh", ws), StopReason::ScriptTamper);
+        assert_eq!(workspace_relative("/r/.orbit/.workspaces/xy/a", ws), None);
+        assert_eq!(workspace_relative("/r/.orbit/.workspaces/x/a", ws), Some("a"));
+    }
 
     #[test]
     fn words_round_trip() {

@@ -729,7 +729,10 @@ mod tests {
         assert_eq!(pin_reason_in("goal.md", ws), StopReason::GoalDrift);
         assert_eq!(pin_reason_in("run-loop.sh", ws), StopReason::ScriptTamper);
         assert_eq!(workspace_relative("/r/.orbit/.workspaces/xy/a", ws), None);
-        assert_eq!(workspace_relative("/r/.orbit/.workspaces/x/a", ws), Some("a"));
+        assert_eq!(
+            workspace_relative("/r/.orbit/.workspaces/x/a", ws),
+            Some("a")
+        );
     }
 
     #[test]

@@ -8,7 +8,6 @@ LOOP_DIR=
 # workspace (its own git worktree on orbit/<name>: where the agent and the checks run and
 # the commits are made), with the agent's folder in it.
 REPO_ROOT=
-LOOP_REL=
 WS=
 AGENT_DIR=
 LOOP_BRANCH=
@@ -84,7 +83,6 @@ locate() {
     preflight_fail "the loop directory $LOOP_DIR is not inside a git work tree: run orbit init inside the repository"
 
   REPO_ROOT=$(cd -P -- "$REPO_ROOT" && pwd -P)
-  LOOP_REL=${LOOP_DIR#"$REPO_ROOT"/}
   EV_FILE="$LOOP_DIR/events.jsonl"
   PG_FILE="$LOOP_DIR/progress.md"
 }
@@ -116,7 +114,7 @@ preflight_fail() {
 }
 
 preflight() {
-  local f avail gitdir hooks out rc
+  local f avail out rc
   if ((BASH_VERSINFO[0] < 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] < 4))); then
     preflight_fail "bash $BASH_VERSION is too old: orbit needs bash >= 4.4"
   fi
@@ -1221,11 +1219,11 @@ run_agent() {
   t0=$SECONDS
   # The variables reach the agent through the environment of the wrapper (assignments
   # before a function call are exported to its children only).
-  # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
   local fbfile=''
   if [[ -f $AGENT_DIR/feedback.json ]]; then
     fbfile=$AGENT_DIR/feedback.json
   fi
+  # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
   ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
     ORBIT_CANDIDATE=1 ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
     ORBIT_COST_FILE="$AGENT_DIR/cost" \

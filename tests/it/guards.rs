@@ -424,14 +424,16 @@ fn commits_hold_only_the_agents_files_even_with_odd_names_and_a_crash() {
     let first = repo.git(&["show", "--name-only", "--format=", "-z", commits[1]]);
     let mut files: Vec<&str> = first.split('\0').filter(|f| !f.is_empty()).collect();
     files.sort();
-    assert_eq!(files, ["-rf", "a b", "counter", "new\nline"]);
+    // tracked.txt is the agent's edit of its own copy (the workspace starts from the commit,
+    // without the user's uncommitted edit): its work, committed.
+    assert_eq!(files, ["-rf", "a b", "counter", "new\nline", "tracked.txt"]);
     let second = repo.git(&["show", "--name-only", "--format=", "-z", commits[0]]);
     assert_eq!(
         second
             .split('\0')
             .filter(|f| !f.is_empty())
             .collect::<Vec<_>>(),
-        ["counter"]
+        ["counter", "tracked.txt"]
     );
     // The user's work is untouched: still dirty, still staged, still untracked.
     let status = repo.git(&[
@@ -448,16 +450,19 @@ fn commits_hold_only_the_agents_files_even_with_odd_names_and_a_crash() {
     );
     assert!(status.contains("A  staged.txt"), "{status}");
     assert!(status.contains("?? scratch.txt"), "{status}");
-    let touched = fs::read_to_string(dir.join("iterations/000001/baseline-touched.txt")).unwrap();
-    assert_eq!(
-        touched, "tracked.txt\n",
-        "a baseline file the agent touched is reported, not committed"
-    );
-    let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
+    // The agent never saw the user's edit, and nothing of the user's reached a commit.
+    assert_eq!(repo.ws_read("tracked.txt"), "one\ntouched\ntouched\n");
+    let all = repo.git(&["log", "-p", "--format=", "orbit/test-goal"]);
     assert!(
-        progress.contains("not committed (dirty before the loop began)"),
-        "{progress}"
+        !all.contains("user edit") && !all.contains("user staged") && !all.contains("user scratch"),
+        "{all}"
     );
+    assert_eq!(repo.read("tracked.txt"), "one\nuser edit\n");
+    assert_eq!(
+        repo.git(&["symbolic-ref", "--short", "HEAD"]).trim(),
+        "main"
+    );
+    assert!(!dir.join("iterations/000001/baseline-touched.txt").exists());
 }
 
 /// An executable git hook `name` in the directory `dir` (relative to the work tree's root)
@@ -486,8 +491,10 @@ fn a_held_index_lock_or_a_hanging_hook_does_not_wedge_the_loop() {
         "failed\n"
     );
     fs::remove_file(repo.join(".git/hooks/pre-commit")).unwrap();
-    // A held index.lock: retried, then given up on; the loop goes on.
-    fs::write(repo.join(".git/index.lock"), "").unwrap();
+    // A held index.lock (the workspace's: each worktree has its own index): retried, then
+    // given up on; the loop goes on.
+    let lock = repo.join(".git/worktrees/test-goal/index.lock");
+    fs::write(&lock, "").unwrap();
     let out = repo.run_loop(&dir, &["--once"], &[]);
     assert_code(&out, 10, "tick with index.lock held");
     assert_eq!(
@@ -499,7 +506,7 @@ fn a_held_index_lock_or_a_hanging_hook_does_not_wedge_the_loop() {
             .unwrap()
             .contains("index.lock")
     );
-    fs::remove_file(repo.join(".git/index.lock")).unwrap();
+    fs::remove_file(&lock).unwrap();
     let out = repo.run_loop(&dir, &["--once"], &[]);
     assert_code(&out, 10, "tick after the lock is gone");
     assert_eq!(
@@ -582,21 +589,24 @@ fn commit_scenario(with_hook: bool) -> (Repo, Vec<String>) {
     repo.write("gone.txt", "gone\n");
     repo.write("tool.sh", "echo tool\n");
     repo.write("dirty.txt", "base\n");
-    repo.git(&["add", "-A"]);
-    repo.git(&["commit", "-q", "-m", "files"]);
-    // The user's own uncommitted work: reported, never committed.
-    repo.write("dirty.txt", "base\nuser edit\n");
     if with_hook {
-        // Under a relative core.hooksPath (the work tree's root is where it starts from): a
-        // hook that records each of its runs.
-        repo.git(&["config", "core.hooksPath", ".git/custom-hooks"]);
+        // Under a relative core.hooksPath, tracked in the repository as husky does (it
+        // starts from the work tree's root: the workspace's): a hook that records each of
+        // its runs in the repository's common git directory.
         install_hook(
             &repo,
-            ".git/custom-hooks",
+            ".githooks",
             "commit-msg",
-            "echo ran >> .git/hook-runs",
+            "echo ran >> \"$(git rev-parse --path-format=absolute --git-common-dir)/hook-runs\"",
         );
     }
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "files"]);
+    if with_hook {
+        repo.git(&["config", "core.hooksPath", ".githooks"]);
+    }
+    // The user's own uncommitted work: never seen by the agent, never committed.
+    repo.write("dirty.txt", "base\nuser edit\n");
     let agent = repo.agent(
         "editor",
         r#"cat >/dev/null
@@ -617,26 +627,25 @@ esac"#,
         facts.push(fs::read_to_string(dir.join(format!("iterations/{i:06}/commit.txt"))).unwrap());
     }
     assert_eq!(facts[2], "none\n", "iteration 3 changed nothing");
-    let head = repo.git(&["rev-parse", "HEAD"]);
-    assert_eq!(facts[1], head, "commit.txt names HEAD");
+    let head = repo.ws_git(&["rev-parse", "HEAD"]);
+    assert_eq!(facts[1], head, "commit.txt names the workspace's HEAD");
+    assert_eq!(
+        repo.git(&["rev-parse", "orbit/test-goal"]),
+        head,
+        "which is the loop branch"
+    );
+    assert_eq!(repo.read("dirty.txt"), "base\nuser edit\n");
     // What the two ways must agree on: content, messages, index, status, reflog.
     let facts = vec![
-        repo.git(&["log", "--format=%T %P%n%B", "-n", "2"])
+        repo.ws_git(&["log", "--format=%T %P%n%B", "-n", "2"])
             .lines()
             .map(|l| l.split(' ').next().unwrap().to_string())
             .collect::<Vec<_>>()
             .join("\n"),
-        repo.git(&["ls-files", "-s"]),
-        repo.git(&[
-            "status",
-            "--porcelain",
-            "--untracked-files=all",
-            "--",
-            ".",
-            ":!.orbit",
-        ]),
-        repo.git(&["reflog", "-n", "2", "--format=%gs"]),
-        repo.git(&["show", "--name-status", "--format=", "HEAD~1"]),
+        repo.ws_git(&["ls-files", "-s"]),
+        repo.ws_git(&["status", "--porcelain", "--untracked-files=all"]),
+        repo.ws_git(&["reflog", "-n", "2", "--format=%gs"]),
+        repo.ws_git(&["show", "--name-status", "--format=", "HEAD~1"]),
     ];
     (repo, facts)
 }
@@ -645,7 +654,19 @@ esac"#,
 fn commits_by_plumbing_and_by_the_porcelain_are_the_same() {
     let (fast, plumbing) = commit_scenario(false);
     let (hooked, porcelain) = commit_scenario(true);
-    assert_eq!(plumbing, porcelain);
+    // The same, but for the hook's own file, which only the hooked repository tracks.
+    let strip = |facts: &[String]| -> Vec<String> {
+        facts
+            .iter()
+            .map(|f| {
+                f.lines()
+                    .filter(|l| !l.contains(".githooks"))
+                    .map(|l| format!("{l}\n"))
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(strip(&plumbing)[1..], strip(&porcelain)[1..]);
     // The hook did run, once per commit: the commit went through git commit there.
     assert_eq!(hooked.read(".git/hook-runs"), "ran\nran\n");
     assert!(!fast.join(".git/hook-runs").exists());
@@ -655,20 +676,19 @@ fn commits_by_plumbing_and_by_the_porcelain_are_the_same() {
         "{}",
         plumbing[3]
     );
-    assert_eq!(
-        plumbing[2], " M dirty.txt\n",
-        "only the user's edit is left"
-    );
+    assert_eq!(plumbing[2], "", "the workspace holds nothing uncommitted");
     let first = &plumbing[4];
     for want in [
         "D\tgone.txt",
         "M\ttool.sh",
         "A\tsub/dir/new.txt",
         "A\tname with space.txt",
+        "M\tdirty.txt",
     ] {
         assert!(first.contains(want), "{want} in\n{first}");
     }
-    assert!(!first.contains("dirty.txt"), "{first}");
+    let all = fast.git(&["log", "-p", "--format=", "orbit/test-goal"]);
+    assert!(!all.contains("user edit"), "{all}");
 }
 
 #[test]
@@ -697,7 +717,7 @@ fn a_long_goal_title_is_cut_in_the_commit_message_between_characters() {
     let dir = repo.join(".orbit/long");
     let out = repo.run_loop(&dir, &["--once"], &[]);
     assert_code(&out, 10, "tick");
-    let body = repo.git(&["log", "-1", "--format=%B"]);
+    let body = repo.git(&["log", "-1", "--format=%B", "orbit/long"]);
     assert!(
         body.contains(&format!("\n\nGoal: {}\n\n", "x".repeat(59))),
         "{body:?}"
@@ -735,7 +755,7 @@ fi"#,
         &[("MAX_ITERATIONS", "3"), ("WRAPUP_ON_LIMIT", "0")],
     );
     assert_code(&out, 16, "three iterations");
-    let log = repo.git(&["log", "--format=%s", "-n", "4"]);
+    let log = repo.git(&["log", "--format=%s", "-n", "4", "orbit/test-goal"]);
     assert_eq!(
         log,
         "orbit(test-goal): iteration 3\nagent: my own commit\norbit(test-goal): iteration 1\ninit\n",
@@ -747,11 +767,11 @@ fi"#,
         "nothing of iteration 2 was left to commit (hook: {with_hook})"
     );
     assert_eq!(
-        repo.git(&["show", "HEAD:work.txt"]),
+        repo.git(&["show", "orbit/test-goal:work.txt"]),
         "step 1\nstep 2\nstep 3\n"
     );
     assert!(
-        repo.git(&["status", "--porcelain", "--", "work.txt"])
+        repo.ws_git(&["status", "--porcelain", "--", "work.txt"])
             .is_empty()
     );
 }
@@ -819,12 +839,12 @@ fn a_repository_that_signs_its_commits_gets_signed_loop_commits() {
     let dir = repo.init_loop(&agent, &["tr 0-9 a-j < work.txt; exit 1"], &[]);
     let out = repo.run_loop(&dir, &["--once"], &[]);
     assert_code(&out, 10, "tick");
-    let head = repo.git(&["rev-parse", "HEAD"]);
+    let head = repo.git(&["rev-parse", "orbit/test-goal"]);
     assert_eq!(
         fs::read_to_string(dir.join("iterations/000001/commit.txt")).unwrap(),
         head
     );
-    let raw = repo.git(&["cat-file", "commit", "HEAD"]);
+    let raw = repo.git(&["cat-file", "commit", "orbit/test-goal"]);
     assert!(
         raw.contains("\ngpgsig -----BEGIN PGP SIGNATURE-----"),
         "the loop's commit is signed, as the repository asks:\n{raw}"

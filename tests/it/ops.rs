@@ -419,19 +419,21 @@ fn a_preflight_failure_or_a_corrupt_state_notifies_once_and_keeps_its_exit_code(
             .map(String::from)
             .collect::<Vec<_>>()
     };
-    // A git operation in progress: preflight fails (exit 2), once notified.
-    let merge_head = repo.join(".git/MERGE_HEAD");
-    fs::write(&merge_head, repo.git(&["rev-parse", "HEAD"])).unwrap();
+    // A symlink in the loop directory: preflight fails (exit 2), once notified. (A merge in
+    // progress in the user's checkout no longer stops a loop: it runs in its workspace.)
+    let link = dir.join("planted");
+    std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
     let out = repo.run_loop(&dir, &[], &[]);
     assert_code(&out, 2, "preflight");
     assert_eq!(seen_lines().len(), 1, "{:?}", seen_lines());
     assert!(
-        seen_lines()[0].starts_with("PREFLIGHT_FAILED|preflight failed: a git operation"),
+        seen_lines()[0].starts_with("PREFLIGHT_FAILED|preflight failed: ")
+            && seen_lines()[0].contains("is a symlink"),
         "{:?}",
         seen_lines()
     );
     // A bad setting is a preflight failure too.
-    fs::remove_file(&merge_head).unwrap();
+    fs::remove_file(&link).unwrap();
     let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "0")]);
     assert_code(&out, 2, "bad setting");
     assert!(seen_lines()[1].starts_with("PREFLIGHT_FAILED|bad setting: MAX_ITERATIONS=0"));
@@ -1205,7 +1207,7 @@ fn a_stop_is_notified_once_and_the_cron_log_is_bounded() {
         "{}",
         text(&status)
     );
-    let work = fs::read_to_string(repo.join("work.txt")).unwrap();
+    let work = repo.ws_read("work.txt");
     let state = fs::read(dir.join("state.env")).unwrap();
     for tick in 2..=4 {
         let out = repo.run_loop(&dir, &["--once"], &[]);
@@ -1217,7 +1219,7 @@ fn a_stop_is_notified_once_and_the_cron_log_is_bounded() {
         "notified once"
     );
     assert_eq!(
-        fs::read_to_string(repo.join("work.txt")).unwrap(),
+        repo.ws_read("work.txt"),
         work,
         "no agent ran again (no second wrap-up)"
     );

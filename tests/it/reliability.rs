@@ -23,7 +23,7 @@ fn committed_iterations(repo: &Repo) -> Vec<u64> {
     let trailers = repo.git(&[
         "log",
         "--format=%(trailers:key=Orbit-Iteration,valueonly)",
-        "HEAD",
+        "--branches=orbit/*",
     ]);
     let mut v: Vec<u64> = trailers
         .lines()
@@ -271,7 +271,7 @@ fn a_double_crash_resumes_without_repair_and_loses_nothing() {
     assert_code(&out, 0, "after three crashes");
     assert_eq!(committed_iterations(&repo), [1, 2, 3]);
     assert_eq!(
-        repo.read("work.txt").lines().count(),
+        repo.ws_read("work.txt").lines().count(),
         3,
         "no agent run repeated"
     );
@@ -476,7 +476,7 @@ fn an_agent_that_changes_hundreds_of_files_is_recorded_and_committed() {
     assert_code(&out, 10, "tick");
     let r = read_kv(&dir.join("iterations/000001/result.env"));
     assert_eq!(r["CHANGED"], "400");
-    let files = repo.git(&["show", "--name-only", "--format=", "HEAD"]);
+    let files = repo.git(&["show", "--name-only", "--format=", "orbit/test-goal"]);
     assert_eq!(files.lines().filter(|l| l.starts_with("gen/")).count(), 400);
     assert_records_agree(&dir);
     assert_eq!(audit(&repo, &dir).code, 0);
@@ -950,10 +950,12 @@ echo "step $ORBIT_ITERATION" >> work.txt
 pad=$(printf '%0200d' 0)
 rm -f f-*
 for k in $(seq 20); do echo x > "f-$ORBIT_ITERATION-$k-$pad"; done
-if [ "$(wc -l < work.txt)" -ge 6 ]; then echo done > "$ORBIT_AGENT_DIR/done.md"; fi"#,
+if [ "$(wc -l < work.txt)" -ge 12 ]; then echo done > "$ORBIT_AGENT_DIR/done.md"; fi"#,
     );
-    let dir = repo.init_loop(&agent, &[&count_check(6)], &["--loop-timeout", "8h"]);
-    for _ in 0..3 {
+    let dir = repo.init_loop(&agent, &[&count_check(12)], &["--loop-timeout", "8h"]);
+    // Eight entries: progress.md outgrows verify.sh, the largest file a run copies (into
+    // the agent's folder), so the limit meets the progress append first.
+    for _ in 0..8 {
         let out = repo.run_loop(&dir, &["--once"], &[]);
         assert_code(&out, 10, "tick");
     }
@@ -984,7 +986,7 @@ if [ "$(wc -l < work.txt)" -ge 6 ]; then echo done > "$ORBIT_AGENT_DIR/done.md";
     assert!(String::from_utf8_lossy(&out.stdout).contains("NEXUS_LOOP_STATUS: CONTINUE"));
     assert_eq!(
         state_value(&dir, "NEXT_ITERATION"),
-        "4",
+        "9",
         "not checkpointed past the entry"
     );
     assert_no_process_left(&dir);
@@ -998,10 +1000,10 @@ if [ "$(wc -l < work.txt)" -ge 6 ]; then echo done > "$ORBIT_AGENT_DIR/done.md";
             .contains("recorded but not checkpointed")
     );
     assert_records_agree(&dir);
-    assert_eq!(committed_iterations(&repo), (1..=6).collect::<Vec<_>>());
+    assert_eq!(committed_iterations(&repo), (1..=12).collect::<Vec<_>>());
     assert_eq!(
-        repo.read("work.txt").lines().count(),
-        6,
+        repo.ws_read("work.txt").lines().count(),
+        12,
         "no agent run repeated"
     );
 }
@@ -1350,7 +1352,7 @@ fn ten_runners(hidden: &[&str]) {
     let ran = codes.iter().filter(|c| **c == Some(10)).count();
     let busy = codes.iter().filter(|c| **c == Some(20)).count();
     assert_eq!((ran, busy), (1, 9), "exit codes: {codes:?}");
-    assert_eq!(repo.read("work.txt").lines().count(), 1, "one agent run");
+    assert_eq!(repo.ws_read("work.txt").lines().count(), 1, "one agent run");
     assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2");
     let starts = journal(&dir)
         .events
@@ -1419,28 +1421,39 @@ fn a_mkdir_lock_without_an_owner_is_live_while_young_and_taken_over_when_old() {
 #[test]
 fn a_user_commit_on_the_loop_branch_between_ticks_is_kept_and_not_swallowed() {
     let (repo, dir) = ticked_loop(3);
-    repo.write("user.txt", "mine\n");
-    repo.git(&["add", "user.txt"]);
-    repo.git(&["commit", "-q", "-m", "user work"]);
-    let user_commit = repo.git(&["rev-parse", "HEAD"]).trim().to_string();
-    repo.write("scratch.txt", "uncommitted user change\n");
+    // The user works in the loop's workspace between ticks: a commit on orbit/test-goal and
+    // an uncommitted scratch file.
+    fs::write(repo.ws().join("user.txt"), "mine\n").unwrap();
+    repo.ws_git(&["add", "user.txt"]);
+    repo.ws_git(&["commit", "-q", "-m", "user work"]);
+    let user_commit = repo.ws_git(&["rev-parse", "HEAD"]).trim().to_string();
+    fs::write(repo.ws().join("scratch.txt"), "uncommitted user change\n").unwrap();
+    // ...and in their own checkout, on their own branch.
+    repo.write("mine.txt", "checkout work\n");
     let out = repo.run_loop(&dir, &[], &[]);
     assert_code(&out, 0, "DONE");
-    repo.git(&["merge-base", "--is-ancestor", &user_commit, "HEAD"]);
+    repo.ws_git(&["merge-base", "--is-ancestor", &user_commit, "HEAD"]);
     assert_eq!(committed_iterations(&repo), [1, 2, 3]);
-    let last = repo.git(&["show", "--name-only", "--format=", "HEAD~0"]);
+    let last = repo.ws_git(&["show", "--name-only", "--format=", "HEAD~0"]);
     assert!(!last.contains("scratch.txt"), "{last}");
-    let files = repo.git(&[
+    let files = repo.ws_git(&[
         "log",
         "--name-only",
         "--format=",
         &format!("{user_commit}..HEAD"),
     ]);
     assert!(
-        !files.contains("user.txt") && !files.contains("scratch.txt"),
+        !files.contains("user.txt")
+            && !files.contains("scratch.txt")
+            && !files.contains("mine.txt"),
         "{files}"
     );
-    assert_eq!(repo.read("scratch.txt"), "uncommitted user change\n");
+    assert_eq!(repo.ws_read("scratch.txt"), "uncommitted user change\n");
+    assert_eq!(repo.read("mine.txt"), "checkout work\n");
+    assert_eq!(
+        repo.git(&["symbolic-ref", "--short", "HEAD"]).trim(),
+        "main"
+    );
     assert_records_agree(&dir);
     let a = audit(&repo, &dir);
     assert_eq!((a.verdict.as_str(), a.code), ("DONE", 0), "{}", a.json);
@@ -1478,6 +1491,10 @@ fn every_hostile_goal_runs_a_full_loop_to_done() {
         assert_code(&out, 0, name);
         assert!(!repo.join("CANARY").exists(), "{name}: canary");
         assert!(!dir.join("CANARY").exists(), "{name}: canary");
+        assert!(
+            !repo.join(".orbit/.workspaces/hostile/CANARY").exists(),
+            "{name}: canary"
+        );
         let prompt = fs::read_to_string(dir.join("iterations/000001/prompt.md")).unwrap();
         let goal_md = fs::read_to_string(dir.join("goal.md")).unwrap();
         assert!(

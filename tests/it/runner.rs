@@ -321,7 +321,7 @@ fn every_fault_point_resumes_without_repair_and_without_losing_or_repeating_an_i
         let trailers = repo.git(&[
             "log",
             "--format=%(trailers:key=Orbit-Iteration,valueonly)",
-            "HEAD",
+            "orbit/test-goal",
         ]);
         let mut iters: Vec<u64> = trailers
             .lines()
@@ -336,7 +336,7 @@ fn every_fault_point_resumes_without_repair_and_without_losing_or_repeating_an_i
             "{point}: each iteration committed exactly once"
         );
         assert!(
-            repo.git(&["status", "--porcelain", "--", "work.txt"])
+            repo.ws_git(&["status", "--porcelain", "--", "work.txt"])
                 .is_empty(),
             "{point}: the agent's work is committed"
         );
@@ -344,7 +344,7 @@ fn every_fault_point_resumes_without_repair_and_without_losing_or_repeating_an_i
             // The crash came after the iteration was recorded: nothing ran again.
             assert_eq!(iters, [1, 2], "{point}");
             assert_eq!(
-                fs::read_to_string(repo.join("work.txt"))
+                fs::read_to_string(repo.ws().join("work.txt"))
                     .unwrap()
                     .lines()
                     .count(),
@@ -542,7 +542,7 @@ fn the_agent_gets_the_contract_environment_in_its_workspace() {
     let agent = repo.agent(
         "env",
         &format!(
-            "cat >/dev/null\n{{ pwd; for v in ORBIT_LOOP_DIR ORBIT_WORKSPACE ORBIT_AGENT_DIR ORBIT_ITERATION ORBIT_ATTEMPT ORBIT_CANDIDATE ORBIT_PHASE ORBIT_PROMPT_FILE ORBIT_FEEDBACK_FILE ORBIT_COST_FILE; do echo \"$v=${{!v-<unset>}}\"; done; ls .orbit-agent | tr '\\n' ' '; echo; }} >> '{}'\necho $ORBIT_ITERATION >> work.txt",
+            "cat >/dev/null\n{{ echo \"RUN in $(pwd)\"; for v in ORBIT_LOOP_DIR ORBIT_WORKSPACE ORBIT_AGENT_DIR ORBIT_ITERATION ORBIT_ATTEMPT ORBIT_CANDIDATE ORBIT_PHASE ORBIT_PROMPT_FILE ORBIT_FEEDBACK_FILE ORBIT_COST_FILE; do echo \"$v=${{!v-<unset>}}\"; done; ls .orbit-agent | tr '\\n' ' '; echo; }} >> '{}'\necho $ORBIT_ITERATION >> work.txt",
             seen.display()
         ),
     );
@@ -556,7 +556,7 @@ fn the_agent_gets_the_contract_environment_in_its_workspace() {
     let ws = format!("{root}/.orbit/.workspaces/test-goal");
     let agent_dir = format!("{ws}/.orbit-agent");
     let runs: Vec<&str> = seen
-        .split(&format!("{ws}\n"))
+        .split(&format!("RUN in {ws}\n"))
         .filter(|s| !s.is_empty())
         .collect();
     assert_eq!(runs.len(), 2, "the agent runs in the workspace: {seen}");
@@ -686,13 +686,14 @@ fn a_confirmation_run_that_changes_the_project_is_not_done() {
         "the confirmation run changed the project"
     );
     // The confirmation's change is part of the iteration and committed with it.
-    assert_eq!(
-        fs::read_to_string(repo.join("work.txt")).unwrap(),
-        "done\nfix\n"
-    );
+    assert_eq!(repo.ws_read("work.txt"), "done\nfix\n");
     assert!(
-        repo.git(&["status", "--porcelain", "--", "work.txt"])
+        repo.ws_git(&["status", "--porcelain", "--", "work.txt"])
             .is_empty()
+    );
+    assert_eq!(
+        repo.git(&["show", "orbit/test-goal:work.txt"]),
+        "done\nfix\n"
     );
 }
 

@@ -118,6 +118,34 @@ impl Repo {
         fs::read_to_string(self.join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
     }
 
+    /// The workspace of the test loop `init_loop` makes: its git worktree, where the agent
+    /// works and the checks run.
+    pub fn ws(&self) -> PathBuf {
+        self.join(".orbit/.workspaces/test-goal")
+    }
+
+    /// A file of the test loop's workspace.
+    pub fn ws_read(&self, rel: &str) -> String {
+        let p = self.ws().join(rel);
+        fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+    }
+
+    /// Runs git in the test loop's workspace; panics on failure.
+    pub fn ws_git(&self, args: &[&str]) -> String {
+        let out = command("git")
+            .arg("-C")
+            .arg(self.ws())
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "git {args:?} in the workspace failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Runs git in the repository; panics on failure.
     pub fn git(&self, args: &[&str]) -> String {
         let out = command("git")

@@ -257,6 +257,9 @@ workspace_ensure() {
     repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" >/dev/null ||
       preflight_fail "the workspace $WS and the loop branch $LOOP_BRANCH are both gone: run orbit recover"
     rmdir -- "$WS" 2>/dev/null || true
+    # Its registration is locked (so that prune keeps a live loop's workspace): unlocked
+    # here, then pruned by workspace_add, since the directory is gone.
+    repo_git worktree unlock -- "$WS" 2>/dev/null || true
     workspace_add "$LOOP_BRANCH" ||
       preflight_fail "cannot recreate the workspace $WS from $LOOP_BRANCH (see runner.log)"
     orbit_log "the workspace $WS was missing: recreated from $LOOP_BRANCH"

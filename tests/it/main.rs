@@ -17,3 +17,4 @@ mod report;
 mod runner;
 mod sealed;
 mod support;
+mod workspace;

@@ -1,0 +1,404 @@
+//! Workspaces (contract 2.0): each loop works in its own git worktree on `orbit/<name>`.
+//! One scenario per way a loop run in the user's own checkout used to break ordinary use,
+//! and the git facts a workspace must keep: locked against prune, recreated when deleted by
+//! hand, a branch moved by hand stops the loop rather than be committed over.
+
+use std::fs;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::{
+    Repo, assert_code, assert_ok, assert_records_agree, count_check, counting_agent, events_named,
+    read_kv, state_value, text,
+};
+
+/// The commits of a loop branch, newest first, as "subject\tfile file ...".
+fn branch_commits(repo: &Repo, branch: &str) -> Vec<String> {
+    let log = repo.git(&["log", "--format=%H %s", branch]);
+    log.lines()
+        .map(|l| {
+            let (id, subject) = l.split_once(' ').unwrap();
+            let files = repo.git(&["show", "--name-only", "--format=", id]);
+            let files: Vec<&str> = files.lines().collect();
+            format!("{subject}\t{}", files.join(" "))
+        })
+        .collect()
+}
+
+#[test]
+fn a_user_who_keeps_working_keeps_their_branch_and_their_edit_and_the_agent_its_work() {
+    let repo = Repo::new();
+    repo.write("shared.txt", "line 1\n");
+    repo.git(&["add", "shared.txt"]);
+    repo.git(&["commit", "-q", "-m", "shared"]);
+    let agent = repo.agent(
+        "editor",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "agent $ORBIT_ITERATION" >> shared.txt
+if [ "$ORBIT_ITERATION" -ge 2 ]; then echo "all hold" > "$ORBIT_AGENT_DIR/done.md"; fi"#,
+    );
+    let dir = repo.init_loop(&agent, &["grep -q 'agent 2' shared.txt"], &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick 1");
+    // Between ticks the user edits the same file in their checkout and stays on main.
+    repo.write("shared.txt", "line 1\nuser edit\n");
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE");
+    // The user's checkout: the same branch, the same HEAD commit, their edit as it was.
+    assert_eq!(
+        repo.git(&["symbolic-ref", "--short", "HEAD"]).trim(),
+        "main"
+    );
+    assert_eq!(repo.read("shared.txt"), "line 1\nuser edit\n");
+    assert_eq!(
+        repo.git(&["status", "--porcelain", "--", "shared.txt"]),
+        " M shared.txt\n"
+    );
+    // The agent's work on that file is all committed on the loop branch, the user's edit
+    // in none of it.
+    assert_eq!(
+        repo.git(&["show", "orbit/test-goal:shared.txt"]),
+        "line 1\nagent 1\nagent 2\n"
+    );
+    let all = repo.git(&["log", "-p", "--format=", "orbit/test-goal"]);
+    assert!(!all.contains("user edit"), "{all}");
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn two_loops_in_one_repository_run_at_once_each_on_its_own_branch() {
+    let repo = Repo::new();
+    // Each agent sleeps, so that the two runs overlap, and writes its own file.
+    let agent = repo.agent(
+        "slow",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+sleep 1
+echo "$ORBIT_ITERATION" >> "work-$(basename "$ORBIT_WORKSPACE").txt"
+if [ "$ORBIT_ITERATION" -ge 3 ]; then echo "all hold" > "$ORBIT_AGENT_DIR/done.md"; fi"#,
+    );
+    let exec = agent.display().to_string();
+    let mut dirs = vec![];
+    for name in ["alpha", "beta"] {
+        let check = format!("test \"$(wc -l < work-{name}.txt)\" -ge 3");
+        let out = repo.orbit(&[
+            "init",
+            "goal",
+            "--engine",
+            "custom",
+            "--exec",
+            &exec,
+            "--verify",
+            &check,
+            "--dir",
+            &format!(".orbit/{name}"),
+        ]);
+        assert_ok(&out, name);
+        dirs.push(repo.join(&format!(".orbit/{name}")));
+    }
+    let a = repo.spawn_loop(&dirs[0], &[], &[("RETRY_BASE_DELAY", "0")]);
+    let b = repo.spawn_loop(&dirs[1], &[], &[("RETRY_BASE_DELAY", "0")]);
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert_code(&a, 0, "alpha DONE");
+    assert_code(&b, 0, "beta DONE");
+    // They did overlap: beta started before alpha ended.
+    let start_b = events_named(&dirs[1], "loop_start")[0].ts.clone();
+    let stop_a = events_named(&dirs[0], "loop_stop")
+        .last()
+        .unwrap()
+        .ts
+        .clone();
+    assert!(
+        start_b <= stop_a,
+        "the runs overlapped: {start_b} <= {stop_a}"
+    );
+    // Each branch holds its own loop's commits, with its own agent's file only: no loop
+    // directory, no other loop's work.
+    for (name, other) in [("alpha", "beta"), ("beta", "alpha")] {
+        let commits = branch_commits(&repo, &format!("orbit/{name}"));
+        let loop_commits: Vec<&String> =
+            commits.iter().filter(|c| c.starts_with("orbit(")).collect();
+        assert_eq!(loop_commits.len(), 3, "{name}: {commits:?}");
+        for c in loop_commits {
+            assert!(
+                c.starts_with(&format!("orbit({name}): iteration ")),
+                "{name}: {c}"
+            );
+            assert!(c.ends_with(&format!("\twork-{name}.txt")), "{name}: {c}");
+            assert!(!c.contains(".orbit") && !c.contains(other), "{name}: {c}");
+        }
+        assert_records_agree(&repo.join(&format!(".orbit/{name}")));
+    }
+    assert_eq!(
+        repo.git(&["symbolic-ref", "--short", "HEAD"]).trim(),
+        "main"
+    );
+}
+
+#[test]
+fn a_second_loop_rendered_mid_run_never_counts_as_the_first_loops_work() {
+    let repo = Repo::new();
+    let exec_self = repo.bin.path().join("second");
+    let orbit = crate::support::orbit_bin().display().to_string();
+    // Mid-run, in the user's checkout, someone renders a second loop (its loop.toml holds
+    // the placeholder pattern, "TODO" among it); the first loop's agent then claims DONE.
+    let agent = repo.agent(
+        "first",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" >> work.txt
+if [ "$ORBIT_ITERATION" = 1 ]; then
+  (cd "$ORBIT_WORKSPACE/../../.." && '{orbit}' init "second goal" --engine custom --exec '{}' --verify false >/dev/null)
+fi
+if [ "$ORBIT_ITERATION" -ge 2 ]; then echo "all hold" > "$ORBIT_AGENT_DIR/done.md"; fi"#,
+            exec_self.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &[&count_check(2)], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "the first loop reaches DONE");
+    assert!(repo.join(".orbit/second-goal/loop.toml").is_file());
+    let r = read_kv(&dir.join("iterations/000002/result.env"));
+    assert_eq!(r["DONE_VERDICT"], "DONE");
+    assert_eq!(r["CHANGED"], "1", "only work.txt is the agent's change");
+}
+
+#[test]
+fn a_runner_logged_into_the_repository_still_tells_a_stall_from_a_repeated_failure() {
+    let repo = Repo::new();
+    let agent = repo.agent("idle", "cat >/dev/null; exit 0");
+    let dir = repo.init_loop(&agent, &["echo not yet; exit 1"], &[]);
+    // The user logs the runner into a file of their checkout, which changes every
+    // iteration: that is not the agent's work.
+    let mut cmd = crate::support::command("bash");
+    cmd.arg("-c")
+        .arg(r#"bash "$1/run-loop.sh" >> loop.log 2>&1"#)
+        .arg("run")
+        .arg(&dir)
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("RETRY_BASE_DELAY", "0");
+    let out = crate::support::run_bounded(cmd, Duration::from_secs(120));
+    let log = repo.read("loop.log");
+    assert_eq!(out.status.code(), Some(15), "STALLED, not BLOCKED:\n{log}");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "stalled");
+    assert!(log.contains("NEXUS_LOOP_SUMMARY: STALLED"), "{log}");
+}
+
+#[test]
+fn an_agent_that_leaves_the_loop_branch_never_moves_main() {
+    let repo = Repo::new();
+    let main_before = repo.git(&["rev-parse", "main"]);
+    let agent = repo.agent(
+        "wanderer",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+if [ "$ORBIT_ITERATION" = 1 ]; then git checkout -q --ignore-other-worktrees main; fi
+echo "step $ORBIT_ITERATION" >> work.txt
+if [ "$ORBIT_ITERATION" -ge 2 ]; then echo "all hold" > "$ORBIT_AGENT_DIR/done.md"; fi"#,
+    );
+    let dir = repo.init_loop(&agent, &[&count_check(2)], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE");
+    assert_eq!(
+        repo.git(&["rev-parse", "main"]),
+        main_before,
+        "main untouched"
+    );
+    assert_eq!(
+        repo.ws_git(&["symbolic-ref", "--short", "HEAD"]).trim(),
+        "orbit/test-goal"
+    );
+    let commits = branch_commits(&repo, "orbit/test-goal");
+    assert!(
+        commits[0].starts_with("orbit(test-goal): iteration 2\twork.txt"),
+        "{commits:?}"
+    );
+    assert_eq!(
+        commits.len(),
+        3,
+        "iterations 1 and 2 on top of init: {commits:?}"
+    );
+    assert_eq!(events_named(&dir, "workspace_head_moved").len(), 1);
+}
+
+#[test]
+fn the_workspace_is_a_locked_worktree_that_prune_keeps() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 5);
+    let dir = repo.init_loop(&agent, &[&count_check(5)], &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick");
+    let ws = fs::canonicalize(repo.ws()).unwrap();
+    assert_eq!(state_value(&dir, "WORKSPACE"), ws.display().to_string());
+    repo.git(&["worktree", "prune"]);
+    let list = repo.git(&["worktree", "list", "--porcelain"]);
+    let entry = list
+        .split("\n\n")
+        .find(|e| e.contains(&format!("worktree {}", ws.display())))
+        .unwrap_or_else(|| panic!("{list}"));
+    assert!(
+        entry.contains("branch refs/heads/orbit/test-goal"),
+        "{entry}"
+    );
+    assert!(entry.contains("locked orbit loop "), "{entry}");
+    // The agent's folder is excluded, never committed, and the user's status does not see
+    // the workspace either.
+    assert_eq!(repo.ws_git(&["status", "--porcelain"]), "");
+    assert_eq!(
+        repo.git(&["status", "--porcelain", "--", ".orbit/.workspaces"]),
+        ""
+    );
+}
+
+#[test]
+fn a_workspace_deleted_by_hand_is_recreated_from_the_branch_and_the_loop_goes_on() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 3);
+    let dir = repo.init_loop(&agent, &[&count_check(3)], &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick 1");
+    fs::remove_dir_all(repo.ws()).unwrap();
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE after the workspace came back");
+    assert_eq!(repo.ws_read("work.txt"), "step 1\nstep 2\nstep 3\n");
+    let ev = events_named(&dir, "workspace_recreated");
+    assert_eq!(ev.len(), 1, "the journal says so");
+    assert!(
+        fs::read_to_string(dir.join("runner.log"))
+            .unwrap()
+            .contains("was missing: recreated from orbit/test-goal")
+    );
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_loop_branch_moved_by_hand_stops_the_loop_instead_of_being_committed_over() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 4);
+    let dir = repo.init_loop(&agent, &[&count_check(4)], &[]);
+    for i in 1..=2 {
+        let out = repo.run_loop(&dir, &["--once"], &[]);
+        assert_code(&out, 10, &format!("tick {i}"));
+    }
+    let before = repo.git(&["rev-parse", "orbit/test-goal"]);
+    // Rewound by hand, to the commit before the loop.
+    repo.ws_git(&["reset", "-q", "--hard", "HEAD~2"]);
+    let moved = repo.git(&["rev-parse", "orbit/test-goal"]);
+    assert_ne!(before, moved);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 2, "a branch moved by hand stops the run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("was moved by hand") && err.contains("orbit recover"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", "orbit/test-goal"]),
+        moved,
+        "nothing committed over it"
+    );
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "3");
+    assert_eq!(events_named(&dir, "branch_moved").len(), 1);
+    // Commits the agent or the user add on top are not a move.
+    let fresh = Repo::new();
+    let agent = counting_agent(&fresh, 3);
+    let dir = fresh.init_loop(&agent, &[&count_check(3)], &[]);
+    let out = fresh.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick");
+    fs::write(fresh.ws().join("extra.txt"), "x\n").unwrap();
+    fresh.ws_git(&["add", "extra.txt"]);
+    fresh.ws_git(&["commit", "-q", "-m", "user on top"]);
+    let out = fresh.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE");
+}
+
+#[test]
+fn a_contract_one_state_asks_for_migrate_and_changes_nothing() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 2);
+    let dir = repo.init_loop(&agent, &[&count_check(2)], &[]);
+    // A 1.0 checkpoint: no WORKSPACE key, sealed as the 1.0 runner sealed it.
+    let text_v1: String = fs::read_to_string(dir.join("state.env"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("WORKSPACE="))
+        .map(|l| {
+            if l.starts_with("CONTRACT_VERSION=") {
+                "CONTRACT_VERSION=1.0.0\n".to_string()
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let state = orbit::state::State::parse(text_v1.as_bytes()).expect("a 1.0 state parses");
+    fs::write(dir.join("state.env"), &text_v1).unwrap();
+    fs::write(
+        dir.join("state.env.sha256"),
+        orbit::state::Sidecar::for_state(&text_v1, state.generation).print(),
+    )
+    .unwrap();
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 4, "a 1.0 state is not run by a 2.0 runner");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("run orbit recover --migrate"),
+        "{}",
+        text(&out)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ORBIT_AGENT_DIR"));
+    assert_eq!(fs::read_to_string(dir.join("state.env")).unwrap(), text_v1);
+    assert!(!repo.ws().exists(), "no workspace made");
+    assert!(!Path::new(&repo.join(".orbit/.workspaces")).exists());
+}
+
+#[test]
+fn init_refuses_a_workspace_inside_the_loop_directory_or_around_it() {
+    let repo = Repo::new();
+    for (ws, why) in [
+        (".orbit/x/work", "inside the loop directory"),
+        (".orbit", "holds the loop directory"),
+    ] {
+        let out = repo.orbit(&[
+            "init",
+            "g",
+            "--verify",
+            "false",
+            "--dir",
+            ".orbit/x",
+            "--workspace",
+            ws,
+        ]);
+        assert_code(&out, 2, ws);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(why),
+            "{}",
+            text(&out)
+        );
+    }
+    // Beside the repository is fine, and is where the runner puts it.
+    let outside = tempfile::tempdir().unwrap();
+    let ws = outside.path().join("ws");
+    let agent = counting_agent(&repo, 1);
+    let exec = agent.display().to_string();
+    let out = repo.orbit(&[
+        "init",
+        "g",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        &count_check(1),
+        "--dir",
+        ".orbit/x",
+        "--workspace",
+        ws.to_str().unwrap(),
+    ]);
+    assert_ok(&out, "init");
+    let out = repo.run_loop(&repo.join(".orbit/x"), &[], &[]);
+    assert_code(&out, 0, "DONE in a workspace outside the repository");
+    assert!(ws.join("work.txt").is_file());
+}

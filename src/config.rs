@@ -53,6 +53,9 @@ pub struct LoopConfig {
     /// How long one auto-commit (with the repository's hooks) may take.
     pub commit_timeout: String,
     pub autocommit: bool,
+    /// Read from loops written before workspaces (contract 1.0), never written: a loop
+    /// always works on `orbit/<name>` in its own worktree now, so only `true` is accepted.
+    #[serde(skip_serializing)]
     pub branch_isolation: bool,
     pub squash_on_done: bool,
     pub allow_green_start: bool,
@@ -284,6 +287,11 @@ impl LoopConfig {
                 self.notify_webhook_env.escape_debug()
             )));
         }
+        if !self.branch_isolation {
+            return Err(Error::Usage(
+                "branch-isolation = false: a loop always works on its own branch orbit/<name>, in its own worktree (the workspace); remove branch-isolation from loop.toml".into(),
+            ));
+        }
         if !self.workspace.is_empty() && !is_plain_path(&self.workspace) {
             return Err(Error::Usage(format!(
                 "workspace = '{}': give a plain path (no control character, no . or .. segment), relative to the repository root or absolute",
@@ -332,6 +340,22 @@ impl LoopConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loop_written_before_workspaces_reads_and_branch_isolation_off_is_refused() {
+        let mut table = match toml::Value::try_from(LoopConfig::default()) {
+            Ok(toml::Value::Table(t)) => t,
+            other => panic!("{other:?}"),
+        };
+        assert!(!table.contains_key("branch-isolation"), "never written");
+        table.insert("branch-isolation".into(), toml::Value::Boolean(true));
+        let old: LoopConfig = toml::from_str(&toml::to_string(&table).unwrap()).unwrap();
+        old.validate().unwrap();
+        table.insert("branch-isolation".into(), toml::Value::Boolean(false));
+        let off: LoopConfig = toml::from_str(&toml::to_string(&table).unwrap()).unwrap();
+        let err = off.validate().unwrap_err().to_string();
+        assert!(err.contains("orbit/<name>"), "{err}");
+    }
 
     #[test]
     fn toml_round_trips() {

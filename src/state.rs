@@ -270,19 +270,20 @@ mod tests {
 
     #[test]
     fn ready_state_round_trips() {
-        let s = State::ready("1.0.0", 1_796_016_519);
+        let s = State::ready("2.0.0", 1_796_016_519);
         let text = s.print();
         assert_eq!(State::parse(text.as_bytes()).unwrap(), s);
         assert!(
             text.starts_with(
-                "CONTRACT_VERSION=1.0.0\nGEN=1\nNEXT_ITERATION=1\nLAST_STATUS=READY\n"
+                "CONTRACT_VERSION=2.0.0\nGEN=1\nNEXT_ITERATION=1\nLAST_STATUS=READY\n"
             )
         );
+        assert!(text.ends_with("\nWORKSPACE=\n"), "{text}");
     }
 
     #[test]
     fn hostile_and_malformed_input_is_rejected_with_a_line() {
-        let good = State::ready("1.0.0", 5).print();
+        let good = State::ready("2.0.0", 5).print();
         let cases = [
             (
                 good.replace("NEXT_ITERATION=1", "NEXT_ITERATION=x[$(touch CANARY)]"),
@@ -290,7 +291,8 @@ mod tests {
             ),
             (good.replace("GEN=1\n", "GEN=1\nGEN=2\n"), 3),
             (good.replace('\n', "\r\n"), 1),
-            (format!("{good}EXTRA=1\n"), 17),
+            (format!("{good}EXTRA=1\n"), 18),
+            (good.replace("WORKSPACE=", "WORKSPACE=relative/path"), 17),
             (good.replace("LAST_STATUS=READY", "LAST_STATUS=done"), 4),
             (good.replace("COST_MICROUSD=0", "COST_MICROUSD=0999"), 10),
         ];
@@ -306,6 +308,15 @@ mod tests {
             .map(|l| format!("{l}\n"))
             .collect();
         assert_eq!(State::parse(missing.as_bytes()).unwrap_err().0, 0);
+        // A key a later contract added may be missing only from an older loop's state.
+        let no_workspace: String = good
+            .lines()
+            .filter(|l| !l.starts_with("WORKSPACE="))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(State::parse(no_workspace.as_bytes()).unwrap_err().0, 0);
+        let v1 = no_workspace.replace("CONTRACT_VERSION=2.0.0", "CONTRACT_VERSION=1.0.0");
+        assert_eq!(State::parse(v1.as_bytes()).unwrap().workspace, "");
     }
 
     #[test]

@@ -147,7 +147,6 @@ pub const SETTINGS: &[Setting] = &[
     duration("kill-grace", 0, "10s"),
     duration("commit-timeout", 1, "2m"),
     flag("autocommit", "1"),
-    flag("branch-isolation", "1"),
     flag("squash-on-done", "0"),
     flag("allow-green-start", "0"),
     flag("wrapup-on-limit", "1"),

@@ -299,11 +299,7 @@ fn hostile_goals_render_safely_and_reach_the_agent_byte_for_byte() {
             );
         }
         let _ = fs::remove_file(&record);
-        let out = repo.run_loop(
-            &dir,
-            &["--once"],
-            &[("BRANCH_ISOLATION", "0"), ("AUTOCOMMIT", "0")],
-        );
+        let out = repo.run_loop(&dir, &["--once"], &[("AUTOCOMMIT", "0")]);
         assert_code(&out, 10, &format!("one tick ({name})"));
         let got = fs::read(&record)
             .unwrap_or_else(|_| panic!("{name}: the agent never ran:\n{}", text(&out)));

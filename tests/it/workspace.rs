@@ -402,3 +402,86 @@ fn init_refuses_a_workspace_inside_the_loop_directory_or_around_it() {
     assert_code(&out, 0, "DONE in a workspace outside the repository");
     assert!(ws.join("work.txt").is_file());
 }
+
+#[test]
+fn a_run_loop_shows_the_contracts_layout_in_its_directory_and_its_workspace() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "finisher",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" >> work.txt
+echo "iteration $ORBIT_ITERATION: wrote work.txt" >> "$ORBIT_AGENT_DIR/notes.md"
+echo 0.01 > "$ORBIT_COST_FILE"
+if [ "$ORBIT_ITERATION" -ge 2 ]; then echo "AC1: work.txt has two lines" > "$ORBIT_AGENT_DIR/done.md"; fi"#,
+    );
+    let dir = repo.init_loop(&agent, &[&count_check(2)], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE");
+    // Section 3: the loop directory, the control plane.
+    for f in [
+        "goal.md",
+        "loop.toml",
+        "prompt.md",
+        "verify.sh",
+        "run-loop.sh",
+        "recover.sh",
+        "notify.sh",
+        "state.env",
+        "state.env.sha256",
+        "pins.sha256",
+        "progress.md",
+        "notes.md",
+        "events.jsonl",
+        "cost.ledger",
+        "runner.log",
+        ".action-sig.log",
+        ".run-loop.lock",
+        ".pins/goal.md",
+        "iterations/000001/prompt.md",
+        "iterations/000001/agent.log",
+        "iterations/000001/verify.log",
+        "iterations/000001/result.env",
+        "iterations/000002/done.md",
+    ] {
+        assert!(dir.join(f).exists(), "{f} in the loop directory");
+    }
+    assert!(
+        !dir.join("done.md").exists(),
+        "the claim lives in the record"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations/000002/done.md")).unwrap(),
+        "AC1: work.txt has two lines\n"
+    );
+    // The agent's notes came back, both iterations' worth.
+    let notes = fs::read_to_string(dir.join("notes.md")).unwrap();
+    assert!(
+        notes.contains("iteration 1: wrote work.txt\niteration 2: wrote work.txt\n"),
+        "{notes}"
+    );
+    // Its cost reached the ledger.
+    assert!(
+        fs::read_to_string(dir.join("cost.ledger"))
+            .unwrap()
+            .starts_with("1\t10000\treported\n")
+    );
+    // The workspace, WORKSPACE in state.env, `workspace` in loop.toml.
+    let ws = fs::canonicalize(repo.ws()).unwrap();
+    assert_eq!(state_value(&dir, "WORKSPACE"), ws.display().to_string());
+    assert_eq!(state_value(&dir, "CONTRACT_VERSION"), "2.0.0");
+    let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
+    assert!(
+        toml.contains("workspace = \".orbit/.workspaces/test-goal\""),
+        "{toml}"
+    );
+    for f in ["goal.md", "progress.md", "notes.md", "prompt.md"] {
+        assert!(
+            ws.join(".orbit-agent").join(f).is_file(),
+            ".orbit-agent/{f}"
+        );
+    }
+    // Neither holds the other.
+    let loop_dir = fs::canonicalize(&dir).unwrap();
+    assert!(!ws.starts_with(&loop_dir) && !loop_dir.starts_with(&ws));
+}

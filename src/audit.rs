@@ -12,6 +12,7 @@ mod keys;
 mod read;
 mod runner_log;
 mod tail;
+mod workspace;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -55,6 +56,10 @@ pub struct Summary {
     pub usd_cap_microusd: Option<u64>,
     /// Epoch seconds of the last write to the loop's journals or state.
     pub last_activity: Option<u64>,
+    /// The loop's workspace, absolute (state.env `WORKSPACE`); null before the first run.
+    pub workspace: Option<String>,
+    /// The loop branch the work is committed on, `orbit/<name>`.
+    pub branch: Option<String>,
 }
 
 /// The audit of one loop.

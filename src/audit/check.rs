@@ -16,6 +16,7 @@ use super::read::{
 };
 use super::runner_log;
 use super::tail;
+use super::workspace;
 use super::{Finding, LoopReport, Severity, Summary};
 use crate::config::LoopConfig;
 use crate::contract::{
@@ -56,6 +57,8 @@ struct Audit<'a> {
     dir: &'a Path,
     shown: &'a str,
     findings: Vec<Finding>,
+    /// Pinned paths found changed or missing (already reported, with their fix).
+    pins_violated: Vec<String>,
 }
 
 /// What the audit read of a loop, once, before checking it.
@@ -99,11 +102,13 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         dir,
         shown: &shown,
         findings: Vec::new(),
+        pins_violated: Vec::new(),
     };
     a.check_required_files();
     let l = a.read_loop();
     let mut summary = summary(dir, l.cfg.as_ref());
-    a.check_pins(l.checkpoint.as_ref());
+    let ws = workspace_of(&l);
+    a.check_pins(l.checkpoint.as_ref(), &ws);
     a.check_journals(&l);
     a.check_runner_log(l.running);
     a.check_validator(l.cfg.as_ref());
@@ -125,6 +130,20 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     let recovered = recovered(l.events.as_ref(), &cp.state);
     let crashed = !l.running && !recovered && a.check_crash(&l, cp);
     a.check_orphans(&l);
+    a.findings.extend(workspace::check(&workspace::Input {
+        dir: &l.canonical,
+        shown: a.shown,
+        state: &cp.state,
+        state_text: &cp.text,
+        cfg: l.cfg.as_ref(),
+        running: l.running,
+        crashed,
+        commit_failed: commit_failed(dir, cp.last_done()),
+        reported: &a.pins_violated,
+    }));
+    let place = workspace::place(&cp.state, l.cfg.as_ref());
+    summary.workspace = place.workspace;
+    summary.branch = place.branch;
     if !l.running && !crashed {
         a.check_drift(&l, cp, recovered);
     }
@@ -322,6 +341,35 @@ fn runner_alive(lock: &Lock, events: Option<&EventsWindow>) -> bool {
     }
 }
 
+/// The workspace the loop's pins name files in: state.env's `WORKSPACE`, else (a loop whose
+/// state cannot be read) loop.toml's `workspace` from the repository root.
+fn workspace_of(l: &Loop) -> String {
+    if let Some(cp) = &l.checkpoint {
+        return cp.state.workspace.clone();
+    }
+    let Some(cfg) = &l.cfg else {
+        return String::new();
+    };
+    let rel = if cfg.workspace.is_empty() {
+        crate::init::default_workspace(&cfg.name)
+    } else {
+        cfg.workspace.clone()
+    };
+    if Path::new(&rel).is_absolute() {
+        return rel;
+    }
+    crate::locate::repo_by_dot_git(&l.canonical)
+        .map(|r| r.join(rel).display().to_string())
+        .unwrap_or_default()
+}
+
+/// Whether iteration `n`'s commit failed (its changes stay in the workspace).
+fn commit_failed(dir: &Path, n: u64) -> bool {
+    n >= 1
+        && fs::read_to_string(dir.join(iter_rel(n)).join("commit.txt"))
+            .is_ok_and(|t| t.lines().next() == Some("failed"))
+}
+
 /// What `orbit status` shows that needs no checkpoint: the name, the caps, the last
 /// activity.
 fn summary(dir: &Path, cfg: Option<&LoopConfig>) -> Summary {
@@ -387,7 +435,7 @@ impl Audit<'_> {
 
     /// Every pin against its file; then a stop on a violation whose file has since been
     /// put back.
-    fn check_pins(&mut self, cp: Option<&Checkpoint>) {
+    fn check_pins(&mut self, cp: Option<&Checkpoint>, ws: &str) {
         let Ok(bytes) = fs::read(self.dir.join("pins.sha256")) else {
             return;
         };
@@ -401,21 +449,29 @@ impl Audit<'_> {
                 self.recover("--repin"),
             );
         }
-        let violated: Vec<StopReason> = list.iter().filter_map(|p| self.check_pin(p)).collect();
+        // A workspace that is gone is reported as such (WORKSPACE_MISSING), not as every
+        // file pinned in it missing: the loop recreates it from its branch.
+        let ws_gone = !ws.is_empty() && !Path::new(ws).is_dir();
+        let violated: Vec<StopReason> = list
+            .iter()
+            .filter(|p| !(ws_gone && pins::workspace_relative(&p.path, ws).is_some()))
+            .filter_map(|p| self.check_pin(p, ws))
+            .collect();
         if let Some(cp) = cp {
             self.check_restored_pins(cp, &violated);
         }
     }
 
     /// One pin: the reason its file violates it, if it does.
-    fn check_pin(&mut self, pin: &Pin) -> Option<StopReason> {
+    fn check_pin(&mut self, pin: &Pin, ws: &str) -> Option<StopReason> {
         let have = fs::read(self.dir.join(&pin.path))
             .ok()
             .map(|b| crate::fsx::sha256_hex(&b));
         if have.as_deref() == Some(pin.sha256.as_str()) {
             return None;
         }
-        let reason = pins::pin_reason(&pin.path);
+        let reason = pins::pin_reason_in(&pin.path, ws);
+        self.pins_violated.push(pin.path.clone());
         let what = if have.is_none() {
             "is missing"
         } else {

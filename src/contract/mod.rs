@@ -361,6 +361,16 @@ vocabulary! {
         UnboundedLoop = "UNBOUNDED_LOOP",
         /// A runner died mid-iteration (no footer, the lock free, an iteration unfinished).
         Crashed = "CRASHED",
+        /// The loop's workspace (contract 2.0) is gone from disk.
+        WorkspaceMissing = "WORKSPACE_MISSING",
+        /// The workspace is not a worktree of the loop's repository, or not on its branch.
+        WorkspaceBroken = "WORKSPACE_BROKEN",
+        /// The workspace holds uncommitted changes while no runner works in it.
+        WorkspaceDirty = "WORKSPACE_DIRTY",
+        /// The loop branch `orbit/<name>` was moved by hand (or deleted).
+        BranchMoved = "BRANCH_MOVED",
+        /// The loop was written under an older major contract (1.x): it must be migrated.
+        ContractOutdated = "CONTRACT_OUTDATED",
     }
 }
 

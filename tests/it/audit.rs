@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use crate::support::*;
 
 const LOOP: &str = ".orbit/test-goal";
+/// The loop's workspace, relative to the repository (the default of `orbit init`).
+const WORKSPACE: &str = ".orbit/.workspaces/test-goal";
 
 /// `orbit ARGS` in the repository with colour off.
 fn orbit_nc(repo: &Repo, args: &[&str]) -> Output {
@@ -392,8 +394,9 @@ fn permission_file_edit_is_permission_hijack() {
         10,
         "run-loop --once",
     );
+    // Under contract 2.0 the pinned file is the workspace's, where the agent works.
     repo.write(
-        ".claude/settings.json",
+        &format!("{WORKSPACE}/.claude/settings.json"),
         "{\"permissions\":{\"allow\":[\"Bash(*)\"]}}\n",
     );
     let v = gallery(
@@ -632,8 +635,11 @@ fn missing_agent_is_a_tool_failure() {
     gallery("tool_failure", &repo, "READY", &[("TOOL_FAILURE", "P1")], 1);
 }
 
+/// Contract 2.0 has no dirty baseline: the loop works in its own workspace from the user's
+/// HEAD commit, so the user's uncommitted edit of a file the agent also changes is never in a
+/// loop commit, stays in the user's checkout as it was, and is nothing for the audit to report.
 #[test]
-fn baseline_dirty_path_touched_is_a_commit_scope_risk() {
+fn the_users_uncommitted_edit_never_reaches_a_loop_commit() {
     let repo = Repo::new();
     repo.write("README.md", "edited by the user before the loop\n");
     let agent = repo.agent("fake-agent", "echo agent >> README.md");
@@ -643,12 +649,49 @@ fn baseline_dirty_path_touched_is_a_commit_scope_risk() {
         10,
         "run-loop --once",
     );
-    gallery(
-        "commit_scope_risk",
-        &repo,
-        "IDLE",
-        &[("COMMIT_SCOPE_RISK", "P2")],
-        0,
+    assert_eq!(
+        repo.read("README.md"),
+        "edited by the user before the loop\n"
+    );
+    assert_eq!(
+        repo.git(&["status", "--porcelain", "--", "README.md"]),
+        " M README.md\n"
+    );
+    let committed = repo.git(&["show", "orbit/test-goal:README.md"]);
+    assert_eq!(committed, "test repository\nagent\n");
+    let touched = repo.git(&[
+        "log",
+        "--format=%H",
+        "main..orbit/test-goal",
+        "--",
+        "README.md",
+    ]);
+    assert_eq!(
+        touched.lines().count(),
+        1,
+        "one loop commit changed README.md"
+    );
+    let v = gallery("user_edit_kept_out", &repo, "IDLE", &[], 0);
+    assert!(classes(&v).is_empty(), "{v}");
+}
+
+/// A 1.0 loop's record of baseline-dirty paths it changed is still reported.
+#[test]
+fn a_contract_1_record_of_baseline_dirty_paths_is_a_commit_scope_risk() {
+    let (repo, dir) = one_tick();
+    fs::write(
+        dir.join("iterations/000001/baseline-touched.txt"),
+        "README.md\n",
+    )
+    .unwrap();
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert_eq!(
+        classes(&v),
+        vec![("COMMIT_SCOPE_RISK".to_string(), "P2".to_string())]
+    );
+    assert_eq!(
+        v["loops"][0]["findings"][0]["evidence"],
+        "iterations/000001/baseline-touched.txt:1"
     );
 }
 
@@ -681,6 +724,218 @@ fn missing_progress_is_contract_missing() {
         "IDLE",
         &[("CONTRACT_MISSING", "P1")],
         1,
+    );
+}
+
+// ---- the workspace (contract 2.0)
+
+/// Runs a finding's fix as a user would paste it, in the repository.
+fn apply_fix(repo: &Repo, fix: &str) {
+    let mut cmd = command("bash");
+    cmd.arg("-c")
+        .arg(fix)
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env());
+    assert_ok(&run_bounded(cmd, Duration::from_secs(60)), fix);
+}
+
+/// The one finding of `class` in an audit, with its fix.
+fn finding(v: &serde_json::Value, class: &str) -> serde_json::Value {
+    v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["class"] == class)
+        .unwrap_or_else(|| panic!("no {class} in {v}"))
+        .clone()
+}
+
+/// `git -C <workspace> ARGS`.
+fn ws_git(repo: &Repo, args: &[&str]) -> String {
+    let mut all = vec!["-C", WORKSPACE];
+    all.extend_from_slice(args);
+    repo.git(&all)
+}
+
+#[test]
+fn a_deleted_workspace_is_missing_and_its_fix_brings_it_back_from_the_branch() {
+    let (repo, dir) = one_tick();
+    fs::remove_dir_all(repo.join(WORKSPACE)).unwrap();
+    let v = gallery(
+        "workspace_missing",
+        &repo,
+        "IDLE",
+        &[("WORKSPACE_MISSING", "P1")],
+        1,
+    );
+    let f = finding(&v, "WORKSPACE_MISSING");
+    // Evidence: the state's WORKSPACE line; and no pin of a file in it is called changed.
+    assert_eq!(
+        f["evidence"],
+        format!("state.env:{}", state_key_line(&dir, "WORKSPACE"))
+    );
+    assert_eq!(classes(&v).len(), 1, "{v}");
+    apply_fix(&repo, f["fix"].as_str().unwrap());
+    assert_eq!(repo.read(&format!("{WORKSPACE}/work.txt")), "work 1\n");
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "run-loop after the fix",
+    );
+}
+
+#[test]
+fn a_workspace_that_is_another_repository_is_broken() {
+    let (repo, _dir) = one_tick();
+    let ws = repo.join(WORKSPACE);
+    fs::remove_dir_all(&ws).unwrap();
+    fs::create_dir_all(&ws).unwrap();
+    let mut init = command("git");
+    init.arg("-C").arg(&ws).args(["init", "-q"]);
+    assert_ok(&run_bounded(init, Duration::from_secs(30)), "git init");
+    let v = gallery(
+        "workspace_foreign",
+        &repo,
+        "IDLE",
+        &[("WORKSPACE_BROKEN", "P1")],
+        1,
+    );
+    let f = finding(&v, "WORKSPACE_BROKEN");
+    assert!(f["evidence"].as_str().unwrap().ends_with("/.git:1"), "{f}");
+    apply_fix(&repo, f["fix"].as_str().unwrap());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+    assert!(
+        repo.join(&format!("{WORKSPACE}.moved/.git")).is_dir(),
+        "moved, not deleted"
+    );
+}
+
+#[test]
+fn a_workspace_on_another_branch_is_broken_until_switched_back() {
+    let (repo, _dir) = one_tick();
+    ws_git(&repo, &["switch", "-q", "-c", "elsewhere"]);
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert_eq!(
+        classes(&v),
+        vec![("WORKSPACE_BROKEN".to_string(), "P1".to_string())]
+    );
+    let f = finding(&v, "WORKSPACE_BROKEN");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("on the branch elsewhere"),
+        "{f}"
+    );
+    assert!(f["evidence"].as_str().unwrap().ends_with("/HEAD:1"), "{f}");
+    assert_eq!(
+        f["fix"],
+        format!("git -C {} switch orbit/test-goal", state_ws(&repo))
+    );
+    apply_fix(&repo, f["fix"].as_str().unwrap());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+    // A detached HEAD is off the branch too.
+    ws_git(&repo, &["switch", "-q", "--detach"]);
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    let f = finding(&v, "WORKSPACE_BROKEN");
+    assert!(
+        f["message"].as_str().unwrap().contains("detached HEAD"),
+        "{f}"
+    );
+}
+
+/// The workspace's absolute path as state.env records it.
+fn state_ws(repo: &Repo) -> String {
+    state_value(&repo.join(LOOP), "WORKSPACE")
+}
+
+/// The 1-based line of a key in state.env.
+fn state_key_line(dir: &Path, key: &str) -> usize {
+    let text = fs::read_to_string(dir.join("state.env")).unwrap();
+    orbit::state::key_line(&text, key)
+}
+
+#[test]
+fn a_hand_edit_in_the_workspace_between_iterations_is_dirty() {
+    let (repo, _dir) = one_tick();
+    repo.write(
+        &format!("{WORKSPACE}/README.md"),
+        "edited in the workspace\n",
+    );
+    repo.write(&format!("{WORKSPACE}/scratch.txt"), "new\n");
+    let v = gallery(
+        "workspace_dirty",
+        &repo,
+        "IDLE",
+        &[("WORKSPACE_DIRTY", "P1")],
+        1,
+    );
+    let f = finding(&v, "WORKSPACE_DIRTY");
+    assert_eq!(f["evidence"], format!("{}/README.md:0", state_ws(&repo)));
+    let m = f["message"].as_str().unwrap();
+    assert!(
+        m.starts_with("2 path(s)") && m.contains("README.md, scratch.txt"),
+        "{f}"
+    );
+    apply_fix(&repo, f["fix"].as_str().unwrap());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+    // The change is set aside, not lost.
+    assert!(ws_git(&repo, &["stash", "list"]).lines().count() == 1);
+}
+
+#[test]
+fn a_commit_added_by_hand_is_not_a_move_but_a_reset_is() {
+    let (repo, dir) = one_tick();
+    // A commit on top of the loop's: the branch only grew.
+    repo.write(&format!("{WORKSPACE}/hint.txt"), "try the parser first\n");
+    ws_git(&repo, &["add", "hint.txt"]);
+    ws_git(&repo, &["commit", "-q", "-m", "a hint"]);
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+    // A reset that drops the loop's commits moves the branch.
+    ws_git(&repo, &["reset", "-q", "--hard", "main"]);
+    let v = gallery("branch_moved", &repo, "IDLE", &[("BRANCH_MOVED", "P1")], 1);
+    let f = finding(&v, "BRANCH_MOVED");
+    assert_eq!(f["evidence"], ".branch-head:1");
+    assert_eq!(f["fix"], format!("orbit recover {LOOP}"));
+    // The runner refuses the same loop, as the audit said.
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 2, "run-loop on a moved branch");
+    assert_eq!(events_named(&dir, "branch_moved").len(), 1);
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    finding(&v, "BRANCH_MOVED");
+}
+
+#[test]
+fn a_contract_1_loop_is_outdated_until_migrated() {
+    let (repo, dir) = one_tick();
+    // The state a 1.0 loop has: no WORKSPACE key.
+    reseal_state(&dir, |t| {
+        t.replace("CONTRACT_VERSION=2.0.0", "CONTRACT_VERSION=1.0.0")
+            .lines()
+            .filter(|l| !l.starts_with("WORKSPACE="))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    });
+    let v = gallery(
+        "contract_outdated",
+        &repo,
+        "IDLE",
+        &[("CONTRACT_OUTDATED", "P1")],
+        1,
+    );
+    let f = finding(&v, "CONTRACT_OUTDATED");
+    assert_eq!(f["evidence"], "state.env:1");
+    assert_eq!(f["fix"], format!("orbit recover {LOOP} --migrate"));
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        4,
+        "the runner refuses a 1.0 state",
     );
 }
 
@@ -872,17 +1127,25 @@ fn agent_editing_a_protected_test_is_reward_hack_p0() {
         .find(|f| f["class"] == "REWARD_HACK" && f["severity"] == "P0")
         .unwrap()
         .clone();
+    // The pin names the protected file by its absolute path in the workspace.
+    let ws = state_value(&dir, "WORKSPACE");
     assert!(
         f["message"]
             .as_str()
             .unwrap()
-            .starts_with("../../tests/guard.rs changed"),
+            .starts_with(&format!("{ws}/tests/guard.rs changed")),
         "{f}"
     );
     assert!(
         f["evidence"].as_str().unwrap().starts_with("pins.sha256:"),
         "{f}"
     );
+    // The aborted iteration's change is withheld in the workspace: that is no dirt.
+    assert!(
+        !classes(&v).iter().any(|(c, _)| c == "WORKSPACE_DIRTY"),
+        "{v}"
+    );
+    assert!(!ws_git(&repo, &["status", "--porcelain"]).is_empty());
 }
 
 #[test]

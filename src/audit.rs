@@ -309,9 +309,43 @@ pub fn age(now: u64, then: u64) -> String {
     }
 }
 
-/// One line per loop: dir, verdict, iteration/max, last verify, spend, last activity.
+/// A path as commands show it: relative to the current directory when it is below it,
+/// else as it is; one shell word.
+pub fn shown_path(path: &str) -> String {
+    let rel = std::env::current_dir()
+        .ok()
+        .and_then(|c| std::fs::canonicalize(c).ok())
+        .and_then(|c| {
+            Path::new(path)
+                .strip_prefix(&c)
+                .ok()
+                .map(|r| r.display().to_string())
+        })
+        .filter(|r| !r.is_empty());
+    crate::shell::paste_word(rel.as_deref().unwrap_or(path))
+}
+
+/// What to run to see or take the loop's work: for a DONE loop the merge of its branch
+/// into the user's checkout, else its commits in the workspace; `orbit audit` when a P0 or
+/// P1 finding comes first; nothing before the first run (there is no work yet).
+pub fn work_step(r: &LoopReport) -> String {
+    let d = crate::shell::paste_word(&r.dir);
+    if r.worst().is_some_and(|s| s != Severity::P2) {
+        return format!("orbit audit {d}");
+    }
+    match (&r.summary.workspace, &r.summary.branch) {
+        (_, Some(b)) if r.verdict == Verdict::Done => {
+            format!("git merge {}", crate::shell::paste_word(b))
+        }
+        (Some(ws), _) => format!("git -C {} log --oneline", shown_path(ws)),
+        _ => String::new(),
+    }
+}
+
+/// One line per loop: dir, verdict, iteration/max, last verify, spend, the loop branch, its
+/// workspace, the command to see or take the work, last activity.
 pub fn render_status(reports: &[LoopReport], now: u64, colour: bool) -> String {
-    let rows: Vec<[String; 6]> = reports
+    let rows: Vec<[String; 9]> = reports
         .iter()
         .map(|r| {
             let s = &r.summary;
@@ -329,17 +363,27 @@ pub fn render_status(reports: &[LoopReport], now: u64, colour: bool) -> String {
                 .last_activity
                 .map(|t| format!("{} ago", age(now, t)))
                 .unwrap_or_else(|| "never".into());
+            let branch = s.branch.clone().filter(|_| s.workspace.is_some());
             [
                 r.dir.clone(),
                 r.verdict.to_string(),
                 iter,
                 verify,
                 spend,
+                branch.unwrap_or_else(|| "-".into()),
+                s.workspace
+                    .as_deref()
+                    .map(shown_path)
+                    .unwrap_or_else(|| "-".into()),
+                match work_step(r) {
+                    step if step.is_empty() => "-".into(),
+                    step => format!("next: {step}"),
+                },
                 active,
             ]
         })
         .collect();
-    let mut widths = [0usize; 6];
+    let mut widths = [0usize; 9];
     for row in &rows {
         for (w, c) in widths.iter_mut().zip(row) {
             *w = (*w).max(c.chars().count());

@@ -192,6 +192,12 @@ pub struct Facts {
     pub cap: Option<u64>,
     /// ITER_BRANCH and ORIGIN_BRANCH.
     pub branch: Option<(String, String)>,
+    /// The workspace, as commands show it (relative to the current directory when below
+    /// it); `None` before the first run.
+    pub workspace: Option<String>,
+    /// Where the work is and how to take it: (what, command), e.g. the merge of a DONE
+    /// loop's branch, or its commits in the workspace.
+    pub work: Vec<(String, String)>,
     pub rows: Vec<Row>,
     /// Iterations before the first row, not listed.
     pub earlier: u64,
@@ -336,6 +342,41 @@ pub fn next_step(audit: &LoopReport, state: &State, shown: &str) -> (String, Str
     (cmd, why)
 }
 
+/// How to see or take a loop's work: a DONE loop's branch is merged from the user's own
+/// checkout, or pushed for a pull request; any other loop's commits are read in its
+/// workspace. Nothing before the first run.
+pub fn work_steps(
+    verdict: Verdict,
+    branch: Option<&str>,
+    origin: &str,
+    workspace: Option<&str>,
+) -> Vec<(String, String)> {
+    let Some(ws) = workspace else {
+        return Vec::new();
+    };
+    match branch {
+        Some(b) if verdict == Verdict::Done => {
+            let b = crate::shell::paste_word(b);
+            let into = if origin.is_empty() {
+                "your checkout".to_string()
+            } else {
+                format!("your checkout of {origin}")
+            };
+            vec![
+                (format!("merge it into {into}"), format!("git merge {b}")),
+                (
+                    "or open a pull request from it".to_string(),
+                    format!("git push origin {b}"),
+                ),
+            ]
+        }
+        _ => vec![(
+            "the loop's commits, in its workspace".to_string(),
+            format!("git -C {ws} log --oneline"),
+        )],
+    }
+}
+
 /// Reads a loop into the facts both reports show. `shown` is how commands name the
 /// directory.
 pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
@@ -441,6 +482,17 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         notes
     };
     let (next, next_why) = next_step(&audit, &state, shown);
+    let workspace = audit
+        .summary
+        .workspace
+        .as_deref()
+        .map(crate::audit::shown_path);
+    let work = work_steps(
+        audit.verdict,
+        audit.summary.branch.as_deref(),
+        &state.origin_branch,
+        workspace.as_deref(),
+    );
     Ok(Facts {
         name: cfg.name.clone(),
         goal: title,
@@ -454,6 +506,8 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         cap: LoopConfig::usd_micro(cfg.usd_cap),
         branch: (!state.iter_branch.is_empty())
             .then(|| (state.iter_branch.clone(), state.origin_branch.clone())),
+        workspace,
+        work,
         last_summary: rows.last().map(|r| r.summary.clone()).unwrap_or_default(),
         rows,
         earlier: first - 1,
@@ -559,10 +613,16 @@ pub fn render_text(f: &Facts) -> String {
         };
         let _ = writeln!(out, "- branch: {iter} (from {from})");
     }
+    if let Some(ws) = &f.workspace {
+        let _ = writeln!(out, "- workspace: {ws}");
+    }
 
     out.push_str("\n## Why it stopped\n\n");
     let _ = writeln!(out, "{}", f.stop_text());
     let _ = writeln!(out, "\nnext: `{}`\n({})", f.next, cell(&f.next_why));
+    for (what, cmd) in &f.work {
+        let _ = writeln!(out, "\n{what}: `{cmd}`");
+    }
 
     out.push_str("\n## Iterations\n\n| # | verdict | verify | changed | commit | cost | spent so far | started (UTC) | time | agent time | attempts | agent | DONE claim | agent's last message |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     if f.earlier > 0 {
@@ -1029,7 +1089,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 .badge{display:inline-block;color:#fff;border-radius:4px;padding:2px 10px;font-weight:600}\
 dl{display:grid;grid-template-columns:max-content auto;gap:4px 16px;margin:12px 0}dt{color:#666}dd{margin:0}\
 .stop{border-left:5px solid;padding:8px 14px;background:#f7f7f7}\
-code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px}code.next{background:#222;color:#fff;padding:3px 8px;border-radius:3px}\
+code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px}code.next{background:#222;color:#fff;padding:3px 8px;border-radius:3px}code.work{background:#eee;padding:2px 6px;border-radius:3px}\
 pre{background:#f7f7f7;padding:8px;overflow-x:auto}\
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}th{background:#f0f0f0}\
 .legend span{margin-right:14px;font-size:12px}.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}\
@@ -1084,11 +1144,25 @@ pub fn render_html(f: &Facts) -> String {
             ),
         );
     }
+    if let Some(ws) = &f.workspace {
+        item("workspace", ws.clone());
+    }
     h.push_str("</dl>\n");
 
+    let work: String = f
+        .work
+        .iter()
+        .map(|(what, cmd)| {
+            format!(
+                "<p>{}: <code class=\"work\">{}</code></p>",
+                esc(what),
+                esc(cmd)
+            )
+        })
+        .collect();
     let _ = write!(
         h,
-        "<h2>Why it stopped</h2>\n<div class=\"stop\" style=\"border-color:{}\"><p>{}</p><p>next: <code class=\"next\">{}</code></p><p>{}</p></div>\n",
+        "<h2>Why it stopped</h2>\n<div class=\"stop\" style=\"border-color:{}\"><p>{}</p><p>next: <code class=\"next\">{}</code></p><p>{}</p>{work}</div>\n",
         verdict_colour(f.verdict),
         esc(&f.stop_text()),
         esc(&f.next),

@@ -212,6 +212,15 @@ fn done_loop() {
     assert_code(&repo.run_loop(&dir, &[], &[]), 0, "run-loop");
     let v = gallery("done", &repo, "DONE", &[], 0);
     assert!(classes(&v).is_empty(), "{v}");
+    // status says how to take the work: merge the loop branch.
+    let status = orbit_nc(&repo, &["status"]);
+    let t = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        t.contains(
+            "  orbit/test-goal  .orbit/.workspaces/test-goal  next: git merge orbit/test-goal  "
+        ),
+        "{t}"
+    );
 }
 
 #[test]
@@ -1244,6 +1253,16 @@ fn status_prints_one_line_per_loop() {
         "{t}"
     );
     assert!(lines[1].ends_with(" ago"), "{t}");
+    // Where the work is: the loop branch, the workspace, the command to see the commits;
+    // nothing yet for a loop that has not run.
+    assert!(
+        lines[1].contains("  orbit/test-goal  .orbit/.workspaces/test-goal  next: git -C .orbit/.workspaces/test-goal log --oneline  "),
+        "{t}"
+    );
+    assert!(
+        !lines[0].contains("next:") && !lines[0].contains(".workspaces"),
+        "{t}"
+    );
     let json = json_of(&orbit_nc(&repo, &["audit", "--json"]));
     assert_eq!(json["loops"].as_array().unwrap().len(), 2);
 }

@@ -993,6 +993,11 @@ fn the_report_tells_status_iterations_spend_and_remaining_work() {
         "{report}"
     );
     assert!(report.contains("I changed work.txt"), "{report}");
+    // Not DONE: the work is read in the workspace.
+    assert!(
+        report.contains("the loop's commits, in its workspace: `git -C .orbit/.workspaces/test-goal log --oneline`"),
+        "{report}"
+    );
     assert!(report.contains("    - next: handle | pipes"), "{report}");
     let file = repo.bin.path().join("report.md");
     assert_ok(

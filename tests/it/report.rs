@@ -108,6 +108,25 @@ fn the_text_report_tells_each_iteration_the_claims_the_spend_and_the_next_step()
         t.contains("next: `git log --stat main..orbit/test-goal`"),
         "{t}"
     );
+    // Where the work is, and how a DONE loop's branch is taken: merged from the user's
+    // checkout, or pushed for a pull request.
+    assert!(
+        t.contains(
+            "- branch: orbit/test-goal (from main)\n- workspace: .orbit/.workspaces/test-goal\n"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains("merge it into your checkout of main: `git merge orbit/test-goal`"),
+        "{t}"
+    );
+    assert!(
+        t.contains("or open a pull request from it: `git push origin orbit/test-goal`"),
+        "{t}"
+    );
+    // The merge takes the loop's work into the user's checkout.
+    repo.git(&["merge", "-q", "--no-edit", "orbit/test-goal"]);
+    assert_eq!(repo.read("work.txt").lines().count(), 3);
 }
 
 /// The `title` texts of the check grid's cells.
@@ -155,6 +174,15 @@ fn the_html_report_is_one_escaped_page_with_the_same_facts() {
     assert!(h.contains(">DONE</span></h1>"), "{h}");
     assert!(
         h.contains("<code class=\"next\">git log --stat main..orbit/test-goal</code>"),
+        "{h}"
+    );
+    assert!(
+        h.contains("<dt>workspace</dt><dd>.orbit/.workspaces/test-goal</dd>"),
+        "{h}"
+    );
+    assert!(
+        h.contains("<code class=\"work\">git merge orbit/test-goal</code>")
+            && h.contains("<code class=\"work\">git push origin orbit/test-goal</code>"),
         "{h}"
     );
     // The check grid: the counting check fails twice then passes; `true` always passes.

@@ -140,6 +140,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         crashed,
         commit_failed: commit_failed(dir, cp.last_done()),
         reported: &a.pins_violated,
+        configured: &configured_workspace(&l),
     }));
     let place = workspace::place(&cp.state, l.cfg.as_ref());
     summary.workspace = place.workspace;
@@ -344,9 +345,17 @@ fn runner_alive(lock: &Lock, events: Option<&EventsWindow>) -> bool {
 /// The workspace the loop's pins name files in: state.env's `WORKSPACE`, else (a loop whose
 /// state cannot be read) loop.toml's `workspace` from the repository root.
 fn workspace_of(l: &Loop) -> String {
-    if let Some(cp) = &l.checkpoint {
+    if let Some(cp) = &l.checkpoint
+        && !cp.state.workspace.is_empty()
+    {
         return cp.state.workspace.clone();
     }
+    configured_workspace(l)
+}
+
+/// loop.toml's `workspace` (or the default) from the repository root: where the first run
+/// makes the workspace.
+fn configured_workspace(l: &Loop) -> String {
     let Some(cfg) = &l.cfg else {
         return String::new();
     };
@@ -1286,7 +1295,7 @@ fn find_crash(
 }
 
 /// The 1-based line of a `key =` setting in loop.toml.
-fn toml_line(text: &str, key: &str) -> usize {
+pub(super) fn toml_line(text: &str, key: &str) -> usize {
     text.lines()
         .position(|l| {
             l.trim_start()

@@ -36,6 +36,8 @@ pub(super) struct Input<'a> {
     pub(super) commit_failed: bool,
     /// Pinned paths already reported changed: not reported again as uncommitted.
     pub(super) reported: &'a [String],
+    /// Where the first run makes the workspace (loop.toml's `workspace`, absolute).
+    pub(super) configured: &'a str,
 }
 
 /// Where the loop's work is, as status and report show it.
@@ -88,7 +90,10 @@ pub(super) fn check(i: &Input) -> Vec<Finding> {
         return out;
     }
     if s.workspace.is_empty() {
-        // Not run yet: the first run creates it.
+        // Not run yet: the first run creates it, where nothing else may be.
+        if s.last_status == Status::Ready {
+            out.extend(check_ready(i));
+        }
         return out;
     }
     let Some(branch) = loop_branch(s, i.cfg) else {
@@ -296,6 +301,43 @@ fn wrapup_was_last(dir: &Path, last: u64) -> bool {
         (Some(_), None) => true,
         _ => false,
     }
+}
+
+/// A loop that never ran: its workspace path must be free (or already a worktree of this
+/// repository): the first run refuses a directory that holds anything else, and would
+/// work in another repository's checkout.
+fn check_ready(i: &Input) -> Option<Finding> {
+    let ws = Path::new(i.configured);
+    if i.configured.is_empty()
+        || !ws.is_dir()
+        || std::fs::read_dir(ws).is_ok_and(|mut d| d.next().is_none())
+    {
+        return None;
+    }
+    let main = worktrees(i.dir)?.first()?.path.clone();
+    if same_repository(ws, &main) {
+        return None;
+    }
+    let word = paste_word(i.configured);
+    Some(Finding {
+        class: FindingClass::WorkspaceBroken,
+        severity: Severity::P1,
+        evidence: format!(
+            "loop.toml:{}",
+            super::check::toml_line(
+                &std::fs::read_to_string(i.dir.join("loop.toml")).unwrap_or_default(),
+                "workspace"
+            )
+        ),
+        message: format!(
+            "the workspace path {} already holds files that are not a worktree of this repository: the first run refuses it (or, for another repository's checkout, would work there); move it away or set another workspace in loop.toml",
+            i.configured
+        ),
+        fix: format!(
+            "mv -- {word} {}",
+            paste_word(&format!("{}.moved", i.configured))
+        ),
+    })
 }
 
 /// One entry of `git worktree list --porcelain`.

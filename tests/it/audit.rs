@@ -921,6 +921,41 @@ fn a_commit_added_by_hand_is_not_a_move_but_a_reset_is() {
 }
 
 #[test]
+fn files_where_a_ready_loop_would_make_its_workspace_are_reported_before_the_first_run() {
+    let (repo, dir) = new_loop(WORKER, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    repo.write(&format!("{WORKSPACE}/notes.txt"), "someone's files\n");
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert_eq!(
+        classes(&v),
+        vec![("WORKSPACE_BROKEN".to_string(), "P1".to_string())]
+    );
+    let f = finding(&v, "WORKSPACE_BROKEN");
+    let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
+    let line = toml
+        .lines()
+        .position(|l| l.starts_with("workspace = "))
+        .unwrap()
+        + 1;
+    assert_eq!(f["evidence"], format!("loop.toml:{line}"));
+    // The runner refuses the same path, as the audit said.
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 2, "the first run");
+    apply_fix(&repo, f["fix"].as_str().unwrap());
+    // What remains is the refused run's failure in runner.log, until a run succeeds.
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert_eq!(
+        classes(&v),
+        vec![("TOOL_FAILURE".to_string(), "P1".to_string())]
+    );
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "the first run after the fix",
+    );
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+}
+
+#[test]
 fn a_contract_1_loop_is_outdated_until_migrated() {
     let (repo, dir) = one_tick();
     // The state a 1.0 loop has: no WORKSPACE key.

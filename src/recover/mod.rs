@@ -74,6 +74,24 @@ pub struct LoopRef {
     pub name: String,
     /// The contract version in loop.toml (the fallback for CONTRACT_VERSION).
     pub loop_contract: String,
+    /// loop.toml's `workspace` (empty: the default).
+    pub workspace_setting: String,
+}
+
+/// The workspace loop.toml names, as an absolute path (the runner's `workspace_path_v`):
+/// relative to the repository root, the default `.orbit/.workspaces/<name>` when unset.
+pub fn workspace_of(lp: &LoopRef) -> String {
+    let setting = if lp.workspace_setting.is_empty() {
+        crate::init::default_workspace(&lp.name)
+    } else {
+        lp.workspace_setting.clone()
+    };
+    let p = if setting.starts_with('/') {
+        setting
+    } else {
+        format!("{}/{setting}", lp.repo.display())
+    };
+    p.trim_end_matches('/').to_string()
 }
 
 fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
@@ -107,6 +125,7 @@ fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
         rel,
         name: cfg.name,
         loop_contract: cfg.contract_version,
+        workspace_setting: cfg.workspace,
     })
 }
 
@@ -294,8 +313,14 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
         lp,
         args,
         plan: Plan::default(),
+        ws: String::new(),
     };
     let checkpoint = p.read_checkpoint()?;
+    // The workspace by which pinned workspace files are judged and restored.
+    p.ws = match &checkpoint.old {
+        Some(s) if !s.workspace.is_empty() => s.workspace.clone(),
+        _ => workspace_of(lp),
+    };
     let evidence = p.read_evidence()?;
     let last = LastIteration::find(&evidence);
     p.plan.last_completed = last.n;
@@ -317,6 +342,8 @@ struct Planner<'a> {
     lp: &'a LoopRef,
     args: &'a RecoverArgs,
     plan: Plan,
+    /// The loop's workspace (absolute): the state's, else loop.toml's.
+    ws: String,
 }
 
 /// The old checkpoint as found.
@@ -590,7 +617,7 @@ impl Planner<'_> {
                 .writes
                 .push((pins_path, new_text.into_bytes(), false));
         }
-        Ok(first_broken(&self.lp.dir, &pins, &restored))
+        Ok(first_broken(&self.lp.dir, &self.ws, &pins, &restored))
     }
 
     /// `--repin-goal`: goal.md's pin takes its current hash, `.pins/goal.md` its content.
@@ -680,8 +707,17 @@ impl Planner<'_> {
     /// A protected repository file's content at the baseline commit, when it matches its pin.
     fn pinned_repo_copy(&self, pin: &PinLine, baseline: Option<&str>) -> Result<Vec<u8>> {
         let p = &pin.path;
-        let rel = repo_relative(&self.lp.rel, p).ok_or_else(|| {
-            Error::Refused(format!("cannot restore {p}: it is outside the repository"))
+        // A 2.0 pin names the file by its absolute path in the workspace; a 1.0 pin through
+        // ../ from the loop directory. Either way its baseline is the same repository path.
+        let rel = match pins::workspace_relative(p, &self.ws) {
+            Some(rel) => Some(rel.to_string()),
+            None if p.starts_with('/') => None,
+            None => repo_relative(&self.lp.rel, p),
+        }
+        .ok_or_else(|| {
+            Error::Refused(format!(
+                "cannot restore {p}: it is outside the repository and the workspace"
+            ))
         })?;
         let base = baseline.ok_or_else(|| {
             Error::Refused(format!(
@@ -767,8 +803,19 @@ impl Planner<'_> {
         let circuit = self.circuit(old);
         let (status, reason) = self.status_and_reason(course, broken, circuit.state, old);
         let (origin_branch, iter_branch) = branches(self.lp, old);
+        let contract_version = self.contract_version(old);
+        let ran = course.last > 0 || self.lp.dir.join(".baseline-commit").is_file();
+        // WORKSPACE: the old state's; rebuilt, loop.toml's once a 2.0 loop has run (the
+        // runner sets it at the first run from the same setting).
+        let workspace = match old {
+            Some(s) => s.workspace.clone(),
+            None if ran && !crate::contract::older_major(&contract_version) => {
+                workspace_of(self.lp)
+            }
+            None => String::new(),
+        };
         Ok(State {
-            contract_version: self.contract_version(old),
+            contract_version,
             generation: old.map(|s| s.generation).unwrap_or(0),
             next_iteration: course.next,
             last_status: status,
@@ -787,7 +834,7 @@ impl Planner<'_> {
             cb_opened_at: circuit.opened_at,
             verify_streak: old.map(|s| s.verify_streak).unwrap_or(0),
             resume_at: old.map(|s| s.resume_at).unwrap_or(0),
-            workspace: old.map(|s| s.workspace.clone()).unwrap_or_default(),
+            workspace,
         })
     }
 
@@ -966,7 +1013,12 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The first pin whose file (as it will stand after the restores) does not match it.
-fn first_broken(dir: &Path, pins: &[PinLine], restored: &[(PathBuf, String)]) -> Option<BrokenPin> {
+fn first_broken(
+    dir: &Path,
+    ws: &str,
+    pins: &[PinLine],
+    restored: &[(PathBuf, String)],
+) -> Option<BrokenPin> {
     pins.iter()
         .filter(|pin| !pin.path.is_empty())
         .find_map(|pin| {
@@ -978,7 +1030,7 @@ fn first_broken(dir: &Path, pins: &[PinLine], restored: &[(PathBuf, String)]) ->
                 .or_else(|| file_hash(&path));
             (have.as_deref() != Some(pin.hash.as_str())).then(|| BrokenPin {
                 path: pin.path.clone(),
-                reason: pins::pin_reason(&pin.path),
+                reason: pins::pin_reason_in(&pin.path, ws),
             })
         })
 }

@@ -10,6 +10,8 @@ RC_ARG_DIR=
 RC_REPO=
 RC_NAME=
 RC_LOOP_CV=
+RC_WS_SETTING=
+WS=
 RC_HOLDER=
 F_RESET=0
 F_STALL=0
@@ -111,6 +113,21 @@ rc_locate() {
     line=${line#contract-version = \"}
     RC_LOOP_CV=${line%\"}
   fi
+  # The workspace as loop.toml gives it (a plain string: no escapes), else the rendered one.
+  RC_WS_SETTING=${WORKSPACE_SETTING:-}
+  line=$(grep -m 1 -E '^workspace = "[^"\\]*"$' -- "$RC_DIR/loop.toml" || true)
+  if [[ -n $line ]]; then
+    line=${line#workspace = \"}
+    RC_WS_SETTING=${line%\"}
+  fi
+}
+
+# rc_ws_path_v: REPLY is the workspace loop.toml names, as an absolute path (the runner's
+# workspace_path_v): relative to the repository root, the default .orbit/.workspaces/<name>.
+rc_ws_path_v() {
+  local p=${RC_WS_SETTING:-.orbit/.workspaces/$RC_NAME}
+  [[ $p == /* ]] || p=$RC_REPO/$p
+  REPLY=${p%/}
 }
 
 # ---- the lock, probed without taking it: /proc/locks (flock), or the mkdir lock's owner.
@@ -308,13 +325,25 @@ rc_git_max() {
   printf '%s' "$max"
 }
 
+# rc_older_major VERSION: status 0 when VERSION belongs to an older major version of the
+# contract than this script's (contract::older_major).
+rc_older_major() {
+  ((10#${1%%.*} < 10#${ORBIT_CONTRACT_VERSION%%.*}))
+}
+
 rc_iter_dir() { printf '%s/iterations/%06d' "$RC_DIR" "$1"; }
 
 # ---- pins: --repin-goal, then the first broken pin as the pins will stand.
 RC_BROKEN=
 RC_BROKEN_REASON=
 rc_pins() {
-  local line h p goal_hash='' pinned=0 have
+  local line h p f goal_hash='' pinned=0 have
+  # The workspace by which a pinned workspace file is judged (orbit_pin_reason_v).
+  WS=${O[WORKSPACE]:-}
+  if [[ -z $WS ]]; then
+    rc_ws_path_v
+    WS=$REPLY
+  fi
   RC_PINS_NEW=
   if ((F_GOAL)); then
     [[ -f $RC_DIR/goal.md ]] ||
@@ -342,8 +371,11 @@ rc_pins() {
         continue
       fi
       have=missing
-      if [[ -f $RC_DIR/$p ]]; then
-        have=$(orbit_sha256_file "$RC_DIR/$p")
+      # A 2.0 pin names a workspace file by its absolute path; loop files by name.
+      f=$RC_DIR/$p
+      if [[ $p == /* ]]; then f=$p; fi
+      if [[ -f $f ]]; then
+        have=$(orbit_sha256_file "$f")
       fi
       if [[ $have != "$h" ]]; then
         RC_BROKEN=$p
@@ -369,7 +401,7 @@ rc_pins() {
 # ---- the plan
 rc_plan() {
   local ev_max=0 pg_max=0 git_max n verdict='' source='' retry=0 done=0 next k f idir
-  local cost status reason started origin ib cv cb_state cb_fails cb_sig cb_opened ran=0 b
+  local cost status reason started origin ib cv cb_state cb_fails cb_sig cb_opened ran=0 b ws
   rc_read_old
   rc_read_events
   rc_read_progress
@@ -497,6 +529,16 @@ rc_plan() {
   else
     cv=${O[CONTRACT_VERSION]:-$RC_LOOP_CV}
   fi
+  # WORKSPACE: the old state's; rebuilt, loop.toml's once a 2.0 loop has run (the runner
+  # sets it at the first run from the same setting).
+  if ((RC_OLD_OK)); then
+    ws=${O[WORKSPACE]}
+  elif ((ran)) && ! rc_older_major "$cv"; then
+    rc_ws_path_v
+    ws=$REPLY
+  else
+    ws=''
+  fi
   S=()
   S[CONTRACT_VERSION]=$cv
   S[GEN]=${O[GEN]:-0}
@@ -514,6 +556,7 @@ rc_plan() {
   S[CB_OPENED_AT]=$cb_opened
   S[VERIFY_STREAK]=${O[VERIFY_STREAK]:-0}
   S[RESUME_AT]=${O[RESUME_AT]:-0}
+  S[WORKSPACE]=$ws
   if ((RC_OLD_OK)); then
     if [[ ${O[NEXT_ITERATION]} != "$next" ]]; then
       if ((RC_LAST == 0)); then

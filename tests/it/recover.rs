@@ -73,6 +73,11 @@ impl Loop {
         }
     }
 
+    /// The loop's workspace (the default of `orbit init`): where the agent works.
+    fn ws(&self) -> PathBuf {
+        self.repo.path().join(".orbit/.workspaces/test-goal")
+    }
+
     fn file(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
@@ -226,6 +231,20 @@ fn without_updated(text: &str) -> String {
         .collect()
 }
 
+/// The two loops' states, as `without_updated`, with each repository's path (the workspace
+/// lives in it) written `<REPO>`: a twin is a copy in another directory, so its rebuilt
+/// WORKSPACE names its own repository, and a kept one the repository it was copied from.
+fn twin_states(a: &Loop, b: &Loop) -> (String, String) {
+    let norm = |t: String| {
+        let mut t = without_updated(&t);
+        for r in [a.repo.path(), b.repo.path()] {
+            t = t.replace(&format!("={}/", r.display()), "=<REPO>/");
+        }
+        t
+    };
+    (norm(a.state_text()), norm(b.state_text()))
+}
+
 fn replace_in(path: &Path, from: &str, to: &str) {
     let t = fs::read_to_string(path).unwrap();
     assert!(t.contains(from), "{from:?} not in {}", path.display());
@@ -256,9 +275,10 @@ fn recover_both(lp: &Loop, flags: &[&str]) -> State {
         assert!(last.contains("\"event\":\"recovery\""), "{last}");
         assert!(last.contains(&format!("\"by\":\"{by}\"")), "{last}");
     }
+    let (a, b) = twin_states(lp, &twin);
     assert_eq!(
-        without_updated(&lp.state_text()),
-        without_updated(&twin.state_text()),
+        a,
+        b,
         "orbit recover and recover.sh disagree\n{}\n{}",
         text(&out),
         text(&out_sh)
@@ -627,7 +647,10 @@ fn recover_restore_pinned_puts_files_back() {
     fs::write(lp.file("verify.sh"), format!("{v}\nexit 0\n")).unwrap();
     let out = lp.orbit_recover(&["--restore-pinned"]);
     assert_ok(&out, "restore");
-    assert_eq!(lp.repo.read("tests/guard.txt"), "guard\n");
+    assert_eq!(
+        fs::read_to_string(lp.ws().join("tests/guard.txt")).unwrap(),
+        "guard\n"
+    );
     assert_eq!(
         fs::read(lp.file("verify.sh")).unwrap(),
         fs::read(lp.file(".pins/verify.sh")).unwrap()
@@ -643,7 +666,7 @@ fn recover_restore_pinned_puts_files_back() {
 #[test]
 fn recover_repin_accepts_every_pin() {
     let lp = Loop::new(1, &["--protect", "tests/*.txt"]);
-    lp.repo.write("tests/guard.txt", "guard, reviewed\n");
+    fs::write(lp.ws().join("tests/guard.txt"), "guard, reviewed\n").unwrap();
     fs::write(
         lp.file("notify.sh"),
         format!(
@@ -668,7 +691,7 @@ fn recover_migrate_sets_the_contract_version() {
     let lp = Loop::new(1, &[]);
     replace_in(
         &lp.file("state.env"),
-        "CONTRACT_VERSION=1.0.0",
+        &format!("CONTRACT_VERSION={}", orbit::config::CONTRACT_VERSION),
         "CONTRACT_VERSION=0.9.0",
     );
     let twin = lp.copy();
@@ -683,7 +706,7 @@ fn a_state_of_a_newer_contract_is_never_repaired_or_downgraded() {
     let lp = Loop::new(1, &[]);
     replace_in(
         &lp.file("state.env"),
-        "CONTRACT_VERSION=1.0.0",
+        &format!("CONTRACT_VERSION={}", orbit::config::CONTRACT_VERSION),
         "CONTRACT_VERSION=9.0.0",
     );
     // Sealed, as a newer runner would have left it.
@@ -992,6 +1015,7 @@ fn recover_output_snapshot() {
                 r"(?m)^-LAST_UPDATED_AT=\d+\n\+LAST_UPDATED_AT=\d+$",
                 " LAST_UPDATED_AT=[EPOCH]",
             ),
+            (r"=/\S*/\.orbit/\.workspaces/", "=[REPO]/.orbit/.workspaces/"),
             (r"\b[0-9a-f]{64}\b", "[SHA256]"),
             (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[UTC]"),
             (r"\d{8}T\d{6}Z(-\d+)?", "[STAMP]"),
@@ -1040,9 +1064,9 @@ fn recover_keeps_done_only_on_structured_evidence() {
         let s = lp.assert_sealed();
         twin.assert_sealed();
         assert_eq!(s.last_status, "CONTINUE", "a record with {bad:?}");
+        let (a, b) = twin_states(&lp, &twin);
         assert_eq!(
-            without_updated(&lp.state_text()),
-            without_updated(&twin.state_text()),
+            a, b,
             "orbit recover and recover.sh disagree on a record with {bad:?}"
         );
         assert!(!lp.file("CANARY").exists() && !lp.repo.path().join("CANARY").exists());
@@ -1092,11 +1116,8 @@ fn recover_agrees_with_recover_sh_on_every_truncation() {
         let twin = case.copy();
         assert_ok(&case.orbit_recover(&[]), "orbit recover");
         assert_ok(&twin.bash_recover(&[]), "recover.sh");
-        assert_eq!(
-            without_updated(&case.state_text()),
-            without_updated(&twin.state_text()),
-            "disagreement after a cut at byte {cut}"
-        );
+        let (a, b) = twin_states(&case, &twin);
+        assert_eq!(a, b, "disagreement after a cut at byte {cut}");
         assert_eq!(case.assert_sealed().next_iteration, 3);
     }
 }

@@ -9,6 +9,7 @@
 //! the bash `recover.sh` implements the same derivation line for line.
 
 pub mod evidence;
+pub mod workspace;
 use std::collections::BTreeMap;
 pub use std::fs;
 use std::path::{Component, Path, PathBuf};
@@ -45,6 +46,8 @@ pub struct Plan {
     pub progress_tail: Option<ProgressTail>,
     /// Notes that need no writing (evidence the user should know of).
     pub notes: Vec<String>,
+    /// Git steps (the workspace, the user's checkout), run before any file is written.
+    pub git: Vec<workspace::GitStep>,
     pub last_completed: u64,
 }
 
@@ -59,6 +62,7 @@ pub enum MoveTo {
 impl Plan {
     pub fn is_empty(&self) -> bool {
         self.new_state.is_none()
+            && self.git.is_empty()
             && self.writes.is_empty()
             && self.moves.is_empty()
             && self.events_cut.is_none()
@@ -325,10 +329,33 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
     let last = LastIteration::find(&evidence);
     p.plan.last_completed = last.n;
     let course = p.schedule(&last, &evidence, checkpoint.old.as_ref())?;
+    let ran = last.n > 0 || lp.dir.join(".baseline-commit").is_file();
+    let migrated = if args.migrate && workspace::needs_migration(lp, checkpoint.old.as_ref()) {
+        Some(workspace::migrate(
+            lp,
+            &mut p.plan,
+            checkpoint.old.as_ref(),
+            ran,
+        )?)
+    } else {
+        None
+    };
     let broken = p.pins()?;
     p.clear_stall()?;
     p.move_strays()?;
-    let candidate = p.candidate(&checkpoint, &evidence, &course, broken.as_ref())?;
+    let mut candidate = p.candidate(&checkpoint, &evidence, &course, broken.as_ref())?;
+    match migrated.and_then(|m| m.workspace) {
+        Some(ws) => candidate.workspace = ws,
+        None if !crate::contract::older_major(&candidate.contract_version) => {
+            workspace::check(
+                lp,
+                &mut p.plan,
+                &candidate.workspace,
+                &candidate.iter_branch,
+            );
+        }
+        None => {}
+    }
     if let Some(old) = &checkpoint.old {
         p.explain(old, &candidate, &last);
     }
@@ -1174,6 +1201,7 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
         .unwrap_or_default();
     create_dir(&bdir)?;
     back_up(lp, plan, &bdir)?;
+    workspace::run_git(lp, &plan.git)?;
     move_files(plan, &bdir)?;
     write_files(plan)?;
     let result = plan
@@ -1385,6 +1413,9 @@ fn print_dry_run(lp: &LoopRef, plan: &Plan, flags: &[&str]) {
     }
     for r in &plan.repairs {
         println!("repair: {r}");
+    }
+    for g in &plan.git {
+        println!("git: {}", g.describe());
     }
     for (p, _, _) in &plan.writes {
         println!(

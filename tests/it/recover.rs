@@ -1149,3 +1149,166 @@ fn recover_survives_a_crash_of_its_own() {
         "{verdict} {classes:?}"
     );
 }
+
+/// A loop that orbit 1.0 rendered and ran two iterations in the user's checkout (the
+/// fixture tests/fixtures/loop-v1/, see its README), unpacked into a fresh repository.
+fn loop_v1() -> Loop {
+    let repo = Repo {
+        dir: tempfile::Builder::new()
+            .prefix("orbit-it-")
+            .tempdir()
+            .unwrap(),
+        bin: tempfile::Builder::new()
+            .prefix("orbit-bin-")
+            .tempdir()
+            .unwrap(),
+    };
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/loop-v1");
+    let st = command("tar")
+        .arg("-xzf")
+        .arg(fixtures.join("loop-v1.tar.gz"))
+        .args(["--strip-components=1", "-C"])
+        .arg(repo.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    fs::copy(
+        fixtures.join("fake-agent"),
+        repo.bin.path().join("fake-agent"),
+    )
+    .unwrap();
+    let dir = repo.path().join(".orbit/test-goal");
+    Loop { repo, dir }
+}
+
+#[test]
+fn recover_migrate_moves_a_1_0_loop_to_a_workspace() {
+    let lp = loop_v1();
+    let d = lp.dir.display().to_string();
+    // As orbit 1.0 left it: on the loop branch, in the user's checkout, under contract 1.0.
+    assert_eq!(
+        lp.repo.git(&["symbolic-ref", "--short", "HEAD"]).trim(),
+        "orbit/test-goal"
+    );
+    assert!(lp.state_text().starts_with("CONTRACT_VERSION=1.0.0\n"));
+    let kept = |name: &str| fs::read(lp.file(name)).unwrap();
+    let (progress, events, ledger) = (
+        kept("progress.md"),
+        kept("events.jsonl"),
+        kept("cost.ledger"),
+    );
+    let records = [
+        "iterations/000001/result.env",
+        "iterations/000002/result.env",
+    ]
+    .map(|r| (r, kept(r)));
+    // The 2.0 runner (re-rendered by orbit init --force) refuses the 1.0 state, changing nothing.
+    assert_ok(
+        &lp.repo.orbit(&["init", "--force", "--dir", &d]),
+        "init --force",
+    );
+    let state_before = lp.state_text();
+    let out = lp.tick(&[]);
+    assert_code(&out, 4, "a 2.0 runner given a 1.0 state");
+    assert!(text(&out).contains("--migrate"), "{}", text(&out));
+    assert_eq!(lp.state_text(), state_before);
+
+    let out = lp.orbit_recover(&["--migrate"]);
+    assert_ok(&out, "orbit recover --migrate");
+    let s = lp.assert_sealed();
+    let ws = lp.ws();
+    assert_eq!(s.contract_version, orbit::config::CONTRACT_VERSION);
+    assert_eq!(Path::new(&s.workspace), ws.as_path());
+    assert_eq!((s.next_iteration, s.last_status.as_str()), (3, "CONTINUE"));
+    assert_eq!(s.cost_microusd, 500_000);
+    // The user's checkout is back on the branch the loop started from; the loop branch is
+    // the workspace's.
+    assert_eq!(
+        lp.repo.git(&["symbolic-ref", "--short", "HEAD"]).trim(),
+        "main"
+    );
+    assert_eq!(
+        lp.repo
+            .git(&[
+                "-C",
+                &ws.display().to_string(),
+                "symbolic-ref",
+                "--short",
+                "HEAD"
+            ])
+            .trim(),
+        "orbit/test-goal"
+    );
+    assert!(!lp.repo.path().join("work.txt").exists());
+    assert_eq!(
+        fs::read_to_string(ws.join("work.txt"))
+            .unwrap()
+            .lines()
+            .count(),
+        2
+    );
+    // The pins of repository files name them in the workspace, with the same hashes.
+    let pins = fs::read_to_string(lp.file("pins.sha256")).unwrap();
+    assert!(
+        pins.contains(&format!("  {}/tests/guard.txt\n", ws.display())),
+        "{pins}"
+    );
+    assert!(!pins.contains("../"), "{pins}");
+    assert!(
+        fs::read_to_string(lp.file("loop.toml"))
+            .unwrap()
+            .contains(&format!(
+                "contract-version = \"{}\"",
+                orbit::config::CONTRACT_VERSION
+            ))
+    );
+    // .baseline went to the backup; every record is kept (the recovery only appends).
+    assert!(!lp.file(".baseline").exists());
+    let b = fs::read_dir(lp.file("backups"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(b.join(".baseline").is_file());
+    assert!(kept("progress.md").starts_with(&progress));
+    assert!(kept("events.jsonl").starts_with(&events));
+    assert_eq!(kept("cost.ledger"), ledger);
+    for (r, data) in &records {
+        assert_eq!(&kept(r), data, "{r} kept");
+    }
+    lp.assert_chains();
+
+    // A second --migrate changes nothing.
+    let before = lp.tree_hash();
+    let again = lp.orbit_recover(&["--migrate"]);
+    assert_ok(&again, "second --migrate");
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("nothing to repair"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(before, lp.tree_hash());
+
+    // The migrated loop runs to DONE in its workspace.
+    let out = lp.repo.run_loop(&lp.dir, &[], &[("CONFIRM_RUNS", "0")]);
+    assert_code(&out, 0, "the migrated loop runs to DONE");
+    let s = lp.assert_sealed();
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("DONE", 4));
+    assert!(lp.file("iterations/000003/done.md").is_file());
+    assert_eq!(
+        fs::read_to_string(ws.join("work.txt"))
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+    assert_eq!(
+        lp.repo.git(&["symbolic-ref", "--short", "HEAD"]).trim(),
+        "main",
+        "the run never touches the user's checkout"
+    );
+    assert!(kept("progress.md").starts_with(&progress));
+    assert!(kept("events.jsonl").starts_with(&events));
+    lp.assert_chains();
+}

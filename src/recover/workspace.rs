@@ -1,0 +1,429 @@
+//! The workspace repairs of `orbit recover` (contract 2.0: a loop runs in its own git
+//! worktree on `orbit/<name>`) and `--migrate`, which moves a contract-1.0 loop (run in the
+//! user's checkout) to 2.0. Both only plan here: git steps, file writes and moves that
+//! `apply` carries out, with the repairs and notes that say why.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::config::{self, LoopConfig};
+use crate::error::{Error, Result};
+use crate::goal::GoalText;
+use crate::state::State;
+use crate::{pins, render};
+
+use super::{LoopRef, MoveTo, Plan, read_opt, repo_relative, workspace_of};
+
+/// A git step of a plan, run before any file is written.
+#[derive(Debug, Clone)]
+pub enum GitStep {
+    /// `git switch BRANCH` in the user's checkout (a 1.0 loop left it on the loop branch).
+    SwitchCheckout { branch: String },
+    /// `git worktree add --lock` of the workspace on the loop branch; the branch is created
+    /// at `create_at` when it does not exist.
+    AddWorktree {
+        ws: String,
+        branch: String,
+        create_at: Option<String>,
+    },
+}
+
+impl GitStep {
+    pub fn describe(&self) -> String {
+        match self {
+            GitStep::SwitchCheckout { branch } => {
+                format!(
+                    "git switch {branch} (your checkout, back on the branch the loop started from)"
+                )
+            }
+            GitStep::AddWorktree {
+                ws,
+                branch,
+                create_at: None,
+            } => format!("git worktree add --lock {ws} {branch}"),
+            GitStep::AddWorktree {
+                ws,
+                branch,
+                create_at: Some(c),
+            } => format!(
+                "git worktree add --lock -b {branch} {ws} {}",
+                &c[..c.len().min(12)]
+            ),
+        }
+    }
+}
+
+fn git(repo: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+}
+
+fn git_run(repo: &Path, args: &[&str]) -> Result<()> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .map_err(|e| Error::io("cannot run git", e))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Refused(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// The head commit of a branch.
+fn branch_head(repo: &Path, branch: &str) -> Option<String> {
+    git(
+        repo,
+        &[
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("refs/heads/{branch}"),
+        ],
+    )
+}
+
+/// Carries out the plan's git steps, in order.
+pub fn run_git(lp: &LoopRef, steps: &[GitStep]) -> Result<()> {
+    for step in steps {
+        match step {
+            GitStep::SwitchCheckout { branch } => {
+                git_run(&lp.repo, &["switch", "-q", branch])?;
+            }
+            GitStep::AddWorktree {
+                ws,
+                branch,
+                create_at,
+            } => {
+                if let Some(parent) = Path::new(ws).parent() {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
+                }
+                // An empty directory left where the workspace was is taken over.
+                let _ = std::fs::remove_dir(ws);
+                let _ = git(&lp.repo, &["worktree", "prune"]);
+                let reason = format!("orbit loop {}", lp.dir.display());
+                let mut args = vec!["worktree", "add", "-q", "--lock", "--reason", &reason];
+                match create_at {
+                    Some(c) => args.extend(["-b", branch, "--", ws, c]),
+                    None => args.extend(["--", ws, branch]),
+                }
+                git_run(&lp.repo, &args)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The repository's `info/exclude` with the agent's folder and (when it is inside the
+/// repository) the workspace added, as the runner's `workspace_exclude` adds them; `None`
+/// when both are there.
+fn exclude_write(lp: &LoopRef, ws: &str) -> Result<Option<(PathBuf, Vec<u8>)>> {
+    let Some(common) = git(&lp.repo, &["rev-parse", "--git-common-dir"]) else {
+        return Ok(None);
+    };
+    let common = if common.starts_with('/') {
+        PathBuf::from(common)
+    } else {
+        lp.repo.join(common)
+    };
+    let path = common.join("info").join("exclude");
+    let mut text = String::from_utf8_lossy(&read_opt(&path)?.unwrap_or_default()).into_owned();
+    let mut wants = vec!["/.orbit-agent/".to_string()];
+    if let Ok(rel) = Path::new(ws).strip_prefix(&lp.repo) {
+        wants.push(format!("/{}/", rel.display()));
+    }
+    let before = text.clone();
+    for w in wants {
+        if !text.lines().any(|l| l == w) {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&w);
+            text.push('\n');
+        }
+    }
+    Ok((text != before).then(|| (path, text.into_bytes())))
+}
+
+/// What the workspace check (and `--migrate`) decided.
+pub struct Outcome {
+    /// WORKSPACE for the new state, when it changes (set by a migration).
+    pub workspace: Option<String>,
+}
+
+/// A 2.0 loop that ran: its workspace is recreated when it is missing, and a loop branch
+/// moved by hand is accepted where it is (`.branch-head` rewritten).
+pub fn check(lp: &LoopRef, plan: &mut Plan, ws: &str, iter_branch: &str) {
+    if ws.is_empty() {
+        return;
+    }
+    let branch = if iter_branch.is_empty() {
+        format!("orbit/{}", lp.name)
+    } else {
+        iter_branch.to_string()
+    };
+    let head = branch_head(&lp.repo, &branch);
+    let wsp = Path::new(ws);
+    if !wsp.join(".git").exists() {
+        let empty = std::fs::read_dir(wsp).map_or(true, |mut d| d.next().is_none());
+        match &head {
+            _ if !empty => plan.notes.push(format!(
+                "the workspace {ws} exists but is not a git worktree: move it away, then run orbit recover again (it is recreated from {branch})"
+            )),
+            Some(_) => {
+                plan.repairs.push(format!(
+                    "the workspace {ws} is missing: recreated from {branch}"
+                ));
+                plan.git.push(GitStep::AddWorktree {
+                    ws: ws.to_string(),
+                    branch: branch.clone(),
+                    create_at: None,
+                });
+            }
+            None => plan.notes.push(format!(
+                "the workspace {ws} and the loop branch {branch} are both gone: recreate the branch (git branch {branch} <commit>), then run orbit recover again"
+            )),
+        }
+    }
+    let recorded = lp.dir.join(".branch-head");
+    if let (Some(head), Ok(want)) = (&head, std::fs::read_to_string(&recorded)) {
+        let want = want.trim();
+        if !want.is_empty()
+            && want != head
+            && git(&lp.repo, &["merge-base", "--is-ancestor", want, head]).is_none()
+        {
+            plan.repairs.push(format!(
+                "the loop branch {branch} was moved by hand (from {} to {}): accepted where it is now (.branch-head rewritten; the old head is in the backup)",
+                &want[..want.len().min(12)],
+                &head[..head.len().min(12)]
+            ));
+            plan.writes
+                .push((recorded, format!("{head}\n").into_bytes(), false));
+        }
+    }
+}
+
+/// Whether the loop belongs to an older major version of the contract: its state's, or
+/// (without a readable state) its loop.toml's.
+pub fn needs_migration(lp: &LoopRef, old: Option<&State>) -> bool {
+    let v = old.map_or(lp.loop_contract.as_str(), |s| s.contract_version.as_str());
+    crate::contract::older_major(v) || crate::contract::older_major(&lp.loop_contract)
+}
+
+/// `--migrate` of a loop of an older contract major: loop.toml at this contract (and the
+/// default workspace when it names none), the scripts re-rendered as `orbit init --force`
+/// does, the pins of repository files moved to the workspace (same hashes), the workspace
+/// created from the loop branch (or the baseline commit), `.baseline` to the backup, and
+/// the user's checkout put back on its origin branch when the loop had left it on the loop
+/// branch and nothing changed since.
+pub fn migrate(lp: &LoopRef, plan: &mut Plan, old: Option<&State>, ran: bool) -> Result<Outcome> {
+    let dir = &lp.dir;
+    // loop.toml.
+    let mut cfg = LoopConfig::load(&dir.join("loop.toml"))?;
+    cfg.contract_version = config::CONTRACT_VERSION.to_string();
+    if cfg.workspace.is_empty() {
+        cfg.workspace = crate::init::default_workspace(&cfg.name);
+    }
+    let toml = cfg.to_toml();
+    let ws = workspace_of(&LoopRef {
+        dir: lp.dir.clone(),
+        repo: lp.repo.clone(),
+        rel: lp.rel.clone(),
+        name: lp.name.clone(),
+        loop_contract: cfg.contract_version.clone(),
+        workspace_setting: cfg.workspace.clone(),
+    });
+    let mut changed_files = Vec::new();
+    let mut write_if = |plan: &mut Plan, path: PathBuf, data: Vec<u8>, exec: bool| -> Result<()> {
+        if read_opt(&path)?.as_deref() != Some(&data[..]) {
+            changed_files.push(
+                path.strip_prefix(dir)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string(),
+            );
+            plan.writes.push((path, data, exec));
+        }
+        Ok(())
+    };
+    write_if(
+        plan,
+        dir.join("loop.toml"),
+        toml.clone().into_bytes(),
+        false,
+    )?;
+    write_if(
+        plan,
+        dir.join(".pins").join("loop.toml"),
+        toml.clone().into_bytes(),
+        false,
+    )?;
+    // The scripts, as `orbit init --force` renders them.
+    let goal_text = std::fs::read_to_string(dir.join("goal.md")).unwrap_or_else(|_| "goal".into());
+    let goal = GoalText::new(goal_text)
+        .unwrap_or_else(|_| GoalText::new("goal".into()).expect("literal goal"));
+    let view = render::View::new(&cfg, &goal, &lp.rel);
+    let mut new_pins: Vec<(String, String)> = Vec::new();
+    for (name, text, exec) in render::render_all(&view)? {
+        if name == "goal.md" {
+            continue;
+        }
+        write_if(plan, dir.join(name), text.clone().into_bytes(), exec)?;
+        write_if(
+            plan,
+            dir.join(".pins").join(name),
+            text.clone().into_bytes(),
+            false,
+        )?;
+        new_pins.push(pins::pin_bytes(name, text.as_bytes()));
+    }
+    new_pins.push(pins::pin_bytes("loop.toml", toml.as_bytes()));
+    new_pins.sort_by_key(|(_, p)| pins::INIT_PINNED.iter().position(|x| x == p));
+    // The first run's pins: loop files kept, repository files named in the workspace.
+    let old_pins = read_opt(&dir.join("pins.sha256"))?.unwrap_or_default();
+    let (old_pins, _) = pins::parse(&old_pins);
+    let mut moved = 0;
+    for p in old_pins {
+        if pins::INIT_PINNED.contains(&p.path.as_str()) {
+            continue;
+        }
+        let path = if p.path.contains('/') && !p.path.starts_with('/') {
+            match repo_relative(&lp.rel, &p.path) {
+                Some(rel) => {
+                    moved += 1;
+                    format!("{ws}/{rel}")
+                }
+                None => p.path,
+            }
+        } else {
+            p.path
+        };
+        new_pins.push((p.sha256, path));
+    }
+    write_if(
+        plan,
+        dir.join("pins.sha256"),
+        pins::print(&new_pins).into_bytes(),
+        false,
+    )?;
+    if !changed_files.is_empty() {
+        plan.repairs.push(format!(
+            "re-rendered for contract {} (--migrate): {}",
+            config::CONTRACT_VERSION,
+            changed_files.join(", ")
+        ));
+    }
+    if moved > 0 {
+        plan.repairs.push(format!(
+            "{moved} pin(s) of repository files now name them in the workspace {ws} (same hashes)"
+        ));
+    }
+    if dir.join(".baseline").is_file() {
+        plan.moves
+            .push((dir.join(".baseline"), MoveTo::Backup(".baseline".into())));
+        plan.repairs.push(
+            ".baseline (contract 1.0's list of files dirty at the first run) moved to the backup: the workspace starts from a commit"
+                .into(),
+        );
+    }
+    if !ran {
+        // Never run: the first run creates the workspace.
+        return Ok(Outcome {
+            workspace: Some(String::new()),
+        });
+    }
+    // The workspace, on the loop branch (or a new one at the baseline commit).
+    let branch = old
+        .map(|s| s.iter_branch.clone())
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| format!("orbit/{}", lp.name));
+    let head = branch_head(&lp.repo, &branch);
+    if !Path::new(&ws).join(".git").exists() {
+        let create_at = match &head {
+            Some(_) => None,
+            None => {
+                let base = std::fs::read_to_string(dir.join(".baseline-commit"))
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_default();
+                if base.is_empty() {
+                    return Err(Error::Refused(format!(
+                        "cannot migrate {}: neither the loop branch {branch} nor .baseline-commit is there to start the workspace from (nothing was changed)",
+                        lp.rel
+                    )));
+                }
+                Some(base)
+            }
+        };
+        // The loop branch cannot be checked out twice: a 1.0 loop left the user's checkout
+        // on it. Switched back only when nothing changed since.
+        let user = git(&lp.repo, &["symbolic-ref", "-q", "--short", "HEAD"]).unwrap_or_default();
+        if head.is_some() && user == branch {
+            let origin = old.map(|s| s.origin_branch.clone()).unwrap_or_default();
+            let clean = git(&lp.repo, &["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| s.is_empty());
+            if !clean || origin.is_empty() || branch_head(&lp.repo, &origin).is_none() {
+                let back = if origin.is_empty() {
+                    "the branch you work on".to_string()
+                } else {
+                    origin
+                };
+                return Err(Error::Refused(format!(
+                    "cannot migrate {}: your checkout is on the loop branch {branch}{}, and the workspace needs that branch. Commit or stash your changes, `git switch {back}`, then run orbit recover --migrate again (nothing was changed)",
+                    lp.rel,
+                    if clean {
+                        ""
+                    } else {
+                        " with uncommitted changes"
+                    }
+                )));
+            }
+            plan.git.push(GitStep::SwitchCheckout {
+                branch: origin.clone(),
+            });
+            plan.repairs.push(format!(
+                "your checkout was on the loop branch {branch}, as the 1.0 loop left it: switched back to {origin}"
+            ));
+        } else if !user.is_empty() && user != branch {
+            plan.notes.push(format!(
+                "your checkout is on {user}: left as it is (the loop now works in {ws})"
+            ));
+        }
+        plan.repairs.push(format!(
+            "the workspace {ws} created on {branch} (contract 2.0: the loop works there, your checkout is left alone)"
+        ));
+        plan.git.push(GitStep::AddWorktree {
+            ws: ws.clone(),
+            branch: branch.clone(),
+            create_at: create_at.clone(),
+        });
+        let new_head = head.clone().or(create_at);
+        if let Some(h) = new_head {
+            plan.writes.push((
+                dir.join(".branch-head"),
+                format!("{h}\n").into_bytes(),
+                false,
+            ));
+        }
+    }
+    if let Some((path, data)) = exclude_write(lp, &ws)? {
+        plan.writes.push((path, data, false));
+    }
+    Ok(Outcome {
+        workspace: Some(ws),
+    })
+}

@@ -37,6 +37,9 @@ RC_PINS_WRITE=0
 RC_GOAL_COPY=0
 RC_SIG_CLEAR=0
 RC_STATE_WRITE=0
+RC_WS_ADD=
+RC_WS_BRANCH=
+RC_BH_WRITE=
 RC_LAST=0
 RC_FIRST_START=
 declare -A O=()
@@ -52,7 +55,8 @@ usage: recover.sh [--reset-circuit] [--clear-stall] [--repin-goal] [--migrate] [
   --reset-circuit  close an open circuit breaker
   --clear-stall    forget the change signatures (.action-sig.log), so a stalled loop may go on
   --repin-goal     accept the current goal.md as the pinned goal
-  --migrate        bring CONTRACT_VERSION to this script's contract version
+  --migrate        bring CONTRACT_VERSION to this script's contract version (a 1.0 loop's
+                   files are moved by orbit recover --migrate; recover.sh says so)
   --dry-run        print the plan (a diff of state.env and the repairs); write nothing
 --repin and --restore-pinned need the orbit binary: orbit recover --repin | --restore-pinned
 USAGE
@@ -398,6 +402,54 @@ rc_pins() {
   fi
 }
 
+# ---- the workspace (contract 2.0): recreated from the loop branch when it is missing; a
+# ---- loop branch moved by hand is accepted where it is (.branch-head rewritten).
+rc_git() { GIT_OPTIONAL_LOCKS=0 git -C "$RC_REPO" "$@"; }
+
+rc_ws_check() {
+  local ws=$1 branch=${2:-orbit/$RC_NAME} head want
+  [[ -n $ws ]] || return 0
+  head=$(rc_git rev-parse --verify -q "refs/heads/$branch" 2>/dev/null || true)
+  if [[ ! -e $ws/.git ]]; then
+    if [[ -e $ws && -n $(ls -A -- "$ws" 2>/dev/null) ]]; then
+      RC_NOTES+=("the workspace $ws exists but is not a git worktree: move it away, then run recover.sh again (it is recreated from $branch)")
+    elif [[ -n $head ]]; then
+      RC_WS_ADD=$ws RC_WS_BRANCH=$branch
+      RC_REPAIRS+=("the workspace $ws is missing: recreated from $branch")
+    else
+      RC_NOTES+=("the workspace $ws and the loop branch $branch are both gone: recreate the branch (git branch $branch <commit>), then run recover.sh again")
+    fi
+  fi
+  if [[ -n $head && -f $RC_DIR/.branch-head ]]; then
+    want=$(<"$RC_DIR/.branch-head")
+    if [[ -n $want && $want != "$head" ]] && ! rc_git merge-base --is-ancestor "$want" "$head" 2>/dev/null; then
+      RC_BH_WRITE=$head
+      RC_REPAIRS+=("the loop branch $branch was moved by hand (from ${want:0:12} to ${head:0:12}): accepted where it is now (.branch-head rewritten; the old head is in the backup)")
+    fi
+  fi
+}
+
+# rc_migrate_check RAN: a loop of an older contract major whose files need moving (scripts
+# to re-render, pins of repository files, .baseline, a workspace to create, the user's
+# checkout to give back) needs the binary: recover.sh only brings the state to this
+# contract once they are done.
+rc_migrate_check() {
+  local why=''
+  if rc_older_major "$RC_LOOP_CV"; then
+    why="loop.toml and the scripts are of contract $RC_LOOP_CV"
+  elif [[ -f $RC_DIR/.baseline ]]; then
+    why=".baseline (contract 1.0) is still there"
+  elif grep -q '^[0-9a-f]*  \.\./' -- "$RC_DIR/pins.sha256" 2>/dev/null; then
+    why="pins.sha256 names repository files through ../"
+  elif (($1)); then
+    rc_ws_path_v
+    [[ -e $REPLY/.git ]] || why="the workspace $REPLY is to be created"
+  fi
+  if [[ -n $why ]]; then
+    orbit_die "$EXIT_PREFLIGHT" "--migrate of this loop needs the orbit binary ($why): run 'orbit recover --migrate $RC_DIR' (nothing was changed)"
+  fi
+}
+
 # ---- the plan
 rc_plan() {
   local ev_max=0 pg_max=0 git_max n verdict='' source='' retry=0 done=0 next k f idir
@@ -539,6 +591,17 @@ rc_plan() {
   else
     ws=''
   fi
+  if ((F_MIGRATE)) && { rc_older_major "${O[CONTRACT_VERSION]:-$RC_LOOP_CV}" || rc_older_major "$RC_LOOP_CV"; }; then
+    rc_migrate_check "$ran"
+    ws=''
+    if ((ran)); then
+      rc_ws_path_v
+      ws=$REPLY
+    fi
+  fi
+  if ! rc_older_major "$cv"; then
+    rc_ws_check "$ws" "$ib"
+  fi
   S=()
   S[CONTRACT_VERSION]=$cv
   S[GEN]=${O[GEN]:-0}
@@ -591,7 +654,8 @@ rc_plan() {
 # Whether the plan changes anything. A progress.md whose last marker only lacks its final
 # newline is no change by itself (the runner adds it); it is mended when recover writes.
 rc_plan_has_changes() {
-  ((RC_STATE_WRITE || RC_PINS_WRITE || RC_GOAL_COPY || RC_SIG_CLEAR || RC_EV_TORN || ${#RC_MOVES_FROM[@]} > 0)) ||
+  [[ -n $RC_WS_ADD || -n $RC_BH_WRITE ]] ||
+    ((RC_STATE_WRITE || RC_PINS_WRITE || RC_GOAL_COPY || RC_SIG_CLEAR || RC_EV_TORN || ${#RC_MOVES_FROM[@]} > 0)) ||
     [[ $RC_PG_TAIL == torn ]]
 }
 
@@ -623,6 +687,8 @@ rc_dry_run() {
     rm -f -- "$old" "$new"
   fi
   for r in "${RC_REPAIRS[@]}"; do printf 'repair: %s\n' "$r"; done
+  if [[ -n $RC_WS_ADD ]]; then printf 'git: git worktree add --lock %s %s\n' "$RC_WS_ADD" "$RC_WS_BRANCH"; fi
+  if [[ -n $RC_BH_WRITE ]]; then printf 'write: .branch-head (the old copy to backups/)\n'; fi
   if ((RC_PINS_WRITE)); then printf 'write: pins.sha256 (the old copy to backups/)\n'; fi
   if ((RC_GOAL_COPY)); then printf 'write: .pins/goal.md (the old copy to backups/)\n'; fi
   if ((RC_SIG_CLEAR)); then printf 'write: .action-sig.log (the old copy to backups/)\n'; fi
@@ -655,6 +721,7 @@ rc_apply() {
   done
   brel=${bdir#"$RC_DIR"/}
   mkdir -p -- "$bdir"
+  if [[ -n $RC_BH_WRITE ]]; then rc_backup "$RC_DIR/.branch-head" "$bdir"; fi
   if ((RC_PINS_WRITE)); then rc_backup "$RC_DIR/pins.sha256" "$bdir"; fi
   if ((RC_GOAL_COPY)); then rc_backup "$RC_DIR/.pins/goal.md" "$bdir"; fi
   if ((RC_SIG_CLEAR)); then rc_backup "$RC_DIR/.action-sig.log" "$bdir"; fi
@@ -663,6 +730,18 @@ rc_apply() {
   if ((RC_STATE_WRITE)); then
     rc_backup "$RC_DIR/state.env" "$bdir"
     rc_backup "$RC_DIR/state.env.sha256" "$bdir"
+  fi
+  if [[ -n $RC_WS_ADD ]]; then
+    mkdir -p -- "${RC_WS_ADD%/*}"
+    rmdir -- "$RC_WS_ADD" 2>/dev/null || true
+    # A worktree deleted by hand is still registered, and locked: its entry goes.
+    rc_git worktree unlock "$RC_WS_ADD" 2>/dev/null || true
+    rc_git worktree prune 2>/dev/null || true
+    git -C "$RC_REPO" worktree add -q --lock --reason "orbit loop $RC_DIR" -- "$RC_WS_ADD" "$RC_WS_BRANCH" ||
+      orbit_die "$EXIT_FAILURE" "cannot recreate the workspace $RC_WS_ADD from $RC_WS_BRANCH (nothing else was changed): see git's message above"
+  fi
+  if [[ -n $RC_BH_WRITE ]]; then
+    orbit_write_file "$RC_DIR/.branch-head" "$RC_BH_WRITE"$'\n' || orbit_die "$EXIT_FAILURE" "cannot write .branch-head"
   fi
   for i in "${!RC_MOVES_FROM[@]}"; do
     dest=${RC_MOVES_TO[i]}

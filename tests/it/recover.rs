@@ -1312,3 +1312,53 @@ fn recover_migrate_moves_a_1_0_loop_to_a_workspace() {
     assert!(kept("events.jsonl").starts_with(&events));
     lp.assert_chains();
 }
+
+/// A workspace deleted by hand and a loop branch moved by hand: both recovers recreate the
+/// workspace from the branch and accept the branch where it is now, and the loop resumes.
+#[test]
+fn recover_recreates_the_workspace_and_accepts_a_moved_branch() {
+    for bash in [false, true] {
+        let lp = Loop::new(1, &[]);
+        let ws = lp.ws();
+        assert!(ws.join(".git").exists());
+        // Moved by hand to where the loop started (its iteration is no longer on it).
+        let main = lp.repo.git(&["rev-parse", "main"]).trim().to_string();
+        lp.repo
+            .git(&["update-ref", "refs/heads/orbit/test-goal", &main]);
+        assert_code(&lp.tick(&[]), 2, "the runner stops on a moved branch");
+        fs::remove_dir_all(&ws).unwrap();
+        let out = if bash {
+            lp.bash_recover(&[])
+        } else {
+            lp.orbit_recover(&[])
+        };
+        assert_ok(&out, "recover");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.contains("is missing: recreated from orbit/test-goal"),
+            "{said}"
+        );
+        assert!(said.contains("was moved by hand"), "{said}");
+        assert!(ws.join(".git").exists(), "the workspace is back");
+        assert_eq!(
+            fs::read_to_string(lp.file(".branch-head")).unwrap().trim(),
+            main
+        );
+        let again = if bash {
+            lp.bash_recover(&[])
+        } else {
+            lp.orbit_recover(&[])
+        };
+        assert!(
+            String::from_utf8_lossy(&again.stdout).contains("nothing to repair"),
+            "{}",
+            text(&again)
+        );
+        assert_code(
+            &lp.tick(&[]),
+            10,
+            "the loop resumes from the branch as it is",
+        );
+        assert!(lp.result_iteration(2).contains("ITERATION=2\n"));
+    }
+}

@@ -314,17 +314,22 @@ branch_head_record() {
 AGENT_NOTES_MAX=1048576
 agent_dir_fill() {
   local prompt=$1 fb=$2 d
+  local -a files=("$LOOP_DIR/goal.md" "$PG_FILE" "$LOOP_DIR/verify.sh")
   rm -rf -- "$AGENT_DIR"
   mkdir -- "$AGENT_DIR"
-  cp -- "$LOOP_DIR/goal.md" "$AGENT_DIR/goal.md"
-  cp -- "$PG_FILE" "$AGENT_DIR/progress.md"
+  if [[ ${prompt##*/} == prompt.md ]]; then
+    files+=("$prompt")
+  else
+    cp -- "$prompt" "$AGENT_DIR/prompt.md"
+  fi
   if [[ -f $LOOP_DIR/notes.md && ! -L $LOOP_DIR/notes.md ]]; then
-    cp -- "$LOOP_DIR/notes.md" "$AGENT_DIR/notes.md"
+    files+=("$LOOP_DIR/notes.md")
   else
     : >"$AGENT_DIR/notes.md"
   fi
-  cp -- "$LOOP_DIR/verify.sh" "$AGENT_DIR/verify.sh"
-  cp -- "$prompt" "$AGENT_DIR/prompt.md"
+  # One copy for the files whose names the folder keeps (goal.md, progress.md, verify.sh,
+  # prompt.md, notes.md); the feedback is renamed on the way.
+  cp -- "${files[@]}" "$AGENT_DIR/"
   if [[ -n $fb && -f $fb ]]; then
     cp -- "$fb" "$AGENT_DIR/feedback.json"
     d=${fb%/*}

@@ -268,7 +268,12 @@ pub(super) fn check(i: &Input) -> Vec<Finding> {
             } else {
                 ""
             };
-            let (severity, who) = if wrapup_was_last(i.dir, s.next_iteration.saturating_sub(1)) {
+            let (severity, who) = if s.last_status == Status::Done {
+                (
+                    Severity::P2,
+                    " after DONE: nothing runs any more, and they are not on the loop branch.",
+                )
+            } else if wrapup_was_last(i.dir, s.next_iteration.saturating_sub(1)) {
                 (
                     Severity::P2,
                     ": left by the wrap-up run (told to change nothing but notes), or by hand.",
@@ -281,7 +286,7 @@ pub(super) fn check(i: &Input) -> Vec<Finding> {
                 severity,
                 evidence: format!("{}:0", ws.join(first).display()),
                 message: format!(
-                    "{} path(s) in the workspace changed since the loop's last commit and no runner is working ({named}{more}){who} The next iteration would take them for the agent's change. Commit them onto {branch} (git -C {ws_word} commit), or set them aside with the fix",
+                    "{} path(s) in the workspace changed since the loop's last commit and no runner is working ({named}{more}){who} The agent would find them in its workspace, and a commit of a file it also edits would carry them. Commit them onto {branch} (git -C {ws_word} commit), or set them aside with the fix",
                     paths.len()
                 ),
                 fix: format!("git -C {ws_word} stash push --include-untracked"),

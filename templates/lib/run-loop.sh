@@ -848,14 +848,25 @@ changes_v() {
 # have changed since. The workspace starts from the user's HEAD commit: their uncommitted
 # work is neither seen by the agent nor committed (no dirty baseline is needed).
 first_run_setup() {
-  local branch base
+  local branch base tip
   printf -v 'S[STARTED_AT]' '%(%s)T' -1
+  if [[ -f $LOOP_DIR/.baseline-commit ]]; then
+    base=$(<"$LOOP_DIR/.baseline-commit")
+  else
+    base=$(repo_git rev-parse HEAD)
+  fi
+  # A loop branch an earlier loop of the same name left is not this loop's: its commits
+  # would be taken for a fresh start. Only one at this loop's base (made by this first run
+  # before a crash) is.
+  tip=$(repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)
+  if [[ -n $tip && $tip != "$base" ]]; then
+    preflight_fail "the branch $LOOP_BRANCH exists already (an earlier loop's?) and is not at the commit this loop starts from: merge what you want of it, delete it (git branch -D $LOOP_BRANCH), then rerun; or render this loop under another name (orbit init --dir .orbit/OTHER)"
+  fi
   if [[ ! -f $LOOP_DIR/.baseline-commit ]]; then
     repo_git symbolic-ref --short -q HEAD >"$LOOP_DIR/.origin-branch" || true
-    repo_git rev-parse HEAD >"$LOOP_DIR/.baseline-commit.tmp"
+    printf '%s\n' "$base" >"$LOOP_DIR/.baseline-commit.tmp"
     mv -f -- "$LOOP_DIR/.baseline-commit.tmp" "$LOOP_DIR/.baseline-commit"
   fi
-  base=$(<"$LOOP_DIR/.baseline-commit")
   branch=$(cat -- "$LOOP_DIR/.origin-branch" 2>/dev/null || true)
   if ! state_check_value ORIGIN_BRANCH "$branch"; then
     orbit_log "the starting branch '$branch' is not a plain ref name: not recorded"

@@ -485,3 +485,36 @@ if [ "$ORBIT_ITERATION" -ge 2 ]; then echo "AC1: work.txt has two lines" > "$ORB
     let loop_dir = fs::canonicalize(&dir).unwrap();
     assert!(!ws.starts_with(&loop_dir) && !loop_dir.starts_with(&ws));
 }
+
+#[test]
+fn a_loop_branch_left_by_an_earlier_loop_of_the_same_name_is_not_taken_over() {
+    let repo = Repo::new();
+    // An earlier loop's branch, with its work on it.
+    repo.git(&["branch", "orbit/test-goal"]);
+    repo.write("old.txt", "old work\n");
+    repo.git(&["add", "old.txt"]);
+    repo.git(&["commit", "-q", "-m", "new base"]);
+    repo.git(&["checkout", "-q", "orbit/test-goal"]);
+    repo.write("stale.txt", "stale\n");
+    repo.git(&["add", "stale.txt"]);
+    repo.git(&["commit", "-q", "-m", "an earlier loop's work"]);
+    repo.git(&["checkout", "-q", "main"]);
+    let stale = repo.git(&["rev-parse", "orbit/test-goal"]);
+    let agent = counting_agent(&repo, 1);
+    let dir = repo.init_loop(&agent, &[&count_check(1)], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 2, "refused, nothing run");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("exists already"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(repo.git(&["rev-parse", "orbit/test-goal"]), stale);
+    assert!(!repo.ws().exists());
+    assert!(!dir.join("iterations/000001").exists());
+    // Once it is out of the way, the loop starts from the user's HEAD.
+    repo.git(&["branch", "-D", "orbit/test-goal"]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE");
+    assert!(repo.ws().join("old.txt").is_file() && !repo.ws().join("stale.txt").exists());
+}

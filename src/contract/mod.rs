@@ -462,6 +462,10 @@ vocabulary! {
         IterationEnd = "iteration_end",
         Recovery = "recovery",
         LoopStop = "loop_stop",
+        WorkspaceCreated = "workspace_created",
+        WorkspaceRecreated = "workspace_recreated",
+        WorkspaceHeadMoved = "workspace_head_moved",
+        BranchMoved = "branch_moved",
     }
 }
 

@@ -1209,6 +1209,12 @@ live_close() {
       sleep 0.1
     fi
   done
+  # Still there: something the agent left holds the pipe open. The copy is the runner's
+  # own: it never outlives the run.
+  if kill -0 "$LIVE_PID" 2>/dev/null; then
+    orbit_log "the live view's copy did not end within 5s of the agent's exit: stopped"
+    kill -KILL "$LIVE_PID" 2>/dev/null || true
+  fi
   LIVE_PID=
   if [[ -n $line && -f $live && ! -L $live ]]; then
     if (($(tail -c 1 -- "$live" | tr -d '\n' | wc -c))); then

@@ -290,6 +290,26 @@ fn static_parts() -> Vec<(String, String)> {
 }
 
 #[test]
+fn every_event_the_scripts_write_is_a_word_of_the_contract() {
+    let mut seen = 0;
+    for (name, text) in static_parts() {
+        for (n, line) in text.lines().enumerate() {
+            let Some(rest) = line.trim_start().strip_prefix("orbit_event ") else {
+                continue;
+            };
+            let event = rest.split_whitespace().next().unwrap_or("");
+            seen += 1;
+            assert!(
+                contract::EventName::parse(event).is_some(),
+                "{name}:{}: orbit_event {event} is not in contract::EventName",
+                n + 1
+            );
+        }
+    }
+    assert!(seen > 20, "the scripts write events: {seen}");
+}
+
+#[test]
 fn the_static_bash_names_every_exit_code_and_status() {
     let found: Vec<String> = static_parts()
         .iter()

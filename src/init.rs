@@ -624,17 +624,10 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
         )));
     }
     let cfg = LoopConfig::load(&cfg_path)?;
-    let goal_text = fs::read_to_string(dir.join("goal.md")).unwrap_or_else(|_| "goal".into());
-    let goal = GoalText::new(goal_text)
-        .unwrap_or_else(|_| GoalText::new("goal".into()).expect("literal goal"));
-    let view = View::new(&cfg, &goal, &rel);
-    let files = render::render_all(&view)?;
+    let files = render::rerender_loop(&cfg, &dir, &rel)?;
     let mut new_pins: Vec<(String, String)> = Vec::new();
     fs::create_dir_all(dir.join(".pins")).map_err(|e| Error::io("cannot create .pins", e))?;
     for (name, text, exec) in &files {
-        if *name == "goal.md" {
-            continue;
-        }
         let path = dir.join(name);
         if *exec {
             fsx::write_atomic_exec(&path, text.as_bytes())?;

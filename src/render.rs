@@ -394,6 +394,24 @@ pub fn render_all(view: &View) -> Result<Vec<(&'static str, String, bool)>> {
         .collect()
 }
 
+/// The files of an existing loop rendered again from its settings and its goal.md (which
+/// is the user's and is not among them): what `orbit init --force` and
+/// `orbit recover --migrate` write. `rel` is the loop directory relative to the repository.
+pub fn rerender_loop(
+    cfg: &LoopConfig,
+    dir: &std::path::Path,
+    rel: &str,
+) -> Result<Vec<(&'static str, String, bool)>> {
+    let goal_text = std::fs::read_to_string(dir.join("goal.md")).unwrap_or_else(|_| "goal".into());
+    let goal = GoalText::new(goal_text)
+        .unwrap_or_else(|_| GoalText::new("goal".into()).expect("literal goal"));
+    let view = View::new(cfg, &goal, rel);
+    Ok(render_all(&view)?
+        .into_iter()
+        .filter(|(name, _, _)| *name != "goal.md")
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,6 @@ use std::process::Command;
 
 use crate::config::{self, LoopConfig};
 use crate::error::{Error, Result};
-use crate::goal::GoalText;
 use crate::state::State;
 use crate::{pins, render};
 
@@ -276,15 +275,8 @@ pub fn migrate(lp: &LoopRef, plan: &mut Plan, old: Option<&State>, ran: bool) ->
         false,
     )?;
     // The scripts, as `orbit init --force` renders them.
-    let goal_text = std::fs::read_to_string(dir.join("goal.md")).unwrap_or_else(|_| "goal".into());
-    let goal = GoalText::new(goal_text)
-        .unwrap_or_else(|_| GoalText::new("goal".into()).expect("literal goal"));
-    let view = render::View::new(&cfg, &goal, &lp.rel);
     let mut new_pins: Vec<(String, String)> = Vec::new();
-    for (name, text, exec) in render::render_all(&view)? {
-        if name == "goal.md" {
-            continue;
-        }
+    for (name, text, exec) in render::rerender_loop(&cfg, dir, &lp.rel)? {
         write_if(plan, dir.join(name), text.clone().into_bytes(), exec)?;
         write_if(
             plan,

@@ -249,7 +249,7 @@ workspace_add() {
 # loop goes on, and the journal says so); a loop branch moved by hand (its recorded head is
 # no longer in its history) stops the run rather than be committed over.
 workspace_ensure() {
-  local head want cur
+  local head want
   if [[ ! -e $WS/.git ]]; then
     if [[ -e $WS && -n $(ls -A -- "$WS" 2>/dev/null) ]]; then
       preflight_fail "the workspace $WS exists but is not a git worktree: move it away, then rerun (the loop recreates it from $LOOP_BRANCH)"
@@ -266,8 +266,7 @@ workspace_ensure() {
     orbit_event workspace_recreated "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH"
   fi
   workspace_git_facts
-  cur=$(git_q symbolic-ref -q HEAD 2>/dev/null || true)
-  if [[ $cur != "refs/heads/$LOOP_BRANCH" ]]; then
+  if ! ws_on_branch; then
     workspace_head_restore "start"
   fi
   if [[ -f $LOOP_DIR/.branch-head ]]; then
@@ -295,6 +294,14 @@ workspace_head_restore() {
   git_q symbolic-ref -m "orbit: back to the loop branch" HEAD "refs/heads/$LOOP_BRANCH" 2>>"$ORBIT_LOG_FILE" ||
     orbit_die "$EXIT_PREFLIGHT" "cannot point the workspace's HEAD back to $LOOP_BRANCH"
   LAST_COMMIT_ID=
+}
+
+# ws_on_branch: status 0 when the workspace's HEAD names the loop branch, read from the file
+# git keeps it in (no process: this is asked after every agent run).
+ws_on_branch() {
+  local line=''
+  IFS= read -r line <"$GIT_DIR_ABS/HEAD" 2>/dev/null || true
+  [[ $line == "ref: refs/heads/$LOOP_BRANCH" ]]
 }
 
 # branch_head_record: the loop branch's head, kept to tell a move by hand from the loop's
@@ -887,7 +894,7 @@ first_run_setup() {
     orbit_event workspace_created "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH" base "$base"
   fi
   workspace_git_facts
-  if [[ $(git_q symbolic-ref -q HEAD 2>/dev/null || true) != "refs/heads/$LOOP_BRANCH" ]]; then
+  if ! ws_on_branch; then
     workspace_head_restore "first run"
   fi
   if [[ ! -f $LOOP_DIR/.baseline-tree ]]; then
@@ -1894,7 +1901,7 @@ run_iteration() {
     finish "$EXIT_RATE_LIMITED" "$STATUS_PAUSED" "$REASON_RATE_LIMIT" "rate limited by the agent's provider; resumes after $(orbit_iso "${S[RESUME_AT]}")"
   fi
 
-  if [[ $(git_q symbolic-ref -q HEAD 2>/dev/null || true) != "refs/heads/$LOOP_BRANCH" ]]; then
+  if ! ws_on_branch; then
     workspace_head_restore "after the agent"
   fi
   if ! integrity_gate "after agent"; then
@@ -2041,8 +2048,10 @@ finalize() {
     IFS= read -r commit <"$dir/commit.txt" || true
   fi
   # The loop branch's head as the loop left it (a later move by hand is told from it).
+  # Not synced: one lost on a crash leaves an older head, still in the branch's history.
   if [[ $commit =~ ^[0-9a-f]{40,64}$ ]]; then
-    orbit_write_file "$LOOP_DIR/.branch-head" "$commit"$'\n' ||
+    { printf '%s\n' "$commit" >"$LOOP_DIR/.branch-head.tmp" &&
+      mv -f -- "$LOOP_DIR/.branch-head.tmp" "$LOOP_DIR/.branch-head"; } ||
       orbit_die "$EXIT_STATE_CORRUPT" "cannot write $LOOP_DIR/.branch-head"
   fi
   if [[ ${R[VERDICT]} != "$STATUS_ABORTED" ]]; then

@@ -1107,8 +1107,11 @@ build_prompt() {
       "$PHASE_CONFIRM")
         printf '\n# Your task: confirm, from a fresh context\n\n'
         printf 'The previous run claimed the goal is DONE and the checks pass. Check every acceptance\n'
-        printf 'criterion against the repository as it is now. If anything is missing or wrong, fix it.\n'
-        printf 'If everything holds, change nothing at all in the repository.\n'
+        printf 'criterion against the repository as it is now. Change nothing in the repository.\n'
+        printf 'Then write your verdict into .orbit-agent/confirm.md; its first line is exactly one of:\n\n'
+        printf '    CONFIRMED\n'
+        printf '    NOT CONFIRMED: <what is missing or wrong, in one line>\n\n'
+        printf 'Anything else, no file, or a change to the repository is taken as NOT CONFIRMED.\n'
         ;;
       "$PHASE_WRAPUP")
         printf '\n# Your task: wrap up\n\n'
@@ -1118,7 +1121,7 @@ build_prompt() {
         ;;
     esac
     if [[ -n $fb && -f $fb ]]; then
-      printf '\n# Feedback: the last verify failure\n\n'
+      printf '\n# Feedback: what failed last\n\n'
       if [[ -f ${fb%.json}.txt ]]; then
         cat -- "${fb%.json}.txt"
       fi
@@ -1502,7 +1505,9 @@ done_gate() {
       return 0
     fi
   fi
-  # 6. Fresh-context confirmation runs: DONE only if they change nothing.
+  # 6. Fresh-context confirmation runs: DONE only when each writes CONFIRMED as the first
+  # line of .orbit-agent/confirm.md and changes nothing. Its exit code never confirms.
+  local verdict
   for ((k = 1; k <= CONFIRM_RUNS; k++)); do
     tree_snapshot
     t_before=$REPLY
@@ -1511,6 +1516,15 @@ done_gate() {
     cost_of_run "$dir/confirm.$k.log" "$dir/confirm.$k.cost"
     ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
     orbit_event agent_exit "$n" phase "$PHASE_CONFIRM" attempt "$k" exit_code "$AGENT_RC" timed_out "$AGENT_TIMED_OUT" seconds "$AGENT_SECS"
+    verdict=''
+    if agent_file_take confirm.md "$dir/confirm.$k.md"; then
+      IFS= read -r verdict <"$dir/confirm.$k.md" || true
+    fi
+    # One line of text, as a record holds it: no control character, at most 200 bytes.
+    verdict=${verdict%$'\r'}
+    verdict=${verdict//[[:cntrl:]]/ }
+    orbit_cut_v "$verdict" 200
+    verdict=$REPLY
     tree_snapshot
     t_after=$REPLY
     if ! integrity_gate "after confirm"; then
@@ -1519,15 +1533,46 @@ done_gate() {
     fi
     if ((AGENT_RC != 0 || AGENT_TIMED_OUT)); then
       GATE_VERDICT="the confirmation run failed (exit $AGENT_RC)"
+      confirm_feedback "$dir" "$n" "$GATE_VERDICT"
       return 0
     fi
     if [[ $t_before != "$t_after" ]]; then
       GATE_VERDICT="the confirmation run changed the project"
       TREE_AFTER=$t_after
+      changes_v "$t_before" "$t_after"
+      confirm_feedback "$dir" "$n" "the confirmation run changed the project ($REPLY): it was asked to change nothing"
       return 0
     fi
+    case $verdict in
+      CONFIRMED) ;;
+      "NOT CONFIRMED:"*)
+        GATE_VERDICT="not confirmed:${verdict#NOT CONFIRMED:}"
+        confirm_feedback "$dir" "$n" "$GATE_VERDICT"
+        return 0
+        ;;
+      '')
+        GATE_VERDICT="no confirmation verdict (.orbit-agent/confirm.md missing or empty)"
+        confirm_feedback "$dir" "$n" "$GATE_VERDICT"
+        return 0
+        ;;
+      *)
+        orbit_cut_v "$verdict" 80
+        GATE_VERDICT="the confirmation verdict is neither CONFIRMED nor NOT CONFIRMED: $REPLY"
+        confirm_feedback "$dir" "$n" "$GATE_VERDICT"
+        return 0
+        ;;
+    esac
   done
   GATE_VERDICT=$STATUS_DONE
+}
+
+# confirm_feedback DIR N TEXT: a rejected confirmation is the next iteration's feedback (the
+# checks passed: there is no verify failure to tell).
+confirm_feedback() {
+  local dir=$1 n=$2 text=$3
+  printf '{"failing":["confirmation"],"tests":[],"assertions":[],"loci":[],"output_tail":%s,"attempt":%s,"iteration":%s}\n' \
+    "$(orbit_json_str "$text")" "$ATTEMPT" "$n" >"$dir/feedback.json"
+  printf 'The checks passed, but the DONE claim was not confirmed by a fresh-context run:\n    %s\n' "$text" >"$dir/feedback.txt"
 }
 
 # ---- commits: only the paths this iteration changed, never baseline-dirty paths, never the

@@ -671,6 +671,92 @@ fn the_judge_decides_when_configured() {
 }
 
 #[test]
+fn a_confirmer_that_says_no_is_heard_and_its_reason_becomes_the_feedback() {
+    let repo = Repo::new();
+    // Each work run claims DONE; the first confirmation says no, with a reason, and exits 0
+    // as real agent CLIs do; the second confirms.
+    let agent = repo.agent(
+        "claimer",
+        r#"cat >/dev/null
+if [ "$ORBIT_PHASE" = confirm ]; then
+  if [ "$ORBIT_ITERATION" = 1 ]; then
+    echo "NOT CONFIRMED: mul still returns 0" > "$ORBIT_AGENT_DIR/confirm.md"
+  fi
+  exit 0
+fi
+echo "step $ORBIT_ITERATION" >> work.txt
+echo "all done" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE at the second claim");
+    let first = read_kv(&dir.join("iterations/000001/result.env"));
+    assert_eq!(first["VERDICT"], "CONTINUE");
+    assert_eq!(first["DONE_VERDICT"], "not confirmed: mul still returns 0");
+    assert!(dir.join("iterations/000001/done.md.rejected").is_file());
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations/000001/confirm.1.md")).unwrap(),
+        "NOT CONFIRMED: mul still returns 0\n",
+        "the verdict is kept in the record"
+    );
+    // The next work run is told why.
+    let fb: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(dir.join("iterations/000002/input-feedback.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(fb["failing"], serde_json::json!(["confirmation"]));
+    let prompt = fs::read_to_string(dir.join("iterations/000002/prompt.md")).unwrap();
+    assert!(prompt.contains("mul still returns 0"), "{prompt}");
+    let second = read_kv(&dir.join("iterations/000002/result.env"));
+    assert_eq!(second["DONE_VERDICT"], "DONE");
+    // The confirmation prompt asks for exactly that file.
+    let asked = fs::read_to_string(dir.join("iterations/000001/confirm.1.prompt.md")).unwrap();
+    assert!(
+        asked.contains(".orbit-agent/confirm.md") && asked.contains("NOT CONFIRMED: <"),
+        "{asked}"
+    );
+}
+
+#[test]
+fn only_a_written_confirmed_confirms() {
+    // What a confirmer may do besides writing CONFIRMED: say no on its output only, write
+    // nothing, write something else. Each exits 0 and changes nothing; none confirms.
+    for (body, want) in [
+        (
+            "rm -f \"$ORBIT_AGENT_DIR/confirm.md\"; echo 'NOT CONFIRMED: tests are missing'",
+            "no confirmation verdict (.orbit-agent/confirm.md missing or empty)",
+        ),
+        (
+            "echo 'Confirmed, looks good' > \"$ORBIT_AGENT_DIR/confirm.md\"",
+            "the confirmation verdict is neither CONFIRMED nor NOT CONFIRMED: Confirmed, looks good",
+        ),
+        (
+            "printf '\\nCONFIRMED\\n' > \"$ORBIT_AGENT_DIR/confirm.md\"",
+            "no confirmation verdict (.orbit-agent/confirm.md missing or empty)",
+        ),
+        (
+            "ln -sf /etc/hostname \"$ORBIT_AGENT_DIR/confirm.md\"",
+            "no confirmation verdict (.orbit-agent/confirm.md missing or empty)",
+        ),
+    ] {
+        let repo = Repo::new();
+        let agent = repo.agent(
+            "doubter",
+            &format!(
+                "cat >/dev/null\nif [ \"$ORBIT_PHASE\" = confirm ]; then {body}; exit 0; fi\n[ \"$ORBIT_PHASE\" = wrapup ] && exit 0\necho done >> work.txt\necho ok > \"$ORBIT_AGENT_DIR/done.md\""
+            ),
+        );
+        let dir = repo.init_loop(&agent, &["test -f work.txt"], &["--max-iterations", "1"]);
+        let out = repo.run_loop(&dir, &[], &[("WRAPUP_ON_LIMIT", "0")]);
+        assert_code(&out, 16, body);
+        let result = read_kv(&dir.join("iterations/000001/result.env"));
+        assert_eq!(result["DONE_CLAIM"], "1", "{body}: the claim was made");
+        assert_eq!(result["DONE_VERDICT"], want, "{body}");
+        assert_ne!(state_value(&dir, "LAST_STATUS"), "DONE", "{body}");
+    }
+}
+
+#[test]
 fn a_confirmation_run_that_changes_the_project_is_not_done() {
     let repo = Repo::new();
     let agent = repo.agent(

@@ -163,10 +163,16 @@ impl Repo {
     }
 
     /// Writes an executable fake agent `name` into the bin directory. `body` is bash; it
-    /// runs with the ORBIT_* environment of contract section 5.1.
+    /// runs with the ORBIT_* environment of contract section 5.1. Asked to confirm a DONE
+    /// claim (`ORBIT_PHASE=confirm`), a fake agent agrees: it writes `CONFIRMED` into
+    /// `.orbit-agent/confirm.md` before its body runs (a body may write another verdict).
     pub fn agent(&self, name: &str, body: &str) -> PathBuf {
         let p = self.bin.path().join(name);
-        fs::write(&p, format!("#!/usr/bin/env bash\nset -u\n{body}\n")).unwrap();
+        fs::write(
+            &p,
+            format!("#!/usr/bin/env bash\nset -u\n{CONFIRMS}\n{body}\n"),
+        )
+        .unwrap();
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
         p
@@ -454,6 +460,11 @@ impl Repo {
         repo
     }
 }
+
+/// The first lines of every fake agent: in the confirmation phase, the verdict CONFIRMED.
+const CONFIRMS: &str = r#"if [ "${ORBIT_PHASE:-}" = confirm ] && [ -n "${ORBIT_AGENT_DIR:-}" ]; then
+  echo CONFIRMED > "$ORBIT_AGENT_DIR/confirm.md"
+fi"#;
 
 // ---- loops and their records, shared by the runner, guard and reliability suites
 

@@ -2411,6 +2411,23 @@ orbit_internal_error() {
   exit "$EXIT_FAILURE"
 }
 
+# ---- git as the loop runs it. git's repository variables in the caller's environment
+# ---- (GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE, ... as `git rev-parse --local-env-vars`
+# ---- lists them) would point every git call of the runner, the agent and the checks at
+# ---- another repository or index: removed (contract 5.1). And no git call of the loop runs
+# ---- the file-system monitor a repository's config may name (core.fsmonitor is a command
+# ---- an agent could set): off, through the environment, which outranks every config file.
+git_env_set() {
+  local v
+  for v in GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT \
+    GIT_OBJECT_DIRECTORY GIT_DIR GIT_WORK_TREE GIT_IMPLICIT_WORK_TREE GIT_GRAFT_FILE \
+    GIT_INDEX_FILE GIT_NO_REPLACE_OBJECTS GIT_REPLACE_REF_BASE GIT_PREFIX GIT_SHALLOW_FILE \
+    GIT_COMMON_DIR "${!GIT_CONFIG_KEY_@}" "${!GIT_CONFIG_VALUE_@}"; do
+    unset "$v"
+  done
+  export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0=false
+}
+
 main() {
   local arg status log_checked=0
   for arg in "$@"; do
@@ -2431,6 +2448,7 @@ main() {
   # output is redirected (fd 8 is closed for the agent, the checks and their watchdogs).
   exec 8>&1
   trap 'orbit_internal_error $LINENO "$BASH_COMMAND" $?' ERR
+  git_env_set
   # A write to a pipe nobody reads (a hasher that died) fails instead of killing the
   # runner. A handler, not an ignore: the agent and the checks get the default back.
   trap ':' PIPE

@@ -83,7 +83,7 @@ fn succeeds_after_three_iterations_commits_each_and_stays_done() {
     // The prompt of iteration 2 carries the feedback of iteration 1's failure.
     let prompt2 = fs::read_to_string(dir.join("iterations/000002/prompt.md")).unwrap();
     assert!(
-        prompt2.contains("# Feedback: the last verify failure"),
+        prompt2.contains("# Feedback: what failed last"),
         "{prompt2}"
     );
     assert!(dir.join("iterations/000002/input-feedback.json").is_file());

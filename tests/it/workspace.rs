@@ -518,3 +518,78 @@ fn a_loop_branch_left_by_an_earlier_loop_of_the_same_name_is_not_taken_over() {
     assert_code(&out, 0, "DONE");
     assert!(repo.ws().join("old.txt").is_file() && !repo.ws().join("stale.txt").exists());
 }
+
+#[test]
+fn git_variables_in_the_callers_environment_never_redirect_the_loop() {
+    let repo = Repo::new();
+    let other = Repo::new();
+    let before = other.git(&["rev-parse", "HEAD"]);
+    let agent = counting_agent(&repo, 2);
+    let dir = repo.init_loop(&agent, &[&count_check(2)], &[]);
+    let git_dir = other.join(".git").display().to_string();
+    let work_tree = other.path().display().to_string();
+    let index = other.join(".git/index").display().to_string();
+    let out = repo.run_loop(
+        &dir,
+        &[],
+        &[
+            ("GIT_DIR", &git_dir),
+            ("GIT_WORK_TREE", &work_tree),
+            ("GIT_INDEX_FILE", &index),
+            ("GIT_CONFIG_COUNT", "1"),
+            ("GIT_CONFIG_KEY_0", "user.name"),
+            ("GIT_CONFIG_VALUE_0", "Someone Else"),
+        ],
+    );
+    assert_code(&out, 0, "DONE in its own repository");
+    assert_eq!(repo.ws_read("work.txt"), "step 1\nstep 2\n");
+    assert_eq!(
+        other.git(&["rev-parse", "HEAD"]),
+        before,
+        "the other repository untouched"
+    );
+    assert_eq!(other.git(&["status", "--porcelain"]), "");
+    assert!(other.git(&["branch", "--list", "orbit/*"]).is_empty());
+    let authors = repo.git(&["log", "--format=%an", "orbit/test-goal"]);
+    assert!(!authors.contains("Someone Else"), "{authors}");
+}
+
+#[test]
+fn a_file_system_monitor_the_agent_configures_is_never_run_by_the_runner() {
+    let repo = Repo::new();
+    let canary = repo.bin.path().join("CANARY");
+    let hook = repo.bin.path().join("fsmonitor-hook");
+    fs::write(
+        &hook,
+        format!("#!/bin/sh\ntouch '{}'\nexit 1\n", canary.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    // The agent points the repository's config at its own command, then leaves: git would
+    // run it at the runner's next snapshot, outside the agent's run.
+    let agent = repo.agent(
+        "configurer",
+        &format!(
+            "cat >/dev/null\n[ \"$ORBIT_PHASE\" = work ] || exit 0\ngit config core.fsmonitor '{}'\necho \"step $ORBIT_ITERATION\" >> work.txt",
+            hook.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &[&count_check(2)], &["--max-iterations", "2"]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick");
+    // The attempt was made: the config names the command.
+    assert_eq!(
+        repo.git(&["config", "core.fsmonitor"]).trim(),
+        hook.display().to_string()
+    );
+    assert!(
+        !canary.exists(),
+        "the runner ran the agent's fsmonitor command"
+    );
+    // Git itself would have run it.
+    let mut cmd = crate::support::command("git");
+    cmd.args(["status", "--porcelain"]).current_dir(repo.ws());
+    let _ = crate::support::run_bounded(cmd, Duration::from_secs(30));
+    assert!(canary.exists(), "the command is one git runs");
+}

@@ -41,7 +41,7 @@ USAGE
 # run, nothing written). Sets the values the runner computes with: NAME_S, the seconds of a
 # duration, and NAME_M, the micro-dollars of an amount ("" for none).
 settings_check() {
-  local name
+  local name grep_rc
   for name in "${ORBIT_SETTINGS[@]}"; do
     orbit_setting_v "$name" || orbit_die "$EXIT_PREFLIGHT" "$ORBIT_SETTING_ERR"
     case $name in
@@ -57,6 +57,14 @@ settings_check() {
       USD_PER_RUN_CAP) USD_PER_RUN_CAP_M=$REPLY ;;
       USD_PER_ITER_CAP) USD_PER_ITER_CAP_M=$REPLY ;;
       COST_ESTIMATE_USD) COST_ESTIMATE_M=$REPLY ;;
+      PLACEHOLDER_PATTERN)
+        # grep's own judgment of the expression (status 2: not one it can use).
+        grep_rc=0
+        grep -qE -- "$PLACEHOLDER_PATTERN" </dev/null 2>/dev/null || grep_rc=$?
+        if ((grep_rc > 1)); then
+          orbit_die "$EXIT_PREFLIGHT" "PLACEHOLDER_PATTERN='$PLACEHOLDER_PATTERN' is not an extended regular expression grep accepts: fix placeholder-pattern in loop.toml and run orbit init --force"
+        fi
+        ;;
     esac
   done
 }
@@ -1326,7 +1334,11 @@ exec_limit_v() {
   fi
 }
 
-# classify_v LOG RC TIMED_OUT: REPLY is ok | timeout | rate_limited | permanent | agent_error
+# classify_v LOG RC TIMED_OUT: REPLY is ok | timeout | rate_limited | permanent | agent_error;
+# PERMANENT_WHY says why a permanent failure is one.
+PERMANENT_WHY=
+# The furthest a rate limit's reset is believed: anything later is not a pause but a stop.
+RATE_LIMIT_MAX_WAIT_S=$((7 * 86400))
 classify_v() {
   local log=$1 rc=$2 to=$3 tailtext
   if ((to)); then
@@ -1335,9 +1347,18 @@ classify_v() {
     REPLY=$OUTCOME_OK
   elif ((rc == 126 || rc == 127)); then
     REPLY=$OUTCOME_PERMANENT
+    PERMANENT_WHY="exit $rc: not found or not permitted"
   else
     REPLY=$OUTCOME_AGENT_ERROR
     tailtext=$(tail -n 40 -- "$log" 2>/dev/null || true)
+    # The machine's own errors are a human's to fix, not the provider's limit: retrying
+    # them, or pausing until a "reset", only burns time.
+    local os_error
+    if os_error=$(grep -aoiE -m 1 'disk quota exceeded|no space left on device|read-only file system' <<<"$tailtext"); then
+      REPLY=$OUTCOME_PERMANENT
+      PERMANENT_WHY="exit $rc, and the machine said: ${os_error%%$'\n'*}"
+      return 0
+    fi
     # A here-string, not a pipe: grep -q stops at the first match, and a writer it left
     # behind would fail the test under pipefail.
     if grep -qiE 'rate[ _-]?limit|usage limit|too many requests|quota (exceeded|exhausted)|resource[ _]exhausted|limit reached|\b429\b' <<<"$tailtext"; then
@@ -1474,13 +1495,21 @@ done_gate() {
   done
   # 3. No placeholder in the lines the loop added: the workspace now against the commit the
   # loop began from (nothing else is ever in the workspace's diff).
+  # A scan that cannot run rejects the claim (it never passes by default).
   base=$(cat -- "$LOOP_DIR/.baseline-tree" 2>/dev/null || cat -- "$LOOP_DIR/.baseline-commit")
   tree_snapshot
-  local now_tree=$REPLY
-  added=$(
-    git_q diff --no-color --no-ext-diff -U0 "$base" "$now_tree" -- 2>/dev/null |
-      grep -a '^+' | grep -av '^+++' | grep -aE -- "$PLACEHOLDER_PATTERN" | head -n 5 || true
-  )
+  local now_tree=$REPLY rc=0
+  git_q diff --no-color --no-ext-diff -U0 "$base" "$now_tree" -- >"$ORBIT_TMP/added.diff" 2>>"$ORBIT_LOG_FILE" || rc=$?
+  if ((rc != 0)); then
+    GATE_VERDICT="the placeholder scan could not run: git diff failed (exit $rc; see runner.log)"
+    return 0
+  fi
+  awk '/^\+/ && !/^\+\+\+/' "$ORBIT_TMP/added.diff" >"$ORBIT_TMP/added.lines"
+  added=$(grep -aE -m 5 -- "$PLACEHOLDER_PATTERN" "$ORBIT_TMP/added.lines" 2>>"$ORBIT_LOG_FILE") || rc=$?
+  if ((rc > 1)); then
+    GATE_VERDICT="the placeholder scan could not run: grep refused PLACEHOLDER_PATTERN (exit $rc; see runner.log)"
+    return 0
+  fi
   if [[ -n $added ]]; then
     first=${added%%$'\n'*}
     first=${first#+}
@@ -1938,8 +1967,18 @@ run_iteration() {
   S[COST_MICROUSD]=$LEDGER_TOTAL
 
   if [[ $outcome == "$OUTCOME_RATE_LIMITED" ]]; then
+    local resume
+    resume=$(rate_limit_resume_at "$dir/agent.log")
+    if ((resume - $(orbit_now) > RATE_LIMIT_MAX_WAIT_S)); then
+      # Not a pause: a reset more than a week away is a stop for a human, with the text.
+      outcome=$OUTCOME_PERMANENT
+      R[AGENT_OUTCOME]=$outcome
+      PERMANENT_WHY="rate limited until $(orbit_iso "$resume"), more than 7 days away: $({ grep -aiE -m 1 'retry|try again|reset|limit' -- "$dir/agent.log" || true; } | cut -c1-120)"
+    fi
+  fi
+  if [[ $outcome == "$OUTCOME_RATE_LIMITED" ]]; then
     # A rate limit burns no iteration: the attempt is kept aside and the iteration reruns.
-    S[RESUME_AT]=$(rate_limit_resume_at "$dir/agent.log")
+    S[RESUME_AT]=$resume
     iter_prepare "$dir"
     IN_ITERATION=0
     orbit_event rate_limited "$n" resume_at "${S[RESUME_AT]}"
@@ -1959,7 +1998,7 @@ run_iteration() {
   if [[ $outcome == "$OUTCOME_PERMANENT" ]]; then
     R[VERIFY]=$VERIFY_SKIP R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_TOOL_FAILURE
     R[EXIT_CODE]=$EXIT_BLOCKED
-    R[SUMMARY]="the agent could not be run (exit $AGENT_RC: not found or not permitted)"
+    R[SUMMARY]="the agent could not be run: $PERMANENT_WHY"
   fi
 
   if [[ -z ${R[VERDICT]:-} ]]; then

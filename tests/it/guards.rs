@@ -4,7 +4,9 @@
 use std::fs;
 use std::time::Duration;
 
-use crate::support::{Repo, assert_code, events_named, state_value, text};
+use crate::support::{
+    Repo, assert_code, count_check, counting_agent, events_named, state_value, text,
+};
 
 /// Runs an agent whose iteration-1 action is `action`; expects an integrity stop naming
 /// `file` with `reason`, the change left uncommitted, and never DONE.
@@ -848,5 +850,71 @@ fn a_repository_that_signs_its_commits_gets_signed_loop_commits() {
     assert!(
         raw.contains("\ngpgsig -----BEGIN PGP SIGNATURE-----"),
         "the loop's commit is signed, as the repository asks:\n{raw}"
+    );
+}
+
+#[test]
+fn a_placeholder_pattern_grep_refuses_stops_the_run_before_anything_runs() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 1);
+    let dir = repo.init_loop(&agent, &[&count_check(1)], &[]);
+    // An unclosed bracket: grep exits 2 on it. Swallowed, the scan would find nothing and
+    // pass every claim.
+    let out = repo.run_loop(&dir, &[], &[("PLACEHOLDER_PATTERN", "TODO|[unclosed")]);
+    assert_code(&out, 2, "a bad pattern is a bad setting");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("PLACEHOLDER_PATTERN"),
+        "{}",
+        text(&out)
+    );
+    assert!(!dir.join("iterations/000001").exists(), "nothing ran");
+}
+
+#[test]
+fn an_os_error_is_a_tool_failure_never_a_rate_limit() {
+    for message in [
+        "write error: Disk quota exceeded",
+        "cannot write session file: No space left on device",
+    ] {
+        let repo = Repo::new();
+        let agent = repo.agent(
+            "full",
+            &format!("cat >/dev/null\necho '{message}' >&2\nexit 1"),
+        );
+        let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+        let out = repo.run_loop(&dir, &[], &[]);
+        assert_code(&out, 14, message);
+        assert_eq!(
+            state_value(&dir, "STOP_REASON"),
+            "tool_failure",
+            "{message}"
+        );
+        assert_eq!(state_value(&dir, "RESUME_AT"), "0", "{message}: no pause");
+        assert_eq!(
+            events_named(&dir, "agent_exit").len(),
+            1,
+            "{message}: not retried"
+        );
+        let result = fs::read_to_string(dir.join("iterations/000001/result.env")).unwrap();
+        assert!(result.contains("the machine said: "), "{result}");
+    }
+}
+
+#[test]
+fn a_rate_limit_that_resets_in_more_than_a_week_is_a_stop_not_a_pause() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "forever",
+        "cat >/dev/null\necho 'Error: rate limit exceeded (429). Please try again in 999999 hours.' >&2\nexit 1",
+    );
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 14, "a stop for a human, with the text");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "tool_failure");
+    assert_eq!(state_value(&dir, "RESUME_AT"), "0", "never a century ahead");
+    let result = fs::read_to_string(dir.join("iterations/000001/result.env")).unwrap();
+    assert!(
+        result.contains("more than 7 days away") && result.contains("999999 hours"),
+        "{result}"
     );
 }

@@ -1087,6 +1087,23 @@ prompt_read_v() {
     REPLY=$'\x01nul'
   fi
 }
+# CLAIM_NUDGE: the last iteration's checks passed but it made no claim (contract 6: the
+# next prompt asks for the claim, or for what is still missing).
+CLAIM_NUDGE=0
+# passed_without_claim N: status 0 when iteration N's record says verify passed and no
+# claim was made (read with bash alone; a record that is not a regular file says no).
+passed_without_claim() {
+  local d line v='' c=''
+  printf -v d '%s/iterations/%06d/result.env' "$LOOP_DIR" "$1"
+  [[ -f $d && ! -L $d ]] || return 1
+  while IFS= read -r line || [[ -n $line ]]; do
+    case $line in
+      VERIFY=*) v=${line#VERIFY=} ;;
+      DONE_CLAIM=*) c=${line#DONE_CLAIM=} ;;
+    esac
+  done <"$d"
+  [[ $v == "$VERIFY_PASS" && $c == 0 ]]
+}
 build_prompt() {
   local n=$1 phase=$2 attempt=$3 out=$4 fb=$5 remaining
   if [[ -n $USD_CAP_M ]]; then
@@ -1134,6 +1151,12 @@ build_prompt() {
         cat -- "${fb%.json}.txt"
       fi
       printf '\nThe full output of that verify run is in .orbit-agent/last-verify.log.\n'
+    fi
+    if [[ $phase == "$PHASE_WORK" ]] && ((CLAIM_NUDGE)); then
+      printf '\n# The checks pass\n\n'
+      printf 'After the last iteration every check passed, but no DONE claim was made. If every\n'
+      printf 'acceptance criterion holds, write .orbit-agent/done.md with the evidence for each.\n'
+      printf 'If not, write in .orbit-agent/notes.md what is still missing, and work on it.\n'
     fi
     if [[ -s $LOOP_DIR/.failures.log ]]; then
       printf '\n# Earlier distinct failures (do not retry what already failed)\n\n'
@@ -1903,6 +1926,10 @@ run_iteration() {
   iter_prepare "$dir"
   IN_ITERATION=1
   printf -v started '%(%s)T' -1
+  CLAIM_NUDGE=0
+  if ((n > 1)) && passed_without_claim $((n - 1)); then
+    CLAIM_NUDGE=1
+  fi
   R=()
   R[ITERATION]=$n
   R[STARTED_AT]=$started

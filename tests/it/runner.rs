@@ -718,6 +718,37 @@ echo "all done" > "$ORBIT_AGENT_DIR/done.md""#,
 }
 
 #[test]
+fn checks_that_pass_without_a_claim_ask_the_agent_to_claim_or_say_what_is_missing() {
+    let repo = Repo::new();
+    // The work is done in iteration 1, but the agent only claims when its prompt asks.
+    let agent = repo.agent(
+        "shy",
+        r#"prompt=$(cat)
+[ "$ORBIT_PHASE" = work ] || exit 0
+echo "step $ORBIT_ITERATION" >> work.txt
+case $prompt in
+  *"every check passed, but no DONE claim was made"*) echo "AC1: work.txt exists" > "$ORBIT_AGENT_DIR/done.md" ;;
+esac"#,
+    );
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE once asked");
+    assert_eq!(
+        state_value(&dir, "NEXT_ITERATION"),
+        "3",
+        "DONE at iteration 2"
+    );
+    let first = fs::read_to_string(dir.join("iterations/000001/prompt.md")).unwrap();
+    assert!(!first.contains("# The checks pass"), "{first}");
+    let second = fs::read_to_string(dir.join("iterations/000002/prompt.md")).unwrap();
+    assert!(second.contains("# The checks pass"), "{second}");
+    assert_eq!(
+        read_kv(&dir.join("iterations/000001/result.env"))["VERDICT"],
+        "CONTINUE"
+    );
+}
+
+#[test]
 fn only_a_written_confirmed_confirms() {
     // What a confirmer may do besides writing CONFIRMED: say no on its output only, write
     // nothing, write something else. Each exits 0 and changes nothing; none confirms.

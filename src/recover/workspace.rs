@@ -114,9 +114,9 @@ pub fn run_git(lp: &LoopRef, steps: &[GitStep]) -> Result<()> {
                 }
                 // An empty directory left where the workspace was is taken over.
                 let _ = std::fs::remove_dir(ws);
-                // A worktree deleted by hand is still registered, and locked: its entry goes.
-                let _ = git(&lp.repo, &["worktree", "unlock", ws]);
-                let _ = git(&lp.repo, &["worktree", "prune"]);
+                // A worktree deleted by hand is still registered, and locked: its entry goes
+                // (only its own: a prune could take another loop's workspace being added).
+                let _ = git(&lp.repo, &["worktree", "remove", "-f", "-f", "--", ws]);
                 let reason = format!("orbit loop {}", lp.dir.display());
                 let mut args = vec!["worktree", "add", "-q", "--lock", "--reason", &reason];
                 match create_at {

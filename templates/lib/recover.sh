@@ -734,9 +734,9 @@ rc_apply() {
   if [[ -n $RC_WS_ADD ]]; then
     mkdir -p -- "${RC_WS_ADD%/*}"
     rmdir -- "$RC_WS_ADD" 2>/dev/null || true
-    # A worktree deleted by hand is still registered, and locked: its entry goes.
-    rc_git worktree unlock "$RC_WS_ADD" 2>/dev/null || true
-    rc_git worktree prune 2>/dev/null || true
+    # A worktree deleted by hand is still registered, and locked: its entry goes (only its
+    # own: a prune could take another loop's workspace being added).
+    rc_git worktree remove -f -f -- "$RC_WS_ADD" 2>/dev/null || true
     git -C "$RC_REPO" worktree add -q --lock --reason "orbit loop $RC_DIR" -- "$RC_WS_ADD" "$RC_WS_BRANCH" ||
       orbit_die "$EXIT_FAILURE" "cannot recreate the workspace $RC_WS_ADD from $RC_WS_BRANCH (nothing else was changed): see git's message above"
   fi

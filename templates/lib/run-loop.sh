@@ -244,7 +244,6 @@ workspace_exclude() {
 # `git worktree prune` while the loop exists.
 workspace_add() {
   mkdir -p -- "${WS%/*}"
-  repo_git worktree prune 2>>"$ORBIT_LOG_FILE" || true
   if repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" >/dev/null; then
     repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -- "$WS" "$LOOP_BRANCH" >>"$ORBIT_LOG_FILE" 2>&1
   else
@@ -265,9 +264,10 @@ workspace_ensure() {
     repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" >/dev/null ||
       preflight_fail "the workspace $WS and the loop branch $LOOP_BRANCH are both gone: run orbit recover"
     rmdir -- "$WS" 2>/dev/null || true
-    # Its registration is locked (so that prune keeps a live loop's workspace): unlocked
-    # here, then pruned by workspace_add, since the directory is gone.
-    repo_git worktree unlock -- "$WS" 2>/dev/null || true
+    # Its registration is locked (so that prune keeps a live loop's workspace): this one
+    # registration goes (-f -f: missing and locked). Never a `git worktree prune`, which
+    # could take another loop's workspace while that one is being added.
+    repo_git worktree remove -f -f -- "$WS" 2>>"$ORBIT_LOG_FILE" || true
     workspace_add "$LOOP_BRANCH" ||
       preflight_fail "cannot recreate the workspace $WS from $LOOP_BRANCH (see runner.log)"
     orbit_log "the workspace $WS was missing: recreated from $LOOP_BRANCH"

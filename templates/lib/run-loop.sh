@@ -312,13 +312,19 @@ ws_on_branch() {
   [[ $line == "ref: refs/heads/$LOOP_BRANCH" ]]
 }
 
-# branch_head_record: the loop branch's head, kept to tell a move by hand from the loop's
-# own commits (and the agent's, which only add to it).
+# branch_head_record [COMMIT]: the loop branch's head as the loop left it (COMMIT, the one it
+# just made, or git's answer), kept to tell a move by hand from the loop's own commits and
+# the agent's, which only add to it. Not synced: one lost on a crash leaves an older head,
+# still in the branch's history.
 branch_head_record() {
-  local head
-  head=$(git_q rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)
+  local head=${1:-}
+  if [[ -z $head ]]; then
+    head=$(git_q rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)
+  fi
   if [[ -n $head ]]; then
-    orbit_write_file "$LOOP_DIR/.branch-head" "$head"$'\n' || orbit_die "$EXIT_STATE_CORRUPT" "cannot write $LOOP_DIR/.branch-head"
+    { printf '%s\n' "$head" >"$LOOP_DIR/.branch-head.tmp" &&
+      mv -f -- "$LOOP_DIR/.branch-head.tmp" "$LOOP_DIR/.branch-head"; } ||
+      orbit_die "$EXIT_STATE_CORRUPT" "cannot write $LOOP_DIR/.branch-head"
   fi
 }
 
@@ -357,10 +363,20 @@ agent_dir_fill() {
   fi
 }
 
+# agent_dir_real: the agent's folder is still a directory, not a link the agent put in its
+# place (the runner would read and remove files wherever it points).
+agent_dir_real() {
+  [[ -d $AGENT_DIR && ! -L $AGENT_DIR ]] || {
+    orbit_log "the agent's folder $AGENT_DIR is not a directory any more (a link?): nothing is read back from it"
+    return 1
+  }
+}
+
 # agent_file_take NAME DEST: moves the agent's NAME out of its folder into DEST when it is a
 # regular file (never a symlink), cut to AGENT_NOTES_MAX bytes; status 1 when there is none.
 agent_file_take() {
   local src="$AGENT_DIR/$1"
+  agent_dir_real || return 1
   [[ -f $src && ! -L $src ]] || return 1
   head -c "$AGENT_NOTES_MAX" -- "$src" >"$2.tmp.$$" && mv -f -- "$2.tmp.$$" "$2"
   rm -f -- "$src"
@@ -370,7 +386,7 @@ agent_file_take() {
 # and its cost into the iteration's record.
 agent_dir_collect() {
   local cfile=$1
-  if [[ -f $AGENT_DIR/notes.md && ! -L $AGENT_DIR/notes.md ]]; then
+  if agent_dir_real && [[ -f $AGENT_DIR/notes.md && ! -L $AGENT_DIR/notes.md ]]; then
     head -c "$AGENT_NOTES_MAX" -- "$AGENT_DIR/notes.md" >"$LOOP_DIR/.notes.md.tmp.$$" &&
       mv -f -- "$LOOP_DIR/.notes.md.tmp.$$" "$LOOP_DIR/notes.md"
   fi
@@ -748,18 +764,43 @@ permission_files() {
 # (the caller stops ABORTED, EXIT_INTEGRITY).
 integrity_gate() {
   local when=$1 reason
-  if pins_check; then
-    orbit_event integrity_pass "$CUR_ITER" when "$when"
-    return 0
+  if workspace_intact; then
+    if pins_check; then
+      orbit_event integrity_pass "$CUR_ITER" when "$when"
+      return 0
+    fi
+    orbit_pin_reason_v "$PIN_BAD"
+    reason=$REPLY
+  else
+    reason=$REASON_GIT_TAMPER
   fi
-  orbit_pin_reason_v "$PIN_BAD"
-  reason=$REPLY
   orbit_event integrity_fail "$CUR_ITER" when "$when" code "$reason" file "$PIN_BAD" expected "$PIN_WANT" actual "$PIN_HAVE"
   orbit_log "integrity: $PIN_BAD changed ($reason): expected $PIN_WANT, found $PIN_HAVE"
   INTEGRITY_REASON=$reason
   return 1
 }
 INTEGRITY_REASON=
+
+# workspace_intact: the workspace is still the worktree the run found: not a symlink, and its
+# .git file names the same git directory. An agent that swaps it for a link (to the user's
+# checkout, say) would have the loop's git calls, and its commits, land there. (Read with
+# bash alone: this is asked before and after every agent run.)
+workspace_intact() {
+  local line=''
+  if [[ -n $GIT_DIR_ABS && ! -L $WS && -f $WS/.git && ! -L $WS/.git ]]; then
+    IFS= read -r line <"$WS/.git" 2>/dev/null || true
+    if [[ $line == "gitdir: "* && ${line#gitdir: } -ef $GIT_DIR_ABS ]]; then
+      return 0
+    fi
+  fi
+  PIN_BAD=$WS PIN_WANT="the worktree of $GIT_DIR_ABS"
+  if [[ -L $WS ]]; then
+    PIN_HAVE="a symlink to $(readlink -- "$WS" 2>/dev/null || true)"
+  else
+    PIN_HAVE="no worktree of this loop (${line:-no .git file})"
+  fi
+  return 1
+}
 
 integrity_stop() {
   local msg
@@ -2158,12 +2199,8 @@ finalize() {
   if [[ -f $dir/commit.txt ]]; then
     IFS= read -r commit <"$dir/commit.txt" || true
   fi
-  # The loop branch's head as the loop left it (a later move by hand is told from it).
-  # Not synced: one lost on a crash leaves an older head, still in the branch's history.
   if [[ $commit =~ ^[0-9a-f]{40,64}$ ]]; then
-    { printf '%s\n' "$commit" >"$LOOP_DIR/.branch-head.tmp" &&
-      mv -f -- "$LOOP_DIR/.branch-head.tmp" "$LOOP_DIR/.branch-head"; } ||
-      orbit_die "$EXIT_STATE_CORRUPT" "cannot write $LOOP_DIR/.branch-head"
+    branch_head_record "$commit"
   fi
   if [[ ${R[VERDICT]} != "$STATUS_ABORTED" ]]; then
     sig_record "$n" "${R[TREE_AFTER]}"

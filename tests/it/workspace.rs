@@ -593,3 +593,80 @@ fn a_file_system_monitor_the_agent_configures_is_never_run_by_the_runner() {
     let _ = crate::support::run_bounded(cmd, Duration::from_secs(30));
     assert!(canary.exists(), "the command is one git runs");
 }
+
+#[test]
+fn an_agent_that_swaps_its_workspace_for_a_link_to_the_users_checkout_is_stopped() {
+    let repo = Repo::new();
+    let main_before = repo.git(&["rev-parse", "main"]);
+    let root = fs::canonicalize(repo.path()).unwrap();
+    // The agent replaces its workspace by a symlink to the user's checkout and writes a file
+    // there: the runner's snapshot and commit would then work in the user's repository.
+    let agent = repo.agent(
+        "swapper",
+        &format!(
+            "cat >/dev/null\n[ \"$ORBIT_PHASE\" = work ] || exit 0\nws=$ORBIT_WORKSPACE\ncd /\nrm -rf \"$ws\"\nln -s '{}' \"$ws\"\necho planted > \"$ws/planted.txt\"",
+            root.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &[&count_check(1)], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 3, "ABORTED");
+    // The attack was made: the workspace is a link, and the file is in the user's checkout.
+    assert!(repo.ws().is_symlink());
+    assert!(repo.join("planted.txt").is_file());
+    assert_eq!(state_value(&dir, "STOP_REASON"), "git_tamper");
+    assert_eq!(
+        repo.git(&["rev-parse", "main"]),
+        main_before,
+        "main untouched"
+    );
+    assert_eq!(
+        repo.git(&["symbolic-ref", "--short", "HEAD"]).trim(),
+        "main"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations/000001/commit.txt")).unwrap(),
+        "withheld: integrity violation\n"
+    );
+    assert_eq!(events_named(&dir, "integrity_fail").len(), 1);
+}
+
+#[test]
+fn an_agent_folder_replaced_by_a_link_is_never_read_back_or_written_through() {
+    let repo = Repo::new();
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("done.md"), "forged claim\n").unwrap();
+    fs::write(outside.path().join("notes.md"), "FORGED NOTES\n").unwrap();
+    fs::write(outside.path().join("cost"), "0.01\n").unwrap();
+    let agent = repo.agent(
+        "linker",
+        &format!(
+            "cat >/dev/null\n[ \"$ORBIT_PHASE\" = work ] || exit 0\necho \"step $ORBIT_ITERATION\" >> work.txt\nrm -rf .orbit-agent\nln -s '{}' .orbit-agent",
+            outside.path().display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &[&count_check(5)], &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick");
+    // The link was planted, and still stands after the run.
+    assert!(repo.ws().join(".orbit-agent").is_symlink());
+    // Nothing was taken from it or removed through it.
+    for f in ["done.md", "notes.md", "cost"] {
+        assert!(
+            outside.path().join(f).is_file(),
+            "{f} removed through the link"
+        );
+    }
+    let r = read_kv(&dir.join("iterations/000001/result.env"));
+    assert_eq!(r["DONE_CLAIM"], "0", "no claim read through the link");
+    assert!(
+        !fs::read_to_string(dir.join("notes.md"))
+            .unwrap()
+            .contains("FORGED")
+    );
+    assert_eq!(r["COST_KIND"], "unknown", "no cost read through the link");
+    // The next run rebuilds a real folder.
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick 2");
+    assert!(outside.path().join("done.md").is_file());
+}

@@ -233,7 +233,12 @@ fn the_workspace_is_a_locked_worktree_that_prune_keeps() {
     assert_code(&out, 10, "tick");
     let ws = fs::canonicalize(repo.ws()).unwrap();
     assert_eq!(state_value(&dir, "WORKSPACE"), ws.display().to_string());
+    // A prune while the workspace is out of reach (a disk not mounted, a directory moved
+    // for a moment) drops an unlocked worktree's registration; the loop's stays.
+    let away = ws.with_extension("away");
+    fs::rename(&ws, &away).unwrap();
     repo.git(&["worktree", "prune"]);
+    fs::rename(&away, &ws).unwrap();
     let list = repo.git(&["worktree", "list", "--porcelain"]);
     let entry = list
         .split("\n\n")
@@ -251,6 +256,14 @@ fn the_workspace_is_a_locked_worktree_that_prune_keeps() {
         repo.git(&["status", "--porcelain", "--", ".orbit/.workspaces"]),
         ""
     );
+    assert!(
+        repo.ws().join(".orbit-agent/goal.md").is_file(),
+        "the folder is there"
+    );
+    // The loop goes on in it.
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick 2 after the prune");
+    assert!(events_named(&dir, "workspace_recreated").is_empty());
 }
 
 #[test]

@@ -114,6 +114,24 @@ pub(super) fn check(i: &Input) -> Vec<Finding> {
         paste_word(&format!("orbit loop {}", i.dir.display())),
         paste_word(&branch)
     );
+    // A link where the workspace was (an agent's swap: the runner stops on it, git_tamper)
+    // must never be taken for what it points at: the user's checkout, say.
+    if ws.is_symlink() {
+        let target = std::fs::read_link(ws)
+            .map(|t| t.display().to_string())
+            .unwrap_or_else(|_| "?".into());
+        out.push(Finding {
+            class: FindingClass::WorkspaceBroken,
+            severity: Severity::P0,
+            evidence: ws_evidence,
+            message: format!(
+                "the workspace {} is a symlink to {target}, not the loop's worktree (swapped by the agent?): git calls there would work in what it points at",
+                s.workspace
+            ),
+            fix: format!("rm -- {ws_word} && orbit recover {} --repin", i.shown),
+        });
+        return out;
+    }
     let canonical = std::fs::canonicalize(ws).ok();
     let entry = worktrees.iter().find(|w| {
         w.path == ws

@@ -805,6 +805,9 @@ workspace_intact() {
 integrity_stop() {
   local msg
   msg="$INTEGRITY_REASON: $PIN_BAD changed; review it, then 'orbit recover --restore-pinned' to undo or 'orbit recover --repin' to accept"
+  if [[ $INTEGRITY_REASON == "$REASON_GIT_TAMPER" && $PIN_BAD == "$WS" ]]; then
+    msg="git_tamper: the workspace $WS is no longer the loop's worktree ($PIN_HAVE); remove what is there, then 'orbit recover --repin' recreates it from $LOOP_BRANCH"
+  fi
   if [[ $INTEGRITY_REASON == "$REASON_GOAL_DRIFT" ]]; then
     msg="goal_drift: goal.md changed; review it, then 'orbit recover --repin-goal' to accept or '--restore-pinned' to undo"
   fi
@@ -1936,6 +1939,9 @@ record_abort() {
   R[STOP_REASON]=$INTEGRITY_REASON
   R[EXIT_CODE]=$EXIT_INTEGRITY
   R[SUMMARY]="$INTEGRITY_REASON: $PIN_BAD changed"
+  if [[ $INTEGRITY_REASON == "$REASON_GIT_TAMPER" && $PIN_BAD == "$WS" ]]; then
+    R[SUMMARY]="git_tamper: the workspace $WS is no longer the loop's worktree ($PIN_HAVE); remove what is there, then 'orbit recover --repin' recreates it from $LOOP_BRANCH"
+  fi
   printf -v 'R[ENDED_AT]' '%(%s)T' -1
   ledger_iter_sum_v "$n"
   R[COST_MICROUSD]=$REPLY
@@ -2335,6 +2341,9 @@ stop_for_verdict() {
       finish "$EXIT_DONE" "$STATUS_DONE" "$REASON_NONE" "${R[SUMMARY]}"
       ;;
     "$STATUS_ABORTED")
+      if [[ ${R[SUMMARY]} == *"orbit recover"* ]]; then
+        finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "${R[STOP_REASON]}" "${R[SUMMARY]}"
+      fi
       finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "${R[STOP_REASON]}" \
         "${R[SUMMARY]} — review it, then orbit recover --restore-pinned (undo) or --repin (accept)"
       ;;

@@ -642,6 +642,43 @@ fn an_agent_that_swaps_its_workspace_for_a_link_to_the_users_checkout_is_stopped
         "withheld: integrity violation\n"
     );
     assert_eq!(events_named(&dir, "integrity_fail").len(), 1);
+    // The footer says what to do; the audit never takes the link for the workspace.
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("remove what is there"),
+        "{}",
+        text(&out)
+    );
+    let audit = repo.orbit(&["audit", "--json", dir.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    let broken = v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["class"] == "WORKSPACE_BROKEN")
+        .unwrap_or_else(|| panic!("{v}"))
+        .clone();
+    assert_eq!(broken["severity"], "P0", "{broken}");
+    assert!(
+        broken["message"].as_str().unwrap().contains("is a symlink"),
+        "{broken}"
+    );
+    // Its fix, pasted, brings the loop back: the workspace recreated from the branch.
+    let mut fix = crate::support::command("bash");
+    fix.arg("-c")
+        .arg(broken["fix"].as_str().unwrap())
+        .current_dir(repo.path())
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                crate::support::orbit_bin().parent().unwrap().display(),
+                repo.path_env()
+            ),
+        );
+    let fixed = crate::support::run_bounded(fix, Duration::from_secs(60));
+    assert_eq!(fixed.status.code(), Some(0), "{}", text(&fixed));
+    assert!(repo.ws().join(".git").is_file() && !repo.ws().is_symlink());
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "CONTINUE");
 }
 
 #[test]

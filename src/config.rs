@@ -326,7 +326,13 @@ impl LoopConfig {
     pub fn load(path: &Path) -> Result<LoopConfig> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
-        let cfg: LoopConfig = toml::from_str(&text).map_err(|e| {
+        LoopConfig::parse(&text, path)
+    }
+
+    /// Parses and checks the text of a loop.toml; `path` names it in errors (a file, or
+    /// what it was read from, such as a commit).
+    pub fn parse(text: &str, path: &Path) -> Result<LoopConfig> {
+        let cfg: LoopConfig = toml::from_str(text).map_err(|e| {
             Error::path(
                 path,
                 format!("not a valid loop.toml: {}", e.message().trim()),

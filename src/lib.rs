@@ -27,6 +27,7 @@ pub mod render;
 pub mod report;
 pub mod result_env;
 pub mod run;
+pub mod schedule;
 pub mod shell;
 pub mod sigs;
 pub mod state;

@@ -1,5 +1,6 @@
-//! Operations around a loop: scheduling (cron, systemd, tmux) (stopping and resuming:
-//! `control`; the report of a loop's history: `report`).
+//! Operations around a loop: scheduling on this machine (cron, systemd, tmux; beyond it,
+//! and what every schedule shares: `schedule`) (stopping and resuming: `control`; the
+//! report of a loop's history: `report`).
 
 use std::fs;
 use std::io::Write;
@@ -11,9 +12,9 @@ use crate::config::LoopConfig;
 use crate::contract::{ExitCode, Status, StopReason};
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::goal::parse_duration;
 use crate::locate::{pick_loop, repo_root};
 pub use crate::report::{report, report_text};
+use crate::schedule::{self, ONCE, RUNNER};
 use crate::state::State;
 
 /// The pid of the runner holding a loop's lock, found without taking the lock (see
@@ -65,33 +66,7 @@ pub fn schedule_name(t: &Target) -> String {
     format!("orbit-{}-{}", t.name, &hash[..8])
 }
 
-/// Minutes that divide the hour, and hours that divide the day: the only intervals a cron
-/// or systemd calendar repeats evenly (`*/45` would run 45, then 15 minutes apart).
-pub const EVEN_MINUTES: [u64; 11] = [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30];
-pub const EVEN_HOURS: [u64; 8] = [1, 2, 3, 4, 6, 8, 12, 24];
-
-/// `--every` as (minutes, 0) or (0, hours), an interval the calendar repeats evenly.
-fn interval(every: &str) -> Result<(u64, u64)> {
-    let secs = parse_duration("--every", every)?;
-    let (m, h) = (secs / 60, secs / 3600);
-    if secs % 60 == 0 && EVEN_MINUTES.contains(&m) {
-        Ok((m, 0))
-    } else if secs % 3600 == 0 && EVEN_HOURS.contains(&h) {
-        Ok((0, h))
-    } else {
-        let list = |v: &[u64], unit: &str| {
-            v.iter()
-                .map(|n| format!("{n}{unit}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        Err(Error::Usage(format!(
-            "--every {every}: a cron or systemd calendar repeats evenly only at intervals that divide the hour or the day; give one of {} or {}",
-            list(&EVEN_MINUTES, "m"),
-            list(&EVEN_HOURS, "h")
-        )))
-    }
-}
+pub use crate::schedule::{EVEN_HOURS, EVEN_MINUTES};
 
 /// Everything a schedule needs to name, resolved now (cron and systemd have no PATH of ours).
 pub struct Target {
@@ -120,24 +95,13 @@ fn target(dir: Option<&Path>) -> Result<Target> {
 /// The crontab line for a loop (without a trailing newline). The `# orbit:` comment names
 /// the loop directory so `--install` can replace the line later.
 pub fn cron_line(dir: &Path, bash: &Path, path_env: &str, every: &str) -> Result<String> {
-    let (m, h) = interval(every)?;
-    let when = if m > 0 {
-        if m == 1 {
-            "* * * * *".to_string()
-        } else {
-            format!("*/{m} * * * *")
-        }
-    } else if h == 24 {
-        "0 0 * * *".to_string()
-    } else {
-        format!("0 */{h} * * *")
-    };
+    let when = schedule::cron_when(every)?;
     let d = dir.display().to_string();
     Ok(format!(
-        "{when} cd / && PATH={} {} {} --once >>{} 2>&1 # orbit:{}",
+        "{when} cd / && PATH={} {} {} {ONCE} >>{} 2>&1 # orbit:{}",
         sh_word(path_env)?,
         sh_word(&bash.display().to_string())?,
-        sh_word(&format!("{d}/run-loop.sh"))?,
+        sh_word(&format!("{d}/{RUNNER}"))?,
         sh_word(&format!("{d}/cron.log"))?,
         sh_word(&d)?,
     ))
@@ -145,7 +109,7 @@ pub fn cron_line(dir: &Path, bash: &Path, path_env: &str, every: &str) -> Result
 
 /// The systemd user service and timer for a loop.
 pub fn systemd_units(t: &Target, every: &str) -> Result<(String, String)> {
-    let (m, h) = interval(every)?;
+    let (m, h) = schedule::interval(every)?;
     let calendar = if m > 0 {
         format!("*:0/{m}")
     } else if h == 24 {
@@ -166,10 +130,10 @@ pub fn systemd_units(t: &Target, every: &str) -> Result<(String, String)> {
         }
     }
     // Exits that are not failures for a scheduler (0 is success to systemd already).
-    let success: Vec<String> = ExitCode::ALL
-        .iter()
-        .filter(|e| e.scheduler_success() && **e != ExitCode::Done)
-        .map(|e| e.code().to_string())
+    let success: Vec<String> = schedule::success_codes()
+        .into_iter()
+        .filter(|c| *c != ExitCode::Done.code())
+        .map(|c| c.to_string())
         .collect();
     let service = format!(
         "[Unit]\n\
@@ -179,7 +143,7 @@ pub fn systemd_units(t: &Target, every: &str) -> Result<(String, String)> {
          Type=oneshot\n\
          WorkingDirectory={repo}\n\
          Environment=\"PATH={path}\"\n\
-         ExecStart={bash} \"{d}/run-loop.sh\" --once\n\
+         ExecStart={bash} \"{d}/{RUNNER}\" {ONCE}\n\
          # Not failures: work remains, a rate limit, another tick runs, or the loop waits for\n\
          # a human (notified once when it stopped). Failures: 1, 2 (preflight), 4 (state).\n\
          SuccessExitStatus={success}\n\

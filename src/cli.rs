@@ -95,6 +95,18 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "a systemd user service and timer",
             ),
             (
+                "orbit schedule --kubernetes --image ghcr.io/you/agent:1 --output orbit.yaml",
+                "a CronJob ticking every 15 minutes in a cluster, the repository's clone on a volume",
+            ),
+            (
+                "orbit schedule --kubernetes --continuous --image ghcr.io/you/agent:1 --namespace loops",
+                "a Job running the loop until it stops",
+            ),
+            (
+                "orbit schedule --github-actions --every 1h --output .github/workflows/orbit-parser.yml",
+                "a workflow ticking hourly; the state kept on orbit-state/<name>, a pull request when DONE",
+            ),
+            (
                 "orbit schedule --tmux",
                 "start the loop now in tmux, the agent's output in a second pane",
             ),
@@ -233,7 +245,8 @@ pub enum Command {
     /// Repair a loop's state from the evidence.
     #[command(after_help = examples_help("recover"))]
     Recover(RecoverArgs),
-    /// Schedule a loop under cron or systemd, or start it in tmux.
+    /// Schedule a loop under cron or systemd, start it in tmux, or run it beyond this
+    /// machine: Kubernetes manifests or a GitHub Actions workflow.
     #[command(after_help = examples_help("schedule"))]
     Schedule(ScheduleArgs),
     /// Stop a loop: a live runner saves a resumable state and exits, and every later run
@@ -263,8 +276,12 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("how").args(["cron", "systemd", "tmux"])))]
+#[command(group(clap::ArgGroup::new("how").args(["cron", "systemd", "tmux", "kubernetes", "github_actions"])))]
 #[command(group(clap::ArgGroup::new("what").args(["list", "remove", "install"])))]
+#[command(group(clap::ArgGroup::new("beyond").args(["kubernetes", "github_actions"]).multiple(false)))]
+// Flags that need --kubernetes require this group: clap takes `requires = "kubernetes"` as
+// met when another member of "how" (--cron) is given.
+#[command(group(clap::ArgGroup::new("kube").args(["kubernetes"])))]
 pub struct ScheduleArgs {
     /// The loop directory (default: the only loop under .orbit/).
     #[arg(value_name = "DIR")]
@@ -282,10 +299,56 @@ pub struct ScheduleArgs {
     #[arg(long)]
     pub tmux: bool,
 
-    /// The interval for --cron and --systemd: minutes that divide the hour (1m..30m) or
-    /// hours that divide the day (1h..24h).
+    /// Kubernetes manifests: a volume with the repository's clone and a CronJob running
+    /// one tick at each interval (a Job running the loop with --continuous). The loop
+    /// directory must be committed, before its first run.
+    #[arg(long, conflicts_with_all = ["install", "remove", "list"])]
+    pub kubernetes: bool,
+
+    /// A GitHub Actions workflow running one tick at each interval, the loop's state kept
+    /// on the branch orbit-state/<name>, a pull request when it is DONE. The loop directory
+    /// must be committed, before its first run.
+    #[arg(long, conflicts_with_all = ["install", "remove", "list"])]
+    pub github_actions: bool,
+
+    /// The interval for --cron, --systemd, --kubernetes and --github-actions: minutes that
+    /// divide the hour (1m..30m; GitHub Actions: 5m at least) or hours that divide the day
+    /// (1h..24h).
     #[arg(long, value_name = "DUR", default_value = "15m")]
     pub every: String,
+
+    /// With --kubernetes: a Job that runs the loop until it stops, instead of a CronJob.
+    #[arg(long, requires = "kube")]
+    pub continuous: bool,
+
+    /// With --kubernetes: the image every container runs, holding bash, git, the agent's
+    /// CLI and the project's toolchain.
+    #[arg(long, value_name = "IMAGE", requires = "kube")]
+    pub image: Option<String>,
+
+    /// With --kubernetes: the namespace of the objects (default: kubectl's).
+    #[arg(long, value_name = "NS", requires = "kube")]
+    pub namespace: Option<String>,
+
+    /// With --kubernetes: the Secret holding the agent's API key, under the name of the
+    /// variable the engine reads, such as ANTHROPIC_API_KEY [default: orbit-<engine>].
+    #[arg(long, value_name = "NAME", requires = "kube")]
+    pub secret: Option<String>,
+
+    /// With --kubernetes: the https URL the cluster clones [default: the branch's remote,
+    /// an ssh address turned into its https twin].
+    #[arg(long, value_name = "URL", requires = "kube")]
+    pub repo_url: Option<String>,
+
+    /// With --kubernetes or --github-actions: the branch whose committed loop directory
+    /// runs [default: the current branch].
+    #[arg(long, value_name = "BRANCH", requires = "beyond")]
+    pub branch: Option<String>,
+
+    /// With --kubernetes or --github-actions: write the manifests or the workflow to FILE
+    /// instead of standard output.
+    #[arg(long, value_name = "FILE", requires = "beyond")]
+    pub output: Option<PathBuf>,
 
     /// Install instead of printing: add the crontab line (replacing this loop's earlier
     /// one) or write the systemd units under ~/.config/systemd/user.

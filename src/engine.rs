@@ -73,6 +73,26 @@ impl Engine {
         Some(words.iter().map(|w| w.to_string()).collect())
     }
 
+    /// The npm package that installs a built-in engine's CLI (on a CI runner, in an image).
+    pub fn npm_package(self) -> Option<&'static str> {
+        match self {
+            Engine::Claude => Some("@anthropic-ai/claude-code"),
+            Engine::Codex => Some("@openai/codex"),
+            Engine::Gemini => Some("@google/gemini-cli"),
+            Engine::Custom => None,
+        }
+    }
+
+    /// The environment variable a built-in engine's CLI reads its API key from.
+    pub fn api_key_env(self) -> Option<&'static str> {
+        match self {
+            Engine::Claude => Some("ANTHROPIC_API_KEY"),
+            Engine::Codex => Some("OPENAI_API_KEY"),
+            Engine::Gemini => Some("GEMINI_API_KEY"),
+            Engine::Custom => None,
+        }
+    }
+
     /// Resolves the argv for this engine from an optional `--exec` command line.
     pub fn argv(self, exec: Option<&str>) -> Result<Vec<String>> {
         match (self, exec) {

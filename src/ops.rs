@@ -376,13 +376,19 @@ pub fn schedule(args: &ScheduleArgs) -> Result<u8> {
     if args.list {
         return list();
     }
+    if args.kubernetes {
+        return schedule::kubernetes::run(args);
+    }
+    if args.github_actions {
+        return schedule::github::run(args);
+    }
     let t = target(args.dir.as_deref())?;
     if args.remove {
         return remove(args, &t);
     }
     if !(args.cron || args.systemd || args.tmux) {
         return Err(Error::Usage(
-            "say how: --cron, --systemd or --tmux (or --list, or --remove)".into(),
+            "say how: --cron, --systemd, --tmux, --kubernetes or --github-actions (or --list, or --remove)".into(),
         ));
     }
     if args.cron {

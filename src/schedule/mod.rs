@@ -10,6 +10,9 @@
 //! before its first run ([`Shipped`]): a loop that ran here holds this machine's paths in
 //! its state.
 
+pub mod github;
+pub mod kubernetes;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -15,6 +15,7 @@ mod recover;
 mod reliability;
 mod report;
 mod runner;
+mod schedule;
 mod sealed;
 mod support;
 mod workspace;

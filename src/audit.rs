@@ -87,6 +87,46 @@ struct JsonReport<'a> {
     loops: &'a [LoopReport],
 }
 
+/// One line of `--json-lines`: a loop's report, where and when it was read, so that lines
+/// from many hosts merge.
+#[derive(Serialize)]
+struct JsonLine<'a> {
+    /// This machine's name (a pod's name in Kubernetes); null when it cannot be read.
+    host: Option<&'a str>,
+    /// Epoch seconds when the loop was read.
+    read_at: u64,
+    #[serde(flatten)]
+    report: &'a LoopReport,
+}
+
+/// The machine's host name: the kernel's, else `$HOSTNAME`.
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+}
+
+/// One JSON object per report, one per line.
+fn json_lines(reports: &[LoopReport], now: u64) -> Result<String> {
+    let host = host_name();
+    let mut out = String::new();
+    for report in reports {
+        let line = JsonLine {
+            host: host.as_deref(),
+            read_at: now,
+            report,
+        };
+        out.push_str(
+            &serde_json::to_string(&line)
+                .map_err(|e| Error::Usage(format!("cannot encode the report: {e}")))?,
+        );
+        out.push('\n');
+    }
+    Ok(out)
+}
+
 /// The exit code for a set of reports: 0 nothing above P2, 1 a P1, 3 a P0.
 pub fn exit_code(reports: &[LoopReport]) -> u8 {
     match reports.iter().filter_map(LoopReport::worst).min() {
@@ -161,6 +201,8 @@ pub fn run(args: &AuditArgs) -> Result<u8> {
         let text = serde_json::to_string_pretty(&JsonReport { loops: &reports })
             .map_err(|e| Error::Usage(format!("cannot encode the report: {e}")))?;
         println!("{text}");
+    } else if args.json_lines {
+        print!("{}", json_lines(&reports, now)?);
     } else if args.summary {
         print!("{}", render_status(&reports, now, colour()));
     } else {
@@ -171,26 +213,32 @@ pub fn run(args: &AuditArgs) -> Result<u8> {
 
 /// `orbit status`: one line per loop.
 pub fn status(args: &StatusArgs) -> Result<u8> {
+    let table = |reports: &[LoopReport]| -> Result<String> {
+        let now = crate::fsx::now_epoch();
+        if args.json_lines {
+            json_lines(reports, now)
+        } else {
+            Ok(render_status(reports, now, colour()))
+        }
+    };
     if !args.watch {
         let reports = audit_all(&args.dirs)?;
-        print!(
-            "{}",
-            render_status(&reports, crate::fsx::now_epoch(), colour())
-        );
+        print!("{}", table(&reports)?);
         return Ok(exit_code(&reports));
     }
     // --watch: redraw in place on a terminal (a plain sequence of tables otherwise).
     let every = crate::goal::parse_duration("--interval", &args.interval)?.max(1);
-    let tty = std::io::stdout().is_terminal();
+    // A stream of JSON lines is never redrawn, nor separated by blank lines.
+    let tty = std::io::stdout().is_terminal() && !args.json_lines;
     let mut shown = 0u64;
     loop {
         let reports = audit_all(&args.dirs)?;
-        let table = render_status(&reports, crate::fsx::now_epoch(), colour());
+        let table = table(&reports)?;
         if tty {
             print!("\x1b[H\x1b[2J");
         }
         print!("{table}");
-        if !tty {
+        if !tty && !args.json_lines {
             println!();
         }
         let _ = std::io::stdout().flush();

@@ -57,6 +57,10 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "orbit audit .orbit/parser --json",
                 "the same, for a program",
             ),
+            (
+                "orbit audit --json-lines /srv/loops/*/.orbit/*",
+                "one JSON object per loop and line, with the host, for a dashboard",
+            ),
         ],
     ),
     (
@@ -66,6 +70,10 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
             (
                 "orbit status --watch --interval 5s",
                 "refresh the table every 5 seconds",
+            ),
+            (
+                "orbit status --watch --interval 1m --json-lines",
+                "a stream of one JSON object per loop, every minute",
             ),
         ],
     ),
@@ -444,6 +452,11 @@ pub struct AuditArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// One JSON object per loop and line (the loop's report, with `host` and `read_at`),
+    /// for a dashboard that merges loops read on many hosts.
+    #[arg(long, conflicts_with_all = ["json", "summary"])]
+    pub json_lines: bool,
+
     /// One line per loop (as `orbit status`).
     #[arg(long)]
     pub summary: bool,
@@ -466,6 +479,11 @@ pub struct StatusArgs {
     /// Stop after N refreshes (with --watch).
     #[arg(long, value_name = "N", requires = "watch")]
     pub count: Option<u64>,
+
+    /// One JSON object per loop and line instead of the table (as `orbit audit
+    /// --json-lines`); with --watch, a stream of them at every refresh.
+    #[arg(long)]
+    pub json_lines: bool,
 }
 
 #[derive(Debug, Args)]

@@ -11,7 +11,7 @@
 //!
 //! The scripts inside are run for real too: a pod's clone and ticks against a local remote
 //! on a volume directory, and the workflow's steps over three runs that carry the loop's
-//! state from one fresh checkout to the next.
+//! state from one fresh checkout to the next. Last, the fleet view: `--json-lines`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -1202,5 +1202,79 @@ fn bad_input_is_refused_with_what_to_do() {
         &repo,
         &["schedule", "--github-actions"],
         &["after it ran on this machine"],
+    );
+}
+
+// ---- the fleet view
+
+/// `orbit audit --json-lines` and `orbit status --json-lines`: one JSON object per loop and
+/// line, each the loop's report with the host it was read on, so lines from many hosts
+/// merge; with --watch, a stream.
+#[test]
+fn the_fleet_reads_one_json_object_per_loop_and_line() {
+    let repo = Repo::new();
+    let agent = repo.agent("worker", "cat >/dev/null; echo x >> work.txt");
+    let first = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    orbit_ok(
+        &repo,
+        &[
+            "init",
+            "second goal",
+            "--engine",
+            "custom",
+            "--exec",
+            "true",
+            "--verify",
+            "false",
+        ],
+    );
+    assert_code(&repo.run_loop(&first, &["--once"], &[]), 10, "one tick");
+    let lines = |args: &[&str]| -> Vec<Value> {
+        let out = repo.orbit(args);
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out));
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    };
+    let audit = lines(&["audit", "--json-lines"]);
+    assert_eq!(audit.len(), 2, "{audit:?}");
+    let host = fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok();
+    for line in &audit {
+        assert!(line["read_at"].as_u64().unwrap() > 0);
+        if let Some(h) = &host {
+            assert_eq!(line["host"], h.as_str());
+        }
+        assert!(line["findings"].is_array() && line["summary"].is_object());
+    }
+    assert_eq!(audit[1]["dir"], ".orbit/test-goal");
+    assert_eq!(audit[1]["iteration"], 1);
+    assert_eq!(audit[0]["verdict"], "READY");
+    // The same reports as audit --json, one per line.
+    let json: Value = serde_json::from_slice(&repo.orbit(&["audit", "--json"]).stdout).unwrap();
+    for (line, report) in audit.iter().zip(json["loops"].as_array().unwrap()) {
+        for key in ["dir", "verdict", "status", "iteration", "findings"] {
+            assert_eq!(line[key], report[key], "{key}");
+        }
+    }
+    let status = lines(&["status", "--json-lines"]);
+    assert_eq!(status.len(), 2);
+    let stream = lines(&[
+        "status",
+        "--watch",
+        "--interval",
+        "1s",
+        "--count",
+        "2",
+        "--json-lines",
+    ]);
+    assert_eq!(stream.len(), 4, "two refreshes of two loops: {stream:?}");
+    refused(
+        &repo,
+        &["audit", "--json", "--json-lines"],
+        &["cannot be used"],
     );
 }

@@ -326,7 +326,7 @@ pub struct ScheduleArgs {
     pub every: String,
 
     /// With --kubernetes: a Job that runs the loop until it stops, instead of a CronJob.
-    #[arg(long, requires = "kube")]
+    #[arg(long, requires = "kube", conflicts_with = "every")]
     pub continuous: bool,
 
     /// With --kubernetes: the image every container runs, holding bash, git, the agent's

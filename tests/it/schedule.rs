@@ -1183,6 +1183,11 @@ fn bad_input_is_refused_with_what_to_do() {
         &["schedule", "--kubernetes", "--install"],
         &["cannot be used"],
     );
+    refused(
+        &repo,
+        &["schedule", "--kubernetes", "--continuous", "--every", "1h"],
+        &["cannot be used"],
+    );
 
     // An ssh remote: its https twin, said.
     repo.git(&["remote", "add", "origin", "git@github.com:team/project.git"]);

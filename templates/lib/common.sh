@@ -255,6 +255,40 @@ orbit_ledger_join_v() {
   fi
 }
 
+# orbit_file_kind PATH: what PATH is, in words (for a message about a file that should
+# be a regular one).
+orbit_file_kind() {
+  if [[ -L $1 ]]; then
+    printf 'a symlink to %s' "$(readlink -- "$1" 2>/dev/null || true)"
+  elif [[ -p $1 ]]; then
+    printf 'a FIFO'
+  elif [[ -S $1 ]]; then
+    printf 'a socket'
+  elif [[ -b $1 || -c $1 ]]; then
+    printf 'a device'
+  elif [[ -d $1 ]]; then
+    printf 'a directory'
+  elif [[ -f $1 ]]; then
+    printf 'a regular file'
+  else
+    printf 'missing'
+  fi
+}
+
+# orbit_regular PATH: PATH is a regular file and not a symlink (safe to read: no FIFO that
+# blocks, no device, no link to somewhere else).
+orbit_regular() { [[ -f $1 && ! -L $1 ]]; }
+
+# orbit_appendable PATH: PATH may be appended to: a regular file, or nothing yet (never a
+# link, a FIFO or a device someone put in its place). Logged when it may not.
+orbit_appendable() {
+  if [[ ! -L $1 && (-f $1 || ! -e $1) ]]; then
+    return 0
+  fi
+  ORBIT_LOG_FILE=${ORBIT_LOG_FILE:-} orbit_log "not written: $1 is $(orbit_file_kind "$1") (the runner never writes through one)"
+  return 1
+}
+
 # Messages go to stderr and, once the loop directory is known, to runner.log.
 ORBIT_LOG_FILE=
 orbit_log() {
@@ -263,7 +297,8 @@ orbit_log() {
   line="$REPLY $*"
   # stderr may be a terminal that is gone (a killed tmux pane): never fail on it.
   printf '%s\n' "$line" >&2 2>/dev/null || true
-  if [[ -n $ORBIT_LOG_FILE ]]; then
+  # Never through a link or into a FIFO an agent put in its place.
+  if [[ -n $ORBIT_LOG_FILE && ! -L $ORBIT_LOG_FILE && (-f $ORBIT_LOG_FILE || ! -e $ORBIT_LOG_FILE) ]]; then
     printf '%s\n' "$line" >>"$ORBIT_LOG_FILE" 2>/dev/null || true
   fi
 }

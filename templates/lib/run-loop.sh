@@ -566,8 +566,13 @@ NOTIFY_TIMEOUT_S=10
 # line, when neither does or there is no pin to check against: a notify.sh the agent could
 # have written is never run (contract section 7). This is what makes calling the hook safe
 # before the runner has checked the pins, on a preflight failure or a corrupt state.
+NOTIFY_TEXT=
 notify_script_v() {
   local line want f
+  REPLY=''
+  if [[ -n $NOTIFY_TEXT ]]; then
+    return 0
+  fi
   line=$(grep -m 1 -- '^[0-9a-f]\{64\}  notify\.sh$' "$LOOP_DIR/pins.sha256" 2>/dev/null) || line=''
   want=${line%%  *}
   REPLY=''
@@ -593,7 +598,13 @@ notify() {
   notify_script_v || return 0
   script=$REPLY
   set -m
-  ORBIT_NOTIFY_LOOP_DIR=$LOOP_DIR "$BASH" "$script" "$1" "$2" </dev/null >/dev/null 2>&1 8>&- 9>&- &
+  if [[ -n $NOTIFY_TEXT ]]; then
+    # The runner's own copy, read and checked against its pin at the start of the run: a
+    # notify.sh changed since is never run (contract section 7).
+    ORBIT_NOTIFY_LOOP_DIR=$LOOP_DIR "$BASH" -c "$NOTIFY_TEXT" "$LOOP_DIR/notify.sh" "$1" "$2" </dev/null >/dev/null 2>&1 8>&- 9>&- &
+  else
+    ORBIT_NOTIFY_LOOP_DIR=$LOOP_DIR "$BASH" "$script" "$1" "$2" </dev/null >/dev/null 2>&1 8>&- 9>&- &
+  fi
   NOTIFY_PIDS+=("$!")
   set +m
 }
@@ -658,19 +669,91 @@ notify_stop_early() {
 PIN_BAD=
 PIN_WANT=
 PIN_HAVE=
+# The manifest as the runner read it once, at the start of the run (contract section 7):
+# every later check compares the files with this, never with pins.sha256 on disk, which an
+# agent could rewrite along with the file it pins.
+PIN_TEXT=
+PIN_HELD=0
+# pins_hold: reads pins.sha256 (and the protected sets, pins.sets) into memory. A manifest
+# that is not a plain file, or a line not in sha256sum's format, stops the run.
+PIN_SETS=()
+pins_hold() {
+  local f=$LOOP_DIR/pins.sha256 line
+  if [[ -L $f || ! -f $f ]]; then
+    PIN_BAD=pins.sha256 PIN_WANT='a regular file' PIN_HAVE=$(orbit_file_kind "$f")
+    return 1
+  fi
+  PIN_TEXT=$(<"$f")
+  while IFS= read -r line; do
+    if [[ -n $line && ! $line =~ ^[0-9a-f]{64}\ \ .+$ ]]; then
+      PIN_BAD=pins.sha256 PIN_WANT='sha256sum lines' PIN_HAVE="a line '${line:0:60}'"
+      return 1
+    fi
+  done <<<"$PIN_TEXT"
+  # An emptied or cut manifest pins nothing: the loop's own files must each have a line.
+  for line in prompt.md verify.sh run-loop.sh recover.sh notify.sh loop.toml; do
+    if ! pin_want_v "$line"; then
+      PIN_BAD=pins.sha256 PIN_WANT="a pin for $line" PIN_HAVE='none'
+      return 1
+    fi
+  done
+  if [[ -f $LOOP_DIR/.baseline-commit ]] && ! pin_want_v goal.md; then
+    PIN_BAD=pins.sha256 PIN_WANT='a pin for goal.md' PIN_HAVE='none'
+    return 1
+  fi
+  # notify.sh, held as text once it matches its pin: what later notifications run.
+  f=$LOOP_DIR/notify.sh
+  if orbit_regular "$f" && pin_want_v notify.sh; then
+    line=$(
+      cat -- "$f"
+      printf x
+    )
+    line=${line%x}
+    local want=$REPLY
+    orbit_sha256_str_v "$line"
+    if [[ $REPLY == "$want" ]]; then
+      NOTIFY_TEXT=$line
+    fi
+  fi
+  PIN_SETS=()
+  f=$LOOP_DIR/pins.sets
+  if [[ -f $f && ! -L $f ]]; then
+    while IFS= read -r line || [[ -n $line ]]; do
+      if [[ $line =~ ^[0-9a-f]{64}\ \ .+$ ]]; then
+        PIN_SETS+=("$line")
+      fi
+    done <"$f"
+  fi
+  PIN_HELD=1
+}
+
+# pin_want_v PATH: REPLY is the held pin of PATH (a loop file's name or an absolute path).
+pin_want_v() {
+  local rest=$'\n'$PIN_TEXT$'\n' hit
+  REPLY=''
+  if [[ $rest == *"  $1"$'\n'* ]]; then
+    hit=${rest%%"  $1"$'\n'*}
+    REPLY=${hit: -64}
+  fi
+  [[ -n $REPLY ]]
+}
+
 pins_check() {
   local line want path have out
   PIN_BAD=
+  if ((!PIN_HELD)); then
+    pins_hold || return 1
+  fi
   if [[ -z $ORBIT_HASH_PID && $ORBIT_SHA_TOOL == sha256sum ]]; then
-    # One process for every pin; only a mismatch is looked at line by line.
-    if out=$(cd -- "$LOOP_DIR" && sha256sum -c --quiet --strict pins.sha256 2>/dev/null); then
+    # One process for every pin, fed from memory; only a mismatch is looked at line by line.
+    if out=$(cd -- "$LOOP_DIR" && sha256sum -c --quiet --strict - 2>/dev/null <<<"$PIN_TEXT"); then
       : all pins hold
     else
       line=${out%%$'\n'*}
       path=${line%: FAILED*}
       PIN_BAD=$path
-      want=$(grep -F -- "  $path" "$LOOP_DIR/pins.sha256" | head -n 1)
-      PIN_WANT=${want%%  *}
+      pin_want_v "$path" || true
+      PIN_WANT=$REPLY
       local file=$LOOP_DIR/$path
       if [[ $path == /* ]]; then
         file=$path
@@ -699,7 +782,7 @@ pins_check() {
           files+=("$LOOP_DIR/${line#*  }")
         fi
       fi
-    done <"$LOOP_DIR/pins.sha256"
+    done <<<"$PIN_TEXT"
     orbit_hasher_files "${files[@]}" || true
     for ((i = 0; i < ${#paths[@]}; i++)); do
       if [[ ! -f ${files[i]} ]]; then
@@ -717,19 +800,63 @@ pins_check() {
     done
   fi
   # An agent permission file that appeared after the first run is a hijack too: one that
-  # pins.sha256 does not list, line for line.
+  # the held manifest does not list, line for line.
   if [[ -f $LOOP_DIR/.baseline-commit ]]; then
-    local f pinned=''
+    local f pinned=$'\n'$PIN_TEXT$'\n'
     permission_files
     for f in "${PERMISSION_FOUND[@]}"; do
-      [[ -n $pinned ]] || pinned=$'\n'$(<"$LOOP_DIR/pins.sha256")$'\n'
       if [[ $pinned != *[0-9a-f]"  $WS/$f"$'\n'* ]]; then
         PIN_BAD=$WS/$f PIN_WANT=absent PIN_HAVE=$(orbit_sha256_file "$WS/$f")
         return 1
       fi
     done
   fi
+  protected_sets_check
+}
+
+# protected_set_v GLOB: REPLY is the sha256 of the set of paths the glob matches now (git's
+# view of the workspace: tracked, and untracked but not ignored), sorted, NUL-terminated.
+# A file added to, removed from or renamed within the set changes it (contract section 7).
+protected_set_v() {
+  local out
+  out=$({ git -C "$WS" ls-files -z --cached --others --exclude-standard -- ":(glob)$1" || echo 'orbit: git failed'; } |
+    LC_ALL=C sort -zu | orbit_sha256_stdin) || out=''
+  REPLY=$out
+  [[ $REPLY =~ ^[0-9a-f]{64}$ ]]
+}
+
+protected_sets_check() {
+  local line g
+  for line in "${PIN_SETS[@]}"; do
+    g=${line#*  }
+    if ! protected_set_v "$g" || [[ $REPLY != "${line%%  *}" ]]; then
+      PIN_BAD="$WS/$g" PIN_WANT="the set of files pinned at the first run" PIN_HAVE="a different set"
+      protected_set_diff "$g"
+      return 1
+    fi
+  done
   return 0
+}
+
+# protected_set_diff GLOB: names the first path added to (or missing from) the glob's set,
+# compared with the files the manifest pins (for the log, the event and the summary).
+protected_set_diff() {
+  local f pinned=$'\n'$PIN_TEXT$'\n' now=$'\n'
+  while IFS= read -r -d '' f; do
+    now+="$WS/$f"$'\n'
+    if [[ $pinned != *"  $WS/$f"$'\n'* ]]; then
+      PIN_BAD="$WS/$f" PIN_HAVE="added to the protected set '$1'"
+      return 0
+    fi
+  done < <(git -C "$WS" ls-files -z --cached --others --exclude-standard -- ":(glob)$1" 2>/dev/null || true)
+  while IFS= read -r line; do
+    f=${line#*  }
+    [[ $f == "$WS"/* ]] || continue
+    if [[ $now != *$'\n'"$f"$'\n'* ]] && [[ ! -e $f ]]; then
+      PIN_BAD=$f PIN_HAVE="removed from the protected set '$1'"
+      return 0
+    fi
+  done <<<"$PIN_TEXT"
 }
 
 # permission_files: PERMISSION_FOUND lists the agent permission files the workspace holds
@@ -760,17 +887,167 @@ permission_files() {
   fi
 }
 
-# integrity_gate WHEN: check every pin; on a mismatch, status 1 with INTEGRITY_REASON set
-# (the caller stops ABORTED, EXIT_INTEGRITY).
+# ---- the runner's memory of what it did not write (contract section 7). TRUST_LOOP is the
+# ---- loop directory as the runner last saw it (one line per entry: type, inode, size,
+# ---- modification and change times, path), TRUST_GIT git's control files and the user's
+# ---- git configuration. Before and after every agent and check run, what is on disk is
+# ---- compared with them: during such a run nothing of the loop directory changes but the
+# ---- runner's scratch and logs; between runs, the runner's own files do, never the pinned
+# ---- ones or an earlier iteration's record; git's control files never change at all.
+TRUST_LOOP=
+TRUST_GIT=
+TRUST_HELD=0
+TRUST_ITER=0
+TRUST_BAD=
+TRUST_REASON=
+TRUST_WANT=
+TRUST_HAVE=
+
+trust_loop_v() {
+  REPLY=$(find "$LOOP_DIR" -mindepth 1 \( -name $'*\n*' -printf 'X - - - - %P\n' -prune \) -o \
+    \( -type d -printf 'd - - - - %P\n' \) -o -printf '%y %i %s %T@ %C@ %P\n' 2>/dev/null | LC_ALL=C sort)
+}
+
+trust_git_v() {
+  local p
+  local -a roots=()
+  REPLY=''
+  for p in "$GIT_COMMON_ABS/config" "$GIT_COMMON_ABS/config.worktree" "$GIT_COMMON_ABS/hooks" \
+    "$GIT_COMMON_ABS/info" "$GIT_DIR_ABS/config.worktree" "$GIT_DIR_ABS/commondir" \
+    "${HOME:-/nonexistent}/.gitconfig" "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git/config" \
+    "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git/attributes"; do
+    if [[ -e $p || -L $p ]]; then
+      roots+=("$p")
+    else
+      REPLY+="absent $p"$'\n'
+    fi
+  done
+  if ((${#roots[@]})); then
+    REPLY+=$(find "${roots[@]}" -printf '%y %i %s %T@ %C@ %p\n' 2>/dev/null | LC_ALL=C sort)
+  fi
+}
+
+# trust_hold: what the runner holds from now on (after its own writes).
+trust_hold() {
+  trust_loop_v
+  TRUST_LOOP=$REPLY
+  trust_git_v
+  TRUST_GIT=$REPLY
+  TRUST_ITER=$CUR_ITER
+  TRUST_HELD=1
+}
+
+# trust_may_change MODE PATH: whether PATH in the loop directory may have changed since the
+# last look. During an agent or check run (MODE agent|check) only the runner's scratch and
+# logs; between them (MODE runner), anything the runner writes itself.
+trust_may_change() {
+  local n
+  case $2 in
+    .run-tmp | .run-tmp/* | runner.log | runner.log.1 | cron.log | cron.log.1 | systemd.log | systemd.log.1) return 0 ;;
+  esac
+  [[ $1 == runner ]] || return 1
+  case $2 in
+    goal.md | prompt.md | verify.sh | run-loop.sh | recover.sh | notify.sh | loop.toml | pins.sha256 | pins.sets | \
+      .pins | .pins/* | holdout | holdout/* | .baseline-commit | .baseline-tree | .origin-branch) return 1 ;;
+    iterations/[0-9][0-9][0-9][0-9][0-9][0-9] | iterations/[0-9][0-9][0-9][0-9][0-9][0-9]/*)
+      n=${2#iterations/}
+      n=${n%%/*}
+      ((10#$n >= TRUST_ITER))
+      return
+      ;;
+  esac
+  return 0
+}
+
+# trust_check MODE: compares the loop directory and git's control files with what the runner
+# holds; status 1 with TRUST_BAD (the path), TRUST_REASON, TRUST_WANT and TRUST_HAVE set on
+# a change it did not make. Holds what it found either way.
+trust_check() {
+  local mode=$1 now line path ty
+  local -A before=()
+  TRUST_BAD=
+  if ((!TRUST_HELD)); then
+    trust_hold
+    return 0
+  fi
+  trust_loop_v
+  now=$REPLY
+  if [[ $now != "$TRUST_LOOP" ]]; then
+    while IFS= read -r line; do
+      [[ -n $line ]] || continue
+      before[${line#* * * * * }]=$line
+    done <<<"$TRUST_LOOP"
+    while IFS= read -r line; do
+      [[ -n $line ]] || continue
+      path=${line#* * * * * }
+      ty=${line%% *}
+      if [[ $ty != f && $ty != d ]]; then
+        TRUST_BAD=$LOOP_DIR/$path TRUST_WANT='a regular file or none' TRUST_HAVE=$(orbit_file_kind "$LOOP_DIR/$path")
+        [[ $ty == X ]] && TRUST_HAVE='a name with a newline'
+        break
+      fi
+      if [[ ${before[$path]-} != "$line" ]] && ! trust_may_change "$mode" "$path"; then
+        TRUST_BAD=$LOOP_DIR/$path
+        if [[ -n ${before[$path]-} ]]; then
+          TRUST_WANT='unchanged' TRUST_HAVE='changed'
+        else
+          TRUST_WANT='absent' TRUST_HAVE='created'
+        fi
+        break
+      fi
+      unset 'before[$path]'
+    done <<<"$now"
+    if [[ -z $TRUST_BAD ]]; then
+      for path in "${!before[@]}"; do
+        if ! trust_may_change "$mode" "$path"; then
+          TRUST_BAD=$LOOP_DIR/$path TRUST_WANT='present' TRUST_HAVE='removed'
+          break
+        fi
+      done
+    fi
+  fi
+  TRUST_LOOP=$now
+  if [[ -n $TRUST_BAD ]]; then
+    TRUST_REASON=$REASON_LOOP_TAMPER
+    return 1
+  fi
+  trust_git_v
+  if [[ $REPLY != "$TRUST_GIT" ]]; then
+    TRUST_REASON=$REASON_GIT_TAMPER
+    TRUST_WANT='unchanged since the run started' TRUST_HAVE='changed'
+    TRUST_BAD=$(diff <(printf '%s\n' "$TRUST_GIT") <(printf '%s\n' "$REPLY") | grep -m 1 '^[<>]' || true)
+    TRUST_BAD=${TRUST_BAD#[<>] }
+    if [[ $TRUST_BAD == absent\ * ]]; then
+      TRUST_BAD=${TRUST_BAD#absent }
+    else
+      TRUST_BAD=${TRUST_BAD#* * * * * }
+    fi
+    TRUST_GIT=$REPLY
+    return 1
+  fi
+  TRUST_ITER=$CUR_ITER
+  return 0
+}
+
+# integrity_gate WHEN: check every pin against the held manifest, then the loop directory
+# and git's control files against the runner's memory. What an agent or check run changed
+# was looked at as soon as it ended (run_agent, run_verify: TRUST_BAD), before the runner
+# wrote anything; this looks at what changed since. On a mismatch, status 1 with
+# INTEGRITY_REASON set (the caller stops ABORTED, EXIT_INTEGRITY).
 integrity_gate() {
   local when=$1 reason
   if workspace_intact; then
-    if pins_check; then
+    if pins_check && { [[ -z $TRUST_BAD ]] && trust_check runner; }; then
       orbit_event integrity_pass "$CUR_ITER" when "$when"
       return 0
     fi
-    orbit_pin_reason_v "$PIN_BAD"
-    reason=$REPLY
+    if [[ -n $PIN_BAD ]]; then
+      orbit_pin_reason_v "$PIN_BAD"
+      reason=$REPLY
+    else
+      reason=$TRUST_REASON
+      PIN_BAD=$TRUST_BAD PIN_WANT=$TRUST_WANT PIN_HAVE=$TRUST_HAVE
+    fi
   else
     reason=$REASON_GIT_TAMPER
   fi
@@ -844,8 +1121,20 @@ first_run_pins() {
     done
   } >"$LOOP_DIR/.pins.sha256.tmp.$$"
   mv -f -- "$LOOP_DIR/.pins.sha256.tmp.$$" "$LOOP_DIR/pins.sha256"
+  pins_sets_write
   mkdir -p -- "$LOOP_DIR/.pins"
   cp -p -- "$LOOP_DIR/goal.md" "$LOOP_DIR/.pins/goal.md"
+}
+
+# pins_sets_write: pins.sets, one line per protect glob: the sha256 of the set of paths it
+# matches (protected_set_v). Written at the first run (and by orbit recover --repin).
+pins_sets_write() {
+  local g text=''
+  for g in "${PROTECT_GLOBS[@]}"; do
+    protected_set_v "$g" || orbit_die "$EXIT_PREFLIGHT" "cannot list the files of the protect glob '$g' in $WS"
+    text+="$REPLY  $g"$'\n'
+  done
+  orbit_write_file "$LOOP_DIR/pins.sets" "$text" || orbit_records_fail "$LOOP_DIR/pins.sets"
 }
 
 # Files matched by one protect glob, NUL-separated, relative to the workspace's root.
@@ -1073,8 +1362,11 @@ ledger_sum_v() {
 
 # ledger_append ITERATION MICRO_USD KIND: one line for one agent run, and the totals.
 ledger_append() {
-  printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$LOOP_DIR/cost.ledger" ||
-    orbit_records_fail "$LOOP_DIR/cost.ledger"
+  # The cost counts in memory even when the ledger cannot take it (a link put in its place).
+  if orbit_appendable "$LOOP_DIR/cost.ledger"; then
+    printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$LOOP_DIR/cost.ledger" ||
+      orbit_records_fail "$LOOP_DIR/cost.ledger"
+  fi
   if [[ $1 != "$LEDGER_IT" ]]; then
     LEDGER_IT=$1 LEDGER_IT_SUM=0 LEDGER_IT_KINDS=' '
   fi
@@ -1331,6 +1623,12 @@ run_agent() {
   : >"$head"
   : >"$tail"
   orbit_fault before_agent
+  # Nothing but the runner wrote since the last look: anything else stops before the agent.
+  if [[ -n $TRUST_BAD ]] || ! trust_check runner; then
+    AGENT_RC=0 AGENT_TIMED_OUT=0 AGENT_SECS=0
+    orbit_log "the loop directory or git's control files changed before the agent ran: $TRUST_BAD ($TRUST_REASON)"
+    return 0
+  fi
   live_open "$n" "$phase" "$attempt"
   t0=$SECONDS
   # The variables reach the agent through the environment of the wrapper (assignments
@@ -1365,7 +1663,13 @@ run_agent() {
     live_close "=== orbit: the agent exited $AGENT_RC after ${AGENT_SECS}s ==="
   fi
   sweep_env "ORBIT_RUN_ID=$runid"
-  agent_dir_collect "$cfile"
+  # What the agent changed outside its workspace, looked at before the runner writes again.
+  if ! trust_check agent; then
+    orbit_log "the agent changed $TRUST_BAD ($TRUST_REASON): nothing of its run is taken"
+    [[ -L ${log%/*} || ! -d ${log%/*} ]] && return 0
+  else
+    agent_dir_collect "$cfile"
+  fi
   if [[ ! -s $raw && ! -s $tail ]]; then
     # All of the output fit in the first half (the usual case).
     mv -f -- "$head" "$log"
@@ -1378,7 +1682,9 @@ run_agent() {
       fi
     } >"$log"
   fi
-  printf '%s\n' "$AGENT_SECS" >>"$LOOP_DIR/.iter-timings.log"
+  if orbit_appendable "$LOOP_DIR/.iter-timings.log"; then
+    printf '%s\n' "$AGENT_SECS" >>"$LOOP_DIR/.iter-timings.log"
+  fi
 }
 
 # The per-run limit: EXEC_TIMEOUT, or twice the median of the last five runs when
@@ -1462,12 +1768,24 @@ rate_limit_resume_at() {
 run_verify() {
   local dir=$1 label=$2 out
   out="$ORBIT_TMP/verify.out"
+  VERIFY_OK=0 VERIFY_RC=1 VERIFY_TO=0
+  LAST_VERIFY_OUT=$out
+  rm -f -- "$out"
   : >"$out"
+  if [[ -n $TRUST_BAD ]] || ! trust_check runner; then
+    orbit_log "the loop directory or git's control files changed before the checks ran: $TRUST_BAD ($TRUST_REASON)"
+    return 0
+  fi
   ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" \
     ORBIT_VERIFY_TMP="$ORBIT_TMP" \
     orbit_run_bounded "$VERIFY_BUDGET_S" "$KILL_GRACE_S" /dev/null "$out" "$BASH" "$LOOP_DIR/verify.sh"
   VERIFY_RC=$ORBIT_RC
   VERIFY_TO=$ORBIT_TIMED_OUT
+  if ! trust_check check; then
+    orbit_log "the checks changed $TRUST_BAD ($TRUST_REASON): their verdict is not taken"
+    VERIFY_RC=1
+    return 0
+  fi
   {
     orbit_iso_v -1
     printf '### verify run: %s (%s)\n' "$label" "$REPLY"
@@ -1549,6 +1867,10 @@ done_gate() {
   # 2. PASS_K consecutive passes: the first pass happened; run the rest.
   for ((k = 2; k <= PASS_K; k++)); do
     run_verify "$dir" "pass $k of $PASS_K"
+    if ! integrity_gate "after verify pass $k"; then
+      GATE_VERDICT="integrity"
+      return 0
+    fi
     if ((VERIFY_OK)); then
       S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
       orbit_event verify_pass "$n" run "$k" streak "${S[VERIFY_STREAK]}"
@@ -1585,17 +1907,30 @@ done_gate() {
     printf '%s\n' "$added" >"$dir/placeholders.txt"
     return 0
   fi
-  # 4. Every pin intact.
-  if ! pins_check; then
-    GATE_VERDICT="pin changed: $PIN_BAD"
+  # 4. Every pin intact, and nothing the runner holds changed.
+  if ! integrity_gate "done gate"; then
+    GATE_VERDICT="integrity"
     return 0
   fi
   # 5. The judge.
   if [[ -n $JUDGE_CMD ]]; then
+    rm -f -- "$ORBIT_TMP/judge.out"
+    if ! trust_check runner; then
+      integrity_gate "before the judge" || true
+      GATE_VERDICT="integrity"
+      return 0
+    fi
     # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
     ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_WORKSPACE="$WS" ORBIT_ITERATION="$n" ORBIT_REPO_ROOT="$WS" ORBIT_JUDGE="$JUDGE_CMD" \
-      orbit_run_bounded "$EXEC_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/judge.log" \
+      orbit_run_bounded "$EXEC_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$ORBIT_TMP/judge.out" \
       "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 1; eval "$ORBIT_JUDGE"'
+    if trust_check check; then
+      cp -- "$ORBIT_TMP/judge.out" "$dir/judge.log"
+    fi
+    if ! integrity_gate "after the judge"; then
+      GATE_VERDICT="integrity"
+      return 0
+    fi
     if ((ORBIT_RC != 0 || ORBIT_TIMED_OUT)); then
       GATE_VERDICT="the judge did not approve (see judge.log)"
       return 0
@@ -1879,6 +2214,7 @@ sig_record() {
   if [[ ${last%%$'\t'*} == "$n" ]]; then
     return 0
   fi
+  orbit_appendable "$LOOP_DIR/.action-sig.log" || return 0
   printf '%s\t%s\n' "$n" "$sig" >>"$LOOP_DIR/.action-sig.log"
   SIG_TAIL+=("$n"$'\t'"$sig")
   if ((${#SIG_TAIL[@]} > keep)); then
@@ -1933,6 +2269,11 @@ REPEAT_SIG=
 # ABORTED; its change is left in the work tree, uncommitted, for a human to review.
 record_abort() {
   local n=$1 dir=$2
+  # An iteration directory the agent swapped for a link: the record goes into a real one.
+  if [[ -L $dir ]]; then
+    rm -f -- "$dir"
+    mkdir -p -- "$dir"
+  fi
   R[TREE_BEFORE]=$3
   R[TREE_AFTER]=$4
   R[VERDICT]=$STATUS_ABORTED
@@ -2020,6 +2361,9 @@ run_iteration() {
     outcome=$REPLY
     orbit_event agent_exit "$n" phase "$PHASE_WORK" attempt "$attempt" exit_code "$AGENT_RC" outcome "$outcome" seconds "$AGENT_SECS" cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND"
     orbit_fault after_agent
+    if [[ -n $TRUST_BAD ]]; then
+      break
+    fi
     case $outcome in
       "$OUTCOME_OK" | "$OUTCOME_PERMANENT" | "$OUTCOME_RATE_LIMITED") break ;;
     esac
@@ -2040,7 +2384,7 @@ run_iteration() {
   R[DURATION]=$AGENT_SECS
   S[COST_MICROUSD]=$LEDGER_TOTAL
 
-  if [[ $outcome == "$OUTCOME_RATE_LIMITED" ]]; then
+  if [[ $outcome == "$OUTCOME_RATE_LIMITED" && -z $TRUST_BAD ]]; then
     local resume
     resume=$(rate_limit_resume_at "$dir/agent.log")
     if ((resume - $(orbit_now) > RATE_LIMIT_MAX_WAIT_S)); then
@@ -2077,6 +2421,12 @@ run_iteration() {
 
   if [[ -z ${R[VERDICT]:-} ]]; then
     run_verify "$dir" "after the agent"
+    if ! integrity_gate "after verify"; then
+      R[VERIFY]=$VERIFY_SKIP
+      tree_snapshot
+      record_abort "$n" "$dir" "$t_before" "$REPLY"
+      return 0
+    fi
     if ((VERIFY_OK)); then
       R[VERIFY]=$VERIFY_PASS
       S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
@@ -2262,7 +2612,7 @@ finalize() {
       text+="$(progress_quote <"$dir/feedback.txt")"$'\n'
     fi
     progress_append "$n" "$text"
-    if [[ ${R[VERIFY]:-} == "$VERIFY_FAIL" && -n ${R[VERIFY_SIG]:-} ]] && ! grep -q "^${R[VERIFY_SIG]}	" -- "$LOOP_DIR/.failures.log" 2>/dev/null; then
+    if [[ ${R[VERIFY]:-} == "$VERIFY_FAIL" && -n ${R[VERIFY_SIG]:-} ]] && orbit_appendable "$LOOP_DIR/.failures.log" && ! grep -q "^${R[VERIFY_SIG]}	" -- "$LOOP_DIR/.failures.log" 2>/dev/null; then
       printf '%s\titeration %s: %s — %s\n' "${R[VERIFY_SIG]}" "$n" "${R[VERIFY_FAILING]:-verify.sh}" \
         "$(sed -n '4,$p' "$dir/feedback.txt" 2>/dev/null | grep -v '^ *$' | tail -n 1 | sed 's/^ *//' | cut -c1-160)" >>"$LOOP_DIR/.failures.log"
     fi
@@ -2471,6 +2821,9 @@ wrapup() {
   mkdir -p -- "$dir"
   build_prompt "$n" "$PHASE_WRAPUP" 1 "$dir/prompt.md" ""
   run_agent "$n" "$PHASE_WRAPUP" 1 "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" ""
+  if ! integrity_gate "after wrap-up"; then
+    integrity_stop
+  fi
   cost_of_run "$dir/agent.log" "$dir/cost.usd"
   ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
   S[COST_MICROUSD]=$LEDGER_TOTAL
@@ -2651,6 +3004,9 @@ main() {
   resume_pending
   if ((S[NEXT_ITERATION] == 1)) && [[ ! -d $LOOP_DIR/iterations/000001 ]]; then
     red_gate
+    if ! integrity_gate "after the red gate"; then
+      integrity_stop
+    fi
   fi
   while :; do
     # runner.log is rotated past 1 MiB: looked at on each start and every 20 iterations.

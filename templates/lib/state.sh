@@ -162,6 +162,8 @@ orbit_write_file() {
     dir=${path%/*}
   fi
   tmp="$dir/.${path##*/}.tmp.$$"
+  # A name planted where the temp file goes is removed, never written through.
+  rm -f -- "$tmp"
   printf '%s' "$content" >"$tmp" || {
     rm -f -- "$tmp"
     return 1
@@ -203,6 +205,7 @@ state_write() {
   state_sidecar_v "$text" "${S[GEN]}"
   tmp="$dir/.state.env.tmp.$$"
   side="$dir/.state.env.sha256.tmp.$$"
+  rm -f -- "$tmp" "$side"
   if ! printf '%s' "$text" >"$tmp"; then
     rm -f -- "$tmp"
     orbit_records_fail "$dir/state.env"
@@ -355,6 +358,7 @@ orbit_event() {
       fields+=",\"$k\":$REPLY"
     fi
   done
+  orbit_appendable "$EV_FILE" || return 0
   EV_SEQ=$((EV_SEQ + 1))
   orbit_iso_v -1
   ts=$REPLY
@@ -454,6 +458,7 @@ progress_has() {
 # progress_append ITERATION TEXT: TEXT starts with its heading and ends with a newline.
 progress_append() {
   local iter=$1 text=$2 hash
+  orbit_appendable "$PG_FILE" || return 0
   orbit_sha256_str_v "$PG_PREV"$'\n'"$text"
   hash=$REPLY
   if [[ $ORBIT_FAULT == mid_progress_append ]]; then

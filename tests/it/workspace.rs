@@ -590,7 +590,17 @@ fn a_file_system_monitor_the_agent_configures_is_never_run_by_the_runner() {
     );
     let dir = repo.init_loop(&agent, &[&count_check(2)], &["--max-iterations", "2"]);
     let out = repo.run_loop(&dir, &["--once"], &[]);
-    assert_code(&out, 10, "tick");
+    // A repository config changed by the agent is git_tamper: the loop stops before any git
+    // call of the runner's could run the command, and nothing of the run is committed.
+    assert_code(&out, 3, "tick");
+    let state = fs::read_to_string(dir.join("state.env")).unwrap();
+    assert!(state.contains("STOP_REASON=git_tamper"), "{state}");
+    assert!(
+        !repo
+            .git(&["ls-tree", "-r", "--name-only", "orbit/test-goal"])
+            .contains("work.txt"),
+        "the tampering run's change was committed"
+    );
     // The attempt was made: the config names the command.
     assert_eq!(
         repo.git(&["config", "core.fsmonitor"]).trim(),

@@ -71,7 +71,7 @@ fn read_sealed(dir: &Path) -> Result<State> {
 }
 
 /// Writes the next generation of the state (state.env, then its sidecar, each atomic) and a
-/// `state_write` event naming who wrote it.
+/// `state_write` event naming who wrote it and the sha256 of what it wrote.
 fn write_state(dir: &Path, mut state: State, by: &str) -> Result<State> {
     state.generation += 1;
     state.last_updated_at = fsx::now_epoch();
@@ -92,6 +92,9 @@ fn write_state(dir: &Path, mut state: State, by: &str) -> Result<State> {
             events::value(&state.next_iteration.to_string()),
         ),
         ("by", events::value(by)),
+        // The runner trusts a state.env only when the journal's last record of a state write
+        // names its sha256.
+        ("sha256", events::value(&fsx::sha256_hex(text.as_bytes()))),
     ];
     append_event(
         dir,

@@ -460,6 +460,7 @@ vocabulary! {
         DoneRejected = "done_rejected",
         RateLimited = "rate_limited",
         IterationEnd = "iteration_end",
+        IterationResult = "iteration_result",
         Recovery = "recovery",
         LoopStop = "loop_stop",
         WorkspaceCreated = "workspace_created",

@@ -187,6 +187,7 @@ state_sidecar_text() {
 }
 
 # state_write: GEN+1, LAST_UPDATED_AT=now, then state.env and its sidecar, each atomic.
+STATE_PRE_WRITE=
 state_write() {
   local dir=$1 text half tmp side
   S[GEN]=$((S[GEN] + 1))
@@ -194,6 +195,11 @@ state_write() {
   S[LAST_UPDATED_AT]=$REPLY
   state_print_v
   text=$REPLY
+  # The journal's record of this write comes first (the runner's: with the text's sha256),
+  # so that a state.env no record names was written by someone else.
+  if [[ -n $STATE_PRE_WRITE ]]; then
+    "$STATE_PRE_WRITE" "$text"
+  fi
   if [[ $ORBIT_FAULT == mid_state_write ]]; then
     tmp="$dir/.state.env.tmp.$$"
     half=$((${#text} / 2))

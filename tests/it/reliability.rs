@@ -1222,6 +1222,33 @@ fn set_started_at(dir: &Path, started: u64) {
     );
     let generation: u64 = state_of(&new, "GEN").parse().unwrap();
     write_sealed(dir, new.as_bytes(), generation);
+    journal_state_write(dir, &new, generation);
+}
+
+/// The journal's record of a state write, as the runner makes it (with the state's sha256):
+/// a state edited by a test stands for one the runner wrote under another clock.
+fn journal_state_write(dir: &Path, state: &str, generation: u64) {
+    use std::io::Write;
+    let path = dir.join("events.jsonl");
+    let bytes = fs::read(&path).unwrap_or_default();
+    let (prev, seq) = orbit::events::read(&bytes).tip();
+    let fields = [
+        ("gen", orbit::events::value(&generation.to_string())),
+        (
+            "sha256",
+            orbit::events::value(&orbit::fsx::sha256_hex(state.as_bytes())),
+        ),
+    ];
+    let line = orbit::events::build_line(
+        seq,
+        "2026-01-01T00:00:00Z",
+        "state_write",
+        0,
+        &fields,
+        &prev,
+    );
+    let mut f = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    f.write_all(line.as_bytes()).unwrap();
 }
 
 fn now() -> u64 {

@@ -111,16 +111,24 @@ pub fn lock(dir: &Path) -> Lock {
         }
         return Lock::StaleDir { owner };
     }
-    let lock_path = dir.join(".run-loop.lock");
-    let Ok(meta) = fs::metadata(&lock_path) else {
-        return Lock::Free;
-    };
     let Ok(locks) = fs::read_to_string("/proc/locks") else {
         return Lock::Unknown;
     };
-    let listed = flock_holders(&locks, meta.ino());
+    // The runner locks .run-loop.lock and the loop directory itself (a deleted lock file
+    // must not let a second runner in): either held means held.
+    let lock_path = dir.join(".run-loop.lock");
+    if let Some(held) = flock_probe(&locks, &lock_path) {
+        return held;
+    }
+    flock_probe(&locks, dir).unwrap_or(Lock::Free)
+}
+
+/// Who holds a flock on `lock_path`, or None when nobody does (or it does not exist).
+fn flock_probe(locks: &str, lock_path: &Path) -> Option<Lock> {
+    let meta = fs::metadata(lock_path).ok()?;
+    let listed = flock_holders(locks, meta.ino());
     if listed.is_empty() {
-        return Lock::Free;
+        return None;
     }
     // /proc/locks names the process that took the lock, which for flock(1) is the helper
     // that has already exited; the lock lives as long as a descriptor of it is open, so
@@ -147,19 +155,19 @@ pub fn lock(dir: &Path) -> Lock {
         .find(|p| parent(**p).is_none_or(|pp| !runners.contains(&pp)))
         .or(runners.first())
     {
-        return Lock::Runner {
+        return Some(Lock::Runner {
             pid: *pid,
             how: "flock",
-        };
+        });
     }
-    match with_cmd.into_iter().next() {
+    Some(match with_cmd.into_iter().next() {
         Some((pid, cmdline)) => Lock::StrayHolder { pid, cmdline },
         // Held, by a process this user cannot see: a runner as far as anyone can tell.
         None => Lock::Runner {
             pid: 0,
             how: "flock",
         },
-    }
+    })
 }
 
 /// Processes with an open descriptor on `path` (Linux /proc; those of other users are not

@@ -379,7 +379,7 @@ orbit_hasher_start() {
         if (open($fh, "<:raw", $d)) {
           my $s = Digest::SHA->new(256); $s->addfile($fh); close $fh; print $s->hexdigest, "\n";
         } else { print "-\n"; }
-      }' 2>/dev/null 8>&- 9>&-
+      }' 2>/dev/null 7<&- 8>&- 9>&-
   }
   # shellcheck disable=SC2153  # ORBIT_HASHER_PID is set by coproc
   ORBIT_HASH_PID=$ORBIT_HASHER_PID

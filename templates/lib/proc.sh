@@ -29,7 +29,7 @@ orbit_run_bounded() {
   ORBIT_RC=0
   ORBIT_TIMED_OUT=0
   set -m
-  "$@" <"$infile" >>"$outfile" 2>&1 8>&- 9>&- &
+  "$@" <"$infile" >>"$outfile" 2>&1 7<&- 8>&- 9>&- &
   ORBIT_CHILD_PID=$!
   # The watchdog exits wd_fired only when it fired (and then ignores TERM until the group
   # is gone); stopped early by us it exits wd_stopped. No temp file, no extra process.
@@ -40,7 +40,7 @@ orbit_run_bounded() {
     trap '' TERM
     orbit_kill_group "$ORBIT_CHILD_PID" "$grace"
     exit "$wd_fired"
-  ) </dev/null >/dev/null 2>&1 8>&- 9>&- &
+  ) </dev/null >/dev/null 2>&1 7<&- 8>&- 9>&- &
   watchdog=$!
   ORBIT_WATCHDOG_PID=$watchdog
   set +m

@@ -397,8 +397,11 @@ agent_dir_collect() {
 lock_acquire() {
   local lockdir="$LOOP_DIR/.run-loop.lock.d" owner
   if command -v flock >/dev/null 2>&1 && [[ -z ${ORBIT_NO_FLOCK:-} ]]; then
+    # The loop directory itself is locked too: an agent can delete .run-loop.lock (a new
+    # file would then lock free), not the directory its runner holds open.
+    exec 7<"$LOOP_DIR"
     exec 9>>"$LOOP_DIR/.run-loop.lock"
-    if ! flock -n 9; then
+    if ! flock -n 7 || ! flock -n 9; then
       footer "$STATUS_CONTINUE" "another runner holds the lock"
       orbit_log "another runner holds $LOOP_DIR/.run-loop.lock: nothing to do"
       exit "$EXIT_LOCKED"
@@ -708,9 +711,9 @@ notify() {
   if [[ -n $NOTIFY_TEXT ]]; then
     # The runner's own copy, read and checked against its pin at the start of the run: a
     # notify.sh changed since is never run (contract section 7).
-    ORBIT_NOTIFY_LOOP_DIR=$LOOP_DIR "$BASH" -c "$NOTIFY_TEXT" "$LOOP_DIR/notify.sh" "$1" "$2" </dev/null >/dev/null 2>&1 8>&- 9>&- &
+    ORBIT_NOTIFY_LOOP_DIR=$LOOP_DIR "$BASH" -c "$NOTIFY_TEXT" "$LOOP_DIR/notify.sh" "$1" "$2" </dev/null >/dev/null 2>&1 7<&- 8>&- 9>&- &
   else
-    ORBIT_NOTIFY_LOOP_DIR=$LOOP_DIR "$BASH" "$script" "$1" "$2" </dev/null >/dev/null 2>&1 8>&- 9>&- &
+    ORBIT_NOTIFY_LOOP_DIR=$LOOP_DIR "$BASH" "$script" "$1" "$2" </dev/null >/dev/null 2>&1 7<&- 8>&- 9>&- &
   fi
   NOTIFY_PIDS+=("$!")
   set +m
@@ -1668,7 +1671,7 @@ live_open() {
   # Nothing of the runner's but the pipe: not its lock, nor its output (a caller that
   # waits for the runner's output to end must not wait for this copy too).
   exec {LIVE_FD}> >(
-    exec 8>&- 9>&- >/dev/null 2>&1
+    exec 7<&- 8>&- 9>&- >/dev/null 2>&1
     live_copy "$AGENT_LOG_MAX" "$live"
   )
   LIVE_PID=$!
@@ -1709,6 +1712,51 @@ live_close() {
 }
 
 # ---- the agent
+# The wrapper of an agent run (bash -c, in the run's own process group). The agent gets a
+# process group of its own; its output goes to the capture, which is not in that group,
+# ignores the TERM of a timeout (it ends when the output does) and does not carry the run's
+# marker. When the agent's main process exits, what it left is stopped at once: its group,
+# then anything carrying the run's marker, so that a process holding the agent's output
+# open neither turns the exit into a timeout nor keeps the output from ending. A TERM (the
+# timeout) is passed on to the agent's group.
+# shellcheck disable=SC2016  # expanded by the wrapper, by design
+ORBIT_AGENT_WRAPPER='cd -- "$ORBIT_WORKSPACE" || exit 126
+if [[ -n $ORBIT_FB ]]; then export ORBIT_FEEDBACK_FILE=$ORBIT_FB; else unset ORBIT_FEEDBACK_FILE; fi
+unset ORBIT_FB
+live=$ORBIT_LIVE_FD
+unset ORBIT_LIVE_FD
+exec {cap}> >(unset ORBIT_RUN_ID; exec "$BASH" -c "trap \"\" TERM PIPE
+  tee -- \"/dev/fd/$live\" | { head -c \"\$ORBIT_HALF\" >\"\$ORBIT_OUT.head\"; tail -c \"\$ORBIT_HALF\" >\"\$ORBIT_OUT.tail\"; }" orbit-capture)
+cpid=$!
+set -m
+"$@" >&"$cap" 2>&1 {live}>&- {cap}>&- &
+apid=$!
+set +m
+exec {cap}>&- {live}>&-
+trap "kill -TERM -- -\$apid 2>/dev/null" TERM
+while :; do
+  rc=0
+  wait "$apid" || rc=$?
+  if ((rc > 128)) && kill -0 "$apid" 2>/dev/null; then continue; fi
+  break
+done
+trap "" TERM
+kill -KILL -- "-$apid" 2>/dev/null
+while IFS= read -r f; do
+  p=${f#/proc/}
+  p=${p%%/*}
+  [[ $p == "$$" ]] || kill -KILL "$p" 2>/dev/null
+done < <(unset ORBIT_RUN_ID; grep -lzxF -- "ORBIT_RUN_ID=$ORBIT_RUN_ID" /proc/[0-9]*/environ 2>/dev/null)
+for ((i = 0; i < 100; i++)); do
+  kill -0 "$cpid" 2>/dev/null || break
+  sleep 0.05
+done
+if kill -0 "$cpid" 2>/dev/null; then
+  echo "[orbit: a process outside the agent'"'"'s reach still held its output 5s after it exited: the capture was stopped]"
+  kill -KILL "$cpid" 2>/dev/null
+fi
+exit "$rc"'
+
 # run_agent N PHASE ATTEMPT PROMPT LOG COSTFILE FEEDBACK: sets AGENT_RC, AGENT_TIMED_OUT, AGENT_SECS.
 # The agent runs in the workspace in its own process group, stdin from the prompt (its
 # folder .orbit-agent/ filled first, its notes and cost read back after);
@@ -1717,6 +1765,8 @@ live_close() {
 run_agent() {
   local n=$1 phase=$2 attempt=$3 prompt=$4 log=$5 cfile=$6 fb=$7 t0 limit half runid
   exec_limit_v
+  local cut=0
+  deadline_cap_v "$REPLY" || cut=1
   limit=$REPLY
   half=$((AGENT_LOG_MAX / 2))
   runid="$LOOP_NAME.$n.$attempt.$phase.$$.$RANDOM"
@@ -1736,6 +1786,12 @@ run_agent() {
     orbit_log "the loop directory or git's control files changed before the agent ran: $TRUST_BAD ($TRUST_REASON)"
     return 0
   fi
+  if ((limit <= 0)); then
+    AGENT_RC=0 AGENT_TIMED_OUT=1 AGENT_SECS=0 DEADLINE_HIT=1
+    orbit_log "the loop's wall-clock limit ($LOOP_TIMEOUT) is reached: the agent is not started"
+    : >"$log"
+    return 0
+  fi
   live_open "$n" "$phase" "$attempt"
   t0=$SECONDS
   # The variables reach the agent through the environment of the wrapper (assignments
@@ -1751,19 +1807,14 @@ run_agent() {
     ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fbfile" \
     ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" ORBIT_LIVE_FD="$LIVE_FD" \
     orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
-    "$BASH" -c 'cd -- "$ORBIT_WORKSPACE" || exit 126
-      if [[ -n $ORBIT_FB ]]; then export ORBIT_FEEDBACK_FILE=$ORBIT_FB; else unset ORBIT_FEEDBACK_FILE; fi
-      unset ORBIT_FB
-      live=$ORBIT_LIVE_FD
-      unset ORBIT_LIVE_FD
-      set -o pipefail
-      # tee ignores SIGPIPE: were the live copy gone, agent.log would still get everything.
-      "$@" {live}>&- 2>&1 | { trap "" PIPE; tee -- "/dev/fd/$live"; } |
-        { head -c "$ORBIT_HALF" >"$ORBIT_OUT.head"; tail -c "$ORBIT_HALF" >"$ORBIT_OUT.tail"; } {live}>&-
-      exit "${PIPESTATUS[0]}"' orbit-agent "$AGENT_ABS" "${AGENT_ARGV[@]:1}"
+    "$BASH" -c "$ORBIT_AGENT_WRAPPER" orbit-agent "$AGENT_ABS" "${AGENT_ARGV[@]:1}"
   AGENT_RC=$ORBIT_RC
   AGENT_TIMED_OUT=$ORBIT_TIMED_OUT
   AGENT_SECS=$((SECONDS - t0))
+  if ((AGENT_TIMED_OUT && cut)); then
+    DEADLINE_HIT=1
+    orbit_log "the agent was stopped at the loop's wall-clock limit ($LOOP_TIMEOUT)"
+  fi
   if ((AGENT_TIMED_OUT)); then
     live_close "=== orbit: the agent timed out after ${AGENT_SECS}s ==="
   else
@@ -1792,6 +1843,32 @@ run_agent() {
   if orbit_appendable "$LOOP_DIR/.iter-timings.log"; then
     printf '%s\n' "$AGENT_SECS" >>"$LOOP_DIR/.iter-timings.log"
   fi
+}
+
+# ---- the loop's deadline (LOOP_TIMEOUT) bounds every run inside an iteration too: no agent
+# ---- or check run outlives it. DEADLINE_HIT says a run was cut short by it.
+DEADLINE_HIT=0
+# deadline_cap_v LIMIT: REPLY is LIMIT, or the seconds left before the loop's deadline when
+# fewer (0 when it has passed: the run does not start).
+deadline_cap_v() {
+  local left now
+  REPLY=$1
+  if ((LOOP_TIMEOUT_S > 0 && S[STARTED_AT] > 0)); then
+    printf -v now '%(%s)T' -1
+    left=$((S[STARTED_AT] + LOOP_TIMEOUT_S - now))
+    if ((left > LOOP_TIMEOUT_S)); then
+      # A clock that went back: never more than the whole limit.
+      left=$LOOP_TIMEOUT_S
+    fi
+    if ((left < 0)); then
+      left=0
+    fi
+    if ((left < REPLY)); then
+      REPLY=$left
+      return 1
+    fi
+  fi
+  return 0
 }
 
 # The per-run limit: EXEC_TIMEOUT, or twice the median of the last five runs when
@@ -1839,9 +1916,25 @@ classify_v() {
       PERMANENT_WHY="exit $rc, and the machine said: ${os_error%%$'\n'*}"
       return 0
     fi
+    # ...and so is a permission the machine refused, when it is what the run ended on.
+    if os_error=$(tail -n 3 <<<"$tailtext" | grep -aoiE -m 1 '[^ ]*: permission denied'); then
+      REPLY=$OUTCOME_PERMANENT
+      PERMANENT_WHY="exit $rc, and the machine said: ${os_error%%$'\n'*}"
+      return 0
+    fi
+    # An authentication or permission refusal by the provider (HTTP 401/403, in the
+    # structured error a CLI prints) never goes away by retrying: a human must log in.
+    local auth
+    if auth=$(grep -aoiE -m 1 "\"(api_error_status|status|status_code|statusCode|code)\": ?\"?40[13]\b|HTTP(/[0-9.]+)? 40[13]\b|\b40[13] (Unauthorized|Forbidden)\b|authentication_error|permission_error|invalid[ _-]api[ _-]key|invalid x-api-key|not logged in|please run /login|api key not valid" <<<"$tailtext"); then
+      REPLY=$OUTCOME_PERMANENT
+      PERMANENT_WHY="exit $rc: the provider refused the credentials (${auth%%$'\n'*}): log the agent's CLI in or set its API key, then run the loop again"
+      return 0
+    fi
+    # A rate limit only in the words providers use for one, or as HTTP 429 where a status
+    # is meant: never any "429" in a transcript (a duration, a line number, a test's output).
     # A here-string, not a pipe: grep -q stops at the first match, and a writer it left
     # behind would fail the test under pipefail.
-    if grep -qiE 'rate[ _-]?limit|usage limit|too many requests|quota (exceeded|exhausted)|resource[ _]exhausted|limit reached|\b429\b' <<<"$tailtext"; then
+    if grep -qiE "rate[ _-]?limit|usage limit|too many requests|quota (exceeded|exhausted)|resource[ _]exhausted|limit reached|hit your (session |weekly |opus )?limit|\"(api_error_status|status|status_code|statusCode|code)\": ?\"?429\b|HTTP(/[0-9.]+)? 429\b|\b429 too many" <<<"$tailtext"; then
       REPLY=$OUTCOME_RATE_LIMITED
     fi
   fi
@@ -1883,11 +1976,23 @@ run_verify() {
     orbit_log "the loop directory or git's control files changed before the checks ran: $TRUST_BAD ($TRUST_REASON)"
     return 0
   fi
+  local budget cut=0
+  deadline_cap_v "$VERIFY_BUDGET_S" || cut=1
+  budget=$REPLY
+  if ((budget <= 0)); then
+    DEADLINE_HIT=1
+    printf '[FAIL] verify.sh (not run: the loop'"'"'s wall-clock limit, %s, is reached)\n0 passed, 1 failed\n' "$LOOP_TIMEOUT" >"$out"
+    cat -- "$out" >>"$dir/verify.log"
+    return 0
+  fi
   ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" \
     ORBIT_VERIFY_TMP="$ORBIT_TMP" \
-    orbit_run_bounded "$VERIFY_BUDGET_S" "$KILL_GRACE_S" /dev/null "$out" "$BASH" "$LOOP_DIR/verify.sh"
+    orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "$BASH" "$LOOP_DIR/verify.sh"
   VERIFY_RC=$ORBIT_RC
   VERIFY_TO=$ORBIT_TIMED_OUT
+  if ((VERIFY_TO && cut)); then
+    DEADLINE_HIT=1
+  fi
   if ! trust_check check; then
     orbit_log "the checks changed $TRUST_BAD ($TRUST_REASON): their verdict is not taken"
     VERIFY_RC=1
@@ -1898,7 +2003,7 @@ run_verify() {
     printf '### verify run: %s (%s)\n' "$label" "$REPLY"
     cat -- "$out"
     if ((VERIFY_TO)); then
-      printf '[FAIL] verify.sh (timed out after %ss)\n' "$VERIFY_BUDGET_S"
+      printf '[FAIL] verify.sh (timed out after %ss)\n' "$budget"
     fi
   } >>"$dir/verify.log"
   VERIFY_OK=0
@@ -2021,6 +2126,9 @@ done_gate() {
   fi
   # 5. The judge.
   if [[ -n $JUDGE_CMD ]]; then
+    local jlimit
+    deadline_cap_v "$EXEC_TIMEOUT_S" || true
+    jlimit=$((REPLY > 0 ? REPLY : 1))
     rm -f -- "$ORBIT_TMP/judge.out"
     if ! trust_check runner; then
       integrity_gate "before the judge" || true
@@ -2029,7 +2137,7 @@ done_gate() {
     fi
     # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
     ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_WORKSPACE="$WS" ORBIT_ITERATION="$n" ORBIT_REPO_ROOT="$WS" ORBIT_JUDGE="$JUDGE_CMD" \
-      orbit_run_bounded "$EXEC_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$ORBIT_TMP/judge.out" \
+      orbit_run_bounded "$jlimit" "$KILL_GRACE_S" /dev/null "$ORBIT_TMP/judge.out" \
       "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 1; eval "$ORBIT_JUDGE"'
     if trust_check check; then
       cp -- "$ORBIT_TMP/judge.out" "$dir/judge.log"
@@ -2468,7 +2576,7 @@ run_iteration() {
     outcome=$REPLY
     orbit_event agent_exit "$n" phase "$PHASE_WORK" attempt "$attempt" exit_code "$AGENT_RC" outcome "$outcome" seconds "$AGENT_SECS" cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND"
     orbit_fault after_agent
-    if [[ -n $TRUST_BAD ]]; then
+    if [[ -n $TRUST_BAD ]] || ((DEADLINE_HIT)); then
       break
     fi
     case $outcome in

@@ -156,6 +156,14 @@ preflight() {
   [[ -w $LOOP_DIR ]] || preflight_fail "the loop directory $LOOP_DIR is not writable"
   f=$(find "$LOOP_DIR" -type l -print -quit 2>/dev/null || true)
   [[ -z $f ]] || preflight_fail "$f is a symlink: nothing under the loop directory may be one"
+  # A FIFO, socket or device where a record belongs would block or mislead every reader:
+  # someone other than the runner put it there. Nothing is read or written.
+  f=$(find "$LOOP_DIR" \( -type p -o -type s -o -type b -o -type c \) -print -quit 2>/dev/null || true)
+  if [[ -n $f ]]; then
+    footer "$STATUS_CONTINUE" "state corrupt: ${f#"$LOOP_DIR"/} is $(orbit_file_kind "$f"), not a file; remove it, then run orbit recover"
+    orbit_log "error: $f is $(orbit_file_kind "$f"), where only the runner's regular files belong: remove it, then run 'orbit recover $LOOP_DIR'"
+    exit "$EXIT_STATE_CORRUPT"
+  fi
   for f in state.env state.env.sha256 pins.sha256 progress.md goal.md verify.sh prompt.md; do
     [[ -f $LOOP_DIR/$f ]] || preflight_fail "$f is missing from $LOOP_DIR: run orbit recover (or orbit init --force for scripts)"
   done
@@ -1069,57 +1077,18 @@ trust_may_change() {
   return 0
 }
 
-# trust_check MODE: compares the loop directory and git's control files with what the runner
-# holds; status 1 with TRUST_BAD (the path), TRUST_REASON, TRUST_WANT and TRUST_HAVE set on
-# a change it did not make. Holds what it found either way.
+# trust_check MODE: compares git's control files, then the loop directory, with what the
+# runner holds; status 1 with TRUST_BAD (the path), TRUST_REASON, TRUST_WANT and TRUST_HAVE
+# set on a change it did not make (a pinned loop file changed is named with its own reason:
+# goal_drift, reward_hack, script_tamper; anything else is loop_tamper, git's files
+# git_tamper). Holds what it found either way.
 trust_check() {
-  local mode=$1 now line path ty
+  local mode=$1 now line path ty why bad='' bad_why='' pinned='' pinned_why=''
   local -A before=()
   TRUST_BAD=
   if ((!TRUST_HELD)); then
     trust_hold
     return 0
-  fi
-  trust_loop_v
-  now=$REPLY
-  if [[ $now != "$TRUST_LOOP" ]]; then
-    while IFS= read -r line; do
-      [[ -n $line ]] || continue
-      before[${line#* * * * * }]=$line
-    done <<<"$TRUST_LOOP"
-    while IFS= read -r line; do
-      [[ -n $line ]] || continue
-      path=${line#* * * * * }
-      ty=${line%% *}
-      if [[ $ty != f && $ty != d ]]; then
-        TRUST_BAD=$LOOP_DIR/$path TRUST_WANT='a regular file or none' TRUST_HAVE=$(orbit_file_kind "$LOOP_DIR/$path")
-        [[ $ty == X ]] && TRUST_HAVE='a name with a newline'
-        break
-      fi
-      if [[ ${before[$path]-} != "$line" ]] && ! trust_may_change "$mode" "$path"; then
-        TRUST_BAD=$LOOP_DIR/$path
-        if [[ -n ${before[$path]-} ]]; then
-          TRUST_WANT='unchanged' TRUST_HAVE='changed'
-        else
-          TRUST_WANT='absent' TRUST_HAVE='created'
-        fi
-        break
-      fi
-      unset 'before[$path]'
-    done <<<"$now"
-    if [[ -z $TRUST_BAD ]]; then
-      for path in "${!before[@]}"; do
-        if ! trust_may_change "$mode" "$path"; then
-          TRUST_BAD=$LOOP_DIR/$path TRUST_WANT='present' TRUST_HAVE='removed'
-          break
-        fi
-      done
-    fi
-  fi
-  TRUST_LOOP=$now
-  if [[ -n $TRUST_BAD ]]; then
-    TRUST_REASON=$REASON_LOOP_TAMPER
-    return 1
   fi
   trust_git_v
   if [[ $REPLY != "$TRUST_GIT" ]]; then
@@ -1135,8 +1104,64 @@ trust_check() {
     TRUST_GIT=$REPLY
     return 1
   fi
+  trust_loop_v
+  now=$REPLY
+  if [[ $now != "$TRUST_LOOP" ]]; then
+    while IFS= read -r line; do
+      [[ -n $line ]] || continue
+      before[${line#* * * * * }]=$line
+    done <<<"$TRUST_LOOP"
+    while IFS= read -r line; do
+      [[ -n $line ]] || continue
+      path=${line#* * * * * }
+      ty=${line%% *}
+      why=''
+      if [[ $ty != f && $ty != d ]]; then
+        why=$(orbit_file_kind "$LOOP_DIR/$path")
+        [[ $ty == X ]] && why='a name with a newline'
+      elif [[ ${before[$path]-} != "$line" ]] && ! trust_may_change "$mode" "$path"; then
+        if [[ -n ${before[$path]-} ]]; then why=changed; else why=created; fi
+      fi
+      unset 'before[$path]'
+      if [[ -n $why ]]; then
+        trust_note "$path" "$why"
+      fi
+    done <<<"$now"
+    for path in "${!before[@]}"; do
+      if ! trust_may_change "$mode" "$path"; then
+        trust_note "$path" removed
+      fi
+    done
+  fi
+  TRUST_LOOP=$now
+  if [[ -n $pinned ]]; then
+    orbit_pin_reason_v "$pinned"
+    TRUST_REASON=$REPLY TRUST_BAD=$pinned TRUST_WANT='as pinned' TRUST_HAVE=$pinned_why
+    return 1
+  fi
+  if [[ -n $bad ]]; then
+    TRUST_REASON=$REASON_LOOP_TAMPER TRUST_BAD=$LOOP_DIR/$bad TRUST_WANT='as the runner left it' TRUST_HAVE=$bad_why
+    return 1
+  fi
   TRUST_ITER=$CUR_ITER
   return 0
+}
+
+# trust_note PATH WHY (trust_check's): the first change to a pinned loop file, else the first
+# change of any other file, is the one reported.
+trust_note() {
+  case $1 in
+    goal.md | prompt.md | verify.sh | run-loop.sh | recover.sh | notify.sh | loop.toml)
+      if [[ -z $pinned ]]; then
+        pinned=$1 pinned_why=$2
+      fi
+      ;;
+    *)
+      if [[ -z $bad ]]; then
+        bad=$1 bad_why=$2
+      fi
+      ;;
+  esac
 }
 
 # integrity_gate WHEN: check every pin against the held manifest, then the loop directory
@@ -1147,16 +1172,19 @@ trust_check() {
 integrity_gate() {
   local when=$1 reason
   if workspace_intact; then
-    if pins_check && { [[ -z $TRUST_BAD ]] && trust_check runner; }; then
+    # git's control files first (the pin check itself runs git), then the pins, then the
+    # rest of the loop directory.
+    PIN_BAD=
+    if { [[ -z $TRUST_BAD ]] && trust_check runner; } && pins_check; then
       orbit_event integrity_pass "$CUR_ITER" when "$when"
       return 0
     fi
-    if [[ -n $PIN_BAD ]]; then
-      orbit_pin_reason_v "$PIN_BAD"
-      reason=$REPLY
-    else
+    if [[ -n $TRUST_BAD ]]; then
       reason=$TRUST_REASON
       PIN_BAD=$TRUST_BAD PIN_WANT=$TRUST_WANT PIN_HAVE=$TRUST_HAVE
+    else
+      orbit_pin_reason_v "$PIN_BAD"
+      reason=$REPLY
     fi
   else
     reason=$REASON_GIT_TAMPER
@@ -2482,6 +2510,17 @@ REPEAT_SIG=
 
 # record_abort N DIR TREE_BEFORE TREE_AFTER: an integrity violation ends the iteration
 # ABORTED; its change is left in the work tree, uncommitted, for a human to review.
+# abort_snapshot_v BEFORE: REPLY is the tree the aborted iteration left, for its record; when
+# git's own configuration is what changed, no git command of the runner's runs at all (a
+# planted filter, hook or monitor would run inside it): the record says BEFORE.
+abort_snapshot_v() {
+  if [[ $INTEGRITY_REASON == "$REASON_GIT_TAMPER" ]]; then
+    REPLY=$1
+    return 0
+  fi
+  tree_snapshot
+}
+
 record_abort() {
   local n=$1 dir=$2
   # An iteration directory the agent swapped for a link: the record goes into a real one.
@@ -2623,7 +2662,7 @@ run_iteration() {
   fi
   if ! integrity_gate "after agent"; then
     R[VERIFY]=$VERIFY_SKIP
-    tree_snapshot
+    abort_snapshot_v "$t_before"
     record_abort "$n" "$dir" "$t_before" "$REPLY"
     return 0
   fi
@@ -2638,7 +2677,7 @@ run_iteration() {
     run_verify "$dir" "after the agent"
     if ! integrity_gate "after verify"; then
       R[VERIFY]=$VERIFY_SKIP
-      tree_snapshot
+      abort_snapshot_v "$t_before"
       record_abort "$n" "$dir" "$t_before" "$REPLY"
       return 0
     fi

@@ -265,6 +265,9 @@ workspace_add() {
 # no longer in its history) stops the run rather than be committed over.
 workspace_ensure() {
   local head want
+  # In a fresh clone (a loop carried to another machine) the repository's info/exclude
+  # is new: the agent's folder is kept out of every commit there too.
+  workspace_exclude
   if [[ ! -e $WS/.git ]]; then
     if [[ -e $WS && -n $(ls -A -- "$WS" 2>/dev/null) ]]; then
       preflight_fail "the workspace $WS exists but is not a git worktree: move it away, then rerun (the loop recreates it from $LOOP_BRANCH)"
@@ -1136,7 +1139,15 @@ trust_check() {
   TRUST_LOOP=$now
   if [[ -n $pinned ]]; then
     orbit_pin_reason_v "$pinned"
-    TRUST_REASON=$REPLY TRUST_BAD=$pinned TRUST_WANT='as pinned' TRUST_HAVE=$pinned_why
+    TRUST_REASON=$REPLY TRUST_BAD=$pinned
+    pin_want_v "$pinned" || REPLY=absent
+    TRUST_WANT=$REPLY TRUST_HAVE=missing
+    if orbit_regular "$LOOP_DIR/$pinned"; then
+      orbit_sha256_file_v "$LOOP_DIR/$pinned"
+      TRUST_HAVE=$REPLY
+    elif [[ -e $LOOP_DIR/$pinned || -L $LOOP_DIR/$pinned ]]; then
+      TRUST_HAVE=$pinned_why
+    fi
     return 1
   fi
   if [[ -n $bad ]]; then

@@ -1193,8 +1193,9 @@ fn a_record_read_back_brings_no_unchecked_number_to_arithmetic() {
         .chain(["NOT_A_KEY=1\n".to_string()])
         .collect();
     assert_ne!(hostile, text);
-    fs::write(&record, hostile).unwrap();
-    // The next run completes iteration 1 from its record, then runs iteration 2.
+    fs::write(&record, &hostile).unwrap();
+    // The next run does not believe the edited record (the journal's iteration_result names
+    // another sha256): iteration 1 is done again, the record kept aside, nothing of it read.
     let out = repo.run_loop(&dir, &["--once"], &[]);
     crate::support::assert_code(&out, i32::from(ExitCode::Continue.code()), "resume");
     for base in [repo.path(), dir.as_path(), &std::env::temp_dir()] {
@@ -1206,8 +1207,13 @@ fn a_record_read_back_brings_no_unchecked_number_to_arithmetic() {
     }
     let log = fs::read_to_string(dir.join("runner.log")).unwrap();
     assert!(
-        log.contains("COST_MICROUSD is not a whole number: ignored"),
+        log.contains("iteration 1 has a result.env that the journal does not record as the runner's: the iteration is done again"),
         "{log}"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations/000001/interrupted.1/result.env")).unwrap(),
+        hostile,
+        "the edited record is kept aside, as it was"
     );
     crate::support::assert_records_agree(&dir);
 }

@@ -584,6 +584,12 @@ pub struct InitArgs {
     /// .orbit/.workspaces/<name>]; outside the loop directory. Created at the first run.
     #[arg(long, value_name = "PATH")]
     pub workspace: Option<PathBuf>,
+
+    /// Run every agent and check in an OS sandbox [default: none]. bwrap: bubblewrap
+    /// (Linux), with the workspace writable and the loop directory, git's control files
+    /// and the rest of the system read-only.
+    #[arg(long, value_name = "KIND", value_enum)]
+    pub sandbox: Option<crate::config::Sandbox>,
 }
 
 #[derive(Debug, Args)]

@@ -84,6 +84,33 @@ pub struct LoopConfig {
     /// The loop's workspace, a git worktree on `orbit/<name>`: relative to the repository
     /// root, or absolute. Empty means the default, `.orbit/.workspaces/<name>`.
     pub workspace: String,
+    /// The OS sandbox every agent and check runs in. Part of what the loop is, like its
+    /// workspace: no environment variable overrides it.
+    pub sandbox: Sandbox,
+}
+
+/// The OS sandbox of a loop's agent and check runs (loop.toml `sandbox`, `orbit init
+/// --sandbox`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
+pub enum Sandbox {
+    /// None: the runner's integrity checks catch a tamper after the run.
+    #[default]
+    None,
+    /// bubblewrap (Linux): the workspace writable; the loop directory, git's control files
+    /// and the rest of the system read-only; a private /tmp; nothing outlives the run.
+    Bwrap,
+}
+
+impl Sandbox {
+    /// The name loop.toml and the runner give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sandbox::None => "none",
+            Sandbox::Bwrap => "bwrap",
+        }
+    }
 }
 
 /// A list of strings, or one string as a list of one ("" as none): how a setting that
@@ -148,6 +175,7 @@ impl Default for LoopConfig {
             notify_ntfy: Vec::new(),
             notify_timeout: "10s".into(),
             workspace: String::new(),
+            sandbox: Sandbox::None,
         }
     }
 }
@@ -319,7 +347,8 @@ impl LoopConfig {
             "# orbit loop settings. Edit, then run `orbit init --force --dir <this directory>`\n\
              # to re-render the scripts. Each setting can be overridden at run time by an\n\
              # environment variable of the same name in SCREAMING_SNAKE_CASE (not the\n\
-             # loop's identity: name, engine, argv, checks, protect globs, workspace).\n\n{body}"
+             # loop's identity: name, engine, argv, checks, protect globs, workspace,\n\
+             # sandbox).\n\n{body}"
         )
     }
 
@@ -376,7 +405,7 @@ mod tests {
     }
 
     /// The loop.toml keys that are not settings of the runner: what the loop is and does.
-    const IDENTITY_KEYS: [&str; 7] = [
+    const IDENTITY_KEYS: [&str; 8] = [
         "contract-version",
         "name",
         "engine",
@@ -384,6 +413,7 @@ mod tests {
         "verify",
         "protect",
         "workspace",
+        "sandbox",
     ];
 
     #[test]
@@ -503,6 +533,23 @@ mod tests {
         }
         let env: LoopConfig = toml::from_str("notify-webhook-env = \"SLACK_WEBHOOK_URL\"").unwrap();
         env.validate().unwrap();
+    }
+
+    #[test]
+    fn the_sandbox_reads_from_loop_toml_defaults_to_none_and_refuses_other_names() {
+        let old: LoopConfig = toml::from_str("max-iterations = 3").unwrap();
+        assert_eq!(old.sandbox, Sandbox::None, "a loop.toml without the key");
+        let on = LoopConfig {
+            sandbox: Sandbox::Bwrap,
+            ..LoopConfig::default()
+        };
+        let text = on.to_toml();
+        assert!(text.contains("sandbox = \"bwrap\""), "{text}");
+        assert_eq!(toml::from_str::<LoopConfig>(&text).unwrap(), on);
+        let err = toml::from_str::<LoopConfig>("sandbox = \"firejail\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("none") && err.contains("bwrap"), "{err}");
     }
 
     #[test]

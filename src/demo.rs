@@ -123,6 +123,7 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         notify: Vec::new(),
         force: false,
         workspace: None,
+        sandbox: None,
     };
     let outcome = crate::init::init(&init);
     std::env::set_current_dir(&here)

@@ -235,6 +235,7 @@ pub struct ProjectDefaults {
     pub usd_cap: Option<toml::Value>,
     pub pass_k: Option<u32>,
     pub notify: Option<Vec<String>>,
+    pub sandbox: Option<crate::config::Sandbox>,
 }
 
 impl ProjectDefaults {
@@ -382,6 +383,9 @@ fn config_from_args(
     if let Some(k) = args.pass_k.or(d.pass_k) {
         cfg.pass_k = k;
     }
+    if let Some(sandbox) = args.sandbox.or(d.sandbox) {
+        cfg.sandbox = sandbox;
+    }
     let secrets = apply_notify(&mut cfg, &pick(&args.notify, &d.notify))?;
     if cfg.verify.is_empty() {
         match detect_check(repo) {
@@ -453,6 +457,12 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
     );
     println!("  engine: {} ({})", cfg.engine.name(), cfg.argv.join(" "));
     println!("  checks: {}", cfg.verify.len());
+    if cfg.sandbox != crate::config::Sandbox::None {
+        println!(
+            "  sandbox: {} (every agent and check run; the runner refuses to start where it cannot run)",
+            cfg.sandbox.name()
+        );
+    }
     println!(
         "  next:   review {rel}/goal.md, then `orbit run {rel}` (or `bash {rel}/run-loop.sh`)"
     );
@@ -585,6 +595,7 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
         || args.usd_cap.is_some()
         || args.pass_k.is_some()
         || args.workspace.is_some()
+        || args.sandbox.is_some()
         || !args.notify.is_empty();
     if given_settings {
         return Err(Error::Usage(

@@ -35,6 +35,7 @@ pub const LIB_COMMON: &str = include_str!("../templates/lib/common.sh");
 pub const LIB_PROC: &str = include_str!("../templates/lib/proc.sh");
 pub const LIB_STATE: &str = include_str!("../templates/lib/state.sh");
 pub const LIB_FEEDBACK: &str = include_str!("../templates/lib/feedback.sh");
+pub const LIB_SANDBOX: &str = include_str!("../templates/lib/sandbox.sh");
 pub const LIB_RUN_LOOP: &str = include_str!("../templates/lib/run-loop.sh");
 pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
 pub const LIB_RECOVER: &str = include_str!("../templates/lib/recover.sh");
@@ -74,7 +75,14 @@ pub const FILES: &[LoopFile] = &[
     LoopFile {
         name: "run-loop.sh",
         template: "run-loop.sh.j2",
-        parts: &[LIB_COMMON, LIB_PROC, LIB_STATE, LIB_FEEDBACK, LIB_RUN_LOOP],
+        parts: &[
+            LIB_COMMON,
+            LIB_PROC,
+            LIB_STATE,
+            LIB_FEEDBACK,
+            LIB_SANDBOX,
+            LIB_RUN_LOOP,
+        ],
         executable: true,
     },
     LoopFile {
@@ -158,6 +166,8 @@ pub struct View {
     pub goal_text: String,
     /// The workspace as loop.toml gives it (empty: the runner's default).
     pub workspace: String,
+    /// The OS sandbox of the agent and check runs: `none` or `bwrap`.
+    pub sandbox: String,
     pub s: SettingsView,
 }
 
@@ -218,6 +228,7 @@ impl View {
             goal_title: goal.title(),
             goal_text: goal.as_str().to_string(),
             workspace: cfg.workspace.clone(),
+            sandbox: cfg.sandbox.name().into(),
             s: SettingsView {
                 max_iterations: cfg.max_iterations.to_string(),
                 exec_timeout: cfg.exec_timeout.clone(),

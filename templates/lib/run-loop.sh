@@ -1839,6 +1839,7 @@ run_agent() {
   if [[ -f $AGENT_DIR/feedback.json ]]; then
     fbfile=$AGENT_DIR/feedback.json
   fi
+  sandbox_prepare agent
   # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
   ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
     ORBIT_CANDIDATE=1 ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
@@ -1846,7 +1847,7 @@ run_agent() {
     ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fbfile" \
     ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" ORBIT_LIVE_FD="$LIVE_FD" \
     orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
-    "$BASH" -c "$ORBIT_AGENT_WRAPPER" orbit-agent "$AGENT_ABS" "${AGENT_ARGV[@]:1}"
+    "$BASH" -c "$ORBIT_AGENT_WRAPPER" orbit-agent "${SANDBOX_ARGV[@]}" "$AGENT_ABS" "${AGENT_ARGV[@]:1}"
   AGENT_RC=$ORBIT_RC
   AGENT_TIMED_OUT=$ORBIT_TIMED_OUT
   AGENT_SECS=$((SECONDS - t0))
@@ -2024,9 +2025,10 @@ run_verify() {
     cat -- "$out" >>"$dir/verify.log"
     return 0
   fi
+  sandbox_prepare check
   ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" \
     ORBIT_VERIFY_TMP="$ORBIT_TMP" \
-    orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "$BASH" "$LOOP_DIR/verify.sh"
+    orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/verify.sh"
   VERIFY_RC=$ORBIT_RC
   VERIFY_TO=$ORBIT_TIMED_OUT
   if ((VERIFY_TO && cut)); then
@@ -2174,10 +2176,11 @@ done_gate() {
       GATE_VERDICT="integrity"
       return 0
     fi
+    sandbox_prepare check
     # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
     ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_WORKSPACE="$WS" ORBIT_ITERATION="$n" ORBIT_REPO_ROOT="$WS" ORBIT_JUDGE="$JUDGE_CMD" \
       orbit_run_bounded "$jlimit" "$KILL_GRACE_S" /dev/null "$ORBIT_TMP/judge.out" \
-      "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 1; eval "$ORBIT_JUDGE"'
+      "${SANDBOX_ARGV[@]}" "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 1; eval "$ORBIT_JUDGE"'
     if trust_check check; then
       cp -- "$ORBIT_TMP/judge.out" "$dir/judge.log"
     fi
@@ -3204,6 +3207,7 @@ main() {
   ORBIT_DIE_HOOK=
 
   preflight
+  sandbox_preflight
   lock_acquire
   # The mark of this loop's processes, swept when a run ends or the next one starts: only
   # the lock holder's children carry it, so a run that lost the lock race (and whatever it

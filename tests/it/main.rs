@@ -16,6 +16,7 @@ mod recover;
 mod reliability;
 mod report;
 mod runner;
+mod sandbox;
 mod schedule;
 mod sealed;
 mod support;

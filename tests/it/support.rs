@@ -396,6 +396,23 @@ pub fn chromium_available() -> bool {
     present_or_skipped(ok, "ORBIT_REQUIRE_CHROMIUM", "chromium")
 }
 
+/// Whether bubblewrap can start a sandbox here (installed, and user namespaces it may
+/// use). CI sets ORBIT_REQUIRE_BWRAP=1 to make it mandatory; elsewhere the sandbox tests
+/// that need a real one are skipped with a notice.
+pub fn bwrap_available() -> bool {
+    let ok = command("bwrap")
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+        .args(["--unshare-pid", "--die-with-parent", "true"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    present_or_skipped(
+        ok,
+        "ORBIT_REQUIRE_BWRAP",
+        "bubblewrap (bwrap) able to start a sandbox",
+    )
+}
+
 /// Runs `bash -n` and shellcheck (all severities) on a script; panics with the findings.
 pub fn assert_script_clean(path: &Path) {
     let out = command("bash").arg("-n").arg(path).output().unwrap();

@@ -1,0 +1,189 @@
+# ---- sandbox: the optional OS sandbox (loop.toml sandbox = "bwrap", contract section 7).
+# ---- With it, every agent run (work, confirm, wrapup), every verify run and the judge run
+# ---- under bubblewrap, at the same paths and with the same environment as without it:
+# ----   the workspace writable, its .git link read-only; git's common directory read-only
+# ----   (config, hooks, info, objects, refs, and the worktree's own index and HEAD: the
+# ----   agent reads git, the runner commits); the loop directory an empty read-only
+# ----   directory for the agent, read-only for the checks (their scratch a private tmpfs,
+# ----   notify.secrets hidden); the rest of the file system read-only, HOME included,
+# ----   except the engine's own state directory; /tmp (and TMPDIR) a private tmpfs; /dev
+# ----   and /proc fresh, /dev/tty a null device (no typing into the user's terminal); its
+# ----   own PID namespace, so that nothing it starts outlives it. The network stays.
+# ---- A write the loop would have caught after the run (contract section 7) fails at the
+# ---- write instead.
+
+SANDBOX_BWRAP=
+SANDBOX_ENV=
+# The command line the next run is prefixed with (empty without the sandbox).
+SANDBOX_ARGV=()
+# Directories the sandbox covers with a private tmpfs.
+SANDBOX_TMPFS=()
+
+# The launcher between the bounded run and bwrap: bwrap itself ignores TERM (a timeout's
+# TERM must reach the agent, which is in the same process group, and not end bwrap, whose
+# end would KILL the agent at once through --die-with-parent); env gives the command TERM
+# back. Every descriptor past stderr is closed first: the sandbox holds no door to the
+# runner's files.
+# shellcheck disable=SC2016  # expands in the launcher, by design
+SANDBOX_LAUNCHER='trap "" TERM
+for fd in /proc/self/fd/*; do
+  fd=${fd##*/}
+  if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)); then
+    exec {fd}>&-
+  fi
+done
+exec "$@"'
+
+# sandbox_on: status 0 when agent and check runs are sandboxed.
+sandbox_on() { [[ $SANDBOX_SETTING == bwrap ]]; }
+
+# sandbox_base_args: the namespaces and fresh mounts of every sandboxed run (and of the
+# preflight's probe), into the array named by $1.
+sandbox_base_args() {
+  local -n into=$1
+  into+=(--unshare-pid --unshare-ipc --die-with-parent --ro-bind / / --dev /dev
+    --dev-bind /dev/null /dev/tty --proc /proc)
+}
+
+# sandbox_preflight: with sandbox = "bwrap", bubblewrap must be able to run here: Linux,
+# bwrap on PATH, user namespaces it may use (probed by starting one sandbox), and an env
+# that can give a command TERM back. Any of them missing stops the run with EXIT_PREFLIGHT
+# and the fix.
+sandbox_preflight() {
+  local out rc=0 off='or set sandbox = "none" in loop.toml and run orbit init --force'
+  case $SANDBOX_SETTING in
+    none) return 0 ;;
+    bwrap) ;;
+    *) preflight_fail "sandbox = '$SANDBOX_SETTING' is not a sandbox orbit knows: set sandbox = \"bwrap\" or \"none\" in loop.toml and run orbit init --force" ;;
+  esac
+  if [[ $OSTYPE != linux* ]]; then
+    preflight_fail "sandbox = \"bwrap\" needs Linux (bubblewrap runs only there; this is $OSTYPE): $off"
+  fi
+  SANDBOX_BWRAP=$(type -P bwrap 2>/dev/null || true)
+  if [[ -z $SANDBOX_BWRAP ]]; then
+    preflight_fail "sandbox = \"bwrap\" but bubblewrap is not installed (no bwrap on PATH): install it (apt-get install bubblewrap, dnf install bubblewrap), $off"
+  fi
+  SANDBOX_ENV=$(type -P env 2>/dev/null || true)
+  if [[ -z $SANDBOX_ENV ]] || ! "$SANDBOX_ENV" --default-signal=TERM true 2>/dev/null; then
+    preflight_fail "sandbox = \"bwrap\" needs an env with --default-signal (GNU coreutils 8.31 or later) to give the agent the timeout's TERM: upgrade coreutils, $off"
+  fi
+  local -a probe=()
+  sandbox_base_args probe
+  out=$("$SANDBOX_BWRAP" "${probe[@]}" --tmpfs /tmp -- "$SANDBOX_ENV" --default-signal=TERM true 2>&1 </dev/null) || rc=$?
+  if ((rc != 0)); then
+    out=${out//[$'\n\r\t']/ }
+    orbit_cut_v "$out" 300
+    preflight_fail "sandbox = \"bwrap\" but bubblewrap cannot start a sandbox here (exit $rc: ${REPLY:-no message}): user namespaces are off? enable them (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 an AppArmor profile for bwrap, or kernel.apparmor_restrict_unprivileged_userns=0), $off"
+  fi
+  orbit_log "sandbox: every agent and check runs under bubblewrap ($SANDBOX_BWRAP)"
+}
+
+# sandbox_under PATH: status 0 when PATH is one of SANDBOX_TMPFS or below one (hidden by
+# the private tmpfs, so it must be bound again to be seen).
+sandbox_under() {
+  local t
+  for t in "${SANDBOX_TMPFS[@]}"; do
+    [[ $1 == "$t" || $1 == "$t"/* ]] && return 0
+  done
+  return 1
+}
+
+# sandbox_tmpdir_ok DIR: DIR may become a private tmpfs: an absolute directory that holds
+# none of the places a run needs (a TMPDIR that did would hide them).
+sandbox_tmpdir_ok() {
+  local d=$1 p
+  [[ $d == /?* && -d $d && ! -L $d ]] || return 1
+  for p in "$WS" "$LOOP_DIR" "$REPO_ROOT" "$GIT_COMMON_ABS" "${HOME:-/}" "$AGENT_ABS"; do
+    [[ $p == "$d" || $p == "$d"/* ]] && return 1
+  done
+  return 0
+}
+
+# sandbox_home_paths KIND: REPLY_RW, the engine's state under HOME that stays writable
+# (its credentials and sessions must persist), and REPLY_RO, its files there that name
+# commands or standing instructions for its later runs outside the loop (read-only, where
+# they exist). Nothing for the checks, nor for a custom engine.
+sandbox_home_paths() {
+  REPLY_RW=() REPLY_RO=()
+  [[ $1 == agent ]] || return 0
+  case $ENGINE in
+    claude)
+      # Its state, sessions and credentials; ~/.claude.json is rewritten in place where
+      # a read-only HOME refuses its atomic rename; the version locks.
+      REPLY_RW=(.claude .claude.json .local/state/claude)
+      REPLY_RO=(.claude/settings.json .claude/settings.local.json .claude/CLAUDE.md
+        .claude/commands .claude/agents .claude/hooks)
+      ;;
+    codex)
+      REPLY_RW=(.codex)
+      REPLY_RO=(.codex/config.toml .codex/AGENTS.md)
+      ;;
+    gemini)
+      REPLY_RW=(.gemini)
+      REPLY_RO=(.gemini/settings.json .gemini/GEMINI.md)
+      ;;
+  esac
+}
+
+# sandbox_prepare KIND: SANDBOX_ARGV for the next run, KIND agent (the agent's runs) or
+# check (verify.sh and the judge); empty without the sandbox. The order matters: a later
+# mount covers an earlier one at and below its path.
+sandbox_prepare() {
+  local kind=$1 p home=${HOME:-} state
+  local -a a=() REPLY_RW REPLY_RO
+  SANDBOX_ARGV=()
+  sandbox_on || return 0
+  sandbox_base_args a
+  SANDBOX_TMPFS=(/tmp)
+  if [[ -n ${TMPDIR:-} && $TMPDIR != /tmp ]] && ! sandbox_under "$TMPDIR" && sandbox_tmpdir_ok "$TMPDIR"; then
+    SANDBOX_TMPFS+=("${TMPDIR%/}")
+  fi
+  for p in "${SANDBOX_TMPFS[@]}"; do
+    a+=(--tmpfs "$p")
+  done
+  [[ $home == /?* && -d $home ]] || home=
+  # What a private tmpfs hid and a run reads: seen again, read-only.
+  for p in "$home" "$REPO_ROOT" "$GIT_COMMON_ABS" "$AGENT_ABS"; do
+    if [[ -n $p ]] && sandbox_under "$p"; then
+      a+=(--ro-bind "$p" "$p")
+    fi
+  done
+  if [[ -n $home ]]; then
+    sandbox_home_paths "$kind"
+    for p in "${REPLY_RW[@]}"; do
+      a+=(--bind-try "$home/$p" "$home/$p")
+    done
+    for p in "${REPLY_RO[@]}"; do
+      a+=(--ro-bind-try "$home/$p" "$home/$p")
+    done
+    # orbit's own keys and state outside the loop (none may be seen, whatever the run).
+    for p in "$home/.local/state/orbit" "${XDG_STATE_HOME:-$home/.local/state}/orbit" "${XDG_CONFIG_HOME:-$home/.config}/orbit"; do
+      if [[ -d $p && ! -L $p ]]; then
+        a+=(--tmpfs "$p" --remount-ro "$p")
+      elif [[ -f $p && ! -L $p ]]; then
+        a+=(--ro-bind /dev/null "$p")
+      fi
+    done
+  fi
+  # git's control files: read-only, whatever covered them above.
+  a+=(--ro-bind "$GIT_COMMON_ABS" "$GIT_COMMON_ABS")
+  if [[ $kind == agent ]]; then
+    # The agent needs nothing of the loop directory: an empty, read-only directory.
+    a+=(--tmpfs "$LOOP_DIR" --remount-ro "$LOOP_DIR")
+  else
+    # The checks read verify.sh (and the loop's holdout files); their scratch space is
+    # theirs alone, and the channel secrets are not theirs to read.
+    a+=(--ro-bind "$LOOP_DIR" "$LOOP_DIR" --tmpfs "$ORBIT_TMP")
+    state=$LOOP_DIR/notify.secrets
+    if [[ -f $state && ! -L $state ]]; then
+      a+=(--ro-bind /dev/null "$state")
+    fi
+  fi
+  a+=(--bind "$WS" "$WS")
+  # The workspace's link to its git directory: the runner's git follows it.
+  if [[ -f $WS/.git && ! -L $WS/.git ]]; then
+    a+=(--ro-bind "$WS/.git" "$WS/.git")
+  fi
+  a+=(--chdir "$WS")
+  SANDBOX_ARGV=("$BASH" -c "$SANDBOX_LAUNCHER" orbit-sandbox "$SANDBOX_BWRAP" "${a[@]}" -- "$SANDBOX_ENV" --default-signal=TERM)
+}

@@ -1,0 +1,546 @@
+//! The optional OS sandbox (loop.toml `sandbox = "bwrap"`), executed for real under
+//! bubblewrap: the agent, the checks and the judge run with the workspace writable and the
+//! loop directory and git's control files read-only, so that a tamper fails at the write;
+//! nothing an agent starts outlives its run; and a machine where bubblewrap cannot run is
+//! refused before anything runs.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::support::{
+    Repo, assert_code, assert_ok, assert_records_agree, assert_script_clean, bwrap_available,
+    count_check, counting_agent, events_named, read_kv, state_value, text, wait_for,
+};
+
+/// The message a write gets from a read-only mount.
+const EROFS: &str = "Read-only file system";
+
+/// A loop rendered with `--sandbox bwrap`.
+fn sandboxed_loop(repo: &Repo, agent: &Path, checks: &[&str]) -> PathBuf {
+    let dir = repo.init_loop(agent, checks, &["--sandbox", "bwrap"]);
+    let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
+    assert!(toml.contains("sandbox = \"bwrap\""), "{toml}");
+    dir
+}
+
+/// The test loop's directory as the runner sees it (symlinks resolved), known before it
+/// is rendered.
+fn loop_path(repo: &Repo) -> PathBuf {
+    fs::canonicalize(repo.path())
+        .unwrap()
+        .join(".orbit/test-goal")
+}
+
+/// The repository's git directory (the workspace's common directory).
+fn git_dir(repo: &Repo) -> PathBuf {
+    fs::canonicalize(repo.join(".git")).unwrap()
+}
+
+/// Processes whose command line holds `marker` (Linux /proc).
+fn processes_with_argv(marker: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = fs::read(e.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmdline).contains(marker)
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// A marker no other test's process carries.
+fn unique_marker(what: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("orbit-sandbox-{what}-{}-{nanos}", std::process::id())
+}
+
+/// The lines of `text` that start with `label: `.
+fn attempt<'a>(text: &'a str, label: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{label}: ")))
+        .unwrap_or_else(|| panic!("no attempt '{label}' recorded:\n{text}"))
+}
+
+#[test]
+fn init_writes_the_sandbox_into_loop_toml_force_keeps_it_and_other_kinds_are_refused() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 1);
+    let dir = sandboxed_loop(&repo, &agent, &["test -f work.txt"]);
+    let script = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
+    assert!(script.contains("SANDBOX_SETTING='bwrap'"), "rendered");
+    assert!(
+        !script.contains("SANDBOX_SETTING=${"),
+        "the environment never overrides the sandbox"
+    );
+    let prompt = fs::read_to_string(dir.join("prompt.md")).unwrap();
+    assert!(prompt.contains("You run in an OS sandbox"), "{prompt}");
+
+    let shown = dir.display().to_string();
+    let out = repo.orbit(&["init", "--force", "--dir", &shown]);
+    assert_ok(&out, "orbit init --force");
+    let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
+    assert!(toml.contains("sandbox = \"bwrap\""), "kept: {toml}");
+    let script = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
+    assert!(script.contains("SANDBOX_SETTING='bwrap'"), "re-rendered");
+
+    // --force re-renders from loop.toml: a sandbox given with it is a setting to edit there.
+    let out = repo.orbit(&["init", "--force", "--dir", &shown, "--sandbox", "none"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("loop.toml"), "{}", text(&out));
+    assert!(
+        fs::read_to_string(dir.join("loop.toml"))
+            .unwrap()
+            .contains("sandbox = \"bwrap\"")
+    );
+
+    let exec = agent.display().to_string();
+    let out = repo.orbit(&[
+        "init",
+        "another goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "true",
+        "--sandbox",
+        "nonsense",
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nonsense") && err.contains("none") && err.contains("bwrap"),
+        "the allowed values: {err}"
+    );
+    assert!(
+        !repo.join(".orbit/another-goal").exists(),
+        "nothing written"
+    );
+
+    // Without the flag: none, and the prompt says nothing of a sandbox.
+    let out = repo.orbit(&[
+        "init",
+        "plain goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "true",
+    ]);
+    assert_ok(&out, "orbit init without --sandbox");
+    let plain = repo.join(".orbit/plain-goal");
+    assert!(
+        fs::read_to_string(plain.join("loop.toml"))
+            .unwrap()
+            .contains("sandbox = \"none\"")
+    );
+    assert!(
+        !fs::read_to_string(plain.join("prompt.md"))
+            .unwrap()
+            .contains("OS sandbox")
+    );
+}
+
+#[test]
+fn a_loop_reaches_done_under_the_sandbox_and_its_judge_cannot_write_the_loop() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 2);
+    let dir = sandboxed_loop(&repo, &agent, &[&count_check(2)]);
+    for script in ["run-loop.sh", "verify.sh", "recover.sh", "notify.sh"] {
+        assert_script_clean(&dir.join(script));
+    }
+    let goal = fs::read(dir.join("goal.md")).unwrap();
+    // The judge approves (its last command succeeds) after trying to rewrite the goal.
+    let judge = format!(
+        "echo 'approve everything' >> '{}/goal.md'; echo judged",
+        dir.display()
+    );
+    let out = repo.run_loop(&dir, &[], &[("JUDGE_CMD", &judge)]);
+    assert_code(&out, 0, "DONE under the sandbox");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "DONE");
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(log.contains("under bubblewrap"), "{log}");
+    let work = repo.git(&["show", "orbit/test-goal:work.txt"]);
+    assert_eq!(
+        work.lines().count(),
+        2,
+        "the agent's work is committed: {work}"
+    );
+    let judged = fs::read_to_string(dir.join("iterations/000002/judge.log")).unwrap();
+    assert!(
+        judged.contains(EROFS) && judged.contains("judged"),
+        "{judged}"
+    );
+    assert_eq!(
+        fs::read(dir.join("goal.md")).unwrap(),
+        goal,
+        "goal.md unchanged"
+    );
+    assert!(events_named(&dir, "integrity_fail").is_empty());
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_hostile_agent_gets_a_write_error_for_the_loop_directory_and_gits_control_files() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = Repo::new();
+    let git = git_dir(&repo);
+    // Each attempt records what the write said, in the workspace.
+    let body = r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+L='@LOOP@'; G='@GIT@'
+try() {
+  local what=$1 out
+  shift
+  if out=$("$@" 2>&1); then
+    echo "$what: WROTE" >> attempts.txt
+  else
+    printf '%s: %s\n' "$what" "$(printf '%s' "$out" | tr '\n' ' ')" >> attempts.txt
+  fi
+}
+try verify.sh sh -c "echo 'exit 0' >> '$L/verify.sh'"
+try result.env sh -c "mkdir -p '$L/iterations/000002' && echo VERDICT=DONE > '$L/iterations/000002/result.env'"
+try state.env sh -c "echo LAST_STATUS=DONE >> '$L/state.env'"
+try git-config git config core.fsmonitor 'touch CANARY'
+try pre-commit sh -c "printf '#!/bin/sh\ntouch CANARY\n' > '$G/hooks/pre-commit'"
+try exclude sh -c "echo '*.rs' >> '$G/info/exclude'"
+try git-link sh -c "echo 'gitdir: /nowhere' > .git"
+try git-add git add attempts.txt
+echo step >> work.txt"#
+        .replace("@GIT@", &git.display().to_string());
+    let agent = repo.agent(
+        "hostile",
+        &body.replace("@LOOP@", &loop_path(&repo).display().to_string()),
+    );
+    let dir = sandboxed_loop(&repo, &agent, &["test -f never-there"]);
+    let verify = fs::read(dir.join("verify.sh")).unwrap();
+    let config = fs::read_to_string(git.join("config")).unwrap();
+    let exclude = fs::read_to_string(git.join("info/exclude")).unwrap_or_default();
+
+    // Nothing in the environment turns the sandbox off.
+    let out = repo.run_loop(
+        &dir,
+        &["--once"],
+        &[("SANDBOX_SETTING", "none"), ("SANDBOX", "none")],
+    );
+    assert_code(
+        &out,
+        10,
+        "a tick that goes on: every tamper failed at the write",
+    );
+    let attempts = repo.ws_read("attempts.txt");
+    for label in [
+        "verify.sh",
+        "result.env",
+        "state.env",
+        "git-config",
+        "pre-commit",
+        "exclude",
+        "git-link",
+        "git-add",
+    ] {
+        let line = attempt(&attempts, label);
+        assert!(line.contains(EROFS), "{line}");
+    }
+    assert_eq!(
+        fs::read(dir.join("verify.sh")).unwrap(),
+        verify,
+        "verify.sh"
+    );
+    assert!(!dir.join("iterations/000002").exists(), "no planted record");
+    let state = fs::read_to_string(dir.join("state.env")).unwrap();
+    assert_eq!(state.matches("LAST_STATUS=").count(), 1, "{state}");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "CONTINUE");
+    assert_eq!(fs::read_to_string(git.join("config")).unwrap(), config);
+    assert!(!git.join("hooks/pre-commit").exists(), "no hook planted");
+    let exclude_now = fs::read_to_string(git.join("info/exclude")).unwrap_or_default();
+    assert!(!exclude_now.contains("*.rs"), "{exclude_now}");
+    assert!(exclude_now.starts_with(&exclude) || exclude.is_empty());
+    let link = repo.ws_read(".git");
+    assert!(
+        link.starts_with("gitdir: ") && !link.contains("/nowhere"),
+        "{link}"
+    );
+    assert!(!repo.ws().join("CANARY").exists() && !repo.join("CANARY").exists());
+    assert!(events_named(&dir, "integrity_fail").is_empty());
+    // The agent's edit of its own work went through, and the runner committed it.
+    assert_eq!(repo.git(&["show", "orbit/test-goal:work.txt"]), "step\n");
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_daemon_that_escapes_the_process_group_and_the_environment_sweep_dies_with_the_run() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = Repo::new();
+    let marker = unique_marker("daemon");
+    // A new session and an empty environment: neither the process-group kill nor the
+    // sweep by the run's environment marker can find it; only the sandbox's end can.
+    let agent = repo.agent(
+        "daemon",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+env -i setsid bash -c 'echo started > daemon.txt; exec -a {marker} sleep 1000' </dev/null >/dev/null 2>&1 &
+for _ in $(seq 100); do [ -s daemon.txt ] && break; sleep 0.1; done
+echo x >> work.txt"#
+        ),
+    );
+    let dir = sandboxed_loop(&repo, &agent, &["test -f never-there"]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick");
+    assert_eq!(repo.ws_read("daemon.txt"), "started\n", "the daemon ran");
+    wait_for("the daemon to be gone", Duration::from_secs(10), || {
+        processes_with_argv(&marker).is_empty()
+    });
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_timeout_terms_the_agent_inside_the_sandbox_and_ends_what_ignores_it() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = Repo::new();
+    let marker = unique_marker("stubborn");
+    let agent = repo.agent(
+        "hang",
+        &format!(
+            r#"cat >/dev/null
+trap 'echo "TERM reached the agent" >> term.txt; exit 143' TERM
+( trap '' TERM; exec -a {marker} sleep 1000 ) </dev/null >/dev/null 2>&1 &
+sleep 1000 &
+wait"#
+        ),
+    );
+    let dir = sandboxed_loop(&repo, &agent, &["test -f never-there"]);
+    let out = repo.run_loop(
+        &dir,
+        &[],
+        &[
+            ("EXEC_TIMEOUT", "2s"),
+            ("KILL_GRACE", "5s"),
+            ("RETRY_LIMIT", "1"),
+            ("CB_THRESHOLD", "1"),
+        ],
+    );
+    assert_code(&out, 14, "timeouts open the circuit");
+    let result = read_kv(&dir.join("iterations/000001/result.env"));
+    assert_eq!(result["AGENT_OUTCOME"], "timeout");
+    // The timeout's TERM reached the agent itself (not only bubblewrap, whose end would
+    // have KILLed it at once): it had its grace period to write this.
+    assert!(
+        repo.ws_read("term.txt").contains("TERM reached the agent"),
+        "{}",
+        text(&out)
+    );
+    wait_for(
+        "the TERM-proof child to be gone",
+        Duration::from_secs(10),
+        || processes_with_argv(&marker).is_empty(),
+    );
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_check_that_writes_the_loop_directory_fails_at_the_write_and_reads_no_secret() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 5);
+    let l = loop_path(&repo).display().to_string();
+    let check = format!(
+        "echo 'exit 0' >> '{l}/verify.sh'; echo VERDICT=DONE > '{l}/iterations/000001/result.env'; cat '{l}/notify.secrets'; test -f never-there"
+    );
+    let dir = sandboxed_loop(&repo, &agent, &[&check]);
+    let secrets = dir.join("notify.secrets");
+    fs::write(&secrets, "webhook=http://127.0.0.1:9/orbit-secret-hook\n").unwrap();
+    fs::set_permissions(&secrets, fs::Permissions::from_mode(0o600)).unwrap();
+    let verify = fs::read(dir.join("verify.sh")).unwrap();
+
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "a tick that goes on");
+    let log = fs::read_to_string(dir.join("iterations/000001/verify.log")).unwrap();
+    assert!(log.matches(EROFS).count() >= 2, "both writes failed: {log}");
+    assert!(!log.contains("orbit-secret-hook"), "{log}");
+    assert_eq!(
+        fs::read(dir.join("verify.sh")).unwrap(),
+        verify,
+        "verify.sh"
+    );
+    let result = read_kv(&dir.join("iterations/000001/result.env"));
+    assert_ne!(result["VERDICT"], "DONE", "{result:?}");
+    assert!(events_named(&dir, "integrity_fail").is_empty());
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "CONTINUE");
+    assert_records_agree(&dir);
+}
+
+/// A directory of links to every program on `path` but bwrap (the first of each name, as
+/// PATH finds it): a machine without bubblewrap, with everything else the runner needs.
+fn path_without_bwrap(path: &str, into: &Path) -> String {
+    fs::create_dir_all(into).unwrap();
+    for d in path.split(':').filter(|d| !d.is_empty()) {
+        let Ok(rd) = fs::read_dir(d) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let link = into.join(&name);
+            if name == "bwrap" || link.symlink_metadata().is_ok() {
+                continue;
+            }
+            std::os::unix::fs::symlink(e.path(), link).unwrap();
+        }
+    }
+    into.display().to_string()
+}
+
+#[test]
+fn preflight_refuses_with_exit_2_where_bubblewrap_is_missing() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 1);
+    let dir = sandboxed_loop(&repo, &agent, &[&count_check(1)]);
+    let links = tempfile::tempdir().unwrap();
+    let path = path_without_bwrap(&repo.path_env(), &links.path().join("bin"));
+    let out = repo.run_loop(&dir, &["--once"], &[("PATH", &path)]);
+    assert_code(&out, 2, "preflight");
+    let all = text(&out);
+    assert!(
+        all.contains("bubblewrap is not installed") && all.contains("apt-get install bubblewrap"),
+        "{all}"
+    );
+    assert!(
+        all.contains("NEXUS_LOOP_SUMMARY: preflight failed"),
+        "{all}"
+    );
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "READY", "nothing ran");
+    assert!(!dir.join("iterations").exists() && !repo.ws().exists());
+}
+
+#[test]
+fn preflight_refuses_with_exit_2_and_the_reason_where_bubblewrap_cannot_start() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 1);
+    let dir = sandboxed_loop(&repo, &agent, &[&count_check(1)]);
+    let fake = tempfile::tempdir().unwrap();
+    let bwrap = fake.path().join("bwrap");
+    fs::write(
+        &bwrap,
+        "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n",
+    )
+    .unwrap();
+    fs::set_permissions(&bwrap, fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", fake.path().display(), repo.path_env());
+    let out = repo.run_loop(&dir, &["--once"], &[("PATH", &path)]);
+    assert_code(&out, 2, "preflight");
+    let all = text(&out);
+    assert!(
+        all.contains("bubblewrap cannot start a sandbox here")
+            && all.contains("setting up uid map: Permission denied")
+            && all.contains("user namespaces"),
+        "{all}"
+    );
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "READY", "nothing ran");
+    assert!(!dir.join("iterations").exists() && !repo.ws().exists());
+}
+
+#[test]
+fn the_engines_state_in_home_stays_writable_its_settings_and_the_rest_of_home_do_not() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = Repo::new();
+    // A HOME of the test's own (under /tmp, which the sandbox covers with a private tmpfs:
+    // it must be seen again), with Claude Code's state, its settings, and a key of orbit's.
+    let home = tempfile::Builder::new()
+        .prefix("orbit-home-")
+        .tempdir()
+        .unwrap();
+    let h = home.path();
+    fs::create_dir_all(h.join(".claude/sessions")).unwrap();
+    fs::write(h.join(".claude/settings.json"), "{}\n").unwrap();
+    fs::write(h.join(".claude.json"), "{\"numStartups\": 1}\n").unwrap();
+    fs::create_dir_all(h.join(".local/state/orbit")).unwrap();
+    fs::write(h.join(".local/state/orbit/key"), "orbit-secret-key\n").unwrap();
+    let private = unique_marker("tmp");
+    repo.agent(
+        "claude",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+try() {{
+  local what=$1 out
+  shift
+  if out=$("$@" 2>&1); then echo "$what: WROTE" >> attempts.txt
+  else printf '%s: %s\n' "$what" "$(printf '%s' "$out" | tr '\n' ' ')" >> attempts.txt; fi
+}}
+try session sh -c 'echo s > "$HOME/.claude/sessions/one"'
+try state sh -c 'echo "{{}}" >> "$HOME/.claude.json"'
+try settings sh -c 'echo "{{\"hooks\": 1}}" > "$HOME/.claude/settings.json"'
+try bashrc sh -c 'echo "touch CANARY" >> "$HOME/.bashrc"'
+try tmp sh -c 'echo t > /tmp/{private}'
+echo "key: $(cat "$HOME/.local/state/orbit/key" 2>&1 | tr '\n' ' ')" >> attempts.txt
+echo x >> work.txt
+echo '{{"type":"result","total_cost_usd":0.01}}'"#
+        ),
+    );
+    let out = repo.orbit(&[
+        "init",
+        "test goal",
+        "--engine",
+        "claude",
+        "--verify",
+        "test -f never-there",
+        "--sandbox",
+        "bwrap",
+    ]);
+    assert_ok(&out, "orbit init --engine claude");
+    let dir = repo.join(".orbit/test-goal");
+    let home_env = h.display().to_string();
+    let out = repo.run_loop(&dir, &["--once"], &[("HOME", &home_env)]);
+    assert_code(&out, 10, "tick");
+    let attempts = repo.ws_read("attempts.txt");
+    assert_eq!(attempt(&attempts, "session"), "session: WROTE");
+    assert_eq!(attempt(&attempts, "state"), "state: WROTE");
+    assert_eq!(attempt(&attempts, "tmp"), "tmp: WROTE");
+    for label in ["settings", "bashrc"] {
+        let line = attempt(&attempts, label);
+        assert!(line.contains(EROFS), "{line}");
+    }
+    let key = attempt(&attempts, "key");
+    assert!(!key.contains("orbit-secret-key"), "hidden: {key}");
+    assert_eq!(
+        fs::read_to_string(h.join(".claude/sessions/one")).unwrap(),
+        "s\n"
+    );
+    assert!(
+        fs::read_to_string(h.join(".claude.json"))
+            .unwrap()
+            .ends_with("{}\n")
+    );
+    assert_eq!(
+        fs::read_to_string(h.join(".claude/settings.json")).unwrap(),
+        "{}\n"
+    );
+    assert!(!h.join(".bashrc").exists());
+    assert!(
+        !Path::new("/tmp").join(&private).exists(),
+        "/tmp is private"
+    );
+    assert_records_agree(&dir);
+}

@@ -1950,8 +1950,13 @@ classify_v() {
     tailtext=$(tail -n 40 -- "$log" 2>/dev/null || true)
     # The machine's own errors are a human's to fix, not the provider's limit: retrying
     # them, or pausing until a "reset", only burns time.
-    local os_error
-    if os_error=$(grep -aoiE -m 1 'disk quota exceeded|no space left on device|read-only file system' <<<"$tailtext"); then
+    local os_error os_re='disk quota exceeded|no space left on device|read-only file system'
+    # Under the sandbox, a read-only file system is the sandbox refusing a write: the
+    # agent's error, not the machine's.
+    if sandbox_on; then
+      os_re='disk quota exceeded|no space left on device'
+    fi
+    if os_error=$(grep -aoiE -m 1 "$os_re" <<<"$tailtext"); then
       REPLY=$OUTCOME_PERMANENT
       PERMANENT_WHY="exit $rc, and the machine said: ${os_error%%$'\n'*}"
       return 0

@@ -460,6 +460,29 @@ fn preflight_refuses_with_exit_2_and_the_reason_where_bubblewrap_cannot_start() 
 }
 
 #[test]
+fn an_agent_that_fails_on_the_sandboxs_refusal_is_retried_not_blocked_as_a_machine_error() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = Repo::new();
+    // Without the sandbox, "Read-only file system" is the machine's own error (a human's
+    // to fix: BLOCKED at once); under it, it is the agent's, like any other failure.
+    let agent = repo.agent(
+        "committer",
+        "cat >/dev/null\necho x >> work.txt\ngit add -A || exit 1",
+    );
+    let dir = sandboxed_loop(&repo, &agent, &["test -f never-there"]);
+    let out = repo.run_loop(&dir, &["--once"], &[("RETRY_LIMIT", "1")]);
+    assert_code(&out, 10, "a tick that goes on");
+    let log = fs::read_to_string(dir.join("iterations/000001/agent.log")).unwrap();
+    assert!(log.contains(EROFS), "{log}");
+    let result = read_kv(&dir.join("iterations/000001/result.env"));
+    assert_eq!(result["AGENT_OUTCOME"], "agent_error", "{result:?}");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "CONTINUE");
+    assert_records_agree(&dir);
+}
+
+#[test]
 fn the_engines_state_in_home_stays_writable_its_settings_and_the_rest_of_home_do_not() {
     if !bwrap_available() {
         return;

@@ -19,11 +19,13 @@ SANDBOX_ARGV=()
 # Directories the sandbox covers with a private tmpfs.
 SANDBOX_TMPFS=()
 
-# The launcher between the bounded run and bwrap: bwrap itself ignores TERM (a timeout's
-# TERM must reach the agent, which is in the same process group, and not end bwrap, whose
-# end would KILL the agent at once through --die-with-parent); env gives the command TERM
-# back. Every descriptor past stderr is closed first: the sandbox holds no door to the
-# runner's files.
+# The launcher between the bounded run and bwrap. A timeout's TERM must reach the agent (in
+# the run's process group) and leave it its grace period; it must not end bwrap, nor
+# bwrap's parent: bwrap's end, or its parent's (--die-with-parent), KILLs the agent at once.
+# So the launcher and bwrap ignore TERM (the launcher stays bwrap's parent while the
+# wrapper above it dies of the TERM), and env gives the command TERM back, with the INT and
+# QUIT a background job is started without. KILL still ends all of it. Every descriptor past
+# stderr is closed first: the sandbox holds no door to the runner's files.
 # shellcheck disable=SC2016  # expands in the launcher, by design
 SANDBOX_LAUNCHER='trap "" TERM
 for fd in /proc/self/fd/*; do
@@ -32,7 +34,10 @@ for fd in /proc/self/fd/*; do
     exec {fd}>&-
   fi
 done
-exec "$@"'
+"$@" <&0 &
+wait "$!"'
+# What env gives back to the sandboxed command.
+SANDBOX_SIGNALS=TERM,INT,QUIT
 
 # sandbox_on: status 0 when agent and check runs are sandboxed.
 sandbox_on() { [[ $SANDBOX_SETTING == bwrap ]]; }
@@ -64,12 +69,12 @@ sandbox_preflight() {
     preflight_fail "sandbox = \"bwrap\" but bubblewrap is not installed (no bwrap on PATH): install it (apt-get install bubblewrap, dnf install bubblewrap), $off"
   fi
   SANDBOX_ENV=$(type -P env 2>/dev/null || true)
-  if [[ -z $SANDBOX_ENV ]] || ! "$SANDBOX_ENV" --default-signal=TERM true 2>/dev/null; then
+  if [[ -z $SANDBOX_ENV ]] || ! "$SANDBOX_ENV" --default-signal="$SANDBOX_SIGNALS" true 2>/dev/null; then
     preflight_fail "sandbox = \"bwrap\" needs an env with --default-signal (GNU coreutils 8.31 or later) to give the agent the timeout's TERM: upgrade coreutils, $off"
   fi
   local -a probe=()
   sandbox_base_args probe
-  out=$("$SANDBOX_BWRAP" "${probe[@]}" --tmpfs /tmp -- "$SANDBOX_ENV" --default-signal=TERM true 2>&1 </dev/null) || rc=$?
+  out=$("$SANDBOX_BWRAP" "${probe[@]}" --tmpfs /tmp -- "$SANDBOX_ENV" --default-signal="$SANDBOX_SIGNALS" true 2>&1 </dev/null) || rc=$?
   if ((rc != 0)); then
     out=${out//[$'\n\r\t']/ }
     orbit_cut_v "$out" 300
@@ -185,5 +190,5 @@ sandbox_prepare() {
     a+=(--ro-bind "$WS/.git" "$WS/.git")
   fi
   a+=(--chdir "$WS")
-  SANDBOX_ARGV=("$BASH" -c "$SANDBOX_LAUNCHER" orbit-sandbox "$SANDBOX_BWRAP" "${a[@]}" -- "$SANDBOX_ENV" --default-signal=TERM)
+  SANDBOX_ARGV=("$BASH" -c "$SANDBOX_LAUNCHER" orbit-sandbox "$SANDBOX_BWRAP" "${a[@]}" -- "$SANDBOX_ENV" --default-signal="$SANDBOX_SIGNALS")
 }

@@ -201,8 +201,9 @@ fn a_hostile_agent_gets_a_write_error_for_the_loop_directory_and_gits_control_fi
     let repo = Repo::new();
     let git = git_dir(&repo);
     // Each attempt records what the write said, in the workspace.
-    let body = r#"cat >/dev/null
+    let body = r#"cat > prompt-got.txt
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+grep SigIgn /proc/self/status > signals.txt
 L='@LOOP@'; G='@GIT@'
 try() {
   local what=$1 out
@@ -256,6 +257,18 @@ echo step >> work.txt"#
     ] {
         let line = attempt(&attempts, label);
         assert!(line.contains(EROFS), "{line}");
+    }
+    // The agent got its prompt on stdin, and TERM, INT and QUIT as a signal's default
+    // (the launcher and bwrap ignore TERM; a background job starts without INT and QUIT).
+    assert!(
+        repo.ws_read("prompt-got.txt")
+            .starts_with("# Standing instructions")
+    );
+    let ignored = repo.ws_read("signals.txt");
+    let mask = u64::from_str_radix(ignored.trim().trim_start_matches("SigIgn:").trim(), 16)
+        .unwrap_or_else(|e| panic!("{ignored}: {e}"));
+    for (name, signal) in [("INT", 2), ("QUIT", 3), ("TERM", 15)] {
+        assert_eq!(mask & (1 << (signal - 1)), 0, "{name} ignored: {ignored}");
     }
     assert_eq!(
         fs::read(dir.join("verify.sh")).unwrap(),
@@ -322,19 +335,21 @@ fn a_timeout_terms_the_agent_inside_the_sandbox_and_ends_what_ignores_it() {
     let agent = repo.agent(
         "hang",
         &format!(
-            r#"cat >/dev/null
-trap 'echo "TERM reached the agent" >> term.txt; exit 143' TERM
+            r#"trap 'echo "TERM reached the agent" >> term.txt; exit 143' TERM
+cat >/dev/null
 ( trap '' TERM; exec -a {marker} sleep 1000 ) </dev/null >/dev/null 2>&1 &
 sleep 1000 &
 wait"#
         ),
     );
     let dir = sandboxed_loop(&repo, &agent, &["test -f never-there"]);
+    // Long enough for the sandbox and the agent's trap to be up on a loaded machine: the
+    // TERM must find the trap in place to leave its mark.
     let out = repo.run_loop(
         &dir,
         &[],
         &[
-            ("EXEC_TIMEOUT", "2s"),
+            ("EXEC_TIMEOUT", "8s"),
             ("KILL_GRACE", "5s"),
             ("RETRY_LIMIT", "1"),
             ("CB_THRESHOLD", "1"),
@@ -345,10 +360,13 @@ wait"#
     assert_eq!(result["AGENT_OUTCOME"], "timeout");
     // The timeout's TERM reached the agent itself (not only bubblewrap, whose end would
     // have KILLed it at once): it had its grace period to write this.
+    let term = fs::read_to_string(repo.ws().join("term.txt")).unwrap_or_default();
     assert!(
-        repo.ws_read("term.txt").contains("TERM reached the agent"),
-        "{}",
-        text(&out)
+        term.contains("TERM reached the agent"),
+        "{}\n--- agent.log\n{}\n--- runner.log\n{}",
+        text(&out),
+        fs::read_to_string(dir.join("iterations/000001/agent.log")).unwrap_or_default(),
+        fs::read_to_string(dir.join("runner.log")).unwrap_or_default()
     );
     wait_for(
         "the TERM-proof child to be gone",

@@ -195,6 +195,8 @@ pub struct Facts {
     /// The workspace, as commands show it (relative to the current directory when below
     /// it); `None` before the first run.
     pub workspace: Option<String>,
+    /// The OS sandbox the agent and the checks run in (`None` without one).
+    pub sandbox: Option<&'static str>,
     /// Where the work is and how to take it: (what, command), e.g. the merge of a DONE
     /// loop's branch, or its commits in the workspace.
     pub work: Vec<(String, String)>,
@@ -507,6 +509,7 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         branch: (!state.iter_branch.is_empty())
             .then(|| (state.iter_branch.clone(), state.origin_branch.clone())),
         workspace,
+        sandbox: (cfg.sandbox != crate::config::Sandbox::None).then(|| cfg.sandbox.name()),
         work,
         last_summary: rows.last().map(|r| r.summary.clone()).unwrap_or_default(),
         rows,
@@ -615,6 +618,9 @@ pub fn render_text(f: &Facts) -> String {
     }
     if let Some(ws) = &f.workspace {
         let _ = writeln!(out, "- workspace: {ws}");
+    }
+    if let Some(sandbox) = f.sandbox {
+        let _ = writeln!(out, "- sandbox: {sandbox}");
     }
 
     out.push_str("\n## Why it stopped\n\n");
@@ -1146,6 +1152,9 @@ pub fn render_html(f: &Facts) -> String {
     }
     if let Some(ws) = &f.workspace {
         item("workspace", ws.clone());
+    }
+    if let Some(sandbox) = f.sandbox {
+        item("sandbox", sandbox.to_string());
     }
     h.push_str("</dl>\n");
 

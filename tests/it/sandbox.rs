@@ -190,6 +190,13 @@ fn a_loop_reaches_done_under_the_sandbox_and_its_judge_cannot_write_the_loop() {
         "goal.md unchanged"
     );
     assert!(events_named(&dir, "integrity_fail").is_empty());
+    let report = repo.orbit(&["report", &dir.display().to_string()]);
+    assert_ok(&report, "orbit report");
+    assert!(
+        text(&report).contains("- sandbox: bwrap\n"),
+        "{}",
+        text(&report)
+    );
     assert_records_agree(&dir);
 }
 

@@ -149,6 +149,26 @@ fn init_writes_the_sandbox_into_loop_toml_force_keeps_it_and_other_kinds_are_ref
             .unwrap()
             .contains("OS sandbox")
     );
+
+    // A project's orbit.toml may ask for it for every loop.
+    repo.write("orbit.toml", "sandbox = \"bwrap\"\n");
+    let out = repo.orbit(&[
+        "init",
+        "project goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "true",
+    ]);
+    assert_ok(&out, "orbit init under orbit.toml");
+    let project = repo.join(".orbit/project-goal/loop.toml");
+    assert!(
+        fs::read_to_string(project)
+            .unwrap()
+            .contains("sandbox = \"bwrap\"")
+    );
 }
 
 #[test]

@@ -134,7 +134,7 @@ sandbox_home_paths() {
 # check (verify.sh and the judge); empty without the sandbox. The order matters: a later
 # mount covers an earlier one at and below its path.
 sandbox_prepare() {
-  local kind=$1 p home=${HOME:-} state
+  local kind=$1 p home=${HOME:-} secrets
   local -a a=() REPLY_RW REPLY_RO
   SANDBOX_ARGV=()
   sandbox_on || return 0
@@ -179,9 +179,9 @@ sandbox_prepare() {
     # The checks read verify.sh (and the loop's holdout files); their scratch space is
     # theirs alone, and the channel secrets are not theirs to read.
     a+=(--ro-bind "$LOOP_DIR" "$LOOP_DIR" --tmpfs "$ORBIT_TMP")
-    state=$LOOP_DIR/notify.secrets
-    if [[ -f $state && ! -L $state ]]; then
-      a+=(--ro-bind /dev/null "$state")
+    secrets=$LOOP_DIR/notify.secrets
+    if [[ -f $secrets && ! -L $secrets ]]; then
+      a+=(--ro-bind /dev/null "$secrets")
     fi
   fi
   a+=(--bind "$WS" "$WS")

@@ -346,9 +346,8 @@ impl LoopConfig {
         format!(
             "# orbit loop settings. Edit, then run `orbit init --force --dir <this directory>`\n\
              # to re-render the scripts. Each setting can be overridden at run time by an\n\
-             # environment variable of the same name in SCREAMING_SNAKE_CASE (not the\n\
-             # loop's identity: name, engine, argv, checks, protect globs, workspace,\n\
-             # sandbox).\n\n{body}"
+             # environment variable of the same name in SCREAMING_SNAKE_CASE, but not the\n\
+             # loop's identity (name, engine, argv, checks, protect, workspace, sandbox).\n\n{body}"
         )
     }
 

@@ -87,6 +87,9 @@ locate() {
   fi
   LOOP_DIR=$(cd -P -- "${src:-/}" && pwd -P)
   ORBIT_LOG_FILE="$LOOP_DIR/runner.log"
+  # PATH is what a scheduler gave (cron's is short): what is missing is named, with the fix.
+  command -v git >/dev/null 2>&1 ||
+    preflight_fail "git is not on PATH ($PATH): install it, or give the scheduler a PATH that has it (orbit schedule writes one)"
   REPO_ROOT=$(git -C "$LOOP_DIR" rev-parse --show-toplevel 2>/dev/null) ||
     preflight_fail "the loop directory $LOOP_DIR is not inside a git work tree: run orbit init inside the repository"
 
@@ -126,7 +129,11 @@ preflight() {
   if ((BASH_VERSINFO[0] < 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] < 4))); then
     preflight_fail "bash $BASH_VERSION is too old: orbit needs bash >= 4.4"
   fi
-  command -v git >/dev/null 2>&1 || preflight_fail "git is not installed"
+  # The agent and the checks make their temporary files in TMPDIR: one that cannot take
+  # them fails every run in ways that look like the agent's fault.
+  if [[ -n ${TMPDIR:-} ]] && [[ ! -d $TMPDIR || ! -w $TMPDIR ]]; then
+    preflight_fail "TMPDIR=$TMPDIR is not a writable directory: create it, or unset TMPDIR for the loop"
+  fi
   # type -P: a file on PATH, never a builtin or function of the same name (true, echo).
   AGENT_ABS=$(type -P -- "${AGENT_ARGV[0]}" 2>/dev/null || true)
   if [[ -z $AGENT_ABS || $AGENT_ABS != /* ]]; then
@@ -1767,6 +1774,7 @@ unset ORBIT_LIVE_FD
 exec {cap}> >(unset ORBIT_RUN_ID; exec "$BASH" -c "trap \"\" TERM PIPE
   tee -- \"/dev/fd/$live\" | { head -c \"\$ORBIT_HALF\" >\"\$ORBIT_OUT.head\"; tail -c \"\$ORBIT_HALF\" >\"\$ORBIT_OUT.tail\"; }" orbit-capture)
 cpid=$!
+unset ORBIT_OUT ORBIT_HALF
 set -m
 "$@" >&"$cap" 2>&1 {live}>&- {cap}>&- &
 apid=$!

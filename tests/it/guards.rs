@@ -918,3 +918,50 @@ fn a_rate_limit_that_resets_in_more_than_a_week_is_a_stop_not_a_pause() {
         "{result}"
     );
 }
+
+/// A PATH of links to everything on this machine's PATH but `git`.
+fn path_without_git(repo: &Repo) -> String {
+    let dir = repo.bin.path().join("no-git-path");
+    fs::create_dir_all(&dir).unwrap();
+    for base in std::env::var("PATH").unwrap_or_default().split(':') {
+        let Ok(rd) = fs::read_dir(base) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            if name == "git" || dir.join(&name).exists() {
+                continue;
+            }
+            let _ = std::os::unix::fs::symlink(e.path(), dir.join(&name));
+        }
+    }
+    format!("{}:{}", repo.bin.path().display(), dir.display())
+}
+
+#[test]
+fn a_scheduler_environment_without_git_or_with_a_bad_tmpdir_is_a_preflight_error_naming_it() {
+    let repo = Repo::new();
+    let agent = repo.agent("worker", "cat >/dev/null\necho step >> work.txt");
+    let dir = repo.init_loop(&agent, &["exit 1"], &[]);
+    // cron's PATH, say, without git: named as such, not as "not a git work tree".
+    let path = path_without_git(&repo);
+    let out = repo.run_loop(&dir, &["--once"], &[("PATH", &path)]);
+    assert_code(&out, 2, "no git");
+    let t = text(&out);
+    assert!(t.contains("git is not on PATH"), "{t}");
+    assert!(!t.contains("not inside a git work tree"), "{t}");
+    // A TMPDIR that is not there: the agent and the checks would fail in its name.
+    let missing = repo.bin.path().join("no-such-tmp");
+    let out = repo.run_loop(&dir, &["--once"], &[("TMPDIR", missing.to_str().unwrap())]);
+    assert_code(&out, 2, "bad TMPDIR");
+    assert!(
+        text(&out).contains("is not a writable directory"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !dir.join("iterations/000001").exists(),
+        "nothing ran, nothing was spent"
+    );
+    // With both fixed the loop runs.
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "fixed");
+}

@@ -458,6 +458,8 @@ vocabulary! {
         StateWrite = "state_write",
         DoneClaim = "done_claim",
         DoneRejected = "done_rejected",
+        HoldoutPass = "holdout_pass",
+        HoldoutFail = "holdout_fail",
         RateLimited = "rate_limited",
         IterationEnd = "iteration_end",
         IterationResult = "iteration_result",
@@ -650,6 +652,7 @@ pub const INIT_PINNED: &[&str] = &[
     "recover.sh",
     "notify.sh",
     "loop.toml",
+    "holdout.sh",
 ];
 
 /// The scripts of the loop directory (a change to one, or to loop.toml, is `script_tamper`).
@@ -712,7 +715,7 @@ pub fn pin_reason(path: &str) -> StopReason {
     if in_loop {
         match path {
             "goal.md" => StopReason::GoalDrift,
-            "verify.sh" => StopReason::RewardHack,
+            "verify.sh" | "holdout.sh" => StopReason::RewardHack,
             _ => StopReason::ScriptTamper,
         }
     } else if is_permission_file(path) {
@@ -794,6 +797,8 @@ mod tests {
     fn pin_reasons_follow_the_contract() {
         assert_eq!(pin_reason("goal.md"), StopReason::GoalDrift);
         assert_eq!(pin_reason("verify.sh"), StopReason::RewardHack);
+        assert_eq!(pin_reason("holdout.sh"), StopReason::RewardHack);
+        assert_eq!(pin_reason("holdout/cases.txt"), StopReason::RewardHack);
         assert_eq!(pin_reason("run-loop.sh"), StopReason::ScriptTamper);
         assert_eq!(pin_reason("loop.toml"), StopReason::ScriptTamper);
         assert_eq!(pin_reason("../../tests/a.rs"), StopReason::RewardHack);

@@ -6,6 +6,7 @@ mod audit;
 mod contract;
 mod feedback;
 mod guards;
+mod holdout;
 mod hostile;
 mod init;
 mod layout;

@@ -2245,7 +2245,9 @@ done_gate() {
       return 0
     fi
     if ((!HOLDOUT_OK)); then
-      GATE_VERDICT="holdout: ${HOLDOUT_FAILING:-holdout.sh} failed (see holdout.log)"
+      # Which one failed is in the event and holdout.log: the verdict reaches progress.md,
+      # which the agent reads, so it says no more than the feedback does.
+      GATE_VERDICT="holdout: a hidden acceptance check failed (see holdout.log)"
       holdout_feedback "$dir" "$n"
       return 0
     fi

@@ -86,7 +86,7 @@ fn assert_no_holdout_text(root: &Path, what: &str) {
         root.display()
     );
     for (path, t) in files {
-        for needle in [CMD_MARKER, FILE_MARKER, "3 5 8", "cases.txt"] {
+        for needle in [CMD_MARKER, FILE_MARKER, "3 5 8", "cases.txt", "holdout-1"] {
             assert!(
                 !t.contains(needle),
                 "{what}: {} holds '{needle}':\n{t}",
@@ -216,6 +216,11 @@ echo done > "$ORBIT_AGENT_DIR/done.md""#,
         "the change is named:\n{}",
         text(&out)
     );
+    // Its baseline copy puts it back.
+    let out = repo.orbit(&["recover", "--restore-pinned", &dir.display().to_string()]);
+    assert_ok(&out, "orbit recover --restore-pinned");
+    let cases = fs::read_to_string(dir.join("holdout/cases.txt")).unwrap();
+    assert!(cases.contains(FILE_MARKER), "restored:\n{cases}");
 }
 
 /// A repository with keep.txt (a regression check holds) and no fixed.txt (a reproduction

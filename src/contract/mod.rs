@@ -174,9 +174,9 @@ impl StopReason {
             StopReason::GoalDrift => FindingClass::GoalDrift,
             StopReason::RewardHack => FindingClass::RewardHack,
             StopReason::PermissionHijack => FindingClass::PermissionHijack,
-            StopReason::ScriptTamper | StopReason::LoopTamper | StopReason::GitTamper => {
-                FindingClass::ScriptTamper
-            }
+            StopReason::ScriptTamper => FindingClass::ScriptTamper,
+            StopReason::LoopTamper => FindingClass::LoopTamper,
+            StopReason::GitTamper => FindingClass::GitTamper,
             _ => return None,
         })
     }
@@ -355,6 +355,13 @@ vocabulary! {
         RewardHack = "REWARD_HACK",
         PermissionHijack = "PERMISSION_HIJACK",
         ScriptTamper = "SCRIPT_TAMPER",
+        /// A file of the loop directory (state, sidecar, manifest, journal, ledger, records,
+        /// baselines) changed behind the runner, or is not a regular file (a FIFO, a
+        /// device, a socket, a symlink): contract 7's `loop_tamper`.
+        LoopTamper = "LOOP_TAMPER",
+        /// The repository's git config, hooks or excludes changed, or the workspace is no
+        /// longer the loop's worktree: contract 7's `git_tamper`.
+        GitTamper = "GIT_TAMPER",
         JournalBroken = "JOURNAL_BROKEN",
         StaleLock = "STALE_LOCK",
         OrphanAgent = "ORPHAN_AGENT",
@@ -459,6 +466,10 @@ vocabulary! {
         DoneClaim = "done_claim",
         DoneRejected = "done_rejected",
         RateLimited = "rate_limited",
+        /// Right after the runner writes `iterations/N/result.env` (before the commit and
+        /// `iteration_end`): `verdict`, `reason` and `sha256`, the sha256 of the record as
+        /// written, so a record changed or planted afterwards is told apart.
+        IterationResult = "iteration_result",
         IterationEnd = "iteration_end",
         Recovery = "recovery",
         LoopStop = "loop_stop",
@@ -761,6 +772,26 @@ mod tests {
             assert_eq!(FindingClass::parse(c.as_str()), Some(*c));
         }
         assert_eq!(Status::parse("done"), None);
+        // Each integrity stop has its own audit class; the tamper classes are words of
+        // the contract's vocabulary.
+        for r in StopReason::INTEGRITY {
+            let class = r
+                .integrity_class()
+                .expect("an integrity reason has a class");
+            assert_eq!(class.as_str(), r.as_str().to_ascii_uppercase());
+        }
+        assert_eq!(
+            FindingClass::parse("LOOP_TAMPER"),
+            Some(FindingClass::LoopTamper)
+        );
+        assert_eq!(
+            FindingClass::parse("GIT_TAMPER"),
+            Some(FindingClass::GitTamper)
+        );
+        assert_eq!(
+            EventName::parse("iteration_result"),
+            Some(EventName::IterationResult)
+        );
         assert_eq!(Status::Paused.footer(), Status::Continue);
     }
 

@@ -662,6 +662,52 @@ pub const INIT_PINNED: &[&str] = &[
     "loop.toml",
 ];
 
+/// The regular files a loop directory may hold at its top level (contract 3, and the
+/// runner's own bookkeeping): each must be a regular file when it exists. One that is a
+/// FIFO, a socket, a device, a directory or a symlink is a `loop_tamper`; no reader ever
+/// opens it the plain way (a FIFO would block it).
+pub const LOOP_FILES: &[&str] = &[
+    "goal.md",
+    "loop.toml",
+    "prompt.md",
+    "verify.sh",
+    "run-loop.sh",
+    "recover.sh",
+    "notify.sh",
+    "state.env",
+    "state.env.sha256",
+    "pins.sha256",
+    PINS_SETS,
+    "progress.md",
+    "notes.md",
+    "events.jsonl",
+    "cost.ledger",
+    "runner.log",
+    ".action-sig.log",
+    ".failures.log",
+    ".iter-timings.log",
+    ".baseline-commit",
+    ".baseline-tree",
+    ".branch-head",
+    ".origin-branch",
+    ".run-loop.lock",
+    ".tree-index",
+    ".commit-index",
+    "cron.log",
+    "systemd.log",
+    "notify.secrets",
+];
+
+/// The directories of a loop directory that the files above live beside: each must be a
+/// directory (never a symlink to one).
+pub const LOOP_DIRS: &[&str] = &["iterations", ".pins", "backups"];
+
+/// The pinned protect sets (contract 7), beside pins.sha256: one line per protect glob,
+/// `<sha256>  <glob>`, the sha256 of the NUL-terminated, byte-sorted list of the paths the
+/// glob matches in the workspace (`git ls-files -z --cached --others --exclude-standard --
+/// ':(glob)<glob>' | LC_ALL=C sort -z`), written at the first run.
+pub const PINS_SETS: &str = "pins.sets";
+
 /// The scripts of the loop directory (a change to one, or to loop.toml, is `script_tamper`).
 pub const SCRIPTS: &[&str] = &["run-loop.sh", "recover.sh", "notify.sh"];
 
@@ -793,6 +839,20 @@ mod tests {
             Some(EventName::IterationResult)
         );
         assert_eq!(Status::Paused.footer(), Status::Continue);
+    }
+
+    #[test]
+    fn every_file_orbit_pins_or_keeps_secret_is_a_loop_file() {
+        for f in INIT_PINNED
+            .iter()
+            .chain([&crate::init::NOTIFY_SECRETS, &PINS_SETS])
+        {
+            assert!(LOOP_FILES.contains(f), "{f}");
+        }
+        let mut all: Vec<&str> = LOOP_FILES.iter().chain(LOOP_DIRS).copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), LOOP_FILES.len() + LOOP_DIRS.len());
     }
 
     #[test]

@@ -20,9 +20,11 @@ use super::workspace;
 use super::{Finding, LoopReport, Severity, Summary};
 use crate::config::LoopConfig;
 use crate::contract::{
-    AgentOutcome, CbState, CostKind, EventName, FindingClass, Status, StopReason, Verdict,
-    VerifyOutcome,
+    AgentOutcome, CbState, CostKind, EventName, FindingClass, LOOP_DIRS, LOOP_FILES, Status,
+    StopReason, Verdict, VerifyOutcome,
 };
+use crate::fsx;
+use crate::fsx::NotRegular;
 use crate::goal::{format_usd, parse_duration};
 use crate::ledger::{self, Ledger};
 use crate::locate::probe::{self, Lock};
@@ -104,6 +106,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         findings: Vec::new(),
         pins_violated: Vec::new(),
     };
+    a.check_file_types();
     a.check_required_files();
     let l = a.read_loop();
     let mut summary = summary(dir, l.cfg.as_ref());
@@ -121,6 +124,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         };
         return a.report(name, verdict, None, summary);
     };
+    a.check_iteration_files(cp.last_done().saturating_sub(2).max(1)..=cp.state.next_iteration);
     let (spent, unknown) = a.check_spend(&l, cp);
     summary.spent_microusd = Some(spent);
     summary.unknown_cost_runs = unknown;
@@ -227,10 +231,10 @@ impl Audit<'_> {
     /// loop.toml, as settings and as text.
     fn read_settings(&mut self) -> (Option<LoopConfig>, String) {
         let path = self.dir.join("loop.toml");
-        let text = fs::read_to_string(&path).unwrap_or_default();
+        let text = fsx::read_text_or_none(&path).unwrap_or_default();
         let cfg = match LoopConfig::load(&path) {
             Ok(c) => Some(c),
-            Err(e) if path.is_file() => {
+            Err(e) if fsx::not_regular(&path).is_none() && path.exists() => {
                 self.add(
                     FindingClass::ContractMissing,
                     Severity::P1,
@@ -375,8 +379,8 @@ fn configured_workspace(l: &Loop) -> String {
 /// Whether iteration `n`'s commit failed (its changes stay in the workspace).
 fn commit_failed(dir: &Path, n: u64) -> bool {
     n >= 1
-        && fs::read_to_string(dir.join(iter_rel(n)).join("commit.txt"))
-            .is_ok_and(|t| t.lines().next() == Some("failed"))
+        && fsx::read_text_or_none(&dir.join(iter_rel(n)).join("commit.txt"))
+            .is_some_and(|t| t.lines().next() == Some("failed"))
 }
 
 /// What `orbit status` shows that needs no checkpoint: the name, the caps, the last
@@ -428,9 +432,94 @@ fn verdict(running: bool, crashed: bool, state: &State) -> Verdict {
 // ---- the checks that need no checkpoint
 
 impl Audit<'_> {
+    /// Every file of the loop directory the runner or orbit reads is a regular file (and
+    /// every directory a directory): anything else — a FIFO, a socket, a device, a
+    /// symlink — is a `loop_tamper`, reported here and never read (a FIFO would block).
+    fn check_file_types(&mut self) {
+        for f in LOOP_FILES {
+            if let Some(what) = fsx::not_regular(&self.dir.join(f)) {
+                self.tamper(f, &what);
+            }
+        }
+        for d in LOOP_DIRS {
+            if let Ok(m) = fs::symlink_metadata(self.dir.join(d))
+                && !m.is_dir()
+            {
+                let what = fsx::not_regular(&self.dir.join(d)).unwrap_or(NotRegular::Other);
+                self.tamper(d, &what);
+            }
+        }
+    }
+
+    /// A LOOP_TAMPER finding for a path of the loop directory (relative) that is not what
+    /// the runner writes there; once per path.
+    fn tamper(&mut self, rel: &str, what: &NotRegular) {
+        let evidence = format!("{rel}:0");
+        if self
+            .findings
+            .iter()
+            .any(|f| f.class == FindingClass::LoopTamper && f.evidence == evidence)
+        {
+            return;
+        }
+        // After the removal, recover rebuilds what it can; a pinned file comes back from
+        // its baseline copy.
+        let flag = REQUIRED
+            .iter()
+            .find(|(f, _)| *f == rel)
+            .map_or("", |(_, flag)| *flag);
+        let rm = if *what == NotRegular::Directory {
+            "rm -r --"
+        } else {
+            "rm --"
+        };
+        self.add(
+            FindingClass::LoopTamper,
+            Severity::P0,
+            evidence,
+            format!(
+                "{rel} is {what}, not a regular file: the runner never writes one (loop_tamper); no orbit command reads it, and the runner refuses the loop until it is gone"
+            ),
+            format!(
+                "{rm} {}/{} && {}",
+                self.shown,
+                crate::shell::paste_word(rel),
+                self.recover(flag)
+            ),
+        );
+    }
+
+    /// The records of iterations `range` (their directory, result.env, commit.txt) are what
+    /// the runner writes: a directory, regular files.
+    fn check_iteration_files(&mut self, range: std::ops::RangeInclusive<u64>) {
+        if fsx::not_regular(&self.dir.join("iterations"))
+            .is_some_and(|w| w != NotRegular::Directory)
+        {
+            return;
+        }
+        for n in range {
+            let rel = iter_rel(n);
+            let path = self.dir.join(&rel);
+            match fs::symlink_metadata(&path) {
+                Err(_) => continue,
+                Ok(m) if !m.is_dir() => {
+                    let what = fsx::not_regular(&path).unwrap_or(NotRegular::Other);
+                    self.tamper(&rel, &what);
+                    continue;
+                }
+                Ok(_) => {}
+            }
+            for f in ["result.env", "commit.txt"] {
+                if let Some(what) = fsx::not_regular(&path.join(f)) {
+                    self.tamper(&format!("{rel}/{f}"), &what);
+                }
+            }
+        }
+    }
+
     fn check_required_files(&mut self) {
         for (f, flag) in REQUIRED {
-            if !self.dir.join(f).is_file() {
+            if fs::symlink_metadata(self.dir.join(f)).is_err() {
                 self.add(
                     FindingClass::ContractMissing,
                     Severity::P1,
@@ -445,7 +534,7 @@ impl Audit<'_> {
     /// Every pin against its file; then a stop on a violation whose file has since been
     /// put back.
     fn check_pins(&mut self, cp: Option<&Checkpoint>, ws: &str) {
-        let Ok(bytes) = fs::read(self.dir.join("pins.sha256")) else {
+        let Ok(bytes) = fsx::read_loop_file(&self.dir.join("pins.sha256")) else {
             return;
         };
         let (list, bad) = pins::parse(&bytes);
@@ -473,19 +562,42 @@ impl Audit<'_> {
 
     /// One pin: the reason its file violates it, if it does.
     fn check_pin(&mut self, pin: &Pin, ws: &str) -> Option<StopReason> {
-        let have = fs::read(self.dir.join(&pin.path))
-            .ok()
-            .map(|b| crate::fsx::sha256_hex(&b));
+        let path = self.dir.join(&pin.path);
+        let read = fsx::read_loop_file(&path);
+        let have = read.as_ref().ok().map(|b| fsx::sha256_hex(b));
         if have.as_deref() == Some(pin.sha256.as_str()) {
             return None;
         }
         let reason = pins::pin_reason_in(&pin.path, ws);
         self.pins_violated.push(pin.path.clone());
-        let what = if have.is_none() {
-            "is missing"
-        } else {
-            "changed"
+        let what = match &read {
+            Ok(_) => "changed".to_string(),
+            Err(fsx::Unreadable::NotRegular(kind)) => format!("is now {kind}"),
+            Err(_) => "is missing".to_string(),
         };
+        if let Err(fsx::Unreadable::NotRegular(kind)) = &read {
+            // Nothing restores over it: it goes first.
+            let rm = if *kind == NotRegular::Directory {
+                "rm -r --"
+            } else {
+                "rm --"
+            };
+            self.add(
+                pin_class(reason),
+                Severity::P0,
+                format!("pins.sha256:{}", pin.line),
+                format!(
+                    "{} {what} ({reason}): it is never read; remove it, then restore the pinned file",
+                    pin.path
+                ),
+                format!(
+                    "{rm} {} && {}",
+                    crate::shell::paste_word(&path.display().to_string()),
+                    self.recover("--restore-pinned")
+                ),
+            );
+            return Some(reason);
+        }
         let accept = if reason == StopReason::GoalDrift {
             "--repin-goal"
         } else {
@@ -532,7 +644,9 @@ impl Audit<'_> {
             self.check_chain(ev, l.running);
             self.check_flaky_verify(ev, state);
             self.check_green_start(ev);
-        } else if state.is_some_and(|s| s.started_at > 0) {
+        } else if state.is_some_and(|s| s.started_at > 0)
+            && fsx::not_regular(&self.dir.join("events.jsonl")).is_none()
+        {
             self.add(
                 FindingClass::ContractMissing,
                 Severity::P1,
@@ -679,7 +793,7 @@ impl Audit<'_> {
 
     /// verify.sh holds a check, as many as loop.toml lists.
     fn check_validator(&mut self, cfg: Option<&LoopConfig>) {
-        let Ok(text) = fs::read_to_string(self.dir.join("verify.sh")) else {
+        let Some(text) = fsx::read_text_or_none(&self.dir.join("verify.sh")) else {
             return;
         };
         let checks = text
@@ -901,7 +1015,7 @@ impl Audit<'_> {
         for n in (last_done.saturating_sub(2)..=last_done).filter(|n| *n >= 1) {
             let rel = iter_rel(n);
             let d = self.dir.join(&rel);
-            if let Ok(t) = fs::read_to_string(d.join("commit.txt"))
+            if let Some(t) = fsx::read_text_or_none(&d.join("commit.txt"))
                 && t.lines().next() == Some("failed")
             {
                 self.add(
@@ -914,7 +1028,7 @@ impl Audit<'_> {
                     format!("cat {}/{rel}/commit.log", self.shown),
                 );
             }
-            if let Ok(t) = fs::read_to_string(d.join("baseline-touched.txt"))
+            if let Some(t) = fsx::read_text_or_none(&d.join("baseline-touched.txt"))
                 && !t.trim().is_empty()
             {
                 self.add(
@@ -1233,11 +1347,14 @@ impl Audit<'_> {
 /// cost.ledger, when it is small enough to sum in full.
 fn read_ledger(dir: &Path) -> Option<Ledger> {
     let path = dir.join("cost.ledger");
-    let size = fs::metadata(&path).map(|m| m.len()).ok()?;
+    let mut f = fsx::open_regular(&path).ok()?;
+    let size = f.metadata().map(|m| m.len()).ok()?;
     if size > LEDGER_MAX_BYTES {
         return None;
     }
-    fs::read(&path).ok().map(|b| ledger::parse(&b))
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut f, &mut bytes).ok()?;
+    Some(ledger::parse(&bytes))
 }
 
 /// Evidence that the runner died in iteration NEXT_ITERATION, and what it shows: the

@@ -312,7 +312,7 @@ pub fn branch_exists(repo: &Path, branch: &str) -> bool {
 
 /// Whether an iteration's result.env is a record (it parses as one) whose verdict is DONE.
 pub fn result_says_done(dir: &Path, n: u64) -> bool {
-    std::fs::read(iteration_dir(dir, n).join("result.env"))
+    fsx::read_loop_file(&iteration_dir(dir, n).join("result.env"))
         .is_ok_and(|d| result_env::parse(&d).is_ok_and(|r| r.verdict() == Some(Status::Done)))
 }
 
@@ -320,8 +320,10 @@ pub fn iteration_dir(dir: &Path, n: u64) -> std::path::PathBuf {
     dir.join("iterations").join(format!("{n:06}"))
 }
 
+/// Whether iteration `n` has a result.env (as a regular file: anything else there is a
+/// `loop_tamper` recover refuses before it reads the records).
 pub fn has_result(dir: &Path, n: u64) -> bool {
-    iteration_dir(dir, n).join("result.env").is_file()
+    std::fs::symlink_metadata(iteration_dir(dir, n).join("result.env")).is_ok_and(|m| m.is_file())
 }
 
 #[cfg(test)]

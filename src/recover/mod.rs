@@ -101,7 +101,7 @@ pub fn workspace_of(lp: &LoopRef) -> String {
 fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
     let dir = match dir {
         Some(d) => {
-            if !d.join("loop.toml").is_file() {
+            if fs::symlink_metadata(d.join("loop.toml")).is_err() {
                 return Err(Error::path(
                     d,
                     "is not a loop directory (no loop.toml): give the directory orbit init created",
@@ -147,10 +147,7 @@ fn lock_holder(dir: &Path) -> Option<String> {
             Some(format!("process {pid} ({cmdline}) holds the lock"))
         }
         Lock::Unknown => {
-            let f = fs::OpenOptions::new()
-                .read(true)
-                .open(dir.join(".run-loop.lock"))
-                .ok()?;
+            let f = fsx::open_regular(&dir.join(".run-loop.lock")).ok()?;
             match f.try_lock() {
                 Ok(()) => {
                     let _ = f.unlock();
@@ -240,12 +237,10 @@ pub fn flag_list(args: &RecoverArgs) -> Vec<&'static str> {
     f
 }
 
+/// A file of the loop (or a pinned file): `None` when missing; a refusal when it is not a
+/// regular file (never read: a FIFO would block recover).
 fn read_opt(path: &Path) -> Result<Option<Vec<u8>>> {
-    match fs::read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(format!("cannot read {}", path.display()), e)),
-    }
+    fsx::read_regular_opt(path)
 }
 
 /// Lexically joins a pin path (relative to the loop directory) onto the loop's path
@@ -299,11 +294,10 @@ fn pin_lines(text: &str) -> Vec<PinLine> {
         .collect()
 }
 
-fn file_hash(path: &Path) -> Option<String> {
-    if !path.is_file() {
-        return None;
-    }
-    fs::read(path).ok().map(|d| fsx::sha256_hex(&d))
+/// The sha256 of a pinned file; `None` when it is missing; a refusal when it is not a
+/// regular file.
+fn file_hash(path: &Path) -> Result<Option<String>> {
+    Ok(read_opt(path)?.map(|d| fsx::sha256_hex(&d)))
 }
 
 /// Computes what the recovery will do. Reads only.
@@ -313,6 +307,7 @@ fn file_hash(path: &Path) -> Option<String> {
 /// that change files), leftovers, then the state the evidence decides, what changed in
 /// it and why, and whether anything has to be written at all.
 pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
+    refuse_tampered(&lp.dir)?;
     let mut p = Planner {
         lp,
         args,
@@ -362,6 +357,62 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
     p.settle_state(&checkpoint, candidate);
     p.settle_progress_tail();
     Ok(p.plan)
+}
+
+/// Refuses a loop whose files are not what the runner writes: a FIFO, a socket, a device,
+/// a directory or a symlink where a loop file (or an iteration's record) belongs is a
+/// `loop_tamper`. Nothing is read or changed; the user removes what is there first.
+pub fn refuse_tampered(dir: &Path) -> Result<()> {
+    let mut found: Vec<String> = Vec::new();
+    let mut note = |rel: String, what: fsx::NotRegular| found.push(format!("{rel} is {what}"));
+    for f in crate::contract::LOOP_FILES {
+        if let Some(what) = fsx::not_regular(&dir.join(f)) {
+            note(f.to_string(), what);
+        }
+    }
+    for d in crate::contract::LOOP_DIRS {
+        if let Ok(m) = fs::symlink_metadata(dir.join(d))
+            && !m.is_dir()
+        {
+            note(
+                d.to_string(),
+                fsx::not_regular(&dir.join(d)).unwrap_or(fsx::NotRegular::Other),
+            );
+        }
+    }
+    if fs::symlink_metadata(dir.join("iterations")).is_ok_and(|m| m.is_dir()) {
+        let mut idirs: Vec<(String, PathBuf)> = fs::read_dir(dir.join("iterations"))
+            .map_err(|e| Error::io(format!("cannot read {}/iterations", dir.display()), e))?
+            .flatten()
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+            .filter(|(name, _)| name.bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        idirs.sort();
+        for (name, path) in idirs {
+            match fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => {
+                    for f in ["result.env", "commit.txt"] {
+                        if let Some(what) = fsx::not_regular(&path.join(f)) {
+                            note(format!("iterations/{name}/{f}"), what);
+                        }
+                    }
+                }
+                _ => {
+                    let what = fsx::not_regular(&path).unwrap_or(fsx::NotRegular::Other);
+                    note(format!("iterations/{name}"), what);
+                }
+            }
+        }
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "{}: {}: the runner never writes such a file (loop_tamper), and recover reads none of them (a FIFO would block it). Remove {}, then run orbit recover again (nothing was changed)",
+        dir.display(),
+        found.join("; "),
+        if found.len() == 1 { "it" } else { "them" }
+    )))
 }
 
 /// The plan under construction, with what every step reads.
@@ -644,13 +695,13 @@ impl Planner<'_> {
                 .writes
                 .push((pins_path, new_text.into_bytes(), false));
         }
-        Ok(first_broken(&self.lp.dir, &self.ws, &pins, &restored))
+        first_broken(&self.lp.dir, &self.ws, &pins, &restored)
     }
 
     /// `--repin-goal`: goal.md's pin takes its current hash, `.pins/goal.md` its content.
     fn repin_goal(&mut self, pins: &mut [PinLine]) -> Result<()> {
         let goal = self.lp.dir.join("goal.md");
-        let hash = file_hash(&goal).ok_or_else(|| {
+        let hash = file_hash(&goal)?.ok_or_else(|| {
             Error::Refused(format!(
                 "{} is missing: --repin-goal accepts goal.md as it is, so it must exist (restore it with --restore-pinned)",
                 goal.display()
@@ -682,7 +733,7 @@ impl Planner<'_> {
     fn repin_all(&mut self, pins: &mut [PinLine]) -> Result<()> {
         for pin in pins.iter_mut().filter(|pin| !pin.path.is_empty()) {
             let p = &pin.path;
-            let hash = file_hash(&self.lp.dir.join(p)).ok_or_else(|| {
+            let hash = file_hash(&self.lp.dir.join(p))?.ok_or_else(|| {
                 Error::Refused(format!(
                     "the pinned file {p} is missing: put it back (orbit recover --restore-pinned) before --repin"
                 ))
@@ -705,15 +756,14 @@ impl Planner<'_> {
     /// matches its pin. Returns each restored path with the hash it will have.
     fn restore_pinned(&mut self, pins: &[PinLine]) -> Result<Vec<(PathBuf, String)>> {
         let dir = &self.lp.dir;
-        let baseline = fs::read_to_string(dir.join(".baseline-commit"))
-            .ok()
-            .map(|s| s.trim().to_string())
+        let baseline = read_opt(&dir.join(".baseline-commit"))?
+            .map(|s| String::from_utf8_lossy(&s).trim().to_string())
             .filter(|s| !s.is_empty());
         let mut restored = Vec::new();
         for pin in pins.iter().filter(|pin| !pin.path.is_empty()) {
             let (want, p) = (&pin.hash, &pin.path);
             let path = dir.join(p);
-            if file_hash(&path).as_deref() == Some(want.as_str()) {
+            if file_hash(&path)?.as_deref() == Some(want.as_str()) {
                 continue;
             }
             let data = if p.contains('/') {
@@ -770,7 +820,7 @@ impl Planner<'_> {
     /// Plans a copy of a pinned loop file into `.pins/` when it differs.
     fn pin_copy(&mut self, name: &str) -> Result<()> {
         let dir = &self.lp.dir;
-        let data = fsx::read(&dir.join(name))?;
+        let data = fsx::read_regular(&dir.join(name))?;
         let copy = dir.join(".pins").join(name);
         if read_opt(&copy)?.as_deref() != Some(&data[..]) {
             self.plan.writes.push((copy, data, false));
@@ -1045,21 +1095,21 @@ fn first_broken(
     ws: &str,
     pins: &[PinLine],
     restored: &[(PathBuf, String)],
-) -> Option<BrokenPin> {
-    pins.iter()
-        .filter(|pin| !pin.path.is_empty())
-        .find_map(|pin| {
-            let path = dir.join(&pin.path);
-            let have = restored
-                .iter()
-                .find(|(q, _)| *q == path)
-                .map(|(_, h)| h.clone())
-                .or_else(|| file_hash(&path));
-            (have.as_deref() != Some(pin.hash.as_str())).then(|| BrokenPin {
+) -> Result<Option<BrokenPin>> {
+    for pin in pins.iter().filter(|pin| !pin.path.is_empty()) {
+        let path = dir.join(&pin.path);
+        let have = match restored.iter().find(|(q, _)| *q == path) {
+            Some((_, h)) => Some(h.clone()),
+            None => file_hash(&path)?,
+        };
+        if have.as_deref() != Some(pin.hash.as_str()) {
+            return Ok(Some(BrokenPin {
                 path: pin.path.clone(),
                 reason: pins::pin_reason_in(&pin.path, ws),
-            })
-        })
+            }));
+        }
+    }
+    Ok(None)
 }
 
 /// COST_MICROUSD: the sum of cost.ledger by the ledger's one rule (`ledger::parse`), the
@@ -1101,9 +1151,8 @@ fn branches(lp: &LoopRef, old: Option<&State>) -> (String, String) {
         String::new()
     };
     // The runner records the starting branch in .origin-branch at the first run.
-    let origin = fs::read_to_string(lp.dir.join(".origin-branch"))
+    let origin = fsx::read_text_or_none(&lp.dir.join(".origin-branch"))
         .map(|t| t.trim_end_matches('\n').to_string())
-        .ok()
         .filter(|t| crate::state::check_value("ORIGIN_BRANCH", t).is_ok())
         .unwrap_or_default();
     (origin, iter_branch)
@@ -1143,7 +1192,7 @@ fn backup_name(lp: &LoopRef, path: &Path) -> PathBuf {
 
 fn copy_into(src: &Path, dst: &Path) -> Result<()> {
     create_parent(dst)?;
-    let data = fsx::read(src)?;
+    let data = fsx::read_regular(src)?;
     fsx::write_atomic(dst, &data)
 }
 

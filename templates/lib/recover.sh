@@ -92,6 +92,73 @@ rc_args() {
   done
 }
 
+# rc_what_v PATH: REPLY says what PATH is when it is there and is not a regular file (a
+# symlink, a FIFO, a socket, a device, a directory); empty otherwise. Tests only: nothing is
+# opened, so a FIFO never blocks (orbit's fsx::not_regular).
+rc_what_v() {
+  local p=$1
+  REPLY=''
+  if [[ -L $p ]]; then
+    REPLY="a symlink to $(readlink -- "$p" 2>/dev/null || true)"
+  elif [[ -p $p ]]; then
+    REPLY='a FIFO (named pipe)'
+  elif [[ -S $p ]]; then
+    REPLY='a socket'
+  elif [[ -c $p ]]; then
+    REPLY='a character device'
+  elif [[ -b $p ]]; then
+    REPLY='a block device'
+  elif [[ -d $p ]]; then
+    REPLY='a directory'
+  elif [[ -e $p && ! -f $p ]]; then
+    REPLY='not a regular file'
+  fi
+}
+
+# rc_refuse_tampered: a FIFO, a socket, a device, a directory or a symlink where a loop file
+# (or an iteration's result.env or commit.txt) belongs is a loop_tamper: refused before
+# anything is read (orbit recover's refuse_tampered, the same list and words).
+rc_refuse_tampered() {
+  local f d found=() name
+  for f in "${ORBIT_LOOP_FILES[@]}"; do
+    rc_what_v "$RC_DIR/$f"
+    if [[ -n $REPLY ]]; then found+=("$f is $REPLY"); fi
+  done
+  for d in "${ORBIT_LOOP_DIRS[@]}"; do
+    if [[ -L $RC_DIR/$d || (-e $RC_DIR/$d && ! -d $RC_DIR/$d) ]]; then
+      rc_what_v "$RC_DIR/$d"
+      found+=("$d is ${REPLY:-not a regular file}")
+    fi
+  done
+  if [[ -d $RC_DIR/iterations && ! -L $RC_DIR/iterations ]]; then
+    while IFS= read -r -d '' d; do
+      name=${d##*/}
+      if [[ -L $d || ! -d $d ]]; then
+        rc_what_v "$d"
+        found+=("iterations/$name is ${REPLY:-not a regular file}")
+        continue
+      fi
+      for f in result.env commit.txt; do
+        rc_what_v "$d/$f"
+        if [[ -n $REPLY ]]; then found+=("iterations/$name/$f is $REPLY"); fi
+      done
+    done < <(find "$RC_DIR/iterations" -mindepth 1 -maxdepth 1 -name '[0-9]*' ! -name '*[!0-9]*' -print0 | LC_ALL=C sort -z)
+  fi
+  ((${#found[@]} == 0)) && return 0
+  local IFS=';'
+  f=${found[*]}
+  orbit_die "$EXIT_PREFLIGHT" "$RC_DIR: ${f//;/; }: the runner never writes such a file (loop_tamper), and recover reads none of them (a FIFO would block it). Remove $( ((${#found[@]} == 1)) && printf it || printf them), then run recover.sh again (nothing was changed)"
+}
+
+# rc_regular_or_die PATH: PATH is a regular file or missing; anything else stops recover.sh
+# before it reads it (a pinned workspace file, checked again at its read).
+rc_regular_or_die() {
+  rc_what_v "$1"
+  if [[ -n $REPLY ]]; then
+    orbit_die "$EXIT_PREFLIGHT" "$1 is $REPLY, not a regular file: nothing of a loop may be one (loop_tamper), and it is never read; remove it, then orbit recover"
+  fi
+}
+
 rc_locate() {
   local line
   if [[ -n $RC_ARG_DIR ]]; then
@@ -100,8 +167,9 @@ rc_locate() {
   else
     RC_DIR=$(cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
   fi
-  [[ -f $RC_DIR/loop.toml ]] ||
+  [[ -e $RC_DIR/loop.toml || -L $RC_DIR/loop.toml ]] ||
     orbit_die "$EXIT_PREFLIGHT" "$RC_DIR is not a loop directory (no loop.toml): give the directory orbit init created"
+  rc_refuse_tampered
   RC_REPO=$(git -C "$RC_DIR" rev-parse --show-toplevel 2>/dev/null) ||
     orbit_die "$EXIT_PREFLIGHT" "$RC_DIR is not inside a git work tree"
   RC_REPO=$(cd -P -- "$RC_REPO" && pwd -P)
@@ -151,7 +219,11 @@ rc_lock_held() {
     fi
   fi
   if [[ -d $lockdir ]]; then
-    owner=$(cat -- "$lockdir/owner" 2>/dev/null || true)
+    owner=''
+    rc_what_v "$lockdir/owner"
+    if [[ -z $REPLY && -f $lockdir/owner ]]; then
+      owner=$(cat -- "$lockdir/owner" 2>/dev/null || true)
+    fi
     pid=${owner%% *}
     start=${owner#* }
     if [[ ! $pid =~ ^[0-9]+$ ]]; then
@@ -378,6 +450,7 @@ rc_pins() {
       # A 2.0 pin names a workspace file by its absolute path; loop files by name.
       f=$RC_DIR/$p
       if [[ $p == /* ]]; then f=$p; fi
+      rc_regular_or_die "$f"
       if [[ -f $f ]]; then
         have=$(orbit_sha256_file "$f")
       fi
@@ -393,6 +466,7 @@ rc_pins() {
       if ! printf '%s' "$RC_PINS_NEW" | cmp -s - "$RC_DIR/pins.sha256"; then
         RC_PINS_WRITE=1
       fi
+      rc_regular_or_die "$RC_DIR/.pins/goal.md"
       if ! cmp -s -- "$RC_DIR/goal.md" "$RC_DIR/.pins/goal.md"; then
         RC_GOAL_COPY=1
       fi

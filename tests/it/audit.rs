@@ -1428,3 +1428,156 @@ mod arbitrary {
         }
     }
 }
+
+// ---- files that are not what the runner writes
+
+/// `orbit ARGS` under a watchdog: a command that blocks (on a FIFO, say) fails the test
+/// after 20 s instead of hanging the suite.
+fn orbit_watched(repo: &Repo, args: &[&str]) -> Output {
+    let mut cmd = command(orbit_bin());
+    cmd.args(args)
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("NO_COLOR", "1");
+    run_bounded(cmd, Duration::from_secs(20))
+}
+
+fn mkfifo(path: &Path) {
+    let st = command("mkfifo").arg(path).status().unwrap();
+    assert!(st.success(), "mkfifo {}", path.display());
+}
+
+#[test]
+fn a_loop_file_swapped_for_a_fifo_or_a_link_is_loop_tamper_and_nothing_waits_on_it() {
+    let (repo, dir) = one_tick();
+    let aside = repo.bin.path().join("aside");
+    for rel in [
+        "state.env",
+        "events.jsonl",
+        "progress.md",
+        "iterations/000001/result.env",
+        "pins.sha256",
+    ] {
+        for kind in ["fifo", "symlink"] {
+            let path = dir.join(rel);
+            fs::rename(&path, &aside).unwrap();
+            let what = if kind == "fifo" {
+                mkfifo(&path);
+                "a FIFO"
+            } else {
+                std::os::unix::fs::symlink(&aside, &path).unwrap();
+                "a symlink"
+            };
+            let case = format!("{rel} as {what}");
+
+            let out = orbit_watched(&repo, &["audit", "--json", LOOP]);
+            assert_code(&out, 3, &case);
+            let v = json_of(&out);
+            let f = finding(&v, "LOOP_TAMPER");
+            assert_eq!(f["severity"], "P0", "{case}: {f}");
+            assert_eq!(f["evidence"], format!("{rel}:0"), "{case}: {f}");
+            assert!(f["message"].as_str().unwrap().contains(what), "{case}: {f}");
+            // What comes back after the removal: the rebuilt records, or (for the manifest)
+            // the pins of the files as they are.
+            let flag = if rel == "pins.sha256" { " --repin" } else { "" };
+            assert_eq!(
+                f["fix"],
+                format!("rm -- {LOOP}/{rel} && orbit recover {LOOP}{flag}"),
+                "{case}"
+            );
+            let out = orbit_watched(&repo, &["audit", LOOP]);
+            assert_code(&out, 3, &case);
+            assert!(String::from_utf8_lossy(&out.stdout).contains("LOOP_TAMPER"));
+
+            let out = orbit_watched(&repo, &["status", LOOP]);
+            assert_code(&out, 3, &format!("{case}: status"));
+            assert!(
+                String::from_utf8_lossy(&out.stdout).contains(&format!("next: orbit audit {LOOP}")),
+                "{case}: {}",
+                text(&out)
+            );
+
+            // The report either is made without the file or says why it cannot be.
+            let out = orbit_watched(&repo, &["report", LOOP]);
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() || (said.contains(rel) && said.contains(what)),
+                "{case}: report\n{}",
+                text(&out)
+            );
+            if out.status.success() {
+                assert!(
+                    String::from_utf8_lossy(&out.stdout).contains("LOOP_TAMPER"),
+                    "{case}: the report names the finding\n{}",
+                    text(&out)
+                );
+            }
+
+            let before = fs::read_dir(&dir).unwrap().count();
+            let out = orbit_watched(&repo, &["recover", "--dry-run", LOOP]);
+            assert_code(&out, 2, &format!("{case}: recover --dry-run"));
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                said.contains(&format!("{rel} is {what}")) && said.contains("loop_tamper"),
+                "{case}: {said}"
+            );
+            let out = orbit_watched(&repo, &["recover", LOOP]);
+            assert_code(&out, 2, &format!("{case}: recover"));
+
+            let mut cmd = command("bash");
+            cmd.arg(dir.join("recover.sh"))
+                .arg("--dry-run")
+                .current_dir(repo.path())
+                .env("PATH", repo.path_env());
+            let out = run_bounded(cmd, Duration::from_secs(20));
+            assert_code(&out, 2, &format!("{case}: recover.sh --dry-run"));
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                said.contains(&format!("{rel} is {what}")) && said.contains("loop_tamper"),
+                "{case}: {said}"
+            );
+            assert_eq!(
+                fs::read_dir(&dir).unwrap().count(),
+                before,
+                "{case}: nothing written"
+            );
+
+            fs::remove_file(&path).unwrap();
+            fs::rename(&aside, &path).unwrap();
+        }
+    }
+    // Put back, the loop is whole again.
+    let out = orbit_watched(&repo, &["audit", "--json", LOOP]);
+    assert_code(&out, 0, "the restored loop");
+    // The pasted fix of a FIFO state.env brings the loop back: removed, rebuilt.
+    let next = state_value(&dir, "NEXT_ITERATION");
+    fs::remove_file(dir.join("state.env")).unwrap();
+    mkfifo(&dir.join("state.env"));
+    let f = finding(
+        &json_of(&orbit_watched(&repo, &["audit", "--json", LOOP])),
+        "LOOP_TAMPER",
+    );
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    let out = orbit_watched(&repo, &["audit", "--json", LOOP]);
+    assert_code(&out, 0, "after the fix");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), next);
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "the loop goes on",
+    );
+}
+
+/// Runs a finding's fix as a user would paste it, with orbit on PATH.
+fn apply_orbit_fix(repo: &Repo, fix: &str) {
+    let mut cmd = command("bash");
+    cmd.arg("-c").arg(fix).current_dir(repo.path()).env(
+        "PATH",
+        format!(
+            "{}:{}",
+            orbit_bin().parent().unwrap().display(),
+            repo.path_env()
+        ),
+    );
+    assert_ok(&run_bounded(cmd, Duration::from_secs(60)), fix);
+}

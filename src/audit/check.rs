@@ -111,7 +111,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     let l = a.read_loop();
     let mut summary = summary(dir, l.cfg.as_ref());
     let ws = workspace_of(&l);
-    a.check_pins(l.checkpoint.as_ref(), &ws);
+    a.check_pins(&l, &ws);
     a.check_journals(&l);
     a.check_runner_log(l.running);
     a.check_validator(l.cfg.as_ref());
@@ -533,7 +533,7 @@ impl Audit<'_> {
 
     /// Every pin against its file; then a stop on a violation whose file has since been
     /// put back.
-    fn check_pins(&mut self, cp: Option<&Checkpoint>, ws: &str) {
+    fn check_pins(&mut self, l: &Loop, ws: &str) {
         let Ok(bytes) = fsx::read_loop_file(&self.dir.join("pins.sha256")) else {
             return;
         };
@@ -550,14 +550,39 @@ impl Audit<'_> {
         // A workspace that is gone is reported as such (WORKSPACE_MISSING), not as every
         // file pinned in it missing: the loop recreates it from its branch.
         let ws_gone = !ws.is_empty() && !Path::new(ws).is_dir();
-        let violated: Vec<StopReason> = list
+        let mut violated: Vec<StopReason> = list
             .iter()
             .filter(|p| !(ws_gone && pins::workspace_relative(&p.path, ws).is_some()))
             .filter_map(|p| self.check_pin(p, ws))
             .collect();
-        if let Some(cp) = cp {
-            self.check_restored_pins(cp, &violated);
+        if self.check_appeared_permission_files(&list, ws) {
+            violated.push(StopReason::PermissionHijack);
         }
+        if let Some(cp) = &l.checkpoint {
+            self.check_integrity_stop(l, cp, &violated);
+        }
+    }
+
+    /// Agent permission files that no pin lists, though the first run pinned every one
+    /// there was: each appeared since (`permission_hijack`); there is no copy to restore,
+    /// so `--restore-pinned` removes it. Whether there is one.
+    fn check_appeared_permission_files(&mut self, list: &[Pin], ws: &str) -> bool {
+        let appeared = pins::appeared_permission_files(self.dir, ws, list);
+        for rel in &appeared {
+            let abs = format!("{}/{rel}", ws.trim_end_matches('/'));
+            self.pins_violated.push(abs.clone());
+            self.add(
+                FindingClass::PermissionHijack,
+                Severity::P0,
+                format!("{abs}:1"),
+                format!(
+                    "{abs} appeared after the first run pinned the agent permission files (it was not there then; permission_hijack): it can widen what the agent may do. Review it: the fix removes it (a copy goes to the backup); accept it with {}",
+                    self.recover("--repin")
+                ),
+                self.recover("--restore-pinned"),
+            );
+        }
+        !appeared.is_empty()
     }
 
     /// One pin: the reason its file violates it, if it does.
@@ -617,23 +642,79 @@ impl Audit<'_> {
         Some(reason)
     }
 
-    /// The loop stopped on a violation whose file has since been put back.
-    fn check_restored_pins(&mut self, cp: &Checkpoint, violated: &[StopReason]) {
+    /// An integrity stop that no pin above explains: a loop or git tamper (no pin holds
+    /// those files), or a pin violation whose file has since been put back.
+    fn check_integrity_stop(&mut self, l: &Loop, cp: &Checkpoint, violated: &[StopReason]) {
         let s = &cp.state;
-        if s.last_status == Status::Aborted
-            && s.stop_reason.is_integrity()
-            && !violated.contains(&s.stop_reason)
+        if s.last_status != Status::Aborted
+            || !s.stop_reason.is_integrity()
+            || violated.contains(&s.stop_reason)
         {
-            self.add(
-                pin_class(s.stop_reason),
+            return;
+        }
+        // What the runner recorded when it stopped: the last integrity_fail event.
+        let fail = l.events.as_ref().and_then(|ev| {
+            let k = ev
+                .events
+                .iter()
+                .rposition(|e| e.is(EventName::IntegrityFail))?;
+            let e = &ev.events[k];
+            (EventsWindow::str_field(e, "code") == s.stop_reason.as_str()).then(|| {
+                (
+                    ev.evidence(k),
+                    EventsWindow::str_field(e, "file").to_string(),
+                    EventsWindow::str_field(e, "expected").to_string(),
+                    EventsWindow::str_field(e, "actual").to_string(),
+                )
+            })
+        });
+        let evidence = fail
+            .as_ref()
+            .map(|f| f.0.clone())
+            .unwrap_or_else(|| cp.evidence(state_key::STOP_REASON));
+        let file = fail.as_ref().map(|f| f.1.clone()).filter(|f| !f.is_empty());
+        let seen = match &fail {
+            Some((_, _, want, have)) if !want.is_empty() || !have.is_empty() => {
+                format!(" (expected {want}, found {have})")
+            }
+            _ => String::new(),
+        };
+        match s.stop_reason {
+            StopReason::LoopTamper => {
+                let what = file.unwrap_or_else(|| "a file of the loop directory".into());
+                self.add(
+                    FindingClass::LoopTamper,
+                    Severity::P0,
+                    evidence,
+                    format!(
+                        "the loop stopped on loop_tamper: {what} changed behind the runner{seen} (state, sidecar, manifest, journal, ledger, records and baselines are the runner's alone). Look at what changed it; recover rebuilds the state from the journal and the loop goes on"
+                    ),
+                    self.recover(""),
+                );
+            }
+            StopReason::GitTamper => {
+                let repo = crate::locate::repo_by_dot_git(&l.canonical)
+                    .map(|r| r.display().to_string())
+                    .unwrap_or_else(|| "REPO".into());
+                let r = crate::shell::paste_word(&repo);
+                let what = file.unwrap_or_else(|| "git's config, hooks or excludes".into());
+                self.add(
+                    FindingClass::GitTamper,
+                    Severity::P0,
+                    evidence,
+                    format!(
+                        "the loop stopped on git_tamper: {what} changed{seen}. Review `git -C {r} config --list --show-origin`, {r}/.git/hooks and {r}/.git/info (a hook, an alias, a filter or fsmonitor would run commands as you), undo what you did not make; then the fix accepts them as they are"
+                    ),
+                    self.recover("--repin"),
+                );
+            }
+            reason => self.add(
+                pin_class(reason),
                 Severity::P1,
                 cp.evidence(state_key::STOP_REASON),
-                format!(
-                    "the loop stopped on {} and stays ABORTED, though the pins hold now",
-                    s.stop_reason
-                ),
+                format!("the loop stopped on {reason} and stays ABORTED, though the pins hold now"),
                 self.recover("--restore-pinned"),
-            );
+            ),
         }
     }
 

@@ -98,6 +98,23 @@ pub fn iteration_end(line: &str) -> Option<(u64, Ending)> {
     rest.starts_with('"').then(|| (n, Ending::read(verdict)))
 }
 
+/// A `loop_stop` line as the runner writes it: the status and reason the run ended with.
+pub fn loop_stop(line: &str) -> Option<(String, String)> {
+    let (_, Some(EventName::LoopStop), rest) = event_head(line)? else {
+        return None;
+    };
+    let rest = rest.strip_prefix(",\"iteration\":")?;
+    let (_, rest) = take_num(rest)?;
+    let rest = rest.strip_prefix(",\"status\":\"")?;
+    let (status, rest) = take_upper(rest)?;
+    let rest = rest.strip_prefix("\",\"reason\":\"")?;
+    let end = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_lowercase() || *b == b'_')
+        .count();
+    (end > 0 && rest[end..].starts_with('"')).then(|| (status.to_string(), rest[..end].to_string()))
+}
+
 /// A `loop_start` line: its time in epoch seconds.
 pub fn loop_start(line: &str) -> Option<u64> {
     match event_head(line)? {
@@ -150,6 +167,9 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 pub struct EventsEvidence {
     pub verdicts: BTreeMap<u64, Ending>,
     pub first_start: Option<u64>,
+    /// The status and reason of the last `loop_stop`, unless a `recovery` came after it:
+    /// how the loop stopped, when state.env cannot say.
+    pub last_stop: Option<(String, String)>,
 }
 
 pub fn read_events(data: &[u8]) -> EventsEvidence {
@@ -158,6 +178,10 @@ pub fn read_events(data: &[u8]) -> EventsEvidence {
     for line in text.split_terminator('\n') {
         if let Some((n, v)) = iteration_end(line) {
             ev.verdicts.insert(n, v);
+        } else if let Some(stop) = loop_stop(line) {
+            ev.last_stop = Some(stop);
+        } else if matches!(event_head(line), Some((_, Some(EventName::Recovery), _))) {
+            ev.last_stop = None;
         } else if ev.first_start.is_none() {
             ev.first_start = loop_start(line);
         }

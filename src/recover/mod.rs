@@ -40,6 +40,9 @@ pub struct Plan {
     pub repairs: Vec<String>,
     /// Files to (re)write besides the journal, progress and state: path, bytes, executable.
     pub writes: Vec<(PathBuf, Vec<u8>, bool)>,
+    /// Files removed after their copy went to the backup (a permission file that appeared,
+    /// a file added to a protected set: `--restore-pinned` has no pinned copy of them).
+    pub removes: Vec<PathBuf>,
     /// Files moved: from, to. Destinations inside `backups/` are filled in at apply time.
     pub moves: Vec<(PathBuf, MoveTo)>,
     pub events_cut: Option<usize>,
@@ -64,6 +67,7 @@ impl Plan {
         self.new_state.is_none()
             && self.git.is_empty()
             && self.writes.is_empty()
+            && self.removes.is_empty()
             && self.moves.is_empty()
             && self.events_cut.is_none()
             && self.progress_tail.is_none()
@@ -689,13 +693,52 @@ impl Planner<'_> {
         } else {
             Vec::new()
         };
+        let appeared = self.appeared_permission_files(&text, &mut pins)?;
         let new_text: String = pins.iter().map(PinLine::print).collect();
         if new_text != text && (self.args.repin_goal || self.args.repin) {
             self.plan
                 .writes
                 .push((pins_path, new_text.into_bytes(), false));
         }
-        first_broken(&self.lp.dir, &self.ws, &pins, &restored)
+        Ok(
+            first_broken(&self.lp.dir, &self.ws, &pins, &restored)?.or_else(|| {
+                appeared.into_iter().next().map(|path| BrokenPin {
+                    path,
+                    reason: StopReason::PermissionHijack,
+                })
+            }),
+        )
+    }
+
+    /// Agent permission files in the workspace that the first run did not pin (they were
+    /// not there): `--repin` pins each as it is, `--restore-pinned` removes each (it has
+    /// no pinned copy to put back; a copy goes to the backup). Returns those that stay.
+    fn appeared_permission_files(
+        &mut self,
+        pins_text: &str,
+        pins: &mut Vec<PinLine>,
+    ) -> Result<Vec<String>> {
+        let (listed, _) = pins::parse(pins_text.as_bytes());
+        let ws = self.ws.trim_end_matches('/').to_string();
+        let mut stay = Vec::new();
+        for rel in pins::appeared_permission_files(&self.lp.dir, &ws, &listed) {
+            let abs = format!("{ws}/{rel}");
+            if self.args.repin {
+                let hash = file_hash(Path::new(&abs))?.unwrap_or_default();
+                self.repair(format!(
+                    "{abs} appeared after the first run: accepted and pinned as it is (--repin)"
+                ));
+                pins.push(PinLine { hash, path: abs });
+            } else if self.args.restore_pinned {
+                self.repair(format!(
+                    "{abs} appeared after the first run and has no pinned copy to restore: removed (--restore-pinned; the copy is in the backup)"
+                ));
+                self.plan.removes.push(PathBuf::from(abs));
+            } else {
+                stay.push(abs);
+            }
+        }
+        Ok(stay)
     }
 
     /// `--repin-goal`: goal.md's pin takes its current hash, `.pins/goal.md` its content.
@@ -878,7 +921,13 @@ impl Planner<'_> {
         let old = cp.old.as_ref();
         let cost = ledger_cost(&self.lp.dir)?;
         let circuit = self.circuit(old);
-        let (status, reason) = self.status_and_reason(course, broken, circuit.state, old);
+        let (status, reason) = self.status_and_reason(
+            course,
+            broken,
+            circuit.state,
+            old,
+            ev.events.last_stop.as_ref(),
+        );
         let (origin_branch, iter_branch) = branches(self.lp, old);
         let contract_version = self.contract_version(old);
         let ran = course.last > 0 || self.lp.dir.join(".baseline-commit").is_file();
@@ -945,6 +994,7 @@ impl Planner<'_> {
         broken: Option<&BrokenPin>,
         cb_state: CbState,
         old: Option<&State>,
+        last_stop: Option<&(String, String)>,
     ) -> (Status, StopReason) {
         if course.done {
             return (Status::Done, StopReason::None);
@@ -958,6 +1008,9 @@ impl Planner<'_> {
             ));
             return (Status::Aborted, b.reason);
         }
+        if self.holds_git_tamper(old, last_stop) {
+            return (Status::Aborted, StopReason::GitTamper);
+        }
         if cb_state == CbState::Open {
             return (Status::Blocked, StopReason::CircuitOpen);
         }
@@ -967,6 +1020,36 @@ impl Planner<'_> {
             None if !ran => (Status::Ready, StopReason::None),
             None => (Status::Continue, StopReason::None),
         }
+    }
+
+    /// A loop stopped on `git_tamper` (by its state, or by its last `loop_stop` when there is
+    /// no state to ask) stays ABORTED until `--repin` accepts git's config, hooks and
+    /// excludes after a review: nothing else can put them back (contract 7).
+    fn holds_git_tamper(
+        &mut self,
+        old: Option<&State>,
+        last_stop: Option<&(String, String)>,
+    ) -> bool {
+        let stopped = match old {
+            Some(s) => s.last_status == Status::Aborted && s.stop_reason == StopReason::GitTamper,
+            None => last_stop.is_some_and(|(status, reason)| {
+                status == Status::Aborted.as_str() && reason == StopReason::GitTamper.as_str()
+            }),
+        };
+        if !stopped {
+            return false;
+        }
+        if self.args.repin {
+            self.repair(
+                "git_tamper accepted after review (--repin): git's config, hooks and excludes are taken as they are now",
+            );
+            return false;
+        }
+        self.plan.notes.push(format!(
+            "the loop stopped on git_tamper: review `git -C {} config --list --show-origin`, .git/hooks and .git/info, undo what you did not make, then --repin",
+            self.lp.repo.display()
+        ));
+        true
     }
 
     /// CONTRACT_VERSION: this orbit's with `--migrate`, else the old one, else loop.toml's.
@@ -1253,6 +1336,7 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
     workspace::run_git(lp, &plan.git)?;
     move_files(plan, &bdir)?;
     write_files(plan)?;
+    remove_files(plan)?;
     let result = plan
         .result
         .as_ref()
@@ -1288,6 +1372,7 @@ fn create_parent(path: &Path) -> Result<()> {
 fn back_up(lp: &LoopRef, plan: &Plan, bdir: &Path) -> Result<()> {
     let dir = &lp.dir;
     let mut to_back: Vec<PathBuf> = plan.writes.iter().map(|(p, _, _)| p.clone()).collect();
+    to_back.extend(plan.removes.iter().cloned());
     to_back.push(dir.join("progress.md"));
     to_back.push(dir.join("events.jsonl"));
     if plan.new_state.is_some() {
@@ -1316,6 +1401,18 @@ fn move_files(plan: &Plan, bdir: &Path) -> Result<()> {
                 e,
             )
         })?;
+    }
+    Ok(())
+}
+
+/// The plan's removals (each was copied to the backup first).
+fn remove_files(plan: &Plan) -> Result<()> {
+    for path in &plan.removes {
+        match fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("cannot remove {}", path.display()), e)),
+        }
     }
     Ok(())
 }
@@ -1471,6 +1568,9 @@ fn print_dry_run(lp: &LoopRef, plan: &Plan, flags: &[&str]) {
             "write: {} (the old copy to backups/)",
             p.strip_prefix(&lp.dir).unwrap_or(p).display()
         );
+    }
+    for p in &plan.removes {
+        println!("remove: {} (a copy to backups/)", p.display());
     }
     for (from, to) in &plan.moves {
         let to = match to {

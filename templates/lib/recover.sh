@@ -17,6 +17,7 @@ F_RESET=0
 F_STALL=0
 F_GOAL=0
 F_MIGRATE=0
+F_RESTORE=0
 F_DRY=0
 F_HELP=0
 RC_FLAGS=()
@@ -42,23 +43,32 @@ RC_WS_BRANCH=
 RC_BH_WRITE=
 RC_LAST=0
 RC_FIRST_START=
+RC_LAST_STOP=
+RC_STAGE=
+RC_RESTORE_FROM=()
+RC_RESTORE_TO=()
+RC_RESTORE_EXEC=()
+RC_REMOVES=()
 declare -A O=()
 declare -A EVV=()
 declare -A PGV=()
 
 rc_usage() {
   cat <<'USAGE'
-usage: recover.sh [--reset-circuit] [--clear-stall] [--repin-goal] [--migrate] [--dry-run] [LOOP_DIR]
+usage: recover.sh [--reset-circuit] [--clear-stall] [--repin-goal] [--restore-pinned] [--migrate] [--dry-run] [LOOP_DIR]
   Rebuilds state.env from the evidence (events.jsonl, progress.md, git commit trailers,
   then the old state.env) and re-seals its sidecar. LOOP_DIR defaults to the directory
   this script lives in.
   --reset-circuit  close an open circuit breaker
   --clear-stall    forget the change signatures (.action-sig.log), so a stalled loop may go on
   --repin-goal     accept the current goal.md as the pinned goal
+  --restore-pinned put every changed pinned file back (loop files from .pins/, workspace
+                   files from the baseline commit) and remove what appeared since the first
+                   run (an agent permission file); every copy goes to the backup first
   --migrate        bring CONTRACT_VERSION to this script's contract version (a 1.0 loop's
                    files are moved by orbit recover --migrate; recover.sh says so)
   --dry-run        print the plan (a diff of state.env and the repairs); write nothing
---repin and --restore-pinned need the orbit binary: orbit recover --repin | --restore-pinned
+--repin needs the orbit binary: orbit recover --repin
 USAGE
 }
 
@@ -70,13 +80,14 @@ rc_args() {
       --clear-stall) F_STALL=1 RC_FLAGS+=("$arg") ;;
       --repin-goal) F_GOAL=1 RC_FLAGS+=("$arg") ;;
       --migrate) F_MIGRATE=1 RC_FLAGS+=("$arg") ;;
+      --restore-pinned) F_RESTORE=1 RC_FLAGS+=("$arg") ;;
       --dry-run) F_DRY=1 ;;
       -h | --help)
         F_HELP=1
         return 0
         ;;
-      --repin | --restore-pinned)
-        orbit_die "$EXIT_PREFLIGHT" "$arg needs the orbit binary: run 'orbit recover $arg' (recover.sh does the rebuild, --reset-circuit, --clear-stall, --repin-goal and --migrate)"
+      --repin)
+        orbit_die "$EXIT_PREFLIGHT" "$arg needs the orbit binary: run 'orbit recover $arg' (recover.sh does the rebuild, --reset-circuit, --clear-stall, --repin-goal, --restore-pinned and --migrate)"
         ;;
       -*)
         rc_usage >&2
@@ -334,6 +345,16 @@ rc_read_events() {
     fi
   done < <(head -c "$RC_EV_KEEP" -- "$file" |
     grep -aoE '^\{"seq":[0-9]+,"ts":"[^"]*","event":"loop_start"' || true)
+  # How the last run stopped (its loop_stop), unless a recovery came after it.
+  RC_LAST_STOP=
+  while IFS= read -r line; do
+    if [[ $line =~ \"status\":\"([A-Z]+)\",\"reason\":\"([a-z_]+)\"$ ]]; then
+      RC_LAST_STOP="${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"
+    else
+      RC_LAST_STOP=
+    fi
+  done < <(head -c "$RC_EV_KEEP" -- "$file" |
+    grep -aoE '^\{"seq":[0-9]+,"ts":"[^"]*","event":"(loop_stop","iteration":[0-9]{1,9},"status":"[A-Z]+","reason":"[a-z_]+"|recovery")' || true)
 }
 
 # ---- progress.md: closed iteration entries, and the runner's torn-tail rule.
@@ -443,7 +464,7 @@ rc_pins() {
         h=$line p=$line
         RC_PINS_NEW+="$line"$'\n'
       fi
-      if [[ -z $p || -n $RC_BROKEN ]]; then
+      if [[ -z $p ]] || { [[ -n $RC_BROKEN ]] && ((!F_RESTORE)); }; then
         continue
       fi
       have=missing
@@ -455,12 +476,17 @@ rc_pins() {
         have=$(orbit_sha256_file "$f")
       fi
       if [[ $have != "$h" ]]; then
-        RC_BROKEN=$p
-        orbit_pin_reason_v "$p"
-        RC_BROKEN_REASON=$REPLY
+        if ((F_RESTORE)); then
+          rc_stage_restore "$h" "$p" "$f"
+        elif [[ -z $RC_BROKEN ]]; then
+          RC_BROKEN=$p
+          orbit_pin_reason_v "$p"
+          RC_BROKEN_REASON=$REPLY
+        fi
       fi
     done <"$RC_DIR/pins.sha256"
   fi
+  rc_appeared_permission_files
   if ((F_GOAL)); then
     if ((pinned)); then
       if ! printf '%s' "$RC_PINS_NEW" | cmp -s - "$RC_DIR/pins.sha256"; then
@@ -474,6 +500,105 @@ rc_pins() {
       RC_NOTES+=("goal.md is not pinned yet: the first run pins it")
     fi
   fi
+}
+
+# rc_stage_restore HASH PIN FILE: --restore-pinned of one changed pinned file: its content
+# that matches the pin (a loop file from .pins/, a repository file from the baseline commit)
+# is staged for the apply; none is a refusal (orbit recover's restore_pinned).
+rc_stage_restore() {
+  local h=$1 p=$2 f=$3 rel='' base='' staged exec=0
+  if [[ -z $RC_STAGE ]]; then
+    RC_STAGE=$(mktemp -d "${TMPDIR:-/tmp}/orbit-restore.XXXXXX")
+  fi
+  staged="$RC_STAGE/${#RC_RESTORE_TO[@]}"
+  if [[ $p == */* ]]; then
+    # A 2.0 pin names the file by its absolute path in the workspace; a 1.0 pin through
+    # ../ from the loop directory. Either way its baseline is the same repository path.
+    if [[ $p == "${WS%/}"/?* ]]; then
+      rel=${p#"${WS%/}"/}
+    elif [[ $p != /* ]]; then
+      rc_repo_relative_v "$p" && rel=$REPLY
+    fi
+    [[ -n $rel ]] ||
+      orbit_die "$EXIT_PREFLIGHT" "cannot restore $p: it is outside the repository and the workspace"
+    if [[ -f $RC_DIR/.baseline-commit ]]; then
+      rc_regular_or_die "$RC_DIR/.baseline-commit"
+      base=$(tr -d '[:space:]' <"$RC_DIR/.baseline-commit")
+    fi
+    [[ -n $base ]] ||
+      orbit_die "$EXIT_PREFLIGHT" "cannot restore $p: .baseline-commit is missing. Restore it by hand with git, or accept it with orbit recover --repin"
+    if ! rc_git show "$base:$rel" >"$staged" 2>/dev/null || [[ $(orbit_sha256_file "$staged") != "$h" ]]; then
+      orbit_die "$EXIT_PREFLIGHT" "cannot restore $p: the baseline commit ${base:0:12} holds no copy matching its pin. Restore it by hand, or accept it with orbit recover --repin"
+    fi
+  else
+    rc_regular_or_die "$RC_DIR/.pins/$p"
+    if [[ ! -f $RC_DIR/.pins/$p ]] || [[ $(orbit_sha256_file "$RC_DIR/.pins/$p") != "$h" ]]; then
+      orbit_die "$EXIT_PREFLIGHT" "cannot restore $p: .pins/$p is missing or does not match its pin. Restore it by hand (or orbit init --force for a script), or accept it with orbit recover --repin"
+    fi
+    cp -- "$RC_DIR/.pins/$p" "$staged"
+  fi
+  if [[ $p == *.sh && $p != */* ]] || [[ -x $f ]]; then
+    exec=1
+  fi
+  RC_RESTORE_FROM+=("$staged")
+  RC_RESTORE_TO+=("$f")
+  RC_RESTORE_EXEC+=("$exec")
+  RC_REPAIRS+=("$p restored to its pinned content (--restore-pinned)")
+}
+
+# rc_repo_relative_v PIN: REPLY is a 1.0 pin path (relative to the loop directory, through
+# ../) as a path relative to the repository; status 1 when it climbs out of it.
+rc_repo_relative_v() {
+  local -a parts=() out=()
+  local part
+  IFS=/ read -r -a out <<<"${RC_DIR#"$RC_REPO"/}"
+  IFS=/ read -r -a parts <<<"$1"
+  for part in "${parts[@]}"; do
+    case $part in
+      .. )
+        ((${#out[@]} > 0)) || return 1
+        unset 'out[${#out[@]}-1]'
+        ;;
+      . | '') ;;
+      *) out+=("$part") ;;
+    esac
+  done
+  local IFS=/
+  REPLY=${out[*]}
+}
+
+# rc_appeared_permission_files: agent permission files in the workspace that pins.sha256
+# does not list, once the first run has pinned (it pinned every one there was): each
+# appeared since (permission_hijack). --restore-pinned removes each (no pinned copy to put
+# back; a copy goes to the backup); otherwise the first is a broken pin.
+rc_appeared_permission_files() {
+  local g f pinned had_nullglob=0 IFS=''
+  local -a matches=() appeared=()
+  [[ -f $RC_DIR/.baseline-commit && -n $WS && -d $WS && ! -L $WS ]] || return 0
+  pinned=$'\n'$(cat -- "$RC_DIR/pins.sha256" 2>/dev/null || true)$'\n'
+  if shopt -q nullglob; then had_nullglob=1; fi
+  shopt -s nullglob
+  for g in "${ORBIT_PERMISSION_FILES[@]}"; do
+    # The root quoted (taken literally), the glob not: expanded, never split.
+    # shellcheck disable=SC2206
+    matches=("${WS%/}"/$g)
+    for f in "${matches[@]}"; do
+      if [[ -f $f && $pinned != *[0-9a-f]"  $f"$'\n'* ]]; then
+        appeared+=("$f")
+      fi
+    done
+  done
+  if ((!had_nullglob)); then shopt -u nullglob; fi
+  for f in "${appeared[@]}"; do
+    if ((F_RESTORE)); then
+      rc_regular_or_die "$f"
+      RC_REMOVES+=("$f")
+      RC_REPAIRS+=("$f appeared after the first run and has no pinned copy to restore: removed (--restore-pinned; the copy is in the backup)")
+    elif [[ -z $RC_BROKEN ]]; then
+      RC_BROKEN=$f
+      RC_BROKEN_REASON=$REASON_PERMISSION_HIJACK
+    fi
+  done
 }
 
 # ---- the workspace (contract 2.0): recreated from the loop branch when it is missing; a
@@ -610,6 +735,8 @@ rc_plan() {
     if [[ $RC_BROKEN == goal.md ]]; then b=-goal; fi
     RC_NOTES+=("the pin of $RC_BROKEN is still broken ($RC_BROKEN_REASON): review the change, then --repin$b or --restore-pinned")
     status=$STATUS_ABORTED reason=$RC_BROKEN_REASON
+  elif rc_holds_git_tamper; then
+    status=$STATUS_ABORTED reason=$REASON_GIT_TAMPER
   elif [[ $cb_state == "$CB_OPEN" ]]; then
     status=$STATUS_BLOCKED reason=$REASON_CIRCUIT_OPEN
   elif ((RC_OLD_OK)); then
@@ -725,11 +852,25 @@ rc_plan() {
   fi
 }
 
+# rc_holds_git_tamper: a loop stopped on git_tamper (by its state, or by its last loop_stop
+# when there is no state to ask) stays ABORTED until orbit recover --repin accepts git's
+# config, hooks and excludes after a review (orbit recover's holds_git_tamper).
+rc_holds_git_tamper() {
+  if ((RC_OLD_OK)); then
+    [[ ${O[LAST_STATUS]} == "$STATUS_ABORTED" && ${O[STOP_REASON]} == "$REASON_GIT_TAMPER" ]] || return 1
+  else
+    [[ $RC_LAST_STOP == "$STATUS_ABORTED $REASON_GIT_TAMPER" ]] || return 1
+  fi
+  RC_NOTES+=("the loop stopped on git_tamper: review 'git -C $RC_REPO config --list --show-origin', .git/hooks and .git/info, undo what you did not make, then orbit recover --repin")
+  return 0
+}
+
 # Whether the plan changes anything. A progress.md whose last marker only lacks its final
 # newline is no change by itself (the runner adds it); it is mended when recover writes.
 rc_plan_has_changes() {
   [[ -n $RC_WS_ADD || -n $RC_BH_WRITE ]] ||
     ((RC_STATE_WRITE || RC_PINS_WRITE || RC_GOAL_COPY || RC_SIG_CLEAR || RC_EV_TORN || ${#RC_MOVES_FROM[@]} > 0)) ||
+    ((${#RC_RESTORE_TO[@]} > 0 || ${#RC_REMOVES[@]} > 0)) ||
     [[ $RC_PG_TAIL == torn ]]
 }
 
@@ -766,6 +907,12 @@ rc_dry_run() {
   if ((RC_PINS_WRITE)); then printf 'write: pins.sha256 (the old copy to backups/)\n'; fi
   if ((RC_GOAL_COPY)); then printf 'write: .pins/goal.md (the old copy to backups/)\n'; fi
   if ((RC_SIG_CLEAR)); then printf 'write: .action-sig.log (the old copy to backups/)\n'; fi
+  for i in "${!RC_RESTORE_TO[@]}"; do
+    printf 'write: %s (the old copy to backups/)\n' "${RC_RESTORE_TO[i]#"$RC_DIR"/}"
+  done
+  for i in "${!RC_REMOVES[@]}"; do
+    printf 'remove: %s (a copy to backups/)\n' "${RC_REMOVES[i]}"
+  done
   for i in "${!RC_MOVES_FROM[@]}"; do
     printf 'move: %s → %s\n' "${RC_MOVES_FROM[i]#"$RC_DIR"/}" "${RC_MOVES_TO[i]#"$RC_DIR"/}"
   done
@@ -777,7 +924,14 @@ rc_dry_run() {
 rc_backup() {
   local src=$1 bdir=$2 rel
   [[ -f $src ]] || return 0
-  rel=${src#"$RC_DIR"/}
+  # Loop files under their own path; repository files (the workspace's) under repo/.
+  if [[ $src == "$RC_DIR"/* ]]; then
+    rel=${src#"$RC_DIR"/}
+  elif [[ $src == "$RC_REPO"/* ]]; then
+    rel=repo/${src#"$RC_REPO"/}
+  else
+    rel=other/${src##*/}
+  fi
   mkdir -p -- "$(dirname -- "$bdir/$rel")"
   cp -p -- "$src" "$bdir/$rel.tmp.$$"
   mv -f -- "$bdir/$rel.tmp.$$" "$bdir/$rel"
@@ -799,6 +953,7 @@ rc_apply() {
   if ((RC_PINS_WRITE)); then rc_backup "$RC_DIR/pins.sha256" "$bdir"; fi
   if ((RC_GOAL_COPY)); then rc_backup "$RC_DIR/.pins/goal.md" "$bdir"; fi
   if ((RC_SIG_CLEAR)); then rc_backup "$RC_DIR/.action-sig.log" "$bdir"; fi
+  for f in "${RC_RESTORE_TO[@]}" "${RC_REMOVES[@]}"; do rc_backup "$f" "$bdir"; done
   rc_backup "$RC_DIR/progress.md" "$bdir"
   rc_backup "$RC_DIR/events.jsonl" "$bdir"
   if ((RC_STATE_WRITE)); then
@@ -836,6 +991,18 @@ rc_apply() {
   if ((RC_SIG_CLEAR)); then
     orbit_write_file "$RC_DIR/.action-sig.log" '' || orbit_die "$EXIT_FAILURE" "cannot write .action-sig.log"
   fi
+  # --restore-pinned: each staged copy into place (temp beside it, then a rename), then the
+  # removals (their copies are in the backup).
+  for i in "${!RC_RESTORE_TO[@]}"; do
+    dest=${RC_RESTORE_TO[i]}
+    mkdir -p -- "${dest%/*}"
+    cp -- "${RC_RESTORE_FROM[i]}" "$dest.tmp.$$" || orbit_die "$EXIT_FAILURE" "cannot write $dest"
+    if ((RC_RESTORE_EXEC[i])); then chmod 755 -- "$dest.tmp.$$"; else chmod 644 -- "$dest.tmp.$$"; fi
+    mv -f -- "$dest.tmp.$$" "$dest" || orbit_die "$EXIT_FAILURE" "cannot write $dest"
+  done
+  for f in "${RC_REMOVES[@]}"; do
+    rm -f -- "$f" || orbit_die "$EXIT_FAILURE" "cannot remove $f"
+  done
   # progress.md: the torn tail trimmed, the Recovery entry appended; one atomic rename.
   tmp="$RC_DIR/.progress.md.tmp.$$"
   : >"$tmp"
@@ -913,6 +1080,8 @@ main() {
   fi
   rc_locate
   orbit_sha_detect
+  # The staged copies of --restore-pinned are gone however recover.sh ends.
+  trap 'if [[ -n $RC_STAGE ]]; then rm -rf -- "$RC_STAGE"; fi' EXIT
   if rc_lock_held; then
     orbit_die "$EXIT_LOCKED" "$RC_HOLDER: recover.sh refuses to change a running loop. Stop the runner (or let it finish), then run it again."
   fi

@@ -1581,3 +1581,153 @@ fn apply_orbit_fix(repo: &Repo, fix: &str) {
     );
     assert_ok(&run_bounded(cmd, Duration::from_secs(60)), fix);
 }
+
+// ---- integrity stops with no pin to show: loop and git tampering
+
+#[test]
+fn a_git_tamper_stop_is_git_tamper_and_its_fix_says_what_to_review() {
+    let root = |repo: &Repo| fs::canonicalize(repo.path()).unwrap();
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "swapper",
+        &format!(
+            "cat >/dev/null\n[ \"$ORBIT_PHASE\" = work ] || exit 0\nmark=$(dirname -- \"$0\")/swapped\nif [ -e \"$mark\" ]; then echo work >> work.txt; exit 0; fi\ntouch \"$mark\"\nws=$ORBIT_WORKSPACE\ncd /\nrm -rf \"$ws\"\nln -s '{}' \"$ws\"",
+            root(&repo).display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 3, "swapped");
+    fs::remove_file(repo.join(WORKSPACE)).unwrap();
+    // The workspace comes back; the stop stays (only --repin moves a git_tamper on).
+    assert_ok(&orbit_nc(&repo, &["recover", LOOP]), "recover");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "git_tamper");
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(
+        !classes(&v).iter().any(|(c, _)| c == "SCRIPT_TAMPER"),
+        "{v}"
+    );
+    let f = finding(&v, "GIT_TAMPER");
+    assert_eq!(f["severity"], "P0");
+    let msg = f["message"].as_str().unwrap();
+    let r = root(&repo).display().to_string();
+    for want in [
+        format!("git -C {r} config --list --show-origin"),
+        format!("{r}/.git/hooks"),
+        format!("{r}/.git/info"),
+    ] {
+        assert!(msg.contains(&want), "{want} not in {msg}");
+    }
+    assert!(
+        f["evidence"].as_str().unwrap().starts_with("events.jsonl:"),
+        "{f}"
+    );
+    assert_eq!(f["fix"], format!("orbit recover {LOOP} --repin"));
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "the loop goes on",
+    );
+}
+
+#[test]
+fn a_loop_tamper_stop_names_the_file_and_recover_moves_on() {
+    let (repo, dir) = one_tick();
+    // A runner that found cost.ledger changed behind it stopped like this.
+    let generation: u64 = state_value(&dir, "GEN").parse().unwrap();
+    reseal_state(&dir, |t| {
+        t.replace("LAST_STATUS=CONTINUE", "LAST_STATUS=ABORTED")
+            .replace("STOP_REASON=tick", "STOP_REASON=loop_tamper")
+            .replace(
+                &format!("GEN={generation}\n"),
+                &format!("GEN={}\n", generation + 1),
+            )
+    });
+    append_event(
+        &dir,
+        "integrity_fail",
+        1,
+        &[
+            ("when", "after agent"),
+            ("code", "loop_tamper"),
+            ("file", "cost.ledger"),
+            ("expected", "aaaa"),
+            ("actual", "bbbb"),
+        ],
+    );
+    let generation = (generation + 1).to_string();
+    append_event(
+        &dir,
+        "state_write",
+        1,
+        &[
+            ("gen", &generation),
+            ("status", "ABORTED"),
+            ("reason", "loop_tamper"),
+            ("next_iteration", "2"),
+        ],
+    );
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert_eq!(v["loops"][0]["verdict"], "ABORTED");
+    let f = finding(&v, "LOOP_TAMPER");
+    assert_eq!(f["severity"], "P0");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("cost.ledger changed behind the runner (expected aaaa, found bbbb)"),
+        "{f}"
+    );
+    assert!(f["evidence"].as_str().unwrap().starts_with("events.jsonl:"));
+    assert_eq!(f["fix"], format!("orbit recover {LOOP}"));
+    assert!(
+        !classes(&v).iter().any(|(c, _)| c == "SCRIPT_TAMPER"),
+        "{v}"
+    );
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "CONTINUE");
+}
+
+#[test]
+fn a_permission_file_that_appeared_is_permission_hijack_and_its_fix_removes_it() {
+    let (repo, dir) = new_loop(
+        "mark=$(dirname -- \"$0\")/planted\nif [ \"$ORBIT_ITERATION\" = 2 ] && [ ! -e \"$mark\" ]; then touch \"$mark\"; mkdir -p .claude && echo '{\"permissions\":{\"allow\":[\"Bash(*)\"]}}' > .claude/settings.local.json; fi\necho \"work $ORBIT_ITERATION\" >> work.txt",
+        &["test -f ok.txt"],
+        &["--loop-timeout", "8h"],
+    );
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 10, "tick 1");
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 3, "tick 2");
+    let planted = fs::canonicalize(repo.join(WORKSPACE))
+        .unwrap()
+        .join(".claude/settings.local.json");
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    let f = finding(&v, "PERMISSION_HIJACK");
+    assert_eq!(f["severity"], "P0");
+    assert_eq!(f["evidence"], format!("{}:1", planted.display()));
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("appeared after the first run"),
+        "{f}"
+    );
+    assert_eq!(f["fix"], format!("orbit recover {LOOP} --restore-pinned"));
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    assert!(!planted.exists());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    // The aborted iteration's change stays in the workspace for review (WORKSPACE_DIRTY);
+    // the hijack is gone.
+    assert!(
+        !classes(&v).iter().any(|(c, _)| c == "PERMISSION_HIJACK"),
+        "{v}"
+    );
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "the loop goes on",
+    );
+}

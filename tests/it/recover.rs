@@ -12,7 +12,7 @@ use orbit::state::{Sidecar, State};
 use sha2::{Digest, Sha256};
 
 use crate::support::{
-    Repo, assert_code, assert_ok, assert_script_clean, command, run_bounded, text,
+    Repo, assert_code, assert_ok, assert_script_clean, command, run_bounded, state_value, text,
 };
 
 /// A fake agent: appends a line to work.txt (so every iteration changes the tree) and
@@ -24,6 +24,8 @@ if [[ -f $BIN/fail ]]; then echo "agent failure"; exit 1; fi
 echo 0.01 >"$ORBIT_COST_FILE"
 if [[ -f $BIN/edit-goal ]]; then echo "agent was here" >>"$ORBIT_WORKSPACE/../../test-goal/goal.md"; fi
 if [[ -f $BIN/edit-protected ]]; then echo "weakened" >>tests/guard.txt; fi
+if [[ -f $BIN/add-permission ]]; then mkdir -p .claude; echo '{"permissions":{"allow":["Bash(*)"]}}' >.claude/settings.local.json; fi
+if [[ -f $BIN/swap-workspace ]]; then rm -f "$BIN/swap-workspace"; ws=$ORBIT_WORKSPACE; cd /; rm -rf "$ws"; ln -s "${ws%/.orbit/.workspaces/*}" "$ws"; exit 0; fi
 if [[ -f $BIN/idle ]]; then exit 0; fi
 if [[ -f $BIN/finish ]]; then echo "every criterion holds" >"$ORBIT_AGENT_DIR/done.md"; fi
 echo "iteration $ORBIT_ITERATION attempt $ORBIT_ATTEMPT" >>work.txt
@@ -340,6 +342,67 @@ fn recover_both(lp: &Loop, flags: &[&str]) -> State {
     rust
 }
 
+/// Copies a directory's contents over another's (`cp -a SRC/. DST`), `DST` emptied first.
+fn copy_tree(src: &Path, dst: &Path) {
+    for e in fs::read_dir(dst).unwrap().flatten() {
+        let p = e.path();
+        if e.file_type().unwrap().is_dir() {
+            fs::remove_dir_all(&p).unwrap();
+        } else {
+            fs::remove_file(&p).unwrap();
+        }
+    }
+    let st = command("cp")
+        .arg("-a")
+        .arg(format!("{}/.", src.display()))
+        .arg(dst)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// For repairs of the workspace (named by absolute paths, so a copy of the repository
+/// elsewhere would repair the original's): recovers `lp` with orbit, checks it with `check`,
+/// puts the repository back as it was, recovers it with recover.sh and checks it again.
+/// Both must write the same state.env, and a second run of either changes nothing.
+fn recover_in_turn(lp: &Loop, flags: &[&str], check: impl Fn(&Loop, &str)) -> State {
+    let before = tempfile::tempdir().unwrap();
+    copy_tree(lp.repo.path(), before.path());
+    let mut states = Vec::new();
+    for tool in ["orbit recover", "recover.sh"] {
+        let out = if tool == "recover.sh" {
+            lp.bash_recover(flags)
+        } else {
+            lp.orbit_recover(flags)
+        };
+        assert_ok(&out, tool);
+        lp.assert_sealed();
+        lp.assert_chains();
+        check(lp, tool);
+        states.push((without_updated(&lp.state_text()), text(&out)));
+        let again = if tool == "recover.sh" {
+            lp.bash_recover(flags)
+        } else {
+            lp.orbit_recover(flags)
+        };
+        assert!(
+            String::from_utf8_lossy(&again.stdout).contains("nothing to repair"),
+            "a second {tool} was not a no-op\n{}",
+            text(&again)
+        );
+        if tool == "orbit recover" {
+            copy_tree(before.path(), lp.repo.path());
+        }
+    }
+    assert_eq!(
+        states[0].0, states[1].0,
+        "orbit recover and recover.sh disagree\n{}\n{}",
+        states[0].1, states[1].1
+    );
+    lp.no_canary();
+    lp.assert_sealed()
+}
+
 /// A damage to state.env alone: recover, then the runner resumes at iteration 3.
 fn state_damage(refusal: i32, damage: impl Fn(&Path)) {
     let lp = Loop::new(2, &[]);
@@ -645,22 +708,127 @@ fn recover_restore_pinned_puts_files_back() {
     lp.mode("edit-protected", false);
     let v = fs::read_to_string(lp.file("verify.sh")).unwrap();
     fs::write(lp.file("verify.sh"), format!("{v}\nexit 0\n")).unwrap();
-    let out = lp.orbit_recover(&["--restore-pinned"]);
-    assert_ok(&out, "restore");
-    assert_eq!(
-        fs::read_to_string(lp.ws().join("tests/guard.txt")).unwrap(),
-        "guard\n"
-    );
-    assert_eq!(
-        fs::read(lp.file("verify.sh")).unwrap(),
-        fs::read(lp.file(".pins/verify.sh")).unwrap()
-    );
-    let s = lp.assert_sealed();
+    // orbit recover and recover.sh put the same files back and agree on the state.
+    let s = recover_in_turn(&lp, &["--restore-pinned"], |l, tool| {
+        assert_eq!(
+            fs::read_to_string(l.ws().join("tests/guard.txt")).unwrap(),
+            "guard\n",
+            "{tool}"
+        );
+        assert_eq!(
+            fs::read(l.file("verify.sh")).unwrap(),
+            fs::read(l.file(".pins/verify.sh")).unwrap(),
+            "{tool}"
+        );
+    });
     assert_eq!((s.last_status.as_str(), s.next_iteration), ("CONTINUE", 3));
-    let again = lp.orbit_recover(&["--restore-pinned"]);
-    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to repair"));
     assert_code(&lp.tick(&[]), 10, "resume");
     assert!(lp.result_iteration(3).contains("VERDICT=CONTINUE"));
+}
+
+#[test]
+fn a_permission_file_that_appeared_is_removed_by_restore_pinned() {
+    let lp = Loop::new(1, &[]);
+    lp.mode("add-permission", true);
+    assert_code(&lp.tick(&[]), 3, "a permission file appeared");
+    lp.mode("add-permission", false);
+    assert_eq!(state_value(&lp.dir, "STOP_REASON"), "permission_hijack");
+    let planted = lp.ws().join(".claude/settings.local.json");
+    assert!(planted.is_file());
+    // Without the flag nothing moves on: it is still there, and still a hijack.
+    let s = recover_in_turn(&lp, &[], |l, tool| {
+        assert!(
+            l.ws().join(".claude/settings.local.json").is_file(),
+            "{tool}"
+        );
+    });
+    assert_eq!(
+        (s.last_status.as_str(), s.stop_reason.as_str()),
+        ("ABORTED", "permission_hijack")
+    );
+    // --restore-pinned has no copy to put back: it removes the file, keeping it in the
+    // backup, and says so.
+    let out = lp.orbit_recover(&["--dry-run", "--restore-pinned"]);
+    assert_ok(&out, "dry run");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("remove: {}", planted.display())),
+        "{}",
+        text(&out)
+    );
+    assert!(planted.is_file(), "a dry run removes nothing");
+    let s = recover_in_turn(&lp, &["--restore-pinned"], |l, tool| {
+        let planted = l.ws().join(".claude/settings.local.json");
+        assert!(!planted.exists(), "{tool}: {} removed", planted.display());
+        let pg = fs::read_to_string(l.file("progress.md")).unwrap();
+        assert!(
+            pg.contains("appeared after the first run and has no pinned copy to restore: removed"),
+            "{tool}: {pg}"
+        );
+        let backups: Vec<PathBuf> = walkdir::WalkDir::new(l.file("backups"))
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_name() == "settings.local.json")
+            .map(|e| e.path().to_path_buf())
+            .collect();
+        assert_eq!(
+            backups.len(),
+            1,
+            "{tool}: one copy in the backup: {backups:?}"
+        );
+        assert!(fs::read_to_string(&backups[0]).unwrap().contains("Bash(*)"));
+    });
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("CONTINUE", 2));
+    assert_code(&lp.tick(&[]), 10, "resume");
+}
+
+#[test]
+fn a_git_tamper_stop_holds_until_repin_accepts_it() {
+    let lp = Loop::new(1, &[]);
+    lp.mode("swap-workspace", true);
+    assert_code(&lp.tick(&[]), 3, "the workspace swapped for a link");
+    assert_eq!(state_value(&lp.dir, "STOP_REASON"), "git_tamper");
+    fs::remove_file(lp.ws()).unwrap();
+    // A plain recovery (either tool) recreates the workspace but keeps the stop: only a
+    // review and --repin move a git_tamper on.
+    let s = recover_in_turn(&lp, &[], |l, tool| {
+        assert!(
+            l.ws().join(".git").is_file(),
+            "{tool}: the workspace is back"
+        );
+    });
+    assert_eq!(
+        (s.last_status.as_str(), s.stop_reason.as_str()),
+        ("ABORTED", "git_tamper")
+    );
+    let (_, classes) = lp.audit();
+    assert!(classes.iter().any(|c| c == "GIT_TAMPER"), "{classes:?}");
+    assert!(!classes.iter().any(|c| c == "SCRIPT_TAMPER"), "{classes:?}");
+    let out = lp.orbit_recover(&["--repin"]);
+    assert_ok(&out, "--repin");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("git_tamper accepted after review"),
+        "{}",
+        text(&out)
+    );
+    let s = lp.assert_sealed();
+    assert_eq!(
+        (s.last_status.as_str(), s.stop_reason.as_str()),
+        ("CONTINUE", "none")
+    );
+    let (_, classes) = lp.audit();
+    assert!(!classes.iter().any(|c| c == "GIT_TAMPER"), "{classes:?}");
+    assert_code(&lp.tick(&[]), 10, "resume");
+    // With the state gone, the journal's last stop says it: still held.
+    let lp = Loop::new(1, &[]);
+    lp.mode("swap-workspace", true);
+    assert_code(&lp.tick(&[]), 3, "swapped again");
+    fs::remove_file(lp.ws()).unwrap();
+    fs::remove_file(lp.file("state.env")).unwrap();
+    let s = recover_in_turn(&lp, &[], |_, _| {});
+    assert_eq!(
+        (s.last_status.as_str(), s.stop_reason.as_str()),
+        ("ABORTED", "git_tamper")
+    );
 }
 
 #[test]

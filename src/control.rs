@@ -66,7 +66,7 @@ fn read_sealed(dir: &Path) -> Result<State> {
 }
 
 /// Writes the next generation of the state (state.env, then its sidecar, each atomic) and a
-/// `state_write` event naming who wrote it.
+/// `state_write` event naming who wrote it and the sha256 of the state.env written.
 fn write_state(dir: &Path, mut state: State, by: &str) -> Result<State> {
     state.generation += 1;
     state.last_updated_at = fsx::now_epoch();
@@ -86,6 +86,8 @@ fn write_state(dir: &Path, mut state: State, by: &str) -> Result<State> {
             "next_iteration",
             events::value(&state.next_iteration.to_string()),
         ),
+        // The exact state.env written: audit and recover check state.env against it.
+        ("sha256", events::value(&fsx::sha256_hex(text.as_bytes()))),
         ("by", events::value(by)),
     ];
     append_event(

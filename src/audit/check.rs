@@ -14,6 +14,7 @@ use super::read::{
     EventsWindow, ProgressTail, StateRead, has_attempt_files, iter_rel, mtime, read_events,
     read_progress, read_result, read_state,
 };
+use super::records;
 use super::runner_log;
 use super::tail;
 use super::workspace;
@@ -82,6 +83,8 @@ struct Loop {
 struct Checkpoint {
     state: State,
     text: String,
+    /// Its sidecar is a generation behind: a torn checkpoint.
+    torn: bool,
 }
 
 impl Checkpoint {
@@ -132,7 +135,18 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     summary.last_verify = last.as_ref().and_then(verify_outcome);
     a.check_commits(cp.last_done());
     let recovered = recovered(l.events.as_ref(), &cp.state);
-    let crashed = !l.running && !recovered && a.check_crash(&l, cp);
+    let records = records::Input {
+        dir,
+        shown: a.shown,
+        state: &cp.state,
+        state_text: &cp.text,
+        torn: cp.torn,
+        events: l.events.as_ref(),
+    };
+    if !l.running {
+        a.findings.extend(records::check(&records));
+    }
+    let crashed = !l.running && !recovered && a.check_crash(&l, cp, &records);
     a.check_orphans(&l);
     a.findings.extend(workspace::check(&workspace::Input {
         dir: &l.canonical,
@@ -295,6 +309,7 @@ impl Audit<'_> {
                 Some(Checkpoint {
                     state: *state,
                     text,
+                    torn: torn.is_some(),
                 })
             }
             StateRead::Missing => None,
@@ -1128,10 +1143,25 @@ impl Audit<'_> {
 
     /// A runner that died mid-iteration (no runner is alive and no recovery followed).
     /// Returns whether it did.
-    fn check_crash(&mut self, l: &Loop, cp: &Checkpoint) -> bool {
+    fn check_crash(&mut self, l: &Loop, cp: &Checkpoint, records: &records::Input) -> bool {
         let Some((evidence, message)) = find_crash(self.dir, l.events.as_ref(), &cp.state) else {
             return false;
         };
+        if records::unannounced_next(records) {
+            // Written, then the runner died before its iteration_result: a record the
+            // journal does not vouch for, which the next run does again (never takes).
+            let n = cp.state.next_iteration;
+            self.add(
+                FindingClass::Crashed,
+                Severity::P1,
+                format!("{}/result.env:1", iter_rel(n)),
+                format!(
+                    "iteration {n} was recorded (result.env) but never announced (no iteration_result): the runner died right after writing it; the record is not evidence, and the next run does the iteration again"
+                ),
+                format!("orbit run {}", self.shown),
+            );
+            return true;
+        }
         self.add(
             FindingClass::Crashed,
             Severity::P1,

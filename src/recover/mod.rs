@@ -47,6 +47,9 @@ pub struct Plan {
     pub moves: Vec<(PathBuf, MoveTo)>,
     pub events_cut: Option<usize>,
     pub progress_tail: Option<ProgressTail>,
+    /// The journal's chain broke here: (1-based line, why, lines set aside). The lines from
+    /// it on go to the backup and the recovery event, chained on the line before, says so.
+    pub journal_break: Option<(usize, String, usize)>,
     /// Notes that need no writing (evidence the user should know of).
     pub notes: Vec<String>,
     /// Git steps (the workspace, the user's checkout), run before any file is written.
@@ -84,6 +87,8 @@ pub struct LoopRef {
     pub loop_contract: String,
     /// loop.toml's `workspace` (empty: the default).
     pub workspace_setting: String,
+    /// loop.toml's `autocommit`: whether every iteration that changes the tree commits.
+    pub autocommit: bool,
 }
 
 /// The workspace loop.toml names, as an absolute path (the runner's `workspace_path_v`):
@@ -134,6 +139,7 @@ fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
         name: cfg.name,
         loop_contract: cfg.contract_version,
         workspace_setting: cfg.workspace,
+        autocommit: cfg.autocommit,
     })
 }
 
@@ -318,15 +324,17 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
         plan: Plan::default(),
         ws: String::new(),
     };
-    let checkpoint = p.read_checkpoint()?;
+    let mut checkpoint = p.read_checkpoint()?;
+    let evidence = p.read_evidence()?;
+    p.distrust_unrecorded_state(&mut checkpoint, &evidence.events);
     // The workspace by which pinned workspace files are judged and restored.
     p.ws = match &checkpoint.old {
         Some(s) if !s.workspace.is_empty() => s.workspace.clone(),
         _ => workspace_of(lp),
     };
-    let evidence = p.read_evidence()?;
     let last = LastIteration::find(&evidence);
     p.plan.last_completed = last.n;
+    p.set_aside_untrusted_records(&evidence, &last)?;
     let course = p.schedule(&last, &evidence, checkpoint.old.as_ref())?;
     let ran = last.n > 0 || lp.dir.join(".baseline-commit").is_file();
     let migrated = if args.migrate && workspace::needs_migration(lp, checkpoint.old.as_ref()) {
@@ -436,6 +444,10 @@ struct Checkpoint {
     sidecar_gen: Option<u64>,
     /// Whether the sidecar is well-formed and seals the parsed state.env.
     sealed: bool,
+    /// Whether the sidecar is a generation behind state.env: a torn checkpoint.
+    torn: bool,
+    /// The generation of a state.env that was set aside as untrusted: the new one goes above it.
+    distrusted_gen: Option<u64>,
 }
 
 /// What the loop's records say about its iterations.
@@ -445,6 +457,9 @@ struct Evidence {
     progress: BTreeMap<u64, Ending>,
     /// Iterations committed with the loop's trailers whose record is gone.
     commits: Vec<u64>,
+    /// Where events.jsonl's chain breaks (1-based line) and why: the lines from there on
+    /// are not evidence, and the journal is sealed there.
+    journal_break: Option<(usize, String)>,
 }
 
 /// L, the last completed iteration, and its verdict.
@@ -550,6 +565,8 @@ impl Planner<'_> {
             _ => false,
         };
         let sidecar_gen = sidecar.map(|c| c.generation);
+        let torn =
+            !sealed && matches!((&old, sidecar_gen), (Some(s), Some(g)) if g + 1 == s.generation);
         if let Some(s) = &old
             && !sealed
         {
@@ -560,7 +577,56 @@ impl Planner<'_> {
             old,
             sidecar_gen,
             sealed,
+            torn,
+            distrusted_gen: None,
         })
+    }
+
+    /// A state.env that is not the one the journal's last `state_write` (or `recovery`)
+    /// says was written is not the runner's: the same generation with another sha256, or a
+    /// later generation the journal never recorded. It is set aside and the state rebuilt
+    /// from the evidence alone. A torn checkpoint (a write cut before its sidecar and its
+    /// event) is the runner's own and is kept; so is a state the journal is ahead of (a
+    /// recovery cut before its checkpoint); a journal that gives no sha256 (an older runner)
+    /// proves nothing either way.
+    fn distrust_unrecorded_state(&mut self, cp: &mut Checkpoint, ev: &evidence::EventsEvidence) {
+        let (Some(old), Some(rec)) = (&cp.old, &ev.last_state_record) else {
+            return;
+        };
+        let (Some(sha), Some(rec_gen)) = (&rec.sha256, rec.generation) else {
+            return;
+        };
+        let have = self
+            .plan
+            .old_text
+            .as_deref()
+            .map(fsx::sha256_hex)
+            .unwrap_or_default();
+        let differs = old.generation == rec_gen && have != *sha;
+        let unrecorded = old.generation > rec_gen;
+        if cp.torn || !(differs || unrecorded) {
+            return;
+        }
+        let why = if differs {
+            format!(
+                "events.jsonl:{} says gen {rec_gen} was written with sha256 {}, the file is {}",
+                rec.line + 1,
+                short(sha),
+                short(&have)
+            )
+        } else {
+            format!(
+                "the journal's last record of it (events.jsonl:{}) is gen {rec_gen}",
+                rec.line + 1
+            )
+        };
+        self.repair(format!(
+            "state.env (gen {}) is not a state the journal records ({why}): written by something other than the runner (loop_tamper); rebuilt from the evidence",
+            old.generation
+        ));
+        cp.distrusted_gen = Some(old.generation);
+        cp.old = None;
+        cp.sealed = false;
     }
 
     /// Reads events.jsonl, progress.md and the commit trailers; a torn tail of either file
@@ -568,6 +634,11 @@ impl Planner<'_> {
     fn read_evidence(&mut self) -> Result<Evidence> {
         let lp = self.lp;
         let events = self.read_events()?;
+        let journal_break = self
+            .plan
+            .journal_break
+            .as_ref()
+            .map(|(line, why, _)| (*line, why.clone()));
         let progress = self.read_progress()?;
         let commits = evidence::git_iterations(&lp.repo, &lp.name)
             .into_iter()
@@ -577,6 +648,7 @@ impl Planner<'_> {
             events,
             progress,
             commits,
+            journal_break,
         })
     }
 
@@ -590,7 +662,24 @@ impl Planner<'_> {
                 bytes.len() - complete
             ));
         }
-        Ok(evidence::read_events(&bytes))
+        // A broken chain is sealed: what follows the break is not evidence (it may be an
+        // edit, a removal, a forgery); it stays in the backup, and the journal goes on from
+        // the last line that chains, with the recovery event saying where it broke.
+        let mut keep = complete;
+        if let Some((i, offset, why)) = evidence::chain_break(&bytes[..complete]) {
+            let dropped = bytes[offset..complete]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count();
+            keep = offset;
+            self.plan.events_cut = Some(offset);
+            self.plan.journal_break = Some((i + 1, why.clone(), dropped));
+            self.repair(format!(
+                "events.jsonl breaks at line {} ({why}): the journal is sealed there; its {dropped} line(s) from there on are kept in the backup, not read as evidence",
+                i + 1
+            ));
+        }
+        Ok(evidence::read_events(&bytes[..keep]))
     }
 
     fn read_progress(&mut self) -> Result<BTreeMap<u64, Ending>> {
@@ -621,12 +710,19 @@ impl Planner<'_> {
         let dir = &self.lp.dir;
         let n = last.n;
         let retry = n > 0 && matches!(last.status(), Some(Status::Aborted | Status::Blocked));
-        let done = n > 0
-            && ev.events.verdicts.get(&n).and_then(Ending::status) == Some(Status::Done)
-            && evidence::result_says_done(dir, n);
+        let claimed =
+            n > 0 && ev.events.verdicts.get(&n).and_then(Ending::status) == Some(Status::Done);
+        // A DONE is believed only when every record of it agrees; otherwise the iteration
+        // runs again (the last trustworthy one is the one before it).
+        let distrust = if claimed {
+            self.done_distrusted(n, ev, old)
+        } else {
+            None
+        };
+        let done = claimed && distrust.is_none();
         let next = if n == 0 {
             old.map(|s| s.next_iteration).unwrap_or(1)
-        } else if retry {
+        } else if retry || distrust.is_some() {
             n
         } else {
             n + 1
@@ -634,10 +730,22 @@ impl Planner<'_> {
         if retry && evidence::has_result(dir, n) {
             self.keep_retried_record(last)?;
         }
-        if !retry && !done && n > 0 && evidence::has_result(dir, next) {
+        if let Some(why) = &distrust {
             self.plan.notes.push(format!(
-                "iteration {next} was recorded (iterations/{next:06}/result.env) but not closed: the next run completes it without running it again"
+                "iteration {n}'s DONE is not trusted: {why}; it runs again"
             ));
+            self.set_aside_record(n, &format!("its DONE is not trusted: {why}"), None)?;
+        }
+        if !retry && !done && distrust.is_none() && n > 0 && evidence::has_result(dir, next) {
+            self.plan.notes.push(if ev.events.announces(next) && !ev.events.results.contains_key(&next) {
+                format!(
+                    "iteration {next} was recorded (iterations/{next:06}/result.env) but never announced (no iteration_result): the runner died right after writing it, and the next run does the iteration again"
+                )
+            } else {
+                format!(
+                    "iteration {next} was recorded (iterations/{next:06}/result.env) but not closed: the next run completes it without running it again"
+                )
+            });
         }
         Ok(Course {
             last: n,
@@ -645,6 +753,158 @@ impl Planner<'_> {
             retry,
             done,
         })
+    }
+
+    /// Why iteration `n`'s DONE (its last `iteration_end` says DONE) is not to be believed,
+    /// if it is not: the first of the cross-checks that fails. (a) The journal chains
+    /// throughout, and the DONE came after the last seal of a broken journal; (c) its
+    /// result.env is a record that says `VERDICT=DONE` and is the one its `iteration_result`
+    /// announced (its sha256), and one was announced where the runner announces them;
+    /// (d) when the loop commits, the loop branch holds the iteration's commit (its
+    /// `Orbit-Iteration:` trailer), or, for an iteration that changed nothing, the branch's
+    /// tree is the one the record says the iteration ended with.
+    fn done_distrusted(&self, n: u64, ev: &Evidence, old: Option<&State>) -> Option<String> {
+        let e = &ev.events;
+        if let Some((line, why)) = &ev.journal_break {
+            return Some(format!(
+                "the journal's chain breaks at events.jsonl:{line} ({why})"
+            ));
+        }
+        if let (Some(seal), Some(end)) = (e.last_seal, e.end_lines.get(&n))
+            && end < &seal
+        {
+            return Some(format!(
+                "its iteration_end came before the journal was sealed after a break (events.jsonl:{})",
+                seal + 1
+            ));
+        }
+        let record = evidence::iteration_dir(&self.lp.dir, n).join("result.env");
+        let bytes = fsx::read_loop_file(&record).ok();
+        let parsed = bytes
+            .as_deref()
+            .and_then(|b| crate::result_env::parse(b).ok());
+        if parsed.as_ref().and_then(|r| r.verdict()) != Some(Status::Done) {
+            return Some(format!(
+                "iterations/{n:06}/result.env is missing, is no record, or does not say VERDICT=DONE"
+            ));
+        }
+        match e.results.get(&n) {
+            Some(Some(sha)) => {
+                let have = bytes.as_deref().map(fsx::sha256_hex).unwrap_or_default();
+                if have != *sha {
+                    return Some(format!(
+                        "iterations/{n:06}/result.env is not the record the runner wrote (its iteration_result says sha256 {}, the file is {})",
+                        short(sha),
+                        short(&have)
+                    ));
+                }
+            }
+            Some(None) => {}
+            None if e.announces(n) => {
+                return Some(format!(
+                    "no iteration_result event announces iterations/{n:06}/result.env (the runner announces every record)"
+                ));
+            }
+            None => {}
+        }
+        if self.lp.autocommit {
+            let branch = old
+                .map(|s| s.iter_branch.clone())
+                .filter(|b| !b.is_empty())
+                .unwrap_or_else(|| format!("orbit/{}", self.lp.name));
+            let committed =
+                evidence::branch_iterations(&self.lp.repo, &branch, &self.lp.name).contains(&n);
+            let unchanged = parsed.as_ref().is_some_and(|r| {
+                r.get("CHANGED") == "0"
+                    && !r.get("TREE_AFTER").is_empty()
+                    && evidence::branch_tree(&self.lp.repo, &branch).as_deref()
+                        == Some(r.get("TREE_AFTER"))
+            });
+            if !committed && !unchanged {
+                return Some(format!(
+                    "the loop commits, but no commit on {branch} carries Orbit-Iteration: {n} (and the branch's tree is not the one the record ends with)"
+                ));
+            }
+        }
+        None
+    }
+
+    /// Result records the journal does not vouch for: one whose `iteration_result` gives
+    /// another sha256 (changed after the runner wrote it), and one with no
+    /// `iteration_result` where the runner announces every record (planted) — save the
+    /// runner's own unfinished record of iteration L+1 (it died before announcing it; the
+    /// next run does it again). Each is moved aside, never deleted. L's own record, when L
+    /// is retried or claims DONE, is for [`Planner::schedule`].
+    fn set_aside_untrusted_records(&mut self, ev: &Evidence, last: &LastIteration) -> Result<()> {
+        let e = &ev.events;
+        let l_is_scheduled = matches!(
+            last.status(),
+            Some(Status::Aborted | Status::Blocked | Status::Done)
+        );
+        for n in evidence::recorded_iterations(&self.lp.dir) {
+            if n == last.n && l_is_scheduled {
+                continue;
+            }
+            let record = evidence::iteration_dir(&self.lp.dir, n).join("result.env");
+            let why = match e.results.get(&n) {
+                Some(Some(sha)) => {
+                    let have = file_hash(&record)?.unwrap_or_default();
+                    (have != *sha).then(|| {
+                        format!(
+                            "it is not the record the runner wrote (its iteration_result says sha256 {}, the file is {})",
+                            short(sha),
+                            short(&have)
+                        )
+                    })
+                }
+                Some(None) => None,
+                None if e.announces(n) && n != last.n + 1 => {
+                    Some("no iteration_result event announces it (planted)".to_string())
+                }
+                None => None,
+            };
+            if let Some(why) = why {
+                self.set_aside_record(n, &why, Some("result.env"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Plans the move of iteration `n`'s record (only `file`, or everything of the attempt)
+    /// into `iterations/n/untrusted.K/`.
+    fn set_aside_record(&mut self, n: u64, why: &str, file: Option<&str>) -> Result<()> {
+        let idir = evidence::iteration_dir(&self.lp.dir, n);
+        if !fs::symlink_metadata(&idir).is_ok_and(|m| m.is_dir()) {
+            return Ok(());
+        }
+        let mut k = 1;
+        while idir.join(format!("untrusted.{k}")).exists() {
+            k += 1;
+        }
+        let target = idir.join(format!("untrusted.{k}"));
+        let mut moved = Vec::new();
+        for entry in fs::read_dir(&idir)
+            .map_err(|e| Error::io(format!("cannot read {}", idir.display()), e))?
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let wanted = match file {
+                Some(f) => name == f,
+                None => !name.starts_with("retried.") && !name.starts_with("untrusted."),
+            };
+            if wanted {
+                moved.push((entry.path(), MoveTo::Path(target.join(&name))));
+            }
+        }
+        if moved.is_empty() {
+            return Ok(());
+        }
+        self.plan.moves.extend(moved);
+        self.plan.moves.sort_by(|a, b| a.0.cmp(&b.0));
+        self.repair(format!(
+            "iteration {n}'s record set aside in iterations/{n:06}/untrusted.{k}/: {why}"
+        ));
+        Ok(())
     }
 
     /// Plans the move of a retried iteration's record into `retried.K/`.
@@ -1120,6 +1380,7 @@ impl Planner<'_> {
             .old
             .as_ref()
             .map(|s| s.generation)
+            .or(cp.distrusted_gen)
             .unwrap_or(0)
             .max(cp.sidecar_gen.unwrap_or(0));
         let mut s = candidate;
@@ -1320,6 +1581,9 @@ struct Record<'a> {
     flags: &'a [&'a str],
     /// The backup directory, relative to the loop directory.
     backup: &'a str,
+    /// The sha256 of the state.env the loop has after the recovery (the one written, or
+    /// the one kept): the recovery event's `state_sha256`.
+    state_sha256: Option<&'a str>,
 }
 
 /// Applies a plan: backups first, then file moves and writes, the progress entry and the
@@ -1341,11 +1605,23 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
         .result
         .as_ref()
         .expect("a plan always carries the resulting state");
+    // The state.env the loop will have: written now (its text fixed here, so that the event
+    // can carry its sha256), or the one kept.
+    let new_text = plan.new_state.as_ref().map(|s| {
+        let mut s = s.clone();
+        s.last_updated_at = now;
+        (s.print(), s.generation)
+    });
+    let state_sha = match &new_text {
+        Some((text, _)) => Some(fsx::sha256_hex(text.as_bytes())),
+        None => plan.old_text.as_deref().map(fsx::sha256_hex),
+    };
     let record = Record {
         now,
         by,
         flags,
         backup: &brel,
+        state_sha256: state_sha.as_deref(),
     };
     append_recovery_entry(dir, plan, result, &record)?;
     append_recovery_event(dir, plan, result, &record)?;
@@ -1353,7 +1629,7 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
     if std::env::var("ORBIT_FAULT").as_deref() == Ok(FaultPoint::RecoverBeforeCheckpoint.as_str()) {
         std::process::abort();
     }
-    write_checkpoint(dir, plan, now)?;
+    write_checkpoint(dir, new_text.as_ref())?;
     Ok(brel)
 }
 
@@ -1470,8 +1746,17 @@ fn append_recovery_event(dir: &Path, plan: &Plan, result: &State, rec: &Record) 
         ("status", events::value(result.last_status.as_str())),
         ("reason", events::value(result.stop_reason.as_str())),
         ("gen", events::value(&result.generation.to_string())),
-        ("backup", events::value(rec.backup)),
     ];
+    let mut fields = fields.to_vec();
+    if let Some(sha) = rec.state_sha256 {
+        fields.push(("state_sha256", events::value(sha)));
+    }
+    if let Some((line, why, dropped)) = &plan.journal_break {
+        fields.push(("journal_break", events::value(&line.to_string())));
+        fields.push(("journal_break_why", events::value(why)));
+        fields.push(("journal_dropped", events::value(&dropped.to_string())));
+    }
+    fields.push(("backup", events::value(rec.backup)));
     let line = events::build_line(
         seq + 1,
         &fsx::iso_utc(rec.now),
@@ -1485,17 +1770,14 @@ fn append_recovery_event(dir: &Path, plan: &Plan, result: &State, rec: &Record) 
 }
 
 /// The checkpoint, last: state.env and its sidecar, when the plan writes them.
-fn write_checkpoint(dir: &Path, plan: &Plan, now: u64) -> Result<()> {
-    let Some(s) = &plan.new_state else {
+fn write_checkpoint(dir: &Path, new: Option<&(String, u64)>) -> Result<()> {
+    let Some((text, generation)) = new else {
         return Ok(());
     };
-    let mut s = s.clone();
-    s.last_updated_at = now;
-    let text = s.print();
     fsx::write_atomic(&dir.join("state.env"), text.as_bytes())?;
     fsx::write_atomic(
         &dir.join("state.env.sha256"),
-        Sidecar::for_state(&text, s.generation).print().as_bytes(),
+        Sidecar::for_state(text, *generation).print().as_bytes(),
     )
 }
 

@@ -49,8 +49,20 @@ RC_RESTORE_FROM=()
 RC_RESTORE_TO=()
 RC_RESTORE_EXEC=()
 RC_REMOVES=()
+RC_OLD_TORN=0
+RC_OLD_GEN=
+RC_EV_BREAK_LINE=
+RC_EV_BREAK_WHY=
+RC_EV_DROPPED=0
+RC_FIRST_IR=
+RC_LAST_SEAL=
+RC_STATE_REC_LINE=
+RC_STATE_REC_GEN=
+RC_STATE_REC_SHA=
 declare -A O=()
 declare -A EVV=()
+declare -A EVL=()
+declare -A EVR=()
 declare -A PGV=()
 
 rc_usage() {
@@ -279,6 +291,7 @@ rc_read_old() {
         if [[ $have == "$SIDECAR_HASH" && $RC_SIDECAR_GEN == "${O[GEN]}" ]]; then
           RC_SIDECAR_OK=1
         elif ((RC_SIDECAR_GEN + 1 == O[GEN])); then
+          RC_OLD_TORN=1
           RC_REPAIRS+=("torn checkpoint (sidecar at gen $RC_SIDECAR_GEN, state.env at gen ${O[GEN]}): re-sealed")
         else
           RC_REPAIRS+=("state.env does not match its sidecar (state gen ${O[GEN]}, sidecar gen $RC_SIDECAR_GEN): re-sealed after checking every key against the evidence")
@@ -316,9 +329,47 @@ rc_iso_epoch() {
   printf '%s' "$(((era * 146097 + doe - 719468) * 86400 + hh * 3600 + mm * 60 + ss))"
 }
 
+# rc_chain_check FILE: the journal's hash chain over its first RC_EV_KEEP bytes (complete
+# lines), line by line as orbit recover's chain_break reads it: a line must be
+# {"seq":S,"ts":"...","event":"name","iteration":N[,...],"prev":"P","hash":"H"} with H the
+# sha256 of the line without its hash member, P the line before's H (64 zeros first) and S
+# one more than the line before's. At the first line that is not, the journal is sealed:
+# RC_EV_KEEP ends before it (the rest is not evidence; the backup keeps it).
+rc_chain_check() {
+  local LC_ALL=C file=$1 line i=0 off=0 why='' seq p h
+  local prev=0000000000000000000000000000000000000000000000000000000000000000
+  local re='^\{"seq":([0-9]{1,18}),"ts":"[^"]*","event":"[a-z_]+","iteration":[0-9]{1,18}(,.*)?,"prev":"([0-9a-f]{64})","hash":"([0-9a-f]{64})"\}$'
+  ((RC_EV_KEEP > 0)) || return 0
+  while IFS= read -r line; do
+    i=$((i + 1))
+    if [[ ! $line =~ $re ]]; then
+      why='not an orbit event line'
+    else
+      seq=${BASH_REMATCH[1]} p=${BASH_REMATCH[3]} h=${BASH_REMATCH[4]}
+      orbit_sha256_str_v "${line:0:${#line}-75}}"
+      if [[ $REPLY != "$h" ]]; then
+        why="the line's hash does not match its content (edited)"
+      elif [[ $p != "$prev" ]]; then
+        why="prev does not name the previous line's hash (a line was removed or reordered)"
+      elif [[ $seq != "$i" ]]; then
+        why="seq $seq where $i was expected"
+      fi
+    fi
+    if [[ -n $why ]]; then
+      RC_EV_BREAK_LINE=$i RC_EV_BREAK_WHY=$why
+      RC_EV_DROPPED=$(head -c "$RC_EV_KEEP" -- "$file" | tail -c +$((off + 1)) | wc -l | tr -d ' ')
+      RC_EV_KEEP=$off
+      RC_REPAIRS+=("events.jsonl breaks at line $i ($why): the journal is sealed there; its $RC_EV_DROPPED line(s) from there on are kept in the backup, not read as evidence")
+      return 0
+    fi
+    prev=$h
+    off=$((off + ${#line} + 1))
+  done < <(head -c "$RC_EV_KEEP" -- "$file")
+}
+
 # ---- events.jsonl: a torn last line is not evidence (and is trimmed).
 rc_read_events() {
-  local LC_ALL=C file="$RC_DIR/events.jsonl" size last line ts e
+  local LC_ALL=C file="$RC_DIR/events.jsonl" size last line ts e n
   RC_EV_KEEP=0
   [[ -s $file ]] || return 0
   size=$(wc -c <"$file" | tr -d ' ')
@@ -329,12 +380,42 @@ rc_read_events() {
     RC_EV_TORN=1
     RC_REPAIRS+=("events.jsonl ends in a torn line (${#last} bytes): trimmed")
   fi
+  rc_chain_check "$file"
   while IFS= read -r line; do
-    if [[ $line =~ \"iteration\":([0-9]+),\"verdict\":\"([A-Z]+)\"$ ]]; then
-      EVV[$((10#${BASH_REMATCH[1]}))]=${BASH_REMATCH[2]}
+    if [[ $line =~ ^([0-9]+):.*\"iteration\":([0-9]+),\"verdict\":\"([A-Z]+)\"$ ]]; then
+      EVV[$((10#${BASH_REMATCH[2]}))]=${BASH_REMATCH[3]}
+      EVL[$((10#${BASH_REMATCH[2]}))]=${BASH_REMATCH[1]}
     fi
   done < <(head -c "$RC_EV_KEEP" -- "$file" |
-    grep -aoE '^\{"seq":[0-9]+,"ts":"[^"]*","event":"iteration_end","iteration":[0-9]{1,9},"verdict":"[A-Z]+"' || true)
+    grep -naoE '^\{"seq":[0-9]+,"ts":"[^"]*","event":"iteration_end","iteration":[0-9]{1,9},"verdict":"[A-Z]+"' || true)
+  # Each iteration's last iteration_result (and the sha256 it gives its record), the last
+  # state_write or recovery (its gen and the sha256 of the state.env it wrote), and the
+  # last recovery that sealed a broken journal.
+  while IFS= read -r line; do
+    n=${line%%:*}
+    line=${line#*:}
+    case $line in
+      *'"event":"iteration_result"'*)
+        if [[ $line =~ ^\{\"seq\":[0-9]+,\"ts\":\"[^\"]*\",\"event\":\"iteration_result\",\"iteration\":([0-9]{1,9})[,}] ]]; then
+          e=$((10#${BASH_REMATCH[1]}))
+          EVR[$e]=-
+          if [[ $line =~ ,\"sha256\":\"([0-9a-f]{64})\" ]]; then EVR[$e]=${BASH_REMATCH[1]}; fi
+          if [[ -z $RC_FIRST_IR ]] || ((e < RC_FIRST_IR)); then RC_FIRST_IR=$e; fi
+        fi
+        ;;
+      *)
+        RC_STATE_REC_LINE=$n RC_STATE_REC_GEN='' RC_STATE_REC_SHA=''
+        if [[ $line =~ ,\"gen\":([0-9]{1,9})[,}] ]]; then RC_STATE_REC_GEN=$((10#${BASH_REMATCH[1]})); fi
+        if [[ $line == *'"event":"recovery"'* ]]; then
+          if [[ $line =~ ,\"state_sha256\":\"([0-9a-f]{64})\" ]]; then RC_STATE_REC_SHA=${BASH_REMATCH[1]}; fi
+          if [[ $line == *',"journal_break":'* ]]; then RC_LAST_SEAL=$n; fi
+        elif [[ $line =~ ,\"sha256\":\"([0-9a-f]{64})\" ]]; then
+          RC_STATE_REC_SHA=${BASH_REMATCH[1]}
+        fi
+        ;;
+    esac
+  done < <(head -c "$RC_EV_KEEP" -- "$file" |
+    grep -naE '^\{"seq":[0-9]+,"ts":"[^"]*","event":"(iteration_result|state_write|recovery)"' || true)
   while IFS= read -r line; do
     ts=${line#*\"ts\":\"}
     ts=${ts%%\"*}
@@ -649,6 +730,133 @@ rc_migrate_check() {
   fi
 }
 
+# rc_distrust_unrecorded_state: a state.env that is not one the journal's last state_write
+# (or recovery) records — the same generation with another sha256, or a later generation
+# it never recorded — is set aside and rebuilt from the evidence (orbit recover's
+# distrust_unrecorded_state); a torn checkpoint, or a journal with no sha256, proves
+# nothing.
+rc_distrust_unrecorded_state() {
+  local have why=''
+  ((RC_OLD_OK && !RC_OLD_TORN)) || return 0
+  [[ -n $RC_STATE_REC_SHA && -n $RC_STATE_REC_GEN ]] || return 0
+  have=$(orbit_sha256_file "$RC_DIR/state.env")
+  if ((O[GEN] == RC_STATE_REC_GEN)) && [[ $have != "$RC_STATE_REC_SHA" ]]; then
+    why="events.jsonl:$RC_STATE_REC_LINE says gen $RC_STATE_REC_GEN was written with sha256 ${RC_STATE_REC_SHA:0:12}, the file is ${have:0:12}"
+  elif ((O[GEN] > RC_STATE_REC_GEN)); then
+    why="the journal's last record of it (events.jsonl:$RC_STATE_REC_LINE) is gen $RC_STATE_REC_GEN"
+  else
+    return 0
+  fi
+  RC_REPAIRS+=("state.env (gen ${O[GEN]}) is not a state the journal records ($why): written by something other than the runner (loop_tamper); rebuilt from the evidence")
+  RC_OLD_GEN=${O[GEN]}
+  RC_OLD_OK=0
+  RC_SIDECAR_OK=0
+  O=()
+}
+
+# rc_set_aside_untrusted VERDICT: result records the journal does not vouch for (another
+# sha256 than their iteration_result gives; none announced where the runner announces every
+# record, save its own unfinished record of iteration L+1) are moved aside, never deleted
+# (orbit recover's set_aside_untrusted_records). L's own record, when L (ending VERDICT) is
+# retried or claims DONE, is left to the schedule.
+rc_set_aside_untrusted() {
+  local verdict=$1 d n why have
+  while IFS= read -r d; do
+    n=${d##*/}
+    ((${#n} <= 9)) || continue
+    n=$((10#$n))
+    [[ -f $d/result.env && ! -L $d/result.env ]] || continue
+    if ((n == RC_LAST)) && [[ $verdict == "$STATUS_ABORTED" || $verdict == "$STATUS_BLOCKED" || $verdict == "$STATUS_DONE" ]]; then
+      continue
+    fi
+    why=''
+    if [[ -n ${EVR[$n]:-} ]]; then
+      if [[ ${EVR[$n]} != - ]]; then
+        have=$(orbit_sha256_file "$d/result.env")
+        if [[ $have != "${EVR[$n]}" ]]; then
+          why="it is not the record the runner wrote (its iteration_result says sha256 ${EVR[$n]:0:12}, the file is ${have:0:12})"
+        fi
+      fi
+    elif [[ -n $RC_FIRST_IR ]] && ((n >= RC_FIRST_IR && n != RC_LAST + 1)); then
+      why='no iteration_result event announces it (planted)'
+    fi
+    if [[ -n $why ]]; then
+      rc_set_aside_record "$n" "$why" result.env
+    fi
+  done < <(find "$RC_DIR/iterations" -mindepth 1 -maxdepth 1 -type d -name '[0-9][0-9][0-9][0-9][0-9][0-9]*' ! -name '*[!0-9]*' 2>/dev/null | LC_ALL=C sort)
+}
+
+# rc_set_aside_record N WHY [FILE]: moves iteration N's FILE (or everything of the attempt)
+# into iterations/N/untrusted.K/.
+rc_set_aside_record() {
+  local n=$1 why=$2 file=${3:-} idir k f moved=0
+  idir=$(rc_iter_dir "$n")
+  [[ -d $idir && ! -L $idir ]] || return 0
+  k=1
+  while [[ -e $idir/untrusted.$k ]]; do k=$((k + 1)); done
+  while IFS= read -r f; do
+    RC_MOVES_FROM+=("$f")
+    RC_MOVES_TO+=("$idir/untrusted.$k/${f##*/}")
+    moved=1
+  done < <(if [[ -n $file ]]; then
+    if [[ -e $idir/$file ]]; then printf '%s\n' "$idir/$file"; fi
+  else
+    find "$idir" -mindepth 1 -maxdepth 1 ! -name 'retried.*' ! -name 'untrusted.*' | LC_ALL=C sort
+  fi)
+  if ((moved)); then
+    RC_REPAIRS+=("iteration $n's record set aside in iterations/$(printf '%06d' "$n")/untrusted.$k/: $why")
+  fi
+}
+
+# rc_done_distrust_v N: REPLY says why iteration N's DONE (its last iteration_end says DONE)
+# is not to be believed, or is empty (orbit recover's done_distrusted): (a) the journal
+# chains throughout and the DONE came after its last seal; (c) iterations/N/result.env is
+# a record saying VERDICT=DONE, the one its iteration_result announced (where the runner
+# announces them); (d) when the loop commits, the loop branch holds the iteration's commit,
+# or, for an iteration that changed nothing, the tree its record ends with.
+rc_done_distrust_v() {
+  local n=$1 rec have branch autocommit=true line tree
+  REPLY=''
+  if [[ -n $RC_EV_BREAK_LINE ]]; then
+    REPLY="the journal's chain breaks at events.jsonl:$RC_EV_BREAK_LINE ($RC_EV_BREAK_WHY)"
+    return 0
+  fi
+  if [[ -n $RC_LAST_SEAL && -n ${EVL[$n]:-} ]] && ((EVL[$n] < RC_LAST_SEAL)); then
+    REPLY="its iteration_end came before the journal was sealed after a break (events.jsonl:$RC_LAST_SEAL)"
+    return 0
+  fi
+  rec="$(rc_iter_dir "$n")/result.env"
+  if ! result_parse "$rec" || [[ ${RP[VERDICT]:-} != "$STATUS_DONE" ]]; then
+    printf -v REPLY 'iterations/%06d/result.env is missing, is no record, or does not say VERDICT=DONE' "$n"
+    return 0
+  fi
+  if [[ -n ${EVR[$n]:-} ]]; then
+    if [[ ${EVR[$n]} != - ]]; then
+      have=$(orbit_sha256_file "$rec")
+      if [[ $have != "${EVR[$n]}" ]]; then
+        printf -v REPLY 'iterations/%06d/result.env is not the record the runner wrote (its iteration_result says sha256 %s, the file is %s)' "$n" "${EVR[$n]:0:12}" "${have:0:12}"
+        return 0
+      fi
+    fi
+  elif [[ -n $RC_FIRST_IR ]] && ((n >= RC_FIRST_IR)); then
+    printf -v REPLY 'no iteration_result event announces iterations/%06d/result.env (the runner announces every record)' "$n"
+    return 0
+  fi
+  line=$(grep -m 1 -E '^autocommit = (true|false)$' -- "$RC_DIR/loop.toml" || true)
+  if [[ -n $line ]]; then autocommit=${line#autocommit = }; fi
+  [[ $autocommit == true ]] || return 0
+  branch=${O[ITER_BRANCH]:-orbit/$RC_NAME}
+  while IFS= read -r line; do
+    if [[ $line == "$RC_NAME|$n" ]]; then return 0; fi
+  done < <(rc_git log "refs/heads/$branch" \
+    --format='%(trailers:key=Orbit-Loop,valueonly,separator=%x2C)|%(trailers:key=Orbit-Iteration,valueonly,separator=%x2C)' -- 2>/dev/null || true)
+  if [[ ${RP[CHANGED]:-} == 0 && -n ${RP[TREE_AFTER]:-} ]]; then
+    tree=$(rc_git rev-parse --verify -q "refs/heads/$branch^{tree}" 2>/dev/null || true)
+    if [[ $tree == "${RP[TREE_AFTER]}" ]]; then return 0; fi
+  fi
+  REPLY="the loop commits, but no commit on $branch carries Orbit-Iteration: $n (and the branch's tree is not the one the record ends with)"
+}
+
 # ---- the plan
 rc_plan() {
   local ev_max=0 pg_max=0 git_max n verdict='' source='' retry=0 done=0 next k f idir
@@ -656,6 +864,7 @@ rc_plan() {
   rc_read_old
   rc_read_events
   rc_read_progress
+  rc_distrust_unrecorded_state
   for n in "${!EVV[@]}"; do
     if ((n > ev_max)); then ev_max=$n; fi
   done
@@ -676,14 +885,18 @@ rc_plan() {
   if ((RC_LAST > 0)) && [[ $verdict == "$STATUS_ABORTED" || $verdict == "$STATUS_BLOCKED" ]]; then
     retry=1
   fi
-  # DONE only from a record that parses (as orbit recover reads it) and says DONE.
-  if ((RC_LAST > 0)) && [[ ${EVV[$RC_LAST]:-} == "$STATUS_DONE" ]] &&
-    result_parse "$(rc_iter_dir "$RC_LAST")/result.env" && [[ ${RP[VERDICT]:-} == "$STATUS_DONE" ]]; then
-    done=1
+  rc_set_aside_untrusted "$verdict"
+  # DONE only when every record of it agrees (orbit recover's done_distrusted); otherwise
+  # the iteration runs again.
+  local why=''
+  if ((RC_LAST > 0)) && [[ ${EVV[$RC_LAST]:-} == "$STATUS_DONE" ]]; then
+    rc_done_distrust_v "$RC_LAST"
+    why=$REPLY
+    if [[ -z $why ]]; then done=1; fi
   fi
   if ((RC_LAST == 0)); then
     next=${O[NEXT_ITERATION]:-1}
-  elif ((retry)); then
+  elif ((retry)) || [[ -n $why ]]; then
     next=$RC_LAST
   else
     next=$((RC_LAST + 1))
@@ -699,8 +912,16 @@ rc_plan() {
     done < <(find "$idir" -mindepth 1 -maxdepth 1 ! -name 'retried.*' | LC_ALL=C sort)
     RC_REPAIRS+=("iteration $RC_LAST ended $verdict: it is retried, its record kept in iterations/$(printf '%06d' "$RC_LAST")/retried.$k/")
   fi
-  if ((!retry && !done && RC_LAST > 0)) && [[ -f $(rc_iter_dir "$next")/result.env ]]; then
-    RC_NOTES+=("iteration $next was recorded (iterations/$(printf '%06d' "$next")/result.env) but not closed: the next run completes it without running it again")
+  if [[ -n $why ]]; then
+    RC_NOTES+=("iteration $RC_LAST's DONE is not trusted: $why; it runs again")
+    rc_set_aside_record "$RC_LAST" "its DONE is not trusted: $why" ''
+  fi
+  if ((!retry && !done && RC_LAST > 0)) && [[ -z $why && -f $(rc_iter_dir "$next")/result.env ]]; then
+    if [[ -n $RC_FIRST_IR && -z ${EVR[$next]:-} ]] && ((next >= RC_FIRST_IR)); then
+      RC_NOTES+=("iteration $next was recorded (iterations/$(printf '%06d' "$next")/result.env) but never announced (no iteration_result): the runner died right after writing it, and the next run does the iteration again")
+    else
+      RC_NOTES+=("iteration $next was recorded (iterations/$(printf '%06d' "$next")/result.env) but not closed: the next run completes it without running it again")
+    fi
   fi
   rc_pins
   if ((F_STALL)) && [[ -s $RC_DIR/.action-sig.log ]]; then
@@ -844,7 +1065,7 @@ rc_plan() {
     RC_STATE_WRITE=0
   fi
   if ((RC_STATE_WRITE)); then
-    b=${O[GEN]:-0}
+    b=${O[GEN]:-${RC_OLD_GEN:-0}}
     if [[ -n $RC_SIDECAR_GEN ]] && ((RC_SIDECAR_GEN > b)); then
       b=$RC_SIDECAR_GEN
     fi
@@ -870,6 +1091,7 @@ rc_holds_git_tamper() {
 rc_plan_has_changes() {
   [[ -n $RC_WS_ADD || -n $RC_BH_WRITE ]] ||
     ((RC_STATE_WRITE || RC_PINS_WRITE || RC_GOAL_COPY || RC_SIG_CLEAR || RC_EV_TORN || ${#RC_MOVES_FROM[@]} > 0)) ||
+    [[ -n $RC_EV_BREAK_LINE ]] ||
     ((${#RC_RESTORE_TO[@]} > 0 || ${#RC_REMOVES[@]} > 0)) ||
     [[ $RC_PG_TAIL == torn ]]
 }
@@ -1044,11 +1266,10 @@ rc_apply() {
   EV_SEQ=0
   EV_PREV=0000000000000000000000000000000000000000000000000000000000000000
   events_open "$tmp"
-  orbit_event recovery "$iter" by recover.sh flags "${flags_text:-none}" repairs "${#RC_REPAIRS[@]}" \
-    next_iteration "${S[NEXT_ITERATION]}" status "${S[LAST_STATUS]}" reason "${S[STOP_REASON]}" \
-    gen "${S[GEN]}" backup "$brel"
-  mv -f -- "$tmp" "$RC_DIR/events.jsonl"
-  # The checkpoint, last.
+  # The state.env the loop will have (written below, its text fixed now; or the one kept):
+  # the event carries its sha256, so that audit and recover can check state.env against it.
+  local state_sha=''
+  local -a extra=()
   if ((RC_STATE_WRITE)); then
     S[LAST_UPDATED_AT]=$now
     text=$(
@@ -1056,6 +1277,20 @@ rc_apply() {
       printf x
     )
     text=${text%x}
+    state_sha=$(orbit_sha256_str "$text")
+  elif [[ -f $RC_DIR/state.env ]]; then
+    state_sha=$(orbit_sha256_file "$RC_DIR/state.env")
+  fi
+  if [[ -n $state_sha ]]; then extra+=(state_sha256 "$state_sha"); fi
+  if [[ -n $RC_EV_BREAK_LINE ]]; then
+    extra+=(journal_break "$RC_EV_BREAK_LINE" journal_break_why "$RC_EV_BREAK_WHY" journal_dropped "$RC_EV_DROPPED")
+  fi
+  orbit_event recovery "$iter" by recover.sh flags "${flags_text:-none}" repairs "${#RC_REPAIRS[@]}" \
+    next_iteration "${S[NEXT_ITERATION]}" status "${S[LAST_STATUS]}" reason "${S[STOP_REASON]}" \
+    gen "${S[GEN]}" "${extra[@]}" backup "$brel"
+  mv -f -- "$tmp" "$RC_DIR/events.jsonl"
+  # The checkpoint, last.
+  if ((RC_STATE_WRITE)); then
     orbit_write_file "$RC_DIR/state.env" "$text" ||
       orbit_die "$EXIT_FAILURE" "cannot write state.env (disk full or read-only?): the backup is in $brel"
     orbit_write_file "$RC_DIR/state.env.sha256" "$(state_sidecar_text "$text" "${S[GEN]}")" ||
@@ -1080,8 +1315,10 @@ main() {
   fi
   rc_locate
   orbit_sha_detect
-  # The staged copies of --restore-pinned are gone however recover.sh ends.
-  trap 'if [[ -n $RC_STAGE ]]; then rm -rf -- "$RC_STAGE"; fi' EXIT
+  # The staged copies of --restore-pinned are gone however recover.sh ends, and so is the
+  # hashing coprocess (one process for the journal's many line hashes, where perl is).
+  trap 'orbit_hasher_stop; if [[ -n $RC_STAGE ]]; then rm -rf -- "$RC_STAGE"; fi' EXIT
+  orbit_hasher_start
   if rc_lock_held; then
     orbit_die "$EXIT_LOCKED" "$RC_HOLDER: recover.sh refuses to change a running loop. Stop the runner (or let it finish), then run it again."
   fi

@@ -1731,3 +1731,153 @@ fn a_permission_file_that_appeared_is_permission_hijack_and_its_fix_removes_it()
         "the loop goes on",
     );
 }
+
+// ---- records against the journal that announced them
+
+#[test]
+fn a_state_the_journal_did_not_record_is_loop_tamper_and_recover_rebuilds_it() {
+    let (repo, dir) = one_tick();
+    announce_records(&dir);
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "an announced journal is clean: {v}");
+    // Sealed to match, same generation: only the journal's sha256 tells.
+    reseal_state(&dir, |t| t.replace("VERIFY_STREAK=0", "VERIFY_STREAK=1"));
+    let out = orbit_nc(&repo, &["audit", "--json", LOOP]);
+    assert_code(&out, 3, "a state the runner did not write");
+    let v = json_of(&out);
+    let f = finding(&v, "LOOP_TAMPER");
+    assert_eq!(f["severity"], "P0");
+    assert!(
+        f["evidence"].as_str().unwrap().starts_with("events.jsonl:"),
+        "{f}"
+    );
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("state.env is not the state the runner wrote")
+    );
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+    assert_eq!(state_value(&dir, "VERIFY_STREAK"), "0", "rebuilt, not kept");
+    // The recovery records the sha256 of the state it wrote.
+    let rec = events_named(&dir, "recovery").pop().unwrap();
+    assert_eq!(
+        rec.value["state_sha256"],
+        file_sha(&dir.join("state.env")),
+        "{:?}",
+        rec.value
+    );
+    // A generation the journal never recorded is drift, which recover repairs too.
+    reseal_state(&dir, |t| {
+        let g: u64 = t
+            .lines()
+            .find_map(|l| l.strip_prefix("GEN="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        t.replace(&format!("GEN={g}\n"), &format!("GEN={}\n", g + 1))
+    });
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    let f = finding(&v, "STATE_DRIFT");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("which the journal never recorded"),
+        "{f}"
+    );
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+    // orbit stop and resume record what they write the same way.
+    assert_ok(&orbit_nc(&repo, &["stop", LOOP]), "stop");
+    let w = events_named(&dir, "state_write").pop().unwrap();
+    assert_eq!(w.value["sha256"], file_sha(&dir.join("state.env")));
+    assert_ok(&orbit_nc(&repo, &["resume", LOOP]), "resume");
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+}
+
+#[test]
+fn a_record_changed_or_planted_behind_the_journal_is_loop_tamper_and_recover_sets_it_aside() {
+    let (repo, dir) = one_tick();
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 10, "tick 2");
+    announce_records(&dir);
+    let record = dir.join("iterations/000001/result.env");
+    // Changed after the runner announced it.
+    edit(&record, |t| t.replace("VERIFY=fail", "VERIFY=pass"));
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    let f = finding(&v, "LOOP_TAMPER");
+    assert_eq!(f["evidence"], "iterations/000001/result.env:1");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not the record the runner wrote")
+    );
+    // Planted where the runner announces every record.
+    fs::create_dir_all(dir.join("iterations/000007")).unwrap();
+    fs::write(
+        dir.join("iterations/000007/result.env"),
+        "ITERATION=7\nVERIFY=pass\nVERDICT=DONE\n",
+    )
+    .unwrap();
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    let planted: Vec<&serde_json::Value> = v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["class"] == "LOOP_TAMPER" && f["severity"] == "P0")
+        .collect();
+    assert_eq!(planted.len(), 2, "{v}");
+    assert!(
+        planted
+            .iter()
+            .any(|f| f["evidence"] == "iterations/000007/result.env:1"
+                && f["message"].as_str().unwrap().contains("planted")),
+        "{v}"
+    );
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(!classes(&v).iter().any(|(c, _)| c == "LOOP_TAMPER"), "{v}");
+    assert!(
+        dir.join("iterations/000001/untrusted.1/result.env")
+            .is_file()
+    );
+    assert!(
+        dir.join("iterations/000007/untrusted.1/result.env")
+            .is_file()
+    );
+    assert!(!record.exists() && !dir.join("iterations/000007/result.env").exists());
+}
+
+#[test]
+fn the_runners_own_unannounced_record_is_a_crash_it_redoes_not_tampering() {
+    let (repo, dir) = one_tick();
+    announce_records(&dir);
+    // The runner wrote iteration 2's record and died before its iteration_result.
+    fs::create_dir_all(dir.join("iterations/000002")).unwrap();
+    fs::copy(
+        dir.join("iterations/000001/result.env"),
+        dir.join("iterations/000002/result.env"),
+    )
+    .unwrap();
+    let out = orbit_nc(&repo, &["audit", "--json", LOOP]);
+    assert_code(&out, 1, "P1, not P0");
+    let v = json_of(&out);
+    assert!(!classes(&v).iter().any(|(c, _)| c == "LOOP_TAMPER"), "{v}");
+    let f = finding(&v, "CRASHED");
+    assert_eq!(f["severity"], "P1");
+    assert_eq!(f["evidence"], "iterations/000002/result.env:1");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("never announced (no iteration_result): the runner died right after writing it; the record is not evidence, and the next run does the iteration again"),
+        "{f}"
+    );
+    assert_eq!(f["fix"], format!("orbit run {LOOP}"));
+    assert_eq!(v["loops"][0]["verdict"], "CRASHED");
+}

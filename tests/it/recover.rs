@@ -1241,6 +1241,109 @@ fn recover_keeps_done_only_on_structured_evidence() {
     }
 }
 
+/// Forges a DONE for iteration `n` as someone who knows the formats would: a result.env
+/// that says DONE, and an `iteration_end` appended to the journal with its chain recomputed.
+fn forge_done(lp: &Loop, n: u64) {
+    let idir = lp.file(&format!("iterations/{n:06}"));
+    fs::create_dir_all(&idir).unwrap();
+    fs::write(
+        idir.join("result.env"),
+        format!(
+            "ITERATION={n}\nPHASE=work\nAGENT_EXIT=0\nAGENT_OUTCOME=ok\nVERIFY=pass\nCHANGED=0\nDONE_CLAIM=1\nDONE_VERDICT=DONE\nVERDICT=DONE\nSTOP_REASON=none\nEXIT_CODE=0\nSUMMARY=all done\n"
+        ),
+    )
+    .unwrap();
+    crate::support::append_event(
+        &lp.dir,
+        "iteration_end",
+        n,
+        &[
+            ("verdict", "DONE"),
+            ("reason", "none"),
+            ("commit", "none"),
+            ("changed", "0"),
+        ],
+    );
+}
+
+#[test]
+fn a_forged_done_is_not_believed_and_recover_says_which_check_failed() {
+    // Before the cross-checks, this was enough: recover concluded DONE.
+    let lp = Loop::new(2, &[]);
+    forge_done(&lp, 3);
+    assert_eq!(
+        orbit::events::read(&fs::read(lp.file("events.jsonl")).unwrap()).error,
+        None,
+        "the forged journal chains"
+    );
+    let out = lp.orbit_recover(&["--dry-run"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("iteration 3's DONE is not trusted: the loop commits, but no commit on orbit/test-goal carries Orbit-Iteration: 3"),
+        "{said}"
+    );
+    let s = recover_both(&lp, &[]);
+    assert_eq!(
+        (s.last_status.as_str(), s.next_iteration),
+        ("CONTINUE", 3),
+        "iteration 3 runs again, from a clean record"
+    );
+    assert!(
+        lp.file("iterations/000003/untrusted.1/result.env")
+            .is_file()
+    );
+    assert!(!lp.file("iterations/000003/result.env").exists());
+    // The runner does iteration 3 for real (it never takes the forged record).
+    assert_code(&lp.tick(&[]), 10, "iteration 3 runs");
+    assert!(lp.result_iteration(3).contains("VERDICT=CONTINUE"));
+
+    // With a journal that announces its records, a DONE record needs its iteration_result,
+    // and one whose sha256 is its own: a commit carrying the trailer is not enough.
+    for with_result in [false, true] {
+        let lp = Loop::new(2, &[]);
+        crate::support::announce_records(&lp.dir);
+        forge_done(&lp, 3);
+        if with_result {
+            crate::support::append_event(
+                &lp.dir,
+                "iteration_result",
+                3,
+                &[
+                    ("verdict", "DONE"),
+                    ("reason", "none"),
+                    ("sha256", &"0".repeat(64)),
+                ],
+            );
+        }
+        lp.repo.ws_git(&[
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "orbit(test-goal): iteration 3\n\nOrbit-Loop: test-goal\nOrbit-Iteration: 3",
+        ]);
+        let out = lp.orbit_recover(&["--dry-run"]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        let want = if with_result {
+            "iterations/000003/result.env is not the record the runner wrote"
+        } else {
+            "no iteration_result event announces iterations/000003/result.env"
+        };
+        assert!(said.contains(want), "{said}");
+        let s = recover_both(&lp, &[]);
+        assert_eq!((s.last_status.as_str(), s.next_iteration), ("CONTINUE", 3));
+    }
+
+    // A DONE the runner made, with every record agreeing, is still DONE.
+    let lp = Loop::with_check(0, "test -f work.txt", &[]);
+    lp.mode("finish", true);
+    assert_code(&lp.tick(&[("CONFIRM_RUNS", "0")]), 0, "DONE");
+    crate::support::announce_records(&lp.dir);
+    fs::remove_file(lp.file("state.env")).unwrap();
+    let s = recover_both(&lp, &[]);
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("DONE", 2));
+}
+
 #[test]
 fn recover_reads_the_mkdir_lock() {
     let lp = Loop::new(1, &[]);

@@ -684,3 +684,56 @@ pub fn append_event(dir: &Path, event: &str, iteration: u64, fields: &[(&str, &s
         lines.push(event_line(event, iteration, fields))
     });
 }
+
+/// An event line with one more member (`,"key":value` before its `prev`); re-chain after.
+pub fn add_member(line: &str, key: &str, value: &str) -> String {
+    let at = line.rfind(",\"prev\":\"").expect("a prev member");
+    format!(
+        "{},{}:{}{}",
+        &line[..at],
+        orbit::events::json_str(key),
+        orbit::events::value(value),
+        &line[at..]
+    )
+}
+
+/// sha256 of a file, hex.
+pub fn file_sha(path: &Path) -> String {
+    orbit::fsx::sha256_hex(&fs::read(path).unwrap())
+}
+
+/// Makes a loop's journal the one a runner that announces its records writes: its last
+/// `state_write` gives the sha256 of state.env as it is, and every iteration's result.env
+/// is announced by an `iteration_result` (verdict, reason, sha256) before its
+/// `iteration_end`.
+pub fn announce_records(dir: &Path) {
+    let state_sha = file_sha(&dir.join("state.env"));
+    rewrite_events(dir, |lines| {
+        let mut out = Vec::new();
+        for line in lines.iter() {
+            let e = orbit::events::parse_line(line, 0).unwrap();
+            if e.event == "iteration_end" {
+                let record = dir.join(format!("iterations/{:06}/result.env", e.iteration));
+                if record.is_file() {
+                    let kv = read_kv(&record);
+                    out.push(event_line(
+                        "iteration_result",
+                        e.iteration,
+                        &[
+                            ("verdict", &kv["VERDICT"]),
+                            ("reason", &kv["STOP_REASON"]),
+                            ("sha256", &file_sha(&record)),
+                        ],
+                    ));
+                }
+            }
+            out.push(line.clone());
+        }
+        let last = out
+            .iter()
+            .rposition(|l| l.contains("\"event\":\"state_write\""))
+            .expect("a state_write");
+        out[last] = add_member(&out[last], "sha256", &state_sha);
+        *lines = out;
+    });
+}

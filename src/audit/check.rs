@@ -1214,6 +1214,9 @@ impl Audit<'_> {
     ) {
         let state = &cp.state;
         let next = state.next_iteration;
+        // A recovery that set the checkpoint, last in progress.md, accounts for it (after a
+        // sealed history, say, whose later entries are in its backup).
+        let stated = progress.is_some_and(|p| p.last_recovery_next() == Some(next));
         if let Some(p) = progress
             && let Some((n, status, i)) = p.last_recorded()
         {
@@ -1231,7 +1234,7 @@ impl Audit<'_> {
                     ),
                     self.recover(""),
                 );
-            } else if n + 1 < next {
+            } else if n + 1 < next && !stated {
                 self.add(
                     FindingClass::StateDrift,
                     Severity::P1,
@@ -1242,7 +1245,7 @@ impl Audit<'_> {
                     self.recover(""),
                 );
             }
-        } else if next > 1 && progress.is_some_and(|p| p.window.whole) {
+        } else if next > 1 && !stated && progress.is_some_and(|p| p.window.whole) {
             self.add(
                 FindingClass::StateDrift,
                 Severity::P1,
@@ -1294,25 +1297,67 @@ impl Audit<'_> {
     /// What the state says: an open circuit, the reason it stopped, a stall the
     /// signatures foretell, and a DONE or a claim of it against the last record.
     fn check_status(&mut self, l: &Loop, cp: &Checkpoint, last: Option<&ResultEnv>) {
-        self.check_circuit(cp);
+        self.check_circuit(cp, last);
         self.check_stop_reason(cp, last);
         self.check_signatures(l, &cp.state);
         self.check_done(l.running, cp, last);
     }
 
-    fn check_circuit(&mut self, cp: &Checkpoint) {
-        if cp.state.cb_state == CbState::Open {
-            self.add(
-                FindingClass::CircuitOpen,
-                Severity::P1,
+    /// An open circuit, with the rule that opened it: failed agent runs (`CB_FAILS` of
+    /// them), or the same verify failure three iterations in a row while the tree kept
+    /// changing (the last record's `VERIFY_SIG` is the circuit's `CB_SIG`; no agent run
+    /// failed, so `CB_FAILS` is 0 and says nothing).
+    fn check_circuit(&mut self, cp: &Checkpoint, last: Option<&ResultEnv>) {
+        let s = &cp.state;
+        if s.cb_state != CbState::Open {
+            return;
+        }
+        let n = cp.last_done();
+        let repeated = last.filter(|r| {
+            verify_outcome(r) == Some(VerifyOutcome::Fail)
+                && !s.cb_sig.is_empty()
+                && r.get(result_key::VERIFY_SIG) == s.cb_sig
+        });
+        let (evidence, why) = match repeated {
+            Some(r) => (
+                format!(
+                    "{}/result.env:{}",
+                    iter_rel(n),
+                    r.line_of(result_key::VERIFY_SIG).max(1)
+                ),
+                format!(
+                    "the same verify failure ({}) three iterations in a row (iterations {}-{n}) while the tree kept changing: the agent is not getting closer; look at the failure before going on",
+                    match r.get(result_key::VERIFY_FAILING) {
+                        "" => "verify.sh",
+                        f => f,
+                    },
+                    n.saturating_sub(2).max(1)
+                ),
+            ),
+            None if s.cb_fails > 0 => (
+                cp.evidence(state_key::CB_STATE),
+                format!("after {} failed iteration(s)", s.cb_fails),
+            ),
+            None => (
                 cp.evidence(state_key::CB_STATE),
                 format!(
-                    "the circuit breaker is open after {} failed iteration(s); the runner refuses agent runs until its cooldown ends",
-                    cp.state.cb_fails
+                    "(iteration {n}'s record: {})",
+                    last.map_or("none", |r| r.get(result_key::SUMMARY))
                 ),
-                self.recover("--reset-circuit"),
-            );
-        }
+            ),
+        };
+        let why = if repeated.is_some() {
+            format!("the circuit breaker is open on {why}")
+        } else {
+            format!("the circuit breaker is open {why}")
+        };
+        self.add(
+            FindingClass::CircuitOpen,
+            Severity::P1,
+            evidence,
+            format!("{why}; the runner refuses agent runs until its cooldown ends"),
+            self.recover("--reset-circuit"),
+        );
     }
 
     fn check_stop_reason(&mut self, cp: &Checkpoint, last: Option<&ResultEnv>) {

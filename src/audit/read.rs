@@ -215,6 +215,22 @@ pub(super) fn read_progress(dir: &Path) -> Option<ProgressTail> {
 }
 
 impl ProgressTail {
+    /// The `NEXT_ITERATION` the last closed entry states, when it is a `## Recovery` entry
+    /// (its `- state: NEXT_ITERATION=N ...` line).
+    pub(super) fn last_recovery_next(&self) -> Option<u64> {
+        let e = self.entries.iter().rev().find(|e| e.marker.is_some())?;
+        if e.kind != EntryKind::Recovery {
+            return None;
+        }
+        e.text.lines().find_map(|l| {
+            l.strip_prefix("- state: NEXT_ITERATION=")?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+    }
+
     /// The highest iteration with a closed entry that records an outcome (not an
     /// interruption), and its window line.
     pub(super) fn last_recorded(&self) -> Option<(u64, String, usize)> {

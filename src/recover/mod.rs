@@ -47,6 +47,10 @@ pub struct Plan {
     pub moves: Vec<(PathBuf, MoveTo)>,
     pub events_cut: Option<usize>,
     pub progress_tail: Option<ProgressTail>,
+    /// progress.md's chain breaks here (a byte offset): it is sealed, cut there.
+    pub progress_cut: Option<usize>,
+    /// progress.md's lines (1-based) outside any entry: removed.
+    pub progress_stray: Vec<usize>,
     /// The journal's chain broke here: (1-based line, why, lines set aside). The lines from
     /// it on go to the backup and the recovery event, chained on the line before, says so.
     pub journal_break: Option<(usize, String, usize)>,
@@ -74,6 +78,8 @@ impl Plan {
             && self.moves.is_empty()
             && self.events_cut.is_none()
             && self.progress_tail.is_none()
+            && self.progress_cut.is_none()
+            && self.progress_stray.is_empty()
     }
 }
 
@@ -696,7 +702,42 @@ impl Planner<'_> {
                 self.plan.progress_tail = Some(ProgressTail::MissingNewline);
             }
         }
-        Ok(evidence::read_progress(&bytes))
+        // What stays of it (a torn tail trimmed, a final newline added) is checked as a
+        // chain: from the first entry whose end-marker hash does not chain (a rewritten
+        // history), progress.md is sealed — that entry and every later one go to the
+        // backup, not read as evidence; lines outside any entry (not the runner's) go.
+        let mut kept = match &self.plan.progress_tail {
+            Some(ProgressTail::Torn(off)) => bytes[..*off].to_vec(),
+            _ => bytes.clone(),
+        };
+        if !kept.is_empty() && !kept.ends_with(b"\n") {
+            kept.push(b'\n');
+        }
+        let parsed = progress::parse(&kept);
+        let mut limit = kept.len();
+        if let Some(e) = parsed.first_broken() {
+            limit = line_offset(&kept, e.line);
+            let dropped = kept[limit..].iter().filter(|b| **b == b'\n').count();
+            self.plan.progress_cut = Some(limit);
+            self.repair(format!(
+                "progress.md breaks at line {} (an entry whose end-marker hash does not chain: a rewritten history): sealed there; its {dropped} line(s) from there on are kept in the backup, not read as evidence",
+                e.line
+            ));
+        }
+        let stray: Vec<usize> = parsed
+            .stray_lines
+            .iter()
+            .copied()
+            .filter(|l| line_offset(&kept, *l) < limit)
+            .collect();
+        if let Some(first) = stray.first() {
+            self.repair(format!(
+                "progress.md has {} line(s) outside any entry (from line {first}; not the runner's): removed (kept in the backup)",
+                stray.len()
+            ));
+            self.plan.progress_stray = stray;
+        }
+        Ok(evidence::read_progress(&kept[..limit]))
     }
 
     /// NEXT_ITERATION: after L, or L itself when it ended ABORTED or BLOCKED (its record
@@ -1399,6 +1440,18 @@ impl Planner<'_> {
     }
 }
 
+/// The byte offset of 1-based line `line` in `data`.
+fn line_offset(data: &[u8], line: usize) -> usize {
+    if line <= 1 {
+        return 0;
+    }
+    data.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(line - 2)
+        .map_or(data.len(), |(i, _)| i + 1)
+}
+
 /// Why a parseable state.env is not sealed by its sidecar.
 fn unsealed(sidecar_present: bool, sidecar_gen: Option<u64>, s: &State) -> String {
     match (sidecar_present, sidecar_gen) {
@@ -1714,6 +1767,17 @@ fn append_recovery_entry(dir: &Path, plan: &Plan, result: &State, rec: &Record) 
         Some(ProgressTail::Torn(off)) => pg.truncate(off),
         Some(ProgressTail::MissingNewline) => pg.push(b'\n'),
         _ => {}
+    }
+    if let Some(cut) = plan.progress_cut {
+        pg.truncate(cut);
+    }
+    if !plan.progress_stray.is_empty() {
+        pg = pg
+            .split_inclusive(|b| *b == b'\n')
+            .enumerate()
+            .filter(|(i, _)| !plan.progress_stray.contains(&(i + 1)))
+            .flat_map(|(_, l)| l.iter().copied())
+            .collect();
     }
     let prev = evidence::progress_prev(&pg);
     let entry = recovery_entry(rec.now, rec.by, rec.flags, plan, result, rec.backup);

@@ -440,29 +440,8 @@ rc_read_events() {
 
 # ---- progress.md: closed iteration entries, and the runner's torn-tail rule.
 rc_read_progress() {
-  local LC_ALL=C file="$RC_DIR/progress.md" n st tail_info
+  local LC_ALL=C file="$RC_DIR/progress.md" n st tail_info limit
   [[ -f $file ]] || return 0
-  while read -r n st; do
-    PGV[$n]=$st
-  done < <(awk '
-    index($0, "## Recovery — ") == 1 { cur = ""; next }
-    index($0, "## Iteration ") == 1 {
-      cur = ""
-      rest = substr($0, 14)
-      if (rest ~ /^[0-9]+ — [A-Z]+$/) {
-        n = rest; sub(/ .*/, "", n)
-        st = rest; sub(/^[0-9]+ — /, "", st)
-        if (length(n) <= 9) cur = (n + 0) " " st
-      }
-      next
-    }
-    /^<!-- orbit:end iteration=[0-9]+ sha256=[0-9a-f]+ -->$/ {
-      h = $0; sub(/^.* sha256=/, "", h); sub(/ -->$/, "", h)
-      if (length(h) == 64) {
-        if (cur != "") { split(cur, a, " "); if (a[2] != "INTERRUPTED") print a[1], a[2] }
-        cur = ""
-      }
-    }' "$file")
   tail_info=$(awk '
     { if ($0 ~ /^<!-- orbit:end iteration=[0-9]+ sha256=[0-9a-f]+ -->$/) {
         h = $0; sub(/^.* sha256=/, "", h); sub(/ -->$/, "", h)
@@ -484,6 +463,107 @@ rc_read_progress() {
       fi
       ;;
   esac
+  limit=$(wc -c <"$file" | tr -d ' ')
+  if [[ $RC_PG_TAIL == torn ]]; then limit=$RC_PG_CUT; fi
+  rc_progress_chain "$file" "$limit"
+  if [[ -n $RC_PG_BREAK_OFF ]]; then limit=$RC_PG_BREAK_OFF; fi
+  while read -r n st; do
+    PGV[$n]=$st
+  done < <(head -c "$limit" -- "$file" | awk '
+    index($0, "## Recovery — ") == 1 { cur = ""; next }
+    index($0, "## Iteration ") == 1 {
+      cur = ""
+      rest = substr($0, 14)
+      if (rest ~ /^[0-9]+ — [A-Z]+$/) {
+        n = rest; sub(/ .*/, "", n)
+        st = rest; sub(/^[0-9]+ — /, "", st)
+        if (length(n) <= 9) cur = (n + 0) " " st
+      }
+      next
+    }
+    /^<!-- orbit:end iteration=[0-9]+ sha256=[0-9a-f]+ -->$/ {
+      h = $0; sub(/^.* sha256=/, "", h); sub(/ -->$/, "", h)
+      if (length(h) == 64) {
+        if (cur != "") { split(cur, a, " "); if (a[2] != "INTERRUPTED") print a[1], a[2] }
+        cur = ""
+      }
+    }')
+}
+
+# rc_progress_chain FILE LIMIT: progress.md's first LIMIT bytes (a final newline added)
+# checked as a chain, as orbit's progress module parses it: each closed entry's end-marker
+# hash must be the sha256 of the previous marker's hash, a newline and the entry's text.
+# From the first that is not (a rewritten history), progress.md is sealed
+# (RC_PG_BREAK_OFF: everything from its heading on goes to the backup); lines outside any
+# entry (RC_PG_STRAY, 1-based) are removed.
+RC_PG_BREAK_OFF=
+RC_PG_STRAY=()
+rc_progress_chain() {
+  local LC_ALL=C file=$1 limit=$2 work kind line off hash f stray=() dropped
+  work=$(mktemp -d "${TMPDIR:-/tmp}/orbit-progress.XXXXXX")
+  while read -r kind line off hash f; do
+    if [[ $kind == S ]]; then
+      stray+=("$line $off")
+      continue
+    fi
+    orbit_sha256_file_v "$f"
+    if [[ $REPLY != "$hash" ]]; then
+      RC_PG_BREAK_OFF=$off
+      dropped=$(head -c "$limit" -- "$file" | tail -c +$((off + 1)) | wc -l | tr -d ' ')
+      if [[ $(head -c "$limit" -- "$file" | tail -c 1 | od -An -c | tr -d ' ') != '\n' ]]; then
+        dropped=$((dropped + 1))
+      fi
+      RC_REPAIRS+=("progress.md breaks at line $line (an entry whose end-marker hash does not chain: a rewritten history): sealed there; its $dropped line(s) from there on are kept in the backup, not read as evidence")
+      break
+    fi
+  done < <({
+    head -c "$limit" -- "$file"
+    if [[ $(head -c "$limit" -- "$file" | tail -c 1 | od -An -c | tr -d ' ') != '\n' ]] && ((limit > 0)); then printf '\n'; fi
+  } | awk -v work="$work" '
+    function heading(s,   rest, n) {
+      if (index(s, "## Recovery — ") == 1) return 1
+      if (index(s, "## Iteration ") != 1) return 0
+      rest = substr(s, 14)
+      if (rest !~ /^[0-9]+ — [A-Z]+$/) return 0
+      n = rest; sub(/ .*/, "", n)
+      return length(n) <= 9
+    }
+    function marker(s,   h) {
+      if (s !~ /^<!-- orbit:end iteration=[0-9]+ sha256=[0-9a-f]+ -->$/) return ""
+      h = s; sub(/^.* sha256=/, "", h); sub(/ -->$/, "", h)
+      return length(h) == 64 ? h : ""
+    }
+    BEGIN { prev = "0000000000000000000000000000000000000000000000000000000000000000" }
+    {
+      if (cur) {
+        h = marker($0)
+        if (h != "") {
+          k++; f = work "/e" k
+          printf "%s\n%s", prev, body > f
+          close(f)
+          print "E", start, soff, h, f
+          prev = h; cur = 0
+        } else if (heading($0)) {
+          start = NR; soff = off; body = $0 "\n"
+        } else {
+          body = body $0 "\n"
+        }
+      } else if (heading($0)) {
+        seen = 1; cur = 1; start = NR; soff = off; body = $0 "\n"
+      } else if (seen && $0 !~ /^[ \t\r\f\v]*$/) {
+        print "S", NR, off, "-", "-"
+      }
+      off += length($0) + 1
+    }')
+  rm -rf -- "$work"
+  for f in "${stray[@]}"; do
+    if [[ -z $RC_PG_BREAK_OFF ]] || ((${f#* } < RC_PG_BREAK_OFF)); then
+      RC_PG_STRAY+=("${f%% *}")
+    fi
+  done
+  if ((${#RC_PG_STRAY[@]} > 0)); then
+    RC_REPAIRS+=("progress.md has ${#RC_PG_STRAY[@]} line(s) outside any entry (from line ${RC_PG_STRAY[0]}; not the runner's): removed (kept in the backup)")
+  fi
 }
 
 # Iterations committed with this loop's trailers whose record (result.env) is gone.
@@ -1091,7 +1171,7 @@ rc_holds_git_tamper() {
 rc_plan_has_changes() {
   [[ -n $RC_WS_ADD || -n $RC_BH_WRITE ]] ||
     ((RC_STATE_WRITE || RC_PINS_WRITE || RC_GOAL_COPY || RC_SIG_CLEAR || RC_EV_TORN || ${#RC_MOVES_FROM[@]} > 0)) ||
-    [[ -n $RC_EV_BREAK_LINE ]] ||
+    [[ -n $RC_EV_BREAK_LINE || -n $RC_PG_BREAK_OFF ]] || ((${#RC_PG_STRAY[@]} > 0)) ||
     ((${#RC_RESTORE_TO[@]} > 0 || ${#RC_REMOVES[@]} > 0)) ||
     [[ $RC_PG_TAIL == torn ]]
 }
@@ -1236,6 +1316,15 @@ rc_apply() {
     fi
     if [[ $RC_PG_TAIL == newline ]]; then
       printf '\n' >>"$tmp"
+    fi
+    # A chain broken by a rewritten entry: sealed there; lines outside any entry: gone.
+    if [[ -n $RC_PG_BREAK_OFF ]]; then
+      head -c "$RC_PG_BREAK_OFF" -- "$tmp" >"$tmp.cut"
+      mv -f -- "$tmp.cut" "$tmp"
+    fi
+    if ((${#RC_PG_STRAY[@]} > 0)); then
+      awk -v drop=" ${RC_PG_STRAY[*]} " 'index(drop, " " NR " ") == 0' "$tmp" >"$tmp.cut"
+      mv -f -- "$tmp.cut" "$tmp"
     fi
   fi
   PG_FILE=$tmp

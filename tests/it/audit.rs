@@ -1881,3 +1881,40 @@ fn the_runners_own_unannounced_record_is_a_crash_it_redoes_not_tampering() {
     assert_eq!(f["fix"], format!("orbit run {LOOP}"));
     assert_eq!(v["loops"][0]["verdict"], "CRASHED");
 }
+
+#[test]
+fn a_circuit_opened_by_the_same_failure_says_so_not_zero_failed_iterations() {
+    let (repo, dir) = new_loop(
+        WORKER,
+        &["echo 'assertion failed: parser rejects the input'; exit 1"],
+        &["--loop-timeout", "8h"],
+    );
+    assert_code(&repo.run_loop(&dir, &[], &[]), 14, "BLOCKED");
+    // The agent never failed: the rule that opened the circuit is the repeated failure.
+    assert_eq!(state_value(&dir, "CB_FAILS"), "0");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "circuit_open");
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    let f = finding(&v, "CIRCUIT_OPEN");
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains("the same verify failure (")
+            && msg.contains(
+                "three iterations in a row (iterations 1-3) while the tree kept changing"
+            ),
+        "{msg}"
+    );
+    assert!(!msg.contains("after 0 failed"), "{msg}");
+    assert_eq!(
+        f["evidence"].as_str().unwrap().split(':').next(),
+        Some("iterations/000003/result.env")
+    );
+    assert_eq!(f["fix"], format!("orbit recover {LOOP} --reset-circuit"));
+    // The report's next step says the same.
+    let out = orbit_nc(&repo, &["report", LOOP]);
+    assert_ok(&out, "report");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("the same verify failure"),
+        "{}",
+        text(&out)
+    );
+}

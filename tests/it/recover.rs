@@ -293,6 +293,8 @@ fn recover_both(lp: &Loop, flags: &[&str]) -> State {
         "STATE_DRIFT",
         "CRASHED",
         "CONTRACT_MISSING",
+        "JOURNAL_BROKEN",
+        "LOOP_TAMPER",
     ];
     for (flag, class) in [
         ("--reset-circuit", "CIRCUIT_OPEN"),
@@ -317,7 +319,8 @@ fn recover_both(lp: &Loop, flags: &[&str]) -> State {
         for c in &repaired {
             assert!(
                 !classes.iter().any(|k| k == c),
-                "audit after recovery still reports {c}: {classes:?}"
+                "audit after recovery still reports {c}: {classes:?}\n{}",
+                text(&l.repo.orbit(&["audit", &l.dir.display().to_string()]))
             );
         }
     }
@@ -1342,6 +1345,82 @@ fn a_forged_done_is_not_believed_and_recover_says_which_check_failed() {
     fs::remove_file(lp.file("state.env")).unwrap();
     let s = recover_both(&lp, &[]);
     assert_eq!((s.last_status.as_str(), s.next_iteration), ("DONE", 2));
+}
+
+#[test]
+fn a_broken_journal_is_sealed_so_the_advised_recover_repairs_it() {
+    type Damage = fn(&Loop);
+    let damages: [(&str, Damage); 5] = [
+        ("an edited event", |lp| {
+            replace_in(&lp.file("events.jsonl"), "\"run\":1", "\"run\":2")
+        }),
+        ("a removed event", |lp| {
+            let p = lp.file("events.jsonl");
+            let t = fs::read_to_string(&p).unwrap();
+            let mut lines: Vec<&str> = t.lines().collect();
+            lines.remove(3);
+            fs::write(&p, format!("{}\n", lines.join("\n"))).unwrap();
+        }),
+        ("a line that is no event", |lp| {
+            let p = lp.file("events.jsonl");
+            let t = fs::read_to_string(&p).unwrap();
+            fs::write(&p, format!("{t}not an event\n")).unwrap();
+        }),
+        ("a rewritten progress entry", |lp| {
+            replace_in(&lp.file("progress.md"), "- verify: fail", "- verify: pass")
+        }),
+        ("lines outside any progress entry", |lp| {
+            let p = lp.file("progress.md");
+            let t = fs::read_to_string(&p).unwrap();
+            fs::write(&p, format!("{t}I was here\n")).unwrap();
+        }),
+    ];
+    for (what, damage) in damages {
+        let lp = Loop::new(2, &[]);
+        damage(&lp);
+        let (_, classes) = lp.audit();
+        assert!(
+            classes.iter().any(|c| c == "JOURNAL_BROKEN"),
+            "{what}: {classes:?}"
+        );
+        let before = fs::read(lp.file("events.jsonl")).unwrap();
+        // orbit recover and recover.sh seal it alike; the audit afterwards is clean of it
+        // (recover_both checks), and the runner goes on.
+        let s = recover_both(&lp, &[]);
+        assert_eq!(s.next_iteration, 3, "{what}");
+        let out = lp.tick(&[]);
+        assert_code(&out, 10, &format!("{what}: the loop goes on"));
+        // Nothing is lost: the old file is in the backup.
+        let backed: Vec<Vec<u8>> = walkdir::WalkDir::new(lp.file("backups"))
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_name() == "events.jsonl")
+            .map(|e| fs::read(e.path()).unwrap())
+            .collect();
+        assert!(
+            backed.contains(&before),
+            "{what}: the old journal is in the backup"
+        );
+    }
+    // The recovery that sealed the journal says where it broke.
+    let lp = Loop::new(2, &[]);
+    replace_in(&lp.file("events.jsonl"), "\"run\":1", "\"run\":2");
+    assert_ok(&lp.orbit_recover(&[]), "recover");
+    let ev = crate::support::events_named(&lp.dir, "recovery")
+        .pop()
+        .unwrap();
+    assert!(
+        ev.value["journal_break"].as_u64().unwrap() > 1,
+        "{:?}",
+        ev.value
+    );
+    assert!(ev.value["journal_dropped"].as_u64().unwrap() >= 1);
+    assert!(
+        ev.value["journal_break_why"]
+            .as_str()
+            .unwrap()
+            .contains("does not match its content")
+    );
 }
 
 #[test]

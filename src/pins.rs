@@ -178,6 +178,240 @@ fn class(p: &[u8], at: usize, c: Option<u8>) -> Option<(bool, usize)> {
     Some((ok, i + 1))
 }
 
+/// The paths protect glob `glob` matches in `dir` (a workspace, or the repository), as the
+/// runner lists them for pins.sets: `git -C <dir> ls-files -z --cached --others
+/// --exclude-standard -- ':(glob)<glob>'`, sorted bytewise (`LC_ALL=C sort -z`). `None`
+/// when git cannot list them. Git runs no fsmonitor and takes no optional lock.
+pub fn glob_files(dir: &Path, glob: &str) -> Option<Vec<Vec<u8>>> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "core.fsmonitor=false",
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+        ])
+        .args(["--exclude-standard", "--"])
+        .arg(format!(":(glob){glob}"))
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let mut files: Vec<Vec<u8>> = out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    files.sort();
+    Some(files)
+}
+
+/// A protect set's sha256: of its sorted paths, each followed by a NUL (the bytes the
+/// runner hashes).
+pub fn set_sha(files: &[Vec<u8>]) -> String {
+    let mut data = Vec::new();
+    for f in files {
+        data.extend_from_slice(f);
+        data.push(0);
+    }
+    fsx::sha256_hex(&data)
+}
+
+/// One line of pins.sets: a protect glob and the sha256 of the set it matched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetPin {
+    pub sha256: String,
+    pub glob: String,
+    /// 1-based line in pins.sets.
+    pub line: usize,
+}
+
+/// Parses pins.sets (`<sha256>  <glob>` lines); lines that are not are skipped.
+pub fn parse_sets(bytes: &[u8]) -> Vec<SetPin> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let (h, g) = l.split_once("  ")?;
+            (h.len() == 64
+                && h.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                && !g.is_empty())
+            .then(|| SetPin {
+                sha256: h.to_string(),
+                glob: g.to_string(),
+                line: i + 1,
+            })
+        })
+        .collect()
+}
+
+/// pins.sets' text for (sha256, glob) pairs.
+pub fn print_sets(sets: &[(String, String)]) -> String {
+    sets.iter().map(|(h, g)| format!("{h}  {g}\n")).collect()
+}
+
+/// How a protect set differs from what pins.sha256 lists of it: the paths (relative to
+/// the workspace) added and removed.
+pub fn set_changes(
+    glob: &str,
+    now: &[Vec<u8>],
+    pins: &[Pin],
+    ws: &str,
+) -> (Vec<String>, Vec<String>) {
+    let pinned: Vec<&str> = pins
+        .iter()
+        .filter_map(|p| workspace_relative(&p.path, ws))
+        .filter(|rel| glob_match(glob, rel))
+        .collect();
+    let now: Vec<String> = now
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    let added = now
+        .iter()
+        .filter(|p| !pinned.contains(&p.as_str()))
+        .cloned()
+        .collect();
+    let removed = pinned
+        .iter()
+        .filter(|p| !now.iter().any(|n| n == *p))
+        .map(|p| p.to_string())
+        .collect();
+    (added, removed)
+}
+
+/// Why git cannot match protect glob `glob` as written, and what to write instead: git's
+/// glob pathspecs have no braces, and an unclosed `[` is no class it can read.
+pub fn unmatchable_glob(glob: &str) -> Option<String> {
+    if glob.trim().is_empty() {
+        return Some("an empty glob protects nothing; name a path such as 'tests/**'".into());
+    }
+    let b = glob.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'{' => {
+                return Some(format!(
+                    "git's glob pathspecs have no braces: it would match only a literal '{{'. Write two --protect flags instead of braces{}",
+                    brace_suggestion(glob)
+                        .map(|s| format!(": {s}"))
+                        .unwrap_or_default()
+                ));
+            }
+            b'[' => {
+                let mut j = i + 1;
+                if matches!(b.get(j), Some(b'!' | b'^')) {
+                    j += 1;
+                }
+                if b.get(j) == Some(&b']') {
+                    j += 1;
+                }
+                while j < b.len() && b[j] != b']' {
+                    j += 1;
+                }
+                if j >= b.len() {
+                    return Some(
+                        "an unclosed '[' starts a character class git cannot read: close it ('[ab]'), or escape it ('\\[')".into(),
+                    );
+                }
+                i = j;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// `--protect 'a' --protect 'b'` for a glob with one brace group `{a,b}`.
+fn brace_suggestion(glob: &str) -> Option<String> {
+    let open = glob.find('{')?;
+    let close = open + glob[open..].find('}')?;
+    let (head, tail) = (&glob[..open], &glob[close + 1..]);
+    let flags: Vec<String> = glob[open + 1..close]
+        .split(',')
+        .map(|alt| format!("--protect '{head}{alt}{tail}'"))
+        .collect();
+    (flags.len() > 1).then(|| flags.join(" "))
+}
+
+/// A glob like `glob` that matches something among `files` (repository paths), when one
+/// literal directory or file name of it is a near miss of an existing one: `test/**` for
+/// a repository with `tests/`.
+pub fn closest_glob(glob: &str, files: &[Vec<u8>]) -> Option<String> {
+    let files: Vec<String> = files
+        .iter()
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect();
+    let parts: Vec<&str> = glob.split('/').collect();
+    let mut prefix = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        if part.contains(['*', '?', '[', '\\']) {
+            return None;
+        }
+        let last = i + 1 == parts.len();
+        // The names one level below `prefix`: directories, and files for the last part.
+        let mut names: Vec<String> = files
+            .iter()
+            .filter_map(|f| f.strip_prefix(prefix.as_str()))
+            .filter_map(|rest| match rest.split_once('/') {
+                Some((dir, _)) => Some(dir.to_string()),
+                None if last => Some(rest.to_string()),
+                None => None,
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        if names.iter().any(|n| n == part) {
+            prefix.push_str(part);
+            prefix.push('/');
+            continue;
+        }
+        let best = names
+            .iter()
+            .map(|n| (edit_distance(part, n), n))
+            .filter(|(d, n)| *d <= (part.len().max(n.len()) / 3).max(1))
+            .min()?;
+        let mut fixed: Vec<&str> = parts.clone();
+        fixed[i] = best.1;
+        return Some(fixed.join("/"));
+    }
+    None
+}
+
+/// Levenshtein distance, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for j in 0..b.len() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == b[j] {
+                prev
+            } else {
+                1 + prev.min(row[j]).min(row[j + 1])
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 /// The agent permission files the workspace holds now (contract 7's list expanded at its
 /// root, regular files), relative to it: what the runner's `permission_files` finds.
 pub fn permission_files_in(ws: &Path) -> Vec<String> {
@@ -223,6 +457,49 @@ pub fn appeared_permission_files(dir: &Path, ws: &str, pins: &[Pin]) -> Vec<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unmatchable_globs_say_what_to_write_instead() {
+        let braces = unmatchable_glob("tests/{unit,int}/**").unwrap();
+        assert!(
+            braces
+                .contains("instead of braces: --protect 'tests/unit/**' --protect 'tests/int/**'"),
+            "{braces}"
+        );
+        assert!(
+            unmatchable_glob("src/[ab.rs")
+                .unwrap()
+                .contains("unclosed '['")
+        );
+        assert!(unmatchable_glob("   ").unwrap().contains("empty"));
+        for ok in ["tests/**", "src/[ab].rs", "a\\{b", "[]x]", "[!a]b"] {
+            assert_eq!(unmatchable_glob(ok), None, "{ok}");
+        }
+    }
+
+    #[test]
+    fn a_near_miss_suggests_the_path_that_exists() {
+        let files: Vec<Vec<u8>> = ["tests/a.rs", "src/lib.rs", "Cargo.lock", "docs/x/y.md"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        assert_eq!(closest_glob("test/**", &files).as_deref(), Some("tests/**"));
+        assert_eq!(
+            closest_glob("Cargo.lok", &files).as_deref(),
+            Some("Cargo.lock")
+        );
+        assert_eq!(
+            closest_glob("docs/z/**", &files).as_deref(),
+            Some("docs/x/**")
+        );
+        assert_eq!(closest_glob("nothing/**", &files), None);
+        assert_eq!(closest_glob("*.py", &files), None);
+        assert_eq!(edit_distance("test", "tests"), 1);
+        assert_eq!(
+            set_sha(&[b"a".to_vec(), b"b c".to_vec()]),
+            fsx::sha256_hex(b"a\0b c\0")
+        );
+    }
 
     #[test]
     fn globs_match_as_git_matches_them() {

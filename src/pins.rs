@@ -263,16 +263,22 @@ pub fn print_sets(sets: &[(String, String)]) -> String {
 }
 
 /// How a protect set differs from what pins.sha256 lists of it: the paths (relative to
-/// the workspace) added and removed.
+/// the workspace) added (matched now, pinned nowhere) and removed (pinned, matching the
+/// glob, matched no more).
 pub fn set_changes(
     glob: &str,
     now: &[Vec<u8>],
     pins: &[Pin],
     ws: &str,
 ) -> (Vec<String>, Vec<String>) {
-    let pinned: Vec<&str> = pins
+    let ws = ws.trim_end_matches('/');
+    let all_pinned: Vec<&str> = pins
         .iter()
         .filter_map(|p| workspace_relative(&p.path, ws))
+        .collect();
+    let pinned: Vec<&str> = all_pinned
+        .iter()
+        .copied()
         .filter(|rel| glob_match(glob, rel))
         .collect();
     let now: Vec<String> = now
@@ -281,7 +287,7 @@ pub fn set_changes(
         .collect();
     let added = now
         .iter()
-        .filter(|p| !pinned.contains(&p.as_str()))
+        .filter(|p| !all_pinned.contains(&p.as_str()))
         .cloned()
         .collect();
     let removed = pinned

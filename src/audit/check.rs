@@ -21,8 +21,8 @@ use super::workspace;
 use super::{Finding, LoopReport, Severity, Summary};
 use crate::config::LoopConfig;
 use crate::contract::{
-    AgentOutcome, CbState, CostKind, EventName, FindingClass, LOOP_DIRS, LOOP_FILES, Status,
-    StopReason, Verdict, VerifyOutcome,
+    AgentOutcome, CbState, CostKind, EventName, FindingClass, LOOP_DIRS, LOOP_FILES, PINS_SETS,
+    Status, StopReason, Verdict, VerifyOutcome,
 };
 use crate::fsx;
 use crate::fsx::NotRegular;
@@ -573,9 +573,71 @@ impl Audit<'_> {
         if self.check_appeared_permission_files(&list, ws) {
             violated.push(StopReason::PermissionHijack);
         }
+        if self.check_protected_sets(&list, ws) {
+            violated.push(StopReason::RewardHack);
+        }
         if let Some(cp) = &l.checkpoint {
             self.check_integrity_stop(l, cp, &violated);
         }
+    }
+
+    /// Each protect set of pins.sets against what its glob matches in the workspace now: a
+    /// file added to, removed from or renamed within a protected set is `reward_hack` like
+    /// an edit (contract 7). Whether one changed.
+    fn check_protected_sets(&mut self, list: &[Pin], ws: &str) -> bool {
+        let Ok(bytes) = fsx::read_loop_file(&self.dir.join(PINS_SETS)) else {
+            return false;
+        };
+        if ws.is_empty() || !fs::symlink_metadata(ws).is_ok_and(|m| m.is_dir()) {
+            return false;
+        }
+        let mut changed = false;
+        for set in pins::parse_sets(&bytes) {
+            let Some(now) = pins::glob_files(Path::new(ws), &set.glob) else {
+                continue;
+            };
+            if pins::set_sha(&now) == set.sha256 {
+                continue;
+            }
+            changed = true;
+            let (added, removed) = pins::set_changes(&set.glob, &now, list, ws);
+            let list_of = |what: &str, paths: &[String]| {
+                (!paths.is_empty()).then(|| {
+                    let shown: Vec<&str> = paths.iter().take(10).map(String::as_str).collect();
+                    let more = paths.len().saturating_sub(10);
+                    format!(
+                        "{what} {}{}",
+                        shown.join(", "),
+                        if more > 0 {
+                            format!(" and {more} more")
+                        } else {
+                            String::new()
+                        }
+                    )
+                })
+            };
+            let said: Vec<String> = [list_of("added", &added), list_of("removed", &removed)]
+                .into_iter()
+                .flatten()
+                .collect();
+            let said = if said.is_empty() {
+                "its list of paths is not the pinned one".to_string()
+            } else {
+                said.join("; ")
+            };
+            self.add(
+                FindingClass::RewardHack,
+                Severity::P0,
+                format!("{PINS_SETS}:{}", set.line),
+                format!(
+                    "the protected set '{}' changed since the first run pinned it (reward_hack): {said}. Review it: the fix removes what was added (a copy goes to the backup) and restores what was removed; accept it with {}",
+                    set.glob,
+                    self.recover("--repin")
+                ),
+                self.recover("--restore-pinned"),
+            );
+        }
+        changed
     }
 
     /// Agent permission files that no pin lists, though the first run pinned every one

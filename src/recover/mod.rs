@@ -40,6 +40,11 @@ pub struct Plan {
     pub repairs: Vec<String>,
     /// Files to (re)write besides the journal, progress and state: path, bytes, executable.
     pub writes: Vec<(PathBuf, Vec<u8>, bool)>,
+    /// Workspace paths (relative to it) that `--restore-pinned` put back or removed: their
+    /// index entries are reset to the loop branch's head afterwards (`git reset -- PATHS`),
+    /// so that a rename or removal the agent staged is undone too (a protect set is what git
+    /// lists, the index included).
+    pub ws_reset: Vec<String>,
     /// Files removed after their copy went to the backup (a permission file that appeared,
     /// a file added to a protected set: `--restore-pinned` has no pinned copy of them).
     pub removes: Vec<PathBuf>,
@@ -95,6 +100,8 @@ pub struct LoopRef {
     pub workspace_setting: String,
     /// loop.toml's `autocommit`: whether every iteration that changes the tree commits.
     pub autocommit: bool,
+    /// loop.toml's protect globs.
+    pub protect: Vec<String>,
 }
 
 /// The workspace loop.toml names, as an absolute path (the runner's `workspace_path_v`):
@@ -146,6 +153,7 @@ fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
         loop_contract: cfg.contract_version,
         workspace_setting: cfg.workspace,
         autocommit: cfg.autocommit,
+        protect: cfg.protect,
     })
 }
 
@@ -487,6 +495,10 @@ struct Course {
     /// L's DONE is proven by its event and its record.
     done: bool,
 }
+
+/// A protect set of pins.sets, with the paths its glob matches in the workspace now
+/// (`None` when the workspace cannot be listed).
+type SetNow = (pins::SetPin, Option<Vec<Vec<u8>>>);
 
 /// A pin still broken after the flags: the path and the stop reason it means.
 struct BrokenPin {
@@ -981,13 +993,18 @@ impl Planner<'_> {
     /// the first pin still broken once they are done.
     fn pins(&mut self) -> Result<Option<BrokenPin>> {
         let pins_path = self.lp.dir.join("pins.sha256");
-        let text = String::from_utf8_lossy(&read_opt(&pins_path)?.unwrap_or_default()).into_owned();
+        let bytes = read_opt(&pins_path)?;
+        let text = String::from_utf8_lossy(bytes.as_deref().unwrap_or_default()).into_owned();
         let mut pins = pin_lines(&text);
+        if bytes.is_none() && self.args.repin {
+            self.rebuild_pins(&mut pins)?;
+        }
+        let sets = self.read_sets()?;
         if self.args.repin_goal {
             self.repin_goal(&mut pins)?;
         }
         if self.args.repin {
-            self.repin_all(&mut pins)?;
+            self.repin_all(&mut pins, &sets)?;
         }
         let restored = if self.args.restore_pinned {
             self.restore_pinned(&pins)?
@@ -995,20 +1012,198 @@ impl Planner<'_> {
             Vec::new()
         };
         let appeared = self.appeared_permission_files(&text, &mut pins)?;
+        let set_broken = self.protected_sets(&sets, &mut pins)?;
         let new_text: String = pins.iter().map(PinLine::print).collect();
         if new_text != text && (self.args.repin_goal || self.args.repin) {
             self.plan
                 .writes
                 .push((pins_path, new_text.into_bytes(), false));
         }
-        Ok(
-            first_broken(&self.lp.dir, &self.ws, &pins, &restored)?.or_else(|| {
+        Ok(first_broken(&self.lp.dir, &self.ws, &pins, &restored)?
+            .or_else(|| {
                 appeared.into_iter().next().map(|path| BrokenPin {
                     path,
                     reason: StopReason::PermissionHijack,
                 })
-            }),
-        )
+            })
+            .or(set_broken))
+    }
+
+    /// Notes a workspace path `--restore-pinned` puts back or removes, for the index reset
+    /// (the first entry of `ws_reset` is the workspace itself).
+    fn note_ws_path(&mut self, path: &str) {
+        let ws = self.ws.trim_end_matches('/').to_string();
+        if let Some(rel) = pins::workspace_relative(path, &ws) {
+            if self.plan.ws_reset.is_empty() {
+                self.plan.ws_reset.push(ws.clone());
+            }
+            let rel = rel.to_string();
+            if !self.plan.ws_reset[1..].contains(&rel) {
+                self.plan.ws_reset.push(rel);
+            }
+        }
+    }
+
+    /// The workspace, when it is a directory (never through a link) git can list.
+    fn ws_dir(&self) -> Option<&Path> {
+        let ws = Path::new(self.ws.as_str());
+        (!self.ws.is_empty() && fs::symlink_metadata(ws).is_ok_and(|m| m.is_dir())).then_some(ws)
+    }
+
+    /// pins.sets, each protect set with the paths its glob matches in the workspace now
+    /// (`None` when the workspace cannot be listed). With `--repin` and no pins.sets, once
+    /// the loop has run, loop.toml's protect globs (their sets are pinned as they are).
+    fn read_sets(&mut self) -> Result<Vec<SetNow>> {
+        let path = self.lp.dir.join(crate::contract::PINS_SETS);
+        let mut sets = match read_opt(&path)? {
+            Some(b) => pins::parse_sets(&b),
+            None if self.args.repin && self.lp.dir.join(".baseline-commit").is_file() => self
+                .lp
+                .protect
+                .iter()
+                .enumerate()
+                .map(|(i, g)| pins::SetPin {
+                    sha256: String::new(),
+                    glob: g.clone(),
+                    line: i + 1,
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let ws = self.ws_dir().map(Path::to_path_buf);
+        Ok(sets
+            .drain(..)
+            .map(|s| {
+                let now = ws.as_deref().and_then(|w| pins::glob_files(w, &s.glob));
+                (s, now)
+            })
+            .collect())
+    }
+
+    /// Each protect set against what its glob matches now: a file added to it since the
+    /// first run is `reward_hack` like an edit (one removed shows as its missing pin).
+    /// `--repin` pins the set as it is (the added files too) and rewrites pins.sets;
+    /// `--restore-pinned` removes what was added (it has no pinned copy; a copy goes to the
+    /// backup). Returns the first set still changed.
+    fn protected_sets(
+        &mut self,
+        sets: &[SetNow],
+        pins: &mut Vec<PinLine>,
+    ) -> Result<Option<BrokenPin>> {
+        let ws = self.ws.trim_end_matches('/').to_string();
+        let mut broken = None;
+        let mut rewritten = Vec::new();
+        let mut changed = false;
+        for (set, now) in sets {
+            let Some(now) = now else {
+                rewritten.push((set.sha256.clone(), set.glob.clone()));
+                continue;
+            };
+            let sha = pins::set_sha(now);
+            rewritten.push((sha.clone(), set.glob.clone()));
+            if sha == set.sha256 {
+                continue;
+            }
+            changed = true;
+            let listed: Vec<pins::Pin> = pins
+                .iter()
+                .enumerate()
+                .map(|(i, p)| pins::Pin {
+                    sha256: p.hash.clone(),
+                    path: p.path.clone(),
+                    line: i + 1,
+                })
+                .collect();
+            let (added, _) = pins::set_changes(&set.glob, now, &listed, &ws);
+            for rel in added {
+                let abs = format!("{ws}/{rel}");
+                if self.args.repin {
+                    let hash = file_hash(Path::new(&abs))?.unwrap_or_default();
+                    self.repair(format!(
+                        "{abs} joined the protected set '{}' after the first run: accepted and pinned as it is (--repin)",
+                        set.glob
+                    ));
+                    pins.push(PinLine { hash, path: abs });
+                } else if self.args.restore_pinned {
+                    self.repair(format!(
+                        "{abs} was added to the protected set '{}' after the first run and has no pinned copy: removed (--restore-pinned; the copy is in the backup)",
+                        set.glob
+                    ));
+                    self.note_ws_path(&abs);
+                    self.plan.removes.push(PathBuf::from(abs));
+                }
+            }
+            if !self.args.repin && !self.args.restore_pinned && broken.is_none() {
+                broken = Some(BrokenPin {
+                    path: format!("the protected set '{}' (pins.sets:{})", set.glob, set.line),
+                    reason: StopReason::RewardHack,
+                });
+            }
+        }
+        if self.args.repin && changed {
+            self.repair("pins.sets re-pinned (--repin): each protect set as it is now");
+            self.plan.writes.push((
+                self.lp.dir.join(crate::contract::PINS_SETS),
+                pins::print_sets(&rewritten).into_bytes(),
+                false,
+            ));
+        }
+        Ok(broken)
+    }
+
+    /// `--repin` with no pins.sha256: the manifest is made again from the files as they
+    /// are, as `orbit init` and the runner's first run make it (the loop files, then, once
+    /// the loop has run, goal.md and the protected and agent permission files of the
+    /// workspace).
+    fn rebuild_pins(&mut self, pins: &mut Vec<PinLine>) -> Result<()> {
+        let dir = self.lp.dir.clone();
+        for name in pins::INIT_PINNED {
+            if let Some(hash) = file_hash(&dir.join(name))? {
+                pins.push(PinLine {
+                    hash,
+                    path: name.to_string(),
+                });
+            }
+        }
+        if dir.join(".baseline-commit").is_file() {
+            if let Some(hash) = file_hash(&dir.join("goal.md"))? {
+                pins.push(PinLine {
+                    hash,
+                    path: "goal.md".into(),
+                });
+            }
+            if let Some(ws) = self.ws_dir().map(Path::to_path_buf) {
+                let mut files: Vec<Vec<u8>> = Vec::new();
+                for g in &self.lp.protect {
+                    files.extend(pins::glob_files(&ws, g).unwrap_or_default());
+                }
+                files.extend(
+                    pins::permission_files_in(&ws)
+                        .into_iter()
+                        .map(String::into_bytes),
+                );
+                files.sort();
+                files.dedup();
+                for f in files {
+                    let rel = String::from_utf8_lossy(&f).into_owned();
+                    if rel.starts_with(".orbit-agent/") || rel.contains(['\n', '\\']) {
+                        continue;
+                    }
+                    let abs = ws.join(&rel);
+                    if let Some(hash) = file_hash(&abs)? {
+                        pins.push(PinLine {
+                            hash,
+                            path: abs.display().to_string(),
+                        });
+                    }
+                }
+            }
+        }
+        self.repair(format!(
+            "pins.sha256 is missing: made again from the files as they are (--repin): {} pin(s)",
+            pins.len()
+        ));
+        Ok(())
     }
 
     /// Agent permission files in the workspace that the first run did not pin (they were
@@ -1034,6 +1229,7 @@ impl Planner<'_> {
                 self.repair(format!(
                     "{abs} appeared after the first run and has no pinned copy to restore: removed (--restore-pinned; the copy is in the backup)"
                 ));
+                self.note_ws_path(&abs);
                 self.plan.removes.push(PathBuf::from(abs));
             } else {
                 stay.push(abs);
@@ -1074,7 +1270,23 @@ impl Planner<'_> {
 
     /// `--repin`: every pin takes its file's current hash; pinned loop files are copied
     /// to `.pins/`.
-    fn repin_all(&mut self, pins: &mut [PinLine]) -> Result<()> {
+    fn repin_all(&mut self, pins: &mut Vec<PinLine>, sets: &[SetNow]) -> Result<()> {
+        let ws = self.ws.clone();
+        // A protected file gone from its set is accepted as removed: its pin goes.
+        let mut kept = Vec::new();
+        for pin in pins.drain(..) {
+            let in_set = pins::workspace_relative(&pin.path, &ws)
+                .is_some_and(|rel| sets.iter().any(|(s, _)| pins::glob_match(&s.glob, rel)));
+            if in_set && file_hash(&self.lp.dir.join(&pin.path))?.is_none() {
+                self.repair(format!(
+                    "{} left its protected set: accepted as removed, its pin dropped (--repin)",
+                    pin.path
+                ));
+                continue;
+            }
+            kept.push(pin);
+        }
+        *pins = kept;
         for pin in pins.iter_mut().filter(|pin| !pin.path.is_empty()) {
             let p = &pin.path;
             let hash = file_hash(&self.lp.dir.join(p))?.ok_or_else(|| {
@@ -1120,6 +1332,7 @@ impl Planner<'_> {
                 "{p} restored to its pinned content (--restore-pinned)"
             ));
             restored.push((path.clone(), want.clone()));
+            self.note_ws_path(&path.display().to_string());
             self.plan.writes.push((path, data, exec));
         }
         Ok(restored)
@@ -1654,6 +1867,7 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
     move_files(plan, &bdir)?;
     write_files(plan)?;
     remove_files(plan)?;
+    reset_workspace_index(plan)?;
     let result = plan
         .result
         .as_ref()
@@ -1730,6 +1944,33 @@ fn move_files(plan: &Plan, bdir: &Path) -> Result<()> {
                 e,
             )
         })?;
+    }
+    Ok(())
+}
+
+/// The index entries of the workspace paths `--restore-pinned` put back or removed, reset
+/// to the head (a staged rename or removal of a protected file undone).
+fn reset_workspace_index(plan: &Plan) -> Result<()> {
+    let Some((ws, paths)) = plan.ws_reset.split_first() else {
+        return Ok(());
+    };
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(ws)
+        .args(["-c", "core.fsmonitor=false", "reset", "-q", "--"])
+        .args(paths)
+        .env("GIT_LITERAL_PATHSPECS", "1")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Error::io("cannot run git", e))?;
+    if !out.status.success() {
+        return Err(Error::Git(format!(
+            "git reset in {ws} failed (the files are restored; their index entries are not): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
     Ok(())
 }
@@ -1917,6 +2158,9 @@ fn print_dry_run(lp: &LoopRef, plan: &Plan, flags: &[&str]) {
     }
     for p in &plan.removes {
         println!("remove: {} (a copy to backups/)", p.display());
+    }
+    if let Some((ws, paths)) = plan.ws_reset.split_first() {
+        println!("git: git -C {ws} reset -q -- {}", paths.join(" "));
     }
     for (from, to) in &plan.moves {
         let to = match to {

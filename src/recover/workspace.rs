@@ -249,6 +249,7 @@ pub fn migrate(lp: &LoopRef, plan: &mut Plan, old: Option<&State>, ran: bool) ->
         loop_contract: cfg.contract_version.clone(),
         workspace_setting: cfg.workspace.clone(),
         autocommit: cfg.autocommit,
+        protect: cfg.protect.clone(),
     });
     let mut changed_files = Vec::new();
     let mut write_if = |plan: &mut Plan, path: PathBuf, data: Vec<u8>, exec: bool| -> Result<()> {

@@ -648,6 +648,7 @@ rc_pins() {
     done <"$RC_DIR/pins.sha256"
   fi
   rc_appeared_permission_files
+  rc_protected_sets
   if ((F_GOAL)); then
     if ((pinned)); then
       if ! printf '%s' "$RC_PINS_NEW" | cmp -s - "$RC_DIR/pins.sha256"; then
@@ -760,6 +761,40 @@ rc_appeared_permission_files() {
       RC_BROKEN_REASON=$REASON_PERMISSION_HIJACK
     fi
   done
+}
+
+# rc_protected_sets: each protect set of pins.sets against what its glob matches in the
+# workspace now (git ls-files -z --cached --others --exclude-standard, sorted bytewise,
+# hashed as the runner hashes it): a file added since the first run is reward_hack like an
+# edit. --restore-pinned removes each added file (no pinned copy; a copy goes to the
+# backup); a removed one is restored by its pin. Otherwise the first changed set is a broken
+# pin (orbit recover's protected_sets).
+rc_protected_sets() {
+  local line h g now pinned rel n=0 list
+  [[ -f $RC_DIR/$ORBIT_PINS_SETS && -n $WS && -d $WS && ! -L $WS ]] || return 0
+  pinned=$'\n'$(cat -- "$RC_DIR/pins.sha256" 2>/dev/null || true)$'\n'
+  list=$(mktemp "${TMPDIR:-/tmp}/orbit-set.XXXXXX")
+  while IFS= read -r line || [[ -n $line ]]; do
+    n=$((n + 1))
+    [[ $line =~ ^([0-9a-f]{64})\ \ (.+)$ ]] || continue
+    h=${BASH_REMATCH[1]} g=${BASH_REMATCH[2]}
+    GIT_OPTIONAL_LOCKS=0 git -C "$WS" -c core.fsmonitor=false ls-files -z --cached --others \
+      --exclude-standard -- ":(glob)$g" 2>/dev/null | LC_ALL=C sort -z >"$list" || continue
+    now=$(orbit_sha256_stdin <"$list")
+    [[ $now != "$h" ]] || continue
+    while IFS= read -r -d '' rel; do
+      if [[ $pinned != *[0-9a-f]"  ${WS%/}/$rel"$'\n'* ]] && ((F_RESTORE)); then
+        rc_regular_or_die "${WS%/}/$rel"
+        RC_REMOVES+=("${WS%/}/$rel")
+        RC_REPAIRS+=("${WS%/}/$rel was added to the protected set '$g' after the first run and has no pinned copy: removed (--restore-pinned; the copy is in the backup)")
+      fi
+    done <"$list"
+    if ((!F_RESTORE)) && [[ -z $RC_BROKEN ]]; then
+      RC_BROKEN="the protected set '$g' ($ORBIT_PINS_SETS:$n)"
+      RC_BROKEN_REASON=$REASON_REWARD_HACK
+    fi
+  done <"$RC_DIR/$ORBIT_PINS_SETS"
+  rm -f -- "$list"
 }
 
 # ---- the workspace (contract 2.0): recreated from the loop branch when it is missing; a
@@ -1305,6 +1340,15 @@ rc_apply() {
   for f in "${RC_REMOVES[@]}"; do
     rm -f -- "$f" || orbit_die "$EXIT_FAILURE" "cannot remove $f"
   done
+  # Their index entries back to the head: a rename or removal the agent staged is undone.
+  local -a ws_paths=()
+  for f in "${RC_RESTORE_TO[@]}" "${RC_REMOVES[@]}"; do
+    if [[ -n $WS && $f == "${WS%/}"/?* ]]; then ws_paths+=("${f#"${WS%/}"/}"); fi
+  done
+  if ((${#ws_paths[@]} > 0)); then
+    GIT_LITERAL_PATHSPECS=1 git -C "$WS" -c core.fsmonitor=false reset -q -- "${ws_paths[@]}" ||
+      orbit_die "$EXIT_FAILURE" "git reset in $WS failed (the files are restored; their index entries are not)"
+  fi
   # progress.md: the torn tail trimmed, the Recovery entry appended; one atomic rename.
   tmp="$RC_DIR/.progress.md.tmp.$$"
   : >"$tmp"

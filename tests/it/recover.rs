@@ -834,6 +834,117 @@ fn a_git_tamper_stop_holds_until_repin_accepts_it() {
     );
 }
 
+/// Writes pins.sets as the runner's first run writes it: for each glob, the sha256 of
+/// `git -C <workspace> ls-files -z --cached --others --exclude-standard -- ':(glob)<glob>' |
+/// LC_ALL=C sort -z`.
+fn pin_sets(lp: &Loop, globs: &[&str]) {
+    let mut text = String::new();
+    for g in globs {
+        let mut cmd = command("bash");
+        cmd.arg("-c")
+            .arg("git -C \"$1\" ls-files -z --cached --others --exclude-standard -- \":(glob)$2\" | LC_ALL=C sort -z | sha256sum")
+            .arg("pin-sets")
+            .arg(lp.ws())
+            .arg(g);
+        let out = run_bounded(cmd, Duration::from_secs(30));
+        assert_ok(&out, "hash a set");
+        let sha = String::from_utf8_lossy(&out.stdout)[..64].to_string();
+        text.push_str(&format!("{sha}  {g}\n"));
+    }
+    fs::write(lp.file("pins.sets"), text).unwrap();
+}
+
+#[test]
+fn a_file_added_to_a_protected_set_is_reward_hack_until_restored_or_repinned() {
+    let lp = Loop::new(1, &["--protect", "tests/*.txt"]);
+    pin_sets(&lp, &["tests/*.txt"]);
+    let (_, classes) = lp.audit();
+    assert!(
+        !classes.iter().any(|c| c == "REWARD_HACK"),
+        "the set as pinned holds: {classes:?}"
+    );
+    // Added to the set, and a member renamed: each is a change like an edit.
+    fs::write(lp.ws().join("tests/weak.txt"), "always passes\n").unwrap();
+    lp.repo
+        .ws_git(&["mv", "tests/guard.txt", "tests/moved.txt"]);
+    let d = lp.dir.display().to_string();
+    let out = lp.repo.orbit(&["audit", "--json", &d]);
+    assert_code(&out, 3, "a changed set");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["evidence"] == "pins.sets:1")
+        .unwrap_or_else(|| panic!("{v}"))
+        .clone();
+    assert_eq!(
+        (f["class"].as_str(), f["severity"].as_str()),
+        (Some("REWARD_HACK"), Some("P0"))
+    );
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains("the protected set 'tests/*.txt' changed")
+            && msg.contains("added tests/moved.txt, tests/weak.txt; removed tests/guard.txt"),
+        "{msg}"
+    );
+    assert_eq!(f["fix"], format!("orbit recover {d} --restore-pinned"));
+    // Without a flag the loop stays stopped, with either tool.
+    let s = recover_in_turn(&lp, &[], |_, _| {});
+    assert_eq!(
+        (s.last_status.as_str(), s.stop_reason.as_str()),
+        ("ABORTED", "reward_hack")
+    );
+    // --restore-pinned removes what was added (a copy in the backup) and restores what
+    // was removed; the set holds again.
+    let s = recover_in_turn(&lp, &["--restore-pinned"], |l, tool| {
+        assert!(!l.ws().join("tests/weak.txt").exists(), "{tool}");
+        assert!(!l.ws().join("tests/moved.txt").exists(), "{tool}");
+        assert_eq!(
+            fs::read_to_string(l.ws().join("tests/guard.txt")).unwrap(),
+            "guard\n",
+            "{tool}"
+        );
+        let (_, classes) = l.audit();
+        assert!(
+            !classes.iter().any(|c| c == "REWARD_HACK"),
+            "{tool}: {classes:?}"
+        );
+    });
+    assert_eq!(s.last_status, "CONTINUE");
+    // --repin accepts a changed set after review: pinned as it is, pins.sets rewritten.
+    fs::write(lp.ws().join("tests/more.txt"), "reviewed\n").unwrap();
+    let before = fs::read_to_string(lp.file("pins.sets")).unwrap();
+    assert_ok(&lp.orbit_recover(&["--repin"]), "--repin");
+    assert_ne!(fs::read_to_string(lp.file("pins.sets")).unwrap(), before);
+    assert!(
+        fs::read_to_string(lp.file("pins.sha256"))
+            .unwrap()
+            .contains(&format!("  {}/tests/more.txt\n", lp.ws().display()))
+    );
+    let (_, classes) = lp.audit();
+    assert!(!classes.iter().any(|c| c == "REWARD_HACK"), "{classes:?}");
+    assert_eq!(lp.assert_sealed().last_status, "CONTINUE");
+    // A manifest removed (say, after it was found to be a FIFO) is made again by --repin.
+    let pins_before = fs::read_to_string(lp.file("pins.sha256")).unwrap();
+    fs::remove_file(lp.file("pins.sha256")).unwrap();
+    assert_ok(
+        &lp.orbit_recover(&["--repin"]),
+        "--repin without pins.sha256",
+    );
+    assert_eq!(
+        fs::read_to_string(lp.file("pins.sha256")).unwrap(),
+        pins_before
+    );
+    let (_, classes) = lp.audit();
+    assert!(
+        !classes
+            .iter()
+            .any(|c| c == "CONTRACT_MISSING" || c == "REWARD_HACK"),
+        "{classes:?}"
+    );
+}
+
 #[test]
 fn recover_repin_accepts_every_pin() {
     let lp = Loop::new(1, &["--protect", "tests/*.txt"]);

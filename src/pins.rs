@@ -180,7 +180,7 @@ fn class(p: &[u8], at: usize, c: Option<u8>) -> Option<(bool, usize)> {
 
 /// The paths protect glob `glob` matches in `dir` (a workspace, or the repository), as the
 /// runner lists them for pins.sets: `git -C <dir> ls-files -z --cached --others
-/// --exclude-standard -- ':(glob)<glob>'`, sorted bytewise (`LC_ALL=C sort -z`). `None`
+/// --exclude-standard -- ':(glob)<glob>'`, sorted bytewise, each once (`LC_ALL=C sort -zu`). `None`
 /// when git cannot list them. Git runs no fsmonitor and takes no optional lock.
 pub fn glob_files(dir: &Path, glob: &str) -> Option<Vec<Vec<u8>>> {
     let out = std::process::Command::new("git")
@@ -213,7 +213,10 @@ pub fn glob_files(dir: &Path, glob: &str) -> Option<Vec<Vec<u8>>> {
         .filter(|p| !p.is_empty())
         .map(<[u8]>::to_vec)
         .collect();
+    // Sorted and each path once (an unmerged path is listed once per stage), as the runner's
+    // `LC_ALL=C sort -zu`.
     files.sort();
+    files.dedup();
     Some(files)
 }
 

@@ -779,7 +779,7 @@ rc_protected_sets() {
     [[ $line =~ ^([0-9a-f]{64})\ \ (.+)$ ]] || continue
     h=${BASH_REMATCH[1]} g=${BASH_REMATCH[2]}
     GIT_OPTIONAL_LOCKS=0 git -C "$WS" -c core.fsmonitor=false ls-files -z --cached --others \
-      --exclude-standard -- ":(glob)$g" 2>/dev/null | LC_ALL=C sort -z >"$list" || continue
+      --exclude-standard -- ":(glob)$g" 2>/dev/null | LC_ALL=C sort -zu >"$list" || continue
     now=$(orbit_sha256_stdin <"$list")
     [[ $now != "$h" ]] || continue
     while IFS= read -r -d '' rel; do

@@ -719,6 +719,45 @@ pub fn file_sha(path: &Path) -> String {
     orbit::fsx::sha256_hex(&fs::read(path).unwrap())
 }
 
+/// Appends the `iteration_result` the runner would have written for iteration `n`'s
+/// result.env as it is now (the newest one counts): a record a test edits stands for one the
+/// runner wrote.
+pub fn announce_result(dir: &Path, n: u64) {
+    let record = dir.join(format!("iterations/{n:06}/result.env"));
+    let kv = read_kv(&record);
+    let sha = file_sha(&record);
+    append_event(
+        dir,
+        "iteration_result",
+        n,
+        &[
+            ("verdict", &kv["VERDICT"]),
+            ("reason", &kv["STOP_REASON"]),
+            ("sha256", &sha),
+        ],
+    );
+}
+
+/// Appends the `state_write` the runner would have written for state.env as it is now: a
+/// state a test edits stands for one the runner wrote.
+pub fn announce_state(dir: &Path) {
+    let text = fs::read_to_string(dir.join("state.env")).unwrap();
+    let state = orbit::state::State::parse(text.as_bytes()).unwrap();
+    let sha = orbit::fsx::sha256_hex(text.as_bytes());
+    append_event(
+        dir,
+        "state_write",
+        state.next_iteration.saturating_sub(1),
+        &[
+            ("gen", &state.generation.to_string()),
+            ("status", state.last_status.as_str()),
+            ("reason", state.stop_reason.as_str()),
+            ("next_iteration", &state.next_iteration.to_string()),
+            ("sha256", &sha),
+        ],
+    );
+}
+
 /// Makes a loop's journal the one a runner that announces its records writes: its last
 /// `state_write` gives the sha256 of state.env as it is, and every iteration's result.env
 /// is announced by an `iteration_result` (verdict, reason, sha256) before its

@@ -134,7 +134,7 @@ fn flock_probe(locks: &str, lock_path: &Path) -> Option<Lock> {
     // /proc/locks names the process that took the lock, which for flock(1) is the helper
     // that has already exited; the lock lives as long as a descriptor of it is open, so
     // the holders are the processes with such a descriptor.
-    let mut holders = fd_holders(&lock_path);
+    let mut holders = fd_holders(lock_path);
     for pid in listed {
         if alive(pid) && !holders.contains(&pid) {
             holders.push(pid);

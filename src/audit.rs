@@ -10,6 +10,7 @@
 mod check;
 mod keys;
 mod read;
+mod records;
 mod runner_log;
 mod tail;
 mod workspace;

@@ -398,8 +398,9 @@ impl LoopConfig {
     }
 
     pub fn load(path: &Path) -> Result<LoopConfig> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+        // loop.toml is a file of the loop directory: read only when it is a regular file.
+        let text = String::from_utf8(crate::fsx::read_regular(path)?)
+            .map_err(|_| Error::path(path, "not a valid loop.toml: it is not UTF-8 text"))?;
         LoopConfig::parse(&text, path)
     }
 

@@ -3,7 +3,7 @@
 //! `orbit resume` (contract 4.2, 5). Both change state.env only under the loop's lock, seal
 //! it, and say so in the event journal, as the runner does.
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -25,11 +25,7 @@ struct Held {
 
 fn hold_lock(dir: &Path) -> Result<Held> {
     let path = dir.join(".run-loop.lock");
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
+    let file = fsx::open_append_regular(&path)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
@@ -54,10 +50,9 @@ fn hold_lock(dir: &Path) -> Result<Held> {
 /// The loop's state, sealed: a state that does not match its sidecar is for `orbit recover`.
 fn read_sealed(dir: &Path) -> Result<State> {
     let state = State::parse_file(&dir.join("state.env"))?;
-    let text = fsx::read(&dir.join("state.env"))?;
-    let sidecar = fsx::read(&dir.join("state.env.sha256"))
-        .ok()
-        .and_then(|b| Sidecar::parse(&b).ok());
+    let text = fsx::read_regular(&dir.join("state.env"))?;
+    let sidecar =
+        fsx::read_regular_opt(&dir.join("state.env.sha256"))?.and_then(|b| Sidecar::parse(&b).ok());
     let sealed = sidecar
         .is_some_and(|c| c.sha256 == fsx::sha256_hex(&text) && c.generation == state.generation);
     if !sealed {
@@ -71,7 +66,7 @@ fn read_sealed(dir: &Path) -> Result<State> {
 }
 
 /// Writes the next generation of the state (state.env, then its sidecar, each atomic) and a
-/// `state_write` event naming who wrote it and the sha256 of what it wrote.
+/// `state_write` event naming who wrote it and the sha256 of the state.env written.
 fn write_state(dir: &Path, mut state: State, by: &str) -> Result<State> {
     state.generation += 1;
     state.last_updated_at = fsx::now_epoch();
@@ -91,10 +86,9 @@ fn write_state(dir: &Path, mut state: State, by: &str) -> Result<State> {
             "next_iteration",
             events::value(&state.next_iteration.to_string()),
         ),
-        ("by", events::value(by)),
-        // The runner trusts a state.env only when the journal's last record of a state write
-        // names its sha256.
+        // The exact state.env written: audit and recover check state.env against it.
         ("sha256", events::value(&fsx::sha256_hex(text.as_bytes()))),
+        ("by", events::value(by)),
     ];
     append_event(
         dir,
@@ -114,11 +108,7 @@ fn append_event(
     fields: &[(&str, String)],
 ) -> Result<()> {
     let path = dir.join("events.jsonl");
-    let mut bytes = match fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e)),
-    };
+    let mut bytes = fsx::read_regular_opt(&path)?.unwrap_or_default();
     if !bytes.is_empty() && !bytes.ends_with(b"\n") {
         let keep = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         bytes.truncate(keep);
@@ -133,11 +123,7 @@ fn append_event(
         fields,
         &prev,
     );
-    let mut file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(&path)
-        .map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
+    let mut file = fsx::open_append_regular(&path)?;
     file.write_all(line.as_bytes())
         .map_err(|e| Error::io(format!("cannot append to {}", path.display()), e))
 }

@@ -1,7 +1,16 @@
-//! Small filesystem helpers: atomic writes and sha256.
+//! Small filesystem helpers: atomic writes, sha256, and reads of the loop's files that
+//! can never block.
+//!
+//! Every read of a file of a loop directory (or of the workspace's `.orbit-agent/`) by
+//! audit, status, report and recover goes through [`open_regular`]: anything there may
+//! have been replaced by the agent or a stray process, and a FIFO read the plain way waits
+//! forever for a writer. The file is opened with `O_NONBLOCK | O_NOFOLLOW` (so neither a
+//! FIFO nor a symlink is followed or waited on, whatever was swapped in after a check) and
+//! read only when the descriptor is a regular file.
 
+use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -86,9 +95,183 @@ pub fn set_mode(path: &Path, mode: u32) -> Result<()> {
         .map_err(|e| Error::io(format!("cannot chmod {}", path.display()), e))
 }
 
-/// Reads a file, naming it in the error.
+/// Reads a file, naming it in the error. For a file the user names (a goal file may be a
+/// pipe); the loop's own files are read with [`read_regular`].
 pub fn read(path: &Path) -> Result<Vec<u8>> {
     fs::read(path).map_err(|e| Error::io(format!("cannot read {}", path.display()), e))
+}
+
+/// What a path of the loop is when it is not a regular file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotRegular {
+    /// A symlink, with where it points.
+    Symlink(String),
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+    Directory,
+    Other,
+}
+
+impl NotRegular {
+    fn of(t: fs::FileType, path: &Path) -> Option<NotRegular> {
+        use std::os::unix::fs::FileTypeExt;
+        Some(if t.is_file() {
+            return None;
+        } else if t.is_symlink() {
+            NotRegular::Symlink(
+                fs::read_link(path)
+                    .map(|l| l.display().to_string())
+                    .unwrap_or_default(),
+            )
+        } else if t.is_fifo() {
+            NotRegular::Fifo
+        } else if t.is_socket() {
+            NotRegular::Socket
+        } else if t.is_char_device() {
+            NotRegular::CharDevice
+        } else if t.is_block_device() {
+            NotRegular::BlockDevice
+        } else if t.is_dir() {
+            NotRegular::Directory
+        } else {
+            NotRegular::Other
+        })
+    }
+}
+
+impl fmt::Display for NotRegular {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotRegular::Symlink(to) if to.is_empty() => f.write_str("a symlink"),
+            NotRegular::Symlink(to) => write!(f, "a symlink to {}", to.escape_debug()),
+            NotRegular::Fifo => f.write_str("a FIFO (named pipe)"),
+            NotRegular::Socket => f.write_str("a socket"),
+            NotRegular::CharDevice => f.write_str("a character device"),
+            NotRegular::BlockDevice => f.write_str("a block device"),
+            NotRegular::Directory => f.write_str("a directory"),
+            NotRegular::Other => f.write_str("not a regular file"),
+        }
+    }
+}
+
+/// Why a loop file could not be read.
+#[derive(Debug)]
+pub enum Unreadable {
+    Missing,
+    /// It is there, and is no regular file: never read.
+    NotRegular(NotRegular),
+    Io(std::io::Error),
+}
+
+impl Unreadable {
+    /// The error of a command that needs the file.
+    pub fn into_error(self, path: &Path) -> Error {
+        match self {
+            Unreadable::Missing => Error::io(
+                format!("cannot read {}", path.display()),
+                std::io::ErrorKind::NotFound.into(),
+            ),
+            Unreadable::NotRegular(what) => Error::Refused(not_regular_message(path, &what)),
+            Unreadable::Io(e) => Error::io(format!("cannot read {}", path.display()), e),
+        }
+    }
+}
+
+/// The refusal for a loop file that is not a regular file: what it is, and what to do.
+pub fn not_regular_message(path: &Path, what: &NotRegular) -> String {
+    format!(
+        "{} is {what}, not a regular file: nothing of a loop may be one (loop_tamper), and it is never read; remove it, then orbit recover",
+        path.display()
+    )
+}
+
+/// What `path` is when it exists and is not a regular file, without opening it (and
+/// without following a symlink).
+pub fn not_regular(path: &Path) -> Option<NotRegular> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    NotRegular::of(meta.file_type(), path)
+}
+
+/// Opens a loop file for reading, only when it is a regular file: never follows a symlink
+/// at `path`, never waits on a FIFO or a device (`O_NONBLOCK`), and checks what it opened.
+pub fn open_regular(path: &Path) -> std::result::Result<File, Unreadable> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Unreadable::Missing),
+        // A symlink (ELOOP), a socket (ENXIO), ...: say what is there.
+        Err(e) => {
+            return Err(match not_regular(path) {
+                Some(what) => Unreadable::NotRegular(what),
+                None => Unreadable::Io(e),
+            });
+        }
+    };
+    let meta = file.metadata().map_err(Unreadable::Io)?;
+    match NotRegular::of(meta.file_type(), path) {
+        None => Ok(file),
+        Some(what) => Err(Unreadable::NotRegular(what)),
+    }
+}
+
+/// Opens (creating it when missing) a loop file to append to or to lock: never through a
+/// symlink, never waiting on a FIFO (`O_NONBLOCK`: with no reader, opening one fails at
+/// once), and only a regular file.
+pub fn open_append_regular(path: &Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match not_regular(path) {
+            Some(what) => Error::Refused(not_regular_message(path, &what)),
+            None => Error::io(format!("cannot open {}", path.display()), e),
+        })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
+    match NotRegular::of(meta.file_type(), path) {
+        None => Ok(file),
+        Some(what) => Err(Error::Refused(not_regular_message(path, &what))),
+    }
+}
+
+/// Reads a loop file through [`open_regular`].
+pub fn read_loop_file(path: &Path) -> std::result::Result<Vec<u8>, Unreadable> {
+    let mut f = open_regular(path)?;
+    let mut out = Vec::new();
+    f.read_to_end(&mut out).map_err(Unreadable::Io)?;
+    Ok(out)
+}
+
+/// [`read_loop_file`] for a command: missing is `None`, anything else unreadable an error
+/// that says what to do.
+pub fn read_regular_opt(path: &Path) -> Result<Option<Vec<u8>>> {
+    match read_loop_file(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(Unreadable::Missing) => Ok(None),
+        Err(e) => Err(e.into_error(path)),
+    }
+}
+
+/// [`read_loop_file`] for a command that needs the file.
+pub fn read_regular(path: &Path) -> Result<Vec<u8>> {
+    read_loop_file(path).map_err(|e| e.into_error(path))
+}
+
+/// [`read_loop_file`] as text for a reader that treats anything unreadable as absent
+/// (an audit reports what is not a regular file on its own).
+pub fn read_text_or_none(path: &Path) -> Option<String> {
+    read_loop_file(path)
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
 /// Current time in epoch seconds.
@@ -139,6 +322,65 @@ mod tests {
         assert_eq!(iso_utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(iso_utc(1_796_016_519), "2026-11-30T05:28:39Z");
         assert_eq!(iso_utc(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn loop_files_that_are_not_regular_are_never_read() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        // No writer: a plain read would wait forever.
+        assert!(matches!(
+            read_loop_file(&fifo),
+            Err(Unreadable::NotRegular(NotRegular::Fifo))
+        ));
+        let file = d.path().join("file");
+        fs::write(&file, "x").unwrap();
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        match read_loop_file(&link) {
+            Err(Unreadable::NotRegular(NotRegular::Symlink(to))) => {
+                assert_eq!(to, file.display().to_string())
+            }
+            other => panic!("{other:?}"),
+        }
+        let to_fifo = d.path().join("to-fifo");
+        std::os::unix::fs::symlink(&fifo, &to_fifo).unwrap();
+        assert!(matches!(
+            read_loop_file(&to_fifo),
+            Err(Unreadable::NotRegular(NotRegular::Symlink(_)))
+        ));
+        let sock = d.path().join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        assert!(matches!(
+            read_loop_file(&sock),
+            Err(Unreadable::NotRegular(NotRegular::Socket))
+        ));
+        assert!(matches!(
+            read_loop_file(Path::new("/dev/zero")),
+            Err(Unreadable::NotRegular(NotRegular::CharDevice))
+        ));
+        assert!(matches!(
+            read_loop_file(d.path()),
+            Err(Unreadable::NotRegular(NotRegular::Directory))
+        ));
+        assert!(matches!(
+            read_loop_file(&d.path().join("none")),
+            Err(Unreadable::Missing)
+        ));
+        assert_eq!(read_loop_file(&file).unwrap(), b"x");
+        assert_eq!(not_regular(&fifo), Some(NotRegular::Fifo));
+        assert_eq!(not_regular(&file), None);
+        // Appending or locking never waits on a FIFO either.
+        let msg = open_append_regular(&fifo).unwrap_err().to_string();
+        assert!(msg.contains("a FIFO"), "{msg}");
+        assert!(open_append_regular(&link).is_err());
+        let msg = read_regular(&fifo).unwrap_err().to_string();
+        assert!(
+            msg.contains("a FIFO") && msg.contains("orbit recover"),
+            "{msg}"
+        );
     }
 
     #[test]

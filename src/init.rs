@@ -410,7 +410,36 @@ fn config_from_args(
         }
     }
     cfg.validate()?;
+    for g in &cfg.protect {
+        if let Some(why) = protect_glob_problem(repo, g) {
+            return Err(Error::Usage(format!(
+                "--protect '{}': {why}",
+                g.escape_debug()
+            )));
+        }
+    }
     Ok((cfg, secrets))
+}
+
+/// What is wrong with protect glob `glob` in the repository at `repo`, if anything: git
+/// cannot match it (braces, an unclosed `[`), or it matches no file (tracked, or untracked
+/// and not ignored), with the closest path that exists (contract 7: such a glob would pin
+/// nothing, and protect nothing).
+pub fn protect_glob_problem(repo: &Path, glob: &str) -> Option<String> {
+    if let Some(why) = pins::unmatchable_glob(glob) {
+        return Some(why);
+    }
+    let matched = pins::glob_files(repo, glob)?;
+    if !matched.is_empty() {
+        return None;
+    }
+    let hint = pins::glob_files(repo, "**")
+        .and_then(|all| pins::closest_glob(glob, &all))
+        .map(|g| format!("; did you mean '{g}'?"))
+        .unwrap_or_else(|| ": name paths that exist".into());
+    Some(format!(
+        "it matches no file in the repository (tracked, or untracked and not ignored), so it would protect nothing{hint}"
+    ))
 }
 
 /// `orbit init`.
@@ -753,6 +782,16 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
         )));
     }
     let cfg = LoopConfig::load(&cfg_path)?;
+    // A loop that already runs keeps working: a protect glob that stopped matching (or that
+    // an older orbit let through) is said, not refused; its pins are its first run's.
+    for g in &cfg.protect {
+        if let Some(why) = protect_glob_problem(repo, g) {
+            eprintln!(
+                "orbit: warning: protect glob '{}' in {rel}/loop.toml: {why}. The loop keeps it (its pinned files and pins.sets are its first run's); fix it in loop.toml to protect what you mean",
+                g.escape_debug()
+            );
+        }
+    }
     let files = render::rerender_loop(&cfg, &dir, &rel)?;
     let mut new_pins: Vec<(String, String)> = Vec::new();
     fs::create_dir_all(dir.join(".pins")).map_err(|e| Error::io("cannot create .pins", e))?;

@@ -223,7 +223,7 @@ pub struct Facts {
 /// An iteration's result.env through the one result.env reader; `None` when it is absent
 /// or unreadable (the report then skips the row, as audit names the problem).
 fn read_result(path: &Path) -> Option<ResultEnv> {
-    let bytes = fs::read(path).ok()?;
+    let bytes = fsx::read_loop_file(path).ok()?;
     result_env::parse(&bytes).ok()
 }
 
@@ -246,7 +246,7 @@ fn cell(text: &str) -> String {
 
 /// The last non-empty line an agent printed, shortened.
 fn last_message(log: &Path) -> String {
-    let data = fs::read(log).unwrap_or_default();
+    let data = fsx::read_loop_file(log).unwrap_or_default();
     let tail = &data[data.len().saturating_sub(8192)..];
     let text = String::from_utf8_lossy(tail);
     let line = text
@@ -385,10 +385,10 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
     let cfg = LoopConfig::load(&dir.join("loop.toml"))?;
     let state = State::parse_file(&dir.join("state.env"))?;
     let audit = audit_loop(dir, shown);
-    let goal_md = fs::read_to_string(dir.join("goal.md")).unwrap_or_default();
+    let goal_md = fsx::read_text_or_none(&dir.join("goal.md")).unwrap_or_default();
     let title = cell(goal_md.lines().nth(2).unwrap_or(""));
     let done = state.next_iteration.saturating_sub(1);
-    let ledger = ledger::parse(&fs::read(dir.join("cost.ledger")).unwrap_or_default());
+    let ledger = ledger::parse(&fsx::read_loop_file(&dir.join("cost.ledger")).unwrap_or_default());
     let unknown_runs = ledger
         .entries
         .iter()
@@ -403,7 +403,7 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         let Some(r) = read_result(&idir.join("result.env")) else {
             continue;
         };
-        let commit = fs::read_to_string(idir.join("commit.txt")).unwrap_or_default();
+        let commit = fsx::read_text_or_none(&idir.join("commit.txt")).unwrap_or_default();
         let commit = commit.trim();
         let commit = if commit.len() == 40 {
             &commit[..10]
@@ -456,7 +456,7 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         .max();
     let span = starts.first().copied().zip(ends);
 
-    let p = progress::parse(&fs::read(dir.join("progress.md")).unwrap_or_default());
+    let p = progress::parse(&fsx::read_loop_file(&dir.join("progress.md")).unwrap_or_default());
     let last_failure = p
         .entries
         .iter()
@@ -472,7 +472,7 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
                 .collect()
         })
         .unwrap_or_default();
-    let notes = fs::read_to_string(dir.join("notes.md"))
+    let notes = fsx::read_text_or_none(&dir.join("notes.md"))
         .unwrap_or_default()
         .lines()
         .take(80)

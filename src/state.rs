@@ -173,7 +173,7 @@ impl State {
     }
 
     pub fn parse_file(path: &Path) -> Result<State> {
-        let bytes = fsx::read(path)?;
+        let bytes = fsx::read_regular(path)?;
         State::parse(&bytes).map_err(|(line, message)| Error::Parse {
             path: path.to_path_buf(),
             line,

@@ -14,15 +14,18 @@ use super::read::{
     EventsWindow, ProgressTail, StateRead, has_attempt_files, iter_rel, mtime, read_events,
     read_progress, read_result, read_state,
 };
+use super::records;
 use super::runner_log;
 use super::tail;
 use super::workspace;
 use super::{Finding, LoopReport, Severity, Summary};
 use crate::config::LoopConfig;
 use crate::contract::{
-    AgentOutcome, CbState, CostKind, EventName, FindingClass, Status, StopReason, Verdict,
-    VerifyOutcome,
+    AgentOutcome, CbState, CostKind, EventName, FindingClass, LOOP_DIRS, LOOP_FILES, PINS_SETS,
+    Status, StopReason, Verdict, VerifyOutcome,
 };
+use crate::fsx;
+use crate::fsx::NotRegular;
 use crate::goal::{format_usd, parse_duration};
 use crate::ledger::{self, Ledger};
 use crate::locate::probe::{self, Lock};
@@ -80,6 +83,8 @@ struct Loop {
 struct Checkpoint {
     state: State,
     text: String,
+    /// Its sidecar is a generation behind: a torn checkpoint.
+    torn: bool,
 }
 
 impl Checkpoint {
@@ -104,11 +109,12 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         findings: Vec::new(),
         pins_violated: Vec::new(),
     };
+    a.check_file_types();
     a.check_required_files();
     let l = a.read_loop();
     let mut summary = summary(dir, l.cfg.as_ref());
     let ws = workspace_of(&l);
-    a.check_pins(l.checkpoint.as_ref(), &ws);
+    a.check_pins(&l, &ws);
     a.check_journals(&l);
     a.check_runner_log(l.running);
     a.check_validator(l.cfg.as_ref());
@@ -121,6 +127,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         };
         return a.report(name, verdict, None, summary);
     };
+    a.check_iteration_files(cp.last_done().saturating_sub(2).max(1)..=cp.state.next_iteration);
     let (spent, unknown) = a.check_spend(&l, cp);
     summary.spent_microusd = Some(spent);
     summary.unknown_cost_runs = unknown;
@@ -128,7 +135,18 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     summary.last_verify = last.as_ref().and_then(verify_outcome);
     a.check_commits(cp.last_done());
     let recovered = recovered(l.events.as_ref(), &cp.state);
-    let crashed = !l.running && !recovered && a.check_crash(&l, cp);
+    let records = records::Input {
+        dir,
+        shown: a.shown,
+        state: &cp.state,
+        state_text: &cp.text,
+        torn: cp.torn,
+        events: l.events.as_ref(),
+    };
+    if !l.running {
+        a.findings.extend(records::check(&records));
+    }
+    let crashed = !l.running && !recovered && a.check_crash(&l, cp, &records);
     a.check_orphans(&l);
     a.findings.extend(workspace::check(&workspace::Input {
         dir: &l.canonical,
@@ -227,10 +245,10 @@ impl Audit<'_> {
     /// loop.toml, as settings and as text.
     fn read_settings(&mut self) -> (Option<LoopConfig>, String) {
         let path = self.dir.join("loop.toml");
-        let text = fs::read_to_string(&path).unwrap_or_default();
+        let text = fsx::read_text_or_none(&path).unwrap_or_default();
         let cfg = match LoopConfig::load(&path) {
             Ok(c) => Some(c),
-            Err(e) if path.is_file() => {
+            Err(e) if fsx::not_regular(&path).is_none() && path.exists() => {
                 self.add(
                     FindingClass::ContractMissing,
                     Severity::P1,
@@ -291,6 +309,7 @@ impl Audit<'_> {
                 Some(Checkpoint {
                     state: *state,
                     text,
+                    torn: torn.is_some(),
                 })
             }
             StateRead::Missing => None,
@@ -375,8 +394,8 @@ fn configured_workspace(l: &Loop) -> String {
 /// Whether iteration `n`'s commit failed (its changes stay in the workspace).
 fn commit_failed(dir: &Path, n: u64) -> bool {
     n >= 1
-        && fs::read_to_string(dir.join(iter_rel(n)).join("commit.txt"))
-            .is_ok_and(|t| t.lines().next() == Some("failed"))
+        && fsx::read_text_or_none(&dir.join(iter_rel(n)).join("commit.txt"))
+            .is_some_and(|t| t.lines().next() == Some("failed"))
 }
 
 /// What `orbit status` shows that needs no checkpoint: the name, the caps, the last
@@ -428,9 +447,94 @@ fn verdict(running: bool, crashed: bool, state: &State) -> Verdict {
 // ---- the checks that need no checkpoint
 
 impl Audit<'_> {
+    /// Every file of the loop directory the runner or orbit reads is a regular file (and
+    /// every directory a directory): anything else — a FIFO, a socket, a device, a
+    /// symlink — is a `loop_tamper`, reported here and never read (a FIFO would block).
+    fn check_file_types(&mut self) {
+        for f in LOOP_FILES {
+            if let Some(what) = fsx::not_regular(&self.dir.join(f)) {
+                self.tamper(f, &what);
+            }
+        }
+        for d in LOOP_DIRS {
+            if let Ok(m) = fs::symlink_metadata(self.dir.join(d))
+                && !m.is_dir()
+            {
+                let what = fsx::not_regular(&self.dir.join(d)).unwrap_or(NotRegular::Other);
+                self.tamper(d, &what);
+            }
+        }
+    }
+
+    /// A LOOP_TAMPER finding for a path of the loop directory (relative) that is not what
+    /// the runner writes there; once per path.
+    fn tamper(&mut self, rel: &str, what: &NotRegular) {
+        let evidence = format!("{rel}:0");
+        if self
+            .findings
+            .iter()
+            .any(|f| f.class == FindingClass::LoopTamper && f.evidence == evidence)
+        {
+            return;
+        }
+        // After the removal, recover rebuilds what it can; a pinned file comes back from
+        // its baseline copy.
+        let flag = REQUIRED
+            .iter()
+            .find(|(f, _)| *f == rel)
+            .map_or("", |(_, flag)| *flag);
+        let rm = if *what == NotRegular::Directory {
+            "rm -r --"
+        } else {
+            "rm --"
+        };
+        self.add(
+            FindingClass::LoopTamper,
+            Severity::P0,
+            evidence,
+            format!(
+                "{rel} is {what}, not a regular file: the runner never writes one (loop_tamper); no orbit command reads it, and the runner refuses the loop until it is gone"
+            ),
+            format!(
+                "{rm} {}/{} && {}",
+                self.shown,
+                crate::shell::paste_word(rel),
+                self.recover(flag)
+            ),
+        );
+    }
+
+    /// The records of iterations `range` (their directory, result.env, commit.txt) are what
+    /// the runner writes: a directory, regular files.
+    fn check_iteration_files(&mut self, range: std::ops::RangeInclusive<u64>) {
+        if fsx::not_regular(&self.dir.join("iterations"))
+            .is_some_and(|w| w != NotRegular::Directory)
+        {
+            return;
+        }
+        for n in range {
+            let rel = iter_rel(n);
+            let path = self.dir.join(&rel);
+            match fs::symlink_metadata(&path) {
+                Err(_) => continue,
+                Ok(m) if !m.is_dir() => {
+                    let what = fsx::not_regular(&path).unwrap_or(NotRegular::Other);
+                    self.tamper(&rel, &what);
+                    continue;
+                }
+                Ok(_) => {}
+            }
+            for f in ["result.env", "commit.txt"] {
+                if let Some(what) = fsx::not_regular(&path.join(f)) {
+                    self.tamper(&format!("{rel}/{f}"), &what);
+                }
+            }
+        }
+    }
+
     fn check_required_files(&mut self) {
         for (f, flag) in REQUIRED {
-            if !self.dir.join(f).is_file() {
+            if fs::symlink_metadata(self.dir.join(f)).is_err() {
                 self.add(
                     FindingClass::ContractMissing,
                     Severity::P1,
@@ -444,8 +548,8 @@ impl Audit<'_> {
 
     /// Every pin against its file; then a stop on a violation whose file has since been
     /// put back.
-    fn check_pins(&mut self, cp: Option<&Checkpoint>, ws: &str) {
-        let Ok(bytes) = fs::read(self.dir.join("pins.sha256")) else {
+    fn check_pins(&mut self, l: &Loop, ws: &str) {
+        let Ok(bytes) = fsx::read_loop_file(&self.dir.join("pins.sha256")) else {
             return;
         };
         let (list, bad) = pins::parse(&bytes);
@@ -461,31 +565,141 @@ impl Audit<'_> {
         // A workspace that is gone is reported as such (WORKSPACE_MISSING), not as every
         // file pinned in it missing: the loop recreates it from its branch.
         let ws_gone = !ws.is_empty() && !Path::new(ws).is_dir();
-        let violated: Vec<StopReason> = list
+        let mut violated: Vec<StopReason> = list
             .iter()
             .filter(|p| !(ws_gone && pins::workspace_relative(&p.path, ws).is_some()))
             .filter_map(|p| self.check_pin(p, ws))
             .collect();
-        if let Some(cp) = cp {
-            self.check_restored_pins(cp, &violated);
+        if self.check_appeared_permission_files(&list, ws) {
+            violated.push(StopReason::PermissionHijack);
         }
+        if self.check_protected_sets(&list, ws) {
+            violated.push(StopReason::RewardHack);
+        }
+        if let Some(cp) = &l.checkpoint {
+            self.check_integrity_stop(l, cp, &violated);
+        }
+    }
+
+    /// Each protect set of pins.sets against what its glob matches in the workspace now: a
+    /// file added to, removed from or renamed within a protected set is `reward_hack` like
+    /// an edit (contract 7). Whether one changed.
+    fn check_protected_sets(&mut self, list: &[Pin], ws: &str) -> bool {
+        let Ok(bytes) = fsx::read_loop_file(&self.dir.join(PINS_SETS)) else {
+            return false;
+        };
+        if ws.is_empty() || !fs::symlink_metadata(ws).is_ok_and(|m| m.is_dir()) {
+            return false;
+        }
+        let mut changed = false;
+        for set in pins::parse_sets(&bytes) {
+            let Some(now) = pins::glob_files(Path::new(ws), &set.glob) else {
+                continue;
+            };
+            if pins::set_sha(&now) == set.sha256 {
+                continue;
+            }
+            changed = true;
+            let (added, removed) = pins::set_changes(&set.glob, &now, list, ws);
+            let list_of = |what: &str, paths: &[String]| {
+                (!paths.is_empty()).then(|| {
+                    let shown: Vec<&str> = paths.iter().take(10).map(String::as_str).collect();
+                    let more = paths.len().saturating_sub(10);
+                    format!(
+                        "{what} {}{}",
+                        shown.join(", "),
+                        if more > 0 {
+                            format!(" and {more} more")
+                        } else {
+                            String::new()
+                        }
+                    )
+                })
+            };
+            let said: Vec<String> = [list_of("added", &added), list_of("removed", &removed)]
+                .into_iter()
+                .flatten()
+                .collect();
+            let said = if said.is_empty() {
+                "its list of paths is not the pinned one".to_string()
+            } else {
+                said.join("; ")
+            };
+            self.add(
+                FindingClass::RewardHack,
+                Severity::P0,
+                format!("{PINS_SETS}:{}", set.line),
+                format!(
+                    "the protected set '{}' changed since the first run pinned it (reward_hack): {said}. Review it: the fix removes what was added (a copy goes to the backup) and restores what was removed; accept it with {}",
+                    set.glob,
+                    self.recover("--repin")
+                ),
+                self.recover("--restore-pinned"),
+            );
+        }
+        changed
+    }
+
+    /// Agent permission files that no pin lists, though the first run pinned every one
+    /// there was: each appeared since (`permission_hijack`); there is no copy to restore,
+    /// so `--restore-pinned` removes it. Whether there is one.
+    fn check_appeared_permission_files(&mut self, list: &[Pin], ws: &str) -> bool {
+        let appeared = pins::appeared_permission_files(self.dir, ws, list);
+        for rel in &appeared {
+            let abs = format!("{}/{rel}", ws.trim_end_matches('/'));
+            self.pins_violated.push(abs.clone());
+            self.add(
+                FindingClass::PermissionHijack,
+                Severity::P0,
+                format!("{abs}:1"),
+                format!(
+                    "{abs} appeared after the first run pinned the agent permission files (it was not there then; permission_hijack): it can widen what the agent may do. Review it: the fix removes it (a copy goes to the backup); accept it with {}",
+                    self.recover("--repin")
+                ),
+                self.recover("--restore-pinned"),
+            );
+        }
+        !appeared.is_empty()
     }
 
     /// One pin: the reason its file violates it, if it does.
     fn check_pin(&mut self, pin: &Pin, ws: &str) -> Option<StopReason> {
-        let have = fs::read(self.dir.join(&pin.path))
-            .ok()
-            .map(|b| crate::fsx::sha256_hex(&b));
+        let path = self.dir.join(&pin.path);
+        let read = fsx::read_loop_file(&path);
+        let have = read.as_ref().ok().map(|b| fsx::sha256_hex(b));
         if have.as_deref() == Some(pin.sha256.as_str()) {
             return None;
         }
         let reason = pins::pin_reason_in(&pin.path, ws);
         self.pins_violated.push(pin.path.clone());
-        let what = if have.is_none() {
-            "is missing"
-        } else {
-            "changed"
+        let what = match &read {
+            Ok(_) => "changed".to_string(),
+            Err(fsx::Unreadable::NotRegular(kind)) => format!("is now {kind}"),
+            Err(_) => "is missing".to_string(),
         };
+        if let Err(fsx::Unreadable::NotRegular(kind)) = &read {
+            // Nothing restores over it: it goes first.
+            let rm = if *kind == NotRegular::Directory {
+                "rm -r --"
+            } else {
+                "rm --"
+            };
+            self.add(
+                pin_class(reason),
+                Severity::P0,
+                format!("pins.sha256:{}", pin.line),
+                format!(
+                    "{} {what} ({reason}): it is never read; remove it, then restore the pinned file",
+                    pin.path
+                ),
+                format!(
+                    "{rm} {} && {}",
+                    crate::shell::paste_word(&path.display().to_string()),
+                    self.recover("--restore-pinned")
+                ),
+            );
+            return Some(reason);
+        }
         let accept = if reason == StopReason::GoalDrift {
             "--repin-goal"
         } else {
@@ -505,23 +719,79 @@ impl Audit<'_> {
         Some(reason)
     }
 
-    /// The loop stopped on a violation whose file has since been put back.
-    fn check_restored_pins(&mut self, cp: &Checkpoint, violated: &[StopReason]) {
+    /// An integrity stop that no pin above explains: a loop or git tamper (no pin holds
+    /// those files), or a pin violation whose file has since been put back.
+    fn check_integrity_stop(&mut self, l: &Loop, cp: &Checkpoint, violated: &[StopReason]) {
         let s = &cp.state;
-        if s.last_status == Status::Aborted
-            && s.stop_reason.is_integrity()
-            && !violated.contains(&s.stop_reason)
+        if s.last_status != Status::Aborted
+            || !s.stop_reason.is_integrity()
+            || violated.contains(&s.stop_reason)
         {
-            self.add(
-                pin_class(s.stop_reason),
+            return;
+        }
+        // What the runner recorded when it stopped: the last integrity_fail event.
+        let fail = l.events.as_ref().and_then(|ev| {
+            let k = ev
+                .events
+                .iter()
+                .rposition(|e| e.is(EventName::IntegrityFail))?;
+            let e = &ev.events[k];
+            (EventsWindow::str_field(e, "code") == s.stop_reason.as_str()).then(|| {
+                (
+                    ev.evidence(k),
+                    EventsWindow::str_field(e, "file").to_string(),
+                    EventsWindow::str_field(e, "expected").to_string(),
+                    EventsWindow::str_field(e, "actual").to_string(),
+                )
+            })
+        });
+        let evidence = fail
+            .as_ref()
+            .map(|f| f.0.clone())
+            .unwrap_or_else(|| cp.evidence(state_key::STOP_REASON));
+        let file = fail.as_ref().map(|f| f.1.clone()).filter(|f| !f.is_empty());
+        let seen = match &fail {
+            Some((_, _, want, have)) if !want.is_empty() || !have.is_empty() => {
+                format!(" (expected {want}, found {have})")
+            }
+            _ => String::new(),
+        };
+        match s.stop_reason {
+            StopReason::LoopTamper => {
+                let what = file.unwrap_or_else(|| "a file of the loop directory".into());
+                self.add(
+                    FindingClass::LoopTamper,
+                    Severity::P0,
+                    evidence,
+                    format!(
+                        "the loop stopped on loop_tamper: {what} changed behind the runner{seen} (state, sidecar, manifest, journal, ledger, records and baselines are the runner's alone). Look at what changed it; recover rebuilds the state from the journal and the loop goes on"
+                    ),
+                    self.recover(""),
+                );
+            }
+            StopReason::GitTamper => {
+                let repo = crate::locate::repo_by_dot_git(&l.canonical)
+                    .map(|r| r.display().to_string())
+                    .unwrap_or_else(|| "REPO".into());
+                let r = crate::shell::paste_word(&repo);
+                let what = file.unwrap_or_else(|| "git's config, hooks or excludes".into());
+                self.add(
+                    FindingClass::GitTamper,
+                    Severity::P0,
+                    evidence,
+                    format!(
+                        "the loop stopped on git_tamper: {what} changed{seen}. Review `git -C {r} config --list --show-origin`, {r}/.git/hooks and {r}/.git/info (a hook, an alias, a filter or fsmonitor would run commands as you), undo what you did not make; then the fix accepts them as they are"
+                    ),
+                    self.recover("--repin"),
+                );
+            }
+            reason => self.add(
+                pin_class(reason),
                 Severity::P1,
                 cp.evidence(state_key::STOP_REASON),
-                format!(
-                    "the loop stopped on {} and stays ABORTED, though the pins hold now",
-                    s.stop_reason
-                ),
+                format!("the loop stopped on {reason} and stays ABORTED, though the pins hold now"),
                 self.recover("--restore-pinned"),
-            );
+            ),
         }
     }
 
@@ -532,7 +802,9 @@ impl Audit<'_> {
             self.check_chain(ev, l.running);
             self.check_flaky_verify(ev, state);
             self.check_green_start(ev);
-        } else if state.is_some_and(|s| s.started_at > 0) {
+        } else if state.is_some_and(|s| s.started_at > 0)
+            && fsx::not_regular(&self.dir.join("events.jsonl")).is_none()
+        {
             self.add(
                 FindingClass::ContractMissing,
                 Severity::P1,
@@ -679,7 +951,7 @@ impl Audit<'_> {
 
     /// verify.sh holds a check, as many as loop.toml lists.
     fn check_validator(&mut self, cfg: Option<&LoopConfig>) {
-        let Ok(text) = fs::read_to_string(self.dir.join("verify.sh")) else {
+        let Some(text) = fsx::read_text_or_none(&self.dir.join("verify.sh")) else {
             return;
         };
         let checks = text
@@ -901,7 +1173,7 @@ impl Audit<'_> {
         for n in (last_done.saturating_sub(2)..=last_done).filter(|n| *n >= 1) {
             let rel = iter_rel(n);
             let d = self.dir.join(&rel);
-            if let Ok(t) = fs::read_to_string(d.join("commit.txt"))
+            if let Some(t) = fsx::read_text_or_none(&d.join("commit.txt"))
                 && t.lines().next() == Some("failed")
             {
                 self.add(
@@ -914,7 +1186,7 @@ impl Audit<'_> {
                     format!("cat {}/{rel}/commit.log", self.shown),
                 );
             }
-            if let Ok(t) = fs::read_to_string(d.join("baseline-touched.txt"))
+            if let Some(t) = fsx::read_text_or_none(&d.join("baseline-touched.txt"))
                 && !t.trim().is_empty()
             {
                 self.add(
@@ -933,10 +1205,25 @@ impl Audit<'_> {
 
     /// A runner that died mid-iteration (no runner is alive and no recovery followed).
     /// Returns whether it did.
-    fn check_crash(&mut self, l: &Loop, cp: &Checkpoint) -> bool {
+    fn check_crash(&mut self, l: &Loop, cp: &Checkpoint, records: &records::Input) -> bool {
         let Some((evidence, message)) = find_crash(self.dir, l.events.as_ref(), &cp.state) else {
             return false;
         };
+        if records::unannounced_next(records) {
+            // Written, then the runner died before its iteration_result: a record the
+            // journal does not vouch for, which the next run does again (never takes).
+            let n = cp.state.next_iteration;
+            self.add(
+                FindingClass::Crashed,
+                Severity::P1,
+                format!("{}/result.env:1", iter_rel(n)),
+                format!(
+                    "iteration {n} was recorded (result.env) but never announced (no iteration_result): the runner died right after writing it; the record is not evidence, and the next run does the iteration again"
+                ),
+                format!("orbit run {}", self.shown),
+            );
+            return true;
+        }
         self.add(
             FindingClass::Crashed,
             Severity::P1,
@@ -989,6 +1276,9 @@ impl Audit<'_> {
     ) {
         let state = &cp.state;
         let next = state.next_iteration;
+        // A recovery that set the checkpoint, last in progress.md, accounts for it (after a
+        // sealed history, say, whose later entries are in its backup).
+        let stated = progress.is_some_and(|p| p.last_recovery_next() == Some(next));
         if let Some(p) = progress
             && let Some((n, status, i)) = p.last_recorded()
         {
@@ -1006,7 +1296,7 @@ impl Audit<'_> {
                     ),
                     self.recover(""),
                 );
-            } else if n + 1 < next {
+            } else if n + 1 < next && !stated {
                 self.add(
                     FindingClass::StateDrift,
                     Severity::P1,
@@ -1017,7 +1307,7 @@ impl Audit<'_> {
                     self.recover(""),
                 );
             }
-        } else if next > 1 && progress.is_some_and(|p| p.window.whole) {
+        } else if next > 1 && !stated && progress.is_some_and(|p| p.window.whole) {
             self.add(
                 FindingClass::StateDrift,
                 Severity::P1,
@@ -1069,25 +1359,67 @@ impl Audit<'_> {
     /// What the state says: an open circuit, the reason it stopped, a stall the
     /// signatures foretell, and a DONE or a claim of it against the last record.
     fn check_status(&mut self, l: &Loop, cp: &Checkpoint, last: Option<&ResultEnv>) {
-        self.check_circuit(cp);
+        self.check_circuit(cp, last);
         self.check_stop_reason(cp, last);
         self.check_signatures(l, &cp.state);
         self.check_done(l.running, cp, last);
     }
 
-    fn check_circuit(&mut self, cp: &Checkpoint) {
-        if cp.state.cb_state == CbState::Open {
-            self.add(
-                FindingClass::CircuitOpen,
-                Severity::P1,
+    /// An open circuit, with the rule that opened it: failed agent runs (`CB_FAILS` of
+    /// them), or the same verify failure three iterations in a row while the tree kept
+    /// changing (the last record's `VERIFY_SIG` is the circuit's `CB_SIG`; no agent run
+    /// failed, so `CB_FAILS` is 0 and says nothing).
+    fn check_circuit(&mut self, cp: &Checkpoint, last: Option<&ResultEnv>) {
+        let s = &cp.state;
+        if s.cb_state != CbState::Open {
+            return;
+        }
+        let n = cp.last_done();
+        let repeated = last.filter(|r| {
+            verify_outcome(r) == Some(VerifyOutcome::Fail)
+                && !s.cb_sig.is_empty()
+                && r.get(result_key::VERIFY_SIG) == s.cb_sig
+        });
+        let (evidence, why) = match repeated {
+            Some(r) => (
+                format!(
+                    "{}/result.env:{}",
+                    iter_rel(n),
+                    r.line_of(result_key::VERIFY_SIG).max(1)
+                ),
+                format!(
+                    "the same verify failure ({}) three iterations in a row (iterations {}-{n}) while the tree kept changing: the agent is not getting closer; look at the failure before going on",
+                    match r.get(result_key::VERIFY_FAILING) {
+                        "" => "verify.sh",
+                        f => f,
+                    },
+                    n.saturating_sub(2).max(1)
+                ),
+            ),
+            None if s.cb_fails > 0 => (
+                cp.evidence(state_key::CB_STATE),
+                format!("after {} failed iteration(s)", s.cb_fails),
+            ),
+            None => (
                 cp.evidence(state_key::CB_STATE),
                 format!(
-                    "the circuit breaker is open after {} failed iteration(s); the runner refuses agent runs until its cooldown ends",
-                    cp.state.cb_fails
+                    "(iteration {n}'s record: {})",
+                    last.map_or("none", |r| r.get(result_key::SUMMARY))
                 ),
-                self.recover("--reset-circuit"),
-            );
-        }
+            ),
+        };
+        let why = if repeated.is_some() {
+            format!("the circuit breaker is open on {why}")
+        } else {
+            format!("the circuit breaker is open {why}")
+        };
+        self.add(
+            FindingClass::CircuitOpen,
+            Severity::P1,
+            evidence,
+            format!("{why}; the runner refuses agent runs until its cooldown ends"),
+            self.recover("--reset-circuit"),
+        );
     }
 
     fn check_stop_reason(&mut self, cp: &Checkpoint, last: Option<&ResultEnv>) {
@@ -1233,11 +1565,14 @@ impl Audit<'_> {
 /// cost.ledger, when it is small enough to sum in full.
 fn read_ledger(dir: &Path) -> Option<Ledger> {
     let path = dir.join("cost.ledger");
-    let size = fs::metadata(&path).map(|m| m.len()).ok()?;
+    let mut f = fsx::open_regular(&path).ok()?;
+    let size = f.metadata().map(|m| m.len()).ok()?;
     if size > LEDGER_MAX_BYTES {
         return None;
     }
-    fs::read(&path).ok().map(|b| ledger::parse(&b))
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut f, &mut bytes).ok()?;
+    Some(ledger::parse(&bytes))
 }
 
 /// Evidence that the runner died in iteration NEXT_ITERATION, and what it shows: the

@@ -47,7 +47,9 @@ pub mod result_key {
     pub const AGENT_OUTCOME: &str = listed(&KEYS, "AGENT_OUTCOME");
     pub const VERIFY: &str = listed(&KEYS, "VERIFY");
     pub const VERIFY_FAILING: &str = listed(&KEYS, "VERIFY_FAILING");
+    pub const VERIFY_SIG: &str = listed(&KEYS, "VERIFY_SIG");
     pub const VERDICT: &str = listed(&KEYS, "VERDICT");
+    pub const SUMMARY: &str = listed(&KEYS, "SUMMARY");
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::path::Path;
 use super::tail::{self, Window};
 use crate::contract::EventName;
 use crate::events::{self, ChainError, Event};
+use crate::fsx;
 use crate::progress::{self, EntryKind};
 use crate::result_env::{self, ResultEnv};
 use crate::state::{Sidecar, State};
@@ -55,7 +56,7 @@ pub(super) fn read_state(dir: &Path, running: bool) -> StateRead {
 }
 
 fn read_state_once(dir: &Path) -> StateRead {
-    let Ok(bytes) = fs::read(dir.join("state.env")) else {
+    let Ok(bytes) = fsx::read_loop_file(&dir.join("state.env")) else {
         return StateRead::Missing;
     };
     let state = match State::parse(&bytes) {
@@ -67,7 +68,7 @@ fn read_state_once(dir: &Path) -> StateRead {
             };
         }
     };
-    let Ok(side) = fs::read(dir.join("state.env.sha256")) else {
+    let Ok(side) = fsx::read_loop_file(&dir.join("state.env.sha256")) else {
         return StateRead::Missing;
     };
     let sidecar = match Sidecar::parse(&side) {
@@ -79,7 +80,7 @@ fn read_state_once(dir: &Path) -> StateRead {
             };
         }
     };
-    let hash = crate::fsx::sha256_hex(&bytes);
+    let hash = fsx::sha256_hex(&bytes);
     let text = String::from_utf8_lossy(&bytes).into_owned();
     if hash == sidecar.sha256 && sidecar.generation == state.generation {
         return StateRead::Ok {
@@ -214,6 +215,22 @@ pub(super) fn read_progress(dir: &Path) -> Option<ProgressTail> {
 }
 
 impl ProgressTail {
+    /// The `NEXT_ITERATION` the last closed entry states, when it is a `## Recovery` entry
+    /// (its `- state: NEXT_ITERATION=N ...` line).
+    pub(super) fn last_recovery_next(&self) -> Option<u64> {
+        let e = self.entries.iter().rev().find(|e| e.marker.is_some())?;
+        if e.kind != EntryKind::Recovery {
+            return None;
+        }
+        e.text.lines().find_map(|l| {
+            l.strip_prefix("- state: NEXT_ITERATION=")?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+    }
+
     /// The highest iteration with a closed entry that records an outcome (not an
     /// interruption), and its window line.
     pub(super) fn last_recorded(&self) -> Option<(u64, String, usize)> {
@@ -231,24 +248,26 @@ impl ProgressTail {
     }
 }
 
-/// Iteration `n`'s result.env, when it exists.
+/// Iteration `n`'s result.env, when it exists as a regular file (what else is there is
+/// reported by the audit's file checks).
 pub(super) fn read_result(dir: &Path, n: u64) -> Option<Result<ResultEnv, (usize, String)>> {
-    let bytes = fs::read(dir.join(iter_rel(n)).join("result.env")).ok()?;
+    let bytes = fsx::read_loop_file(&dir.join(iter_rel(n)).join("result.env")).ok()?;
     Some(result_env::parse(&bytes))
 }
 
 /// Whether an iteration directory holds files of an attempt (interrupted.K/ dirs aside).
 pub(super) fn has_attempt_files(dir: &Path) -> bool {
-    fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .any(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
-        })
-        .unwrap_or(false)
+    fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir())
+        && fs::read_dir(dir)
+            .map(|rd| {
+                rd.flatten()
+                    .any(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
+            })
+            .unwrap_or(false)
 }
 
 pub(super) fn mtime(path: &Path) -> Option<u64> {
-    fs::metadata(path)
+    fs::symlink_metadata(path)
         .ok()?
         .modified()
         .ok()?

@@ -52,9 +52,14 @@ impl Window {
     }
 }
 
-/// Reads at most the last `max_bytes` of `path`, starting at a line boundary.
+/// Reads at most the last `max_bytes` of `path`, starting at a line boundary. Only a
+/// regular file is read (`fsx::open_regular`): a FIFO or a symlink in its place is an error.
 pub fn read_tail(path: &Path, max_bytes: u64) -> std::io::Result<Window> {
-    let mut f = File::open(path)?;
+    let mut f = crate::fsx::open_regular(path).map_err(|e| match e {
+        crate::fsx::Unreadable::Io(e) => e,
+        crate::fsx::Unreadable::Missing => std::io::ErrorKind::NotFound.into(),
+        crate::fsx::Unreadable::NotRegular(what) => std::io::Error::other(what.to_string()),
+    })?;
     let len = f.metadata()?.len();
     let start = len.saturating_sub(max_bytes);
     f.seek(SeekFrom::Start(start))?;

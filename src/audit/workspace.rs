@@ -224,8 +224,7 @@ pub(super) fn check(i: &Input) -> Vec<Finding> {
     } else {
         branch_head(i.dir, &branch)
     };
-    let recorded = std::fs::read_to_string(i.dir.join(".branch-head"))
-        .ok()
+    let recorded = crate::fsx::read_text_or_none(&i.dir.join(".branch-head"))
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty());
     match (&head, &recorded) {
@@ -348,7 +347,7 @@ fn check_ready(i: &Input) -> Option<Finding> {
         evidence: format!(
             "loop.toml:{}",
             super::check::toml_line(
-                &std::fs::read_to_string(i.dir.join("loop.toml")).unwrap_or_default(),
+                &crate::fsx::read_text_or_none(&i.dir.join("loop.toml")).unwrap_or_default(),
                 "workspace"
             )
         ),
@@ -464,7 +463,8 @@ fn commit_exists(dir: &Path, id: &str) -> bool {
 
 /// The workspace's own HEAD file, from its `.git` file (`gitdir: ...`).
 fn head_file(ws: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(ws.join(".git")).ok()?;
+    // The agent works in the workspace: its .git file is read only as a regular file.
+    let text = crate::fsx::read_text_or_none(&ws.join(".git"))?;
     let gitdir = text.lines().next()?.strip_prefix("gitdir: ")?.trim();
     let mut p = PathBuf::from(gitdir);
     if p.is_relative() {

@@ -13,9 +13,9 @@ use std::sync::OnceLock;
 use super::settings::DURATION_MAX_SECS;
 use super::{
     AgentOutcome, CONTRACT_VERSION, CbState, CostKind, EventName, ExitCode, FaultPoint,
-    INIT_PINNED, KEYS_SINCE, MAX_HEX_DIGITS, MAX_PATH_LEN, MAX_REF_LEN, MAX_SEMVER_PART_DIGITS,
-    MAX_UINT_DIGITS, NotifyEvent, PERMISSION_FILES, Phase, RESULT_KEYS, SETTINGS, STATE_KEYS,
-    SettingKind, Status, StopReason, Verdict, VerifyOutcome,
+    INIT_PINNED, KEYS_SINCE, LOOP_DIRS, LOOP_FILES, MAX_HEX_DIGITS, MAX_PATH_LEN, MAX_REF_LEN,
+    MAX_SEMVER_PART_DIGITS, MAX_UINT_DIGITS, NotifyEvent, PERMISSION_FILES, PINS_SETS, Phase,
+    RESULT_KEYS, SETTINGS, STATE_KEYS, SettingKind, Status, StopReason, Verdict, VerifyOutcome,
 };
 
 /// The first line of the prelude, by which tests find it in a rendered script.
@@ -150,6 +150,10 @@ fn render() -> String {
         "ORBIT_FAULT_POINTS",
         FaultPoint::ALL.iter().map(|e| e.as_str()),
     );
+    out.push_str("# The loop directory's files and directories (contract section 3).\n");
+    array(&mut out, "ORBIT_LOOP_FILES", LOOP_FILES.iter().copied());
+    array(&mut out, "ORBIT_LOOP_DIRS", LOOP_DIRS.iter().copied());
+    let _ = writeln!(out, "readonly ORBIT_PINS_SETS={}", plain(PINS_SETS));
 
     out.push_str("# state.env: every key in order, and its type (contract section 4.1).\n");
     array(

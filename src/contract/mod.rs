@@ -174,9 +174,9 @@ impl StopReason {
             StopReason::GoalDrift => FindingClass::GoalDrift,
             StopReason::RewardHack => FindingClass::RewardHack,
             StopReason::PermissionHijack => FindingClass::PermissionHijack,
-            StopReason::ScriptTamper | StopReason::LoopTamper | StopReason::GitTamper => {
-                FindingClass::ScriptTamper
-            }
+            StopReason::ScriptTamper => FindingClass::ScriptTamper,
+            StopReason::LoopTamper => FindingClass::LoopTamper,
+            StopReason::GitTamper => FindingClass::GitTamper,
             _ => return None,
         })
     }
@@ -355,6 +355,13 @@ vocabulary! {
         RewardHack = "REWARD_HACK",
         PermissionHijack = "PERMISSION_HIJACK",
         ScriptTamper = "SCRIPT_TAMPER",
+        /// A file of the loop directory (state, sidecar, manifest, journal, ledger, records,
+        /// baselines) changed behind the runner, or is not a regular file (a FIFO, a
+        /// device, a socket, a symlink): contract 7's `loop_tamper`.
+        LoopTamper = "LOOP_TAMPER",
+        /// The repository's git config, hooks or excludes changed, or the workspace is no
+        /// longer the loop's worktree: contract 7's `git_tamper`.
+        GitTamper = "GIT_TAMPER",
         JournalBroken = "JOURNAL_BROKEN",
         StaleLock = "STALE_LOCK",
         OrphanAgent = "ORPHAN_AGENT",
@@ -461,8 +468,11 @@ vocabulary! {
         HoldoutPass = "holdout_pass",
         HoldoutFail = "holdout_fail",
         RateLimited = "rate_limited",
-        IterationEnd = "iteration_end",
+        /// Right after the runner writes `iterations/N/result.env` (before the commit and
+        /// `iteration_end`): `verdict`, `reason` and `sha256`, the sha256 of the record as
+        /// written, so a record changed or planted afterwards is told apart.
         IterationResult = "iteration_result",
+        IterationEnd = "iteration_end",
         Recovery = "recovery",
         LoopStop = "loop_stop",
         WorkspaceCreated = "workspace_created",
@@ -655,6 +665,52 @@ pub const INIT_PINNED: &[&str] = &[
     "holdout.sh",
 ];
 
+/// The regular files a loop directory may hold at its top level (contract 3, and the
+/// runner's own bookkeeping): each must be a regular file when it exists. One that is a
+/// FIFO, a socket, a device, a directory or a symlink is a `loop_tamper`; no reader ever
+/// opens it the plain way (a FIFO would block it).
+pub const LOOP_FILES: &[&str] = &[
+    "goal.md",
+    "loop.toml",
+    "prompt.md",
+    "verify.sh",
+    "run-loop.sh",
+    "recover.sh",
+    "notify.sh",
+    "state.env",
+    "state.env.sha256",
+    "pins.sha256",
+    PINS_SETS,
+    "progress.md",
+    "notes.md",
+    "events.jsonl",
+    "cost.ledger",
+    "runner.log",
+    ".action-sig.log",
+    ".failures.log",
+    ".iter-timings.log",
+    ".baseline-commit",
+    ".baseline-tree",
+    ".branch-head",
+    ".origin-branch",
+    ".run-loop.lock",
+    ".tree-index",
+    ".commit-index",
+    "cron.log",
+    "systemd.log",
+    "notify.secrets",
+];
+
+/// The directories of a loop directory that the files above live beside: each must be a
+/// directory (never a symlink to one).
+pub const LOOP_DIRS: &[&str] = &["iterations", ".pins", "backups"];
+
+/// The pinned protect sets (contract 7), beside pins.sha256: one line per protect glob,
+/// `<sha256>  <glob>`, the sha256 of the NUL-terminated, byte-sorted list of the paths the
+/// glob matches in the workspace (`git ls-files -z --cached --others --exclude-standard --
+/// ':(glob)<glob>' | LC_ALL=C sort -z`), written at the first run.
+pub const PINS_SETS: &str = "pins.sets";
+
 /// The scripts of the loop directory (a change to one, or to loop.toml, is `script_tamper`).
 pub const SCRIPTS: &[&str] = &["run-loop.sh", "recover.sh", "notify.sh"];
 
@@ -765,7 +821,41 @@ mod tests {
             assert_eq!(FindingClass::parse(c.as_str()), Some(*c));
         }
         assert_eq!(Status::parse("done"), None);
+        // Each integrity stop has its own audit class; the tamper classes are words of
+        // the contract's vocabulary.
+        for r in StopReason::INTEGRITY {
+            let class = r
+                .integrity_class()
+                .expect("an integrity reason has a class");
+            assert_eq!(class.as_str(), r.as_str().to_ascii_uppercase());
+        }
+        assert_eq!(
+            FindingClass::parse("LOOP_TAMPER"),
+            Some(FindingClass::LoopTamper)
+        );
+        assert_eq!(
+            FindingClass::parse("GIT_TAMPER"),
+            Some(FindingClass::GitTamper)
+        );
+        assert_eq!(
+            EventName::parse("iteration_result"),
+            Some(EventName::IterationResult)
+        );
         assert_eq!(Status::Paused.footer(), Status::Continue);
+    }
+
+    #[test]
+    fn every_file_orbit_pins_or_keeps_secret_is_a_loop_file() {
+        for f in INIT_PINNED
+            .iter()
+            .chain([&crate::init::NOTIFY_SECRETS, &PINS_SETS])
+        {
+            assert!(LOOP_FILES.contains(f), "{f}");
+        }
+        let mut all: Vec<&str> = LOOP_FILES.iter().chain(LOOP_DIRS).copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), LOOP_FILES.len() + LOOP_DIRS.len());
     }
 
     #[test]

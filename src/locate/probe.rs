@@ -92,7 +92,8 @@ pub fn alive(pid: u32) -> bool {
 pub fn lock(dir: &Path) -> Lock {
     let lockdir = dir.join(".run-loop.lock.d");
     if lockdir.is_dir() {
-        let read_owner = || fs::read_to_string(lockdir.join("owner")).unwrap_or_default();
+        let read_owner =
+            || crate::fsx::read_text_or_none(&lockdir.join("owner")).unwrap_or_default();
         let mut owner = read_owner();
         if owner.trim().is_empty() {
             // The runner writes its owner line right after mkdir: give it a moment.

@@ -98,6 +98,23 @@ pub fn iteration_end(line: &str) -> Option<(u64, Ending)> {
     rest.starts_with('"').then(|| (n, Ending::read(verdict)))
 }
 
+/// A `loop_stop` line as the runner writes it: the status and reason the run ended with.
+pub fn loop_stop(line: &str) -> Option<(String, String)> {
+    let (_, Some(EventName::LoopStop), rest) = event_head(line)? else {
+        return None;
+    };
+    let rest = rest.strip_prefix(",\"iteration\":")?;
+    let (_, rest) = take_num(rest)?;
+    let rest = rest.strip_prefix(",\"status\":\"")?;
+    let (status, rest) = take_upper(rest)?;
+    let rest = rest.strip_prefix("\",\"reason\":\"")?;
+    let end = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_lowercase() || *b == b'_')
+        .count();
+    (end > 0 && rest[end..].starts_with('"')).then(|| (status.to_string(), rest[..end].to_string()))
+}
+
 /// A `loop_start` line: its time in epoch seconds.
 pub fn loop_start(line: &str) -> Option<u64> {
     match event_head(line)? {
@@ -149,20 +166,208 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 #[derive(Debug, Default, Clone)]
 pub struct EventsEvidence {
     pub verdicts: BTreeMap<u64, Ending>,
+    /// The 0-based line of each iteration's last `iteration_end`.
+    pub end_lines: BTreeMap<u64, usize>,
     pub first_start: Option<u64>,
+    /// The status and reason of the last `loop_stop`, unless a `recovery` came after it:
+    /// how the loop stopped, when state.env cannot say.
+    pub last_stop: Option<(String, String)>,
+    /// Each iteration's last `iteration_result` and the `sha256` it gives its result.env
+    /// (none from a runner that did not write it).
+    pub results: BTreeMap<u64, Option<String>>,
+    /// The last `state_write` or `recovery`: its 0-based line, its `gen`, and the sha256
+    /// of the state.env it wrote (`sha256`, `state_sha256`), when it gives them.
+    pub last_state_record: Option<StateRecord>,
+    /// The 0-based line of the last `recovery` that sealed a broken journal: what came
+    /// before it was read from a chain that broke.
+    pub last_seal: Option<usize>,
+}
+
+impl EventsEvidence {
+    /// Whether iteration `n`'s result.env must have an `iteration_result`: the runner
+    /// writes one for every record since the first iteration it wrote one for.
+    pub fn announces(&self, n: u64) -> bool {
+        self.results.keys().next().is_some_and(|first| n >= *first)
+    }
+}
+
+/// What the journal's last `state_write` or `recovery` says of the state.env it wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateRecord {
+    /// 0-based line in events.jsonl.
+    pub line: usize,
+    pub generation: Option<u64>,
+    pub sha256: Option<String>,
+}
+
+/// The first whole-number member `,"<key>":N` (N of at most 9 digits, then `,` or `}`) in
+/// an event line: what recover.sh's `,"<key>":([0-9]{1,9})[,}]` finds.
+fn num_member(line: &str, key: &str) -> Option<u64> {
+    let tag = format!(",\"{key}\":");
+    line.match_indices(&tag).find_map(|(at, _)| {
+        let (n, rest) = take_num(&line[at + tag.len()..])?;
+        matches!(rest.bytes().next(), Some(b',' | b'}')).then_some(n)
+    })
+}
+
+/// The first 64-hex-digit member `,"<key>":"<hex>"` in an event line: what recover.sh's
+/// `,"<key>":"([0-9a-f]{64})"` finds.
+fn hex_member<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let tag = format!(",\"{key}\":\"");
+    line.match_indices(&tag).find_map(|(at, _)| {
+        let at = at + tag.len();
+        let hex = line.get(at..at + 64)?;
+        (line[at + 64..].starts_with('"')
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        .then_some(hex)
+    })
 }
 
 pub fn read_events(data: &[u8]) -> EventsEvidence {
     let text = String::from_utf8_lossy(complete_lines(data));
     let mut ev = EventsEvidence::default();
-    for line in text.split_terminator('\n') {
+    for (i, line) in text.split_terminator('\n').enumerate() {
         if let Some((n, v)) = iteration_end(line) {
             ev.verdicts.insert(n, v);
-        } else if ev.first_start.is_none() {
-            ev.first_start = loop_start(line);
+            ev.end_lines.insert(n, i);
+            continue;
+        }
+        if let Some(stop) = loop_stop(line) {
+            ev.last_stop = Some(stop);
+            continue;
+        }
+        match event_head(line) {
+            Some((_, Some(EventName::Recovery), _)) => {
+                ev.last_stop = None;
+                ev.last_state_record = Some(StateRecord {
+                    line: i,
+                    generation: num_member(line, "gen"),
+                    sha256: hex_member(line, "state_sha256").map(str::to_string),
+                });
+                if line.contains(",\"journal_break\":") {
+                    ev.last_seal = Some(i);
+                }
+            }
+            Some((_, Some(EventName::StateWrite), _)) => {
+                ev.last_state_record = Some(StateRecord {
+                    line: i,
+                    generation: num_member(line, "gen"),
+                    sha256: hex_member(line, "sha256").map(str::to_string),
+                });
+            }
+            Some((_, Some(EventName::IterationResult), rest)) => {
+                if let Some((n, after)) = rest.strip_prefix(",\"iteration\":").and_then(take_num)
+                    && matches!(after.bytes().next(), Some(b',' | b'}'))
+                {
+                    ev.results
+                        .insert(n, hex_member(line, "sha256").map(str::to_string));
+                }
+            }
+            _ => {
+                if ev.first_start.is_none() {
+                    ev.first_start = loop_start(line);
+                }
+            }
         }
     }
     ev
+}
+
+/// Where the journal's hash chain first breaks, read line by line as recover.sh reads it:
+/// the 0-based line, its byte offset, and why. A line must be
+/// `{"seq":S,"ts":"...","event":"name","iteration":N[,...],"prev":"P","hash":"H"}` with
+/// `H` the sha256 of the line without its `hash` member, `P` the line before's `H` (64
+/// zeros for the first) and `S` one more than the line before's (1 for the first).
+pub fn chain_break(complete: &[u8]) -> Option<(usize, usize, String)> {
+    let mut prev = crate::events::GENESIS.to_string();
+    let mut offset = 0usize;
+    for (i, line) in complete.split(|b| *b == b'\n').enumerate() {
+        if offset >= complete.len() {
+            break;
+        }
+        let here = offset;
+        offset += line.len() + 1;
+        let Some((seq, body_prev, hash)) = chain_shape(line) else {
+            return Some((i, here, "not an orbit event line".into()));
+        };
+        let mut without = line[..line.len() - 75].to_vec();
+        without.push(b'}');
+        if fsx::sha256_hex(&without) != hash {
+            return Some((
+                i,
+                here,
+                "the line's hash does not match its content (edited)".into(),
+            ));
+        }
+        if body_prev != prev {
+            return Some((
+                i,
+                here,
+                "prev does not name the previous line's hash (a line was removed or reordered)"
+                    .into(),
+            ));
+        }
+        if seq != (i + 1).to_string() {
+            return Some((i, here, format!("seq {seq} where {} was expected", i + 1)));
+        }
+        prev = hash.to_string();
+    }
+    None
+}
+
+/// A line's seq, prev and hash, when it has the shape of an event line (bytes, as bash
+/// reads them under `LC_ALL=C`).
+fn chain_shape(line: &[u8]) -> Option<(String, &str, &str)> {
+    let digits = |s: &[u8]| s.iter().take_while(|b| b.is_ascii_digit()).count();
+    let rest = line.strip_prefix(b"{\"seq\":")?;
+    let n = digits(rest);
+    if n == 0 || n > 18 {
+        return None;
+    }
+    let seq = String::from_utf8_lossy(&rest[..n]).into_owned();
+    let rest = rest[n..].strip_prefix(b",\"ts\":\"")?;
+    let rest = &rest[rest.iter().position(|b| *b == b'"')? + 1..];
+    let rest = rest.strip_prefix(b",\"event\":\"")?;
+    let name = rest
+        .iter()
+        .take_while(|b| b.is_ascii_lowercase() || **b == b'_')
+        .count();
+    if name == 0 {
+        return None;
+    }
+    let rest = rest[name..].strip_prefix(b"\",\"iteration\":")?;
+    let it = digits(rest);
+    if it == 0 || it > 18 {
+        return None;
+    }
+    let rest = &rest[it..];
+    // The end: ,"prev":"<64 hex>","hash":"<64 hex>"} (74 + 75 bytes); between the
+    // iteration and it, nothing or more members (a comma first).
+    if rest.len() < 149 {
+        return None;
+    }
+    let mid = &rest[..rest.len() - 149];
+    let prev = rest[rest.len() - 149..rest.len() - 75]
+        .strip_prefix(b",\"prev\":\"")?
+        .strip_suffix(b"\"")?;
+    let hash = rest[rest.len() - 75..]
+        .strip_prefix(b",\"hash\":\"")?
+        .strip_suffix(b"\"}")?;
+    let hex = |h: &[u8]| {
+        h.len() == 64
+            && h.iter()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+    };
+    if !(mid.is_empty() || mid.starts_with(b",")) || !hex(prev) || !hex(hash) {
+        return None;
+    }
+    Some((
+        seq,
+        std::str::from_utf8(prev).ok()?,
+        std::str::from_utf8(hash).ok()?,
+    ))
 }
 
 fn is_marker(line: &str) -> bool {
@@ -297,6 +502,67 @@ pub fn git_iterations(repo: &Path, name: &str) -> BTreeSet<u64> {
     set
 }
 
+/// Iterations committed on `branch` with `Orbit-Loop: <name>` and `Orbit-Iteration: N`.
+pub fn branch_iterations(repo: &Path, branch: &str, name: &str) -> BTreeSet<u64> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .arg("log")
+        .arg(format!("refs/heads/{branch}"))
+        .arg("--format=%(trailers:key=Orbit-Loop,valueonly,separator=%x2C)|%(trailers:key=Orbit-Iteration,valueonly,separator=%x2C)")
+        .arg("--")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .output();
+    let mut set = BTreeSet::new();
+    let Ok(out) = out else {
+        return set;
+    };
+    if !out.status.success() {
+        return set;
+    }
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some((loop_name, it)) = line.split_once('|')
+            && loop_name == name
+            && let Some((n, "")) = take_num(it)
+        {
+            set.insert(n);
+        }
+    }
+    set
+}
+
+/// The tree of `branch`'s head commit.
+pub fn branch_tree(repo: &Path, branch: &str) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", "--verify", "-q"])
+        .arg(format!("refs/heads/{branch}^{{tree}}"))
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .output()
+        .ok()?;
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !id.is_empty()).then_some(id)
+}
+
+/// The iterations whose directory holds a result.env, in order.
+pub fn recorded_iterations(dir: &Path) -> Vec<u64> {
+    let Ok(rd) = std::fs::read_dir(dir.join("iterations")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<u64> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let (n, rest) = take_num(&name)?;
+            (rest.is_empty() && name.len() >= 6).then_some(n)
+        })
+        .filter(|n| has_result(dir, *n))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
 /// Whether a git branch exists.
 pub fn branch_exists(repo: &Path, branch: &str) -> bool {
     Command::new("git")
@@ -312,7 +578,7 @@ pub fn branch_exists(repo: &Path, branch: &str) -> bool {
 
 /// Whether an iteration's result.env is a record (it parses as one) whose verdict is DONE.
 pub fn result_says_done(dir: &Path, n: u64) -> bool {
-    std::fs::read(iteration_dir(dir, n).join("result.env"))
+    fsx::read_loop_file(&iteration_dir(dir, n).join("result.env"))
         .is_ok_and(|d| result_env::parse(&d).is_ok_and(|r| r.verdict() == Some(Status::Done)))
 }
 
@@ -320,8 +586,10 @@ pub fn iteration_dir(dir: &Path, n: u64) -> std::path::PathBuf {
     dir.join("iterations").join(format!("{n:06}"))
 }
 
+/// Whether iteration `n` has a result.env (as a regular file: anything else there is a
+/// `loop_tamper` recover refuses before it reads the records).
 pub fn has_result(dir: &Path, n: u64) -> bool {
-    iteration_dir(dir, n).join("result.env").is_file()
+    std::fs::symlink_metadata(iteration_dir(dir, n).join("result.env")).is_ok_and(|m| m.is_file())
 }
 
 #[cfg(test)]
@@ -365,6 +633,50 @@ mod tests {
         let (seq, prev) = events_tip(line.as_bytes());
         assert_eq!(seq, 3);
         assert_eq!(prev, crate::events::split_hash(line.trim_end()).unwrap().1);
+    }
+
+    #[test]
+    fn the_chain_breaks_where_the_journal_reader_says_it_does() {
+        let mut prev = crate::events::GENESIS.to_string();
+        let mut lines = Vec::new();
+        for seq in 1..=5u64 {
+            let line = crate::events::build_line(
+                seq,
+                "2026-11-30T00:00:00Z",
+                EventName::StateWrite.as_str(),
+                seq,
+                &[
+                    ("gen", seq.to_string()),
+                    ("sha256", format!("\"{}\"", "a".repeat(64))),
+                ],
+                &prev,
+            );
+            prev = crate::events::split_hash(line.trim_end())
+                .unwrap()
+                .1
+                .to_string();
+            lines.push(line);
+        }
+        let whole = lines.concat();
+        assert_eq!(chain_break(whole.as_bytes()), None);
+        assert_eq!(crate::events::read(whole.as_bytes()).error, None);
+        let ev = read_events(whole.as_bytes());
+        let rec = ev.last_state_record.unwrap();
+        assert_eq!((rec.line, rec.generation), (4, Some(5)));
+        assert_eq!(rec.sha256.as_deref(), Some("a".repeat(64).as_str()));
+        let offset_of = |k: usize| lines[..k].concat().len();
+        // Edited, removed, garbage: the same line as the journal reader, at its offset.
+        let edited = whole.replacen("\"gen\":3", "\"gen\":9", 1);
+        let removed = [&lines[..2], &lines[3..]].concat().concat();
+        let garbage = format!("{}garbage\n{}", lines[..2].concat(), lines[2..].concat());
+        for (text, k) in [(edited, 2usize), (removed, 2), (garbage, 2)] {
+            let (line, off, _) = chain_break(text.as_bytes()).unwrap();
+            assert_eq!((line, off), (k, offset_of(k)), "{text}");
+            assert_eq!(
+                crate::events::read(text.as_bytes()).error.map(|e| e.line()),
+                Some(k + 1)
+            );
+        }
     }
 
     #[test]

@@ -40,10 +40,25 @@ pub struct Plan {
     pub repairs: Vec<String>,
     /// Files to (re)write besides the journal, progress and state: path, bytes, executable.
     pub writes: Vec<(PathBuf, Vec<u8>, bool)>,
+    /// Workspace paths (relative to it) that `--restore-pinned` put back or removed: their
+    /// index entries are reset to the loop branch's head afterwards (`git reset -- PATHS`),
+    /// so that a rename or removal the agent staged is undone too (a protect set is what git
+    /// lists, the index included).
+    pub ws_reset: Vec<String>,
+    /// Files removed after their copy went to the backup (a permission file that appeared,
+    /// a file added to a protected set: `--restore-pinned` has no pinned copy of them).
+    pub removes: Vec<PathBuf>,
     /// Files moved: from, to. Destinations inside `backups/` are filled in at apply time.
     pub moves: Vec<(PathBuf, MoveTo)>,
     pub events_cut: Option<usize>,
     pub progress_tail: Option<ProgressTail>,
+    /// progress.md's chain breaks here (a byte offset): it is sealed, cut there.
+    pub progress_cut: Option<usize>,
+    /// progress.md's lines (1-based) outside any entry: removed.
+    pub progress_stray: Vec<usize>,
+    /// The journal's chain broke here: (1-based line, why, lines set aside). The lines from
+    /// it on go to the backup and the recovery event, chained on the line before, says so.
+    pub journal_break: Option<(usize, String, usize)>,
     /// Notes that need no writing (evidence the user should know of).
     pub notes: Vec<String>,
     /// Git steps (the workspace, the user's checkout), run before any file is written.
@@ -64,9 +79,12 @@ impl Plan {
         self.new_state.is_none()
             && self.git.is_empty()
             && self.writes.is_empty()
+            && self.removes.is_empty()
             && self.moves.is_empty()
             && self.events_cut.is_none()
             && self.progress_tail.is_none()
+            && self.progress_cut.is_none()
+            && self.progress_stray.is_empty()
     }
 }
 
@@ -80,6 +98,10 @@ pub struct LoopRef {
     pub loop_contract: String,
     /// loop.toml's `workspace` (empty: the default).
     pub workspace_setting: String,
+    /// loop.toml's `autocommit`: whether every iteration that changes the tree commits.
+    pub autocommit: bool,
+    /// loop.toml's protect globs.
+    pub protect: Vec<String>,
 }
 
 /// The workspace loop.toml names, as an absolute path (the runner's `workspace_path_v`):
@@ -101,7 +123,7 @@ pub fn workspace_of(lp: &LoopRef) -> String {
 fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
     let dir = match dir {
         Some(d) => {
-            if !d.join("loop.toml").is_file() {
+            if fs::symlink_metadata(d.join("loop.toml")).is_err() {
                 return Err(Error::path(
                     d,
                     "is not a loop directory (no loop.toml): give the directory orbit init created",
@@ -130,6 +152,8 @@ fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
         name: cfg.name,
         loop_contract: cfg.contract_version,
         workspace_setting: cfg.workspace,
+        autocommit: cfg.autocommit,
+        protect: cfg.protect,
     })
 }
 
@@ -147,10 +171,7 @@ fn lock_holder(dir: &Path) -> Option<String> {
             Some(format!("process {pid} ({cmdline}) holds the lock"))
         }
         Lock::Unknown => {
-            let f = fs::OpenOptions::new()
-                .read(true)
-                .open(dir.join(".run-loop.lock"))
-                .ok()?;
+            let f = fsx::open_regular(&dir.join(".run-loop.lock")).ok()?;
             match f.try_lock() {
                 Ok(()) => {
                     let _ = f.unlock();
@@ -240,12 +261,10 @@ pub fn flag_list(args: &RecoverArgs) -> Vec<&'static str> {
     f
 }
 
+/// A file of the loop (or a pinned file): `None` when missing; a refusal when it is not a
+/// regular file (never read: a FIFO would block recover).
 fn read_opt(path: &Path) -> Result<Option<Vec<u8>>> {
-    match fs::read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(format!("cannot read {}", path.display()), e)),
-    }
+    fsx::read_regular_opt(path)
 }
 
 /// Lexically joins a pin path (relative to the loop directory) onto the loop's path
@@ -299,11 +318,10 @@ fn pin_lines(text: &str) -> Vec<PinLine> {
         .collect()
 }
 
-fn file_hash(path: &Path) -> Option<String> {
-    if !path.is_file() {
-        return None;
-    }
-    fs::read(path).ok().map(|d| fsx::sha256_hex(&d))
+/// The sha256 of a pinned file; `None` when it is missing; a refusal when it is not a
+/// regular file.
+fn file_hash(path: &Path) -> Result<Option<String>> {
+    Ok(read_opt(path)?.map(|d| fsx::sha256_hex(&d)))
 }
 
 /// Computes what the recovery will do. Reads only.
@@ -313,21 +331,24 @@ fn file_hash(path: &Path) -> Option<String> {
 /// that change files), leftovers, then the state the evidence decides, what changed in
 /// it and why, and whether anything has to be written at all.
 pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
+    refuse_tampered(&lp.dir)?;
     let mut p = Planner {
         lp,
         args,
         plan: Plan::default(),
         ws: String::new(),
     };
-    let checkpoint = p.read_checkpoint()?;
+    let mut checkpoint = p.read_checkpoint()?;
+    let evidence = p.read_evidence()?;
+    p.distrust_unrecorded_state(&mut checkpoint, &evidence.events);
     // The workspace by which pinned workspace files are judged and restored.
     p.ws = match &checkpoint.old {
         Some(s) if !s.workspace.is_empty() => s.workspace.clone(),
         _ => workspace_of(lp),
     };
-    let evidence = p.read_evidence()?;
     let last = LastIteration::find(&evidence);
     p.plan.last_completed = last.n;
+    p.set_aside_untrusted_records(&evidence, &last)?;
     let course = p.schedule(&last, &evidence, checkpoint.old.as_ref())?;
     let ran = last.n > 0 || lp.dir.join(".baseline-commit").is_file();
     let migrated = if args.migrate && workspace::needs_migration(lp, checkpoint.old.as_ref()) {
@@ -364,6 +385,62 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
     Ok(p.plan)
 }
 
+/// Refuses a loop whose files are not what the runner writes: a FIFO, a socket, a device,
+/// a directory or a symlink where a loop file (or an iteration's record) belongs is a
+/// `loop_tamper`. Nothing is read or changed; the user removes what is there first.
+pub fn refuse_tampered(dir: &Path) -> Result<()> {
+    let mut found: Vec<String> = Vec::new();
+    let mut note = |rel: String, what: fsx::NotRegular| found.push(format!("{rel} is {what}"));
+    for f in crate::contract::LOOP_FILES {
+        if let Some(what) = fsx::not_regular(&dir.join(f)) {
+            note(f.to_string(), what);
+        }
+    }
+    for d in crate::contract::LOOP_DIRS {
+        if let Ok(m) = fs::symlink_metadata(dir.join(d))
+            && !m.is_dir()
+        {
+            note(
+                d.to_string(),
+                fsx::not_regular(&dir.join(d)).unwrap_or(fsx::NotRegular::Other),
+            );
+        }
+    }
+    if fs::symlink_metadata(dir.join("iterations")).is_ok_and(|m| m.is_dir()) {
+        let mut idirs: Vec<(String, PathBuf)> = fs::read_dir(dir.join("iterations"))
+            .map_err(|e| Error::io(format!("cannot read {}/iterations", dir.display()), e))?
+            .flatten()
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+            .filter(|(name, _)| name.bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        idirs.sort();
+        for (name, path) in idirs {
+            match fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => {
+                    for f in ["result.env", "commit.txt"] {
+                        if let Some(what) = fsx::not_regular(&path.join(f)) {
+                            note(format!("iterations/{name}/{f}"), what);
+                        }
+                    }
+                }
+                _ => {
+                    let what = fsx::not_regular(&path).unwrap_or(fsx::NotRegular::Other);
+                    note(format!("iterations/{name}"), what);
+                }
+            }
+        }
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "{}: {}: the runner never writes such a file (loop_tamper), and recover reads none of them (a FIFO would block it). Remove {}, then run orbit recover again (nothing was changed)",
+        dir.display(),
+        found.join("; "),
+        if found.len() == 1 { "it" } else { "them" }
+    )))
+}
+
 /// The plan under construction, with what every step reads.
 struct Planner<'a> {
     lp: &'a LoopRef,
@@ -381,6 +458,10 @@ struct Checkpoint {
     sidecar_gen: Option<u64>,
     /// Whether the sidecar is well-formed and seals the parsed state.env.
     sealed: bool,
+    /// Whether the sidecar is a generation behind state.env: a torn checkpoint.
+    torn: bool,
+    /// The generation of a state.env that was set aside as untrusted: the new one goes above it.
+    distrusted_gen: Option<u64>,
 }
 
 /// What the loop's records say about its iterations.
@@ -390,6 +471,9 @@ struct Evidence {
     progress: BTreeMap<u64, Ending>,
     /// Iterations committed with the loop's trailers whose record is gone.
     commits: Vec<u64>,
+    /// Where events.jsonl's chain breaks (1-based line) and why: the lines from there on
+    /// are not evidence, and the journal is sealed there.
+    journal_break: Option<(usize, String)>,
 }
 
 /// L, the last completed iteration, and its verdict.
@@ -411,6 +495,10 @@ struct Course {
     /// L's DONE is proven by its event and its record.
     done: bool,
 }
+
+/// A protect set of pins.sets, with the paths its glob matches in the workspace now
+/// (`None` when the workspace cannot be listed).
+type SetNow = (pins::SetPin, Option<Vec<Vec<u8>>>);
 
 /// A pin still broken after the flags: the path and the stop reason it means.
 struct BrokenPin {
@@ -495,6 +583,8 @@ impl Planner<'_> {
             _ => false,
         };
         let sidecar_gen = sidecar.map(|c| c.generation);
+        let torn =
+            !sealed && matches!((&old, sidecar_gen), (Some(s), Some(g)) if g + 1 == s.generation);
         if let Some(s) = &old
             && !sealed
         {
@@ -505,7 +595,56 @@ impl Planner<'_> {
             old,
             sidecar_gen,
             sealed,
+            torn,
+            distrusted_gen: None,
         })
+    }
+
+    /// A state.env that is not the one the journal's last `state_write` (or `recovery`)
+    /// says was written is not the runner's: the same generation with another sha256, or a
+    /// later generation the journal never recorded. It is set aside and the state rebuilt
+    /// from the evidence alone. A torn checkpoint (a write cut before its sidecar and its
+    /// event) is the runner's own and is kept; so is a state the journal is ahead of (a
+    /// recovery cut before its checkpoint); a journal that gives no sha256 (an older runner)
+    /// proves nothing either way.
+    fn distrust_unrecorded_state(&mut self, cp: &mut Checkpoint, ev: &evidence::EventsEvidence) {
+        let (Some(old), Some(rec)) = (&cp.old, &ev.last_state_record) else {
+            return;
+        };
+        let (Some(sha), Some(rec_gen)) = (&rec.sha256, rec.generation) else {
+            return;
+        };
+        let have = self
+            .plan
+            .old_text
+            .as_deref()
+            .map(fsx::sha256_hex)
+            .unwrap_or_default();
+        let differs = old.generation == rec_gen && have != *sha;
+        let unrecorded = old.generation > rec_gen;
+        if cp.torn || !(differs || unrecorded) {
+            return;
+        }
+        let why = if differs {
+            format!(
+                "events.jsonl:{} says gen {rec_gen} was written with sha256 {}, the file is {}",
+                rec.line + 1,
+                short(sha),
+                short(&have)
+            )
+        } else {
+            format!(
+                "the journal's last record of it (events.jsonl:{}) is gen {rec_gen}",
+                rec.line + 1
+            )
+        };
+        self.repair(format!(
+            "state.env (gen {}) is not a state the journal records ({why}): written by something other than the runner (loop_tamper); rebuilt from the evidence",
+            old.generation
+        ));
+        cp.distrusted_gen = Some(old.generation);
+        cp.old = None;
+        cp.sealed = false;
     }
 
     /// Reads events.jsonl, progress.md and the commit trailers; a torn tail of either file
@@ -513,6 +652,11 @@ impl Planner<'_> {
     fn read_evidence(&mut self) -> Result<Evidence> {
         let lp = self.lp;
         let events = self.read_events()?;
+        let journal_break = self
+            .plan
+            .journal_break
+            .as_ref()
+            .map(|(line, why, _)| (*line, why.clone()));
         let progress = self.read_progress()?;
         let commits = evidence::git_iterations(&lp.repo, &lp.name)
             .into_iter()
@@ -522,6 +666,7 @@ impl Planner<'_> {
             events,
             progress,
             commits,
+            journal_break,
         })
     }
 
@@ -535,7 +680,24 @@ impl Planner<'_> {
                 bytes.len() - complete
             ));
         }
-        Ok(evidence::read_events(&bytes))
+        // A broken chain is sealed: what follows the break is not evidence (it may be an
+        // edit, a removal, a forgery); it stays in the backup, and the journal goes on from
+        // the last line that chains, with the recovery event saying where it broke.
+        let mut keep = complete;
+        if let Some((i, offset, why)) = evidence::chain_break(&bytes[..complete]) {
+            let dropped = bytes[offset..complete]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count();
+            keep = offset;
+            self.plan.events_cut = Some(offset);
+            self.plan.journal_break = Some((i + 1, why.clone(), dropped));
+            self.repair(format!(
+                "events.jsonl breaks at line {} ({why}): the journal is sealed there; its {dropped} line(s) from there on are kept in the backup, not read as evidence",
+                i + 1
+            ));
+        }
+        Ok(evidence::read_events(&bytes[..keep]))
     }
 
     fn read_progress(&mut self) -> Result<BTreeMap<u64, Ending>> {
@@ -552,7 +714,42 @@ impl Planner<'_> {
                 self.plan.progress_tail = Some(ProgressTail::MissingNewline);
             }
         }
-        Ok(evidence::read_progress(&bytes))
+        // What stays of it (a torn tail trimmed, a final newline added) is checked as a
+        // chain: from the first entry whose end-marker hash does not chain (a rewritten
+        // history), progress.md is sealed — that entry and every later one go to the
+        // backup, not read as evidence; lines outside any entry (not the runner's) go.
+        let mut kept = match &self.plan.progress_tail {
+            Some(ProgressTail::Torn(off)) => bytes[..*off].to_vec(),
+            _ => bytes.clone(),
+        };
+        if !kept.is_empty() && !kept.ends_with(b"\n") {
+            kept.push(b'\n');
+        }
+        let parsed = progress::parse(&kept);
+        let mut limit = kept.len();
+        if let Some(e) = parsed.first_broken() {
+            limit = line_offset(&kept, e.line);
+            let dropped = kept[limit..].iter().filter(|b| **b == b'\n').count();
+            self.plan.progress_cut = Some(limit);
+            self.repair(format!(
+                "progress.md breaks at line {} (an entry whose end-marker hash does not chain: a rewritten history): sealed there; its {dropped} line(s) from there on are kept in the backup, not read as evidence",
+                e.line
+            ));
+        }
+        let stray: Vec<usize> = parsed
+            .stray_lines
+            .iter()
+            .copied()
+            .filter(|l| line_offset(&kept, *l) < limit)
+            .collect();
+        if let Some(first) = stray.first() {
+            self.repair(format!(
+                "progress.md has {} line(s) outside any entry (from line {first}; not the runner's): removed (kept in the backup)",
+                stray.len()
+            ));
+            self.plan.progress_stray = stray;
+        }
+        Ok(evidence::read_progress(&kept[..limit]))
     }
 
     /// NEXT_ITERATION: after L, or L itself when it ended ABORTED or BLOCKED (its record
@@ -566,12 +763,19 @@ impl Planner<'_> {
         let dir = &self.lp.dir;
         let n = last.n;
         let retry = n > 0 && matches!(last.status(), Some(Status::Aborted | Status::Blocked));
-        let done = n > 0
-            && ev.events.verdicts.get(&n).and_then(Ending::status) == Some(Status::Done)
-            && evidence::result_says_done(dir, n);
+        let claimed =
+            n > 0 && ev.events.verdicts.get(&n).and_then(Ending::status) == Some(Status::Done);
+        // A DONE is believed only when every record of it agrees; otherwise the iteration
+        // runs again (the last trustworthy one is the one before it).
+        let distrust = if claimed {
+            self.done_distrusted(n, ev, old)
+        } else {
+            None
+        };
+        let done = claimed && distrust.is_none();
         let next = if n == 0 {
             old.map(|s| s.next_iteration).unwrap_or(1)
-        } else if retry {
+        } else if retry || distrust.is_some() {
             n
         } else {
             n + 1
@@ -579,10 +783,22 @@ impl Planner<'_> {
         if retry && evidence::has_result(dir, n) {
             self.keep_retried_record(last)?;
         }
-        if !retry && !done && n > 0 && evidence::has_result(dir, next) {
+        if let Some(why) = &distrust {
             self.plan.notes.push(format!(
-                "iteration {next} was recorded (iterations/{next:06}/result.env) but not closed: the next run completes it without running it again"
+                "iteration {n}'s DONE is not trusted: {why}; it runs again"
             ));
+            self.set_aside_record(n, &format!("its DONE is not trusted: {why}"), None)?;
+        }
+        if !retry && !done && distrust.is_none() && n > 0 && evidence::has_result(dir, next) {
+            self.plan.notes.push(if ev.events.announces(next) && !ev.events.results.contains_key(&next) {
+                format!(
+                    "iteration {next} was recorded (iterations/{next:06}/result.env) but never announced (no iteration_result): the runner died right after writing it, and the next run does the iteration again"
+                )
+            } else {
+                format!(
+                    "iteration {next} was recorded (iterations/{next:06}/result.env) but not closed: the next run completes it without running it again"
+                )
+            });
         }
         Ok(Course {
             last: n,
@@ -590,6 +806,158 @@ impl Planner<'_> {
             retry,
             done,
         })
+    }
+
+    /// Why iteration `n`'s DONE (its last `iteration_end` says DONE) is not to be believed,
+    /// if it is not: the first of the cross-checks that fails. (a) The journal chains
+    /// throughout, and the DONE came after the last seal of a broken journal; (c) its
+    /// result.env is a record that says `VERDICT=DONE` and is the one its `iteration_result`
+    /// announced (its sha256), and one was announced where the runner announces them;
+    /// (d) when the loop commits, the loop branch holds the iteration's commit (its
+    /// `Orbit-Iteration:` trailer), or, for an iteration that changed nothing, the branch's
+    /// tree is the one the record says the iteration ended with.
+    fn done_distrusted(&self, n: u64, ev: &Evidence, old: Option<&State>) -> Option<String> {
+        let e = &ev.events;
+        if let Some((line, why)) = &ev.journal_break {
+            return Some(format!(
+                "the journal's chain breaks at events.jsonl:{line} ({why})"
+            ));
+        }
+        if let (Some(seal), Some(end)) = (e.last_seal, e.end_lines.get(&n))
+            && end < &seal
+        {
+            return Some(format!(
+                "its iteration_end came before the journal was sealed after a break (events.jsonl:{})",
+                seal + 1
+            ));
+        }
+        let record = evidence::iteration_dir(&self.lp.dir, n).join("result.env");
+        let bytes = fsx::read_loop_file(&record).ok();
+        let parsed = bytes
+            .as_deref()
+            .and_then(|b| crate::result_env::parse(b).ok());
+        if parsed.as_ref().and_then(|r| r.verdict()) != Some(Status::Done) {
+            return Some(format!(
+                "iterations/{n:06}/result.env is missing, is no record, or does not say VERDICT=DONE"
+            ));
+        }
+        match e.results.get(&n) {
+            Some(Some(sha)) => {
+                let have = bytes.as_deref().map(fsx::sha256_hex).unwrap_or_default();
+                if have != *sha {
+                    return Some(format!(
+                        "iterations/{n:06}/result.env is not the record the runner wrote (its iteration_result says sha256 {}, the file is {})",
+                        short(sha),
+                        short(&have)
+                    ));
+                }
+            }
+            Some(None) => {}
+            None if e.announces(n) => {
+                return Some(format!(
+                    "no iteration_result event announces iterations/{n:06}/result.env (the runner announces every record)"
+                ));
+            }
+            None => {}
+        }
+        if self.lp.autocommit {
+            let branch = old
+                .map(|s| s.iter_branch.clone())
+                .filter(|b| !b.is_empty())
+                .unwrap_or_else(|| format!("orbit/{}", self.lp.name));
+            let committed =
+                evidence::branch_iterations(&self.lp.repo, &branch, &self.lp.name).contains(&n);
+            let unchanged = parsed.as_ref().is_some_and(|r| {
+                r.get("CHANGED") == "0"
+                    && !r.get("TREE_AFTER").is_empty()
+                    && evidence::branch_tree(&self.lp.repo, &branch).as_deref()
+                        == Some(r.get("TREE_AFTER"))
+            });
+            if !committed && !unchanged {
+                return Some(format!(
+                    "the loop commits, but no commit on {branch} carries Orbit-Iteration: {n} (and the branch's tree is not the one the record ends with)"
+                ));
+            }
+        }
+        None
+    }
+
+    /// Result records the journal does not vouch for: one whose `iteration_result` gives
+    /// another sha256 (changed after the runner wrote it), and one with no
+    /// `iteration_result` where the runner announces every record (planted) — save the
+    /// runner's own unfinished record of iteration L+1 (it died before announcing it; the
+    /// next run does it again). Each is moved aside, never deleted. L's own record, when L
+    /// is retried or claims DONE, is for [`Planner::schedule`].
+    fn set_aside_untrusted_records(&mut self, ev: &Evidence, last: &LastIteration) -> Result<()> {
+        let e = &ev.events;
+        let l_is_scheduled = matches!(
+            last.status(),
+            Some(Status::Aborted | Status::Blocked | Status::Done)
+        );
+        for n in evidence::recorded_iterations(&self.lp.dir) {
+            if n == last.n && l_is_scheduled {
+                continue;
+            }
+            let record = evidence::iteration_dir(&self.lp.dir, n).join("result.env");
+            let why = match e.results.get(&n) {
+                Some(Some(sha)) => {
+                    let have = file_hash(&record)?.unwrap_or_default();
+                    (have != *sha).then(|| {
+                        format!(
+                            "it is not the record the runner wrote (its iteration_result says sha256 {}, the file is {})",
+                            short(sha),
+                            short(&have)
+                        )
+                    })
+                }
+                Some(None) => None,
+                None if e.announces(n) && n != last.n + 1 => {
+                    Some("no iteration_result event announces it (planted)".to_string())
+                }
+                None => None,
+            };
+            if let Some(why) = why {
+                self.set_aside_record(n, &why, Some("result.env"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Plans the move of iteration `n`'s record (only `file`, or everything of the attempt)
+    /// into `iterations/n/untrusted.K/`.
+    fn set_aside_record(&mut self, n: u64, why: &str, file: Option<&str>) -> Result<()> {
+        let idir = evidence::iteration_dir(&self.lp.dir, n);
+        if !fs::symlink_metadata(&idir).is_ok_and(|m| m.is_dir()) {
+            return Ok(());
+        }
+        let mut k = 1;
+        while idir.join(format!("untrusted.{k}")).exists() {
+            k += 1;
+        }
+        let target = idir.join(format!("untrusted.{k}"));
+        let mut moved = Vec::new();
+        for entry in fs::read_dir(&idir)
+            .map_err(|e| Error::io(format!("cannot read {}", idir.display()), e))?
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let wanted = match file {
+                Some(f) => name == f,
+                None => !name.starts_with("retried.") && !name.starts_with("untrusted."),
+            };
+            if wanted {
+                moved.push((entry.path(), MoveTo::Path(target.join(&name))));
+            }
+        }
+        if moved.is_empty() {
+            return Ok(());
+        }
+        self.plan.moves.extend(moved);
+        self.plan.moves.sort_by(|a, b| a.0.cmp(&b.0));
+        self.repair(format!(
+            "iteration {n}'s record set aside in iterations/{n:06}/untrusted.{k}/: {why}"
+        ));
+        Ok(())
     }
 
     /// Plans the move of a retried iteration's record into `retried.K/`.
@@ -625,32 +993,255 @@ impl Planner<'_> {
     /// the first pin still broken once they are done.
     fn pins(&mut self) -> Result<Option<BrokenPin>> {
         let pins_path = self.lp.dir.join("pins.sha256");
-        let text = String::from_utf8_lossy(&read_opt(&pins_path)?.unwrap_or_default()).into_owned();
+        let bytes = read_opt(&pins_path)?;
+        let text = String::from_utf8_lossy(bytes.as_deref().unwrap_or_default()).into_owned();
         let mut pins = pin_lines(&text);
+        if bytes.is_none() && self.args.repin {
+            self.rebuild_pins(&mut pins)?;
+        }
+        let sets = self.read_sets()?;
         if self.args.repin_goal {
             self.repin_goal(&mut pins)?;
         }
         if self.args.repin {
-            self.repin_all(&mut pins)?;
+            self.repin_all(&mut pins, &sets)?;
         }
         let restored = if self.args.restore_pinned {
             self.restore_pinned(&pins)?
         } else {
             Vec::new()
         };
+        let appeared = self.appeared_permission_files(&text, &mut pins)?;
+        let set_broken = self.protected_sets(&sets, &mut pins)?;
         let new_text: String = pins.iter().map(PinLine::print).collect();
         if new_text != text && (self.args.repin_goal || self.args.repin) {
             self.plan
                 .writes
                 .push((pins_path, new_text.into_bytes(), false));
         }
-        Ok(first_broken(&self.lp.dir, &self.ws, &pins, &restored))
+        Ok(first_broken(&self.lp.dir, &self.ws, &pins, &restored)?
+            .or_else(|| {
+                appeared.into_iter().next().map(|path| BrokenPin {
+                    path,
+                    reason: StopReason::PermissionHijack,
+                })
+            })
+            .or(set_broken))
+    }
+
+    /// Notes a workspace path `--restore-pinned` puts back or removes, for the index reset
+    /// (the first entry of `ws_reset` is the workspace itself).
+    fn note_ws_path(&mut self, path: &str) {
+        let ws = self.ws.trim_end_matches('/').to_string();
+        if let Some(rel) = pins::workspace_relative(path, &ws) {
+            if self.plan.ws_reset.is_empty() {
+                self.plan.ws_reset.push(ws.clone());
+            }
+            let rel = rel.to_string();
+            if !self.plan.ws_reset[1..].contains(&rel) {
+                self.plan.ws_reset.push(rel);
+            }
+        }
+    }
+
+    /// The workspace, when it is a directory (never through a link) git can list.
+    fn ws_dir(&self) -> Option<&Path> {
+        let ws = Path::new(self.ws.as_str());
+        (!self.ws.is_empty() && fs::symlink_metadata(ws).is_ok_and(|m| m.is_dir())).then_some(ws)
+    }
+
+    /// pins.sets, each protect set with the paths its glob matches in the workspace now
+    /// (`None` when the workspace cannot be listed). With `--repin` and no pins.sets, once
+    /// the loop has run, loop.toml's protect globs (their sets are pinned as they are).
+    fn read_sets(&mut self) -> Result<Vec<SetNow>> {
+        let path = self.lp.dir.join(crate::contract::PINS_SETS);
+        let mut sets = match read_opt(&path)? {
+            Some(b) => pins::parse_sets(&b),
+            None if self.args.repin && self.lp.dir.join(".baseline-commit").is_file() => self
+                .lp
+                .protect
+                .iter()
+                .enumerate()
+                .map(|(i, g)| pins::SetPin {
+                    sha256: String::new(),
+                    glob: g.clone(),
+                    line: i + 1,
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let ws = self.ws_dir().map(Path::to_path_buf);
+        Ok(sets
+            .drain(..)
+            .map(|s| {
+                let now = ws.as_deref().and_then(|w| pins::glob_files(w, &s.glob));
+                (s, now)
+            })
+            .collect())
+    }
+
+    /// Each protect set against what its glob matches now: a file added to it since the
+    /// first run is `reward_hack` like an edit (one removed shows as its missing pin).
+    /// `--repin` pins the set as it is (the added files too) and rewrites pins.sets;
+    /// `--restore-pinned` removes what was added (it has no pinned copy; a copy goes to the
+    /// backup). Returns the first set still changed.
+    fn protected_sets(
+        &mut self,
+        sets: &[SetNow],
+        pins: &mut Vec<PinLine>,
+    ) -> Result<Option<BrokenPin>> {
+        let ws = self.ws.trim_end_matches('/').to_string();
+        let mut broken = None;
+        let mut rewritten = Vec::new();
+        let mut changed = false;
+        for (set, now) in sets {
+            let Some(now) = now else {
+                rewritten.push((set.sha256.clone(), set.glob.clone()));
+                continue;
+            };
+            let sha = pins::set_sha(now);
+            rewritten.push((sha.clone(), set.glob.clone()));
+            if sha == set.sha256 {
+                continue;
+            }
+            changed = true;
+            let listed: Vec<pins::Pin> = pins
+                .iter()
+                .enumerate()
+                .map(|(i, p)| pins::Pin {
+                    sha256: p.hash.clone(),
+                    path: p.path.clone(),
+                    line: i + 1,
+                })
+                .collect();
+            let (added, _) = pins::set_changes(&set.glob, now, &listed, &ws);
+            for rel in added {
+                let abs = format!("{ws}/{rel}");
+                if self.args.repin {
+                    let hash = file_hash(Path::new(&abs))?.unwrap_or_default();
+                    self.repair(format!(
+                        "{abs} joined the protected set '{}' after the first run: accepted and pinned as it is (--repin)",
+                        set.glob
+                    ));
+                    pins.push(PinLine { hash, path: abs });
+                } else if self.args.restore_pinned {
+                    self.repair(format!(
+                        "{abs} was added to the protected set '{}' after the first run and has no pinned copy: removed (--restore-pinned; the copy is in the backup)",
+                        set.glob
+                    ));
+                    self.note_ws_path(&abs);
+                    self.plan.removes.push(PathBuf::from(abs));
+                }
+            }
+            if !self.args.repin && !self.args.restore_pinned && broken.is_none() {
+                broken = Some(BrokenPin {
+                    path: format!("the protected set '{}' (pins.sets:{})", set.glob, set.line),
+                    reason: StopReason::RewardHack,
+                });
+            }
+        }
+        if self.args.repin && changed {
+            self.repair("pins.sets re-pinned (--repin): each protect set as it is now");
+            self.plan.writes.push((
+                self.lp.dir.join(crate::contract::PINS_SETS),
+                pins::print_sets(&rewritten).into_bytes(),
+                false,
+            ));
+        }
+        Ok(broken)
+    }
+
+    /// `--repin` with no pins.sha256: the manifest is made again from the files as they
+    /// are, as `orbit init` and the runner's first run make it (the loop files, then, once
+    /// the loop has run, goal.md and the protected and agent permission files of the
+    /// workspace).
+    fn rebuild_pins(&mut self, pins: &mut Vec<PinLine>) -> Result<()> {
+        let dir = self.lp.dir.clone();
+        for name in pins::INIT_PINNED {
+            if let Some(hash) = file_hash(&dir.join(name))? {
+                pins.push(PinLine {
+                    hash,
+                    path: name.to_string(),
+                });
+            }
+        }
+        if dir.join(".baseline-commit").is_file() {
+            if let Some(hash) = file_hash(&dir.join("goal.md"))? {
+                pins.push(PinLine {
+                    hash,
+                    path: "goal.md".into(),
+                });
+            }
+            if let Some(ws) = self.ws_dir().map(Path::to_path_buf) {
+                let mut files: Vec<Vec<u8>> = Vec::new();
+                for g in &self.lp.protect {
+                    files.extend(pins::glob_files(&ws, g).unwrap_or_default());
+                }
+                files.extend(
+                    pins::permission_files_in(&ws)
+                        .into_iter()
+                        .map(String::into_bytes),
+                );
+                files.sort();
+                files.dedup();
+                for f in files {
+                    let rel = String::from_utf8_lossy(&f).into_owned();
+                    if rel.starts_with(".orbit-agent/") || rel.contains(['\n', '\\']) {
+                        continue;
+                    }
+                    let abs = ws.join(&rel);
+                    if let Some(hash) = file_hash(&abs)? {
+                        pins.push(PinLine {
+                            hash,
+                            path: abs.display().to_string(),
+                        });
+                    }
+                }
+            }
+        }
+        self.repair(format!(
+            "pins.sha256 is missing: made again from the files as they are (--repin): {} pin(s)",
+            pins.len()
+        ));
+        Ok(())
+    }
+
+    /// Agent permission files in the workspace that the first run did not pin (they were
+    /// not there): `--repin` pins each as it is, `--restore-pinned` removes each (it has
+    /// no pinned copy to put back; a copy goes to the backup). Returns those that stay.
+    fn appeared_permission_files(
+        &mut self,
+        pins_text: &str,
+        pins: &mut Vec<PinLine>,
+    ) -> Result<Vec<String>> {
+        let (listed, _) = pins::parse(pins_text.as_bytes());
+        let ws = self.ws.trim_end_matches('/').to_string();
+        let mut stay = Vec::new();
+        for rel in pins::appeared_permission_files(&self.lp.dir, &ws, &listed) {
+            let abs = format!("{ws}/{rel}");
+            if self.args.repin {
+                let hash = file_hash(Path::new(&abs))?.unwrap_or_default();
+                self.repair(format!(
+                    "{abs} appeared after the first run: accepted and pinned as it is (--repin)"
+                ));
+                pins.push(PinLine { hash, path: abs });
+            } else if self.args.restore_pinned {
+                self.repair(format!(
+                    "{abs} appeared after the first run and has no pinned copy to restore: removed (--restore-pinned; the copy is in the backup)"
+                ));
+                self.note_ws_path(&abs);
+                self.plan.removes.push(PathBuf::from(abs));
+            } else {
+                stay.push(abs);
+            }
+        }
+        Ok(stay)
     }
 
     /// `--repin-goal`: goal.md's pin takes its current hash, `.pins/goal.md` its content.
     fn repin_goal(&mut self, pins: &mut [PinLine]) -> Result<()> {
         let goal = self.lp.dir.join("goal.md");
-        let hash = file_hash(&goal).ok_or_else(|| {
+        let hash = file_hash(&goal)?.ok_or_else(|| {
             Error::Refused(format!(
                 "{} is missing: --repin-goal accepts goal.md as it is, so it must exist (restore it with --restore-pinned)",
                 goal.display()
@@ -679,10 +1270,26 @@ impl Planner<'_> {
 
     /// `--repin`: every pin takes its file's current hash; pinned loop files are copied
     /// to `.pins/`.
-    fn repin_all(&mut self, pins: &mut [PinLine]) -> Result<()> {
+    fn repin_all(&mut self, pins: &mut Vec<PinLine>, sets: &[SetNow]) -> Result<()> {
+        let ws = self.ws.clone();
+        // A protected file gone from its set is accepted as removed: its pin goes.
+        let mut kept = Vec::new();
+        for pin in pins.drain(..) {
+            let in_set = pins::workspace_relative(&pin.path, &ws)
+                .is_some_and(|rel| sets.iter().any(|(s, _)| pins::glob_match(&s.glob, rel)));
+            if in_set && file_hash(&self.lp.dir.join(&pin.path))?.is_none() {
+                self.repair(format!(
+                    "{} left its protected set: accepted as removed, its pin dropped (--repin)",
+                    pin.path
+                ));
+                continue;
+            }
+            kept.push(pin);
+        }
+        *pins = kept;
         for pin in pins.iter_mut().filter(|pin| !pin.path.is_empty()) {
             let p = &pin.path;
-            let hash = file_hash(&self.lp.dir.join(p)).ok_or_else(|| {
+            let hash = file_hash(&self.lp.dir.join(p))?.ok_or_else(|| {
                 Error::Refused(format!(
                     "the pinned file {p} is missing: put it back (orbit recover --restore-pinned) before --repin"
                 ))
@@ -705,15 +1312,14 @@ impl Planner<'_> {
     /// matches its pin. Returns each restored path with the hash it will have.
     fn restore_pinned(&mut self, pins: &[PinLine]) -> Result<Vec<(PathBuf, String)>> {
         let dir = &self.lp.dir;
-        let baseline = fs::read_to_string(dir.join(".baseline-commit"))
-            .ok()
-            .map(|s| s.trim().to_string())
+        let baseline = read_opt(&dir.join(".baseline-commit"))?
+            .map(|s| String::from_utf8_lossy(&s).trim().to_string())
             .filter(|s| !s.is_empty());
         let mut restored = Vec::new();
         for pin in pins.iter().filter(|pin| !pin.path.is_empty()) {
             let (want, p) = (&pin.hash, &pin.path);
             let path = dir.join(p);
-            if file_hash(&path).as_deref() == Some(want.as_str()) {
+            if file_hash(&path)?.as_deref() == Some(want.as_str()) {
                 continue;
             }
             // holdout/ is the loop directory's own (its baselines in .pins/holdout/).
@@ -727,6 +1333,7 @@ impl Planner<'_> {
                 "{p} restored to its pinned content (--restore-pinned)"
             ));
             restored.push((path.clone(), want.clone()));
+            self.note_ws_path(&path.display().to_string());
             self.plan.writes.push((path, data, exec));
         }
         Ok(restored)
@@ -771,7 +1378,7 @@ impl Planner<'_> {
     /// Plans a copy of a pinned loop file into `.pins/` when it differs.
     fn pin_copy(&mut self, name: &str) -> Result<()> {
         let dir = &self.lp.dir;
-        let data = fsx::read(&dir.join(name))?;
+        let data = fsx::read_regular(&dir.join(name))?;
         let copy = dir.join(".pins").join(name);
         if read_opt(&copy)?.as_deref() != Some(&data[..]) {
             self.plan.writes.push((copy, data, false));
@@ -829,7 +1436,13 @@ impl Planner<'_> {
         let old = cp.old.as_ref();
         let cost = ledger_cost(&self.lp.dir)?;
         let circuit = self.circuit(old);
-        let (status, reason) = self.status_and_reason(course, broken, circuit.state, old);
+        let (status, reason) = self.status_and_reason(
+            course,
+            broken,
+            circuit.state,
+            old,
+            ev.events.last_stop.as_ref(),
+        );
         let (origin_branch, iter_branch) = branches(self.lp, old);
         let contract_version = self.contract_version(old);
         let ran = course.last > 0 || self.lp.dir.join(".baseline-commit").is_file();
@@ -896,6 +1509,7 @@ impl Planner<'_> {
         broken: Option<&BrokenPin>,
         cb_state: CbState,
         old: Option<&State>,
+        last_stop: Option<&(String, String)>,
     ) -> (Status, StopReason) {
         if course.done {
             return (Status::Done, StopReason::None);
@@ -909,6 +1523,9 @@ impl Planner<'_> {
             ));
             return (Status::Aborted, b.reason);
         }
+        if self.holds_git_tamper(old, last_stop) {
+            return (Status::Aborted, StopReason::GitTamper);
+        }
         if cb_state == CbState::Open {
             return (Status::Blocked, StopReason::CircuitOpen);
         }
@@ -918,6 +1535,36 @@ impl Planner<'_> {
             None if !ran => (Status::Ready, StopReason::None),
             None => (Status::Continue, StopReason::None),
         }
+    }
+
+    /// A loop stopped on `git_tamper` (by its state, or by its last `loop_stop` when there is
+    /// no state to ask) stays ABORTED until `--repin` accepts git's config, hooks and
+    /// excludes after a review: nothing else can put them back (contract 7).
+    fn holds_git_tamper(
+        &mut self,
+        old: Option<&State>,
+        last_stop: Option<&(String, String)>,
+    ) -> bool {
+        let stopped = match old {
+            Some(s) => s.last_status == Status::Aborted && s.stop_reason == StopReason::GitTamper,
+            None => last_stop.is_some_and(|(status, reason)| {
+                status == Status::Aborted.as_str() && reason == StopReason::GitTamper.as_str()
+            }),
+        };
+        if !stopped {
+            return false;
+        }
+        if self.args.repin {
+            self.repair(
+                "git_tamper accepted after review (--repin): git's config, hooks and excludes are taken as they are now",
+            );
+            return false;
+        }
+        self.plan.notes.push(format!(
+            "the loop stopped on git_tamper: review `git -C {} config --list --show-origin`, .git/hooks and .git/info, undo what you did not make, then --repin",
+            self.lp.repo.display()
+        ));
+        true
     }
 
     /// CONTRACT_VERSION: this orbit's with `--migrate`, else the old one, else loop.toml's.
@@ -988,6 +1635,7 @@ impl Planner<'_> {
             .old
             .as_ref()
             .map(|s| s.generation)
+            .or(cp.distrusted_gen)
             .unwrap_or(0)
             .max(cp.sidecar_gen.unwrap_or(0));
         let mut s = candidate;
@@ -1004,6 +1652,18 @@ impl Planner<'_> {
             self.plan.progress_tail = tail;
         }
     }
+}
+
+/// The byte offset of 1-based line `line` in `data`.
+fn line_offset(data: &[u8], line: usize) -> usize {
+    if line <= 1 {
+        return 0;
+    }
+    data.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(line - 2)
+        .map_or(data.len(), |(i, _)| i + 1)
 }
 
 /// Why a parseable state.env is not sealed by its sidecar.
@@ -1046,21 +1706,21 @@ fn first_broken(
     ws: &str,
     pins: &[PinLine],
     restored: &[(PathBuf, String)],
-) -> Option<BrokenPin> {
-    pins.iter()
-        .filter(|pin| !pin.path.is_empty())
-        .find_map(|pin| {
-            let path = dir.join(&pin.path);
-            let have = restored
-                .iter()
-                .find(|(q, _)| *q == path)
-                .map(|(_, h)| h.clone())
-                .or_else(|| file_hash(&path));
-            (have.as_deref() != Some(pin.hash.as_str())).then(|| BrokenPin {
+) -> Result<Option<BrokenPin>> {
+    for pin in pins.iter().filter(|pin| !pin.path.is_empty()) {
+        let path = dir.join(&pin.path);
+        let have = match restored.iter().find(|(q, _)| *q == path) {
+            Some((_, h)) => Some(h.clone()),
+            None => file_hash(&path)?,
+        };
+        if have.as_deref() != Some(pin.hash.as_str()) {
+            return Ok(Some(BrokenPin {
                 path: pin.path.clone(),
                 reason: pins::pin_reason_in(&pin.path, ws),
-            })
-        })
+            }));
+        }
+    }
+    Ok(None)
 }
 
 /// COST_MICROUSD: the sum of cost.ledger by the ledger's one rule (`ledger::parse`), the
@@ -1102,9 +1762,8 @@ fn branches(lp: &LoopRef, old: Option<&State>) -> (String, String) {
         String::new()
     };
     // The runner records the starting branch in .origin-branch at the first run.
-    let origin = fs::read_to_string(lp.dir.join(".origin-branch"))
+    let origin = fsx::read_text_or_none(&lp.dir.join(".origin-branch"))
         .map(|t| t.trim_end_matches('\n').to_string())
-        .ok()
         .filter(|t| crate::state::check_value("ORIGIN_BRANCH", t).is_ok())
         .unwrap_or_default();
     (origin, iter_branch)
@@ -1144,7 +1803,7 @@ fn backup_name(lp: &LoopRef, path: &Path) -> PathBuf {
 
 fn copy_into(src: &Path, dst: &Path) -> Result<()> {
     create_parent(dst)?;
-    let data = fsx::read(src)?;
+    let data = fsx::read_regular(src)?;
     fsx::write_atomic(dst, &data)
 }
 
@@ -1189,6 +1848,9 @@ struct Record<'a> {
     flags: &'a [&'a str],
     /// The backup directory, relative to the loop directory.
     backup: &'a str,
+    /// The sha256 of the state.env the loop has after the recovery (the one written, or
+    /// the one kept): the recovery event's `state_sha256`.
+    state_sha256: Option<&'a str>,
 }
 
 /// Applies a plan: backups first, then file moves and writes, the progress entry and the
@@ -1205,15 +1867,29 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
     workspace::run_git(lp, &plan.git)?;
     move_files(plan, &bdir)?;
     write_files(plan)?;
+    remove_files(plan)?;
+    reset_workspace_index(plan)?;
     let result = plan
         .result
         .as_ref()
         .expect("a plan always carries the resulting state");
+    // The state.env the loop will have: written now (its text fixed here, so that the event
+    // can carry its sha256), or the one kept.
+    let new_text = plan.new_state.as_ref().map(|s| {
+        let mut s = s.clone();
+        s.last_updated_at = now;
+        (s.print(), s.generation)
+    });
+    let state_sha = match &new_text {
+        Some((text, _)) => Some(fsx::sha256_hex(text.as_bytes())),
+        None => plan.old_text.as_deref().map(fsx::sha256_hex),
+    };
     let record = Record {
         now,
         by,
         flags,
         backup: &brel,
+        state_sha256: state_sha.as_deref(),
     };
     append_recovery_entry(dir, plan, result, &record)?;
     append_recovery_event(dir, plan, result, &record)?;
@@ -1221,7 +1897,7 @@ pub fn apply(lp: &LoopRef, plan: &Plan, flags: &[&str], now: u64, by: &str) -> R
     if std::env::var("ORBIT_FAULT").as_deref() == Ok(FaultPoint::RecoverBeforeCheckpoint.as_str()) {
         std::process::abort();
     }
-    write_checkpoint(dir, plan, now)?;
+    write_checkpoint(dir, new_text.as_ref())?;
     Ok(brel)
 }
 
@@ -1240,6 +1916,7 @@ fn create_parent(path: &Path) -> Result<()> {
 fn back_up(lp: &LoopRef, plan: &Plan, bdir: &Path) -> Result<()> {
     let dir = &lp.dir;
     let mut to_back: Vec<PathBuf> = plan.writes.iter().map(|(p, _, _)| p.clone()).collect();
+    to_back.extend(plan.removes.iter().cloned());
     to_back.push(dir.join("progress.md"));
     to_back.push(dir.join("events.jsonl"));
     if plan.new_state.is_some() {
@@ -1272,6 +1949,45 @@ fn move_files(plan: &Plan, bdir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The index entries of the workspace paths `--restore-pinned` put back or removed, reset
+/// to the head (a staged rename or removal of a protected file undone).
+fn reset_workspace_index(plan: &Plan) -> Result<()> {
+    let Some((ws, paths)) = plan.ws_reset.split_first() else {
+        return Ok(());
+    };
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(ws)
+        .args(["-c", "core.fsmonitor=false", "reset", "-q", "--"])
+        .args(paths)
+        .env("GIT_LITERAL_PATHSPECS", "1")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Error::io("cannot run git", e))?;
+    if !out.status.success() {
+        return Err(Error::Git(format!(
+            "git reset in {ws} failed (the files are restored; their index entries are not): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// The plan's removals (each was copied to the backup first).
+fn remove_files(plan: &Plan) -> Result<()> {
+    for path in &plan.removes {
+        match fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("cannot remove {}", path.display()), e)),
+        }
+    }
+    Ok(())
+}
+
 /// The flags' writes.
 fn write_files(plan: &Plan) -> Result<()> {
     for (path, data, exec) in &plan.writes {
@@ -1293,6 +2009,17 @@ fn append_recovery_entry(dir: &Path, plan: &Plan, result: &State, rec: &Record) 
         Some(ProgressTail::Torn(off)) => pg.truncate(off),
         Some(ProgressTail::MissingNewline) => pg.push(b'\n'),
         _ => {}
+    }
+    if let Some(cut) = plan.progress_cut {
+        pg.truncate(cut);
+    }
+    if !plan.progress_stray.is_empty() {
+        pg = pg
+            .split_inclusive(|b| *b == b'\n')
+            .enumerate()
+            .filter(|(i, _)| !plan.progress_stray.contains(&(i + 1)))
+            .flat_map(|(_, l)| l.iter().copied())
+            .collect();
     }
     let prev = evidence::progress_prev(&pg);
     let entry = recovery_entry(rec.now, rec.by, rec.flags, plan, result, rec.backup);
@@ -1325,8 +2052,17 @@ fn append_recovery_event(dir: &Path, plan: &Plan, result: &State, rec: &Record) 
         ("status", events::value(result.last_status.as_str())),
         ("reason", events::value(result.stop_reason.as_str())),
         ("gen", events::value(&result.generation.to_string())),
-        ("backup", events::value(rec.backup)),
     ];
+    let mut fields = fields.to_vec();
+    if let Some(sha) = rec.state_sha256 {
+        fields.push(("state_sha256", events::value(sha)));
+    }
+    if let Some((line, why, dropped)) = &plan.journal_break {
+        fields.push(("journal_break", events::value(&line.to_string())));
+        fields.push(("journal_break_why", events::value(why)));
+        fields.push(("journal_dropped", events::value(&dropped.to_string())));
+    }
+    fields.push(("backup", events::value(rec.backup)));
     let line = events::build_line(
         seq + 1,
         &fsx::iso_utc(rec.now),
@@ -1340,17 +2076,14 @@ fn append_recovery_event(dir: &Path, plan: &Plan, result: &State, rec: &Record) 
 }
 
 /// The checkpoint, last: state.env and its sidecar, when the plan writes them.
-fn write_checkpoint(dir: &Path, plan: &Plan, now: u64) -> Result<()> {
-    let Some(s) = &plan.new_state else {
+fn write_checkpoint(dir: &Path, new: Option<&(String, u64)>) -> Result<()> {
+    let Some((text, generation)) = new else {
         return Ok(());
     };
-    let mut s = s.clone();
-    s.last_updated_at = now;
-    let text = s.print();
     fsx::write_atomic(&dir.join("state.env"), text.as_bytes())?;
     fsx::write_atomic(
         &dir.join("state.env.sha256"),
-        Sidecar::for_state(&text, s.generation).print().as_bytes(),
+        Sidecar::for_state(text, *generation).print().as_bytes(),
     )
 }
 
@@ -1423,6 +2156,12 @@ fn print_dry_run(lp: &LoopRef, plan: &Plan, flags: &[&str]) {
             "write: {} (the old copy to backups/)",
             p.strip_prefix(&lp.dir).unwrap_or(p).display()
         );
+    }
+    for p in &plan.removes {
+        println!("remove: {} (a copy to backups/)", p.display());
+    }
+    if let Some((ws, paths)) = plan.ws_reset.split_first() {
+        println!("git: git -C {ws} reset -q -- {}", paths.join(" "));
     }
     for (from, to) in &plan.moves {
         let to = match to {

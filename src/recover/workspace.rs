@@ -202,7 +202,7 @@ pub fn check(lp: &LoopRef, plan: &mut Plan, ws: &str, iter_branch: &str) {
         }
     }
     let recorded = lp.dir.join(".branch-head");
-    if let (Some(head), Ok(want)) = (&head, std::fs::read_to_string(&recorded)) {
+    if let (Some(head), Some(want)) = (&head, crate::fsx::read_text_or_none(&recorded)) {
         let want = want.trim();
         if !want.is_empty()
             && want != head
@@ -248,6 +248,8 @@ pub fn migrate(lp: &LoopRef, plan: &mut Plan, old: Option<&State>, ran: bool) ->
         name: lp.name.clone(),
         loop_contract: cfg.contract_version.clone(),
         workspace_setting: cfg.workspace.clone(),
+        autocommit: cfg.autocommit,
+        protect: cfg.protect.clone(),
     });
     let mut changed_files = Vec::new();
     let mut write_if = |plan: &mut Plan, path: PathBuf, data: Vec<u8>, exec: bool| -> Result<()> {
@@ -351,7 +353,7 @@ pub fn migrate(lp: &LoopRef, plan: &mut Plan, old: Option<&State>, ran: bool) ->
         let create_at = match &head {
             Some(_) => None,
             None => {
-                let base = std::fs::read_to_string(dir.join(".baseline-commit"))
+                let base = crate::fsx::read_text_or_none(&dir.join(".baseline-commit"))
                     .map(|s| s.trim().to_string())
                     .unwrap_or_default();
                 if base.is_empty() {

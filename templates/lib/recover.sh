@@ -17,6 +17,7 @@ F_RESET=0
 F_STALL=0
 F_GOAL=0
 F_MIGRATE=0
+F_RESTORE=0
 F_DRY=0
 F_HELP=0
 RC_FLAGS=()
@@ -42,23 +43,44 @@ RC_WS_BRANCH=
 RC_BH_WRITE=
 RC_LAST=0
 RC_FIRST_START=
+RC_LAST_STOP=
+RC_STAGE=
+RC_RESTORE_FROM=()
+RC_RESTORE_TO=()
+RC_RESTORE_EXEC=()
+RC_REMOVES=()
+RC_OLD_TORN=0
+RC_OLD_GEN=
+RC_EV_BREAK_LINE=
+RC_EV_BREAK_WHY=
+RC_EV_DROPPED=0
+RC_FIRST_IR=
+RC_LAST_SEAL=
+RC_STATE_REC_LINE=
+RC_STATE_REC_GEN=
+RC_STATE_REC_SHA=
 declare -A O=()
 declare -A EVV=()
+declare -A EVL=()
+declare -A EVR=()
 declare -A PGV=()
 
 rc_usage() {
   cat <<'USAGE'
-usage: recover.sh [--reset-circuit] [--clear-stall] [--repin-goal] [--migrate] [--dry-run] [LOOP_DIR]
+usage: recover.sh [--reset-circuit] [--clear-stall] [--repin-goal] [--restore-pinned] [--migrate] [--dry-run] [LOOP_DIR]
   Rebuilds state.env from the evidence (events.jsonl, progress.md, git commit trailers,
   then the old state.env) and re-seals its sidecar. LOOP_DIR defaults to the directory
   this script lives in.
   --reset-circuit  close an open circuit breaker
   --clear-stall    forget the change signatures (.action-sig.log), so a stalled loop may go on
   --repin-goal     accept the current goal.md as the pinned goal
+  --restore-pinned put every changed pinned file back (loop files from .pins/, workspace
+                   files from the baseline commit) and remove what appeared since the first
+                   run (an agent permission file); every copy goes to the backup first
   --migrate        bring CONTRACT_VERSION to this script's contract version (a 1.0 loop's
                    files are moved by orbit recover --migrate; recover.sh says so)
   --dry-run        print the plan (a diff of state.env and the repairs); write nothing
---repin and --restore-pinned need the orbit binary: orbit recover --repin | --restore-pinned
+--repin needs the orbit binary: orbit recover --repin
 USAGE
 }
 
@@ -70,13 +92,14 @@ rc_args() {
       --clear-stall) F_STALL=1 RC_FLAGS+=("$arg") ;;
       --repin-goal) F_GOAL=1 RC_FLAGS+=("$arg") ;;
       --migrate) F_MIGRATE=1 RC_FLAGS+=("$arg") ;;
+      --restore-pinned) F_RESTORE=1 RC_FLAGS+=("$arg") ;;
       --dry-run) F_DRY=1 ;;
       -h | --help)
         F_HELP=1
         return 0
         ;;
-      --repin | --restore-pinned)
-        orbit_die "$EXIT_PREFLIGHT" "$arg needs the orbit binary: run 'orbit recover $arg' (recover.sh does the rebuild, --reset-circuit, --clear-stall, --repin-goal and --migrate)"
+      --repin)
+        orbit_die "$EXIT_PREFLIGHT" "$arg needs the orbit binary: run 'orbit recover $arg' (recover.sh does the rebuild, --reset-circuit, --clear-stall, --repin-goal, --restore-pinned and --migrate)"
         ;;
       -*)
         rc_usage >&2
@@ -92,6 +115,73 @@ rc_args() {
   done
 }
 
+# rc_what_v PATH: REPLY says what PATH is when it is there and is not a regular file (a
+# symlink, a FIFO, a socket, a device, a directory); empty otherwise. Tests only: nothing is
+# opened, so a FIFO never blocks (orbit's fsx::not_regular).
+rc_what_v() {
+  local p=$1
+  REPLY=''
+  if [[ -L $p ]]; then
+    REPLY="a symlink to $(readlink -- "$p" 2>/dev/null || true)"
+  elif [[ -p $p ]]; then
+    REPLY='a FIFO (named pipe)'
+  elif [[ -S $p ]]; then
+    REPLY='a socket'
+  elif [[ -c $p ]]; then
+    REPLY='a character device'
+  elif [[ -b $p ]]; then
+    REPLY='a block device'
+  elif [[ -d $p ]]; then
+    REPLY='a directory'
+  elif [[ -e $p && ! -f $p ]]; then
+    REPLY='not a regular file'
+  fi
+}
+
+# rc_refuse_tampered: a FIFO, a socket, a device, a directory or a symlink where a loop file
+# (or an iteration's result.env or commit.txt) belongs is a loop_tamper: refused before
+# anything is read (orbit recover's refuse_tampered, the same list and words).
+rc_refuse_tampered() {
+  local f d found=() name
+  for f in "${ORBIT_LOOP_FILES[@]}"; do
+    rc_what_v "$RC_DIR/$f"
+    if [[ -n $REPLY ]]; then found+=("$f is $REPLY"); fi
+  done
+  for d in "${ORBIT_LOOP_DIRS[@]}"; do
+    if [[ -L $RC_DIR/$d || (-e $RC_DIR/$d && ! -d $RC_DIR/$d) ]]; then
+      rc_what_v "$RC_DIR/$d"
+      found+=("$d is ${REPLY:-not a regular file}")
+    fi
+  done
+  if [[ -d $RC_DIR/iterations && ! -L $RC_DIR/iterations ]]; then
+    while IFS= read -r -d '' d; do
+      name=${d##*/}
+      if [[ -L $d || ! -d $d ]]; then
+        rc_what_v "$d"
+        found+=("iterations/$name is ${REPLY:-not a regular file}")
+        continue
+      fi
+      for f in result.env commit.txt; do
+        rc_what_v "$d/$f"
+        if [[ -n $REPLY ]]; then found+=("iterations/$name/$f is $REPLY"); fi
+      done
+    done < <(find "$RC_DIR/iterations" -mindepth 1 -maxdepth 1 -name '[0-9]*' ! -name '*[!0-9]*' -print0 | LC_ALL=C sort -z)
+  fi
+  ((${#found[@]} == 0)) && return 0
+  local IFS=';'
+  f=${found[*]}
+  orbit_die "$EXIT_PREFLIGHT" "$RC_DIR: ${f//;/; }: the runner never writes such a file (loop_tamper), and recover reads none of them (a FIFO would block it). Remove $( ((${#found[@]} == 1)) && printf it || printf them), then run recover.sh again (nothing was changed)"
+}
+
+# rc_regular_or_die PATH: PATH is a regular file or missing; anything else stops recover.sh
+# before it reads it (a pinned workspace file, checked again at its read).
+rc_regular_or_die() {
+  rc_what_v "$1"
+  if [[ -n $REPLY ]]; then
+    orbit_die "$EXIT_PREFLIGHT" "$1 is $REPLY, not a regular file: nothing of a loop may be one (loop_tamper), and it is never read; remove it, then orbit recover"
+  fi
+}
+
 rc_locate() {
   local line
   if [[ -n $RC_ARG_DIR ]]; then
@@ -100,8 +190,9 @@ rc_locate() {
   else
     RC_DIR=$(cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
   fi
-  [[ -f $RC_DIR/loop.toml ]] ||
+  [[ -e $RC_DIR/loop.toml || -L $RC_DIR/loop.toml ]] ||
     orbit_die "$EXIT_PREFLIGHT" "$RC_DIR is not a loop directory (no loop.toml): give the directory orbit init created"
+  rc_refuse_tampered
   RC_REPO=$(git -C "$RC_DIR" rev-parse --show-toplevel 2>/dev/null) ||
     orbit_die "$EXIT_PREFLIGHT" "$RC_DIR is not inside a git work tree"
   RC_REPO=$(cd -P -- "$RC_REPO" && pwd -P)
@@ -151,7 +242,11 @@ rc_lock_held() {
     fi
   fi
   if [[ -d $lockdir ]]; then
-    owner=$(cat -- "$lockdir/owner" 2>/dev/null || true)
+    owner=''
+    rc_what_v "$lockdir/owner"
+    if [[ -z $REPLY && -f $lockdir/owner ]]; then
+      owner=$(cat -- "$lockdir/owner" 2>/dev/null || true)
+    fi
     pid=${owner%% *}
     start=${owner#* }
     if [[ ! $pid =~ ^[0-9]+$ ]]; then
@@ -196,6 +291,7 @@ rc_read_old() {
         if [[ $have == "$SIDECAR_HASH" && $RC_SIDECAR_GEN == "${O[GEN]}" ]]; then
           RC_SIDECAR_OK=1
         elif ((RC_SIDECAR_GEN + 1 == O[GEN])); then
+          RC_OLD_TORN=1
           RC_REPAIRS+=("torn checkpoint (sidecar at gen $RC_SIDECAR_GEN, state.env at gen ${O[GEN]}): re-sealed")
         else
           RC_REPAIRS+=("state.env does not match its sidecar (state gen ${O[GEN]}, sidecar gen $RC_SIDECAR_GEN): re-sealed after checking every key against the evidence")
@@ -233,9 +329,47 @@ rc_iso_epoch() {
   printf '%s' "$(((era * 146097 + doe - 719468) * 86400 + hh * 3600 + mm * 60 + ss))"
 }
 
+# rc_chain_check FILE: the journal's hash chain over its first RC_EV_KEEP bytes (complete
+# lines), line by line as orbit recover's chain_break reads it: a line must be
+# {"seq":S,"ts":"...","event":"name","iteration":N[,...],"prev":"P","hash":"H"} with H the
+# sha256 of the line without its hash member, P the line before's H (64 zeros first) and S
+# one more than the line before's. At the first line that is not, the journal is sealed:
+# RC_EV_KEEP ends before it (the rest is not evidence; the backup keeps it).
+rc_chain_check() {
+  local LC_ALL=C file=$1 line i=0 off=0 why='' seq p h
+  local prev=0000000000000000000000000000000000000000000000000000000000000000
+  local re='^\{"seq":([0-9]{1,18}),"ts":"[^"]*","event":"[a-z_]+","iteration":[0-9]{1,18}(,.*)?,"prev":"([0-9a-f]{64})","hash":"([0-9a-f]{64})"\}$'
+  ((RC_EV_KEEP > 0)) || return 0
+  while IFS= read -r line; do
+    i=$((i + 1))
+    if [[ ! $line =~ $re ]]; then
+      why='not an orbit event line'
+    else
+      seq=${BASH_REMATCH[1]} p=${BASH_REMATCH[3]} h=${BASH_REMATCH[4]}
+      orbit_sha256_str_v "${line:0:${#line}-75}}"
+      if [[ $REPLY != "$h" ]]; then
+        why="the line's hash does not match its content (edited)"
+      elif [[ $p != "$prev" ]]; then
+        why="prev does not name the previous line's hash (a line was removed or reordered)"
+      elif [[ $seq != "$i" ]]; then
+        why="seq $seq where $i was expected"
+      fi
+    fi
+    if [[ -n $why ]]; then
+      RC_EV_BREAK_LINE=$i RC_EV_BREAK_WHY=$why
+      RC_EV_DROPPED=$(head -c "$RC_EV_KEEP" -- "$file" | tail -c +$((off + 1)) | wc -l | tr -d ' ')
+      RC_EV_KEEP=$off
+      RC_REPAIRS+=("events.jsonl breaks at line $i ($why): the journal is sealed there; its $RC_EV_DROPPED line(s) from there on are kept in the backup, not read as evidence")
+      return 0
+    fi
+    prev=$h
+    off=$((off + ${#line} + 1))
+  done < <(head -c "$RC_EV_KEEP" -- "$file")
+}
+
 # ---- events.jsonl: a torn last line is not evidence (and is trimmed).
 rc_read_events() {
-  local LC_ALL=C file="$RC_DIR/events.jsonl" size last line ts e
+  local LC_ALL=C file="$RC_DIR/events.jsonl" size last line ts e n
   RC_EV_KEEP=0
   [[ -s $file ]] || return 0
   size=$(wc -c <"$file" | tr -d ' ')
@@ -246,12 +380,42 @@ rc_read_events() {
     RC_EV_TORN=1
     RC_REPAIRS+=("events.jsonl ends in a torn line (${#last} bytes): trimmed")
   fi
+  rc_chain_check "$file"
   while IFS= read -r line; do
-    if [[ $line =~ \"iteration\":([0-9]+),\"verdict\":\"([A-Z]+)\"$ ]]; then
-      EVV[$((10#${BASH_REMATCH[1]}))]=${BASH_REMATCH[2]}
+    if [[ $line =~ ^([0-9]+):.*\"iteration\":([0-9]+),\"verdict\":\"([A-Z]+)\"$ ]]; then
+      EVV[$((10#${BASH_REMATCH[2]}))]=${BASH_REMATCH[3]}
+      EVL[$((10#${BASH_REMATCH[2]}))]=${BASH_REMATCH[1]}
     fi
   done < <(head -c "$RC_EV_KEEP" -- "$file" |
-    grep -aoE '^\{"seq":[0-9]+,"ts":"[^"]*","event":"iteration_end","iteration":[0-9]{1,9},"verdict":"[A-Z]+"' || true)
+    grep -naoE '^\{"seq":[0-9]+,"ts":"[^"]*","event":"iteration_end","iteration":[0-9]{1,9},"verdict":"[A-Z]+"' || true)
+  # Each iteration's last iteration_result (and the sha256 it gives its record), the last
+  # state_write or recovery (its gen and the sha256 of the state.env it wrote), and the
+  # last recovery that sealed a broken journal.
+  while IFS= read -r line; do
+    n=${line%%:*}
+    line=${line#*:}
+    case $line in
+      *'"event":"iteration_result"'*)
+        if [[ $line =~ ^\{\"seq\":[0-9]+,\"ts\":\"[^\"]*\",\"event\":\"iteration_result\",\"iteration\":([0-9]{1,9})[,}] ]]; then
+          e=$((10#${BASH_REMATCH[1]}))
+          EVR[$e]=-
+          if [[ $line =~ ,\"sha256\":\"([0-9a-f]{64})\" ]]; then EVR[$e]=${BASH_REMATCH[1]}; fi
+          if [[ -z $RC_FIRST_IR ]] || ((e < RC_FIRST_IR)); then RC_FIRST_IR=$e; fi
+        fi
+        ;;
+      *)
+        RC_STATE_REC_LINE=$n RC_STATE_REC_GEN='' RC_STATE_REC_SHA=''
+        if [[ $line =~ ,\"gen\":([0-9]{1,9})[,}] ]]; then RC_STATE_REC_GEN=$((10#${BASH_REMATCH[1]})); fi
+        if [[ $line == *'"event":"recovery"'* ]]; then
+          if [[ $line =~ ,\"state_sha256\":\"([0-9a-f]{64})\" ]]; then RC_STATE_REC_SHA=${BASH_REMATCH[1]}; fi
+          if [[ $line == *',"journal_break":'* ]]; then RC_LAST_SEAL=$n; fi
+        elif [[ $line =~ ,\"sha256\":\"([0-9a-f]{64})\" ]]; then
+          RC_STATE_REC_SHA=${BASH_REMATCH[1]}
+        fi
+        ;;
+    esac
+  done < <(head -c "$RC_EV_KEEP" -- "$file" |
+    grep -naE '^\{"seq":[0-9]+,"ts":"[^"]*","event":"(iteration_result|state_write|recovery)"' || true)
   while IFS= read -r line; do
     ts=${line#*\"ts\":\"}
     ts=${ts%%\"*}
@@ -262,33 +426,22 @@ rc_read_events() {
     fi
   done < <(head -c "$RC_EV_KEEP" -- "$file" |
     grep -aoE '^\{"seq":[0-9]+,"ts":"[^"]*","event":"loop_start"' || true)
+  # How the last run stopped (its loop_stop), unless a recovery came after it.
+  RC_LAST_STOP=
+  while IFS= read -r line; do
+    if [[ $line =~ \"status\":\"([A-Z]+)\",\"reason\":\"([a-z_]+)\"$ ]]; then
+      RC_LAST_STOP="${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"
+    else
+      RC_LAST_STOP=
+    fi
+  done < <(head -c "$RC_EV_KEEP" -- "$file" |
+    grep -aoE '^\{"seq":[0-9]+,"ts":"[^"]*","event":"(loop_stop","iteration":[0-9]{1,9},"status":"[A-Z]+","reason":"[a-z_]+"|recovery")' || true)
 }
 
 # ---- progress.md: closed iteration entries, and the runner's torn-tail rule.
 rc_read_progress() {
-  local LC_ALL=C file="$RC_DIR/progress.md" n st tail_info
+  local LC_ALL=C file="$RC_DIR/progress.md" n st tail_info limit
   [[ -f $file ]] || return 0
-  while read -r n st; do
-    PGV[$n]=$st
-  done < <(awk '
-    index($0, "## Recovery — ") == 1 { cur = ""; next }
-    index($0, "## Iteration ") == 1 {
-      cur = ""
-      rest = substr($0, 14)
-      if (rest ~ /^[0-9]+ — [A-Z]+$/) {
-        n = rest; sub(/ .*/, "", n)
-        st = rest; sub(/^[0-9]+ — /, "", st)
-        if (length(n) <= 9) cur = (n + 0) " " st
-      }
-      next
-    }
-    /^<!-- orbit:end iteration=[0-9]+ sha256=[0-9a-f]+ -->$/ {
-      h = $0; sub(/^.* sha256=/, "", h); sub(/ -->$/, "", h)
-      if (length(h) == 64) {
-        if (cur != "") { split(cur, a, " "); if (a[2] != "INTERRUPTED") print a[1], a[2] }
-        cur = ""
-      }
-    }' "$file")
   tail_info=$(awk '
     { if ($0 ~ /^<!-- orbit:end iteration=[0-9]+ sha256=[0-9a-f]+ -->$/) {
         h = $0; sub(/^.* sha256=/, "", h); sub(/ -->$/, "", h)
@@ -310,6 +463,107 @@ rc_read_progress() {
       fi
       ;;
   esac
+  limit=$(wc -c <"$file" | tr -d ' ')
+  if [[ $RC_PG_TAIL == torn ]]; then limit=$RC_PG_CUT; fi
+  rc_progress_chain "$file" "$limit"
+  if [[ -n $RC_PG_BREAK_OFF ]]; then limit=$RC_PG_BREAK_OFF; fi
+  while read -r n st; do
+    PGV[$n]=$st
+  done < <(head -c "$limit" -- "$file" | awk '
+    index($0, "## Recovery — ") == 1 { cur = ""; next }
+    index($0, "## Iteration ") == 1 {
+      cur = ""
+      rest = substr($0, 14)
+      if (rest ~ /^[0-9]+ — [A-Z]+$/) {
+        n = rest; sub(/ .*/, "", n)
+        st = rest; sub(/^[0-9]+ — /, "", st)
+        if (length(n) <= 9) cur = (n + 0) " " st
+      }
+      next
+    }
+    /^<!-- orbit:end iteration=[0-9]+ sha256=[0-9a-f]+ -->$/ {
+      h = $0; sub(/^.* sha256=/, "", h); sub(/ -->$/, "", h)
+      if (length(h) == 64) {
+        if (cur != "") { split(cur, a, " "); if (a[2] != "INTERRUPTED") print a[1], a[2] }
+        cur = ""
+      }
+    }')
+}
+
+# rc_progress_chain FILE LIMIT: progress.md's first LIMIT bytes (a final newline added)
+# checked as a chain, as orbit's progress module parses it: each closed entry's end-marker
+# hash must be the sha256 of the previous marker's hash, a newline and the entry's text.
+# From the first that is not (a rewritten history), progress.md is sealed
+# (RC_PG_BREAK_OFF: everything from its heading on goes to the backup); lines outside any
+# entry (RC_PG_STRAY, 1-based) are removed.
+RC_PG_BREAK_OFF=
+RC_PG_STRAY=()
+rc_progress_chain() {
+  local LC_ALL=C file=$1 limit=$2 work kind line off hash f stray=() dropped
+  work=$(mktemp -d "${TMPDIR:-/tmp}/orbit-progress.XXXXXX")
+  while read -r kind line off hash f; do
+    if [[ $kind == S ]]; then
+      stray+=("$line $off")
+      continue
+    fi
+    orbit_sha256_file_v "$f"
+    if [[ $REPLY != "$hash" ]]; then
+      RC_PG_BREAK_OFF=$off
+      dropped=$(head -c "$limit" -- "$file" | tail -c +$((off + 1)) | wc -l | tr -d ' ')
+      if [[ $(head -c "$limit" -- "$file" | tail -c 1 | od -An -c | tr -d ' ') != '\n' ]]; then
+        dropped=$((dropped + 1))
+      fi
+      RC_REPAIRS+=("progress.md breaks at line $line (an entry whose end-marker hash does not chain: a rewritten history): sealed there; its $dropped line(s) from there on are kept in the backup, not read as evidence")
+      break
+    fi
+  done < <({
+    head -c "$limit" -- "$file"
+    if [[ $(head -c "$limit" -- "$file" | tail -c 1 | od -An -c | tr -d ' ') != '\n' ]] && ((limit > 0)); then printf '\n'; fi
+  } | awk -v work="$work" '
+    function heading(s,   rest, n) {
+      if (index(s, "## Recovery — ") == 1) return 1
+      if (index(s, "## Iteration ") != 1) return 0
+      rest = substr(s, 14)
+      if (rest !~ /^[0-9]+ — [A-Z]+$/) return 0
+      n = rest; sub(/ .*/, "", n)
+      return length(n) <= 9
+    }
+    function marker(s,   h) {
+      if (s !~ /^<!-- orbit:end iteration=[0-9]+ sha256=[0-9a-f]+ -->$/) return ""
+      h = s; sub(/^.* sha256=/, "", h); sub(/ -->$/, "", h)
+      return length(h) == 64 ? h : ""
+    }
+    BEGIN { prev = "0000000000000000000000000000000000000000000000000000000000000000" }
+    {
+      if (cur) {
+        h = marker($0)
+        if (h != "") {
+          k++; f = work "/e" k
+          printf "%s\n%s", prev, body > f
+          close(f)
+          print "E", start, soff, h, f
+          prev = h; cur = 0
+        } else if (heading($0)) {
+          start = NR; soff = off; body = $0 "\n"
+        } else {
+          body = body $0 "\n"
+        }
+      } else if (heading($0)) {
+        seen = 1; cur = 1; start = NR; soff = off; body = $0 "\n"
+      } else if (seen && $0 !~ /^[ \t\r\f\v]*$/) {
+        print "S", NR, off, "-", "-"
+      }
+      off += length($0) + 1
+    }')
+  rm -rf -- "$work"
+  for f in "${stray[@]}"; do
+    if [[ -z $RC_PG_BREAK_OFF ]] || ((${f#* } < RC_PG_BREAK_OFF)); then
+      RC_PG_STRAY+=("${f%% *}")
+    fi
+  done
+  if ((${#RC_PG_STRAY[@]} > 0)); then
+    RC_REPAIRS+=("progress.md has ${#RC_PG_STRAY[@]} line(s) outside any entry (from line ${RC_PG_STRAY[0]}; not the runner's): removed (kept in the backup)")
+  fi
 }
 
 # Iterations committed with this loop's trailers whose record (result.env) is gone.
@@ -371,28 +625,36 @@ rc_pins() {
         h=$line p=$line
         RC_PINS_NEW+="$line"$'\n'
       fi
-      if [[ -z $p || -n $RC_BROKEN ]]; then
+      if [[ -z $p ]] || { [[ -n $RC_BROKEN ]] && ((!F_RESTORE)); }; then
         continue
       fi
       have=missing
       # A 2.0 pin names a workspace file by its absolute path; loop files by name.
       f=$RC_DIR/$p
       if [[ $p == /* ]]; then f=$p; fi
+      rc_regular_or_die "$f"
       if [[ -f $f ]]; then
         have=$(orbit_sha256_file "$f")
       fi
       if [[ $have != "$h" ]]; then
-        RC_BROKEN=$p
-        orbit_pin_reason_v "$p"
-        RC_BROKEN_REASON=$REPLY
+        if ((F_RESTORE)); then
+          rc_stage_restore "$h" "$p" "$f"
+        elif [[ -z $RC_BROKEN ]]; then
+          RC_BROKEN=$p
+          orbit_pin_reason_v "$p"
+          RC_BROKEN_REASON=$REPLY
+        fi
       fi
     done <"$RC_DIR/pins.sha256"
   fi
+  rc_appeared_permission_files
+  rc_protected_sets
   if ((F_GOAL)); then
     if ((pinned)); then
       if ! printf '%s' "$RC_PINS_NEW" | cmp -s - "$RC_DIR/pins.sha256"; then
         RC_PINS_WRITE=1
       fi
+      rc_regular_or_die "$RC_DIR/.pins/goal.md"
       if ! cmp -s -- "$RC_DIR/goal.md" "$RC_DIR/.pins/goal.md"; then
         RC_GOAL_COPY=1
       fi
@@ -400,6 +662,139 @@ rc_pins() {
       RC_NOTES+=("goal.md is not pinned yet: the first run pins it")
     fi
   fi
+}
+
+# rc_stage_restore HASH PIN FILE: --restore-pinned of one changed pinned file: its content
+# that matches the pin (a loop file from .pins/, a repository file from the baseline commit)
+# is staged for the apply; none is a refusal (orbit recover's restore_pinned).
+rc_stage_restore() {
+  local h=$1 p=$2 f=$3 rel='' base='' staged exec=0
+  if [[ -z $RC_STAGE ]]; then
+    RC_STAGE=$(mktemp -d "${TMPDIR:-/tmp}/orbit-restore.XXXXXX")
+  fi
+  staged="$RC_STAGE/${#RC_RESTORE_TO[@]}"
+  if [[ $p == */* ]]; then
+    # A 2.0 pin names the file by its absolute path in the workspace; a 1.0 pin through
+    # ../ from the loop directory. Either way its baseline is the same repository path.
+    if [[ $p == "${WS%/}"/?* ]]; then
+      rel=${p#"${WS%/}"/}
+    elif [[ $p != /* ]]; then
+      rc_repo_relative_v "$p" && rel=$REPLY
+    fi
+    [[ -n $rel ]] ||
+      orbit_die "$EXIT_PREFLIGHT" "cannot restore $p: it is outside the repository and the workspace"
+    if [[ -f $RC_DIR/.baseline-commit ]]; then
+      rc_regular_or_die "$RC_DIR/.baseline-commit"
+      base=$(tr -d '[:space:]' <"$RC_DIR/.baseline-commit")
+    fi
+    [[ -n $base ]] ||
+      orbit_die "$EXIT_PREFLIGHT" "cannot restore $p: .baseline-commit is missing. Restore it by hand with git, or accept it with orbit recover --repin"
+    if ! rc_git show "$base:$rel" >"$staged" 2>/dev/null || [[ $(orbit_sha256_file "$staged") != "$h" ]]; then
+      orbit_die "$EXIT_PREFLIGHT" "cannot restore $p: the baseline commit ${base:0:12} holds no copy matching its pin. Restore it by hand, or accept it with orbit recover --repin"
+    fi
+  else
+    rc_regular_or_die "$RC_DIR/.pins/$p"
+    if [[ ! -f $RC_DIR/.pins/$p ]] || [[ $(orbit_sha256_file "$RC_DIR/.pins/$p") != "$h" ]]; then
+      orbit_die "$EXIT_PREFLIGHT" "cannot restore $p: .pins/$p is missing or does not match its pin. Restore it by hand (or orbit init --force for a script), or accept it with orbit recover --repin"
+    fi
+    cp -- "$RC_DIR/.pins/$p" "$staged"
+  fi
+  if [[ $p == *.sh && $p != */* ]] || [[ -x $f ]]; then
+    exec=1
+  fi
+  RC_RESTORE_FROM+=("$staged")
+  RC_RESTORE_TO+=("$f")
+  RC_RESTORE_EXEC+=("$exec")
+  RC_REPAIRS+=("$p restored to its pinned content (--restore-pinned)")
+}
+
+# rc_repo_relative_v PIN: REPLY is a 1.0 pin path (relative to the loop directory, through
+# ../) as a path relative to the repository; status 1 when it climbs out of it.
+rc_repo_relative_v() {
+  local -a parts=() out=()
+  local part
+  IFS=/ read -r -a out <<<"${RC_DIR#"$RC_REPO"/}"
+  IFS=/ read -r -a parts <<<"$1"
+  for part in "${parts[@]}"; do
+    case $part in
+      .. )
+        ((${#out[@]} > 0)) || return 1
+        unset 'out[${#out[@]}-1]'
+        ;;
+      . | '') ;;
+      *) out+=("$part") ;;
+    esac
+  done
+  local IFS=/
+  REPLY=${out[*]}
+}
+
+# rc_appeared_permission_files: agent permission files in the workspace that pins.sha256
+# does not list, once the first run has pinned (it pinned every one there was): each
+# appeared since (permission_hijack). --restore-pinned removes each (no pinned copy to put
+# back; a copy goes to the backup); otherwise the first is a broken pin.
+rc_appeared_permission_files() {
+  local g f pinned had_nullglob=0 IFS=''
+  local -a matches=() appeared=()
+  [[ -f $RC_DIR/.baseline-commit && -n $WS && -d $WS && ! -L $WS ]] || return 0
+  pinned=$'\n'$(cat -- "$RC_DIR/pins.sha256" 2>/dev/null || true)$'\n'
+  if shopt -q nullglob; then had_nullglob=1; fi
+  shopt -s nullglob
+  for g in "${ORBIT_PERMISSION_FILES[@]}"; do
+    # The root quoted (taken literally), the glob not: expanded, never split.
+    # shellcheck disable=SC2206
+    matches=("${WS%/}"/$g)
+    for f in "${matches[@]}"; do
+      if [[ -f $f && $pinned != *[0-9a-f]"  $f"$'\n'* ]]; then
+        appeared+=("$f")
+      fi
+    done
+  done
+  if ((!had_nullglob)); then shopt -u nullglob; fi
+  for f in "${appeared[@]}"; do
+    if ((F_RESTORE)); then
+      rc_regular_or_die "$f"
+      RC_REMOVES+=("$f")
+      RC_REPAIRS+=("$f appeared after the first run and has no pinned copy to restore: removed (--restore-pinned; the copy is in the backup)")
+    elif [[ -z $RC_BROKEN ]]; then
+      RC_BROKEN=$f
+      RC_BROKEN_REASON=$REASON_PERMISSION_HIJACK
+    fi
+  done
+}
+
+# rc_protected_sets: each protect set of pins.sets against what its glob matches in the
+# workspace now (git ls-files -z --cached --others --exclude-standard, sorted bytewise,
+# hashed as the runner hashes it): a file added since the first run is reward_hack like an
+# edit. --restore-pinned removes each added file (no pinned copy; a copy goes to the
+# backup); a removed one is restored by its pin. Otherwise the first changed set is a broken
+# pin (orbit recover's protected_sets).
+rc_protected_sets() {
+  local line h g now pinned rel n=0 list
+  [[ -f $RC_DIR/$ORBIT_PINS_SETS && -n $WS && -d $WS && ! -L $WS ]] || return 0
+  pinned=$'\n'$(cat -- "$RC_DIR/pins.sha256" 2>/dev/null || true)$'\n'
+  list=$(mktemp "${TMPDIR:-/tmp}/orbit-set.XXXXXX")
+  while IFS= read -r line || [[ -n $line ]]; do
+    n=$((n + 1))
+    [[ $line =~ ^([0-9a-f]{64})\ \ (.+)$ ]] || continue
+    h=${BASH_REMATCH[1]} g=${BASH_REMATCH[2]}
+    GIT_OPTIONAL_LOCKS=0 git -C "$WS" -c core.fsmonitor=false ls-files -z --cached --others \
+      --exclude-standard -- ":(glob)$g" 2>/dev/null | LC_ALL=C sort -zu >"$list" || continue
+    now=$(orbit_sha256_stdin <"$list")
+    [[ $now != "$h" ]] || continue
+    while IFS= read -r -d '' rel; do
+      if [[ $pinned != *[0-9a-f]"  ${WS%/}/$rel"$'\n'* ]] && ((F_RESTORE)); then
+        rc_regular_or_die "${WS%/}/$rel"
+        RC_REMOVES+=("${WS%/}/$rel")
+        RC_REPAIRS+=("${WS%/}/$rel was added to the protected set '$g' after the first run and has no pinned copy: removed (--restore-pinned; the copy is in the backup)")
+      fi
+    done <"$list"
+    if ((!F_RESTORE)) && [[ -z $RC_BROKEN ]]; then
+      RC_BROKEN="the protected set '$g' ($ORBIT_PINS_SETS:$n)"
+      RC_BROKEN_REASON=$REASON_REWARD_HACK
+    fi
+  done <"$RC_DIR/$ORBIT_PINS_SETS"
+  rm -f -- "$list"
 }
 
 # ---- the workspace (contract 2.0): recreated from the loop branch when it is missing; a
@@ -450,6 +845,133 @@ rc_migrate_check() {
   fi
 }
 
+# rc_distrust_unrecorded_state: a state.env that is not one the journal's last state_write
+# (or recovery) records — the same generation with another sha256, or a later generation
+# it never recorded — is set aside and rebuilt from the evidence (orbit recover's
+# distrust_unrecorded_state); a torn checkpoint, or a journal with no sha256, proves
+# nothing.
+rc_distrust_unrecorded_state() {
+  local have why=''
+  ((RC_OLD_OK && !RC_OLD_TORN)) || return 0
+  [[ -n $RC_STATE_REC_SHA && -n $RC_STATE_REC_GEN ]] || return 0
+  have=$(orbit_sha256_file "$RC_DIR/state.env")
+  if ((O[GEN] == RC_STATE_REC_GEN)) && [[ $have != "$RC_STATE_REC_SHA" ]]; then
+    why="events.jsonl:$RC_STATE_REC_LINE says gen $RC_STATE_REC_GEN was written with sha256 ${RC_STATE_REC_SHA:0:12}, the file is ${have:0:12}"
+  elif ((O[GEN] > RC_STATE_REC_GEN)); then
+    why="the journal's last record of it (events.jsonl:$RC_STATE_REC_LINE) is gen $RC_STATE_REC_GEN"
+  else
+    return 0
+  fi
+  RC_REPAIRS+=("state.env (gen ${O[GEN]}) is not a state the journal records ($why): written by something other than the runner (loop_tamper); rebuilt from the evidence")
+  RC_OLD_GEN=${O[GEN]}
+  RC_OLD_OK=0
+  RC_SIDECAR_OK=0
+  O=()
+}
+
+# rc_set_aside_untrusted VERDICT: result records the journal does not vouch for (another
+# sha256 than their iteration_result gives; none announced where the runner announces every
+# record, save its own unfinished record of iteration L+1) are moved aside, never deleted
+# (orbit recover's set_aside_untrusted_records). L's own record, when L (ending VERDICT) is
+# retried or claims DONE, is left to the schedule.
+rc_set_aside_untrusted() {
+  local verdict=$1 d n why have
+  while IFS= read -r d; do
+    n=${d##*/}
+    ((${#n} <= 9)) || continue
+    n=$((10#$n))
+    [[ -f $d/result.env && ! -L $d/result.env ]] || continue
+    if ((n == RC_LAST)) && [[ $verdict == "$STATUS_ABORTED" || $verdict == "$STATUS_BLOCKED" || $verdict == "$STATUS_DONE" ]]; then
+      continue
+    fi
+    why=''
+    if [[ -n ${EVR[$n]:-} ]]; then
+      if [[ ${EVR[$n]} != - ]]; then
+        have=$(orbit_sha256_file "$d/result.env")
+        if [[ $have != "${EVR[$n]}" ]]; then
+          why="it is not the record the runner wrote (its iteration_result says sha256 ${EVR[$n]:0:12}, the file is ${have:0:12})"
+        fi
+      fi
+    elif [[ -n $RC_FIRST_IR ]] && ((n >= RC_FIRST_IR && n != RC_LAST + 1)); then
+      why='no iteration_result event announces it (planted)'
+    fi
+    if [[ -n $why ]]; then
+      rc_set_aside_record "$n" "$why" result.env
+    fi
+  done < <(find "$RC_DIR/iterations" -mindepth 1 -maxdepth 1 -type d -name '[0-9][0-9][0-9][0-9][0-9][0-9]*' ! -name '*[!0-9]*' 2>/dev/null | LC_ALL=C sort)
+}
+
+# rc_set_aside_record N WHY [FILE]: moves iteration N's FILE (or everything of the attempt)
+# into iterations/N/untrusted.K/.
+rc_set_aside_record() {
+  local n=$1 why=$2 file=${3:-} idir k f moved=0
+  idir=$(rc_iter_dir "$n")
+  [[ -d $idir && ! -L $idir ]] || return 0
+  k=1
+  while [[ -e $idir/untrusted.$k ]]; do k=$((k + 1)); done
+  while IFS= read -r f; do
+    RC_MOVES_FROM+=("$f")
+    RC_MOVES_TO+=("$idir/untrusted.$k/${f##*/}")
+    moved=1
+  done < <(if [[ -n $file ]]; then
+    if [[ -e $idir/$file ]]; then printf '%s\n' "$idir/$file"; fi
+  else
+    find "$idir" -mindepth 1 -maxdepth 1 ! -name 'retried.*' ! -name 'untrusted.*' | LC_ALL=C sort
+  fi)
+  if ((moved)); then
+    RC_REPAIRS+=("iteration $n's record set aside in iterations/$(printf '%06d' "$n")/untrusted.$k/: $why")
+  fi
+}
+
+# rc_done_distrust_v N: REPLY says why iteration N's DONE (its last iteration_end says DONE)
+# is not to be believed, or is empty (orbit recover's done_distrusted): (a) the journal
+# chains throughout and the DONE came after its last seal; (c) iterations/N/result.env is
+# a record saying VERDICT=DONE, the one its iteration_result announced (where the runner
+# announces them); (d) when the loop commits, the loop branch holds the iteration's commit,
+# or, for an iteration that changed nothing, the tree its record ends with.
+rc_done_distrust_v() {
+  local n=$1 rec have branch autocommit=true line tree
+  REPLY=''
+  if [[ -n $RC_EV_BREAK_LINE ]]; then
+    REPLY="the journal's chain breaks at events.jsonl:$RC_EV_BREAK_LINE ($RC_EV_BREAK_WHY)"
+    return 0
+  fi
+  if [[ -n $RC_LAST_SEAL && -n ${EVL[$n]:-} ]] && ((EVL[$n] < RC_LAST_SEAL)); then
+    REPLY="its iteration_end came before the journal was sealed after a break (events.jsonl:$RC_LAST_SEAL)"
+    return 0
+  fi
+  rec="$(rc_iter_dir "$n")/result.env"
+  if ! result_parse "$rec" || [[ ${RP[VERDICT]:-} != "$STATUS_DONE" ]]; then
+    printf -v REPLY 'iterations/%06d/result.env is missing, is no record, or does not say VERDICT=DONE' "$n"
+    return 0
+  fi
+  if [[ -n ${EVR[$n]:-} ]]; then
+    if [[ ${EVR[$n]} != - ]]; then
+      have=$(orbit_sha256_file "$rec")
+      if [[ $have != "${EVR[$n]}" ]]; then
+        printf -v REPLY 'iterations/%06d/result.env is not the record the runner wrote (its iteration_result says sha256 %s, the file is %s)' "$n" "${EVR[$n]:0:12}" "${have:0:12}"
+        return 0
+      fi
+    fi
+  elif [[ -n $RC_FIRST_IR ]] && ((n >= RC_FIRST_IR)); then
+    printf -v REPLY 'no iteration_result event announces iterations/%06d/result.env (the runner announces every record)' "$n"
+    return 0
+  fi
+  line=$(grep -m 1 -E '^autocommit = (true|false)$' -- "$RC_DIR/loop.toml" || true)
+  if [[ -n $line ]]; then autocommit=${line#autocommit = }; fi
+  [[ $autocommit == true ]] || return 0
+  branch=${O[ITER_BRANCH]:-orbit/$RC_NAME}
+  while IFS= read -r line; do
+    if [[ $line == "$RC_NAME|$n" ]]; then return 0; fi
+  done < <(rc_git log "refs/heads/$branch" \
+    --format='%(trailers:key=Orbit-Loop,valueonly,separator=%x2C)|%(trailers:key=Orbit-Iteration,valueonly,separator=%x2C)' -- 2>/dev/null || true)
+  if [[ ${RP[CHANGED]:-} == 0 && -n ${RP[TREE_AFTER]:-} ]]; then
+    tree=$(rc_git rev-parse --verify -q "refs/heads/$branch^{tree}" 2>/dev/null || true)
+    if [[ $tree == "${RP[TREE_AFTER]}" ]]; then return 0; fi
+  fi
+  REPLY="the loop commits, but no commit on $branch carries Orbit-Iteration: $n (and the branch's tree is not the one the record ends with)"
+}
+
 # ---- the plan
 rc_plan() {
   local ev_max=0 pg_max=0 git_max n verdict='' source='' retry=0 done=0 next k f idir
@@ -457,6 +979,7 @@ rc_plan() {
   rc_read_old
   rc_read_events
   rc_read_progress
+  rc_distrust_unrecorded_state
   for n in "${!EVV[@]}"; do
     if ((n > ev_max)); then ev_max=$n; fi
   done
@@ -477,14 +1000,18 @@ rc_plan() {
   if ((RC_LAST > 0)) && [[ $verdict == "$STATUS_ABORTED" || $verdict == "$STATUS_BLOCKED" ]]; then
     retry=1
   fi
-  # DONE only from a record that parses (as orbit recover reads it) and says DONE.
-  if ((RC_LAST > 0)) && [[ ${EVV[$RC_LAST]:-} == "$STATUS_DONE" ]] &&
-    result_parse "$(rc_iter_dir "$RC_LAST")/result.env" && [[ ${RP[VERDICT]:-} == "$STATUS_DONE" ]]; then
-    done=1
+  rc_set_aside_untrusted "$verdict"
+  # DONE only when every record of it agrees (orbit recover's done_distrusted); otherwise
+  # the iteration runs again.
+  local why=''
+  if ((RC_LAST > 0)) && [[ ${EVV[$RC_LAST]:-} == "$STATUS_DONE" ]]; then
+    rc_done_distrust_v "$RC_LAST"
+    why=$REPLY
+    if [[ -z $why ]]; then done=1; fi
   fi
   if ((RC_LAST == 0)); then
     next=${O[NEXT_ITERATION]:-1}
-  elif ((retry)); then
+  elif ((retry)) || [[ -n $why ]]; then
     next=$RC_LAST
   else
     next=$((RC_LAST + 1))
@@ -500,8 +1027,16 @@ rc_plan() {
     done < <(find "$idir" -mindepth 1 -maxdepth 1 ! -name 'retried.*' | LC_ALL=C sort)
     RC_REPAIRS+=("iteration $RC_LAST ended $verdict: it is retried, its record kept in iterations/$(printf '%06d' "$RC_LAST")/retried.$k/")
   fi
-  if ((!retry && !done && RC_LAST > 0)) && [[ -f $(rc_iter_dir "$next")/result.env ]]; then
-    RC_NOTES+=("iteration $next was recorded (iterations/$(printf '%06d' "$next")/result.env) but not closed: the next run completes it without running it again")
+  if [[ -n $why ]]; then
+    RC_NOTES+=("iteration $RC_LAST's DONE is not trusted: $why; it runs again")
+    rc_set_aside_record "$RC_LAST" "its DONE is not trusted: $why" ''
+  fi
+  if ((!retry && !done && RC_LAST > 0)) && [[ -z $why && -f $(rc_iter_dir "$next")/result.env ]]; then
+    if [[ -n $RC_FIRST_IR && -z ${EVR[$next]:-} ]] && ((next >= RC_FIRST_IR)); then
+      RC_NOTES+=("iteration $next was recorded (iterations/$(printf '%06d' "$next")/result.env) but never announced (no iteration_result): the runner died right after writing it, and the next run does the iteration again")
+    else
+      RC_NOTES+=("iteration $next was recorded (iterations/$(printf '%06d' "$next")/result.env) but not closed: the next run completes it without running it again")
+    fi
   fi
   rc_pins
   if ((F_STALL)) && [[ -s $RC_DIR/.action-sig.log ]]; then
@@ -536,6 +1071,8 @@ rc_plan() {
     if [[ $RC_BROKEN == goal.md ]]; then b=-goal; fi
     RC_NOTES+=("the pin of $RC_BROKEN is still broken ($RC_BROKEN_REASON): review the change, then --repin$b or --restore-pinned")
     status=$STATUS_ABORTED reason=$RC_BROKEN_REASON
+  elif rc_holds_git_tamper; then
+    status=$STATUS_ABORTED reason=$REASON_GIT_TAMPER
   elif [[ $cb_state == "$CB_OPEN" ]]; then
     status=$STATUS_BLOCKED reason=$REASON_CIRCUIT_OPEN
   elif ((RC_OLD_OK)); then
@@ -643,7 +1180,7 @@ rc_plan() {
     RC_STATE_WRITE=0
   fi
   if ((RC_STATE_WRITE)); then
-    b=${O[GEN]:-0}
+    b=${O[GEN]:-${RC_OLD_GEN:-0}}
     if [[ -n $RC_SIDECAR_GEN ]] && ((RC_SIDECAR_GEN > b)); then
       b=$RC_SIDECAR_GEN
     fi
@@ -651,11 +1188,26 @@ rc_plan() {
   fi
 }
 
+# rc_holds_git_tamper: a loop stopped on git_tamper (by its state, or by its last loop_stop
+# when there is no state to ask) stays ABORTED until orbit recover --repin accepts git's
+# config, hooks and excludes after a review (orbit recover's holds_git_tamper).
+rc_holds_git_tamper() {
+  if ((RC_OLD_OK)); then
+    [[ ${O[LAST_STATUS]} == "$STATUS_ABORTED" && ${O[STOP_REASON]} == "$REASON_GIT_TAMPER" ]] || return 1
+  else
+    [[ $RC_LAST_STOP == "$STATUS_ABORTED $REASON_GIT_TAMPER" ]] || return 1
+  fi
+  RC_NOTES+=("the loop stopped on git_tamper: review 'git -C $RC_REPO config --list --show-origin', .git/hooks and .git/info, undo what you did not make, then orbit recover --repin")
+  return 0
+}
+
 # Whether the plan changes anything. A progress.md whose last marker only lacks its final
 # newline is no change by itself (the runner adds it); it is mended when recover writes.
 rc_plan_has_changes() {
   [[ -n $RC_WS_ADD || -n $RC_BH_WRITE ]] ||
     ((RC_STATE_WRITE || RC_PINS_WRITE || RC_GOAL_COPY || RC_SIG_CLEAR || RC_EV_TORN || ${#RC_MOVES_FROM[@]} > 0)) ||
+    [[ -n $RC_EV_BREAK_LINE || -n $RC_PG_BREAK_OFF ]] || ((${#RC_PG_STRAY[@]} > 0)) ||
+    ((${#RC_RESTORE_TO[@]} > 0 || ${#RC_REMOVES[@]} > 0)) ||
     [[ $RC_PG_TAIL == torn ]]
 }
 
@@ -692,6 +1244,12 @@ rc_dry_run() {
   if ((RC_PINS_WRITE)); then printf 'write: pins.sha256 (the old copy to backups/)\n'; fi
   if ((RC_GOAL_COPY)); then printf 'write: .pins/goal.md (the old copy to backups/)\n'; fi
   if ((RC_SIG_CLEAR)); then printf 'write: .action-sig.log (the old copy to backups/)\n'; fi
+  for i in "${!RC_RESTORE_TO[@]}"; do
+    printf 'write: %s (the old copy to backups/)\n' "${RC_RESTORE_TO[i]#"$RC_DIR"/}"
+  done
+  for i in "${!RC_REMOVES[@]}"; do
+    printf 'remove: %s (a copy to backups/)\n' "${RC_REMOVES[i]}"
+  done
   for i in "${!RC_MOVES_FROM[@]}"; do
     printf 'move: %s → %s\n' "${RC_MOVES_FROM[i]#"$RC_DIR"/}" "${RC_MOVES_TO[i]#"$RC_DIR"/}"
   done
@@ -703,7 +1261,14 @@ rc_dry_run() {
 rc_backup() {
   local src=$1 bdir=$2 rel
   [[ -f $src ]] || return 0
-  rel=${src#"$RC_DIR"/}
+  # Loop files under their own path; repository files (the workspace's) under repo/.
+  if [[ $src == "$RC_DIR"/* ]]; then
+    rel=${src#"$RC_DIR"/}
+  elif [[ $src == "$RC_REPO"/* ]]; then
+    rel=repo/${src#"$RC_REPO"/}
+  else
+    rel=other/${src##*/}
+  fi
   mkdir -p -- "$(dirname -- "$bdir/$rel")"
   cp -p -- "$src" "$bdir/$rel.tmp.$$"
   mv -f -- "$bdir/$rel.tmp.$$" "$bdir/$rel"
@@ -725,6 +1290,7 @@ rc_apply() {
   if ((RC_PINS_WRITE)); then rc_backup "$RC_DIR/pins.sha256" "$bdir"; fi
   if ((RC_GOAL_COPY)); then rc_backup "$RC_DIR/.pins/goal.md" "$bdir"; fi
   if ((RC_SIG_CLEAR)); then rc_backup "$RC_DIR/.action-sig.log" "$bdir"; fi
+  for f in "${RC_RESTORE_TO[@]}" "${RC_REMOVES[@]}"; do rc_backup "$f" "$bdir"; done
   rc_backup "$RC_DIR/progress.md" "$bdir"
   rc_backup "$RC_DIR/events.jsonl" "$bdir"
   if ((RC_STATE_WRITE)); then
@@ -762,6 +1328,27 @@ rc_apply() {
   if ((RC_SIG_CLEAR)); then
     orbit_write_file "$RC_DIR/.action-sig.log" '' || orbit_die "$EXIT_FAILURE" "cannot write .action-sig.log"
   fi
+  # --restore-pinned: each staged copy into place (temp beside it, then a rename), then the
+  # removals (their copies are in the backup).
+  for i in "${!RC_RESTORE_TO[@]}"; do
+    dest=${RC_RESTORE_TO[i]}
+    mkdir -p -- "${dest%/*}"
+    cp -- "${RC_RESTORE_FROM[i]}" "$dest.tmp.$$" || orbit_die "$EXIT_FAILURE" "cannot write $dest"
+    if ((RC_RESTORE_EXEC[i])); then chmod 755 -- "$dest.tmp.$$"; else chmod 644 -- "$dest.tmp.$$"; fi
+    mv -f -- "$dest.tmp.$$" "$dest" || orbit_die "$EXIT_FAILURE" "cannot write $dest"
+  done
+  for f in "${RC_REMOVES[@]}"; do
+    rm -f -- "$f" || orbit_die "$EXIT_FAILURE" "cannot remove $f"
+  done
+  # Their index entries back to the head: a rename or removal the agent staged is undone.
+  local -a ws_paths=()
+  for f in "${RC_RESTORE_TO[@]}" "${RC_REMOVES[@]}"; do
+    if [[ -n $WS && $f == "${WS%/}"/?* ]]; then ws_paths+=("${f#"${WS%/}"/}"); fi
+  done
+  if ((${#ws_paths[@]} > 0)); then
+    GIT_LITERAL_PATHSPECS=1 git -C "$WS" -c core.fsmonitor=false reset -q -- "${ws_paths[@]}" ||
+      orbit_die "$EXIT_FAILURE" "git reset in $WS failed (the files are restored; their index entries are not)"
+  fi
   # progress.md: the torn tail trimmed, the Recovery entry appended; one atomic rename.
   tmp="$RC_DIR/.progress.md.tmp.$$"
   : >"$tmp"
@@ -773,6 +1360,15 @@ rc_apply() {
     fi
     if [[ $RC_PG_TAIL == newline ]]; then
       printf '\n' >>"$tmp"
+    fi
+    # A chain broken by a rewritten entry: sealed there; lines outside any entry: gone.
+    if [[ -n $RC_PG_BREAK_OFF ]]; then
+      head -c "$RC_PG_BREAK_OFF" -- "$tmp" >"$tmp.cut"
+      mv -f -- "$tmp.cut" "$tmp"
+    fi
+    if ((${#RC_PG_STRAY[@]} > 0)); then
+      awk -v drop=" ${RC_PG_STRAY[*]} " 'index(drop, " " NR " ") == 0' "$tmp" >"$tmp.cut"
+      mv -f -- "$tmp.cut" "$tmp"
     fi
   fi
   PG_FILE=$tmp
@@ -803,11 +1399,10 @@ rc_apply() {
   EV_SEQ=0
   EV_PREV=0000000000000000000000000000000000000000000000000000000000000000
   events_open "$tmp"
-  orbit_event recovery "$iter" by recover.sh flags "${flags_text:-none}" repairs "${#RC_REPAIRS[@]}" \
-    next_iteration "${S[NEXT_ITERATION]}" status "${S[LAST_STATUS]}" reason "${S[STOP_REASON]}" \
-    gen "${S[GEN]}" backup "$brel"
-  mv -f -- "$tmp" "$RC_DIR/events.jsonl"
-  # The checkpoint, last.
+  # The state.env the loop will have (written below, its text fixed now; or the one kept):
+  # the event carries its sha256, so that audit and recover can check state.env against it.
+  local state_sha=''
+  local -a extra=()
   if ((RC_STATE_WRITE)); then
     S[LAST_UPDATED_AT]=$now
     text=$(
@@ -815,6 +1410,20 @@ rc_apply() {
       printf x
     )
     text=${text%x}
+    state_sha=$(orbit_sha256_str "$text")
+  elif [[ -f $RC_DIR/state.env ]]; then
+    state_sha=$(orbit_sha256_file "$RC_DIR/state.env")
+  fi
+  if [[ -n $state_sha ]]; then extra+=(state_sha256 "$state_sha"); fi
+  if [[ -n $RC_EV_BREAK_LINE ]]; then
+    extra+=(journal_break "$RC_EV_BREAK_LINE" journal_break_why "$RC_EV_BREAK_WHY" journal_dropped "$RC_EV_DROPPED")
+  fi
+  orbit_event recovery "$iter" by recover.sh flags "${flags_text:-none}" repairs "${#RC_REPAIRS[@]}" \
+    next_iteration "${S[NEXT_ITERATION]}" status "${S[LAST_STATUS]}" reason "${S[STOP_REASON]}" \
+    gen "${S[GEN]}" "${extra[@]}" backup "$brel"
+  mv -f -- "$tmp" "$RC_DIR/events.jsonl"
+  # The checkpoint, last.
+  if ((RC_STATE_WRITE)); then
     orbit_write_file "$RC_DIR/state.env" "$text" ||
       orbit_die "$EXIT_FAILURE" "cannot write state.env (disk full or read-only?): the backup is in $brel"
     orbit_write_file "$RC_DIR/state.env.sha256" "$(state_sidecar_text "$text" "${S[GEN]}")" ||
@@ -839,6 +1448,10 @@ main() {
   fi
   rc_locate
   orbit_sha_detect
+  # The staged copies of --restore-pinned are gone however recover.sh ends, and so is the
+  # hashing coprocess (one process for the journal's many line hashes, where perl is).
+  trap 'orbit_hasher_stop; if [[ -n $RC_STAGE ]]; then rm -rf -- "$RC_STAGE"; fi' EXIT
+  orbit_hasher_start
   if rc_lock_held; then
     orbit_die "$EXIT_LOCKED" "$RC_HOLDER: recover.sh refuses to change a running loop. Stop the runner (or let it finish), then run it again."
   fi

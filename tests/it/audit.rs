@@ -233,7 +233,12 @@ fn done_without_a_passing_verify_is_a_verify_gap() {
         "verify_gap",
         &repo,
         "DONE",
-        &[("VERIFY_GAP", "P0"), ("STATE_DRIFT", "P1")],
+        // A DONE written into state.env by hand: the journal names another state.
+        &[
+            ("VERIFY_GAP", "P0"),
+            ("STATE_DRIFT", "P1"),
+            ("LOOP_TAMPER", "P0"),
+        ],
         3,
     );
 }
@@ -287,7 +292,15 @@ fn unparseable_state_names_its_line() {
 fn state_rolled_back_behind_progress_and_events() {
     let (repo, dir) = one_tick();
     reseal_state(&dir, |t| t.replace("NEXT_ITERATION=2", "NEXT_ITERATION=1"));
-    let v = gallery("state_drift", &repo, "IDLE", &[("STATE_DRIFT", "P1")], 1);
+    // Rolled back by hand (resealed): the journal names another state, and the records are
+    // ahead of it.
+    let v = gallery(
+        "state_drift",
+        &repo,
+        "IDLE",
+        &[("STATE_DRIFT", "P1"), ("LOOP_TAMPER", "P0")],
+        3,
+    );
     let evidence: Vec<&str> = v["loops"][0]["findings"]
         .as_array()
         .unwrap()
@@ -966,6 +979,8 @@ fn a_contract_1_loop_is_outdated_until_migrated() {
             .map(|l| format!("{l}\n"))
             .collect()
     });
+    // As a 1.0 runner left it: the journal names this state.
+    crate::support::announce_state(&dir);
     let v = gallery(
         "contract_outdated",
         &repo,
@@ -1248,6 +1263,10 @@ fn status_prints_one_line_per_loop() {
     );
     assert_ok(&out, "orbit init (second loop)");
     let status = orbit_nc(&repo, &["status"]);
+    if status.status.code() != Some(0) {
+        let a = orbit_nc(&repo, &["audit"]);
+        panic!("AUDIT {}", String::from_utf8_lossy(&a.stdout));
+    }
     assert_code(&status, 0, "orbit status");
     let summary = orbit_nc(&repo, &["audit", "--summary"]);
     // The same lines, but for the last activity's age: a second may pass between the two.
@@ -1427,4 +1446,494 @@ mod arbitrary {
             }
         }
     }
+}
+
+// ---- files that are not what the runner writes
+
+/// `orbit ARGS` under a watchdog: a command that blocks (on a FIFO, say) fails the test
+/// after 20 s instead of hanging the suite.
+fn orbit_watched(repo: &Repo, args: &[&str]) -> Output {
+    let mut cmd = command(orbit_bin());
+    cmd.args(args)
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("NO_COLOR", "1");
+    run_bounded(cmd, Duration::from_secs(20))
+}
+
+fn mkfifo(path: &Path) {
+    let st = command("mkfifo").arg(path).status().unwrap();
+    assert!(st.success(), "mkfifo {}", path.display());
+}
+
+#[test]
+fn a_loop_file_swapped_for_a_fifo_or_a_link_is_loop_tamper_and_nothing_waits_on_it() {
+    let (repo, dir) = one_tick();
+    let aside = repo.bin.path().join("aside");
+    for rel in [
+        "state.env",
+        "events.jsonl",
+        "progress.md",
+        "iterations/000001/result.env",
+        "pins.sha256",
+    ] {
+        for kind in ["fifo", "symlink"] {
+            let path = dir.join(rel);
+            fs::rename(&path, &aside).unwrap();
+            let what = if kind == "fifo" {
+                mkfifo(&path);
+                "a FIFO"
+            } else {
+                std::os::unix::fs::symlink(&aside, &path).unwrap();
+                "a symlink"
+            };
+            let case = format!("{rel} as {what}");
+
+            let out = orbit_watched(&repo, &["audit", "--json", LOOP]);
+            assert_code(&out, 3, &case);
+            let v = json_of(&out);
+            let f = finding(&v, "LOOP_TAMPER");
+            assert_eq!(f["severity"], "P0", "{case}: {f}");
+            assert_eq!(f["evidence"], format!("{rel}:0"), "{case}: {f}");
+            assert!(f["message"].as_str().unwrap().contains(what), "{case}: {f}");
+            // What comes back after the removal: the rebuilt records, or (for the manifest)
+            // the pins of the files as they are.
+            let flag = if rel == "pins.sha256" { " --repin" } else { "" };
+            assert_eq!(
+                f["fix"],
+                format!("rm -- {LOOP}/{rel} && orbit recover {LOOP}{flag}"),
+                "{case}"
+            );
+            let out = orbit_watched(&repo, &["audit", LOOP]);
+            assert_code(&out, 3, &case);
+            assert!(String::from_utf8_lossy(&out.stdout).contains("LOOP_TAMPER"));
+
+            let out = orbit_watched(&repo, &["status", LOOP]);
+            assert_code(&out, 3, &format!("{case}: status"));
+            assert!(
+                String::from_utf8_lossy(&out.stdout).contains(&format!("next: orbit audit {LOOP}")),
+                "{case}: {}",
+                text(&out)
+            );
+
+            // The report either is made without the file or says why it cannot be.
+            let out = orbit_watched(&repo, &["report", LOOP]);
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() || (said.contains(rel) && said.contains(what)),
+                "{case}: report\n{}",
+                text(&out)
+            );
+            if out.status.success() {
+                assert!(
+                    String::from_utf8_lossy(&out.stdout).contains("LOOP_TAMPER"),
+                    "{case}: the report names the finding\n{}",
+                    text(&out)
+                );
+            }
+
+            let before = fs::read_dir(&dir).unwrap().count();
+            let out = orbit_watched(&repo, &["recover", "--dry-run", LOOP]);
+            assert_code(&out, 2, &format!("{case}: recover --dry-run"));
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                said.contains(&format!("{rel} is {what}")) && said.contains("loop_tamper"),
+                "{case}: {said}"
+            );
+            let out = orbit_watched(&repo, &["recover", LOOP]);
+            assert_code(&out, 2, &format!("{case}: recover"));
+
+            let mut cmd = command("bash");
+            cmd.arg(dir.join("recover.sh"))
+                .arg("--dry-run")
+                .current_dir(repo.path())
+                .env("PATH", repo.path_env());
+            let out = run_bounded(cmd, Duration::from_secs(20));
+            assert_code(&out, 2, &format!("{case}: recover.sh --dry-run"));
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                said.contains(&format!("{rel} is {what}")) && said.contains("loop_tamper"),
+                "{case}: {said}"
+            );
+            assert_eq!(
+                fs::read_dir(&dir).unwrap().count(),
+                before,
+                "{case}: nothing written"
+            );
+
+            fs::remove_file(&path).unwrap();
+            fs::rename(&aside, &path).unwrap();
+        }
+    }
+    // Put back, the loop is whole again.
+    let out = orbit_watched(&repo, &["audit", "--json", LOOP]);
+    assert_code(&out, 0, "the restored loop");
+    // The pasted fix of a FIFO state.env brings the loop back: removed, rebuilt.
+    let next = state_value(&dir, "NEXT_ITERATION");
+    fs::remove_file(dir.join("state.env")).unwrap();
+    mkfifo(&dir.join("state.env"));
+    let f = finding(
+        &json_of(&orbit_watched(&repo, &["audit", "--json", LOOP])),
+        "LOOP_TAMPER",
+    );
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    let out = orbit_watched(&repo, &["audit", "--json", LOOP]);
+    assert_code(&out, 0, "after the fix");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), next);
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "the loop goes on",
+    );
+}
+
+/// Runs a finding's fix as a user would paste it, with orbit on PATH.
+fn apply_orbit_fix(repo: &Repo, fix: &str) {
+    let mut cmd = command("bash");
+    cmd.arg("-c").arg(fix).current_dir(repo.path()).env(
+        "PATH",
+        format!(
+            "{}:{}",
+            orbit_bin().parent().unwrap().display(),
+            repo.path_env()
+        ),
+    );
+    assert_ok(&run_bounded(cmd, Duration::from_secs(60)), fix);
+}
+
+// ---- integrity stops with no pin to show: loop and git tampering
+
+#[test]
+fn a_git_tamper_stop_is_git_tamper_and_its_fix_says_what_to_review() {
+    let root = |repo: &Repo| fs::canonicalize(repo.path()).unwrap();
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "swapper",
+        &format!(
+            "cat >/dev/null\n[ \"$ORBIT_PHASE\" = work ] || exit 0\nmark=$(dirname -- \"$0\")/swapped\nif [ -e \"$mark\" ]; then echo work >> work.txt; exit 0; fi\ntouch \"$mark\"\nws=$ORBIT_WORKSPACE\ncd /\nrm -rf \"$ws\"\nln -s '{}' \"$ws\"",
+            root(&repo).display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 3, "swapped");
+    fs::remove_file(repo.join(WORKSPACE)).unwrap();
+    // The workspace comes back; the stop stays (only --repin moves a git_tamper on).
+    assert_ok(&orbit_nc(&repo, &["recover", LOOP]), "recover");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "git_tamper");
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(
+        !classes(&v).iter().any(|(c, _)| c == "SCRIPT_TAMPER"),
+        "{v}"
+    );
+    let f = finding(&v, "GIT_TAMPER");
+    assert_eq!(f["severity"], "P0");
+    let msg = f["message"].as_str().unwrap();
+    let r = root(&repo).display().to_string();
+    for want in [
+        format!("git -C {r} config --list --show-origin"),
+        format!("{r}/.git/hooks"),
+        format!("{r}/.git/info"),
+    ] {
+        assert!(msg.contains(&want), "{want} not in {msg}");
+    }
+    assert!(
+        f["evidence"].as_str().unwrap().starts_with("events.jsonl:"),
+        "{f}"
+    );
+    assert_eq!(f["fix"], format!("orbit recover {LOOP} --repin"));
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "the loop goes on",
+    );
+}
+
+#[test]
+fn a_loop_tamper_stop_names_the_file_and_recover_moves_on() {
+    let (repo, dir) = one_tick();
+    // A runner that found cost.ledger changed behind it stopped like this.
+    let generation: u64 = state_value(&dir, "GEN").parse().unwrap();
+    reseal_state(&dir, |t| {
+        t.replace("LAST_STATUS=CONTINUE", "LAST_STATUS=ABORTED")
+            .replace("STOP_REASON=tick", "STOP_REASON=loop_tamper")
+            .replace(
+                &format!("GEN={generation}\n"),
+                &format!("GEN={}\n", generation + 1),
+            )
+    });
+    append_event(
+        &dir,
+        "integrity_fail",
+        1,
+        &[
+            ("when", "after agent"),
+            ("code", "loop_tamper"),
+            ("file", "cost.ledger"),
+            ("expected", "aaaa"),
+            ("actual", "bbbb"),
+        ],
+    );
+    let generation = (generation + 1).to_string();
+    append_event(
+        &dir,
+        "state_write",
+        1,
+        &[
+            ("gen", &generation),
+            ("status", "ABORTED"),
+            ("reason", "loop_tamper"),
+            ("next_iteration", "2"),
+        ],
+    );
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert_eq!(v["loops"][0]["verdict"], "ABORTED");
+    let f = finding(&v, "LOOP_TAMPER");
+    assert_eq!(f["severity"], "P0");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("cost.ledger changed behind the runner (expected aaaa, found bbbb)"),
+        "{f}"
+    );
+    assert!(f["evidence"].as_str().unwrap().starts_with("events.jsonl:"));
+    assert_eq!(f["fix"], format!("orbit recover {LOOP}"));
+    assert!(
+        !classes(&v).iter().any(|(c, _)| c == "SCRIPT_TAMPER"),
+        "{v}"
+    );
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "CONTINUE");
+}
+
+#[test]
+fn a_permission_file_that_appeared_is_permission_hijack_and_its_fix_removes_it() {
+    let (repo, dir) = new_loop(
+        "mark=$(dirname -- \"$0\")/planted\nif [ \"$ORBIT_ITERATION\" = 2 ] && [ ! -e \"$mark\" ]; then touch \"$mark\"; mkdir -p .claude && echo '{\"permissions\":{\"allow\":[\"Bash(*)\"]}}' > .claude/settings.local.json; fi\necho \"work $ORBIT_ITERATION\" >> work.txt",
+        &["test -f ok.txt"],
+        &["--loop-timeout", "8h"],
+    );
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 10, "tick 1");
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 3, "tick 2");
+    let planted = fs::canonicalize(repo.join(WORKSPACE))
+        .unwrap()
+        .join(".claude/settings.local.json");
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    let f = finding(&v, "PERMISSION_HIJACK");
+    assert_eq!(f["severity"], "P0");
+    assert_eq!(f["evidence"], format!("{}:1", planted.display()));
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("appeared after the first run"),
+        "{f}"
+    );
+    assert_eq!(f["fix"], format!("orbit recover {LOOP} --restore-pinned"));
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    assert!(!planted.exists());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    // The aborted iteration's change stays in the workspace for review (WORKSPACE_DIRTY);
+    // the hijack is gone.
+    assert!(
+        !classes(&v).iter().any(|(c, _)| c == "PERMISSION_HIJACK"),
+        "{v}"
+    );
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "the loop goes on",
+    );
+}
+
+// ---- records against the journal that announced them
+
+#[test]
+fn a_state_the_journal_did_not_record_is_loop_tamper_and_recover_rebuilds_it() {
+    let (repo, dir) = one_tick();
+    announce_records(&dir);
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "an announced journal is clean: {v}");
+    // Sealed to match, same generation: only the journal's sha256 tells.
+    reseal_state(&dir, |t| t.replace("VERIFY_STREAK=0", "VERIFY_STREAK=1"));
+    let out = orbit_nc(&repo, &["audit", "--json", LOOP]);
+    assert_code(&out, 3, "a state the runner did not write");
+    let v = json_of(&out);
+    let f = finding(&v, "LOOP_TAMPER");
+    assert_eq!(f["severity"], "P0");
+    assert!(
+        f["evidence"].as_str().unwrap().starts_with("events.jsonl:"),
+        "{f}"
+    );
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("state.env is not the state the runner wrote")
+    );
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+    assert_eq!(state_value(&dir, "VERIFY_STREAK"), "0", "rebuilt, not kept");
+    // The recovery records the sha256 of the state it wrote.
+    let rec = events_named(&dir, "recovery").pop().unwrap();
+    assert_eq!(
+        rec.value["state_sha256"],
+        file_sha(&dir.join("state.env")),
+        "{:?}",
+        rec.value
+    );
+    // A generation the journal never recorded is drift, which recover repairs too.
+    reseal_state(&dir, |t| {
+        let g: u64 = t
+            .lines()
+            .find_map(|l| l.strip_prefix("GEN="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        t.replace(&format!("GEN={g}\n"), &format!("GEN={}\n", g + 1))
+    });
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    let f = finding(&v, "STATE_DRIFT");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("which the journal never recorded"),
+        "{f}"
+    );
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+    // orbit stop and resume record what they write the same way.
+    assert_ok(&orbit_nc(&repo, &["stop", LOOP]), "stop");
+    let w = events_named(&dir, "state_write").pop().unwrap();
+    assert_eq!(w.value["sha256"], file_sha(&dir.join("state.env")));
+    assert_ok(&orbit_nc(&repo, &["resume", LOOP]), "resume");
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(classes(&v).is_empty(), "{v}");
+}
+
+#[test]
+fn a_record_changed_or_planted_behind_the_journal_is_loop_tamper_and_recover_sets_it_aside() {
+    let (repo, dir) = one_tick();
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 10, "tick 2");
+    announce_records(&dir);
+    let record = dir.join("iterations/000001/result.env");
+    // Changed after the runner announced it.
+    edit(&record, |t| t.replace("VERIFY=fail", "VERIFY=pass"));
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    let f = finding(&v, "LOOP_TAMPER");
+    assert_eq!(f["evidence"], "iterations/000001/result.env:1");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not the record the runner wrote")
+    );
+    // Planted where the runner announces every record.
+    fs::create_dir_all(dir.join("iterations/000007")).unwrap();
+    fs::write(
+        dir.join("iterations/000007/result.env"),
+        "ITERATION=7\nVERIFY=pass\nVERDICT=DONE\n",
+    )
+    .unwrap();
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    let planted: Vec<&serde_json::Value> = v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["class"] == "LOOP_TAMPER" && f["severity"] == "P0")
+        .collect();
+    assert_eq!(planted.len(), 2, "{v}");
+    assert!(
+        planted
+            .iter()
+            .any(|f| f["evidence"] == "iterations/000007/result.env:1"
+                && f["message"].as_str().unwrap().contains("planted")),
+        "{v}"
+    );
+    apply_orbit_fix(&repo, f["fix"].as_str().unwrap());
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    assert!(!classes(&v).iter().any(|(c, _)| c == "LOOP_TAMPER"), "{v}");
+    assert!(
+        dir.join("iterations/000001/untrusted.1/result.env")
+            .is_file()
+    );
+    assert!(
+        dir.join("iterations/000007/untrusted.1/result.env")
+            .is_file()
+    );
+    assert!(!record.exists() && !dir.join("iterations/000007/result.env").exists());
+}
+
+#[test]
+fn the_runners_own_unannounced_record_is_a_crash_it_redoes_not_tampering() {
+    let (repo, dir) = one_tick();
+    announce_records(&dir);
+    // The runner wrote iteration 2's record and died before its iteration_result.
+    fs::create_dir_all(dir.join("iterations/000002")).unwrap();
+    fs::copy(
+        dir.join("iterations/000001/result.env"),
+        dir.join("iterations/000002/result.env"),
+    )
+    .unwrap();
+    let out = orbit_nc(&repo, &["audit", "--json", LOOP]);
+    assert_code(&out, 1, "P1, not P0");
+    let v = json_of(&out);
+    assert!(!classes(&v).iter().any(|(c, _)| c == "LOOP_TAMPER"), "{v}");
+    let f = finding(&v, "CRASHED");
+    assert_eq!(f["severity"], "P1");
+    assert_eq!(f["evidence"], "iterations/000002/result.env:1");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("never announced (no iteration_result): the runner died right after writing it; the record is not evidence, and the next run does the iteration again"),
+        "{f}"
+    );
+    assert_eq!(f["fix"], format!("orbit run {LOOP}"));
+    assert_eq!(v["loops"][0]["verdict"], "CRASHED");
+}
+
+#[test]
+fn a_circuit_opened_by_the_same_failure_says_so_not_zero_failed_iterations() {
+    let (repo, dir) = new_loop(
+        WORKER,
+        &["echo 'assertion failed: parser rejects the input'; exit 1"],
+        &["--loop-timeout", "8h"],
+    );
+    assert_code(&repo.run_loop(&dir, &[], &[]), 14, "BLOCKED");
+    // The agent never failed: the rule that opened the circuit is the repeated failure.
+    assert_eq!(state_value(&dir, "CB_FAILS"), "0");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "circuit_open");
+    let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
+    let f = finding(&v, "CIRCUIT_OPEN");
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains("the same verify failure (")
+            && msg.contains(
+                "three iterations in a row (iterations 1-3) while the tree kept changing"
+            ),
+        "{msg}"
+    );
+    assert!(!msg.contains("after 0 failed"), "{msg}");
+    assert_eq!(
+        f["evidence"].as_str().unwrap().split(':').next(),
+        Some("iterations/000003/result.env")
+    );
+    assert_eq!(f["fix"], format!("orbit recover {LOOP} --reset-circuit"));
+    // The report's next step says the same.
+    let out = orbit_nc(&repo, &["report", LOOP]);
+    assert_ok(&out, "report");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("the same verify failure"),
+        "{}",
+        text(&out)
+    );
 }

@@ -427,6 +427,15 @@ fn expected_prelude_values() -> Vec<(String, String)> {
         ),
     );
     add(
+        "${ORBIT_LOOP_FILES[*]}".into(),
+        join(contract::LOOP_FILES.iter().map(|s| s.to_string()).collect()),
+    );
+    add(
+        "${ORBIT_LOOP_DIRS[*]}".into(),
+        join(contract::LOOP_DIRS.iter().map(|s| s.to_string()).collect()),
+    );
+    add("$ORBIT_PINS_SETS".into(), contract::PINS_SETS.to_string());
+    add(
         "${ORBIT_FAULT_POINTS[*]}".into(),
         join(
             contract::FaultPoint::ALL

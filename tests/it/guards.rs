@@ -12,6 +12,10 @@ use crate::support::{
 /// `file` with `reason`, the change left uncommitted, and never DONE.
 fn integrity_case(setup: impl Fn(&Repo), action: &str, file: &str, reason: &str) {
     let repo = Repo::new();
+    // orbit init refuses a protect glob that matches nothing.
+    repo.write("tests/keep.txt", "kept\n");
+    repo.git(&["add", "tests/keep.txt"]);
+    repo.git(&["commit", "-q", "-m", "tests"]);
     setup(&repo);
     let agent = repo.agent(
         "tamper",

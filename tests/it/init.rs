@@ -150,6 +150,7 @@ fn each_engine_renders_a_complete_valid_loop() {
 fn several_checks_and_protect_globs() {
     let repo = Repo::new();
     repo.write("tests/parser.rs", "#[test] fn t() {}\n");
+    repo.write("Cargo.lock", "# a lock file\n");
     let out = repo.orbit(&[
         "init",
         "Parse every RFC 3339 timestamp",
@@ -424,6 +425,67 @@ fn bad_input_is_refused_and_nothing_is_written() {
             "{what}: wrote outside"
         );
     }
+}
+
+#[test]
+fn protect_globs_git_cannot_match_or_that_match_nothing_are_refused() {
+    let repo = Repo::new();
+    repo.write("tests/parser.rs", "#[test] fn t() {}\n");
+    repo.write(".gitignore", "target/\n");
+    repo.write("target/out.bin", "built\n");
+    let cases: [(&str, &str, &str); 5] = [
+        (
+            "braces",
+            "tests/{unit,int}/**",
+            "instead of braces: --protect 'tests/unit/**' --protect 'tests/int/**'",
+        ),
+        ("an unclosed class", "tests/[ab.rs", "an unclosed '['"),
+        ("empty", "", "an empty glob protects nothing"),
+        (
+            "a near miss",
+            "test/**",
+            "matches no file in the repository (tracked, or untracked and not ignored), so it would protect nothing; did you mean 'tests/**'?",
+        ),
+        ("ignored files only", "target/**", "matches no file"),
+    ];
+    for (what, glob, says) in cases {
+        let out = repo.orbit(&["init", "g", "--verify", "true", "--protect", glob]);
+        assert_code(&out, 2, what);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{what}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--protect '{glob}'")),
+            "{what}: {stderr}"
+        );
+        assert!(
+            !repo.join(".orbit").exists(),
+            "{what}: something was written"
+        );
+    }
+    // An untracked file that git does not ignore counts: the loop's workspace will have it
+    // once it is committed, and the runner lists untracked files too.
+    repo.write("fixtures/data.json", "{}\n");
+    let out = repo.orbit(&[
+        "init",
+        "g",
+        "--verify",
+        "true",
+        "--protect",
+        "tests/**",
+        "--protect",
+        "fixtures/*.json",
+    ]);
+    assert_ok(&out, "globs that match");
+    // A loop whose glob stopped matching still re-renders, with a warning.
+    fs::remove_dir_all(repo.join("fixtures")).unwrap();
+    let out = repo.orbit(&["init", "--force", "--dir", ".orbit/g"]);
+    assert_ok(&out, "--force keeps the loop working");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: protect glob 'fixtures/*.json'")
+            && stderr.contains("matches no file"),
+        "{stderr}"
+    );
 }
 
 #[test]

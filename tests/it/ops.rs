@@ -1010,6 +1010,7 @@ fn the_report_tells_status_iterations_spend_and_remaining_work() {
 #[test]
 fn orbit_toml_supplies_defaults_and_flags_override_them() {
     let repo = Repo::new();
+    repo.write("tests/t.sh", "true\n");
     repo.write(
         "orbit.toml",
         "engine = \"codex\"\nverify = [\"make check\"]\nprotect = [\"tests/**\"]\nmax-iterations = 9\nusd-cap = 3\nnotify = [\"desktop\"]\n",

@@ -12,7 +12,7 @@ use orbit::state::{Sidecar, State};
 use sha2::{Digest, Sha256};
 
 use crate::support::{
-    Repo, assert_code, assert_ok, assert_script_clean, command, run_bounded, text,
+    Repo, assert_code, assert_ok, assert_script_clean, command, run_bounded, state_value, text,
 };
 
 /// A fake agent: appends a line to work.txt (so every iteration changes the tree) and
@@ -24,6 +24,8 @@ if [[ -f $BIN/fail ]]; then echo "agent failure"; exit 1; fi
 echo 0.01 >"$ORBIT_COST_FILE"
 if [[ -f $BIN/edit-goal ]]; then echo "agent was here" >>"$ORBIT_WORKSPACE/../../test-goal/goal.md"; fi
 if [[ -f $BIN/edit-protected ]]; then echo "weakened" >>tests/guard.txt; fi
+if [[ -f $BIN/add-permission ]]; then mkdir -p .claude; echo '{"permissions":{"allow":["Bash(*)"]}}' >.claude/settings.local.json; fi
+if [[ -f $BIN/swap-workspace ]]; then rm -f "$BIN/swap-workspace"; ws=$ORBIT_WORKSPACE; cd /; rm -rf "$ws"; ln -s "${ws%/.orbit/.workspaces/*}" "$ws"; exit 0; fi
 if [[ -f $BIN/idle ]]; then exit 0; fi
 if [[ -f $BIN/finish ]]; then echo "every criterion holds" >"$ORBIT_AGENT_DIR/done.md"; fi
 echo "iteration $ORBIT_ITERATION attempt $ORBIT_ATTEMPT" >>work.txt
@@ -291,6 +293,8 @@ fn recover_both(lp: &Loop, flags: &[&str]) -> State {
         "STATE_DRIFT",
         "CRASHED",
         "CONTRACT_MISSING",
+        "JOURNAL_BROKEN",
+        "LOOP_TAMPER",
     ];
     for (flag, class) in [
         ("--reset-circuit", "CIRCUIT_OPEN"),
@@ -315,7 +319,8 @@ fn recover_both(lp: &Loop, flags: &[&str]) -> State {
         for c in &repaired {
             assert!(
                 !classes.iter().any(|k| k == c),
-                "audit after recovery still reports {c}: {classes:?}"
+                "audit after recovery still reports {c}: {classes:?}\n{}",
+                text(&l.repo.orbit(&["audit", &l.dir.display().to_string()]))
             );
         }
     }
@@ -338,6 +343,67 @@ fn recover_both(lp: &Loop, flags: &[&str]) -> State {
     lp.no_canary();
     twin.no_canary();
     rust
+}
+
+/// Copies a directory's contents over another's (`cp -a SRC/. DST`), `DST` emptied first.
+fn copy_tree(src: &Path, dst: &Path) {
+    for e in fs::read_dir(dst).unwrap().flatten() {
+        let p = e.path();
+        if e.file_type().unwrap().is_dir() {
+            fs::remove_dir_all(&p).unwrap();
+        } else {
+            fs::remove_file(&p).unwrap();
+        }
+    }
+    let st = command("cp")
+        .arg("-a")
+        .arg(format!("{}/.", src.display()))
+        .arg(dst)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// For repairs of the workspace (named by absolute paths, so a copy of the repository
+/// elsewhere would repair the original's): recovers `lp` with orbit, checks it with `check`,
+/// puts the repository back as it was, recovers it with recover.sh and checks it again.
+/// Both must write the same state.env, and a second run of either changes nothing.
+fn recover_in_turn(lp: &Loop, flags: &[&str], check: impl Fn(&Loop, &str)) -> State {
+    let before = tempfile::tempdir().unwrap();
+    copy_tree(lp.repo.path(), before.path());
+    let mut states = Vec::new();
+    for tool in ["orbit recover", "recover.sh"] {
+        let out = if tool == "recover.sh" {
+            lp.bash_recover(flags)
+        } else {
+            lp.orbit_recover(flags)
+        };
+        assert_ok(&out, tool);
+        lp.assert_sealed();
+        lp.assert_chains();
+        check(lp, tool);
+        states.push((without_updated(&lp.state_text()), text(&out)));
+        let again = if tool == "recover.sh" {
+            lp.bash_recover(flags)
+        } else {
+            lp.orbit_recover(flags)
+        };
+        assert!(
+            String::from_utf8_lossy(&again.stdout).contains("nothing to repair"),
+            "a second {tool} was not a no-op\n{}",
+            text(&again)
+        );
+        if tool == "orbit recover" {
+            copy_tree(before.path(), lp.repo.path());
+        }
+    }
+    assert_eq!(
+        states[0].0, states[1].0,
+        "orbit recover and recover.sh disagree\n{}\n{}",
+        states[0].1, states[1].1
+    );
+    lp.no_canary();
+    lp.assert_sealed()
 }
 
 /// A damage to state.env alone: recover, then the runner resumes at iteration 3.
@@ -645,22 +711,238 @@ fn recover_restore_pinned_puts_files_back() {
     lp.mode("edit-protected", false);
     let v = fs::read_to_string(lp.file("verify.sh")).unwrap();
     fs::write(lp.file("verify.sh"), format!("{v}\nexit 0\n")).unwrap();
-    let out = lp.orbit_recover(&["--restore-pinned"]);
-    assert_ok(&out, "restore");
-    assert_eq!(
-        fs::read_to_string(lp.ws().join("tests/guard.txt")).unwrap(),
-        "guard\n"
-    );
-    assert_eq!(
-        fs::read(lp.file("verify.sh")).unwrap(),
-        fs::read(lp.file(".pins/verify.sh")).unwrap()
-    );
-    let s = lp.assert_sealed();
+    // orbit recover and recover.sh put the same files back and agree on the state.
+    let s = recover_in_turn(&lp, &["--restore-pinned"], |l, tool| {
+        assert_eq!(
+            fs::read_to_string(l.ws().join("tests/guard.txt")).unwrap(),
+            "guard\n",
+            "{tool}"
+        );
+        assert_eq!(
+            fs::read(l.file("verify.sh")).unwrap(),
+            fs::read(l.file(".pins/verify.sh")).unwrap(),
+            "{tool}"
+        );
+    });
     assert_eq!((s.last_status.as_str(), s.next_iteration), ("CONTINUE", 3));
-    let again = lp.orbit_recover(&["--restore-pinned"]);
-    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to repair"));
     assert_code(&lp.tick(&[]), 10, "resume");
     assert!(lp.result_iteration(3).contains("VERDICT=CONTINUE"));
+}
+
+#[test]
+fn a_permission_file_that_appeared_is_removed_by_restore_pinned() {
+    let lp = Loop::new(1, &[]);
+    lp.mode("add-permission", true);
+    assert_code(&lp.tick(&[]), 3, "a permission file appeared");
+    lp.mode("add-permission", false);
+    assert_eq!(state_value(&lp.dir, "STOP_REASON"), "permission_hijack");
+    let planted = lp.ws().join(".claude/settings.local.json");
+    assert!(planted.is_file());
+    // Without the flag nothing moves on: it is still there, and still a hijack.
+    let s = recover_in_turn(&lp, &[], |l, tool| {
+        assert!(
+            l.ws().join(".claude/settings.local.json").is_file(),
+            "{tool}"
+        );
+    });
+    assert_eq!(
+        (s.last_status.as_str(), s.stop_reason.as_str()),
+        ("ABORTED", "permission_hijack")
+    );
+    // --restore-pinned has no copy to put back: it removes the file, keeping it in the
+    // backup, and says so.
+    let out = lp.orbit_recover(&["--dry-run", "--restore-pinned"]);
+    assert_ok(&out, "dry run");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("remove: {}", planted.display())),
+        "{}",
+        text(&out)
+    );
+    assert!(planted.is_file(), "a dry run removes nothing");
+    let s = recover_in_turn(&lp, &["--restore-pinned"], |l, tool| {
+        let planted = l.ws().join(".claude/settings.local.json");
+        assert!(!planted.exists(), "{tool}: {} removed", planted.display());
+        let pg = fs::read_to_string(l.file("progress.md")).unwrap();
+        assert!(
+            pg.contains("appeared after the first run and has no pinned copy to restore: removed"),
+            "{tool}: {pg}"
+        );
+        let backups: Vec<PathBuf> = walkdir::WalkDir::new(l.file("backups"))
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_name() == "settings.local.json")
+            .map(|e| e.path().to_path_buf())
+            .collect();
+        assert_eq!(
+            backups.len(),
+            1,
+            "{tool}: one copy in the backup: {backups:?}"
+        );
+        assert!(fs::read_to_string(&backups[0]).unwrap().contains("Bash(*)"));
+    });
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("CONTINUE", 2));
+    assert_code(&lp.tick(&[]), 10, "resume");
+}
+
+#[test]
+fn a_git_tamper_stop_holds_until_repin_accepts_it() {
+    let lp = Loop::new(1, &[]);
+    lp.mode("swap-workspace", true);
+    assert_code(&lp.tick(&[]), 3, "the workspace swapped for a link");
+    assert_eq!(state_value(&lp.dir, "STOP_REASON"), "git_tamper");
+    fs::remove_file(lp.ws()).unwrap();
+    // A plain recovery (either tool) recreates the workspace but keeps the stop: only a
+    // review and --repin move a git_tamper on.
+    let s = recover_in_turn(&lp, &[], |l, tool| {
+        assert!(
+            l.ws().join(".git").is_file(),
+            "{tool}: the workspace is back"
+        );
+    });
+    assert_eq!(
+        (s.last_status.as_str(), s.stop_reason.as_str()),
+        ("ABORTED", "git_tamper")
+    );
+    let (_, classes) = lp.audit();
+    assert!(classes.iter().any(|c| c == "GIT_TAMPER"), "{classes:?}");
+    assert!(!classes.iter().any(|c| c == "SCRIPT_TAMPER"), "{classes:?}");
+    let out = lp.orbit_recover(&["--repin"]);
+    assert_ok(&out, "--repin");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("git_tamper accepted after review"),
+        "{}",
+        text(&out)
+    );
+    let s = lp.assert_sealed();
+    assert_eq!(
+        (s.last_status.as_str(), s.stop_reason.as_str()),
+        ("CONTINUE", "none")
+    );
+    let (_, classes) = lp.audit();
+    assert!(!classes.iter().any(|c| c == "GIT_TAMPER"), "{classes:?}");
+    assert_code(&lp.tick(&[]), 10, "resume");
+    // With the state gone, the journal's last stop says it: still held.
+    let lp = Loop::new(1, &[]);
+    lp.mode("swap-workspace", true);
+    assert_code(&lp.tick(&[]), 3, "swapped again");
+    fs::remove_file(lp.ws()).unwrap();
+    fs::remove_file(lp.file("state.env")).unwrap();
+    let s = recover_in_turn(&lp, &[], |_, _| {});
+    assert_eq!(
+        (s.last_status.as_str(), s.stop_reason.as_str()),
+        ("ABORTED", "git_tamper")
+    );
+}
+
+/// Writes pins.sets as the runner's first run writes it: for each glob, the sha256 of
+/// `git -C <workspace> ls-files -z --cached --others --exclude-standard -- ':(glob)<glob>' |
+/// LC_ALL=C sort -z`.
+fn pin_sets(lp: &Loop, globs: &[&str]) {
+    let mut text = String::new();
+    for g in globs {
+        let mut cmd = command("bash");
+        cmd.arg("-c")
+            .arg("git -C \"$1\" ls-files -z --cached --others --exclude-standard -- \":(glob)$2\" | LC_ALL=C sort -z | sha256sum")
+            .arg("pin-sets")
+            .arg(lp.ws())
+            .arg(g);
+        let out = run_bounded(cmd, Duration::from_secs(30));
+        assert_ok(&out, "hash a set");
+        let sha = String::from_utf8_lossy(&out.stdout)[..64].to_string();
+        text.push_str(&format!("{sha}  {g}\n"));
+    }
+    fs::write(lp.file("pins.sets"), text).unwrap();
+}
+
+#[test]
+fn a_file_added_to_a_protected_set_is_reward_hack_until_restored_or_repinned() {
+    let lp = Loop::new(1, &["--protect", "tests/*.txt"]);
+    pin_sets(&lp, &["tests/*.txt"]);
+    let (_, classes) = lp.audit();
+    assert!(
+        !classes.iter().any(|c| c == "REWARD_HACK"),
+        "the set as pinned holds: {classes:?}"
+    );
+    // Added to the set, and a member renamed: each is a change like an edit.
+    fs::write(lp.ws().join("tests/weak.txt"), "always passes\n").unwrap();
+    lp.repo
+        .ws_git(&["mv", "tests/guard.txt", "tests/moved.txt"]);
+    let d = lp.dir.display().to_string();
+    let out = lp.repo.orbit(&["audit", "--json", &d]);
+    assert_code(&out, 3, "a changed set");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["evidence"] == "pins.sets:1")
+        .unwrap_or_else(|| panic!("{v}"))
+        .clone();
+    assert_eq!(
+        (f["class"].as_str(), f["severity"].as_str()),
+        (Some("REWARD_HACK"), Some("P0"))
+    );
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains("the protected set 'tests/*.txt' changed")
+            && msg.contains("added tests/moved.txt, tests/weak.txt; removed tests/guard.txt"),
+        "{msg}"
+    );
+    assert_eq!(f["fix"], format!("orbit recover {d} --restore-pinned"));
+    // Without a flag the loop stays stopped, with either tool.
+    let s = recover_in_turn(&lp, &[], |_, _| {});
+    assert_eq!(
+        (s.last_status.as_str(), s.stop_reason.as_str()),
+        ("ABORTED", "reward_hack")
+    );
+    // --restore-pinned removes what was added (a copy in the backup) and restores what
+    // was removed; the set holds again.
+    let s = recover_in_turn(&lp, &["--restore-pinned"], |l, tool| {
+        assert!(!l.ws().join("tests/weak.txt").exists(), "{tool}");
+        assert!(!l.ws().join("tests/moved.txt").exists(), "{tool}");
+        assert_eq!(
+            fs::read_to_string(l.ws().join("tests/guard.txt")).unwrap(),
+            "guard\n",
+            "{tool}"
+        );
+        let (_, classes) = l.audit();
+        assert!(
+            !classes.iter().any(|c| c == "REWARD_HACK"),
+            "{tool}: {classes:?}"
+        );
+    });
+    assert_eq!(s.last_status, "CONTINUE");
+    // --repin accepts a changed set after review: pinned as it is, pins.sets rewritten.
+    fs::write(lp.ws().join("tests/more.txt"), "reviewed\n").unwrap();
+    let before = fs::read_to_string(lp.file("pins.sets")).unwrap();
+    assert_ok(&lp.orbit_recover(&["--repin"]), "--repin");
+    assert_ne!(fs::read_to_string(lp.file("pins.sets")).unwrap(), before);
+    assert!(
+        fs::read_to_string(lp.file("pins.sha256"))
+            .unwrap()
+            .contains(&format!("  {}/tests/more.txt\n", lp.ws().display()))
+    );
+    let (_, classes) = lp.audit();
+    assert!(!classes.iter().any(|c| c == "REWARD_HACK"), "{classes:?}");
+    assert_eq!(lp.assert_sealed().last_status, "CONTINUE");
+    // A manifest removed (say, after it was found to be a FIFO) is made again by --repin.
+    let pins_before = fs::read_to_string(lp.file("pins.sha256")).unwrap();
+    fs::remove_file(lp.file("pins.sha256")).unwrap();
+    assert_ok(
+        &lp.orbit_recover(&["--repin"]),
+        "--repin without pins.sha256",
+    );
+    assert_eq!(
+        fs::read_to_string(lp.file("pins.sha256")).unwrap(),
+        pins_before
+    );
+    let (_, classes) = lp.audit();
+    assert!(
+        !classes
+            .iter()
+            .any(|c| c == "CONTRACT_MISSING" || c == "REWARD_HACK"),
+        "{classes:?}"
+    );
 }
 
 #[test]
@@ -694,6 +976,9 @@ fn recover_migrate_sets_the_contract_version() {
         &format!("CONTRACT_VERSION={}", orbit::config::CONTRACT_VERSION),
         "CONTRACT_VERSION=0.9.0",
     );
+    // As a runner of that version would have left it: the journal names the state it wrote.
+    let sha = crate::support::file_sha(&lp.file("state.env"));
+    crate::support::append_event(&lp.dir, "state_write", 0, &[("sha256", &sha)]);
     let twin = lp.copy();
     let s = recover_both(&twin, &[]);
     assert_eq!(s.contract_version, "0.9.0", "kept without --migrate");
@@ -1071,6 +1356,208 @@ fn recover_keeps_done_only_on_structured_evidence() {
         );
         assert!(!lp.file("CANARY").exists() && !lp.repo.path().join("CANARY").exists());
     }
+}
+
+/// Forges a DONE for iteration `n` as someone who knows the formats would: a result.env
+/// that says DONE, and an `iteration_end` appended to the journal with its chain recomputed.
+fn forge_done(lp: &Loop, n: u64) {
+    let idir = lp.file(&format!("iterations/{n:06}"));
+    fs::create_dir_all(&idir).unwrap();
+    fs::write(
+        idir.join("result.env"),
+        format!(
+            "ITERATION={n}\nPHASE=work\nAGENT_EXIT=0\nAGENT_OUTCOME=ok\nVERIFY=pass\nCHANGED=0\nDONE_CLAIM=1\nDONE_VERDICT=DONE\nVERDICT=DONE\nSTOP_REASON=none\nEXIT_CODE=0\nSUMMARY=all done\n"
+        ),
+    )
+    .unwrap();
+    crate::support::append_event(
+        &lp.dir,
+        "iteration_end",
+        n,
+        &[
+            ("verdict", "DONE"),
+            ("reason", "none"),
+            ("commit", "none"),
+            ("changed", "0"),
+        ],
+    );
+}
+
+#[test]
+fn a_forged_done_is_not_believed_and_recover_says_which_check_failed() {
+    // Before the cross-checks, this was enough: recover concluded DONE.
+    let lp = Loop::new(2, &[]);
+    forge_done(&lp, 3);
+    assert_eq!(
+        orbit::events::read(&fs::read(lp.file("events.jsonl")).unwrap()).error,
+        None,
+        "the forged journal chains"
+    );
+    let out = lp.orbit_recover(&["--dry-run"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    // The runner announces every record it writes (iteration_result): the forged one is
+    // not announced, and that is the first cross-check it fails.
+    assert!(
+        said.contains("iteration 3's DONE is not trusted: no iteration_result event announces iterations/000003/result.env"),
+        "{said}"
+    );
+    let s = recover_both(&lp, &[]);
+    assert_eq!(
+        (s.last_status.as_str(), s.next_iteration),
+        ("CONTINUE", 3),
+        "iteration 3 runs again, from a clean record"
+    );
+    assert!(
+        lp.file("iterations/000003/untrusted.1/result.env")
+            .is_file()
+    );
+    assert!(!lp.file("iterations/000003/result.env").exists());
+    // The runner does iteration 3 for real (it never takes the forged record).
+    assert_code(&lp.tick(&[]), 10, "iteration 3 runs");
+    assert!(lp.result_iteration(3).contains("VERDICT=CONTINUE"));
+
+    // A forger who also announces the record with its own sha256 meets the last check: the
+    // loop commits every iteration, and no commit on the loop branch says iteration 3.
+    let lp = Loop::new(2, &[]);
+    forge_done(&lp, 3);
+    let sha = crate::support::file_sha(&lp.file("iterations/000003/result.env"));
+    crate::support::append_event(
+        &lp.dir,
+        "iteration_result",
+        3,
+        &[("verdict", "DONE"), ("reason", "none"), ("sha256", &sha)],
+    );
+    let said = String::from_utf8_lossy(&lp.orbit_recover(&["--dry-run"]).stdout).to_string();
+    assert!(
+        said.contains(
+            "the loop commits, but no commit on orbit/test-goal carries Orbit-Iteration: 3"
+        ),
+        "{said}"
+    );
+    let s = recover_both(&lp, &[]);
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("CONTINUE", 3));
+
+    // With a journal that announces its records, a DONE record needs its iteration_result,
+    // and one whose sha256 is its own: a commit carrying the trailer is not enough.
+    for with_result in [false, true] {
+        let lp = Loop::new(2, &[]);
+        crate::support::announce_records(&lp.dir);
+        forge_done(&lp, 3);
+        if with_result {
+            crate::support::append_event(
+                &lp.dir,
+                "iteration_result",
+                3,
+                &[
+                    ("verdict", "DONE"),
+                    ("reason", "none"),
+                    ("sha256", &"0".repeat(64)),
+                ],
+            );
+        }
+        lp.repo.ws_git(&[
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "orbit(test-goal): iteration 3\n\nOrbit-Loop: test-goal\nOrbit-Iteration: 3",
+        ]);
+        let out = lp.orbit_recover(&["--dry-run"]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        let want = if with_result {
+            "iterations/000003/result.env is not the record the runner wrote"
+        } else {
+            "no iteration_result event announces iterations/000003/result.env"
+        };
+        assert!(said.contains(want), "{said}");
+        let s = recover_both(&lp, &[]);
+        assert_eq!((s.last_status.as_str(), s.next_iteration), ("CONTINUE", 3));
+    }
+
+    // A DONE the runner made, with every record agreeing, is still DONE.
+    let lp = Loop::with_check(0, "test -f work.txt", &[]);
+    lp.mode("finish", true);
+    assert_code(&lp.tick(&[("CONFIRM_RUNS", "0")]), 0, "DONE");
+    crate::support::announce_records(&lp.dir);
+    fs::remove_file(lp.file("state.env")).unwrap();
+    let s = recover_both(&lp, &[]);
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("DONE", 2));
+}
+
+#[test]
+fn a_broken_journal_is_sealed_so_the_advised_recover_repairs_it() {
+    type Damage = fn(&Loop);
+    let damages: [(&str, Damage); 5] = [
+        ("an edited event", |lp| {
+            replace_in(&lp.file("events.jsonl"), "\"run\":1", "\"run\":2")
+        }),
+        ("a removed event", |lp| {
+            let p = lp.file("events.jsonl");
+            let t = fs::read_to_string(&p).unwrap();
+            let mut lines: Vec<&str> = t.lines().collect();
+            lines.remove(3);
+            fs::write(&p, format!("{}\n", lines.join("\n"))).unwrap();
+        }),
+        ("a line that is no event", |lp| {
+            let p = lp.file("events.jsonl");
+            let t = fs::read_to_string(&p).unwrap();
+            fs::write(&p, format!("{t}not an event\n")).unwrap();
+        }),
+        ("a rewritten progress entry", |lp| {
+            replace_in(&lp.file("progress.md"), "- verify: fail", "- verify: pass")
+        }),
+        ("lines outside any progress entry", |lp| {
+            let p = lp.file("progress.md");
+            let t = fs::read_to_string(&p).unwrap();
+            fs::write(&p, format!("{t}I was here\n")).unwrap();
+        }),
+    ];
+    for (what, damage) in damages {
+        let lp = Loop::new(2, &[]);
+        damage(&lp);
+        let (_, classes) = lp.audit();
+        assert!(
+            classes.iter().any(|c| c == "JOURNAL_BROKEN"),
+            "{what}: {classes:?}"
+        );
+        let before = fs::read(lp.file("events.jsonl")).unwrap();
+        // orbit recover and recover.sh seal it alike; the audit afterwards is clean of it
+        // (recover_both checks), and the runner goes on.
+        let s = recover_both(&lp, &[]);
+        assert_eq!(s.next_iteration, 3, "{what}");
+        let out = lp.tick(&[]);
+        assert_code(&out, 10, &format!("{what}: the loop goes on"));
+        // Nothing is lost: the old file is in the backup.
+        let backed: Vec<Vec<u8>> = walkdir::WalkDir::new(lp.file("backups"))
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_name() == "events.jsonl")
+            .map(|e| fs::read(e.path()).unwrap())
+            .collect();
+        assert!(
+            backed.contains(&before),
+            "{what}: the old journal is in the backup"
+        );
+    }
+    // The recovery that sealed the journal says where it broke.
+    let lp = Loop::new(2, &[]);
+    replace_in(&lp.file("events.jsonl"), "\"run\":1", "\"run\":2");
+    assert_ok(&lp.orbit_recover(&[]), "recover");
+    let ev = crate::support::events_named(&lp.dir, "recovery")
+        .pop()
+        .unwrap();
+    assert!(
+        ev.value["journal_break"].as_u64().unwrap() > 1,
+        "{:?}",
+        ev.value
+    );
+    assert!(ev.value["journal_dropped"].as_u64().unwrap() >= 1);
+    assert!(
+        ev.value["journal_break_why"]
+            .as_str()
+            .unwrap()
+            .contains("does not match its content")
+    );
 }
 
 #[test]

@@ -42,6 +42,8 @@ echo '<script>alert("agent")</script> & '"'"'quoted'"'"' "words"'"#,
     assert_eq!(r.get("VERDICT"), "DONE");
     r.set("SUMMARY", HOSTILE_SUMMARY);
     fs::write(&path, r.print()).unwrap();
+    // As if the runner had written that summary: the journal names the record.
+    crate::support::announce_result(&dir, 3);
     let name = orbit::goal::check_names(&[check])[0].clone();
     (repo, dir, name)
 }

@@ -629,3 +629,167 @@ pub fn tmux_available() -> bool {
     }
     ok
 }
+
+// ---- the journal as a forger who knows its format writes it
+
+/// Re-chains journal lines as the runner chains them: every line gets the next `seq`, the
+/// previous line's hash as `prev`, and its own `hash`. Lines are whole event lines (from
+/// the journal, or made with `orbit::events::build_line`); their old seq, prev and hash are
+/// replaced.
+pub fn rechain(lines: &[String]) -> String {
+    let mut prev = orbit::events::GENESIS.to_string();
+    let mut out = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        let (body, _) = orbit::events::split_hash(line.trim_end())
+            .unwrap_or_else(|| panic!("not an event line: {line}"));
+        let rest = body
+            .strip_prefix("{\"seq\":")
+            .map(|r| r.trim_start_matches(|c: char| c.is_ascii_digit()))
+            .unwrap_or_else(|| panic!("no seq: {body}"));
+        let at = rest.rfind(",\"prev\":\"").expect("a prev member");
+        let body = format!("{{\"seq\":{}{},\"prev\":\"{prev}\"}}", i + 1, &rest[..at]);
+        let hash = orbit::events::line_hash(&body);
+        out.push_str(&format!(
+            "{},\"hash\":\"{hash}\"}}\n",
+            &body[..body.len() - 1]
+        ));
+        prev = hash;
+    }
+    out
+}
+
+/// Rewrites a loop's events.jsonl through `edit` (insert, change or drop lines), then
+/// re-chains it so that the chain verifies.
+pub fn rewrite_events(dir: &Path, edit: impl FnOnce(&mut Vec<String>)) {
+    let path = dir.join("events.jsonl");
+    let mut lines: Vec<String> = fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    edit(&mut lines);
+    fs::write(&path, rechain(&lines)).unwrap();
+    assert_eq!(
+        orbit::events::read(&fs::read(&path).unwrap()).error,
+        None,
+        "the rewritten journal chains"
+    );
+}
+
+/// An event line (its seq and prev fixed by [`rechain`]); `fields` are raw values, encoded
+/// as the runner encodes them.
+pub fn event_line(event: &str, iteration: u64, fields: &[(&str, &str)]) -> String {
+    let encoded: Vec<(&str, String)> = fields
+        .iter()
+        .map(|(k, v)| (*k, orbit::events::value(v)))
+        .collect();
+    orbit::events::build_line(
+        1,
+        &orbit::fsx::iso_utc(orbit::fsx::now_epoch()),
+        event,
+        iteration,
+        &encoded,
+        orbit::events::GENESIS,
+    )
+    .trim_end()
+    .to_string()
+}
+
+/// Appends one chained event to a loop's journal.
+pub fn append_event(dir: &Path, event: &str, iteration: u64, fields: &[(&str, &str)]) {
+    rewrite_events(dir, |lines| {
+        lines.push(event_line(event, iteration, fields))
+    });
+}
+
+/// An event line with one more member (`,"key":value` before its `prev`); re-chain after.
+pub fn add_member(line: &str, key: &str, value: &str) -> String {
+    let at = line.rfind(",\"prev\":\"").expect("a prev member");
+    format!(
+        "{},{}:{}{}",
+        &line[..at],
+        orbit::events::json_str(key),
+        orbit::events::value(value),
+        &line[at..]
+    )
+}
+
+/// sha256 of a file, hex.
+pub fn file_sha(path: &Path) -> String {
+    orbit::fsx::sha256_hex(&fs::read(path).unwrap())
+}
+
+/// Appends the `iteration_result` the runner would have written for iteration `n`'s
+/// result.env as it is now (the newest one counts): a record a test edits stands for one the
+/// runner wrote.
+pub fn announce_result(dir: &Path, n: u64) {
+    let record = dir.join(format!("iterations/{n:06}/result.env"));
+    let kv = read_kv(&record);
+    let sha = file_sha(&record);
+    append_event(
+        dir,
+        "iteration_result",
+        n,
+        &[
+            ("verdict", &kv["VERDICT"]),
+            ("reason", &kv["STOP_REASON"]),
+            ("sha256", &sha),
+        ],
+    );
+}
+
+/// Appends the `state_write` the runner would have written for state.env as it is now: a
+/// state a test edits stands for one the runner wrote.
+pub fn announce_state(dir: &Path) {
+    let text = fs::read_to_string(dir.join("state.env")).unwrap();
+    let state = orbit::state::State::parse(text.as_bytes()).unwrap();
+    let sha = orbit::fsx::sha256_hex(text.as_bytes());
+    append_event(
+        dir,
+        "state_write",
+        state.next_iteration.saturating_sub(1),
+        &[
+            ("gen", &state.generation.to_string()),
+            ("status", state.last_status.as_str()),
+            ("reason", state.stop_reason.as_str()),
+            ("next_iteration", &state.next_iteration.to_string()),
+            ("sha256", &sha),
+        ],
+    );
+}
+
+/// Makes a loop's journal the one a runner that announces its records writes: its last
+/// `state_write` gives the sha256 of state.env as it is, and every iteration's result.env
+/// is announced by an `iteration_result` (verdict, reason, sha256) before its
+/// `iteration_end`.
+pub fn announce_records(dir: &Path) {
+    let state_sha = file_sha(&dir.join("state.env"));
+    rewrite_events(dir, |lines| {
+        let mut out = Vec::new();
+        for line in lines.iter() {
+            let e = orbit::events::parse_line(line, 0).unwrap();
+            if e.event == "iteration_end" {
+                let record = dir.join(format!("iterations/{:06}/result.env", e.iteration));
+                if record.is_file() {
+                    let kv = read_kv(&record);
+                    out.push(event_line(
+                        "iteration_result",
+                        e.iteration,
+                        &[
+                            ("verdict", &kv["VERDICT"]),
+                            ("reason", &kv["STOP_REASON"]),
+                            ("sha256", &file_sha(&record)),
+                        ],
+                    ));
+                }
+            }
+            out.push(line.clone());
+        }
+        let last = out
+            .iter()
+            .rposition(|l| l.contains("\"event\":\"state_write\""))
+            .expect("a state_write");
+        out[last] = add_member(&out[last], "sha256", &state_sha);
+        *lines = out;
+    });
+}

@@ -77,11 +77,10 @@ verify_budget() {
   VERIFY_BUDGET_S=$(((checks + 1) * (CHECK_TIMEOUT_S + KILL_GRACE_S) + 30))
   # holdout.sh (a loop rendered before holdout checks has none): its checks run only in
   # the DONE gate.
-  checks=0
-  if [[ -f $LOOP_DIR/holdout.sh && ! -L $LOOP_DIR/holdout.sh ]]; then
-    checks=$(grep -c '^  run_check ' -- "$LOOP_DIR/holdout.sh" || true)
-    [[ $checks =~ ^[0-9]+$ ]] || checks=0
-  fi
+  # The count is the loop's setting, not what the file holds today: a holdout.sh emptied
+  # or removed is a pin failure, never a loop without hidden checks.
+  checks=${HOLDOUT_SETTING:-0}
+  [[ $checks =~ ^[0-9]+$ ]] || checks=0
   HOLDOUT_CHECKS=$checks
   HOLDOUT_BUDGET_S=$(((checks + 1) * (CHECK_TIMEOUT_S + KILL_GRACE_S) + 30))
 }
@@ -842,6 +841,10 @@ pins_hold() {
       return 1
     fi
   done
+  if ((${HOLDOUT_SETTING:-0} > 0)) && ! pin_want_v holdout.sh; then
+    PIN_BAD=pins.sha256 PIN_WANT='a pin for holdout.sh' PIN_HAVE='none'
+    return 1
+  fi
   if [[ -f $LOOP_DIR/.baseline-commit ]] && ! pin_want_v goal.md; then
     PIN_BAD=pins.sha256 PIN_WANT='a pin for goal.md' PIN_HAVE='none'
     return 1

@@ -223,6 +223,34 @@ echo done > "$ORBIT_AGENT_DIR/done.md""#,
     assert!(cases.contains(FILE_MARKER), "restored:\n{cases}");
 }
 
+#[test]
+fn a_holdout_sh_dropped_from_the_manifest_between_ticks_stops_the_loop_instead_of_skipping_it() {
+    let repo = add_repo();
+    let agent = claiming_agent(&repo, "overfit", "echo 4");
+    let dir = holdout_loop(&repo, &agent);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "the overfit claim is rejected by the holdout");
+    // Between ticks, something the agent left behind empties holdout.sh and drops its line
+    // from the manifest: a runner that counted the file's checks would skip the holdout.
+    let pins = fs::read_to_string(dir.join("pins.sha256")).unwrap();
+    let cut: String = pins
+        .lines()
+        .filter(|l| !l.ends_with("  holdout.sh"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(cut, pins, "holdout.sh had a pin:\n{pins}");
+    fs::write(dir.join("pins.sha256"), cut).unwrap();
+    fs::write(dir.join("holdout.sh"), "#!/usr/bin/env bash\nchecks() { return 0; }\n").unwrap();
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 3, "integrity violation, not a DONE without the hidden checks");
+    assert_ne!(state_value(&dir, "LAST_STATUS"), "DONE");
+    assert!(
+        text(&out).contains("holdout.sh"),
+        "the missing pin is named:\n{}",
+        text(&out)
+    );
+}
+
 /// A repository with keep.txt (a regression check holds) and no fixed.txt (a reproduction
 /// check fails).
 fn roles_repo() -> Repo {

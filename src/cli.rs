@@ -571,6 +571,12 @@ pub struct InitArgs {
     #[arg(long, value_name = "POLICY", value_enum)]
     pub memory: Option<crate::config::Memory>,
 
+    /// Fan out: each iteration starts N agent runs in parallel from the same base, each in
+    /// its own worktree, and keeps the harness's pick of them [default: 1, at most 8]. With
+    /// N > 1 the memory policy defaults to feedback (the candidates stay independent).
+    #[arg(long, value_name = "N")]
+    pub candidates: Option<u64>,
+
     /// Repository paths (globs) the agent must not change. Repeatable.
     #[arg(long = "protect", value_name = "GLOB")]
     pub protect: Vec<String>,
@@ -639,4 +645,8 @@ pub struct DemoArgs {
     /// Where to create the demo repository (default: a new temporary directory).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+
+    /// Fan out to N simulated candidates per iteration (see `orbit init --candidates`).
+    #[arg(long, value_name = "N")]
+    pub candidates: Option<u64>,
 }

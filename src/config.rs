@@ -98,6 +98,28 @@ pub struct LoopConfig {
     /// What the agent is given back of earlier iterations: its notes and the progress
     /// narrative (`notes`), or only the goal and the last failure's feedback (`feedback`).
     pub memory: Memory,
+    /// How many agent runs each iteration fans out to, each in its own worktree from the
+    /// same base (1: no fan-out). Bounded to 1..=CANDIDATES_MAX. Not written when 1, so a
+    /// loop without fan-out keeps its loop.toml as before.
+    #[serde(skip_serializing_if = "is_one")]
+    pub candidates: u64,
+    /// Whether a fan-out stops at the first candidate that passes everything. Off (the
+    /// default): every candidate is waited for and judged, so the survivor is the best of
+    /// all N (the smallest change among those passing), not the fastest; the runner does
+    /// not support `true` yet and refuses it.
+    #[serde(skip_serializing_if = "is_false")]
+    pub fanout_early_stop: bool,
+}
+
+/// The most candidates one iteration fans out to.
+pub const CANDIDATES_MAX: u64 = 8;
+
+fn is_one(n: &u64) -> bool {
+    *n == 1
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The memory policy of a loop (loop.toml `memory`, `orbit init --memory`).
@@ -215,6 +237,8 @@ impl Default for LoopConfig {
             workspace: String::new(),
             sandbox: Sandbox::None,
             memory: Memory::Notes,
+            candidates: 1,
+            fanout_early_stop: false,
         }
     }
 }
@@ -365,6 +389,17 @@ impl LoopConfig {
                 self.workspace.escape_debug()
             )));
         }
+        if !(1..=CANDIDATES_MAX).contains(&self.candidates) {
+            return Err(Error::Usage(format!(
+                "candidates = {}: give a number from 1 (no fan-out) to {CANDIDATES_MAX}",
+                self.candidates
+            )));
+        }
+        if self.fanout_early_stop {
+            return Err(Error::Usage(
+                "fanout-early-stop = true is not supported: every candidate is waited for and judged; remove fanout-early-stop from loop.toml".into(),
+            ));
+        }
         for (key, list) in [
             ("verify", &self.verify),
             ("reproduction", &self.reproduction),
@@ -451,7 +486,7 @@ mod tests {
     }
 
     /// The loop.toml keys that are not settings of the runner: what the loop is and does.
-    const IDENTITY_KEYS: [&str; 12] = [
+    const IDENTITY_KEYS: [&str; 14] = [
         "contract-version",
         "name",
         "engine",
@@ -464,6 +499,8 @@ mod tests {
         "workspace",
         "sandbox",
         "memory",
+        "candidates",
+        "fanout-early-stop",
     ];
 
     #[test]
@@ -628,6 +665,34 @@ mod tests {
         };
         let err = blank.validate().unwrap_err().to_string();
         assert!(err.contains("holdout[0]"), "{err}");
+    }
+
+    #[test]
+    fn candidates_are_bounded_and_left_out_of_loop_toml_when_one() {
+        let old: LoopConfig = toml::from_str("verify = [\"make test\"]").unwrap();
+        assert_eq!(old.candidates, 1);
+        assert!(!old.to_toml().contains("candidates"), "{}", old.to_toml());
+        let three = LoopConfig {
+            candidates: 3,
+            ..LoopConfig::default()
+        };
+        let text = three.to_toml();
+        assert!(text.contains("candidates = 3"), "{text}");
+        assert_eq!(toml::from_str::<LoopConfig>(&text).unwrap(), three);
+        for bad in [0, CANDIDATES_MAX + 1] {
+            let cfg = LoopConfig {
+                candidates: bad,
+                ..LoopConfig::default()
+            };
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(
+                err.contains("candidates") && err.contains("1 (no fan-out) to 8"),
+                "{err}"
+            );
+        }
+        let early: LoopConfig = toml::from_str("fanout-early-stop = true").unwrap();
+        let err = early.validate().unwrap_err().to_string();
+        assert!(err.contains("fanout-early-stop"), "{err}");
     }
 
     #[test]

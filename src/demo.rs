@@ -119,6 +119,7 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         holdout: Vec::new(),
         holdout_file: Vec::new(),
         memory: None,
+        candidates: args.candidates,
         protect: vec!["tests/**".into()],
         max_iterations: Some(6),
         exec_timeout: Some("60s".into()),

@@ -369,6 +369,13 @@ fn config_from_args(
         protect: pick(&args.protect, &d.protect),
         ..LoopConfig::default()
     };
+    if let Some(n) = args.candidates {
+        cfg.candidates = n;
+        if n > 1 {
+            // Candidates that read each other's narrative are no longer independent.
+            cfg.memory = crate::config::Memory::Feedback;
+        }
+    }
     if let Some(memory) = args.memory {
         cfg.memory = memory;
     }
@@ -501,6 +508,14 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
             "  holdout: {} check(s), {} file(s) in {rel}/holdout/ (run only in the DONE gate; never shown to the agent)",
             cfg.holdout.len(),
             holdout_files.len()
+        );
+    }
+    if cfg.candidates > 1 {
+        println!(
+            "  candidates: {} per iteration, each in its own worktree next to the workspace ({}.c1 ...), memory {}",
+            cfg.candidates,
+            cfg.workspace,
+            cfg.memory.name()
         );
     }
     if cfg.sandbox != crate::config::Sandbox::None {
@@ -733,6 +748,7 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
         || !args.holdout.is_empty()
         || !args.holdout_file.is_empty()
         || args.memory.is_some()
+        || args.candidates.is_some()
         || !args.protect.is_empty()
         || args.engine.is_some()
         || args.exec.is_some()

@@ -38,6 +38,7 @@ pub const LIB_STATE: &str = include_str!("../templates/lib/state.sh");
 pub const LIB_FEEDBACK: &str = include_str!("../templates/lib/feedback.sh");
 pub const LIB_SANDBOX: &str = include_str!("../templates/lib/sandbox.sh");
 pub const LIB_RUN_LOOP: &str = include_str!("../templates/lib/run-loop.sh");
+pub const LIB_FANOUT: &str = include_str!("../templates/lib/fanout.sh");
 pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
 pub const LIB_RECOVER: &str = include_str!("../templates/lib/recover.sh");
 pub const LIB_NOTIFY: &str = include_str!("../templates/lib/notify.sh");
@@ -88,6 +89,7 @@ pub const FILES: &[LoopFile] = &[
             LIB_STATE,
             LIB_FEEDBACK,
             LIB_SANDBOX,
+            LIB_FANOUT,
             LIB_RUN_LOOP,
         ],
         executable: true,
@@ -181,6 +183,8 @@ pub struct View {
     pub holdout_checks: Vec<CheckView>,
     /// The memory policy: `notes` or `feedback`.
     pub memory: String,
+    /// How many candidates each iteration fans out to (1: none).
+    pub candidates: u64,
     /// Protect globs as given (for scripts).
     pub protect: Vec<String>,
     /// Protect globs as markdown code spans (for goal.md and prompt.md).
@@ -280,6 +284,7 @@ impl View {
             regression_names,
             holdout_checks,
             memory: cfg.memory.name().into(),
+            candidates: cfg.candidates,
             protect: cfg.protect.clone(),
             protect_md: cfg.protect.iter().map(|g| code_span(g)).collect(),
             pass_k: cfg.pass_k,

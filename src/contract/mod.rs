@@ -447,6 +447,14 @@ vocabulary! {
         BeforeCommit = "before_commit",
         AfterCommit = "after_commit",
         MidProgressAppend = "mid_progress_append",
+        /// A fan-out: every candidate's run ended and its cost is in the ledger.
+        FanoutAfterAgents = "fanout_after_agents",
+        /// A fan-out: the first candidate judged and recorded.
+        FanoutAfterCandidate = "fanout_after_candidate",
+        /// A fan-out: the survivor selected, the workspace not yet changed.
+        FanoutBeforeApply = "fanout_before_apply",
+        /// A fan-out: the survivor's change in the workspace, the iteration not recorded.
+        FanoutAfterApply = "fanout_after_apply",
         RecoverBeforeCheckpoint = "recover_before_checkpoint",
     }
 }
@@ -479,6 +487,17 @@ vocabulary! {
         WorkspaceRecreated = "workspace_recreated",
         WorkspaceHeadMoved = "workspace_head_moved",
         BranchMoved = "branch_moved",
+        /// A fan-out candidate's worktree created (`candidate`, `path`).
+        CandidateWorktree = "candidate_worktree",
+        /// A fan-out candidate's agent run starts (`candidate`, `of`, `path`).
+        CandidateStart = "candidate_start",
+        /// A fan-out candidate judged and recorded: its outcome, checks, holdout, change,
+        /// why it was disqualified, its commit and the sha256 of its candidate.env.
+        CandidateEnd = "candidate_end",
+        /// The survivor of a fan-out (`candidate`, 0 for none) and the reason.
+        SurvivorSelected = "survivor_selected",
+        /// A DONE loop's candidate worktrees and refs removed.
+        CandidatesPruned = "candidates_pruned",
     }
 }
 

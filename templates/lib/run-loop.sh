@@ -420,7 +420,8 @@ agent_file_take() {
 # and its cost into the iteration's record.
 agent_dir_collect() {
   local cfile=$1
-  if agent_dir_real && [[ -f $AGENT_DIR/notes.md && ! -L $AGENT_DIR/notes.md ]]; then
+  # A fan-out candidate's notes are taken by the runner when it judges it (fanout_judge).
+  if ((!FANOUT_CAND)) && agent_dir_real && [[ -f $AGENT_DIR/notes.md && ! -L $AGENT_DIR/notes.md ]]; then
     head -c "$AGENT_NOTES_MAX" -- "$AGENT_DIR/notes.md" >"$LOOP_DIR/.notes.md.tmp.$$" &&
       mv -f -- "$LOOP_DIR/.notes.md.tmp.$$" "$LOOP_DIR/notes.md"
   fi
@@ -1536,12 +1537,16 @@ ledger_sum_v() {
     orbit_die "$EXIT_FAILURE" "cannot read $LOOP_DIR/cost.ledger: check its permissions, then rerun"
 }
 
-# ledger_append ITERATION MICRO_USD KIND: one line for one agent run, and the totals.
+# ledger_append ITERATION MICRO_USD KIND [CANDIDATE]: one line for one agent run (a fan-out's
+# with its candidate, the contract's fourth column), and the totals.
 ledger_append() {
   # The cost counts in memory even when the ledger cannot take it (a link put in its place).
   if orbit_appendable "$LOOP_DIR/cost.ledger"; then
-    printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$LOOP_DIR/cost.ledger" ||
-      orbit_records_fail "$LOOP_DIR/cost.ledger"
+    if [[ -n ${4:-} ]]; then
+      printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$LOOP_DIR/cost.ledger"
+    else
+      printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$LOOP_DIR/cost.ledger"
+    fi || orbit_records_fail "$LOOP_DIR/cost.ledger"
   fi
   if [[ $1 != "$LEDGER_IT" ]]; then
     LEDGER_IT=$1 LEDGER_IT_SUM=0 LEDGER_IT_KINDS=' '
@@ -1881,7 +1886,7 @@ run_agent() {
   sandbox_prepare agent
   # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
   ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
-    ORBIT_CANDIDATE=1 ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
+    ORBIT_CANDIDATE="${ORBIT_CANDIDATE_N:-1}" ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
     ORBIT_COST_FILE="$AGENT_DIR/cost" \
     ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fbfile" \
     ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" ORBIT_LIVE_FD="$LIVE_FD" \
@@ -1919,7 +1924,8 @@ run_agent() {
       fi
     } >"$log"
   fi
-  if orbit_appendable "$LOOP_DIR/.iter-timings.log"; then
+  # (A fan-out candidate's timing is written by the runner, after every candidate ended.)
+  if ((!FANOUT_CAND)) && orbit_appendable "$LOOP_DIR/.iter-timings.log"; then
     printf '%s\n' "$AGENT_SECS" >>"$LOOP_DIR/.iter-timings.log"
   fi
 }
@@ -2774,7 +2780,15 @@ run_iteration() {
   printf '%s\n' "$t_before" >"$dir/tree-before"
   attempt=0
   outcome=$OUTCOME_AGENT_ERROR
-  while ((attempt < RETRY_LIMIT)); do
+  if ((FANOUT_N > 1)); then
+    # N candidates instead of one agent: the survivor's change is in the workspace after
+    # it, and the iteration goes on as a single agent's would.
+    fanout_iteration "$n" "$dir" "$t_before" "$fb"
+    outcome=$REPLY
+    attempt=$FANOUT_ATTEMPTS
+    ATTEMPT=$attempt
+  fi
+  while ((FANOUT_N == 1 && attempt < RETRY_LIMIT)); do
     attempt=$((attempt + 1))
     ATTEMPT=$attempt
     build_prompt "$n" "$PHASE_WORK" "$attempt" "$dir/prompt.md" "$fb"
@@ -3025,6 +3039,8 @@ finalize() {
     orbit_iso_v "${R[ENDED_AT]}"
     text+="- ended: $REPLY"$'\n'
     text+="- agent: exit ${R[AGENT_EXIT]:-?} (${R[AGENT_OUTCOME]:-?}), ${R[DURATION]:-0}s, attempt ${R[ATTEMPTS]:-1} of $RETRY_LIMIT"$'\n'
+    fanout_progress_v "$dir"
+    text+=$REPLY
     text+="- verify: ${R[VERIFY]:-skip}${R[VERIFY_FAILING]:+ — failing: ${R[VERIFY_FAILING]}}"$'\n'
     text+="- changed: ${R[CHANGED]:-0} file(s)${changed_list:+ — $changed_list}"$'\n'
     text+="- commit: $commit"$'\n'
@@ -3124,6 +3140,9 @@ stop_for_verdict() {
       if [[ -n ${S[ITER_BRANCH]} ]] && orbit_true "$SQUASH_ON_DONE"; then
         squash_on_done
       fi
+      if ((FANOUT_N > 1)); then
+        fanout_done_prune
+      fi
       finish "$EXIT_DONE" "$STATUS_DONE" "$REASON_NONE" "${R[SUMMARY]}"
       ;;
     "$STATUS_ABORTED")
@@ -3160,6 +3179,7 @@ on_signal() {
   trap - ERR
   set +e
   orbit_log "received SIG$sig: stopping the agent and saving a resumable state"
+  fanout_stop_all
   if [[ -n $ORBIT_CHILD_PID ]]; then
     orbit_kill_group "$ORBIT_CHILD_PID" "$KILL_GRACE_S"
   fi
@@ -3235,6 +3255,9 @@ gates() {
     if ((est > 0 && S[COST_MICROUSD] + est > USD_CAP_M)); then
       finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap; the next iteration would cost about \$$(orbit_usd_text "$est") (the last one's cost) and cross it: raise USD_CAP to go on"
     fi
+  fi
+  if ((FANOUT_N > 1)); then
+    fanout_budget
   fi
   if [[ ${S[CB_STATE]} == "$CB_OPEN" ]]; then
     if ((now - S[CB_OPENED_AT] >= CB_COOLDOWN_S)); then
@@ -3390,6 +3413,7 @@ main() {
   ORBIT_DIE_HOOK=settings_footer
   settings_check
   verify_budget
+  fanout_settings
   ORBIT_DIE_HOOK=
 
   preflight

@@ -1,0 +1,190 @@
+//! Fan-out candidates (contract section 10), run for real: N agents in parallel from the
+//! same base, each in its own worktree, judged by the harness; the survivor's change is the
+//! iteration's, the others are kept as refs; a tampering candidate is disqualified, one that
+//! touches the loop directory stops the loop; a crash mid-fan-out resumes; the budget gate
+//! counts the whole fan-out.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::support::{
+    Repo, assert_code, assert_ok, assert_records_agree, assert_script_clean, events_named, read_kv,
+    text,
+};
+
+/// The visible check: add(2, 2) = 4.
+const VISIBLE: &str = "test \"$(bash add.sh 2 2)\" = 4";
+
+/// A repository whose add.sh adds nothing yet, with a protected test beside it.
+fn add_repo() -> Repo {
+    let repo = Repo::new();
+    repo.write("add.sh", "echo 0\n");
+    repo.write("tests/add_test.sh", "test \"$(bash add.sh 1 1)\" = 2\n");
+    repo.git(&["add", "add.sh", "tests"]);
+    repo.git(&["commit", "-qm", "add.sh"]);
+    repo
+}
+
+/// The hidden check: add.sh adds in general.
+const HIDDEN: &str = "test \"$(bash add.sh 3 5)\" = 8 && test \"$(bash add.sh 10 -4)\" = 6";
+
+/// An agent that acts by its candidate number: `case` is a bash `case` body on
+/// $ORBIT_CANDIDATE. Every run leaves its environment in `seen/<iteration>-<candidate>`.
+fn candidate_agent(repo: &Repo, cases: &str) -> PathBuf {
+    let seen = repo.bin.path().join("seen");
+    repo.agent(
+        "cand",
+        &format!(
+            r#"mkdir -p "{seen}"
+[ "$ORBIT_PHASE" = work ] || exit 0
+{{ echo "ws=$PWD"; echo "candidate=$ORBIT_CANDIDATE"; echo "tmp=${{TMPDIR:-}}"; }} > "{seen}/$ORBIT_ITERATION-$ORBIT_CANDIDATE"
+cp "$ORBIT_PROMPT_FILE" "{seen}/$ORBIT_ITERATION-$ORBIT_CANDIDATE.prompt"
+case "$ORBIT_CANDIDATE" in
+{cases}
+esac
+exit 0
+"#,
+            seen = seen.display()
+        ),
+    )
+}
+
+const HONEST: &str =
+    "printf '%s\\n' 'echo $(($1 + $2))' > add.sh; echo done > \"$ORBIT_AGENT_DIR/done.md\"";
+const OVERFIT: &str = "echo 'echo 4' > add.sh; echo done > \"$ORBIT_AGENT_DIR/done.md\"";
+
+fn fanout_loop(repo: &Repo, agent: &Path, n: &str, extra: &[&str]) -> PathBuf {
+    let mut args = vec!["--candidates", n, "--protect", "tests/**"];
+    args.extend_from_slice(extra);
+    repo.init_loop(agent, &[VISIBLE], &args)
+}
+
+fn cand_env(dir: &Path, it: u64, k: u64) -> std::collections::BTreeMap<String, String> {
+    read_kv(&dir.join(format!("iterations/{it:06}/candidates/{k}/candidate.env")))
+}
+
+#[test]
+fn the_honest_candidate_survives_an_idle_and_an_overfitting_one_and_the_holdout_rejects_the_overfit()
+ {
+    let repo = add_repo();
+    let agent = candidate_agent(&repo, &format!("1) : ;;\n2) {OVERFIT} ;;\n3) {HONEST} ;;"));
+    let dir = fanout_loop(&repo, &agent, "3", &["--holdout", HIDDEN]);
+    assert_script_clean(&dir.join("run-loop.sh"));
+    let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
+    assert!(toml.contains("candidates = 3"), "{toml}");
+    assert!(toml.contains("memory = \"feedback\""), "{toml}");
+
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_ok(&out, "the fan-out loop");
+    assert_eq!(
+        repo.ws_read("add.sh"),
+        "echo $(($1 + $2))\n",
+        "the survivor's change"
+    );
+    assert_records_agree(&dir);
+
+    let idle = cand_env(&dir, 1, 1);
+    let overfit = cand_env(&dir, 1, 2);
+    let honest = cand_env(&dir, 1, 3);
+    assert_eq!(idle["CHECKS_PASSED"], "0", "{idle:?}");
+    assert_eq!(idle["CHANGED"], "0", "{idle:?}");
+    assert_eq!(overfit["CHECKS_PASSED"], "1", "{overfit:?}");
+    assert_eq!(
+        overfit["HOLDOUT"], "fail",
+        "the holdout rejects the overfit"
+    );
+    assert_eq!(honest["HOLDOUT"], "pass", "{honest:?}");
+    for c in [&idle, &overfit, &honest] {
+        assert_eq!(c["DISQUALIFIED"], "", "{c:?}");
+    }
+    let sel = events_named(&dir, "survivor_selected");
+    assert_eq!(sel.len(), 1, "one selection");
+    let line = sel[0].value.to_string();
+    assert!(line.contains("\"candidate\":3"), "{line}");
+    assert!(line.contains("holdout"), "the reason: {line}");
+    assert_eq!(events_named(&dir, "candidate_end").len(), 3);
+    assert_eq!(events_named(&dir, "candidate_start").len(), 3);
+
+    // Each candidate ran in its own worktree with its own number, and the prompt says so.
+    let seen = repo.bin.path().join("seen");
+    let mut wss = Vec::new();
+    for k in 1..=3 {
+        let s = fs::read_to_string(seen.join(format!("1-{k}"))).unwrap();
+        assert!(s.contains(&format!("candidate={k}")), "{s}");
+        assert!(s.contains(&format!("test-goal.c{k}")), "{s}");
+        wss.push(s.lines().next().unwrap().to_string());
+        let p = fs::read_to_string(seen.join(format!("1-{k}.prompt"))).unwrap();
+        assert!(p.contains(&format!("You are candidate {k} of 3")), "{p}");
+        assert!(!p.contains("progress.md"), "memory = feedback: {p}");
+    }
+    wss.dedup();
+    assert_eq!(wss.len(), 3, "three worktrees");
+
+    // Every run is in the ledger with its candidate.
+    let ledger = fs::read_to_string(dir.join("cost.ledger")).unwrap_or_default();
+    for k in 1..=3 {
+        assert!(
+            ledger
+                .lines()
+                .any(|l| l.starts_with("1\t") && l.ends_with(&format!("\t{k}"))),
+            "{ledger}"
+        );
+    }
+    // The progress entry has the candidate table and the reason.
+    let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
+    assert!(
+        progress.contains("- candidate 2: ok, checks 1/1"),
+        "{progress}"
+    );
+    assert!(progress.contains("- survivor: candidate 3 ("), "{progress}");
+    // DONE prunes the candidates' worktrees and refs.
+    assert!(!repo.join(".orbit/.workspaces/test-goal.c1").exists());
+    assert_eq!(repo.git(&["for-each-ref", "refs/orbit/"]), "");
+    assert_eq!(events_named(&dir, "candidates_pruned").len(), 1);
+}
+
+#[test]
+fn a_candidate_that_changes_a_protected_test_is_disqualified_and_another_survives() {
+    let repo = add_repo();
+    // Candidate 1 "passes" by editing the protected test and the check; 2 does honest work
+    // without claiming DONE.
+    let agent = candidate_agent(
+        &repo,
+        "1) echo 'true' > tests/add_test.sh; echo 'echo 4' > add.sh ;;\n2) printf '%s\\n' 'echo $(($1 + $2))' > add.sh ;;",
+    );
+    let dir = fanout_loop(&repo, &agent, "2", &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "one tick, work remains");
+    let tamper = cand_env(&dir, 1, 1);
+    assert!(
+        tamper["DISQUALIFIED"].contains("tests/add_test.sh"),
+        "{tamper:?}"
+    );
+    let honest = cand_env(&dir, 1, 2);
+    assert_eq!(honest["DISQUALIFIED"], "");
+    assert_eq!(repo.ws_read("add.sh"), "echo $(($1 + $2))\n");
+    assert_eq!(
+        repo.ws_read("tests/add_test.sh"),
+        "test \"$(bash add.sh 1 1)\" = 2\n",
+        "the protected test is untouched in the workspace"
+    );
+    // The other candidate's change is kept as a ref, with its verify record.
+    let kept = repo.git(&["rev-parse", "refs/orbit/test-goal/1/1"]);
+    assert_eq!(kept.trim(), tamper["COMMIT"]);
+    let shown = repo.git(&["show", "refs/orbit/test-goal/1/1:tests/add_test.sh"]);
+    assert_eq!(shown, "true\n");
+    let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
+    assert!(
+        progress.contains("disqualified: it changed the protected path tests/add_test.sh"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("- survivor: candidate 2 (the only candidate not disqualified)"),
+        "{progress}"
+    );
+    assert_records_agree(&dir);
+    // The commit on the loop branch is the survivor's.
+    let log = repo.ws_git(&["show", "--stat", "--format=%s", "HEAD"]);
+    assert!(log.contains("add.sh") && !log.contains("tests/"), "{log}");
+    let _ = text(&out);
+}

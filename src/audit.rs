@@ -61,6 +61,9 @@ pub struct Summary {
     pub workspace: Option<String>,
     /// The loop branch the work is committed on, `orbit/<name>`.
     pub branch: Option<String>,
+    /// How many candidates each iteration fans out to, when more than one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<u64>,
 }
 
 /// The audit of one loop.
@@ -402,6 +405,10 @@ pub fn render_status(reports: &[LoopReport], now: u64, colour: bool) -> String {
                 (Some(i), Some(m)) => format!("{i}/{m}"),
                 (Some(i), None) => i.to_string(),
                 _ => "-".into(),
+            };
+            let iter = match s.candidates {
+                Some(n) => format!("{iter} candidates {n}"),
+                None => iter,
             };
             let spend = spend_cell(s.spent_microusd, s.unknown_cost_runs, s.usd_cap_microusd);
             let verify = s

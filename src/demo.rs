@@ -167,6 +167,12 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         "            {}/iterations/   (prompts, agent logs, verify logs)",
         loop_dir.display()
     );
+    if args.candidates.is_some_and(|n| n > 1) {
+        println!(
+            "            {}/iterations/000001/candidates/   (each candidate's record; progress.md names the survivor and why)",
+            loop_dir.display()
+        );
+    }
     println!(
         "  the work: {}/.orbit/.workspaces/calc   (the loop's own git worktree; the project's checkout was never touched)",
         repo.display()

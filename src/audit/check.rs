@@ -408,6 +408,7 @@ fn summary(dir: &Path, cfg: Option<&LoopConfig>) -> Summary {
                 .unwrap_or_default()
         }),
         max_iterations: cfg.map(|c| c.max_iterations),
+        candidates: cfg.map(|c| c.candidates).filter(|n| *n > 1),
         usd_cap_microusd: cfg.and_then(|c| LoopConfig::usd_micro(c.usd_cap)),
         last_activity: ["events.jsonl", "state.env", "runner.log", "progress.md"]
             .iter()

@@ -373,16 +373,20 @@ fanout_budget() {
   fi
 }
 
-# fanout_iteration N DIR BASE_TREE FEEDBACK: the fan-out of iteration N. Sets REPLY to the
-# survivor's outcome, FANOUT_ATTEMPTS, AGENT_RC and AGENT_SECS as a single run would, the
+# fanout_iteration N DIR BASE_TREE FEEDBACK: the fan-out of iteration N. Sets FANOUT_OUTCOME
+# to the survivor's outcome, FANOUT_ATTEMPTS, AGENT_RC and AGENT_SECS as a single run would, the
 # survivor's prompt and log as the iteration's, its claim in the workspace's agent folder;
 # TRUST_BAD when anything changed the loop directory or git's control files (the caller
 # stops the loop as for a single agent).
 FANOUT_ATTEMPTS=1
+FANOUT_OUTCOME=
 fanout_iteration() {
   local n=$1 dir=$2 base=$3 fb=$4 commit k cdir j fd line outcome att secs rc cost
   local -a todo=() kept=() f=()
   local -A fds=() res=()
+  # What the iteration sees when the fan-out stops early (TRUST_BAD: the loop stops).
+  FANOUT_OUTCOME=$OUTCOME_AGENT_ERROR FANOUT_ATTEMPTS=1 AGENT_RC=0 AGENT_SECS=0 AGENT_TIMED_OUT=0
+  RUN_COST_M=0 RUN_COST_KIND=$COST_UNKNOWN
   commit=$(git_q rev-parse HEAD)
   mkdir -p -- "$dir/candidates"
   for ((k = 1; k <= FANOUT_N; k++)); do
@@ -453,8 +457,10 @@ fanout_iteration() {
           A)
             ((${#f[@]} == 8)) || continue
             for j in 1 2 3 4 5; do orbit_is_uint "${f[$j]}" || continue 2; done
+            [[ ${f[6]} =~ $ORBIT_RE_COST_KIND && ${f[7]} =~ ^[a-z_]{1,32}$ ]] || continue
             att=${f[1]} rc=${f[2]} secs=${f[4]} outcome=${f[7]} cost=$((cost + f[5]))
             ledger_append "$n" "${f[5]}" "${f[6]}" "$k"
+            RUN_COST_KIND=${f[6]}
             orbit_event agent_exit "$n" phase "$PHASE_WORK" attempt "$att" candidate "$k" exit_code "$rc" outcome "$outcome" seconds "$secs" cost_microusd "${f[5]}" cost_kind "${f[6]}"
             if orbit_appendable "$LOOP_DIR/.iter-timings.log"; then
               printf '%s\n' "$secs" >>"$LOOP_DIR/.iter-timings.log"
@@ -495,7 +501,6 @@ fanout_iteration() {
     FANOUT_ATTEMPTS=1 AGENT_RC=1 AGENT_SECS=0
     cp -f -- "$dir/candidates/1/prompt.md" "$dir/prompt.md" 2>/dev/null || true
     printf 'orbit: every candidate of iteration %s was disqualified (see candidates/*/candidate.env)\n' "$n" >"$dir/agent.log"
-    REPLY=$OUTCOME_AGENT_ERROR
     return 0
   fi
   cdir=$dir/candidates/$SURVIVOR
@@ -513,7 +518,7 @@ fanout_iteration() {
   fi
   FANOUT_ATTEMPTS=${C[ATTEMPTS]:-1} AGENT_RC=${C[EXIT]:-0} AGENT_SECS=${C[SECONDS]:-0}
   orbit_is_uint "$FANOUT_ATTEMPTS" || FANOUT_ATTEMPTS=1
-  REPLY=${C[OUTCOME]:-$OUTCOME_AGENT_ERROR}
+  FANOUT_OUTCOME=${C[OUTCOME]:-$OUTCOME_AGENT_ERROR}
   orbit_fault fanout_after_apply
 }
 

@@ -2784,7 +2784,7 @@ run_iteration() {
     # N candidates instead of one agent: the survivor's change is in the workspace after
     # it, and the iteration goes on as a single agent's would.
     fanout_iteration "$n" "$dir" "$t_before" "$fb"
-    outcome=$REPLY
+    outcome=$FANOUT_OUTCOME
     attempt=$FANOUT_ATTEMPTS
     ATTEMPT=$attempt
   fi

@@ -188,3 +188,158 @@ fn a_candidate_that_changes_a_protected_test_is_disqualified_and_another_survive
     assert!(log.contains("add.sh") && !log.contains("tests/"), "{log}");
     let _ = text(&out);
 }
+
+/// Lines of cost.ledger for iteration `it`.
+fn ledger_lines(dir: &Path, it: u64) -> Vec<String> {
+    fs::read_to_string(dir.join("cost.ledger"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with(&format!("{it}\t")))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_kill_at_each_fault_point_mid_fan_out_resumes_with_no_record_lost_or_doubled() {
+    // (point, agent runs of iteration 1 in the ledger after the rerun): a crash before any
+    // candidate is recorded redoes both; after the first record, only the second.
+    for (point, runs) in [
+        ("fanout_after_agents", 4),
+        ("fanout_after_candidate", 3),
+        ("fanout_before_apply", 2),
+        ("fanout_after_apply", 2),
+    ] {
+        let repo = add_repo();
+        let agent = candidate_agent(
+            &repo,
+            "1) printf '%s\\n' 'echo $(($1 + $2))' > add.sh ;;\n2) : ;;",
+        );
+        let dir = fanout_loop(&repo, &agent, "2", &[]);
+        let out = repo.run_loop(&dir, &["--once"], &[("ORBIT_FAULT", point)]);
+        assert_eq!(out.status.code(), None, "killed at {point}\n{}", text(&out));
+        let out = repo.run_loop(&dir, &["--once"], &[]);
+        assert_code(
+            &out,
+            10,
+            &format!("the rerun after {point} completes iteration 1"),
+        );
+        assert_records_agree(&dir);
+        for k in 1..=2u64 {
+            let ends = events_named(&dir, "candidate_end")
+                .into_iter()
+                .filter(|e| e.iteration == 1 && e.value["candidate"] == k)
+                .count();
+            assert_eq!(ends, 1, "{point}: candidate {k} recorded once");
+        }
+        assert_eq!(
+            events_named(&dir, "survivor_selected").len(),
+            1,
+            "{point}: one selection"
+        );
+        assert_eq!(
+            events_named(&dir, "iteration_result").len(),
+            1,
+            "{point}: one iteration record"
+        );
+        assert_eq!(
+            ledger_lines(&dir, 1).len(),
+            runs,
+            "{point}: every run, once"
+        );
+        assert_eq!(repo.ws_read("add.sh"), "echo $(($1 + $2))\n", "{point}");
+        let log = repo.ws_git(&["log", "--format=%s", "orbit/test-goal"]);
+        assert_eq!(
+            log.lines().filter(|l| l.contains("iteration 1")).count(),
+            1,
+            "{point}: one commit\n{log}"
+        );
+        assert_eq!(cand_env(&dir, 1, 1)["CHANGED"], "1", "{point}");
+    }
+}
+
+#[test]
+fn a_budget_that_allows_one_candidate_does_not_start_three() {
+    let cost = "echo 0.5 > \"$ORBIT_COST_FILE\"";
+    for (n, code) in [("1", 10), ("3", 12)] {
+        let repo = add_repo();
+        let agent = candidate_agent(&repo, &format!("*) {cost} ;;"));
+        let dir = fanout_loop(&repo, &agent, n, &["--usd-cap", "1"]);
+        let out = repo.run_loop(&dir, &["--once"], &[("COST_ESTIMATE_USD", "0.5")]);
+        assert_code(
+            &out,
+            code,
+            &format!("{n} candidate(s) at $0.50 each under a $1 cap"),
+        );
+        let seen = repo.bin.path().join("seen");
+        let ran = fs::read_dir(&seen).map(|d| d.count()).unwrap_or(0);
+        if code == 12 {
+            assert_eq!(ran, 0, "no candidate started");
+            assert!(ledger_lines(&dir, 1).is_empty(), "nothing spent");
+            assert!(
+                text(&out).contains("3 candidates would cost about $1.50"),
+                "{}",
+                text(&out)
+            );
+        } else {
+            assert!(ran > 0, "the single run started");
+        }
+    }
+}
+
+#[test]
+fn a_candidate_that_writes_into_the_loop_directory_stops_the_loop() {
+    let repo = add_repo();
+    let loop_dir = repo.join(".orbit/test-goal");
+    let agent = candidate_agent(
+        &repo,
+        &format!(
+            "1) printf '%s\\n' 'echo $(($1 + $2))' > add.sh ;;\n2) echo planted > '{}/notes.md' ;;",
+            loop_dir.display()
+        ),
+    );
+    let dir = fanout_loop(&repo, &agent, "2", &[]);
+    assert_eq!(dir, loop_dir);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 3, "loop_tamper");
+    let state = fs::read_to_string(dir.join("state.env")).unwrap();
+    assert!(state.contains("loop_tamper"), "{state}");
+    assert_eq!(
+        repo.ws_read("add.sh"),
+        "echo 0\n",
+        "nothing of the fan-out is taken"
+    );
+    assert!(events_named(&dir, "survivor_selected").is_empty());
+}
+
+#[test]
+fn orbit_demo_with_three_candidates_ends_done_with_the_candidate_that_did_it_all() {
+    let root = tempfile::tempdir().unwrap();
+    let demo = root.path().join("demo");
+    let mut cmd = crate::support::command(crate::support::orbit_bin());
+    cmd.args(["demo", "--candidates", "3", "--dir", demo.to_str().unwrap()]);
+    let out = crate::support::run_bounded(cmd, std::time::Duration::from_secs(180));
+    assert_code(&out, 0, "orbit demo --candidates 3");
+    let dir = demo.join("project/.orbit/calc");
+    assert_eq!(crate::support::state_value(&dir, "LAST_STATUS"), "DONE");
+    let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
+    assert!(progress.contains("## Iteration 1 — DONE"), "{progress}");
+    assert!(
+        progress.contains("- survivor: candidate 3 (the most checks passing (2 against 1))"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("- candidate 2: ok, checks 0/2"),
+        "{progress}"
+    );
+    assert!(text(&out).contains("candidates/"), "{}", text(&out));
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn status_shows_the_candidates_of_a_fan_out_loop() {
+    let repo = add_repo();
+    let agent = candidate_agent(&repo, "*) : ;;");
+    let dir = fanout_loop(&repo, &agent, "2", &[]);
+    let out = repo.orbit(&["status", dir.to_str().unwrap()]);
+    assert!(text(&out).contains("candidates 2"), "{}", text(&out));
+}

@@ -240,9 +240,17 @@ fn a_holdout_sh_dropped_from_the_manifest_between_ticks_stops_the_loop_instead_o
         .collect();
     assert_ne!(cut, pins, "holdout.sh had a pin:\n{pins}");
     fs::write(dir.join("pins.sha256"), cut).unwrap();
-    fs::write(dir.join("holdout.sh"), "#!/usr/bin/env bash\nchecks() { return 0; }\n").unwrap();
+    fs::write(
+        dir.join("holdout.sh"),
+        "#!/usr/bin/env bash\nchecks() { return 0; }\n",
+    )
+    .unwrap();
     let out = repo.run_loop(&dir, &["--once"], &[]);
-    assert_code(&out, 3, "integrity violation, not a DONE without the hidden checks");
+    assert_code(
+        &out,
+        3,
+        "integrity violation, not a DONE without the hidden checks",
+    );
     assert_ne!(state_value(&dir, "LAST_STATUS"), "DONE");
     assert!(
         text(&out).contains("holdout.sh"),

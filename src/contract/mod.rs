@@ -696,6 +696,7 @@ pub const LOOP_FILES: &[&str] = &[
     "run-loop.sh",
     "recover.sh",
     "notify.sh",
+    "holdout.sh",
     "state.env",
     "state.env.sha256",
     "pins.sha256",
@@ -722,7 +723,7 @@ pub const LOOP_FILES: &[&str] = &[
 
 /// The directories of a loop directory that the files above live beside: each must be a
 /// directory (never a symlink to one).
-pub const LOOP_DIRS: &[&str] = &["iterations", ".pins", "backups"];
+pub const LOOP_DIRS: &[&str] = &["iterations", ".pins", "backups", "holdout"];
 
 /// The pinned protect sets (contract 7), beside pins.sha256: one line per protect glob,
 /// `<sha256>  <glob>`, the sha256 of the NUL-terminated, byte-sorted list of the paths the

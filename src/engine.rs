@@ -42,27 +42,51 @@ impl Engine {
         }
     }
 
-    /// The headless invocation of a built-in engine, reading the prompt from stdin.
+    /// The headless invocation of a built-in engine, reading the prompt from stdin. Each
+    /// choice was checked against the installed CLIs (claude-code 2.1.197, codex 0.171.0,
+    /// gemini-cli 0.61.0):
     ///
-    /// - Claude Code: `-p` (print mode) reads the prompt from stdin when no prompt argument
-    ///   is given; `--output-format json` yields a final result object carrying
-    ///   `total_cost_usd`, which the runner records in cost.ledger.
+    /// - Claude Code: `-p` (print mode) reads the prompt from stdin. `--output-format
+    ///   stream-json --verbose` prints one JSON event per line as the run goes: the live view
+    ///   shows progress, a retry of the API is visible as `{"subtype":"api_retry",
+    ///   "error_status":429}` even when the timeout kills the run, and the last line is the
+    ///   result object (`is_error`, `api_error_status`, `result`, `total_cost_usd`).
+    ///   `acceptEdits` alone denies Bash in print mode, so the checks could not run:
+    ///   `--allowedTools` names the file tools and `Bash(bash .orbit-agent/verify.sh*)`, the
+    ///   loop's own checks, and nothing else runs unasked.
     /// - Codex CLI: `codex exec -` reads the prompt from stdin; the workspace-write sandbox
-    ///   lets it edit the repository and nothing outside it.
-    /// - Gemini CLI: runs headless when stdin is not a terminal; `auto_edit` approves edits.
+    ///   lets it edit the workspace and nothing outside it; `--json` prints its events as
+    ///   JSON lines (`{"type":"error","message":...}`, `turn.failed`), so failures are
+    ///   read from a structure rather than from prose.
+    /// - Gemini CLI: runs headless when stdin is not a terminal; it refuses a folder it does
+    ///   not trust (and drops `auto_edit` to `default`), so `--skip-trust` trusts the
+    ///   workspace for this run only (nothing is written to the user's trusted folders);
+    ///   `auto_edit` approves edits; `--output-format json` puts errors as
+    ///   `{"error":{"code","message"}}`.
     pub fn default_argv(self) -> Option<Vec<String>> {
         let words: &[&str] = match self {
             Engine::Claude => &[
                 "claude",
                 "-p",
                 "--output-format",
-                "json",
+                "stream-json",
+                "--verbose",
                 "--permission-mode",
                 "acceptEdits",
+                "--allowedTools",
+                "Read,Edit,Write,MultiEdit,Glob,Grep,Bash(bash .orbit-agent/verify.sh*)",
             ],
-            Engine::Codex => &["codex", "exec", "--sandbox", "workspace-write", "-"],
+            Engine::Codex => &[
+                "codex",
+                "exec",
+                "--sandbox",
+                "workspace-write",
+                "--json",
+                "-",
+            ],
             Engine::Gemini => &[
                 "gemini",
+                "--skip-trust",
                 "--approval-mode",
                 "auto_edit",
                 "--output-format",
@@ -143,5 +167,40 @@ mod tests {
         assert_eq!(Engine::Claude.argv(None).unwrap()[0], "claude");
         assert!(split_command("a 'b").is_err());
         assert!(split_command("   ").is_err());
+    }
+
+    #[test]
+    fn default_argvs_run_headless_and_keep_the_fence() {
+        let claude = Engine::Claude.default_argv().unwrap();
+        let tools = claude
+            .iter()
+            .position(|w| w == "--allowedTools")
+            .map(|i| &claude[i + 1])
+            .expect("claude names its allowed tools");
+        assert!(
+            tools.contains("Bash(bash .orbit-agent/verify.sh*)"),
+            "{tools}"
+        );
+        assert!(
+            !tools.split(',').any(|t| t == "Bash"),
+            "no unbounded Bash: {tools}"
+        );
+        assert!(
+            claude
+                .windows(2)
+                .any(|w| w == ["--output-format", "stream-json"])
+        );
+        assert!(claude.contains(&"--verbose".to_string()));
+        assert!(!claude.iter().any(|w| w.contains("dangerously")));
+        let codex = Engine::Codex.default_argv().unwrap();
+        assert!(
+            codex
+                .windows(2)
+                .any(|w| w == ["--sandbox", "workspace-write"])
+        );
+        assert_eq!(codex.last().map(String::as_str), Some("-"));
+        let gemini = Engine::Gemini.default_argv().unwrap();
+        assert!(gemini.contains(&"--skip-trust".to_string()));
+        assert!(!gemini.iter().any(|w| w == "--yolo" || w == "yolo"));
     }
 }

@@ -61,8 +61,10 @@ impl Engine {
     /// - Gemini CLI: runs headless when stdin is not a terminal; it refuses a folder it does
     ///   not trust (and drops `auto_edit` to `default`), so `--skip-trust` trusts the
     ///   workspace for this run only (nothing is written to the user's trusted folders);
-    ///   `auto_edit` approves edits; `--output-format json` puts errors as
-    ///   `{"error":{"code","message"}}`.
+    ///   `auto_edit` approves edits but leaves the shell tool out of a headless run, so
+    ///   `--allowed-tools run_shell_command(bash .orbit-agent/verify.sh)` adds the loop's
+    ///   checks and nothing else (another command, or one chained after it, is denied by
+    ///   gemini's policy); `--output-format json` puts errors as `{"error":{"code","message"}}`.
     pub fn default_argv(self) -> Option<Vec<String>> {
         let words: &[&str] = match self {
             Engine::Claude => &[
@@ -89,6 +91,8 @@ impl Engine {
                 "--skip-trust",
                 "--approval-mode",
                 "auto_edit",
+                "--allowed-tools",
+                "run_shell_command(bash .orbit-agent/verify.sh)",
                 "--output-format",
                 "json",
             ],
@@ -117,6 +121,37 @@ impl Engine {
         }
     }
 
+    /// The token prices `orbit init` writes into loop.toml for an engine that reports
+    /// tokens, not dollars: `model=input/cached/output`, USD per million tokens, as the
+    /// providers list them (OpenAI and Google price pages, 2025-08; check and override in
+    /// loop.toml `token-prices`). `*` prices any other model (the CLI's current default
+    /// model is often newer than this table).
+    pub fn default_token_prices(self) -> Vec<String> {
+        let prices: &[&str] = match self {
+            Engine::Codex => &[
+                "gpt-5=1.25/0.125/10",
+                "gpt-5-codex=1.25/0.125/10",
+                "gpt-5-mini=0.25/0.025/2",
+                "*=1.25/0.125/10",
+            ],
+            Engine::Gemini => &[
+                "gemini-2.5-pro=1.25/0.31/10",
+                "gemini-2.5-flash=0.30/0.075/2.50",
+                "gemini-2.5-flash-lite=0.10/0.025/0.40",
+                "*=1.25/0.31/10",
+            ],
+            Engine::Claude | Engine::Custom => &[],
+        };
+        prices.iter().map(|p| p.to_string()).collect()
+    }
+
+    /// Whether the engine's output says what a run cost (claude in dollars; codex and
+    /// gemini in tokens, priced by `token-prices`). A custom agent reports a cost only if it
+    /// writes `$ORBIT_COST_FILE`.
+    pub fn reports_cost(self) -> bool {
+        !matches!(self, Engine::Custom)
+    }
+
     /// Resolves the argv for this engine from an optional `--exec` command line.
     pub fn argv(self, exec: Option<&str>) -> Result<Vec<String>> {
         match (self, exec) {
@@ -127,6 +162,29 @@ impl Engine {
             (engine, None) => Ok(engine.default_argv().unwrap_or_default()),
         }
     }
+}
+
+/// Whether `word` is a token price: `model=input/cached/output`, each a decimal number of
+/// USD per million tokens (at most 6 digits each side of the point), the model of
+/// `[A-Za-z0-9._*:-]` (`*` alone: any model). The runner checks the same form.
+pub fn is_token_price(word: &str) -> bool {
+    let Some((model, nums)) = word.split_once('=') else {
+        return false;
+    };
+    let num = |n: &str| {
+        let (a, b) = n.split_once('.').unwrap_or((n, "0"));
+        (1..=6).contains(&a.len())
+            && (1..=6).contains(&b.len())
+            && a.bytes().all(|c| c.is_ascii_digit())
+            && b.bytes().all(|c| c.is_ascii_digit())
+    };
+    let parts: Vec<&str> = nums.split('/').collect();
+    (1..=64).contains(&model.len())
+        && model
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'*' | b':' | b'-'))
+        && parts.len() == 3
+        && parts.iter().all(|p| num(p))
 }
 
 /// Splits a command line like a POSIX shell would (quotes, backslashes), without running
@@ -201,6 +259,11 @@ mod tests {
         assert_eq!(codex.last().map(String::as_str), Some("-"));
         let gemini = Engine::Gemini.default_argv().unwrap();
         assert!(gemini.contains(&"--skip-trust".to_string()));
+        assert!(gemini.windows(2).any(|w| w
+            == [
+                "--allowed-tools",
+                "run_shell_command(bash .orbit-agent/verify.sh)"
+            ]));
         assert!(!gemini.iter().any(|w| w == "--yolo" || w == "yolo"));
     }
 }

@@ -547,6 +547,30 @@ pub struct InitArgs {
     #[arg(long = "verify", value_name = "CMD")]
     pub verify: Vec<String>,
 
+    /// A reproduction check: must fail on the base tree (a reproduction that already
+    /// passes proves nothing) and pass at the end. Repeatable.
+    #[arg(long = "reproduction", value_name = "CMD")]
+    pub reproduction: Vec<String>,
+
+    /// A regression check: must pass on the base tree and stay green. Repeatable.
+    #[arg(long = "regression", value_name = "CMD")]
+    pub regression: Vec<String>,
+
+    /// A holdout check: run only when the agent claims DONE, never shown to the agent (not
+    /// in its prompt, its folder, verify.sh or the workspace). Repeatable.
+    #[arg(long = "holdout", value_name = "CMD")]
+    pub holdout: Vec<String>,
+
+    /// A file the holdout checks read, copied into the loop directory's holdout/ (pinned;
+    /// $ORBIT_HOLDOUT_DIR names it when they run). Repeatable.
+    #[arg(long = "holdout-file", value_name = "FILE")]
+    pub holdout_file: Vec<PathBuf>,
+
+    /// What the agent is given back of earlier iterations [default: notes]. notes: its
+    /// notes.md and progress.md; feedback: only the goal and the last failure's feedback.
+    #[arg(long, value_name = "POLICY", value_enum)]
+    pub memory: Option<crate::config::Memory>,
+
     /// Repository paths (globs) the agent must not change. Repeatable.
     #[arg(long = "protect", value_name = "GLOB")]
     pub protect: Vec<String>,

@@ -28,6 +28,14 @@ pub struct LoopConfig {
     pub argv: Vec<String>,
     /// Acceptance checks, one shell command each; each is one `run_check` line in verify.sh.
     pub verify: Vec<String>,
+    /// Reproduction checks: each must fail on the base tree (the red gate per check) and
+    /// pass at the end. In verify.sh with the role `reproduction`.
+    pub reproduction: Vec<String>,
+    /// Regression checks: each must pass on the base tree and stay green. In verify.sh with
+    /// the role `regression`.
+    pub regression: Vec<String>,
+    /// Holdout checks: run only in the DONE gate, from holdout.sh, never shown to the agent.
+    pub holdout: Vec<String>,
     /// Repository path globs the agent must not change.
     pub protect: Vec<String>,
     pub max_iterations: u64,
@@ -95,6 +103,33 @@ pub struct LoopConfig {
     /// agent's environment: for cron and systemd, whose environment lacks the keys of the
     /// user's shell. Mode 0600, owned by the user, not a symlink; never sourced.
     pub env_file: String,
+    /// What the agent is given back of earlier iterations: its notes and the progress
+    /// narrative (`notes`), or only the goal and the last failure's feedback (`feedback`).
+    pub memory: Memory,
+}
+
+/// The memory policy of a loop (loop.toml `memory`, `orbit init --memory`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
+pub enum Memory {
+    /// The agent's folder holds progress.md and notes.md; the prompt tells it to read them
+    /// and lists the earlier distinct failures.
+    #[default]
+    Notes,
+    /// Only the goal and the localized feedback of the last failure: an agent that reads
+    /// its own earlier narrative tends to repeat it (anti self-conditioning).
+    Feedback,
+}
+
+impl Memory {
+    /// The name loop.toml and the runner give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Memory::Notes => "notes",
+            Memory::Feedback => "feedback",
+        }
+    }
 }
 
 /// The OS sandbox of a loop's agent and check runs (loop.toml `sandbox`, `orbit init
@@ -148,6 +183,9 @@ impl Default for LoopConfig {
             engine: Engine::Claude,
             argv: Engine::Claude.default_argv().unwrap_or_default(),
             verify: Vec::new(),
+            reproduction: Vec::new(),
+            regression: Vec::new(),
+            holdout: Vec::new(),
             protect: Vec::new(),
             max_iterations: 20,
             exec_timeout: "10m".into(),
@@ -186,6 +224,7 @@ impl Default for LoopConfig {
             sandbox: Sandbox::None,
             token_prices: Vec::new(),
             env_file: String::new(),
+            memory: Memory::Notes,
         }
     }
 }
@@ -352,11 +391,18 @@ impl LoopConfig {
                 self.env_file.escape_debug()
             )));
         }
-        for (i, check) in self.verify.iter().enumerate() {
-            if check.trim().is_empty() || check.contains('\0') {
-                return Err(Error::Usage(format!(
-                    "verify[{i}] is empty or holds a NUL byte: give a shell command that exits 0 when the check holds"
-                )));
+        for (key, list) in [
+            ("verify", &self.verify),
+            ("reproduction", &self.reproduction),
+            ("regression", &self.regression),
+            ("holdout", &self.holdout),
+        ] {
+            for (i, check) in list.iter().enumerate() {
+                if check.trim().is_empty() || check.contains('\0') {
+                    return Err(Error::Usage(format!(
+                        "{key}[{i}] is empty or holds a NUL byte: give a shell command that exits 0 when the check holds"
+                    )));
+                }
             }
         }
         Ok(())
@@ -373,7 +419,7 @@ impl LoopConfig {
             "# orbit loop settings. Edit, then run `orbit init --force --dir <this directory>`\n\
              # to re-render the scripts. Each setting can be overridden at run time by an\n\
              # environment variable of the same name in SCREAMING_SNAKE_CASE, but not the\n\
-             # loop's identity (name, engine, argv, checks, protect, workspace, sandbox).\n\n{body}"
+             # loop's identity (name, engine, argv, checks, protect, workspace, sandbox, memory).\n\n{body}"
         )
     }
 
@@ -431,15 +477,19 @@ mod tests {
     }
 
     /// The loop.toml keys that are not settings of the runner: what the loop is and does.
-    const IDENTITY_KEYS: [&str; 8] = [
+    const IDENTITY_KEYS: [&str; 12] = [
         "contract-version",
         "name",
         "engine",
         "argv",
         "verify",
+        "reproduction",
+        "regression",
+        "holdout",
         "protect",
         "workspace",
         "sandbox",
+        "memory",
     ];
 
     #[test]
@@ -576,6 +626,34 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("none") && err.contains("bwrap"), "{err}");
+    }
+
+    #[test]
+    fn check_roles_and_memory_read_from_loop_toml_and_an_older_one_without_them_still_reads() {
+        let old: LoopConfig = toml::from_str("verify = [\"make test\"]").unwrap();
+        assert!(old.reproduction.is_empty() && old.regression.is_empty() && old.holdout.is_empty());
+        assert_eq!(old.memory, Memory::Notes, "a loop.toml without the key");
+        old.validate().unwrap();
+        let new = LoopConfig {
+            reproduction: vec!["./repro.sh".into()],
+            regression: vec!["make smoke".into()],
+            holdout: vec!["./hidden.sh".into()],
+            memory: Memory::Feedback,
+            ..LoopConfig::default()
+        };
+        let text = new.to_toml();
+        assert!(text.contains("memory = \"feedback\""), "{text}");
+        assert_eq!(toml::from_str::<LoopConfig>(&text).unwrap(), new);
+        let err = toml::from_str::<LoopConfig>("memory = \"diary\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("notes") && err.contains("feedback"), "{err}");
+        let blank = LoopConfig {
+            holdout: vec!["  ".into()],
+            ..LoopConfig::default()
+        };
+        let err = blank.validate().unwrap_err().to_string();
+        assert!(err.contains("holdout[0]"), "{err}");
     }
 
     #[test]

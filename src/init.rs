@@ -364,9 +364,15 @@ fn config_from_args(
         token_prices: engine.default_token_prices(),
         argv,
         verify: pick(&args.verify, &d.verify),
+        reproduction: args.reproduction.clone(),
+        regression: args.regression.clone(),
+        holdout: args.holdout.clone(),
         protect: pick(&args.protect, &d.protect),
         ..LoopConfig::default()
     };
+    if let Some(memory) = args.memory {
+        cfg.memory = memory;
+    }
     if let Some(n) = args.max_iterations.or(d.max_iterations) {
         cfg.max_iterations = n;
     }
@@ -394,7 +400,7 @@ fn config_from_args(
         );
     }
     let secrets = apply_notify(&mut cfg, &pick(&args.notify, &d.notify))?;
-    if cfg.verify.is_empty() {
+    if cfg.verify.is_empty() && cfg.reproduction.is_empty() && cfg.regression.is_empty() {
         match detect_check(repo) {
             Some((cmd, why)) => {
                 eprintln!(
@@ -483,16 +489,27 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
     };
     let (mut cfg, secrets) = config_from_args(args, &repo, name)?;
     cfg.workspace = resolve_workspace(&cwd, &repo, &dir, args.workspace.as_deref(), &cfg.name)?;
+    let holdout_files = read_holdout_files(&args.holdout_file, &cfg, &repo)?;
     let view = View::new(&cfg, &goal, &rel);
     let files = render::render_all(&view)?;
-    write_new_loop(&dir, &cfg, &secrets, &files)?;
+    write_new_loop(&dir, &cfg, &secrets, &files, &holdout_files)?;
     println!("orbit: loop rendered in {rel}");
     println!(
         "  work:   git worktree {} on branch orbit/{} (created at the first run; your checkout is never touched)",
         cfg.workspace, cfg.name
     );
     println!("  engine: {} ({})", cfg.engine.name(), cfg.argv.join(" "));
-    println!("  checks: {}", cfg.verify.len());
+    println!(
+        "  checks: {}",
+        cfg.verify.len() + cfg.reproduction.len() + cfg.regression.len()
+    );
+    if !cfg.holdout.is_empty() {
+        println!(
+            "  holdout: {} check(s), {} file(s) in {rel}/holdout/ (run only in the DONE gate; never shown to the agent)",
+            cfg.holdout.len(),
+            holdout_files.len()
+        );
+    }
     if cfg.sandbox != crate::config::Sandbox::None {
         println!(
             "  sandbox: {} (every agent and check run; the runner refuses to start where it cannot run)",
@@ -524,11 +541,89 @@ pub fn initial_progress(cfg: &LoopConfig, now: u64) -> String {
     doc
 }
 
+/// The folder of the loop directory that holds the holdout checks' files.
+pub const HOLDOUT_DIR: &str = "holdout";
+
+/// The files given with `--holdout-file`: (name in holdout/, content). Each must be a
+/// regular file with a plain name, not one git tracks in the repository (the workspace, a
+/// checkout of it, would show it to the agent), and the names must differ.
+fn read_holdout_files(
+    given: &[PathBuf],
+    cfg: &LoopConfig,
+    repo: &Path,
+) -> Result<Vec<(String, Vec<u8>)>> {
+    if !given.is_empty() && cfg.holdout.is_empty() {
+        return Err(Error::Usage(
+            "--holdout-file needs a check that reads it: add --holdout 'CMD' (it finds the files in $ORBIT_HOLDOUT_DIR)".into(),
+        ));
+    }
+    let mut out: Vec<(String, Vec<u8>)> = Vec::new();
+    for path in given {
+        let bad = |why: String| Err(Error::path(path, format!("--holdout-file: {why}")));
+        let meta = match fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) => return bad(format!("cannot read it ({e})")),
+        };
+        if !meta.is_file() {
+            return bad(
+                "is not a regular file: give a file (copy a folder's files one by one)".into(),
+            );
+        }
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        if name.is_empty()
+            || name.starts_with('.')
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        {
+            return bad(
+                "its name must be letters, digits, '.', '_' and '-', not starting with '.': rename the file".into(),
+            );
+        }
+        if out.iter().any(|(n, _)| *n == name) {
+            return bad(format!(
+                "a second file named {name}: holdout/ keeps one file per name; rename one"
+            ));
+        }
+        if tracked_in(repo, path) {
+            return bad(
+                "git tracks it in this repository, so the loop's workspace (a checkout) would show it to the agent: keep holdout files outside the repository, or untracked".into(),
+            );
+        }
+        out.push((name, fsx::read(path)?));
+    }
+    Ok(out)
+}
+
+/// Whether git tracks `path` in the repository `repo`.
+fn tracked_in(repo: &Path, path: &Path) -> bool {
+    let Ok(real) = fs::canonicalize(path) else {
+        return false;
+    };
+    let Ok(rel) = real.strip_prefix(repo) else {
+        return false;
+    };
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["ls-files", "--error-unmatch", "--"])
+        .arg(rel)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 fn write_new_loop(
     dir: &Path,
     cfg: &LoopConfig,
     secrets: &NotifySecrets,
     files: &[(&'static str, String, bool)],
+    holdout_files: &[(String, Vec<u8>)],
 ) -> Result<()> {
     let parent = dir
         .parent()
@@ -540,7 +635,7 @@ fn write_new_loop(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = parent.join(format!(".{base}.orbit-init.{}", std::process::id()));
-    let result = populate(&tmp, cfg, secrets, files).and_then(|_| {
+    let result = populate(&tmp, cfg, secrets, files, holdout_files).and_then(|_| {
         if dir.exists() {
             fs::remove_dir(dir)
                 .map_err(|e| Error::io(format!("cannot replace {}", dir.display()), e))?;
@@ -561,6 +656,7 @@ fn populate(
     cfg: &LoopConfig,
     secrets: &NotifySecrets,
     files: &[(&'static str, String, bool)],
+    holdout_files: &[(String, Vec<u8>)],
 ) -> Result<()> {
     fs::create_dir(tmp).map_err(|e| Error::io(format!("cannot create {}", tmp.display()), e))?;
     let now = fsx::now_epoch();
@@ -585,6 +681,23 @@ fn populate(
         }
     }
     pinned.sort_by_key(|(_, p)| pins::INIT_PINNED.iter().position(|x| x == p));
+    // The holdout checks' files: pinned at init like the scripts (a change is a reward
+    // hack), with their baseline copies for `orbit recover --restore-pinned`.
+    if !holdout_files.is_empty() {
+        let held = tmp.join(HOLDOUT_DIR);
+        let held_pins = pins_dir.join(HOLDOUT_DIR);
+        for d in [&held, &held_pins] {
+            fs::create_dir(d)
+                .map_err(|e| Error::io(format!("cannot create {}", d.display()), e))?;
+        }
+        for (name, bytes) in holdout_files {
+            fsx::write_new(&held.join(name), bytes, 0o644)?;
+            fsx::write_new(&held_pins.join(name), bytes, 0o644)?;
+            pinned.push(pins::pin_bytes(&format!("{HOLDOUT_DIR}/{name}"), bytes));
+        }
+        fsx::sync_dir(&held);
+        fsx::sync_dir(&held_pins);
+    }
     fsx::write_new(
         &tmp.join("pins.sha256"),
         pins::print(&pinned).as_bytes(),
@@ -622,6 +735,11 @@ fn populate(
 /// progress.md, events.jsonl, goal.md and the iteration history stay untouched.
 fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
     let given_settings = !args.verify.is_empty()
+        || !args.reproduction.is_empty()
+        || !args.regression.is_empty()
+        || !args.holdout.is_empty()
+        || !args.holdout_file.is_empty()
+        || args.memory.is_some()
         || !args.protect.is_empty()
         || args.engine.is_some()
         || args.exec.is_some()

@@ -26,6 +26,7 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/run-loop.sh.j2"),
     ),
     ("verify.sh.j2", include_str!("../templates/verify.sh.j2")),
+    ("holdout.sh.j2", include_str!("../templates/holdout.sh.j2")),
     ("recover.sh.j2", include_str!("../templates/recover.sh.j2")),
     ("notify.sh.j2", include_str!("../templates/notify.sh.j2")),
 ];
@@ -74,6 +75,12 @@ pub const FILES: &[LoopFile] = &[
         executable: true,
     },
     LoopFile {
+        name: "holdout.sh",
+        template: "holdout.sh.j2",
+        parts: &[LIB_COMMON, LIB_PROC, LIB_VERIFY],
+        executable: true,
+    },
+    LoopFile {
         name: "run-loop.sh",
         template: "run-loop.sh.j2",
         parts: &[
@@ -107,7 +114,20 @@ pub struct CheckView {
     pub cmd: String,
     /// The command as a markdown code span.
     pub code: String,
+    /// What the check is for: `acceptance` (--verify), `reproduction` (fails on the base
+    /// tree, passes at the end), `regression` (passes on the base tree and stays green) or
+    /// `holdout` (run only in the DONE gate, from holdout.sh).
+    pub role: &'static str,
 }
+
+/// The role of an acceptance check (`--verify`).
+pub const ROLE_ACCEPTANCE: &str = "acceptance";
+/// The role of a reproduction check (`--reproduction`).
+pub const ROLE_REPRODUCTION: &str = "reproduction";
+/// The role of a regression check (`--regression`).
+pub const ROLE_REGRESSION: &str = "regression";
+/// The role of a holdout check (`--holdout`).
+pub const ROLE_HOLDOUT: &str = "holdout";
 
 /// Every setting as the text bash reads ("" for none, "1"/"0" for booleans).
 #[derive(Debug, Serialize)]
@@ -155,7 +175,16 @@ pub struct View {
     pub name: String,
     pub engine: String,
     pub argv: Vec<String>,
+    /// verify.sh's checks: acceptance, then reproduction, then regression.
     pub checks: Vec<CheckView>,
+    /// The names of the reproduction checks (for the runner's red gate).
+    pub reproduction_names: Vec<String>,
+    /// The names of the regression checks (for the runner's red gate).
+    pub regression_names: Vec<String>,
+    /// holdout.sh's checks, named `holdout-N` (the name says nothing of the check).
+    pub holdout_checks: Vec<CheckView>,
+    /// The memory policy: `notes` or `feedback`.
+    pub memory: String,
     /// Protect globs as given (for scripts).
     pub protect: Vec<String>,
     /// Protect globs as markdown code spans (for goal.md and prompt.md).
@@ -205,14 +234,43 @@ pub fn code_span(text: &str) -> String {
 
 impl View {
     pub fn new(cfg: &LoopConfig, goal: &GoalText, loop_rel: &str) -> View {
-        let names = goal::check_names(&cfg.verify);
-        let checks = names
+        let roles: Vec<(&'static str, &String)> = cfg
+            .verify
+            .iter()
+            .map(|c| (ROLE_ACCEPTANCE, c))
+            .chain(cfg.reproduction.iter().map(|c| (ROLE_REPRODUCTION, c)))
+            .chain(cfg.regression.iter().map(|c| (ROLE_REGRESSION, c)))
+            .collect();
+        let cmds: Vec<String> = roles.iter().map(|(_, c)| (*c).clone()).collect();
+        let names = goal::check_names(&cmds);
+        let checks: Vec<CheckView> = names
             .into_iter()
-            .zip(&cfg.verify)
-            .map(|(name, cmd)| CheckView {
+            .zip(&roles)
+            .map(|(name, (role, cmd))| CheckView {
                 name,
+                cmd: (*cmd).clone(),
+                code: code_span(cmd),
+                role,
+            })
+            .collect();
+        let names_of = |role: &str| {
+            checks
+                .iter()
+                .filter(|c| c.role == role)
+                .map(|c| c.name.clone())
+                .collect::<Vec<_>>()
+        };
+        let reproduction_names = names_of(ROLE_REPRODUCTION);
+        let regression_names = names_of(ROLE_REGRESSION);
+        let holdout_checks = cfg
+            .holdout
+            .iter()
+            .enumerate()
+            .map(|(i, cmd)| CheckView {
+                name: format!("holdout-{}", i + 1),
                 cmd: cmd.clone(),
                 code: code_span(cmd),
+                role: ROLE_HOLDOUT,
             })
             .collect();
         View {
@@ -222,6 +280,10 @@ impl View {
             engine: cfg.engine.name().into(),
             argv: cfg.argv.clone(),
             checks,
+            reproduction_names,
+            regression_names,
+            holdout_checks,
+            memory: cfg.memory.name().into(),
             protect: cfg.protect.clone(),
             protect_md: cfg.protect.iter().map(|g| code_span(g)).collect(),
             pass_k: cfg.pass_k,

@@ -465,6 +465,8 @@ vocabulary! {
         StateWrite = "state_write",
         DoneClaim = "done_claim",
         DoneRejected = "done_rejected",
+        HoldoutPass = "holdout_pass",
+        HoldoutFail = "holdout_fail",
         RateLimited = "rate_limited",
         /// Right after the runner writes `iterations/N/result.env` (before the commit and
         /// `iteration_end`): `verdict`, `reason` and `sha256`, the sha256 of the record as
@@ -661,6 +663,7 @@ pub const INIT_PINNED: &[&str] = &[
     "recover.sh",
     "notify.sh",
     "loop.toml",
+    "holdout.sh",
 ];
 
 /// The regular files a loop directory may hold at its top level (contract 3, and the
@@ -675,6 +678,7 @@ pub const LOOP_FILES: &[&str] = &[
     "run-loop.sh",
     "recover.sh",
     "notify.sh",
+    "holdout.sh",
     "state.env",
     "state.env.sha256",
     "pins.sha256",
@@ -701,7 +705,7 @@ pub const LOOP_FILES: &[&str] = &[
 
 /// The directories of a loop directory that the files above live beside: each must be a
 /// directory (never a symlink to one).
-pub const LOOP_DIRS: &[&str] = &["iterations", ".pins", "backups"];
+pub const LOOP_DIRS: &[&str] = &["iterations", ".pins", "backups", "holdout"];
 
 /// The pinned protect sets (contract 7), beside pins.sha256: one line per protect glob,
 /// `<sha256>  <glob>`, the sha256 of the NUL-terminated, byte-sorted list of the paths the
@@ -769,7 +773,7 @@ pub fn pin_reason(path: &str) -> StopReason {
     if in_loop {
         match path {
             "goal.md" => StopReason::GoalDrift,
-            "verify.sh" => StopReason::RewardHack,
+            "verify.sh" | "holdout.sh" => StopReason::RewardHack,
             _ => StopReason::ScriptTamper,
         }
     } else if is_permission_file(path) {
@@ -885,6 +889,8 @@ mod tests {
     fn pin_reasons_follow_the_contract() {
         assert_eq!(pin_reason("goal.md"), StopReason::GoalDrift);
         assert_eq!(pin_reason("verify.sh"), StopReason::RewardHack);
+        assert_eq!(pin_reason("holdout.sh"), StopReason::RewardHack);
+        assert_eq!(pin_reason("holdout/cases.txt"), StopReason::RewardHack);
         assert_eq!(pin_reason("run-loop.sh"), StopReason::ScriptTamper);
         assert_eq!(pin_reason("loop.toml"), StopReason::ScriptTamper);
         assert_eq!(pin_reason("../../tests/a.rs"), StopReason::RewardHack);

@@ -1322,7 +1322,8 @@ impl Planner<'_> {
             if file_hash(&path)?.as_deref() == Some(want.as_str()) {
                 continue;
             }
-            let data = if p.contains('/') {
+            // holdout/ is the loop directory's own (its baselines in .pins/holdout/).
+            let data = if p.contains('/') && !p.starts_with("holdout/") {
                 self.pinned_repo_copy(pin, baseline.as_deref())?
             } else {
                 pinned_loop_copy(dir, pin)?

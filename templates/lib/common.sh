@@ -165,14 +165,14 @@ orbit_permission_file() {
 
 # orbit_pin_reason_v PATH: REPLY is the stop reason of a change to the pinned PATH (as
 # pins.sha256 names it: loop files by name, repository files through ../): goal.md is
-# goal_drift, verify.sh and protected paths reward_hack, agent permission files
+# goal_drift, verify.sh, holdout.sh, holdout/ and protected paths reward_hack, agent permission files
 # permission_hijack, the scripts and loop.toml script_tamper. orbit's contract::pin_reason.
 orbit_pin_reason_v() {
   local p=$1
   if [[ $p != */* ]]; then
     case $p in
       goal.md) REPLY=$REASON_GOAL_DRIFT ;;
-      verify.sh) REPLY=$REASON_REWARD_HACK ;;
+      verify.sh | holdout.sh) REPLY=$REASON_REWARD_HACK ;;
       *) REPLY=$REASON_SCRIPT_TAMPER ;;
     esac
   elif orbit_permission_file "$p"; then

@@ -75,7 +75,17 @@ verify_budget() {
   checks=$(grep -c '^  run_check ' -- "$LOOP_DIR/verify.sh" || true)
   [[ $checks =~ ^[0-9]+$ ]] || checks=0
   VERIFY_BUDGET_S=$(((checks + 1) * (CHECK_TIMEOUT_S + KILL_GRACE_S) + 30))
+  # holdout.sh (a loop rendered before holdout checks has none): its checks run only in
+  # the DONE gate.
+  # The count is the loop's setting, not what the file holds today: a holdout.sh emptied
+  # or removed is a pin failure, never a loop without hidden checks.
+  checks=${HOLDOUT_SETTING:-0}
+  [[ $checks =~ ^[0-9]+$ ]] || checks=0
+  HOLDOUT_CHECKS=$checks
+  HOLDOUT_BUDGET_S=$(((checks + 1) * (CHECK_TIMEOUT_S + KILL_GRACE_S) + 30))
 }
+HOLDOUT_CHECKS=0
+HOLDOUT_BUDGET_S=0
 
 # ---- where things are: the loop directory is where this script lives.
 locate() {
@@ -355,9 +365,12 @@ branch_head_record() {
 # ---- the loop's), read back after it: notes.md, the claim, the cost. Only regular files
 # ---- are read back, and at most a bounded size.
 AGENT_NOTES_MAX=1048576
+# With memory = "feedback" the folder holds no progress.md and no notes.md: only the goal,
+# verify.sh, the prompt and the last failure's feedback (an agent's notes are still kept in
+# the loop directory, never given back).
 agent_dir_fill() {
   local prompt=$1 fb=$2 d
-  local -a files=("$LOOP_DIR/goal.md" "$PG_FILE" "$LOOP_DIR/verify.sh")
+  local -a files=("$LOOP_DIR/goal.md" "$LOOP_DIR/verify.sh")
   rm -rf -- "$AGENT_DIR"
   mkdir -- "$AGENT_DIR"
   if [[ ${prompt##*/} == prompt.md ]]; then
@@ -365,10 +378,13 @@ agent_dir_fill() {
   else
     cp -- "$prompt" "$AGENT_DIR/prompt.md"
   fi
-  if [[ -f $LOOP_DIR/notes.md && ! -L $LOOP_DIR/notes.md ]]; then
-    files+=("$LOOP_DIR/notes.md")
-  else
-    : >"$AGENT_DIR/notes.md"
+  if [[ $MEMORY_SETTING != feedback ]]; then
+    files+=("$PG_FILE")
+    if [[ -f $LOOP_DIR/notes.md && ! -L $LOOP_DIR/notes.md ]]; then
+      files+=("$LOOP_DIR/notes.md")
+    else
+      : >"$AGENT_DIR/notes.md"
+    fi
   fi
   # One copy for the files whose names the folder keeps (goal.md, progress.md, verify.sh,
   # prompt.md, notes.md); the feedback is renamed on the way.
@@ -829,6 +845,10 @@ pins_hold() {
       return 1
     fi
   done
+  if ((${HOLDOUT_SETTING:-0} > 0)) && ! pin_want_v holdout.sh; then
+    PIN_BAD=pins.sha256 PIN_WANT='a pin for holdout.sh' PIN_HAVE='none'
+    return 1
+  fi
   if [[ -f $LOOP_DIR/.baseline-commit ]] && ! pin_want_v goal.md; then
     PIN_BAD=pins.sha256 PIN_WANT='a pin for goal.md' PIN_HAVE='none'
     return 1
@@ -1079,7 +1099,7 @@ trust_may_change() {
   esac
   [[ $1 == runner ]] || return 1
   case $2 in
-    goal.md | prompt.md | verify.sh | run-loop.sh | recover.sh | notify.sh | loop.toml | pins.sha256 | pins.sets | \
+    goal.md | prompt.md | verify.sh | holdout.sh | run-loop.sh | recover.sh | notify.sh | loop.toml | pins.sha256 | pins.sets | \
       .pins | .pins/* | holdout | holdout/* | .baseline-commit | .baseline-tree | .origin-branch) return 1 ;;
     iterations/[0-9][0-9][0-9][0-9][0-9][0-9] | iterations/[0-9][0-9][0-9][0-9][0-9][0-9]/*)
       n=${2#iterations/}
@@ -1173,7 +1193,7 @@ trust_check() {
 # change of any other file, is the one reported.
 trust_note() {
   case $1 in
-    goal.md | prompt.md | verify.sh | run-loop.sh | recover.sh | notify.sh | loop.toml)
+    goal.md | prompt.md | verify.sh | holdout.sh | holdout/?* | run-loop.sh | recover.sh | notify.sh | loop.toml)
       if [[ -z $pinned ]]; then
         pinned=$1 pinned_why=$2
       fi
@@ -1630,7 +1650,11 @@ build_prompt() {
     printf '\n---\n\n# This run\n\n'
     printf -- '- Iteration %s of at most %s; attempt %s of %s; phase: %s.\n' "$n" "$MAX_ITERATIONS" "$attempt" "$RETRY_LIMIT" "$phase"
     printf -- '- Budget: %s.\n' "$remaining"
-    printf -- '- Your folder: .orbit-agent/ (goal.md, progress.md, notes.md%s; never committed)\n' "${fb:+, feedback.json, feedback.txt, last-verify.log}"
+    if [[ $MEMORY_SETTING == feedback ]]; then
+      printf -- '- Your folder: .orbit-agent/ (goal.md, verify.sh%s; never committed)\n' "${fb:+, feedback.json, feedback.txt, last-verify.log}"
+    else
+      printf -- '- Your folder: .orbit-agent/ (goal.md, progress.md, notes.md%s; never committed)\n' "${fb:+, feedback.json, feedback.txt, last-verify.log}"
+    fi
     case $phase in
       "$PHASE_CONFIRM")
         printf '\n# Your task: confirm, from a fresh context\n\n'
@@ -1653,15 +1677,22 @@ build_prompt() {
       if [[ -f ${fb%.json}.txt ]]; then
         cat -- "${fb%.json}.txt"
       fi
-      printf '\nThe full output of that verify run is in .orbit-agent/last-verify.log.\n'
+      if [[ -f ${fb%/*}/input-verify.log ]]; then
+        printf '\nThe full output of that verify run is in .orbit-agent/last-verify.log.\n'
+      fi
     fi
     if [[ $phase == "$PHASE_WORK" ]] && ((CLAIM_NUDGE)); then
       printf '\n# The checks pass\n\n'
       printf 'After the last iteration every check passed, but no DONE claim was made. If every\n'
       printf 'acceptance criterion holds, write .orbit-agent/done.md with the evidence for each.\n'
-      printf 'If not, write in .orbit-agent/notes.md what is still missing, and work on it.\n'
+      if [[ $MEMORY_SETTING == feedback ]]; then
+        printf 'If not, work on what is still missing.\n'
+      else
+        printf 'If not, write in .orbit-agent/notes.md what is still missing, and work on it.\n'
+      fi
     fi
-    if [[ -s $LOOP_DIR/.failures.log ]]; then
+    # The earlier failures are memory too: memory = "feedback" gives only the last one.
+    if [[ $MEMORY_SETTING != feedback && -s $LOOP_DIR/.failures.log ]]; then
       printf '\n# Earlier distinct failures (do not retry what already failed)\n\n'
       tail -n 10 -- "$LOOP_DIR/.failures.log" | cut -f2- | sed 's/^/- /'
     fi
@@ -2080,14 +2111,44 @@ run_verify() {
 }
 LAST_VERIFY_OUT=
 
+# check_role_v NAME: REPLY is the role of verify.sh's check NAME: reproduction, regression or
+# acceptance.
+check_role_v() {
+  local c
+  REPLY=acceptance
+  for c in "${CHECKS_REPRODUCTION[@]}"; do
+    [[ $c == "$1" ]] && REPLY=reproduction
+  done
+  for c in "${CHECKS_REGRESSION[@]}"; do
+    [[ $c == "$1" ]] && REPLY=regression
+  done
+  return 0
+}
+
 # feedback_write DIR N ATTEMPT: the localized feedback of the verify run in LAST_VERIFY_OUT.
+# It names the roles that failed (failing_roles) and, in feedback.txt, each failing check
+# with what its failure means: a regression broke, a reproduction still fails, an acceptance
+# check fails.
 feedback_write() {
   local dir=$1 n=$2 attempt=$3 failing tailtext loci name j_failing='' j_loci='' sig
+  local j_roles='' roles=' ' role_lines=''
   failing=$(grep -aoE '^\[FAIL\] [A-Za-z0-9._-]+' -- "$LAST_VERIFY_OUT" | cut -c8- | sort -u | tr '\n' ' ' || true)
   failing=${failing% }
   tailtext=$(tail -n 30 -- "$LAST_VERIFY_OUT" | orbit_clean_text | cut -c1-400)
   loci=$(grep -aoE '[A-Za-z0-9_./-]+\.[A-Za-z0-9]{1,8}:[0-9]{1,7}' -- "$LAST_VERIFY_OUT" | grep -v '^/' | awk '!seen[$0]++' | head -n 20 || true)
-  for name in $failing; do j_failing+="${j_failing:+,}$(orbit_json_str "$name")"; done
+  for name in $failing; do
+    j_failing+="${j_failing:+,}$(orbit_json_str "$name")"
+    check_role_v "$name"
+    if [[ $roles != *" $REPLY "* ]]; then
+      roles+="$REPLY "
+      j_roles+="${j_roles:+,}\"$REPLY\""
+    fi
+    case $REPLY in
+      regression) role_lines+="a regression check broke: $name"$'\n' ;;
+      reproduction) role_lines+="a reproduction check still fails: $name"$'\n' ;;
+      *) role_lines+="an acceptance check fails: $name"$'\n' ;;
+    esac
+  done
   while IFS= read -r name; do
     if [[ -n $name ]]; then
       j_loci+="${j_loci:+,}$(orbit_json_str "$name")"
@@ -2111,10 +2172,11 @@ feedback_write() {
     orbit_json_v "$line"
     j_asserts+="${j_asserts:+,}$REPLY"
   done
-  printf '{"failing":[%s],"tests":[%s],"assertions":[%s],"loci":[%s],"output_tail":%s,"attempt":%s,"iteration":%s}\n' \
-    "$j_failing" "$j_tests" "$j_asserts" "$j_loci" "$(orbit_json_str "$tailtext")" "$attempt" "$n" >"$dir/feedback.json"
+  printf '{"failing":[%s],"failing_roles":[%s],"tests":[%s],"assertions":[%s],"loci":[%s],"output_tail":%s,"attempt":%s,"iteration":%s}\n' \
+    "$j_failing" "$j_roles" "$j_tests" "$j_asserts" "$j_loci" "$(orbit_json_str "$tailtext")" "$attempt" "$n" >"$dir/feedback.json"
   {
     printf 'Failing checks: %s\n' "${failing:-verify.sh}"
+    printf '%s' "$role_lines"
     if ((${#tests[@]})); then
       printf 'Failing tests:\n'
       printf '    - %s\n' "${tests[@]}"
@@ -2188,6 +2250,21 @@ done_gate() {
   if ! integrity_gate "done gate"; then
     GATE_VERDICT="integrity"
     return 0
+  fi
+  # 4b. The holdout checks (contract section 10): hidden from the agent, run only here.
+  if ((HOLDOUT_CHECKS > 0)); then
+    run_holdout "$n" "$dir"
+    if ! integrity_gate "after the holdout checks"; then
+      GATE_VERDICT="integrity"
+      return 0
+    fi
+    if ((!HOLDOUT_OK)); then
+      # Which one failed is in the event and holdout.log: the verdict reaches progress.md,
+      # which the agent reads, so it says no more than the feedback does.
+      GATE_VERDICT="holdout: a hidden acceptance check failed (see holdout.log)"
+      holdout_feedback "$dir" "$n"
+      return 0
+    fi
   fi
   # 5. The judge.
   if [[ -n $JUDGE_CMD ]]; then
@@ -2276,6 +2353,75 @@ done_gate() {
     esac
   done
   GATE_VERDICT=$STATUS_DONE
+}
+
+# ---- holdout checks: holdout.sh, in the workspace, with ORBIT_HOLDOUT_DIR naming the loop
+# ---- directory's holdout/; a check run like verify's (the runner's trust checked before and
+# ---- after it, sandboxed when the loop is). Their output goes to iterations/N/holdout.log
+# ---- only: never to verify.log, the feedback, progress.md or a prompt.
+HOLDOUT_OK=0
+HOLDOUT_FAILING=
+run_holdout() {
+  local n=$1 dir=$2 out="$ORBIT_TMP/holdout.out" budget cut=0
+  HOLDOUT_OK=0 HOLDOUT_FAILING=
+  rm -f -- "$out"
+  : >"$out"
+  if [[ -n $TRUST_BAD ]] || ! trust_check runner; then
+    orbit_log "the loop directory or git's control files changed before the holdout checks ran: $TRUST_BAD ($TRUST_REASON)"
+    return 0
+  fi
+  deadline_cap_v "$HOLDOUT_BUDGET_S" || cut=1
+  budget=$REPLY
+  if ((budget <= 0)); then
+    DEADLINE_HIT=1
+    printf '[FAIL] holdout.sh (not run: the loop'"'"'s wall-clock limit, %s, is reached)\n' "$LOOP_TIMEOUT" >>"$dir/holdout.log"
+    return 0
+  fi
+  sandbox_prepare holdout
+  ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" ORBIT_VERIFY_TMP="$ORBIT_TMP" \
+    ORBIT_HOLDOUT_DIR="$LOOP_DIR/holdout" \
+    orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/holdout.sh"
+  local rc=$ORBIT_RC to=$ORBIT_TIMED_OUT
+  if ((to && cut)); then
+    DEADLINE_HIT=1
+  fi
+  if ! trust_check check; then
+    orbit_log "the holdout checks changed $TRUST_BAD ($TRUST_REASON): their verdict is not taken"
+    return 0
+  fi
+  {
+    orbit_iso_v -1
+    printf '### holdout run: iteration %s (%s)\n' "$n" "$REPLY"
+    cat -- "$out"
+    if ((to)); then
+      printf '[FAIL] holdout.sh (timed out after %ss)\n' "$budget"
+    fi
+  } >>"$dir/holdout.log"
+  HOLDOUT_FAILING=$(grep -aoE '^\[FAIL\] holdout-[0-9]+' -- "$out" | cut -c8- | sort -u | tr '\n' ' ' || true)
+  HOLDOUT_FAILING=${HOLDOUT_FAILING% }
+  HOLDOUT_FAILING=${HOLDOUT_FAILING// /,}
+  if ((rc == 0 && to == 0)); then
+    HOLDOUT_OK=1
+    orbit_event holdout_pass "$n"
+  else
+    orbit_event holdout_fail "$n" failing "${HOLDOUT_FAILING:-holdout.sh}"
+  fi
+  return 0
+}
+
+# holdout_feedback DIR N: a claim a holdout check rejected. The feedback says only that a
+# hidden acceptance check failed: no name, no command, no output (the agent would fit its
+# change to them, which is what holdout checks are there to catch).
+holdout_feedback() {
+  local dir=$1 n=$2 text
+  text='The visible checks passed, but a hidden acceptance check failed. Its content is not shown.'
+  printf '{"failing":["hidden-acceptance"],"failing_roles":["holdout"],"tests":[],"assertions":[],"loci":[],"output_tail":%s,"attempt":%s,"iteration":%s}\n' \
+    "$(orbit_json_str "$text")" "$ATTEMPT" "$n" >"$dir/feedback.json"
+  {
+    printf '%s\n' "$text"
+    printf 'The DONE claim was rejected. Make the change correct in general, not only for the cases\n'
+    printf 'the visible checks try: a solution fitted to them fails the hidden ones.\n'
+  } >"$dir/feedback.txt"
 }
 
 # confirm_feedback DIR N TEXT: a rejected confirmation is the next iteration's feedback (the
@@ -3147,11 +3293,38 @@ wrapup() {
   orbit_event agent_exit "$n" phase "$PHASE_WRAPUP" attempt 1 exit_code "$AGENT_RC" seconds "$AGENT_SECS"
 }
 
-# The red gate: a verify that passes on the untouched tree proves nothing.
+# check_passed NAME: status 0 when the last verify run printed [PASS] NAME.
+check_passed() {
+  grep -qaxF -- "[PASS] $1" "$LAST_VERIFY_OUT" 2>/dev/null
+}
+
+# The red gate: a verify that passes on the untouched tree proves nothing. Per check: a
+# reproduction check that passes already reproduces nothing (vacuous_verify, exit 17); a
+# regression check that fails before the agent started is the environment's or the
+# project's, not the agent's to fix (preflight, exit 2).
 red_gate() {
-  local dir="$LOOP_DIR/iterations/baseline"
+  local dir="$LOOP_DIR/iterations/baseline" c bad=''
   mkdir -p -- "$dir"
   run_verify "$dir" "red gate: the untouched tree"
+  if [[ -n $TRUST_BAD ]]; then
+    return 0
+  fi
+  for c in "${CHECKS_REGRESSION[@]}"; do
+    check_passed "$c" || bad+="${bad:+, }$c"
+  done
+  if [[ -n $bad ]]; then
+    orbit_event verify_fail 0 run red_gate code REGRESSION_RED failing "${bad//, /,}"
+    finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "regression check(s) fail on the untouched tree, before the agent did anything: $bad. A regression check must pass before the change: fix the check or the project (see iterations/baseline/verify.log), then run again"
+  fi
+  for c in "${CHECKS_REPRODUCTION[@]}"; do
+    if check_passed "$c"; then
+      bad+="${bad:+, }$c"
+    fi
+  done
+  if [[ -n $bad ]]; then
+    orbit_event verify_pass 0 run red_gate code VACUOUS_VERIFY passing "${bad//, /,}"
+    finish "$EXIT_VACUOUS_VERIFY" "$STATUS_BLOCKED" "$REASON_VACUOUS_VERIFY" "reproduction check(s) already pass on the untouched tree: $bad. A reproduction must fail before the change, or it reproduces nothing: fix the check (see iterations/baseline/verify.log)"
+  fi
   if ((VERIFY_OK)); then
     if orbit_true "$ALLOW_GREEN_START"; then
       orbit_log "verify already passes on the untouched tree (ALLOW_GREEN_START=1): going on"

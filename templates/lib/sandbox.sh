@@ -130,8 +130,27 @@ sandbox_home_paths() {
   esac
 }
 
-# sandbox_prepare KIND: SANDBOX_ARGV for the next run, KIND agent (the agent's runs) or
-# check (verify.sh and the judge); empty without the sandbox. The order matters: a later
+# sandbox_hide_holdout ARRAY: the mounts that hide the holdout checks from a check run, into
+# the array named by $1: an empty read-only directory over holdout/ and .pins/, the null
+# device over holdout.sh, loop.toml and every iteration's holdout.log.
+sandbox_hide_holdout() {
+  local -n hide_args=$1
+  local p
+  for p in "$LOOP_DIR/holdout" "$LOOP_DIR/.pins"; do
+    if [[ -d $p && ! -L $p ]]; then
+      hide_args+=(--tmpfs "$p" --remount-ro "$p")
+    fi
+  done
+  for p in "$LOOP_DIR/holdout.sh" "$LOOP_DIR/loop.toml" "$LOOP_DIR"/iterations/*/holdout.log; do
+    if [[ -f $p && ! -L $p ]]; then
+      hide_args+=(--ro-bind /dev/null "$p")
+    fi
+  done
+}
+
+# sandbox_prepare KIND: SANDBOX_ARGV for the next run, KIND agent (the agent's runs), check
+# (verify.sh and the judge) or holdout (holdout.sh: a check that sees the holdout files);
+# empty without the sandbox. The order matters: a later
 # mount covers an earlier one at and below its path.
 sandbox_prepare() {
   local kind=$1 p home=${HOME:-} secrets
@@ -176,12 +195,18 @@ sandbox_prepare() {
     # The agent needs nothing of the loop directory: an empty, read-only directory.
     a+=(--tmpfs "$LOOP_DIR" --remount-ro "$LOOP_DIR")
   else
-    # The checks read verify.sh (and the loop's holdout files); their scratch space is
-    # theirs alone, and the channel secrets are not theirs to read.
+    # The checks read verify.sh (the holdout run holdout.sh and holdout/); their scratch
+    # space is theirs alone, and the channel secrets are not theirs to read.
     a+=(--ro-bind "$LOOP_DIR" "$LOOP_DIR" --tmpfs "$ORBIT_TMP")
     secrets=$LOOP_DIR/notify.secrets
     if [[ -f $secrets && ! -L $secrets ]]; then
       a+=(--ro-bind /dev/null "$secrets")
+    fi
+    if [[ $kind != holdout ]]; then
+      # verify.sh and the judge run the agent's code: what would tell it the holdout
+      # checks (holdout.sh, holdout/, loop.toml, their baselines, their records) is not
+      # there for it to copy into the workspace.
+      sandbox_hide_holdout a
     fi
   fi
   a+=(--bind "$WS" "$WS")

@@ -4,11 +4,16 @@
 VERIFY_PASSED=0
 VERIFY_FAILED=0
 
-# run_check NAME CMD: run CMD with bash from the repository root, stdin from /dev/null.
+# run_check NAME CMD [ROLE]: run CMD with bash from the repository root, stdin from
+# /dev/null. ROLE (acceptance, reproduction, regression, holdout) is shown, not judged here.
 VERIFY_OUT=
 run_check() {
-  local name=$1 cmd=$2 status
-  printf '==> check %s: %s\n' "$name" "$cmd"
+  local name=$1 cmd=$2 role=${3:-acceptance} status
+  if [[ $role == acceptance ]]; then
+    printf '==> check %s: %s\n' "$name" "$cmd"
+  else
+    printf '==> check %s [%s]: %s\n' "$name" "$role" "$cmd"
+  fi
   : >"$VERIFY_OUT"
   orbit_run_bounded "$VERIFY_TIMEOUT_S" "$VERIFY_GRACE_S" /dev/null "$VERIFY_OUT" "$BASH" -c "$cmd"
   cat -- "$VERIFY_OUT"
@@ -62,11 +67,16 @@ main() {
     VERIFY_OUT=$(mktemp "${TMPDIR:-/tmp}/orbit-check.XXXXXX")
     trap 'rm -f -- "$VERIFY_OUT"' EXIT
   fi
+  # holdout.sh: its checks find their files in the loop directory's holdout/ (the runner
+  # names it; by hand, the one beside this script).
+  if ((${HOLDOUT_SCRIPT:-0})); then
+    export ORBIT_HOLDOUT_DIR="${ORBIT_HOLDOUT_DIR:-$here/holdout}"
+  fi
   cd -- "$root" || orbit_die "$EXIT_PREFLIGHT" "cannot enter $root"
   checks
   printf '%d passed, %d failed\n' "$VERIFY_PASSED" "$VERIFY_FAILED"
   if ((VERIFY_PASSED + VERIFY_FAILED == 0)); then
-    printf 'no check ran: add one to loop.toml (verify = [...]) and run orbit init --force\n'
+    printf 'no check ran: add one to loop.toml (verify = [...], holdout = [...]) and run orbit init --force\n'
     return 1
   fi
   ((VERIFY_FAILED == 0))

@@ -7,6 +7,7 @@ mod contract;
 mod engines;
 mod feedback;
 mod guards;
+mod holdout;
 mod hostile;
 mod init;
 mod layout;

@@ -1,0 +1,554 @@
+//! Holdout checks, check roles and the memory policy (contract section 10), run for real:
+//! the holdout checks judge a claim the agent cannot see, the red gate holds per check
+//! (reproductions fail on the base tree, regressions pass), and `memory = "feedback"` gives
+//! the agent the goal and the last failure only.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::support::{
+    Repo, assert_code, assert_ok, assert_script_clean, bwrap_available, read_kv, state_value, text,
+};
+
+/// The visible check: add(2, 2) = 4.
+const VISIBLE: &str = "test \"$(bash add.sh 2 2)\" = 4";
+/// A marker in the holdout check's command: it must never reach the agent.
+const CMD_MARKER: &str = "HOLDOUT-CMD-5e1c";
+/// A marker in the holdout file: it must never reach the agent either.
+const FILE_MARKER: &str = "HOLDOUT-FILE-9b27";
+
+/// A repository whose add.sh adds nothing yet (the visible check fails on the base tree).
+fn add_repo() -> Repo {
+    let repo = Repo::new();
+    repo.write("add.sh", "echo 0\n");
+    repo.git(&["add", "add.sh"]);
+    repo.git(&["commit", "-qm", "add.sh"]);
+    repo
+}
+
+/// The holdout check: every case of the holdout file `cases.txt` (`A B SUM` lines; `#`
+/// lines are comments) holds; its command carries [`CMD_MARKER`].
+fn holdout_check() -> String {
+    format!(
+        "# {CMD_MARKER}\nwhile read -r a b sum; do [ \"$a\" = '#' ] && continue; test \"$(bash add.sh \"$a\" \"$b\")\" = \"$sum\" || exit 1; done < \"$ORBIT_HOLDOUT_DIR/cases.txt\""
+    )
+}
+
+/// The holdout file, outside the repository.
+fn cases_file(repo: &Repo) -> PathBuf {
+    let p = repo.bin.path().join("cases.txt");
+    fs::write(&p, format!("# {FILE_MARKER}\n3 5 8\n10 -4 6\n")).unwrap();
+    p
+}
+
+/// An agent that writes `impl` into add.sh and claims DONE, after copying the folder it was
+/// given (and a listing of it) into `seen/<iteration>-<phase>-<attempt>` beside it.
+fn claiming_agent(repo: &Repo, name: &str, impl_line: &str) -> PathBuf {
+    let seen = repo.bin.path().join("seen");
+    repo.agent(
+        name,
+        &format!(
+            r#"snap="{seen}/$ORBIT_ITERATION-$ORBIT_PHASE-$ORBIT_ATTEMPT"
+mkdir -p "$snap"
+cp -R "$ORBIT_AGENT_DIR/." "$snap/"
+ls -A "$ORBIT_AGENT_DIR" > "$snap.listing"
+[ "$ORBIT_PHASE" = work ] || exit 0
+printf '%s\n' '{impl_line}' > add.sh
+echo "add.sh adds" > "$ORBIT_AGENT_DIR/done.md"
+"#,
+            seen = seen.display()
+        ),
+    )
+}
+
+/// Every file under `root` (recursively; not .git), with its text.
+fn all_files(root: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != ".git")
+        .flatten()
+    {
+        if e.file_type().is_file() {
+            let t = String::from_utf8_lossy(&fs::read(e.path()).unwrap()).into_owned();
+            out.push((e.path().to_path_buf(), t));
+        }
+    }
+    out
+}
+
+/// Panics when any file under `root` holds one of the holdout markers or the hidden cases.
+fn assert_no_holdout_text(root: &Path, what: &str) {
+    let files = all_files(root);
+    assert!(
+        !files.is_empty(),
+        "{what}: no file under {}",
+        root.display()
+    );
+    for (path, t) in files {
+        for needle in [CMD_MARKER, FILE_MARKER, "3 5 8", "cases.txt", "holdout-1"] {
+            assert!(
+                !t.contains(needle),
+                "{what}: {} holds '{needle}':\n{t}",
+                path.display()
+            );
+        }
+    }
+}
+
+fn holdout_loop(repo: &Repo, agent: &Path) -> PathBuf {
+    let cases = cases_file(repo);
+    let check = holdout_check();
+    repo.init_loop(
+        agent,
+        &[VISIBLE],
+        &[
+            "--holdout",
+            &check,
+            "--holdout-file",
+            &cases.display().to_string(),
+        ],
+    )
+}
+
+#[test]
+fn an_overfitting_agent_passes_verify_but_a_holdout_rejects_its_claim_without_a_word_of_it() {
+    let repo = add_repo();
+    // It writes the answer the visible check wants: add(2, 2) is 4, whatever it is asked.
+    let agent = claiming_agent(&repo, "overfit", "echo 4");
+    let dir = holdout_loop(&repo, &agent);
+    assert_script_clean(&dir.join("holdout.sh"));
+    // The holdout is in holdout.sh and holdout/, pinned; nowhere the agent reads.
+    let pins = fs::read_to_string(dir.join("pins.sha256")).unwrap();
+    assert!(
+        pins.contains("  holdout.sh\n") && pins.contains("  holdout/cases.txt\n"),
+        "{pins}"
+    );
+    for f in ["verify.sh", "goal.md", "prompt.md"] {
+        let t = fs::read_to_string(dir.join(f)).unwrap();
+        assert!(
+            !t.contains(CMD_MARKER) && !t.contains("cases.txt"),
+            "{f}:\n{t}"
+        );
+    }
+    let goal = fs::read_to_string(dir.join("goal.md")).unwrap();
+    assert!(goal.contains("Hidden acceptance checks"), "{goal}");
+
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "the claim is rejected, the loop goes on");
+    let r = read_kv(&dir.join("iterations/000001/result.env"));
+    assert_eq!(r["VERIFY"], "pass", "{r:?}");
+    assert!(
+        r["DONE_VERDICT"].starts_with("holdout"),
+        "the record says holdout: {r:?}"
+    );
+    let held = fs::read_to_string(dir.join("iterations/000001/holdout.log")).unwrap();
+    assert!(
+        held.contains("[FAIL] holdout-1") && held.contains(CMD_MARKER),
+        "the holdout's output is kept in the record:\n{held}"
+    );
+    let fb = fs::read_to_string(dir.join("iterations/000001/feedback.json")).unwrap();
+    assert!(
+        fb.contains("\"failing_roles\":[\"holdout\"]") && fb.contains("hidden acceptance check"),
+        "{fb}"
+    );
+    assert!(dir.join("iterations/000001/done.md.rejected").is_file());
+
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "rejected again");
+    let prompt = fs::read_to_string(dir.join("iterations/000002/prompt.md")).unwrap();
+    assert!(
+        prompt.contains("a hidden acceptance check failed"),
+        "the next prompt says a hidden check failed:\n{prompt}"
+    );
+    assert_ne!(state_value(&dir, "LAST_STATUS"), "DONE");
+    // Not a word of the holdout in any prompt, in the folders the agent was given, or in
+    // the workspace (the agent's runs, the confirmation runs).
+    for n in ["000001", "000002"] {
+        let p = dir.join("iterations").join(n).join("prompt.md");
+        let t = fs::read_to_string(&p).unwrap();
+        for needle in [CMD_MARKER, FILE_MARKER, "3 5 8", "cases.txt", "holdout-1"] {
+            assert!(!t.contains(needle), "{} holds '{needle}'", p.display());
+        }
+    }
+    assert_no_holdout_text(&repo.bin.path().join("seen"), "the agent's folder");
+    assert_no_holdout_text(&repo.ws(), "the workspace");
+    let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
+    assert!(!progress.contains(CMD_MARKER) && !progress.contains("3 5 8"));
+}
+
+#[test]
+fn an_honest_agent_passes_the_holdout_and_reaches_done() {
+    let repo = add_repo();
+    let agent = claiming_agent(&repo, "honest", "echo $(($1 + $2))");
+    let dir = holdout_loop(&repo, &agent);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "DONE");
+    let held = fs::read_to_string(dir.join("iterations/000001/holdout.log")).unwrap();
+    assert!(held.contains("[PASS] holdout-1"), "{held}");
+    let r = read_kv(&dir.join("iterations/000001/result.env"));
+    assert_eq!(r["DONE_VERDICT"], "DONE", "{r:?}");
+    assert_no_holdout_text(&repo.bin.path().join("seen"), "the agent's folder");
+    assert_no_holdout_text(&repo.ws(), "the workspace");
+}
+
+#[test]
+fn an_agent_that_edits_the_holdout_files_is_stopped_as_a_reward_hack() {
+    let repo = add_repo();
+    // Without the sandbox the loop directory is reachable from the workspace.
+    let agent = repo.agent(
+        "tamper",
+        r#"[ "$ORBIT_PHASE" = work ] || exit 0
+echo 'echo 4' > add.sh
+echo '2 2 4' > "$ORBIT_WORKSPACE/../../test-goal/holdout/cases.txt"
+echo done > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = holdout_loop(&repo, &agent);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 3, "integrity violation");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "ABORTED");
+    // holdout/ holds checks' data, as verify.sh holds checks: a change to how the work is
+    // judged is a reward hack, not a tamper with the loop's records.
+    assert_eq!(state_value(&dir, "STOP_REASON"), "reward_hack");
+    assert!(
+        text(&out).contains("holdout/cases.txt"),
+        "the change is named:\n{}",
+        text(&out)
+    );
+    // Its baseline copy puts it back.
+    let out = repo.orbit(&["recover", "--restore-pinned", &dir.display().to_string()]);
+    assert_ok(&out, "orbit recover --restore-pinned");
+    let cases = fs::read_to_string(dir.join("holdout/cases.txt")).unwrap();
+    assert!(cases.contains(FILE_MARKER), "restored:\n{cases}");
+}
+
+#[test]
+fn a_holdout_sh_dropped_from_the_manifest_between_ticks_stops_the_loop_instead_of_skipping_it() {
+    let repo = add_repo();
+    let agent = claiming_agent(&repo, "overfit", "echo 4");
+    let dir = holdout_loop(&repo, &agent);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "the overfit claim is rejected by the holdout");
+    // Between ticks, something the agent left behind empties holdout.sh and drops its line
+    // from the manifest: a runner that counted the file's checks would skip the holdout.
+    let pins = fs::read_to_string(dir.join("pins.sha256")).unwrap();
+    let cut: String = pins
+        .lines()
+        .filter(|l| !l.ends_with("  holdout.sh"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(cut, pins, "holdout.sh had a pin:\n{pins}");
+    fs::write(dir.join("pins.sha256"), cut).unwrap();
+    fs::write(
+        dir.join("holdout.sh"),
+        "#!/usr/bin/env bash\nchecks() { return 0; }\n",
+    )
+    .unwrap();
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(
+        &out,
+        3,
+        "integrity violation, not a DONE without the hidden checks",
+    );
+    assert_ne!(state_value(&dir, "LAST_STATUS"), "DONE");
+    assert!(
+        text(&out).contains("holdout.sh"),
+        "the missing pin is named:\n{}",
+        text(&out)
+    );
+}
+
+/// A repository with keep.txt (a regression check holds) and no fixed.txt (a reproduction
+/// check fails).
+fn roles_repo() -> Repo {
+    let repo = Repo::new();
+    repo.write("keep.txt", "keep\n");
+    repo.git(&["add", "keep.txt"]);
+    repo.git(&["commit", "-qm", "keep"]);
+    repo
+}
+
+/// The name verify.sh gives the check whose command is `cmd`.
+fn check_name(dir: &Path, cmd: &str) -> String {
+    let verify = fs::read_to_string(dir.join("verify.sh")).unwrap();
+    let quoted = format!(" '{cmd}' ");
+    let line = verify
+        .lines()
+        .find(|l| l.starts_with("  run_check ") && l.contains(&quoted))
+        .unwrap_or_else(|| panic!("no check for {cmd}:\n{verify}"));
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .trim_matches('\'')
+        .to_string()
+}
+
+#[test]
+fn a_reproduction_check_that_passes_on_the_base_tree_is_refused_as_vacuous() {
+    let repo = roles_repo();
+    let agent = repo.agent("idle", "exit 0");
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f fixed.txt"],
+        &["--reproduction", "test -f keep.txt"],
+    );
+    let name = check_name(&dir, "test -f keep.txt");
+    assert!(
+        fs::read_to_string(dir.join("verify.sh"))
+            .unwrap()
+            .contains(&format!(
+                "run_check '{name}' 'test -f keep.txt' 'reproduction'"
+            )),
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 17, "vacuous reproduction");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "vacuous_verify");
+    assert!(
+        text(&out).contains(&name),
+        "names the check:\n{}",
+        text(&out)
+    );
+    assert!(!dir.join("iterations/000001").exists(), "no agent ran");
+}
+
+#[test]
+fn a_regression_check_that_fails_on_the_base_tree_is_a_preflight_error() {
+    let repo = roles_repo();
+    let agent = repo.agent("idle", "exit 0");
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f fixed.txt"],
+        &["--regression", "test -f missing.txt"],
+    );
+    let name = check_name(&dir, "test -f missing.txt");
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 2, "regression red before the agent");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "preflight");
+    assert!(
+        text(&out).contains(&name),
+        "names the check:\n{}",
+        text(&out)
+    );
+    assert!(!dir.join("iterations/000001").exists(), "no agent ran");
+}
+
+#[test]
+fn each_check_knows_its_role_in_goal_md_verify_sh_and_the_feedback() {
+    let repo = roles_repo();
+    // It breaks the regression (removes keep.txt) and fixes nothing.
+    let agent = repo.agent(
+        "breaker",
+        r#"[ "$ORBIT_PHASE" = work ] || exit 0
+rm -f keep.txt
+echo "$ORBIT_ITERATION" >> work.txt"#,
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f work.txt"],
+        &[
+            "--reproduction",
+            "test -f fixed.txt",
+            "--regression",
+            "test -f keep.txt",
+        ],
+    );
+    let repro = check_name(&dir, "test -f fixed.txt");
+    let regr = check_name(&dir, "test -f keep.txt");
+    let work = check_name(&dir, "test -f work.txt");
+    let goal = fs::read_to_string(dir.join("goal.md")).unwrap();
+    assert!(
+        goal.contains("(reproduction)") && goal.contains("(regression)"),
+        "{goal}"
+    );
+    assert!(
+        !goal.contains("Hidden acceptance"),
+        "no holdout here: {goal}"
+    );
+    let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
+    assert!(
+        toml.contains("reproduction = [\"test -f fixed.txt\"]")
+            && toml.contains("regression = [\"test -f keep.txt\"]"),
+        "{toml}"
+    );
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "one tick");
+    let verify_log = fs::read_to_string(dir.join("iterations/000001/verify.log")).unwrap();
+    assert!(
+        verify_log.contains(&format!("[FAIL] {regr}"))
+            && verify_log.contains(&format!("[FAIL] {repro}"))
+            && verify_log.contains(&format!("[PASS] {work}")),
+        "{verify_log}"
+    );
+    let fb = fs::read_to_string(dir.join("iterations/000001/feedback.json")).unwrap();
+    assert!(
+        fb.contains("\"failing_roles\":[")
+            && fb.contains("\"regression\"")
+            && fb.contains("\"reproduction\""),
+        "{fb}"
+    );
+    let txt = fs::read_to_string(dir.join("iterations/000001/feedback.txt")).unwrap();
+    assert!(
+        txt.contains(&format!("a regression check broke: {regr}"))
+            && txt.contains(&format!("a reproduction check still fails: {repro}")),
+        "{txt}"
+    );
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "second tick");
+    let prompt = fs::read_to_string(dir.join("iterations/000002/prompt.md")).unwrap();
+    assert!(
+        prompt.contains(&format!("a regression check broke: {regr}")),
+        "{prompt}"
+    );
+}
+
+/// A loop whose agent writes a note and fails the check, recording the folder it was given.
+fn memory_loop(repo: &Repo, memory: &str) -> PathBuf {
+    let seen = repo.bin.path().join("seen");
+    let agent = repo.agent(
+        "noter",
+        &format!(
+            r#"ls -A "$ORBIT_AGENT_DIR" > "{seen}.$ORBIT_ITERATION"
+echo "NOTE-MARKER from iteration $ORBIT_ITERATION" >> "$ORBIT_AGENT_DIR/notes.md"
+echo "$ORBIT_ITERATION" >> work.txt"#,
+            seen = seen.display()
+        ),
+    );
+    repo.init_loop(&agent, &["test -f never.txt"], &["--memory", memory])
+}
+
+#[test]
+fn memory_feedback_gives_the_agent_no_notes_and_no_narrative_while_notes_does() {
+    let repo = Repo::new();
+    let dir = memory_loop(&repo, "feedback");
+    assert!(
+        fs::read_to_string(dir.join("loop.toml"))
+            .unwrap()
+            .contains("memory = \"feedback\"")
+    );
+    for _ in 0..2 {
+        let out = repo.run_loop(&dir, &["--once"], &[]);
+        assert_code(&out, 10, "a tick");
+    }
+    let prompt = fs::read_to_string(dir.join("iterations/000002/prompt.md")).unwrap();
+    for needle in [
+        "notes.md",
+        "progress.md",
+        "NOTE-MARKER",
+        "Earlier distinct failures",
+        "## Iteration",
+    ] {
+        assert!(
+            !prompt.contains(needle),
+            "prompt holds '{needle}':\n{prompt}"
+        );
+    }
+    assert!(
+        prompt.contains("# Feedback: what failed last") && prompt.contains("test-f-never-txt"),
+        "the last failure is given:\n{prompt}"
+    );
+    let listing = fs::read_to_string(repo.bin.path().join("seen.2")).unwrap();
+    let names: Vec<&str> = listing.lines().collect();
+    assert!(
+        !names.contains(&"notes.md") && !names.contains(&"progress.md"),
+        "{listing}"
+    );
+    assert!(
+        names.contains(&"goal.md") && names.contains(&"feedback.json"),
+        "{listing}"
+    );
+    // The runner still keeps what the agent wrote.
+    let notes = fs::read_to_string(dir.join("notes.md")).unwrap();
+    assert!(notes.contains("NOTE-MARKER from iteration 2"), "{notes}");
+
+    let repo = Repo::new();
+    let dir = memory_loop(&repo, "notes");
+    for _ in 0..2 {
+        let out = repo.run_loop(&dir, &["--once"], &[]);
+        assert_code(&out, 10, "a tick");
+    }
+    let prompt = fs::read_to_string(dir.join("iterations/000002/prompt.md")).unwrap();
+    assert!(
+        prompt.contains(".orbit-agent/notes.md") && prompt.contains(".orbit-agent/progress.md"),
+        "{prompt}"
+    );
+    let listing = fs::read_to_string(repo.bin.path().join("seen.2")).unwrap();
+    assert!(
+        listing.lines().any(|l| l == "notes.md") && listing.lines().any(|l| l == "progress.md"),
+        "{listing}"
+    );
+}
+
+#[test]
+fn init_refuses_holdout_files_without_a_holdout_check_and_files_git_tracks() {
+    let repo = add_repo();
+    let agent = repo.agent("idle", "exit 0");
+    let exec = agent.display().to_string();
+    let cases = cases_file(&repo);
+    let base = [
+        "init", "g", "--engine", "custom", "--exec", &exec, "--verify", VISIBLE,
+    ];
+    let mut args = base.to_vec();
+    let cases_s = cases.display().to_string();
+    args.extend(["--holdout-file", &cases_s]);
+    let out = repo.orbit(&args);
+    assert_code(&out, 2, "a file no check reads");
+    assert!(text(&out).contains("--holdout"), "{}", text(&out));
+
+    let mut args = base.to_vec();
+    args.extend(["--holdout", "true", "--holdout-file", "add.sh"]);
+    let out = repo.orbit(&args);
+    assert_code(&out, 2, "a tracked file");
+    assert!(text(&out).contains("git tracks it"), "{}", text(&out));
+    assert!(!repo.join(".orbit/g").exists(), "nothing rendered");
+
+    // A holdout loop without files: holdout.sh runs by hand from the loop directory, in
+    // the workspace git names, with ORBIT_HOLDOUT_DIR beside it.
+    let mut args = base.to_vec();
+    args.extend(["--holdout", "test -n \"$ORBIT_HOLDOUT_DIR\""]);
+    let out = repo.orbit(&args);
+    assert_ok(&out, "orbit init --holdout");
+    let held = repo.join(".orbit/g/holdout.sh");
+    let out = crate::support::run_bounded(
+        {
+            let mut c = crate::support::command("bash");
+            c.arg(&held).current_dir(repo.path());
+            c
+        },
+        std::time::Duration::from_secs(60),
+    );
+    assert_ok(&out, "holdout.sh by hand");
+    assert!(text(&out).contains("[PASS] holdout-1"), "{}", text(&out));
+}
+
+#[test]
+fn under_the_sandbox_a_visible_check_cannot_read_the_holdout() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = add_repo();
+    let agent = claiming_agent(&repo, "honest", "echo $(($1 + $2))");
+    let cases = cases_file(&repo);
+    let check = holdout_check();
+    // A visible check that tries to copy the holdout into the workspace (what code the
+    // agent wrote could do while verify.sh runs it).
+    let leak = "cat ../../test-goal/holdout/* ../../test-goal/holdout.sh ../../test-goal/loop.toml ../../test-goal/.pins/holdout/* > leak.txt 2>/dev/null; true";
+    let dir = repo.init_loop(
+        &agent,
+        &[VISIBLE, leak],
+        &[
+            "--holdout",
+            &check,
+            "--holdout-file",
+            &cases.display().to_string(),
+            "--sandbox",
+            "bwrap",
+        ],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert!(repo.ws().join("leak.txt").is_file(), "the check ran");
+    assert_no_holdout_text(&repo.ws(), "the workspace");
+    assert_code(&out, 0, "DONE under the sandbox");
+    let held = fs::read_to_string(dir.join("iterations/000001/holdout.log")).unwrap();
+    assert!(held.contains("[PASS] holdout-1"), "{held}");
+}

@@ -293,7 +293,8 @@ engine_retrying_v() {
       engine_json_scalar_v "$line" error_status || true
       if [[ $REPLY != 429 ]]; then
         engine_json_str_v "$line" error || true
-        [[ $REPLY == rate_limit ]] || return 1
+        # claude's own word for the kind (quoted: the CLI's vocabulary, not the contract's).
+        [[ $REPLY == 'rate_limit' ]] || return 1
       fi
       engine_json_scalar_v "$line" retry_delay_ms || true
       if [[ $REPLY =~ ^[0-9]+$ ]]; then
@@ -384,7 +385,7 @@ engine_classify_claude_v() {
     engine_auth_fix_v
     ENGINE_FIX=$REPLY
     engine_permanent "the credentials were refused or are missing"
-  elif [[ $status == 429 || $kind == rate_limit || $ENGINE_MESSAGE == "You've hit your"* ]]; then
+  elif [[ $status == 429 || $kind == 'rate_limit' || $ENGINE_MESSAGE == "You've hit your"* ]]; then
     engine_rate_limited
   elif [[ $kind == billing_error || $ENGINE_MESSAGE == *"Credit balance is too low"* ]]; then
     ENGINE_FIX="add credits to the account or switch the key, then run the loop again"
@@ -673,7 +674,7 @@ engine_probe_v() {
   ENGINE_PROBE_RC=0 ENGINE_PROBE_TIMED_OUT=0 REPLY=
   f=$(mktemp "${TMPDIR:-/tmp}/orbit-probe.XXXXXX") || return 1
   res=$(
-    cd -- "${TMPDIR:-/tmp}" || exit 1
+    cd -- "${TMPDIR:-/tmp}" || exit "$EXIT_PREFLIGHT"
     orbit_run_bounded "$limit" 1 /dev/null "$f" "$AGENT_ABS" "$@"
     printf '%s %s' "$ORBIT_RC" "$ORBIT_TIMED_OUT"
   ) || res='1 0'

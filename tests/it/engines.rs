@@ -733,3 +733,228 @@ fn codex_logged_out_without_a_key_stops_before_any_iteration() {
     assert!(t.contains("codex login"), "{t}");
     assert!(!l.dir.join("iterations/000001").exists(), "nothing ran");
 }
+
+// ---- the wordings, the env file and the probes, with stand-ins for the CLIs
+//
+// The real CLIs print a subscription limit's reset only against the provider's own
+// servers (claude with a subscription's headers, codex with a ChatGPT login, gemini's
+// capacity errors): these stand-ins print those outputs as the CLIs do, in the CLIs'
+// own formats, so that every wording's reset time is checked.
+
+/// A stand-in for the engine CLI `name`: answers `--version` and its status probe as a
+/// logged-in CLI does, and runs `body` (bash) for an agent run. The returned directory
+/// must outlive the loop.
+fn stand_in(engine: &str, body: &str) -> (TempDir, EngineLoop) {
+    let bin = tempfile::tempdir().unwrap();
+    let path = bin.path().join(engine);
+    let script = format!(
+        "#!/usr/bin/env bash\ncase \"${{1:-}}\" in\n  --version) echo '9.9.9 (stand-in)'; exit 0 ;;\n  auth | login) echo '{{\"loggedIn\": true}}'; exit 0 ;;\nesac\ncat >/dev/null\n{body}\n"
+    );
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let l = engine_loop(engine, &path, &[]);
+    (bin, l)
+}
+
+/// `date` for the expectations: its output for ARGS, trimmed.
+fn date(args: &[&str]) -> String {
+    let out = command("date")
+        .args(args)
+        .env("TZ", "UTC")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "date {args:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The first epoch at or after `now` less five minutes whose UTC clock reads `secs`
+/// seconds past midnight (the runner's rule: a reset just passed is still this one).
+fn next_utc_clock(now: u64, secs: u64) -> u64 {
+    let t = now / 86400 * 86400 + secs;
+    if t + 300 < now { t + 86400 } else { t }
+}
+
+/// Runs a stand-in that fails with `body`'s output and returns RESUME_AT, with the time
+/// just before and just after the run.
+fn paused_until(engine: &str, body: &str, env: &[(&str, &str)]) -> (u64, u64, u64, String) {
+    let (_bin, l) = stand_in(engine, body);
+    let before = now();
+    let out = l.run(env);
+    let after = now();
+    assert_code(&out, 13, &format!("{engine}: PAUSED by a limit"));
+    assert_eq!(l.state("STOP_REASON"), "rate_limit");
+    let resume: u64 = l.state("RESUME_AT").parse().unwrap();
+    (before, resume, after, text(&out))
+}
+
+#[test]
+fn claude_limit_wordings_pause_until_the_time_of_day_or_the_date_they_name() {
+    // "resets 6:30pm (UTC)": today's or tomorrow's 18:30 UTC.
+    let (before, resume, _, out) = paused_until(
+        "claude",
+        r#"cat <<'JSON'
+{"type":"result","subtype":"success","is_error":true,"api_error_status":null,"result":"You've hit your limit · resets 6:30pm (UTC)"}
+JSON
+exit 1"#,
+        &[],
+    );
+    assert_eq!(resume, next_utc_clock(before, 18 * 3600 + 30 * 60), "{out}");
+
+    // "resets Dec 4, 6pm (UTC)" (a weekly limit names its date): three days ahead.
+    let day = now() + 3 * 86400;
+    let when = date(&["-u", "-d", &format!("@{day}"), "+%b %-d"]);
+    let want: u64 = date(&[
+        "-u",
+        "-d",
+        &format!("{} 18:00", date(&["-u", "-d", &format!("@{day}"), "+%F"])),
+        "+%s",
+    ])
+    .parse()
+    .unwrap();
+    let (_, resume, _, out) = paused_until(
+        "claude",
+        &format!(
+            r#"cat <<'JSON'
+{{"type":"result","subtype":"success","is_error":true,"api_error_status":null,"result":"You've hit your weekly limit · resets {when}, 6pm (UTC)"}}
+JSON
+exit 1"#
+        ),
+        &[],
+    );
+    assert_eq!(resume, want, "{when}: {out}");
+}
+
+#[test]
+fn codex_and_gemini_limit_wordings_pause_for_the_duration_they_name() {
+    // codex: "try again in 4 days 3 hours 20 minutes".
+    let (before, resume, after, out) = paused_until(
+        "codex",
+        r#"echo '{"type":"thread.started","thread_id":"t"}'
+echo '{"type":"turn.failed","error":{"message":"You'"'"'ve hit your usage limit. Upgrade to Pro, or try again in 4 days 3 hours 20 minutes."}}'
+exit 1"#,
+        &[("OPENAI_API_KEY", "fake")],
+    );
+    let span = 4 * 86400 + 3 * 3600 + 20 * 60;
+    assert!(
+        resume >= before + span && resume <= after + span + 1,
+        "{before} {resume} {after}: {out}"
+    );
+
+    // codex: "try again at 6:30 PM", in the runner's zone (UTC here).
+    let (before, resume, _, out) = paused_until(
+        "codex",
+        r#"echo '{"type":"turn.failed","error":{"message":"You'"'"'ve hit your usage limit. Try again at 6:30 PM."}}'
+exit 1"#,
+        &[("OPENAI_API_KEY", "fake")],
+    );
+    assert_eq!(resume, next_utc_clock(before, 18 * 3600 + 30 * 60), "{out}");
+
+    // gemini: "reset after 8h44m7s", in its closing error JSON on stderr.
+    let (before, resume, after, out) = paused_until(
+        "gemini",
+        r#"cat >&2 <<'JSON'
+{
+  "error": {
+    "type": "Error",
+    "message": "You have exhausted your capacity on this model. Your quota will reset after 8h44m7s.",
+    "code": 429
+  }
+}
+JSON
+exit 1"#,
+        &[("GEMINI_API_KEY", "fake")],
+    );
+    let span = 8 * 3600 + 44 * 60 + 7;
+    assert!(
+        resume >= before + span && resume <= after + span + 1,
+        "{before} {resume} {after}: {out}"
+    );
+}
+
+#[test]
+fn gemini_without_any_credential_stops_before_any_iteration() {
+    let (_bin, l) = stand_in("gemini", "echo never; exit 0");
+    let out = l.run(&[]);
+    assert_code(&out, 2, "preflight");
+    let t = text(&out);
+    assert!(t.contains("gemini: no credentials"), "{t}");
+    assert!(t.contains("GEMINI_API_KEY"), "the fix names the key: {t}");
+    assert!(!l.dir.join("iterations/000001").exists(), "nothing ran");
+}
+
+#[test]
+fn a_status_probe_that_hangs_stops_the_run_instead_of_every_tick() {
+    let bin = tempfile::tempdir().unwrap();
+    let path = bin.path().join("claude");
+    std::fs::write(
+        &path,
+        "#!/usr/bin/env bash\ncase \"${1:-}\" in\n  --version) echo 9.9.9; exit 0 ;;\n  auth) sleep 600; exit 0 ;;\nesac\nexit 0\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let l = engine_loop("claude", &path, &[]);
+    let started = std::time::Instant::now();
+    let out = l.run(&[]);
+    assert_code(&out, 2, "preflight");
+    let t = text(&out);
+    assert!(t.contains("did not answer within"), "{t}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(90),
+        "the probe was stopped"
+    );
+    assert!(!l.dir.join("iterations/000001").exists(), "nothing ran");
+}
+
+#[test]
+fn the_env_file_reaches_the_agent_and_is_refused_unless_private_and_plain() {
+    use std::os::unix::fs::PermissionsExt;
+    let seen = tempfile::tempdir().unwrap();
+    let seen_file = seen.path().join("env");
+    let (_bin, l) = stand_in(
+        "claude",
+        &format!(
+            r#"printf '%s\n' "${{MY_SECRET-unset}}" > '{}'
+echo '{{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.01}}'"#,
+            seen_file.display()
+        ),
+    );
+    let keys = seen.path().join("keys.env");
+    let keys_s = keys.display().to_string();
+
+    // Readable by others: refused, with the chmod to run.
+    std::fs::write(&keys, "# the loop's keys\nMY_SECRET=\"abc def\"\n").unwrap();
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = l.run(&[("ENV_FILE", &keys_s)]);
+    assert_code(&out, 2, "a world-readable env file");
+    assert!(text(&out).contains("chmod 600"), "{}", text(&out));
+    assert!(!seen_file.exists(), "the agent did not run");
+
+    // A symlink to a private file: refused.
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = seen.path().join("link.env");
+    std::os::unix::fs::symlink(&keys, &link).unwrap();
+    let out = l.run(&[("ENV_FILE", &link.display().to_string())]);
+    assert_code(&out, 2, "a linked env file");
+    assert!(text(&out).contains("symlink"), "{}", text(&out));
+
+    // A line that changes how programs start: refused, naming it.
+    let bad = seen.path().join("bad.env");
+    std::fs::write(&bad, "LD_PRELOAD=/tmp/x.so\n").unwrap();
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = l.run(&[("ENV_FILE", &bad.display().to_string())]);
+    assert_code(&out, 2, "LD_PRELOAD in an env file");
+    assert!(text(&out).contains("LD_PRELOAD"), "{}", text(&out));
+    assert!(!seen_file.exists(), "the agent did not run");
+
+    // Private and plain: read, never sourced, and the agent gets the value.
+    let out = l.run(&[("ENV_FILE", &keys_s)]);
+    assert_code(&out, 10, "the agent ran; the check still fails");
+    assert_eq!(
+        std::fs::read_to_string(&seen_file).unwrap(),
+        "abc def\n",
+        "{}",
+        text(&out)
+    );
+}

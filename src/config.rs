@@ -95,6 +95,14 @@ pub struct LoopConfig {
     /// The OS sandbox every agent and check runs in. Part of what the loop is, like its
     /// workspace: no environment variable overrides it.
     pub sandbox: Sandbox,
+    /// What tokens cost, for the engines that report tokens rather than dollars (codex,
+    /// gemini): `model=input/cached/output` in USD per million tokens; `*` for any model
+    /// not listed. A run's cost is then `estimated`, and the usd-cap holds.
+    pub token_prices: Vec<String>,
+    /// A file of `KEY=VALUE` lines (the engine's API keys) the runner reads into the
+    /// agent's environment: for cron and systemd, whose environment lacks the keys of the
+    /// user's shell. Mode 0600, owned by the user, not a symlink; never sourced.
+    pub env_file: String,
     /// What the agent is given back of earlier iterations: its notes and the progress
     /// narrative (`notes`), or only the goal and the last failure's feedback (`feedback`).
     pub memory: Memory,
@@ -236,6 +244,8 @@ impl Default for LoopConfig {
             notify_timeout: "10s".into(),
             workspace: String::new(),
             sandbox: Sandbox::None,
+            token_prices: Vec::new(),
+            env_file: String::new(),
             memory: Memory::Notes,
             candidates: 1,
             fanout_early_stop: false,
@@ -387,6 +397,22 @@ impl LoopConfig {
             return Err(Error::Usage(format!(
                 "workspace = '{}': give a plain path (no control character, no . or .. segment), relative to the repository root or absolute",
                 self.workspace.escape_debug()
+            )));
+        }
+        for price in &self.token_prices {
+            if !crate::engine::is_token_price(price) {
+                return Err(Error::Usage(format!(
+                    "token-prices: '{}' is not model=input/cached/output (USD per million tokens, e.g. gpt-5=1.25/0.125/10, or *=... for any model)",
+                    price.escape_debug()
+                )));
+            }
+        }
+        let env_file_ok = self.env_file.is_empty()
+            || (self.env_file.starts_with('/') && is_plain_path(&self.env_file));
+        if !env_file_ok {
+            return Err(Error::Usage(format!(
+                "env-file = '{}': give the absolute path of a file of KEY=VALUE lines (mode 0600)",
+                self.env_file.escape_debug()
             )));
         }
         if !(1..=CANDIDATES_MAX).contains(&self.candidates) {

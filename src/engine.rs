@@ -42,29 +42,57 @@ impl Engine {
         }
     }
 
-    /// The headless invocation of a built-in engine, reading the prompt from stdin.
+    /// The headless invocation of a built-in engine, reading the prompt from stdin. Each
+    /// choice was checked against the installed CLIs (claude-code 2.1.197, codex 0.171.0,
+    /// gemini-cli 0.61.0):
     ///
-    /// - Claude Code: `-p` (print mode) reads the prompt from stdin when no prompt argument
-    ///   is given; `--output-format json` yields a final result object carrying
-    ///   `total_cost_usd`, which the runner records in cost.ledger.
+    /// - Claude Code: `-p` (print mode) reads the prompt from stdin. `--output-format
+    ///   stream-json --verbose` prints one JSON event per line as the run goes: the live view
+    ///   shows progress, a retry of the API is visible as `{"subtype":"api_retry",
+    ///   "error_status":429}` even when the timeout kills the run, and the last line is the
+    ///   result object (`is_error`, `api_error_status`, `result`, `total_cost_usd`).
+    ///   `acceptEdits` alone denies Bash in print mode, so the checks could not run:
+    ///   `--allowedTools` names the file tools and `Bash(bash .orbit-agent/verify.sh*)`, the
+    ///   loop's own checks, and nothing else runs unasked.
     /// - Codex CLI: `codex exec -` reads the prompt from stdin; the workspace-write sandbox
-    ///   lets it edit the repository and nothing outside it.
-    /// - Gemini CLI: runs headless when stdin is not a terminal; `auto_edit` approves edits.
+    ///   lets it edit the workspace and nothing outside it; `--json` prints its events as
+    ///   JSON lines (`{"type":"error","message":...}`, `turn.failed`), so failures are
+    ///   read from a structure rather than from prose.
+    /// - Gemini CLI: runs headless when stdin is not a terminal; it refuses a folder it does
+    ///   not trust (and drops `auto_edit` to `default`), so `--skip-trust` trusts the
+    ///   workspace for this run only (nothing is written to the user's trusted folders);
+    ///   `auto_edit` approves edits but leaves the shell tool out of a headless run, so
+    ///   `--allowed-tools run_shell_command(bash .orbit-agent/verify.sh)` adds the loop's
+    ///   checks and nothing else (another command, or one chained after it, is denied by
+    ///   gemini's policy); `--output-format json` puts errors as `{"error":{"code","message"}}`.
     pub fn default_argv(self) -> Option<Vec<String>> {
         let words: &[&str] = match self {
             Engine::Claude => &[
                 "claude",
                 "-p",
                 "--output-format",
-                "json",
+                "stream-json",
+                "--verbose",
                 "--permission-mode",
                 "acceptEdits",
+                "--allowedTools",
+                "Read,Edit,Write,MultiEdit,Glob,Grep,Bash(bash .orbit-agent/verify.sh*)",
             ],
-            Engine::Codex => &["codex", "exec", "--sandbox", "workspace-write", "-"],
+            Engine::Codex => &[
+                "codex",
+                "exec",
+                "--sandbox",
+                "workspace-write",
+                "--json",
+                "-",
+            ],
             Engine::Gemini => &[
                 "gemini",
+                "--skip-trust",
                 "--approval-mode",
                 "auto_edit",
+                "--allowed-tools",
+                "run_shell_command(bash .orbit-agent/verify.sh)",
                 "--output-format",
                 "json",
             ],
@@ -93,6 +121,37 @@ impl Engine {
         }
     }
 
+    /// The token prices `orbit init` writes into loop.toml for an engine that reports
+    /// tokens, not dollars: `model=input/cached/output`, USD per million tokens, as the
+    /// providers list them (OpenAI and Google price pages, 2025-08; check and override in
+    /// loop.toml `token-prices`). `*` prices any other model (the CLI's current default
+    /// model is often newer than this table).
+    pub fn default_token_prices(self) -> Vec<String> {
+        let prices: &[&str] = match self {
+            Engine::Codex => &[
+                "gpt-5=1.25/0.125/10",
+                "gpt-5-codex=1.25/0.125/10",
+                "gpt-5-mini=0.25/0.025/2",
+                "*=1.25/0.125/10",
+            ],
+            Engine::Gemini => &[
+                "gemini-2.5-pro=1.25/0.31/10",
+                "gemini-2.5-flash=0.30/0.075/2.50",
+                "gemini-2.5-flash-lite=0.10/0.025/0.40",
+                "*=1.25/0.31/10",
+            ],
+            Engine::Claude | Engine::Custom => &[],
+        };
+        prices.iter().map(|p| p.to_string()).collect()
+    }
+
+    /// Whether the engine's output says what a run cost (claude in dollars; codex and
+    /// gemini in tokens, priced by `token-prices`). A custom agent reports a cost only if it
+    /// writes `$ORBIT_COST_FILE`.
+    pub fn reports_cost(self) -> bool {
+        !matches!(self, Engine::Custom)
+    }
+
     /// Resolves the argv for this engine from an optional `--exec` command line.
     pub fn argv(self, exec: Option<&str>) -> Result<Vec<String>> {
         match (self, exec) {
@@ -103,6 +162,29 @@ impl Engine {
             (engine, None) => Ok(engine.default_argv().unwrap_or_default()),
         }
     }
+}
+
+/// Whether `word` is a token price: `model=input/cached/output`, each a decimal number of
+/// USD per million tokens (at most 6 digits each side of the point), the model of
+/// `[A-Za-z0-9._*:-]` (`*` alone: any model). The runner checks the same form.
+pub fn is_token_price(word: &str) -> bool {
+    let Some((model, nums)) = word.split_once('=') else {
+        return false;
+    };
+    let num = |n: &str| {
+        let (a, b) = n.split_once('.').unwrap_or((n, "0"));
+        (1..=6).contains(&a.len())
+            && (1..=6).contains(&b.len())
+            && a.bytes().all(|c| c.is_ascii_digit())
+            && b.bytes().all(|c| c.is_ascii_digit())
+    };
+    let parts: Vec<&str> = nums.split('/').collect();
+    (1..=64).contains(&model.len())
+        && model
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'*' | b':' | b'-'))
+        && parts.len() == 3
+        && parts.iter().all(|p| num(p))
 }
 
 /// Splits a command line like a POSIX shell would (quotes, backslashes), without running
@@ -143,5 +225,45 @@ mod tests {
         assert_eq!(Engine::Claude.argv(None).unwrap()[0], "claude");
         assert!(split_command("a 'b").is_err());
         assert!(split_command("   ").is_err());
+    }
+
+    #[test]
+    fn default_argvs_run_headless_and_keep_the_fence() {
+        let claude = Engine::Claude.default_argv().unwrap();
+        let tools = claude
+            .iter()
+            .position(|w| w == "--allowedTools")
+            .map(|i| &claude[i + 1])
+            .expect("claude names its allowed tools");
+        assert!(
+            tools.contains("Bash(bash .orbit-agent/verify.sh*)"),
+            "{tools}"
+        );
+        assert!(
+            !tools.split(',').any(|t| t == "Bash"),
+            "no unbounded Bash: {tools}"
+        );
+        assert!(
+            claude
+                .windows(2)
+                .any(|w| w == ["--output-format", "stream-json"])
+        );
+        assert!(claude.contains(&"--verbose".to_string()));
+        assert!(!claude.iter().any(|w| w.contains("dangerously")));
+        let codex = Engine::Codex.default_argv().unwrap();
+        assert!(
+            codex
+                .windows(2)
+                .any(|w| w == ["--sandbox", "workspace-write"])
+        );
+        assert_eq!(codex.last().map(String::as_str), Some("-"));
+        let gemini = Engine::Gemini.default_argv().unwrap();
+        assert!(gemini.contains(&"--skip-trust".to_string()));
+        assert!(gemini.windows(2).any(|w| w
+            == [
+                "--allowed-tools",
+                "run_shell_command(bash .orbit-agent/verify.sh)"
+            ]));
+        assert!(!gemini.iter().any(|w| w == "--yolo" || w == "yolo"));
     }
 }

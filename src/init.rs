@@ -361,6 +361,7 @@ fn config_from_args(
     let mut cfg = LoopConfig {
         name,
         engine,
+        token_prices: engine.default_token_prices(),
         argv,
         verify: pick(&args.verify, &d.verify),
         reproduction: args.reproduction.clone(),
@@ -398,6 +399,12 @@ fn config_from_args(
     }
     if let Some(sandbox) = args.sandbox.or(d.sandbox) {
         cfg.sandbox = sandbox;
+    }
+    if cfg.usd_cap.is_some() && !cfg.engine.reports_cost() && cfg.cost_estimate_usd.is_none() {
+        eprintln!(
+            "orbit: warning: --usd-cap with --engine {}: the engine reports no cost, so the cap counts only what the agent writes to $ORBIT_COST_FILE; set cost-estimate-usd in loop.toml to count every run",
+            cfg.engine.name()
+        );
     }
     let secrets = apply_notify(&mut cfg, &pick(&args.notify, &d.notify))?;
     if cfg.verify.is_empty() && cfg.reproduction.is_empty() && cfg.regression.is_empty() {

@@ -37,6 +37,7 @@ pub const LIB_PROC: &str = include_str!("../templates/lib/proc.sh");
 pub const LIB_STATE: &str = include_str!("../templates/lib/state.sh");
 pub const LIB_FEEDBACK: &str = include_str!("../templates/lib/feedback.sh");
 pub const LIB_SANDBOX: &str = include_str!("../templates/lib/sandbox.sh");
+pub const LIB_ENGINE: &str = include_str!("../templates/lib/engine.sh");
 pub const LIB_RUN_LOOP: &str = include_str!("../templates/lib/run-loop.sh");
 pub const LIB_FANOUT: &str = include_str!("../templates/lib/fanout.sh");
 pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
@@ -89,6 +90,7 @@ pub const FILES: &[LoopFile] = &[
             LIB_STATE,
             LIB_FEEDBACK,
             LIB_SANDBOX,
+            LIB_ENGINE,
             LIB_FANOUT,
             LIB_RUN_LOOP,
         ],
@@ -164,6 +166,8 @@ pub struct SettingsView {
     pub notify_webhook_env: String,
     pub notify_ntfy: String,
     pub notify_timeout: String,
+    pub token_prices: String,
+    pub env_file: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -329,6 +333,8 @@ impl View {
                 notify_webhook_env: cfg.notify_webhook_env.clone(),
                 notify_ntfy: cfg.notify_ntfy.join(" "),
                 notify_timeout: cfg.notify_timeout.clone(),
+                token_prices: cfg.token_prices.join(" "),
+                env_file: cfg.env_file.clone(),
             },
         }
     }

@@ -670,6 +670,7 @@ pub const RESULT_KEYS: &[(&str, bool)] = &[
     ("CB_FAILS", true),
     ("VERIFY_STREAK", true),
     ("CB_SIG", false),
+    ("AGENT_MESSAGE", false),
 ];
 
 /// Files orbit pins when it renders a loop; goal.md, the protected paths and the agent

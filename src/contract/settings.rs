@@ -162,6 +162,8 @@ pub const SETTINGS: &[Setting] = &[
     text("notify-webhook-env", ""),
     list("notify-ntfy"),
     duration("notify-timeout", 1, "10s"),
+    list("token-prices"),
+    text("env-file", ""),
 ];
 
 /// The setting named `key` (a loop.toml key).

@@ -130,7 +130,9 @@ fanout_agent() {
       run_agent "$n" "$PHASE_WORK" "$attempt" "$cdir/prompt.md" "$ORBIT_TMP/agent.log" "$ORBIT_TMP/cost.usd" "$fb"
       [[ -f $ORBIT_TMP/agent.log ]] || : >"$ORBIT_TMP/agent.log"
       cost_of_run "$ORBIT_TMP/agent.log" "$ORBIT_TMP/cost.usd"
-      classify_v "$ORBIT_TMP/agent.log" "$AGENT_RC" "$AGENT_TIMED_OUT"
+      # The engine's own classification (its structured output); the reset time it names
+      # stays in this subshell: a fan-out paused by a limit looks again after the default.
+      engine_classify_v "$ORBIT_TMP/agent.log" "$AGENT_RC" "$AGENT_TIMED_OUT"
       outcome=$REPLY
       line+="A $attempt $AGENT_RC $AGENT_TIMED_OUT $AGENT_SECS $RUN_COST_M $RUN_COST_KIND $outcome"$'\n'
       if [[ -n $TRUST_BAD ]] || ((DEADLINE_HIT)); then

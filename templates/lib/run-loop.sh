@@ -150,6 +150,10 @@ preflight() {
     preflight_fail "the agent '${AGENT_ARGV[0]}' is not on PATH ($PATH): install it, or set argv in loop.toml to its absolute path"
   fi
   [[ -x $AGENT_ABS && ! -d $AGENT_ABS ]] || preflight_fail "the agent $AGENT_ABS is not executable"
+  engine_prices_check || preflight_fail "TOKEN_PRICES word '$REPLY' is not model=input/cached/output (USD per million tokens): fix token-prices in loop.toml"
+  # The env file first: the keys it holds are the credentials the engine's check looks for.
+  engine_env_load
+  engine_preflight
   # One git call: work tree?, git directory, hooks directory, common directory, and HEAD
   # (status 1 without it).
   local -a git_facts=()
@@ -1489,7 +1493,14 @@ cost_of_run() {
   if [[ -s $cfile ]]; then
     v=$(head -c 64 -- "$cfile" | tr -d ' \n\r\t$')
   fi
-  if [[ -z $v && -f $log ]]; then
+  if [[ -z $v && -f $log && $ENGINE != custom ]]; then
+    # A built-in engine's cost from its own structured output (engine.sh).
+    if engine_cost_v "$log"; then
+      return 0
+    fi
+    RUN_COST_M=0
+    RUN_COST_KIND=$COST_UNKNOWN
+  elif [[ -z $v && -f $log ]]; then
     v=$(grep -aoE '"total_cost_usd" *: *[0-9.eE+-]+' -- "$log" || true)
     # The last one reported; its number.
     v=${v##*$'\n'}
@@ -2798,7 +2809,7 @@ run_iteration() {
     run_agent "$n" "$PHASE_WORK" "$attempt" "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" "$fb"
     cost_of_run "$dir/agent.log" "$dir/cost.usd"
     ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
-    classify_v "$dir/agent.log" "$AGENT_RC" "$AGENT_TIMED_OUT"
+    engine_classify_v "$dir/agent.log" "$AGENT_RC" "$AGENT_TIMED_OUT"
     outcome=$REPLY
     orbit_event agent_exit "$n" phase "$PHASE_WORK" attempt "$attempt" exit_code "$AGENT_RC" outcome "$outcome" seconds "$AGENT_SECS" cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND"
     orbit_fault after_agent
@@ -2823,16 +2834,24 @@ run_iteration() {
   R[AGENT_OUTCOME]=$outcome
   R[ATTEMPTS]=$attempt
   R[DURATION]=$AGENT_SECS
+  engine_final_message_v "$dir/agent.log"
+  R[AGENT_MESSAGE]=$REPLY
   S[COST_MICROUSD]=$LEDGER_TOTAL
 
   if [[ $outcome == "$OUTCOME_RATE_LIMITED" && -z $TRUST_BAD ]]; then
-    local resume
-    resume=$(rate_limit_resume_at "$dir/agent.log")
+    local resume=$ENGINE_RESUME_AT
+    # No reset named: the next look in 15 minutes.
+    [[ $resume =~ ^[0-9]+$ ]] || resume=$(($(orbit_now) + 900))
     if ((resume - $(orbit_now) > RATE_LIMIT_MAX_WAIT_S)); then
       # Not a pause: a reset more than a week away is a stop for a human, with the text.
       outcome=$OUTCOME_PERMANENT
       R[AGENT_OUTCOME]=$outcome
-      PERMANENT_WHY="rate limited until $(orbit_iso "$resume"), more than 7 days away: $({ grep -aiE -m 1 'retry|try again|reset|limit' -- "$dir/agent.log" || true; } | cut -c1-120)"
+      if [[ -n $ENGINE_MESSAGE ]]; then
+        engine_clip_v "$ENGINE_MESSAGE"
+      else
+        REPLY=$({ grep -aiE -m 1 'retry|try again|reset|limit' -- "$dir/agent.log" || true; } | cut -c1-120)
+      fi
+      PERMANENT_WHY="rate limited until $(orbit_iso "$resume"), more than 7 days away: $REPLY"
     fi
   fi
   if [[ $outcome == "$OUTCOME_RATE_LIMITED" ]]; then
@@ -2841,7 +2860,12 @@ run_iteration() {
     iter_prepare "$dir"
     IN_ITERATION=0
     orbit_event rate_limited "$n" resume_at "${S[RESUME_AT]}"
-    finish "$EXIT_RATE_LIMITED" "$STATUS_PAUSED" "$REASON_RATE_LIMIT" "rate limited by the agent's provider; resumes after $(orbit_iso "${S[RESUME_AT]}")"
+    local said=''
+    if [[ -n $ENGINE_MESSAGE ]]; then
+      engine_clip_v "$ENGINE_MESSAGE"
+      said=" ($REPLY)"
+    fi
+    finish "$EXIT_RATE_LIMITED" "$STATUS_PAUSED" "$REASON_RATE_LIMIT" "rate limited by the agent's provider$said; resumes after $(orbit_iso "${S[RESUME_AT]}")"
   fi
 
   if ! ws_on_branch; then
@@ -3048,6 +3072,9 @@ finalize() {
     text+="- signature: ${R[TREE_AFTER]:-none}"$'\n'
     if [[ -n ${R[DONE_VERDICT]:-} ]]; then
       text+="- done claim: ${R[DONE_VERDICT]}"$'\n'
+    fi
+    if [[ -n ${R[AGENT_MESSAGE]:-} ]]; then
+      text+="- agent said: ${R[AGENT_MESSAGE]}"$'\n'
     fi
     text+="- decision: ${R[VERDICT]} (${R[STOP_REASON]}) — ${R[SUMMARY]}"$'\n'
     if [[ -f $dir/feedback.txt && ${R[VERIFY]:-} == "$VERIFY_FAIL" ]]; then
@@ -3484,7 +3511,7 @@ main() {
   fi
   # A run that goes on starts the live view over (one that found nothing to do left it).
   live_reset
-  orbit_event loop_start "${S[NEXT_ITERATION]}" pid "$$" once "$ONCE" resumed_from "$status" torn_repaired "$ORBIT_TORN_REPAIRED"
+  orbit_event loop_start "${S[NEXT_ITERATION]}" pid "$$" once "$ONCE" resumed_from "$status" torn_repaired "$ORBIT_TORN_REPAIRED" engine "$ENGINE" engine_version "$ENGINE_VERSION"
   if ((S[STARTED_AT] == 0)); then
     first_run_setup
     S[LAST_STATUS]=$STATUS_CONTINUE

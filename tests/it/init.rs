@@ -34,6 +34,7 @@ fn summarise_static(mut text: String) -> String {
         ("lib/state.sh", orbit::render::LIB_STATE),
         ("lib/feedback.sh", orbit::render::LIB_FEEDBACK),
         ("lib/sandbox.sh", orbit::render::LIB_SANDBOX),
+        ("lib/engine.sh", orbit::render::LIB_ENGINE),
         ("lib/fanout.sh", orbit::render::LIB_FANOUT),
         ("lib/run-loop.sh", orbit::render::LIB_RUN_LOOP),
         ("lib/verify.sh", orbit::render::LIB_VERIFY),

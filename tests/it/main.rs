@@ -4,6 +4,7 @@
 
 mod audit;
 mod contract;
+mod engines;
 mod fanout;
 mod feedback;
 mod guards;

@@ -1,0 +1,960 @@
+//! Conformance with the real engine CLIs (claude-code 2.1.197, codex 0.171.0, gemini-cli
+//! 0.61.0): each CLI runs for real in a real loop, against a loopback mock of its
+//! provider's API, and the loop's outcome (state, stop reason, exit code, progress.md,
+//! cost.ledger) is asserted. A test whose CLI is not installed skips with a notice, and
+//! fails where ORBIT_REQUIRE_ENGINES=1 (CI installs them under /opt/orbit-engines).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tempfile::TempDir;
+
+use crate::support::*;
+
+/// Where CI installs the engines (npm --prefix).
+const ENGINES_BIN: &str = "/opt/orbit-engines/bin";
+
+/// The engine CLI `name`, on PATH or under /opt/orbit-engines/bin; None (with a notice)
+/// when missing, a panic when ORBIT_REQUIRE_ENGINES=1.
+fn engine_bin(name: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let found = path
+        .split(':')
+        .chain([ENGINES_BIN])
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        if std::env::var("ORBIT_REQUIRE_ENGINES").as_deref() == Ok("1") {
+            panic!("the {name} CLI is required (ORBIT_REQUIRE_ENGINES=1) but not installed");
+        }
+        eprintln!(
+            "notice: the {name} CLI is not installed (npm install --global --prefix /opt/orbit-engines ...); skipping"
+        );
+    }
+    found
+}
+
+/// One response of the mock: status, headers, body.
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+fn json(status: u16, body: serde_json::Value) -> Resp {
+    Resp {
+        status,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: body.to_string(),
+    }
+}
+
+fn sse(events: &[(Option<&str>, serde_json::Value)]) -> Resp {
+    let mut body = String::new();
+    for (name, data) in events {
+        if let Some(n) = name {
+            body.push_str(&format!("event: {n}\n"));
+        }
+        body.push_str(&format!("data: {data}\n\n"));
+    }
+    Resp {
+        status: 200,
+        headers: vec![("content-type".into(), "text/event-stream".into())],
+        body,
+    }
+}
+
+type Handler = dyn Fn(&str, &serde_json::Value) -> Resp + Send + Sync;
+
+/// A loopback HTTP server answering every POST with `handler(path, json body)`; it keeps
+/// the requests it got.
+struct Mock {
+    url: String,
+    requests: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl Mock {
+    fn start(handler: impl Fn(&str, &serde_json::Value) -> Resp + Send + Sync + 'static) -> Mock {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let handler: Arc<Handler> = Arc::new(handler);
+        let reqs = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let handler = handler.clone();
+                let reqs = reqs.clone();
+                std::thread::spawn(move || {
+                    let _ = serve_one(stream, &*handler, &reqs);
+                });
+            }
+        });
+        Mock { url, requests }
+    }
+
+    fn bodies(&self) -> String {
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(p, b)| format!("{p} {b}\n"))
+            .collect()
+    }
+}
+
+fn serve_one(
+    stream: TcpStream,
+    handler: &Handler,
+    reqs: &Mutex<Vec<(String, String)>>,
+) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or("").to_string();
+    let path = parts.next().unwrap_or("").to_string();
+    let mut len = 0usize;
+    let mut chunked = false;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
+            break;
+        }
+        let lower = h.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+        if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
+            chunked = true;
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size)?;
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            let mut chunk = vec![0; n + 2];
+            reader.read_exact(&mut chunk)?;
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else {
+        body.resize(len, 0);
+        reader.read_exact(&mut body)?;
+    }
+    let text = String::from_utf8_lossy(&body).into_owned();
+    reqs.lock().unwrap().push((path.clone(), text.clone()));
+    let resp = if method == "POST" {
+        let value = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+        handler(&path, &value)
+    } else {
+        json(404, serde_json::json!({}))
+    };
+    let mut out = stream;
+    let mut head = format!(
+        "HTTP/1.1 {} X\r\ncontent-length: {}\r\nconnection: close\r\n",
+        resp.status,
+        resp.body.len()
+    );
+    for (k, v) in &resp.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    out.write_all(head.as_bytes())?;
+    out.write_all(resp.body.as_bytes())?;
+    out.flush()
+}
+
+// ---- the providers' answers
+
+/// Anthropic Messages: a text answer, or (before any tool result) a Bash tool call of
+/// `tool_cmd` when one is given.
+fn anthropic_ok(tool_cmd: Option<&'static str>) -> impl Fn(&str, &serde_json::Value) -> Resp {
+    move |path, req| {
+        if !path.contains("/messages") {
+            return json(404, serde_json::json!({}));
+        }
+        let has_result = req["messages"].as_array().is_some_and(|ms| {
+            ms.iter().any(|m| {
+                m["content"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+            })
+        });
+        let msg = serde_json::json!({"id":"msg_1","type":"message","role":"assistant","model":req["model"],
+            "content":[],"stop_reason":null,"usage":{"input_tokens":100,"output_tokens":20}});
+        let (block, delta, stop) = match tool_cmd {
+            Some(cmd) if !has_result && req["tools"].is_array() => (
+                serde_json::json!({"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}),
+                serde_json::json!({"type":"input_json_delta","partial_json":
+                    serde_json::json!({"command":cmd,"description":"run the checks"}).to_string()}),
+                "tool_use",
+            ),
+            _ => (
+                serde_json::json!({"type":"text","text":""}),
+                serde_json::json!({"type":"text_delta","text":"All done."}),
+                "end_turn",
+            ),
+        };
+        sse(&[
+            (
+                Some("message_start"),
+                serde_json::json!({"type":"message_start","message":msg}),
+            ),
+            (
+                Some("content_block_start"),
+                serde_json::json!({"type":"content_block_start","index":0,"content_block":block}),
+            ),
+            (
+                Some("content_block_delta"),
+                serde_json::json!({"type":"content_block_delta","index":0,"delta":delta}),
+            ),
+            (
+                Some("content_block_stop"),
+                serde_json::json!({"type":"content_block_stop","index":0}),
+            ),
+            (
+                Some("message_delta"),
+                serde_json::json!({"type":"message_delta","delta":{"stop_reason":stop},"usage":{"output_tokens":20}}),
+            ),
+            (
+                Some("message_stop"),
+                serde_json::json!({"type":"message_stop"}),
+            ),
+        ])
+    }
+}
+
+fn anthropic_error(status: u16, kind: &str, message: &str, headers: Vec<(String, String)>) -> Resp {
+    let mut r = json(
+        status,
+        serde_json::json!({"type":"error","error":{"type":kind,"message":message}}),
+    );
+    r.headers.extend(headers);
+    r
+}
+
+/// A loop in a fresh repository for `engine`, with a check that fails until done.txt
+/// exists; a HOME of its own outside /tmp (codex refuses its helpers under a temporary
+/// directory).
+struct EngineLoop {
+    repo: Repo,
+    home: TempDir,
+    dir: PathBuf,
+    bin_dir: PathBuf,
+}
+
+fn engine_loop(engine: &str, bin: &Path, extra: &[&str]) -> EngineLoop {
+    let repo = Repo::new();
+    let home = tempfile::Builder::new()
+        .prefix("engine-home-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let mut args = vec![
+        "init",
+        "test goal",
+        "--engine",
+        engine,
+        "--verify",
+        "test -f done.txt",
+    ];
+    args.extend_from_slice(extra);
+    let out = repo.orbit(&args);
+    assert_ok(&out, "orbit init");
+    let dir = repo.join(".orbit/test-goal");
+    EngineLoop {
+        repo,
+        home,
+        dir,
+        bin_dir: bin.parent().unwrap().to_path_buf(),
+    }
+}
+
+impl EngineLoop {
+    fn run(&self, env: &[(&str, &str)]) -> std::process::Output {
+        let path = format!("{}:{}", self.bin_dir.display(), self.repo.path_env());
+        let home = self.home.path().display().to_string();
+        let mut all: Vec<(&str, &str)> = vec![
+            ("PATH", &path),
+            ("HOME", &home),
+            ("TZ", "UTC"),
+            ("EXEC_TIMEOUT", "90s"),
+            ("CONFIRM_RUNS", "0"),
+        ];
+        all.extend_from_slice(env);
+        self.repo.run_loop(&self.dir, &["--once"], &all)
+    }
+
+    fn progress(&self) -> String {
+        std::fs::read_to_string(self.dir.join("progress.md")).unwrap()
+    }
+
+    fn ledger(&self) -> String {
+        std::fs::read_to_string(self.dir.join("cost.ledger")).unwrap_or_default()
+    }
+
+    fn state(&self, key: &str) -> String {
+        state_value(&self.dir, key)
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+// ---- claude
+
+#[test]
+fn claude_runs_the_checks_through_its_bash_tool_and_reports_its_cost() {
+    let Some(bin) = engine_bin("claude") else {
+        return;
+    };
+    let mock = Mock::start(anthropic_ok(Some("bash .orbit-agent/verify.sh")));
+    let l = engine_loop("claude", &bin, &[]);
+    let out = l.run(&[
+        ("ANTHROPIC_BASE_URL", &mock.url),
+        ("ANTHROPIC_API_KEY", "fake"),
+        ("CLAUDE_CODE_MAX_RETRIES", "0"),
+    ]);
+    assert_code(&out, 10, "one tick, the check still failing");
+    // The CLI ran the loop's checks and sent their output back as the tool's result.
+    let bodies = mock.bodies();
+    assert!(bodies.contains("tool_result"), "{bodies}");
+    assert!(
+        bodies.contains("[FAIL] "),
+        "verify.sh's output reached the model: {bodies}"
+    );
+    // The mock's usage at claude's own prices: 0.003 USD over two calls, reported.
+    let ledger = l.ledger();
+    assert!(ledger.contains("\t3000\treported"), "{ledger}");
+    assert!(
+        l.progress().contains("- agent said: All done."),
+        "{}",
+        l.progress()
+    );
+    let events = std::fs::read_to_string(l.dir.join("events.jsonl")).unwrap();
+    assert!(
+        events.contains("\"engine_version\":\"2.1.197 (Claude Code)\""),
+        "{events}"
+    );
+}
+
+#[test]
+fn claude_denies_a_command_outside_the_loops_checks() {
+    let Some(bin) = engine_bin("claude") else {
+        return;
+    };
+    let mock = Mock::start(anthropic_ok(Some(
+        "bash .orbit-agent/verify.sh && touch CANARY",
+    )));
+    let l = engine_loop("claude", &bin, &[]);
+    let out = l.run(&[
+        ("ANTHROPIC_BASE_URL", &mock.url),
+        ("ANTHROPIC_API_KEY", "fake"),
+        ("CLAUDE_CODE_MAX_RETRIES", "0"),
+    ]);
+    assert_code(&out, 10, "one tick");
+    assert!(!l.repo.ws().join("CANARY").exists(), "the fence held");
+    // The CLI answered the call with a refusal instead of running it.
+    let bodies = mock.bodies();
+    assert!(bodies.contains("tool_result"), "{bodies}");
+}
+
+#[test]
+fn claude_refused_credentials_block_at_once_with_the_fix() {
+    let Some(bin) = engine_bin("claude") else {
+        return;
+    };
+    let mock = Mock::start(|_, _| {
+        anthropic_error(401, "authentication_error", "invalid x-api-key", vec![])
+    });
+    let l = engine_loop("claude", &bin, &[]);
+    let out = l.run(&[
+        ("ANTHROPIC_BASE_URL", &mock.url),
+        ("ANTHROPIC_API_KEY", "fake"),
+        ("CLAUDE_CODE_MAX_RETRIES", "0"),
+    ]);
+    assert_code(&out, 14, "BLOCKED");
+    assert_eq!(l.state("LAST_STATUS"), "BLOCKED");
+    assert_eq!(l.state("STOP_REASON"), "tool_failure");
+    let p = l.progress();
+    assert!(p.contains("Invalid API key"), "the CLI's own message: {p}");
+    assert!(p.contains("claude /login"), "the fix: {p}");
+    assert!(p.contains("attempt 1 of"), "not retried: {p}");
+}
+
+#[test]
+fn claude_without_credentials_stops_before_any_iteration() {
+    let Some(bin) = engine_bin("claude") else {
+        return;
+    };
+    let l = engine_loop("claude", &bin, &[]);
+    let out = l.run(&[]);
+    assert_code(&out, 2, "preflight");
+    let t = text(&out);
+    assert!(t.contains("not logged in"), "{t}");
+    assert!(t.contains("ANTHROPIC_API_KEY"), "{t}");
+    assert!(
+        t.contains("env-file"),
+        "no terminal: the scheduler's environment: {t}"
+    );
+    assert!(!l.dir.join("iterations/000001").exists(), "nothing ran");
+}
+
+#[test]
+fn claude_subscription_limit_pauses_until_the_reset_it_names() {
+    let Some(bin) = engine_bin("claude") else {
+        return;
+    };
+    // A reset three hours ahead, on a minute (claude prints hours and minutes).
+    let reset = (now() / 60 + 180) * 60;
+    let mock = Mock::start(move |_, _| {
+        anthropic_error(
+            429,
+            "rate_limit_error",
+            "rate limited",
+            vec![
+                (
+                    "anthropic-ratelimit-unified-status".into(),
+                    "rejected".into(),
+                ),
+                (
+                    "anthropic-ratelimit-unified-reset".into(),
+                    reset.to_string(),
+                ),
+                (
+                    "anthropic-ratelimit-unified-representative-claim".into(),
+                    "five_hour".into(),
+                ),
+            ],
+        )
+    });
+    let l = engine_loop("claude", &bin, &[]);
+    let out = l.run(&[
+        ("ANTHROPIC_BASE_URL", &mock.url),
+        ("CLAUDE_CODE_OAUTH_TOKEN", "fake"),
+        ("CLAUDE_CODE_MAX_RETRIES", "0"),
+    ]);
+    assert_code(&out, 13, "PAUSED by a rate limit");
+    assert_eq!(l.state("LAST_STATUS"), "PAUSED");
+    assert_eq!(l.state("STOP_REASON"), "rate_limit");
+    assert_eq!(l.state("RESUME_AT"), reset.to_string());
+    assert!(
+        text(&out).contains("You've hit your session limit"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn claude_stopped_by_the_timeout_while_retrying_a_429_is_rate_limited() {
+    let Some(bin) = engine_bin("claude") else {
+        return;
+    };
+    let mock = Mock::start(|_, _| {
+        anthropic_error(
+            429,
+            "rate_limit_error",
+            "This request would exceed your rate limit.",
+            vec![("retry-after".into(), "20".into())],
+        )
+    });
+    let l = engine_loop("claude", &bin, &[]);
+    let t0 = now();
+    let out = l.run(&[
+        ("ANTHROPIC_BASE_URL", &mock.url),
+        ("ANTHROPIC_API_KEY", "fake"),
+        ("EXEC_TIMEOUT", "15s"),
+    ]);
+    assert_code(&out, 13, "a rate limit, not a timeout");
+    assert_eq!(l.state("STOP_REASON"), "rate_limit");
+    let resume: u64 = l.state("RESUME_AT").parse().unwrap();
+    // The retry delay claude announced (20 s, raised to the one-minute floor), not the
+    // 15-minute default.
+    assert!(
+        resume >= t0 + 60 && resume <= now() + 65,
+        "{resume} vs {t0}"
+    );
+}
+
+// ---- gemini
+
+/// A HOME where gemini uses an API key (its gateway auth cannot be validated headless).
+fn gemini_home(l: &EngineLoop) {
+    let g = l.home.path().join(".gemini");
+    std::fs::create_dir_all(&g).unwrap();
+    std::fs::write(
+        g.join("settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+    )
+    .unwrap();
+}
+
+fn gemini_answer(tool_cmd: Option<&'static str>) -> impl Fn(&str, &serde_json::Value) -> Resp {
+    move |path, req| {
+        if !path.contains("enerateContent") {
+            return json(404, serde_json::json!({}));
+        }
+        let has_result = req["contents"].as_array().is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c["parts"]
+                    .as_array()
+                    .is_some_and(|ps| ps.iter().any(|p| p.get("functionResponse").is_some()))
+            })
+        });
+        let parts = match tool_cmd {
+            Some(cmd) if !has_result && path.contains("stream") => serde_json::json!([
+                {"functionCall":{"name":"run_shell_command","args":{"command":cmd,"description":"checks"}}}
+            ]),
+            _ => serde_json::json!([{"text":"All done."}]),
+        };
+        let resp = serde_json::json!({"candidates":[{"content":{"role":"model","parts":parts},
+            "finishReason":"STOP","index":0}],
+            "usageMetadata":{"promptTokenCount":1000,"candidatesTokenCount":200,"totalTokenCount":1200},
+            "modelVersion":"gemini-2.5-pro"});
+        if path.contains("alt=sse") {
+            sse(&[(None, resp)])
+        } else {
+            json(200, resp)
+        }
+    }
+}
+
+#[test]
+fn gemini_in_an_untrusted_folder_blocks_with_the_trust_fix() {
+    let Some(bin) = engine_bin("gemini") else {
+        return;
+    };
+    let mock = Mock::start(gemini_answer(None));
+    // A loop.toml argv from before --skip-trust.
+    let l = engine_loop(
+        "gemini",
+        &bin,
+        &[
+            "--exec",
+            "gemini --approval-mode auto_edit --output-format json",
+        ],
+    );
+    gemini_home(&l);
+    let out = l.run(&[
+        ("GEMINI_API_KEY", "fake"),
+        ("GOOGLE_GEMINI_BASE_URL", &mock.url),
+    ]);
+    assert_code(&out, 14, "BLOCKED");
+    assert_eq!(l.state("STOP_REASON"), "tool_failure");
+    let p = l.progress();
+    assert!(p.contains("not running in a trusted directory"), "{p}");
+    assert!(p.contains("--skip-trust"), "the fix: {p}");
+}
+
+#[test]
+fn gemini_refused_key_blocks_and_a_daily_quota_pauses_until_midnight_pacific() {
+    let Some(bin) = engine_bin("gemini") else {
+        return;
+    };
+    let mock = Mock::start(|_, _| {
+        json(
+            401,
+            serde_json::json!({"error":{"code":401,
+            "message":"API key not valid. Please pass a valid API key.","status":"UNAUTHENTICATED"}}),
+        )
+    });
+    let l = engine_loop("gemini", &bin, &[]);
+    gemini_home(&l);
+    let out = l.run(&[
+        ("GEMINI_API_KEY", "fake"),
+        ("GOOGLE_GEMINI_BASE_URL", &mock.url),
+    ]);
+    assert_code(&out, 14, "BLOCKED");
+    assert_eq!(l.state("STOP_REASON"), "tool_failure");
+    let p = l.progress();
+    assert!(p.contains("API key not valid"), "{p}");
+    assert!(p.contains("GEMINI_API_KEY"), "{p}");
+
+    let quota = Mock::start(|_, _| {
+        json(
+            429,
+            serde_json::json!({"error":{"code":429,
+            "message":"You exceeded your current quota, please check your plan and billing details.",
+            "status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure",
+            "violations":[{"quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]}]}}),
+        )
+    });
+    let l = engine_loop("gemini", &bin, &[]);
+    gemini_home(&l);
+    let out = l.run(&[
+        ("GEMINI_API_KEY", "fake"),
+        ("GOOGLE_GEMINI_BASE_URL", &quota.url),
+    ]);
+    assert_code(&out, 13, "PAUSED");
+    assert_eq!(l.state("STOP_REASON"), "rate_limit");
+    let resume: u64 = l.state("RESUME_AT").parse().unwrap();
+    // Midnight in Los Angeles is 07:00 or 08:00 UTC, within the next day.
+    let hour = (resume % 86400) / 3600;
+    assert!(
+        resume.is_multiple_of(3600) && (hour == 7 || hour == 8),
+        "{resume}"
+    );
+    assert!(resume > now() && resume <= now() + 86400 + 300, "{resume}");
+    assert!(text(&out).contains("daily quota"), "{}", text(&out));
+}
+
+// ---- codex
+
+fn codex_home(l: &EngineLoop, url: &str) {
+    let c = l.home.path().join(".codex");
+    std::fs::create_dir_all(&c).unwrap();
+    std::fs::write(
+        c.join("config.toml"),
+        format!(
+            "model_provider = \"mock\"\nmodel = \"gpt-5\"\n[model_providers.mock]\nname = \"mock\"\n\
+             base_url = \"{url}/v1\"\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n\
+             request_max_retries = 0\nstream_max_retries = 0\n"
+        ),
+    )
+    .unwrap();
+}
+
+fn openai_answer(tool_cmd: Option<&'static str>) -> impl Fn(&str, &serde_json::Value) -> Resp {
+    move |path, req| {
+        if !path.contains("/responses") {
+            return json(404, serde_json::json!({}));
+        }
+        let has_result = req["input"]
+            .as_array()
+            .is_some_and(|is| is.iter().any(|i| i["type"] == "function_call_output"));
+        let item = match tool_cmd {
+            Some(cmd) if !has_result => serde_json::json!({"type":"function_call","id":"fc_1",
+                "call_id":"call_1","name":"exec_command",
+                "arguments":serde_json::json!({"cmd":cmd}).to_string()}),
+            _ => serde_json::json!({"type":"message","id":"msg_1","role":"assistant",
+                "content":[{"type":"output_text","text":"All done."}]}),
+        };
+        sse(&[
+            (
+                Some("response.created"),
+                serde_json::json!({"type":"response.created","response":{"id":"r1"}}),
+            ),
+            (
+                Some("response.output_item.done"),
+                serde_json::json!({"type":"response.output_item.done","output_index":0,"item":item}),
+            ),
+            (
+                Some("response.completed"),
+                serde_json::json!({"type":"response.completed","response":{"id":"r1",
+                "usage":{"input_tokens":1000,"input_tokens_details":{"cached_tokens":0},"output_tokens":200,
+                "output_tokens_details":{"reasoning_tokens":0},"total_tokens":1200}}}),
+            ),
+        ])
+    }
+}
+
+#[test]
+fn codex_runs_the_checks_and_its_tokens_are_priced() {
+    let Some(bin) = engine_bin("codex") else {
+        return;
+    };
+    let mock = Mock::start(openai_answer(Some("bash .orbit-agent/verify.sh")));
+    let l = engine_loop("codex", &bin, &[]);
+    codex_home(&l, &mock.url);
+    let out = l.run(&[("OPENAI_API_KEY", "fake")]);
+    assert_code(&out, 10, "one tick");
+    let bodies = mock.bodies();
+    assert!(bodies.contains("function_call_output"), "{bodies}");
+    assert!(
+        bodies.contains("[FAIL] "),
+        "verify.sh's output reached the model: {bodies}"
+    );
+    // Two calls of 1000 input and 200 output tokens of gpt-5: 2 x 3250 micro-USD.
+    let ledger = l.ledger();
+    assert!(ledger.contains("\t6500\testimated"), "{ledger}");
+    assert!(
+        l.progress().contains("- agent said: All done."),
+        "{}",
+        l.progress()
+    );
+}
+
+#[test]
+fn codex_refused_key_blocks_and_a_429_pauses() {
+    let Some(bin) = engine_bin("codex") else {
+        return;
+    };
+    let mock = Mock::start(|_, _| {
+        json(
+            401,
+            serde_json::json!({"error":{"message":"Incorrect API key provided: fake.",
+            "type":"invalid_request_error","code":"invalid_api_key"}}),
+        )
+    });
+    let l = engine_loop("codex", &bin, &[]);
+    codex_home(&l, &mock.url);
+    let out = l.run(&[("OPENAI_API_KEY", "fake")]);
+    assert_code(&out, 14, "BLOCKED");
+    assert_eq!(l.state("STOP_REASON"), "tool_failure");
+    let p = l.progress();
+    assert!(p.contains("401 Unauthorized"), "{p}");
+    assert!(p.contains("codex login"), "{p}");
+
+    let limited = Mock::start(|_, _| {
+        let mut r = json(
+            429,
+            serde_json::json!({"error":{"message":"Rate limit reached. Please try again in 20s.",
+            "type":"requests","code":"rate_limit_exceeded"}}),
+        );
+        r.headers.push(("retry-after".into(), "20".into()));
+        r
+    });
+    let l = engine_loop("codex", &bin, &[]);
+    codex_home(&l, &limited.url);
+    let out = l.run(&[("OPENAI_API_KEY", "fake")]);
+    assert_code(&out, 13, "PAUSED");
+    assert_eq!(l.state("STOP_REASON"), "rate_limit");
+}
+
+#[test]
+fn codex_logged_out_without_a_key_stops_before_any_iteration() {
+    let Some(bin) = engine_bin("codex") else {
+        return;
+    };
+    let l = engine_loop("codex", &bin, &[]);
+    let out = l.run(&[]);
+    assert_code(&out, 2, "preflight");
+    let t = text(&out);
+    assert!(t.contains("codex login"), "{t}");
+    assert!(!l.dir.join("iterations/000001").exists(), "nothing ran");
+}
+
+// ---- the wordings, the env file and the probes, with stand-ins for the CLIs
+//
+// The real CLIs print a subscription limit's reset only against the provider's own
+// servers (claude with a subscription's headers, codex with a ChatGPT login, gemini's
+// capacity errors): these stand-ins print those outputs as the CLIs do, in the CLIs'
+// own formats, so that every wording's reset time is checked.
+
+/// A stand-in for the engine CLI `name`: answers `--version` and its status probe as a
+/// logged-in CLI does, and runs `body` (bash) for an agent run. The returned directory
+/// must outlive the loop.
+fn stand_in(engine: &str, body: &str) -> (TempDir, EngineLoop) {
+    let bin = tempfile::tempdir().unwrap();
+    let path = bin.path().join(engine);
+    let script = format!(
+        "#!/usr/bin/env bash\ncase \"${{1:-}}\" in\n  --version) echo '9.9.9 (stand-in)'; exit 0 ;;\n  auth | login) echo '{{\"loggedIn\": true}}'; exit 0 ;;\nesac\ncat >/dev/null\n{body}\n"
+    );
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let l = engine_loop(engine, &path, &[]);
+    (bin, l)
+}
+
+/// `date` for the expectations: its output for ARGS, trimmed.
+fn date(args: &[&str]) -> String {
+    let out = command("date")
+        .args(args)
+        .env("TZ", "UTC")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "date {args:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The first epoch at or after `now` less five minutes whose UTC clock reads `secs`
+/// seconds past midnight (the runner's rule: a reset just passed is still this one).
+fn next_utc_clock(now: u64, secs: u64) -> u64 {
+    let t = now / 86400 * 86400 + secs;
+    if t + 300 < now { t + 86400 } else { t }
+}
+
+/// Runs a stand-in that fails with `body`'s output and returns RESUME_AT, with the time
+/// just before and just after the run.
+fn paused_until(engine: &str, body: &str, env: &[(&str, &str)]) -> (u64, u64, u64, String) {
+    let (_bin, l) = stand_in(engine, body);
+    let before = now();
+    let out = l.run(env);
+    let after = now();
+    assert_code(&out, 13, &format!("{engine}: PAUSED by a limit"));
+    assert_eq!(l.state("STOP_REASON"), "rate_limit");
+    let resume: u64 = l.state("RESUME_AT").parse().unwrap();
+    (before, resume, after, text(&out))
+}
+
+#[test]
+fn claude_limit_wordings_pause_until_the_time_of_day_or_the_date_they_name() {
+    // "resets 6:30pm (UTC)": today's or tomorrow's 18:30 UTC.
+    let (before, resume, _, out) = paused_until(
+        "claude",
+        r#"cat <<'JSON'
+{"type":"result","subtype":"success","is_error":true,"api_error_status":null,"result":"You've hit your limit · resets 6:30pm (UTC)"}
+JSON
+exit 1"#,
+        &[],
+    );
+    assert_eq!(resume, next_utc_clock(before, 18 * 3600 + 30 * 60), "{out}");
+
+    // "resets Dec 4, 6pm (UTC)" (a weekly limit names its date): three days ahead.
+    let day = now() + 3 * 86400;
+    let when = date(&["-u", "-d", &format!("@{day}"), "+%b %-d"]);
+    let want: u64 = date(&[
+        "-u",
+        "-d",
+        &format!("{} 18:00", date(&["-u", "-d", &format!("@{day}"), "+%F"])),
+        "+%s",
+    ])
+    .parse()
+    .unwrap();
+    let (_, resume, _, out) = paused_until(
+        "claude",
+        &format!(
+            r#"cat <<'JSON'
+{{"type":"result","subtype":"success","is_error":true,"api_error_status":null,"result":"You've hit your weekly limit · resets {when}, 6pm (UTC)"}}
+JSON
+exit 1"#
+        ),
+        &[],
+    );
+    assert_eq!(resume, want, "{when}: {out}");
+}
+
+#[test]
+fn codex_and_gemini_limit_wordings_pause_for_the_duration_they_name() {
+    // codex: "try again in 4 days 3 hours 20 minutes".
+    let (before, resume, after, out) = paused_until(
+        "codex",
+        r#"echo '{"type":"thread.started","thread_id":"t"}'
+echo '{"type":"turn.failed","error":{"message":"You'"'"'ve hit your usage limit. Upgrade to Pro, or try again in 4 days 3 hours 20 minutes."}}'
+exit 1"#,
+        &[("OPENAI_API_KEY", "fake")],
+    );
+    let span = 4 * 86400 + 3 * 3600 + 20 * 60;
+    assert!(
+        resume >= before + span && resume <= after + span + 1,
+        "{before} {resume} {after}: {out}"
+    );
+
+    // codex: "try again at 6:30 PM", in the runner's zone (UTC here).
+    let (before, resume, _, out) = paused_until(
+        "codex",
+        r#"echo '{"type":"turn.failed","error":{"message":"You'"'"'ve hit your usage limit. Try again at 6:30 PM."}}'
+exit 1"#,
+        &[("OPENAI_API_KEY", "fake")],
+    );
+    assert_eq!(resume, next_utc_clock(before, 18 * 3600 + 30 * 60), "{out}");
+
+    // gemini: "reset after 8h44m7s", in its closing error JSON on stderr.
+    let (before, resume, after, out) = paused_until(
+        "gemini",
+        r#"cat >&2 <<'JSON'
+{
+  "error": {
+    "type": "Error",
+    "message": "You have exhausted your capacity on this model. Your quota will reset after 8h44m7s.",
+    "code": 429
+  }
+}
+JSON
+exit 1"#,
+        &[("GEMINI_API_KEY", "fake")],
+    );
+    let span = 8 * 3600 + 44 * 60 + 7;
+    assert!(
+        resume >= before + span && resume <= after + span + 1,
+        "{before} {resume} {after}: {out}"
+    );
+}
+
+#[test]
+fn gemini_without_any_credential_stops_before_any_iteration() {
+    let (_bin, l) = stand_in("gemini", "echo never; exit 0");
+    let out = l.run(&[]);
+    assert_code(&out, 2, "preflight");
+    let t = text(&out);
+    assert!(t.contains("gemini: no credentials"), "{t}");
+    assert!(t.contains("GEMINI_API_KEY"), "the fix names the key: {t}");
+    assert!(!l.dir.join("iterations/000001").exists(), "nothing ran");
+}
+
+#[test]
+fn a_status_probe_that_hangs_stops_the_run_instead_of_every_tick() {
+    let bin = tempfile::tempdir().unwrap();
+    let path = bin.path().join("claude");
+    std::fs::write(
+        &path,
+        "#!/usr/bin/env bash\ncase \"${1:-}\" in\n  --version) echo 9.9.9; exit 0 ;;\n  auth) sleep 600; exit 0 ;;\nesac\nexit 0\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let l = engine_loop("claude", &path, &[]);
+    let started = std::time::Instant::now();
+    let out = l.run(&[]);
+    assert_code(&out, 2, "preflight");
+    let t = text(&out);
+    assert!(t.contains("did not answer within"), "{t}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(90),
+        "the probe was stopped"
+    );
+    assert!(!l.dir.join("iterations/000001").exists(), "nothing ran");
+}
+
+#[test]
+fn the_env_file_reaches_the_agent_and_is_refused_unless_private_and_plain() {
+    use std::os::unix::fs::PermissionsExt;
+    let seen = tempfile::tempdir().unwrap();
+    let seen_file = seen.path().join("env");
+    let (_bin, l) = stand_in(
+        "claude",
+        &format!(
+            r#"printf '%s\n' "${{MY_SECRET-unset}}" > '{}'
+echo '{{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.01}}'"#,
+            seen_file.display()
+        ),
+    );
+    let keys = seen.path().join("keys.env");
+    let keys_s = keys.display().to_string();
+
+    // Readable by others: refused, with the chmod to run.
+    std::fs::write(&keys, "# the loop's keys\nMY_SECRET=\"abc def\"\n").unwrap();
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = l.run(&[("ENV_FILE", &keys_s)]);
+    assert_code(&out, 2, "a world-readable env file");
+    assert!(text(&out).contains("chmod 600"), "{}", text(&out));
+    assert!(!seen_file.exists(), "the agent did not run");
+
+    // A symlink to a private file: refused.
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = seen.path().join("link.env");
+    std::os::unix::fs::symlink(&keys, &link).unwrap();
+    let out = l.run(&[("ENV_FILE", &link.display().to_string())]);
+    assert_code(&out, 2, "a linked env file");
+    assert!(text(&out).contains("symlink"), "{}", text(&out));
+
+    // A line that changes how programs start: refused, naming it.
+    let bad = seen.path().join("bad.env");
+    std::fs::write(&bad, "LD_PRELOAD=/tmp/x.so\n").unwrap();
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = l.run(&[("ENV_FILE", &bad.display().to_string())]);
+    assert_code(&out, 2, "LD_PRELOAD in an env file");
+    assert!(text(&out).contains("LD_PRELOAD"), "{}", text(&out));
+    assert!(!seen_file.exists(), "the agent did not run");
+
+    // Private and plain: read, never sourced, and the agent gets the value.
+    let out = l.run(&[("ENV_FILE", &keys_s)]);
+    assert_code(&out, 10, "the agent ran; the check still fails");
+    assert_eq!(
+        std::fs::read_to_string(&seen_file).unwrap(),
+        "abc def\n",
+        "{}",
+        text(&out)
+    );
+}

@@ -250,11 +250,27 @@ struct EngineLoop {
     bin_dir: PathBuf,
 }
 
+/// Where the engines' HOME goes: never under /tmp. codex runs its commands under bwrap with
+/// a private /tmp, and the helper it execs (`codex-linux-sandbox`, a link it makes under
+/// its home) must stay visible inside: under /tmp it is hidden and every command fails.
+fn engine_home_parent() -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    if !target.starts_with("/tmp") {
+        return target;
+    }
+    let var_tmp = PathBuf::from("/var/tmp");
+    assert!(
+        var_tmp.is_dir(),
+        "the target directory is under /tmp and /var/tmp is missing: codex's sandbox needs its home outside /tmp"
+    );
+    var_tmp
+}
+
 fn engine_loop(engine: &str, bin: &Path, extra: &[&str]) -> EngineLoop {
     let repo = Repo::new();
     let home = tempfile::Builder::new()
         .prefix("engine-home-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .tempdir_in(engine_home_parent())
         .unwrap();
     let mut args = vec![
         "init",

@@ -516,6 +516,11 @@ pub struct RecoverArgs {
     #[arg(long)]
     pub migrate: bool,
 
+    /// Delete the fan-out's candidate refs (refs/orbit/<name>/*/*) and remove the candidate
+    /// worktrees (<workspace>.c<K>).
+    #[arg(long)]
+    pub prune_candidates: bool,
+
     /// Print the plan as a diff and write nothing.
     #[arg(long)]
     pub dry_run: bool,

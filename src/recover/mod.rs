@@ -8,6 +8,7 @@
 //! nothing, so a second run is a no-op. docs/RECOVER.md is the user-facing description;
 //! the bash `recover.sh` implements the same derivation line for line.
 
+pub mod candidates;
 pub mod evidence;
 pub mod workspace;
 use std::collections::BTreeMap;
@@ -253,6 +254,7 @@ pub fn flag_list(args: &RecoverArgs) -> Vec<&'static str> {
         (args.repin, "--repin"),
         (args.restore_pinned, "--restore-pinned"),
         (args.migrate, "--migrate"),
+        (args.prune_candidates, "--prune-candidates"),
     ] {
         if on {
             f.push(name);
@@ -364,6 +366,9 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
     let broken = p.pins()?;
     p.clear_stall()?;
     p.move_strays()?;
+    if args.prune_candidates {
+        candidates::plan(lp, &p.ws, &mut p.plan);
+    }
     let mut candidate = p.candidate(&checkpoint, &evidence, &course, broken.as_ref())?;
     match migrated.and_then(|m| m.workspace) {
         Some(ws) => candidate.workspace = ws,

@@ -25,6 +25,12 @@ pub enum GitStep {
         branch: String,
         create_at: Option<String>,
     },
+    /// A candidate worktree: `git worktree unlock`, then `git worktree remove -f -f`.
+    RemoveWorktree { ws: String },
+    /// `git worktree prune` (after candidate worktrees were removed).
+    PruneWorktrees,
+    /// `git update-ref -d NAME COMMIT` (a candidate's ref; deleted only if it still holds it).
+    DeleteRef { name: String, commit: String },
 }
 
 impl GitStep {
@@ -48,6 +54,13 @@ impl GitStep {
                 "git worktree add --lock -b {branch} {ws} {}",
                 &c[..c.len().min(12)]
             ),
+            GitStep::RemoveWorktree { ws } => {
+                format!("git worktree unlock {ws}; git worktree remove --force --force {ws}")
+            }
+            GitStep::PruneWorktrees => "git worktree prune".into(),
+            GitStep::DeleteRef { name, commit } => {
+                format!("git update-ref -d {name} {commit}")
+            }
         }
     }
 }
@@ -124,6 +137,22 @@ pub fn run_git(lp: &LoopRef, steps: &[GitStep]) -> Result<()> {
                     None => args.extend(["--", ws, branch]),
                 }
                 git_run(&lp.repo, &args)?;
+            }
+            GitStep::RemoveWorktree { ws } => {
+                // Unlocked first (the runner adds candidates with --lock); a directory that
+                // is already gone leaves only git's entry, which remove (or the prune) takes.
+                let _ = git(&lp.repo, &["worktree", "unlock", "--", ws]);
+                let gone = std::fs::symlink_metadata(ws).is_err();
+                let removed = git(&lp.repo, &["worktree", "remove", "-f", "-f", "--", ws]);
+                if removed.is_none() && !gone {
+                    git_run(&lp.repo, &["worktree", "remove", "-f", "-f", "--", ws])?;
+                }
+            }
+            GitStep::PruneWorktrees => {
+                git_run(&lp.repo, &["worktree", "prune"])?;
+            }
+            GitStep::DeleteRef { name, commit } => {
+                git_run(&lp.repo, &["update-ref", "-d", name, commit])?;
             }
         }
     }

@@ -81,6 +81,7 @@ usage: recover.sh [--reset-circuit] [--clear-stall] [--repin-goal] [--restore-pi
                    files are moved by orbit recover --migrate; recover.sh says so)
   --dry-run        print the plan (a diff of state.env and the repairs); write nothing
 --repin needs the orbit binary: orbit recover --repin
+--prune-candidates needs the orbit binary: orbit recover --prune-candidates
 USAGE
 }
 
@@ -98,7 +99,7 @@ rc_args() {
         F_HELP=1
         return 0
         ;;
-      --repin)
+      --repin | --prune-candidates)
         orbit_die "$EXIT_PREFLIGHT" "$arg needs the orbit binary: run 'orbit recover $arg' (recover.sh does the rebuild, --reset-circuit, --clear-stall, --repin-goal, --restore-pinned and --migrate)"
         ;;
       -*)

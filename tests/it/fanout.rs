@@ -343,3 +343,114 @@ fn status_shows_the_candidates_of_a_fan_out_loop() {
     let out = repo.orbit(&["status", dir.to_str().unwrap()]);
     assert!(text(&out).contains("candidates 2"), "{}", text(&out));
 }
+
+/// The candidate worktrees git lists for the repository.
+fn candidate_worktrees(repo: &Repo) -> Vec<String> {
+    repo.git(&["worktree", "list", "--porcelain"])
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .filter(|p| p.contains("test-goal.c"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A loop stopped after one fan-out iteration: two candidates' refs and worktrees left.
+fn one_fanned_out_iteration() -> (Repo, PathBuf) {
+    let repo = add_repo();
+    let agent = candidate_agent(
+        &repo,
+        "1) printf '%s\\n' 'echo $(($1 + $2))' > add.sh ;;\n2) : ;;",
+    );
+    let dir = fanout_loop(&repo, &agent, "2", &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "one tick, work remains");
+    (repo, dir)
+}
+
+#[test]
+fn recover_prune_candidates_removes_the_refs_and_worktrees_once_and_dry_run_writes_nothing() {
+    let (repo, dir) = one_fanned_out_iteration();
+    let d = dir.to_str().unwrap();
+    let refs = repo.git(&["for-each-ref", "--format=%(refname)", "refs/orbit/"]);
+    assert_eq!(
+        refs, "refs/orbit/test-goal/1/1\nrefs/orbit/test-goal/1/2\n",
+        "{refs}"
+    );
+    assert_eq!(candidate_worktrees(&repo).len(), 2);
+    // A directory named like a candidate that is no worktree of this repository stays.
+    let stranger = repo.join(".orbit/.workspaces/test-goal.c5");
+    fs::create_dir_all(&stranger).unwrap();
+    fs::write(stranger.join("keep.txt"), "mine\n").unwrap();
+    let events_before = fs::read_to_string(dir.join("events.jsonl")).unwrap();
+
+    let out = repo.orbit(&["recover", "--prune-candidates", "--dry-run", d]);
+    assert_code(&out, 0, "the dry run");
+    let said = text(&out);
+    assert!(said.contains("--prune-candidates"), "{said}");
+    assert!(
+        said.contains("git update-ref -d refs/orbit/test-goal/1/1"),
+        "{said}"
+    );
+    assert!(said.contains("git worktree remove --force"), "{said}");
+    assert!(said.contains("test-goal.c5 is not left alone"), "{said}");
+    assert_eq!(
+        repo.git(&["for-each-ref", "--format=%(refname)", "refs/orbit/"]),
+        refs,
+        "the dry run deletes nothing"
+    );
+    assert_eq!(candidate_worktrees(&repo).len(), 2);
+    assert_eq!(
+        fs::read_to_string(dir.join("events.jsonl")).unwrap(),
+        events_before
+    );
+
+    let out = repo.orbit(&["recover", "--prune-candidates", d]);
+    assert_code(&out, 0, "the prune");
+    assert_eq!(repo.git(&["for-each-ref", "refs/orbit/"]), "", "refs gone");
+    assert!(candidate_worktrees(&repo).is_empty(), "worktrees gone");
+    assert!(!repo.join(".orbit/.workspaces/test-goal.c1").exists());
+    assert!(!repo.join(".orbit/.workspaces/test-goal.c2").exists());
+    assert!(stranger.join("keep.txt").exists(), "the stranger stays");
+    assert!(repo.ws().join("add.sh").exists(), "the workspace stays");
+    let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
+    assert!(progress.contains("## Recovery"), "{progress}");
+    assert!(progress.contains("--prune-candidates"), "{progress}");
+    let rec = events_named(&dir, "recovery");
+    assert_eq!(rec.len(), 1);
+    assert!(
+        rec[0].value.to_string().contains("--prune-candidates"),
+        "{}",
+        rec[0].value
+    );
+    assert_records_agree(&dir);
+
+    // A second run changes nothing.
+    let events_after = fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let out = repo.orbit(&["recover", "--prune-candidates", d]);
+    assert_code(&out, 0, "the second prune");
+    assert!(text(&out).contains("nothing to repair"), "{}", text(&out));
+    assert_eq!(
+        fs::read_to_string(dir.join("events.jsonl")).unwrap(),
+        events_after
+    );
+    // recover.sh has no git work of its own: it names the orbit binary.
+    let out = crate::support::command("bash")
+        .arg(dir.join("recover.sh"))
+        .arg("--prune-candidates")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("--prune-candidates needs the orbit binary"),
+        "{}",
+        text(&out)
+    );
+    // The loop goes on: the next fan-out makes its worktrees again.
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert!(
+        matches!(out.status.code(), Some(0 | 10)),
+        "the loop goes on after the prune\n{}",
+        text(&out)
+    );
+}

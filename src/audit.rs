@@ -7,6 +7,7 @@
 //! run any number of times during a live loop. It reads only the tails of the journals: see
 //! `docs/AUDIT.md` for the verdict rules, the classes and the windows.
 
+mod candidates;
 mod check;
 mod keys;
 mod read;

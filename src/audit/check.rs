@@ -9,6 +9,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::candidates;
 use super::keys::{result_key, state_key};
 use super::read::{
     EventsWindow, ProgressTail, StateRead, has_attempt_files, iter_rel, mtime, read_events,
@@ -159,6 +160,15 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
         commit_failed: commit_failed(dir, cp.last_done()),
         reported: &a.pins_violated,
         configured: &configured_workspace(&l),
+    }));
+    a.findings.extend(candidates::check(&candidates::Input {
+        dir: &l.canonical,
+        shown: a.shown,
+        state: &cp.state,
+        state_text: &cp.text,
+        cfg: l.cfg.as_ref(),
+        toml_text: &l.toml_text,
+        running: l.running,
     }));
     let place = workspace::place(&cp.state, l.cfg.as_ref());
     summary.workspace = place.workspace;

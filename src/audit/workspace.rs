@@ -513,15 +513,15 @@ fn parse_status(bytes: &[u8]) -> Vec<String> {
     paths
 }
 
-struct GitOut {
-    code: Option<i32>,
-    stdout: Vec<u8>,
+pub(super) struct GitOut {
+    pub(super) code: Option<i32>,
+    pub(super) stdout: Vec<u8>,
 }
 
 /// `git -C dir ARGS`, read-only and bounded: no optional lock (git never writes the index
 /// for an audit), no fsmonitor, no prompt, the environment's repository overrides removed;
 /// killed after [`GIT_LIMIT`] (then `None`).
-fn git(dir: &Path, args: &[&str]) -> Option<GitOut> {
+pub(super) fn git(dir: &Path, args: &[&str]) -> Option<GitOut> {
     let mut cmd = Command::new("git");
     cmd.arg("-C")
         .arg(dir)

@@ -25,13 +25,19 @@ fn git(repo: &Path, args: &[&str]) -> Option<String> {
 /// The loop's candidate refs with their commits, sorted.
 pub fn refs(repo: &Path, name: &str) -> Vec<(String, String)> {
     let prefix = format!("refs/orbit/{name}/");
-    let Some(out) = git(
+    git(
         repo,
         &["for-each-ref", "--format=%(refname) %(objectname)", &prefix],
-    ) else {
-        return Vec::new();
-    };
-    let mut v: Vec<(String, String)> = out
+    )
+    .map(|out| refs_from(&out, name))
+    .unwrap_or_default()
+}
+
+/// The candidate refs of the loop `name` in `git for-each-ref --format='%(refname)
+/// %(objectname)'` output, sorted.
+pub fn refs_from(text: &str, name: &str) -> Vec<(String, String)> {
+    let prefix = format!("refs/orbit/{name}/");
+    let mut v: Vec<(String, String)> = text
         .lines()
         .filter_map(|l| l.split_once(' '))
         .filter(|(r, _)| r.starts_with(&prefix))
@@ -42,7 +48,7 @@ pub fn refs(repo: &Path, name: &str) -> Vec<(String, String)> {
 }
 
 /// The candidate number K of `path` when it is `<ws>.c<K>` (K a decimal without a leading 0).
-fn candidate_number(ws: &str, path: &str) -> Option<u32> {
+pub fn candidate_number(ws: &str, path: &str) -> Option<u32> {
     let k = path.strip_prefix(ws)?.strip_prefix(".c")?;
     if k.is_empty() || k.starts_with('0') || k.len() > 3 || !k.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -63,6 +69,12 @@ pub struct Candidate {
 /// The candidate worktrees of the workspace `ws` (an absolute path): what is beside it named
 /// `<ws>.c<K>`, and what git lists as a worktree under such a name. Sorted by K.
 pub fn worktrees(repo: &Path, ws: &str) -> Vec<Candidate> {
+    let listed = git(repo, &["worktree", "list", "--porcelain"]);
+    worktrees_from(ws, listed.as_deref())
+}
+
+/// As [`worktrees`], with git's list (`git worktree list --porcelain`) given.
+pub fn worktrees_from(ws: &str, listed: Option<&str>) -> Vec<Candidate> {
     let mut found: std::collections::BTreeMap<u32, Candidate> = Default::default();
     let wsp = Path::new(ws);
     if let (Some(parent), Some(_)) = (wsp.parent(), wsp.file_name())
@@ -84,7 +96,7 @@ pub fn worktrees(repo: &Path, ws: &str) -> Vec<Candidate> {
             }
         }
     }
-    if let Some(out) = git(repo, &["worktree", "list", "--porcelain"]) {
+    if let Some(out) = listed {
         for l in out.lines() {
             let Some(p) = l.strip_prefix("worktree ") else {
                 continue;

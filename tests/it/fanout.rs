@@ -454,3 +454,83 @@ fn recover_prune_candidates_removes_the_refs_and_worktrees_once_and_dry_run_writ
         text(&out)
     );
 }
+
+/// `orbit audit --json DIR`: the first loop's findings as (class, severity, evidence, fix).
+fn audit_findings(repo: &Repo, dir: &Path) -> (Option<i32>, Vec<[String; 4]>) {
+    let out = repo.orbit(&["audit", "--json", dir.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("audit --json ({e}):\n{}", text(&out)));
+    let f = v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            ["class", "severity", "evidence", "fix"].map(|k| f[k].as_str().unwrap().to_string())
+        })
+        .collect();
+    (out.status.code(), f)
+}
+
+#[test]
+fn audit_notes_candidate_worktrees_beyond_the_setting_and_stops_on_a_foreign_one() {
+    let (repo, dir) = one_fanned_out_iteration();
+    let d = dir.to_str().unwrap();
+    let prune = format!("orbit recover --prune-candidates {d}");
+    let (_, f) = audit_findings(&repo, &dir);
+    assert!(
+        f.iter()
+            .all(|x| x[0] != "STATE_DRIFT" && x[0] != "GIT_TAMPER"),
+        "two candidates of two are the loop's own: {f:?}"
+    );
+    // A third worktree, left by a wider fan-out, is a note.
+    let c3 = repo.join(".orbit/.workspaces/test-goal.c3");
+    repo.git(&["worktree", "add", "-q", "--detach", c3.to_str().unwrap()]);
+    let (_, f) = audit_findings(&repo, &dir);
+    let drift: Vec<_> = f.iter().filter(|x| x[0] == "STATE_DRIFT").collect();
+    assert_eq!(drift.len(), 1, "{f:?}");
+    assert_eq!(drift[0][1], "P2");
+    assert!(drift[0][2].starts_with("loop.toml:"), "{f:?}");
+    assert_eq!(drift[0][3], prune);
+    // Candidate 1's .git pointed at another repository is a stop.
+    let other = Repo::new();
+    let c1 = repo.join(".orbit/.workspaces/test-goal.c1");
+    fs::write(
+        c1.join(".git"),
+        format!("gitdir: {}\n", other.path().join(".git").display()),
+    )
+    .unwrap();
+    let (code, f) = audit_findings(&repo, &dir);
+    let tamper: Vec<_> = f.iter().filter(|x| x[0] == "GIT_TAMPER").collect();
+    assert_eq!(tamper.len(), 1, "{f:?}");
+    assert_eq!(tamper[0][1], "P0");
+    assert_eq!(tamper[0][2], format!("{}:1", c1.join(".git").display()));
+    assert!(tamper[0][3].ends_with(&prune), "{f:?}");
+    assert_eq!(code, Some(3), "a P0 exits 3");
+}
+
+#[test]
+fn audit_notes_candidate_refs_left_after_done_until_they_are_pruned() {
+    let repo = add_repo();
+    let agent = candidate_agent(&repo, &format!("*) {HONEST} ;;"));
+    let dir = fanout_loop(&repo, &agent, "2", &[]);
+    assert_ok(&repo.run_loop(&dir, &[], &[]), "the loop");
+    assert_eq!(crate::support::state_value(&dir, "LAST_STATUS"), "DONE");
+    let (_, f) = audit_findings(&repo, &dir);
+    assert!(f.iter().all(|x| x[0] != "STATE_DRIFT"), "pruned: {f:?}");
+    // A ref the runner did not get to remove (it stopped between DONE and the prune).
+    repo.git(&["update-ref", "refs/orbit/test-goal/1/2", "HEAD"]);
+    let (_, f) = audit_findings(&repo, &dir);
+    let drift: Vec<_> = f.iter().filter(|x| x[0] == "STATE_DRIFT").collect();
+    assert_eq!(drift.len(), 1, "{f:?}");
+    assert_eq!(drift[0][1], "P2");
+    assert!(drift[0][2].starts_with("state.env:"), "{f:?}");
+    let d = dir.to_str().unwrap();
+    assert_eq!(drift[0][3], format!("orbit recover --prune-candidates {d}"));
+    assert_code(
+        &repo.orbit(&["recover", "--prune-candidates", d]),
+        0,
+        "the prune",
+    );
+    let (_, f) = audit_findings(&repo, &dir);
+    assert!(f.iter().all(|x| x[0] != "STATE_DRIFT"), "{f:?}");
+}

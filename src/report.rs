@@ -55,6 +55,95 @@ pub struct Row {
     pub summary: String,
     pub commit: String,
     pub last_message: String,
+    /// A fan-out iteration's candidates (contract 10), by number; empty without one.
+    pub candidates: Vec<CandidateRow>,
+}
+
+/// What a fan-out candidate's record (`iterations/N/candidates/K/candidate.env`) says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CandidateRow {
+    pub candidate: u64,
+    pub outcome: String,
+    pub checks_passed: Option<u64>,
+    pub checks_total: Option<u64>,
+    /// Why the runner disqualified it ("" when it was not).
+    pub disqualified: String,
+    /// The iteration's survivor (survivor.txt names it).
+    pub survivor: bool,
+}
+
+impl CandidateRow {
+    /// `2/3`, `-` for a count the record lacks.
+    pub fn checks_text(&self) -> String {
+        format!(
+            "{}/{}",
+            opt_num(self.checks_passed),
+            opt_num(self.checks_total)
+        )
+    }
+}
+
+/// The most candidates read for one iteration (the runner runs at most 8).
+const MAX_CANDIDATES: u64 = 64;
+
+/// A candidate record, read as data (`KEY=VALUE` lines; unknown keys, and lines that are
+/// not such, are ignored; a later duplicate is ignored too).
+fn parse_candidate(k: u64, bytes: &[u8]) -> CandidateRow {
+    let text = String::from_utf8_lossy(bytes);
+    let mut kv: BTreeMap<&str, &str> = BTreeMap::new();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if matches!(
+            key,
+            "OUTCOME" | "CHECKS_PASSED" | "CHECKS_TOTAL" | "DISQUALIFIED"
+        ) {
+            kv.entry(key).or_insert(value);
+        }
+    }
+    let num = |key: &str| {
+        kv.get(key)
+            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|v| v.parse().ok())
+    };
+    CandidateRow {
+        candidate: k,
+        outcome: kv.get("OUTCOME").copied().unwrap_or_default().to_string(),
+        checks_passed: num("CHECKS_PASSED"),
+        checks_total: num("CHECKS_TOTAL"),
+        disqualified: kv
+            .get("DISQUALIFIED")
+            .copied()
+            .unwrap_or_default()
+            .to_string(),
+        survivor: false,
+    }
+}
+
+/// The candidates of the iteration whose record directory is `idir`, by number: each
+/// `candidates/K/candidate.env` that is a regular file (K a plain number; the runner's
+/// `K.interrupted.J` set-asides are not candidates), the survivor marked from survivor.txt.
+fn read_candidates(idir: &Path) -> Vec<CandidateRow> {
+    let survivor = fsx::read_text_or_none(&idir.join("survivor.txt"))
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let mut out = Vec::new();
+    for k in 1..=MAX_CANDIDATES {
+        let path = idir.join(format!("candidates/{k}/candidate.env"));
+        match fsx::read_loop_file(&path) {
+            Ok(bytes) => {
+                let mut c = parse_candidate(k, &bytes);
+                c.survivor = k == survivor;
+                out.push(c);
+            }
+            Err(fsx::Unreadable::Missing) if !idir.join(format!("candidates/{k}")).exists() => {
+                break;
+            }
+            Err(_) => {}
+        }
+    }
+    out
 }
 
 /// An iteration's cost as its record gives it.
@@ -115,6 +204,7 @@ impl Row {
             summary: r.get("SUMMARY").to_string(),
             commit,
             last_message,
+            candidates: Vec::new(),
         }
     }
 
@@ -410,12 +500,9 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         } else {
             commit
         };
-        rows.push(Row::from_record(
-            i,
-            &r,
-            cell(commit),
-            last_message(&idir.join("agent.log")),
-        ));
+        let mut row = Row::from_record(i, &r, cell(commit), last_message(&idir.join("agent.log")));
+        row.candidates = read_candidates(&idir);
+        rows.push(row);
     }
 
     let mut checks = goal::check_names(&cfg.verify);
@@ -662,6 +749,28 @@ pub fn render_text(f: &Facts) -> String {
             r.claim_text().map(|c| cell(&c)).unwrap_or_default(),
             r.last_message
         );
+    }
+
+    if f.rows.iter().any(|r| !r.candidates.is_empty()) {
+        out.push_str("\n## Candidates\n");
+        for r in f.rows.iter().filter(|r| !r.candidates.is_empty()) {
+            let _ = write!(
+                out,
+                "\n### Iteration {}\n\n| candidate | outcome | checks passed | disqualified | survivor |\n|---|---|---|---|---|\n",
+                r.iteration
+            );
+            for c in &r.candidates {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {} |",
+                    c.candidate,
+                    cell(&c.outcome),
+                    c.checks_text(),
+                    cell(&c.disqualified),
+                    if c.survivor { "yes" } else { "" }
+                );
+            }
+        }
     }
 
     let claims: Vec<&Row> = f.rows.iter().filter(|r| r.claim_text().is_some()).collect();
@@ -1256,6 +1365,35 @@ pub fn render_html(f: &Facts) -> String {
         h.push_str("</tr>\n");
     }
     h.push_str("</table>\n");
+    if f.rows.iter().any(|r| !r.candidates.is_empty()) {
+        h.push_str("<h2>Candidates</h2>\n");
+        for r in f.rows.iter().filter(|r| !r.candidates.is_empty()) {
+            let _ = write!(
+                h,
+                "<h3>Iteration {}</h3>\n<table class=\"candidates\"><tr><th>candidate</th><th>outcome</th><th>checks passed</th><th>disqualified</th><th>survivor</th></tr>\n",
+                r.iteration
+            );
+            for c in &r.candidates {
+                let cells = [
+                    c.candidate.to_string(),
+                    c.outcome.clone(),
+                    c.checks_text(),
+                    c.disqualified.clone(),
+                    if c.survivor {
+                        "yes".into()
+                    } else {
+                        String::new()
+                    },
+                ];
+                h.push_str("<tr>");
+                for v in cells {
+                    let _ = write!(h, "<td>{}</td>", esc(&v));
+                }
+                h.push_str("</tr>\n");
+            }
+            h.push_str("</table>\n");
+        }
+    }
     if !f.last_failure.is_empty() {
         let _ = write!(
             h,

@@ -534,3 +534,52 @@ fn audit_notes_candidate_refs_left_after_done_until_they_are_pruned() {
     let (_, f) = audit_findings(&repo, &dir);
     assert!(f.iter().all(|x| x[0] != "STATE_DRIFT"), "{f:?}");
 }
+
+#[test]
+fn report_lists_each_iterations_candidates_read_as_data_and_escaped() {
+    let (repo, dir) = one_fanned_out_iteration();
+    let d = dir.to_str().unwrap();
+    let out = repo.orbit(&["report", d]);
+    assert_code(&out, 0, "orbit report");
+    let md = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(md.contains("## Candidates"), "{md}");
+    assert!(md.contains("### Iteration 1"), "{md}");
+    assert!(md.contains("| 1 | ok | 1/1 |  | yes |"), "{md}");
+    assert!(md.contains("| 2 | ok | 0/1 |  |  |"), "{md}");
+
+    // The record is data: markup is escaped, unknown keys and shell text are ignored.
+    let env = dir.join("iterations/000001/candidates/2/candidate.env");
+    let pwned = repo.join("pwned");
+    let mut text = fs::read_to_string(&env).unwrap();
+    text = text.replace(
+        "DISQUALIFIED=\n",
+        "DISQUALIFIED=<script>alert(1)</script> | \"quoted\" & more\n",
+    );
+    text.push_str(&format!(
+        "EVIL=$(touch {p})\n$(touch {p})\nCHECKS_TOTAL=99\n",
+        p = pwned.display()
+    ));
+    fs::write(&env, text).unwrap();
+    let out = repo.orbit(&["report", "--html", d]);
+    assert_code(&out, 0, "orbit report --html");
+    let html = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(html.contains("<h2>Candidates</h2>"), "{html}");
+    assert!(!html.contains("<script>alert"), "escaped: {html}");
+    assert!(
+        html.contains(
+            "<td>2</td><td>ok</td><td>0/1</td><td>&lt;script&gt;alert(1)&lt;/script&gt; | &quot;quoted&quot; &amp; more</td><td></td>"
+        ),
+        "{html}"
+    );
+    assert!(
+        html.contains("<td>1</td><td>ok</td><td>1/1</td><td></td><td>yes</td>"),
+        "{html}"
+    );
+    assert!(!html.contains("EVIL"), "unknown keys are ignored");
+    let md = String::from_utf8_lossy(&repo.orbit(&["report", d]).stdout).into_owned();
+    assert!(
+        md.contains("| 2 | ok | 0/1 | <script>alert(1)</script> / \"quoted\" & more |  |"),
+        "a pipe cannot break the table: {md}"
+    );
+    assert!(!pwned.exists(), "never run");
+}

@@ -189,7 +189,10 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// left alone, with a note.
 pub fn plan(lp: &LoopRef, ws: &str, plan: &mut Plan) {
     let common = git_common_dir(&lp.repo);
-    let mut removed = false;
+    // `git worktree prune` is repository-wide (it forgets every unlocked worktree whose
+    // directory is gone, the user's too): run only when a candidate's directory is gone,
+    // the one case `git worktree remove` may leave an entry behind.
+    let mut gone = false;
     for c in worktrees(&lp.repo, ws) {
         let p = c.path.to_string_lossy().into_owned();
         if c.present {
@@ -213,9 +216,9 @@ pub fn plan(lp: &LoopRef, ws: &str, plan: &mut Plan) {
             }
         ));
         plan.git.push(GitStep::RemoveWorktree { ws: p });
-        removed = true;
+        gone |= !c.present;
     }
-    if removed {
+    if gone {
         plan.git.push(GitStep::PruneWorktrees);
     }
     for (r, c) in refs(&lp.repo, &lp.name) {

@@ -1467,9 +1467,18 @@ impl Audit<'_> {
                         )
                     })
                     .unwrap_or(reason_line),
-                format!(
-                    "the loop stopped on {reason}: the agent could not be run (check argv in loop.toml and PATH)"
-                ),
+                last.and_then(|r| {
+                    (AgentOutcome::parse(r.get(result_key::AGENT_OUTCOME))
+                        == Some(AgentOutcome::Permanent))
+                    .then(|| one_line(r.get(result_key::SUMMARY), 400))
+                })
+                .filter(|s| !s.is_empty())
+                .map(|s| format!("the loop stopped on {reason}: {s}"))
+                .unwrap_or_else(|| {
+                    format!(
+                        "the loop stopped on {reason}: the agent could not be run (check argv in loop.toml and PATH)"
+                    )
+                }),
                 format!("orbit run {shown}"),
             ),
             StopReason::VacuousVerify => self.add(
@@ -1667,6 +1676,22 @@ fn pin_class(reason: StopReason) -> FindingClass {
         .unwrap_or(FindingClass::ScriptTamper)
 }
 
+/// `text` (a record's, so the agent's or a CLI's words) on one line for a finding: control
+/// characters become spaces, and it is cut at `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let flat = flat.trim();
+    if flat.chars().count() > max {
+        let cut: String = flat.chars().take(max - 3).collect();
+        format!("{cut}...")
+    } else {
+        flat.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1678,5 +1703,12 @@ mod tests {
             2
         );
         assert_eq!(toml_line("", "loop-timeout"), 1);
+    }
+
+    #[test]
+    fn one_line_flattens_and_cuts_a_records_text() {
+        assert_eq!(one_line("a\nb\x1b[31mc\t", 100), "a b [31mc");
+        assert_eq!(one_line("abcdefghij", 6), "abc...");
+        assert_eq!(one_line("  ", 6), "");
     }
 }

@@ -2000,7 +2000,7 @@ classify_v() {
     REPLY=$OUTCOME_OK
   elif ((rc == 126 || rc == 127)); then
     REPLY=$OUTCOME_PERMANENT
-    PERMANENT_WHY="exit $rc: not found or not permitted"
+    PERMANENT_WHY="exit $rc: not found or not permitted (check argv in loop.toml and PATH)"
   else
     REPLY=$OUTCOME_AGENT_ERROR
     tailtext=$(tail -n 40 -- "$log" 2>/dev/null || true)

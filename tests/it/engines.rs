@@ -974,3 +974,27 @@ echo '{{"type":"result","subtype":"success","is_error":false,"result":"ok","tota
         text(&out)
     );
 }
+
+#[test]
+fn audit_names_the_clis_refusal_and_its_fix_not_a_guess_about_argv() {
+    let (_bin, l) = stand_in(
+        "claude",
+        r#"cat <<'JSON'
+{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"Invalid API key · Fix external API key"}
+JSON
+exit 1"#,
+    );
+    let out = l.run(&[("ANTHROPIC_API_KEY", "wrong")]);
+    assert_code(&out, 14, "BLOCKED");
+    assert_eq!(l.state("STOP_REASON"), "tool_failure");
+    let audit = l.repo.orbit(&["audit", &l.dir.display().to_string()]);
+    let t = text(&audit);
+    assert_code(&audit, 1, "a P1 finding");
+    assert!(t.contains("TOOL_FAILURE"), "{t}");
+    assert!(t.contains("Invalid API key"), "the CLI's own words: {t}");
+    assert!(t.contains("ANTHROPIC_API_KEY"), "the fix: {t}");
+    assert!(
+        !t.contains("check argv in loop.toml"),
+        "not the guess of a CLI that did not run: {t}"
+    );
+}

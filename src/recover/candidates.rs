@@ -4,23 +4,9 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use super::workspace::GitStep;
+use super::workspace::{GitStep, git};
 use super::{LoopRef, Plan};
-
-fn git(repo: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim_end().to_string())
-}
 
 /// The loop's candidate refs with their commits, sorted.
 pub fn refs(repo: &Path, name: &str) -> Vec<(String, String)> {

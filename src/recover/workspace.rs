@@ -65,7 +65,8 @@ impl GitStep {
     }
 }
 
-fn git(repo: &Path, args: &[&str]) -> Option<String> {
+/// `git -C REPO ARGS`: its trimmed output when it succeeds.
+pub(super) fn git(repo: &Path, args: &[&str]) -> Option<String> {
     let out = Command::new("git")
         .arg("-C")
         .arg(repo)

@@ -142,9 +142,10 @@ fanout_agent() {
         "$OUTCOME_OK" | "$OUTCOME_PERMANENT" | "$OUTCOME_RATE_LIMITED") break ;;
       esac
       if ((attempt < RETRY_LIMIT)); then
-        delay=$((RETRY_BASE_DELAY_S * (1 << (attempt - 1))))
+        retry_delay_v "$attempt"
+        delay=$REPLY
         if ((delay > 0)); then
-          sleep "$((delay + RANDOM % (delay + 1)))"
+          sleep "$delay"
         fi
       fi
     done

@@ -2064,6 +2064,15 @@ rate_limit_resume_at() {
   printf '%s' "$((now + secs))"
 }
 
+# retry_delay_v ATTEMPT: REPLY is the pause in seconds before the attempt after ATTEMPT:
+# RETRY_BASE_DELAY_S doubled per attempt, plus up to as much again at random (jitter).
+retry_delay_v() {
+  REPLY=$((RETRY_BASE_DELAY_S * (1 << ($1 - 1))))
+  if ((REPLY > 0)); then
+    REPLY=$((REPLY + RANDOM % (REPLY + 1)))
+  fi
+}
+
 # ---- verify
 # run_verify N LABEL: runs verify.sh into iterations/N/verify.log; sets VERIFY_OK.
 run_verify() {
@@ -2820,10 +2829,8 @@ run_iteration() {
       "$OUTCOME_OK" | "$OUTCOME_PERMANENT" | "$OUTCOME_RATE_LIMITED") break ;;
     esac
     if ((attempt < RETRY_LIMIT)); then
-      local delay=$((RETRY_BASE_DELAY_S * (1 << (attempt - 1))))
-      if ((delay > 0)); then
-        delay=$((delay + RANDOM % (delay + 1)))
-      fi
+      retry_delay_v "$attempt"
+      local delay=$REPLY
       orbit_log "iteration $n: agent attempt $attempt ended '$outcome' (exit $AGENT_RC); retrying in ${delay}s"
       if ((delay > 0)); then
         sleep "$delay"

@@ -998,3 +998,39 @@ exit 1"#,
         "not the guess of a CLI that did not run: {t}"
     );
 }
+
+#[test]
+fn usd_cap_with_an_engine_that_reports_no_cost_is_warned_at_init() {
+    let repo = Repo::new();
+    let out = repo.orbit(&[
+        "init",
+        "capped goal",
+        "--engine",
+        "custom",
+        "--exec",
+        "my-agent",
+        "--verify",
+        "true",
+        "--usd-cap",
+        "5",
+    ]);
+    assert_ok(&out, "orbit init");
+    let t = text(&out);
+    assert!(
+        t.contains("reports no cost") && t.contains("cost-estimate-usd"),
+        "the cap would count nothing: {t}"
+    );
+    // claude reports its cost: no warning.
+    let out = repo.orbit(&[
+        "init",
+        "other goal",
+        "--engine",
+        "claude",
+        "--verify",
+        "true",
+        "--usd-cap",
+        "5",
+    ]);
+    assert_ok(&out, "orbit init");
+    assert!(!text(&out).contains("reports no cost"), "{}", text(&out));
+}

@@ -171,6 +171,48 @@ fn a_failing_or_hanging_channel_never_changes_the_loops_exit_code() {
     );
 }
 
+#[test]
+fn nothing_a_notification_leaves_behind_outlives_the_run() {
+    // A notify command that detaches a process of its own (its own session, so the
+    // channel's group sweep misses it): it carries the loop's mark, and the runner stops it
+    // before it exits, so no audit right after the run finds an orphan of the loop.
+    let repo = Repo::new();
+    let agent = done_agent(&repo);
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f work.txt"],
+        &[
+            "--notify",
+            "cmd:setsid sleep 300 </dev/null >/dev/null 2>&1 & \
+             until [ \"$(ps -o sid= -p $! | tr -d ' ')\" = $! ]; do sleep 0.05; done",
+        ],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE");
+    let marker = format!("ORBIT_OWNER={}", fs::canonicalize(&dir).unwrap().display());
+    let left = crate::support::processes_with_env(&marker);
+    for pid in &left {
+        let _ = command("kill").args(["-KILL", &pid.to_string()]).status();
+    }
+    assert!(
+        left.is_empty(),
+        "processes of the loop outlived the run: {left:?}"
+    );
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    // The detached process was there, and it was the runner that stopped it.
+    assert!(
+        log.lines()
+            .any(|l| l.contains("sweeping leftover process") && l.contains("sleep 300")),
+        "{log}"
+    );
+    let out = repo.orbit(&["audit", dir.to_str().unwrap()]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("ORPHAN_AGENT"),
+        "{}",
+        text(&out)
+    );
+}
+
 /// A local HTTP server that records each request's first line and then never answers,
 /// holding the connection open: a channel that hangs.
 struct Hanging {

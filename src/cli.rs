@@ -582,6 +582,11 @@ pub struct InitArgs {
     #[arg(long, value_name = "N")]
     pub candidates: Option<u64>,
 
+    /// With --candidates: stop the fan-out at the first candidate that passes everything
+    /// (every check PASS_K times, the holdout, the judge) instead of waiting for all of them.
+    #[arg(long)]
+    pub fanout_early_stop: bool,
+
     /// Repository paths (globs) the agent must not change. Repeatable.
     #[arg(long = "protect", value_name = "GLOB")]
     pub protect: Vec<String>,

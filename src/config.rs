@@ -111,10 +111,11 @@ pub struct LoopConfig {
     /// loop without fan-out keeps its loop.toml as before.
     #[serde(skip_serializing_if = "is_one")]
     pub candidates: u64,
-    /// Whether a fan-out stops at the first candidate that passes everything. Off (the
-    /// default): every candidate is waited for and judged, so the survivor is the best of
-    /// all N (the smallest change among those passing), not the fastest; the runner does
-    /// not support `true` yet and refuses it.
+    /// Whether a fan-out stops at the first candidate that passes everything (every check
+    /// PASS_K times, the holdout, the judge): the others are stopped and recorded as such.
+    /// Off (the default): every candidate is waited for and judged, so the survivor is the
+    /// best of all N (the smallest change among those passing), not the fastest; on trades
+    /// that choice for wall-clock time and the stopped runs' remaining spend.
     #[serde(skip_serializing_if = "is_false")]
     pub fanout_early_stop: bool,
 }
@@ -421,9 +422,9 @@ impl LoopConfig {
                 self.candidates
             )));
         }
-        if self.fanout_early_stop {
+        if self.fanout_early_stop && self.candidates < 2 {
             return Err(Error::Usage(
-                "fanout-early-stop = true is not supported: every candidate is waited for and judged; remove fanout-early-stop from loop.toml".into(),
+                "fanout-early-stop = true stops a fan-out, and this loop has none: give candidates = 2 or more (orbit init --candidates N), or leave fanout-early-stop out".into(),
             ));
         }
         for (key, list) in [
@@ -716,9 +717,17 @@ mod tests {
                 "{err}"
             );
         }
-        let early: LoopConfig = toml::from_str("fanout-early-stop = true").unwrap();
-        let err = early.validate().unwrap_err().to_string();
-        assert!(err.contains("fanout-early-stop"), "{err}");
+        let alone: LoopConfig = toml::from_str("fanout-early-stop = true").unwrap();
+        let err = alone.validate().unwrap_err().to_string();
+        assert!(err.contains("candidates = 2 or more"), "{err}");
+        let early: LoopConfig = toml::from_str("candidates = 3\nfanout-early-stop = true").unwrap();
+        early.validate().unwrap();
+        assert!(early.to_toml().contains("fanout-early-stop = true"));
+        assert!(
+            !LoopConfig::default()
+                .to_toml()
+                .contains("fanout-early-stop")
+        );
     }
 
     #[test]

@@ -120,6 +120,7 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         holdout_file: Vec::new(),
         memory: None,
         candidates: args.candidates,
+        fanout_early_stop: false,
         protect: vec!["tests/**".into()],
         max_iterations: Some(6),
         exec_timeout: Some("60s".into()),

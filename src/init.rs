@@ -370,6 +370,7 @@ fn config_from_args(
         protect: pick(&args.protect, &d.protect),
         ..LoopConfig::default()
     };
+    cfg.fanout_early_stop = args.fanout_early_stop;
     if let Some(n) = args.candidates {
         cfg.candidates = n;
         if n > 1 {
@@ -756,6 +757,7 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
         || !args.holdout_file.is_empty()
         || args.memory.is_some()
         || args.candidates.is_some()
+        || args.fanout_early_stop
         || !args.protect.is_empty()
         || args.engine.is_some()
         || args.exec.is_some()

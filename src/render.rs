@@ -189,6 +189,8 @@ pub struct View {
     pub memory: String,
     /// How many candidates each iteration fans out to (1: none).
     pub candidates: u64,
+    /// Whether the fan-out stops at the first candidate that passes everything.
+    pub fanout_early_stop: bool,
     /// Protect globs as given (for scripts).
     pub protect: Vec<String>,
     /// Protect globs as markdown code spans (for goal.md and prompt.md).
@@ -289,6 +291,7 @@ impl View {
             holdout_checks,
             memory: cfg.memory.name().into(),
             candidates: cfg.candidates,
+            fanout_early_stop: cfg.fanout_early_stop,
             protect: cfg.protect.clone(),
             protect_md: cfg.protect.iter().map(|g| code_span(g)).collect(),
             pass_k: cfg.pass_k,

@@ -423,6 +423,9 @@ vocabulary! {
         RateLimited = "rate_limited",
         /// Not found or not permitted (exit 126/127): retrying cannot help.
         Permanent = "permanent",
+        /// A fan-out candidate's run the runner stopped: another candidate passed
+        /// everything first (`fanout-early-stop`).
+        Stopped = "stopped",
     }
 }
 

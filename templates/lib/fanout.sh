@@ -60,11 +60,11 @@ fanout_prepare() {
   fi
 }
 
-# fanout_tree_v K: REPLY is candidate K's work tree (minus the agent's folder) as a tree id,
-# through a private index per candidate (seeded from the worktree's own, so each snapshot
-# re-reads only what changed).
+# fanout_tree_v K [INDEX]: REPLY is candidate K's work tree (minus the agent's folder) as a
+# tree id, through a private index per candidate (seeded from the worktree's own, so each
+# snapshot re-reads only what changed): the loop directory's .tree-index.c<K>, or INDEX.
 fanout_tree_v() {
-  local k=$1 cws idx="$LOOP_DIR/.tree-index.c$1" gd
+  local k=$1 cws idx=${2:-$LOOP_DIR/.tree-index.c$1} gd
   fanout_ws_v "$k"
   cws=$REPLY
   gd=$(git -C "$cws" rev-parse --absolute-git-dir 2>/dev/null || true)
@@ -109,9 +109,14 @@ fanout_protected_v() {
 #   A <attempt> <exit> <timed_out> <seconds> <micro_usd> <cost_kind> <outcome>
 # then `E <deadline_hit>`. It writes nothing outside .run-tmp/c<K>/ (its siblings' checks of
 # the loop directory would take it for tampering); the runner records everything after.
+FANOUT_LINES=
+FANOUT_OUT=
+FANOUT_T0=0
 fanout_agent() {
-  local k=$1 n=$2 cdir=$3 fb=$4 attempt=0 outcome line='' delay
+  local k=$1 n=$2 cdir=$3 fb=$4 attempt=0 outcome delay
   trap - ERR
+  FANOUT_LINES='' FANOUT_T0=$SECONDS ATTEMPT=0
+  exec {FANOUT_OUT}>&1
   trap 'fanout_agent_stop' INT TERM HUP
   FANOUT_CAND=$k
   ORBIT_FAULT=
@@ -123,7 +128,7 @@ fanout_agent() {
   {
     while ((attempt < RETRY_LIMIT)); do
       attempt=$((attempt + 1))
-      ATTEMPT=$attempt
+      ATTEMPT=$attempt FANOUT_T0=$SECONDS
       if [[ $attempt -gt 1 && -f $ORBIT_TMP/agent.log ]]; then
         mv -f -- "$ORBIT_TMP/agent.log" "$ORBIT_TMP/agent.attempt$((attempt - 1)).log"
       fi
@@ -134,7 +139,7 @@ fanout_agent() {
       # stays in this subshell: a fan-out paused by a limit looks again after the default.
       engine_classify_v "$ORBIT_TMP/agent.log" "$AGENT_RC" "$AGENT_TIMED_OUT"
       outcome=$REPLY
-      line+="A $attempt $AGENT_RC $AGENT_TIMED_OUT $AGENT_SECS $RUN_COST_M $RUN_COST_KIND $outcome"$'\n'
+      FANOUT_LINES+="A $attempt $AGENT_RC $AGENT_TIMED_OUT $AGENT_SECS $RUN_COST_M $RUN_COST_KIND $outcome"$'\n'
       if [[ -n $TRUST_BAD ]] || ((DEADLINE_HIT)); then
         break
       fi
@@ -145,25 +150,37 @@ fanout_agent() {
         retry_delay_v "$attempt"
         delay=$REPLY
         if ((delay > 0)); then
-          sleep "$delay"
+          # In the background, so that a stop is taken at once, not after the delay.
+          sleep "$delay" &
+          wait "$!" || true
         fi
       fi
     done
   } >/dev/null 2>>"$ORBIT_LOG_FILE"
-  printf '%sE %s\n' "$line" "$DEADLINE_HIT"
+  printf '%sE %s\n' "$FANOUT_LINES" "$DEADLINE_HIT" 1>&"$FANOUT_OUT"
 }
 
-# fanout_agent_stop: a candidate's subshell signalled (the runner stops): its agent's group
-# is stopped, then the subshell exits.
+# fanout_agent_stop: a candidate's subshell signalled (the runner stops, or another candidate
+# passed everything first): its agent's group is stopped; the attempt it cut short is
+# reported as stopped, with the output caught so far as its log and its cost unknown (a CLI
+# reports its cost when it ends), then the subshell exits.
 fanout_agent_stop() {
   trap '' INT TERM HUP
   if [[ -n $ORBIT_CHILD_PID ]]; then
     orbit_kill_group "$ORBIT_CHILD_PID" "$KILL_GRACE_S"
+    if ((ATTEMPT > 0)); then
+      cat -- "$ORBIT_TMP/agent.raw" "$ORBIT_TMP/agent.head" "$ORBIT_TMP/agent.tail" >"$ORBIT_TMP/agent.log" 2>/dev/null || true
+      printf '\n[orbit: stopped by the runner after %ss]\n' $((SECONDS - FANOUT_T0)) >>"$ORBIT_TMP/agent.log"
+      FANOUT_LINES+="A $ATTEMPT $((128 + 15)) 0 $((SECONDS - FANOUT_T0)) 0 $COST_UNKNOWN $OUTCOME_STOPPED"$'\n'
+    fi
   fi
   if [[ -n $ORBIT_WATCHDOG_PID ]]; then
     kill -KILL -- "-$ORBIT_WATCHDOG_PID" 2>/dev/null || true
   fi
   live_close
+  if [[ -n $FANOUT_OUT ]]; then
+    { printf '%sE %s\n' "$FANOUT_LINES" "$DEADLINE_HIT" 1>&"$FANOUT_OUT"; } 2>/dev/null || true
+  fi
   exit $((128 + 15))
 }
 
@@ -202,7 +219,7 @@ fanout_record_trusted() {
 }
 
 # The keys of a candidate's record (candidate.env), the numeric ones checked when read.
-FANOUT_KEYS=(CANDIDATE ITERATION OUTCOME EXIT ATTEMPTS SECONDS COST_MICROUSD TREE COMMIT CHANGED CHECKS_PASSED CHECKS_TOTAL PASS_K_RUNS HOLDOUT DISQUALIFIED DONE_CLAIM)
+FANOUT_KEYS=(CANDIDATE ITERATION OUTCOME EXIT ATTEMPTS SECONDS COST_MICROUSD TREE COMMIT CHANGED CHECKS_PASSED CHECKS_TOTAL PASS_K_RUNS HOLDOUT JUDGE DISQUALIFIED DONE_CLAIM)
 FANOUT_NUMERIC=' CANDIDATE ITERATION EXIT ATTEMPTS SECONDS COST_MICROUSD CHANGED CHECKS_PASSED CHECKS_TOTAL PASS_K_RUNS DONE_CLAIM '
 declare -A C=()
 
@@ -219,18 +236,20 @@ fanout_read() {
     fi
     C[$k]=$v
   done <"$1"
-  for k in CHANGED CHECKS_PASSED PASS_K_RUNS CANDIDATE; do
+  for k in CHANGED CHECKS_PASSED CHECKS_TOTAL PASS_K_RUNS CANDIDATE; do
     orbit_is_uint "${C[$k]:-}" || C[$k]=0
   done
 }
 
 # fanout_judge N K DIR BASE_COMMIT BASE_TREE: the runner's own look at candidate K after
 # its run: its tree, whether it changed a pinned or protected path (disqualified), its
-# checks (verify.sh in its worktree, PASS_K runs when all pass, the holdout checks when
-# configured), its ref, its record (candidate.env) and the journal's candidate_end.
-# Status 1 when a check run changed the loop directory or git's files (TRUST_BAD set).
+# checks (verify.sh in its worktree, PASS_K runs when all pass, then the holdout checks and
+# the judge when configured), its ref, its record (candidate.env) and the journal's
+# candidate_end. A candidate the runner stopped (C[OUTCOME] stopped) is recorded with its
+# change, unchecked. Status 1 when a check run changed the loop directory or git's files
+# (TRUST_BAD set).
 fanout_judge() {
-  local n=$1 k=$2 cdir=$3 commit=$4 base=$5 cws tree c bad='' passed=0 total=0 runs=0 hold='' claim=0
+  local n=$1 k=$2 cdir=$3 commit=$4 base=$5 cws tree c bad='' passed=0 total=0 runs=0 hold='' judge='' claim=0
   local text='' key ws_main=$WS agent_main=$AGENT_DIR
   fanout_ws_v "$k"
   cws=$REPLY
@@ -253,7 +272,7 @@ fanout_judge() {
   fi
   agent_file_take notes.md "$cdir/notes.md" || true
   AGENT_DIR=$agent_main
-  if [[ -z $bad ]]; then
+  if [[ -z $bad && ${C[OUTCOME]:-} != "$OUTCOME_STOPPED" ]]; then
     WS=$cws
     run_verify "$cdir" "candidate $k"
     if [[ -z $TRUST_BAD ]]; then
@@ -271,6 +290,12 @@ fanout_judge() {
           hold=$VERIFY_FAIL
           if ((HOLDOUT_OK)); then hold=$VERIFY_PASS; fi
         fi
+        # The judge weighs only a candidate that passed everything else.
+        if [[ -n $JUDGE_CMD && -z $TRUST_BAD && $hold != "$VERIFY_FAIL" ]] && ((runs >= PASS_K)); then
+          run_judge "$n" "$cdir"
+          judge=$VERIFY_FAIL
+          if ((JUDGE_OK)); then judge=$VERIFY_PASS; fi
+        fi
       else
         feedback_write "$cdir" "$n" 1
       fi
@@ -285,7 +310,7 @@ fanout_judge() {
     orbit_die "$EXIT_BLOCKED" "cannot write the ref $REPLY (see runner.log)"
   changes_v "$base" "$tree"
   C[CANDIDATE]=$k C[ITERATION]=$n C[TREE]=$tree C[COMMIT]=$c C[CHANGED]=$CHANGES_COUNT
-  C[CHECKS_PASSED]=$passed C[CHECKS_TOTAL]=$total C[PASS_K_RUNS]=$runs C[HOLDOUT]=$hold
+  C[CHECKS_PASSED]=$passed C[CHECKS_TOTAL]=$total C[PASS_K_RUNS]=$runs C[HOLDOUT]=$hold C[JUDGE]=$judge
   C[DISQUALIFIED]=${bad//[$'\n\r']/ } C[DONE_CLAIM]=$claim
   for key in "${FANOUT_KEYS[@]}"; do
     text+="$key=${C[$key]:-}"$'\n'
@@ -293,31 +318,42 @@ fanout_judge() {
   orbit_write_file "$cdir/candidate.env" "$text" || orbit_die "$EXIT_STATE_CORRUPT" "cannot write $cdir/candidate.env"
   orbit_sha256_str_v "$text"
   orbit_event candidate_end "$n" candidate "$k" outcome "${C[OUTCOME]}" checks_passed "$passed" checks_total "$total" \
-    pass_k_runs "$runs" holdout "$hold" changed "${C[CHANGED]}" disqualified "${C[DISQUALIFIED]}" commit "$c" sha256 "$REPLY"
+    pass_k_runs "$runs" holdout "$hold" judge "$judge" changed "${C[CHANGED]}" disqualified "${C[DISQUALIFIED]}" commit "$c" sha256 "$REPLY"
   if [[ -n $bad ]]; then
     orbit_log "iteration $n: candidate $k disqualified: $bad"
   fi
   return 0
 }
 
+# fanout_passes_all: the record in C passes everything survivor selection weighs: not
+# disqualified nor stopped, every check passing PASS_K times, the holdout and the judge (when
+# configured) not failed.
+fanout_passes_all() {
+  [[ -z ${C[DISQUALIFIED]:-} && ${C[OUTCOME]:-} != "$OUTCOME_STOPPED" ]] &&
+    ((C[CHECKS_TOTAL] > 0 && C[CHECKS_PASSED] == C[CHECKS_TOTAL] && C[PASS_K_RUNS] >= PASS_K)) &&
+    [[ ${C[HOLDOUT]:-} != "$VERIFY_FAIL" && ${C[JUDGE]:-} != "$VERIFY_FAIL" ]]
+}
+
 # fanout_select N: SURVIVOR (0: none qualified) and SURVIVOR_WHY from the candidates'
-# records, in the contract's order: qualified, the most checks passing, then PASS_K
-# passes, then the holdout, then the smallest change, then the lowest number.
+# records, in the contract's order: qualified (neither disqualified nor stopped), the most
+# checks passing, then PASS_K passes, then the holdout, then the judge, then the smallest
+# change, then the lowest number.
 SURVIVOR=0
 SURVIVOR_WHY=
 fanout_select() {
-  local n=$1 k dir best='' second='' key why h
+  local n=$1 k dir best='' second='' key why h j
   local -a keys=() b=() s=()
   printf -v dir '%s/iterations/%06d/candidates' "$LOOP_DIR" "$n"
   SURVIVOR=0 SURVIVOR_WHY='every candidate was disqualified'
   for ((k = 1; k <= FANOUT_N; k++)); do
     [[ -f $dir/$k/candidate.env ]] || continue
     fanout_read "$dir/$k/candidate.env"
-    [[ -z ${C[DISQUALIFIED]} ]] || continue
-    h=0
+    [[ -z ${C[DISQUALIFIED]} && ${C[OUTCOME]:-} != "$OUTCOME_STOPPED" ]] || continue
+    h=0 j=0
     [[ ${C[HOLDOUT]} == "$VERIFY_FAIL" ]] || h=1
+    [[ ${C[JUDGE]:-} == "$VERIFY_FAIL" ]] || j=1
     # One sortable key per candidate: higher is better in every field.
-    printf -v key '%04d %04d %d %09d %02d %d' "${C[CHECKS_PASSED]}" "${C[PASS_K_RUNS]}" "$h" \
+    printf -v key '%04d %04d %d %d %09d %02d %d' "${C[CHECKS_PASSED]}" "${C[PASS_K_RUNS]}" "$h" "$j" \
       $((999999999 - C[CHANGED])) $((99 - k)) "$k"
     keys+=("$key")
   done
@@ -338,7 +374,9 @@ fanout_select() {
     elif [[ ${b[2]} != "${s[2]}" ]]; then
       why='the holdout checks passed'
     elif [[ ${b[3]} != "${s[3]}" ]]; then
-      why="the smallest change ($((999999999 - 10#${b[3]})) file(s) against $((999999999 - 10#${s[3]})))"
+      why='the judge approved it'
+    elif [[ ${b[4]} != "${s[4]}" ]]; then
+      why="the smallest change ($((999999999 - 10#${b[4]})) file(s) against $((999999999 - 10#${s[4]})))"
     else
       why='a tie: the lowest candidate number'
     fi
@@ -376,6 +414,54 @@ fanout_budget() {
   fi
 }
 
+# fanout_probe K N BASE_TREE: status 0 when candidate K, whose runs have ended, passes
+# everything survivor selection weighs (no pinned or protected path changed, every check
+# PASS_K times, the holdout, the judge): with fanout-early-stop, whether the others are
+# stopped. Only that: a look in a subshell that writes nothing but its own scratch
+# (.run-tmp/probe.K) while the other candidates still run: no record, no event. Every
+# candidate is judged for the record (fanout_judge) once all runs have ended, so what the
+# probe saw is never evidence.
+fanout_probe() {
+  (
+    trap - ERR
+    orbit_event() { :; }
+    # The loop directory is compared, for the record, once every run has ended.
+    trust_check() {
+      TRUST_BAD=
+      return 0
+    }
+    fanout_probe_look "$@"
+  ) >/dev/null 2>>"$ORBIT_LOG_FILE"
+}
+# fanout_probe_look K N BASE_TREE: fanout_probe's look (in its subshell).
+fanout_probe_look() {
+  local k=$1 n=$2 base=$3 r cws ORBIT_FAULT='' ORBIT_TMP=$ORBIT_TMP/probe.$1
+  rm -rf -- "$ORBIT_TMP"
+  mkdir -- "$ORBIT_TMP"
+  fanout_ws_v "$k"
+  cws=$REPLY
+  fanout_intact "$cws" || return 1
+  fanout_tree_v "$k" "$ORBIT_TMP/index"
+  [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]] || return 1
+  fanout_protected_v "$base" "$REPLY"
+  [[ -z $REPLY ]] || return 1
+  # The checks run in the candidate's worktree.
+  local WS=$cws
+  for ((r = 1; r <= PASS_K; r++)); do
+    run_verify "$ORBIT_TMP" "probe"
+    ((VERIFY_OK)) || return 1
+  done
+  if ((HOLDOUT_CHECKS > 0)); then
+    run_holdout "$n" "$ORBIT_TMP"
+    ((HOLDOUT_OK)) || return 1
+  fi
+  if [[ -n $JUDGE_CMD ]]; then
+    run_judge "$n" "$ORBIT_TMP"
+    ((JUDGE_OK)) || return 1
+  fi
+  return 0
+}
+
 # fanout_iteration N DIR BASE_TREE FEEDBACK: the fan-out of iteration N. Sets FANOUT_OUTCOME
 # to the survivor's outcome, FANOUT_ATTEMPTS, AGENT_RC and AGENT_SECS as a single run would, the
 # survivor's prompt and log as the iteration's, its claim in the workspace's agent folder;
@@ -384,14 +470,25 @@ fanout_budget() {
 FANOUT_ATTEMPTS=1
 FANOUT_OUTCOME=
 fanout_iteration() {
-  local n=$1 dir=$2 base=$3 fb=$4 commit k cdir j fd line outcome att secs rc cost
+  local n=$1 dir=$2 base=$3 fb=$4 commit k cdir j fd line outcome att secs rc cost passer=0
   local -a todo=() kept=() f=()
-  local -A fds=() res=()
+  local -A fds=() res=() pids=()
   # What the iteration sees when the fan-out stops early (TRUST_BAD: the loop stops).
   FANOUT_OUTCOME=$OUTCOME_AGENT_ERROR FANOUT_ATTEMPTS=1 AGENT_RC=0 AGENT_SECS=0 AGENT_TIMED_OUT=0
   RUN_COST_M=0 RUN_COST_KIND=$COST_UNKNOWN
   commit=$(git_q rev-parse HEAD)
   mkdir -p -- "$dir/candidates"
+  # Resumed after a crash: a candidate already recorded as passing everything stopped the
+  # fan-out (fanout-early-stop); the ones not recorded are recorded as stopped, not run.
+  if ((FANOUT_EARLY_STOP)); then
+    for ((k = 1; k <= FANOUT_N; k++)); do
+      cdir=$dir/candidates/$k
+      if [[ -f $cdir/candidate.env ]] && fanout_record_trusted "$n" "$k" "$cdir/candidate.env" && fanout_passes_all; then
+        passer=$k
+        break
+      fi
+    done
+  fi
   for ((k = 1; k <= FANOUT_N; k++)); do
     cdir=$dir/candidates/$k
     if [[ -f $cdir/candidate.env ]] && fanout_record_trusted "$n" "$k" "$cdir/candidate.env"; then
@@ -418,9 +515,13 @@ fanout_iteration() {
     rm -rf -- "$ORBIT_TMP/c$k"
     mkdir -- "$ORBIT_TMP/c$k"
     todo+=("$k")
+    if ((passer)); then
+      res[$k]=''
+    fi
   done
   if ((${#todo[@]})); then
     for k in "${todo[@]}"; do
+      [[ -z ${res[$k]+set} ]] || continue
       orbit_event candidate_start "$n" candidate "$k" of "$FANOUT_N" path "$WS.c$k"
     done
     orbit_log "iteration $n: ${#todo[@]} candidate(s) start in parallel (${todo[*]})"
@@ -431,11 +532,45 @@ fanout_iteration() {
     fi
     FANOUT_PIDS=()
     for k in "${todo[@]}"; do
+      [[ -z ${res[$k]+set} ]] || continue
       exec {fd}< <(fanout_agent "$k" "$n" "$dir/candidates/$k" "$fb")
       fds[$k]=$fd
+      pids[$k]=$!
       FANOUT_PIDS+=("$!")
     done
+    if ((FANOUT_EARLY_STOP)) && ((passer == 0)); then
+      # Each candidate looked at as soon as its runs end; the first that passes everything
+      # stops the others (they report what they ran, as stopped).
+      while ((passer == 0)); do
+        j=0
+        for k in "${todo[@]}"; do
+          [[ -z ${res[$k]+set} ]] || continue
+          if kill -0 "${pids[$k]}" 2>/dev/null; then
+            j=1
+            continue
+          fi
+          fd=${fds[$k]}
+          res[$k]=$(cat <&"$fd" || true)
+          exec {fd}<&-
+          if fanout_probe "$k" "$n" "$base"; then
+            passer=$k
+            break
+          fi
+        done
+        ((j)) || break
+        ((passer)) || sleep 0.2
+      done
+      if ((passer)); then
+        orbit_log "iteration $n: candidate $passer passes everything: the others still running are stopped (fanout-early-stop)"
+        for k in "${todo[@]}"; do
+          if [[ -z ${res[$k]+set} ]]; then
+            kill -TERM "${pids[$k]}" 2>/dev/null || true
+          fi
+        done
+      fi
+    fi
     for k in "${todo[@]}"; do
+      [[ -z ${res[$k]+set} ]] || continue
       fd=${fds[$k]}
       res[$k]=$(cat <&"$fd" || true)
       exec {fd}<&-
@@ -472,6 +607,10 @@ fanout_iteration() {
           E) [[ ${f[1]:-0} == 1 ]] && DEADLINE_HIT=1 ;;
         esac
       done <<<"${res[$k]}"
+      # Stopped before it ran (or before it could say what it ran): another passed first.
+      if ((att == 0 && passer > 0)); then
+        outcome=$OUTCOME_STOPPED rc=0
+      fi
       printf 'OUTCOME=%s\nEXIT=%s\nATTEMPTS=%s\nSECONDS=%s\nCOST_MICROUSD=%s\n' "$outcome" "$rc" "$att" "$secs" "$cost" >"$cdir/run.env"
     done
     [[ -z $TRUST_BAD ]] || return 0
@@ -490,6 +629,9 @@ fanout_iteration() {
     done
   fi
   fanout_select "$n"
+  if ((passer > 0 && SURVIVOR == passer)); then
+    SURVIVOR_WHY='the first to pass everything; the others were stopped (fanout-early-stop)'
+  fi
   printf '%s\n' "$SURVIVOR" >"$dir/survivor.txt"
   if ! grep -qF -- "\"event\":\"survivor_selected\",\"iteration\":$n," "$EV_FILE" 2>/dev/null; then
     orbit_event survivor_selected "$n" candidate "$SURVIVOR" of "$FANOUT_N" reason "$SURVIVOR_WHY"
@@ -542,8 +684,13 @@ fanout_progress_v() {
     [[ -f $dir/candidates/$k/candidate.env ]] || continue
     fanout_read "$dir/candidates/$k/candidate.env"
     text+="- candidate $k: ${C[OUTCOME]:-?}, checks ${C[CHECKS_PASSED]}/${C[CHECKS_TOTAL]:-0}, PASS_K runs ${C[PASS_K_RUNS]}, holdout ${C[HOLDOUT]:-not run}, changed ${C[CHANGED]} file(s)"
+    if [[ -n ${C[JUDGE]:-} ]]; then
+      text+=", judge ${C[JUDGE]}"
+    fi
     if [[ -n ${C[DISQUALIFIED]} ]]; then
       text+=" — disqualified: ${C[DISQUALIFIED]}"
+    elif [[ ${C[OUTCOME]:-} == "$OUTCOME_STOPPED" ]]; then
+      text+=" — stopped: another candidate passed everything first; kept as refs/orbit/$LOOP_NAME/$n/$k"
     elif ((k == surv)); then
       text+=" — survivor"
     else
@@ -579,10 +726,17 @@ fanout_done_prune() {
   orbit_event candidates_pruned "$CUR_ITER" reason "done"
 }
 
-# fanout_settings: FANOUT_N from the loop's identity (CANDIDATES_SETTING), 1..8.
+# fanout_settings: FANOUT_N (1..8) and FANOUT_EARLY_STOP (0 or 1) from the loop's identity
+# (CANDIDATES_SETTING, FANOUT_EARLY_STOP_SETTING; a loop rendered before the latter waits
+# for every candidate).
+FANOUT_EARLY_STOP=0
 fanout_settings() {
   FANOUT_N=${CANDIDATES_SETTING:-1}
   if [[ ! $FANOUT_N =~ ^[1-8]$ ]]; then
     orbit_die "$EXIT_PREFLIGHT" "candidates = '$FANOUT_N' in the rendered settings: give 1 to 8 in loop.toml, then run orbit init --force"
+  fi
+  FANOUT_EARLY_STOP=${FANOUT_EARLY_STOP_SETTING:-0}
+  if [[ ! $FANOUT_EARLY_STOP =~ ^[01]$ ]]; then
+    orbit_die "$EXIT_PREFLIGHT" "fanout-early-stop = '$FANOUT_EARLY_STOP' in the rendered settings: give true or false in loop.toml, then run orbit init --force"
   fi
 }

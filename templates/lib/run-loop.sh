@@ -2300,28 +2300,12 @@ done_gate() {
   fi
   # 5. The judge.
   if [[ -n $JUDGE_CMD ]]; then
-    local jlimit
-    deadline_cap_v "$EXEC_TIMEOUT_S" || true
-    jlimit=$((REPLY > 0 ? REPLY : 1))
-    rm -f -- "$ORBIT_TMP/judge.out"
-    if ! trust_check runner; then
-      integrity_gate "before the judge" || true
-      GATE_VERDICT="integrity"
-      return 0
-    fi
-    sandbox_prepare check
-    # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
-    ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_WORKSPACE="$WS" ORBIT_ITERATION="$n" ORBIT_REPO_ROOT="$WS" ORBIT_JUDGE="$JUDGE_CMD" \
-      orbit_run_bounded "$jlimit" "$KILL_GRACE_S" /dev/null "$ORBIT_TMP/judge.out" \
-      "${SANDBOX_ARGV[@]}" "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 1; eval "$ORBIT_JUDGE"'
-    if trust_check check; then
-      cp -- "$ORBIT_TMP/judge.out" "$dir/judge.log"
-    fi
+    run_judge "$n" "$dir"
     if ! integrity_gate "after the judge"; then
       GATE_VERDICT="integrity"
       return 0
     fi
-    if ((ORBIT_RC != 0 || ORBIT_TIMED_OUT)); then
+    if ((!JUDGE_OK)); then
       GATE_VERDICT="the judge did not approve (see judge.log)"
       return 0
     fi
@@ -2437,6 +2421,37 @@ run_holdout() {
     orbit_event holdout_pass "$n"
   else
     orbit_event holdout_fail "$n" failing "${HOLDOUT_FAILING:-holdout.sh}"
+  fi
+  return 0
+}
+
+# run_judge N DIR: the judge hook (JUDGE_CMD) on the workspace (WS: a candidate's worktree in
+# survivor selection), bounded by EXEC_TIMEOUT and the loop's deadline, in the sandbox of a
+# check. JUDGE_OK=1 when it exits 0 in time; its output goes to DIR/judge.log unless the run
+# changed what the runner holds (TRUST_BAD then says what, and nothing of it is taken).
+JUDGE_OK=0
+run_judge() {
+  local n=$1 dir=$2 jlimit
+  JUDGE_OK=0
+  rm -f -- "$ORBIT_TMP/judge.out"
+  if [[ -n $TRUST_BAD ]] || ! trust_check runner; then
+    orbit_log "the loop directory or git's control files changed before the judge ran: $TRUST_BAD ($TRUST_REASON)"
+    return 0
+  fi
+  deadline_cap_v "$EXEC_TIMEOUT_S" || true
+  jlimit=$((REPLY > 0 ? REPLY : 1))
+  sandbox_prepare check
+  # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
+  ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_WORKSPACE="$WS" ORBIT_ITERATION="$n" ORBIT_REPO_ROOT="$WS" ORBIT_JUDGE="$JUDGE_CMD" \
+    orbit_run_bounded "$jlimit" "$KILL_GRACE_S" /dev/null "$ORBIT_TMP/judge.out" \
+    "${SANDBOX_ARGV[@]}" "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 1; eval "$ORBIT_JUDGE"'
+  if ! trust_check check; then
+    orbit_log "the judge changed $TRUST_BAD ($TRUST_REASON): its verdict is not taken"
+    return 0
+  fi
+  cp -- "$ORBIT_TMP/judge.out" "$dir/judge.log"
+  if ((ORBIT_RC == 0 && !ORBIT_TIMED_OUT)); then
+    JUDGE_OK=1
   fi
   return 0
 }

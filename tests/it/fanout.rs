@@ -583,3 +583,123 @@ fn report_lists_each_iterations_candidates_read_as_data_and_escaped() {
     );
     assert!(!pwned.exists(), "never run");
 }
+
+#[test]
+fn the_judge_picks_between_candidates_that_pass_every_check() {
+    let repo = add_repo();
+    // Both pass every check and claim DONE; 1 is the smaller change, but its add.sh says it
+    // is a shortcut, which the judge refuses.
+    let agent = candidate_agent(
+        &repo,
+        &format!(
+            "1) printf '%s\\n' 'echo $(($1 + $2)) # shortcut' > add.sh; echo done > \"$ORBIT_AGENT_DIR/done.md\" ;;\n\
+             2) {HONEST}; echo 'add.sh adds' > NOTES.txt ;;"
+        ),
+    );
+    let dir = fanout_loop(&repo, &agent, "2", &[]);
+    let out = repo.run_loop(&dir, &[], &[("JUDGE_CMD", "! grep -q shortcut add.sh")]);
+    assert_ok(&out, "the fan-out loop with a judge");
+    let shortcut = cand_env(&dir, 1, 1);
+    let honest = cand_env(&dir, 1, 2);
+    assert_eq!(
+        shortcut["CHECKS_PASSED"], shortcut["CHECKS_TOTAL"],
+        "{shortcut:?}"
+    );
+    assert_eq!(shortcut["JUDGE"], "fail", "{shortcut:?}");
+    assert_eq!(honest["JUDGE"], "pass", "{honest:?}");
+    assert!(
+        shortcut["CHANGED"].parse::<u64>().unwrap() < honest["CHANGED"].parse::<u64>().unwrap(),
+        "without the judge the shortcut would win on the smallest change: {shortcut:?} {honest:?}"
+    );
+    let sel = events_named(&dir, "survivor_selected");
+    let line = sel[0].value.to_string();
+    assert!(line.contains("\"candidate\":2"), "{line}");
+    assert!(line.contains("the judge approved it"), "{line}");
+    let ends = events_named(&dir, "candidate_end");
+    assert!(
+        ends.iter()
+            .any(|e| e.value.to_string().contains("\"judge\":\"fail\"")),
+        "{ends:?}"
+    );
+    assert_eq!(repo.ws_read("add.sh"), "echo $(($1 + $2))\n");
+    let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
+    assert!(progress.contains(", judge fail"), "{progress}");
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn an_early_stop_fan_out_stops_the_others_once_one_passes_everything_and_records_them() {
+    let repo = add_repo();
+    // Without a fan-out there is nothing to stop: refused, with what to do.
+    let agent = candidate_agent(
+        &repo,
+        &format!("1) sleep 300; {HONEST} ;;\n2) {HONEST} ;;\n3) : ;;"),
+    );
+    let out = repo.orbit(&[
+        "init",
+        "test goal",
+        "--engine",
+        "custom",
+        "--exec",
+        agent.to_str().unwrap(),
+        "--verify",
+        VISIBLE,
+        "--fanout-early-stop",
+    ]);
+    assert_code(&out, 2, "early stop without candidates");
+    assert!(
+        text(&out).contains("candidates = 2 or more"),
+        "{}",
+        text(&out)
+    );
+
+    let dir = fanout_loop(&repo, &agent, "3", &["--fanout-early-stop"]);
+    let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
+    assert!(toml.contains("fanout-early-stop = true"), "{toml}");
+    assert_script_clean(&dir.join("run-loop.sh"));
+    // Candidate 1 would sleep for 5 minutes: the run ends because it is stopped.
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_ok(&out, "the early-stop fan-out");
+    assert_eq!(repo.ws_read("add.sh"), "echo $(($1 + $2))\n");
+    let slow = cand_env(&dir, 1, 1);
+    assert_eq!(slow["OUTCOME"], "stopped", "{slow:?}");
+    assert_eq!(
+        slow["CHECKS_TOTAL"], "0",
+        "a stopped candidate is not checked: {slow:?}"
+    );
+    assert_eq!(cand_env(&dir, 1, 2)["OUTCOME"], "ok");
+    assert_eq!(cand_env(&dir, 1, 3)["CHECKS_PASSED"], "0");
+    let sel = events_named(&dir, "survivor_selected");
+    let line = sel[0].value.to_string();
+    assert!(line.contains("\"candidate\":2"), "{line}");
+    assert!(line.contains("fanout-early-stop"), "{line}");
+    // Its cut-short run is in the ledger (its cost unknown) and in the journal, once.
+    let lines = ledger_lines(&dir, 1);
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.ends_with("\t1"))
+            .collect::<Vec<_>>(),
+        [&"1\t0\tunknown\t1".to_string()],
+        "{lines:?}"
+    );
+    let exits: Vec<String> = events_named(&dir, "agent_exit")
+        .iter()
+        .map(|e| e.value.to_string())
+        .filter(|v| v.contains("\"candidate\":\"1\"") || v.contains("\"candidate\":1"))
+        .collect();
+    assert_eq!(exits.len(), 1, "{exits:?}");
+    assert!(exits[0].contains("\"outcome\":\"stopped\""), "{exits:?}");
+    let log = fs::read_to_string(dir.join("iterations/000001/candidates/1/agent.log")).unwrap();
+    assert!(log.contains("[orbit: stopped by the runner"), "{log}");
+    let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
+    assert!(
+        progress.contains("- candidate 1: stopped")
+            && progress.contains("another candidate passed everything first"),
+        "{progress}"
+    );
+    // Nothing of the stopped candidate is left running.
+    let marker = format!("ORBIT_OWNER={}", fs::canonicalize(&dir).unwrap().display());
+    assert!(crate::support::processes_with_env(&marker).is_empty());
+    assert_records_agree(&dir);
+}

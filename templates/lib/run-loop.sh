@@ -2839,6 +2839,15 @@ run_iteration() {
     outcome=$FANOUT_OUTCOME
     attempt=$FANOUT_ATTEMPTS
     ATTEMPT=$attempt
+    ENGINE_MESSAGE='' ENGINE_RESUME_AT='' PERMANENT_WHY=''
+    if [[ -z $TRUST_BAD && ($outcome == "$OUTCOME_RATE_LIMITED" || $outcome == "$OUTCOME_PERMANENT") ]]; then
+      # What the survivor's CLI said (when its limit lifts; its refusal and the fix) was
+      # read in the candidate's subshell: read again here, from its log.
+      engine_classify_v "$dir/agent.log" "$AGENT_RC" 0
+      if [[ $REPLY != "$outcome" ]]; then
+        ENGINE_MESSAGE='' ENGINE_RESUME_AT='' PERMANENT_WHY=''
+      fi
+    fi
   fi
   while ((FANOUT_N == 1 && attempt < RETRY_LIMIT)); do
     attempt=$((attempt + 1))

@@ -703,3 +703,28 @@ fn an_early_stop_fan_out_stops_the_others_once_one_passes_everything_and_records
     assert!(crate::support::processes_with_env(&marker).is_empty());
     assert_records_agree(&dir);
 }
+
+#[test]
+fn a_fan_out_stopped_by_a_rate_limit_pauses_until_the_reset_its_cli_named() {
+    let repo = add_repo();
+    let reset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 7200;
+    // Every candidate's CLI says when its limit lifts (an epoch, as Claude Code's
+    // "limit reached|<epoch>" does) and fails.
+    let agent = candidate_agent(
+        &repo,
+        &format!("*) echo 'Claude AI usage limit reached|{reset}'; exit 1 ;;"),
+    );
+    let dir = fanout_loop(&repo, &agent, "2", &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 13, "paused by the rate limit");
+    assert_eq!(crate::support::state_value(&dir, "LAST_STATUS"), "PAUSED");
+    assert_eq!(
+        crate::support::state_value(&dir, "RESUME_AT"),
+        reset.to_string(),
+        "the reset the CLI named, not the 15-minute default"
+    );
+}

@@ -1135,7 +1135,7 @@ trust_may_change() {
 # goal_drift, reward_hack, script_tamper; anything else is loop_tamper, git's files
 # git_tamper). Holds what it found either way.
 trust_check() {
-  local mode=$1 now line path ty why bad='' bad_why='' pinned='' pinned_why=''
+  local mode=$1 now line path ty why diffs bad='' bad_why='' pinned='' pinned_why=''
   local -A before=()
   TRUST_BAD=
   if ((!TRUST_HELD)); then
@@ -1159,31 +1159,38 @@ trust_check() {
   trust_loop_v
   now=$REPLY
   if [[ $now != "$TRUST_LOOP" ]]; then
-    while IFS= read -r line; do
-      [[ -n $line ]] || continue
-      before[${line#* * * * * }]=$line
-    done <<<"$TRUST_LOOP"
-    while IFS= read -r line; do
-      [[ -n $line ]] || continue
-      path=${line#* * * * * }
-      ty=${line%% *}
-      why=''
-      if [[ $ty != f && $ty != d ]]; then
+    # Anything but a file or a directory, wherever it is, changed or not.
+    if [[ $'\n'$now == *$'\n'[!fd]' '* ]]; then
+      while IFS= read -r line; do
+        ty=${line%% *}
+        path=${line#* * * * * }
         why=$(orbit_file_kind "$LOOP_DIR/$path")
         [[ $ty == X ]] && why='a name with a newline'
-      elif [[ ${before[$path]-} != "$line" ]] && ! trust_may_change "$mode" "$path"; then
+        trust_note "$path" "$why"
+      done < <(grep -av '^[fd] ' <<<"$now" || true)
+    fi
+    # Then only the lines that differ (in the order of their paths): a path on both sides
+    # changed, one only before was removed, one only now was created.
+    diffs=$(diff -- <(printf '%s\n' "$TRUST_LOOP") <(printf '%s\n' "$now") || true)
+    while IFS= read -r line; do
+      [[ $line == '< '* ]] && before[${line#< * * * * * }]=1
+    done <<<"$diffs"
+    while IFS= read -r line; do
+      [[ $line == '> '* ]] || continue
+      path=${line#> * * * * * }
+      if [[ $line == '> '[fd]' '* ]] && ! trust_may_change "$mode" "$path"; then
         if [[ -n ${before[$path]-} ]]; then why=changed; else why=created; fi
-      fi
-      unset 'before[$path]'
-      if [[ -n $why ]]; then
         trust_note "$path" "$why"
       fi
-    done <<<"$now"
-    for path in "${!before[@]}"; do
-      if ! trust_may_change "$mode" "$path"; then
+      unset 'before[$path]'
+    done <<<"$diffs"
+    while IFS= read -r line; do
+      [[ $line == '< '* ]] || continue
+      path=${line#< * * * * * }
+      if [[ -n ${before[$path]-} ]] && ! trust_may_change "$mode" "$path"; then
         trust_note "$path" removed
       fi
-    done
+    done <<<"$diffs"
   fi
   TRUST_LOOP=$now
   if [[ -n $pinned ]]; then

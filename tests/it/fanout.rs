@@ -728,3 +728,35 @@ fn a_fan_out_stopped_by_a_rate_limit_pauses_until_the_reset_its_cli_named() {
         "the reset the CLI named, not the 15-minute default"
     );
 }
+
+#[test]
+fn under_the_sandbox_a_candidate_cannot_write_into_a_siblings_worktree_or_the_loop_directory() {
+    if !crate::support::bwrap_available() {
+        return;
+    }
+    let repo = add_repo();
+    // Candidate 1 tries to plant its sibling's answer and a file in the loop directory, and
+    // notes in its own worktree (the one place it may write) which writes went through;
+    // candidate 2 does honest work without claiming DONE, so that the refs stay.
+    let agent = candidate_agent(
+        &repo,
+        "1) echo tried > marks.txt; \
+           printf 'echo 5\\n' > ../test-goal.c2/add.sh 2>/dev/null && echo sibling >> marks.txt; \
+           echo forged > ../../test-goal/forged.txt 2>/dev/null && echo loop >> marks.txt; true ;;\n\
+         2) printf '%s\\n' 'echo $(($1 + $2))' > add.sh ;;",
+    );
+    let dir = fanout_loop(&repo, &agent, "2", &["--sandbox", "bwrap"]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "one tick under the sandbox");
+    let marks = repo.git(&["show", "refs/orbit/test-goal/1/1:marks.txt"]);
+    assert_eq!(marks, "tried\n", "neither write went through");
+    assert!(!dir.join("forged.txt").exists());
+    let honest = cand_env(&dir, 1, 2);
+    assert_eq!(honest["CHECKS_PASSED"], "1", "{honest:?}");
+    assert_eq!(
+        repo.git(&["show", "refs/orbit/test-goal/1/2:add.sh"]),
+        "echo $(($1 + $2))\n",
+        "the sibling's change is its own"
+    );
+    assert_eq!(repo.ws_read("add.sh"), "echo $(($1 + $2))\n");
+}

@@ -12,9 +12,14 @@
 //! 3. `orbit audit` on loops with 1,000, 10,000 and 100,000 iterations of history (the
 //!    last with a 1 GB runner.log): wall time and peak memory.
 //! 4. `orbit status` over 1,000 loops.
+//! 5. Fan-out: one `--once` iteration with 1, 2 and 4 candidates of a no-op agent, on the
+//!    small and the 20,000-file repositories: the tick, its overhead beyond one agent's
+//!    time (the candidates run in parallel), and the reset of a reused candidate worktree
+//!    (as the runner does it: `git checkout -f` + `git clean -fd`) against the floor (one
+//!    `git status --porcelain` of that repository).
 //!
 //! Set ORBIT_BENCH_RUNS to change the number of samples (default 15), ORBIT_BENCH_ONLY to
-//! one of init, runner, audit, status to run a single part.
+//! one of init, runner, audit, status, fanout to run a single part.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -462,6 +467,159 @@ fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str, targets: bool) {
     });
 }
 
+/// The fan-out: for 1, 2 and 4 candidates, a loop of a no-op agent (verify `true`), its
+/// first tick untimed (it makes the candidate worktrees), then the median tick. Targets:
+/// resetting a reused candidate worktree costs less than one floor (`git status
+/// --porcelain` of the repository), and the overhead beyond one agent's time grows no
+/// faster than the number of candidates.
+fn bench_fanout(rows: &mut Vec<Row>, files: usize, label: &str) {
+    let r = repo(files);
+    let bin = tempfile::tempdir().unwrap();
+    let agent = bin.path().join("noop-agent");
+    fs::write(
+        &agent,
+        "#!/usr/bin/env bash\ncat >/dev/null\necho x >> bench.txt\n",
+    )
+    .unwrap();
+    sh(bin.path(), "chmod +x noop-agent");
+    let exec = agent.display().to_string();
+    let n = runs();
+    // One agent's own time, as the runner starts it (stdin from a prompt).
+    let prompt = bin.path().join("prompt.md");
+    fs::write(&prompt, "bench\n").unwrap();
+    let agent_m = median(
+        (0..n)
+            .map(|_| {
+                time(|| {
+                    run_ok(
+                        Command::new(&agent)
+                            .current_dir(bin.path())
+                            .stdin(fs::File::open(&prompt).unwrap()),
+                    )
+                })
+            })
+            .collect(),
+    );
+    let mut base_overhead = None;
+    for k in [1u32, 2, 4] {
+        let rel = format!(".orbit/fan{k}");
+        run_ok(
+            Command::new(orbit())
+                .args([
+                    "init",
+                    &format!("bench fan-out {k}"),
+                    "--engine",
+                    "custom",
+                    "--exec",
+                    &exec,
+                    "--verify",
+                    "true",
+                    "--max-iterations",
+                    "100000",
+                    "--candidates",
+                    &k.to_string(),
+                    "--dir",
+                    &rel,
+                ])
+                .current_dir(r.path())
+                .stdout(Stdio::null()),
+        );
+        let dir = r.path().join(&rel);
+        tick(r.path(), &dir);
+        let tick_m = median((0..n).map(|_| time(|| tick(r.path(), &dir))).collect());
+        let overhead = tick_m.saturating_sub(agent_m);
+        let growth = match base_overhead {
+            None => {
+                base_overhead = Some(overhead);
+                String::from("the baseline (no fan-out)")
+            }
+            Some(b) => {
+                let g = overhead.as_secs_f64()
+                    / Duration::max(b, Duration::from_micros(1)).as_secs_f64();
+                format!(
+                    "{g:.2}x the overhead of one; grows no faster than {k}x: {}",
+                    verdict(g <= f64::from(k))
+                )
+            }
+        };
+        rows.push(Row {
+            name: format!("fan-out, {label}: {k} candidate(s), tick"),
+            value: ms(tick_m),
+            note: format!(
+                "a --once iteration; overhead beyond one agent ({}) {}; {growth}",
+                ms(agent_m),
+                ms(overhead)
+            ),
+        });
+        if k > 1 {
+            // A reused candidate worktree reset to the base, as the runner does it, after
+            // the kind of change an agent leaves; against the floor of that repository.
+            let ws = PathBuf::from(state_value(&dir, "WORKSPACE"));
+            let cws = PathBuf::from(format!("{}.c1", ws.display()));
+            assert!(
+                cws.join(".git").is_file(),
+                "no candidate worktree at {}",
+                cws.display()
+            );
+            let head = String::from_utf8(
+                Command::new("git")
+                    .args(["rev-parse", "HEAD"])
+                    .current_dir(&ws)
+                    .output()
+                    .unwrap()
+                    .stdout,
+            )
+            .unwrap();
+            let head = head.trim().to_string();
+            let reset_m = median(
+                (0..n)
+                    .map(|i| {
+                        fs::write(cws.join("bench.txt"), format!("candidate {i}\n")).unwrap();
+                        fs::write(cws.join("new-file.txt"), "new\n").unwrap();
+                        time(|| {
+                            for args in [
+                                &["checkout", "-q", "-f", "--detach", &head][..],
+                                &["clean", "-q", "-f", "-d"][..],
+                            ] {
+                                run_ok(
+                                    Command::new("git")
+                                        .args(args)
+                                        .current_dir(&cws)
+                                        .stdout(Stdio::null()),
+                                );
+                            }
+                        })
+                    })
+                    .collect(),
+            );
+            let floor_m = median(
+                (0..n)
+                    .map(|_| {
+                        time(|| {
+                            run_ok(
+                                Command::new("git")
+                                    .args(["status", "--porcelain"])
+                                    .current_dir(&ws)
+                                    .stdout(Stdio::null()),
+                            )
+                        })
+                    })
+                    .collect(),
+            );
+            let ratio = reset_m.as_secs_f64() / floor_m.as_secs_f64();
+            rows.push(Row {
+                name: format!("fan-out, {label}: {k} candidates, reset"),
+                value: ms(reset_m),
+                note: format!(
+                    "one reused candidate worktree reset to the base; {ratio:.2}x the floor ({}); less than one floor: {}",
+                    ms(floor_m),
+                    verdict(ratio < 1.0)
+                ),
+            });
+        }
+    }
+}
+
 /// Writes a loop's history as the runner would have: `n` iterations of events (a valid
 /// hash chain), progress entries, ledger, signatures and result.env files, a sealed
 /// state.env, and a runner.log of `log_bytes`.
@@ -732,6 +890,10 @@ fn main() {
     if part("runner") {
         bench_runner(&mut rows, 1, "small repo", false);
         bench_runner(&mut rows, 20_000, "20,000 files", true);
+    }
+    if part("fanout") {
+        bench_fanout(&mut rows, 1, "small repo");
+        bench_fanout(&mut rows, 20_000, "20,000 files");
     }
     if part("audit") {
         bench_audit(&mut rows);

@@ -334,7 +334,9 @@ fn cell(text: &str) -> String {
         .to_string()
 }
 
-/// The last non-empty line an agent printed, shortened.
+/// The last non-empty line an agent printed, shortened: for a record without the CLI's
+/// final message (`AGENT_MESSAGE`, which the runner reads from the engine's structured
+/// output), or one written before it was recorded.
 fn last_message(log: &Path) -> String {
     let data = fsx::read_loop_file(log).unwrap_or_default();
     let tail = &data[data.len().saturating_sub(8192)..];
@@ -344,11 +346,15 @@ fn last_message(log: &Path) -> String {
         .rev()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("");
-    let line = cell(line);
+    shorten(&cell(line))
+}
+
+/// A table cell's text cut to 100 characters.
+fn shorten(line: &str) -> String {
     if line.chars().count() > 100 {
         format!("{}…", line.chars().take(99).collect::<String>())
     } else {
-        line
+        line.to_string()
     }
 }
 
@@ -500,7 +506,13 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         } else {
             commit
         };
-        let mut row = Row::from_record(i, &r, cell(commit), last_message(&idir.join("agent.log")));
+        let message = r.get("AGENT_MESSAGE");
+        let message = if message.trim().is_empty() {
+            last_message(&idir.join("agent.log"))
+        } else {
+            shorten(&cell(message))
+        };
+        let mut row = Row::from_record(i, &r, cell(commit), message);
         row.candidates = read_candidates(&idir);
         rows.push(row);
     }

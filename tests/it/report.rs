@@ -341,3 +341,58 @@ fn headless_chromium_draws_the_html_report() {
     let blank_colours: BTreeSet<[u8; 3]> = pixels(&blank_shot).into_iter().collect();
     assert_eq!(blank_colours.len(), 1, "a blank page has one colour");
 }
+
+#[test]
+fn the_report_of_a_loop_its_engine_refused_names_the_clis_words_and_the_fix() {
+    // A stand-in for the claude CLI (logged in for its status probe) whose run ends as the
+    // real one does without a valid key: one result line of stream-json, exit 1.
+    let repo = Repo::new();
+    let bin = tempfile::tempdir().unwrap();
+    let claude = bin.path().join("claude");
+    fs::write(
+        &claude,
+        r#"#!/usr/bin/env bash
+case "${1:-}" in
+  --version) echo '9.9.9 (stand-in)'; exit 0 ;;
+  auth) echo '{"loggedIn": true}'; exit 0 ;;
+esac
+cat >/dev/null
+echo '{"type":"system","subtype":"init","session_id":"x"}'
+echo '{"type":"result","subtype":"success","is_error":true,"duration_ms":429,"api_error_status":401,"result":"Invalid API key · Fix external API key"}'
+exit 1
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&claude, fs::Permissions::from_mode(0o755)).unwrap();
+    let out = repo.orbit(&[
+        "init",
+        "test goal",
+        "--engine",
+        "claude",
+        "--verify",
+        "false",
+    ]);
+    assert_ok(&out, "orbit init");
+    let path = format!("{}:{}", bin.path().display(), repo.path_env());
+    let out = repo.run_loop(
+        &repo.join(".orbit/test-goal"),
+        &["--once"],
+        &[("PATH", &path), ("ANTHROPIC_API_KEY", "wrong")],
+    );
+    assert_code(&out, 14, "BLOCKED at once");
+    let md = report(&repo, &[]);
+    let first = row(&md, 1);
+    assert!(
+        first.contains("Invalid API key · Fix external API key"),
+        "the CLI's own words, not its JSON: {first}"
+    );
+    assert!(!first.contains("{\"type\""), "no raw JSON: {first}");
+    assert!(md.contains("ANTHROPIC_API_KEY"), "the fix: {md}");
+    let html = report(&repo, &["--html"]);
+    assert!(html.contains("Invalid API key"), "{html}");
+    assert!(
+        !html.contains("api_error_status"),
+        "no raw JSON in the page"
+    );
+}

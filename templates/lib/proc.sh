@@ -8,11 +8,21 @@ ORBIT_WATCHDOG_PID=
 ORBIT_RC=0
 ORBIT_TIMED_OUT=0
 
+# orbit_group_alive PGID: a process of the group is alive. A zombie is not: a process whose
+# parent exited is reaped by PID 1, which in a container or a micro-VM may take its time
+# (or never come), and it runs nothing. Without ps, any member counts.
+orbit_group_alive() {
+  local out
+  kill -0 -- "-$1" 2>/dev/null || return 1
+  out=$(ps -A -o pgid= -o stat= 2>/dev/null) || return 0
+  awk -v g="$1" '$1 == g && $2 !~ /^Z/ { found = 1 } END { exit !found }' <<<"$out"
+}
+
 # orbit_kill_group PID GRACE: TERM the process group, KILL it after GRACE seconds.
 orbit_kill_group() {
   local pid=$1 grace=$2 waited=0
   kill -TERM -- "-$pid" 2>/dev/null || return 0
-  while kill -0 -- "-$pid" 2>/dev/null && ((waited < grace * 10)); do
+  while orbit_group_alive "$pid" && ((waited < grace * 10)); do
     sleep 0.1
     waited=$((waited + 1))
   done

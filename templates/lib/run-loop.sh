@@ -1092,8 +1092,12 @@ trust_git_v() {
       REPLY+="absent $p"$'\n'
     fi
   done
+  # A directory by its entries, not its times; info/refs not at all: every repack (a
+  # detached `gc --auto` of the user's commit, git maintenance) rewrites it for the dumb
+  # HTTP transport, and nothing local reads it.
   if ((${#roots[@]})); then
-    REPLY+=$(find "${roots[@]}" -printf '%y %i %s %T@ %C@ %p\n' 2>/dev/null | LC_ALL=C sort)
+    REPLY+=$(find "${roots[@]}" \( -path "$GIT_COMMON_ABS/info/refs" -prune \) -o \( -type d -printf 'd - - - - %p\n' \) -o \
+      -printf '%y %i %s %T@ %C@ %p\n' 2>/dev/null | LC_ALL=C sort)
   fi
 }
 

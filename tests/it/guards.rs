@@ -969,3 +969,27 @@ fn a_scheduler_environment_without_git_or_with_a_bad_tmpdir_is_a_preflight_error
     let out = repo.run_loop(&dir, &["--once"], &[]);
     assert_code(&out, 10, "fixed");
 }
+
+#[test]
+fn gits_own_housekeeping_writing_info_refs_during_a_run_is_not_tampering() {
+    // A repack (a `gc --auto` a commit detached, git maintenance) rewrites .git/info/refs
+    // for the dumb HTTP transport, whenever it ends: nothing local reads it. The agent does
+    // it here itself, and writes its work only once the file is there.
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "housekeeper",
+        r#"cat >/dev/null
+git update-server-info
+G=$(git rev-parse --path-format=absolute --git-common-dir)
+test -s "$G/info/refs" || exit 0
+echo work > work.txt
+echo done > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE, not git_tamper");
+    assert!(
+        repo.join(".git/info/refs").is_file(),
+        "info/refs was written"
+    );
+}

@@ -186,9 +186,8 @@ fn tick(r: &Path, dir: &Path) {
             .current_dir(r)
             .env("ALLOW_GREEN_START", "1")
             // The largest window there is: the no-op agent's change is never a stall.
-            .env("CONVERGENCE_WINDOW", "100")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
+            // (Its output is captured: a failed tick shows it.)
+            .env("CONVERGENCE_WINDOW", "100"),
     )
 }
 

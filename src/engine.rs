@@ -13,17 +13,19 @@ pub enum Engine {
     Claude,
     Codex,
     Gemini,
+    Qwen,
     Custom,
 }
 
 impl Engine {
-    pub const NAMES: [&'static str; 4] = ["claude", "codex", "gemini", "custom"];
+    pub const NAMES: [&'static str; 5] = ["claude", "codex", "gemini", "qwen", "custom"];
 
     pub fn parse(name: &str) -> Result<Engine> {
         match name {
             "claude" => Ok(Engine::Claude),
             "codex" => Ok(Engine::Codex),
             "gemini" => Ok(Engine::Gemini),
+            "qwen" => Ok(Engine::Qwen),
             "custom" => Ok(Engine::Custom),
             other => Err(Error::Usage(format!(
                 "--engine '{}': unknown engine; choose one of {} (custom takes --exec 'CMD ARGS')",
@@ -38,6 +40,7 @@ impl Engine {
             Engine::Claude => "claude",
             Engine::Codex => "codex",
             Engine::Gemini => "gemini",
+            Engine::Qwen => "qwen",
             Engine::Custom => "custom",
         }
     }
@@ -65,6 +68,15 @@ impl Engine {
     ///   `--allowed-tools run_shell_command(bash .orbit-agent/verify.sh)` adds the loop's
     ///   checks and nothing else (another command, or one chained after it, is denied by
     ///   gemini's policy); `--output-format json` puts errors as `{"error":{"code","message"}}`.
+    /// - Qwen Code (qwen-code 0.24.4, a fork of gemini-cli): runs headless when stdin is not
+    ///   a terminal and reads the prompt from it. It trusts every folder unless the user
+    ///   turned `security.folderTrust` on (then the fix is theirs: trust the workspace).
+    ///   `--approval-mode auto-edit` (qwen spells it with a hyphen) approves edits;
+    ///   `--allowed-tools run_shell_command(bash .orbit-agent/verify.sh)` adds the loop's
+    ///   checks, and any other command (or one chained after it) is declined, as headless
+    ///   qwen cannot ask. `--output-format stream-json` prints one JSON event per line, as
+    ///   claude does: the live view shows progress, and the last line is the result object
+    ///   (`is_error`, `result`, `error.message`, `usage`).
     pub fn default_argv(self) -> Option<Vec<String>> {
         let words: &[&str] = match self {
             Engine::Claude => &[
@@ -96,6 +108,15 @@ impl Engine {
                 "--output-format",
                 "json",
             ],
+            Engine::Qwen => &[
+                "qwen",
+                "--approval-mode",
+                "auto-edit",
+                "--allowed-tools",
+                "run_shell_command(bash .orbit-agent/verify.sh)",
+                "--output-format",
+                "stream-json",
+            ],
             Engine::Custom => return None,
         };
         Some(words.iter().map(|w| w.to_string()).collect())
@@ -107,24 +128,29 @@ impl Engine {
             Engine::Claude => Some("@anthropic-ai/claude-code"),
             Engine::Codex => Some("@openai/codex"),
             Engine::Gemini => Some("@google/gemini-cli"),
+            Engine::Qwen => Some("@qwen-code/qwen-code"),
             Engine::Custom => None,
         }
     }
 
-    /// The environment variable a built-in engine's CLI reads its API key from.
+    /// The environment variable a built-in engine's CLI reads its API key from (qwen: its
+    /// OpenAI-compatible provider's key; it also wants OPENAI_BASE_URL and OPENAI_MODEL, or
+    /// a provider in its settings).
     pub fn api_key_env(self) -> Option<&'static str> {
         match self {
             Engine::Claude => Some("ANTHROPIC_API_KEY"),
             Engine::Codex => Some("OPENAI_API_KEY"),
             Engine::Gemini => Some("GEMINI_API_KEY"),
+            Engine::Qwen => Some("OPENAI_API_KEY"),
             Engine::Custom => None,
         }
     }
 
     /// The token prices `orbit init` writes into loop.toml for an engine that reports
     /// tokens, not dollars: `model=input/cached/output`, USD per million tokens, as the
-    /// providers list them (OpenAI and Google price pages, 2025-08; check and override in
-    /// loop.toml `token-prices`). `*` prices any other model (the CLI's current default
+    /// providers list them (OpenAI and Google price pages, 2025-08; qwen: Alibaba Cloud
+    /// Model Studio's international prices of the smallest context tier, 2025-09; check and
+    /// override in loop.toml `token-prices`). `*` prices any other model (the CLI's current default
     /// model is often newer than this table).
     pub fn default_token_prices(self) -> Vec<String> {
         let prices: &[&str] = match self {
@@ -140,13 +166,18 @@ impl Engine {
                 "gemini-2.5-flash-lite=0.10/0.025/0.40",
                 "*=1.25/0.31/10",
             ],
+            Engine::Qwen => &[
+                "qwen3-coder-plus=1/0.2/5",
+                "qwen3-coder-flash=0.30/0.06/1.50",
+                "*=1/0.2/5",
+            ],
             Engine::Claude | Engine::Custom => &[],
         };
         prices.iter().map(|p| p.to_string()).collect()
     }
 
-    /// Whether the engine's output says what a run cost (claude in dollars; codex and
-    /// gemini in tokens, priced by `token-prices`). A custom agent reports a cost only if it
+    /// Whether the engine's output says what a run cost (claude in dollars; codex, gemini
+    /// and qwen in tokens, priced by `token-prices`). A custom agent reports a cost only if it
     /// writes `$ORBIT_COST_FILE`.
     pub fn reports_cost(self) -> bool {
         !matches!(self, Engine::Custom)
@@ -265,5 +296,24 @@ mod tests {
                 "run_shell_command(bash .orbit-agent/verify.sh)"
             ]));
         assert!(!gemini.iter().any(|w| w == "--yolo" || w == "yolo"));
+        let qwen = Engine::Qwen.default_argv().unwrap();
+        assert!(
+            qwen.windows(2)
+                .any(|w| w == ["--approval-mode", "auto-edit"])
+        );
+        assert!(qwen.windows(2).any(|w| w
+            == [
+                "--allowed-tools",
+                "run_shell_command(bash .orbit-agent/verify.sh)"
+            ]));
+        assert!(
+            qwen.windows(2)
+                .any(|w| w == ["--output-format", "stream-json"])
+        );
+        assert!(
+            !qwen
+                .iter()
+                .any(|w| w == "--yolo" || w == "yolo" || w == "-y")
+        );
     }
 }

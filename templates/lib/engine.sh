@@ -1,12 +1,12 @@
-# ---- the engines: what each built-in CLI (claude, codex, gemini) prints, read from its
-# ---- structured output. ENGINE picks the reader; a custom engine keeps the generic rules
-# ---- (classify_v, rate_limit_resume_at, cost_of_run). Checked against claude-code 2.1.197,
-# ---- codex 0.171.0 and gemini-cli 0.61.0.
+# ---- the engines: what each built-in CLI (claude, codex, gemini, qwen) prints, read from
+# ---- its structured output. ENGINE picks the reader; a custom engine keeps the generic
+# ---- rules (classify_v, rate_limit_resume_at, cost_of_run). Checked against claude-code
+# ---- 2.1.197, codex 0.171.0, gemini-cli 0.61.0 and qwen-code 0.24.4.
 #
 # Nothing here greps a number out of a transcript: each CLI's own last words are read where
-# only the CLI writes them (claude's `{"type":"result",...}` line, codex's `turn.failed`
-# and `error` events, gemini's closing JSON object), and the message they carry is what
-# the summary, progress.md and the report show.
+# only the CLI writes them (claude's and qwen's `{"type":"result",...}` line, codex's
+# `turn.failed` and `error` events, gemini's closing JSON object), and the message they
+# carry is what the summary, progress.md and the report show.
 
 # The CLI's message (one line) and the fix of a permanent failure, set by engine_classify_v.
 ENGINE_MESSAGE=
@@ -112,6 +112,12 @@ engine_final_message_v() {
       if engine_gemini_block_v "$log"; then
         local block=$REPLY
         engine_json_str_v "$block" message || engine_json_str_v "$block" response || true
+      fi
+      ;;
+    qwen)
+      if engine_last_line_v "$log" '{"type":"result"'; then
+        local result=$REPLY
+        engine_json_str_v "$result" result || engine_json_str_v "${result#*\"error\":\{}" message || true
       fi
       ;;
   esac
@@ -251,6 +257,7 @@ engine_auth_fix_v() {
     claude) REPLY="run \`claude /login\` (or \`claude setup-token\`) or set ANTHROPIC_API_KEY" ;;
     codex) REPLY="run \`codex login\` or set OPENAI_API_KEY (CODEX_API_KEY)" ;;
     gemini) REPLY="set GEMINI_API_KEY (or GOOGLE_API_KEY with GOOGLE_GENAI_USE_VERTEXAI=true), or run \`gemini\` once in a terminal to log in" ;;
+    qwen) REPLY="set OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL for an OpenAI-compatible provider (or configure one in ~/.qwen/settings.json, security.auth and modelProviders)" ;;
     *) REPLY="log the agent's CLI in or set its API key" ;;
   esac
   if engine_unattended; then
@@ -331,6 +338,7 @@ engine_classify_v() {
     claude) engine_classify_claude_v "$@" && return 0 ;;
     codex) engine_classify_codex_v "$@" && return 0 ;;
     gemini) engine_classify_gemini_v "$@" && return 0 ;;
+    qwen) engine_classify_qwen_v "$@" && return 0 ;;
   esac
   classify_v "$log" "$rc" "$to"
   if [[ $REPLY == "$OUTCOME_RATE_LIMITED" ]]; then
@@ -482,7 +490,56 @@ engine_classify_gemini_v() {
   return 0
 }
 
-# ---- cost: claude reports USD; codex and gemini report tokens, priced by TOKEN_PRICES
+# Qwen Code (`--output-format stream-json`): the last line is the result object, as
+# claude's: is_error, result (the answer), error.message (the failure, the provider's own
+# words after "[API Error: STATUS"). A quota qwen knows names its reset ("Quota exhausted:
+# ... will reset ..."); it retries other 429s by itself, silently, until it gives up.
+engine_classify_qwen_v() {
+  local log=$1 rc=$2 to=$3 line msg status=''
+  if ((to)); then
+    engine_timeout_v "$log"
+    return 0
+  fi
+  engine_last_line_v "$log" '{"type":"result"' || return 1
+  line=$REPLY
+  engine_json_scalar_v "$line" is_error || true
+  if [[ $REPLY != true ]]; then
+    ((rc == 0)) || return 1
+    engine_json_str_v "$line" result || true
+    ENGINE_MESSAGE=$REPLY
+    REPLY=$OUTCOME_OK
+    return 0
+  fi
+  if [[ $line == *'"error":{'* ]]; then
+    engine_json_str_v "${line#*\"error\":\{}" message || true
+  else
+    engine_json_str_v "$line" result || true
+  fi
+  ENGINE_MESSAGE=$REPLY
+  msg=${REPLY,,}
+  if [[ $ENGINE_MESSAGE =~ ^\[API\ Error:\ ([1-5][0-9][0-9])\  ]]; then
+    status=${BASH_REMATCH[1]}
+  fi
+  if [[ $status == 401 || $status == 403 || $msg == "no auth type is selected"* || $msg == "missing api key"* ||
+    $msg == *"environment variable not found"* || $msg == *"invalid api key"* || $msg == *"incorrect api key"* ||
+    $msg == *"invalid_api_key"* || $msg == "qwen oauth free tier"* || $msg == "invalid auth method"* ]]; then
+    engine_auth_fix_v
+    ENGINE_FIX=$REPLY
+    engine_permanent "the credentials were refused or are missing"
+  elif [[ $msg == "quota exhausted:"* ]]; then
+    engine_rate_limited
+  elif [[ $msg == *"insufficient_quota"* || $msg == *"check your plan and billing"* ]]; then
+    ENGINE_FIX="add credits or raise the quota of the provider's account, then run the loop again"
+    engine_permanent "the account's quota is used up"
+  elif [[ $status == 429 || $msg == *"rate limit"* ]]; then
+    engine_rate_limited
+  else
+    REPLY=$OUTCOME_AGENT_ERROR
+  fi
+  return 0
+}
+
+# ---- cost: claude reports USD; codex, gemini and qwen report tokens, priced by TOKEN_PRICES
 
 # engine_price_v MODEL: REPLY is "INPUT CACHED OUTPUT", USD per million tokens, for MODEL
 # from TOKEN_PRICES (`model=input/cached/output` words): the model itself, else the
@@ -564,8 +621,9 @@ engine_codex_model_v() {
 }
 
 # engine_cost_v LOG: sets RUN_COST_M and RUN_COST_KIND from a built-in engine's output:
-# claude's result line (total_cost_usd, reported); codex's turn.completed usage and
-# gemini's stats.models.*.tokens, priced by TOKEN_PRICES (estimated). Status 1 when the
+# claude's result line (total_cost_usd, reported); codex's turn.completed usage,
+# gemini's stats.models.*.tokens and qwen's result usage (its model named by its init
+# event), priced by TOKEN_PRICES (estimated). Status 1 when the
 # output holds no cost.
 engine_cost_v() {
   local log=$1 v in=0 cached=0 out=0 model total=0 any=0 line
@@ -611,6 +669,23 @@ engine_cost_v() {
       ' <<<"$REPLY")
       ((any)) || return 1
       RUN_COST_M=$total
+      RUN_COST_KIND=$COST_ESTIMATED
+      ;;
+    qwen)
+      engine_last_line_v "$log" '{"type":"result"' || return 1
+      line=${REPLY#*\"usage\":\{}
+      [[ $line != "$REPLY" ]] || return 1
+      line=${line%%\}*}
+      engine_json_scalar_v "$line" input_tokens && [[ $REPLY =~ ^[0-9]+$ ]] && in=$REPLY
+      engine_json_scalar_v "$line" cache_read_input_tokens && [[ $REPLY =~ ^[0-9]+$ ]] && cached=$REPLY
+      engine_json_scalar_v "$line" output_tokens && [[ $REPLY =~ ^[0-9]+$ ]] && out=$REPLY
+      ((in + out > 0)) || return 1
+      model=
+      if engine_last_line_v "$log" '{"type":"system","subtype":"init"'; then
+        engine_json_str_v "$REPLY" model && model=$REPLY
+      fi
+      engine_tokens_cost_v "$model" "$in" "$cached" "$out" || return 1
+      RUN_COST_M=$REPLY
       RUN_COST_KIND=$COST_ESTIMATED
       ;;
     *) return 1 ;;
@@ -685,8 +760,8 @@ engine_probe_v() {
 
 # engine_preflight: for a built-in engine, records the CLI's version (ENGINE_VERSION) and
 # stops the run before anything is spent (exit 2, with the fix) when the CLI says it has
-# no credentials (`claude auth status`, `codex login status`) or, for gemini (no probe),
-# when nothing in the environment or its settings names one. A probe that does not answer
+# no credentials (`claude auth status`, `codex login status`) or, for gemini and qwen (no
+# probe), when nothing in the environment or its settings names one. A probe that does not answer
 # in time stops the run too: a CLI that hangs on its own status would hang every run.
 ENGINE_PROBE_LIMIT=20
 engine_preflight() {
@@ -734,6 +809,16 @@ engine_preflight() {
         ! grep -qs '"selectedType"' -- "$settings/settings.json" &&
         [[ ! -s $settings/oauth_creds.json && ! -s $settings/.env && ! -s ${HOME:-/nonexistent}/.env ]]; then
         preflight_fail "gemini: no credentials (no GEMINI_API_KEY, no login in $settings): $fix"
+      fi
+      ;;
+    qwen)
+      # qwen reads a key from its environment (OPENAI_*, ANTHROPIC_*, GEMINI_*, GOOGLE_*),
+      # its settings (security.auth, modelProviders) or a .env file; a key in the argv counts.
+      local qdir=${QWEN_HOME:-${HOME:-}/.qwen}
+      if [[ -z ${OPENAI_API_KEY:-}${ANTHROPIC_API_KEY:-}${GEMINI_API_KEY:-}${GOOGLE_API_KEY:-}${GOOGLE_CLOUD_PROJECT:-}${DASHSCOPE_API_KEY:-}${QWEN_OAUTH:-} ]] &&
+        ! grep -qsE '"(apiKey|envKey|selectedType)"' -- "$qdir/settings.json" &&
+        [[ ! -s $qdir/.env && ! -s ${HOME:-/nonexistent}/.env && " ${AGENT_ARGV[*]} " != *" --openai-api-key"* ]]; then
+        preflight_fail "qwen: no credentials (no OPENAI_API_KEY, no provider in $qdir/settings.json): $fix"
       fi
       ;;
   esac

@@ -127,6 +127,10 @@ sandbox_home_paths() {
       REPLY_RW=(.gemini)
       REPLY_RO=(.gemini/settings.json .gemini/GEMINI.md)
       ;;
+    qwen)
+      REPLY_RW=(.qwen)
+      REPLY_RO=(.qwen/settings.json .qwen/QWEN.md .qwen/.env)
+      ;;
   esac
 }
 

@@ -14,11 +14,12 @@ pub enum Engine {
     Codex,
     Gemini,
     Qwen,
+    Aider,
     Custom,
 }
 
 impl Engine {
-    pub const NAMES: [&'static str; 5] = ["claude", "codex", "gemini", "qwen", "custom"];
+    pub const NAMES: [&'static str; 6] = ["claude", "codex", "gemini", "qwen", "aider", "custom"];
 
     pub fn parse(name: &str) -> Result<Engine> {
         match name {
@@ -26,6 +27,7 @@ impl Engine {
             "codex" => Ok(Engine::Codex),
             "gemini" => Ok(Engine::Gemini),
             "qwen" => Ok(Engine::Qwen),
+            "aider" => Ok(Engine::Aider),
             "custom" => Ok(Engine::Custom),
             other => Err(Error::Usage(format!(
                 "--engine '{}': unknown engine; choose one of {} (custom takes --exec 'CMD ARGS')",
@@ -41,6 +43,7 @@ impl Engine {
             Engine::Codex => "codex",
             Engine::Gemini => "gemini",
             Engine::Qwen => "qwen",
+            Engine::Aider => "aider",
             Engine::Custom => "custom",
         }
     }
@@ -77,6 +80,25 @@ impl Engine {
     ///   qwen cannot ask. `--output-format stream-json` prints one JSON event per line, as
     ///   claude does: the live view shows progress, and the last line is the result object
     ///   (`is_error`, `result`, `error.message`, `usage`).
+    /// - Aider (aider-chat 0.86.2): `--message-file /dev/stdin` takes the prompt from stdin
+    ///   and exits after it. `--yes-always` answers its questions (create a file, add a file
+    ///   to the chat, fix the failing checks), so everything that would run or fetch
+    ///   something unasked is turned off: `--no-suggest-shell-commands` (else a shell command
+    ///   the model suggests would run), `--no-detect-urls` and `--disable-playwright` (no
+    ///   scraping, no browser install), `--no-check-update`, `--no-show-release-notes`,
+    ///   `--no-analytics`, and `--no-show-model-warnings` (a model it does not know would
+    ///   offer to open its documentation). Its browser login (OpenRouter) is only offered
+    ///   without any key, which the preflight refuses first. `--no-auto-commits` and
+    ///   `--no-dirty-commits`: the runner commits. `--no-gitignore`: aider would add
+    ///   `.aider*` to .gitignore; its chat and input histories go under `.orbit-agent/`
+    ///   (kept out of every commit) and its repository-map cache is excluded by the runner.
+    ///   aider edits no file git ignores unless it is in its chat, and the agent's folder
+    ///   is ignored: `--add-gitignore-files --file .orbit-agent/done.md` puts the claim's
+    ///   file in the chat (aider creates it empty; the runner drops an empty done.md after
+    ///   an aider run: a claim carries its evidence).
+    ///   aider has no shell tool: `--test-cmd 'bash .orbit-agent/verify.sh' --auto-test`
+    ///   runs the loop's checks after each edit and hands their failure back to the model.
+    ///   `--no-pretty --no-fancy-input`: plain text, as it has no structured output.
     pub fn default_argv(self) -> Option<Vec<String>> {
         let words: &[&str] = match self {
             Engine::Claude => &[
@@ -117,19 +139,67 @@ impl Engine {
                 "--output-format",
                 "stream-json",
             ],
+            Engine::Aider => &[
+                "aider",
+                "--message-file",
+                "/dev/stdin",
+                "--yes-always",
+                "--no-suggest-shell-commands",
+                "--no-detect-urls",
+                "--disable-playwright",
+                "--no-check-update",
+                "--no-show-release-notes",
+                "--no-analytics",
+                "--no-show-model-warnings",
+                "--no-auto-commits",
+                "--no-dirty-commits",
+                "--no-gitignore",
+                "--chat-history-file",
+                ".orbit-agent/aider.chat.history.md",
+                "--input-history-file",
+                ".orbit-agent/aider.input.history",
+                "--add-gitignore-files",
+                "--file",
+                ".orbit-agent/done.md",
+                "--test-cmd",
+                "bash .orbit-agent/verify.sh",
+                "--auto-test",
+                "--no-pretty",
+                "--no-fancy-input",
+            ],
             Engine::Custom => return None,
         };
         Some(words.iter().map(|w| w.to_string()).collect())
     }
 
-    /// The npm package that installs a built-in engine's CLI (on a CI runner, in an image).
+    /// The npm package that installs a built-in engine's CLI (on a CI runner, in an image);
+    /// None for aider, a Python package (`pypi_package`).
     pub fn npm_package(self) -> Option<&'static str> {
         match self {
+            Engine::Aider => None,
             Engine::Claude => Some("@anthropic-ai/claude-code"),
             Engine::Codex => Some("@openai/codex"),
             Engine::Gemini => Some("@google/gemini-cli"),
             Engine::Qwen => Some("@qwen-code/qwen-code"),
             Engine::Custom => None,
+        }
+    }
+
+    /// The PyPI package that installs a built-in engine's CLI written in Python (aider).
+    pub fn pypi_package(self) -> Option<&'static str> {
+        match self {
+            Engine::Aider => Some("aider-chat"),
+            _ => None,
+        }
+    }
+
+    /// How a built-in engine's CLI installs: its package and the registry, for the
+    /// messages that name it.
+    pub fn package_hint(self) -> Option<String> {
+        if let Some(p) = self.npm_package() {
+            Some(format!("{p} (npm)"))
+        } else {
+            self.pypi_package().map(|p| format!("{p} (PyPI)"))
         }
     }
 
@@ -142,6 +212,9 @@ impl Engine {
             Engine::Codex => Some("OPENAI_API_KEY"),
             Engine::Gemini => Some("GEMINI_API_KEY"),
             Engine::Qwen => Some("OPENAI_API_KEY"),
+            // aider picks its model by the key it finds (ANTHROPIC_API_KEY: sonnet, ...);
+            // OPENAI_API_KEY is the one orbit names where it must name one.
+            Engine::Aider => Some("OPENAI_API_KEY"),
             Engine::Custom => None,
         }
     }
@@ -171,13 +244,14 @@ impl Engine {
                 "qwen3-coder-flash=0.30/0.06/1.50",
                 "*=1/0.2/5",
             ],
-            Engine::Claude | Engine::Custom => &[],
+            Engine::Claude | Engine::Aider | Engine::Custom => &[],
         };
         prices.iter().map(|p| p.to_string()).collect()
     }
 
-    /// Whether the engine's output says what a run cost (claude in dollars; codex, gemini
-    /// and qwen in tokens, priced by `token-prices`). A custom agent reports a cost only if it
+    /// Whether the engine's output says what a run cost (claude and aider in dollars, aider
+    /// for the models its price table knows; codex, gemini and qwen in tokens, priced by
+    /// `token-prices`). A custom agent reports a cost only if it
     /// writes `$ORBIT_COST_FILE`.
     pub fn reports_cost(self) -> bool {
         !matches!(self, Engine::Custom)
@@ -315,5 +389,28 @@ mod tests {
                 .iter()
                 .any(|w| w == "--yolo" || w == "yolo" || w == "-y")
         );
+        let aider = Engine::Aider.default_argv().unwrap();
+        assert!(
+            aider
+                .windows(2)
+                .any(|w| w == ["--message-file", "/dev/stdin"])
+        );
+        for off in [
+            "--no-suggest-shell-commands",
+            "--no-auto-commits",
+            "--no-gitignore",
+            "--no-check-update",
+            "--no-analytics",
+            "--no-detect-urls",
+        ] {
+            assert!(aider.iter().any(|w| w == off), "{off}");
+        }
+        assert!(
+            aider
+                .windows(2)
+                .any(|w| w == ["--test-cmd", "bash .orbit-agent/verify.sh"])
+        );
+        assert_eq!(Engine::Aider.npm_package(), None);
+        assert_eq!(Engine::Aider.pypi_package(), Some("aider-chat"));
     }
 }

@@ -753,8 +753,8 @@ fn header(shipped: &Shipped, opts: &Options, name: &str, secret: &str) -> Vec<St
         ),
         "2. kubectl apply -f THIS-FILE".into(),
     ]);
-    let needs = match shipped.cfg.engine.npm_package() {
-        Some(pkg) => format!("bash, git, {pkg} (npm) and the project's toolchain"),
+    let needs = match shipped.cfg.engine.package_hint() {
+        Some(pkg) => format!("bash, git, {pkg} and the project's toolchain"),
         None => "bash, git, the agent command of loop.toml and the project's toolchain".into(),
     };
     lines.push(format!(
@@ -771,8 +771,8 @@ fn header(shipped: &Shipped, opts: &Options, name: &str, secret: &str) -> Vec<St
 pub fn run(args: &ScheduleArgs) -> Result<u8> {
     let shipped = super::shipped(args.dir.as_deref(), args.branch.as_deref())?;
     let image = args.image.clone().ok_or_else(|| {
-        let needs = match shipped.cfg.engine.npm_package() {
-            Some(pkg) => format!("bash, git, the agent ({pkg} from npm)"),
+        let needs = match shipped.cfg.engine.package_hint() {
+            Some(pkg) => format!("bash, git, the agent ({pkg})"),
             None => "bash, git, the agent command of loop.toml".into(),
         };
         Error::Usage(format!(

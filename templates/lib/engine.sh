@@ -1,12 +1,15 @@
-# ---- the engines: what each built-in CLI (claude, codex, gemini, qwen) prints, read from
-# ---- its structured output. ENGINE picks the reader; a custom engine keeps the generic
-# ---- rules (classify_v, rate_limit_resume_at, cost_of_run). Checked against claude-code
-# ---- 2.1.197, codex 0.171.0, gemini-cli 0.61.0 and qwen-code 0.24.4.
+# ---- the engines: what each built-in CLI (claude, codex, gemini, qwen, aider) prints, read
+# ---- from its structured output (aider has none: its own line formats). ENGINE picks the
+# ---- reader; a custom engine keeps the generic rules (classify_v, rate_limit_resume_at,
+# ---- cost_of_run). Checked against claude-code 2.1.197, codex 0.171.0, gemini-cli 0.61.0,
+# ---- qwen-code 0.24.4 and aider-chat 0.86.2.
 #
 # Nothing here greps a number out of a transcript: each CLI's own last words are read where
 # only the CLI writes them (claude's and qwen's `{"type":"result",...}` line, codex's
 # `turn.failed` and `error` events, gemini's closing JSON object), and the message they
-# carry is what the summary, progress.md and the report show.
+# carry is what the summary, progress.md and the report show. aider prints text only: its
+# error lines begin with the error's class (`litellm.AuthenticationError: ...`), each reply
+# ends with its `Tokens: ... Cost: $X message, $Y session.` line, and those are read.
 
 # The CLI's message (one line) and the fix of a permanent failure, set by engine_classify_v.
 ENGINE_MESSAGE=
@@ -73,6 +76,33 @@ engine_gemini_block_v() {
   [[ -n $REPLY ]]
 }
 
+# engine_aider_tail_v LOG: REPLY is what aider's output ended on: "error KIND MESSAGE" for
+# an error line (`litellm.KIND: MESSAGE`, its lines wrapped by aider joined again) after
+# which no reply came, "retry SECONDS" when its last words were `Retrying in N seconds...`
+# after such an error, "reply TEXT" for the last paragraph of its last reply (the one its
+# `Tokens:` line closes), or "" when there is none of these.
+engine_aider_tail_v() {
+  REPLY=$(awk '
+    /^litellm\.[A-Za-z]+: / {
+      kind = $1; sub(/^litellm\./, "", kind); sub(/:$/, "", kind)
+      msg = $0; sub(/^litellm\.[A-Za-z]+: /, "", msg)
+      on = 1; state = "error"; next
+    }
+    on && (/^$/ || /^The API provider / || /^Retrying in /) { on = 0 }
+    on { msg = msg " " $0; next }
+    /^Retrying in [0-9.]+ seconds\.\.\.$/ && state == "error" { state = "retry"; secs = $3; next }
+    /^Tokens: / { state = "reply"; reply = para; para = ""; next }
+    /^$/ { para = ""; next }
+    { para = (para == "" ? $0 : para " " $0) }
+    END {
+      gsub(/[ \t]+/, " ", msg)
+      if (state == "error") printf "error %s %s", kind, msg
+      else if (state == "retry") printf "retry %s", secs
+      else if (state == "reply") printf "reply %s", reply
+    }' "$1" 2>/dev/null) || REPLY=
+  [[ -n $REPLY ]]
+}
+
 # engine_clip_v TEXT: REPLY is TEXT on one line, at most 200 characters.
 engine_clip_v() {
   REPLY=${1//[$'\n\r\t']/ }
@@ -118,6 +148,15 @@ engine_final_message_v() {
       if engine_last_line_v "$log" '{"type":"result"'; then
         local result=$REPLY
         engine_json_str_v "$result" result || engine_json_str_v "${result#*\"error\":\{}" message || true
+      fi
+      ;;
+    aider)
+      if engine_aider_tail_v "$log"; then
+        case $REPLY in
+          reply\ *) REPLY=${REPLY#reply } ;;
+          error\ *) REPLY=${REPLY#error * } ;;
+          *) REPLY= ;;
+        esac
       fi
       ;;
   esac
@@ -257,6 +296,7 @@ engine_auth_fix_v() {
     claude) REPLY="run \`claude /login\` (or \`claude setup-token\`) or set ANTHROPIC_API_KEY" ;;
     codex) REPLY="run \`codex login\` or set OPENAI_API_KEY (CODEX_API_KEY)" ;;
     gemini) REPLY="set GEMINI_API_KEY (or GOOGLE_API_KEY with GOOGLE_GENAI_USE_VERTEXAI=true), or run \`gemini\` once in a terminal to log in" ;;
+    aider) REPLY="set the provider's key (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY, ...; OPENAI_API_BASE for an OpenAI-compatible server) or name a model and key in .aider.conf.yml" ;;
     qwen) REPLY="set OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL for an OpenAI-compatible provider (or configure one in ~/.qwen/settings.json, security.auth and modelProviders)" ;;
     *) REPLY="log the agent's CLI in or set its API key" ;;
   esac
@@ -316,6 +356,16 @@ engine_retrying_v() {
       [[ $REPLY == *"429 Too Many Requests"* || ${REPLY,,} == *"rate limit"* ]] || return 1
       REPLY=
       ;;
+    aider)
+      # Its last words: a rate limit, then "Retrying in 8.0 seconds...".
+      engine_aider_tail_v "$1" || return 1
+      [[ $REPLY == "retry "* ]] || return 1
+      REPLY=${REPLY#retry }
+      REPLY=${REPLY%%.*}
+      [[ $REPLY =~ ^[0-9]+$ ]] || REPLY=
+      # Only a rate limit counts: the error before the retry note names its class.
+      grep -aqE '^litellm\.(RateLimitError|RouterRateLimitError): ' -- "$1" 2>/dev/null || return 1
+      ;;
     gemini)
       # Its retry notes on stderr: "Attempt N failed with status 429. Retrying ...".
       engine_last_line_v "$1" 'Attempt ' || return 1
@@ -339,6 +389,7 @@ engine_classify_v() {
     codex) engine_classify_codex_v "$@" && return 0 ;;
     gemini) engine_classify_gemini_v "$@" && return 0 ;;
     qwen) engine_classify_qwen_v "$@" && return 0 ;;
+    aider) engine_classify_aider_v "$@" && return 0 ;;
   esac
   classify_v "$log" "$rc" "$to"
   if [[ $REPLY == "$OUTCOME_RATE_LIMITED" ]]; then
@@ -539,6 +590,68 @@ engine_classify_qwen_v() {
   return 0
 }
 
+# Aider (text): it exits 0 after an API error too; its error line names the error's class
+# (litellm's: AuthenticationError, RateLimitError, NotFoundError, ...) and the provider's
+# message. Without a model or a key it says so and (never here: the preflight refuses first)
+# offers a browser login.
+engine_classify_aider_v() {
+  local log=$1 rc=$2 to=$3 kind
+  if ((to)); then
+    engine_timeout_v "$log"
+    return 0
+  fi
+  if grep -aqF 'No LLM model was specified and no API keys were provided.' -- "$log" 2>/dev/null; then
+    ENGINE_MESSAGE="No LLM model was specified and no API keys were provided."
+    engine_auth_fix_v
+    ENGINE_FIX=$REPLY
+    engine_permanent "the credentials are missing"
+    return 0
+  fi
+  engine_aider_tail_v "$log" || return 1
+  case $REPLY in
+    reply\ *)
+      ((rc == 0)) || return 1
+      ENGINE_MESSAGE=${REPLY#reply }
+      REPLY=$OUTCOME_OK
+      return 0
+      ;;
+    error\ *) ;;
+    *) return 1 ;;
+  esac
+  REPLY=${REPLY#error }
+  kind=${REPLY%% *}
+  ENGINE_MESSAGE=${REPLY#* }
+  case $kind in
+    AuthenticationError | PermissionDeniedError)
+      engine_auth_fix_v
+      ENGINE_FIX=$REPLY
+      engine_permanent "the credentials were refused or are missing"
+      ;;
+    RateLimitError | RouterRateLimitError) engine_rate_limited ;;
+    NotFoundError)
+      ENGINE_FIX="name a model the provider serves (--model in loop.toml's argv, AIDER_MODEL, or .aider.conf.yml), then run the loop again"
+      engine_permanent "the model was not found"
+      ;;
+    BudgetExceededError)
+      ENGINE_FIX="add credits or raise the budget of the provider's account, then run the loop again"
+      engine_permanent "the account's budget is used up"
+      ;;
+    *) REPLY=$OUTCOME_AGENT_ERROR ;;
+  esac
+  return 0
+}
+
+# engine_after_run: what a built-in CLI left in the agent's folder that is not the agent's:
+# aider edits no file git ignores unless it is in its chat, so its argv adds
+# .orbit-agent/done.md with --file, which creates the file empty; an empty done.md after
+# an aider run is that file, not a claim (a claim carries the evidence), and goes.
+engine_after_run() {
+  local f=$AGENT_DIR/done.md
+  if [[ $ENGINE == aider && -f $f && ! -L $f && ! -s $f ]]; then
+    rm -f -- "$f"
+  fi
+}
+
 # ---- cost: claude reports USD; codex, gemini and qwen report tokens, priced by TOKEN_PRICES
 
 # engine_price_v MODEL: REPLY is "INPUT CACHED OUTPUT", USD per million tokens, for MODEL
@@ -688,6 +801,14 @@ engine_cost_v() {
       RUN_COST_M=$REPLY
       RUN_COST_KIND=$COST_ESTIMATED
       ;;
+    aider)
+      # Its last `Tokens: ... Cost: $X message, $Y session.` line: the session is the run.
+      # A model its price table does not know prints tokens only: no cost.
+      engine_last_line_v "$log" 'Tokens: ' || return 1
+      [[ $REPLY =~ \ Cost:\ \$[0-9.]+\ message,\ \$([0-9]*\.?[0-9]+)\ session\.$ ]] || return 1
+      RUN_COST_M=$(cost_to_micro "${BASH_REMATCH[1]}") || return 1
+      RUN_COST_KIND=$COST_REPORTED
+      ;;
     *) return 1 ;;
   esac
   return 0
@@ -809,6 +930,24 @@ engine_preflight() {
         ! grep -qs '"selectedType"' -- "$settings/settings.json" &&
         [[ ! -s $settings/oauth_creds.json && ! -s $settings/.env && ! -s ${HOME:-/nonexistent}/.env ]]; then
         preflight_fail "gemini: no credentials (no GEMINI_API_KEY, no login in $settings): $fix"
+      fi
+      ;;
+    aider)
+      # aider picks a model by the key it finds; without a key or a model it offers a
+      # browser login and waits for it (--yes-always accepts): refused here first. A URL
+      # an error names is offered to a browser too: BROWSER=true makes that a no-op.
+      # Python buffers its output into a pipe: unbuffered, the live view follows it and a
+      # run the timeout stops keeps its last words (a rate limit's retry note).
+      export BROWSER=true PYTHONUNBUFFERED=1
+      local conf
+      for conf in "${HOME:-/nonexistent}/.aider.conf.yml" "$WS/.aider.conf.yml"; do
+        grep -qsE '^[[:space:]]*model[[:space:]]*:' -- "$conf" && break
+        conf=
+      done
+      if [[ -z ${OPENAI_API_KEY:-}${ANTHROPIC_API_KEY:-}${GEMINI_API_KEY:-}${OPENROUTER_API_KEY:-}${DEEPSEEK_API_KEY:-}${VERTEXAI_PROJECT:-}${AIDER_MODEL:-} &&
+        -z $conf && ! -s ${HOME:-/nonexistent}/.env && ! -s $WS/.env &&
+        " ${AGENT_ARGV[*]} " != *" --model"* && " ${AGENT_ARGV[*]} " != *" --api-key"* ]]; then
+        preflight_fail "aider: no credentials (no OPENAI_API_KEY, ANTHROPIC_API_KEY, ... and no model in .aider.conf.yml; aider would wait for a browser login): $fix"
       fi
       ;;
     qwen)

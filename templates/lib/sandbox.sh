@@ -131,6 +131,11 @@ sandbox_home_paths() {
       REPLY_RW=(.qwen)
       REPLY_RO=(.qwen/settings.json .qwen/QWEN.md .qwen/.env)
       ;;
+    aider)
+      # Its caches (the price table, the analytics id); its .aider.conf.yml is read-only
+      # with the rest of HOME.
+      REPLY_RW=(.aider)
+      ;;
   esac
 }
 

@@ -1,5 +1,6 @@
-//! Conformance of the engines added after the first three (qwen-code 0.24.4), with the
-//! real CLIs against a loopback mock of an OpenAI-compatible chat-completions API (the
+//! Conformance of the engines added after the first three (qwen-code 0.24.4, aider-chat
+//! 0.86.2), with the real CLIs against a loopback mock of an OpenAI-compatible
+//! chat-completions API (the
 //! helpers are tests/it/engines.rs's). A CLI that is not installed skips with a notice, and
 //! fails where ORBIT_REQUIRE_ENGINES=1 (CI installs them under /opt/orbit-engines).
 
@@ -18,10 +19,11 @@ pub(crate) fn call(name: &'static str, args: serde_json::Value) -> Call {
 }
 
 /// OpenAI chat completions: the scripted tool calls in order (the n-th once the request
-/// carries n tool results), then the answer "All done."; 1000 prompt and 200 completion
-/// tokens a call. Streamed (SSE, the usage in a last chunk) when the request asks.
+/// carries n tool results), then the answer `text`; 1000 prompt and 200 completion tokens
+/// a call. Streamed (SSE, the usage in a last chunk) when the request asks.
 pub(crate) fn chat_answer(
     calls: Vec<Call>,
+    text: &'static str,
 ) -> impl Fn(&str, &serde_json::Value) -> Resp + Send + Sync + 'static {
     move |path, req| {
         if !path.ends_with("/chat/completions") {
@@ -39,7 +41,7 @@ pub(crate) fn chat_answer(
                 "tool_calls",
             ),
             _ => (
-                serde_json::json!({"role":"assistant","content":"All done."}),
+                serde_json::json!({"role":"assistant","content":text}),
                 "stop",
             ),
         };
@@ -92,6 +94,11 @@ fn qwen_env(url: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The first iteration's agent.log, for the failure messages.
+fn agent_log(l: &EngineLoop) -> String {
+    std::fs::read_to_string(l.dir.join("iterations/000001/agent.log")).unwrap_or_default()
+}
+
 fn run_with(l: &EngineLoop, env: &[(&'static str, String)]) -> std::process::Output {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     l.run(&env)
@@ -104,23 +111,30 @@ fn qwen_edits_runs_the_checks_through_its_shell_tool_and_its_tokens_are_priced()
     };
     let l = engine_loop("qwen", &bin, &[]);
     let ws = l.repo.ws();
-    let mock = Mock::start(chat_answer(vec![
-        call(
-            "write_file",
-            serde_json::json!({"file_path":ws.join("done.txt"),"content":"done\n"}),
-        ),
-        call(
-            "run_shell_command",
-            serde_json::json!({"command":"bash .orbit-agent/verify.sh","description":"checks"}),
-        ),
-        call(
-            "write_file",
-            serde_json::json!({"file_path":ws.join(".orbit-agent/done.md"),
+    let mock = Mock::start(chat_answer(
+        vec![
+            call(
+                "write_file",
+                serde_json::json!({"file_path":ws.join("done.txt"),"content":"done\n"}),
+            ),
+            call(
+                "run_shell_command",
+                serde_json::json!({"command":"bash .orbit-agent/verify.sh","description":"checks"}),
+            ),
+            call(
+                "write_file",
+                serde_json::json!({"file_path":ws.join(".orbit-agent/done.md"),
                 "content":"done.txt exists: verify.sh passed\n"}),
-        ),
-    ]));
+            ),
+        ],
+        "All done.",
+    ));
     let out = run_with(&l, &qwen_env(&mock.url));
-    assert_code(&out, 0, "the agent wrote done.txt: DONE");
+    assert_code(
+        &out,
+        0,
+        &format!("the agent wrote done.txt: DONE: {}", agent_log(&l)),
+    );
     assert_eq!(l.state("LAST_STATUS"), "DONE");
     // The CLI ran the loop's checks (passing now) and sent their output back.
     let bodies = mock.bodies();
@@ -147,10 +161,13 @@ fn qwen_declines_a_command_outside_the_loops_checks() {
     let Some(bin) = engine_bin("qwen") else {
         return;
     };
-    let mock = Mock::start(chat_answer(vec![call(
-        "run_shell_command",
-        serde_json::json!({"command":"bash .orbit-agent/verify.sh && touch CANARY"}),
-    )]));
+    let mock = Mock::start(chat_answer(
+        vec![call(
+            "run_shell_command",
+            serde_json::json!({"command":"bash .orbit-agent/verify.sh && touch CANARY"}),
+        )],
+        "All done.",
+    ));
     let l = engine_loop("qwen", &bin, &[]);
     let out = run_with(&l, &qwen_env(&mock.url));
     assert_code(&out, 10, "one tick, the check still failing");
@@ -232,6 +249,206 @@ fn qwen_without_any_credential_stops_before_any_iteration() {
     assert_code(&out, 2, "preflight");
     let t = text(&out);
     assert!(t.contains("qwen: no credentials"), "{t}");
+    assert!(t.contains("OPENAI_API_KEY"), "the fix names the key: {t}");
+    assert!(!l.dir.join("iterations/000001").exists(), "nothing ran");
+}
+
+// ---- aider
+
+/// A HOME where aider finds its model price table fresh (it would fetch it from GitHub
+/// once a day otherwise: the tests stay off the network). The table is aider's cache of
+/// litellm's; a model it does not list is priced from litellm's bundled copy.
+fn aider_home(l: &EngineLoop) {
+    let caches = l.home.path().join(".aider/caches");
+    std::fs::create_dir_all(&caches).unwrap();
+    std::fs::write(
+        caches.join("model_prices_and_context_window.json"),
+        r#"{"orbit-test-model":{"max_tokens":4096}}"#,
+    )
+    .unwrap();
+}
+
+/// The environment that points aider at the mock: its default model for an OpenAI key
+/// (gpt-4o), through OPENAI_API_BASE.
+fn aider_env(url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("OPENAI_API_KEY", "fake".into()),
+        ("OPENAI_API_BASE", format!("{url}/v1")),
+    ]
+}
+
+/// aider's edit format for gpt-4o (search/replace blocks): creates done.txt and the
+/// agent's done.md.
+const AIDER_EDITS: &str = "I will create the files.\n\ndone.txt\n```\n<<<<<<< SEARCH\n=======\ndone\n>>>>>>> REPLACE\n```\n\n.orbit-agent/done.md\n```\n<<<<<<< SEARCH\n=======\ndone.txt exists: verify.sh passed\n>>>>>>> REPLACE\n```\n\nAll done.";
+
+#[test]
+fn aider_edits_runs_the_checks_as_its_test_command_and_reports_its_cost() {
+    let Some(bin) = engine_bin("aider") else {
+        return;
+    };
+    let mock = Mock::start(chat_answer(vec![], AIDER_EDITS));
+    let l = engine_loop("aider", &bin, &[]);
+    aider_home(&l);
+    let out = run_with(&l, &aider_env(&mock.url));
+    assert_code(
+        &out,
+        0,
+        &format!("the agent wrote done.txt: DONE: {}", agent_log(&l)),
+    );
+    assert_eq!(l.state("LAST_STATUS"), "DONE");
+    let log = std::fs::read_to_string(l.dir.join("iterations/000001/agent.log")).unwrap();
+    // Its test command is the loop's checks, run after the edit (they pass now).
+    assert!(log.contains("Applied edit to done.txt"), "{log}");
+    assert!(log.contains("[PASS]"), "verify.sh ran: {log}");
+    // Nothing committed by aider, nothing of its own left in the loop's commits.
+    let files = l.repo.ws_git(&["ls-files"]);
+    assert!(!files.contains(".aider"), "{files}");
+    // The session's cost as aider printed it, reported.
+    let session = log
+        .lines()
+        .rev()
+        .find_map(|line| line.strip_suffix(" session."))
+        .and_then(|line| line.rsplit_once('$'))
+        .map(|(_, usd)| usd.parse::<f64>().unwrap())
+        .expect("aider printed its cost");
+    let micro = (session * 1e6).round() as u64;
+    assert!(micro > 0, "{log}");
+    let ledger = l.ledger();
+    assert!(
+        ledger.contains(&format!("\t{micro}\treported")),
+        "{micro}: {ledger}"
+    );
+    assert!(
+        l.progress().contains("- agent said: All done."),
+        "{}",
+        l.progress()
+    );
+    let events = std::fs::read_to_string(l.dir.join("events.jsonl")).unwrap();
+    assert!(
+        events.contains("\"engine_version\":\"aider 0.86.2\""),
+        "{events}"
+    );
+}
+
+#[test]
+fn aider_that_writes_no_claim_makes_none() {
+    let Some(bin) = engine_bin("aider") else {
+        return;
+    };
+    // Its argv puts .orbit-agent/done.md in the chat, which creates it empty: that is no
+    // claim (nothing to judge, nothing rejected).
+    let mock = Mock::start(chat_answer(vec![], "Nothing to change yet."));
+    let l = engine_loop("aider", &bin, &[]);
+    aider_home(&l);
+    let out = run_with(&l, &aider_env(&mock.url));
+    assert_code(&out, 10, &format!("one tick, no claim: {}", agent_log(&l)));
+    let events = std::fs::read_to_string(l.dir.join("events.jsonl")).unwrap();
+    assert!(!events.contains("done_claim"), "{events}");
+    assert!(!l.repo.ws().join(".orbit-agent/done.md").exists());
+    assert!(
+        l.progress()
+            .contains("- agent said: Nothing to change yet."),
+        "{}",
+        l.progress()
+    );
+}
+
+#[test]
+fn aider_refused_key_blocks_with_the_fix() {
+    let Some(bin) = engine_bin("aider") else {
+        return;
+    };
+    let mock = Mock::start(|_, _| openai_refused());
+    let l = engine_loop("aider", &bin, &[]);
+    aider_home(&l);
+    let out = run_with(&l, &aider_env(&mock.url));
+    assert_code(&out, 14, "BLOCKED (aider itself exits 0)");
+    assert_eq!(l.state("STOP_REASON"), "tool_failure");
+    let p = l.progress();
+    assert!(
+        p.contains("Incorrect API key provided: fake."),
+        "the CLI's words, its wrapped lines joined: {p}"
+    );
+    assert!(p.contains("OPENAI_API_KEY"), "the fix: {p}");
+}
+
+#[test]
+fn aider_stopped_by_the_timeout_while_retrying_a_429_is_rate_limited() {
+    let Some(bin) = engine_bin("aider") else {
+        return;
+    };
+    // No retry-after header: the OpenAI client under aider would sleep through it
+    // silently; without one, aider's own retry notes come within seconds.
+    let mock = Mock::start(|_, _| {
+        json(
+            429,
+            serde_json::json!({"error":{"message":"Rate limit reached. Please try again in 20s.",
+                "type":"requests","code":"rate_limit_exceeded"}}),
+        )
+    });
+    let l = engine_loop("aider", &bin, &[]);
+    aider_home(&l);
+    let t0 = now();
+    let mut env = aider_env(&mock.url);
+    env.push(("EXEC_TIMEOUT", "15s".into()));
+    let out = run_with(&l, &env);
+    assert_code(
+        &out,
+        13,
+        &format!("a rate limit, not a timeout: {}", agent_log(&l)),
+    );
+    assert_eq!(l.state("STOP_REASON"), "rate_limit");
+    let resume: u64 = l.state("RESUME_AT").parse().unwrap();
+    // aider's own backoff (seconds, doubling), raised to the one-minute floor.
+    assert!(
+        resume >= t0 + 60 && resume <= now() + 65,
+        "{resume} vs {t0}"
+    );
+}
+
+#[test]
+fn aider_rate_limit_it_gave_up_on_pauses_until_the_reset_it_names() {
+    // aider retries a 429 for about a minute before it gives up: this stand-in prints what
+    // aider 0.86.2 printed then against the mock (captured; its lines wrapped at 80
+    // columns), rather than wait that minute.
+    let (before, resume, after, out) = paused_until(
+        "aider",
+        r#"cat <<'OUT'
+Aider v0.86.2
+Main model: gpt-4o with diff edit format
+Weak model: gpt-4o-mini
+Git repo: .git with 1 files
+Repo-map: using 4096 tokens, auto refresh
+
+litellm.RateLimitError: RateLimitError: OpenAIException - You exceeded your 
+current quota: the quota will reset after 3h20m.
+The API provider has rate limited you. Try again later or check your quotas.
+Retrying in 32.0 seconds...
+litellm.RateLimitError: RateLimitError: OpenAIException - You exceeded your 
+current quota: the quota will reset after 3h20m.
+The API provider has rate limited you. Try again later or check your quotas.
+
+OUT
+exit 0"#,
+        &[("OPENAI_API_KEY", "fake")],
+    );
+    let span = 3 * 3600 + 20 * 60;
+    assert!(
+        resume >= before + span && resume <= after + span + 1,
+        "{before} {resume} {after}: {out}"
+    );
+}
+
+#[test]
+fn aider_without_any_credential_stops_before_any_iteration() {
+    let Some(bin) = engine_bin("aider") else {
+        return;
+    };
+    let l = engine_loop("aider", &bin, &[]);
+    let out = l.run(&[]);
+    assert_code(&out, 2, "preflight, not a browser login");
+    let t = text(&out);
+    assert!(t.contains("aider: no credentials"), "{t}");
     assert!(t.contains("OPENAI_API_KEY"), "the fix names the key: {t}");
     assert!(!l.dir.join("iterations/000001").exists(), "nothing ran");
 }

@@ -15,11 +15,14 @@ pub enum Engine {
     Gemini,
     Qwen,
     Aider,
+    Opencode,
     Custom,
 }
 
 impl Engine {
-    pub const NAMES: [&'static str; 6] = ["claude", "codex", "gemini", "qwen", "aider", "custom"];
+    pub const NAMES: [&'static str; 7] = [
+        "claude", "codex", "gemini", "qwen", "aider", "opencode", "custom",
+    ];
 
     pub fn parse(name: &str) -> Result<Engine> {
         match name {
@@ -28,6 +31,7 @@ impl Engine {
             "gemini" => Ok(Engine::Gemini),
             "qwen" => Ok(Engine::Qwen),
             "aider" => Ok(Engine::Aider),
+            "opencode" => Ok(Engine::Opencode),
             "custom" => Ok(Engine::Custom),
             other => Err(Error::Usage(format!(
                 "--engine '{}': unknown engine; choose one of {} (custom takes --exec 'CMD ARGS')",
@@ -44,6 +48,7 @@ impl Engine {
             Engine::Gemini => "gemini",
             Engine::Qwen => "qwen",
             Engine::Aider => "aider",
+            Engine::Opencode => "opencode",
             Engine::Custom => "custom",
         }
     }
@@ -99,6 +104,13 @@ impl Engine {
     ///   aider has no shell tool: `--test-cmd 'bash .orbit-agent/verify.sh' --auto-test`
     ///   runs the loop's checks after each edit and hands their failure back to the model.
     ///   `--no-pretty --no-fancy-input`: plain text, as it has no structured output.
+    /// - opencode (opencode-ai 1.18.33): `opencode run` reads the prompt from stdin;
+    ///   `--format json` prints its events as JSON lines (`tool_use`, `text`, `step_finish`
+    ///   with tokens and cost, `error` with the provider's status and message). opencode
+    ///   allows every tool by default, and `run` has no flag that narrows them: the runner
+    ///   sets `OPENCODE_PERMISSION` (merged over every opencode.json, the workspace's too),
+    ///   which denies every shell command but the loop's checks and web fetches, and
+    ///   `OPENCODE_DISABLE_AUTOUPDATE` (it would update itself mid-loop).
     pub fn default_argv(self) -> Option<Vec<String>> {
         let words: &[&str] = match self {
             Engine::Claude => &[
@@ -167,6 +179,7 @@ impl Engine {
                 "--no-pretty",
                 "--no-fancy-input",
             ],
+            Engine::Opencode => &["opencode", "run", "--format", "json"],
             Engine::Custom => return None,
         };
         Some(words.iter().map(|w| w.to_string()).collect())
@@ -181,6 +194,7 @@ impl Engine {
             Engine::Codex => Some("@openai/codex"),
             Engine::Gemini => Some("@google/gemini-cli"),
             Engine::Qwen => Some("@qwen-code/qwen-code"),
+            Engine::Opencode => Some("opencode-ai"),
             Engine::Custom => None,
         }
     }
@@ -215,6 +229,8 @@ impl Engine {
             // aider picks its model by the key it finds (ANTHROPIC_API_KEY: sonnet, ...);
             // OPENAI_API_KEY is the one orbit names where it must name one.
             Engine::Aider => Some("OPENAI_API_KEY"),
+            // opencode reads each provider's own key (or `opencode auth login`).
+            Engine::Opencode => Some("ANTHROPIC_API_KEY"),
             Engine::Custom => None,
         }
     }
@@ -244,14 +260,15 @@ impl Engine {
                 "qwen3-coder-flash=0.30/0.06/1.50",
                 "*=1/0.2/5",
             ],
-            Engine::Claude | Engine::Aider | Engine::Custom => &[],
+            Engine::Claude | Engine::Aider | Engine::Opencode | Engine::Custom => &[],
         };
         prices.iter().map(|p| p.to_string()).collect()
     }
 
-    /// Whether the engine's output says what a run cost (claude and aider in dollars, aider
-    /// for the models its price table knows; codex, gemini and qwen in tokens, priced by
-    /// `token-prices`). A custom agent reports a cost only if it
+    /// Whether the engine's output says what a run cost (claude, aider and opencode in
+    /// dollars, aider and opencode for the models their price tables know (opencode prices
+    /// other models' tokens by `token-prices` when there are some); codex, gemini and qwen
+    /// in tokens, priced by `token-prices`). A custom agent reports a cost only if it
     /// writes `$ORBIT_COST_FILE`.
     pub fn reports_cost(self) -> bool {
         !matches!(self, Engine::Custom)
@@ -412,5 +429,9 @@ mod tests {
         );
         assert_eq!(Engine::Aider.npm_package(), None);
         assert_eq!(Engine::Aider.pypi_package(), Some("aider-chat"));
+        assert_eq!(
+            Engine::Opencode.default_argv().unwrap(),
+            ["opencode", "run", "--format", "json"]
+        );
     }
 }

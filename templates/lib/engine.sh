@@ -1,12 +1,13 @@
-# ---- the engines: what each built-in CLI (claude, codex, gemini, qwen, aider) prints, read
-# ---- from its structured output (aider has none: its own line formats). ENGINE picks the
-# ---- reader; a custom engine keeps the generic rules (classify_v, rate_limit_resume_at,
-# ---- cost_of_run). Checked against claude-code 2.1.197, codex 0.171.0, gemini-cli 0.61.0,
-# ---- qwen-code 0.24.4 and aider-chat 0.86.2.
+# ---- the engines: what each built-in CLI (claude, codex, gemini, qwen, aider, opencode)
+# ---- prints, read from its structured output (aider has none: its own line formats).
+# ---- ENGINE picks the reader; a custom engine keeps the generic rules (classify_v,
+# ---- rate_limit_resume_at, cost_of_run). Checked against claude-code 2.1.197, codex
+# ---- 0.171.0, gemini-cli 0.61.0, qwen-code 0.24.4, aider-chat 0.86.2 and opencode 1.18.33.
 #
 # Nothing here greps a number out of a transcript: each CLI's own last words are read where
 # only the CLI writes them (claude's and qwen's `{"type":"result",...}` line, codex's
-# `turn.failed` and `error` events, gemini's closing JSON object), and the message they
+# `turn.failed` and `error` events, gemini's closing JSON object, opencode's `error` and
+# `step_finish` events), and the message they
 # carry is what the summary, progress.md and the report show. aider prints text only: its
 # error lines begin with the error's class (`litellm.AuthenticationError: ...`), each reply
 # ends with its `Tokens: ... Cost: $X message, $Y session.` line, and those are read.
@@ -103,6 +104,15 @@ engine_aider_tail_v() {
   [[ -n $REPLY ]]
 }
 
+# engine_opencode_failed_v LOG: REPLY is opencode's last `{"type":"error"}` event when no
+# step finished after it (status 1 otherwise).
+engine_opencode_failed_v() {
+  local last
+  last=$(awk 'index($0, "{\"type\":\"error\"") == 1 { e = NR } index($0, "{\"type\":\"step_finish\"") == 1 { f = NR } END { print (e > f) ? "error" : "" }' "$1" 2>/dev/null) || last=
+  [[ $last == error ]] || return 1
+  engine_last_line_v "$1" '{"type":"error"'
+}
+
 # engine_clip_v TEXT: REPLY is TEXT on one line, at most 200 characters.
 engine_clip_v() {
   REPLY=${1//[$'\n\r\t']/ }
@@ -148,6 +158,13 @@ engine_final_message_v() {
       if engine_last_line_v "$log" '{"type":"result"'; then
         local result=$REPLY
         engine_json_str_v "$result" result || engine_json_str_v "${result#*\"error\":\{}" message || true
+      fi
+      ;;
+    opencode)
+      if engine_opencode_failed_v "$log"; then
+        engine_json_str_v "$REPLY" message || true
+      elif engine_last_line_v "$log" '{"type":"text"'; then
+        engine_json_str_v "${REPLY#*\"part\":}" text || true
       fi
       ;;
     aider)
@@ -297,6 +314,7 @@ engine_auth_fix_v() {
     codex) REPLY="run \`codex login\` or set OPENAI_API_KEY (CODEX_API_KEY)" ;;
     gemini) REPLY="set GEMINI_API_KEY (or GOOGLE_API_KEY with GOOGLE_GENAI_USE_VERTEXAI=true), or run \`gemini\` once in a terminal to log in" ;;
     aider) REPLY="set the provider's key (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY, ...; OPENAI_API_BASE for an OpenAI-compatible server) or name a model and key in .aider.conf.yml" ;;
+    opencode) REPLY="run \`opencode auth login\`, set the provider's key (ANTHROPIC_API_KEY, OPENAI_API_KEY, ...), or configure a provider and model in opencode.json" ;;
     qwen) REPLY="set OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL for an OpenAI-compatible provider (or configure one in ~/.qwen/settings.json, security.auth and modelProviders)" ;;
     *) REPLY="log the agent's CLI in or set its API key" ;;
   esac
@@ -390,6 +408,7 @@ engine_classify_v() {
     gemini) engine_classify_gemini_v "$@" && return 0 ;;
     qwen) engine_classify_qwen_v "$@" && return 0 ;;
     aider) engine_classify_aider_v "$@" && return 0 ;;
+    opencode) engine_classify_opencode_v "$@" && return 0 ;;
   esac
   classify_v "$log" "$rc" "$to"
   if [[ $REPLY == "$OUTCOME_RATE_LIMITED" ]]; then
@@ -641,6 +660,44 @@ engine_classify_aider_v() {
   return 0
 }
 
+# opencode (`run --format json`): an `error` event ends a failed run (exit 1) with
+# error.name (APIError, ProviderAuthError, ...) and error.data: message, statusCode (the
+# provider's HTTP status), isRetryable. It retries a 429 by itself, silently, for about a
+# minute and a half before it prints one.
+engine_classify_opencode_v() {
+  local log=$1 rc=$2 to=$3 err name status='' msg
+  if ((to)); then
+    engine_timeout_v "$log"
+    return 0
+  fi
+  if ! engine_opencode_failed_v "$log"; then
+    ((rc == 0)) || return 1
+    engine_last_line_v "$log" '{"type":"step_finish"' || return 1
+    REPLY=$OUTCOME_OK
+    return 0
+  fi
+  err=$REPLY
+  engine_json_str_v "${err#*\"error\":}" name || true
+  name=$REPLY
+  engine_json_str_v "${err#*\"data\":}" message || true
+  ENGINE_MESSAGE=$REPLY
+  engine_json_scalar_v "${err#*\"data\":}" statusCode && status=$REPLY
+  msg=${ENGINE_MESSAGE,,}
+  if [[ $status == 401 || $status == 403 || $name == ProviderAuthError || $msg == *"api key"* ]]; then
+    engine_auth_fix_v
+    ENGINE_FIX=$REPLY
+    engine_permanent "the credentials were refused or are missing"
+  elif [[ $status == 429 || $msg == *"rate limit"* ]]; then
+    engine_rate_limited
+  elif [[ $name == ProviderModelNotFoundError || $name == ModelNotFoundError ]]; then
+    ENGINE_FIX="name a model the provider serves (\"model\" in opencode.json, or --model provider/model in loop.toml's argv), then run the loop again"
+    engine_permanent "the model was not found"
+  else
+    REPLY=$OUTCOME_AGENT_ERROR
+  fi
+  return 0
+}
+
 # engine_after_run: what a built-in CLI left in the agent's folder that is not the agent's:
 # aider edits no file git ignores unless it is in its chat, so its argv adds
 # .orbit-agent/done.md with --file, which creates the file empty; an empty done.md after
@@ -801,6 +858,31 @@ engine_cost_v() {
       RUN_COST_M=$REPLY
       RUN_COST_KIND=$COST_ESTIMATED
       ;;
+    opencode)
+      # Each step_finish event: its cost (USD, by opencode's price table) and tokens. A
+      # model opencode knows no price of costs 0 there: its tokens are priced by
+      # TOKEN_PRICES (`*`: opencode's events do not name the model), else no cost.
+      local usd=0
+      while IFS= read -r line; do
+        any=1
+        engine_json_scalar_v "$line" cost && [[ $REPLY =~ ^[0-9.eE+-]+$ ]] && usd=$(awk -v a="$usd" -v b="$REPLY" 'BEGIN { printf "%.9f", a + b }')
+        line=${line#*\"tokens\":}
+        engine_json_scalar_v "$line" input && [[ $REPLY =~ ^[0-9]+$ ]] && in=$((in + REPLY))
+        engine_json_scalar_v "$line" output && [[ $REPLY =~ ^[0-9]+$ ]] && out=$((out + REPLY))
+        engine_json_scalar_v "$line" reasoning && [[ $REPLY =~ ^[0-9]+$ ]] && out=$((out + REPLY))
+        engine_json_scalar_v "${line#*\"cache\":}" read && [[ $REPLY =~ ^[0-9]+$ ]] && cached=$((cached + REPLY))
+      done < <(grep -a '^{"type":"step_finish"' -- "$log" 2>/dev/null || true)
+      ((any)) || return 1
+      if awk -v u="$usd" 'BEGIN { exit !(u > 0) }'; then
+        RUN_COST_M=$(cost_to_micro "$usd") || return 1
+        RUN_COST_KIND=$COST_REPORTED
+      else
+        # opencode counts cached tokens apart from its input: input here counts them too.
+        engine_tokens_cost_v '' "$((in + cached))" "$cached" "$out" || return 1
+        RUN_COST_M=$REPLY
+        RUN_COST_KIND=$COST_ESTIMATED
+      fi
+      ;;
     aider)
       # Its last `Tokens: ... Cost: $X message, $Y session.` line: the session is the run.
       # A model its price table does not know prints tokens only: no cost.
@@ -930,6 +1012,24 @@ engine_preflight() {
         ! grep -qs '"selectedType"' -- "$settings/settings.json" &&
         [[ ! -s $settings/oauth_creds.json && ! -s $settings/.env && ! -s ${HOME:-/nonexistent}/.env ]]; then
         preflight_fail "gemini: no credentials (no GEMINI_API_KEY, no login in $settings): $fix"
+      fi
+      ;;
+    opencode)
+      # opencode allows every tool unless told: its permissions, merged over every
+      # opencode.json (the workspace's too), deny every shell command but the loop's checks
+      # and web fetches; a variable of the user's own is theirs. No self-update mid-loop.
+      if [[ -z ${OPENCODE_PERMISSION:-} ]]; then
+        export OPENCODE_PERMISSION='{"bash":{"*":"deny","bash .orbit-agent/verify.sh":"allow"},"webfetch":"deny"}'
+      else
+        orbit_log "opencode: OPENCODE_PERMISSION is set in the environment: its permissions are used, not orbit's"
+      fi
+      export OPENCODE_DISABLE_AUTOUPDATE=true
+      local ocfg=${XDG_CONFIG_HOME:-${HOME:-}/.config}/opencode odata=${XDG_DATA_HOME:-${HOME:-}/.local/share}/opencode
+      if [[ -z ${ANTHROPIC_API_KEY:-}${OPENAI_API_KEY:-}${GEMINI_API_KEY:-}${GOOGLE_GENERATIVE_AI_API_KEY:-}${OPENROUTER_API_KEY:-}${OPENCODE_API_KEY:-}${GROQ_API_KEY:-}${DEEPSEEK_API_KEY:-}${XAI_API_KEY:-}${MISTRAL_API_KEY:-}${AWS_ACCESS_KEY_ID:-}${AWS_PROFILE:-}${OPENCODE_CONFIG:-}${OPENCODE_CONFIG_CONTENT:-}${OPENCODE_AUTH_CONTENT:-} &&
+        ! -s $odata/auth.json ]] &&
+        ! grep -qsE '"(provider|model)"' -- "$ocfg/opencode.json" "$ocfg/opencode.jsonc" "$ocfg/config.json" "$WS/opencode.json" "$WS/opencode.jsonc" &&
+        [[ " ${AGENT_ARGV[*]} " != *" --model"* && " ${AGENT_ARGV[*]} " != *" -m "* ]]; then
+        preflight_fail "opencode: no credentials (no provider key, no \`opencode auth login\` in $odata, no provider or model in opencode.json): $fix"
       fi
       ;;
     aider)

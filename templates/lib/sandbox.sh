@@ -131,6 +131,11 @@ sandbox_home_paths() {
       REPLY_RW=(.qwen)
       REPLY_RO=(.qwen/settings.json .qwen/QWEN.md .qwen/.env)
       ;;
+    opencode)
+      # Its sessions and credentials, its caches and state; its settings stay read-only.
+      REPLY_RW=(.local/share/opencode .cache/opencode .local/state/opencode)
+      REPLY_RO=(.config/opencode)
+      ;;
     aider)
       # Its caches (the price table, the analytics id); its .aider.conf.yml is read-only
       # with the rest of HOME.

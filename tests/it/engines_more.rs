@@ -1,6 +1,6 @@
 //! Conformance of the engines added after the first three (qwen-code 0.24.4, aider-chat
-//! 0.86.2), with the real CLIs against a loopback mock of an OpenAI-compatible
-//! chat-completions API (the
+//! 0.86.2, opencode 1.18.33), with the real CLIs against a loopback mock of an
+//! OpenAI-compatible chat-completions API (the
 //! helpers are tests/it/engines.rs's). A CLI that is not installed skips with a notice, and
 //! fails where ORBIT_REQUIRE_ENGINES=1 (CI installs them under /opt/orbit-engines).
 
@@ -450,5 +450,167 @@ fn aider_without_any_credential_stops_before_any_iteration() {
     let t = text(&out);
     assert!(t.contains("aider: no credentials"), "{t}");
     assert!(t.contains("OPENAI_API_KEY"), "the fix names the key: {t}");
+    assert!(!l.dir.join("iterations/000001").exists(), "nothing ran");
+}
+
+// ---- opencode
+
+/// A HOME where opencode's provider is the mock (an OpenAI-compatible provider, its SDK
+/// bundled in opencode: nothing is installed at run time), its model priced in the config
+/// (USD per million tokens) so that opencode reports a cost.
+fn opencode_home(l: &EngineLoop, url: &str) {
+    let cfg = l.home.path().join(".config/opencode");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("opencode.json"),
+        serde_json::json!({
+            "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "mock",
+                "options": {"baseURL": format!("{url}/v1"), "apiKey": "fake"},
+                "models": {"coder": {"name": "coder", "cost": {"input": 1, "output": 5}}}}},
+            "model": "mock/coder"
+        })
+        .to_string(),
+    )
+    .unwrap();
+}
+
+/// opencode off the network: no models.dev price list fetch, no language server
+/// downloads.
+const OPENCODE_OFFLINE: [(&str, &str); 2] = [
+    ("OPENCODE_DISABLE_MODELS_FETCH", "true"),
+    ("OPENCODE_DISABLE_LSP_DOWNLOAD", "true"),
+];
+
+#[test]
+fn opencode_edits_runs_the_checks_and_reports_its_cost() {
+    let Some(bin) = engine_bin("opencode") else {
+        return;
+    };
+    let l = engine_loop("opencode", &bin, &[]);
+    let ws = l.repo.ws();
+    let mock = Mock::start(chat_answer(
+        vec![
+            call(
+                "write",
+                serde_json::json!({"filePath":ws.join("done.txt"),"content":"done\n"}),
+            ),
+            call(
+                "bash",
+                serde_json::json!({"command":"bash .orbit-agent/verify.sh","description":"checks"}),
+            ),
+            call(
+                "write",
+                serde_json::json!({"filePath":ws.join(".orbit-agent/done.md"),
+                    "content":"done.txt exists: verify.sh passed\n"}),
+            ),
+        ],
+        "All done.",
+    ));
+    opencode_home(&l, &mock.url);
+    let out = l.run(&OPENCODE_OFFLINE);
+    assert_code(
+        &out,
+        0,
+        &format!("the agent wrote done.txt: DONE: {}", agent_log(&l)),
+    );
+    assert_eq!(l.state("LAST_STATUS"), "DONE");
+    let bodies = mock.bodies();
+    assert!(bodies.contains("\"role\":\"tool\""), "{bodies}");
+    assert!(
+        bodies.contains("[PASS] "),
+        "verify.sh ran and passed: {bodies}"
+    );
+    // Four steps of 1000 input and 200 output tokens at 1/5 USD per million: 4 x 2000
+    // micro-USD, as opencode reported it.
+    let ledger = l.ledger();
+    assert!(ledger.contains("\t8000\treported"), "{ledger}");
+    assert!(
+        l.progress().contains("- agent said: All done."),
+        "{}",
+        l.progress()
+    );
+    let events = std::fs::read_to_string(l.dir.join("events.jsonl")).unwrap();
+    assert!(
+        events.contains("\"engine_version\":\"1.18.33\""),
+        "{events}"
+    );
+}
+
+#[test]
+fn opencode_denies_a_command_outside_the_loops_checks() {
+    let Some(bin) = engine_bin("opencode") else {
+        return;
+    };
+    let mock = Mock::start(chat_answer(
+        vec![call(
+            "bash",
+            serde_json::json!({"command":"bash .orbit-agent/verify.sh && touch CANARY",
+                "description":"checks"}),
+        )],
+        "All done.",
+    ));
+    let l = engine_loop("opencode", &bin, &[]);
+    opencode_home(&l, &mock.url);
+    // The repository's own opencode.json allowing every command changes nothing.
+    l.repo
+        .write("opencode.json", r#"{"permission":{"bash":"allow"}}"#);
+    l.repo.git(&["add", "opencode.json"]);
+    l.repo
+        .git(&["commit", "-q", "-m", "opencode allows every command"]);
+    let out = l.run(&OPENCODE_OFFLINE);
+    assert_code(&out, 10, &format!("one tick: {}", agent_log(&l)));
+    assert!(!l.repo.ws().join("CANARY").exists(), "the fence held");
+    assert!(l.repo.ws().join("opencode.json").is_file(), "it was there");
+    let bodies = mock.bodies();
+    assert!(bodies.contains("prevents you from using"), "{bodies}");
+}
+
+#[test]
+fn opencode_refused_key_blocks_with_the_fix() {
+    let Some(bin) = engine_bin("opencode") else {
+        return;
+    };
+    let mock = Mock::start(|_, _| openai_refused());
+    let l = engine_loop("opencode", &bin, &[]);
+    opencode_home(&l, &mock.url);
+    let out = l.run(&OPENCODE_OFFLINE);
+    assert_code(&out, 14, &format!("BLOCKED: {}", agent_log(&l)));
+    assert_eq!(l.state("STOP_REASON"), "tool_failure");
+    let p = l.progress();
+    assert!(p.contains("Incorrect API key provided: fake."), "{p}");
+    assert!(p.contains("opencode auth login"), "the fix: {p}");
+}
+
+#[test]
+fn opencode_rate_limit_pauses_until_the_reset_it_names() {
+    // opencode retries a 429 by itself for about a minute and a half, printing nothing,
+    // before it gives up: this stand-in prints the error event opencode 1.18.33 printed
+    // then against the mock (captured), rather than wait that long.
+    let (before, resume, after, out) = paused_until(
+        "opencode",
+        r#"cat <<'OUT'
+{"type":"error","timestamp":1796105105674,"sessionID":"ses_dcfcc3f45ffeXkiTG5MXT3Ujx5","error":{"name":"APIError","data":{"message":"You exceeded your current quota: the quota will reset after 3h20m.","statusCode":429,"isRetryable":true,"responseHeaders":{"content-length":"152","content-type":"application/json"},"responseBody":"{\"error\": {\"message\": \"You exceeded your current quota: the quota will reset after 3h20m.\", \"type\": \"insufficient_quota\", \"code\": \"insufficient_quota\"}}","metadata":{"url":"http://127.0.0.1:18004/v1/chat/completions"}}}}
+OUT
+exit 1"#,
+        &[("ANTHROPIC_API_KEY", "fake")],
+    );
+    let span = 3 * 3600 + 20 * 60;
+    assert!(
+        resume >= before + span && resume <= after + span + 1,
+        "{before} {resume} {after}: {out}"
+    );
+}
+
+#[test]
+fn opencode_without_any_credential_stops_before_any_iteration() {
+    let Some(bin) = engine_bin("opencode") else {
+        return;
+    };
+    let l = engine_loop("opencode", &bin, &[]);
+    let out = l.run(&OPENCODE_OFFLINE);
+    assert_code(&out, 2, "preflight");
+    let t = text(&out);
+    assert!(t.contains("opencode: no credentials"), "{t}");
+    assert!(t.contains("opencode auth login"), "the fix: {t}");
     assert!(!l.dir.join("iterations/000001").exists(), "nothing ran");
 }

@@ -344,6 +344,12 @@ fn cases() -> Vec<Case> {
             goal: goal("bidi"),
             name: None,
         },
+        Case {
+            dir: ".orbit/opencode",
+            engine: "opencode",
+            goal: goal("newline-command"),
+            name: None,
+        },
     ]
 }
 

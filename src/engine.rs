@@ -16,12 +16,13 @@ pub enum Engine {
     Qwen,
     Aider,
     Opencode,
+    Copilot,
     Custom,
 }
 
 impl Engine {
-    pub const NAMES: [&'static str; 7] = [
-        "claude", "codex", "gemini", "qwen", "aider", "opencode", "custom",
+    pub const NAMES: [&'static str; 8] = [
+        "claude", "codex", "gemini", "qwen", "aider", "opencode", "copilot", "custom",
     ];
 
     pub fn parse(name: &str) -> Result<Engine> {
@@ -32,6 +33,7 @@ impl Engine {
             "qwen" => Ok(Engine::Qwen),
             "aider" => Ok(Engine::Aider),
             "opencode" => Ok(Engine::Opencode),
+            "copilot" => Ok(Engine::Copilot),
             "custom" => Ok(Engine::Custom),
             other => Err(Error::Usage(format!(
                 "--engine '{}': unknown engine; choose one of {} (custom takes --exec 'CMD ARGS')",
@@ -49,6 +51,7 @@ impl Engine {
             Engine::Qwen => "qwen",
             Engine::Aider => "aider",
             Engine::Opencode => "opencode",
+            Engine::Copilot => "copilot",
             Engine::Custom => "custom",
         }
     }
@@ -111,6 +114,17 @@ impl Engine {
     ///   sets `OPENCODE_PERMISSION` (merged over every opencode.json, the workspace's too),
     ///   which denies every shell command but the loop's checks and web fetches, and
     ///   `OPENCODE_DISABLE_AUTOUPDATE` (it would update itself mid-loop).
+    /// - GitHub Copilot CLI (@github/copilot 1.0.102): reads the prompt from stdin when it is
+    ///   not a terminal and runs it non-interactively; `--output-format json` prints its
+    ///   events as JSON lines (`session.error` with `errorType` and `statusCode`,
+    ///   `assistant.turn_retry` while it retries, `result` with its exit code).
+    ///   `--no-auto-update`: it would download a newer CLI by itself. What no one approves
+    ///   is denied in a non-interactive run: `--allow-tool write` lets it edit (in the
+    ///   working directory: copilot checks paths), and `--allow-tool shell(bash)` lets it run
+    ///   the checks. copilot matches a shell command by its name only, so that rule admits
+    ///   any `bash SCRIPT`, a script the agent wrote too: the narrowest copilot has, not an
+    ///   exact fence (`--deny-tool shell(bash -c:*)` refuses inline code; orbit's OS
+    ///   sandbox bounds the rest). Any other command is denied.
     pub fn default_argv(self) -> Option<Vec<String>> {
         let words: &[&str] = match self {
             Engine::Claude => &[
@@ -180,6 +194,18 @@ impl Engine {
                 "--no-fancy-input",
             ],
             Engine::Opencode => &["opencode", "run", "--format", "json"],
+            Engine::Copilot => &[
+                "copilot",
+                "--output-format",
+                "json",
+                "--no-auto-update",
+                "--allow-tool",
+                "write",
+                "--allow-tool",
+                "shell(bash)",
+                "--deny-tool",
+                "shell(bash -c:*)",
+            ],
             Engine::Custom => return None,
         };
         Some(words.iter().map(|w| w.to_string()).collect())
@@ -195,6 +221,7 @@ impl Engine {
             Engine::Gemini => Some("@google/gemini-cli"),
             Engine::Qwen => Some("@qwen-code/qwen-code"),
             Engine::Opencode => Some("opencode-ai"),
+            Engine::Copilot => Some("@github/copilot"),
             Engine::Custom => None,
         }
     }
@@ -231,6 +258,8 @@ impl Engine {
             Engine::Aider => Some("OPENAI_API_KEY"),
             // opencode reads each provider's own key (or `opencode auth login`).
             Engine::Opencode => Some("ANTHROPIC_API_KEY"),
+            // A fine-grained token with the Copilot Requests permission.
+            Engine::Copilot => Some("COPILOT_GITHUB_TOKEN"),
             Engine::Custom => None,
         }
     }
@@ -260,7 +289,11 @@ impl Engine {
                 "qwen3-coder-flash=0.30/0.06/1.50",
                 "*=1/0.2/5",
             ],
-            Engine::Claude | Engine::Aider | Engine::Opencode | Engine::Custom => &[],
+            Engine::Claude
+            | Engine::Aider
+            | Engine::Opencode
+            | Engine::Copilot
+            | Engine::Custom => &[],
         };
         prices.iter().map(|p| p.to_string()).collect()
     }
@@ -268,10 +301,11 @@ impl Engine {
     /// Whether the engine's output says what a run cost (claude, aider and opencode in
     /// dollars, aider and opencode for the models their price tables know (opencode prices
     /// other models' tokens by `token-prices` when there are some); codex, gemini and qwen
-    /// in tokens, priced by `token-prices`). A custom agent reports a cost only if it
-    /// writes `$ORBIT_COST_FILE`.
+    /// in tokens, priced by `token-prices`). copilot counts premium requests of a
+    /// subscription, neither dollars nor tokens: no cost. A custom agent reports a cost only
+    /// if it writes `$ORBIT_COST_FILE`.
     pub fn reports_cost(self) -> bool {
-        !matches!(self, Engine::Custom)
+        !matches!(self, Engine::Custom | Engine::Copilot)
     }
 
     /// Resolves the argv for this engine from an optional `--exec` command line.
@@ -433,5 +467,23 @@ mod tests {
             Engine::Opencode.default_argv().unwrap(),
             ["opencode", "run", "--format", "json"]
         );
+        let copilot = Engine::Copilot.default_argv().unwrap();
+        assert!(
+            copilot
+                .windows(2)
+                .any(|w| w == ["--allow-tool", "shell(bash)"])
+        );
+        assert!(
+            copilot
+                .windows(2)
+                .any(|w| w == ["--deny-tool", "shell(bash -c:*)"])
+        );
+        assert!(copilot.iter().any(|w| w == "--no-auto-update"));
+        assert!(
+            !copilot
+                .iter()
+                .any(|w| w.starts_with("--allow-all") || w == "--yolo")
+        );
+        assert!(!Engine::Copilot.reports_cost());
     }
 }

@@ -1,13 +1,14 @@
-# ---- the engines: what each built-in CLI (claude, codex, gemini, qwen, aider, opencode)
-# ---- prints, read from its structured output (aider has none: its own line formats).
-# ---- ENGINE picks the reader; a custom engine keeps the generic rules (classify_v,
-# ---- rate_limit_resume_at, cost_of_run). Checked against claude-code 2.1.197, codex
-# ---- 0.171.0, gemini-cli 0.61.0, qwen-code 0.24.4, aider-chat 0.86.2 and opencode 1.18.33.
+# ---- the engines: what each built-in CLI (claude, codex, gemini, qwen, aider, opencode,
+# ---- copilot) prints, read from its structured output (aider has none: its own line
+# ---- formats). ENGINE picks the reader; a custom engine keeps the generic rules
+# ---- (classify_v, rate_limit_resume_at, cost_of_run). Checked against claude-code 2.1.197,
+# ---- codex 0.171.0, gemini-cli 0.61.0, qwen-code 0.24.4, aider-chat 0.86.2, opencode
+# ---- 1.18.33 and copilot 1.0.102.
 #
 # Nothing here greps a number out of a transcript: each CLI's own last words are read where
 # only the CLI writes them (claude's and qwen's `{"type":"result",...}` line, codex's
 # `turn.failed` and `error` events, gemini's closing JSON object, opencode's `error` and
-# `step_finish` events), and the message they
+# `step_finish` events, copilot's `session.error` and `result` events), and the message they
 # carry is what the summary, progress.md and the report show. aider prints text only: its
 # error lines begin with the error's class (`litellm.AuthenticationError: ...`), each reply
 # ends with its `Tokens: ... Cost: $X message, $Y session.` line, and those are read.
@@ -113,6 +114,15 @@ engine_opencode_failed_v() {
   engine_last_line_v "$1" '{"type":"error"'
 }
 
+# engine_copilot_startup_error_v LOG: REPLY is the error copilot printed before any event
+# (`Error: ...` on a line of its own, in text: its sign-in checks run before the session),
+# with the line after it when it names the cause. Status 1 when there is none.
+engine_copilot_startup_error_v() {
+  REPLY=$(awk '/^Error: / { e = $0; getline n; if (n == "") getline n; if (n ~ /^  /) { sub(/^ +/, "", n); e = e " " n } } END { printf "%s", e }' "$1" 2>/dev/null) || REPLY=
+  REPLY=${REPLY#Error: }
+  [[ -n $REPLY ]]
+}
+
 # engine_clip_v TEXT: REPLY is TEXT on one line, at most 200 characters.
 engine_clip_v() {
   REPLY=${1//[$'\n\r\t']/ }
@@ -158,6 +168,20 @@ engine_final_message_v() {
       if engine_last_line_v "$log" '{"type":"result"'; then
         local result=$REPLY
         engine_json_str_v "$result" result || engine_json_str_v "${result#*\"error\":\{}" message || true
+      fi
+      ;;
+    copilot)
+      if engine_last_line_v "$log" '{"type":"session.error"'; then
+        engine_json_str_v "$REPLY" message || true
+      elif engine_copilot_startup_error_v "$log"; then
+        :
+      else
+        local said
+        said=$(grep -a '^{"type":"assistant.message",' -- "$log" 2>/dev/null | grep -av '"content":"",' | tail -n 1) || true
+        REPLY=
+        if [[ -n $said ]]; then
+          engine_json_str_v "$said" content || true
+        fi
       fi
       ;;
     opencode)
@@ -314,6 +338,7 @@ engine_auth_fix_v() {
     codex) REPLY="run \`codex login\` or set OPENAI_API_KEY (CODEX_API_KEY)" ;;
     gemini) REPLY="set GEMINI_API_KEY (or GOOGLE_API_KEY with GOOGLE_GENAI_USE_VERTEXAI=true), or run \`gemini\` once in a terminal to log in" ;;
     aider) REPLY="set the provider's key (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY, ...; OPENAI_API_BASE for an OpenAI-compatible server) or name a model and key in .aider.conf.yml" ;;
+    copilot) REPLY="set COPILOT_GITHUB_TOKEN (or GH_TOKEN, GITHUB_TOKEN) to a fine-grained token with the Copilot Requests permission, or run \`copilot\` and /login, or \`gh auth login\`; for a provider of your own set COPILOT_PROVIDER_BASE_URL and COPILOT_PROVIDER_API_KEY" ;;
     opencode) REPLY="run \`opencode auth login\`, set the provider's key (ANTHROPIC_API_KEY, OPENAI_API_KEY, ...), or configure a provider and model in opencode.json" ;;
     qwen) REPLY="set OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL for an OpenAI-compatible provider (or configure one in ~/.qwen/settings.json, security.auth and modelProviders)" ;;
     *) REPLY="log the agent's CLI in or set its API key" ;;
@@ -384,6 +409,14 @@ engine_retrying_v() {
       # Only a rate limit counts: the error before the retry note names its class.
       grep -aqE '^litellm\.(RateLimitError|RouterRateLimitError): ' -- "$1" 2>/dev/null || return 1
       ;;
+    copilot)
+      # Its retry events ("reason":"rate_limit"), with no session error after the last.
+      engine_last_line_v "$1" '{"type":"assistant.turn_retry"' || return 1
+      engine_json_str_v "$REPLY" reason || return 1
+      [[ $REPLY == 'rate_limit' ]] || return 1
+      ! engine_last_line_v "$1" '{"type":"session.error"' || return 1
+      REPLY=
+      ;;
     gemini)
       # Its retry notes on stderr: "Attempt N failed with status 429. Retrying ...".
       engine_last_line_v "$1" 'Attempt ' || return 1
@@ -409,6 +442,7 @@ engine_classify_v() {
     qwen) engine_classify_qwen_v "$@" && return 0 ;;
     aider) engine_classify_aider_v "$@" && return 0 ;;
     opencode) engine_classify_opencode_v "$@" && return 0 ;;
+    copilot) engine_classify_copilot_v "$@" && return 0 ;;
   esac
   classify_v "$log" "$rc" "$to"
   if [[ $REPLY == "$OUTCOME_RATE_LIMITED" ]]; then
@@ -692,6 +726,55 @@ engine_classify_opencode_v() {
   elif [[ $name == ProviderModelNotFoundError || $name == ModelNotFoundError ]]; then
     ENGINE_FIX="name a model the provider serves (\"model\" in opencode.json, or --model provider/model in loop.toml's argv), then run the loop again"
     engine_permanent "the model was not found"
+  else
+    REPLY=$OUTCOME_AGENT_ERROR
+  fi
+  return 0
+}
+
+# GitHub Copilot CLI (`--output-format json`): a failed session ends with `session.error`
+# (errorType: authentication, rate_limit, quota, ...; statusCode; message) and `result`
+# with exitCode 1. Its sign-in checks fail before any event, in text (`Error: No
+# authentication information found.`, a classic token refused, a token it cannot check).
+engine_classify_copilot_v() {
+  local log=$1 rc=$2 to=$3 line kind='' status='' msg
+  if ((to)); then
+    engine_timeout_v "$log"
+    return 0
+  fi
+  if ! engine_last_line_v "$log" '{"type":"session.error"'; then
+    if ! engine_last_line_v "$log" '{"type":"result"' && engine_copilot_startup_error_v "$log"; then
+      ENGINE_MESSAGE=$REPLY
+      msg=${REPLY,,}
+      if [[ $msg == "no authentication information found"* || $msg == *"tokens (ghp_) are not supported"* ||
+        $msg == *"token"*"not"*"valid"* || $msg == *"not authorized"* || $msg == *"no copilot"* ]] &&
+        [[ $msg != *"network"* ]]; then
+        engine_auth_fix_v
+        ENGINE_FIX=$REPLY
+        engine_permanent "the credentials were refused or are missing"
+      else
+        REPLY=$OUTCOME_AGENT_ERROR
+      fi
+      return 0
+    fi
+    ((rc == 0)) || return 1
+    engine_last_line_v "$log" '{"type":"result"' || return 1
+    engine_json_scalar_v "$REPLY" exitCode || true
+    [[ $REPLY == 0 ]] || return 1
+    REPLY=$OUTCOME_OK
+    return 0
+  fi
+  line=$REPLY
+  engine_json_str_v "$line" errorType && kind=$REPLY
+  engine_json_str_v "$line" message || true
+  ENGINE_MESSAGE=$REPLY
+  engine_json_scalar_v "$line" statusCode && status=$REPLY
+  if [[ $kind == authentication || $status == 401 || $status == 403 ]]; then
+    engine_auth_fix_v
+    ENGINE_FIX=$REPLY
+    engine_permanent "the credentials were refused or are missing"
+  elif [[ $kind == 'rate_limit' || $kind == quota || $status == 429 ]]; then
+    engine_rate_limited
   else
     REPLY=$OUTCOME_AGENT_ERROR
   fi
@@ -1012,6 +1095,16 @@ engine_preflight() {
         ! grep -qs '"selectedType"' -- "$settings/settings.json" &&
         [[ ! -s $settings/oauth_creds.json && ! -s $settings/.env && ! -s ${HOME:-/nonexistent}/.env ]]; then
         preflight_fail "gemini: no credentials (no GEMINI_API_KEY, no login in $settings): $fix"
+      fi
+      ;;
+    copilot)
+      # A GitHub token (the variables copilot reads, gh's login, copilot's own /login) or
+      # a provider of the user's own (BYOK).
+      local chome=${COPILOT_HOME:-${HOME:-}/.copilot} gh=${GH_CONFIG_DIR:-${XDG_CONFIG_HOME:-${HOME:-}/.config}/gh}
+      if [[ -z ${COPILOT_GITHUB_TOKEN:-}${GH_TOKEN:-}${GITHUB_TOKEN:-}${COPILOT_PROVIDER_BASE_URL:-} ]] &&
+        ! grep -qsE '"(logged_in_users|last_logged_in_user)"' -- "$chome/config.json" &&
+        ! grep -qs 'oauth_token' -- "$gh/hosts.yml"; then
+        preflight_fail "copilot: no credentials (no COPILOT_GITHUB_TOKEN, GH_TOKEN or GITHUB_TOKEN, no login in $chome or gh): $fix"
       fi
       ;;
     opencode)

@@ -131,6 +131,12 @@ sandbox_home_paths() {
       REPLY_RW=(.qwen)
       REPLY_RO=(.qwen/settings.json .qwen/QWEN.md .qwen/.env)
       ;;
+    copilot)
+      # Its state and sessions, and the package its loader unpacks under ~/.cache; its
+      # settings and instructions stay read-only.
+      REPLY_RW=(.copilot .cache/copilot)
+      REPLY_RO=(.copilot/mcp-config.json .copilot/copilot-instructions.md .copilot/agents .copilot/skills)
+      ;;
     opencode)
       # Its sessions and credentials, its caches and state; its settings stay read-only.
       REPLY_RW=(.local/share/opencode .cache/opencode .local/state/opencode)

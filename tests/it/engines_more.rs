@@ -1,5 +1,5 @@
 //! Conformance of the engines added after the first three (qwen-code 0.24.4, aider-chat
-//! 0.86.2, opencode 1.18.33), with the real CLIs against a loopback mock of an
+//! 0.86.2, opencode 1.18.33, copilot 1.0.102), with the real CLIs against a loopback mock of an
 //! OpenAI-compatible chat-completions API (the
 //! helpers are tests/it/engines.rs's). A CLI that is not installed skips with a notice, and
 //! fails where ORBIT_REQUIRE_ENGINES=1 (CI installs them under /opt/orbit-engines).
@@ -613,4 +613,202 @@ fn opencode_without_any_credential_stops_before_any_iteration() {
     assert!(t.contains("opencode: no credentials"), "{t}");
     assert!(t.contains("opencode auth login"), "the fix: {t}");
     assert!(!l.dir.join("iterations/000001").exists(), "nothing ran");
+}
+
+// ---- copilot
+//
+// copilot talks to GitHub's Copilot API, whose address only a GitHub host name changes
+// (GH_HOST, https): it cannot be pointed at a loopback mock. Its own provider mode (BYOK:
+// COPILOT_PROVIDER_BASE_URL, offline) can, and runs the same agent, tools, permissions and
+// events: the runs below use it. Against GitHub, what the real CLI prints without a usable
+// sign-in is tested as it is (no network is needed to be refused).
+
+/// copilot against the mock as its own OpenAI-compatible provider, offline. The model id
+/// picks its tool set: a Claude id gets `create` and `edit` as functions.
+fn copilot_env(url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("COPILOT_OFFLINE", "true".into()),
+        ("COPILOT_PROVIDER_BASE_URL", format!("{url}/v1")),
+        ("COPILOT_PROVIDER_API_KEY", "fake".into()),
+        ("COPILOT_MODEL", "claude-sonnet-4.5".into()),
+    ]
+}
+
+#[test]
+fn copilot_edits_runs_the_checks_through_its_shell_tool() {
+    let Some(bin) = engine_bin("copilot") else {
+        return;
+    };
+    let l = engine_loop("copilot", &bin, &[]);
+    let ws = l.repo.ws();
+    let mock = Mock::start(chat_answer(
+        vec![
+            call(
+                "create",
+                serde_json::json!({"path":ws.join("done.txt"),"file_text":"done\n"}),
+            ),
+            call(
+                "bash",
+                serde_json::json!({"command":"bash .orbit-agent/verify.sh","description":"checks"}),
+            ),
+            call(
+                "create",
+                serde_json::json!({"path":ws.join(".orbit-agent/done.md"),
+                    "file_text":"done.txt exists: verify.sh passed\n"}),
+            ),
+        ],
+        "All done.",
+    ));
+    let out = run_with(&l, &copilot_env(&mock.url));
+    assert_code(
+        &out,
+        0,
+        &format!("the agent wrote done.txt: DONE: {}", agent_log(&l)),
+    );
+    assert_eq!(l.state("LAST_STATUS"), "DONE");
+    let bodies = mock.bodies();
+    assert!(
+        bodies.contains("[PASS] "),
+        "verify.sh ran and passed: {bodies}"
+    );
+    assert!(
+        l.progress().contains("- agent said: All done."),
+        "{}",
+        l.progress()
+    );
+    let events = std::fs::read_to_string(l.dir.join("events.jsonl")).unwrap();
+    assert!(
+        events.contains("\"engine_version\":\"GitHub Copilot CLI 1.0.102.\""),
+        "{events}"
+    );
+}
+
+#[test]
+fn copilot_denies_inline_code_and_other_commands() {
+    let Some(bin) = engine_bin("copilot") else {
+        return;
+    };
+    let mock = Mock::start(chat_answer(
+        vec![
+            call(
+                "bash",
+                serde_json::json!({"command":"bash -c 'touch CANARY'","description":"x"}),
+            ),
+            call(
+                "bash",
+                serde_json::json!({"command":"bash .orbit-agent/verify.sh && touch CANARY2",
+                    "description":"x"}),
+            ),
+        ],
+        "All done.",
+    ));
+    let l = engine_loop("copilot", &bin, &[]);
+    let out = run_with(&l, &copilot_env(&mock.url));
+    assert_code(&out, 10, &format!("one tick: {}", agent_log(&l)));
+    assert!(!l.repo.ws().join("CANARY").exists(), "bash -c was denied");
+    assert!(!l.repo.ws().join("CANARY2").exists(), "touch was denied");
+}
+
+#[test]
+fn copilot_refused_key_and_a_refused_github_token_block_with_the_fix() {
+    let Some(bin) = engine_bin("copilot") else {
+        return;
+    };
+    let mock = Mock::start(|_, _| openai_refused());
+    let l = engine_loop("copilot", &bin, &[]);
+    let out = run_with(&l, &copilot_env(&mock.url));
+    assert_code(&out, 14, &format!("BLOCKED: {}", agent_log(&l)));
+    assert_eq!(l.state("STOP_REASON"), "tool_failure");
+    let p = l.progress();
+    assert!(p.contains("Authentication failed with provider"), "{p}");
+    assert!(p.contains("COPILOT_GITHUB_TOKEN"), "the fix: {p}");
+
+    // Against GitHub: a classic token, which copilot refuses before it asks anything.
+    let l = engine_loop("copilot", &bin, &[]);
+    let out = l.run(&[("COPILOT_GITHUB_TOKEN", "ghp_0123456789abcdef")]);
+    assert_code(&out, 14, &format!("BLOCKED: {}", agent_log(&l)));
+    assert_eq!(l.state("STOP_REASON"), "tool_failure");
+    let p = l.progress();
+    assert!(p.contains("Classic Personal Access Tokens"), "{p}");
+    assert!(p.contains("fine-grained token"), "the fix: {p}");
+}
+
+#[test]
+fn copilot_stopped_by_the_timeout_while_retrying_a_429_is_rate_limited() {
+    let Some(bin) = engine_bin("copilot") else {
+        return;
+    };
+    let mock = Mock::start(|_, _| {
+        json(
+            429,
+            serde_json::json!({"error":{"message":"Rate limit reached.",
+                "type":"requests","code":"rate_limit_exceeded"}}),
+        )
+    });
+    let l = engine_loop("copilot", &bin, &[]);
+    let t0 = now();
+    let mut env = copilot_env(&mock.url);
+    env.push(("EXEC_TIMEOUT", "20s".into()));
+    let out = run_with(&l, &env);
+    assert_code(
+        &out,
+        13,
+        &format!("a rate limit, not a timeout: {}", agent_log(&l)),
+    );
+    assert_eq!(l.state("STOP_REASON"), "rate_limit");
+    let resume: u64 = l.state("RESUME_AT").parse().unwrap();
+    assert!(resume >= t0 + 60, "{resume} vs {t0}");
+}
+
+#[test]
+fn copilot_rate_limit_it_gave_up_on_pauses_until_the_reset_it_names() {
+    // copilot retries a 429 five times (about a minute) before it gives up: this stand-in
+    // prints the events copilot 1.0.102 printed then against the mock (captured).
+    let (before, resume, after, out) = paused_until(
+        "copilot",
+        r#"cat <<'OUT'
+{"type":"assistant.turn_retry","data":{"turnId":"0","model":"gpt-4o","reason":"rate_limit"},"ephemeral":true,"id":"1c3268de-8765-4b0e-ba9c-10fe02a4bce3","timestamp":"2026-12-01T06:19:01.399Z","parentId":"16911c3f-cec1-485a-af5d-0d638a9f631a"}
+{"type":"model.call_final_result","data":{"model":"gpt-4o","isByok":true,"result":"http_429"},"ephemeral":true,"id":"a317a2ee-3862-468a-8add-f9494ea3e5d8","timestamp":"2026-12-01T06:19:01.408Z","parentId":"16911c3f-cec1-485a-af5d-0d638a9f631a"}
+{"type":"session.error","data":{"errorType":"rate_limit","message":"Failed to get response from the AI model; retried 5 times (total retry wait time: 55.95 seconds) Last error: 429 You exceeded your current quota: the quota will reset after 3h20m.","statusCode":429,"originatingMessageId":"37734d07-984b-486d-b6c6-b7305dd4c794"},"id":"0acf3365-ec45-486d-ae0a-7da360dfb7dd","timestamp":"2026-12-01T06:19:01.411Z","parentId":"45aa9e77-711c-42e8-9129-f3c6586593da"}
+{"type":"result","timestamp":"2026-12-01T06:19:01.429Z","sessionId":"963e4a4b-755f-43c7-978c-af3b040bfbf0","exitCode":1,"usage":{"premiumRequests":0,"totalApiDurationMs":0,"sessionDurationMs":56306,"codeChanges":{"linesAdded":0,"linesRemoved":0,"filesModified":[]}}}
+OUT
+exit 1"#,
+        &[("COPILOT_GITHUB_TOKEN", "github_pat_fake")],
+    );
+    let span = 3 * 3600 + 20 * 60;
+    assert!(
+        resume >= before + span && resume <= after + span + 1,
+        "{before} {resume} {after}: {out}"
+    );
+}
+
+#[test]
+fn copilot_without_any_credential_stops_before_any_iteration() {
+    let Some(bin) = engine_bin("copilot") else {
+        return;
+    };
+    let l = engine_loop("copilot", &bin, &[]);
+    let out = l.run(&[]);
+    assert_code(&out, 2, "preflight");
+    let t = text(&out);
+    assert!(t.contains("copilot: no credentials"), "{t}");
+    assert!(t.contains("COPILOT_GITHUB_TOKEN"), "the fix: {t}");
+    assert!(!l.dir.join("iterations/000001").exists(), "nothing ran");
+}
+
+#[test]
+fn copilot_at_init_warns_that_a_dollar_cap_counts_nothing() {
+    let repo = Repo::new();
+    let out = repo.orbit(&[
+        "init",
+        "capped goal",
+        "--engine",
+        "copilot",
+        "--verify",
+        "true",
+        "--usd-cap",
+        "5",
+    ]);
+    assert_ok(&out, "orbit init");
+    assert!(text(&out).contains("reports no cost"), "{}", text(&out));
 }

@@ -350,6 +350,12 @@ fn cases() -> Vec<Case> {
             goal: goal("newline-command"),
             name: None,
         },
+        Case {
+            dir: ".orbit/copilot",
+            engine: "copilot",
+            goal: goal("jinja"),
+            name: None,
+        },
     ]
 }
 

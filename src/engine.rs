@@ -264,6 +264,16 @@ impl Engine {
         }
     }
 
+    /// The variables besides its key a built-in engine's CLI needs to reach its provider
+    /// (qwen selects an OpenAI-compatible provider only with all three), which the
+    /// schedules pass on like the key (a repository secret, a key of the Secret).
+    pub fn provider_env(self) -> &'static [&'static str] {
+        match self {
+            Engine::Qwen => &["OPENAI_BASE_URL", "OPENAI_MODEL"],
+            _ => &[],
+        }
+    }
+
     /// The token prices `orbit init` writes into loop.toml for an engine that reports
     /// tokens, not dollars: `model=input/cached/output`, USD per million tokens, as the
     /// providers list them (OpenAI and Google price pages, 2025-08; qwen: Alibaba Cloud

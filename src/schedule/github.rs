@@ -284,6 +284,9 @@ pub fn render(shipped: &Shipped, every: &str) -> Result<String> {
             });
         }
         tick_env.insert(key.into(), secret);
+        for var in cfg.engine.provider_env() {
+            tick_env.insert((*var).into(), format!("${{{{ secrets.{var} }}}}"));
+        }
     }
     if !cfg.notify_webhook_env.is_empty() {
         tick_env.insert(
@@ -368,6 +371,13 @@ fn header(shipped: &Shipped) -> Vec<String> {
         lines.push(format!(
             "The repository needs the secret {key} (Settings, Secrets and variables, Actions)."
         ));
+        let vars = shipped.cfg.engine.provider_env();
+        if !vars.is_empty() {
+            lines.push(format!(
+                "and the secrets {} (what the CLI needs to reach its provider).",
+                vars.join(" and ")
+            ));
+        }
     } else {
         lines
             .push("A custom agent: add the steps that install it and the secrets it reads.".into());

@@ -456,6 +456,11 @@ fn every_loop_renders_manifests_and_a_workflow_the_official_tools_accept() {
                         var["valueFrom"]["secretKeyRef"]["name"],
                         format!("orbit-{}", c.engine).as_str()
                     );
+                    // What else the CLI needs to reach its provider, from the Secret too.
+                    for extra in cfg.engine.provider_env() {
+                        let (_, var) = env.iter().find(|(n, _)| n == extra).unwrap();
+                        assert_eq!(var["valueFrom"]["secretKeyRef"]["key"], *extra);
+                    }
                 }
                 None => assert_eq!(runner["envFrom"][0]["secretRef"]["name"], "orbit-custom"),
             }
@@ -500,6 +505,12 @@ fn every_loop_renders_manifests_and_a_workflow_the_official_tools_accept() {
                     tick["env"][key],
                     format!("${{{{ secrets.{key} }}}}").as_str()
                 );
+                for extra in cfg.engine.provider_env() {
+                    assert_eq!(
+                        tick["env"][extra],
+                        format!("${{{{ secrets.{extra} }}}}").as_str()
+                    );
+                }
                 let install = install.unwrap();
                 assert_eq!(install["env"]["AGENT_PACKAGE"], package);
                 // A Python CLI installs with pip after setting up Python, never with npm.

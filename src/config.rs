@@ -22,7 +22,7 @@ pub struct LoopConfig {
     pub contract_version: String,
     /// The loop's name (its directory name by default).
     pub name: String,
-    /// claude | codex | gemini | custom.
+    /// claude | codex | gemini | qwen | aider | opencode | copilot | custom.
     pub engine: Engine,
     /// The agent command as an argv; the prompt arrives on stdin.
     pub argv: Vec<String>,

@@ -13,17 +13,27 @@ pub enum Engine {
     Claude,
     Codex,
     Gemini,
+    Qwen,
+    Aider,
+    Opencode,
+    Copilot,
     Custom,
 }
 
 impl Engine {
-    pub const NAMES: [&'static str; 4] = ["claude", "codex", "gemini", "custom"];
+    pub const NAMES: [&'static str; 8] = [
+        "claude", "codex", "gemini", "qwen", "aider", "opencode", "copilot", "custom",
+    ];
 
     pub fn parse(name: &str) -> Result<Engine> {
         match name {
             "claude" => Ok(Engine::Claude),
             "codex" => Ok(Engine::Codex),
             "gemini" => Ok(Engine::Gemini),
+            "qwen" => Ok(Engine::Qwen),
+            "aider" => Ok(Engine::Aider),
+            "opencode" => Ok(Engine::Opencode),
+            "copilot" => Ok(Engine::Copilot),
             "custom" => Ok(Engine::Custom),
             other => Err(Error::Usage(format!(
                 "--engine '{}': unknown engine; choose one of {} (custom takes --exec 'CMD ARGS')",
@@ -38,6 +48,10 @@ impl Engine {
             Engine::Claude => "claude",
             Engine::Codex => "codex",
             Engine::Gemini => "gemini",
+            Engine::Qwen => "qwen",
+            Engine::Aider => "aider",
+            Engine::Opencode => "opencode",
+            Engine::Copilot => "copilot",
             Engine::Custom => "custom",
         }
     }
@@ -65,6 +79,52 @@ impl Engine {
     ///   `--allowed-tools run_shell_command(bash .orbit-agent/verify.sh)` adds the loop's
     ///   checks and nothing else (another command, or one chained after it, is denied by
     ///   gemini's policy); `--output-format json` puts errors as `{"error":{"code","message"}}`.
+    /// - Qwen Code (qwen-code 0.24.4, a fork of gemini-cli): runs headless when stdin is not
+    ///   a terminal and reads the prompt from it. It trusts every folder unless the user
+    ///   turned `security.folderTrust` on (then the fix is theirs: trust the workspace).
+    ///   `--approval-mode auto-edit` (qwen spells it with a hyphen) approves edits;
+    ///   `--allowed-tools run_shell_command(bash .orbit-agent/verify.sh)` adds the loop's
+    ///   checks, and any other command (or one chained after it) is declined, as headless
+    ///   qwen cannot ask. `--output-format stream-json` prints one JSON event per line, as
+    ///   claude does: the live view shows progress, and the last line is the result object
+    ///   (`is_error`, `result`, `error.message`, `usage`).
+    /// - Aider (aider-chat 0.86.2): `--message-file /dev/stdin` takes the prompt from stdin
+    ///   and exits after it. `--yes-always` answers its questions (create a file, add a file
+    ///   to the chat, fix the failing checks), so everything that would run or fetch
+    ///   something unasked is turned off: `--no-suggest-shell-commands` (else a shell command
+    ///   the model suggests would run), `--no-detect-urls` and `--disable-playwright` (no
+    ///   scraping, no browser install), `--no-check-update`, `--no-show-release-notes`,
+    ///   `--no-analytics`, and `--no-show-model-warnings` (a model it does not know would
+    ///   offer to open its documentation). Its browser login (OpenRouter) is only offered
+    ///   without any key, which the preflight refuses first. `--no-auto-commits` and
+    ///   `--no-dirty-commits`: the runner commits. `--no-gitignore`: aider would add
+    ///   `.aider*` to .gitignore; its chat and input histories go under `.orbit-agent/`
+    ///   (kept out of every commit) and its repository-map cache is excluded by the runner.
+    ///   aider edits no file git ignores unless it is in its chat, and the agent's folder
+    ///   is ignored: `--add-gitignore-files --file .orbit-agent/done.md` puts the claim's
+    ///   file in the chat (aider creates it empty; the runner drops an empty done.md after
+    ///   an aider run: a claim carries its evidence).
+    ///   aider has no shell tool: `--test-cmd 'bash .orbit-agent/verify.sh' --auto-test`
+    ///   runs the loop's checks after each edit and hands their failure back to the model.
+    ///   `--no-pretty --no-fancy-input`: plain text, as it has no structured output.
+    /// - opencode (opencode-ai 1.18.33): `opencode run` reads the prompt from stdin;
+    ///   `--format json` prints its events as JSON lines (`tool_use`, `text`, `step_finish`
+    ///   with tokens and cost, `error` with the provider's status and message). opencode
+    ///   allows every tool by default, and `run` has no flag that narrows them: the runner
+    ///   sets `OPENCODE_PERMISSION` (merged over every opencode.json, the workspace's too),
+    ///   which denies every shell command but the loop's checks and web fetches, and
+    ///   `OPENCODE_DISABLE_AUTOUPDATE` (it would update itself mid-loop).
+    /// - GitHub Copilot CLI (@github/copilot 1.0.102): reads the prompt from stdin when it is
+    ///   not a terminal and runs it non-interactively; `--output-format json` prints its
+    ///   events as JSON lines (`session.error` with `errorType` and `statusCode`,
+    ///   `assistant.turn_retry` while it retries, `result` with its exit code).
+    ///   `--no-auto-update`: it would download a newer CLI by itself. What no one approves
+    ///   is denied in a non-interactive run: `--allow-tool write` lets it edit (in the
+    ///   working directory: copilot checks paths), and `--allow-tool shell(bash)` lets it run
+    ///   the checks. copilot matches a shell command by its name only, so that rule admits
+    ///   any `bash SCRIPT`, a script the agent wrote too: the narrowest copilot has, not an
+    ///   exact fence (`--deny-tool shell(bash -c:*)` refuses inline code; orbit's OS
+    ///   sandbox bounds the rest). Any other command is denied.
     pub fn default_argv(self) -> Option<Vec<String>> {
         let words: &[&str] = match self {
             Engine::Claude => &[
@@ -96,35 +156,129 @@ impl Engine {
                 "--output-format",
                 "json",
             ],
+            Engine::Qwen => &[
+                "qwen",
+                "--approval-mode",
+                "auto-edit",
+                "--allowed-tools",
+                "run_shell_command(bash .orbit-agent/verify.sh)",
+                "--output-format",
+                "stream-json",
+            ],
+            Engine::Aider => &[
+                "aider",
+                "--message-file",
+                "/dev/stdin",
+                "--yes-always",
+                "--no-suggest-shell-commands",
+                "--no-detect-urls",
+                "--disable-playwright",
+                "--no-check-update",
+                "--no-show-release-notes",
+                "--no-analytics",
+                "--no-show-model-warnings",
+                "--no-auto-commits",
+                "--no-dirty-commits",
+                "--no-gitignore",
+                "--chat-history-file",
+                ".orbit-agent/aider.chat.history.md",
+                "--input-history-file",
+                ".orbit-agent/aider.input.history",
+                "--add-gitignore-files",
+                "--file",
+                ".orbit-agent/done.md",
+                "--test-cmd",
+                "bash .orbit-agent/verify.sh",
+                "--auto-test",
+                "--no-pretty",
+                "--no-fancy-input",
+            ],
+            Engine::Opencode => &["opencode", "run", "--format", "json"],
+            Engine::Copilot => &[
+                "copilot",
+                "--output-format",
+                "json",
+                "--no-auto-update",
+                "--allow-tool",
+                "write",
+                "--allow-tool",
+                "shell(bash)",
+                "--deny-tool",
+                "shell(bash -c:*)",
+            ],
             Engine::Custom => return None,
         };
         Some(words.iter().map(|w| w.to_string()).collect())
     }
 
-    /// The npm package that installs a built-in engine's CLI (on a CI runner, in an image).
+    /// The npm package that installs a built-in engine's CLI (on a CI runner, in an image);
+    /// None for aider, a Python package (`pypi_package`).
     pub fn npm_package(self) -> Option<&'static str> {
         match self {
+            Engine::Aider => None,
             Engine::Claude => Some("@anthropic-ai/claude-code"),
             Engine::Codex => Some("@openai/codex"),
             Engine::Gemini => Some("@google/gemini-cli"),
+            Engine::Qwen => Some("@qwen-code/qwen-code"),
+            Engine::Opencode => Some("opencode-ai"),
+            Engine::Copilot => Some("@github/copilot"),
             Engine::Custom => None,
         }
     }
 
-    /// The environment variable a built-in engine's CLI reads its API key from.
+    /// The PyPI package that installs a built-in engine's CLI written in Python (aider).
+    pub fn pypi_package(self) -> Option<&'static str> {
+        match self {
+            Engine::Aider => Some("aider-chat"),
+            _ => None,
+        }
+    }
+
+    /// How a built-in engine's CLI installs: its package and the registry, for the
+    /// messages that name it.
+    pub fn package_hint(self) -> Option<String> {
+        if let Some(p) = self.npm_package() {
+            Some(format!("{p} (npm)"))
+        } else {
+            self.pypi_package().map(|p| format!("{p} (PyPI)"))
+        }
+    }
+
+    /// The environment variable a built-in engine's CLI reads its API key from (qwen: its
+    /// OpenAI-compatible provider's key; it also wants OPENAI_BASE_URL and OPENAI_MODEL, or
+    /// a provider in its settings).
     pub fn api_key_env(self) -> Option<&'static str> {
         match self {
             Engine::Claude => Some("ANTHROPIC_API_KEY"),
             Engine::Codex => Some("OPENAI_API_KEY"),
             Engine::Gemini => Some("GEMINI_API_KEY"),
+            Engine::Qwen => Some("OPENAI_API_KEY"),
+            // aider picks its model by the key it finds (ANTHROPIC_API_KEY: sonnet, ...);
+            // OPENAI_API_KEY is the one orbit names where it must name one.
+            Engine::Aider => Some("OPENAI_API_KEY"),
+            // opencode reads each provider's own key (or `opencode auth login`).
+            Engine::Opencode => Some("ANTHROPIC_API_KEY"),
+            // A fine-grained token with the Copilot Requests permission.
+            Engine::Copilot => Some("COPILOT_GITHUB_TOKEN"),
             Engine::Custom => None,
+        }
+    }
+
+    /// The variables besides its key a built-in engine's CLI needs to reach its provider
+    /// (qwen selects an OpenAI-compatible provider only with all three), which the
+    /// schedules pass on like the key (a repository secret, a key of the Secret).
+    pub fn provider_env(self) -> &'static [&'static str] {
+        match self {
+            Engine::Qwen => &["OPENAI_BASE_URL", "OPENAI_MODEL"],
+            _ => &[],
         }
     }
 
     /// The token prices `orbit init` writes into loop.toml for an engine that reports
     /// tokens, not dollars: `model=input/cached/output`, USD per million tokens, as the
-    /// providers list them (OpenAI and Google price pages, 2025-08; check and override in
-    /// loop.toml `token-prices`). `*` prices any other model (the CLI's current default
+    /// providers list them (OpenAI and Google price pages, 2025-08; qwen: Alibaba Cloud
+    /// Model Studio's international prices of the smallest context tier, 2025-09; check and
+    /// override in loop.toml `token-prices`). `*` prices any other model (the CLI's current default
     /// model is often newer than this table).
     pub fn default_token_prices(self) -> Vec<String> {
         let prices: &[&str] = match self {
@@ -140,16 +294,28 @@ impl Engine {
                 "gemini-2.5-flash-lite=0.10/0.025/0.40",
                 "*=1.25/0.31/10",
             ],
-            Engine::Claude | Engine::Custom => &[],
+            Engine::Qwen => &[
+                "qwen3-coder-plus=1/0.2/5",
+                "qwen3-coder-flash=0.30/0.06/1.50",
+                "*=1/0.2/5",
+            ],
+            Engine::Claude
+            | Engine::Aider
+            | Engine::Opencode
+            | Engine::Copilot
+            | Engine::Custom => &[],
         };
         prices.iter().map(|p| p.to_string()).collect()
     }
 
-    /// Whether the engine's output says what a run cost (claude in dollars; codex and
-    /// gemini in tokens, priced by `token-prices`). A custom agent reports a cost only if it
-    /// writes `$ORBIT_COST_FILE`.
+    /// Whether the engine's output says what a run cost (claude, aider and opencode in
+    /// dollars, aider and opencode for the models their price tables know (opencode prices
+    /// other models' tokens by `token-prices` when there are some); codex, gemini and qwen
+    /// in tokens, priced by `token-prices`). copilot counts premium requests of a
+    /// subscription, neither dollars nor tokens: no cost. A custom agent reports a cost only
+    /// if it writes `$ORBIT_COST_FILE`.
     pub fn reports_cost(self) -> bool {
-        !matches!(self, Engine::Custom)
+        !matches!(self, Engine::Custom | Engine::Copilot)
     }
 
     /// Resolves the argv for this engine from an optional `--exec` command line.
@@ -265,5 +431,69 @@ mod tests {
                 "run_shell_command(bash .orbit-agent/verify.sh)"
             ]));
         assert!(!gemini.iter().any(|w| w == "--yolo" || w == "yolo"));
+        let qwen = Engine::Qwen.default_argv().unwrap();
+        assert!(
+            qwen.windows(2)
+                .any(|w| w == ["--approval-mode", "auto-edit"])
+        );
+        assert!(qwen.windows(2).any(|w| w
+            == [
+                "--allowed-tools",
+                "run_shell_command(bash .orbit-agent/verify.sh)"
+            ]));
+        assert!(
+            qwen.windows(2)
+                .any(|w| w == ["--output-format", "stream-json"])
+        );
+        assert!(
+            !qwen
+                .iter()
+                .any(|w| w == "--yolo" || w == "yolo" || w == "-y")
+        );
+        let aider = Engine::Aider.default_argv().unwrap();
+        assert!(
+            aider
+                .windows(2)
+                .any(|w| w == ["--message-file", "/dev/stdin"])
+        );
+        for off in [
+            "--no-suggest-shell-commands",
+            "--no-auto-commits",
+            "--no-gitignore",
+            "--no-check-update",
+            "--no-analytics",
+            "--no-detect-urls",
+        ] {
+            assert!(aider.iter().any(|w| w == off), "{off}");
+        }
+        assert!(
+            aider
+                .windows(2)
+                .any(|w| w == ["--test-cmd", "bash .orbit-agent/verify.sh"])
+        );
+        assert_eq!(Engine::Aider.npm_package(), None);
+        assert_eq!(Engine::Aider.pypi_package(), Some("aider-chat"));
+        assert_eq!(
+            Engine::Opencode.default_argv().unwrap(),
+            ["opencode", "run", "--format", "json"]
+        );
+        let copilot = Engine::Copilot.default_argv().unwrap();
+        assert!(
+            copilot
+                .windows(2)
+                .any(|w| w == ["--allow-tool", "shell(bash)"])
+        );
+        assert!(
+            copilot
+                .windows(2)
+                .any(|w| w == ["--deny-tool", "shell(bash -c:*)"])
+        );
+        assert!(copilot.iter().any(|w| w == "--no-auto-update"));
+        assert!(
+            !copilot
+                .iter()
+                .any(|w| w.starts_with("--allow-all") || w == "--yolo")
+        );
+        assert!(!Engine::Copilot.reports_cost());
     }
 }

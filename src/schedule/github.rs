@@ -107,6 +107,10 @@ fi
 /// Installs the agent's CLI.
 pub const INSTALL_SH: &str = "npm install --global \"$AGENT_PACKAGE\"\n";
 
+/// Installs the agent's CLI written in Python (aider), from PyPI.
+pub const INSTALL_PY_SH: &str =
+    "python -m pip install --disable-pip-version-check \"$AGENT_PACKAGE\"\n";
+
 /// Brings back the loop directory as the last run left it and the loop's branch.
 pub const RESTORE_SH: &str = r#"# The loop directory as the last run left it (its state branch), else as committed.
 state="refs/remotes/origin/$STATE_BRANCH"
@@ -244,7 +248,7 @@ pub fn render(shipped: &Shipped, every: &str) -> Result<String> {
         ..Step::default()
     }];
     let mut tick_env = env(&[("LOOP_DIR", &shipped.rel)]);
-    if let (Some(key), Some(package)) = (cfg.engine.api_key_env(), cfg.engine.npm_package()) {
+    if let Some(key) = cfg.engine.api_key_env() {
         let secret = format!("${{{{ secrets.{key} }}}}");
         steps.push(Step {
             name: "Check the agent's key",
@@ -252,19 +256,37 @@ pub fn render(shipped: &Shipped, every: &str) -> Result<String> {
             run: Some(KEY_CHECK_SH.into()),
             ..Step::default()
         });
-        steps.push(Step {
-            name: "Set up Node.js",
-            uses: Some("actions/setup-node@v4"),
-            with: BTreeMap::from([("node-version", Value::from(22))]),
-            ..Step::default()
-        });
-        steps.push(Step {
-            name: "Install the agent",
-            env: env(&[("AGENT_PACKAGE", package)]),
-            run: Some(INSTALL_SH.into()),
-            ..Step::default()
-        });
+        if let Some(package) = cfg.engine.npm_package() {
+            steps.push(Step {
+                name: "Set up Node.js",
+                uses: Some("actions/setup-node@v4"),
+                with: BTreeMap::from([("node-version", Value::from(22))]),
+                ..Step::default()
+            });
+            steps.push(Step {
+                name: "Install the agent",
+                env: env(&[("AGENT_PACKAGE", package)]),
+                run: Some(INSTALL_SH.into()),
+                ..Step::default()
+            });
+        } else if let Some(package) = cfg.engine.pypi_package() {
+            steps.push(Step {
+                name: "Set up Python",
+                uses: Some("actions/setup-python@v5"),
+                with: BTreeMap::from([("python-version", Value::from("3.12"))]),
+                ..Step::default()
+            });
+            steps.push(Step {
+                name: "Install the agent",
+                env: env(&[("AGENT_PACKAGE", package)]),
+                run: Some(INSTALL_PY_SH.into()),
+                ..Step::default()
+            });
+        }
         tick_env.insert(key.into(), secret);
+        for var in cfg.engine.provider_env() {
+            tick_env.insert((*var).into(), format!("${{{{ secrets.{var} }}}}"));
+        }
     }
     if !cfg.notify_webhook_env.is_empty() {
         tick_env.insert(
@@ -349,6 +371,13 @@ fn header(shipped: &Shipped) -> Vec<String> {
         lines.push(format!(
             "The repository needs the secret {key} (Settings, Secrets and variables, Actions)."
         ));
+        let vars = shipped.cfg.engine.provider_env();
+        if !vars.is_empty() {
+            lines.push(format!(
+                "and the secrets {} (what the CLI needs to reach its provider).",
+                vars.join(" and ")
+            ));
+        }
     } else {
         lines
             .push("A custom agent: add the steps that install it and the secrets it reads.".into());

@@ -498,7 +498,12 @@ fn pod(shipped: &Shipped, opts: &Options, name: &str, secret: &str) -> Result<Po
     ];
     let mut env_from = Vec::new();
     match cfg.engine.api_key_env() {
-        Some(key) => env.push(secret_env(key, secret, false)),
+        Some(key) => {
+            env.push(secret_env(key, secret, false));
+            for var in cfg.engine.provider_env() {
+                env.push(secret_env(var, secret, false));
+            }
+        }
         // A custom agent: every key of the Secret that is a variable name reaches it.
         None => env_from.push(EnvFrom {
             secret_ref: SecretRef {
@@ -741,7 +746,14 @@ fn header(shipped: &Shipped, opts: &Options, name: &str, secret: &str) -> Vec<St
     ];
     match shipped.cfg.engine.api_key_env() {
         Some(key) => lines.push(format!(
-            "   kubectl create secret generic {secret}{ns} --from-literal={key}=..."
+            "   kubectl create secret generic {secret}{ns} --from-literal={key}=...{}",
+            shipped
+                .cfg
+                .engine
+                .provider_env()
+                .iter()
+                .map(|v| format!(" --from-literal={v}=..."))
+                .collect::<String>()
         )),
         None => lines.push(format!(
             "   kubectl create secret generic {secret}{ns} --from-literal=NAME=... (each key reaches the agent as a variable)"
@@ -753,8 +765,8 @@ fn header(shipped: &Shipped, opts: &Options, name: &str, secret: &str) -> Vec<St
         ),
         "2. kubectl apply -f THIS-FILE".into(),
     ]);
-    let needs = match shipped.cfg.engine.npm_package() {
-        Some(pkg) => format!("bash, git, {pkg} (npm) and the project's toolchain"),
+    let needs = match shipped.cfg.engine.package_hint() {
+        Some(pkg) => format!("bash, git, {pkg} and the project's toolchain"),
         None => "bash, git, the agent command of loop.toml and the project's toolchain".into(),
     };
     lines.push(format!(
@@ -771,8 +783,8 @@ fn header(shipped: &Shipped, opts: &Options, name: &str, secret: &str) -> Vec<St
 pub fn run(args: &ScheduleArgs) -> Result<u8> {
     let shipped = super::shipped(args.dir.as_deref(), args.branch.as_deref())?;
     let image = args.image.clone().ok_or_else(|| {
-        let needs = match shipped.cfg.engine.npm_package() {
-            Some(pkg) => format!("bash, git, the agent ({pkg} from npm)"),
+        let needs = match shipped.cfg.engine.package_hint() {
+            Some(pkg) => format!("bash, git, the agent ({pkg})"),
             None => "bash, git, the agent command of loop.toml".into(),
         };
         Error::Usage(format!(

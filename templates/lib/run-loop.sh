@@ -248,10 +248,14 @@ workspace_git_facts() {
 
 # workspace_exclude: the agent's folder (and a workspace kept inside the user's checkout)
 # is never part of anyone's tree: one line each in the repository's info/exclude, which
-# every worktree reads. Added once, never duplicated.
+# every worktree reads. Added once, never duplicated. aider's repository-map cache, which
+# it keeps at the root of the workspace, stays out too.
 workspace_exclude() {
   local ex="$GIT_COMMON_ABS/info/exclude" line want have=$'\n'
   local -a wants=('/.orbit-agent/')
+  if [[ $ENGINE == aider ]]; then
+    wants+=('/.aider.tags.cache.v4/')
+  fi
   if [[ $WS == "$REPO_ROOT"/* ]]; then
     wants+=("/${WS#"$REPO_ROOT"/}/")
   fi
@@ -424,6 +428,7 @@ agent_file_take() {
 # and its cost into the iteration's record.
 agent_dir_collect() {
   local cfile=$1
+  engine_after_run
   # A fan-out candidate's notes are taken by the runner when it judges it (fanout_judge).
   if ((!FANOUT_CAND)) && agent_dir_real && [[ -f $AGENT_DIR/notes.md && ! -L $AGENT_DIR/notes.md ]]; then
     head -c "$AGENT_NOTES_MAX" -- "$AGENT_DIR/notes.md" >"$LOOP_DIR/.notes.md.tmp.$$" &&

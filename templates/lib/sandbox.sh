@@ -127,6 +127,26 @@ sandbox_home_paths() {
       REPLY_RW=(.gemini)
       REPLY_RO=(.gemini/settings.json .gemini/GEMINI.md)
       ;;
+    qwen)
+      REPLY_RW=(.qwen)
+      REPLY_RO=(.qwen/settings.json .qwen/QWEN.md .qwen/.env)
+      ;;
+    copilot)
+      # Its state and sessions, and the package its loader unpacks under ~/.cache; its
+      # settings and instructions stay read-only.
+      REPLY_RW=(.copilot .cache/copilot)
+      REPLY_RO=(.copilot/mcp-config.json .copilot/copilot-instructions.md .copilot/agents .copilot/skills)
+      ;;
+    opencode)
+      # Its sessions and credentials, its caches and state; its settings stay read-only.
+      REPLY_RW=(.local/share/opencode .cache/opencode .local/state/opencode)
+      REPLY_RO=(.config/opencode)
+      ;;
+    aider)
+      # Its caches (the price table, the analytics id); its .aider.conf.yml is read-only
+      # with the rest of HOME.
+      REPLY_RW=(.aider)
+      ;;
   esac
 }
 

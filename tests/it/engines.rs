@@ -18,7 +18,7 @@ const ENGINES_BIN: &str = "/opt/orbit-engines/bin";
 
 /// The engine CLI `name`, on PATH or under /opt/orbit-engines/bin; None (with a notice)
 /// when missing, a panic when ORBIT_REQUIRE_ENGINES=1.
-fn engine_bin(name: &str) -> Option<PathBuf> {
+pub(crate) fn engine_bin(name: &str) -> Option<PathBuf> {
     let path = std::env::var("PATH").unwrap_or_default();
     let found = path
         .split(':')
@@ -37,13 +37,13 @@ fn engine_bin(name: &str) -> Option<PathBuf> {
 }
 
 /// One response of the mock: status, headers, body.
-struct Resp {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
+pub(crate) struct Resp {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: String,
 }
 
-fn json(status: u16, body: serde_json::Value) -> Resp {
+pub(crate) fn json(status: u16, body: serde_json::Value) -> Resp {
     Resp {
         status,
         headers: vec![("content-type".into(), "application/json".into())],
@@ -51,7 +51,7 @@ fn json(status: u16, body: serde_json::Value) -> Resp {
     }
 }
 
-fn sse(events: &[(Option<&str>, serde_json::Value)]) -> Resp {
+pub(crate) fn sse(events: &[(Option<&str>, serde_json::Value)]) -> Resp {
     let mut body = String::new();
     for (name, data) in events {
         if let Some(n) = name {
@@ -66,17 +66,19 @@ fn sse(events: &[(Option<&str>, serde_json::Value)]) -> Resp {
     }
 }
 
-type Handler = dyn Fn(&str, &serde_json::Value) -> Resp + Send + Sync;
+pub(crate) type Handler = dyn Fn(&str, &serde_json::Value) -> Resp + Send + Sync;
 
 /// A loopback HTTP server answering every POST with `handler(path, json body)`; it keeps
 /// the requests it got.
-struct Mock {
-    url: String,
+pub(crate) struct Mock {
+    pub(crate) url: String,
     requests: Arc<Mutex<Vec<(String, String)>>>,
 }
 
 impl Mock {
-    fn start(handler: impl Fn(&str, &serde_json::Value) -> Resp + Send + Sync + 'static) -> Mock {
+    pub(crate) fn start(
+        handler: impl Fn(&str, &serde_json::Value) -> Resp + Send + Sync + 'static,
+    ) -> Mock {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -94,7 +96,7 @@ impl Mock {
         Mock { url, requests }
     }
 
-    fn bodies(&self) -> String {
+    pub(crate) fn bodies(&self) -> String {
         self.requests
             .lock()
             .unwrap()
@@ -243,10 +245,10 @@ fn anthropic_error(status: u16, kind: &str, message: &str, headers: Vec<(String,
 /// A loop in a fresh repository for `engine`, with a check that fails until done.txt
 /// exists; a HOME of its own outside /tmp (codex refuses its helpers under a temporary
 /// directory).
-struct EngineLoop {
-    repo: Repo,
-    home: TempDir,
-    dir: PathBuf,
+pub(crate) struct EngineLoop {
+    pub(crate) repo: Repo,
+    pub(crate) home: TempDir,
+    pub(crate) dir: PathBuf,
     bin_dir: PathBuf,
 }
 
@@ -266,7 +268,7 @@ fn engine_home_parent() -> PathBuf {
     var_tmp
 }
 
-fn engine_loop(engine: &str, bin: &Path, extra: &[&str]) -> EngineLoop {
+pub(crate) fn engine_loop(engine: &str, bin: &Path, extra: &[&str]) -> EngineLoop {
     let repo = Repo::new();
     let home = tempfile::Builder::new()
         .prefix("engine-home-")
@@ -293,7 +295,7 @@ fn engine_loop(engine: &str, bin: &Path, extra: &[&str]) -> EngineLoop {
 }
 
 impl EngineLoop {
-    fn run(&self, env: &[(&str, &str)]) -> std::process::Output {
+    pub(crate) fn run(&self, env: &[(&str, &str)]) -> std::process::Output {
         let path = format!("{}:{}", self.bin_dir.display(), self.repo.path_env());
         let home = self.home.path().display().to_string();
         let mut all: Vec<(&str, &str)> = vec![
@@ -307,20 +309,20 @@ impl EngineLoop {
         self.repo.run_loop(&self.dir, &["--once"], &all)
     }
 
-    fn progress(&self) -> String {
+    pub(crate) fn progress(&self) -> String {
         std::fs::read_to_string(self.dir.join("progress.md")).unwrap()
     }
 
-    fn ledger(&self) -> String {
+    pub(crate) fn ledger(&self) -> String {
         std::fs::read_to_string(self.dir.join("cost.ledger")).unwrap_or_default()
     }
 
-    fn state(&self, key: &str) -> String {
+    pub(crate) fn state(&self, key: &str) -> String {
         state_value(&self.dir, key)
     }
 }
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -760,7 +762,7 @@ fn codex_logged_out_without_a_key_stops_before_any_iteration() {
 /// A stand-in for the engine CLI `name`: answers `--version` and its status probe as a
 /// logged-in CLI does, and runs `body` (bash) for an agent run. The returned directory
 /// must outlive the loop.
-fn stand_in(engine: &str, body: &str) -> (TempDir, EngineLoop) {
+pub(crate) fn stand_in(engine: &str, body: &str) -> (TempDir, EngineLoop) {
     let bin = tempfile::tempdir().unwrap();
     let path = bin.path().join(engine);
     let script = format!(
@@ -774,7 +776,7 @@ fn stand_in(engine: &str, body: &str) -> (TempDir, EngineLoop) {
 }
 
 /// `date` for the expectations: its output for ARGS, trimmed.
-fn date(args: &[&str]) -> String {
+pub(crate) fn date(args: &[&str]) -> String {
     let out = command("date")
         .args(args)
         .env("TZ", "UTC")
@@ -786,14 +788,18 @@ fn date(args: &[&str]) -> String {
 
 /// The first epoch at or after `now` less five minutes whose UTC clock reads `secs`
 /// seconds past midnight (the runner's rule: a reset just passed is still this one).
-fn next_utc_clock(now: u64, secs: u64) -> u64 {
+pub(crate) fn next_utc_clock(now: u64, secs: u64) -> u64 {
     let t = now / 86400 * 86400 + secs;
     if t + 300 < now { t + 86400 } else { t }
 }
 
 /// Runs a stand-in that fails with `body`'s output and returns RESUME_AT, with the time
 /// just before and just after the run.
-fn paused_until(engine: &str, body: &str, env: &[(&str, &str)]) -> (u64, u64, u64, String) {
+pub(crate) fn paused_until(
+    engine: &str,
+    body: &str,
+    env: &[(&str, &str)],
+) -> (u64, u64, u64, String) {
     let (_bin, l) = stand_in(engine, body);
     let before = now();
     let out = l.run(env);

@@ -343,7 +343,7 @@ fn bad_input_is_refused_and_nothing_is_written() {
         (
             "unknown engine",
             vec!["init", "g", "--engine", "gpt5", "--verify", "true"],
-            "[possible values: claude, codex, gemini, custom]",
+            "[possible values: claude, codex, gemini, qwen, aider, opencode, copilot, custom]",
         ),
         (
             "empty goal",

@@ -5,6 +5,7 @@
 mod audit;
 mod contract;
 mod engines;
+mod engines_more;
 mod fanout;
 mod feedback;
 mod guards;

@@ -332,6 +332,30 @@ fn cases() -> Vec<Case> {
             goal: goal("jinja"),
             name: Some("No"),
         },
+        Case {
+            dir: ".orbit/qwen",
+            engine: "qwen",
+            goal: goal("quotes"),
+            name: None,
+        },
+        Case {
+            dir: ".orbit/on",
+            engine: "aider",
+            goal: goal("bidi"),
+            name: None,
+        },
+        Case {
+            dir: ".orbit/opencode",
+            engine: "opencode",
+            goal: goal("newline-command"),
+            name: None,
+        },
+        Case {
+            dir: ".orbit/copilot",
+            engine: "copilot",
+            goal: goal("jinja"),
+            name: None,
+        },
     ]
 }
 
@@ -432,6 +456,11 @@ fn every_loop_renders_manifests_and_a_workflow_the_official_tools_accept() {
                         var["valueFrom"]["secretKeyRef"]["name"],
                         format!("orbit-{}", c.engine).as_str()
                     );
+                    // What else the CLI needs to reach its provider, from the Secret too.
+                    for extra in cfg.engine.provider_env() {
+                        let (_, var) = env.iter().find(|(n, _)| n == extra).unwrap();
+                        assert_eq!(var["valueFrom"]["secretKeyRef"]["key"], *extra);
+                    }
                 }
                 None => assert_eq!(runner["envFrom"][0]["secretRef"]["name"], "orbit-custom"),
             }
@@ -466,13 +495,34 @@ fn every_loop_renders_manifests_and_a_workflow_the_official_tools_accept() {
         let tick = steps.iter().find(|s| s["id"] == "tick").unwrap();
         assert_eq!(tick["env"]["LOOP_DIR"], c.dir);
         let install = steps.iter().find(|s| s["name"] == "Install the agent");
-        match (key, cfg.engine.npm_package()) {
+        let package = cfg
+            .engine
+            .npm_package()
+            .or_else(|| cfg.engine.pypi_package());
+        match (key, package) {
             (Some(key), Some(package)) => {
                 assert_eq!(
                     tick["env"][key],
                     format!("${{{{ secrets.{key} }}}}").as_str()
                 );
-                assert_eq!(install.unwrap()["env"]["AGENT_PACKAGE"], package);
+                for extra in cfg.engine.provider_env() {
+                    assert_eq!(
+                        tick["env"][extra],
+                        format!("${{{{ secrets.{extra} }}}}").as_str()
+                    );
+                }
+                let install = install.unwrap();
+                assert_eq!(install["env"]["AGENT_PACKAGE"], package);
+                // A Python CLI installs with pip after setting up Python, never with npm.
+                let run = install["run"].as_str().unwrap();
+                let setup = if cfg.engine.pypi_package().is_some() {
+                    assert!(run.contains("pip install"), "{run}");
+                    "actions/setup-python@v5"
+                } else {
+                    assert!(run.contains("npm install"), "{run}");
+                    "actions/setup-node@v4"
+                };
+                assert!(steps.iter().any(|s| s["uses"] == setup), "{setup}");
             }
             _ => assert!(install.is_none()),
         }
@@ -502,6 +552,7 @@ fn the_scripts_inside_pass_shellcheck() {
     for (name, body) in [
         ("key.sh", github::KEY_CHECK_SH.to_string()),
         ("install.sh", github::INSTALL_SH.to_string()),
+        ("install-py.sh", github::INSTALL_PY_SH.to_string()),
         ("restore.sh", github::RESTORE_SH.to_string()),
         ("step-tick.sh", github::tick_step_sh()),
         ("save.sh", github::SAVE_SH.to_string()),

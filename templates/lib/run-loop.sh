@@ -1908,7 +1908,9 @@ run_agent() {
   : >"$tail"
   orbit_fault before_agent
   # Nothing but the runner wrote since the last look: anything else stops before the agent.
-  if [[ -n $TRUST_BAD ]] || ! trust_check runner; then
+  # (A fan-out candidate's subshell leaves these looks to the runner, which takes them
+  # before the candidates start and after the last one ended: its siblings run meanwhile.)
+  if [[ -n $TRUST_BAD ]] || { ((!FANOUT_CAND)) && ! trust_check runner; }; then
     AGENT_RC=0 AGENT_TIMED_OUT=0 AGENT_SECS=0
     orbit_log "the loop directory or git's control files changed before the agent ran: $TRUST_BAD ($TRUST_REASON)"
     return 0
@@ -1950,7 +1952,7 @@ run_agent() {
   fi
   sweep_env "ORBIT_RUN_ID=$runid"
   # What the agent changed outside its workspace, looked at before the runner writes again.
-  if ! trust_check agent; then
+  if ((!FANOUT_CAND)) && ! trust_check agent; then
     orbit_log "the agent changed $TRUST_BAD ($TRUST_REASON): nothing of its run is taken"
     [[ -L ${log%/*} || ! -d ${log%/*} ]] && return 0
   else

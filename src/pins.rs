@@ -421,21 +421,30 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// The agent permission files the workspace holds now (contract 7's list expanded at its
-/// root, regular files), relative to it: what the runner's `permission_files` finds.
-pub fn permission_files_in(ws: &Path) -> Vec<String> {
+/// The agent permission files the workspace holds now (contract 7's list, and the loop's
+/// engine's own, expanded at its root, regular files), relative to it: what the runner's
+/// `permission_files` finds.
+pub fn permission_files_in(ws: &Path, engine: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for g in PERMISSION_FILES {
+    let extra = crate::contract::engine_permission_files(engine);
+    for g in PERMISSION_FILES.iter().chain(extra) {
         let (dir, name) = g.rsplit_once('/').unwrap_or(("", g));
         let Ok(rd) = std::fs::read_dir(ws.join(dir)) else {
             continue;
         };
+        // A glob's `*` takes no dot file (as bash's does); a name written out is that name.
         let mut found: Vec<String> = rd
             .flatten()
             .filter_map(|e| e.file_name().to_str().map(str::to_string))
-            .filter(|n| !n.starts_with('.') && glob_match(name, n))
+            .filter(|n| (name.starts_with('.') || !n.starts_with('.')) && glob_match(name, n))
             .filter(|n| ws.join(dir).join(n).is_file())
-            .map(|n| format!("{dir}/{n}"))
+            .map(|n| {
+                if dir.is_empty() {
+                    n
+                } else {
+                    format!("{dir}/{n}")
+                }
+            })
             .collect();
         found.sort();
         out.extend(found);
@@ -446,7 +455,7 @@ pub fn permission_files_in(ws: &Path) -> Vec<String> {
 /// The agent permission files of the workspace `ws` that `pins` (pins.sha256 as read) does
 /// not list: each appeared after the first run pinned them (`permission_hijack`). Only
 /// once the first run has pinned (the loop has `.baseline-commit`).
-pub fn appeared_permission_files(dir: &Path, ws: &str, pins: &[Pin]) -> Vec<String> {
+pub fn appeared_permission_files(dir: &Path, ws: &str, engine: &str, pins: &[Pin]) -> Vec<String> {
     if ws.is_empty()
         || !dir.join(".baseline-commit").is_file()
         || !std::fs::symlink_metadata(ws).is_ok_and(|m| m.is_dir())
@@ -454,7 +463,7 @@ pub fn appeared_permission_files(dir: &Path, ws: &str, pins: &[Pin]) -> Vec<Stri
         return Vec::new();
     }
     let ws_root = ws.trim_end_matches('/');
-    permission_files_in(Path::new(ws_root))
+    permission_files_in(Path::new(ws_root), engine)
         .into_iter()
         .filter(|rel| {
             let abs = format!("{ws_root}/{rel}");

@@ -176,6 +176,8 @@ pub struct View {
     pub contract_version: String,
     pub name: String,
     pub engine: String,
+    /// The engine's own permission files beyond contract 7's list.
+    pub engine_permission_files: Vec<String>,
     pub argv: Vec<String>,
     /// verify.sh's checks: acceptance, then reproduction, then regression.
     pub checks: Vec<CheckView>,
@@ -284,6 +286,10 @@ impl View {
             contract_version: cfg.contract_version.clone(),
             name: cfg.name.clone(),
             engine: cfg.engine.name().into(),
+            engine_permission_files: crate::contract::engine_permission_files(cfg.engine.name())
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             argv: cfg.argv.clone(),
             checks,
             reproduction_names,

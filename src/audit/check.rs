@@ -581,7 +581,8 @@ impl Audit<'_> {
             .filter(|p| !(ws_gone && pins::workspace_relative(&p.path, ws).is_some()))
             .filter_map(|p| self.check_pin(p, ws))
             .collect();
-        if self.check_appeared_permission_files(&list, ws) {
+        let engine = l.cfg.as_ref().map_or("", |c| c.engine.name());
+        if self.check_appeared_permission_files(&list, ws, engine) {
             violated.push(StopReason::PermissionHijack);
         }
         if self.check_protected_sets(&list, ws) {
@@ -654,8 +655,8 @@ impl Audit<'_> {
     /// Agent permission files that no pin lists, though the first run pinned every one
     /// there was: each appeared since (`permission_hijack`); there is no copy to restore,
     /// so `--restore-pinned` removes it. Whether there is one.
-    fn check_appeared_permission_files(&mut self, list: &[Pin], ws: &str) -> bool {
-        let appeared = pins::appeared_permission_files(self.dir, ws, list);
+    fn check_appeared_permission_files(&mut self, list: &[Pin], ws: &str, engine: &str) -> bool {
+        let appeared = pins::appeared_permission_files(self.dir, ws, engine, list);
         for rel in &appeared {
             let abs = format!("{}/{rel}", ws.trim_end_matches('/'));
             self.pins_violated.push(abs.clone());

@@ -746,6 +746,39 @@ pub const PERMISSION_FILES: &[&str] = &[
     ".gemini/settings.json",
 ];
 
+/// The permission files of one engine beyond [`PERMISSION_FILES`]: the files in the
+/// repository that engine's CLI reads its permissions, tools or startup commands from
+/// (`dir/name`, the name a glob of `*` or none; a name alone is at the root). Pinned and
+/// watched like the others for a loop of that engine only: a claude loop has no reason
+/// to care about a committed opencode.json.
+pub fn engine_permission_files(engine: &str) -> &'static [&'static str] {
+    match engine {
+        // qwen-code (a gemini-cli fork): tools, approval mode, MCP servers.
+        "qwen" => &[".qwen/settings.json"],
+        // aider: its options (shell commands, test command, auto commits) and the variables
+        // it reads from .env (AIDER_*).
+        "aider" => &[".aider.conf.yml", ".aider.model.settings.yml", ".env"],
+        // opencode: its plugins (code it loads) and agents. Not opencode.json: opencode
+        // rewrites it itself during a run (the runner's OPENCODE_PERMISSION overrides the
+        // permissions it sets).
+        "opencode" => &[".opencode/plugin/*", ".opencode/agent/*"],
+        _ => &[],
+    }
+}
+
+/// Every engine's own permission files, for telling what a change to a pinned path means.
+const ENGINE_PERMISSION_ENGINES: &[&str] = &["qwen", "aider", "opencode"];
+
+/// Whether `path` (relative to the root) is matched by `glob` as [`engine_permission_files`]
+/// writes them: the directory exactly, the name exactly or `*` for any name not starting
+/// with a dot.
+fn permission_glob_match(glob: &str, path: &str) -> bool {
+    let (gdir, gname) = glob.rsplit_once('/').unwrap_or(("", glob));
+    let (pdir, pname) = path.rsplit_once('/').unwrap_or(("", path));
+    gdir == pdir
+        && (gname == pname || (gname == "*" && !pname.starts_with('.') && !pname.is_empty()))
+}
+
 /// Whether a repository-relative path (or a pin path reaching the repository through
 /// `../`) is an agent permission file.
 pub fn is_permission_file(path: &str) -> bool {
@@ -754,6 +787,13 @@ pub fn is_permission_file(path: &str) -> bool {
         p = rest;
     }
     p = p.trim_start_matches("./");
+    if ENGINE_PERMISSION_ENGINES
+        .iter()
+        .flat_map(|e| engine_permission_files(e).iter())
+        .any(|g| permission_glob_match(g, p))
+    {
+        return true;
+    }
     let (dir, name) = match p.rsplit_once('/') {
         Some((d, n)) => (d, n),
         None => return false,
@@ -808,6 +848,31 @@ pub fn pin_reason(path: &str) -> StopReason {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_engines_own_permission_files_are_told_apart_at_the_root_only() {
+        for p in [
+            ".aider.conf.yml",
+            ".env",
+            ".opencode/plugin/x.js",
+            "./.opencode/agent/a.md",
+            ".qwen/settings.json",
+            "../.aider.conf.yml",
+        ] {
+            assert!(is_permission_file(p), "{p}");
+        }
+        for p in [
+            "opencode.json",
+            ".opencode/plugin/.hidden",
+            ".opencode/plugin/",
+            "sub/.env",
+            "env",
+        ] {
+            assert!(!is_permission_file(p), "{p}");
+        }
+        assert!(engine_permission_files("claude").is_empty());
+        assert!(engine_permission_files("aider").contains(&".aider.conf.yml"));
+    }
 
     #[test]
     fn workspace_pins_are_judged_by_their_place_in_the_workspace() {

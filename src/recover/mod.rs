@@ -103,6 +103,8 @@ pub struct LoopRef {
     pub autocommit: bool,
     /// loop.toml's protect globs.
     pub protect: Vec<String>,
+    /// loop.toml's engine (its own permission files are watched too).
+    pub engine: String,
 }
 
 /// The workspace loop.toml names, as an absolute path (the runner's `workspace_path_v`):
@@ -155,6 +157,7 @@ fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
         workspace_setting: cfg.workspace,
         autocommit: cfg.autocommit,
         protect: cfg.protect,
+        engine: cfg.engine.name().to_string(),
     })
 }
 
@@ -1183,7 +1186,7 @@ impl Planner<'_> {
                     files.extend(pins::glob_files(&ws, g).unwrap_or_default());
                 }
                 files.extend(
-                    pins::permission_files_in(&ws)
+                    pins::permission_files_in(&ws, &self.lp.engine)
                         .into_iter()
                         .map(String::into_bytes),
                 );
@@ -1222,7 +1225,7 @@ impl Planner<'_> {
         let (listed, _) = pins::parse(pins_text.as_bytes());
         let ws = self.ws.trim_end_matches('/').to_string();
         let mut stay = Vec::new();
-        for rel in pins::appeared_permission_files(&self.lp.dir, &ws, &listed) {
+        for rel in pins::appeared_permission_files(&self.lp.dir, &ws, &self.lp.engine, &listed) {
             let abs = format!("{ws}/{rel}");
             if self.args.repin {
                 let hash = file_hash(Path::new(&abs))?.unwrap_or_default();

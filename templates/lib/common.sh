@@ -153,8 +153,14 @@ orbit_permission_file() {
   fi
   while [[ $p == ../* ]]; do p=${p#../}; done
   while [[ $p == ./* ]]; do p=${p#./}; done
-  [[ $p == */* ]] || return 1
-  for g in "${ORBIT_PERMISSION_FILES[@]}"; do
+  for g in "${ORBIT_PERMISSION_FILES[@]}" ${ENGINE_PERMISSION_FILES[@]+"${ENGINE_PERMISSION_FILES[@]}"}; do
+    # A name alone is at the root; a glob's * takes no dot file, as bash's does.
+    if [[ $g != */* ]]; then
+      [[ $p == "$g" ]] && return 0
+      continue
+    fi
+    [[ $p == */* ]] || continue
+    [[ ${p##*/} == .* && ${g##*/} == \** ]] && continue
     # shellcheck disable=SC2053  # the glob's name part is a pattern, by design
     if [[ ${p%/*} == "${g%/*}" && ${p##*/} == ${g##*/} ]]; then
       return 0

@@ -741,7 +741,7 @@ rc_appeared_permission_files() {
   pinned=$'\n'$(cat -- "$RC_DIR/pins.sha256" 2>/dev/null || true)$'\n'
   if shopt -q nullglob; then had_nullglob=1; fi
   shopt -s nullglob
-  for g in "${ORBIT_PERMISSION_FILES[@]}"; do
+  for g in "${ORBIT_PERMISSION_FILES[@]}" ${ENGINE_PERMISSION_FILES[@]+"${ENGINE_PERMISSION_FILES[@]}"}; do
     # The root quoted (taken literally), the glob not: expanded, never split.
     # shellcheck disable=SC2206
     matches=("${WS%/}"/$g)

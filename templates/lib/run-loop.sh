@@ -1046,7 +1046,7 @@ permission_files() {
     had_nullglob=1
   fi
   shopt -s nullglob
-  for g in "${ORBIT_PERMISSION_FILES[@]}"; do
+  for g in "${ORBIT_PERMISSION_FILES[@]}" ${ENGINE_PERMISSION_FILES[@]+"${ENGINE_PERMISSION_FILES[@]}"}; do
     # The root quoted (taken literally), the glob not: expanded, and never split (IFS is
     # empty); no match expands to nothing.
     # shellcheck disable=SC2206

@@ -812,3 +812,70 @@ fn copilot_at_init_warns_that_a_dollar_cap_counts_nothing() {
     assert_ok(&out, "orbit init");
     assert!(text(&out).contains("reports no cost"), "{}", text(&out));
 }
+
+// ---- the engines' own permission files
+
+#[test]
+fn an_aider_agent_that_writes_an_aider_conf_yml_is_permission_hijack() {
+    // .aider.conf.yml can turn aider's suggested shell commands back on for the next run.
+    let (_bin, l) = stand_in(
+        "aider",
+        "printf 'suggest-shell-commands: true\\n' > .aider.conf.yml\necho edited > notes.txt",
+    );
+    let out = l.run(&[("OPENAI_API_KEY", "fake")]);
+    assert_code(&out, 3, "ABORTED");
+    assert_eq!(l.state("STOP_REASON"), "permission_hijack");
+    let t = text(&out);
+    assert!(t.contains(".aider.conf.yml"), "{t}");
+}
+
+#[test]
+fn an_opencode_agent_that_plants_a_plugin_or_edits_a_committed_agent_is_permission_hijack() {
+    // A plugin is code opencode loads into its next run, beyond the permission fence.
+    let (_bin, l) = stand_in(
+        "opencode",
+        "mkdir -p .opencode/plugin\nprintf 'export default {}\\n' > .opencode/plugin/evil.js",
+    );
+    let out = l.run(&[("ANTHROPIC_API_KEY", "fake")]);
+    assert_code(&out, 3, "ABORTED");
+    assert_eq!(l.state("STOP_REASON"), "permission_hijack");
+    assert!(
+        text(&out).contains(".opencode/plugin/evil.js"),
+        "{}",
+        text(&out)
+    );
+    // A committed agent definition is pinned at the first run; an edit is caught.
+    let (_bin, l) = stand_in(
+        "opencode",
+        "printf 'tools: all\\n' >> .opencode/agent/build.md",
+    );
+    l.repo
+        .write(".opencode/agent/build.md", "---\ndescription: build\n---\n");
+    l.repo.git(&["add", ".opencode"]);
+    l.repo.git(&["commit", "-qm", "an opencode agent"]);
+    let out = l.run(&[("ANTHROPIC_API_KEY", "fake")]);
+    assert_code(&out, 3, "ABORTED");
+    assert_eq!(l.state("STOP_REASON"), "permission_hijack");
+    let pins = std::fs::read_to_string(l.dir.join("pins.sha256")).unwrap();
+    assert!(
+        pins.contains("/.opencode/agent/build.md\n"),
+        "pinned at the first run: {pins}"
+    );
+}
+
+#[test]
+fn another_engines_files_are_not_this_loops_permission_files() {
+    // A claude loop has no reason to care about aider's or opencode's files: a committed
+    // .env the agent edits is its work (and no loop rendered before these engines existed
+    // stops on one).
+    let (_bin, l) = stand_in(
+        "claude",
+        "printf 'X=2\\n' > .env\nmkdir -p .opencode/plugin\necho x > .opencode/plugin/p.js",
+    );
+    l.repo.write(".env", "X=1\n");
+    l.repo.git(&["add", ".env"]);
+    l.repo.git(&["commit", "-qm", ".env"]);
+    let out = l.run(&[("ANTHROPIC_API_KEY", "fake")]);
+    assert_code(&out, 10, "one tick, nothing stopped");
+    assert_eq!(l.state("STOP_REASON"), "tick");
+}

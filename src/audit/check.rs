@@ -1136,8 +1136,30 @@ impl Audit<'_> {
         }
     }
 
-    /// Runs of unknown cost with no estimate to count them by: the usd-cap cannot hold.
+    /// Runs of unknown cost with no estimate to count them by: the usd-cap cannot hold. For a
+    /// built-in engine whose CLI reports no cost (copilot), said before any run too.
     fn check_unknown_cost(&mut self, c: &LoopConfig, ledger: Option<&Ledger>) {
+        let no_runs = ledger.is_none_or(|l| l.entries.is_empty());
+        if no_runs
+            && c.cost_estimate_usd.is_none()
+            && c.engine != crate::engine::Engine::Custom
+            && !c.engine.reports_cost()
+        {
+            self.add(
+                FindingClass::BurnRateAnomaly,
+                Severity::P2,
+                "loop.toml:1".to_string(),
+                format!(
+                    "{} reports no cost and no cost-estimate-usd is set: the usd-cap counts nothing",
+                    c.engine.name()
+                ),
+                format!(
+                    "set cost-estimate-usd in {}/loop.toml, then orbit init --force --dir {}",
+                    self.shown, self.shown
+                ),
+            );
+            return;
+        }
         if let Some(l) = ledger
             && let Some(e) = l.entries.iter().rev().find(|e| e.kind == CostKind::Unknown)
             && c.cost_estimate_usd.is_none()

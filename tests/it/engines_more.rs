@@ -811,6 +811,14 @@ fn copilot_at_init_warns_that_a_dollar_cap_counts_nothing() {
     ]);
     assert_ok(&out, "orbit init");
     assert!(text(&out).contains("reports no cost"), "{}", text(&out));
+    // And audit says it of the loop before any run, as a note with the fix.
+    let audit = repo.orbit(&["audit", ".orbit/capped-goal"]);
+    let t = text(&audit);
+    assert!(
+        t.contains("BURN_RATE_ANOMALY") && t.contains("copilot reports no cost"),
+        "{t}"
+    );
+    assert!(t.contains("cost-estimate-usd"), "the fix: {t}");
 }
 
 // ---- the engines' own permission files

@@ -760,3 +760,38 @@ fn under_the_sandbox_a_candidate_cannot_write_into_a_siblings_worktree_or_the_lo
     );
     assert_eq!(repo.ws_read("add.sh"), "echo $(($1 + $2))\n");
 }
+
+#[test]
+fn an_early_stop_fan_out_killed_after_its_passer_was_recorded_does_not_start_the_others_again() {
+    let repo = add_repo();
+    // Candidate 1 passes at once; 2 would sleep for 5 minutes (stopped in the first run);
+    // a rerun that started it again would hang.
+    let agent = candidate_agent(
+        &repo,
+        &format!("1) {HONEST} ;;\n2) sleep 300; {HONEST} ;;\n3) : ;;"),
+    );
+    let dir = fanout_loop(&repo, &agent, "3", &["--fanout-early-stop"]);
+    // Killed right after the first candidate (the passer) is recorded.
+    let out = repo.run_loop(&dir, &[], &[("ORBIT_FAULT", "fanout_after_candidate")]);
+    assert_eq!(out.status.code(), None, "killed: {}", text(&out));
+    assert_eq!(cand_env(&dir, 1, 1)["OUTCOME"], "ok");
+    assert!(
+        !dir.join("iterations/000001/candidates/2/candidate.env")
+            .exists(),
+        "the attack point: candidate 2 is not recorded yet"
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_ok(&out, "the rerun");
+    for k in [2, 3] {
+        assert_eq!(cand_env(&dir, 1, k)["OUTCOME"], "stopped", "candidate {k}");
+    }
+    let starts = events_named(&dir, "candidate_start");
+    assert_eq!(
+        starts.len(),
+        3,
+        "only the first run started candidates: {starts:?}"
+    );
+    let sel = events_named(&dir, "survivor_selected");
+    assert!(sel[0].value.to_string().contains("\"candidate\":1"));
+    assert_eq!(repo.ws_read("add.sh"), "echo $(($1 + $2))\n");
+}

@@ -529,11 +529,25 @@ fn gemini_answer(tool_cmd: Option<&'static str>) -> impl Fn(&str, &serde_json::V
                     .is_some_and(|ps| ps.iter().any(|p| p.get("functionResponse").is_some()))
             })
         });
-        let parts = match tool_cmd {
-            Some(cmd) if !has_result && path.contains("stream") => serde_json::json!([
-                {"functionCall":{"name":"run_shell_command","args":{"command":cmd,"description":"checks"}}}
-            ]),
-            _ => serde_json::json!([{"text":"All done."}]),
+        // gemini's own helpers (its model router, its next-speaker check) ask for JSON of
+        // a schema and retry with growing pauses until they get it.
+        let gc = &req["generationConfig"];
+        let schema = [&gc["responseJsonSchema"], &gc["responseSchema"]]
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<String>();
+        let parts = if schema.contains("complexity_score") {
+            serde_json::json!([{"text":
+                r#"{"complexity_reasoning":"a single command","complexity_score":10}"#}])
+        } else if schema.contains("next_speaker") {
+            serde_json::json!([{"text":r#"{"reasoning":"the task is done","next_speaker":"user"}"#}])
+        } else {
+            match tool_cmd {
+                Some(cmd) if !has_result && path.contains("stream") => serde_json::json!([
+                    {"functionCall":{"name":"run_shell_command","args":{"command":cmd,"description":"checks"}}}
+                ]),
+                _ => serde_json::json!([{"text":"All done."}]),
+            }
         };
         let resp = serde_json::json!({"candidates":[{"content":{"role":"model","parts":parts},
             "finishReason":"STOP","index":0}],
@@ -545,6 +559,61 @@ fn gemini_answer(tool_cmd: Option<&'static str>) -> impl Fn(&str, &serde_json::V
             json(200, resp)
         }
     }
+}
+
+#[test]
+fn gemini_runs_the_checks_through_its_shell_tool_and_its_tokens_are_priced() {
+    let Some(bin) = engine_bin("gemini") else {
+        return;
+    };
+    let mock = Mock::start(gemini_answer(Some("bash .orbit-agent/verify.sh")));
+    let l = engine_loop("gemini", &bin, &[]);
+    gemini_home(&l);
+    let out = l.run(&[
+        ("GEMINI_API_KEY", "fake"),
+        ("GOOGLE_GEMINI_BASE_URL", &mock.url),
+    ]);
+    assert_code(&out, 10, "one tick, the check still failing");
+    // The CLI ran the loop's checks and sent their output back as the tool's result.
+    let bodies = mock.bodies();
+    assert!(bodies.contains("functionResponse"), "{bodies}");
+    assert!(
+        bodies.contains("[FAIL] "),
+        "verify.sh's output reached the model: {bodies}"
+    );
+    // Three calls (the router's, the tool call, the answer) of 1000 input and 200 output
+    // tokens of gemini-2.5-pro at 1.25 and 10 USD a million: 3750 + 6000 micro-USD.
+    let ledger = l.ledger();
+    assert!(ledger.contains("\t9750\testimated"), "{ledger}");
+    assert!(
+        l.progress().contains("- agent said: All done."),
+        "{}",
+        l.progress()
+    );
+    let events = std::fs::read_to_string(l.dir.join("events.jsonl")).unwrap();
+    assert!(events.contains("\"engine_version\":\"0.61.0\""), "{events}");
+}
+
+#[test]
+fn gemini_denies_a_command_outside_the_loops_checks() {
+    let Some(bin) = engine_bin("gemini") else {
+        return;
+    };
+    let mock = Mock::start(gemini_answer(Some(
+        "bash .orbit-agent/verify.sh && touch CANARY",
+    )));
+    let l = engine_loop("gemini", &bin, &[]);
+    gemini_home(&l);
+    let out = l.run(&[
+        ("GEMINI_API_KEY", "fake"),
+        ("GOOGLE_GEMINI_BASE_URL", &mock.url),
+    ]);
+    assert_code(&out, 10, "one tick");
+    assert!(!l.repo.ws().join("CANARY").exists(), "the fence held");
+    // The CLI answered the call with a refusal instead of running it.
+    let bodies = mock.bodies();
+    assert!(bodies.contains("functionResponse"), "{bodies}");
+    assert!(!bodies.contains("[FAIL] "), "nothing of it ran: {bodies}");
 }
 
 #[test]

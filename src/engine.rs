@@ -111,9 +111,11 @@ impl Engine {
     ///   `--format json` prints its events as JSON lines (`tool_use`, `text`, `step_finish`
     ///   with tokens and cost, `error` with the provider's status and message). opencode
     ///   allows every tool by default, and `run` has no flag that narrows them: the runner
-    ///   sets `OPENCODE_PERMISSION` (merged over every opencode.json, the workspace's too),
-    ///   which denies every shell command but the loop's checks and web fetches, and
-    ///   `OPENCODE_DISABLE_AUTOUPDATE` (it would update itself mid-loop).
+    ///   sets `OPENCODE_PERMISSION` (merged over every opencode.json), which denies every
+    ///   shell command but the loop's checks and web fetches, `OPENCODE_DISABLE_AUTOUPDATE`
+    ///   (it would update itself mid-loop), and `OPENCODE_DISABLE_PROJECT_CONFIG`: the
+    ///   workspace is the agent's, and an opencode.json, plugin or agent it wrote there
+    ///   would steer its next run (another provider, commands allowed, code loaded).
     /// - GitHub Copilot CLI (@github/copilot 1.0.102): reads the prompt from stdin when it is
     ///   not a terminal and runs it non-interactively; `--output-format json` prints its
     ///   events as JSON lines (`session.error` with `errorType` and `statusCode`,

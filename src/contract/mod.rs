@@ -758,16 +758,27 @@ pub fn engine_permission_files(engine: &str) -> &'static [&'static str] {
         // aider: its options (shell commands, test command, auto commits) and the variables
         // it reads from .env (AIDER_*).
         "aider" => &[".aider.conf.yml", ".aider.model.settings.yml", ".env"],
-        // opencode: its plugins (code it loads) and agents. Not opencode.json: opencode
-        // rewrites it itself during a run (the runner's OPENCODE_PERMISSION overrides the
-        // permissions it sets).
+        // opencode: its plugins (code it loads) and agents. The runner has opencode read no
+        // project configuration at all (OPENCODE_DISABLE_PROJECT_CONFIG): these are watched
+        // besides, should a version read them anyway. Not opencode.json, which opencode
+        // rewrites itself when it reads one.
         "opencode" => &[".opencode/plugin/*", ".opencode/agent/*"],
+        // GitHub Copilot CLI, in a folder the user trusted (the workspace is inside their
+        // checkout): its hooks (shell commands run at session start and around every tool,
+        // before its permission rules), its MCP servers and language servers (commands it
+        // starts), and its custom agents (their own tools and servers).
+        "copilot" => &[
+            ".github/hooks/*",
+            ".mcp.json",
+            ".github/lsp.json",
+            ".github/agents/*",
+        ],
         _ => &[],
     }
 }
 
 /// Every engine's own permission files, for telling what a change to a pinned path means.
-const ENGINE_PERMISSION_ENGINES: &[&str] = &["qwen", "aider", "opencode"];
+const ENGINE_PERMISSION_ENGINES: &[&str] = &["qwen", "aider", "opencode", "copilot"];
 
 /// Whether `path` (relative to the root) is matched by `glob` as [`engine_permission_files`]
 /// writes them: the directory exactly, the name exactly or `*` for any name not starting
@@ -858,6 +869,10 @@ mod tests {
             "./.opencode/agent/a.md",
             ".qwen/settings.json",
             "../.aider.conf.yml",
+            ".github/hooks/ci.json",
+            ".mcp.json",
+            ".github/lsp.json",
+            ".github/agents/helper.agent.md",
         ] {
             assert!(is_permission_file(p), "{p}");
         }
@@ -867,6 +882,8 @@ mod tests {
             ".opencode/plugin/",
             "sub/.env",
             "env",
+            ".github/workflows/ci.yml",
+            "sub/.mcp.json",
         ] {
             assert!(!is_permission_file(p), "{p}");
         }

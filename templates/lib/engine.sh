@@ -339,7 +339,7 @@ engine_auth_fix_v() {
     gemini) REPLY="set GEMINI_API_KEY (or GOOGLE_API_KEY with GOOGLE_GENAI_USE_VERTEXAI=true), or run \`gemini\` once in a terminal to log in" ;;
     aider) REPLY="set the provider's key (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY, ...; OPENAI_API_BASE for an OpenAI-compatible server) or name a model and key in .aider.conf.yml" ;;
     copilot) REPLY="set COPILOT_GITHUB_TOKEN (or GH_TOKEN, GITHUB_TOKEN) to a fine-grained token with the Copilot Requests permission, or run \`copilot\` and /login, or \`gh auth login\`; for a provider of your own set COPILOT_PROVIDER_BASE_URL and COPILOT_PROVIDER_API_KEY" ;;
-    opencode) REPLY="run \`opencode auth login\`, set the provider's key (ANTHROPIC_API_KEY, OPENAI_API_KEY, ...), or configure a provider and model in opencode.json" ;;
+    opencode) REPLY="run \`opencode auth login\`, set the provider's key (ANTHROPIC_API_KEY, OPENAI_API_KEY, ...), or configure a provider and model in ~/.config/opencode/opencode.json" ;;
     qwen) REPLY="set OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL for an OpenAI-compatible provider (or configure one in ~/.qwen/settings.json, security.auth and modelProviders)" ;;
     *) REPLY="log the agent's CLI in or set its API key" ;;
   esac
@@ -724,7 +724,7 @@ engine_classify_opencode_v() {
   elif [[ $status == 429 || $msg == *"rate limit"* ]]; then
     engine_rate_limited
   elif [[ $name == ProviderModelNotFoundError || $name == ModelNotFoundError ]]; then
-    ENGINE_FIX="name a model the provider serves (\"model\" in opencode.json, or --model provider/model in loop.toml's argv), then run the loop again"
+    ENGINE_FIX="name a model the provider serves (\"model\" in ~/.config/opencode/opencode.json, or --model provider/model in loop.toml's argv), then run the loop again"
     engine_permanent "the model was not found"
   else
     REPLY=$OUTCOME_AGENT_ERROR
@@ -1044,6 +1044,35 @@ engine_probe_v() {
   rm -f -- "$f"
 }
 
+# engine_workspace_check: opencode reads no project configuration in a loop (see
+# engine_preflight): a configuration file the user names that lies in the workspace (known
+# once the state is loaded), which the agent writes, is refused.
+engine_workspace_check() {
+  local v p d
+  [[ $ENGINE == opencode ]] || return 0
+  for v in OPENCODE_CONFIG OPENCODE_CONFIG_DIR; do
+    [[ -n ${!v:-} ]] || continue
+    # opencode resolves a relative path from its working directory: the workspace.
+    p=${!v}
+    [[ $p == /* ]] || p=$WS/$p
+    if d=$(cd -P -- "${p%/*}/" 2>/dev/null && pwd -P); then
+      p=$d/${p##*/}
+    fi
+    if [[ $p == "$WS" || $p == "$WS"/* ]]; then
+      preflight_fail "opencode: $v (${!v}) is in the loop's workspace, which the agent can write: move it outside (e.g. to ~/.config/opencode/) and name that in the loop's env file"
+    fi
+  done
+}
+
+# engine_workspace_note: once the workspace is there, says of an opencode configuration in
+# it that opencode does not read it, with where the user's own goes.
+engine_workspace_note() {
+  [[ $ENGINE == opencode ]] || return 0
+  if [[ -e $WS/opencode.json || -e $WS/opencode.jsonc || -d $WS/.opencode ]]; then
+    orbit_log "opencode: the workspace's opencode.json and .opencode/ are not read (the agent could rewrite them): put the provider and model in ~/.config/opencode/opencode.json, or in a file outside the workspace named by OPENCODE_CONFIG"
+  fi
+}
+
 # engine_preflight: for a built-in engine, records the CLI's version (ENGINE_VERSION) and
 # stops the run before anything is spent (exit 2, with the fix) when the CLI says it has
 # no credentials (`claude auth status`, `codex login status`) or, for gemini and qwen (no
@@ -1109,18 +1138,24 @@ engine_preflight() {
       ;;
     opencode)
       # opencode allows every tool unless told: its permissions, merged over every
-      # opencode.json (the workspace's too), deny every shell command but the loop's checks
-      # and web fetches; a variable of the user's own is theirs. No self-update mid-loop.
+      # opencode.json, deny every shell command but the loop's checks and web fetches; a
+      # variable of the user's own is theirs. No self-update mid-loop.
       if [[ -z ${OPENCODE_PERMISSION:-} ]]; then
         export OPENCODE_PERMISSION='{"bash":{"*":"deny","bash .orbit-agent/verify.sh":"allow"},"webfetch":"deny"}'
       else
         orbit_log "opencode: OPENCODE_PERMISSION is set in the environment: its permissions are used, not orbit's"
       fi
       export OPENCODE_DISABLE_AUTOUPDATE=true
+      # The workspace is the agent's: an opencode.json, a plugin or an agent it writes there
+      # would steer its next run (another provider, commands allowed, code loaded). opencode
+      # reads no project configuration (nor the project's AGENTS.md) under this variable;
+      # the user's own lives in their home, or in a file named by OPENCODE_CONFIG outside
+      # the workspace.
+      export OPENCODE_DISABLE_PROJECT_CONFIG=true
       local ocfg=${XDG_CONFIG_HOME:-${HOME:-}/.config}/opencode odata=${XDG_DATA_HOME:-${HOME:-}/.local/share}/opencode
       if [[ -z ${ANTHROPIC_API_KEY:-}${OPENAI_API_KEY:-}${GEMINI_API_KEY:-}${GOOGLE_GENERATIVE_AI_API_KEY:-}${OPENROUTER_API_KEY:-}${OPENCODE_API_KEY:-}${GROQ_API_KEY:-}${DEEPSEEK_API_KEY:-}${XAI_API_KEY:-}${MISTRAL_API_KEY:-}${AWS_ACCESS_KEY_ID:-}${AWS_PROFILE:-}${OPENCODE_CONFIG:-}${OPENCODE_CONFIG_CONTENT:-}${OPENCODE_AUTH_CONTENT:-} &&
         ! -s $odata/auth.json ]] &&
-        ! grep -qsE '"(provider|model)"' -- "$ocfg/opencode.json" "$ocfg/opencode.jsonc" "$ocfg/config.json" "$WS/opencode.json" "$WS/opencode.jsonc" &&
+        ! grep -qsE '"(provider|model)"' -- "$ocfg/opencode.json" "$ocfg/opencode.jsonc" "$ocfg/config.json" &&
         [[ " ${AGENT_ARGV[*]} " != *" --model"* && " ${AGENT_ARGV[*]} " != *" -m "* ]]; then
         preflight_fail "opencode: no credentials (no provider key, no \`opencode auth login\` in $odata, no provider or model in opencode.json): $fix"
       fi

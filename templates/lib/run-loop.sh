@@ -3534,6 +3534,7 @@ main() {
   workspace_path_v
   WS=$REPLY
   AGENT_DIR=$WS/.orbit-agent
+  engine_workspace_check
   sched_logs_rotate
   ledger_load
   events_open "$EV_FILE"
@@ -3586,6 +3587,7 @@ main() {
   else
     workspace_ensure
   fi
+  engine_workspace_note
   if ! integrity_gate "start"; then
     integrity_stop
   fi

@@ -322,6 +322,23 @@ impl EngineLoop {
     }
 }
 
+/// What a run of an engine that answered "All done." leaves: the ledger line of its cost
+/// (`\tMICROUSD\tsource`), the CLI's final message in progress.md, and its version in the
+/// journal's `loop_start`.
+pub(crate) fn assert_recorded(l: &EngineLoop, ledger_line: Option<&str>, version: Option<&str>) {
+    if let Some(line) = ledger_line {
+        let ledger = l.ledger();
+        assert!(ledger.contains(line), "{ledger}");
+    }
+    let progress = l.progress();
+    assert!(progress.contains("- agent said: All done."), "{progress}");
+    if let Some(v) = version {
+        let events = std::fs::read_to_string(l.dir.join("events.jsonl")).unwrap();
+        let want = format!("\"engine_version\":\"{v}\"");
+        assert!(events.contains(&want), "{events}");
+    }
+}
+
 pub(crate) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -352,18 +369,7 @@ fn claude_runs_the_checks_through_its_bash_tool_and_reports_its_cost() {
         "verify.sh's output reached the model: {bodies}"
     );
     // The mock's usage at claude's own prices: 0.003 USD over two calls, reported.
-    let ledger = l.ledger();
-    assert!(ledger.contains("\t3000\treported"), "{ledger}");
-    assert!(
-        l.progress().contains("- agent said: All done."),
-        "{}",
-        l.progress()
-    );
-    let events = std::fs::read_to_string(l.dir.join("events.jsonl")).unwrap();
-    assert!(
-        events.contains("\"engine_version\":\"2.1.197 (Claude Code)\""),
-        "{events}"
-    );
+    assert_recorded(&l, Some("\t3000\treported"), Some("2.1.197 (Claude Code)"));
 }
 
 #[test]
@@ -583,15 +589,7 @@ fn gemini_runs_the_checks_through_its_shell_tool_and_its_tokens_are_priced() {
     );
     // Three calls (the router's, the tool call, the answer) of 1000 input and 200 output
     // tokens of gemini-2.5-pro at 1.25 and 10 USD a million: 3750 + 6000 micro-USD.
-    let ledger = l.ledger();
-    assert!(ledger.contains("\t9750\testimated"), "{ledger}");
-    assert!(
-        l.progress().contains("- agent said: All done."),
-        "{}",
-        l.progress()
-    );
-    let events = std::fs::read_to_string(l.dir.join("events.jsonl")).unwrap();
-    assert!(events.contains("\"engine_version\":\"0.61.0\""), "{events}");
+    assert_recorded(&l, Some("\t9750\testimated"), Some("0.61.0"));
 }
 
 #[test]
@@ -762,13 +760,7 @@ fn codex_runs_the_checks_and_its_tokens_are_priced() {
         "verify.sh's output reached the model: {bodies}"
     );
     // Two calls of 1000 input and 200 output tokens of gpt-5: 2 x 3250 micro-USD.
-    let ledger = l.ledger();
-    assert!(ledger.contains("\t6500\testimated"), "{ledger}");
-    assert!(
-        l.progress().contains("- agent said: All done."),
-        "{}",
-        l.progress()
-    );
+    assert_recorded(&l, Some("\t6500\testimated"), None);
 }
 
 #[test]

@@ -145,15 +145,7 @@ fn qwen_edits_runs_the_checks_through_its_shell_tool_and_its_tokens_are_priced()
     );
     // Four calls of 1000 prompt and 200 completion tokens of qwen3-coder-plus (1/0.2/5
     // USD per million): 4 x 2000 micro-USD.
-    let ledger = l.ledger();
-    assert!(ledger.contains("\t8000\testimated"), "{ledger}");
-    assert!(
-        l.progress().contains("- agent said: All done."),
-        "{}",
-        l.progress()
-    );
-    let events = std::fs::read_to_string(l.dir.join("events.jsonl")).unwrap();
-    assert!(events.contains("\"engine_version\":\"0.24.4\""), "{events}");
+    assert_recorded(&l, Some("\t8000\testimated"), Some("0.24.4"));
 }
 
 #[test]
@@ -318,16 +310,7 @@ fn aider_edits_runs_the_checks_as_its_test_command_and_reports_its_cost() {
         ledger.contains(&format!("\t{micro}\treported")),
         "{micro}: {ledger}"
     );
-    assert!(
-        l.progress().contains("- agent said: All done."),
-        "{}",
-        l.progress()
-    );
-    let events = std::fs::read_to_string(l.dir.join("events.jsonl")).unwrap();
-    assert!(
-        events.contains("\"engine_version\":\"aider 0.86.2\""),
-        "{events}"
-    );
+    assert_recorded(&l, None, Some("aider 0.86.2"));
 }
 
 #[test]
@@ -522,18 +505,7 @@ fn opencode_edits_runs_the_checks_and_reports_its_cost() {
     );
     // Four steps of 1000 input and 200 output tokens at 1/5 USD per million: 4 x 2000
     // micro-USD, as opencode reported it.
-    let ledger = l.ledger();
-    assert!(ledger.contains("\t8000\treported"), "{ledger}");
-    assert!(
-        l.progress().contains("- agent said: All done."),
-        "{}",
-        l.progress()
-    );
-    let events = std::fs::read_to_string(l.dir.join("events.jsonl")).unwrap();
-    assert!(
-        events.contains("\"engine_version\":\"1.18.33\""),
-        "{events}"
-    );
+    assert_recorded(&l, Some("\t8000\treported"), Some("1.18.33"));
 }
 
 #[test]
@@ -766,16 +738,7 @@ fn copilot_edits_runs_the_checks_through_its_shell_tool() {
         bodies.contains("[PASS] "),
         "verify.sh ran and passed: {bodies}"
     );
-    assert!(
-        l.progress().contains("- agent said: All done."),
-        "{}",
-        l.progress()
-    );
-    let events = std::fs::read_to_string(l.dir.join("events.jsonl")).unwrap();
-    assert!(
-        events.contains("\"engine_version\":\"GitHub Copilot CLI 1.0.102.\""),
-        "{events}"
-    );
+    assert_recorded(&l, None, Some("GitHub Copilot CLI 1.0.102."));
 }
 
 #[test]

@@ -206,15 +206,13 @@ fn worktree_drop(r: &Path, ws: &str, branch: &str) {
     }
 }
 
-/// `targets`: whether the runner targets (< 300 ms; a tick within 6x the floor, a
-/// continuous iteration within 3x, since contract 2.0's workspaces) apply to this
-/// repository (they are set for the 20,000-file one). The first run's workspace creation
-/// is judged on both (no more than one `git worktree add`).
-fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str, targets: bool) {
-    let r = repo(files);
+/// A no-op agent in a directory of its own (kept alive by the returned TempDir): it reads
+/// its prompt and appends a line to bench.txt in its working directory (the workspace, since
+/// contract 2.0), so that every run leaves a change to commit. Its absolute path is the
+/// loop's `--exec`.
+fn noop_agent() -> (tempfile::TempDir, String) {
     let bin = tempfile::tempdir().unwrap();
     let agent = bin.path().join("noop-agent");
-    // Contract 2.0: the agent's working directory is the workspace; bench.txt lands there.
     fs::write(
         &agent,
         "#!/usr/bin/env bash\ncat >/dev/null\necho x >> bench.txt\n",
@@ -222,6 +220,16 @@ fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str, targets: bool) {
     .unwrap();
     sh(bin.path(), "chmod +x noop-agent");
     let exec = agent.display().to_string();
+    (bin, exec)
+}
+
+/// `targets`: whether the runner targets (< 300 ms; a tick within 6x the floor, a
+/// continuous iteration within 3x, since contract 2.0's workspaces) apply to this
+/// repository (they are set for the 20,000-file one). The first run's workspace creation
+/// is judged on both (no more than one `git worktree add`).
+fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str, targets: bool) {
+    let r = repo(files);
+    let (_bin, exec) = noop_agent();
     init_loop(r.path(), &exec, ".orbit/bench");
     let dir = r.path().join(".orbit/bench");
     tick(r.path(), &dir); // the first run makes the workspace and pins: not a steady cost
@@ -234,7 +242,7 @@ fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str, targets: bool) {
         .map(|_| {
             time(|| {
                 run_ok(
-                    Command::new(&agent)
+                    Command::new(&exec)
                         .current_dir(&ws)
                         .env("ORBIT_AGENT_DIR", ws.join(".orbit-agent"))
                         .stdin(fs::File::open(&prompt).unwrap()),
@@ -473,15 +481,7 @@ fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str, targets: bool) {
 /// faster than the number of candidates.
 fn bench_fanout(rows: &mut Vec<Row>, files: usize, label: &str) {
     let r = repo(files);
-    let bin = tempfile::tempdir().unwrap();
-    let agent = bin.path().join("noop-agent");
-    fs::write(
-        &agent,
-        "#!/usr/bin/env bash\ncat >/dev/null\necho x >> bench.txt\n",
-    )
-    .unwrap();
-    sh(bin.path(), "chmod +x noop-agent");
-    let exec = agent.display().to_string();
+    let (bin, exec) = noop_agent();
     let n = runs();
     // One agent's own time, as the runner starts it (stdin from a prompt).
     let prompt = bin.path().join("prompt.md");
@@ -491,7 +491,7 @@ fn bench_fanout(rows: &mut Vec<Row>, files: usize, label: &str) {
             .map(|_| {
                 time(|| {
                     run_ok(
-                        Command::new(&agent)
+                        Command::new(&exec)
                             .current_dir(bin.path())
                             .stdin(fs::File::open(&prompt).unwrap()),
                     )

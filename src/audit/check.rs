@@ -576,12 +576,12 @@ impl Audit<'_> {
         // A workspace that is gone is reported as such (WORKSPACE_MISSING), not as every
         // file pinned in it missing: the loop recreates it from its branch.
         let ws_gone = !ws.is_empty() && !Path::new(ws).is_dir();
+        let engine = l.cfg.as_ref().map_or("", |c| c.engine.name());
         let mut violated: Vec<StopReason> = list
             .iter()
             .filter(|p| !(ws_gone && pins::workspace_relative(&p.path, ws).is_some()))
-            .filter_map(|p| self.check_pin(p, ws))
+            .filter_map(|p| self.check_pin(p, ws, engine))
             .collect();
-        let engine = l.cfg.as_ref().map_or("", |c| c.engine.name());
         if self.check_appeared_permission_files(&list, ws, engine) {
             violated.push(StopReason::PermissionHijack);
         }
@@ -675,14 +675,14 @@ impl Audit<'_> {
     }
 
     /// One pin: the reason its file violates it, if it does.
-    fn check_pin(&mut self, pin: &Pin, ws: &str) -> Option<StopReason> {
+    fn check_pin(&mut self, pin: &Pin, ws: &str, engine: &str) -> Option<StopReason> {
         let path = self.dir.join(&pin.path);
         let read = fsx::read_loop_file(&path);
         let have = read.as_ref().ok().map(|b| fsx::sha256_hex(b));
         if have.as_deref() == Some(pin.sha256.as_str()) {
             return None;
         }
-        let reason = pins::pin_reason_in(&pin.path, ws);
+        let reason = pins::pin_reason_in(&pin.path, ws, engine);
         self.pins_violated.push(pin.path.clone());
         let what = match &read {
             Ok(_) => "changed".to_string(),

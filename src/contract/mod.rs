@@ -777,9 +777,6 @@ pub fn engine_permission_files(engine: &str) -> &'static [&'static str] {
     }
 }
 
-/// Every engine's own permission files, for telling what a change to a pinned path means.
-const ENGINE_PERMISSION_ENGINES: &[&str] = &["qwen", "aider", "opencode", "copilot"];
-
 /// Whether `path` (relative to the root) is matched by `glob` as [`engine_permission_files`]
 /// writes them: the directory exactly, the name exactly or `*` for any name not starting
 /// with a dot.
@@ -791,16 +788,16 @@ fn permission_glob_match(glob: &str, path: &str) -> bool {
 }
 
 /// Whether a repository-relative path (or a pin path reaching the repository through
-/// `../`) is an agent permission file.
-pub fn is_permission_file(path: &str) -> bool {
+/// `../`) is an agent permission file of a loop of `engine`: contract 7's list, and that
+/// engine's own (the runner's `orbit_permission_file`, which knows only its loop's engine).
+pub fn is_permission_file(path: &str, engine: &str) -> bool {
     let mut p = path;
     while let Some(rest) = p.strip_prefix("../") {
         p = rest;
     }
     p = p.trim_start_matches("./");
-    if ENGINE_PERMISSION_ENGINES
+    if engine_permission_files(engine)
         .iter()
-        .flat_map(|e| engine_permission_files(e).iter())
         .any(|g| permission_glob_match(g, p))
     {
         return true;
@@ -830,18 +827,18 @@ pub fn workspace_relative<'a>(path: &'a str, workspace: &str) -> Option<&'a str>
 
 /// [`pin_reason`] for a loop whose workspace is `workspace` (its state's `WORKSPACE`): a
 /// pinned workspace file is an agent permission file by its place in the workspace.
-pub fn pin_reason_in(path: &str, workspace: &str) -> StopReason {
+pub fn pin_reason_in(path: &str, workspace: &str, engine: &str) -> StopReason {
     match workspace_relative(path, workspace) {
-        Some(rel) if is_permission_file(rel) => StopReason::PermissionHijack,
+        Some(rel) if is_permission_file(rel, engine) => StopReason::PermissionHijack,
         Some(_) => StopReason::RewardHack,
-        None => pin_reason(path),
+        None => pin_reason(path, engine),
     }
 }
 
 /// What a change to a pinned path means: the `STOP_REASON` (contract 7). Paths are as in
 /// pins.sha256: loop files by name, repository files through `../` (contract 1.0) or by
 /// their absolute path in the workspace (2.0: see [`pin_reason_in`]).
-pub fn pin_reason(path: &str) -> StopReason {
+pub fn pin_reason(path: &str, engine: &str) -> StopReason {
     let in_loop = !path.contains('/');
     if in_loop {
         match path {
@@ -849,7 +846,7 @@ pub fn pin_reason(path: &str) -> StopReason {
             "verify.sh" | "holdout.sh" => StopReason::RewardHack,
             _ => StopReason::ScriptTamper,
         }
-    } else if is_permission_file(path) {
+    } else if is_permission_file(path, engine) {
         StopReason::PermissionHijack
     } else {
         StopReason::RewardHack
@@ -862,30 +859,36 @@ mod tests {
 
     #[test]
     fn an_engines_own_permission_files_are_told_apart_at_the_root_only() {
-        for p in [
-            ".aider.conf.yml",
-            ".env",
-            ".opencode/plugin/x.js",
-            "./.opencode/agent/a.md",
-            ".qwen/settings.json",
-            "../.aider.conf.yml",
-            ".github/hooks/ci.json",
-            ".mcp.json",
-            ".github/lsp.json",
-            ".github/agents/helper.agent.md",
+        for (engine, p) in [
+            ("aider", ".aider.conf.yml"),
+            ("aider", ".env"),
+            ("opencode", ".opencode/plugin/x.js"),
+            ("opencode", "./.opencode/agent/a.md"),
+            ("qwen", ".qwen/settings.json"),
+            ("aider", "../.aider.conf.yml"),
+            ("copilot", ".github/hooks/ci.json"),
+            ("copilot", ".mcp.json"),
+            ("copilot", ".github/lsp.json"),
+            ("copilot", ".github/agents/helper.agent.md"),
+            ("claude", ".claude/settings.json"),
+            ("copilot", ".gemini/settings.json"),
         ] {
-            assert!(is_permission_file(p), "{p}");
+            assert!(is_permission_file(p, engine), "{engine}: {p}");
         }
-        for p in [
-            "opencode.json",
-            ".opencode/plugin/.hidden",
-            ".opencode/plugin/",
-            "sub/.env",
-            "env",
-            ".github/workflows/ci.yml",
-            "sub/.mcp.json",
+        for (engine, p) in [
+            ("opencode", "opencode.json"),
+            ("opencode", ".opencode/plugin/.hidden"),
+            ("opencode", ".opencode/plugin/"),
+            ("aider", "sub/.env"),
+            ("aider", "env"),
+            ("copilot", ".github/workflows/ci.yml"),
+            ("copilot", "sub/.mcp.json"),
+            // Another engine's files are that loop's work, as the runner judges them.
+            ("claude", ".env"),
+            ("claude", ".mcp.json"),
+            ("aider", ".github/hooks/ci.json"),
         ] {
-            assert!(!is_permission_file(p), "{p}");
+            assert!(!is_permission_file(p, engine), "{engine}: {p}");
         }
         assert!(engine_permission_files("claude").is_empty());
         assert!(engine_permission_files("aider").contains(&".aider.conf.yml"));
@@ -895,19 +898,33 @@ mod tests {
     fn workspace_pins_are_judged_by_their_place_in_the_workspace() {
         let ws = "/r/.orbit/.workspaces/x";
         assert_eq!(
-            pin_reason_in("/r/.orbit/.workspaces/x/.claude/settings.json", ws),
+            pin_reason_in(
+                "/r/.orbit/.workspaces/x/.claude/settings.json",
+                ws,
+                "claude"
+            ),
             StopReason::PermissionHijack
         );
         assert_eq!(
-            pin_reason_in("/r/.orbit/.workspaces/x/docs/.claude/settings.json", ws),
+            pin_reason_in(
+                "/r/.orbit/.workspaces/x/docs/.claude/settings.json",
+                ws,
+                "claude"
+            ),
             StopReason::RewardHack
         );
         assert_eq!(
-            pin_reason_in("/r/.orbit/.workspaces/x/tests/a.rs", ws),
+            pin_reason_in("/r/.orbit/.workspaces/x/tests/a.rs", ws, "claude"),
             StopReason::RewardHack
         );
-        assert_eq!(pin_reason_in("goal.md", ws), StopReason::GoalDrift);
-        assert_eq!(pin_reason_in("run-loop.sh", ws), StopReason::ScriptTamper);
+        assert_eq!(
+            pin_reason_in("goal.md", ws, "claude"),
+            StopReason::GoalDrift
+        );
+        assert_eq!(
+            pin_reason_in("run-loop.sh", ws, "claude"),
+            StopReason::ScriptTamper
+        );
         assert_eq!(workspace_relative("/r/.orbit/.workspaces/xy/a", ws), None);
         assert_eq!(
             workspace_relative("/r/.orbit/.workspaces/x/a", ws),
@@ -991,24 +1008,33 @@ mod tests {
 
     #[test]
     fn pin_reasons_follow_the_contract() {
-        assert_eq!(pin_reason("goal.md"), StopReason::GoalDrift);
-        assert_eq!(pin_reason("verify.sh"), StopReason::RewardHack);
-        assert_eq!(pin_reason("holdout.sh"), StopReason::RewardHack);
-        assert_eq!(pin_reason("holdout/cases.txt"), StopReason::RewardHack);
-        assert_eq!(pin_reason("run-loop.sh"), StopReason::ScriptTamper);
-        assert_eq!(pin_reason("loop.toml"), StopReason::ScriptTamper);
-        assert_eq!(pin_reason("../../tests/a.rs"), StopReason::RewardHack);
+        assert_eq!(pin_reason("goal.md", "claude"), StopReason::GoalDrift);
+        assert_eq!(pin_reason("verify.sh", "claude"), StopReason::RewardHack);
+        assert_eq!(pin_reason("holdout.sh", "claude"), StopReason::RewardHack);
+        assert_eq!(
+            pin_reason("holdout/cases.txt", "claude"),
+            StopReason::RewardHack
+        );
+        assert_eq!(
+            pin_reason("run-loop.sh", "claude"),
+            StopReason::ScriptTamper
+        );
+        assert_eq!(pin_reason("loop.toml", "claude"), StopReason::ScriptTamper);
+        assert_eq!(
+            pin_reason("../../tests/a.rs", "claude"),
+            StopReason::RewardHack
+        );
         for p in [
             "../../.claude/settings.local.json",
             "../../.claude/settings.json",
             "../../.codex/config.toml",
             "../../.gemini/settings.json",
         ] {
-            assert_eq!(pin_reason(p), StopReason::PermissionHijack, "{p}");
+            assert_eq!(pin_reason(p, "claude"), StopReason::PermissionHijack, "{p}");
         }
         // Deeper copies are not the agents' permission files.
         assert_eq!(
-            pin_reason("../../docs/.codex/config.toml"),
+            pin_reason("../../docs/.codex/config.toml", "claude"),
             StopReason::RewardHack
         );
     }

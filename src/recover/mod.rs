@@ -1027,14 +1027,16 @@ impl Planner<'_> {
                 .writes
                 .push((pins_path, new_text.into_bytes(), false));
         }
-        Ok(first_broken(&self.lp.dir, &self.ws, &pins, &restored)?
-            .or_else(|| {
-                appeared.into_iter().next().map(|path| BrokenPin {
-                    path,
-                    reason: StopReason::PermissionHijack,
+        Ok(
+            first_broken(&self.lp.dir, &self.ws, &self.lp.engine, &pins, &restored)?
+                .or_else(|| {
+                    appeared.into_iter().next().map(|path| BrokenPin {
+                        path,
+                        reason: StopReason::PermissionHijack,
+                    })
                 })
-            })
-            .or(set_broken))
+                .or(set_broken),
+        )
     }
 
     /// Notes a workspace path `--restore-pinned` puts back or removes, for the index reset
@@ -1712,6 +1714,7 @@ fn is_executable(path: &Path) -> bool {
 fn first_broken(
     dir: &Path,
     ws: &str,
+    engine: &str,
     pins: &[PinLine],
     restored: &[(PathBuf, String)],
 ) -> Result<Option<BrokenPin>> {
@@ -1724,7 +1727,7 @@ fn first_broken(
         if have.as_deref() != Some(pin.hash.as_str()) {
             return Ok(Some(BrokenPin {
                 path: pin.path.clone(),
-                reason: pins::pin_reason_in(&pin.path, ws),
+                reason: pins::pin_reason_in(&pin.path, ws, engine),
             }));
         }
     }

@@ -939,41 +939,74 @@ fn bash_classifies_a_changed_pin_as_the_rust_contract_does() {
         "a/../.claude/settings.json",
         "../../.claude/[x].json",
         "../../settings.json",
+        // The engines' own files: a permission file for a loop of that engine only.
+        "../../.env",
+        "../../sub/.env",
+        "../../.aider.conf.yml",
+        "../../.qwen/settings.json",
+        "../../.opencode/plugin/x.js",
+        "../../.opencode/plugin/.hidden",
+        "../../opencode.json",
+        "../../.mcp.json",
+        "../../sub/.mcp.json",
+        "../../.github/hooks/ci.json",
+        "../../.github/hooks/.ci.json",
+        "../../.github/workflows/ci.yml",
+        "../../.github/agents/helper.agent.md",
     ];
     let work = tempfile::tempdir().unwrap();
     let list: String = paths.iter().map(|p| format!("{p}\n")).collect();
     fs::write(work.path().join("paths"), list).unwrap();
-    let mut cmd = bash_with_parts(
-        work.path(),
-        &["common"],
-        r#"while IFS= read -r path; do
+    for engine in ["claude", "custom", "qwen", "aider", "opencode", "copilot"] {
+        // The runner knows its engine's files from settings.sh, rendered from this list.
+        let files: Vec<String> = contract::engine_permission_files(engine)
+            .iter()
+            .map(|g| format!("'{g}'"))
+            .collect();
+        let mut cmd = bash_with_parts(
+            work.path(),
+            &["common"],
+            &format!(
+                r#"ENGINE_PERMISSION_FILES=({})
+while IFS= read -r path; do
   orbit_pin_reason_v "$path"
   echo "$REPLY"
 done <"$1""#,
-    );
-    cmd.arg(work.path().join("paths")).current_dir(work.path());
-    let out = run_bounded(cmd, Duration::from_secs(30));
-    assert_ok(&out, "the pin-reason harness");
-    let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect();
-    assert_eq!(got.len(), paths.len());
-    for (p, bash) in paths.iter().zip(&got) {
-        assert_eq!(
-            bash,
-            contract::pin_reason(p).as_str(),
-            "{p}: bash and Rust disagree"
+                files.join(" ")
+            ),
         );
-    }
-    // The list proves something: each reason occurs.
-    for r in [
-        "goal_drift",
-        "reward_hack",
-        "script_tamper",
-        "permission_hijack",
-    ] {
-        assert!(got.iter().any(|g| g == r), "{r}");
+        cmd.arg(work.path().join("paths")).current_dir(work.path());
+        let out = run_bounded(cmd, Duration::from_secs(30));
+        assert_ok(&out, "the pin-reason harness");
+        let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert_eq!(got.len(), paths.len());
+        for (p, bash) in paths.iter().zip(&got) {
+            assert_eq!(
+                bash,
+                contract::pin_reason(p, engine).as_str(),
+                "{engine}: {p}: bash and Rust disagree"
+            );
+        }
+        // The list proves something: each reason occurs.
+        for r in [
+            "goal_drift",
+            "reward_hack",
+            "script_tamper",
+            "permission_hijack",
+        ] {
+            assert!(got.iter().any(|g| g == r), "{r}");
+        }
+        // And an engine's own files are its loop's permission files, no other loop's.
+        let mcp = paths.iter().position(|p| *p == "../../.mcp.json").unwrap();
+        let want = if engine == "copilot" {
+            "permission_hijack"
+        } else {
+            "reward_hack"
+        };
+        assert_eq!(got[mcp], want, "{engine}");
     }
 }
 

@@ -368,16 +368,16 @@ fn header(shipped: &Shipped) -> Vec<String> {
         "with the loop directory as orbit init made it (the first run takes it from there).".into(),
     ];
     if let Some(key) = shipped.cfg.engine.api_key_env() {
-        lines.push(format!(
-            "The repository needs the secret {key} (Settings, Secrets and variables, Actions)."
-        ));
+        // The key, and what else the CLI needs to reach its provider (qwen: its address and
+        // model), in one sentence.
         let vars = shipped.cfg.engine.provider_env();
-        if !vars.is_empty() {
-            lines.push(format!(
-                "and the secrets {} (what the CLI needs to reach its provider).",
-                vars.join(" and ")
-            ));
-        }
+        let needs = match vars {
+            [] => format!("the secret {key}"),
+            _ => format!("the secrets {key}, {}", vars.join(" and ")),
+        };
+        lines.push(format!(
+            "The repository needs {needs} (Settings, Secrets and variables, Actions)."
+        ));
     } else {
         lines
             .push("A custom agent: add the steps that install it and the secrets it reads.".into());

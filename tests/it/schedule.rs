@@ -511,6 +511,18 @@ fn every_loop_renders_manifests_and_a_workflow_the_official_tools_accept() {
                         format!("${{{{ secrets.{extra} }}}}").as_str()
                     );
                 }
+                // The header names every secret the workflow reads, in one sentence.
+                let mut secrets = vec![key.to_string()];
+                secrets.extend(cfg.engine.provider_env().iter().map(|v| v.to_string()));
+                let needs = match secrets.as_slice() {
+                    [one] => format!("the secret {one} "),
+                    [first, rest @ ..] => format!("the secrets {first}, {} ", rest.join(" and ")),
+                    [] => unreachable!(),
+                };
+                assert!(
+                    text.contains(&format!("# The repository needs {needs}(Settings")),
+                    "{text}"
+                );
                 let install = install.unwrap();
                 assert_eq!(install["env"]["AGENT_PACKAGE"], package);
                 // A Python CLI installs with pip after setting up Python, never with npm.

@@ -593,6 +593,23 @@ fn an_opencode_agent_cannot_steer_its_next_run_through_the_workspaces_opencode_j
         planted,
         "opencode adds its $schema to a config it reads: this one it did not read"
     );
+    // The attack is real: the same opencode in the same workspace, run as a user would
+    // without the runner's variables, follows the planted file to the agent's provider
+    // and runs the command it allows.
+    let mut direct = command(&bin);
+    direct
+        .args(["run", "--format", "json", "Say hi."])
+        .current_dir(&ws)
+        .env("HOME", l.home.path())
+        .envs(OPENCODE_OFFLINE);
+    let out = run_bounded(direct, std::time::Duration::from_secs(120));
+    let calls = evil.bodies().matches("/chat/completions").count();
+    assert!(
+        calls > 0,
+        "without the fence opencode called the planted provider: {}",
+        text(&out)
+    );
+    assert!(ws.join("CANARY").exists(), "and ran the command it allowed");
 }
 
 #[test]
@@ -932,6 +949,27 @@ fn a_copilot_agent_that_plants_an_mcp_server_is_permission_hijack_before_it_can_
     let out = run_with(&l, &copilot_env(&mock.url));
     assert_code(&out, 3, "still ABORTED");
     assert!(!canary.exists(), "the planted server never started");
+
+    // The attack is real: in the same trusted setup, a .mcp.json the user committed (pinned
+    // at the first run, not a hijack) is one copilot starts the server of.
+    let l = engine_loop("copilot", &bin, &[]);
+    let cfg = l.home.path().join(".copilot");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.json"),
+        serde_json::json!({"trustedFolders": [l.repo.path()]}).to_string(),
+    )
+    .unwrap();
+    let started = l.home.path().join("USERS_SERVER_RAN");
+    let servers = serde_json::json!({"mcpServers": {"helper": {"type": "local",
+        "command": "touch", "args": [&started], "tools": ["*"]}}});
+    l.repo.write(".mcp.json", &servers.to_string());
+    l.repo.git(&["add", ".mcp.json"]);
+    l.repo.git(&["commit", "-qm", "the user's MCP server"]);
+    let mock = Mock::start(chat_answer(vec![], "All done."));
+    let out = run_with(&l, &copilot_env(&mock.url));
+    assert_code(&out, 10, &format!("one tick: {}", agent_log(&l)));
+    assert!(started.exists(), "copilot started the workspace's server");
 }
 
 #[test]

@@ -38,11 +38,73 @@ pub const LIB_STATE: &str = include_str!("../templates/lib/state.sh");
 pub const LIB_FEEDBACK: &str = include_str!("../templates/lib/feedback.sh");
 pub const LIB_SANDBOX: &str = include_str!("../templates/lib/sandbox.sh");
 pub const LIB_ENGINE: &str = include_str!("../templates/lib/engine.sh");
+pub const LIB_WORKSPACE: &str = include_str!("../templates/lib/workspace.sh");
+pub const LIB_LOCK: &str = include_str!("../templates/lib/lock.sh");
+/// The runner's parts, one responsibility each, in the order run-loop.sh holds them.
+pub const LIB_RUNNER_CONFIG: &str = include_str!("../templates/lib/runner/config.sh");
+pub const LIB_RUNNER_PREFLIGHT: &str = include_str!("../templates/lib/runner/preflight.sh");
+pub const LIB_RUNNER_AGENT_DIR: &str = include_str!("../templates/lib/runner/agent_dir.sh");
+pub const LIB_RUNNER_SWEEP: &str = include_str!("../templates/lib/runner/sweep.sh");
+pub const LIB_RUNNER_RESUME: &str = include_str!("../templates/lib/runner/resume.sh");
+pub const LIB_RUNNER_NOTIFY: &str = include_str!("../templates/lib/runner/notify.sh");
+pub const LIB_RUNNER_PINS: &str = include_str!("../templates/lib/runner/pins.sh");
+pub const LIB_RUNNER_TRUST: &str = include_str!("../templates/lib/runner/trust.sh");
+pub const LIB_RUNNER_TREE: &str = include_str!("../templates/lib/runner/tree.sh");
+pub const LIB_RUNNER_FIRST_RUN: &str = include_str!("../templates/lib/runner/first_run.sh");
+pub const LIB_RUNNER_RECORD: &str = include_str!("../templates/lib/runner/record.sh");
+pub const LIB_RUNNER_PROMPT: &str = include_str!("../templates/lib/runner/prompt.sh");
+pub const LIB_RUNNER_AGENT: &str = include_str!("../templates/lib/runner/agent.sh");
+pub const LIB_RUNNER_DEADLINE: &str = include_str!("../templates/lib/runner/deadline.sh");
+pub const LIB_RUNNER_CHECKS: &str = include_str!("../templates/lib/runner/checks.sh");
+pub const LIB_RUNNER_GATE: &str = include_str!("../templates/lib/runner/gate.sh");
+pub const LIB_RUNNER_HOLDOUT: &str = include_str!("../templates/lib/runner/holdout.sh");
+pub const LIB_RUNNER_COMMIT: &str = include_str!("../templates/lib/runner/commit.sh");
+pub const LIB_RUNNER_STALL: &str = include_str!("../templates/lib/runner/stall.sh");
+pub const LIB_RUNNER_ITERATION: &str = include_str!("../templates/lib/runner/iteration.sh");
+pub const LIB_RUNNER_STOP: &str = include_str!("../templates/lib/runner/stop.sh");
 pub const LIB_RUN_LOOP: &str = include_str!("../templates/lib/run-loop.sh");
 pub const LIB_FANOUT: &str = include_str!("../templates/lib/fanout.sh");
 pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
 pub const LIB_RECOVER: &str = include_str!("../templates/lib/recover.sh");
 pub const LIB_NOTIFY: &str = include_str!("../templates/lib/notify.sh");
+
+/// Every static part by its path under templates/, for the tests and the reference.
+pub const STATIC_PARTS: &[(&str, &str)] = &[
+    ("lib/common.sh", LIB_COMMON),
+    ("lib/proc.sh", LIB_PROC),
+    ("lib/state.sh", LIB_STATE),
+    ("lib/feedback.sh", LIB_FEEDBACK),
+    ("lib/sandbox.sh", LIB_SANDBOX),
+    ("lib/engine.sh", LIB_ENGINE),
+    ("lib/fanout.sh", LIB_FANOUT),
+    ("lib/runner/config.sh", LIB_RUNNER_CONFIG),
+    ("lib/runner/preflight.sh", LIB_RUNNER_PREFLIGHT),
+    ("lib/workspace.sh", LIB_WORKSPACE),
+    ("lib/runner/agent_dir.sh", LIB_RUNNER_AGENT_DIR),
+    ("lib/lock.sh", LIB_LOCK),
+    ("lib/runner/sweep.sh", LIB_RUNNER_SWEEP),
+    ("lib/runner/resume.sh", LIB_RUNNER_RESUME),
+    ("lib/runner/notify.sh", LIB_RUNNER_NOTIFY),
+    ("lib/runner/pins.sh", LIB_RUNNER_PINS),
+    ("lib/runner/trust.sh", LIB_RUNNER_TRUST),
+    ("lib/runner/tree.sh", LIB_RUNNER_TREE),
+    ("lib/runner/first_run.sh", LIB_RUNNER_FIRST_RUN),
+    ("lib/runner/record.sh", LIB_RUNNER_RECORD),
+    ("lib/runner/prompt.sh", LIB_RUNNER_PROMPT),
+    ("lib/runner/agent.sh", LIB_RUNNER_AGENT),
+    ("lib/runner/deadline.sh", LIB_RUNNER_DEADLINE),
+    ("lib/runner/checks.sh", LIB_RUNNER_CHECKS),
+    ("lib/runner/gate.sh", LIB_RUNNER_GATE),
+    ("lib/runner/holdout.sh", LIB_RUNNER_HOLDOUT),
+    ("lib/runner/commit.sh", LIB_RUNNER_COMMIT),
+    ("lib/runner/stall.sh", LIB_RUNNER_STALL),
+    ("lib/runner/iteration.sh", LIB_RUNNER_ITERATION),
+    ("lib/runner/stop.sh", LIB_RUNNER_STOP),
+    ("lib/run-loop.sh", LIB_RUN_LOOP),
+    ("lib/verify.sh", LIB_VERIFY),
+    ("lib/recover.sh", LIB_RECOVER),
+    ("lib/notify.sh", LIB_NOTIFY),
+];
 
 /// A static file written as is.
 pub const NOTES_MD: &str = include_str!("../templates/notes.md");
@@ -92,6 +154,29 @@ pub const FILES: &[LoopFile] = &[
             LIB_SANDBOX,
             LIB_ENGINE,
             LIB_FANOUT,
+            LIB_RUNNER_CONFIG,
+            LIB_RUNNER_PREFLIGHT,
+            LIB_WORKSPACE,
+            LIB_RUNNER_AGENT_DIR,
+            LIB_LOCK,
+            LIB_RUNNER_SWEEP,
+            LIB_RUNNER_RESUME,
+            LIB_RUNNER_NOTIFY,
+            LIB_RUNNER_PINS,
+            LIB_RUNNER_TRUST,
+            LIB_RUNNER_TREE,
+            LIB_RUNNER_FIRST_RUN,
+            LIB_RUNNER_RECORD,
+            LIB_RUNNER_PROMPT,
+            LIB_RUNNER_AGENT,
+            LIB_RUNNER_DEADLINE,
+            LIB_RUNNER_CHECKS,
+            LIB_RUNNER_GATE,
+            LIB_RUNNER_HOLDOUT,
+            LIB_RUNNER_COMMIT,
+            LIB_RUNNER_STALL,
+            LIB_RUNNER_ITERATION,
+            LIB_RUNNER_STOP,
             LIB_RUN_LOOP,
         ],
         executable: true,
@@ -516,6 +601,22 @@ mod tests {
             assert!(env.get_template(name).is_ok());
             let used = FILES.iter().any(|f| f.template == *name) || *name == "settings.sh.j2";
             assert!(used, "{name} is registered but no file renders it");
+        }
+    }
+
+    #[test]
+    fn every_static_part_is_registered() {
+        let lib = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+        for entry in walkdir::WalkDir::new(lib.join("lib")) {
+            let entry = entry.unwrap();
+            if entry.path().extension().is_none_or(|x| x != "sh") {
+                continue;
+            }
+            let rel = entry.path().strip_prefix(&lib).unwrap().to_string_lossy();
+            let registered = STATIC_PARTS.iter().find(|(name, _)| *name == rel);
+            let (_, text) = registered.unwrap_or_else(|| panic!("{rel} is not in STATIC_PARTS"));
+            let used = FILES.iter().any(|f| f.parts.contains(text));
+            assert!(used, "{rel} is registered but no script includes it");
         }
     }
 

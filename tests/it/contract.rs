@@ -272,14 +272,17 @@ fn lint(file: &str, text: &str) -> Vec<String> {
 
 /// The static bash parts, by file name.
 fn static_parts() -> Vec<(String, String)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/lib");
-    let mut parts: Vec<(String, String)> = fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
+    let templates = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+    let mut parts: Vec<(String, String)> = walkdir::WalkDir::new(templates.join("lib"))
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
         .filter(|p| p.extension().is_some_and(|x| x == "sh"))
         .map(|p| {
             (
-                format!("templates/lib/{}", p.file_name().unwrap().to_string_lossy()),
+                format!(
+                    "templates/{}",
+                    p.strip_prefix(&templates).unwrap().to_string_lossy()
+                ),
                 fs::read_to_string(&p).unwrap(),
             )
         })

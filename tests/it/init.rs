@@ -27,20 +27,28 @@ const FRESH_FILES: [&str; 12] = [
 /// The static bash parts, summarised in snapshots (they are tested by execution and
 /// shellcheck; the snapshot shows what is rendered around them).
 fn summarise_static(mut text: String) -> String {
-    for (name, part) in [
-        ("the contract prelude", orbit::contract::bash::prelude()),
-        ("lib/common.sh", orbit::render::LIB_COMMON),
-        ("lib/proc.sh", orbit::render::LIB_PROC),
-        ("lib/state.sh", orbit::render::LIB_STATE),
-        ("lib/feedback.sh", orbit::render::LIB_FEEDBACK),
-        ("lib/sandbox.sh", orbit::render::LIB_SANDBOX),
-        ("lib/engine.sh", orbit::render::LIB_ENGINE),
-        ("lib/fanout.sh", orbit::render::LIB_FANOUT),
-        ("lib/run-loop.sh", orbit::render::LIB_RUN_LOOP),
-        ("lib/verify.sh", orbit::render::LIB_VERIFY),
-        ("lib/recover.sh", orbit::render::LIB_RECOVER),
-        ("lib/notify.sh", orbit::render::LIB_NOTIFY),
-    ] {
+    // The runner's parts, one after another as run-loop.sh holds them, read as one.
+    let runner_start = orbit::render::STATIC_PARTS
+        .iter()
+        .position(|(name, _)| *name == "lib/runner/config.sh")
+        .unwrap();
+    let runner_end = orbit::render::STATIC_PARTS
+        .iter()
+        .position(|(name, _)| *name == "lib/run-loop.sh")
+        .unwrap();
+    let runner: Vec<&str> = orbit::render::STATIC_PARTS[runner_start..=runner_end]
+        .iter()
+        .map(|(_, text)| *text)
+        .collect();
+    text = text.replace(
+        orbit::contract::bash::prelude(),
+        "[static part the contract prelude, included verbatim]\n",
+    );
+    text = text.replace(
+        &runner.join("\n"),
+        "[static part lib/run-loop.sh, included verbatim]\n",
+    );
+    for (name, part) in orbit::render::STATIC_PARTS {
         text = text.replace(part, &format!("[static part {name}, included verbatim]\n"));
     }
     text

@@ -1,0 +1,223 @@
+# ---- the live view: .run-tmp/agent.live holds the agent's output as it is written (what
+# `orbit logs -f` follows), a header line before each agent run and an exit line after it.
+# It starts over at each run, and before an agent run once it holds more than
+# AGENT_LOG_MAX bytes; each run adds at most AGENT_LOG_MAX bytes of output. The copy is made
+# by a process of the runner's own group, so killing the agent's group never loses what
+# the agent had written.
+LIVE_FD=
+LIVE_PID=
+
+# live_reset: a new, empty agent.live (a new file: a follower holding the old one sees it).
+live_reset() {
+  rm -f -- "$ORBIT_TMP/agent.live.tmp"
+  : >"$ORBIT_TMP/agent.live.tmp"
+  mv -f -- "$ORBIT_TMP/agent.live.tmp" "$ORBIT_TMP/agent.live"
+}
+
+# live_copy CAP FILE: appends at most CAP bytes of standard input to FILE as they come,
+# then a note if there was more, and reads the rest to its end (the writer never meets a
+# closed pipe). head buffers what it writes to a file: unbuffered through stdbuf, else dd
+# copies byte by byte (slower, as live).
+live_copy() {
+  local cap=$1 live=$2 c
+  trap - ERR
+  trap '' INT TERM HUP
+  set +e
+  if ! command -v stdbuf >/dev/null 2>&1 || ! stdbuf -o0 head -c "$cap" >>"$live" 2>/dev/null; then
+    dd bs=1 count="$cap" >>"$live" 2>/dev/null
+  fi
+  # One byte, whatever it is (-d '': a NUL ends the read instead of being skipped).
+  if IFS= read -r -d '' -n 1 c; then
+    printf '\n[orbit: the live view of this run stops at %s bytes; agent.log keeps its end]\n' "$cap" >>"$live"
+    cat >/dev/null
+  fi
+}
+
+# live_open N PHASE ATTEMPT: the header line, then the copy on the descriptor LIVE_FD.
+live_open() {
+  local live="$ORBIT_TMP/agent.live"
+  if [[ ! -f $live || -L $live ]] || (($(wc -c <"$live") > AGENT_LOG_MAX)); then
+    live_reset
+  fi
+  printf '=== orbit: iteration %s, %s, attempt %s, started %s ===\n' "$1" "$2" "$3" "$(orbit_iso_now)" >>"$live"
+  # Nothing of the runner's but the pipe: not its lock, nor its output (a caller that
+  # waits for the runner's output to end must not wait for this copy too).
+  exec {LIVE_FD}> >(
+    exec 7<&- 8>&- 9>&- >/dev/null 2>&1
+    live_copy "$AGENT_LOG_MAX" "$live"
+  )
+  LIVE_PID=$!
+}
+
+# live_close [LINE]: closes the copy's descriptor, gives it up to 5 s to write what is left
+# in the pipe, then appends LINE (on a line of its own).
+live_close() {
+  local line=${1:-} live="$ORBIT_TMP/agent.live" i
+  if [[ -z $LIVE_FD ]]; then
+    return 0
+  fi
+  exec {LIVE_FD}>&-
+  LIVE_FD=
+  # The copy ends within milliseconds of the pipe's close: looked at every 10 ms for the
+  # first 200 ms, then every 100 ms, 5 s in all.
+  for ((i = 0; i < 68; i++)); do
+    kill -0 "$LIVE_PID" 2>/dev/null || break
+    if ((i < 20)); then
+      sleep 0.01
+    else
+      sleep 0.1
+    fi
+  done
+  # Still there: something the agent left holds the pipe open. The copy is the runner's
+  # own: it never outlives the run.
+  if kill -0 "$LIVE_PID" 2>/dev/null; then
+    orbit_log "the live view's copy did not end within 5s of the agent's exit: stopped"
+    kill -KILL "$LIVE_PID" 2>/dev/null || true
+  fi
+  LIVE_PID=
+  if [[ -n $line && -f $live && ! -L $live ]]; then
+    if (($(tail -c 1 -- "$live" | tr -d '\n' | wc -c))); then
+      printf '\n' >>"$live"
+    fi
+    printf '%s\n' "$line" >>"$live"
+  fi
+}
+
+# ---- the agent
+# The wrapper of an agent run (bash -c, in the run's own process group). The agent gets a
+# process group of its own; its output goes to the capture, which is not in that group,
+# ignores the TERM of a timeout (it ends when the output does) and does not carry the run's
+# marker. When the agent's main process exits, what it left is stopped at once: its group,
+# then anything carrying the run's marker, so that a process holding the agent's output
+# open neither turns the exit into a timeout nor keeps the output from ending. A TERM (the
+# timeout) is passed on to the agent's group.
+# shellcheck disable=SC2016  # expanded by the wrapper, by design
+ORBIT_AGENT_WRAPPER='cd -- "$ORBIT_WORKSPACE" || exit 126
+if [[ -n $ORBIT_FB ]]; then export ORBIT_FEEDBACK_FILE=$ORBIT_FB; else unset ORBIT_FEEDBACK_FILE; fi
+unset ORBIT_FB
+live=$ORBIT_LIVE_FD
+unset ORBIT_LIVE_FD
+exec {cap}> >(unset ORBIT_RUN_ID; exec "$BASH" -c "trap \"\" TERM PIPE
+  tee -- \"/dev/fd/$live\" | { head -c \"\$ORBIT_HALF\" >\"\$ORBIT_OUT.head\"; tail -c \"\$ORBIT_HALF\" >\"\$ORBIT_OUT.tail\"; }" orbit-capture)
+cpid=$!
+unset ORBIT_OUT ORBIT_HALF
+set -m
+"$@" >&"$cap" 2>&1 {live}>&- {cap}>&- &
+apid=$!
+set +m
+exec {cap}>&- {live}>&-
+trap "kill -TERM -- -\$apid 2>/dev/null" TERM
+while :; do
+  rc=0
+  wait "$apid" || rc=$?
+  if ((rc > 128)) && kill -0 "$apid" 2>/dev/null; then continue; fi
+  break
+done
+trap "" TERM
+kill -KILL -- "-$apid" 2>/dev/null
+while IFS= read -r f; do
+  p=${f#/proc/}
+  p=${p%%/*}
+  [[ $p == "$$" ]] || kill -KILL "$p" 2>/dev/null
+done < <(unset ORBIT_RUN_ID; grep -lzxF -- "ORBIT_RUN_ID=$ORBIT_RUN_ID" /proc/[0-9]*/environ 2>/dev/null)
+for ((i = 0; i < 100; i++)); do
+  kill -0 "$cpid" 2>/dev/null || break
+  sleep 0.05
+done
+if kill -0 "$cpid" 2>/dev/null; then
+  echo "[orbit: a process outside the agent'"'"'s reach still held its output 5s after it exited: the capture was stopped]"
+  kill -KILL "$cpid" 2>/dev/null
+fi
+exit "$rc"'
+
+# run_agent N PHASE ATTEMPT PROMPT LOG COSTFILE FEEDBACK: sets AGENT_RC, AGENT_TIMED_OUT, AGENT_SECS.
+# The agent runs in the workspace in its own process group, stdin from the prompt (its
+# folder .orbit-agent/ filled first, its notes and cost read back after);
+# its output is capped to AGENT_LOG_MAX bytes (the first and last halves are kept) and
+# copied as it comes into the live view (live_open).
+run_agent() {
+  local n=$1 phase=$2 attempt=$3 prompt=$4 log=$5 cfile=$6 fb=$7 t0 limit half runid
+  exec_limit_v
+  local cut=0
+  deadline_cap_v "$REPLY" || cut=1
+  limit=$REPLY
+  half=$((AGENT_LOG_MAX / 2))
+  runid="$LOOP_NAME.$n.$attempt.$phase.$$.$RANDOM"
+  # The output is caught in scratch files (each truncated here), then becomes $log.
+  local raw="$ORBIT_TMP/agent.raw" head="$ORBIT_TMP/agent.head" tail="$ORBIT_TMP/agent.tail"
+  if [[ -e $cfile ]]; then
+    rm -f -- "$cfile"
+  fi
+  agent_dir_fill "$prompt" "$fb"
+  : >"$raw"
+  : >"$head"
+  : >"$tail"
+  orbit_fault before_agent
+  # Nothing but the runner wrote since the last look: anything else stops before the agent.
+  # (A fan-out candidate's subshell leaves these looks to the runner, which takes them
+  # before the candidates start and after the last one ended: its siblings run meanwhile.)
+  if [[ -n $TRUST_BAD ]] || { ((!FANOUT_CAND)) && ! trust_check runner; }; then
+    AGENT_RC=0 AGENT_TIMED_OUT=0 AGENT_SECS=0
+    orbit_log "the loop directory or git's control files changed before the agent ran: $TRUST_BAD ($TRUST_REASON)"
+    return 0
+  fi
+  if ((limit <= 0)); then
+    AGENT_RC=0 AGENT_TIMED_OUT=1 AGENT_SECS=0 DEADLINE_HIT=1
+    orbit_log "the loop's wall-clock limit ($LOOP_TIMEOUT) is reached: the agent is not started"
+    : >"$log"
+    return 0
+  fi
+  live_open "$n" "$phase" "$attempt"
+  t0=$SECONDS
+  # The variables reach the agent through the environment of the wrapper (assignments
+  # before a function call are exported to its children only).
+  local fbfile=''
+  if [[ -f $AGENT_DIR/feedback.json ]]; then
+    fbfile=$AGENT_DIR/feedback.json
+  fi
+  sandbox_prepare agent
+  # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
+  ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
+    ORBIT_CANDIDATE="${ORBIT_CANDIDATE_N:-1}" ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
+    ORBIT_COST_FILE="$AGENT_DIR/cost" \
+    ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fbfile" \
+    ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" ORBIT_LIVE_FD="$LIVE_FD" \
+    orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
+    "$BASH" -c "$ORBIT_AGENT_WRAPPER" orbit-agent "${SANDBOX_ARGV[@]}" "$AGENT_ABS" "${AGENT_ARGV[@]:1}"
+  AGENT_RC=$ORBIT_RC
+  AGENT_TIMED_OUT=$ORBIT_TIMED_OUT
+  AGENT_SECS=$((SECONDS - t0))
+  if ((AGENT_TIMED_OUT && cut)); then
+    DEADLINE_HIT=1
+    orbit_log "the agent was stopped at the loop's wall-clock limit ($LOOP_TIMEOUT)"
+  fi
+  if ((AGENT_TIMED_OUT)); then
+    live_close "=== orbit: the agent timed out after ${AGENT_SECS}s ==="
+  else
+    live_close "=== orbit: the agent exited $AGENT_RC after ${AGENT_SECS}s ==="
+  fi
+  sweep_env "ORBIT_RUN_ID=$runid"
+  # What the agent changed outside its workspace, looked at before the runner writes again.
+  if ((!FANOUT_CAND)) && ! trust_check agent; then
+    orbit_log "the agent changed $TRUST_BAD ($TRUST_REASON): nothing of its run is taken"
+    [[ -L ${log%/*} || ! -d ${log%/*} ]] && return 0
+  else
+    agent_dir_collect "$cfile"
+  fi
+  if [[ ! -s $raw && ! -s $tail ]]; then
+    # All of the output fit in the first half (the usual case).
+    mv -f -- "$head" "$log"
+  else
+    {
+      cat -- "$raw" "$head"
+      if [[ -s $tail ]]; then
+        printf '\n[orbit: output over %s bytes; the middle was dropped]\n' "$half"
+        cat -- "$tail"
+      fi
+    } >"$log"
+  fi
+  # (A fan-out candidate's timing is written by the runner, after every candidate ended.)
+  if ((!FANOUT_CAND)) && orbit_appendable "$LOOP_DIR/.iter-timings.log"; then
+    printf '%s\n' "$AGENT_SECS" >>"$LOOP_DIR/.iter-timings.log"
+  fi
+}

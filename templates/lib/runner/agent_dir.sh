@@ -1,0 +1,72 @@
+# ---- the agent's folder: .orbit-agent/ in the workspace, rebuilt before every agent run
+# ---- from the loop directory's copies (what the agent writes there changes nothing of
+# ---- the loop's), read back after it: notes.md, the claim, the cost. Only regular files
+# ---- are read back, and at most a bounded size.
+AGENT_NOTES_MAX=1048576
+# With memory = "feedback" the folder holds no progress.md and no notes.md: only the goal,
+# verify.sh, the prompt and the last failure's feedback (an agent's notes are still kept in
+# the loop directory, never given back).
+agent_dir_fill() {
+  local prompt=$1 fb=$2 d
+  local -a files=("$LOOP_DIR/goal.md" "$LOOP_DIR/verify.sh")
+  rm -rf -- "$AGENT_DIR"
+  mkdir -- "$AGENT_DIR"
+  if [[ ${prompt##*/} == prompt.md ]]; then
+    files+=("$prompt")
+  else
+    cp -- "$prompt" "$AGENT_DIR/prompt.md"
+  fi
+  if [[ $MEMORY_SETTING != feedback ]]; then
+    files+=("$PG_FILE")
+    if [[ -f $LOOP_DIR/notes.md && ! -L $LOOP_DIR/notes.md ]]; then
+      files+=("$LOOP_DIR/notes.md")
+    else
+      : >"$AGENT_DIR/notes.md"
+    fi
+  fi
+  # One copy for the files whose names the folder keeps (goal.md, progress.md, verify.sh,
+  # prompt.md, notes.md); the feedback is renamed on the way.
+  cp -- "${files[@]}" "$AGENT_DIR/"
+  if [[ -n $fb && -f $fb ]]; then
+    cp -- "$fb" "$AGENT_DIR/feedback.json"
+    d=${fb%/*}
+    if [[ -f $d/input-feedback.txt ]]; then
+      cp -- "$d/input-feedback.txt" "$AGENT_DIR/feedback.txt"
+    fi
+    if [[ -f $d/input-verify.log ]]; then
+      cp -- "$d/input-verify.log" "$AGENT_DIR/last-verify.log"
+    fi
+  fi
+}
+
+# agent_dir_real: the agent's folder is still a directory, not a link the agent put in its
+# place (the runner would read and remove files wherever it points).
+agent_dir_real() {
+  [[ -d $AGENT_DIR && ! -L $AGENT_DIR ]] || {
+    orbit_log "the agent's folder $AGENT_DIR is not a directory any more (a link?): nothing is read back from it"
+    return 1
+  }
+}
+
+# agent_file_take NAME DEST: moves the agent's NAME out of its folder into DEST when it is a
+# regular file (never a symlink), cut to AGENT_NOTES_MAX bytes; status 1 when there is none.
+agent_file_take() {
+  local src="$AGENT_DIR/$1"
+  agent_dir_real || return 1
+  [[ -f $src && ! -L $src ]] || return 1
+  head -c "$AGENT_NOTES_MAX" -- "$src" >"$2.tmp.$$" && mv -f -- "$2.tmp.$$" "$2"
+  rm -f -- "$src"
+}
+
+# agent_dir_collect COSTFILE: after an agent run, its notes back into the loop directory
+# and its cost into the iteration's record.
+agent_dir_collect() {
+  local cfile=$1
+  engine_after_run
+  # A fan-out candidate's notes are taken by the runner when it judges it (fanout_judge).
+  if ((!FANOUT_CAND)) && agent_dir_real && [[ -f $AGENT_DIR/notes.md && ! -L $AGENT_DIR/notes.md ]]; then
+    head -c "$AGENT_NOTES_MAX" -- "$AGENT_DIR/notes.md" >"$LOOP_DIR/.notes.md.tmp.$$" &&
+      mv -f -- "$LOOP_DIR/.notes.md.tmp.$$" "$LOOP_DIR/notes.md"
+  fi
+  agent_file_take cost "$cfile" || true
+}

@@ -1,0 +1,190 @@
+# ---- commits: only the paths this iteration changed, never baseline-dirty paths, never the
+# ---- loop directory, never the user's staged work; trailers make a replay detectable.
+# A commit attempt's outcomes besides git's own statuses: nothing to commit (HEAD holds the
+# changes already), and git did not finish in time (timeout(1)'s status). Between the
+# functions below only, never a loop exit code.
+readonly COMMIT_NOTHING=3 COMMIT_TIMED_OUT=124
+commit_iteration() {
+  local n=$1 dir=$2 before=$3 after=$4 fresh=${5:-0} list msg existing='' line rc=0 tries=0 title
+  if ! orbit_true "$AUTOCOMMIT"; then
+    printf 'off\n' >"$dir/commit.txt"
+    return 0
+  fi
+  # Idempotent: a crash after the commit and before the state write must not commit twice.
+  # (An iteration this process just ran commits after its result.env: none can exist yet.)
+  line=''
+  ((fresh)) || line=$(git_q log -n 50 --format='%H %(trailers:key=Orbit-Loop,valueonly,separator=%x2C)|%(trailers:key=Orbit-Iteration,valueonly,separator=%x2C)' 2>/dev/null || true)
+  while IFS= read -r line; do
+    if [[ ${line#* } == "$LOOP_NAME|$n" ]]; then
+      existing=${line%% *}
+      break
+    fi
+  done <<<"$line"
+  # A commit of an earlier attempt that recover set aside (retried.K/) is not this one.
+  if [[ -n $existing ]] && grep -qxF -- "$existing" "$dir"/retried.*/commit.txt 2>/dev/null; then
+    existing=''
+  fi
+  if [[ -n $existing ]]; then
+    orbit_log "iteration $n is already committed ($existing): not committing again"
+    printf '%s\n' "$existing" >"$dir/commit.txt"
+    return 0
+  fi
+  changes_v "$before" "$after"
+  list=$CHANGES_FILE
+  if [[ ! -s $list ]]; then
+    printf 'none\n' >"$dir/commit.txt"
+    [[ $list == "$CHANGES_FILE" ]] || rm -f -- "$list"
+    return 0
+  fi
+  orbit_fault before_commit
+  # The goal's title: line 3 of goal.md (under "# Goal"), at most 60 characters.
+  goal_title_v
+  title=$REPLY
+  msg="orbit($LOOP_NAME): iteration $n"$'\n\n'"Goal: ${title:-see goal.md}"$'\n\n'"Orbit-Loop: $LOOP_NAME"$'\n'"Orbit-Iteration: $n"
+  while ((tries < 5)); do
+    tries=$((tries + 1))
+    rc=0
+    if ((COMMIT_PLUMBING)); then
+      # No hook would run and nothing signs: commit with plumbing, which never rescans the
+      # whole work tree (the porcelain refreshes every index entry).
+      commit_plumbing "$list" "$msg" "$before" "$after" >>"$dir/commit.log" 2>&1 || rc=$?
+    else
+      # Bounded: a hook that waits on a terminal must not wedge the loop.
+      # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
+      GIT_LITERAL_PATHSPECS=1 GIT_TERMINAL_PROMPT=0 \
+        orbit_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/commit.log" \
+        "$BASH" -c 'cd -- "$1" || exit 1
+          git add -A --pathspec-from-file="$2" --pathspec-file-nul &&
+            git commit -q --no-edit -m "$3" --only --pathspec-from-file="$2" --pathspec-file-nul' \
+        orbit-commit "$WS" "$list" "$msg"
+      rc=$ORBIT_RC
+      if ((ORBIT_TIMED_OUT)); then
+        orbit_log "commit: git did not finish within ${COMMIT_TIMEOUT_S}s (a hook waiting for input?)"
+        rc=$COMMIT_TIMED_OUT
+        break
+      fi
+    fi
+    if ((rc == 0 || rc == COMMIT_NOTHING)); then
+      break
+    fi
+    if [[ -e $GIT_DIR_ABS/index.lock ]]; then
+      orbit_log "commit: .git/index.lock is held; retrying ($tries/5)"
+      sleep 1
+      continue
+    fi
+    break
+  done
+  # git commit failing can mean the same: the agent committed the changes itself.
+  if ((rc != 0 && rc != COMMIT_NOTHING && rc != COMMIT_TIMED_OUT && !COMMIT_PLUMBING)) && head_tree &&
+    listed_tree_v "$HEAD_ID" "$list" && [[ $REPLY == "$HEAD_TREE" ]]; then
+    rc=$COMMIT_NOTHING
+  fi
+  if ((rc == COMMIT_NOTHING)); then
+    orbit_log "iteration $n: nothing to commit, HEAD holds its changes already (committed by the agent?)"
+    printf 'none\n' >"$dir/commit.txt"
+    [[ $list == "$CHANGES_FILE" ]] || rm -f -- "$list"
+    return 0
+  fi
+  if ((rc != 0)); then
+    orbit_log "commit of iteration $n failed (see $dir/commit.log); the changes stay in the work tree"
+    printf 'failed\n' >"$dir/commit.txt"
+    return 0
+  fi
+  if ((COMMIT_PLUMBING)); then
+    printf '%s\n' "$COMMIT_ID" >"$dir/commit.txt"
+    # git commit runs git's automatic housekeeping (packing loose objects when there are
+    # many): so does this, every 100 iterations (gc --auto where maintenance is too old).
+    if ((n % 100 == 0)); then
+      git_q maintenance run --auto --quiet >>"$dir/commit.log" 2>&1 ||
+        git_q gc --auto --quiet >>"$dir/commit.log" 2>&1 || true
+    fi
+  else
+    git_q rev-parse HEAD >"$dir/commit.txt"
+  fi
+  orbit_fault after_commit
+  [[ $list == "$CHANGES_FILE" ]] || rm -f -- "$list"
+}
+
+# The goal's one-line title (line 3 of goal.md), at most 60 characters, into REPLY.
+goal_title_v() {
+  local -a lines=()
+  mapfile -t -n 3 lines <"$LOOP_DIR/goal.md" 2>/dev/null || true
+  orbit_cut_v "${lines[2]-}" 60
+}
+
+# commit_plumbing LIST MSG BEFORE AFTER: what `git commit --only <paths>` does, without
+# hooks. When HEAD's tree is the iteration's starting snapshot and LIST holds every change,
+# the commit's tree is the ending snapshot itself; otherwise a private index built from HEAD
+# takes the listed paths from the work tree. The repository's index takes them too (so git
+# status stays clean) before HEAD moves, compare-and-swap, with the porcelain's reflog
+# message. Sets COMMIT_ID; returns 1 with HEAD unmoved on failure, COMMIT_NOTHING when HEAD
+# holds the changes already.
+COMMIT_ID=
+# The last commit this run made, and its tree: while HEAD still names it, git need not be
+# asked what HEAD is.
+LAST_COMMIT_ID=
+LAST_COMMIT_TREE=
+commit_plumbing() {
+  local list=$1 msg=$2 before=$3 after=$4 head base tree
+  COMMIT_ID=''
+  head_tree || return 1
+  head=$HEAD_ID base=$HEAD_TREE
+  if [[ $base == "$before" ]]; then
+    tree=$after
+  else
+    listed_tree_v "$head" "$list" || return 1
+    tree=$REPLY
+  fi
+  if [[ $tree == "$base" ]]; then
+    echo "nothing to commit: HEAD holds these changes already"
+    return "$COMMIT_NOTHING"
+  fi
+  COMMIT_ID=$(git_q commit-tree "$tree" -p "$head" <<<"$msg") || return 1
+  (cd -- "$WS" && git update-index --add --remove --replace -z --stdin <"$list") || return 1
+  git_q update-ref -m "commit: ${msg%%$'\n'*}" HEAD "$COMMIT_ID" "$head" || return 1
+  LAST_COMMIT_ID=$COMMIT_ID LAST_COMMIT_TREE=$tree
+}
+
+# head_tree: HEAD_ID and HEAD_TREE, from what this run committed last while HEAD still
+# names it, else from git.
+HEAD_ID=
+HEAD_TREE=
+head_tree() {
+  local out
+  if [[ -n $LAST_COMMIT_ID ]] && head_file_v && [[ $REPLY == "$LAST_COMMIT_ID" ]]; then
+    HEAD_ID=$LAST_COMMIT_ID HEAD_TREE=$LAST_COMMIT_TREE
+    return 0
+  fi
+  out=$(git_q rev-parse HEAD 'HEAD^{tree}') || return 1
+  HEAD_ID=${out%%$'\n'*} HEAD_TREE=${out#*$'\n'}
+}
+
+# listed_tree_v COMMIT LIST: REPLY is COMMIT's tree with the listed paths taken from the
+# work tree (a private index; the repository's is not touched).
+listed_tree_v() {
+  local idx="$LOOP_DIR/.commit-index"
+  rm -f -- "$idx"
+  (
+    export GIT_INDEX_FILE=$idx
+    cd -- "$WS" &&
+      git read-tree "$1" &&
+      git update-index --add --remove --replace -z --stdin <"$2"
+  ) || return 1
+  REPLY=$(GIT_INDEX_FILE=$idx git_q write-tree) || return 1
+  rm -f -- "$idx"
+}
+
+# head_file_v: REPLY is the commit HEAD names, read from the files git keeps it in (a loose
+# branch ref, or a detached HEAD); status 1 where that takes git (packed refs, reftable).
+head_file_v() {
+  local line ref
+  REPLY=''
+  IFS= read -r line <"$GIT_DIR_ABS/HEAD" 2>/dev/null || return 1
+  if [[ $line == "ref: refs/heads/"* ]]; then
+    ref=${line#ref: }
+    IFS= read -r REPLY <"$GIT_COMMON_ABS/$ref" 2>/dev/null || return 1
+  else
+    REPLY=$line
+  fi
+  [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]]
+}

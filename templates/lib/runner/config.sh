@@ -1,0 +1,127 @@
+# ---- run-loop: the runner. Preflight → lock → state → integrity → iterations → footer.
+# ---- Everything it decides is written down: iterations/NNNNNN/, progress.md, events.jsonl,
+# ---- state.env. The agent never decides DONE; the gate in done_gate does.
+
+ONCE=0
+LOOP_DIR=
+# The user's checkout (where the loop directory lives; never touched) and the loop's
+# workspace (its own git worktree on orbit/<name>: where the agent and the checks run and
+# the commits are made), with the agent's folder in it.
+REPO_ROOT=
+WS=
+AGENT_DIR=
+LOOP_BRANCH=
+RUN_COST_START=0
+CUR_ITER=0
+IN_ITERATION=0
+# The status this run started from, and whether it ran an iteration (for notify-once).
+START_STATUS=
+START_REASON=
+RAN_ITERATION=0
+AGENT_ABS=
+LOCK_MODE=
+GIT_DIR_ABS=
+GIT_COMMON_ABS=
+COMMIT_PLUMBING=0
+LAST_TREE=
+declare -A R=()
+
+usage() {
+  cat <<'USAGE'
+usage: run-loop.sh [--once] [--help]
+  --once   do at most one iteration (a cron tick); exit 10 when work remains
+Settings come from loop.toml (rendered above); an environment variable of the same name
+overrides each, e.g. MAX_ITERATIONS=5 bash run-loop.sh
+USAGE
+}
+
+# ---- settings: validated once, before any value reaches arithmetic.
+# settings_check: every setting of the contract (ORBIT_SETTINGS) by its kind and bounds, the
+# ones loop.toml is validated by; the first bad one stops the run (EXIT_PREFLIGHT, nothing
+# run, nothing written). Sets the values the runner computes with: NAME_S, the seconds of a
+# duration, and NAME_M, the micro-dollars of an amount ("" for none).
+settings_check() {
+  local name grep_rc
+  for name in "${ORBIT_SETTINGS[@]}"; do
+    orbit_setting_v "$name" || orbit_die "$EXIT_PREFLIGHT" "$ORBIT_SETTING_ERR"
+    case $name in
+      EXEC_TIMEOUT) EXEC_TIMEOUT_S=$REPLY ;;
+      LOOP_TIMEOUT) LOOP_TIMEOUT_S=$REPLY ;;
+      CHECK_TIMEOUT) CHECK_TIMEOUT_S=$REPLY ;;
+      RETRY_BASE_DELAY) RETRY_BASE_DELAY_S=$REPLY ;;
+      CB_COOLDOWN) CB_COOLDOWN_S=$REPLY ;;
+      KILL_GRACE) KILL_GRACE_S=$REPLY ;;
+      COMMIT_TIMEOUT) COMMIT_TIMEOUT_S=$REPLY ;;
+      NOTIFY_TIMEOUT) NOTIFY_TIMEOUT_S=$REPLY ;;
+      USD_CAP) USD_CAP_M=$REPLY ;;
+      USD_PER_RUN_CAP) USD_PER_RUN_CAP_M=$REPLY ;;
+      USD_PER_ITER_CAP) USD_PER_ITER_CAP_M=$REPLY ;;
+      COST_ESTIMATE_USD) COST_ESTIMATE_M=$REPLY ;;
+      PLACEHOLDER_PATTERN)
+        # grep's own judgment of the expression (status 2: not one it can use).
+        grep_rc=0
+        grep -qE -- "$PLACEHOLDER_PATTERN" </dev/null 2>/dev/null || grep_rc=$?
+        if ((grep_rc > 1)); then
+          orbit_die "$EXIT_PREFLIGHT" "PLACEHOLDER_PATTERN='$PLACEHOLDER_PATTERN' is not an extended regular expression grep accepts: fix placeholder-pattern in loop.toml and run orbit init --force"
+        fi
+        ;;
+    esac
+  done
+}
+
+# verify_budget: VERIFY_BUDGET_S, verify.sh's own bound: every check's timeout plus a margin.
+verify_budget() {
+  local checks
+  checks=$(grep -c '^  run_check ' -- "$LOOP_DIR/verify.sh" || true)
+  [[ $checks =~ ^[0-9]+$ ]] || checks=0
+  VERIFY_BUDGET_S=$(((checks + 1) * (CHECK_TIMEOUT_S + KILL_GRACE_S) + 30))
+  # holdout.sh (a loop rendered before holdout checks has none): its checks run only in
+  # the DONE gate.
+  # The count is the loop's setting, not what the file holds today: a holdout.sh emptied
+  # or removed is a pin failure, never a loop without hidden checks.
+  checks=${HOLDOUT_SETTING:-0}
+  [[ $checks =~ ^[0-9]+$ ]] || checks=0
+  HOLDOUT_CHECKS=$checks
+  HOLDOUT_BUDGET_S=$(((checks + 1) * (CHECK_TIMEOUT_S + KILL_GRACE_S) + 30))
+}
+HOLDOUT_CHECKS=0
+HOLDOUT_BUDGET_S=0
+
+# ---- where things are: the loop directory is where this script lives.
+locate() {
+  local src=${BASH_SOURCE[0]}
+  if [[ $src == */* ]]; then
+    src=${src%/*}
+  else
+    src=.
+  fi
+  LOOP_DIR=$(cd -P -- "${src:-/}" && pwd -P)
+  ORBIT_LOG_FILE="$LOOP_DIR/runner.log"
+  # PATH is what a scheduler gave (cron's is short): what is missing is named, with the fix.
+  command -v git >/dev/null 2>&1 ||
+    preflight_fail "git is not on PATH ($PATH): install it, or give the scheduler a PATH that has it (orbit schedule writes one)"
+  REPO_ROOT=$(git -C "$LOOP_DIR" rev-parse --show-toplevel 2>/dev/null) ||
+    preflight_fail "the loop directory $LOOP_DIR is not inside a git work tree: run orbit init inside the repository"
+
+  REPO_ROOT=$(cd -P -- "$REPO_ROOT" && pwd -P)
+  EV_FILE="$LOOP_DIR/events.jsonl"
+  PG_FILE="$LOOP_DIR/progress.md"
+}
+
+settings_footer() {
+  footer "$STATUS_CONTINUE" "bad setting: $1"
+  notify_stop_early "$NOTIFY_EVENT_PREFLIGHT_FAILED" "bad setting: $1"
+}
+
+footer() {
+  local status=$1 summary=$2 REPLY
+  summary=${summary//[$'\n\r\t']/ }
+  orbit_cut_v "$summary" 180
+  summary=$REPLY
+  printf 'NEXUS_LOOP_STATUS: %s\nNEXUS_LOOP_SUMMARY: %s\n' "$status" "$summary" 2>/dev/null || true
+}
+
+# git in the workspace (the loop's own worktree); repo_git in the user's checkout, for what
+# only reads it (its HEAD at the first run, the repository's common directory).
+git_q() { GIT_OPTIONAL_LOCKS=0 git -C "$WS" "$@"; }
+repo_git() { GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" "$@"; }

@@ -1,0 +1,139 @@
+# ---- the DONE gate (contract section 6). Sets GATE_VERDICT (DONE or a rejection reason).
+done_gate() {
+  local n=$1 dir=$2 k added first t_before t_after base
+  GATE_VERDICT=
+  # 2. PASS_K consecutive passes: the first pass happened; run the rest.
+  for ((k = 2; k <= PASS_K; k++)); do
+    run_verify "$dir" "pass $k of $PASS_K"
+    if ! integrity_gate "after verify pass $k"; then
+      GATE_VERDICT="integrity"
+      return 0
+    fi
+    if ((VERIFY_OK)); then
+      S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
+      orbit_event verify_pass "$n" run "$k" streak "${S[VERIFY_STREAK]}"
+    else
+      S[VERIFY_STREAK]=0
+      feedback_write "$dir" "$n" "$ATTEMPT"
+      orbit_event verify_fail "$n" run "$k" failing "$VERIFY_FAILING" flaky true code VERIFY_FLAKY
+      GATE_VERDICT="VERIFY_FLAKY: verify passed, then failed on pass $k of $PASS_K"
+      return 0
+    fi
+  done
+  # 3. No placeholder in the lines the loop added: the workspace now against the commit the
+  # loop began from (nothing else is ever in the workspace's diff).
+  # A scan that cannot run rejects the claim (it never passes by default).
+  base=$(cat -- "$LOOP_DIR/.baseline-tree" 2>/dev/null || cat -- "$LOOP_DIR/.baseline-commit")
+  tree_snapshot
+  local now_tree=$REPLY rc=0
+  git_q diff --no-color --no-ext-diff -U0 "$base" "$now_tree" -- >"$ORBIT_TMP/added.diff" 2>>"$ORBIT_LOG_FILE" || rc=$?
+  if ((rc != 0)); then
+    GATE_VERDICT="the placeholder scan could not run: git diff failed (exit $rc; see runner.log)"
+    return 0
+  fi
+  awk '/^\+/ && !/^\+\+\+/' "$ORBIT_TMP/added.diff" >"$ORBIT_TMP/added.lines"
+  added=$(grep -aE -m 5 -- "$PLACEHOLDER_PATTERN" "$ORBIT_TMP/added.lines" 2>>"$ORBIT_LOG_FILE") || rc=$?
+  if ((rc > 1)); then
+    GATE_VERDICT="the placeholder scan could not run: grep refused PLACEHOLDER_PATTERN (exit $rc; see runner.log)"
+    return 0
+  fi
+  if [[ -n $added ]]; then
+    first=${added%%$'\n'*}
+    first=${first#+}
+    orbit_cut_v "$first" 119
+    GATE_VERDICT="placeholder in added lines: $REPLY"
+    printf '%s\n' "$added" >"$dir/placeholders.txt"
+    return 0
+  fi
+  # 4. Every pin intact, and nothing the runner holds changed.
+  if ! integrity_gate "done gate"; then
+    GATE_VERDICT="integrity"
+    return 0
+  fi
+  # 4b. The holdout checks (contract section 10): hidden from the agent, run only here.
+  if ((HOLDOUT_CHECKS > 0)); then
+    run_holdout "$n" "$dir"
+    if ! integrity_gate "after the holdout checks"; then
+      GATE_VERDICT="integrity"
+      return 0
+    fi
+    if ((!HOLDOUT_OK)); then
+      # Which one failed is in the event and holdout.log: the verdict reaches progress.md,
+      # which the agent reads, so it says no more than the feedback does.
+      GATE_VERDICT="holdout: a hidden acceptance check failed (see holdout.log)"
+      holdout_feedback "$dir" "$n"
+      return 0
+    fi
+  fi
+  # 5. The judge.
+  if [[ -n $JUDGE_CMD ]]; then
+    run_judge "$n" "$dir"
+    if ! integrity_gate "after the judge"; then
+      GATE_VERDICT="integrity"
+      return 0
+    fi
+    if ((!JUDGE_OK)); then
+      GATE_VERDICT="the judge did not approve (see judge.log)"
+      return 0
+    fi
+  fi
+  # 6. Fresh-context confirmation runs: DONE only when each writes CONFIRMED as the first
+  # line of .orbit-agent/confirm.md and changes nothing. Its exit code never confirms.
+  local verdict
+  for ((k = 1; k <= CONFIRM_RUNS; k++)); do
+    tree_snapshot
+    t_before=$REPLY
+    build_prompt "$n" "$PHASE_CONFIRM" "$k" "$dir/confirm.$k.prompt.md" ""
+    run_agent "$n" "$PHASE_CONFIRM" "$k" "$dir/confirm.$k.prompt.md" "$dir/confirm.$k.log" "$dir/confirm.$k.cost" ""
+    cost_of_run "$dir/confirm.$k.log" "$dir/confirm.$k.cost"
+    ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
+    orbit_event agent_exit "$n" phase "$PHASE_CONFIRM" attempt "$k" exit_code "$AGENT_RC" timed_out "$AGENT_TIMED_OUT" seconds "$AGENT_SECS"
+    verdict=''
+    if agent_file_take confirm.md "$dir/confirm.$k.md"; then
+      IFS= read -r verdict <"$dir/confirm.$k.md" || true
+    fi
+    # One line of text, as a record holds it: no control character, at most 200 bytes.
+    verdict=${verdict%$'\r'}
+    verdict=${verdict//[[:cntrl:]]/ }
+    orbit_cut_v "$verdict" 200
+    verdict=$REPLY
+    tree_snapshot
+    t_after=$REPLY
+    if ! integrity_gate "after confirm"; then
+      GATE_VERDICT="integrity"
+      return 0
+    fi
+    if ((AGENT_RC != 0 || AGENT_TIMED_OUT)); then
+      GATE_VERDICT="the confirmation run failed (exit $AGENT_RC)"
+      confirm_feedback "$dir" "$n" "$GATE_VERDICT"
+      return 0
+    fi
+    if [[ $t_before != "$t_after" ]]; then
+      GATE_VERDICT="the confirmation run changed the project"
+      TREE_AFTER=$t_after
+      changes_v "$t_before" "$t_after"
+      confirm_feedback "$dir" "$n" "the confirmation run changed the project ($REPLY): it was asked to change nothing"
+      return 0
+    fi
+    case $verdict in
+      CONFIRMED) ;;
+      "NOT CONFIRMED:"*)
+        GATE_VERDICT="not confirmed:${verdict#NOT CONFIRMED:}"
+        confirm_feedback "$dir" "$n" "$GATE_VERDICT"
+        return 0
+        ;;
+      '')
+        GATE_VERDICT="no confirmation verdict (.orbit-agent/confirm.md missing or empty)"
+        confirm_feedback "$dir" "$n" "$GATE_VERDICT"
+        return 0
+        ;;
+      *)
+        orbit_cut_v "$verdict" 80
+        GATE_VERDICT="the confirmation verdict is neither CONFIRMED nor NOT CONFIRMED: $REPLY"
+        confirm_feedback "$dir" "$n" "$GATE_VERDICT"
+        return 0
+        ;;
+    esac
+  done
+  GATE_VERDICT=$STATUS_DONE
+}

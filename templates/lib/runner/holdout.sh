@@ -1,0 +1,108 @@
+# ---- holdout checks: holdout.sh, in the workspace, with ORBIT_HOLDOUT_DIR naming the loop
+# ---- directory's holdout/; a check run like verify's (the runner's trust checked before and
+# ---- after it, sandboxed when the loop is). Their output goes to iterations/N/holdout.log
+# ---- only: never to verify.log, the feedback, progress.md or a prompt.
+HOLDOUT_OK=0
+HOLDOUT_FAILING=
+run_holdout() {
+  local n=$1 dir=$2 out="$ORBIT_TMP/holdout.out" budget cut=0
+  HOLDOUT_OK=0 HOLDOUT_FAILING=
+  rm -f -- "$out"
+  : >"$out"
+  if [[ -n $TRUST_BAD ]] || ! trust_check runner; then
+    orbit_log "the loop directory or git's control files changed before the holdout checks ran: $TRUST_BAD ($TRUST_REASON)"
+    return 0
+  fi
+  deadline_cap_v "$HOLDOUT_BUDGET_S" || cut=1
+  budget=$REPLY
+  if ((budget <= 0)); then
+    DEADLINE_HIT=1
+    printf '[FAIL] holdout.sh (not run: the loop'"'"'s wall-clock limit, %s, is reached)\n' "$LOOP_TIMEOUT" >>"$dir/holdout.log"
+    return 0
+  fi
+  sandbox_prepare holdout
+  ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" ORBIT_VERIFY_TMP="$ORBIT_TMP" \
+    ORBIT_HOLDOUT_DIR="$LOOP_DIR/holdout" \
+    orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/holdout.sh"
+  local rc=$ORBIT_RC to=$ORBIT_TIMED_OUT
+  if ((to && cut)); then
+    DEADLINE_HIT=1
+  fi
+  if ! trust_check check; then
+    orbit_log "the holdout checks changed $TRUST_BAD ($TRUST_REASON): their verdict is not taken"
+    return 0
+  fi
+  {
+    orbit_iso_v -1
+    printf '### holdout run: iteration %s (%s)\n' "$n" "$REPLY"
+    cat -- "$out"
+    if ((to)); then
+      printf '[FAIL] holdout.sh (timed out after %ss)\n' "$budget"
+    fi
+  } >>"$dir/holdout.log"
+  HOLDOUT_FAILING=$(grep -aoE '^\[FAIL\] holdout-[0-9]+' -- "$out" | cut -c8- | sort -u | tr '\n' ' ' || true)
+  HOLDOUT_FAILING=${HOLDOUT_FAILING% }
+  HOLDOUT_FAILING=${HOLDOUT_FAILING// /,}
+  if ((rc == 0 && to == 0)); then
+    HOLDOUT_OK=1
+    orbit_event holdout_pass "$n"
+  else
+    orbit_event holdout_fail "$n" failing "${HOLDOUT_FAILING:-holdout.sh}"
+  fi
+  return 0
+}
+
+# run_judge N DIR: the judge hook (JUDGE_CMD) on the workspace (WS: a candidate's worktree in
+# survivor selection), bounded by EXEC_TIMEOUT and the loop's deadline, in the sandbox of a
+# check. JUDGE_OK=1 when it exits 0 in time; its output goes to DIR/judge.log unless the run
+# changed what the runner holds (TRUST_BAD then says what, and nothing of it is taken).
+JUDGE_OK=0
+run_judge() {
+  local n=$1 dir=$2 jlimit
+  JUDGE_OK=0
+  rm -f -- "$ORBIT_TMP/judge.out"
+  if [[ -n $TRUST_BAD ]] || ! trust_check runner; then
+    orbit_log "the loop directory or git's control files changed before the judge ran: $TRUST_BAD ($TRUST_REASON)"
+    return 0
+  fi
+  deadline_cap_v "$EXEC_TIMEOUT_S" || true
+  jlimit=$((REPLY > 0 ? REPLY : 1))
+  sandbox_prepare check
+  # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
+  ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_WORKSPACE="$WS" ORBIT_ITERATION="$n" ORBIT_REPO_ROOT="$WS" ORBIT_JUDGE="$JUDGE_CMD" \
+    orbit_run_bounded "$jlimit" "$KILL_GRACE_S" /dev/null "$ORBIT_TMP/judge.out" \
+    "${SANDBOX_ARGV[@]}" "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 1; eval "$ORBIT_JUDGE"'
+  if ! trust_check check; then
+    orbit_log "the judge changed $TRUST_BAD ($TRUST_REASON): its verdict is not taken"
+    return 0
+  fi
+  cp -- "$ORBIT_TMP/judge.out" "$dir/judge.log"
+  if ((ORBIT_RC == 0 && !ORBIT_TIMED_OUT)); then
+    JUDGE_OK=1
+  fi
+  return 0
+}
+
+# holdout_feedback DIR N: a claim a holdout check rejected. The feedback says only that a
+# hidden acceptance check failed: no name, no command, no output (the agent would fit its
+# change to them, which is what holdout checks are there to catch).
+holdout_feedback() {
+  local dir=$1 n=$2 text
+  text='The visible checks passed, but a hidden acceptance check failed. Its content is not shown.'
+  printf '{"failing":["hidden-acceptance"],"failing_roles":["holdout"],"tests":[],"assertions":[],"loci":[],"output_tail":%s,"attempt":%s,"iteration":%s}\n' \
+    "$(orbit_json_str "$text")" "$ATTEMPT" "$n" >"$dir/feedback.json"
+  {
+    printf '%s\n' "$text"
+    printf 'The DONE claim was rejected. Make the change correct in general, not only for the cases\n'
+    printf 'the visible checks try: a solution fitted to them fails the hidden ones.\n'
+  } >"$dir/feedback.txt"
+}
+
+# confirm_feedback DIR N TEXT: a rejected confirmation is the next iteration's feedback (the
+# checks passed: there is no verify failure to tell).
+confirm_feedback() {
+  local dir=$1 n=$2 text=$3
+  printf '{"failing":["confirmation"],"tests":[],"assertions":[],"loci":[],"output_tail":%s,"attempt":%s,"iteration":%s}\n' \
+    "$(orbit_json_str "$text")" "$ATTEMPT" "$n" >"$dir/feedback.json"
+  printf 'The checks passed, but the DONE claim was not confirmed by a fresh-context run:\n    %s\n' "$text" >"$dir/feedback.txt"
+}

@@ -1,0 +1,455 @@
+# ---- one iteration: gates were checked by the caller.
+run_iteration() {
+  RAN_ITERATION=1
+  local n=$1 dir attempt outcome fb t_before t_after claim=0 cp_name started
+  printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
+  CUR_ITER=$n
+  iter_prepare "$dir"
+  IN_ITERATION=1
+  printf -v started '%(%s)T' -1
+  CLAIM_NUDGE=0
+  if ((n > 1)) && passed_without_claim $((n - 1)); then
+    CLAIM_NUDGE=1
+  fi
+  R=()
+  R[ITERATION]=$n
+  R[STARTED_AT]=$started
+  R[PHASE]=$PHASE_WORK
+  last_feedback_v "$n"
+  fb=$REPLY
+  if [[ -n $fb ]]; then
+    cp -- "$fb" "$dir/input-feedback.json"
+    cp -- "${fb%.json}.txt" "$dir/input-feedback.txt" 2>/dev/null || true
+    cp -- "${fb%/*}/verify.log" "$dir/input-verify.log" 2>/dev/null || true
+    fb="$dir/input-feedback.json"
+  fi
+  orbit_event iteration_start "$n" max_iterations "$MAX_ITERATIONS"
+  orbit_log "iteration $n of at most $MAX_ITERATIONS: the agent starts"
+  # The tree before the iteration: an interrupted attempt's, if one ran, so that its
+  # changes are committed with the iteration.
+  # In a continuous run nothing but the runner ran since the last iteration's snapshot
+  # (the commit moves HEAD, not the work tree): that snapshot is this one's start.
+  if [[ -f $dir/interrupted.1/tree-before ]]; then
+    t_before=$(<"$dir/interrupted.1/tree-before")
+  elif [[ -n $LAST_TREE ]]; then
+    t_before=$LAST_TREE
+  else
+    tree_snapshot
+    t_before=$REPLY
+  fi
+  printf '%s\n' "$t_before" >"$dir/tree-before"
+  attempt=0
+  outcome=$OUTCOME_AGENT_ERROR
+  if ((FANOUT_N > 1)); then
+    # N candidates instead of one agent: the survivor's change is in the workspace after
+    # it, and the iteration goes on as a single agent's would.
+    fanout_iteration "$n" "$dir" "$t_before" "$fb"
+    outcome=$FANOUT_OUTCOME
+    attempt=$FANOUT_ATTEMPTS
+    ATTEMPT=$attempt
+    ENGINE_MESSAGE='' ENGINE_RESUME_AT='' PERMANENT_WHY=''
+    if [[ -z $TRUST_BAD && ($outcome == "$OUTCOME_RATE_LIMITED" || $outcome == "$OUTCOME_PERMANENT") ]]; then
+      # What the survivor's CLI said (when its limit lifts; its refusal and the fix) was
+      # read in the candidate's subshell: read again here, from its log.
+      engine_classify_v "$dir/agent.log" "$AGENT_RC" 0
+      if [[ $REPLY != "$outcome" ]]; then
+        ENGINE_MESSAGE='' ENGINE_RESUME_AT='' PERMANENT_WHY=''
+      fi
+    fi
+  fi
+  while ((FANOUT_N == 1 && attempt < RETRY_LIMIT)); do
+    attempt=$((attempt + 1))
+    ATTEMPT=$attempt
+    build_prompt "$n" "$PHASE_WORK" "$attempt" "$dir/prompt.md" "$fb"
+    if [[ $attempt -gt 1 && -f $dir/agent.log ]]; then
+      mv -- "$dir/agent.log" "$dir/agent.attempt$((attempt - 1)).log"
+    fi
+    run_agent "$n" "$PHASE_WORK" "$attempt" "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" "$fb"
+    cost_of_run "$dir/agent.log" "$dir/cost.usd"
+    ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
+    engine_classify_v "$dir/agent.log" "$AGENT_RC" "$AGENT_TIMED_OUT"
+    outcome=$REPLY
+    orbit_event agent_exit "$n" phase "$PHASE_WORK" attempt "$attempt" exit_code "$AGENT_RC" outcome "$outcome" seconds "$AGENT_SECS" cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND"
+    orbit_fault after_agent
+    if [[ -n $TRUST_BAD ]] || ((DEADLINE_HIT)); then
+      break
+    fi
+    case $outcome in
+      "$OUTCOME_OK" | "$OUTCOME_PERMANENT" | "$OUTCOME_RATE_LIMITED") break ;;
+    esac
+    if ((attempt < RETRY_LIMIT)); then
+      retry_delay_v "$attempt"
+      local delay=$REPLY
+      orbit_log "iteration $n: agent attempt $attempt ended '$outcome' (exit $AGENT_RC); retrying in ${delay}s"
+      if ((delay > 0)); then
+        sleep "$delay"
+      fi
+    fi
+  done
+  R[AGENT_EXIT]=$AGENT_RC
+  R[AGENT_OUTCOME]=$outcome
+  R[ATTEMPTS]=$attempt
+  R[DURATION]=$AGENT_SECS
+  engine_final_message_v "$dir/agent.log"
+  R[AGENT_MESSAGE]=$REPLY
+  S[COST_MICROUSD]=$LEDGER_TOTAL
+
+  if [[ $outcome == "$OUTCOME_RATE_LIMITED" && -z $TRUST_BAD ]]; then
+    local resume=$ENGINE_RESUME_AT
+    # No reset named: the next look in 15 minutes.
+    [[ $resume =~ ^[0-9]+$ ]] || resume=$(($(orbit_now) + 900))
+    if ((resume - $(orbit_now) > RATE_LIMIT_MAX_WAIT_S)); then
+      # Not a pause: a reset more than a week away is a stop for a human, with the text.
+      outcome=$OUTCOME_PERMANENT
+      R[AGENT_OUTCOME]=$outcome
+      if [[ -n $ENGINE_MESSAGE ]]; then
+        engine_clip_v "$ENGINE_MESSAGE"
+      else
+        REPLY=$({ grep -aiE -m 1 'retry|try again|reset|limit' -- "$dir/agent.log" || true; } | cut -c1-120)
+      fi
+      PERMANENT_WHY="rate limited until $(orbit_iso "$resume"), more than 7 days away: $REPLY"
+    fi
+  fi
+  if [[ $outcome == "$OUTCOME_RATE_LIMITED" ]]; then
+    # A rate limit burns no iteration: the attempt is kept aside and the iteration reruns.
+    S[RESUME_AT]=$resume
+    iter_prepare "$dir"
+    IN_ITERATION=0
+    orbit_event rate_limited "$n" resume_at "${S[RESUME_AT]}"
+    local said=''
+    if [[ -n $ENGINE_MESSAGE ]]; then
+      engine_clip_v "$ENGINE_MESSAGE"
+      said=" ($REPLY)"
+    fi
+    finish "$EXIT_RATE_LIMITED" "$STATUS_PAUSED" "$REASON_RATE_LIMIT" "rate limited by the agent's provider$said; resumes after $(orbit_iso "${S[RESUME_AT]}")"
+  fi
+
+  if ! ws_on_branch; then
+    workspace_head_restore "after the agent"
+  fi
+  if ! integrity_gate "after agent"; then
+    R[VERIFY]=$VERIFY_SKIP
+    abort_snapshot_v "$t_before"
+    record_abort "$n" "$dir" "$t_before" "$REPLY"
+    return 0
+  fi
+
+  if [[ $outcome == "$OUTCOME_PERMANENT" ]]; then
+    R[VERIFY]=$VERIFY_SKIP R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_TOOL_FAILURE
+    R[EXIT_CODE]=$EXIT_BLOCKED
+    R[SUMMARY]="the agent could not be run: $PERMANENT_WHY"
+  fi
+
+  if [[ -z ${R[VERDICT]:-} ]]; then
+    run_verify "$dir" "after the agent"
+    if ! integrity_gate "after verify"; then
+      R[VERIFY]=$VERIFY_SKIP
+      abort_snapshot_v "$t_before"
+      record_abort "$n" "$dir" "$t_before" "$REPLY"
+      return 0
+    fi
+    if ((VERIFY_OK)); then
+      R[VERIFY]=$VERIFY_PASS
+      S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
+      orbit_event verify_pass "$n" run 1 streak "${S[VERIFY_STREAK]}"
+    else
+      R[VERIFY]=$VERIFY_FAIL
+      S[VERIFY_STREAK]=0
+      feedback_write "$dir" "$n" "$attempt"
+      R[VERIFY_FAILING]=$VERIFY_FAILING
+      R[VERIFY_SIG]=$VERIFY_SIG
+      orbit_event verify_fail "$n" run 1 failing "$VERIFY_FAILING" signature "$VERIFY_SIG"
+    fi
+  fi
+  tree_snapshot
+  t_after=$REPLY
+  TREE_AFTER=$t_after
+
+  # The agent's claim, taken out of its folder into the record before anything else runs
+  # (the confirmation run gets a fresh folder).
+  if [[ -z ${R[VERDICT]:-} ]] && agent_file_take done.md "$dir/done.md.claim"; then
+    claim=1
+    orbit_event done_claim "$n"
+    if [[ ${R[VERIFY]} == "$VERIFY_PASS" ]]; then
+      done_gate "$n" "$dir"
+      if [[ $GATE_VERDICT == integrity ]]; then
+        record_abort "$n" "$dir" "$t_before" "$TREE_AFTER"
+        return 0
+      fi
+      t_after=$TREE_AFTER
+    else
+      GATE_VERDICT="verify failed"
+    fi
+    R[DONE_VERDICT]=$GATE_VERDICT
+    if [[ $GATE_VERDICT == "$STATUS_DONE" ]]; then
+      R[VERDICT]=$STATUS_DONE R[STOP_REASON]=$REASON_NONE R[EXIT_CODE]=$EXIT_DONE
+      R[SUMMARY]="DONE after $n iteration(s): every check passed $PASS_K times in a row and the gate held"
+      mv -- "$dir/done.md.claim" "$dir/done.md"
+    else
+      cp_name="$dir/done.md.rejected"
+      mv -- "$dir/done.md.claim" "$cp_name"
+      orbit_event done_rejected "$n" reason "$GATE_VERDICT"
+      orbit_log "iteration $n: done.md rejected: $GATE_VERDICT"
+    fi
+  fi
+  R[DONE_CLAIM]=$claim
+  R[TREE_BEFORE]=$t_before
+  R[TREE_AFTER]=$t_after
+  changes_v "$t_before" "$t_after"
+  R[CHANGED]=$CHANGES_COUNT
+  ledger_iter_sum_v "$n"
+  R[COST_MICROUSD]=$REPLY
+  ledger_iter_kind_v
+  R[COST_KIND]=$REPLY
+  decide "$n"
+  R[CB_FAILS]=${S[CB_FAILS]}
+  R[VERIFY_STREAK]=${S[VERIFY_STREAK]}
+  R[CB_SIG]=$CB_OPEN_SIG
+  printf -v 'R[ENDED_AT]' '%(%s)T' -1
+  result_record "$dir"
+  finalize "$n" 1
+}
+
+# decide N: the verdict of an iteration without a verdict yet, in the contract's order.
+decide() {
+  local n=$1 st
+  if [[ -n ${R[VERDICT]:-} ]]; then
+    return 0
+  fi
+  # Circuit breaker: consecutive iterations whose agent failed.
+  if [[ ${R[AGENT_OUTCOME]} != "$OUTCOME_OK" ]]; then
+    S[CB_FAILS]=$((S[CB_FAILS] + 1))
+  else
+    S[CB_FAILS]=0
+  fi
+  # An agent that keeps failing opens the circuit before anything is judged stalled.
+  if ((S[CB_FAILS] >= CB_THRESHOLD)) || [[ ${S[CB_STATE]} == "$CB_HALF_OPEN" && ${R[AGENT_OUTCOME]} != "$OUTCOME_OK" ]]; then
+    R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_CIRCUIT_OPEN R[EXIT_CODE]=$EXIT_BLOCKED
+    R[SUMMARY]="circuit open: the agent failed ${S[CB_FAILS]} iteration(s) in a row (last: ${R[AGENT_OUTCOME]}, exit ${R[AGENT_EXIT]})"
+    CB_OPEN_SIG=$(orbit_sha256_str "agent:${R[AGENT_OUTCOME]}:${R[AGENT_EXIT]}")
+    return 0
+  fi
+  sig_record "$n" "${R[TREE_AFTER]}"
+  stall_check_v
+  st=$REPLY
+  if [[ -n $st ]]; then
+    R[VERDICT]=$STATUS_STALLED R[STOP_REASON]=$st R[EXIT_CODE]=$EXIT_STALLED
+    if [[ $st == "$REASON_STALLED" ]]; then
+      R[SUMMARY]="no progress: the tree was the same after the last $CONVERGENCE_WINDOW iterations"
+    else
+      R[SUMMARY]="oscillating: the tree alternates between two states"
+    fi
+    return 0
+  fi
+  if [[ ${R[VERIFY]} == "$VERIFY_FAIL" ]] && repeat_failure_check "$n"; then
+    R[ITERATION]=$n
+    R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_CIRCUIT_OPEN R[EXIT_CODE]=$EXIT_BLOCKED
+    R[SUMMARY]="the same verify failure three iterations in a row while the tree kept changing"
+    CB_OPEN_SIG=$REPEAT_SIG
+    return 0
+  fi
+  R[VERDICT]=$STATUS_CONTINUE R[STOP_REASON]=$REASON_NONE R[EXIT_CODE]=$EXIT_CONTINUE
+  if [[ ${R[VERIFY]} == "$VERIFY_PASS" ]]; then
+    R[SUMMARY]="iteration $n: verify passed; waiting for the agent's done.md"
+  else
+    R[SUMMARY]="iteration $n: verify failed (${R[VERIFY_FAILING]:-verify.sh})"
+  fi
+  if [[ -n ${R[DONE_VERDICT]:-} && ${R[DONE_VERDICT]} != "$STATUS_DONE" ]]; then
+    R[SUMMARY]="iteration $n: DONE claim rejected (${R[DONE_VERDICT]})"
+  fi
+  return 0
+}
+CB_OPEN_SIG=
+
+# finalize N: from iterations/N/result.env, idempotently: commit, progress entry, events,
+# state. A rerun after a crash anywhere in here completes what is missing.
+finalize() {
+  local n=$1 fresh=${2:-0} dir text changed_list cost_line commit
+  printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
+  result_read "$dir/result.env"
+  CUR_ITER=$n
+  if [[ ! -f $dir/commit.txt ]]; then
+    commit_iteration "$n" "$dir" "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" "$fresh"
+  fi
+  # commit.txt's own word for "no commit" (not the stop reason none).
+  commit='none'
+  if [[ -f $dir/commit.txt ]]; then
+    IFS= read -r commit <"$dir/commit.txt" || true
+  fi
+  if [[ $commit =~ ^[0-9a-f]{40,64}$ ]]; then
+    branch_head_record "$commit"
+  fi
+  if [[ ${R[VERDICT]} != "$STATUS_ABORTED" ]]; then
+    sig_record "$n" "${R[TREE_AFTER]}"
+  fi
+  # One final entry per attempt of the iteration: the earlier ones recover set aside
+  # (retried.K/) have theirs already.
+  # Only the end of progress.md is read: an iteration's entries are the newest ones, and
+  # a loop with a long history must not rescan all of it each iteration.
+  local retried=0 entries=0 closed=0 tail_text line
+  for line in "$dir"/retried.*; do
+    if [[ -d $line ]]; then retried=$((retried + 1)); fi
+  done
+  # An iteration this process just ran has no entry yet: nothing to look for.
+  if ((!fresh)); then
+    tail_text=$(tail -c 65536 -- "$PG_FILE" 2>/dev/null || true)
+    while IFS= read -r line; do
+      case $line in
+        "## Iteration $n — INTERRUPTED") ;;
+        "## Iteration $n — "*) entries=$((entries + 1)) ;;
+        "<!-- orbit:end iteration=$n sha256="*) closed=1 ;;
+      esac
+    done <<<"$tail_text"
+  fi
+  if ((entries < retried + 1 || closed == 0)); then
+    # awk reads to the end: `head` would leave tr to die of SIGPIPE (pipefail) as soon
+    # as an iteration changes more names than fit in a pipe buffer.
+    changes_v "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}"
+    changed_list=$REPLY
+    cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") (${R[COST_KIND]:-$COST_UNKNOWN})"
+    if [[ ${R[COST_KIND]:-} == partial ]]; then
+      cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") reported, plus runs that reported no cost"
+    fi
+    if [[ ${R[COST_KIND]:-$COST_UNKNOWN} == "$COST_UNKNOWN" ]]; then
+      cost_line="unknown (the agent reported no cost)"
+    fi
+    text="## Iteration $n — ${R[VERDICT]}"$'\n'
+    orbit_iso_v "${R[STARTED_AT]}"
+    text+="- started: $REPLY"$'\n'
+    orbit_iso_v "${R[ENDED_AT]}"
+    text+="- ended: $REPLY"$'\n'
+    text+="- agent: exit ${R[AGENT_EXIT]:-?} (${R[AGENT_OUTCOME]:-?}), ${R[DURATION]:-0}s, attempt ${R[ATTEMPTS]:-1} of $RETRY_LIMIT"$'\n'
+    fanout_progress_v "$dir"
+    text+=$REPLY
+    text+="- verify: ${R[VERIFY]:-skip}${R[VERIFY_FAILING]:+ — failing: ${R[VERIFY_FAILING]}}"$'\n'
+    text+="- changed: ${R[CHANGED]:-0} file(s)${changed_list:+ — $changed_list}"$'\n'
+    text+="- commit: $commit"$'\n'
+    text+="- cost: $cost_line"$'\n'
+    text+="- signature: ${R[TREE_AFTER]:-none}"$'\n'
+    if [[ -n ${R[DONE_VERDICT]:-} ]]; then
+      text+="- done claim: ${R[DONE_VERDICT]}"$'\n'
+    fi
+    if [[ -n ${R[AGENT_MESSAGE]:-} ]]; then
+      text+="- agent said: ${R[AGENT_MESSAGE]}"$'\n'
+    fi
+    text+="- decision: ${R[VERDICT]} (${R[STOP_REASON]}) — ${R[SUMMARY]}"$'\n'
+    if [[ -f $dir/feedback.txt && ${R[VERIFY]:-} == "$VERIFY_FAIL" ]]; then
+      text+="- feedback:"$'\n\n'
+      text+="$(progress_quote <"$dir/feedback.txt")"$'\n'
+    fi
+    progress_append "$n" "$text"
+    if [[ ${R[VERIFY]:-} == "$VERIFY_FAIL" && -n ${R[VERIFY_SIG]:-} ]] && orbit_appendable "$LOOP_DIR/.failures.log" && ! grep -q "^${R[VERIFY_SIG]}	" -- "$LOOP_DIR/.failures.log" 2>/dev/null; then
+      printf '%s\titeration %s: %s — %s\n' "${R[VERIFY_SIG]}" "$n" "${R[VERIFY_FAILING]:-verify.sh}" \
+        "$(sed -n '4,$p' "$dir/feedback.txt" 2>/dev/null | grep -v '^ *$' | tail -n 1 | sed 's/^ *//' | cut -c1-160)" >>"$LOOP_DIR/.failures.log"
+    fi
+  fi
+  # The journal's record of the iteration, unless an earlier attempt wrote it already.
+  if ((fresh)) || ! grep -q "\"event\":\"iteration_end\",\"iteration\":$n," -- "$EV_FILE" 2>/dev/null; then
+    orbit_event iteration_end "$n" verdict "${R[VERDICT]}" reason "${R[STOP_REASON]}" commit "$commit" changed "${R[CHANGED]:-0}"
+  fi
+  # The checkpoint.
+  S[NEXT_ITERATION]=$((n + 1))
+  if [[ ${R[CB_FAILS]:-} =~ ^[0-9]{1,9}$ ]]; then
+    S[CB_FAILS]=${R[CB_FAILS]}
+  fi
+  if [[ ${R[VERIFY_STREAK]:-} =~ ^[0-9]{1,9}$ ]]; then
+    S[VERIFY_STREAK]=${R[VERIFY_STREAK]}
+  fi
+  S[COST_MICROUSD]=$LEDGER_TOTAL
+  S[RESUME_AT]=0
+  case ${R[VERDICT]} in
+    "$STATUS_CONTINUE")
+      if [[ ${S[CB_STATE]} == "$CB_HALF_OPEN" ]]; then
+        S[CB_STATE]=$CB_CLOSED S[CB_SIG]='' S[CB_OPENED_AT]=0
+        orbit_event circuit_change "$n" from "$CB_HALF_OPEN" to "$CB_CLOSED"
+      fi
+      ;;
+    "$STATUS_BLOCKED")
+      if [[ ${R[STOP_REASON]} == "$REASON_CIRCUIT_OPEN" ]]; then
+        orbit_event circuit_change "$n" from "${S[CB_STATE]}" to "$CB_OPEN"
+        S[CB_STATE]=$CB_OPEN S[CB_OPENED_AT]=$(orbit_now)
+        if [[ ${R[CB_SIG]:-} =~ ^[0-9a-f]{64}$ ]]; then
+          S[CB_SIG]=${R[CB_SIG]}
+        fi
+      fi
+      ;;
+    "$STATUS_ABORTED")
+      # The offending iteration is not counted as done: it reruns after a human review.
+      S[NEXT_ITERATION]=$n
+      ;;
+  esac
+  IN_ITERATION=0
+  LAST_TREE=${R[TREE_AFTER]:-}
+  orbit_log "iteration $n: ${R[VERDICT]} — ${R[SUMMARY]}"
+  S[LAST_STATUS]=${R[VERDICT]}
+  S[STOP_REASON]=${R[STOP_REASON]}
+  if [[ ${R[VERDICT]} == "$STATUS_CONTINUE" ]]; then
+    S[STOP_REASON]=$REASON_NONE
+  fi
+  save_state
+  if orbit_true "$NOTIFY_EVERY_ITERATION" && [[ ${R[VERDICT]} == "$STATUS_CONTINUE" ]]; then
+    notify "$NOTIFY_EVENT_ITERATION" "${R[SUMMARY]}"
+  fi
+  return 0
+}
+
+# Complete an iteration whose record exists but whose checkpoint does not (a crash after
+# result.env was written): nothing is run again, nothing counted twice.
+resume_pending() {
+  local n=${S[NEXT_ITERATION]} dir
+  printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
+  [[ -e $dir/result.env || -L $dir/result.env ]] || return 0
+  if ! result_trusted "$n" "$dir/result.env"; then
+    # Not the runner's finished record (a run that died while writing it, or a record
+    # someone else put there): the iteration is done again, the record kept aside.
+    orbit_log "iteration $n has a result.env that the journal does not record as the runner's: the iteration is done again"
+    if [[ -L $dir/result.env || ! -f $dir/result.env ]]; then
+      rm -f -- "$dir/result.env"
+    fi
+    return 0
+  fi
+  orbit_log "iteration $n was recorded but not checkpointed: completing it"
+  finalize "$n"
+  # Its snapshot is from another process: the tree may have changed since.
+  LAST_TREE=
+  stop_for_verdict
+}
+
+# After finalize: stop when the iteration's verdict says so.
+stop_for_verdict() {
+  case ${R[VERDICT]} in
+    "$STATUS_CONTINUE") return 0 ;;
+    "$STATUS_DONE")
+      if [[ -n ${S[ITER_BRANCH]} ]] && orbit_true "$SQUASH_ON_DONE"; then
+        squash_on_done
+      fi
+      if ((FANOUT_N > 1)); then
+        fanout_done_prune
+      fi
+      finish "$EXIT_DONE" "$STATUS_DONE" "$REASON_NONE" "${R[SUMMARY]}"
+      ;;
+    "$STATUS_ABORTED")
+      if [[ ${R[SUMMARY]} == *"orbit recover"* ]]; then
+        finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "${R[STOP_REASON]}" "${R[SUMMARY]}"
+      fi
+      finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "${R[STOP_REASON]}" \
+        "${R[SUMMARY]} — review it, then orbit recover --restore-pinned (undo) or --repin (accept)"
+      ;;
+    *) finish "${R[EXIT_CODE]}" "${R[VERDICT]}" "${R[STOP_REASON]}" "${R[SUMMARY]}" ;;
+  esac
+}
+
+# On DONE with branch isolation: one squashed commit on orbit/<name>-summary.
+squash_on_done() {
+  local summary_branch="${S[ITER_BRANCH]}-summary" base title msg tree c
+  git_q rev-parse --verify -q "refs/heads/$summary_branch" >/dev/null && return 0
+  base=$(cat -- "$LOOP_DIR/.baseline-commit")
+  goal_title_v
+  title=$REPLY
+  msg="orbit($LOOP_NAME): ${title:-goal reached} ($((S[NEXT_ITERATION] - 1)) iterations)"$'\n\nOrbit-Loop: '"$LOOP_NAME"
+  {
+    tree=$(git_q rev-parse "HEAD^{tree}") &&
+      c=$(git_q commit-tree "$tree" -p "$base" -m "$msg") &&
+      git_q branch "$summary_branch" "$c"
+  } >>"$ORBIT_LOG_FILE" 2>&1 || orbit_log "squash onto $summary_branch failed"
+}

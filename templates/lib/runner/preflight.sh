@@ -1,0 +1,63 @@
+# ---- preflight: exit 2 with nothing run and nothing spent.
+preflight_fail() {
+  footer "$STATUS_CONTINUE" "preflight failed: $1"
+  orbit_log "error: preflight: $1"
+  notify_stop_early "$NOTIFY_EVENT_PREFLIGHT_FAILED" "preflight failed: $1"
+  exit "$EXIT_PREFLIGHT"
+}
+
+preflight() {
+  local f avail out rc
+  if ((BASH_VERSINFO[0] < 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] < 4))); then
+    preflight_fail "bash $BASH_VERSION is too old: orbit needs bash >= 4.4"
+  fi
+  # The agent and the checks make their temporary files in TMPDIR: one that cannot take
+  # them fails every run in ways that look like the agent's fault.
+  if [[ -n ${TMPDIR:-} ]] && [[ ! -d $TMPDIR || ! -w $TMPDIR ]]; then
+    preflight_fail "TMPDIR=$TMPDIR is not a writable directory: create it, or unset TMPDIR for the loop"
+  fi
+  # type -P: a file on PATH, never a builtin or function of the same name (true, echo).
+  AGENT_ABS=$(type -P -- "${AGENT_ARGV[0]}" 2>/dev/null || true)
+  if [[ -z $AGENT_ABS || $AGENT_ABS != /* ]]; then
+    preflight_fail "the agent '${AGENT_ARGV[0]}' is not on PATH ($PATH): install it, or set argv in loop.toml to its absolute path"
+  fi
+  [[ -x $AGENT_ABS && ! -d $AGENT_ABS ]] || preflight_fail "the agent $AGENT_ABS is not executable"
+  engine_prices_check || preflight_fail "TOKEN_PRICES word '$REPLY' is not model=input/cached/output (USD per million tokens): fix token-prices in loop.toml"
+  # The env file first: the keys it holds are the credentials the engine's check looks for.
+  engine_env_load
+  engine_preflight
+  # One git call: work tree?, git directory, hooks directory, common directory, and HEAD
+  # (status 1 without it).
+  local -a git_facts=()
+  rc=0
+  out=$(repo_git rev-parse --is-inside-work-tree --git-common-dir --verify -q HEAD 2>/dev/null) || rc=$?
+  mapfile -t git_facts <<<"$out"
+  [[ ${git_facts[0]} == true || ${git_facts[0]} == false ]] || preflight_fail "$REPO_ROOT is not a git work tree"
+  if ((rc != 0)) || [[ -z ${git_facts[2]-} ]]; then
+    preflight_fail "the repository has no commit yet: make one first (git commit --allow-empty -m init)"
+  fi
+  GIT_COMMON_ABS=${git_facts[1]}
+  [[ $GIT_COMMON_ABS == /* ]] || GIT_COMMON_ABS=$REPO_ROOT/$GIT_COMMON_ABS
+  GIT_COMMON_ABS=$(cd -P -- "$GIT_COMMON_ABS" && pwd -P)
+  # df's second line, fourth field: the kilobytes available.
+  avail=$(df -Pk -- "$LOOP_DIR" 2>/dev/null || true)
+  avail=${avail#*$'\n'}
+  read -r _ _ _ avail _ <<<"$avail" || true
+  if [[ $avail =~ ^[0-9]+$ ]] && ((avail < 102400)); then
+    preflight_fail "only $((avail / 1024)) MB free on the loop's disk: orbit needs at least 100 MB"
+  fi
+  [[ -w $LOOP_DIR ]] || preflight_fail "the loop directory $LOOP_DIR is not writable"
+  f=$(find "$LOOP_DIR" -type l -print -quit 2>/dev/null || true)
+  [[ -z $f ]] || preflight_fail "$f is a symlink: nothing under the loop directory may be one"
+  # A FIFO, socket or device where a record belongs would block or mislead every reader:
+  # someone other than the runner put it there. Nothing is read or written.
+  f=$(find "$LOOP_DIR" \( -type p -o -type s -o -type b -o -type c \) -print -quit 2>/dev/null || true)
+  if [[ -n $f ]]; then
+    footer "$STATUS_CONTINUE" "state corrupt: ${f#"$LOOP_DIR"/} is $(orbit_file_kind "$f"), not a file; remove it, then run orbit recover"
+    orbit_log "error: $f is $(orbit_file_kind "$f"), where only the runner's regular files belong: remove it, then run 'orbit recover $LOOP_DIR'"
+    exit "$EXIT_STATE_CORRUPT"
+  fi
+  for f in state.env state.env.sha256 pins.sha256 progress.md goal.md verify.sh prompt.md; do
+    [[ -f $LOOP_DIR/$f ]] || preflight_fail "$f is missing from $LOOP_DIR: run orbit recover (or orbit init --force for scripts)"
+  done
+}

@@ -1,0 +1,168 @@
+# ---- iteration records
+
+# result_read FILE: KEY=VALUE lines into R, never sourced: the contract's result.env keys
+# only (ORBIT_RESULT_KEYS), and a numeric one (ORBIT_RESULT_NUMERIC) only when its value is
+# a whole number or empty, so that nothing read from the file reaches arithmetic unchecked.
+result_read() {
+  local line k v
+  R=()
+  while IFS= read -r line || [[ -n $line ]]; do
+    [[ $line == *=* ]] || continue
+    k=${line%%=*}
+    v=${line#*=}
+    [[ $k =~ ^[A-Z_]{1,32}$ && " ${ORBIT_RESULT_KEYS[*]} " == *" $k "* ]] || continue
+    if [[ -n $v && " ${ORBIT_RESULT_NUMERIC[*]} " == *" $k "* ]] && ! orbit_is_uint "$v"; then
+      orbit_log "$1: $k is not a whole number: ignored"
+      continue
+    fi
+    R[$k]=$v
+  done <"$1"
+}
+
+# result_write FILE KEY...: the KEYs' values in R as FILE's KEY=VALUE lines, atomically.
+result_write() {
+  local file=$1 k text=''
+  shift
+  for k in "$@"; do
+    text+="$k=${R[$k]:-}"$'\n'
+  done
+  orbit_write_file "$file" "$text" || orbit_die "$EXIT_STATE_CORRUPT" "cannot write $file"
+}
+
+# Move what an interrupted attempt left in an iteration directory aside (never deleted).
+iter_prepare() {
+  local dir=$1 k=1 f
+  if [[ -L $dir ]]; then
+    orbit_log "$dir is a symlink: removed (the record is written in a real directory)"
+    rm -f -- "$dir"
+  fi
+  if [[ -d $dir ]] && [[ -n $(find "$dir" -maxdepth 1 -type f -print -quit) ]]; then
+    while [[ -e $dir/interrupted.$k ]]; do k=$((k + 1)); done
+    mkdir -p -- "$dir/interrupted.$k"
+    for f in "$dir"/*; do
+      if [[ -f $f ]]; then
+        mv -- "$f" "$dir/interrupted.$k/"
+      fi
+    done
+    orbit_log "iteration $(basename -- "$dir"): an interrupted attempt was kept in interrupted.$k"
+  fi
+  mkdir -p -- "$dir"
+}
+
+# ---- cost
+cost_to_micro() {
+  local v=$1
+  [[ $v =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || return 1
+  awk -v x="$v" 'BEGIN { if (x < 0 || x > 1e9) exit 1; printf "%d", x * 1000000 + 0.5 }'
+}
+
+# cost_of_run LOG COSTFILE: sets RUN_COST_M and RUN_COST_KIND.
+cost_of_run() {
+  local log=$1 cfile=$2 v=''
+  RUN_COST_M=0
+  RUN_COST_KIND=$COST_UNKNOWN
+  if [[ -s $cfile ]]; then
+    v=$(head -c 64 -- "$cfile" | tr -d ' \n\r\t$')
+  fi
+  if [[ -z $v && -f $log && $ENGINE != custom ]]; then
+    # A built-in engine's cost from its own structured output (engine.sh).
+    if engine_cost_v "$log"; then
+      return 0
+    fi
+    RUN_COST_M=0
+    RUN_COST_KIND=$COST_UNKNOWN
+  elif [[ -z $v && -f $log ]]; then
+    v=$(grep -aoE '"total_cost_usd" *: *[0-9.eE+-]+' -- "$log" || true)
+    # The last one reported; its number.
+    v=${v##*$'\n'}
+    v=${v##*:}
+    v=${v##* }
+  fi
+  if [[ -n $v ]] && RUN_COST_M=$(cost_to_micro "$v"); then
+    RUN_COST_KIND=$COST_REPORTED
+    return 0
+  fi
+  RUN_COST_M=0
+  if [[ -n $COST_ESTIMATE_M ]]; then
+    RUN_COST_M=$COST_ESTIMATE_M
+    RUN_COST_KIND=$COST_ESTIMATED
+  fi
+}
+
+# The ledger's totals are read once per run (ledger_load) and kept up to date by
+# ledger_append: the whole spend, and the spend and cost kinds of the latest iteration, by
+# the one rule every reader of cost.ledger applies (orbit_ledger_sum_v).
+LEDGER_TOTAL=0
+LEDGER_IT=0
+LEDGER_IT_SUM=0
+LEDGER_IT_KINDS=' '
+# ledger_load: the totals from cost.ledger, for iteration S[NEXT_ITERATION]. A torn last line
+# (a write cut short) is ended with a newline first, so that the next append starts a line
+# of its own; it counts only if it is a whole ledger line (only its newline was missing).
+ledger_load() {
+  local file="$LOOP_DIR/cost.ledger"
+  LEDGER_IT=${S[NEXT_ITERATION]} LEDGER_TOTAL=0 LEDGER_IT_SUM=0 LEDGER_IT_KINDS=' '
+  [[ -f $file ]] || return 0
+  ledger_sum_v "$LEDGER_IT"
+  if ((ORBIT_LEDGER_TORN)); then
+    orbit_log "cost.ledger ends in a torn line: ended with a newline (it counts only if it is a whole ledger line)"
+    printf '\n' >>"$file" || orbit_records_fail "$file"
+    ledger_sum_v "$LEDGER_IT"
+  fi
+  LEDGER_TOTAL=$REPLY LEDGER_IT_SUM=$ORBIT_LEDGER_ITER_SUM LEDGER_IT_KINDS=$ORBIT_LEDGER_ITER_KINDS
+}
+
+# ledger_sum_v ITERATION: orbit_ledger_sum_v on this loop's cost.ledger; a ledger that
+# cannot be read stops the run.
+ledger_sum_v() {
+  orbit_ledger_sum_v "$LOOP_DIR/cost.ledger" "$1" ||
+    orbit_die "$EXIT_FAILURE" "cannot read $LOOP_DIR/cost.ledger: check its permissions, then rerun"
+}
+
+# ledger_append ITERATION MICRO_USD KIND [CANDIDATE]: one line for one agent run (a fan-out's
+# with its candidate, the contract's fourth column), and the totals.
+ledger_append() {
+  # The cost counts in memory even when the ledger cannot take it (a link put in its place).
+  if orbit_appendable "$LOOP_DIR/cost.ledger"; then
+    if [[ -n ${4:-} ]]; then
+      printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$LOOP_DIR/cost.ledger"
+    else
+      printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$LOOP_DIR/cost.ledger"
+    fi || orbit_records_fail "$LOOP_DIR/cost.ledger"
+  fi
+  if [[ $1 != "$LEDGER_IT" ]]; then
+    LEDGER_IT=$1 LEDGER_IT_SUM=0 LEDGER_IT_KINDS=' '
+  fi
+  if orbit_is_uint "$2"; then
+    LEDGER_TOTAL=$((LEDGER_TOTAL + $2))
+    LEDGER_IT_SUM=$((LEDGER_IT_SUM + $2))
+  fi
+  [[ $LEDGER_IT_KINDS == *" $3 "* ]] || LEDGER_IT_KINDS+="$3 "
+}
+
+# ledger_iter_sum_v N: REPLY is what iteration N's runs cost.
+ledger_iter_sum_v() {
+  if [[ $1 == "$LEDGER_IT" ]]; then
+    REPLY=$LEDGER_IT_SUM
+  else
+    ledger_sum_v "$1"
+    REPLY=$ORBIT_LEDGER_ITER_SUM
+  fi
+}
+
+# The cost kind of the latest iteration's runs: reported, estimated, unknown, or partial
+# (some runs reported or estimated, some unknown).
+ledger_iter_kind_v() {
+  local k=$LEDGER_IT_KINDS
+  if [[ $k == *" $COST_UNKNOWN "* && ($k == *" $COST_REPORTED "* || $k == *" $COST_ESTIMATED "*) ]]; then
+    REPLY=partial
+  elif [[ $k == *" $COST_UNKNOWN "* ]]; then
+    REPLY=$COST_UNKNOWN
+  elif [[ $k == *" $COST_ESTIMATED "* ]]; then
+    REPLY=$COST_ESTIMATED
+  elif [[ $k == *" $COST_REPORTED "* ]]; then
+    REPLY=$COST_REPORTED
+  else
+    REPLY=$COST_UNKNOWN
+  fi
+}

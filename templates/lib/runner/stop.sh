@@ -1,0 +1,190 @@
+# ---- signals: kill the agent's group, keep a resumable state, exit 128+n.
+on_signal() {
+  local sig=$1 num=$2 text
+  trap '' INT TERM HUP
+  # Best effort from here on: the state must be saved even if the terminal is gone.
+  trap - ERR
+  set +e
+  orbit_log "received SIG$sig: stopping the agent and saving a resumable state"
+  fanout_stop_all
+  if [[ -n $ORBIT_CHILD_PID ]]; then
+    orbit_kill_group "$ORBIT_CHILD_PID" "$KILL_GRACE_S"
+  fi
+  if [[ -n $ORBIT_WATCHDOG_PID ]]; then
+    kill -KILL -- "-$ORBIT_WATCHDOG_PID" 2>/dev/null || true
+  fi
+  live_close "=== orbit: SIG$sig; the agent was stopped ==="
+  # Notifications still being delivered carry the loop's mark: the sweep stops them too.
+  sweep_env "ORBIT_OWNER=$LOOP_DIR"
+  if ((IN_ITERATION)) && [[ -n $PG_FILE ]]; then
+    text="## Iteration $CUR_ITER — INTERRUPTED"$'\n'"- at: $(orbit_iso_now)"$'\n'"- decision: SIG$sig; the iteration reruns on the next start"$'\n'
+    progress_append "$CUR_ITER" "$text"
+  fi
+  if ((${#S[@]} > 0)); then
+    S[LAST_STATUS]=$STATUS_CONTINUE
+    S[STOP_REASON]=$REASON_SIGNAL
+    save_state
+    orbit_event loop_stop "$CUR_ITER" status "$STATUS_CONTINUE" reason "$REASON_SIGNAL" exit_code "$((128 + num))" signal "$sig"
+  fi
+  lock_release
+  footer "$STATUS_CONTINUE" "interrupted by SIG$sig; a rerun resumes at iteration ${S[NEXT_ITERATION]:-1}"
+  exit "$((128 + num))"
+}
+
+# ---- the gates. stop_gates hold after every iteration (budget, loop timeout, MAX_ITERATIONS,
+# ---- in the contract's order); gates add the circuit and the pins before an agent runs.
+stop_gates() {
+  local n=${S[NEXT_ITERATION]} now elapsed run_spent
+  printf -v now '%(%s)T' -1
+  if [[ -n $USD_CAP_M ]] && ((S[COST_MICROUSD] >= USD_CAP_M)); then
+    local over=''
+    if ((S[COST_MICROUSD] > USD_CAP_M)); then
+      # A run cannot be stopped mid-way for money: its reported cost is known only after it.
+      over=" (\$$(orbit_usd_text $((S[COST_MICROUSD] - USD_CAP_M))) over: the last iteration cost more than the room left when it started)"
+    fi
+    finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap$over; raise USD_CAP to go on"
+  fi
+  run_spent=$((S[COST_MICROUSD] - RUN_COST_START))
+  if [[ -n $USD_PER_RUN_CAP_M ]] && ((run_spent >= USD_PER_RUN_CAP_M)); then
+    finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "this run spent \$$(orbit_usd_text "$run_spent"), the per-run cap; rerun to go on"
+  fi
+  if [[ -n $USD_PER_ITER_CAP_M ]] && ((n > 1)) && ledger_iter_sum_v $((n - 1)) && ((REPLY >= USD_PER_ITER_CAP_M)); then
+    finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "iteration $((n - 1)) cost at least the per-iteration cap; raise USD_PER_ITER_CAP to go on"
+  fi
+  if ((LOOP_TIMEOUT_S > 0 && S[STARTED_AT] > 0)); then
+    elapsed=$((now - S[STARTED_AT]))
+    if ((elapsed < 0)); then
+      elapsed=0
+    fi
+    if ((elapsed >= LOOP_TIMEOUT_S)); then
+      finish "$EXIT_LOOP_TIMEOUT" "$STATUS_BLOCKED" "$REASON_LOOP_TIMEOUT" "the loop's wall-clock limit ($LOOP_TIMEOUT) is reached"
+    fi
+  fi
+  if ((n > MAX_ITERATIONS)); then
+    if orbit_true "$WRAPUP_ON_LIMIT" && [[ ${S[STOP_REASON]} != "$REASON_MAX_ITERATIONS" ]]; then
+      wrapup "$((n - 1))"
+    fi
+    finish "$EXIT_EXHAUSTED" "$STATUS_BLOCKED" "$REASON_MAX_ITERATIONS" "MAX_ITERATIONS ($MAX_ITERATIONS) used up without DONE; see notes.md, raise MAX_ITERATIONS to go on"
+  fi
+}
+
+gates() {
+  local n=${S[NEXT_ITERATION]} now est
+  printf -v now '%(%s)T' -1
+  stop_gates
+  # An iteration is not started when what it is expected to cost would cross the cap: the
+  # estimate is the last iteration's cost, or COST_ESTIMATE_USD when that is more.
+  if [[ -n $USD_CAP_M ]]; then
+    est=${COST_ESTIMATE_M:-0}
+    if ((n > 1)) && ledger_iter_sum_v $((n - 1)) && ((REPLY > est)); then
+      est=$REPLY
+    fi
+    if ((est > 0 && S[COST_MICROUSD] + est > USD_CAP_M)); then
+      finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap; the next iteration would cost about \$$(orbit_usd_text "$est") (the last one's cost) and cross it: raise USD_CAP to go on"
+    fi
+  fi
+  if ((FANOUT_N > 1)); then
+    fanout_budget
+  fi
+  if [[ ${S[CB_STATE]} == "$CB_OPEN" ]]; then
+    if ((now - S[CB_OPENED_AT] >= CB_COOLDOWN_S)); then
+      orbit_event circuit_change "$n" from "$CB_OPEN" to "$CB_HALF_OPEN"
+      S[CB_STATE]=$CB_HALF_OPEN
+      orbit_log "circuit half-open after its cooldown: one probe iteration"
+    else
+      finish "$EXIT_BLOCKED" "$STATUS_BLOCKED" "$REASON_CIRCUIT_OPEN" "circuit open since $(orbit_iso "${S[CB_OPENED_AT]}"); it half-opens after $CB_COOLDOWN, or run orbit recover --reset-circuit"
+    fi
+  fi
+  if ! integrity_gate "before agent"; then
+    integrity_stop
+  fi
+}
+
+# One wrap-up run when MAX_ITERATIONS is used up: the agent writes what remains to notes.md.
+wrapup() {
+  local n=$1 dir
+  dir="$LOOP_DIR/iterations/wrapup"
+  mkdir -p -- "$dir"
+  build_prompt "$n" "$PHASE_WRAPUP" 1 "$dir/prompt.md" ""
+  run_agent "$n" "$PHASE_WRAPUP" 1 "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" ""
+  if ! integrity_gate "after wrap-up"; then
+    integrity_stop
+  fi
+  cost_of_run "$dir/agent.log" "$dir/cost.usd"
+  ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
+  S[COST_MICROUSD]=$LEDGER_TOTAL
+  orbit_event agent_exit "$n" phase "$PHASE_WRAPUP" attempt 1 exit_code "$AGENT_RC" seconds "$AGENT_SECS"
+}
+
+# check_passed NAME: status 0 when the last verify run printed [PASS] NAME.
+check_passed() {
+  grep -qaxF -- "[PASS] $1" "$LAST_VERIFY_OUT" 2>/dev/null
+}
+
+# The red gate: a verify that passes on the untouched tree proves nothing. Per check: a
+# reproduction check that passes already reproduces nothing (vacuous_verify, exit 17); a
+# regression check that fails before the agent started is the environment's or the
+# project's, not the agent's to fix (preflight, exit 2).
+red_gate() {
+  local dir="$LOOP_DIR/iterations/baseline" c bad=''
+  mkdir -p -- "$dir"
+  run_verify "$dir" "red gate: the untouched tree"
+  if [[ -n $TRUST_BAD ]]; then
+    return 0
+  fi
+  for c in "${CHECKS_REGRESSION[@]}"; do
+    check_passed "$c" || bad+="${bad:+, }$c"
+  done
+  if [[ -n $bad ]]; then
+    orbit_event verify_fail 0 run red_gate code REGRESSION_RED failing "${bad//, /,}"
+    finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "regression check(s) fail on the untouched tree, before the agent did anything: $bad. A regression check must pass before the change: fix the check or the project (see iterations/baseline/verify.log), then run again"
+  fi
+  for c in "${CHECKS_REPRODUCTION[@]}"; do
+    if check_passed "$c"; then
+      bad+="${bad:+, }$c"
+    fi
+  done
+  if [[ -n $bad ]]; then
+    orbit_event verify_pass 0 run red_gate code VACUOUS_VERIFY passing "${bad//, /,}"
+    finish "$EXIT_VACUOUS_VERIFY" "$STATUS_BLOCKED" "$REASON_VACUOUS_VERIFY" "reproduction check(s) already pass on the untouched tree: $bad. A reproduction must fail before the change, or it reproduces nothing: fix the check (see iterations/baseline/verify.log)"
+  fi
+  if ((VERIFY_OK)); then
+    if orbit_true "$ALLOW_GREEN_START"; then
+      orbit_log "verify already passes on the untouched tree (ALLOW_GREEN_START=1): going on"
+      orbit_event verify_pass 0 run red_gate allowed true
+      return 0
+    fi
+    orbit_event verify_pass 0 run red_gate code VACUOUS_VERIFY
+    finish "$EXIT_VACUOUS_VERIFY" "$STATUS_BLOCKED" "$REASON_VACUOUS_VERIFY" "verify.sh already passes before the agent did anything: it proves nothing. Add a check that fails now, or set ALLOW_GREEN_START=1"
+  fi
+  orbit_event verify_fail 0 run red_gate
+}
+
+# An unexpected failure: say where, keep the footer contract, exit 1. State on disk is
+# whatever the last atomic write left; a rerun resumes from it.
+orbit_internal_error() {
+  local avail
+  trap - ERR
+  # In a subshell (a command substitution) the error is logged and the subshell exits:
+  # its parent fails in turn and prints the one footer of the run.
+  if [[ $BASHPID != "$$" ]]; then
+    orbit_log "internal error: run-loop.sh line $1: '$2' failed (status $3)"
+    exit "$EXIT_FAILURE"
+  fi
+  # A write that failed because the loop's disk is full, or under a file-size limit, is
+  # named as such.
+  avail=$(df -Pk -- "${LOOP_DIR:-.}" 2>/dev/null | awk 'NR==2 {print $4}' || true)
+  if [[ $avail =~ ^[0-9]+$ ]] && ((avail < 1024)); then
+    orbit_log "error: cannot write: the loop's disk is full (${avail} KB free; run-loop.sh line $1: '$2' failed): free space, then rerun; the last checkpoint is intact"
+    footer "$STATUS_CONTINUE" "disk full: free space on the loop's disk, then rerun; it resumes from the last checkpoint" >&8
+    exit "$EXIT_STATE_CORRUPT"
+  fi
+  if [[ $(ulimit -f) != unlimited ]]; then
+    orbit_log "error: cannot write under a file-size limit (ulimit -f $(ulimit -f))? run-loop.sh line $1: '$2' failed (status $3): raise the limit, then rerun; the last checkpoint is intact"
+    footer "$STATUS_CONTINUE" "failed under a file-size limit (ulimit -f $(ulimit -f)): raise it, then rerun; it resumes from the last checkpoint" >&8
+    exit "$EXIT_STATE_CORRUPT"
+  fi
+  orbit_log "internal error: run-loop.sh line $1: '$2' failed (status $3)"
+  footer >&8 "$STATUS_CONTINUE" "internal error at run-loop.sh line $1; a rerun resumes from the last checkpoint"
+  exit "$EXIT_FAILURE"
+}

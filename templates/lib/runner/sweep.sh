@@ -1,0 +1,29 @@
+# ---- processes left behind: anything carrying this loop's marker in its environment.
+# Linux only (/proc); elsewhere the process-group sweep is what remains.
+# sweep_env MARKER [wait]: KILLs them; with "wait", returns once they are gone (at most 2 s:
+# a process that took the KILL is gone within milliseconds).
+sweep_env() {
+  local marker=$1 f pid i
+  local -a swept=()
+  [[ -d /proc/self ]] || return 0
+  while IFS= read -r f; do
+    pid=${f#/proc/}
+    pid=${pid%%/*}
+    [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
+    # The process may be gone by now: its command line is best effort.
+    orbit_log "sweeping leftover process $pid ($({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | cut -c1-80 || true))"
+    kill -KILL "$pid" 2>/dev/null || true
+    swept+=("$pid")
+  done < <(
+    unset ORBIT_OWNER
+    grep -lzxF -- "$marker" /proc/[0-9]*/environ 2>/dev/null || true
+  )
+  [[ ${2:-} == wait ]] || return 0
+  # A process on its way out (a zombie included) no longer shows its environment.
+  for pid in "${swept[@]}"; do
+    for ((i = 0; i < 40; i++)); do
+      grep -qzxF -- "$marker" "/proc/$pid/environ" 2>/dev/null || break
+      sleep 0.05
+    done
+  done
+}

@@ -1,0 +1,46 @@
+# ---- the tree: a snapshot of the workspace (minus the agent's folder) as a git tree id,
+# ---- into REPLY: the one notion of "the agent's change" (commit, stall and oscillation
+# ---- signature, placeholder scan, "the tree changed"). A private index kept in the loop
+# ---- directory (seeded from the workspace's, with its mtime, so git's stat cache and
+# ---- racy-entry checks carry over) means each snapshot re-reads only what changed.
+tree_snapshot() {
+  local idx="$LOOP_DIR/.tree-index"
+  if [[ ! -f $idx && -f $GIT_DIR_ABS/index ]]; then
+    cp -p -- "$GIT_DIR_ABS/index" "$idx"
+  fi
+  # A snapshot that fails is an error, never a silently stale tree (git says why in the log).
+  # The agent's folder stays out through info/exclude (an exclude pathspec naming an ignored
+  # path makes git add fail).
+  GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$WS" add -A -- . >/dev/null 2>>"$ORBIT_LOG_FILE"
+  REPLY=$(GIT_INDEX_FILE=$idx git -C "$WS" write-tree 2>>"$ORBIT_LOG_FILE")
+}
+
+# Changed paths between two trees, NUL-separated.
+tree_changes() {
+  git_q diff --no-renames --name-only -z "$1" "$2" -- 2>/dev/null || true
+}
+
+# changes_v BEFORE AFTER: CHANGES_FILE lists the changed paths (NUL-separated, computed
+# once per pair of trees), CHANGES_COUNT counts them, and REPLY is the first 20 of them on
+# one line, cleaned for the record.
+CHANGES_KEY=
+CHANGES_FILE=
+CHANGES_COUNT=0
+CHANGES_SHOWN=
+changes_v() {
+  local LC_ALL=C
+  local -a names=()
+  if [[ $CHANGES_KEY != "$1 $2" ]]; then
+    CHANGES_FILE="$ORBIT_TMP/changes.z"
+    tree_changes "$1" "$2" >"$CHANGES_FILE"
+    mapfile -d '' -t names <"$CHANGES_FILE"
+    CHANGES_COUNT=${#names[@]}
+    CHANGES_SHOWN="${names[*]:0:20}"
+    # Names are bytes: only what is not printable ASCII needs the cleaning process.
+    if [[ $CHANGES_SHOWN == *[![:print:]]* ]]; then
+      CHANGES_SHOWN=$(printf '%s' "$CHANGES_SHOWN" | tr '\n' ' ' | orbit_clean_text)
+    fi
+    CHANGES_KEY="$1 $2"
+  fi
+  REPLY=$CHANGES_SHOWN
+}

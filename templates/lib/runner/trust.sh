@@ -1,0 +1,295 @@
+# ---- the runner's memory of what it did not write (contract section 7). TRUST_LOOP is the
+# ---- loop directory as the runner last saw it (one line per entry: type, inode, size,
+# ---- modification and change times, path), TRUST_GIT git's control files and the user's
+# ---- git configuration. Before and after every agent and check run, what is on disk is
+# ---- compared with them: during such a run nothing of the loop directory changes but the
+# ---- runner's scratch and logs; between runs, the runner's own files do, never the pinned
+# ---- ones or an earlier iteration's record; git's control files never change at all.
+TRUST_LOOP=
+TRUST_GIT=
+TRUST_HELD=0
+TRUST_ITER=0
+TRUST_BAD=
+TRUST_REASON=
+TRUST_WANT=
+TRUST_HAVE=
+
+trust_loop_v() {
+  REPLY=$(find "$LOOP_DIR" -mindepth 1 \( -name $'*\n*' -printf 'X - - - - %P\n' -prune \) -o \
+    \( -type d -printf 'd - - - - %P\n' \) -o -printf '%y %i %s %T@ %C@ %P\n' 2>/dev/null | LC_ALL=C sort)
+}
+
+trust_git_v() {
+  local p
+  local -a roots=()
+  REPLY=''
+  for p in "$GIT_COMMON_ABS/config" "$GIT_COMMON_ABS/config.worktree" "$GIT_COMMON_ABS/hooks" \
+    "$GIT_COMMON_ABS/info" "$GIT_DIR_ABS/config.worktree" "$GIT_DIR_ABS/commondir" \
+    "${HOME:-/nonexistent}/.gitconfig" "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git/config" \
+    "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git/attributes"; do
+    if [[ -e $p || -L $p ]]; then
+      roots+=("$p")
+    else
+      REPLY+="absent $p"$'\n'
+    fi
+  done
+  # A directory by its entries, not its times; info/refs not at all: every repack (a
+  # detached `gc --auto` of the user's commit, git maintenance) rewrites it for the dumb
+  # HTTP transport, and nothing local reads it.
+  if ((${#roots[@]})); then
+    REPLY+=$(find "${roots[@]}" \( -path "$GIT_COMMON_ABS/info/refs" -prune \) -o \( -type d -printf 'd - - - - %p\n' \) -o \
+      -printf '%y %i %s %T@ %C@ %p\n' 2>/dev/null | LC_ALL=C sort)
+  fi
+}
+
+# trust_hold: what the runner holds from now on (after its own writes).
+trust_hold() {
+  trust_loop_v
+  TRUST_LOOP=$REPLY
+  trust_git_v
+  TRUST_GIT=$REPLY
+  TRUST_ITER=$CUR_ITER
+  TRUST_HELD=1
+}
+
+# trust_may_change MODE PATH: whether PATH in the loop directory may have changed since the
+# last look. During an agent or check run (MODE agent|check) only the runner's scratch and
+# logs; between them (MODE runner), anything the runner writes itself.
+trust_may_change() {
+  local n
+  case $2 in
+    .run-tmp | .run-tmp/* | runner.log | runner.log.1 | cron.log | cron.log.1 | systemd.log | systemd.log.1) return 0 ;;
+  esac
+  [[ $1 == runner ]] || return 1
+  case $2 in
+    goal.md | prompt.md | verify.sh | holdout.sh | run-loop.sh | recover.sh | notify.sh | loop.toml | pins.sha256 | pins.sets | \
+      .pins | .pins/* | holdout | holdout/* | .baseline-commit | .baseline-tree | .origin-branch) return 1 ;;
+    iterations/[0-9][0-9][0-9][0-9][0-9][0-9] | iterations/[0-9][0-9][0-9][0-9][0-9][0-9]/*)
+      n=${2#iterations/}
+      n=${n%%/*}
+      ((10#$n >= TRUST_ITER))
+      return
+      ;;
+  esac
+  return 0
+}
+
+# trust_check MODE: compares git's control files, then the loop directory, with what the
+# runner holds; status 1 with TRUST_BAD (the path), TRUST_REASON, TRUST_WANT and TRUST_HAVE
+# set on a change it did not make (a pinned loop file changed is named with its own reason:
+# goal_drift, reward_hack, script_tamper; anything else is loop_tamper, git's files
+# git_tamper). Holds what it found either way.
+trust_check() {
+  local mode=$1 now line path ty why diffs bad='' bad_why='' pinned='' pinned_why=''
+  local -A before=()
+  TRUST_BAD=
+  if ((!TRUST_HELD)); then
+    trust_hold
+    return 0
+  fi
+  trust_git_v
+  if [[ $REPLY != "$TRUST_GIT" ]]; then
+    TRUST_REASON=$REASON_GIT_TAMPER
+    TRUST_WANT='unchanged since the run started' TRUST_HAVE='changed'
+    TRUST_BAD=$(diff <(printf '%s\n' "$TRUST_GIT") <(printf '%s\n' "$REPLY") | grep -m 1 '^[<>]' || true)
+    TRUST_BAD=${TRUST_BAD#[<>] }
+    if [[ $TRUST_BAD == absent\ * ]]; then
+      TRUST_BAD=${TRUST_BAD#absent }
+    else
+      TRUST_BAD=${TRUST_BAD#* * * * * }
+    fi
+    TRUST_GIT=$REPLY
+    return 1
+  fi
+  trust_loop_v
+  now=$REPLY
+  if [[ $now != "$TRUST_LOOP" ]]; then
+    # Anything but a file or a directory, wherever it is, changed or not.
+    if [[ $'\n'$now == *$'\n'[!fd]' '* ]]; then
+      while IFS= read -r line; do
+        ty=${line%% *}
+        path=${line#* * * * * }
+        why=$(orbit_file_kind "$LOOP_DIR/$path")
+        [[ $ty == X ]] && why='a name with a newline'
+        trust_note "$path" "$why"
+      done < <(grep -av '^[fd] ' <<<"$now" || true)
+    fi
+    # Then only the lines that differ (in the order of their paths): a path on both sides
+    # changed, one only before was removed, one only now was created.
+    diffs=$(diff -- <(printf '%s\n' "$TRUST_LOOP") <(printf '%s\n' "$now") || true)
+    while IFS= read -r line; do
+      [[ $line == '< '* ]] && before[${line#< * * * * * }]=1
+    done <<<"$diffs"
+    while IFS= read -r line; do
+      [[ $line == '> '* ]] || continue
+      path=${line#> * * * * * }
+      if [[ $line == '> '[fd]' '* ]] && ! trust_may_change "$mode" "$path"; then
+        if [[ -n ${before[$path]-} ]]; then why=changed; else why=created; fi
+        trust_note "$path" "$why"
+      fi
+      unset 'before[$path]'
+    done <<<"$diffs"
+    while IFS= read -r line; do
+      [[ $line == '< '* ]] || continue
+      path=${line#< * * * * * }
+      if [[ -n ${before[$path]-} ]] && ! trust_may_change "$mode" "$path"; then
+        trust_note "$path" removed
+      fi
+    done <<<"$diffs"
+  fi
+  TRUST_LOOP=$now
+  if [[ -n $pinned ]]; then
+    orbit_pin_reason_v "$pinned"
+    TRUST_REASON=$REPLY TRUST_BAD=$pinned
+    pin_want_v "$pinned" || REPLY=absent
+    TRUST_WANT=$REPLY TRUST_HAVE=missing
+    if orbit_regular "$LOOP_DIR/$pinned"; then
+      orbit_sha256_file_v "$LOOP_DIR/$pinned"
+      TRUST_HAVE=$REPLY
+    elif [[ -e $LOOP_DIR/$pinned || -L $LOOP_DIR/$pinned ]]; then
+      TRUST_HAVE=$pinned_why
+    fi
+    return 1
+  fi
+  if [[ -n $bad ]]; then
+    TRUST_REASON=$REASON_LOOP_TAMPER TRUST_BAD=$LOOP_DIR/$bad TRUST_WANT='as the runner left it' TRUST_HAVE=$bad_why
+    return 1
+  fi
+  TRUST_ITER=$CUR_ITER
+  return 0
+}
+
+# trust_note PATH WHY (trust_check's): the first change to a pinned loop file, else the first
+# change of any other file, is the one reported.
+trust_note() {
+  case $1 in
+    goal.md | prompt.md | verify.sh | holdout.sh | holdout/?* | run-loop.sh | recover.sh | notify.sh | loop.toml)
+      if [[ -z $pinned ]]; then
+        pinned=$1 pinned_why=$2
+      fi
+      ;;
+    *)
+      if [[ -z $bad ]]; then
+        bad=$1 bad_why=$2
+      fi
+      ;;
+  esac
+}
+
+# integrity_gate WHEN: check every pin against the held manifest, then the loop directory
+# and git's control files against the runner's memory. What an agent or check run changed
+# was looked at as soon as it ended (run_agent, run_verify: TRUST_BAD), before the runner
+# wrote anything; this looks at what changed since. On a mismatch, status 1 with
+# INTEGRITY_REASON set (the caller stops ABORTED, EXIT_INTEGRITY).
+integrity_gate() {
+  local when=$1 reason
+  if workspace_intact; then
+    # git's control files first (the pin check itself runs git), then the pins, then the
+    # rest of the loop directory.
+    PIN_BAD=
+    if { [[ -z $TRUST_BAD ]] && trust_check runner; } && pins_check; then
+      orbit_event integrity_pass "$CUR_ITER" when "$when"
+      return 0
+    fi
+    if [[ -n $TRUST_BAD ]]; then
+      reason=$TRUST_REASON
+      PIN_BAD=$TRUST_BAD PIN_WANT=$TRUST_WANT PIN_HAVE=$TRUST_HAVE
+    else
+      orbit_pin_reason_v "$PIN_BAD"
+      reason=$REPLY
+    fi
+  else
+    reason=$REASON_GIT_TAMPER
+  fi
+  orbit_event integrity_fail "$CUR_ITER" when "$when" code "$reason" file "$PIN_BAD" expected "$PIN_WANT" actual "$PIN_HAVE"
+  orbit_log "integrity: $PIN_BAD changed ($reason): expected $PIN_WANT, found $PIN_HAVE"
+  INTEGRITY_REASON=$reason
+  return 1
+}
+INTEGRITY_REASON=
+
+# workspace_intact: the workspace is still the worktree the run found: not a symlink, and its
+# .git file names the same git directory. An agent that swaps it for a link (to the user's
+# checkout, say) would have the loop's git calls, and its commits, land there. (Read with
+# bash alone: this is asked before and after every agent run.)
+workspace_intact() {
+  local line=''
+  if [[ -n $GIT_DIR_ABS && ! -L $WS && -f $WS/.git && ! -L $WS/.git ]]; then
+    IFS= read -r line <"$WS/.git" 2>/dev/null || true
+    if [[ $line == "gitdir: "* && ${line#gitdir: } -ef $GIT_DIR_ABS ]]; then
+      return 0
+    fi
+  fi
+  PIN_BAD=$WS PIN_WANT="the worktree of $GIT_DIR_ABS"
+  if [[ -L $WS ]]; then
+    PIN_HAVE="a symlink to $(readlink -- "$WS" 2>/dev/null || true)"
+  else
+    PIN_HAVE="no worktree of this loop (${line:-no .git file})"
+  fi
+  return 1
+}
+
+integrity_stop() {
+  local msg
+  msg="$INTEGRITY_REASON: $PIN_BAD changed; review it, then 'orbit recover --restore-pinned' to undo or 'orbit recover --repin' to accept"
+  if [[ $INTEGRITY_REASON == "$REASON_GIT_TAMPER" && $PIN_BAD == "$WS" ]]; then
+    msg="git_tamper: the workspace $WS is no longer the loop's worktree ($PIN_HAVE); remove what is there, then 'orbit recover --repin' recreates it from $LOOP_BRANCH"
+  fi
+  if [[ $INTEGRITY_REASON == "$REASON_GOAL_DRIFT" ]]; then
+    msg="goal_drift: goal.md changed; review it, then 'orbit recover --repin-goal' to accept or '--restore-pinned' to undo"
+  fi
+  finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "$INTEGRITY_REASON" "$msg"
+}
+
+# The first run pins goal.md, every protected path and the agent permission files.
+first_run_pins() {
+  local pins_text g f
+  pins_text=$(cat -- "$LOOP_DIR/pins.sha256")
+  pins_text=$(printf '%s\n' "$pins_text" | grep -v '  goal\.md$' || true)
+  {
+    if [[ -n $pins_text ]]; then
+      printf '%s\n' "$pins_text"
+    fi
+    printf '%s  goal.md\n' "$(orbit_sha256_file "$LOOP_DIR/goal.md")"
+    {
+      for g in "${PROTECT_GLOBS[@]}"; do
+        protected_files "$g"
+      done
+      permission_files
+      for f in "${PERMISSION_FOUND[@]}"; do
+        printf '%s\0' "$f"
+      done
+    } | sort -zu | while IFS= read -r -d '' f; do
+      if [[ $f == .orbit-agent/* ]]; then
+        continue
+      fi
+      [[ $f == *$'\n'* || $f == *\\* ]] && {
+        orbit_log "warning: cannot pin '$f' (newline or backslash in its name)"
+        continue
+      }
+      printf '%s  %s\n' "$(orbit_sha256_file "$WS/$f")" "$WS/$f"
+    done
+  } >"$LOOP_DIR/.pins.sha256.tmp.$$"
+  mv -f -- "$LOOP_DIR/.pins.sha256.tmp.$$" "$LOOP_DIR/pins.sha256"
+  pins_sets_write
+  mkdir -p -- "$LOOP_DIR/.pins"
+  cp -p -- "$LOOP_DIR/goal.md" "$LOOP_DIR/.pins/goal.md"
+}
+
+# pins_sets_write: pins.sets, one line per protect glob: the sha256 of the set of paths it
+# matches (protected_set_v). Written at the first run (and by orbit recover --repin).
+pins_sets_write() {
+  local g text=''
+  for g in "${PROTECT_GLOBS[@]}"; do
+    protected_set_v "$g" || orbit_die "$EXIT_PREFLIGHT" "cannot list the files of the protect glob '$g' in $WS"
+    text+="$REPLY  $g"$'\n'
+  done
+  orbit_write_file "$LOOP_DIR/pins.sets" "$text" || orbit_records_fail "$LOOP_DIR/pins.sets"
+}
+
+# Files matched by one protect glob, NUL-separated, relative to the workspace's root.
+protected_files() {
+  local g=$1
+  git -C "$WS" ls-files -z --cached --others --exclude-standard -- ":(glob)$g" 2>/dev/null || true
+}
+

@@ -113,7 +113,7 @@ FANOUT_LINES=
 FANOUT_OUT=
 FANOUT_T0=0
 fanout_agent() {
-  local k=$1 n=$2 cdir=$3 fb=$4 attempt=0 outcome delay
+  local k=$1 n=$2 cdir=$3 fb=$4
   trap - ERR
   FANOUT_LINES='' FANOUT_T0=$SECONDS ATTEMPT=0
   exec {FANOUT_OUT}>&1
@@ -126,38 +126,21 @@ fanout_agent() {
   ORBIT_TMP="$ORBIT_TMP/c$k"
   ORBIT_CANDIDATE_N=$k
   {
-    while ((attempt < RETRY_LIMIT)); do
-      attempt=$((attempt + 1))
-      ATTEMPT=$attempt FANOUT_T0=$SECONDS
-      if [[ $attempt -gt 1 && -f $ORBIT_TMP/agent.log ]]; then
-        mv -f -- "$ORBIT_TMP/agent.log" "$ORBIT_TMP/agent.attempt$((attempt - 1)).log"
-      fi
-      run_agent "$n" "$PHASE_WORK" "$attempt" "$cdir/prompt.md" "$ORBIT_TMP/agent.log" "$ORBIT_TMP/cost.usd" "$fb"
-      [[ -f $ORBIT_TMP/agent.log ]] || : >"$ORBIT_TMP/agent.log"
-      cost_of_run "$ORBIT_TMP/agent.log" "$ORBIT_TMP/cost.usd"
-      # The engine's own classification (its structured output); the reset time it names
-      # stays in this subshell: a fan-out paused by a limit looks again after the default.
-      engine_classify_v "$ORBIT_TMP/agent.log" "$AGENT_RC" "$AGENT_TIMED_OUT"
-      outcome=$REPLY
-      FANOUT_LINES+="A $attempt $AGENT_RC $AGENT_TIMED_OUT $AGENT_SECS $RUN_COST_M $RUN_COST_KIND $outcome"$'\n'
-      if [[ -n $TRUST_BAD ]] || ((DEADLINE_HIT)); then
-        break
-      fi
-      case $outcome in
-        "$OUTCOME_OK" | "$OUTCOME_PERMANENT" | "$OUTCOME_RATE_LIMITED") break ;;
-      esac
-      if ((attempt < RETRY_LIMIT)); then
-        retry_delay_v "$attempt"
-        delay=$REPLY
-        if ((delay > 0)); then
-          # In the background, so that a stop is taken at once, not after the delay.
-          sleep "$delay" &
-          wait "$!" || true
-        fi
-      fi
-    done
+    agent_attempts "$n" "$cdir/prompt.md" "$ORBIT_TMP/agent.log" "$ORBIT_TMP/cost.usd" "$fb" fanout_attempt_start fanout_attempt_line
   } >/dev/null 2>>"$ORBIT_LOG_FILE"
   printf '%sE %s\n' "$FANOUT_LINES" "$DEADLINE_HIT" 1>&"$FANOUT_OUT"
+}
+
+# fanout_attempt_start ATTEMPT: a candidate's attempt starts (its time, for a stop).
+fanout_attempt_start() {
+  FANOUT_T0=$SECONDS
+}
+
+# fanout_attempt_line ATTEMPT OUTCOME: a candidate's attempt, as a line for the runner. The
+# reset time a rate limit names stays in this subshell: a fan-out paused by a limit reads it
+# again from the survivor's log.
+fanout_attempt_line() {
+  FANOUT_LINES+="A $1 $AGENT_RC $AGENT_TIMED_OUT $AGENT_SECS $RUN_COST_M $RUN_COST_KIND $2"$'\n'
 }
 
 # fanout_agent_stop: a candidate's subshell signalled (the runner stops, or another candidate

@@ -84,51 +84,79 @@ live_close() {
 }
 
 # ---- the agent
-# The wrapper of an agent run (bash -c, in the run's own process group). The agent gets a
-# process group of its own; its output goes to the capture, which is not in that group,
-# ignores the TERM of a timeout (it ends when the output does) and does not carry the run's
-# marker. When the agent's main process exits, what it left is stopped at once: its group,
-# then anything carrying the run's marker, so that a process holding the agent's output
-# open neither turns the exit into a timeout nor keeps the output from ending. A TERM (the
-# timeout) is passed on to the agent's group.
-# shellcheck disable=SC2016  # expanded by the wrapper, by design
-ORBIT_AGENT_WRAPPER='cd -- "$ORBIT_WORKSPACE" || exit 126
-if [[ -n $ORBIT_FB ]]; then export ORBIT_FEEDBACK_FILE=$ORBIT_FB; else unset ORBIT_FEEDBACK_FILE; fi
-unset ORBIT_FB
-live=$ORBIT_LIVE_FD
-unset ORBIT_LIVE_FD
-exec {cap}> >(unset ORBIT_RUN_ID; exec "$BASH" -c "trap \"\" TERM PIPE
-  tee -- \"/dev/fd/$live\" | { head -c \"\$ORBIT_HALF\" >\"\$ORBIT_OUT.head\"; tail -c \"\$ORBIT_HALF\" >\"\$ORBIT_OUT.tail\"; }" orbit-capture)
-cpid=$!
-unset ORBIT_OUT ORBIT_HALF
-set -m
-"$@" >&"$cap" 2>&1 {live}>&- {cap}>&- &
-apid=$!
-set +m
-exec {cap}>&- {live}>&-
-trap "kill -TERM -- -\$apid 2>/dev/null" TERM
-while :; do
-  rc=0
-  wait "$apid" || rc=$?
-  if ((rc > 128)) && kill -0 "$apid" 2>/dev/null; then continue; fi
-  break
-done
-trap "" TERM
-kill -KILL -- "-$apid" 2>/dev/null
-while IFS= read -r f; do
-  p=${f#/proc/}
-  p=${p%%/*}
-  [[ $p == "$$" ]] || kill -KILL "$p" 2>/dev/null
-done < <(unset ORBIT_RUN_ID; grep -lzxF -- "ORBIT_RUN_ID=$ORBIT_RUN_ID" /proc/[0-9]*/environ 2>/dev/null)
-for ((i = 0; i < 100; i++)); do
-  kill -0 "$cpid" 2>/dev/null || break
-  sleep 0.05
-done
-if kill -0 "$cpid" 2>/dev/null; then
-  echo "[orbit: a process outside the agent'"'"'s reach still held its output 5s after it exited: the capture was stopped]"
-  kill -KILL "$cpid" 2>/dev/null
-fi
-exit "$rc"'
+# agent_capture LIVE_FD: the capture of an agent run's output, a process of its own that
+# agent_wrapper starts without the run's marker: the output goes to the live view (LIVE_FD)
+# and its first and last ORBIT_HALF bytes to ORBIT_OUT.head and ORBIT_OUT.tail. It ignores
+# the TERM of a timeout: it ends when the output does.
+agent_capture() {
+  trap '' TERM PIPE
+  tee -- "/dev/fd/$1" | {
+    head -c "$ORBIT_HALF" >"$ORBIT_OUT.head"
+    tail -c "$ORBIT_HALF" >"$ORBIT_OUT.tail"
+  }
+}
+
+# agent_wrapper CMD...: the wrapper of an agent run, run by a bash of its own
+# (ORBIT_AGENT_WRAPPER) in the run's own process group. The agent gets a process group of
+# its own; its output goes to the capture, which is not in that group. When the agent's
+# main process exits, what it left is stopped at once: its group, then anything carrying
+# the run's marker, so that a process holding the agent's output open neither turns the
+# exit into a timeout nor keeps the output from ending. A TERM (the timeout) is passed on
+# to the agent's group.
+agent_wrapper() {
+  local live cap cpid apid rc f p i
+  cd -- "$ORBIT_WORKSPACE" || exit 126
+  if [[ -n $ORBIT_FB ]]; then
+    export ORBIT_FEEDBACK_FILE=$ORBIT_FB
+  else
+    unset ORBIT_FEEDBACK_FILE
+  fi
+  unset ORBIT_FB
+  live=$ORBIT_LIVE_FD
+  unset ORBIT_LIVE_FD
+  # shellcheck disable=SC2016  # expanded by the capture's bash, by design
+  exec {cap}> >(
+    unset ORBIT_RUN_ID
+    exec "$BASH" -c "$(declare -f agent_capture); agent_capture \"\$1\"" orbit-capture "$live"
+  )
+  cpid=$!
+  unset ORBIT_OUT ORBIT_HALF
+  set -m
+  "$@" >&"$cap" 2>&1 {live}>&- {cap}>&- &
+  apid=$!
+  set +m
+  exec {cap}>&- {live}>&-
+  # shellcheck disable=SC2064  # the agent's group, named now
+  trap "kill -TERM -- -$apid 2>/dev/null" TERM
+  while :; do
+    rc=0
+    wait "$apid" || rc=$?
+    if ((rc > 128)) && kill -0 "$apid" 2>/dev/null; then continue; fi
+    break
+  done
+  trap "" TERM
+  kill -KILL -- "-$apid" 2>/dev/null
+  while IFS= read -r f; do
+    p=${f#/proc/}
+    p=${p%%/*}
+    [[ $p == "$$" ]] || kill -KILL "$p" 2>/dev/null
+  done < <(
+    unset ORBIT_RUN_ID
+    grep -lzxF -- "ORBIT_RUN_ID=$ORBIT_RUN_ID" /proc/[0-9]*/environ 2>/dev/null
+  )
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$cpid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 "$cpid" 2>/dev/null; then
+    echo "[orbit: a process outside the agent's reach still held its output 5s after it exited: the capture was stopped]"
+    kill -KILL "$cpid" 2>/dev/null
+  fi
+  exit "$rc"
+}
+
+# The wrapper's script: the two functions above and the call, for `bash -c`.
+ORBIT_AGENT_WRAPPER="$(declare -f agent_capture agent_wrapper)"$'\nagent_wrapper "$@"'
 
 # run_agent N PHASE ATTEMPT PROMPT LOG COSTFILE FEEDBACK: sets AGENT_RC, AGENT_TIMED_OUT, AGENT_SECS.
 # The agent runs in the workspace in its own process group, stdin from the prompt (its
@@ -176,7 +204,6 @@ run_agent() {
     fbfile=$AGENT_DIR/feedback.json
   fi
   sandbox_prepare agent
-  # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
   ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
     ORBIT_CANDIDATE="${ORBIT_CANDIDATE_N:-1}" ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
     ORBIT_COST_FILE="$AGENT_DIR/cost" \
@@ -220,4 +247,48 @@ run_agent() {
   if ((!FANOUT_CAND)) && orbit_appendable "$LOOP_DIR/.iter-timings.log"; then
     printf '%s\n' "$AGENT_SECS" >>"$LOOP_DIR/.iter-timings.log"
   fi
+}
+
+# agent_attempts N PROMPT LOG COSTFILE FB BEFORE AFTER: the attempts of one agent's work run
+# (the single agent's and each fan-out candidate's): run_agent, its cost and its engine's
+# classification, retrying a transient failure up to RETRY_LIMIT times after a backoff
+# (slept in the background, so that a signal is taken at once). BEFORE ATTEMPT runs before
+# each attempt, AFTER ATTEMPT OUTCOME after it (the caller records it). An earlier
+# attempt's log is kept beside LOG as agent.attemptK.log. REPLY is the last outcome,
+# ATTEMPT the number of attempts made.
+agent_attempts() {
+  local n=$1 prompt=$2 log=$3 cfile=$4 fb=$5 before=$6 after=$7 attempt=0 outcome=$OUTCOME_AGENT_ERROR delay
+  while ((attempt < RETRY_LIMIT)); do
+    attempt=$((attempt + 1))
+    ATTEMPT=$attempt
+    "$before" "$attempt"
+    if [[ $attempt -gt 1 && -f $log ]]; then
+      mv -f -- "$log" "${log%/*}/agent.attempt$((attempt - 1)).log"
+    fi
+    run_agent "$n" "$PHASE_WORK" "$attempt" "$prompt" "$log" "$cfile" "$fb"
+    # A run that left no log has an empty one (the fan-out's runner reads it), unless the
+    # runner's trust is broken: then nothing is written.
+    [[ -f $log || -n $TRUST_BAD ]] || : >"$log"
+    cost_of_run "$log" "$cfile"
+    engine_classify_v "$log" "$AGENT_RC" "$AGENT_TIMED_OUT"
+    outcome=$REPLY
+    "$after" "$attempt" "$outcome"
+    if [[ -n $TRUST_BAD ]] || ((DEADLINE_HIT)); then
+      break
+    fi
+    case $outcome in
+      "$OUTCOME_OK" | "$OUTCOME_PERMANENT" | "$OUTCOME_RATE_LIMITED") break ;;
+    esac
+    if ((attempt < RETRY_LIMIT)); then
+      retry_delay_v "$attempt"
+      delay=$REPLY
+      # (A fan-out candidate's stderr is the runner's log already.)
+      ((FANOUT_CAND)) || orbit_log "iteration $n: agent attempt $attempt ended '$outcome' (exit $AGENT_RC); retrying in ${delay}s"
+      if ((delay > 0)); then
+        sleep "$delay" &
+        wait "$!" || true
+      fi
+    fi
+  done
+  REPLY=$outcome
 }

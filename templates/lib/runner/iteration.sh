@@ -1,4 +1,7 @@
 # ---- one iteration: gates were checked by the caller.
+# The iteration's record directory and its input feedback, for the attempts' hooks.
+ITER_DIR=
+ITER_FB=
 run_iteration() {
   RAN_ITERATION=1
   local n=$1 dir attempt outcome fb t_before t_after claim=0 cp_name started
@@ -57,35 +60,12 @@ run_iteration() {
       fi
     fi
   fi
-  while ((FANOUT_N == 1 && attempt < RETRY_LIMIT)); do
-    attempt=$((attempt + 1))
-    ATTEMPT=$attempt
-    build_prompt "$n" "$PHASE_WORK" "$attempt" "$dir/prompt.md" "$fb"
-    if [[ $attempt -gt 1 && -f $dir/agent.log ]]; then
-      mv -- "$dir/agent.log" "$dir/agent.attempt$((attempt - 1)).log"
-    fi
-    run_agent "$n" "$PHASE_WORK" "$attempt" "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" "$fb"
-    cost_of_run "$dir/agent.log" "$dir/cost.usd"
-    ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
-    engine_classify_v "$dir/agent.log" "$AGENT_RC" "$AGENT_TIMED_OUT"
+  if ((FANOUT_N == 1)); then
+    ITER_DIR=$dir ITER_FB=$fb
+    agent_attempts "$n" "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" "$fb" iteration_attempt_prompt iteration_attempt_record
     outcome=$REPLY
-    orbit_event agent_exit "$n" phase "$PHASE_WORK" attempt "$attempt" exit_code "$AGENT_RC" outcome "$outcome" seconds "$AGENT_SECS" cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND"
-    orbit_fault after_agent
-    if [[ -n $TRUST_BAD ]] || ((DEADLINE_HIT)); then
-      break
-    fi
-    case $outcome in
-      "$OUTCOME_OK" | "$OUTCOME_PERMANENT" | "$OUTCOME_RATE_LIMITED") break ;;
-    esac
-    if ((attempt < RETRY_LIMIT)); then
-      retry_delay_v "$attempt"
-      local delay=$REPLY
-      orbit_log "iteration $n: agent attempt $attempt ended '$outcome' (exit $AGENT_RC); retrying in ${delay}s"
-      if ((delay > 0)); then
-        sleep "$delay"
-      fi
-    fi
-  done
+    attempt=$ATTEMPT
+  fi
   R[AGENT_EXIT]=$AGENT_RC
   R[AGENT_OUTCOME]=$outcome
   R[ATTEMPTS]=$attempt
@@ -208,6 +188,20 @@ run_iteration() {
   printf -v 'R[ENDED_AT]' '%(%s)T' -1
   result_record "$dir"
   finalize "$n" 1
+}
+
+# iteration_attempt_prompt ATTEMPT: the prompt of a single agent's attempt, into the
+# iteration's record and the agent's folder.
+iteration_attempt_prompt() {
+  build_prompt "$CUR_ITER" "$PHASE_WORK" "$1" "$ITER_DIR/prompt.md" "$ITER_FB"
+}
+
+# iteration_attempt_record ATTEMPT OUTCOME: a single agent's attempt, into the ledger and
+# the journal.
+iteration_attempt_record() {
+  ledger_append "$CUR_ITER" "$RUN_COST_M" "$RUN_COST_KIND"
+  orbit_event agent_exit "$CUR_ITER" phase "$PHASE_WORK" attempt "$1" exit_code "$AGENT_RC" outcome "$2" seconds "$AGENT_SECS" cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND"
+  orbit_fault after_agent
 }
 
 # decide N: the verdict of an iteration without a verdict yet, in the contract's order.

@@ -41,6 +41,8 @@ pub const LIB_ENGINE: &str = include_str!("../templates/lib/engine.sh");
 pub const LIB_WORKSPACE: &str = include_str!("../templates/lib/workspace.sh");
 pub const LIB_LOCK: &str = include_str!("../templates/lib/lock.sh");
 /// The runner's parts, one responsibility each, in the order run-loop.sh holds them.
+pub const LIB_RUNNER_WORKSPACE: &str = include_str!("../templates/lib/runner/workspace.sh");
+pub const LIB_RUNNER_LOCK: &str = include_str!("../templates/lib/runner/lock.sh");
 pub const LIB_RUNNER_CONFIG: &str = include_str!("../templates/lib/runner/config.sh");
 pub const LIB_RUNNER_PREFLIGHT: &str = include_str!("../templates/lib/runner/preflight.sh");
 pub const LIB_RUNNER_AGENT_DIR: &str = include_str!("../templates/lib/runner/agent_dir.sh");
@@ -65,6 +67,12 @@ pub const LIB_RUNNER_STOP: &str = include_str!("../templates/lib/runner/stop.sh"
 pub const LIB_RUN_LOOP: &str = include_str!("../templates/lib/run-loop.sh");
 pub const LIB_FANOUT: &str = include_str!("../templates/lib/fanout.sh");
 pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
+/// recover.sh's parts, in the order it holds them; lib/recover.sh applies and has main.
+pub const LIB_RECOVER_ARGS: &str = include_str!("../templates/lib/recover/args.sh");
+pub const LIB_RECOVER_EVIDENCE: &str = include_str!("../templates/lib/recover/evidence.sh");
+pub const LIB_RECOVER_PINS: &str = include_str!("../templates/lib/recover/pins.sh");
+pub const LIB_RECOVER_WORKSPACE: &str = include_str!("../templates/lib/recover/workspace.sh");
+pub const LIB_RECOVER_PLAN: &str = include_str!("../templates/lib/recover/plan.sh");
 pub const LIB_RECOVER: &str = include_str!("../templates/lib/recover.sh");
 pub const LIB_NOTIFY: &str = include_str!("../templates/lib/notify.sh");
 
@@ -80,8 +88,10 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/config.sh", LIB_RUNNER_CONFIG),
     ("lib/runner/preflight.sh", LIB_RUNNER_PREFLIGHT),
     ("lib/workspace.sh", LIB_WORKSPACE),
+    ("lib/runner/workspace.sh", LIB_RUNNER_WORKSPACE),
     ("lib/runner/agent_dir.sh", LIB_RUNNER_AGENT_DIR),
     ("lib/lock.sh", LIB_LOCK),
+    ("lib/runner/lock.sh", LIB_RUNNER_LOCK),
     ("lib/runner/sweep.sh", LIB_RUNNER_SWEEP),
     ("lib/runner/resume.sh", LIB_RUNNER_RESUME),
     ("lib/runner/notify.sh", LIB_RUNNER_NOTIFY),
@@ -102,6 +112,11 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/stop.sh", LIB_RUNNER_STOP),
     ("lib/run-loop.sh", LIB_RUN_LOOP),
     ("lib/verify.sh", LIB_VERIFY),
+    ("lib/recover/args.sh", LIB_RECOVER_ARGS),
+    ("lib/recover/evidence.sh", LIB_RECOVER_EVIDENCE),
+    ("lib/recover/pins.sh", LIB_RECOVER_PINS),
+    ("lib/recover/workspace.sh", LIB_RECOVER_WORKSPACE),
+    ("lib/recover/plan.sh", LIB_RECOVER_PLAN),
     ("lib/recover.sh", LIB_RECOVER),
     ("lib/notify.sh", LIB_NOTIFY),
 ];
@@ -157,8 +172,10 @@ pub const FILES: &[LoopFile] = &[
             LIB_RUNNER_CONFIG,
             LIB_RUNNER_PREFLIGHT,
             LIB_WORKSPACE,
+            LIB_RUNNER_WORKSPACE,
             LIB_RUNNER_AGENT_DIR,
             LIB_LOCK,
+            LIB_RUNNER_LOCK,
             LIB_RUNNER_SWEEP,
             LIB_RUNNER_RESUME,
             LIB_RUNNER_NOTIFY,
@@ -184,7 +201,18 @@ pub const FILES: &[LoopFile] = &[
     LoopFile {
         name: "recover.sh",
         template: "recover.sh.j2",
-        parts: &[LIB_COMMON, LIB_STATE, LIB_RECOVER],
+        parts: &[
+            LIB_COMMON,
+            LIB_STATE,
+            LIB_LOCK,
+            LIB_WORKSPACE,
+            LIB_RECOVER_ARGS,
+            LIB_RECOVER_EVIDENCE,
+            LIB_RECOVER_PINS,
+            LIB_RECOVER_WORKSPACE,
+            LIB_RECOVER_PLAN,
+            LIB_RECOVER,
+        ],
         executable: true,
     },
     LoopFile {

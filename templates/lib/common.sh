@@ -297,6 +297,11 @@ orbit_appendable() {
 
 # Messages go to stderr and, once the loop directory is known, to runner.log.
 ORBIT_LOG_FILE=
+# orbit_log_to FILE: messages go to FILE from now on, as well as to stderr.
+orbit_log_to() {
+  ORBIT_LOG_FILE=$1
+}
+
 orbit_log() {
   local line REPLY
   orbit_iso_v -1
@@ -311,6 +316,10 @@ orbit_log() {
 
 # orbit_die CODE MESSAGE: explain, then exit with CODE.
 ORBIT_DIE_HOOK=
+# orbit_die_hook [FUNCTION]: orbit_die calls FUNCTION MESSAGE before it exits (none: nothing).
+orbit_die_hook() {
+  ORBIT_DIE_HOOK=${1:-}
+}
 orbit_die() {
   local code=$1
   shift
@@ -451,8 +460,14 @@ orbit_hasher_files() {
   done
 }
 
-# The same, into REPLY, with a single fork (none with the hasher): hot paths use these.
+# The script's scratch directory (set by orbit_tmp_at; "" for none).
 ORBIT_TMP=
+# orbit_tmp_at DIR: the scratch directory is DIR from now on.
+orbit_tmp_at() {
+  ORBIT_TMP=$1
+}
+
+# The same, into REPLY, with a single fork (none with the hasher): hot paths use these.
 orbit_sha256_file_v() {
   local out
   if orbit_hasher_v F "$1"; then

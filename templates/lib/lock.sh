@@ -1,56 +1,13 @@
-# ---- lock: flock on a descriptor held for the runner's life; a mkdir lock without flock.
-lock_acquire() {
-  local lockdir="$LOOP_DIR/.run-loop.lock.d" owner
-  if command -v flock >/dev/null 2>&1 && [[ -z ${ORBIT_NO_FLOCK:-} ]]; then
-    # The loop directory itself is locked too: an agent can delete .run-loop.lock (a new
-    # file would then lock free), not the directory its runner holds open.
-    exec 7<"$LOOP_DIR"
-    exec 9>>"$LOOP_DIR/.run-loop.lock"
-    if ! flock -n 7 || ! flock -n 9; then
-      footer "$STATUS_CONTINUE" "another runner holds the lock"
-      orbit_log "another runner holds $LOOP_DIR/.run-loop.lock: nothing to do"
-      exit "$EXIT_LOCKED"
-    fi
-    LOCK_MODE='flock'
-    return 0
-  fi
-  : >>"$LOOP_DIR/.run-loop.lock"
-  if ! mkdir -- "$lockdir" 2>/dev/null; then
-    owner=$(lock_owner "$lockdir")
-    if lock_owner_alive "$lockdir" "$owner"; then
-      footer "$STATUS_CONTINUE" "another runner holds the lock"
-      orbit_log "another runner (${owner:-starting}) holds $lockdir: nothing to do"
-      exit "$EXIT_LOCKED"
-    fi
-    # Taking over a dead owner's lock is itself serialised by a second mkdir, and only
-    # the owner that was found dead is removed: two runners that both found it dead never
-    # both run, and neither removes a lock that a live runner has just taken.
-    if ! mkdir -- "$lockdir.takeover" 2>/dev/null; then
-      if [[ -n $(find "$lockdir.takeover" -maxdepth 0 -mmin +1 2>/dev/null) ]]; then
-        rmdir -- "$lockdir.takeover" 2>/dev/null || true
-      fi
-      footer "$STATUS_CONTINUE" "another runner holds the lock"
-      orbit_log "another runner is taking over $lockdir: nothing to do"
-      exit "$EXIT_LOCKED"
-    fi
-    if [[ "$(lock_owner "$lockdir")" != "$owner" ]] || ! rm -rf -- "$lockdir" || ! mkdir -- "$lockdir" 2>/dev/null; then
-      rmdir -- "$lockdir.takeover" 2>/dev/null || true
-      footer "$STATUS_CONTINUE" "another runner holds the lock"
-      exit "$EXIT_LOCKED"
-    fi
-    orbit_log "stale lock $lockdir (owner '$owner' is gone): taken over"
-    printf '%s %s\n' "$$" "$(proc_start $$)" >"$lockdir/owner"
-    rmdir -- "$lockdir.takeover" 2>/dev/null || true
-    LOCK_MODE='mkdir'
-    return 0
-  fi
-  printf '%s %s\n' "$$" "$(proc_start $$)" >"$lockdir/owner.tmp.$$"
-  mv -f -- "$lockdir/owner.tmp.$$" "$lockdir/owner"
-  LOCK_MODE='mkdir'
-}
+# ---- the lock of a loop directory: flock on .run-loop.lock, held by a runner for its life,
+# ---- or, where flock is missing, the directory .run-loop.lock.d with its owner's pid and
+# ---- start time. The runner takes it (runner/lock.sh); recover.sh probes it, never takes it.
 
-# The owner line of a mkdir lock ("pid start-time"), empty while it is being written.
-lock_owner() { cat -- "$1/owner" 2>/dev/null || true; }
+# lock_owner LOCKDIR: the owner line of a mkdir lock ("pid start-time"), empty while it is
+# being written (and when it is not a regular file: an owner is never read through a link).
+lock_owner() {
+  [[ -f $1/owner && ! -L $1/owner ]] || return 0
+  cat -- "$1/owner" 2>/dev/null || true
+}
 
 # lock_owner_alive LOCKDIR OWNER: the owner runs (same pid and start time); a lock with no
 # owner yet is being taken right now, unless it is older than a minute (its taker died).
@@ -65,15 +22,37 @@ lock_owner_alive() {
   [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && [[ "$(proc_start "$pid")" == "$start" ]]
 }
 
-lock_release() {
-  # Nothing of this run outlives it (a process a notification or a check detached, say):
-  # swept while the lock is still held, since the next run's processes carry the same mark.
-  if [[ -n ${ORBIT_OWNER:-} ]]; then
-    sweep_env "ORBIT_OWNER=$LOOP_DIR" wait
-  fi
-  if [[ $LOCK_MODE == mkdir ]]; then
-    rm -rf -- "$LOOP_DIR/.run-loop.lock.d"
+# proc_start PID: the process's start time as ps prints it ("" when it is gone).
+proc_start() { ps -o lstart= -p "$1" 2>/dev/null | tr -s ' ' || true; }
+
+# lock_held_v DIR: whether a runner holds the lock of the loop directory DIR, probed without
+# taking it (/proc/locks or `flock -n` for the flock, the owner's pid and start time for the
+# mkdir lock); REPLY says who holds it.
+lock_held_v() {
+  local lockdir="$1/.run-loop.lock.d" f ino owner
+  REPLY=
+  # The runner locks .run-loop.lock and the loop directory itself (a deleted lock file must
+  # not let a second runner in): either held means held.
+  for f in "$1/.run-loop.lock" "$1"; do
+    [[ -e $f ]] || continue
+    if [[ -r /proc/locks ]]; then
+      # shellcheck disable=SC2012  # ls -di is the portable way to read an inode number
+      ino=$(ls -di -- "$f" | awk '{ print $1 }')
+      if awk -v ino="$ino" '{ for (i = 1; i <= NF; i++) if (split($i, p, ":") == 3 && p[3] == ino) found = 1 } END { exit !found }' /proc/locks; then
+        REPLY="a runner holds $f (flock)"
+        return 0
+      fi
+    elif command -v flock >/dev/null 2>&1 && ! flock -n "$f" true 2>/dev/null; then
+      REPLY="a runner holds $f (flock)"
+      return 0
+    fi
+  done
+  [[ -d $lockdir ]] || return 1
+  owner=$(lock_owner "$lockdir")
+  lock_owner_alive "$lockdir" "$owner" || return 1
+  if [[ -z $owner ]]; then
+    REPLY="$lockdir exists without a readable owner (a runner may be starting): wait a moment, or remove the directory if no runner is running"
+  else
+    REPLY="a runner (pid ${owner%% *}) holds $lockdir"
   fi
 }
-
-proc_start() { ps -o lstart= -p "$1" 2>/dev/null | tr -s ' ' || true; }

@@ -3,6 +3,8 @@
 # ---- notify.secrets (read, never sourced), an environment variable or loop.toml, reach
 # ---- curl through a config file on its stdin (never its argv) and are never logged.
 
+# The bound of every channel (NOTIFY_TIMEOUT, checked when a notification is sent).
+NOTIFY_TIMEOUT_S=10
 NOTIFY_WEBHOOKS=()
 NOTIFY_NTFYS=()
 NOTIFY_JOBS=()
@@ -183,7 +185,7 @@ main() {
     here=$(cd -P -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
   fi
   summary=$(printf '%s' "$summary" | orbit_clean_text | tr '\n' ' ' | head -c 300)
-  ORBIT_LOG_FILE="$here/notify.log"
+  orbit_log_to "$here/notify.log"
   orbit_log "notify: $event — $summary" 2>/dev/null
   # Never fatal: a value the runner would refuse is logged and replaced by the default.
   NOTIFY_TIMEOUT_S=10

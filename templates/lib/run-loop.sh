@@ -15,8 +15,30 @@ git_env_set() {
   export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0=false
 }
 
+# How this run was started (--once: one tick), the status it started from (for notify-once),
+# the loop's branch, and its workspace (its own git worktree on orbit/<name>: where the
+# agent and the checks run and the commits are made) with the agent's folder in it.
+ONCE=0
+START_STATUS=
+START_REASON=
+LOOP_BRANCH=
+WS=
+AGENT_DIR=
+# The spend when this run started (the per-run cap counts from it).
+RUN_COST_START=0
+
 main() {
-  local arg status log_checked=0
+  main_args "$@"
+  main_setup
+  main_open
+  main_at_rest
+  main_start
+  main_iterations
+}
+
+# main_args ARG...: --once, --help, or a usage error (exit 2 with the footer).
+main_args() {
+  local arg
   for arg in "$@"; do
     case $arg in
       --once) ONCE=1 ;;
@@ -31,6 +53,11 @@ main() {
         ;;
     esac
   done
+}
+
+# main_setup: the runner's own environment, its settings, where things are, the preflight,
+# the lock and the scratch directory (everything before the state is read).
+main_setup() {
   # The runner's own standard output, for the footer of an error raised while a block's
   # output is redirected (fd 8 is closed for the agent, the checks and their watchdogs).
   exec 8>&1
@@ -46,11 +73,11 @@ main() {
   orbit_sha_detect
   locate
   # A setting that does not parse still ends the run with the footer (and a notification).
-  ORBIT_DIE_HOOK=settings_footer
+  orbit_die_hook settings_footer
   settings_check
   verify_budget
   fanout_settings
-  ORBIT_DIE_HOOK=
+  orbit_die_hook
 
   preflight
   sandbox_preflight
@@ -61,7 +88,7 @@ main() {
   export ORBIT_OWNER="$LOOP_DIR"
   # Scratch space inside the loop directory, used under the lock and kept from run to
   # run: every file in it is rewritten before it is read.
-  ORBIT_TMP="$LOOP_DIR/.run-tmp"
+  orbit_tmp_at "$LOOP_DIR/.run-tmp"
   if [[ -L $ORBIT_TMP || ! -d $ORBIT_TMP ]]; then
     rm -rf -- "$ORBIT_TMP"
     mkdir -- "$ORBIT_TMP"
@@ -71,6 +98,11 @@ main() {
   trap 'on_signal TERM 15' TERM
   trap 'on_signal HUP 1' HUP
   sweep_env "ORBIT_OWNER=$LOOP_DIR"
+}
+
+# main_open: the state, the workspace's path, the ledger, the journal and progress.md, read
+# and cross-checked (a state the journal does not name stops with exit 4).
+main_open() {
   load_state
   START_STATUS=${S[LAST_STATUS]} START_REASON=${S[STOP_REASON]}
   LOOP_BRANCH=${S[ITER_BRANCH]:-orbit/$LOOP_NAME}
@@ -82,15 +114,22 @@ main() {
   ledger_load
   events_open "$EV_FILE"
   if ! state_cross_check; then
+    local why=$REPLY
     footer "$STATUS_CONTINUE" "state corrupt: state.env does not match the journal; run orbit recover"
-    orbit_log "state corrupt: $STATE_ERR"
+    orbit_log "state corrupt: $why"
     orbit_log "error: review the loop directory, then run 'orbit recover $LOOP_DIR' to rebuild state from the evidence"
     notify_stop_early "$NOTIFY_EVENT_STATE_CORRUPT" "state corrupt: state.env does not match the journal; run orbit recover"
     lock_release
     exit "$EXIT_STATE_CORRUPT"
   fi
   progress_open "$PG_FILE"
-  CUR_ITER=${S[NEXT_ITERATION]}
+  iteration_at "${S[NEXT_ITERATION]}"
+}
+
+# main_at_rest: a loop at rest (DONE, stopped, ABORTED, STALLED, paused by a rate limit that
+# has not lifted) ends the run here with its exit code, touching nothing.
+main_at_rest() {
+  local status
   status=${S[LAST_STATUS]}
   if [[ $status == "$STATUS_DONE" ]]; then
     lock_release
@@ -119,9 +158,14 @@ main() {
     orbit_log "rate limited until $(orbit_iso "${S[RESUME_AT]}"): not calling the agent"
     exit "$EXIT_RATE_LIMITED"
   fi
+}
+
+# main_start: the run goes on: its start recorded, the first run's setup (or the workspace
+# made sure of), the integrity gate, an interrupted iteration resumed, the red gate.
+main_start() {
   # A run that goes on starts the live view over (one that found nothing to do left it).
   live_reset
-  orbit_event loop_start "${S[NEXT_ITERATION]}" pid "$$" once "$ONCE" resumed_from "$status" torn_repaired "$ORBIT_TORN_REPAIRED" engine "$ENGINE" engine_version "$ENGINE_VERSION"
+  orbit_event loop_start "${S[NEXT_ITERATION]}" pid "$$" once "$ONCE" resumed_from "${S[LAST_STATUS]}" torn_repaired "$ORBIT_TORN_REPAIRED" engine "$ENGINE" engine_version "$ENGINE_VERSION"
   if ((S[STARTED_AT] == 0)); then
     first_run_setup
     S[LAST_STATUS]=$STATUS_CONTINUE
@@ -142,6 +186,11 @@ main() {
       integrity_stop
     fi
   fi
+}
+
+# main_iterations: iterations until a stop condition (each of which exits).
+main_iterations() {
+  local log_checked=0
   while :; do
     # runner.log is rotated past 1 MiB: looked at on each start and every 20 iterations.
     if ((ONCE || S[NEXT_ITERATION] % 20 == 0 || !log_checked)) && [[ -f $ORBIT_LOG_FILE ]] &&

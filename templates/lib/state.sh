@@ -186,10 +186,10 @@ state_sidecar_text() {
   printf '%s' "$REPLY"
 }
 
-# state_write: GEN+1, LAST_UPDATED_AT=now, then state.env and its sidecar, each atomic.
-STATE_PRE_WRITE=
+# state_write DIR [RECORD]: GEN+1, LAST_UPDATED_AT=now, then state.env and its sidecar,
+# each atomic. RECORD TEXT, when named, runs first with the text about to be written.
 state_write() {
-  local dir=$1 text half tmp side
+  local dir=$1 record=${2:-} text half tmp side
   S[GEN]=$((S[GEN] + 1))
   orbit_now_v
   S[LAST_UPDATED_AT]=$REPLY
@@ -197,8 +197,8 @@ state_write() {
   text=$REPLY
   # The journal's record of this write comes first (the runner's: with the text's sha256),
   # so that a state.env no record names was written by someone else.
-  if [[ -n $STATE_PRE_WRITE ]]; then
-    "$STATE_PRE_WRITE" "$text"
+  if [[ -n $record ]]; then
+    "$record" "$text"
   fi
   if [[ $ORBIT_FAULT == mid_state_write ]]; then
     tmp="$dir/.state.env.tmp.$$"
@@ -317,6 +317,12 @@ orbit_records_fail() {
 EV_SEQ=0
 EV_PREV=0000000000000000000000000000000000000000000000000000000000000000
 EV_FILE=
+# records_at DIR: the journal and progress.md are DIR's (before either is opened: what
+# runs before may name them).
+records_at() {
+  EV_FILE=$1/events.jsonl
+  PG_FILE=$1/progress.md
+}
 
 # events_open FILE: find the chain's end; a torn last line (no newline) is trimmed.
 events_open() {

@@ -19,6 +19,7 @@ mod ops;
 mod recover;
 mod reliability;
 mod report;
+mod rooms;
 mod runner;
 mod sandbox;
 mod schedule;

@@ -84,6 +84,12 @@ live_close() {
 }
 
 # ---- the agent
+# The last agent run: its exit status, whether its timeout stopped it, its seconds, and the
+# attempt it was (of agent_attempts).
+AGENT_RC=0
+AGENT_TIMED_OUT=0
+AGENT_SECS=0
+ATTEMPT=0
 # agent_capture LIVE_FD: the capture of an agent run's output, a process of its own that
 # agent_wrapper starts without the run's marker: the output goes to the live view (LIVE_FD)
 # and its first and last ORBIT_HALF bytes to ORBIT_OUT.head and ORBIT_OUT.tail. It ignores
@@ -190,7 +196,8 @@ run_agent() {
     return 0
   fi
   if ((limit <= 0)); then
-    AGENT_RC=0 AGENT_TIMED_OUT=1 AGENT_SECS=0 DEADLINE_HIT=1
+    AGENT_RC=0 AGENT_TIMED_OUT=1 AGENT_SECS=0
+    deadline_hit
     orbit_log "the loop's wall-clock limit ($LOOP_TIMEOUT) is reached: the agent is not started"
     : >"$log"
     return 0
@@ -215,7 +222,7 @@ run_agent() {
   AGENT_TIMED_OUT=$ORBIT_TIMED_OUT
   AGENT_SECS=$((SECONDS - t0))
   if ((AGENT_TIMED_OUT && cut)); then
-    DEADLINE_HIT=1
+    deadline_hit
     orbit_log "the agent was stopped at the loop's wall-clock limit ($LOOP_TIMEOUT)"
   fi
   if ((AGENT_TIMED_OUT)); then

@@ -1,4 +1,11 @@
 # ---- verify
+# What the last verify run found: it passed (VERIFY_OK), its exit status, whether its bound
+# stopped it, the failing checks and their signature.
+VERIFY_OK=0
+VERIFY_RC=1
+VERIFY_TO=0
+VERIFY_FAILING=
+VERIFY_SIG=
 # run_verify N LABEL: runs verify.sh into iterations/N/verify.log; sets VERIFY_OK.
 run_verify() {
   local dir=$1 label=$2 out
@@ -15,7 +22,7 @@ run_verify() {
   deadline_cap_v "$VERIFY_BUDGET_S" || cut=1
   budget=$REPLY
   if ((budget <= 0)); then
-    DEADLINE_HIT=1
+    deadline_hit
     printf '[FAIL] verify.sh (not run: the loop'"'"'s wall-clock limit, %s, is reached)\n0 passed, 1 failed\n' "$LOOP_TIMEOUT" >"$out"
     cat -- "$out" >>"$dir/verify.log"
     return 0
@@ -27,7 +34,7 @@ run_verify() {
   VERIFY_RC=$ORBIT_RC
   VERIFY_TO=$ORBIT_TIMED_OUT
   if ((VERIFY_TO && cut)); then
-    DEADLINE_HIT=1
+    deadline_hit
   fi
   if ! trust_check check; then
     orbit_log "the checks changed $TRUST_BAD ($TRUST_REASON): their verdict is not taken"

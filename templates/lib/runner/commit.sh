@@ -124,6 +124,10 @@ COMMIT_ID=
 # asked what HEAD is.
 LAST_COMMIT_ID=
 LAST_COMMIT_TREE=
+# commit_forget_last: HEAD may no longer be the last commit (it was moved and put back).
+commit_forget_last() {
+  LAST_COMMIT_ID=
+}
 commit_plumbing() {
   local list=$1 msg=$2 before=$3 after=$4 head base tree
   COMMIT_ID=''

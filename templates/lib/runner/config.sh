@@ -2,28 +2,10 @@
 # ---- Everything it decides is written down: iterations/NNNNNN/, progress.md, events.jsonl,
 # ---- state.env. The agent never decides DONE; the gate in done_gate does.
 
-ONCE=0
+# The loop directory and the user's checkout it lives in (never touched), found by locate.
 LOOP_DIR=
-# The user's checkout (where the loop directory lives; never touched) and the loop's
-# workspace (its own git worktree on orbit/<name>: where the agent and the checks run and
-# the commits are made), with the agent's folder in it.
 REPO_ROOT=
-WS=
-AGENT_DIR=
-LOOP_BRANCH=
-RUN_COST_START=0
-CUR_ITER=0
-IN_ITERATION=0
-# The status this run started from, and whether it ran an iteration (for notify-once).
-START_STATUS=
-START_REASON=
-RAN_ITERATION=0
-AGENT_ABS=
-LOCK_MODE=
-GIT_DIR_ABS=
-GIT_COMMON_ABS=
-COMMIT_PLUMBING=0
-LAST_TREE=
+# The iteration's record, shared by every part: what the iteration did, as result.env has it.
 declare -A R=()
 
 usage() {
@@ -36,6 +18,21 @@ USAGE
 }
 
 # ---- settings: validated once, before any value reaches arithmetic.
+# What settings_check computes: the seconds of each duration, the micro-dollars of each
+# amount ("" for none), and verify_budget the bounds of verify.sh and holdout.sh.
+EXEC_TIMEOUT_S=0
+LOOP_TIMEOUT_S=0
+CHECK_TIMEOUT_S=0
+RETRY_BASE_DELAY_S=0
+CB_COOLDOWN_S=0
+KILL_GRACE_S=0
+COMMIT_TIMEOUT_S=0
+NOTIFY_TIMEOUT_S=10
+USD_CAP_M=
+USD_PER_RUN_CAP_M=
+USD_PER_ITER_CAP_M=
+COST_ESTIMATE_M=
+VERIFY_BUDGET_S=0
 # settings_check: every setting of the contract (ORBIT_SETTINGS) by its kind and bounds, the
 # ones loop.toml is validated by; the first bad one stops the run (EXIT_PREFLIGHT, nothing
 # run, nothing written). Sets the values the runner computes with: NAME_S, the seconds of a
@@ -69,6 +66,14 @@ settings_check() {
   done
 }
 
+# settings_notify_timeout: NOTIFY_TIMEOUT_S from its setting before settings_check ran (a
+# stop that notifies before it); the default when it does not parse.
+settings_notify_timeout() {
+  if [[ $NOTIFY_TIMEOUT_S == 10 ]] && orbit_setting_v NOTIFY_TIMEOUT 2>/dev/null; then
+    NOTIFY_TIMEOUT_S=$REPLY
+  fi
+}
+
 # verify_budget: VERIFY_BUDGET_S, verify.sh's own bound: every check's timeout plus a margin.
 verify_budget() {
   local checks
@@ -96,7 +101,7 @@ locate() {
     src=.
   fi
   LOOP_DIR=$(cd -P -- "${src:-/}" && pwd -P)
-  ORBIT_LOG_FILE="$LOOP_DIR/runner.log"
+  orbit_log_to "$LOOP_DIR/runner.log"
   # PATH is what a scheduler gave (cron's is short): what is missing is named, with the fix.
   command -v git >/dev/null 2>&1 ||
     preflight_fail "git is not on PATH ($PATH): install it, or give the scheduler a PATH that has it (orbit schedule writes one)"
@@ -104,8 +109,7 @@ locate() {
     preflight_fail "the loop directory $LOOP_DIR is not inside a git work tree: run orbit init inside the repository"
 
   REPO_ROOT=$(cd -P -- "$REPO_ROOT" && pwd -P)
-  EV_FILE="$LOOP_DIR/events.jsonl"
-  PG_FILE="$LOOP_DIR/progress.md"
+  records_at "$LOOP_DIR"
 }
 
 settings_footer() {

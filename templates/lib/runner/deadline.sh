@@ -1,6 +1,11 @@
 # ---- the loop's deadline (LOOP_TIMEOUT) bounds every run inside an iteration too: no agent
 # ---- or check run outlives it. DEADLINE_HIT says a run was cut short by it.
 DEADLINE_HIT=0
+# deadline_hit: a run was cut short (or not started) at the loop's deadline.
+deadline_hit() {
+  DEADLINE_HIT=1
+}
+
 # deadline_cap_v LIMIT: REPLY is LIMIT, or the seconds left before the loop's deadline when
 # fewer (0 when it has passed: the run does not start).
 deadline_cap_v() {

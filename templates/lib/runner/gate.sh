@@ -1,8 +1,23 @@
-# ---- the DONE gate (contract section 6). Sets GATE_VERDICT (DONE or a rejection reason).
+# ---- the DONE gate (contract section 6).
+# done_gate N DIR TREE: the gate of iteration N's claim, on the tree TREE its checks passed
+# on. GATE_VERDICT is DONE or the rejection's reason; GATE_TREE the tree the iteration ends
+# on (the confirmer's, when it changed the project).
+GATE_VERDICT=
+GATE_TREE=
 done_gate() {
-  local n=$1 dir=$2 k added first t_before t_after base
+  local n=$1 dir=$2 step
   GATE_VERDICT=
-  # 2. PASS_K consecutive passes: the first pass happened; run the rest.
+  GATE_TREE=$3
+  for step in gate_passes gate_placeholders gate_pins gate_holdout gate_judge gate_confirm; do
+    "$step" "$n" "$dir"
+    [[ -z $GATE_VERDICT ]] || return 0
+  done
+  GATE_VERDICT=$STATUS_DONE
+}
+
+# gate_passes N DIR: the checks pass PASS_K times in a row (the first pass happened).
+gate_passes() {
+  local n=$1 dir=$2 k
   for ((k = 2; k <= PASS_K; k++)); do
     run_verify "$dir" "pass $k of $PASS_K"
     if ! integrity_gate "after verify pass $k"; then
@@ -14,18 +29,22 @@ done_gate() {
       orbit_event verify_pass "$n" run "$k" streak "${S[VERIFY_STREAK]}"
     else
       S[VERIFY_STREAK]=0
-      feedback_write "$dir" "$n" "$ATTEMPT"
+      feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
       orbit_event verify_fail "$n" run "$k" failing "$VERIFY_FAILING" flaky true code VERIFY_FLAKY
       GATE_VERDICT="VERIFY_FLAKY: verify passed, then failed on pass $k of $PASS_K"
       return 0
     fi
   done
-  # 3. No placeholder in the lines the loop added: the workspace now against the commit the
-  # loop began from (nothing else is ever in the workspace's diff).
-  # A scan that cannot run rejects the claim (it never passes by default).
+}
+
+# gate_placeholders N DIR: no placeholder in the lines the loop added: the workspace now
+# against the commit the loop began from (nothing else is ever in the workspace's diff). A
+# scan that cannot run rejects the claim (it never passes by default).
+gate_placeholders() {
+  local dir=$2 added first base now_tree rc=0
   base=$(cat -- "$LOOP_DIR/.baseline-tree" 2>/dev/null || cat -- "$LOOP_DIR/.baseline-commit")
   tree_snapshot
-  local now_tree=$REPLY rc=0
+  now_tree=$REPLY
   git_q diff --no-color --no-ext-diff -U0 "$base" "$now_tree" -- >"$ORBIT_TMP/added.diff" 2>>"$ORBIT_LOG_FILE" || rc=$?
   if ((rc != 0)); then
     GATE_VERDICT="the placeholder scan could not run: git diff failed (exit $rc; see runner.log)"
@@ -45,14 +64,21 @@ done_gate() {
     printf '%s\n' "$added" >"$dir/placeholders.txt"
     return 0
   fi
-  # 4. Every pin intact, and nothing the runner holds changed.
+}
+
+# gate_pins: every pin intact, and nothing the runner holds changed.
+gate_pins() {
   if ! integrity_gate "done gate"; then
     GATE_VERDICT="integrity"
     return 0
   fi
-  # 4b. The holdout checks (contract section 10): hidden from the agent, run only here.
+}
+
+# gate_holdout N DIR: the holdout checks (contract section 10), hidden from the agent, run
+# only here.
+gate_holdout() {
   if ((HOLDOUT_CHECKS > 0)); then
-    run_holdout "$n" "$dir"
+    run_holdout "$1" "$2"
     if ! integrity_gate "after the holdout checks"; then
       GATE_VERDICT="integrity"
       return 0
@@ -61,13 +87,16 @@ done_gate() {
       # Which one failed is in the event and holdout.log: the verdict reaches progress.md,
       # which the agent reads, so it says no more than the feedback does.
       GATE_VERDICT="holdout: a hidden acceptance check failed (see holdout.log)"
-      holdout_feedback "$dir" "$n"
+      holdout_feedback "$2" "$1"
       return 0
     fi
   fi
-  # 5. The judge.
+}
+
+# gate_judge N DIR: the judge approves, when the loop has one.
+gate_judge() {
   if [[ -n $JUDGE_CMD ]]; then
-    run_judge "$n" "$dir"
+    run_judge "$1" "$2"
     if ! integrity_gate "after the judge"; then
       GATE_VERDICT="integrity"
       return 0
@@ -77,9 +106,12 @@ done_gate() {
       return 0
     fi
   fi
-  # 6. Fresh-context confirmation runs: DONE only when each writes CONFIRMED as the first
-  # line of .orbit-agent/confirm.md and changes nothing. Its exit code never confirms.
-  local verdict
+}
+
+# gate_confirm N DIR: fresh-context confirmation runs: DONE only when each writes CONFIRMED as
+# the first line of .orbit-agent/confirm.md and changes nothing. Its exit code never confirms.
+gate_confirm() {
+  local n=$1 dir=$2 k verdict t_before t_after
   for ((k = 1; k <= CONFIRM_RUNS; k++)); do
     tree_snapshot
     t_before=$REPLY
@@ -110,7 +142,7 @@ done_gate() {
     fi
     if [[ $t_before != "$t_after" ]]; then
       GATE_VERDICT="the confirmation run changed the project"
-      TREE_AFTER=$t_after
+      GATE_TREE=$t_after
       changes_v "$t_before" "$t_after"
       confirm_feedback "$dir" "$n" "the confirmation run changed the project ($REPLY): it was asked to change nothing"
       return 0
@@ -135,5 +167,4 @@ done_gate() {
         ;;
     esac
   done
-  GATE_VERDICT=$STATUS_DONE
 }

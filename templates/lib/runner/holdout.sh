@@ -16,7 +16,7 @@ run_holdout() {
   deadline_cap_v "$HOLDOUT_BUDGET_S" || cut=1
   budget=$REPLY
   if ((budget <= 0)); then
-    DEADLINE_HIT=1
+    deadline_hit
     printf '[FAIL] holdout.sh (not run: the loop'"'"'s wall-clock limit, %s, is reached)\n' "$LOOP_TIMEOUT" >>"$dir/holdout.log"
     return 0
   fi
@@ -26,7 +26,7 @@ run_holdout() {
     orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/holdout.sh"
   local rc=$ORBIT_RC to=$ORBIT_TIMED_OUT
   if ((to && cut)); then
-    DEADLINE_HIT=1
+    deadline_hit
   fi
   if ! trust_check check; then
     orbit_log "the holdout checks changed $TRUST_BAD ($TRUST_REASON): their verdict is not taken"
@@ -90,7 +90,7 @@ holdout_feedback() {
   local dir=$1 n=$2 text
   text='The visible checks passed, but a hidden acceptance check failed. Its content is not shown.'
   printf '{"failing":["hidden-acceptance"],"failing_roles":["holdout"],"tests":[],"assertions":[],"loci":[],"output_tail":%s,"attempt":%s,"iteration":%s}\n' \
-    "$(orbit_json_str "$text")" "$ATTEMPT" "$n" >"$dir/feedback.json"
+    "$(orbit_json_str "$text")" "${R[ATTEMPTS]}" "$n" >"$dir/feedback.json"
   {
     printf '%s\n' "$text"
     printf 'The DONE claim was rejected. Make the change correct in general, not only for the cases\n'
@@ -103,6 +103,6 @@ holdout_feedback() {
 confirm_feedback() {
   local dir=$1 n=$2 text=$3
   printf '{"failing":["confirmation"],"tests":[],"assertions":[],"loci":[],"output_tail":%s,"attempt":%s,"iteration":%s}\n' \
-    "$(orbit_json_str "$text")" "$ATTEMPT" "$n" >"$dir/feedback.json"
+    "$(orbit_json_str "$text")" "${R[ATTEMPTS]}" "$n" >"$dir/feedback.json"
   printf 'The checks passed, but the DONE claim was not confirmed by a fresh-context run:\n    %s\n' "$text" >"$dir/feedback.txt"
 }

@@ -1,11 +1,64 @@
 # ---- one iteration: gates were checked by the caller.
+# The iteration the runner is at, whether one is under way (a signal records it as
+# interrupted), whether this run ran one (for notify-once), the tree the last one ended
+# on (the next one's start in a continuous run), and whether the next prompt asks for a
+# claim (the checks passed without one).
+CUR_ITER=0
+IN_ITERATION=0
+RAN_ITERATION=0
+LAST_TREE=
+CLAIM_NUDGE=0
 # The iteration's record directory and its input feedback, for the attempts' hooks.
 ITER_DIR=
 ITER_FB=
+
+# iteration_at N: the runner is at iteration N (none under way yet).
+iteration_at() {
+  CUR_ITER=$1
+}
+
 run_iteration() {
-  RAN_ITERATION=1
-  local n=$1 dir attempt outcome fb t_before t_after claim=0 cp_name started
+  local n=$1 dir fb t_before t_after
   printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
+  iteration_begin "$n" "$dir"
+  fb=$REPLY
+  iteration_tree_before "$dir"
+  t_before=$REPLY
+  iteration_agent "$n" "$dir" "$t_before" "$fb"
+  iteration_rate_limit "$n" "$dir"
+  if ! ws_on_branch; then
+    workspace_head_restore "after the agent"
+  fi
+  if ! integrity_gate "after agent"; then
+    iteration_abort "$n" "$dir" "$t_before"
+    return 0
+  fi
+  if [[ ${R[AGENT_OUTCOME]} == "$OUTCOME_PERMANENT" ]]; then
+    R[VERIFY]=$VERIFY_SKIP R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_TOOL_FAILURE
+    R[EXIT_CODE]=$EXIT_BLOCKED
+    R[SUMMARY]="the agent could not be run: $PERMANENT_WHY"
+  fi
+  if [[ -z ${R[VERDICT]:-} ]]; then
+    run_verify "$dir" "after the agent"
+    if ! integrity_gate "after verify"; then
+      iteration_abort "$n" "$dir" "$t_before"
+      return 0
+    fi
+    iteration_verdict "$n" "$dir"
+  fi
+  tree_snapshot
+  t_after=$REPLY
+  iteration_claim "$n" "$dir" "$t_before" "$t_after"
+  [[ -n $REPLY ]] || return 0
+  t_after=$REPLY
+  iteration_close "$n" "$dir" "$t_before" "$t_after"
+}
+
+# iteration_begin N DIR: iteration N starts, its record R fresh, its directory DIR ready.
+# REPLY is the feedback it is given (its copy in DIR), "" on a first iteration.
+iteration_begin() {
+  local n=$1 dir=$2 started fb
+  RAN_ITERATION=1
   CUR_ITER=$n
   iter_prepare "$dir"
   IN_ITERATION=1
@@ -28,28 +81,38 @@ run_iteration() {
   fi
   orbit_event iteration_start "$n" max_iterations "$MAX_ITERATIONS"
   orbit_log "iteration $n of at most $MAX_ITERATIONS: the agent starts"
-  # The tree before the iteration: an interrupted attempt's, if one ran, so that its
-  # changes are committed with the iteration.
-  # In a continuous run nothing but the runner ran since the last iteration's snapshot
-  # (the commit moves HEAD, not the work tree): that snapshot is this one's start.
+  REPLY=$fb
+}
+
+# iteration_tree_before DIR: REPLY is the tree the iteration starts from (DIR/tree-before):
+# an interrupted attempt's, if one ran, so that its changes are committed with the
+# iteration. In a continuous run nothing but the runner ran since the last iteration's
+# snapshot (the commit moves HEAD, not the work tree): that snapshot is this one's start.
+iteration_tree_before() {
+  local dir=$1 t
   if [[ -f $dir/interrupted.1/tree-before ]]; then
-    t_before=$(<"$dir/interrupted.1/tree-before")
+    t=$(<"$dir/interrupted.1/tree-before")
   elif [[ -n $LAST_TREE ]]; then
-    t_before=$LAST_TREE
+    t=$LAST_TREE
   else
     tree_snapshot
-    t_before=$REPLY
+    t=$REPLY
   fi
-  printf '%s\n' "$t_before" >"$dir/tree-before"
-  attempt=0
-  outcome=$OUTCOME_AGENT_ERROR
+  printf '%s\n' "$t" >"$dir/tree-before"
+  REPLY=$t
+}
+
+# iteration_agent N DIR TREE_BEFORE FEEDBACK: the iteration's agent runs (one agent's
+# attempts, or N candidates and their survivor); what they did goes into R (AGENT_EXIT,
+# AGENT_OUTCOME, ATTEMPTS, DURATION, AGENT_MESSAGE) and the spend into the state.
+iteration_agent() {
+  local n=$1 dir=$2 t_before=$3 fb=$4 outcome attempt
   if ((FANOUT_N > 1)); then
     # N candidates instead of one agent: the survivor's change is in the workspace after
     # it, and the iteration goes on as a single agent's would.
     fanout_iteration "$n" "$dir" "$t_before" "$fb"
     outcome=$FANOUT_OUTCOME
     attempt=$FANOUT_ATTEMPTS
-    ATTEMPT=$attempt
     ENGINE_MESSAGE='' ENGINE_RESUME_AT='' PERMANENT_WHY=''
     if [[ -z $TRUST_BAD && ($outcome == "$OUTCOME_RATE_LIMITED" || $outcome == "$OUTCOME_PERMANENT") ]]; then
       # What the survivor's CLI said (when its limit lifts; its refusal and the fix) was
@@ -59,8 +122,7 @@ run_iteration() {
         ENGINE_MESSAGE='' ENGINE_RESUME_AT='' PERMANENT_WHY=''
       fi
     fi
-  fi
-  if ((FANOUT_N == 1)); then
+  else
     ITER_DIR=$dir ITER_FB=$fb
     agent_attempts "$n" "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" "$fb" iteration_attempt_prompt iteration_attempt_record
     outcome=$REPLY
@@ -73,109 +135,108 @@ run_iteration() {
   engine_final_message_v "$dir/agent.log"
   R[AGENT_MESSAGE]=$REPLY
   S[COST_MICROUSD]=$LEDGER_TOTAL
+}
 
-  if [[ $outcome == "$OUTCOME_RATE_LIMITED" && -z $TRUST_BAD ]]; then
-    local resume=$ENGINE_RESUME_AT
-    # No reset named: the next look in 15 minutes.
-    [[ $resume =~ ^[0-9]+$ ]] || resume=$(($(orbit_now) + 900))
-    if ((resume - $(orbit_now) > RATE_LIMIT_MAX_WAIT_S)); then
-      # Not a pause: a reset more than a week away is a stop for a human, with the text.
-      outcome=$OUTCOME_PERMANENT
-      R[AGENT_OUTCOME]=$outcome
-      if [[ -n $ENGINE_MESSAGE ]]; then
-        engine_clip_v "$ENGINE_MESSAGE"
-      else
-        REPLY=$({ grep -aiE -m 1 'retry|try again|reset|limit' -- "$dir/agent.log" || true; } | cut -c1-120)
-      fi
-      PERMANENT_WHY="rate limited until $(orbit_iso "$resume"), more than 7 days away: $REPLY"
-    fi
-  fi
-  if [[ $outcome == "$OUTCOME_RATE_LIMITED" ]]; then
-    # A rate limit burns no iteration: the attempt is kept aside and the iteration reruns.
-    S[RESUME_AT]=$resume
-    iter_prepare "$dir"
-    IN_ITERATION=0
-    orbit_event rate_limited "$n" resume_at "${S[RESUME_AT]}"
-    local said=''
+# iteration_rate_limit N DIR: a rate-limited agent pauses the loop until the limit lifts (a
+# rate limit burns no iteration: the attempt is kept aside and the iteration reruns), and
+# does not return; a reset more than RATE_LIMIT_MAX_WAIT_S away is a permanent failure.
+iteration_rate_limit() {
+  local n=$1 dir=$2 resume said=''
+  [[ ${R[AGENT_OUTCOME]} == "$OUTCOME_RATE_LIMITED" && -z $TRUST_BAD ]] || return 0
+  resume=$ENGINE_RESUME_AT
+  # No reset named: the next look in 15 minutes.
+  [[ $resume =~ ^[0-9]+$ ]] || resume=$(($(orbit_now) + 900))
+  if ((resume - $(orbit_now) > RATE_LIMIT_MAX_WAIT_S)); then
+    # Not a pause: a reset more than a week away is a stop for a human, with the text.
+    R[AGENT_OUTCOME]=$OUTCOME_PERMANENT
     if [[ -n $ENGINE_MESSAGE ]]; then
       engine_clip_v "$ENGINE_MESSAGE"
-      said=" ($REPLY)"
+    else
+      REPLY=$({ grep -aiE -m 1 'retry|try again|reset|limit' -- "$dir/agent.log" || true; } | cut -c1-120)
     fi
-    finish "$EXIT_RATE_LIMITED" "$STATUS_PAUSED" "$REASON_RATE_LIMIT" "rate limited by the agent's provider$said; resumes after $(orbit_iso "${S[RESUME_AT]}")"
-  fi
-
-  if ! ws_on_branch; then
-    workspace_head_restore "after the agent"
-  fi
-  if ! integrity_gate "after agent"; then
-    R[VERIFY]=$VERIFY_SKIP
-    abort_snapshot_v "$t_before"
-    record_abort "$n" "$dir" "$t_before" "$REPLY"
+    PERMANENT_WHY="rate limited until $(orbit_iso "$resume"), more than 7 days away: $REPLY"
     return 0
   fi
-
-  if [[ $outcome == "$OUTCOME_PERMANENT" ]]; then
-    R[VERIFY]=$VERIFY_SKIP R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_TOOL_FAILURE
-    R[EXIT_CODE]=$EXIT_BLOCKED
-    R[SUMMARY]="the agent could not be run: $PERMANENT_WHY"
+  S[RESUME_AT]=$resume
+  iter_prepare "$dir"
+  IN_ITERATION=0
+  orbit_event rate_limited "$n" resume_at "${S[RESUME_AT]}"
+  if [[ -n $ENGINE_MESSAGE ]]; then
+    engine_clip_v "$ENGINE_MESSAGE"
+    said=" ($REPLY)"
   fi
+  finish "$EXIT_RATE_LIMITED" "$STATUS_PAUSED" "$REASON_RATE_LIMIT" "rate limited by the agent's provider$said; resumes after $(orbit_iso "${S[RESUME_AT]}")"
+}
 
-  if [[ -z ${R[VERDICT]:-} ]]; then
-    run_verify "$dir" "after the agent"
-    if ! integrity_gate "after verify"; then
-      R[VERIFY]=$VERIFY_SKIP
-      abort_snapshot_v "$t_before"
-      record_abort "$n" "$dir" "$t_before" "$REPLY"
+# iteration_abort N DIR TREE_BEFORE: an integrity violation after the agent or a check run
+# ends the iteration (nothing of it verified, nothing committed).
+iteration_abort() {
+  R[VERIFY]=$VERIFY_SKIP
+  abort_snapshot_v "$3"
+  record_abort "$1" "$2" "$3" "$REPLY"
+}
+
+# iteration_verdict N DIR: the checks' verdict after the agent, into R and the verify streak;
+# a failure's feedback for the next attempt.
+iteration_verdict() {
+  local n=$1 dir=$2
+  if ((VERIFY_OK)); then
+    R[VERIFY]=$VERIFY_PASS
+    S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
+    orbit_event verify_pass "$n" run 1 streak "${S[VERIFY_STREAK]}"
+  else
+    R[VERIFY]=$VERIFY_FAIL
+    S[VERIFY_STREAK]=0
+    feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
+    R[VERIFY_FAILING]=$VERIFY_FAILING
+    R[VERIFY_SIG]=$VERIFY_SIG
+    orbit_event verify_fail "$n" run 1 failing "$VERIFY_FAILING" signature "$VERIFY_SIG"
+  fi
+}
+
+# iteration_claim N DIR TREE_BEFORE TREE_AFTER: the agent's claim, taken out of its folder
+# into the record before anything else runs (the confirmation run gets a fresh folder), and
+# put through the DONE gate when the checks passed. REPLY is the tree the iteration ends on
+# (the confirmer's, when it changed the project); "" when the gate found an integrity
+# violation (the iteration is recorded as aborted).
+iteration_claim() {
+  local n=$1 dir=$2 t_before=$3 verdict
+  REPLY=$4
+  R[DONE_CLAIM]=0
+  [[ -z ${R[VERDICT]:-} ]] && agent_file_take done.md "$dir/done.md.claim" || return 0
+  R[DONE_CLAIM]=1
+  orbit_event done_claim "$n"
+  verdict="verify failed"
+  if [[ ${R[VERIFY]} == "$VERIFY_PASS" ]]; then
+    done_gate "$n" "$dir" "$4"
+    if [[ $GATE_VERDICT == integrity ]]; then
+      record_abort "$n" "$dir" "$t_before" "$GATE_TREE"
+      REPLY=
       return 0
     fi
-    if ((VERIFY_OK)); then
-      R[VERIFY]=$VERIFY_PASS
-      S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
-      orbit_event verify_pass "$n" run 1 streak "${S[VERIFY_STREAK]}"
-    else
-      R[VERIFY]=$VERIFY_FAIL
-      S[VERIFY_STREAK]=0
-      feedback_write "$dir" "$n" "$attempt"
-      R[VERIFY_FAILING]=$VERIFY_FAILING
-      R[VERIFY_SIG]=$VERIFY_SIG
-      orbit_event verify_fail "$n" run 1 failing "$VERIFY_FAILING" signature "$VERIFY_SIG"
-    fi
+    verdict=$GATE_VERDICT
   fi
-  tree_snapshot
-  t_after=$REPLY
-  TREE_AFTER=$t_after
+  R[DONE_VERDICT]=$verdict
+  if [[ $verdict == "$STATUS_DONE" ]]; then
+    R[VERDICT]=$STATUS_DONE R[STOP_REASON]=$REASON_NONE R[EXIT_CODE]=$EXIT_DONE
+    R[SUMMARY]="DONE after $n iteration(s): every check passed $PASS_K times in a row and the gate held"
+    mv -- "$dir/done.md.claim" "$dir/done.md"
+  else
+    mv -- "$dir/done.md.claim" "$dir/done.md.rejected"
+    orbit_event done_rejected "$n" reason "$verdict"
+    orbit_log "iteration $n: done.md rejected: $verdict"
+  fi
+  REPLY=$GATE_TREE
+  [[ ${R[VERIFY]} == "$VERIFY_PASS" ]] || REPLY=$4
+}
 
-  # The agent's claim, taken out of its folder into the record before anything else runs
-  # (the confirmation run gets a fresh folder).
-  if [[ -z ${R[VERDICT]:-} ]] && agent_file_take done.md "$dir/done.md.claim"; then
-    claim=1
-    orbit_event done_claim "$n"
-    if [[ ${R[VERIFY]} == "$VERIFY_PASS" ]]; then
-      done_gate "$n" "$dir"
-      if [[ $GATE_VERDICT == integrity ]]; then
-        record_abort "$n" "$dir" "$t_before" "$TREE_AFTER"
-        return 0
-      fi
-      t_after=$TREE_AFTER
-    else
-      GATE_VERDICT="verify failed"
-    fi
-    R[DONE_VERDICT]=$GATE_VERDICT
-    if [[ $GATE_VERDICT == "$STATUS_DONE" ]]; then
-      R[VERDICT]=$STATUS_DONE R[STOP_REASON]=$REASON_NONE R[EXIT_CODE]=$EXIT_DONE
-      R[SUMMARY]="DONE after $n iteration(s): every check passed $PASS_K times in a row and the gate held"
-      mv -- "$dir/done.md.claim" "$dir/done.md"
-    else
-      cp_name="$dir/done.md.rejected"
-      mv -- "$dir/done.md.claim" "$cp_name"
-      orbit_event done_rejected "$n" reason "$GATE_VERDICT"
-      orbit_log "iteration $n: done.md rejected: $GATE_VERDICT"
-    fi
-  fi
-  R[DONE_CLAIM]=$claim
-  R[TREE_BEFORE]=$t_before
-  R[TREE_AFTER]=$t_after
-  changes_v "$t_before" "$t_after"
+# iteration_close N DIR TREE_BEFORE TREE_AFTER: the iteration's change, cost and decision
+# into its record (result.env), then finalize.
+iteration_close() {
+  local n=$1 dir=$2
+  R[TREE_BEFORE]=$3
+  R[TREE_AFTER]=$4
+  changes_v "$3" "$4"
   R[CHANGED]=$CHANGES_COUNT
   ledger_iter_sum_v "$n"
   R[COST_MICROUSD]=$REPLY

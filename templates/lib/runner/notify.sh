@@ -2,14 +2,13 @@
 # ---- by NOTIFY_TIMEOUT), so a slow channel never holds the loop; the runner waits for what is
 # ---- still being delivered once, bounded, when it exits (notify_drain).
 NOTIFY_PIDS=()
-NOTIFY_TIMEOUT_S=10
 
 # notify_script_v: REPLY is the notify.sh to run: the loop's own when it matches its pin in
 # pins.sha256, else the baseline copy .pins/notify.sh when that one does. Status 1, with a log
 # line, when neither does or there is no pin to check against: a notify.sh the agent could
 # have written is never run (contract section 7). This is what makes calling the hook safe
 # before the runner has checked the pins, on a preflight failure or a corrupt state.
-NOTIFY_TEXT=
+# (NOTIFY_TEXT, read with the pins: notify.sh's text as pinned, run from memory.)
 notify_script_v() {
   local line want f
   REPLY=''
@@ -100,9 +99,7 @@ notify_stop_early() {
   if [[ -z $LOOP_DIR || ! -d $LOOP_DIR ]]; then
     return 0
   fi
-  if [[ $NOTIFY_TIMEOUT_S == 10 ]] && orbit_setting_v NOTIFY_TIMEOUT 2>/dev/null; then
-    NOTIFY_TIMEOUT_S=$REPLY
-  fi
+  settings_notify_timeout
   notify "$1" "$2"
   notify_drain
   return 0

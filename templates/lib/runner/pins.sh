@@ -1,12 +1,20 @@
 # ---- integrity pins (contract section 7).
+# The integrity finding: the file (or set) found changed, what was wanted, what was found.
 PIN_BAD=
 PIN_WANT=
 PIN_HAVE=
+# pin_finding FILE [WANT HAVE]: the integrity finding is FILE ("": none).
+pin_finding() {
+  PIN_BAD=$1 PIN_WANT=${2:-} PIN_HAVE=${3:-}
+}
 # The manifest as the runner read it once, at the start of the run (contract section 7):
 # every later check compares the files with this, never with pins.sha256 on disk, which an
 # agent could rewrite along with the file it pins.
 PIN_TEXT=
 PIN_HELD=0
+# notify.sh's text as pinned, read with the manifest: the runner notifies from it, never
+# from a notify.sh changed since.
+NOTIFY_TEXT=
 # pins_hold: reads pins.sha256 (and the protected sets, pins.sets) into memory. A manifest
 # that is not a plain file, or a line not in sha256sum's format, stops the run.
 PIN_SETS=()

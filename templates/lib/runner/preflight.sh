@@ -1,4 +1,7 @@
 # ---- preflight: exit 2 with nothing run and nothing spent.
+# The agent's CLI as an absolute path, and the repository's common git directory.
+AGENT_ABS=
+GIT_COMMON_ABS=
 preflight_fail() {
   footer "$STATUS_CONTINUE" "preflight failed: $1"
   orbit_log "error: preflight: $1"

@@ -17,9 +17,8 @@ prompt_read_v() {
     REPLY=$'\x01nul'
   fi
 }
-# CLAIM_NUDGE: the last iteration's checks passed but it made no claim (contract 6: the
-# next prompt asks for the claim, or for what is still missing).
-CLAIM_NUDGE=0
+# (CLAIM_NUDGE, set by the iteration: the last iteration's checks passed but it made no
+# claim; contract 6: the next prompt asks for the claim, or for what is still missing.)
 # passed_without_claim N: status 0 when iteration N's record says verify passed and no
 # claim was made (read with bash alone; a record that is not a regular file says no).
 passed_without_claim() {

@@ -56,6 +56,9 @@ cost_to_micro() {
   awk -v x="$v" 'BEGIN { if (x < 0 || x > 1e9) exit 1; printf "%d", x * 1000000 + 0.5 }'
 }
 
+# What the last agent run cost, in micro-dollars, and how it is known.
+RUN_COST_M=0
+RUN_COST_KIND=
 # cost_of_run LOG COSTFILE: sets RUN_COST_M and RUN_COST_KIND.
 cost_of_run() {
   local log=$1 cfile=$2 v=''

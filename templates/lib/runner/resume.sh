@@ -30,9 +30,7 @@ load_state() {
 }
 
 save_state() {
-  STATE_PRE_WRITE=state_journal
-  state_write "$LOOP_DIR"
-  STATE_PRE_WRITE=
+  state_write "$LOOP_DIR" state_journal
 }
 
 # state_journal TEXT: the journal's record of the state.env about to be written.
@@ -113,7 +111,7 @@ state_cross_check() {
       return 0
     fi
   fi
-  STATE_ERR="state.env (generation ${S[GEN]}) is not the state the runner or orbit recover last wrote (the journal's record: generation ${gen:-?}, sha256 ${want:0:12}): something else wrote it"
+  REPLY="state.env (generation ${S[GEN]}) is not the state the runner or orbit recover last wrote (the journal's record: generation ${gen:-?}, sha256 ${want:0:12}): something else wrote it"
   return 1
 }
 

@@ -186,14 +186,14 @@ integrity_gate() {
   if workspace_intact; then
     # git's control files first (the pin check itself runs git), then the pins, then the
     # rest of the loop directory.
-    PIN_BAD=
+    pin_finding ''
     if { [[ -z $TRUST_BAD ]] && trust_check runner; } && pins_check; then
       orbit_event integrity_pass "$CUR_ITER" when "$when"
       return 0
     fi
     if [[ -n $TRUST_BAD ]]; then
       reason=$TRUST_REASON
-      PIN_BAD=$TRUST_BAD PIN_WANT=$TRUST_WANT PIN_HAVE=$TRUST_HAVE
+      pin_finding "$TRUST_BAD" "$TRUST_WANT" "$TRUST_HAVE"
     else
       orbit_pin_reason_v "$PIN_BAD"
       reason=$REPLY
@@ -220,11 +220,10 @@ workspace_intact() {
       return 0
     fi
   fi
-  PIN_BAD=$WS PIN_WANT="the worktree of $GIT_DIR_ABS"
   if [[ -L $WS ]]; then
-    PIN_HAVE="a symlink to $(readlink -- "$WS" 2>/dev/null || true)"
+    pin_finding "$WS" "the worktree of $GIT_DIR_ABS" "a symlink to $(readlink -- "$WS" 2>/dev/null || true)"
   else
-    PIN_HAVE="no worktree of this loop (${line:-no .git file})"
+    pin_finding "$WS" "the worktree of $GIT_DIR_ABS" "no worktree of this loop (${line:-no .git file})"
   fi
   return 1
 }

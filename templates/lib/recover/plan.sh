@@ -1,0 +1,284 @@
+# ---- the plan
+rc_plan() {
+  local ev_max=0 pg_max=0 git_max n verdict='' source='' retry=0 done=0 next k f idir
+  local cost status reason started origin ib cv cb_state cb_fails cb_sig cb_opened ran=0 b ws
+  rc_read_old
+  rc_read_events
+  rc_read_progress
+  rc_distrust_unrecorded_state
+  for n in "${!EVV[@]}"; do
+    if ((n > ev_max)); then ev_max=$n; fi
+  done
+  for n in "${!PGV[@]}"; do
+    if ((n > pg_max)); then pg_max=$n; fi
+  done
+  git_max=$(rc_git_max)
+  RC_LAST=$ev_max
+  if ((pg_max > RC_LAST)); then RC_LAST=$pg_max; fi
+  if ((git_max > RC_LAST)); then RC_LAST=$git_max; fi
+  if [[ -n ${EVV[$RC_LAST]:-} ]]; then
+    verdict=${EVV[$RC_LAST]} source=events.jsonl
+  elif [[ -n ${PGV[$RC_LAST]:-} ]]; then
+    verdict=${PGV[$RC_LAST]} source=progress.md
+  elif ((RC_LAST > 0)); then
+    source='a commit trailer'
+  fi
+  if ((RC_LAST > 0)) && [[ $verdict == "$STATUS_ABORTED" || $verdict == "$STATUS_BLOCKED" ]]; then
+    retry=1
+  fi
+  rc_set_aside_untrusted "$verdict"
+  # DONE only when every record of it agrees (orbit recover's done_distrusted); otherwise
+  # the iteration runs again.
+  local why=''
+  if ((RC_LAST > 0)) && [[ ${EVV[$RC_LAST]:-} == "$STATUS_DONE" ]]; then
+    rc_done_distrust_v "$RC_LAST"
+    why=$REPLY
+    if [[ -z $why ]]; then done=1; fi
+  fi
+  if ((RC_LAST == 0)); then
+    next=${O[NEXT_ITERATION]:-1}
+  elif ((retry)) || [[ -n $why ]]; then
+    next=$RC_LAST
+  else
+    next=$((RC_LAST + 1))
+  fi
+  idir=$(rc_iter_dir "$RC_LAST")
+  if ((retry)) && [[ -f $idir/result.env ]]; then
+    k=1
+    while [[ -e $idir/retried.$k ]]; do k=$((k + 1)); done
+    # Everything of the old attempt (files, interrupted.K/), so the rerun starts clean.
+    while IFS= read -r f; do
+      RC_MOVES_FROM+=("$f")
+      RC_MOVES_TO+=("$idir/retried.$k/${f##*/}")
+    done < <(find "$idir" -mindepth 1 -maxdepth 1 ! -name 'retried.*' | LC_ALL=C sort)
+    RC_REPAIRS+=("iteration $RC_LAST ended $verdict: it is retried, its record kept in iterations/$(printf '%06d' "$RC_LAST")/retried.$k/")
+  fi
+  if [[ -n $why ]]; then
+    RC_NOTES+=("iteration $RC_LAST's DONE is not trusted: $why; it runs again")
+    rc_set_aside_record "$RC_LAST" "its DONE is not trusted: $why" ''
+  fi
+  if ((!retry && !done && RC_LAST > 0)) && [[ -z $why && -f $(rc_iter_dir "$next")/result.env ]]; then
+    if [[ -n $RC_FIRST_IR && -z ${EVR[$next]:-} ]] && ((next >= RC_FIRST_IR)); then
+      RC_NOTES+=("iteration $next was recorded (iterations/$(printf '%06d' "$next")/result.env) but never announced (no iteration_result): the runner died right after writing it, and the next run does the iteration again")
+    else
+      RC_NOTES+=("iteration $next was recorded (iterations/$(printf '%06d' "$next")/result.env) but not closed: the next run completes it without running it again")
+    fi
+  fi
+  rc_pins
+  if ((F_STALL)) && [[ -s $RC_DIR/.action-sig.log ]]; then
+    RC_SIG_CLEAR=1
+    RC_REPAIRS+=("change signatures cleared (--clear-stall); the old ones are in the backup")
+  fi
+  while IFS= read -r f; do
+    RC_MOVES_FROM+=("$f")
+    RC_MOVES_TO+=("BACKUP/${f##*/}")
+    RC_REPAIRS+=("${f##*/}: a leftover of an interrupted write, moved to the backup")
+  done < <(find "$RC_DIR" -mindepth 1 -maxdepth 1 -type f -name '*.tmp.*' | LC_ALL=C sort)
+
+  # ---- the state
+  orbit_ledger_sum_v "$RC_DIR/cost.ledger" ||
+    orbit_die "$EXIT_FAILURE" "cannot read $RC_DIR/cost.ledger: check its permissions, then run recover.sh again"
+  cost=$REPLY
+  if ((RC_OLD_OK && !F_RESET)); then
+    cb_state=${O[CB_STATE]} cb_fails=${O[CB_FAILS]} cb_sig=${O[CB_SIG]} cb_opened=${O[CB_OPENED_AT]}
+  else
+    cb_state=$CB_CLOSED cb_fails=0 cb_sig='' cb_opened=0
+  fi
+  if ((F_RESET && RC_OLD_OK)) && [[ ${O[CB_STATE]} != "$CB_CLOSED" || ${O[CB_FAILS]} != 0 ]]; then
+    RC_REPAIRS+=("circuit breaker reset to CLOSED (--reset-circuit)")
+  fi
+  if ((RC_LAST > 0)) || [[ -f $RC_DIR/.baseline-commit ]]; then
+    ran=1
+  fi
+  if ((done)); then
+    status=$STATUS_DONE reason=$REASON_NONE
+  elif [[ -n $RC_BROKEN ]]; then
+    b=''
+    if [[ $RC_BROKEN == goal.md ]]; then b=-goal; fi
+    RC_NOTES+=("the pin of $RC_BROKEN is still broken ($RC_BROKEN_REASON): review the change, then --repin$b or --restore-pinned")
+    status=$STATUS_ABORTED reason=$RC_BROKEN_REASON
+  elif rc_holds_git_tamper; then
+    status=$STATUS_ABORTED reason=$REASON_GIT_TAMPER
+  elif [[ $cb_state == "$CB_OPEN" ]]; then
+    status=$STATUS_BLOCKED reason=$REASON_CIRCUIT_OPEN
+  elif ((RC_OLD_OK)); then
+    status=$STATUS_CONTINUE reason=$REASON_NONE
+    case ${O[LAST_STATUS]} in
+      "$STATUS_STALLED")
+        if ((!F_STALL)); then status=$STATUS_STALLED reason=${O[STOP_REASON]}; fi
+        ;;
+      "$STATUS_PAUSED") status=$STATUS_PAUSED reason=${O[STOP_REASON]} ;;
+      "$STATUS_BLOCKED")
+        if ((!retry)) && [[ ${O[STOP_REASON]} != "$REASON_CIRCUIT_OPEN" && ${O[STOP_REASON]} != "$REASON_TOOL_FAILURE" ]]; then
+          status=$STATUS_BLOCKED reason=${O[STOP_REASON]}
+        fi
+        ;;
+      "$STATUS_READY")
+        if ((RC_LAST == 0)); then status=$STATUS_READY; fi
+        ;;
+      "$STATUS_CONTINUE") reason=${O[STOP_REASON]} ;;
+    esac
+  elif ((ran)); then
+    status=$STATUS_CONTINUE reason=$REASON_NONE
+  else
+    status=$STATUS_READY reason=$REASON_NONE
+  fi
+  if ((RC_OLD_OK)); then
+    started=${O[STARTED_AT]} origin=${O[ORIGIN_BRANCH]} ib=${O[ITER_BRANCH]}
+  else
+    started=${RC_FIRST_START:-0} ib=''
+    # The runner records the starting branch in .origin-branch at the first run.
+    origin=$(cat -- "$RC_DIR/.origin-branch" 2>/dev/null || true)
+    if ! state_check_value ORIGIN_BRANCH "$origin"; then
+      origin=''
+    fi
+    if GIT_OPTIONAL_LOCKS=0 git -C "$RC_REPO" rev-parse --verify -q "refs/heads/orbit/$RC_NAME" >/dev/null 2>&1; then
+      ib="orbit/$RC_NAME"
+    fi
+  fi
+  if ((F_MIGRATE)); then
+    cv=$ORBIT_CONTRACT_VERSION
+    if ((RC_OLD_OK)) && [[ ${O[CONTRACT_VERSION]} != "$cv" ]]; then
+      RC_REPAIRS+=("CONTRACT_VERSION migrated to $cv (--migrate)")
+    fi
+  else
+    cv=${O[CONTRACT_VERSION]:-$RC_LOOP_CV}
+  fi
+  # WORKSPACE: the old state's; rebuilt, loop.toml's once a 2.0 loop has run (the runner
+  # sets it at the first run from the same setting).
+  if ((RC_OLD_OK)); then
+    ws=${O[WORKSPACE]}
+  elif ((ran)) && ! rc_older_major "$cv"; then
+    rc_ws_path_v
+    ws=$REPLY
+  else
+    ws=''
+  fi
+  if ((F_MIGRATE)) && { rc_older_major "${O[CONTRACT_VERSION]:-$RC_LOOP_CV}" || rc_older_major "$RC_LOOP_CV"; }; then
+    rc_migrate_check "$ran"
+    ws=''
+    if ((ran)); then
+      rc_ws_path_v
+      ws=$REPLY
+    fi
+  fi
+  if ! rc_older_major "$cv"; then
+    rc_ws_check "$ws" "$ib"
+  fi
+  S=()
+  S[CONTRACT_VERSION]=$cv
+  S[GEN]=${O[GEN]:-0}
+  S[NEXT_ITERATION]=$next
+  S[LAST_STATUS]=$status
+  S[STOP_REASON]=$reason
+  S[STARTED_AT]=$started
+  S[LAST_UPDATED_AT]=${O[LAST_UPDATED_AT]:-0}
+  S[ORIGIN_BRANCH]=$origin
+  S[ITER_BRANCH]=$ib
+  S[COST_MICROUSD]=$cost
+  S[CB_STATE]=$cb_state
+  S[CB_FAILS]=$cb_fails
+  S[CB_SIG]=$cb_sig
+  S[CB_OPENED_AT]=$cb_opened
+  S[VERIFY_STREAK]=${O[VERIFY_STREAK]:-0}
+  S[RESUME_AT]=${O[RESUME_AT]:-0}
+  S[WORKSPACE]=$ws
+  if ((RC_OLD_OK)); then
+    if [[ ${O[NEXT_ITERATION]} != "$next" ]]; then
+      if ((RC_LAST == 0)); then
+        RC_REPAIRS+=("NEXT_ITERATION ${O[NEXT_ITERATION]} → $next (no iteration on record)")
+      else
+        RC_REPAIRS+=("NEXT_ITERATION ${O[NEXT_ITERATION]} → $next ($source: iteration $RC_LAST ended ${verdict:-(committed)})")
+      fi
+    fi
+    if [[ ${O[LAST_STATUS]} != "$status" || ${O[STOP_REASON]} != "$reason" ]]; then
+      RC_REPAIRS+=("LAST_STATUS ${O[LAST_STATUS]} (${O[STOP_REASON]}) → $status ($reason)")
+    fi
+    if [[ ${O[COST_MICROUSD]} != "$cost" ]]; then
+      RC_REPAIRS+=("COST_MICROUSD ${O[COST_MICROUSD]} → $cost (the sum of cost.ledger)")
+    fi
+  fi
+  RC_STATE_WRITE=1
+  if ((RC_OLD_OK && RC_SIDECAR_OK)) && [[ "${RC_OLD_TEXT}x" == "$(
+    state_print
+    printf x
+  )" ]]; then
+    RC_STATE_WRITE=0
+  fi
+  if ((RC_STATE_WRITE)); then
+    b=${O[GEN]:-${RC_OLD_GEN:-0}}
+    if [[ -n $RC_SIDECAR_GEN ]] && ((RC_SIDECAR_GEN > b)); then
+      b=$RC_SIDECAR_GEN
+    fi
+    S[GEN]=$((b + 1))
+  fi
+}
+
+# rc_holds_git_tamper: a loop stopped on git_tamper (by its state, or by its last loop_stop
+# when there is no state to ask) stays ABORTED until orbit recover --repin accepts git's
+# config, hooks and excludes after a review (orbit recover's holds_git_tamper).
+rc_holds_git_tamper() {
+  if ((RC_OLD_OK)); then
+    [[ ${O[LAST_STATUS]} == "$STATUS_ABORTED" && ${O[STOP_REASON]} == "$REASON_GIT_TAMPER" ]] || return 1
+  else
+    [[ $RC_LAST_STOP == "$STATUS_ABORTED $REASON_GIT_TAMPER" ]] || return 1
+  fi
+  RC_NOTES+=("the loop stopped on git_tamper: review 'git -C $RC_REPO config --list --show-origin', .git/hooks and .git/info, undo what you did not make, then orbit recover --repin")
+  return 0
+}
+
+# Whether the plan changes anything. A progress.md whose last marker only lacks its final
+# newline is no change by itself (the runner adds it); it is mended when recover writes.
+rc_plan_has_changes() {
+  [[ -n $RC_WS_ADD || -n $RC_BH_WRITE ]] ||
+    ((RC_STATE_WRITE || RC_PINS_WRITE || RC_GOAL_COPY || RC_SIG_CLEAR || RC_EV_TORN || ${#RC_MOVES_FROM[@]} > 0)) ||
+    [[ -n $RC_EV_BREAK_LINE || -n $RC_PG_BREAK_OFF ]] || ((${#RC_PG_STRAY[@]} > 0)) ||
+    ((${#RC_RESTORE_TO[@]} > 0 || ${#RC_REMOVES[@]} > 0)) ||
+    [[ $RC_PG_TAIL == torn ]]
+}
+
+rc_resume_hint() {
+  case ${S[LAST_STATUS]} in
+    "$STATUS_DONE") printf 'the loop is DONE' ;;
+    "$STATUS_ABORTED") printf 'still ABORTED (%s): review the change, then --repin or --restore-pinned' "${S[STOP_REASON]}" ;;
+    *) printf 'the next run resumes at iteration %s (%s)' "${S[NEXT_ITERATION]}" "${S[LAST_STATUS]}" ;;
+  esac
+}
+
+rc_dry_run() {
+  local r i old new
+  printf 'recover.sh --dry-run %s%s: the plan (nothing is written)\n' "$RC_DIR" "${RC_FLAGS[*]:+ ${RC_FLAGS[*]}}"
+  if ! rc_plan_has_changes; then
+    printf 'nothing to repair: state.env agrees with the evidence; %s\n' "$(rc_resume_hint)"
+    return 0
+  fi
+  if ((RC_STATE_WRITE)); then
+    S[LAST_UPDATED_AT]=$(orbit_now)
+    old=$(mktemp "${TMPDIR:-/tmp}/orbit-recover.XXXXXX")
+    new=$(mktemp "${TMPDIR:-/tmp}/orbit-recover.XXXXXX")
+    if [[ -f $RC_DIR/state.env ]]; then
+      cat -- "$RC_DIR/state.env" >"$old"
+    fi
+    state_print >"$new"
+    printf -- '--- state.env\n+++ state.env (recovered)\n'
+    diff -u -- "$old" "$new" | tail -n +3 | grep -v '^@@' || true
+    rm -f -- "$old" "$new"
+  fi
+  for r in "${RC_REPAIRS[@]}"; do printf 'repair: %s\n' "$r"; done
+  if [[ -n $RC_WS_ADD ]]; then printf 'git: git worktree add --lock %s %s\n' "$RC_WS_ADD" "$RC_WS_BRANCH"; fi
+  if [[ -n $RC_BH_WRITE ]]; then printf 'write: .branch-head (the old copy to backups/)\n'; fi
+  if ((RC_PINS_WRITE)); then printf 'write: pins.sha256 (the old copy to backups/)\n'; fi
+  if ((RC_GOAL_COPY)); then printf 'write: .pins/goal.md (the old copy to backups/)\n'; fi
+  if ((RC_SIG_CLEAR)); then printf 'write: .action-sig.log (the old copy to backups/)\n'; fi
+  for i in "${!RC_RESTORE_TO[@]}"; do
+    printf 'write: %s (the old copy to backups/)\n' "${RC_RESTORE_TO[i]#"$RC_DIR"/}"
+  done
+  for i in "${!RC_REMOVES[@]}"; do
+    printf 'remove: %s (a copy to backups/)\n' "${RC_REMOVES[i]}"
+  done
+  for i in "${!RC_MOVES_FROM[@]}"; do
+    printf 'move: %s → %s\n' "${RC_MOVES_FROM[i]#"$RC_DIR"/}" "${RC_MOVES_TO[i]#"$RC_DIR"/}"
+  done
+  for r in "${RC_NOTES[@]}"; do printf 'note: %s\n' "$r"; done
+  printf 'append: a ## Recovery entry to progress.md and a recovery event to events.jsonl\n'
+}

@@ -1,0 +1,176 @@
+# ---- the runner's workspace: found, created, kept on the loop's branch (lib/workspace.sh:
+# ---- where it is).
+# The workspace's git directory, and whether its commits need the porcelain (hooks to run,
+# a signature to make).
+GIT_DIR_ABS=
+COMMIT_PLUMBING=0
+
+# workspace_path_v: REPLY is the workspace's absolute path: the state's once the loop ran,
+# else loop.toml's `workspace` (relative to the repository root), else the default
+# .orbit/.workspaces/<name>. Refused when it is inside the loop directory or holds it.
+workspace_path_v() {
+  local p=${S[WORKSPACE]:-}
+  if [[ -z $p ]]; then
+    workspace_setting_path_v "$WORKSPACE_SETTING" "$LOOP_NAME" "$REPO_ROOT"
+    p=$REPLY
+  fi
+  # Without . and .. segments, so that the containment tests below mean what they say.
+  if [[ /$p/ == */./* || /$p/ == */../* ]]; then
+    preflight_fail "the workspace path $p has a . or .. segment: give it plainly in loop.toml (workspace = ...)"
+  fi
+  p=${p%/}
+  if [[ $p == "$LOOP_DIR" || $p == "$LOOP_DIR"/* ]]; then
+    preflight_fail "the workspace $p is inside the loop directory: set workspace in loop.toml to a path outside it"
+  fi
+  if [[ $LOOP_DIR == "$p"/* ]]; then
+    preflight_fail "the loop directory is inside the workspace $p: set workspace in loop.toml to a path outside it"
+  fi
+  REPLY=$p
+}
+
+# workspace_git_facts: the workspace's git directory (its HEAD, index and in-progress
+# operations), whether commits need the porcelain (a hook to run, a signature to make), and
+# no rebase or merge left half-done in it.
+workspace_git_facts() {
+  local out f hooks
+  local -a facts=()
+  out=$(git_q rev-parse --absolute-git-dir --git-path hooks 2>/dev/null) ||
+    preflight_fail "the workspace $WS is not a git worktree: run orbit recover to recreate it"
+  mapfile -t facts <<<"$out"
+  GIT_DIR_ABS=${facts[0]} hooks=${facts[1]-}
+  [[ $hooks == /* ]] || hooks=$WS/$hooks
+  # Commits go through the porcelain only when it has work to do there: a commit hook to
+  # run or a signature to make. Otherwise plumbing does the same commit without a rescan.
+  COMMIT_PLUMBING=1
+  for f in pre-commit prepare-commit-msg commit-msg post-commit; do
+    if [[ -x $hooks/$f ]]; then
+      COMMIT_PLUMBING=0
+    fi
+  done
+  if [[ $(git_q config --bool --get commit.gpgsign 2>/dev/null || true) == true ]]; then
+    COMMIT_PLUMBING=0
+  fi
+  for f in rebase-merge rebase-apply MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG; do
+    if [[ -e $GIT_DIR_ABS/$f ]]; then
+      preflight_fail "a git operation is in progress in the workspace $WS ($f): finish or abort it there first"
+    fi
+  done
+}
+
+# workspace_exclude: the agent's folder (and a workspace kept inside the user's checkout)
+# is never part of anyone's tree: one line each in the repository's info/exclude, which
+# every worktree reads. Added once, never duplicated. aider's repository-map cache, which
+# it keeps at the root of the workspace, stays out too.
+workspace_exclude() {
+  local ex="$GIT_COMMON_ABS/info/exclude" line want have=$'\n'
+  local -a wants=('/.orbit-agent/')
+  if [[ $ENGINE == aider ]]; then
+    wants+=('/.aider.tags.cache.v4/')
+  fi
+  if [[ $WS == "$REPO_ROOT"/* ]]; then
+    wants+=("/${WS#"$REPO_ROOT"/}/")
+  fi
+  if [[ -f $ex ]]; then
+    while IFS= read -r line || [[ -n $line ]]; do have+="$line"$'\n'; done <"$ex"
+  fi
+  for want in "${wants[@]}"; do
+    if [[ $have != *$'\n'"$want"$'\n'* ]]; then
+      mkdir -p -- "${ex%/*}"
+      if [[ -s $ex && $(tail -c 1 -- "$ex") != '' ]]; then printf '\n' >>"$ex"; fi
+      printf '%s\n' "$want" >>"$ex" ||
+        preflight_fail "cannot write $ex (to keep the agent's folder out of every commit)"
+      have+="$want"$'\n'
+    fi
+  done
+}
+
+# workspace_add COMMIT_OR_BRANCH: a new worktree at WS on LOOP_BRANCH, locked against
+# `git worktree prune` while the loop exists.
+workspace_add() {
+  mkdir -p -- "${WS%/*}"
+  if repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" >/dev/null; then
+    repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -- "$WS" "$LOOP_BRANCH" >>"$ORBIT_LOG_FILE" 2>&1
+  else
+    repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -b "$LOOP_BRANCH" -- "$WS" "$1" >>"$ORBIT_LOG_FILE" 2>&1
+  fi
+}
+
+# workspace_ensure: at every start after the first, the workspace is there, a worktree of
+# this repository, on the loop branch. One deleted by hand is recreated from the branch (the
+# loop goes on, and the journal says so); a loop branch moved by hand (its recorded head is
+# no longer in its history) stops the run rather than be committed over.
+workspace_ensure() {
+  local head want
+  # In a fresh clone (a loop carried to another machine) the repository's info/exclude
+  # is new: the agent's folder is kept out of every commit there too.
+  workspace_exclude
+  if [[ ! -e $WS/.git ]]; then
+    if [[ -e $WS && -n $(ls -A -- "$WS" 2>/dev/null) ]]; then
+      preflight_fail "the workspace $WS exists but is not a git worktree: move it away, then rerun (the loop recreates it from $LOOP_BRANCH)"
+    fi
+    repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" >/dev/null ||
+      preflight_fail "the workspace $WS and the loop branch $LOOP_BRANCH are both gone: run orbit recover"
+    rmdir -- "$WS" 2>/dev/null || true
+    # Its registration is locked (so that prune keeps a live loop's workspace): this one
+    # registration goes (-f -f: missing and locked). Never a `git worktree prune`, which
+    # could take another loop's workspace while that one is being added.
+    repo_git worktree remove -f -f -- "$WS" 2>>"$ORBIT_LOG_FILE" || true
+    workspace_add "$LOOP_BRANCH" ||
+      preflight_fail "cannot recreate the workspace $WS from $LOOP_BRANCH (see runner.log)"
+    orbit_log "the workspace $WS was missing: recreated from $LOOP_BRANCH"
+    orbit_event workspace_recreated "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH"
+  fi
+  workspace_git_facts
+  if ! ws_on_branch; then
+    workspace_head_restore "start"
+  fi
+  if [[ -f $LOOP_DIR/.branch-head ]]; then
+    want=$(<"$LOOP_DIR/.branch-head")
+    head=$(git_q rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)
+    if [[ -n $want && $head != "$want" ]] && ! git_q merge-base --is-ancestor "$want" "$head" 2>/dev/null; then
+      footer "$STATUS_CONTINUE" "the loop branch $LOOP_BRANCH was moved by hand: run orbit audit, then orbit recover"
+      orbit_log "error: the loop branch $LOOP_BRANCH was moved by hand: it was at ${want:0:12}, it is at ${head:0:12}, which does not contain it. To go on from where it is now, run 'orbit recover $LOOP_DIR'; to undo the move, 'git branch -f $LOOP_BRANCH $want'"
+      orbit_event branch_moved "${S[NEXT_ITERATION]}" expected "$want" actual "$head"
+      notify_stop_early "$NOTIFY_EVENT_PREFLIGHT_FAILED" "the loop branch $LOOP_BRANCH was moved by hand"
+      lock_release
+      exit "$EXIT_PREFLIGHT"
+    fi
+  fi
+}
+
+# workspace_head_restore WHEN: the workspace's HEAD names the loop branch again (an agent
+# that checked out another branch or detached HEAD never makes the loop commit there). The
+# work tree is left as it is: whatever it holds is the agent's change, judged as such.
+workspace_head_restore() {
+  local cur
+  cur=$(git_q symbolic-ref -q --short HEAD 2>/dev/null || git_q rev-parse --short HEAD 2>/dev/null || true)
+  orbit_log "the workspace's HEAD is on '${cur:-?}', not the loop branch $LOOP_BRANCH ($1): pointing it back (the work tree is kept)"
+  orbit_event workspace_head_moved "$CUR_ITER" when "$1" found "${cur:-?}"
+  git_q symbolic-ref -m "orbit: back to the loop branch" HEAD "refs/heads/$LOOP_BRANCH" 2>>"$ORBIT_LOG_FILE" ||
+    orbit_die "$EXIT_PREFLIGHT" "cannot point the workspace's HEAD back to $LOOP_BRANCH"
+  commit_forget_last
+}
+
+# ws_on_branch: status 0 when the workspace's HEAD names the loop branch, read from the file
+# git keeps it in (no process: this is asked after every agent run).
+ws_on_branch() {
+  local line=''
+  IFS= read -r line <"$GIT_DIR_ABS/HEAD" 2>/dev/null || true
+  [[ $line == "ref: refs/heads/$LOOP_BRANCH" ]]
+}
+
+# branch_head_record [COMMIT]: the loop branch's head as the loop left it (COMMIT, the one it
+# just made, or git's answer), kept to tell a move by hand from the loop's own commits and
+# the agent's, which only add to it. Not synced: one lost on a crash leaves an older head,
+# still in the branch's history.
+branch_head_record() {
+  local head=${1:-}
+  if [[ -z $head ]]; then
+    head=$(git_q rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)
+  fi
+  if [[ -n $head ]]; then
+    { printf '%s\n' "$head" >"$LOOP_DIR/.branch-head.tmp" &&
+      mv -f -- "$LOOP_DIR/.branch-head.tmp" "$LOOP_DIR/.branch-head"; } ||
+      orbit_die "$EXIT_STATE_CORRUPT" "cannot write $LOOP_DIR/.branch-head"
+  fi
+}

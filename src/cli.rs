@@ -281,6 +281,10 @@ pub enum Command {
     /// standard output, or every page (orbit-init(1), ...) into a directory.
     #[command(after_help = examples_help("man"))]
     Man(ManArgs),
+    /// A reference page of orbit's docs (docs/cli.md, docs/settings.md, docs/exit-codes.md),
+    /// generated from the command definitions, the settings table and the exit codes.
+    #[command(hide = true)]
+    Reference(ReferenceArgs),
 }
 
 #[derive(Debug, Args)]
@@ -659,4 +663,22 @@ pub struct DemoArgs {
     /// Fan out to N simulated candidates per iteration (see `orbit init --candidates`).
     #[arg(long, value_name = "N")]
     pub candidates: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReferenceArgs {
+    /// The page to print on standard output.
+    #[arg(value_name = "PAGE", value_enum)]
+    pub page: ReferencePage,
+}
+
+/// The generated reference pages of docs/.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReferencePage {
+    /// docs/cli.md: every subcommand and flag, with its help text.
+    Cli,
+    /// docs/settings.md: every setting of loop.toml, its kind, bounds and default.
+    Settings,
+    /// docs/exit-codes.md: the runner's exit codes and every subcommand's.
+    ExitCodes,
 }

@@ -23,6 +23,7 @@ pub mod ops;
 pub mod pins;
 pub mod progress;
 pub mod recover;
+pub mod reference;
 pub mod render;
 pub mod report;
 pub mod result_env;
@@ -58,6 +59,7 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
             Ok(0)
         }
         cli::Command::Man(args) => manual::run(&args),
+        cli::Command::Reference(args) => reference::run(&args),
     }
 }
 

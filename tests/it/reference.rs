@@ -1,9 +1,10 @@
 //! The generated reference pages of docs/ (`orbit reference PAGE`): each committed page is
-//! what the binary generates now, and the generator leaves out no command, flag, setting
-//! or exit code.
+//! what the binary generates now, the generator leaves out no command, flag, setting or
+//! exit code, and every link of the docs reaches a file and a heading that exist.
 
+use std::collections::BTreeSet;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use orbit::cli::ReferencePage;
@@ -184,4 +185,128 @@ fn the_settings_and_exit_code_references_leave_nothing_out() {
             "docs/exit-codes.md does not name orbit {sub}"
         );
     }
+}
+
+// ---- Links
+
+/// The anchors of a markdown file: its headings as GitHub names them (a repeated heading
+/// gets `-1`, `-2`), and explicit `<a id="...">` anchors.
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        if let Some(heading) = line.strip_prefix('#') {
+            let heading = heading.trim_start_matches('#');
+            if heading.starts_with(' ') {
+                let base = reference::anchor(&heading.replace('`', ""));
+                let mut name = base.clone();
+                let mut k = 0;
+                while out.contains(&name) {
+                    k += 1;
+                    name = format!("{base}-{k}");
+                }
+                out.insert(name);
+            }
+        }
+        for part in line.split("<a id=\"").skip(1) {
+            out.insert(part.split('"').next().unwrap().to_string());
+        }
+    }
+    out
+}
+
+/// The link targets of a markdown file, outside code: `](target)`.
+fn links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        // Code spans hold no links.
+        let prose: String = line
+            .split('`')
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 0)
+            .map(|(_, s)| s)
+            .collect::<Vec<_>>()
+            .join(" ");
+        for part in prose.split("](").skip(1) {
+            if let Some(end) = part.find(')') {
+                out.push(part[..end].to_string());
+            }
+        }
+    }
+    out
+}
+
+fn docs_files() -> Vec<PathBuf> {
+    let mut files = vec![root().join("README.md"), root().join("CONTRIBUTING.md")];
+    for entry in fs::read_dir(root().join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn every_link_of_the_docs_reaches_a_file_and_a_heading_that_exist() {
+    let mut broken = Vec::new();
+    let files = docs_files();
+    assert!(files.len() >= 10, "{files:?}");
+    for file in &files {
+        let text = fs::read_to_string(file).unwrap();
+        let rel = file.strip_prefix(root()).unwrap().display().to_string();
+        for link in links(&text) {
+            if link.starts_with("http://") || link.starts_with("https://") {
+                continue;
+            }
+            let (path, anchor) = link.split_once('#').unwrap_or((&link, ""));
+            let target = if path.is_empty() {
+                file.clone()
+            } else {
+                file.parent().unwrap().join(path)
+            };
+            if !target.exists() {
+                broken.push(format!("{rel}: {link}: no file {}", target.display()));
+                continue;
+            }
+            if !anchor.is_empty() {
+                let names = anchors(&fs::read_to_string(&target).unwrap_or_default());
+                if !names.contains(anchor) {
+                    broken.push(format!("{rel}: {link}: no heading #{anchor}"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn the_readme_is_a_front_door() {
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    let lines: Vec<&str> = readme.lines().collect();
+    assert!(lines.len() <= 250, "README.md has {} lines", lines.len());
+    let head = lines[..60.min(lines.len())].join("\n");
+    for step in ["orbit demo", "orbit init", "orbit run"] {
+        assert!(
+            head.contains(step),
+            "`{step}` is not in README.md's first 60 lines"
+        );
+    }
+    assert!(readme.contains("cargo test") && readme.contains(".ci/run"));
 }

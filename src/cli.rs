@@ -205,6 +205,18 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
     ),
 ];
 
+/// The command tree the shell completions are made from: the visible subcommands only.
+/// clap_complete walks every subcommand, hidden ones too, and clap cannot remove one, so
+/// the root is assembled again from the visible ones (`orbit reference` stays out).
+pub fn completion_command() -> clap::Command {
+    let full = <Cli as clap::CommandFactory>::command();
+    clap::Command::new("orbit")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(full.get_about().cloned().unwrap_or_default())
+        .args(full.get_arguments().cloned())
+        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
+}
+
 /// The examples of one subcommand.
 pub fn examples(sub: &str) -> &'static [(&'static str, &'static str)] {
     EXAMPLES

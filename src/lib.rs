@@ -54,7 +54,7 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Report(args) => report::report(&args),
         cli::Command::Logs(args) => logs::run(&args),
         cli::Command::Completions(args) => {
-            let mut cmd = <cli::Cli as clap::CommandFactory>::command();
+            let mut cmd = cli::completion_command();
             clap_complete::generate(args.shell, &mut cmd, "orbit", &mut std::io::stdout());
             Ok(0)
         }

@@ -148,6 +148,15 @@ fn the_cli_reference_shows_every_subcommand_flag_and_argument_of_the_help() {
         !page.contains("## orbit reference"),
         "the hidden subcommand is not documented"
     );
+    // Nor offered by the shell completions (clap_complete alone would offer it).
+    for shell in ["bash", "zsh", "fish"] {
+        let script = orbit_stdout(&["completions", shell]);
+        assert!(script.contains("max-iterations"), "{shell}");
+        assert!(
+            !script.contains("reference"),
+            "{shell} completes the hidden subcommand"
+        );
+    }
 }
 
 #[test]

@@ -205,6 +205,18 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
     ),
 ];
 
+/// The command tree the shell completions are made from: the visible subcommands only.
+/// clap_complete walks every subcommand, hidden ones too, and clap cannot remove one, so
+/// the root is assembled again from the visible ones (`orbit reference` stays out).
+pub fn completion_command() -> clap::Command {
+    let full = <Cli as clap::CommandFactory>::command();
+    clap::Command::new("orbit")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(full.get_about().cloned().unwrap_or_default())
+        .args(full.get_arguments().cloned())
+        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
+}
+
 /// The examples of one subcommand.
 pub fn examples(sub: &str) -> &'static [(&'static str, &'static str)] {
     EXAMPLES
@@ -281,6 +293,10 @@ pub enum Command {
     /// standard output, or every page (orbit-init(1), ...) into a directory.
     #[command(after_help = examples_help("man"))]
     Man(ManArgs),
+    /// A reference page of orbit's docs (docs/cli.md, docs/settings.md, docs/exit-codes.md),
+    /// generated from the command definitions, the settings table and the exit codes.
+    #[command(hide = true)]
+    Reference(ReferenceArgs),
 }
 
 #[derive(Debug, Args)]
@@ -659,4 +675,22 @@ pub struct DemoArgs {
     /// Fan out to N simulated candidates per iteration (see `orbit init --candidates`).
     #[arg(long, value_name = "N")]
     pub candidates: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReferenceArgs {
+    /// The page to print on standard output.
+    #[arg(value_name = "PAGE", value_enum)]
+    pub page: ReferencePage,
+}
+
+/// The generated reference pages of docs/.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReferencePage {
+    /// docs/cli.md: every subcommand and flag, with its help text.
+    Cli,
+    /// docs/settings.md: every setting of loop.toml, its kind, bounds and default.
+    Settings,
+    /// docs/exit-codes.md: the runner's exit codes and every subcommand's.
+    ExitCodes,
 }

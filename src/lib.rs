@@ -23,6 +23,7 @@ pub mod ops;
 pub mod pins;
 pub mod progress;
 pub mod recover;
+pub mod reference;
 pub mod render;
 pub mod report;
 pub mod result_env;
@@ -53,11 +54,12 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Report(args) => report::report(&args),
         cli::Command::Logs(args) => logs::run(&args),
         cli::Command::Completions(args) => {
-            let mut cmd = <cli::Cli as clap::CommandFactory>::command();
+            let mut cmd = cli::completion_command();
             clap_complete::generate(args.shell, &mut cmd, "orbit", &mut std::io::stdout());
             Ok(0)
         }
         cli::Command::Man(args) => manual::run(&args),
+        cli::Command::Reference(args) => reference::run(&args),
     }
 }
 

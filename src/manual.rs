@@ -26,14 +26,16 @@ pub fn exit_meaning(code: ExitCode) -> &'static str {
         ExitCode::Integrity => {
             "Integrity violation: a pinned file changed (goal, verify, protected paths, scripts, agent settings); ABORTED."
         }
-        ExitCode::StateCorrupt => "The state is corrupt: run orbit recover.",
+        ExitCode::StateCorrupt => {
+            "The state is corrupt: run orbit recover. Also a state written under a newer major version of the loop contract (run it with the orbit that wrote it) or under contract 1.0 (run orbit recover --migrate); nothing is changed."
+        }
         ExitCode::Continue => {
             "CONTINUE: a run bound (--once) was reached and work remains; nothing needs a human."
         }
         ExitCode::LoopTimeout => "The loop's wall-clock timeout was reached.",
         ExitCode::Budget => "The budget cap was reached (PAUSED).",
         ExitCode::RateLimited => {
-            "Rate limited: PAUSED until the limit lifts; the next run resumes by itself."
+            "Rate limited: PAUSED until the limit lifts (RESUME_AT in state.env); the next run resumes by itself."
         }
         ExitCode::Blocked => "The circuit breaker is open or a tool failed (BLOCKED).",
         ExitCode::Stalled => "Stalled or oscillating: no progress (STALLED).",
@@ -46,8 +48,15 @@ pub fn exit_meaning(code: ExitCode) -> &'static str {
     }
 }
 
-/// The EXIT STATUS of one page: (code, meaning) rows.
-fn exit_status(sub: Option<&str>) -> Vec<(String, String)> {
+/// The row of a runner killed by a signal, after the codes of [`ExitCode`].
+pub const SIGNAL_EXIT: (&str, &str) = (
+    "128+n",
+    "Killed by signal n, after saving a resumable state.",
+);
+
+/// The EXIT STATUS of one page (`None`: orbit(1); `Some("run")`: the runner's codes):
+/// (code, meaning) rows.
+pub fn exit_status(sub: Option<&str>) -> Vec<(String, String)> {
     let rows = |list: &[(&str, &str)]| -> Vec<(String, String)> {
         list.iter()
             .map(|(c, m)| (c.to_string(), m.to_string()))
@@ -58,10 +67,7 @@ fn exit_status(sub: Option<&str>) -> Vec<(String, String)> {
             .iter()
             .map(|c| (c.code().to_string(), exit_meaning(*c).to_string()))
             .collect();
-        out.push((
-            "128+n".into(),
-            "Killed by signal n, after saving a resumable state.".into(),
-        ));
+        out.push((SIGNAL_EXIT.0.into(), SIGNAL_EXIT.1.into()));
         out
     };
     let findings = [

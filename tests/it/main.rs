@@ -17,6 +17,7 @@ mod logs;
 mod manual;
 mod ops;
 mod recover;
+mod reference;
 mod reliability;
 mod report;
 mod rooms;

@@ -24,7 +24,6 @@ const FUNCTION_EXCEPTIONS: &[(&str, &str, usize)] = &[
     ("lib/fanout.sh", "fanout_iteration", 197),
     ("lib/recover/plan.sh", "rc_plan", 214),
     ("lib/recover.sh", "rc_apply", 160),
-    ("lib/runner/iteration.sh", "finalize", 129),
 ];
 
 /// Globals every part may assign: the reply of a `_v` function (REPLY, and REPLY_* where

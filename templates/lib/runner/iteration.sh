@@ -319,7 +319,7 @@ CB_OPEN_SIG=
 # finalize N: from iterations/N/result.env, idempotently: commit, progress entry, events,
 # state. A rerun after a crash anywhere in here completes what is missing.
 finalize() {
-  local n=$1 fresh=${2:-0} dir text changed_list cost_line commit
+  local n=$1 fresh=${2:-0} dir commit
   printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
   result_read "$dir/result.env"
   CUR_ITER=$n
@@ -337,11 +337,34 @@ finalize() {
   if [[ ${R[VERDICT]} != "$STATUS_ABORTED" ]]; then
     sig_record "$n" "${R[TREE_AFTER]}"
   fi
-  # One final entry per attempt of the iteration: the earlier ones recover set aside
-  # (retried.K/) have theirs already.
-  # Only the end of progress.md is read: an iteration's entries are the newest ones, and
-  # a loop with a long history must not rescan all of it each iteration.
-  local retried=0 entries=0 closed=0 tail_text line
+  finalize_progress "$n" "$dir" "$fresh" "$commit"
+  # The journal's record of the iteration, unless an earlier attempt wrote it already.
+  if ((fresh)) || ! grep -q "\"event\":\"iteration_end\",\"iteration\":$n," -- "$EV_FILE" 2>/dev/null; then
+    orbit_event iteration_end "$n" verdict "${R[VERDICT]}" reason "${R[STOP_REASON]}" commit "$commit" changed "${R[CHANGED]:-0}"
+  fi
+  finalize_checkpoint "$n"
+  IN_ITERATION=0
+  LAST_TREE=${R[TREE_AFTER]:-}
+  orbit_log "iteration $n: ${R[VERDICT]} — ${R[SUMMARY]}"
+  S[LAST_STATUS]=${R[VERDICT]}
+  S[STOP_REASON]=${R[STOP_REASON]}
+  if [[ ${R[VERDICT]} == "$STATUS_CONTINUE" ]]; then
+    S[STOP_REASON]=$REASON_NONE
+  fi
+  save_state
+  if orbit_true "$NOTIFY_EVERY_ITERATION" && [[ ${R[VERDICT]} == "$STATUS_CONTINUE" ]]; then
+    notify "$NOTIFY_EVENT_ITERATION" "${R[SUMMARY]}"
+  fi
+  return 0
+}
+
+# finalize_progress N DIR FRESH COMMIT: iteration N's entry in progress.md (one final entry
+# per attempt of the iteration: the earlier ones recover set aside, retried.K/, have theirs
+# already), and its failure's line in .failures.log. Only the end of progress.md is read: an
+# iteration's entries are the newest ones, and a loop with a long history must not rescan
+# all of it each iteration.
+finalize_progress() {
+  local n=$1 dir=$2 fresh=$3 commit=$4 retried=0 entries=0 closed=0 tail_text line text changed_list cost_line
   for line in "$dir"/retried.*; do
     if [[ -d $line ]]; then retried=$((retried + 1)); fi
   done
@@ -398,11 +421,12 @@ finalize() {
         "$(sed -n '4,$p' "$dir/feedback.txt" 2>/dev/null | grep -v '^ *$' | tail -n 1 | sed 's/^ *//' | cut -c1-160)" >>"$LOOP_DIR/.failures.log"
     fi
   fi
-  # The journal's record of the iteration, unless an earlier attempt wrote it already.
-  if ((fresh)) || ! grep -q "\"event\":\"iteration_end\",\"iteration\":$n," -- "$EV_FILE" 2>/dev/null; then
-    orbit_event iteration_end "$n" verdict "${R[VERDICT]}" reason "${R[STOP_REASON]}" commit "$commit" changed "${R[CHANGED]:-0}"
-  fi
-  # The checkpoint.
+}
+
+# finalize_checkpoint N: the state after iteration N (its record R): the next iteration,
+# the circuit, the streak and the spend.
+finalize_checkpoint() {
+  local n=$1
   S[NEXT_ITERATION]=$((n + 1))
   if [[ ${R[CB_FAILS]:-} =~ ^[0-9]{1,9}$ ]]; then
     S[CB_FAILS]=${R[CB_FAILS]}
@@ -433,19 +457,6 @@ finalize() {
       S[NEXT_ITERATION]=$n
       ;;
   esac
-  IN_ITERATION=0
-  LAST_TREE=${R[TREE_AFTER]:-}
-  orbit_log "iteration $n: ${R[VERDICT]} — ${R[SUMMARY]}"
-  S[LAST_STATUS]=${R[VERDICT]}
-  S[STOP_REASON]=${R[STOP_REASON]}
-  if [[ ${R[VERDICT]} == "$STATUS_CONTINUE" ]]; then
-    S[STOP_REASON]=$REASON_NONE
-  fi
-  save_state
-  if orbit_true "$NOTIFY_EVERY_ITERATION" && [[ ${R[VERDICT]} == "$STATUS_CONTINUE" ]]; then
-    notify "$NOTIFY_EVENT_ITERATION" "${R[SUMMARY]}"
-  fi
-  return 0
 }
 
 # Complete an iteration whose record exists but whose checkpoint does not (a crash after

@@ -3,6 +3,7 @@
 //! SCREAMING_SNAKE_CASE (`max-iterations` → `MAX_ITERATIONS`).
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -15,8 +16,14 @@ use crate::goal::{self, Usd, parse_duration};
 pub use crate::contract::CONTRACT_VERSION;
 pub use crate::contract::settings::DEFAULT_PLACEHOLDER_PATTERN;
 
+/// Every key of loop.toml. A key left out takes its default: a setting's from the contract's
+/// table ([`SETTINGS`]), the loop's identity's from [`LoopConfig::defaults`]; so
+/// `LoopConfig::default()` is the loop.toml that says nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+// `remote = "Self"`: the derives are the inherent `LoopConfig::serialize` and
+// `LoopConfig::deserialize`, which the trait impls below wrap (deserializing over the
+// defaults first).
+#[serde(remote = "Self", rename_all = "kebab-case", deny_unknown_fields)]
 pub struct LoopConfig {
     /// Version of the loop contract the loop was written under.
     pub contract_version: String,
@@ -74,6 +81,8 @@ pub struct LoopConfig {
     /// A command that approves DONE by exiting 0 (empty = no judge).
     pub judge_cmd: String,
     pub placeholder_pattern: String,
+    /// A whole number of bytes, held as loop.toml's text gives it (a string, or an integer).
+    #[serde(deserialize_with = "count_text")]
     pub agent_log_max: String,
     pub notify_every_iteration: bool,
     pub notify_desktop: bool,
@@ -198,60 +207,87 @@ where
     })
 }
 
+impl Serialize for LoopConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        LoopConfig::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for LoopConfig {
+    /// The keys given, over [`LoopConfig::defaults`].
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> std::result::Result<Self, D::Error> {
+        let given = toml::Table::deserialize(de)?;
+        let mut table = LoopConfig::defaults().clone();
+        table.extend(given);
+        LoopConfig::deserialize(table).map_err(|e| serde::de::Error::custom(e.message()))
+    }
+}
+
 impl Default for LoopConfig {
     fn default() -> Self {
-        LoopConfig {
-            contract_version: CONTRACT_VERSION.into(),
-            name: "loop".into(),
-            engine: Engine::Claude,
-            argv: Engine::Claude.default_argv().unwrap_or_default(),
-            verify: Vec::new(),
-            reproduction: Vec::new(),
-            regression: Vec::new(),
-            holdout: Vec::new(),
-            protect: Vec::new(),
-            max_iterations: 20,
-            exec_timeout: "10m".into(),
-            loop_timeout: "0".into(),
-            usd_cap: None,
-            usd_per_run_cap: None,
-            usd_per_iter_cap: None,
-            cost_estimate_usd: None,
-            pass_k: 2,
-            check_timeout: "10m".into(),
-            retry_limit: 3,
-            retry_base_delay: "5s".into(),
-            cb_threshold: 3,
-            cb_cooldown: "10m".into(),
-            convergence_window: 3,
-            kill_grace: "10s".into(),
-            commit_timeout: "2m".into(),
-            autocommit: true,
-            branch_isolation: true,
-            squash_on_done: false,
-            allow_green_start: false,
-            wrapup_on_limit: true,
-            adaptive_timeout: false,
-            confirm_runs: 1,
-            judge_cmd: String::new(),
-            placeholder_pattern: DEFAULT_PLACEHOLDER_PATTERN.into(),
-            agent_log_max: "4194304".into(),
-            notify_every_iteration: false,
-            notify_desktop: false,
-            notify_cmd: String::new(),
-            notify_webhook: Vec::new(),
-            notify_webhook_env: String::new(),
-            notify_ntfy: Vec::new(),
-            notify_timeout: "10s".into(),
-            workspace: String::new(),
-            sandbox: Sandbox::None,
-            token_prices: Vec::new(),
-            env_file: String::new(),
-            memory: Memory::Notes,
-            candidates: 1,
-            fanout_early_stop: false,
+        LoopConfig::deserialize(LoopConfig::defaults().clone())
+            .expect("the defaults of the contract's table make a loop.toml")
+    }
+}
+
+/// A setting's default as loop.toml holds it (none for an amount without one).
+fn toml_default(setting: &Setting) -> Option<toml::Value> {
+    let text = setting.default;
+    Some(match setting.kind {
+        SettingKind::Count { .. } => toml::Value::Integer(
+            text.parse()
+                .expect("a count's default in the contract's table is a number"),
+        ),
+        SettingKind::Bool => toml::Value::Boolean(text == "1"),
+        SettingKind::Usd if text.is_empty() => return None,
+        SettingKind::List => toml::Value::Array(
+            text.split_whitespace()
+                .map(|w| toml::Value::String(w.into()))
+                .collect(),
+        ),
+        SettingKind::Duration { .. } | SettingKind::Usd | SettingKind::Text => {
+            toml::Value::String(text.into())
+        }
+    })
+}
+
+/// A setting's value (as loop.toml holds it) as the text bash reads: "1"/"0" for booleans,
+/// a list's words separated by spaces.
+fn bash_text(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(t) => t.clone(),
+        toml::Value::Boolean(b) => if *b { "1" } else { "0" }.into(),
+        toml::Value::Array(items) => items
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+            .collect::<Vec<_>>()
+            .join(" "),
+        v => v.to_string(),
+    }
+}
+
+/// A whole number as loop.toml's text: a string, or an integer (kept as its digits).
+fn count_text<'de, D>(de: D) -> std::result::Result<String, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct CountText;
+    impl serde::de::Visitor<'_> for CountText {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a whole number")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<String, E> {
+            Ok(v.into())
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<String, E> {
+            Ok(v.to_string())
         }
     }
+    de.deserialize_any(CountText)
 }
 
 /// Checks one setting's value (as loop.toml holds it) against the contract's table.
@@ -331,6 +367,56 @@ pub fn is_env_name(name: &str) -> bool {
 }
 
 impl LoopConfig {
+    /// The loop.toml of a loop that says nothing of itself: every setting at its default in
+    /// the contract's table; a claude loop named `loop`, without checks or protect globs.
+    pub fn defaults() -> &'static toml::Table {
+        static DEFAULTS: OnceLock<toml::Table> = OnceLock::new();
+        DEFAULTS.get_or_init(|| {
+            let engine = Engine::Claude;
+            let mut t = toml::Table::new();
+            t.insert("contract-version".into(), CONTRACT_VERSION.into());
+            t.insert("name".into(), "loop".into());
+            t.insert("engine".into(), engine.name().into());
+            t.insert(
+                "argv".into(),
+                engine.default_argv().unwrap_or_default().into(),
+            );
+            for key in ["verify", "reproduction", "regression", "holdout", "protect"] {
+                t.insert(key.into(), toml::Value::Array(Vec::new()));
+            }
+            t.insert("branch-isolation".into(), true.into());
+            t.insert("workspace".into(), "".into());
+            t.insert("sandbox".into(), Sandbox::None.name().into());
+            t.insert("memory".into(), Memory::Notes.name().into());
+            t.insert("candidates".into(), 1.into());
+            t.insert("fanout-early-stop".into(), false.into());
+            for s in SETTINGS {
+                if let Some(v) = toml_default(s) {
+                    t.insert(s.key.into(), v);
+                }
+            }
+            t
+        })
+    }
+
+    /// Every setting of the contract's table with its value as the text bash reads ("" for
+    /// none, "1"/"0" for booleans, a list's words separated by spaces), in the table's order.
+    pub fn setting_texts(&self) -> Vec<(&'static Setting, String)> {
+        let value = toml::Value::try_from(self).expect("LoopConfig always serializes");
+        let table = value.as_table().expect("LoopConfig serializes to a table");
+        SETTINGS
+            .iter()
+            .map(|s| {
+                // A key left out of loop.toml (an amount of none, a value at its default
+                // that is not written) is the table's default.
+                let text = table
+                    .get(s.key)
+                    .map_or_else(|| s.default.to_string(), bash_text);
+                (s, text)
+            })
+            .collect()
+    }
+
     /// Checks every value, so a hand-edited loop.toml fails here with a clear message
     /// rather than in bash at 3 a.m.
     pub fn validate(&self) -> Result<()> {
@@ -559,25 +645,15 @@ mod tests {
 
     #[test]
     fn defaults_are_the_contract_tables_defaults() {
-        let d = LoopConfig::default();
-        let table = match toml::Value::try_from(&d) {
-            Ok(toml::Value::Table(t)) => t,
-            other => panic!("{other:?}"),
-        };
-        for s in SETTINGS {
-            let text = match table.get(s.key) {
-                None => String::new(),
-                Some(toml::Value::String(t)) => t.clone(),
-                Some(toml::Value::Boolean(b)) => if *b { "1" } else { "0" }.into(),
-                Some(toml::Value::Array(items)) => items
-                    .iter()
-                    .map(|v| v.as_str().unwrap_or_default())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                Some(v) => v.to_string(),
-            };
+        for (s, text) in LoopConfig::default().setting_texts() {
             assert_eq!(text, s.default, "default of {}", s.key);
         }
+        // A loop.toml that says nothing is the default loop.
+        assert_eq!(
+            toml::from_str::<LoopConfig>("").unwrap(),
+            LoopConfig::default()
+        );
+        LoopConfig::default().validate().unwrap();
     }
 
     #[test]

@@ -4,13 +4,15 @@
 //! Scripts are a rendered data prelude followed by static bash parts included verbatim,
 //! so Jinja never meets bash syntax and shellcheck reads the parts as they run.
 
+use std::collections::BTreeMap;
+
 use minijinja::value::Value;
 use minijinja::{AutoEscape, Environment, State, UndefinedBehavior};
 use serde::Serialize;
 
 use crate::config::LoopConfig;
 use crate::error::{Error, Result};
-use crate::goal::{self, GoalText, Usd};
+use crate::goal::{self, GoalText};
 use crate::shell;
 
 /// Templates compiled into the binary, by name.
@@ -216,43 +218,18 @@ pub const ROLE_REGRESSION: &str = "regression";
 /// The role of a holdout check (`--holdout`).
 pub const ROLE_HOLDOUT: &str = "holdout";
 
-/// Every setting as the text bash reads ("" for none, "1"/"0" for booleans).
+/// Every setting of the contract's table as the text bash reads ("" for none, "1"/"0" for
+/// booleans), by its key in snake_case: what a template that places one setting reads
+/// (`{{ s.check_timeout }}`).
+pub type SettingsView = BTreeMap<String, String>;
+
+/// One setting of the settings prelude (`settings.sh.j2`): the bash variable and its value.
 #[derive(Debug, Serialize)]
-pub struct SettingsView {
-    pub max_iterations: String,
-    pub exec_timeout: String,
-    pub loop_timeout: String,
-    pub usd_cap: String,
-    pub usd_per_run_cap: String,
-    pub usd_per_iter_cap: String,
-    pub cost_estimate_usd: String,
-    pub pass_k: String,
-    pub check_timeout: String,
-    pub retry_limit: String,
-    pub retry_base_delay: String,
-    pub cb_threshold: String,
-    pub cb_cooldown: String,
-    pub convergence_window: String,
-    pub kill_grace: String,
-    pub commit_timeout: String,
-    pub autocommit: String,
-    pub squash_on_done: String,
-    pub allow_green_start: String,
-    pub wrapup_on_limit: String,
-    pub adaptive_timeout: String,
-    pub confirm_runs: String,
-    pub judge_cmd: String,
-    pub placeholder_pattern: String,
-    pub agent_log_max: String,
-    pub notify_every_iteration: String,
-    pub notify_desktop: String,
-    pub notify_cmd: String,
-    pub notify_webhook: String,
-    pub notify_webhook_env: String,
-    pub notify_ntfy: String,
-    pub notify_timeout: String,
-    pub token_prices: String,
-    pub env_file: String,
+pub struct SettingLine {
+    /// `MAX_ITERATIONS`.
+    pub name: String,
+    /// The value as bash reads it.
+    pub value: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -294,15 +271,10 @@ pub struct View {
     pub workspace: String,
     /// The OS sandbox of the agent and check runs: `none` or `bwrap`.
     pub sandbox: String,
+    /// The settings an environment variable of the same name overrides, in the table's
+    /// order: the settings prelude's `NAME=${NAME-value}` lines.
+    pub settings: Vec<SettingLine>,
     pub s: SettingsView,
-}
-
-fn b(v: bool) -> String {
-    if v { "1" } else { "0" }.into()
-}
-
-fn usd(v: Option<Usd>) -> String {
-    v.map(|u| goal::format_usd(u.micro())).unwrap_or_default()
 }
 
 /// A markdown code span that holds `text` whatever backticks it contains.
@@ -366,6 +338,18 @@ impl View {
                 role: ROLE_HOLDOUT,
             })
             .collect();
+        let texts = cfg.setting_texts();
+        let settings = texts
+            .iter()
+            .map(|(setting, value)| SettingLine {
+                name: setting.env_name(),
+                value: value.clone(),
+            })
+            .collect();
+        let s = texts
+            .into_iter()
+            .map(|(setting, value)| (setting.key.replace('-', "_"), value))
+            .collect();
         View {
             orbit_version: env!("CARGO_PKG_VERSION").into(),
             contract_version: cfg.contract_version.clone(),
@@ -394,42 +378,8 @@ impl View {
             goal_text: goal.as_str().to_string(),
             workspace: cfg.workspace.clone(),
             sandbox: cfg.sandbox.name().into(),
-            s: SettingsView {
-                max_iterations: cfg.max_iterations.to_string(),
-                exec_timeout: cfg.exec_timeout.clone(),
-                loop_timeout: cfg.loop_timeout.clone(),
-                usd_cap: usd(cfg.usd_cap),
-                usd_per_run_cap: usd(cfg.usd_per_run_cap),
-                usd_per_iter_cap: usd(cfg.usd_per_iter_cap),
-                cost_estimate_usd: usd(cfg.cost_estimate_usd),
-                pass_k: cfg.pass_k.to_string(),
-                check_timeout: cfg.check_timeout.clone(),
-                retry_limit: cfg.retry_limit.to_string(),
-                retry_base_delay: cfg.retry_base_delay.clone(),
-                cb_threshold: cfg.cb_threshold.to_string(),
-                cb_cooldown: cfg.cb_cooldown.clone(),
-                convergence_window: cfg.convergence_window.to_string(),
-                kill_grace: cfg.kill_grace.clone(),
-                commit_timeout: cfg.commit_timeout.clone(),
-                autocommit: b(cfg.autocommit),
-                squash_on_done: b(cfg.squash_on_done),
-                allow_green_start: b(cfg.allow_green_start),
-                wrapup_on_limit: b(cfg.wrapup_on_limit),
-                adaptive_timeout: b(cfg.adaptive_timeout),
-                confirm_runs: cfg.confirm_runs.to_string(),
-                judge_cmd: cfg.judge_cmd.clone(),
-                placeholder_pattern: cfg.placeholder_pattern.clone(),
-                agent_log_max: cfg.agent_log_max.clone(),
-                notify_every_iteration: b(cfg.notify_every_iteration),
-                notify_desktop: b(cfg.notify_desktop),
-                notify_cmd: cfg.notify_cmd.clone(),
-                notify_webhook: cfg.notify_webhook.join(" "),
-                notify_webhook_env: cfg.notify_webhook_env.clone(),
-                notify_ntfy: cfg.notify_ntfy.join(" "),
-                notify_timeout: cfg.notify_timeout.clone(),
-                token_prices: cfg.token_prices.join(" "),
-                env_file: cfg.env_file.clone(),
-            },
+            settings,
+            s,
         }
     }
 }

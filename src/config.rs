@@ -8,7 +8,9 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use crate::contract::ValueType;
-use crate::contract::settings::{DURATION_MAX_SECS, SETTINGS, Setting, SettingKind};
+use crate::contract::settings::{
+    DURATION_MAX_SECS, MEMORY_POLICIES, SANDBOXES, SETTINGS, Setting, SettingKind,
+};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::goal::{self, Usd, parse_duration};
@@ -116,7 +118,7 @@ pub struct LoopConfig {
     /// narrative (`notes`), or only the goal and the last failure's feedback (`feedback`).
     pub memory: Memory,
     /// How many agent runs each iteration fans out to, each in its own worktree from the
-    /// same base (1: no fan-out). Bounded to 1..=CANDIDATES_MAX. Not written when 1, so a
+    /// same base (1: no fan-out). Bounded by the contract's table. Not written when 1, so a
     /// loop without fan-out keeps its loop.toml as before.
     #[serde(skip_serializing_if = "is_one")]
     pub candidates: u64,
@@ -128,9 +130,6 @@ pub struct LoopConfig {
     #[serde(skip_serializing_if = "is_false")]
     pub fanout_early_stop: bool,
 }
-
-/// The most candidates one iteration fans out to.
-pub const CANDIDATES_MAX: u64 = 8;
 
 fn is_one(n: &u64) -> bool {
     *n == 1
@@ -155,12 +154,9 @@ pub enum Memory {
 }
 
 impl Memory {
-    /// The name loop.toml and the runner give it.
+    /// The name loop.toml and the runner give it: its word in the contract's table.
     pub fn name(self) -> &'static str {
-        match self {
-            Memory::Notes => "notes",
-            Memory::Feedback => "feedback",
-        }
+        MEMORY_POLICIES[self as usize]
     }
 }
 
@@ -179,12 +175,9 @@ pub enum Sandbox {
 }
 
 impl Sandbox {
-    /// The name loop.toml and the runner give it.
+    /// The name loop.toml and the runner give it: its word in the contract's table.
     pub fn name(self) -> &'static str {
-        match self {
-            Sandbox::None => "none",
-            Sandbox::Bwrap => "bwrap",
-        }
+        SANDBOXES[self as usize]
     }
 }
 
@@ -245,9 +238,10 @@ fn toml_default(setting: &Setting) -> Option<toml::Value> {
                 .map(|w| toml::Value::String(w.into()))
                 .collect(),
         ),
-        SettingKind::Duration { .. } | SettingKind::Usd | SettingKind::Text => {
-            toml::Value::String(text.into())
-        }
+        SettingKind::Duration { .. }
+        | SettingKind::Usd
+        | SettingKind::Text
+        | SettingKind::Choice { .. } => toml::Value::String(text.into()),
     })
 }
 
@@ -318,6 +312,9 @@ fn check_setting(setting: &Setting, value: &toml::Value) -> Result<()> {
         (SettingKind::Bool, toml::Value::Boolean(_)) => Ok(()),
         (SettingKind::Usd, v) => Usd::from_toml(key, v).map(|_| ()),
         (SettingKind::Text, toml::Value::String(t)) if !t.contains('\0') => Ok(()),
+        (SettingKind::Choice { words }, toml::Value::String(t)) if words.contains(&t.as_str()) => {
+            Ok(())
+        }
         (SettingKind::List, toml::Value::Array(items)) => items
             .iter()
             .all(|v| {
@@ -385,11 +382,6 @@ impl LoopConfig {
                 t.insert(key.into(), toml::Value::Array(Vec::new()));
             }
             t.insert("branch-isolation".into(), true.into());
-            t.insert("workspace".into(), "".into());
-            t.insert("sandbox".into(), Sandbox::None.name().into());
-            t.insert("memory".into(), Memory::Notes.name().into());
-            t.insert("candidates".into(), 1.into());
-            t.insert("fanout-early-stop".into(), false.into());
             for s in SETTINGS {
                 if let Some(v) = toml_default(s) {
                     t.insert(s.key.into(), v);
@@ -502,12 +494,6 @@ impl LoopConfig {
                 self.env_file.escape_debug()
             )));
         }
-        if !(1..=CANDIDATES_MAX).contains(&self.candidates) {
-            return Err(Error::Usage(format!(
-                "candidates = {}: give a number from 1 (no fan-out) to {CANDIDATES_MAX}",
-                self.candidates
-            )));
-        }
         if self.fanout_early_stop && self.candidates < 2 {
             return Err(Error::Usage(
                 "fanout-early-stop = true stops a fan-out, and this loop has none: give candidates = 2 or more (orbit init --candidates N), or leave fanout-early-stop out".into(),
@@ -598,8 +584,9 @@ mod tests {
         assert_eq!(back, cfg);
     }
 
-    /// The loop.toml keys that are not settings of the runner: what the loop is and does.
-    const IDENTITY_KEYS: [&str; 14] = [
+    /// The loop.toml keys that are not settings of the contract's table: what the loop is
+    /// (its name, its agent, its checks and what they protect) rather than a value with bounds.
+    const IDENTITY_KEYS: [&str; 9] = [
         "contract-version",
         "name",
         "engine",
@@ -609,11 +596,6 @@ mod tests {
         "regression",
         "holdout",
         "protect",
-        "workspace",
-        "sandbox",
-        "memory",
-        "candidates",
-        "fanout-early-stop",
     ];
 
     #[test]
@@ -623,6 +605,8 @@ mod tests {
             usd_per_run_cap: Some(Usd(1)),
             usd_per_iter_cap: Some(Usd(1)),
             cost_estimate_usd: Some(Usd(1)),
+            candidates: 2,
+            fanout_early_stop: true,
             ..LoopConfig::default()
         }) {
             Ok(toml::Value::Table(t)) => t,
@@ -782,14 +766,14 @@ mod tests {
         let text = three.to_toml();
         assert!(text.contains("candidates = 3"), "{text}");
         assert_eq!(toml::from_str::<LoopConfig>(&text).unwrap(), three);
-        for bad in [0, CANDIDATES_MAX + 1] {
+        for bad in [0, 9] {
             let cfg = LoopConfig {
                 candidates: bad,
                 ..LoopConfig::default()
             };
             let err = cfg.validate().unwrap_err().to_string();
             assert!(
-                err.contains("candidates") && err.contains("1 (no fan-out) to 8"),
+                err.contains(&format!("candidates = {bad}")) && err.contains("from 1 to 8"),
                 "{err}"
             );
         }
@@ -803,6 +787,33 @@ mod tests {
             !LoopConfig::default()
                 .to_toml()
                 .contains("fanout-early-stop")
+        );
+    }
+
+    #[test]
+    fn memory_and_sandbox_are_named_by_the_words_of_the_contracts_table() {
+        use clap::ValueEnum;
+        fn words<E: ValueEnum + Serialize>(name: fn(&E) -> &'static str) -> Vec<&'static str> {
+            E::value_variants()
+                .iter()
+                .map(|v| {
+                    let word = name(v);
+                    // loop.toml (serde) and `orbit init --memory` (clap) spell it so too.
+                    assert_eq!(toml::Value::try_from(v).unwrap().as_str(), Some(word));
+                    assert_eq!(v.to_possible_value().unwrap().get_name(), word);
+                    word
+                })
+                .collect()
+        }
+        assert_eq!(words::<Memory>(|m| m.name()), MEMORY_POLICIES);
+        assert_eq!(words::<Sandbox>(|s| s.name()), SANDBOXES);
+        assert_eq!(
+            Memory::default().name(),
+            crate::contract::setting("memory").default
+        );
+        assert_eq!(
+            Sandbox::default().name(),
+            crate::contract::setting("sandbox").default
         );
     }
 

@@ -226,7 +226,9 @@ pub type SettingsView = BTreeMap<String, String>;
 /// One setting of the settings prelude (`settings.sh.j2`): the bash variable and its value.
 #[derive(Debug, Serialize)]
 pub struct SettingLine {
-    /// `MAX_ITERATIONS`.
+    /// The loop.toml key (`max-iterations`), by which the `note` filter finds its note.
+    pub key: &'static str,
+    /// The bash variable (`MAX_ITERATIONS`, `CANDIDATES_SETTING`).
     pub name: String,
     /// The value as bash reads it.
     pub value: String,
@@ -249,12 +251,6 @@ pub struct View {
     pub regression_names: Vec<String>,
     /// holdout.sh's checks, named `holdout-N` (the name says nothing of the check).
     pub holdout_checks: Vec<CheckView>,
-    /// The memory policy: `notes` or `feedback`.
-    pub memory: String,
-    /// How many candidates each iteration fans out to (1: none).
-    pub candidates: u64,
-    /// Whether the fan-out stops at the first candidate that passes everything.
-    pub fanout_early_stop: bool,
     /// Protect globs as given (for scripts).
     pub protect: Vec<String>,
     /// Protect globs as markdown code spans (for goal.md and prompt.md).
@@ -267,13 +263,12 @@ pub struct View {
     pub loop_rel: String,
     pub goal_title: String,
     pub goal_text: String,
-    /// The workspace as loop.toml gives it (empty: the runner's default).
-    pub workspace: String,
-    /// The OS sandbox of the agent and check runs: `none` or `bwrap`.
-    pub sandbox: String,
     /// The settings an environment variable of the same name overrides, in the table's
     /// order: the settings prelude's `NAME=${NAME-value}` lines.
     pub settings: Vec<SettingLine>,
+    /// The loop's identity, in the table's order: the prelude's `NAME_SETTING=value` lines,
+    /// each under its note.
+    pub identity: Vec<SettingLine>,
     pub s: SettingsView,
 }
 
@@ -339,13 +334,14 @@ impl View {
             })
             .collect();
         let texts = cfg.setting_texts();
-        let settings = texts
-            .iter()
-            .map(|(setting, value)| SettingLine {
-                name: setting.env_name(),
-                value: value.clone(),
-            })
-            .collect();
+        let line = |(setting, value): &(&'static crate::contract::Setting, String)| SettingLine {
+            key: setting.key,
+            name: setting.bash_name(),
+            value: value.clone(),
+        };
+        let (run, identity): (Vec<_>, Vec<_>) = texts.iter().partition(|(s, _)| s.overridable());
+        let settings = run.into_iter().map(line).collect();
+        let identity = identity.into_iter().map(line).collect();
         let s = texts
             .into_iter()
             .map(|(setting, value)| (setting.key.replace('-', "_"), value))
@@ -364,9 +360,6 @@ impl View {
             reproduction_names,
             regression_names,
             holdout_checks,
-            memory: cfg.memory.name().into(),
-            candidates: cfg.candidates,
-            fanout_early_stop: cfg.fanout_early_stop,
             protect: cfg.protect.clone(),
             protect_md: cfg.protect.iter().map(|g| code_span(g)).collect(),
             pass_k: cfg.pass_k,
@@ -376,9 +369,8 @@ impl View {
             loop_rel: loop_rel.to_string(),
             goal_title: goal.title(),
             goal_text: goal.as_str().to_string(),
-            workspace: cfg.workspace.clone(),
-            sandbox: cfg.sandbox.name().into(),
             settings,
+            identity,
             s,
         }
     }
@@ -458,6 +450,23 @@ fn plain_filter(value: String) -> std::result::Result<Value, minijinja::Error> {
     Ok(Value::from_safe_string(value))
 }
 
+/// `{{ key|note }}`: the note of the identity setting `key` in the contract's table, as
+/// comment lines of the settings prelude. Only orbit's own words pass: the filter takes a
+/// key and places the table's text, never a value of the loop.
+fn note_filter(key: String) -> std::result::Result<Value, minijinja::Error> {
+    let refuse =
+        |why: &str| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, why.to_string());
+    let setting = crate::contract::SETTINGS
+        .iter()
+        .find(|s| s.key == key)
+        .ok_or_else(|| refuse("note: not a setting of the contract's table"))?;
+    let crate::contract::Scope::Identity { note } = setting.scope else {
+        return Err(refuse("note: only the loop's identity carries a note"));
+    };
+    let lines: Vec<String> = note.lines().map(|l| format!("  # {l}")).collect();
+    Ok(Value::from_safe_string(lines.join("\n")))
+}
+
 /// The template environment: strict undefined, shell escaping for `.sh` templates, no
 /// `safe` filter.
 pub fn environment() -> Environment<'static> {
@@ -480,6 +489,7 @@ pub fn environment() -> Environment<'static> {
     env.remove_filter("safe");
     env.add_filter("words", words_filter);
     env.add_filter("plain", plain_filter);
+    env.add_filter("note", note_filter);
     for (name, source) in TEMPLATES {
         env.add_template(name, source)
             .unwrap_or_else(|e| panic!("template {name} compiled into orbit is broken: {e}"));
@@ -599,6 +609,26 @@ mod tests {
                 .render(minijinja::context! { l => vec!["a"] })
                 .is_err()
         );
+    }
+
+    #[test]
+    fn notes_are_the_tables_words_for_the_loops_identity_only() {
+        let mut env = environment();
+        env.add_template("n.sh.j2", "{{ k|note }}").unwrap();
+        let note = |k: &str| {
+            env.get_template("n.sh.j2")
+                .unwrap()
+                .render(minijinja::context! { k => k })
+        };
+        assert_eq!(
+            note("candidates").unwrap(),
+            "  # How many candidates each iteration fans out to (1: no fan-out), the loop's identity."
+        );
+        assert!(
+            note("max-iterations").is_err(),
+            "a setting of the run has none"
+        );
+        assert!(note("$(touch x)").is_err());
     }
 
     #[test]

@@ -215,18 +215,19 @@ fn render() -> String {
     array(&mut out, "ORBIT_PERMISSION_FILES", PERMISSION_FILES.iter());
 
     out.push_str("# Settings: kind and bounds, as loop.toml's validation has them.\n");
+    let settings: Vec<_> = SETTINGS.iter().filter(|s| s.overridable()).collect();
     let _ = writeln!(out, "readonly ORBIT_DURATION_MAX={DURATION_MAX_SECS}");
     array(
         &mut out,
         "ORBIT_SETTINGS",
-        SETTINGS.iter().map(|s| s.env_name()),
+        settings.iter().map(|s| s.env_name()),
     );
     assoc(
         &mut out,
         "ORBIT_SETTING_KIND",
-        SETTINGS.iter().map(|s| (s.env_name(), s.kind.bash_name())),
+        settings.iter().map(|s| (s.env_name(), s.kind.bash_name())),
     );
-    let mins: Vec<(String, String)> = SETTINGS
+    let mins: Vec<(String, String)> = settings
         .iter()
         .filter_map(|s| match s.kind {
             SettingKind::Count { min, .. } | SettingKind::Duration { min } => {
@@ -240,7 +241,7 @@ fn render() -> String {
         "ORBIT_SETTING_MIN",
         mins.iter().map(|(k, v)| (k.clone(), v.as_str())),
     );
-    let maxs: Vec<(String, String)> = SETTINGS
+    let maxs: Vec<(String, String)> = settings
         .iter()
         .filter_map(|s| match s.kind {
             SettingKind::Count { max, .. } => Some((s.env_name(), max.to_string())),
@@ -287,7 +288,7 @@ mod tests {
         for (k, t) in STATE_KEYS {
             assert!(p.contains(&format!("  [{k}]={}\n", t.bash_name())));
         }
-        for s in SETTINGS {
+        for s in SETTINGS.iter().filter(|s| s.overridable()) {
             assert!(p.contains(&format!("  [{}]={}\n", s.env_name(), s.kind.bash_name())));
         }
     }

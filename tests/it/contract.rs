@@ -511,9 +511,15 @@ fn expected_prelude_values() -> Vec<(String, String)> {
     );
     add(
         "${ORBIT_SETTINGS[*]}".into(),
-        join(contract::SETTINGS.iter().map(|s| s.env_name()).collect()),
+        join(
+            contract::SETTINGS
+                .iter()
+                .filter(|s| s.overridable())
+                .map(|s| s.env_name())
+                .collect(),
+        ),
     );
-    for s in contract::SETTINGS {
+    for s in contract::SETTINGS.iter().filter(|s| s.overridable()) {
         let name = s.env_name();
         add(
             format!("${{ORBIT_SETTING_KIND[{name}]}}"),
@@ -652,7 +658,7 @@ fn setting_cases() -> Vec<(String, String, bool)> {
     use contract::SettingKind;
     let year = contract::settings::DURATION_MAX_SECS;
     let mut v = Vec::new();
-    for s in contract::SETTINGS {
+    for s in contract::SETTINGS.iter().filter(|s| s.overridable()) {
         let name = s.env_name();
         let mut add = |value: String, ok: bool| v.push((name.clone(), value, ok));
         match s.kind {
@@ -722,6 +728,7 @@ fn setting_cases() -> Vec<(String, String, bool)> {
                     true,
                 );
             }
+            SettingKind::Choice { .. } => {}
         }
     }
     v

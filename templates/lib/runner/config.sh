@@ -36,10 +36,11 @@ USAGE
 }
 
 # ---- settings: validated once, before any value reaches arithmetic.
-# settings_check: every setting of the contract (ORBIT_SETTINGS) by its kind and bounds, the
-# ones loop.toml is validated by; the first bad one stops the run (EXIT_PREFLIGHT, nothing
-# run, nothing written). Sets the values the runner computes with: NAME_S, the seconds of a
-# duration, and NAME_M, the micro-dollars of an amount ("" for none).
+# settings_check: every setting of the contract (ORBIT_SETTINGS, the loop's identity among
+# them) by its kind and bounds, the ones loop.toml is validated by; the first bad one stops
+# the run (EXIT_PREFLIGHT, nothing run, nothing written). Sets the values the runner
+# computes with: NAME_S, the seconds of a duration, and NAME_M, the micro-dollars of an
+# amount ("" for none).
 settings_check() {
   local name grep_rc
   for name in "${ORBIT_SETTINGS[@]}"; do

@@ -923,4 +923,23 @@ mod tests {
         }
         assert!(refused.contains(&"candidates") && refused.contains(&"verify"));
     }
+
+    #[test]
+    fn the_help_of_candidates_gives_the_tables_bound() {
+        let crate::contract::SettingKind::Count { max, .. } =
+            crate::contract::setting("candidates").kind
+        else {
+            panic!("candidates is a count");
+        };
+        let cmd = Cli::command();
+        let arg = cmd
+            .find_subcommand("init")
+            .and_then(|init| {
+                init.get_arguments()
+                    .find(|a| a.get_long() == Some("candidates"))
+            })
+            .unwrap();
+        let help = arg.get_help().unwrap().to_string();
+        assert!(help.contains(&format!("at most {max}]")), "{help}");
+    }
 }

@@ -1,6 +1,9 @@
-//! The loop's settings: each key of loop.toml (named like its `orbit init` flag), its kind,
-//! its default and its bounds. `LoopConfig::validate` and the bash runner's `settings_check`
-//! both check a value against this one table, so a setting means the same to both.
+//! The loop's settings: each key of loop.toml (named like its `orbit init` flag) that has a
+//! kind, a default and bounds, the loop's identity among them (its workspace, sandbox,
+//! memory and fan-out). `LoopConfig::validate` and the bash runner's `settings_check` both
+//! check a value against this one table, so a setting means the same to both; loop.toml's
+//! defaults, the scripts' settings prelude and the templates' `s.check_timeout` are drawn
+//! from it.
 
 /// The largest duration any setting takes (one year): anything longer is a typo, and every
 /// value stays far from bash's integer limits.
@@ -193,7 +196,28 @@ pub const SANDBOXES: &[&str] = &["none", "bwrap"];
 /// the lines the loop added.
 pub const DEFAULT_PLACEHOLDER_PATTERN: &str = r"TODO|FIXME|XXX|todo!\(|unimplemented!\(|NotImplementedError|raise NotImplemented|not yet implemented";
 
-/// Every setting the runner reads, in the order the scripts list them.
+/// Every setting the scripts read, in the order their settings prelude lists them: the
+/// settings of the run, then the loop's identity.
+///
+/// # A new setting is three edits
+///
+/// 1. **A row here**: its key (the loop.toml key, and the `orbit init` flag if it ever gets
+///    one), its kind with its bounds, its default, and `.identity(note)` when no environment
+///    variable may override it. From the row follow: loop.toml's default
+///    (`LoopConfig::default`) and validation, the bash prelude's kind and bounds
+///    (`ORBIT_SETTINGS`, `ORBIT_SETTING_KIND`/`_MIN`/`_MAX`/`_WORDS`, checked by the runner's
+///    `settings_check`), its line in the settings prelude (`NAME=${NAME-default}`, or
+///    `NAME_SETTING=value` under its note) and the templates' `{{ s.key_in_snake_case }}`.
+/// 2. **A field of `LoopConfig`** (`src/config.rs`) named like the key, of the type its
+///    kind reads as: a count `u64` or `u32`, a duration or text `String`, a bool `bool`, an
+///    amount `Option<Usd>`, a list `Vec<String>`, a choice an enum whose words are the
+///    row's. Its default and its bounds are the row's; the field is not written twice.
+/// 3. **Its use**: the static bash part that reads `$NAME` (`$NAME_SETTING`), or the Rust
+///    that reads the field.
+///
+/// A flag of `orbit init` for it is one edit more (`InitArgs` and `config_from_args`);
+/// `orbit init --force` refuses the new flag with nothing to change. A row without its
+/// field, or a field without its row, fails every test that builds a `LoopConfig`.
 pub const SETTINGS: &[Setting] = &[
     count("max-iterations", 1, 1_000_000, "20"),
     duration("exec-timeout", 1, "10m"),

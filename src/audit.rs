@@ -9,6 +9,7 @@
 
 mod candidates;
 mod check;
+mod facts;
 mod keys;
 mod read;
 mod records;

@@ -542,7 +542,10 @@ pub struct RecoverArgs {
     pub dry_run: bool,
 }
 
-#[derive(Debug, Args)]
+/// `orbit init`'s flags. Serialized (by their flag names) only to tell which were given: the
+/// `--force` guard refuses every one that sets what loop.toml holds.
+#[derive(Debug, Args, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct InitArgs {
     /// The goal, in words. '-' reads it from standard input.
     #[arg(value_name = "GOAL", allow_hyphen_values = false)]

@@ -3,11 +3,14 @@
 //! SCREAMING_SNAKE_CASE (`max-iterations` → `MAX_ITERATIONS`).
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
 use crate::contract::ValueType;
-use crate::contract::settings::{DURATION_MAX_SECS, SETTINGS, Setting, SettingKind};
+use crate::contract::settings::{
+    DURATION_MAX_SECS, MEMORY_POLICIES, SANDBOXES, SETTINGS, Setting, SettingKind,
+};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::goal::{self, Usd, parse_duration};
@@ -15,8 +18,14 @@ use crate::goal::{self, Usd, parse_duration};
 pub use crate::contract::CONTRACT_VERSION;
 pub use crate::contract::settings::DEFAULT_PLACEHOLDER_PATTERN;
 
+/// Every key of loop.toml. A key left out takes its default: a setting's from the contract's
+/// table ([`SETTINGS`]), the loop's identity's from [`LoopConfig::defaults`]; so
+/// `LoopConfig::default()` is the loop.toml that says nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+// `remote = "Self"`: the derives are the inherent `LoopConfig::serialize` and
+// `LoopConfig::deserialize`, which the trait impls below wrap (deserializing over the
+// defaults first).
+#[serde(remote = "Self", rename_all = "kebab-case", deny_unknown_fields)]
 pub struct LoopConfig {
     /// Version of the loop contract the loop was written under.
     pub contract_version: String,
@@ -74,6 +83,8 @@ pub struct LoopConfig {
     /// A command that approves DONE by exiting 0 (empty = no judge).
     pub judge_cmd: String,
     pub placeholder_pattern: String,
+    /// A whole number of bytes, held as loop.toml's text gives it (a string, or an integer).
+    #[serde(deserialize_with = "count_text")]
     pub agent_log_max: String,
     pub notify_every_iteration: bool,
     pub notify_desktop: bool,
@@ -107,7 +118,7 @@ pub struct LoopConfig {
     /// narrative (`notes`), or only the goal and the last failure's feedback (`feedback`).
     pub memory: Memory,
     /// How many agent runs each iteration fans out to, each in its own worktree from the
-    /// same base (1: no fan-out). Bounded to 1..=CANDIDATES_MAX. Not written when 1, so a
+    /// same base (1: no fan-out). Bounded by the contract's table. Not written when 1, so a
     /// loop without fan-out keeps its loop.toml as before.
     #[serde(skip_serializing_if = "is_one")]
     pub candidates: u64,
@@ -119,9 +130,6 @@ pub struct LoopConfig {
     #[serde(skip_serializing_if = "is_false")]
     pub fanout_early_stop: bool,
 }
-
-/// The most candidates one iteration fans out to.
-pub const CANDIDATES_MAX: u64 = 8;
 
 fn is_one(n: &u64) -> bool {
     *n == 1
@@ -146,12 +154,9 @@ pub enum Memory {
 }
 
 impl Memory {
-    /// The name loop.toml and the runner give it.
+    /// The name loop.toml and the runner give it: its word in the contract's table.
     pub fn name(self) -> &'static str {
-        match self {
-            Memory::Notes => "notes",
-            Memory::Feedback => "feedback",
-        }
+        MEMORY_POLICIES[self as usize]
     }
 }
 
@@ -170,12 +175,9 @@ pub enum Sandbox {
 }
 
 impl Sandbox {
-    /// The name loop.toml and the runner give it.
+    /// The name loop.toml and the runner give it: its word in the contract's table.
     pub fn name(self) -> &'static str {
-        match self {
-            Sandbox::None => "none",
-            Sandbox::Bwrap => "bwrap",
-        }
+        SANDBOXES[self as usize]
     }
 }
 
@@ -198,60 +200,88 @@ where
     })
 }
 
+impl Serialize for LoopConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        LoopConfig::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for LoopConfig {
+    /// The keys given, over [`LoopConfig::defaults`].
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> std::result::Result<Self, D::Error> {
+        let given = toml::Table::deserialize(de)?;
+        let mut table = LoopConfig::defaults().clone();
+        table.extend(given);
+        LoopConfig::deserialize(table).map_err(|e| serde::de::Error::custom(e.message()))
+    }
+}
+
 impl Default for LoopConfig {
     fn default() -> Self {
-        LoopConfig {
-            contract_version: CONTRACT_VERSION.into(),
-            name: "loop".into(),
-            engine: Engine::Claude,
-            argv: Engine::Claude.default_argv().unwrap_or_default(),
-            verify: Vec::new(),
-            reproduction: Vec::new(),
-            regression: Vec::new(),
-            holdout: Vec::new(),
-            protect: Vec::new(),
-            max_iterations: 20,
-            exec_timeout: "10m".into(),
-            loop_timeout: "0".into(),
-            usd_cap: None,
-            usd_per_run_cap: None,
-            usd_per_iter_cap: None,
-            cost_estimate_usd: None,
-            pass_k: 2,
-            check_timeout: "10m".into(),
-            retry_limit: 3,
-            retry_base_delay: "5s".into(),
-            cb_threshold: 3,
-            cb_cooldown: "10m".into(),
-            convergence_window: 3,
-            kill_grace: "10s".into(),
-            commit_timeout: "2m".into(),
-            autocommit: true,
-            branch_isolation: true,
-            squash_on_done: false,
-            allow_green_start: false,
-            wrapup_on_limit: true,
-            adaptive_timeout: false,
-            confirm_runs: 1,
-            judge_cmd: String::new(),
-            placeholder_pattern: DEFAULT_PLACEHOLDER_PATTERN.into(),
-            agent_log_max: "4194304".into(),
-            notify_every_iteration: false,
-            notify_desktop: false,
-            notify_cmd: String::new(),
-            notify_webhook: Vec::new(),
-            notify_webhook_env: String::new(),
-            notify_ntfy: Vec::new(),
-            notify_timeout: "10s".into(),
-            workspace: String::new(),
-            sandbox: Sandbox::None,
-            token_prices: Vec::new(),
-            env_file: String::new(),
-            memory: Memory::Notes,
-            candidates: 1,
-            fanout_early_stop: false,
+        LoopConfig::deserialize(LoopConfig::defaults().clone())
+            .expect("the defaults of the contract's table make a loop.toml")
+    }
+}
+
+/// A setting's default as loop.toml holds it (none for an amount without one).
+fn toml_default(setting: &Setting) -> Option<toml::Value> {
+    let text = setting.default;
+    Some(match setting.kind {
+        SettingKind::Count { .. } => toml::Value::Integer(
+            text.parse()
+                .expect("a count's default in the contract's table is a number"),
+        ),
+        SettingKind::Bool => toml::Value::Boolean(text == "1"),
+        SettingKind::Usd if text.is_empty() => return None,
+        SettingKind::List => toml::Value::Array(
+            text.split_whitespace()
+                .map(|w| toml::Value::String(w.into()))
+                .collect(),
+        ),
+        SettingKind::Duration { .. }
+        | SettingKind::Usd
+        | SettingKind::Text
+        | SettingKind::Choice { .. } => toml::Value::String(text.into()),
+    })
+}
+
+/// A setting's value (as loop.toml holds it) as the text bash reads: "1"/"0" for booleans,
+/// a list's words separated by spaces.
+fn bash_text(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(t) => t.clone(),
+        toml::Value::Boolean(b) => if *b { "1" } else { "0" }.into(),
+        toml::Value::Array(items) => items
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+            .collect::<Vec<_>>()
+            .join(" "),
+        v => v.to_string(),
+    }
+}
+
+/// A whole number as loop.toml's text: a string, or an integer (kept as its digits).
+fn count_text<'de, D>(de: D) -> std::result::Result<String, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct CountText;
+    impl serde::de::Visitor<'_> for CountText {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a whole number")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<String, E> {
+            Ok(v.into())
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<String, E> {
+            Ok(v.to_string())
         }
     }
+    de.deserialize_any(CountText)
 }
 
 /// Checks one setting's value (as loop.toml holds it) against the contract's table.
@@ -282,6 +312,9 @@ fn check_setting(setting: &Setting, value: &toml::Value) -> Result<()> {
         (SettingKind::Bool, toml::Value::Boolean(_)) => Ok(()),
         (SettingKind::Usd, v) => Usd::from_toml(key, v).map(|_| ()),
         (SettingKind::Text, toml::Value::String(t)) if !t.contains('\0') => Ok(()),
+        (SettingKind::Choice { words }, toml::Value::String(t)) if words.contains(&t.as_str()) => {
+            Ok(())
+        }
         (SettingKind::List, toml::Value::Array(items)) => items
             .iter()
             .all(|v| {
@@ -331,6 +364,51 @@ pub fn is_env_name(name: &str) -> bool {
 }
 
 impl LoopConfig {
+    /// The loop.toml of a loop that says nothing of itself: every setting at its default in
+    /// the contract's table; a claude loop named `loop`, without checks or protect globs.
+    pub fn defaults() -> &'static toml::Table {
+        static DEFAULTS: OnceLock<toml::Table> = OnceLock::new();
+        DEFAULTS.get_or_init(|| {
+            let engine = Engine::Claude;
+            let mut t = toml::Table::new();
+            t.insert("contract-version".into(), CONTRACT_VERSION.into());
+            t.insert("name".into(), "loop".into());
+            t.insert("engine".into(), engine.name().into());
+            t.insert(
+                "argv".into(),
+                engine.default_argv().unwrap_or_default().into(),
+            );
+            for key in ["verify", "reproduction", "regression", "holdout", "protect"] {
+                t.insert(key.into(), toml::Value::Array(Vec::new()));
+            }
+            t.insert("branch-isolation".into(), true.into());
+            for s in SETTINGS {
+                if let Some(v) = toml_default(s) {
+                    t.insert(s.key.into(), v);
+                }
+            }
+            t
+        })
+    }
+
+    /// Every setting of the contract's table with its value as the text bash reads ("" for
+    /// none, "1"/"0" for booleans, a list's words separated by spaces), in the table's order.
+    pub fn setting_texts(&self) -> Vec<(&'static Setting, String)> {
+        let value = toml::Value::try_from(self).expect("LoopConfig always serializes");
+        let table = value.as_table().expect("LoopConfig serializes to a table");
+        SETTINGS
+            .iter()
+            .map(|s| {
+                // A key left out of loop.toml (an amount of none, a value at its default
+                // that is not written) is the table's default.
+                let text = table
+                    .get(s.key)
+                    .map_or_else(|| s.default.to_string(), bash_text);
+                (s, text)
+            })
+            .collect()
+    }
+
     /// Checks every value, so a hand-edited loop.toml fails here with a clear message
     /// rather than in bash at 3 a.m.
     pub fn validate(&self) -> Result<()> {
@@ -414,12 +492,6 @@ impl LoopConfig {
             return Err(Error::Usage(format!(
                 "env-file = '{}': give the absolute path of a file of KEY=VALUE lines (mode 0600)",
                 self.env_file.escape_debug()
-            )));
-        }
-        if !(1..=CANDIDATES_MAX).contains(&self.candidates) {
-            return Err(Error::Usage(format!(
-                "candidates = {}: give a number from 1 (no fan-out) to {CANDIDATES_MAX}",
-                self.candidates
             )));
         }
         if self.fanout_early_stop && self.candidates < 2 {
@@ -512,8 +584,9 @@ mod tests {
         assert_eq!(back, cfg);
     }
 
-    /// The loop.toml keys that are not settings of the runner: what the loop is and does.
-    const IDENTITY_KEYS: [&str; 14] = [
+    /// The loop.toml keys that are not settings of the contract's table: what the loop is
+    /// (its name, its agent, its checks and what they protect) rather than a value with bounds.
+    const IDENTITY_KEYS: [&str; 9] = [
         "contract-version",
         "name",
         "engine",
@@ -523,11 +596,6 @@ mod tests {
         "regression",
         "holdout",
         "protect",
-        "workspace",
-        "sandbox",
-        "memory",
-        "candidates",
-        "fanout-early-stop",
     ];
 
     #[test]
@@ -537,6 +605,8 @@ mod tests {
             usd_per_run_cap: Some(Usd(1)),
             usd_per_iter_cap: Some(Usd(1)),
             cost_estimate_usd: Some(Usd(1)),
+            candidates: 2,
+            fanout_early_stop: true,
             ..LoopConfig::default()
         }) {
             Ok(toml::Value::Table(t)) => t,
@@ -559,25 +629,15 @@ mod tests {
 
     #[test]
     fn defaults_are_the_contract_tables_defaults() {
-        let d = LoopConfig::default();
-        let table = match toml::Value::try_from(&d) {
-            Ok(toml::Value::Table(t)) => t,
-            other => panic!("{other:?}"),
-        };
-        for s in SETTINGS {
-            let text = match table.get(s.key) {
-                None => String::new(),
-                Some(toml::Value::String(t)) => t.clone(),
-                Some(toml::Value::Boolean(b)) => if *b { "1" } else { "0" }.into(),
-                Some(toml::Value::Array(items)) => items
-                    .iter()
-                    .map(|v| v.as_str().unwrap_or_default())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                Some(v) => v.to_string(),
-            };
+        for (s, text) in LoopConfig::default().setting_texts() {
             assert_eq!(text, s.default, "default of {}", s.key);
         }
+        // A loop.toml that says nothing is the default loop.
+        assert_eq!(
+            toml::from_str::<LoopConfig>("").unwrap(),
+            LoopConfig::default()
+        );
+        LoopConfig::default().validate().unwrap();
     }
 
     #[test]
@@ -706,14 +766,14 @@ mod tests {
         let text = three.to_toml();
         assert!(text.contains("candidates = 3"), "{text}");
         assert_eq!(toml::from_str::<LoopConfig>(&text).unwrap(), three);
-        for bad in [0, CANDIDATES_MAX + 1] {
+        for bad in [0, 9] {
             let cfg = LoopConfig {
                 candidates: bad,
                 ..LoopConfig::default()
             };
             let err = cfg.validate().unwrap_err().to_string();
             assert!(
-                err.contains("candidates") && err.contains("1 (no fan-out) to 8"),
+                err.contains(&format!("candidates = {bad}")) && err.contains("from 1 to 8"),
                 "{err}"
             );
         }
@@ -727,6 +787,33 @@ mod tests {
             !LoopConfig::default()
                 .to_toml()
                 .contains("fanout-early-stop")
+        );
+    }
+
+    #[test]
+    fn memory_and_sandbox_are_named_by_the_words_of_the_contracts_table() {
+        use clap::ValueEnum;
+        fn words<E: ValueEnum + Serialize>(name: fn(&E) -> &'static str) -> Vec<&'static str> {
+            E::value_variants()
+                .iter()
+                .map(|v| {
+                    let word = name(v);
+                    // loop.toml (serde) and `orbit init --memory` (clap) spell it so too.
+                    assert_eq!(toml::Value::try_from(v).unwrap().as_str(), Some(word));
+                    assert_eq!(v.to_possible_value().unwrap().get_name(), word);
+                    word
+                })
+                .collect()
+        }
+        assert_eq!(words::<Memory>(|m| m.name()), MEMORY_POLICIES);
+        assert_eq!(words::<Sandbox>(|s| s.name()), SANDBOXES);
+        assert_eq!(
+            Memory::default().name(),
+            crate::contract::setting("memory").default
+        );
+        assert_eq!(
+            Sandbox::default().name(),
+            crate::contract::setting("sandbox").default
         );
     }
 

@@ -747,32 +747,39 @@ fn populate(
     Ok(())
 }
 
+/// The flags of `orbit init` that find the loop (`--force` says what to do with it): every
+/// other flag sets something loop.toml holds.
+const LOCATING_FLAGS: [&str; 4] = ["goal", "goal-file", "dir", "force"];
+
+/// The flags given (`--max-iterations`, `--verify`, ...) that set something loop.toml holds:
+/// what `orbit init --force`, which renders from loop.toml, refuses. Read from the flags
+/// themselves, so a setting that gets a flag is refused with no list to extend: a settings
+/// row of the contract's table, the loop's checks, its engine and agent command, its
+/// channels.
+fn setting_flags_given(args: &InitArgs) -> Vec<String> {
+    let value = serde_json::to_value(args).expect("the flags serialize");
+    let flags = value.as_object().expect("the flags serialize to a map");
+    flags
+        .iter()
+        .filter(|(name, _)| !LOCATING_FLAGS.contains(&name.as_str()))
+        .filter(|(_, v)| match v {
+            serde_json::Value::Null | serde_json::Value::Bool(false) => false,
+            serde_json::Value::Array(items) => !items.is_empty(),
+            _ => true,
+        })
+        .map(|(name, _)| format!("--{name}"))
+        .collect()
+}
+
 /// `orbit init --force`: re-render the scripts and prompt from loop.toml; state.env,
 /// progress.md, events.jsonl, goal.md and the iteration history stay untouched.
 fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
-    let given_settings = !args.verify.is_empty()
-        || !args.reproduction.is_empty()
-        || !args.regression.is_empty()
-        || !args.holdout.is_empty()
-        || !args.holdout_file.is_empty()
-        || args.memory.is_some()
-        || args.candidates.is_some()
-        || args.fanout_early_stop
-        || !args.protect.is_empty()
-        || args.engine.is_some()
-        || args.exec.is_some()
-        || args.max_iterations.is_some()
-        || args.exec_timeout.is_some()
-        || args.loop_timeout.is_some()
-        || args.usd_cap.is_some()
-        || args.pass_k.is_some()
-        || args.workspace.is_some()
-        || args.sandbox.is_some()
-        || !args.notify.is_empty();
-    if given_settings {
-        return Err(Error::Usage(
-            "--force re-renders the scripts from the loop's loop.toml: change settings there, then run `orbit init --force --dir DIR`".into(),
-        ));
+    let given = setting_flags_given(args);
+    if !given.is_empty() {
+        return Err(Error::Usage(format!(
+            "--force re-renders the scripts from the loop's loop.toml: change settings there, not with {}, then run `orbit init --force --dir DIR`",
+            given.join(", ")
+        )));
     }
     let dir_arg = match (&args.dir, &args.goal, &args.goal_file) {
         (Some(d), _, _) => d.clone(),
@@ -859,4 +866,80 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
         dir,
         rerendered: true,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::{CommandFactory, Parser};
+
+    fn parsed(extra: &[&str]) -> InitArgs {
+        let argv = ["orbit", "init", "--force", "--dir", ".orbit/x", "goal"];
+        match Cli::try_parse_from(argv.iter().chain(extra))
+            .unwrap()
+            .command
+        {
+            Command::Init(args) => *args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn force_refuses_every_flag_that_sets_what_loop_toml_holds() {
+        assert!(
+            setting_flags_given(&parsed(&[])).is_empty(),
+            "the loop alone"
+        );
+        let cmd = Cli::command();
+        let init = cmd.find_subcommand("init").unwrap();
+        let mut refused = Vec::new();
+        for arg in init.get_arguments() {
+            let Some(long) = arg.get_long() else {
+                assert!(LOCATING_FLAGS.contains(&arg.get_id().as_str()), "{arg:?}");
+                continue;
+            };
+            if LOCATING_FLAGS.contains(&long) || long == "help" {
+                continue;
+            }
+            let flag = format!("--{long}");
+            let value = arg
+                .get_possible_values()
+                .first()
+                .map_or_else(|| "1".to_string(), |v| v.get_name().to_string());
+            let given = if arg.get_action().takes_values() {
+                setting_flags_given(&parsed(&[&flag, &value]))
+            } else {
+                setting_flags_given(&parsed(&[&flag]))
+            };
+            assert_eq!(given, vec![flag.clone()], "{flag} with --force");
+            refused.push(long);
+        }
+        // Every setting of the contract's table that `orbit init` takes a flag for is among them.
+        for s in crate::contract::SETTINGS {
+            if init.get_arguments().any(|a| a.get_long() == Some(s.key)) {
+                assert!(refused.contains(&s.key), "{}", s.key);
+            }
+        }
+        assert!(refused.contains(&"candidates") && refused.contains(&"verify"));
+    }
+
+    #[test]
+    fn the_help_of_candidates_gives_the_tables_bound() {
+        let crate::contract::SettingKind::Count { max, .. } =
+            crate::contract::setting("candidates").kind
+        else {
+            panic!("candidates is a count");
+        };
+        let cmd = Cli::command();
+        let arg = cmd
+            .find_subcommand("init")
+            .and_then(|init| {
+                init.get_arguments()
+                    .find(|a| a.get_long() == Some("candidates"))
+            })
+            .unwrap();
+        let help = arg.get_help().unwrap().to_string();
+        assert!(help.contains(&format!("at most {max}]")), "{help}");
+    }
 }

@@ -4,13 +4,15 @@
 //! Scripts are a rendered data prelude followed by static bash parts included verbatim,
 //! so Jinja never meets bash syntax and shellcheck reads the parts as they run.
 
+use std::collections::BTreeMap;
+
 use minijinja::value::Value;
 use minijinja::{AutoEscape, Environment, State, UndefinedBehavior};
 use serde::Serialize;
 
 use crate::config::LoopConfig;
 use crate::error::{Error, Result};
-use crate::goal::{self, GoalText, Usd};
+use crate::goal::{self, GoalText};
 use crate::shell;
 
 /// Templates compiled into the binary, by name.
@@ -244,43 +246,20 @@ pub const ROLE_REGRESSION: &str = "regression";
 /// The role of a holdout check (`--holdout`).
 pub const ROLE_HOLDOUT: &str = "holdout";
 
-/// Every setting as the text bash reads ("" for none, "1"/"0" for booleans).
+/// Every setting of the contract's table as the text bash reads ("" for none, "1"/"0" for
+/// booleans), by its key in snake_case: what a template that places one setting reads
+/// (`{{ s.check_timeout }}`).
+pub type SettingsView = BTreeMap<String, String>;
+
+/// One setting of the settings prelude (`settings.sh.j2`): the bash variable and its value.
 #[derive(Debug, Serialize)]
-pub struct SettingsView {
-    pub max_iterations: String,
-    pub exec_timeout: String,
-    pub loop_timeout: String,
-    pub usd_cap: String,
-    pub usd_per_run_cap: String,
-    pub usd_per_iter_cap: String,
-    pub cost_estimate_usd: String,
-    pub pass_k: String,
-    pub check_timeout: String,
-    pub retry_limit: String,
-    pub retry_base_delay: String,
-    pub cb_threshold: String,
-    pub cb_cooldown: String,
-    pub convergence_window: String,
-    pub kill_grace: String,
-    pub commit_timeout: String,
-    pub autocommit: String,
-    pub squash_on_done: String,
-    pub allow_green_start: String,
-    pub wrapup_on_limit: String,
-    pub adaptive_timeout: String,
-    pub confirm_runs: String,
-    pub judge_cmd: String,
-    pub placeholder_pattern: String,
-    pub agent_log_max: String,
-    pub notify_every_iteration: String,
-    pub notify_desktop: String,
-    pub notify_cmd: String,
-    pub notify_webhook: String,
-    pub notify_webhook_env: String,
-    pub notify_ntfy: String,
-    pub notify_timeout: String,
-    pub token_prices: String,
-    pub env_file: String,
+pub struct SettingLine {
+    /// The loop.toml key (`max-iterations`), by which the `note` filter finds its note.
+    pub key: &'static str,
+    /// The bash variable (`MAX_ITERATIONS`, `CANDIDATES_SETTING`).
+    pub name: String,
+    /// The value as bash reads it.
+    pub value: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -300,12 +279,6 @@ pub struct View {
     pub regression_names: Vec<String>,
     /// holdout.sh's checks, named `holdout-N` (the name says nothing of the check).
     pub holdout_checks: Vec<CheckView>,
-    /// The memory policy: `notes` or `feedback`.
-    pub memory: String,
-    /// How many candidates each iteration fans out to (1: none).
-    pub candidates: u64,
-    /// Whether the fan-out stops at the first candidate that passes everything.
-    pub fanout_early_stop: bool,
     /// Protect globs as given (for scripts).
     pub protect: Vec<String>,
     /// Protect globs as markdown code spans (for goal.md and prompt.md).
@@ -318,19 +291,13 @@ pub struct View {
     pub loop_rel: String,
     pub goal_title: String,
     pub goal_text: String,
-    /// The workspace as loop.toml gives it (empty: the runner's default).
-    pub workspace: String,
-    /// The OS sandbox of the agent and check runs: `none` or `bwrap`.
-    pub sandbox: String,
+    /// The settings an environment variable of the same name overrides, in the table's
+    /// order: the settings prelude's `NAME=${NAME-value}` lines.
+    pub settings: Vec<SettingLine>,
+    /// The loop's identity, in the table's order: the prelude's `NAME_SETTING=value` lines,
+    /// each under its note.
+    pub identity: Vec<SettingLine>,
     pub s: SettingsView,
-}
-
-fn b(v: bool) -> String {
-    if v { "1" } else { "0" }.into()
-}
-
-fn usd(v: Option<Usd>) -> String {
-    v.map(|u| goal::format_usd(u.micro())).unwrap_or_default()
 }
 
 /// A markdown code span that holds `text` whatever backticks it contains.
@@ -394,6 +361,19 @@ impl View {
                 role: ROLE_HOLDOUT,
             })
             .collect();
+        let texts = cfg.setting_texts();
+        let line = |(setting, value): &(&'static crate::contract::Setting, String)| SettingLine {
+            key: setting.key,
+            name: setting.bash_name(),
+            value: value.clone(),
+        };
+        let (run, identity): (Vec<_>, Vec<_>) = texts.iter().partition(|(s, _)| s.overridable());
+        let settings = run.into_iter().map(line).collect();
+        let identity = identity.into_iter().map(line).collect();
+        let s = texts
+            .into_iter()
+            .map(|(setting, value)| (setting.key.replace('-', "_"), value))
+            .collect();
         View {
             orbit_version: env!("CARGO_PKG_VERSION").into(),
             contract_version: cfg.contract_version.clone(),
@@ -408,9 +388,6 @@ impl View {
             reproduction_names,
             regression_names,
             holdout_checks,
-            memory: cfg.memory.name().into(),
-            candidates: cfg.candidates,
-            fanout_early_stop: cfg.fanout_early_stop,
             protect: cfg.protect.clone(),
             protect_md: cfg.protect.iter().map(|g| code_span(g)).collect(),
             pass_k: cfg.pass_k,
@@ -420,44 +397,9 @@ impl View {
             loop_rel: loop_rel.to_string(),
             goal_title: goal.title(),
             goal_text: goal.as_str().to_string(),
-            workspace: cfg.workspace.clone(),
-            sandbox: cfg.sandbox.name().into(),
-            s: SettingsView {
-                max_iterations: cfg.max_iterations.to_string(),
-                exec_timeout: cfg.exec_timeout.clone(),
-                loop_timeout: cfg.loop_timeout.clone(),
-                usd_cap: usd(cfg.usd_cap),
-                usd_per_run_cap: usd(cfg.usd_per_run_cap),
-                usd_per_iter_cap: usd(cfg.usd_per_iter_cap),
-                cost_estimate_usd: usd(cfg.cost_estimate_usd),
-                pass_k: cfg.pass_k.to_string(),
-                check_timeout: cfg.check_timeout.clone(),
-                retry_limit: cfg.retry_limit.to_string(),
-                retry_base_delay: cfg.retry_base_delay.clone(),
-                cb_threshold: cfg.cb_threshold.to_string(),
-                cb_cooldown: cfg.cb_cooldown.clone(),
-                convergence_window: cfg.convergence_window.to_string(),
-                kill_grace: cfg.kill_grace.clone(),
-                commit_timeout: cfg.commit_timeout.clone(),
-                autocommit: b(cfg.autocommit),
-                squash_on_done: b(cfg.squash_on_done),
-                allow_green_start: b(cfg.allow_green_start),
-                wrapup_on_limit: b(cfg.wrapup_on_limit),
-                adaptive_timeout: b(cfg.adaptive_timeout),
-                confirm_runs: cfg.confirm_runs.to_string(),
-                judge_cmd: cfg.judge_cmd.clone(),
-                placeholder_pattern: cfg.placeholder_pattern.clone(),
-                agent_log_max: cfg.agent_log_max.clone(),
-                notify_every_iteration: b(cfg.notify_every_iteration),
-                notify_desktop: b(cfg.notify_desktop),
-                notify_cmd: cfg.notify_cmd.clone(),
-                notify_webhook: cfg.notify_webhook.join(" "),
-                notify_webhook_env: cfg.notify_webhook_env.clone(),
-                notify_ntfy: cfg.notify_ntfy.join(" "),
-                notify_timeout: cfg.notify_timeout.clone(),
-                token_prices: cfg.token_prices.join(" "),
-                env_file: cfg.env_file.clone(),
-            },
+            settings,
+            identity,
+            s,
         }
     }
 }
@@ -536,6 +478,23 @@ fn plain_filter(value: String) -> std::result::Result<Value, minijinja::Error> {
     Ok(Value::from_safe_string(value))
 }
 
+/// `{{ key|note }}`: the note of the identity setting `key` in the contract's table, as
+/// comment lines of the settings prelude. Only orbit's own words pass: the filter takes a
+/// key and places the table's text, never a value of the loop.
+fn note_filter(key: String) -> std::result::Result<Value, minijinja::Error> {
+    let refuse =
+        |why: &str| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, why.to_string());
+    let setting = crate::contract::SETTINGS
+        .iter()
+        .find(|s| s.key == key)
+        .ok_or_else(|| refuse("note: not a setting of the contract's table"))?;
+    let crate::contract::Scope::Identity { note } = setting.scope else {
+        return Err(refuse("note: only the loop's identity carries a note"));
+    };
+    let lines: Vec<String> = note.lines().map(|l| format!("  # {l}")).collect();
+    Ok(Value::from_safe_string(lines.join("\n")))
+}
+
 /// The template environment: strict undefined, shell escaping for `.sh` templates, no
 /// `safe` filter.
 pub fn environment() -> Environment<'static> {
@@ -558,6 +517,7 @@ pub fn environment() -> Environment<'static> {
     env.remove_filter("safe");
     env.add_filter("words", words_filter);
     env.add_filter("plain", plain_filter);
+    env.add_filter("note", note_filter);
     for (name, source) in TEMPLATES {
         env.add_template(name, source)
             .unwrap_or_else(|e| panic!("template {name} compiled into orbit is broken: {e}"));
@@ -677,6 +637,26 @@ mod tests {
                 .render(minijinja::context! { l => vec!["a"] })
                 .is_err()
         );
+    }
+
+    #[test]
+    fn notes_are_the_tables_words_for_the_loops_identity_only() {
+        let mut env = environment();
+        env.add_template("n.sh.j2", "{{ k|note }}").unwrap();
+        let note = |k: &str| {
+            env.get_template("n.sh.j2")
+                .unwrap()
+                .render(minijinja::context! { k => k })
+        };
+        assert_eq!(
+            note("candidates").unwrap(),
+            "  # How many candidates each iteration fans out to (1: no fan-out), the loop's identity."
+        );
+        assert!(
+            note("max-iterations").is_err(),
+            "a setting of the run has none"
+        );
+        assert!(note("$(touch x)").is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::workspace::git;
+use super::facts::{git, toml_line};
 use super::{Finding, Severity};
 use crate::config::LoopConfig;
 use crate::contract::{FindingClass, Status};
@@ -141,7 +141,7 @@ pub(super) fn check(i: &Input) -> Vec<Finding> {
             severity: Severity::P2,
             evidence: format!(
                 "loop.toml:{}",
-                super::check::toml_line(i.toml_text, "candidates")
+                toml_line(i.toml_text, "candidates")
             ),
             message: format!(
                 "{} candidate worktree(s) beyond the loop's candidates = {n} ({first}{}): left by an earlier, wider fan-out; no run uses them any more",

@@ -10,6 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::candidates;
+use super::facts::{commit_failed, toml_line};
 use super::keys::{result_key, state_key};
 use super::read::{
     EventsWindow, ProgressTail, StateRead, has_attempt_files, iter_rel, mtime, read_events,
@@ -399,13 +400,6 @@ fn configured_workspace(l: &Loop) -> String {
     crate::locate::repo_by_dot_git(&l.canonical)
         .map(|r| r.join(rel).display().to_string())
         .unwrap_or_default()
-}
-
-/// Whether iteration `n`'s commit failed (its changes stay in the workspace).
-fn commit_failed(dir: &Path, n: u64) -> bool {
-    n >= 1
-        && fsx::read_text_or_none(&dir.join(iter_rel(n)).join("commit.txt"))
-            .is_some_and(|t| t.lines().next() == Some("failed"))
 }
 
 /// What `orbit status` shows that needs no checkpoint: the name, the caps, the last
@@ -1672,17 +1666,6 @@ fn find_crash(
     ))
 }
 
-/// The 1-based line of a `key =` setting in loop.toml.
-pub(super) fn toml_line(text: &str, key: &str) -> usize {
-    text.lines()
-        .position(|l| {
-            l.trim_start()
-                .strip_prefix(key)
-                .is_some_and(|r| r.trim_start().starts_with('='))
-        })
-        .map_or(1, |i| i + 1)
-}
-
 /// A runner.log failure for a message: without its parenthetical details (a PATH, a file
 /// list) and at most 160 characters.
 fn failure_text(message: &str) -> String {
@@ -1718,15 +1701,6 @@ fn one_line(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn toml_lines() {
-        assert_eq!(
-            toml_line("a = 1\nloop-timeout = \"0\"\n", "loop-timeout"),
-            2
-        );
-        assert_eq!(toml_line("", "loop-timeout"), 1);
-    }
 
     #[test]
     fn one_line_flattens_and_cuts_a_records_text() {

@@ -4,20 +4,15 @@
 //! bounded, read-only calls (`GIT_OPTIONAL_LOCKS=0`, no fsmonitor), none while a runner
 //! works in the workspace but the list of worktrees.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
+use super::facts::{git, toml_line};
 use super::{Finding, Severity};
 use crate::config::LoopConfig;
 use crate::contract::{FindingClass, Status};
 use crate::shell::paste_word;
 use crate::state::{self, State};
 
-/// How long one git call of an audit may take before it is given up (and its finding with
-/// it): an audit never hangs on a slow file system or a wedged repository.
-const GIT_LIMIT: Duration = Duration::from_secs(5);
 /// The most changed paths a WORKSPACE_DIRTY message names.
 const DIRTY_NAMED: usize = 3;
 
@@ -346,7 +341,7 @@ fn check_ready(i: &Input) -> Option<Finding> {
         severity: Severity::P1,
         evidence: format!(
             "loop.toml:{}",
-            super::check::toml_line(
+            toml_line(
                 &crate::fsx::read_text_or_none(&i.dir.join("loop.toml")).unwrap_or_default(),
                 "workspace"
             )
@@ -511,57 +506,6 @@ fn parse_status(bytes: &[u8]) -> Vec<String> {
         paths.push(path);
     }
     paths
-}
-
-pub(super) struct GitOut {
-    pub(super) code: Option<i32>,
-    pub(super) stdout: Vec<u8>,
-}
-
-/// `git -C dir ARGS`, read-only and bounded: no optional lock (git never writes the index
-/// for an audit), no fsmonitor, no prompt, the environment's repository overrides removed;
-/// killed after [`GIT_LIMIT`] (then `None`).
-pub(super) fn git(dir: &Path, args: &[&str]) -> Option<GitOut> {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C")
-        .arg(dir)
-        .args(["-c", "core.fsmonitor=false"])
-        .args(args)
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env_remove("GIT_COMMON_DIR")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().ok()?;
-    let mut stdout = child.stdout.take()?;
-    let reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stdout.read_to_end(&mut b);
-        b
-    });
-    let start = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(st)) => {
-                return Some(GitOut {
-                    code: st.code(),
-                    stdout: reader.join().unwrap_or_default(),
-                });
-            }
-            Ok(None) if start.elapsed() < GIT_LIMIT => {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
-    }
 }
 
 #[cfg(test)]

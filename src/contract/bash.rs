@@ -214,23 +214,26 @@ fn render() -> String {
     array(&mut out, "ORBIT_INIT_PINNED", INIT_PINNED.iter());
     array(&mut out, "ORBIT_PERMISSION_FILES", PERMISSION_FILES.iter());
 
-    out.push_str("# Settings: kind and bounds, as loop.toml's validation has them.\n");
+    out.push_str(
+        "# Settings: kind and bounds, as loop.toml's validation has them; the loop's identity\n",
+    );
+    out.push_str("# by its loop.toml key (no environment variable overrides it).\n");
     let _ = writeln!(out, "readonly ORBIT_DURATION_MAX={DURATION_MAX_SECS}");
     array(
         &mut out,
         "ORBIT_SETTINGS",
-        SETTINGS.iter().map(|s| s.env_name()),
+        SETTINGS.iter().map(|s| s.bash_name()),
     );
     assoc(
         &mut out,
         "ORBIT_SETTING_KIND",
-        SETTINGS.iter().map(|s| (s.env_name(), s.kind.bash_name())),
+        SETTINGS.iter().map(|s| (s.bash_name(), s.kind.bash_name())),
     );
     let mins: Vec<(String, String)> = SETTINGS
         .iter()
         .filter_map(|s| match s.kind {
             SettingKind::Count { min, .. } | SettingKind::Duration { min } => {
-                Some((s.env_name(), min.to_string()))
+                Some((s.bash_name(), min.to_string()))
             }
             _ => None,
         })
@@ -243,8 +246,8 @@ fn render() -> String {
     let maxs: Vec<(String, String)> = SETTINGS
         .iter()
         .filter_map(|s| match s.kind {
-            SettingKind::Count { max, .. } => Some((s.env_name(), max.to_string())),
-            SettingKind::Duration { .. } => Some((s.env_name(), DURATION_MAX_SECS.to_string())),
+            SettingKind::Count { max, .. } => Some((s.bash_name(), max.to_string())),
+            SettingKind::Duration { .. } => Some((s.bash_name(), DURATION_MAX_SECS.to_string())),
             _ => None,
         })
         .collect();
@@ -252,6 +255,23 @@ fn render() -> String {
         &mut out,
         "ORBIT_SETTING_MAX",
         maxs.iter().map(|(k, v)| (k.clone(), v.as_str())),
+    );
+    // A choice's words, blank-separated (each a plain word, so the quotes hold them all).
+    let _ = writeln!(out, "declare -A ORBIT_SETTING_WORDS=(");
+    for s in SETTINGS {
+        if let SettingKind::Choice { words } = s.kind {
+            let words: Vec<&str> = words.iter().map(|w| plain(w)).collect();
+            let _ = writeln!(out, "  [{}]='{}'", plain(&s.bash_name()), words.join(" "));
+        }
+    }
+    out.push_str(")\n");
+    assoc(
+        &mut out,
+        "ORBIT_SETTING_IDENTITY",
+        SETTINGS
+            .iter()
+            .filter(|s| !s.overridable())
+            .map(|s| (s.bash_name(), s.key)),
     );
     out.push_str("}\n");
     out
@@ -288,7 +308,7 @@ mod tests {
             assert!(p.contains(&format!("  [{k}]={}\n", t.bash_name())));
         }
         for s in SETTINGS {
-            assert!(p.contains(&format!("  [{}]={}\n", s.env_name(), s.kind.bash_name())));
+            assert!(p.contains(&format!("  [{}]={}\n", s.bash_name(), s.kind.bash_name())));
         }
     }
 }

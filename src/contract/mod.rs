@@ -15,7 +15,7 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
-pub use settings::{SETTINGS, Setting, SettingKind, setting};
+pub use settings::{SETTINGS, Scope, Setting, SettingKind, setting};
 
 /// The version of `LOOP-CONTRACT.md` this build writes.
 pub const CONTRACT_VERSION: &str = "2.0.0";

@@ -1,6 +1,9 @@
-//! The loop's settings: each key of loop.toml (named like its `orbit init` flag), its kind,
-//! its default and its bounds. `LoopConfig::validate` and the bash runner's `settings_check`
-//! both check a value against this one table, so a setting means the same to both.
+//! The loop's settings: each key of loop.toml (named like its `orbit init` flag) that has a
+//! kind, a default and bounds, the loop's identity among them (its workspace, sandbox,
+//! memory and fan-out). `LoopConfig::validate` and the bash runner's `settings_check` both
+//! check a value against this one table, so a setting means the same to both; loop.toml's
+//! defaults, the scripts' settings prelude and the templates' `s.check_timeout` are drawn
+//! from it.
 
 /// The largest duration any setting takes (one year): anything longer is a typo, and every
 /// value stays far from bash's integer limits.
@@ -24,6 +27,8 @@ pub enum SettingKind {
     /// single string is read as a list of one, as loops written before the list read it);
     /// in bash and the environment, the words separated by spaces.
     List,
+    /// One word of a closed set (`notes` or `feedback`).
+    Choice { words: &'static [&'static str] },
 }
 
 impl SettingKind {
@@ -36,8 +41,21 @@ impl SettingKind {
             SettingKind::Usd => "usd",
             SettingKind::Text => "text",
             SettingKind::List => "list",
+            SettingKind::Choice { .. } => "choice",
         }
     }
+}
+
+/// Whether the environment overrides a setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// A setting of the run: the environment variable of its name overrides it at run time
+    /// (`MAX_ITERATIONS=5 bash run-loop.sh`).
+    Run,
+    /// The loop's identity, fixed when the loop is rendered: no environment variable
+    /// overrides it, and its bash variable says so (`CANDIDATES_SETTING`). `note` says what
+    /// it is, above its line in the settings prelude (lines of at most 88 characters).
+    Identity { note: &'static str },
 }
 
 /// One setting.
@@ -48,12 +66,36 @@ pub struct Setting {
     pub kind: SettingKind,
     /// The default, as loop.toml's text would give it to bash ("" for none).
     pub default: &'static str,
+    pub scope: Scope,
 }
 
 impl Setting {
-    /// The environment variable (and bash variable) of the setting: `MAX_ITERATIONS`.
+    /// The environment variable of the setting's name: `MAX_ITERATIONS`.
     pub fn env_name(&self) -> String {
         self.key.replace('-', "_").to_ascii_uppercase()
+    }
+
+    /// The bash variable the scripts read the setting from: the environment variable's name
+    /// for a setting of the run, with `_SETTING` after it for the loop's identity (which the
+    /// environment must not reach: `WORKSPACE_SETTING`, as CI systems set `WORKSPACE`).
+    pub fn bash_name(&self) -> String {
+        match self.scope {
+            Scope::Run => self.env_name(),
+            Scope::Identity { .. } => format!("{}_SETTING", self.env_name()),
+        }
+    }
+
+    /// Whether an environment variable overrides the setting at run time.
+    pub fn overridable(&self) -> bool {
+        self.scope == Scope::Run
+    }
+
+    /// The same setting as part of the loop's identity, with its note.
+    const fn identity(self, note: &'static str) -> Setting {
+        Setting {
+            scope: Scope::Identity { note },
+            ..self
+        }
     }
 
     /// The bounds in words, for messages: "from 1 to 20", "at least 1s".
@@ -72,6 +114,7 @@ impl Setting {
             SettingKind::List => {
                 "a list of strings without blanks, such as [\"https://example.com/hook\"]".into()
             }
+            SettingKind::Choice { words } => format!("one of \"{}\"", words.join("\", \"")),
         }
     }
 }
@@ -81,6 +124,7 @@ const fn count(key: &'static str, min: u64, max: u64, default: &'static str) -> 
         key,
         kind: SettingKind::Count { min, max },
         default,
+        scope: Scope::Run,
     }
 }
 
@@ -89,6 +133,7 @@ const fn duration(key: &'static str, min: u64, default: &'static str) -> Setting
         key,
         kind: SettingKind::Duration { min },
         default,
+        scope: Scope::Run,
     }
 }
 
@@ -97,6 +142,7 @@ const fn flag(key: &'static str, default: &'static str) -> Setting {
         key,
         kind: SettingKind::Bool,
         default,
+        scope: Scope::Run,
     }
 }
 
@@ -105,6 +151,7 @@ const fn usd(key: &'static str) -> Setting {
         key,
         kind: SettingKind::Usd,
         default: "",
+        scope: Scope::Run,
     }
 }
 
@@ -113,6 +160,7 @@ const fn list(key: &'static str) -> Setting {
         key,
         kind: SettingKind::List,
         default: "",
+        scope: Scope::Run,
     }
 }
 
@@ -121,14 +169,55 @@ const fn text(key: &'static str, default: &'static str) -> Setting {
         key,
         kind: SettingKind::Text,
         default,
+        scope: Scope::Run,
     }
 }
+
+const fn choice(
+    key: &'static str,
+    words: &'static [&'static str],
+    default: &'static str,
+) -> Setting {
+    Setting {
+        key,
+        kind: SettingKind::Choice { words },
+        default,
+        scope: Scope::Run,
+    }
+}
+
+/// The words of `memory`: what the agent is given back of earlier iterations.
+pub const MEMORY_POLICIES: &[&str] = &["notes", "feedback"];
+
+/// The words of `sandbox`: the OS sandbox of the agent and check runs.
+pub const SANDBOXES: &[&str] = &["none", "bwrap"];
 
 /// The placeholder scan of the DONE gate: an extended regular expression matched against
 /// the lines the loop added.
 pub const DEFAULT_PLACEHOLDER_PATTERN: &str = r"TODO|FIXME|XXX|todo!\(|unimplemented!\(|NotImplementedError|raise NotImplemented|not yet implemented";
 
-/// Every setting the runner reads, in the order the scripts list them.
+/// Every setting the scripts read, in the order their settings prelude lists them: the
+/// settings of the run, then the loop's identity.
+///
+/// # A new setting is three edits
+///
+/// 1. **A row here**: its key (the loop.toml key, and the `orbit init` flag if it ever gets
+///    one), its kind with its bounds, its default, and `.identity(note)` when no environment
+///    variable may override it. From the row follow: loop.toml's default
+///    (`LoopConfig::default`) and validation, the bash prelude's kind and bounds
+///    (`ORBIT_SETTINGS`, `ORBIT_SETTING_KIND`/`_MIN`/`_MAX`/`_WORDS`, checked by the runner's
+///    `settings_check`), its line in the settings prelude (`NAME=${NAME-default}`, or
+///    `NAME_SETTING=value` under its note) and the templates' `{{ s.key_in_snake_case }}`.
+/// 2. **A field of `LoopConfig`** (`src/config.rs`) named like the key, of the type its
+///    kind reads as: a count `u64` or `u32`, a duration or text `String`, a bool `bool`, an
+///    amount `Option<Usd>`, a list `Vec<String>`, a choice an enum whose words are the
+///    row's. Its default and its bounds are the row's; the field is not written twice.
+/// 3. **Its use**: the static bash part that reads `$NAME` (`$NAME_SETTING`), or the Rust
+///    that reads the field.
+///
+/// A flag of `orbit init` for it is one edit more (`InitArgs` and `config_from_args`);
+/// `orbit init --force` refuses the new flag with nothing to change. A row without its
+/// field, or a field without its row, fails every test that builds a `LoopConfig`.
 pub const SETTINGS: &[Setting] = &[
     count("max-iterations", 1, 1_000_000, "20"),
     duration("exec-timeout", 1, "10m"),
@@ -164,6 +253,25 @@ pub const SETTINGS: &[Setting] = &[
     duration("notify-timeout", 1, "10s"),
     list("token-prices"),
     text("env-file", ""),
+    // The loop's identity.
+    text("workspace", "").identity(
+        "The workspace is the loop's identity, never overridden from the environment (CI\n\
+         systems set WORKSPACE for their own use).",
+    ),
+    choice("sandbox", SANDBOXES, "none").identity(
+        "The OS sandbox of the agent and check runs (none | bwrap), never overridden from the\n\
+         environment either: whatever starts the runner must not be able to turn it off.",
+    ),
+    choice("memory", MEMORY_POLICIES, "notes").identity(
+        "What the agent is given back of earlier iterations: notes (its notes.md and\n\
+         progress.md) or feedback (only the goal and the last failure's feedback).",
+    ),
+    count("candidates", 1, 8, "1").identity(
+        "How many candidates each iteration fans out to (1: no fan-out), the loop's identity.",
+    ),
+    flag("fanout-early-stop", "0").identity(
+        "1: the fan-out stops at the first candidate that passes everything; 0: it waits for all.",
+    ),
 ];
 
 /// The setting named `key` (a loop.toml key).
@@ -193,7 +301,18 @@ mod tests {
                 let v: u64 = s.default.parse().unwrap();
                 assert!((min..=max).contains(&v), "{}", s.key);
             }
+            if let SettingKind::Choice { words } = s.kind {
+                assert!(words.contains(&s.default), "{}", s.key);
+            }
+            if let Scope::Identity { note } = s.scope {
+                // Comment lines of the prelude: orbit's words, each on its own line.
+                for line in note.lines() {
+                    assert!(line.len() <= 88, "{}: '{line}' is too long", s.key);
+                    assert!(!line.chars().any(char::is_control), "{}", s.key);
+                }
+            }
         }
+        assert_eq!(setting("candidates").bash_name(), "CANDIDATES_SETTING");
         assert_eq!(setting("max-iterations").env_name(), "MAX_ITERATIONS");
     }
 }

@@ -80,14 +80,16 @@ orbit_usd_micro_v() {
 }
 
 # orbit_setting_v NAME: checks the setting NAME (its value is $NAME) by its kind and bounds
-# in the prelude (ORBIT_SETTING_KIND, ORBIT_SETTING_MIN, ORBIT_SETTING_MAX: the table
-# loop.toml is validated by). REPLY is the value in the unit the scripts compute with: a
-# count as it is, a duration in seconds, a bool as 1 or 0, an amount in micro-dollars (""
-# for none), text as it is. Status 1, with ORBIT_SETTING_ERR saying what is wrong and what
-# to do, for a value the loop does not take.
+# in the prelude (ORBIT_SETTING_KIND, ORBIT_SETTING_MIN, ORBIT_SETTING_MAX,
+# ORBIT_SETTING_WORDS: the table loop.toml is validated by). REPLY is the value in the unit
+# the scripts compute with: a count as it is, a duration in seconds, a bool as 1 or 0, an
+# amount in micro-dollars ("" for none), text and a choice's word as they are. Status 1,
+# with ORBIT_SETTING_ERR saying what is wrong and what to do, for a value the loop does not
+# take.
 ORBIT_SETTING_ERR=
 orbit_setting_v() {
-  local LC_ALL=C name=$1 kind value min max key
+  local LC_ALL=C name=$1 kind value min max key word
+  local -a words=()
   kind=${ORBIT_SETTING_KIND[$name]-}
   value=${!name-}
   min=${ORBIT_SETTING_MIN[$name]-0} max=${ORBIT_SETTING_MAX[$name]-0}
@@ -127,10 +129,27 @@ orbit_setting_v() {
       ;;
     # A list is its words separated by blanks; each channel checks its own words.
     text | list) REPLY=$value ;;
+    choice)
+      read -r -a words <<<"${ORBIT_SETTING_WORDS[$name]-}"
+      for word in "${words[@]}"; do
+        if [[ $value == "$word" ]]; then
+          REPLY=$value
+        fi
+      done
+      if [[ -z $REPLY ]]; then
+        ORBIT_SETTING_ERR="$name='$value' is not one of: ${words[*]}"
+      fi
+      ;;
     *) ORBIT_SETTING_ERR="$name is not a setting of the loop contract" ;;
   esac
   if [[ -z $ORBIT_SETTING_ERR ]]; then
     return 0
+  fi
+  key=${ORBIT_SETTING_IDENTITY[$name]-}
+  if [[ -n $key ]]; then
+    # The loop's identity: loop.toml alone sets it.
+    ORBIT_SETTING_ERR+=". Set $key in loop.toml and run orbit init --force"
+    return 1
   fi
   key=${name,,}
   ORBIT_SETTING_ERR+=". Set ${key//_/-} in loop.toml and run orbit init --force, or override it with $name=... in the environment"

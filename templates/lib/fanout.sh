@@ -709,17 +709,13 @@ fanout_done_prune() {
   orbit_event candidates_pruned "$CUR_ITER" reason "done"
 }
 
-# fanout_settings: FANOUT_N (1..8) and FANOUT_EARLY_STOP (0 or 1) from the loop's identity
-# (CANDIDATES_SETTING, FANOUT_EARLY_STOP_SETTING; a loop rendered before the latter waits
-# for every candidate).
+# fanout_settings: FANOUT_N and FANOUT_EARLY_STOP (0 or 1) from the loop's identity
+# (CANDIDATES_SETTING, FANOUT_EARLY_STOP_SETTING), checked by the contract table's kinds and
+# bounds.
 FANOUT_EARLY_STOP=0
 fanout_settings() {
-  FANOUT_N=${CANDIDATES_SETTING:-1}
-  if [[ ! $FANOUT_N =~ ^[1-8]$ ]]; then
-    orbit_die "$EXIT_PREFLIGHT" "candidates = '$FANOUT_N' in the rendered settings: give 1 to 8 in loop.toml, then run orbit init --force"
-  fi
-  FANOUT_EARLY_STOP=${FANOUT_EARLY_STOP_SETTING:-0}
-  if [[ ! $FANOUT_EARLY_STOP =~ ^[01]$ ]]; then
-    orbit_die "$EXIT_PREFLIGHT" "fanout-early-stop = '$FANOUT_EARLY_STOP' in the rendered settings: give true or false in loop.toml, then run orbit init --force"
-  fi
+  orbit_setting_v CANDIDATES_SETTING || orbit_die "$EXIT_PREFLIGHT" "$ORBIT_SETTING_ERR"
+  FANOUT_N=$REPLY
+  orbit_setting_v FANOUT_EARLY_STOP_SETTING || orbit_die "$EXIT_PREFLIGHT" "$ORBIT_SETTING_ERR"
+  FANOUT_EARLY_STOP=$REPLY
 }

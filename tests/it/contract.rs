@@ -522,10 +522,10 @@ fn expected_prelude_values() -> Vec<(String, String)> {
     );
     add(
         "${ORBIT_SETTINGS[*]}".into(),
-        join(contract::SETTINGS.iter().map(|s| s.env_name()).collect()),
+        join(contract::SETTINGS.iter().map(|s| s.bash_name()).collect()),
     );
     for s in contract::SETTINGS {
-        let name = s.env_name();
+        let name = s.bash_name();
         add(
             format!("${{ORBIT_SETTING_KIND[{name}]}}"),
             s.kind.bash_name().into(),
@@ -540,6 +540,16 @@ fn expected_prelude_values() -> Vec<(String, String)> {
         };
         add(format!("${{ORBIT_SETTING_MIN[{name}]-none}}"), min);
         add(format!("${{ORBIT_SETTING_MAX[{name}]-none}}"), max);
+        let words = match s.kind {
+            contract::SettingKind::Choice { words } => words.join(" "),
+            _ => "none".into(),
+        };
+        add(format!("${{ORBIT_SETTING_WORDS[{name}]-none}}"), words);
+        let identity = if s.overridable() { "none" } else { s.key };
+        add(
+            format!("${{ORBIT_SETTING_IDENTITY[{name}]-none}}"),
+            identity.into(),
+        );
     }
     v
 }
@@ -664,7 +674,7 @@ fn setting_cases() -> Vec<(String, String, bool)> {
     let year = contract::settings::DURATION_MAX_SECS;
     let mut v = Vec::new();
     for s in contract::SETTINGS {
-        let name = s.env_name();
+        let name = s.bash_name();
         let mut add = |value: String, ok: bool| v.push((name.clone(), value, ok));
         match s.kind {
             SettingKind::Count { min, max } => {
@@ -733,6 +743,16 @@ fn setting_cases() -> Vec<(String, String, bool)> {
                     true,
                 );
             }
+            SettingKind::Choice { words } => {
+                for w in words {
+                    add(w.to_string(), true);
+                    add(format!("{w} "), false);
+                    add(w.to_ascii_uppercase(), false);
+                }
+                add(words.join(" "), false);
+                add("x[$(touch CANARY)]".into(), false);
+                add(String::new(), false);
+            }
         }
     }
     v
@@ -783,7 +803,7 @@ done <"$1""#,
     for (name, value, ok) in &cases {
         let s = contract::SETTINGS
             .iter()
-            .find(|s| s.env_name() == *name)
+            .find(|s| s.bash_name() == *name)
             .unwrap();
         if !matches!(
             s.kind,

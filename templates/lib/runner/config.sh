@@ -33,10 +33,11 @@ USD_PER_RUN_CAP_M=
 USD_PER_ITER_CAP_M=
 COST_ESTIMATE_M=
 VERIFY_BUDGET_S=0
-# settings_check: every setting of the contract (ORBIT_SETTINGS) by its kind and bounds, the
-# ones loop.toml is validated by; the first bad one stops the run (EXIT_PREFLIGHT, nothing
-# run, nothing written). Sets the values the runner computes with: NAME_S, the seconds of a
-# duration, and NAME_M, the micro-dollars of an amount ("" for none).
+# settings_check: every setting of the contract (ORBIT_SETTINGS, the loop's identity among
+# them) by its kind and bounds, the ones loop.toml is validated by; the first bad one stops
+# the run (EXIT_PREFLIGHT, nothing run, nothing written). Sets the values the runner
+# computes with: NAME_S, the seconds of a duration, and NAME_M, the micro-dollars of an
+# amount ("" for none).
 settings_check() {
   local name grep_rc
   for name in "${ORBIT_SETTINGS[@]}"; do

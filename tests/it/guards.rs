@@ -583,6 +583,10 @@ fn a_done_claim_whose_commit_a_pre_commit_hook_refuses_is_blocked_not_done() {
     // The audit names the failed commit.
     let audit = repo.orbit(&["audit", &dir.display().to_string()]);
     assert!(text(&audit).contains("commit failed"), "{}", text(&audit));
+    // The report offers no merge of a branch that does not hold the work.
+    let report = repo.orbit(&["report", &dir.display().to_string()]);
+    assert!(!text(&report).contains("git merge"), "{}", text(&report));
+    assert!(text(&report).contains("BLOCKED"), "{}", text(&report));
     // The hook is made to pass: the next run commits the verified change first.
     install_hook(&repo, ".git/hooks", "pre-commit", "exit 0");
     let out = repo.run_loop(&dir, &[], &[]);

@@ -3,7 +3,8 @@
 # ---- lists them) would point every git call of the runner, the agent and the checks at
 # ---- another repository or index: removed (contract 5.1). And no git call of the loop runs
 # ---- the file-system monitor a repository's config may name (core.fsmonitor is a command
-# ---- an agent could set): off, through the environment, which outranks every config file.
+# ---- an agent could set): off, through the environment, which outranks every config file;
+# ---- nor does any read an object through a replace ref (GIT_NO_REPLACE_OBJECTS).
 git_env_set() {
   local v
   for v in GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT \
@@ -13,6 +14,8 @@ git_env_set() {
     unset "$v"
   done
   export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0=false
+  # No object the runner reads is swapped by a replace ref (refs/replace/*).
+  export GIT_NO_REPLACE_OBJECTS=1
 }
 
 # How this run was started (--once: one tick), the status it started from (for notify-once),

@@ -2,6 +2,8 @@
 //! budgets, rate limits, scoped commits and branch isolation.
 
 use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Output;
 use std::time::Duration;
 
 use crate::support::{
@@ -480,6 +482,149 @@ fn install_hook(repo: &Repo, dir: &str, name: &str, body: &str) {
     fs::set_permissions(repo.join(&rel), fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// A loop in a repository whose git hooks (installed before the loop's first run, as a
+/// project's own are) refuse every commit: `hook` is the hook's name, `body` its sh, which
+/// also records in `ran` that it ran. The agent's change, `work.txt`, passes the check.
+fn refused_commit_loop(hook: &str, body: &str, claims: bool) -> (Repo, PathBuf, PathBuf) {
+    let repo = Repo::new();
+    let ran = repo.bin.path().join("hook-ran");
+    install_hook(
+        &repo,
+        ".git/hooks",
+        hook,
+        &format!("echo {hook} >> '{}'\n{body}", ran.display()),
+    );
+    let claim = if claims {
+        "echo ok > \"$ORBIT_AGENT_DIR/done.md\""
+    } else {
+        ""
+    };
+    let agent = repo.agent(
+        "fixer",
+        &format!(
+            "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho fixed >> work.txt\n{claim}"
+        ),
+    );
+    let check = if claims {
+        "test -f work.txt"
+    } else {
+        "test -f never.txt"
+    };
+    let dir = repo.init_loop(&agent, &[check], &[]);
+    (repo, dir, ran)
+}
+
+/// The loop stopped BLOCKED (tool_failure, exit 14) on a refused commit, said why with the
+/// hook's own words and the fix, committed nothing of iteration 1 and left its change in
+/// the workspace.
+fn assert_blocked_by_the_hook(repo: &Repo, dir: &Path, out: &Output, ran: &Path, words: &str) {
+    assert!(
+        fs::read_to_string(ran).is_ok_and(|t| !t.is_empty()),
+        "the hook never ran: the test proves nothing\n{}",
+        text(out)
+    );
+    assert_code(out, 14, "a refused commit stops the loop BLOCKED");
+    assert_eq!(state_value(dir, "LAST_STATUS"), "BLOCKED");
+    assert_eq!(state_value(dir, "STOP_REASON"), "tool_failure");
+    assert!(
+        !text(out).contains("NEXUS_LOOP_STATUS: DONE"),
+        "{}",
+        text(out)
+    );
+    for f in ["runner.log", "progress.md"] {
+        let t = fs::read_to_string(dir.join(f)).unwrap();
+        assert!(
+            t.contains(words),
+            "{f} lacks the hook's words {words:?}:\n{t}"
+        );
+        assert!(t.contains("make the hook pass"), "{f} lacks the fix:\n{t}");
+    }
+    assert!(text(out).contains(words), "{}", text(out));
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations/000001/commit.txt")).unwrap(),
+        "failed\n"
+    );
+    assert!(
+        !dir.join("iterations/000001/done.md").exists(),
+        "no accepted claim"
+    );
+    let trailers = repo.git(&[
+        "log",
+        "--format=%(trailers:key=Orbit-Iteration,valueonly)",
+        "orbit/test-goal",
+    ]);
+    assert!(trailers.trim().is_empty(), "a commit was made: {trailers}");
+    assert_eq!(
+        repo.ws_read("work.txt"),
+        "fixed\n",
+        "the change stays in the workspace"
+    );
+}
+
+#[test]
+fn a_done_claim_whose_commit_a_pre_commit_hook_refuses_is_blocked_not_done() {
+    let (repo, dir, ran) = refused_commit_loop(
+        "pre-commit",
+        "echo 'lint: work.txt has no licence header' >&2\nexit 1",
+        true,
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_blocked_by_the_hook(
+        &repo,
+        &dir,
+        &out,
+        &ran,
+        "lint: work.txt has no licence header",
+    );
+    assert!(
+        dir.join("iterations/000001/done.md.rejected").is_file(),
+        "the claim is kept as rejected"
+    );
+    // The audit names the failed commit.
+    let audit = repo.orbit(&["audit", &dir.display().to_string()]);
+    assert!(text(&audit).contains("commit failed"), "{}", text(&audit));
+    // The report offers no merge of a branch that does not hold the work.
+    let report = repo.orbit(&["report", &dir.display().to_string()]);
+    assert!(!text(&report).contains("git merge"), "{}", text(&report));
+    assert!(text(&report).contains("BLOCKED"), "{}", text(&report));
+    // The hook is made to pass: the next run commits the verified change first.
+    install_hook(&repo, ".git/hooks", "pre-commit", "exit 0");
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE once the hook passes");
+    let trailers = repo.git(&[
+        "log",
+        "--format=%(trailers:key=Orbit-Iteration,valueonly)",
+        "orbit/test-goal",
+    ]);
+    assert!(
+        trailers.lines().any(|l| l.trim() == "1"),
+        "iteration 1's change is committed: {trailers}"
+    );
+    let tree = repo.git(&["ls-tree", "-r", "--name-only", "orbit/test-goal"]);
+    assert!(tree.lines().any(|l| l == "work.txt"), "{tree}");
+}
+
+#[test]
+fn a_commit_msg_hook_that_wants_a_ticket_stops_a_loop_that_is_not_done_blocked() {
+    let (repo, dir, ran) = refused_commit_loop(
+        "commit-msg",
+        "grep -q 'PROJ-[0-9]' \"$1\" && exit 0\necho 'commit-msg: the message names no ticket (PROJ-123)' >&2\nexit 1",
+        false,
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_blocked_by_the_hook(
+        &repo,
+        &dir,
+        &out,
+        &ran,
+        "commit-msg: the message names no ticket (PROJ-123)",
+    );
+    assert!(
+        !dir.join("iterations/000002").exists(),
+        "no iteration runs after a refused commit"
+    );
+}
+
 #[test]
 fn a_held_index_lock_or_a_hanging_hook_does_not_wedge_the_loop() {
     let repo = Repo::new();
@@ -491,10 +636,16 @@ fn a_held_index_lock_or_a_hanging_hook_does_not_wedge_the_loop() {
     // A hook that waits for input forever.
     install_hook(&repo, ".git/hooks", "pre-commit", "sleep 300");
     let out = repo.run_loop(&dir, &["--once"], &[("COMMIT_TIMEOUT", "2s")]);
-    assert_code(&out, 10, "tick with a hanging hook");
+    // A hook that never finishes refuses every commit: the loop stops for a human.
+    assert_code(&out, 14, "tick with a hanging hook");
     assert_eq!(
         fs::read_to_string(dir.join("iterations/000001/commit.txt")).unwrap(),
         "failed\n"
+    );
+    assert!(
+        text(&out).contains("did not finish within 2s"),
+        "{}",
+        text(&out)
     );
     fs::remove_file(repo.join(".git/hooks/pre-commit")).unwrap();
     // A held index.lock (the workspace's: each worktree has its own index): retried, then

@@ -1542,6 +1542,80 @@ echo "every criterion holds" > "$ORBIT_AGENT_DIR/done.md""#,
     assert_aborted(&dir, &out, "goal_drift");
 }
 
+// ---- 6b. the placeholder scan, blinded (contract 6: every added line is read as text)
+
+/// An agent that adds a placeholder and blinds the scan with `trick` (bash, run in the
+/// workspace under errexit; its last command proves the trick took), then claims DONE: the
+/// claim is rejected with the placeholder verdict, the placeholder named in the record.
+fn blinded_scan_is_still_read(trick: &str, placeholder: &str) {
+    let h = Hostile::new();
+    let (dir, out) = h.tamper(1, trick, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(10),
+        "the claim must be rejected, not DONE\n{}",
+        text(&out)
+    );
+    assert_ne!(state(&dir, "LAST_STATUS"), "DONE");
+    let rejected = events(&dir, "done_rejected");
+    assert!(
+        rejected
+            .iter()
+            .any(|e| e["reason"].as_str().unwrap_or("").contains("placeholder")),
+        "no placeholder verdict: {rejected:?}\n{}",
+        text(&out)
+    );
+    let found =
+        fs::read_to_string(dir.join("iterations/000001/placeholders.txt")).unwrap_or_default();
+    assert!(
+        found.contains(placeholder),
+        "placeholders.txt: {found:?}\n{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn an_agent_that_marks_its_file_minus_diff_in_gitattributes_still_has_its_todo_found() {
+    blinded_scan_is_still_read(
+        r#"    printf 'impl.sh -diff\n' > .gitattributes
+    printf 'run() {\n  # TODO: the real thing\n  :\n}\n' > impl.sh
+    git check-attr diff impl.sh | grep -q ': diff: unset$'"#,
+        "TODO: the real thing",
+    );
+}
+
+#[test]
+fn an_agent_that_puts_a_nul_byte_in_its_file_still_has_its_todo_found() {
+    blinded_scan_is_still_read(
+        r#"    printf 'blob\000data\n# TODO: parse the header\n' > impl.dat
+    ! cmp -s impl.dat <(tr -d '\000' < impl.dat)"#,
+        "TODO: parse the header",
+    );
+}
+
+#[test]
+fn an_agent_that_replaces_its_blob_with_a_git_replace_ref_still_has_its_todo_found() {
+    blinded_scan_is_still_read(
+        r#"    printf 'run() {\n  # TODO: the real thing\n  :\n}\n' > impl.sh
+    real=$(git hash-object -w impl.sh)
+    clean=$(printf 'run() { :; }\n' | git hash-object -w --stdin)
+    git replace "$real" "$clean"
+    git rev-parse --verify -q "refs/replace/$real" >/dev/null
+    env -u GIT_NO_REPLACE_OBJECTS git cat-file -p "$real" | grep -qx 'run() { :; }'"#,
+        "TODO: the real thing",
+    );
+}
+
+#[test]
+fn an_agent_whose_added_line_reads_as_a_diff_header_still_has_its_todo_found() {
+    // An added line `++ TODO` is `+++ TODO` in the diff: a file header to a naive filter.
+    blinded_scan_is_still_read(
+        r#"    printf '++ TODO: later\n' > notes.txt
+    grep -qx '++ TODO: later' notes.txt"#,
+        "TODO: later",
+    );
+}
+
 // ---- 7. fail-open parsing
 
 #[test]

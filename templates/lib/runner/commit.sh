@@ -60,6 +60,7 @@ commit_iteration() {
       rc=$ORBIT_RC
       if ((ORBIT_TIMED_OUT)); then
         orbit_log "commit: git did not finish within ${COMMIT_TIMEOUT_S}s (a hook waiting for input?)"
+        printf 'orbit: git commit did not finish within %ss (a hook waiting for input?)\n' "$COMMIT_TIMEOUT_S" >>"$dir/commit.log"
         rc=$COMMIT_TIMED_OUT
         break
       fi
@@ -69,6 +70,7 @@ commit_iteration() {
     fi
     if [[ -e $GIT_DIR_ABS/index.lock ]]; then
       orbit_log "commit: .git/index.lock is held; retrying ($tries/5)"
+      printf 'orbit: %s is held (try %s of 5)\n' "$COMMIT_LOCK_WORDS" "$tries" >>"$dir/commit.log"
       sleep 1
       continue
     fi
@@ -103,6 +105,80 @@ commit_iteration() {
   fi
   orbit_fault after_commit
   [[ $list == "$CHANGES_FILE" ]] || rm -f -- "$list"
+}
+
+# commit_refusal_v DIR: what refused the iteration's failed commit, from its commit.log
+# (the hook's own first lines, or the runner's word that git did not finish), into REPLY;
+# COMMIT_LOCKED is 1 when git's index was held by another git (transient: nothing refused
+# the change itself).
+COMMIT_LOCKED=0
+readonly COMMIT_LOCK_WORDS='.git/index.lock'
+commit_refusal_v() {
+  local log=$1/commit.log line words='' k=0
+  COMMIT_LOCKED=0
+  if [[ -f $log ]] && grep -qF -- "$COMMIT_LOCK_WORDS" "$log" 2>/dev/null &&
+    ! grep -q -- 'did not finish within' "$log" 2>/dev/null; then
+    COMMIT_LOCKED=1
+  fi
+  if [[ -f $log ]]; then
+    while IFS= read -r line && ((k < 3)); do
+      line=${line%$'\r'}
+      line=${line//[[:cntrl:]]/ }
+      [[ $line == *[![:space:]]* ]] || continue
+      words+="${words:+ / }$line"
+      k=$((k + 1))
+    done < <(head -c 4096 -- "$log")
+  fi
+  orbit_cut_v "${words:-git commit failed and said nothing}" 160
+}
+
+# How a refused commit's summary begins (a rewritten record is known by it).
+readonly COMMIT_REFUSED_SAID='the commit of iteration'
+
+# commit_refused_fix_v: REPLY is what a human does about a refused commit.
+commit_refused_fix_v() {
+  if ((COMMIT_LOCKED)); then
+    REPLY="finish or end the other git that holds .git/index.lock, then run the loop again (the change is committed first)"
+  else
+    REPLY="make the hook pass (see commit.log), then run the loop again (the change is committed first)"
+  fi
+}
+
+# commit_retry_failed: a run that starts after its last iteration's refused commit stopped
+# the loop tries that commit again first (the hook may pass now): committed, the loop goes
+# on; refused again, it stops BLOCKED again with what refused it. The failed attempt's
+# record is kept (commit.failed.txt, commit.failed.log).
+commit_retry_failed() {
+  local n=$((S[NEXT_ITERATION] - 1)) dir line='' why fix
+  ((n >= 1)) && [[ ${S[LAST_STATUS]} == "$STATUS_BLOCKED" && ${S[STOP_REASON]} == "$REASON_TOOL_FAILURE" ]] || return 0
+  printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
+  [[ -f $dir/commit.txt ]] && IFS= read -r line <"$dir/commit.txt" && [[ $line == failed ]] || return 0
+  result_trusted "$n" "$dir/result.env" || return 0
+  result_read "$dir/result.env"
+  iteration_at "$n"
+  mv -f -- "$dir/commit.txt" "$dir/commit.failed.txt"
+  mv -f -- "$dir/commit.log" "$dir/commit.failed.log" 2>/dev/null || true
+  orbit_log "iteration $n's commit was refused when the loop stopped: committing it again"
+  commit_iteration "$n" "$dir" "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" 0
+  line=failed
+  IFS= read -r line <"$dir/commit.txt" || true
+  iteration_at "${S[NEXT_ITERATION]}"
+  # What the runner wrote into the iteration's record is its own.
+  trust_hold
+  if [[ $line =~ ^[0-9a-f]{40,64}$ ]]; then
+    branch_head_record "$line"
+    orbit_log "iteration $n is committed now ($line): the loop goes on"
+    return 0
+  fi
+  commit_refusal_v "$dir"
+  why=$REPLY
+  if ((COMMIT_LOCKED)); then
+    orbit_log "iteration $n's commit failed again ($why): the loop goes on, the change stays uncommitted"
+    return 0
+  fi
+  commit_refused_fix_v
+  fix=$REPLY
+  finish "$EXIT_BLOCKED" "$STATUS_BLOCKED" "$REASON_TOOL_FAILURE" "$COMMIT_REFUSED_SAID $n failed again: $why — its change stays uncommitted in the workspace; $fix"
 }
 
 # The goal's one-line title (line 3 of goal.md), at most 60 characters, into REPLY.

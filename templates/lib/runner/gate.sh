@@ -39,18 +39,23 @@ gate_passes() {
 
 # gate_placeholders N DIR: no placeholder in the lines the loop added: the workspace now
 # against the commit the loop began from (nothing else is ever in the workspace's diff). A
-# scan that cannot run rejects the claim (it never passes by default).
+# scan that cannot run rejects the claim (it never passes by default). Every added line is
+# read as text, as it is: no attribute (-diff, binary), NUL byte, textconv or external diff
+# turns a file into "Binary files differ", and no replace ref swaps the blob read; an added
+# line is one of a hunk (after its @@), so one that reads `+++ ...` is not taken for a
+# file's header.
 gate_placeholders() {
   local dir=$2 added first base now_tree rc=0
   base=$(cat -- "$LOOP_DIR/.baseline-tree" 2>/dev/null || cat -- "$LOOP_DIR/.baseline-commit")
   tree_snapshot
   now_tree=$REPLY
-  git_q diff --no-color --no-ext-diff -U0 "$base" "$now_tree" -- >"$ORBIT_TMP/added.diff" 2>>"$ORBIT_LOG_FILE" || rc=$?
+  GIT_NO_REPLACE_OBJECTS=1 git_q diff --no-color --no-ext-diff --no-textconv --text --no-relative \
+    --src-prefix=a/ --dst-prefix=b/ -U0 "$base" "$now_tree" -- >"$ORBIT_TMP/added.diff" 2>>"$ORBIT_LOG_FILE" || rc=$?
   if ((rc != 0)); then
     GATE_VERDICT="the placeholder scan could not run: git diff failed (exit $rc; see runner.log)"
     return 0
   fi
-  awk '/^\+/ && !/^\+\+\+/' "$ORBIT_TMP/added.diff" >"$ORBIT_TMP/added.lines"
+  awk '/^diff --git / { hunk = 0; next } /^@@/ { hunk = 1; next } hunk && /^\+/' "$ORBIT_TMP/added.diff" >"$ORBIT_TMP/added.lines"
   added=$(grep -aE -m 5 -- "$PLACEHOLDER_PATTERN" "$ORBIT_TMP/added.lines" 2>>"$ORBIT_LOG_FILE") || rc=$?
   if ((rc > 1)); then
     GATE_VERDICT="the placeholder scan could not run: grep refused PLACEHOLDER_PATTERN (exit $rc; see runner.log)"

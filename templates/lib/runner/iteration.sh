@@ -334,6 +334,9 @@ finalize() {
   if [[ $commit =~ ^[0-9a-f]{40,64}$ ]]; then
     branch_head_record "$commit"
   fi
+  if [[ $commit == failed ]]; then
+    commit_refused "$n" "$dir"
+  fi
   if [[ ${R[VERDICT]} != "$STATUS_ABORTED" ]]; then
     sig_record "$n" "${R[TREE_AFTER]}"
   fi
@@ -356,6 +359,36 @@ finalize() {
     notify "$NOTIFY_EVENT_ITERATION" "${R[SUMMARY]}"
   fi
   return 0
+}
+
+# commit_refused N DIR: iteration N's commit failed. A DONE is not DONE without its commit,
+# and a loop whose commits are refused must not go on committing nothing: either stops the
+# loop BLOCKED (tool_failure) with what refused it and the fix, its record rewritten (its
+# claim rejected). An index held by another git is transient: only a DONE stops on it. An
+# iteration that stops the loop anyway keeps its own verdict. Idempotent (a rerun after a
+# crash finds the record rewritten already).
+commit_refused() {
+  local n=$1 dir=$2 was=${R[VERDICT]} why fix
+  [[ ${R[SUMMARY]:-} != "$COMMIT_REFUSED_SAID"* ]] || return 0
+  [[ $was == "$STATUS_DONE" || $was == "$STATUS_CONTINUE" ]] || return 0
+  commit_refusal_v "$dir"
+  why=$REPLY
+  if ((COMMIT_LOCKED)) && [[ $was != "$STATUS_DONE" ]]; then
+    return 0
+  fi
+  commit_refused_fix_v
+  fix=$REPLY
+  R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_TOOL_FAILURE R[EXIT_CODE]=$EXIT_BLOCKED
+  if [[ $was == "$STATUS_DONE" ]]; then
+    R[DONE_VERDICT]="the commit failed: $why"
+    mv -f -- "$dir/done.md" "$dir/done.md.rejected" 2>/dev/null || true
+    orbit_event done_rejected "$n" reason "${R[DONE_VERDICT]}"
+    R[SUMMARY]="$COMMIT_REFUSED_SAID $n failed, so it is not DONE: $why — the verified change stays uncommitted in the workspace; $fix"
+  else
+    R[SUMMARY]="$COMMIT_REFUSED_SAID $n failed: $why — its change stays uncommitted in the workspace and no later one would be committed; $fix"
+  fi
+  orbit_log "${R[SUMMARY]} (git's output: $dir/commit.log)"
+  result_record "$dir"
 }
 
 # finalize_progress N DIR FRESH COMMIT: iteration N's entry in progress.md (one final entry
@@ -463,6 +496,7 @@ finalize_checkpoint() {
 # result.env was written): nothing is run again, nothing counted twice.
 resume_pending() {
   local n=${S[NEXT_ITERATION]} dir
+  commit_retry_failed
   printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
   [[ -e $dir/result.env || -L $dir/result.env ]] || return 0
   if ! result_trusted "$n" "$dir/result.env"; then

@@ -177,6 +177,18 @@ fanout_agent_stop() {
   if [[ -n $ORBIT_WATCHDOG_PID ]]; then
     kill -KILL -- "-$ORBIT_WATCHDOG_PID" 2>/dev/null || true
   fi
+  # A stop that came while a run was starting finds its pids not yet recorded: what this
+  # subshell started (but the live view's copy, closed below) and what carries the run's
+  # mark go too, or one of them would hold the runner's pipe from this subshell open.
+  # (No local here: this runs as a trap, and the subshell exits below.)
+  FANOUT_ME=$BASHPID
+  for FANOUT_P in $(ps -A -o ppid= -o pid= 2>/dev/null | awk -v me="$FANOUT_ME" '$1 == me { print $2 }'); do
+    [[ $FANOUT_P == "${LIVE_PID:-}" ]] && continue
+    kill -KILL -- "-$FANOUT_P" 2>/dev/null || kill -KILL "$FANOUT_P" 2>/dev/null || true
+  done
+  if [[ -n ${runid:-} ]]; then
+    sweep_env "ORBIT_RUN_ID=$runid"
+  fi
   live_close
   if [[ -n $FANOUT_OUT ]]; then
     { printf '%sE %s\n' "$FANOUT_LINES" "$DEADLINE_HIT" 1>&"$FANOUT_OUT"; } 2>/dev/null || true

@@ -160,6 +160,31 @@ fanout_agent() {
   printf '%sE %s\n' "$FANOUT_LINES" "$DEADLINE_HIT" 1>&"$FANOUT_OUT"
 }
 
+# fanout_take_v FD PID: REPLY is what candidate subshell PID wrote on FD, up to its E line
+# (its last). A subshell that died before writing it is not waited for past its death, nor
+# is anything it left behind that still holds the pipe open (swept when the run ends).
+fanout_take_v() {
+  local fd=$1 pid=$2 line part='' rc
+  REPLY=''
+  while :; do
+    rc=0
+    IFS= read -r -t 1 line <&"$fd" || rc=$?
+    if ((rc == 0)); then
+      line=$part$line part=''
+      REPLY+=$line$'\n'
+      [[ $line == "E "* ]] && break
+    elif ((rc > 128)); then
+      # Nothing for a second: a line may have come in part.
+      part+=$line
+      kill -0 "$pid" 2>/dev/null || break
+    else
+      [[ -z $part$line ]] || REPLY+=$part$line
+      break
+    fi
+  done
+  REPLY=${REPLY%$'\n'}
+}
+
 # fanout_agent_stop: a candidate's subshell signalled (the runner stops, or another candidate
 # passed everything first): its agent's group is stopped; the attempt it cut short is
 # reported as stopped, with the output caught so far as its log and its cost unknown (a CLI
@@ -562,7 +587,8 @@ fanout_iteration() {
             continue
           fi
           fd=${fds[$k]}
-          res[$k]=$(cat <&"$fd" || true)
+          fanout_take_v "$fd" "${pids[$k]}"
+          res[$k]=$REPLY
           exec {fd}<&-
           if fanout_probe "$k" "$n" "$base"; then
             passer=$k
@@ -584,7 +610,8 @@ fanout_iteration() {
     for k in "${todo[@]}"; do
       [[ -z ${res[$k]+set} ]] || continue
       fd=${fds[$k]}
-      res[$k]=$(cat <&"$fd" || true)
+      fanout_take_v "$fd" "${pids[$k]}"
+      res[$k]=$REPLY
       exec {fd}<&-
     done
     FANOUT_PIDS=()

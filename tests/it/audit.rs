@@ -1038,7 +1038,8 @@ fn audit_during_a_running_loop_is_running_and_touches_nothing() {
         .current_dir(repo.path())
         .env("PATH", repo.path_env())
         .env("KILL_GRACE", "1");
-    let runner = std::thread::spawn(move || run_bounded(cmd, Duration::from_secs(120)));
+    // The bound covers the hundred audits below too: a safety net, not a pace.
+    let runner = std::thread::spawn(move || run_bounded(cmd, Duration::from_secs(600)));
     wait_for("the agent to start", Duration::from_secs(60), || {
         started.exists()
     });

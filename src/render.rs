@@ -68,6 +68,7 @@ pub const LIB_RUNNER_ITERATION: &str = include_str!("../templates/lib/runner/ite
 pub const LIB_RUNNER_STOP: &str = include_str!("../templates/lib/runner/stop.sh");
 pub const LIB_RUN_LOOP: &str = include_str!("../templates/lib/run-loop.sh");
 pub const LIB_FANOUT: &str = include_str!("../templates/lib/fanout.sh");
+pub const LIB_FANOUT_SELECT: &str = include_str!("../templates/lib/fanout/select.sh");
 pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
 /// recover.sh's parts, in the order it holds them; lib/recover.sh applies and has main.
 pub const LIB_RECOVER_ARGS: &str = include_str!("../templates/lib/recover/args.sh");
@@ -87,6 +88,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/sandbox.sh", LIB_SANDBOX),
     ("lib/engine.sh", LIB_ENGINE),
     ("lib/fanout.sh", LIB_FANOUT),
+    ("lib/fanout/select.sh", LIB_FANOUT_SELECT),
     ("lib/runner/config.sh", LIB_RUNNER_CONFIG),
     ("lib/runner/preflight.sh", LIB_RUNNER_PREFLIGHT),
     ("lib/workspace.sh", LIB_WORKSPACE),
@@ -171,6 +173,7 @@ pub const FILES: &[LoopFile] = &[
             LIB_SANDBOX,
             LIB_ENGINE,
             LIB_FANOUT,
+            LIB_FANOUT_SELECT,
             LIB_RUNNER_CONFIG,
             LIB_RUNNER_PREFLIGHT,
             LIB_WORKSPACE,

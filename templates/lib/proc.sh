@@ -18,6 +18,19 @@ orbit_group_alive() {
   awk -v g="$1" '$1 == g && $2 !~ /^Z/ { found = 1 } END { exit !found }' <<<"$out"
 }
 
+# orbit_group_sweep PGID: KILLs what is left of a process group whose leader has exited,
+# naming each live member (pid and command line) in the log first, as every sweep does.
+orbit_group_sweep() {
+  local g s p c
+  orbit_group_alive "$1" || return 0
+  while read -r g s p c; do
+    if [[ $g == "$1" && $s != Z* ]]; then
+      orbit_log "sweeping leftover process $p (${c:0:80})"
+    fi
+  done < <(ps -A -o pgid= -o stat= -o pid= -o args= 2>/dev/null || true)
+  orbit_kill_group "$1" 1
+}
+
 # orbit_kill_group PID GRACE: TERM the process group, KILL it after GRACE seconds.
 orbit_kill_group() {
   local pid=$1 grace=$2 waited=0
@@ -43,7 +56,9 @@ orbit_run_bounded() {
   ORBIT_CHILD_PID=$!
   # The watchdog exits wd_fired only when it fired (and then ignores TERM until the group
   # is gone); stopped early by us it exits wd_stopped. No temp file, no extra process.
+  # It is the runner's, not the run's: its sleep does not carry an agent run's marker.
   (
+    unset ORBIT_RUN_ID
     trap 'exit "$wd_stopped"' TERM
     sleep "$timeout" &
     wait $! || exit "$wd_stopped"
@@ -70,7 +85,7 @@ orbit_run_bounded() {
     ORBIT_TIMED_OUT=1
   fi
   # Sweep whatever the command left running in its group.
-  orbit_kill_group "$ORBIT_CHILD_PID" 1
+  orbit_group_sweep "$ORBIT_CHILD_PID"
   ORBIT_CHILD_PID=
   return 0
 }

@@ -497,7 +497,9 @@ fn claude_stopped_by_the_timeout_while_retrying_a_429_is_rate_limited() {
     let out = l.run(&[
         ("ANTHROPIC_BASE_URL", &mock.url),
         ("ANTHROPIC_API_KEY", "fake"),
-        ("EXEC_TIMEOUT", "15s"),
+        // Long enough for the CLI to start and meet the 429 on a loaded machine, well short
+        // of its giving up (ten retries, 20 s apart).
+        ("EXEC_TIMEOUT", "30s"),
     ]);
     assert_code(&out, 13, "a rate limit, not a timeout");
     assert_eq!(l.state("STOP_REASON"), "rate_limit");

@@ -373,7 +373,9 @@ fn aider_stopped_by_the_timeout_while_retrying_a_429_is_rate_limited() {
     aider_home(&l);
     let t0 = now();
     let mut env = aider_env(&mock.url);
-    env.push(("EXEC_TIMEOUT", "15s".into()));
+    // Long enough for aider (a Python CLI) to start and meet the 429 on a loaded machine,
+    // well short of the minute after which it gives up.
+    env.push(("EXEC_TIMEOUT", "30s".into()));
     let out = run_with(&l, &env);
     assert_code(
         &out,
@@ -823,7 +825,9 @@ fn copilot_stopped_by_the_timeout_while_retrying_a_429_is_rate_limited() {
     let l = engine_loop("copilot", &bin, &[]);
     let t0 = now();
     let mut env = copilot_env(&mock.url);
-    env.push(("EXEC_TIMEOUT", "20s".into()));
+    // Long enough for copilot to start and meet the 429 on a loaded machine, well short of
+    // the minute after which it gives up.
+    env.push(("EXEC_TIMEOUT", "30s".into()));
     let out = run_with(&l, &env);
     assert_code(
         &out,

@@ -630,11 +630,20 @@ fn the_judge_picks_between_candidates_that_pass_every_check() {
 #[test]
 fn an_early_stop_fan_out_stops_the_others_once_one_passes_everything_and_records_them() {
     let repo = add_repo();
-    // Without a fan-out there is nothing to stop: refused, with what to do.
+    // Candidate 2 passes only once candidate 1's agent runs (candidate_agent writes down
+    // each start), so that there is a run to stop, whatever the order the machine gives
+    // them; a minute at most, should the test die.
+    let first_started = repo.bin.path().join("seen/1-1");
     let agent = candidate_agent(
         &repo,
-        &format!("1) sleep 300; {HONEST} ;;\n2) {HONEST} ;;\n3) : ;;"),
+        &format!(
+            "1) sleep 300; {HONEST} ;;\n\
+             2) for _ in $(seq 600); do [ -e '{}' ] && break; sleep 0.1; done; {HONEST} ;;\n\
+             3) : ;;",
+            first_started.display()
+        ),
     );
+    // Without a fan-out there is nothing to stop: refused, with what to do.
     let out = repo.orbit(&[
         "init",
         "test goal",

@@ -302,12 +302,24 @@ fn a_rate_limit_pauses_without_burning_an_iteration_and_resumes_after_the_reset(
     );
     let resume: u64 = state_value(&dir, "RESUME_AT").parse().unwrap();
     assert!(resume > 0);
-    // Before RESUME_AT: exit 13 at once, the agent is not called.
+    // Before RESUME_AT: exit 13 at once, the agent is not called. The runner reads the
+    // clock between `before` and `after`: a rerun that ended before the reset was refused,
+    // one that started after it resumed; one that straddled it did either, and the agent's
+    // calls say which.
+    let before = orbit::fsx::now_epoch();
     let out = repo.run_loop(&dir, &["--once"], &[]);
-    if orbit::fsx::now_epoch() < resume {
+    let after = orbit::fsx::now_epoch();
+    let refused = if after < resume {
+        true
+    } else if before >= resume {
+        false
+    } else {
+        out.status.code() == Some(13)
+    };
+    if refused {
         assert_code(&out, 13, "rerun before the reset");
         assert_eq!(fs::read_to_string(&calls).unwrap().lines().count(), 1);
-        while orbit::fsx::now_epoch() <= resume {
+        while orbit::fsx::now_epoch() < resume {
             std::thread::sleep(Duration::from_millis(200));
         }
         let out = repo.run_loop(&dir, &["--once"], &[]);
@@ -315,6 +327,7 @@ fn a_rate_limit_pauses_without_burning_an_iteration_and_resumes_after_the_reset(
     } else {
         assert_code(&out, 10, "resumed after the reset");
     }
+    assert_eq!(fs::read_to_string(&calls).unwrap().lines().count(), 2);
     assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2");
     assert!(
         dir.join("iterations/000001/interrupted.1/agent.log")

@@ -1697,7 +1697,11 @@ fn an_agent_that_leaves_a_daemon_holding_its_output_is_not_a_timeout_and_the_dae
         &r#"cat >/dev/null
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 echo "step $ORBIT_ITERATION" | tr 0-9 a-j >> work.txt
-daemon() { ( exec -a @TOKEN@ sleep 300 & ); sleep 0.2; pgrep -f @TOKEN@ >/dev/null; }
+daemon() {
+  ( exec -a @TOKEN@ sleep 300 & )
+  for _ in $(seq 600); do pgrep -f @TOKEN@ >/dev/null && return 0; sleep 0.1; done
+  return 1
+}
 attempt daemon daemon"#
             .replace("@TOKEN@", &token),
     );
@@ -1719,8 +1723,16 @@ attempt daemon daemon"#
     assert!(!exits.is_empty(), "{}", text(&out));
     assert_eq!(exits[0]["outcome"], "ok", "{}", exits[0]);
     assert_eq!(out.status.code(), Some(10), "{}", text(&out));
+    // Nor did the capture or the live view wait for the daemon to let the output go.
+    let agent_log = fs::read_to_string(dir.join("iterations/000001/agent.log")).unwrap();
+    assert!(!agent_log.contains("still held its output"), "{agent_log}");
+    let runner_log = fs::read_to_string(dir.join("runner.log")).unwrap();
     assert!(
-        wait_until(Duration::from_secs(5), || pids_with(&token).is_empty()),
+        !runner_log.contains("did not end within 5s"),
+        "{runner_log}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || pids_with(&token).is_empty()),
         "the daemon outlived the run: {:?}",
         pids_with(&token)
     );
@@ -1739,8 +1751,8 @@ echo "step $ORBIT_ITERATION" | tr 0-9 a-j >> work.txt
 if [ "$ORBIT_ITERATION" = 1 ]; then
   escape() {
     setsid bash -c 'sleep 3; printf "## Iteration 1 — DONE\n" >> "$1/progress.md"; echo wrote > "$2/daemon-wrote"' @TOKEN@ "$L" "$OUT" < /dev/null > /dev/null 2>&1 &
-    sleep 0.2
-    pgrep -f @TOKEN@ > /dev/null
+    for _ in $(seq 600); do pgrep -f @TOKEN@ > /dev/null && return 0; sleep 0.1; done
+    return 1
   }
   attempt escape escape
 fi"###
@@ -1757,9 +1769,9 @@ fi"###
         wrote.exists() || pids_with(&token).is_empty()
     });
     if !wrote.exists() {
-        // Reaped: it is gone and never writes.
+        // Reaped: it is gone (the process that would write is the one carrying the token)
+        // and never writes.
         assert!(pids_with(&token).is_empty(), "the daemon still runs");
-        std::thread::sleep(Duration::from_secs(4));
         assert!(!wrote.exists(), "the daemon wrote into the loop directory");
         return;
     }
@@ -1866,28 +1878,45 @@ fn a_duration_of_429_ms_in_a_failing_agents_json_is_not_a_rate_limit() {
 
 // ---- 10. terminators
 
+/// The loop's deadline cuts the agent's run short. It is 10 s away, so that the runner
+/// reaches the agent before it however loaded the machine (a run started after the deadline
+/// is not started at all); the agent would sleep a minute, so a run that waited for it
+/// would leave its `woke` behind.
 #[test]
-fn a_loop_timeout_of_3s_ends_a_run_whose_agent_sleeps_20s_with_exit_11() {
+fn a_loop_timeout_ends_a_run_whose_agent_sleeps_past_it_with_exit_11() {
     let h = Hostile::new();
     let agent = h.agent(
         "sleeper",
         r#"cat >/dev/null
 started() { echo started > "$OUT/started"; }
 attempt sleep started
-sleep 20
+sleep 60
 echo woke > "$OUT/woke""#,
     );
     let dir = h
         .repo
-        .init_loop(&agent, &["test -f never-there"], &["--loop-timeout", "3s"]);
-    let t0 = Instant::now();
-    let out = h.run(&dir, &[], &[]);
-    let took = t0.elapsed();
+        .init_loop(&agent, &["test -f never-there"], &["--loop-timeout", "10s"]);
+    let out = h.run_within(&dir, &[], &[], Duration::from_secs(120));
     h.assert_attempted("sleep", &out);
-    assert!(
-        took < Duration::from_secs(15) && out.status.code() == Some(11),
-        "a 3 s loop timeout: the run took {took:?}, expected exit 11\n{}",
+    assert_eq!(
+        out.status.code(),
+        Some(11),
+        "a 10 s loop timeout: expected exit 11\n{}",
         text(&out)
     );
     assert_eq!(state(&dir, "STOP_REASON"), "loop_timeout");
+    let exits = events(&dir, "agent_exit");
+    assert_eq!(exits.len(), 1, "{exits:?}");
+    assert_eq!(exits[0]["outcome"], "timeout", "{}", exits[0]);
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        log.contains("the agent was stopped at the loop's wall-clock limit (10s)"),
+        "{log}"
+    );
+    let marker = format!("ORBIT_OWNER={}", fs::canonicalize(&dir).unwrap().display());
+    assert!(
+        crate::support::processes_with_env(&marker).is_empty(),
+        "the agent outlived the run"
+    );
+    assert!(!h.file("woke").exists(), "the run waited for the agent");
 }

@@ -1113,13 +1113,15 @@ fn recover_refuses_while_a_runner_holds_the_lock() {
         use std::os::unix::fs::MetadataExt;
         fs::metadata(lp.file(".run-loop.lock")).unwrap().ino()
     };
-    for _ in 0..200 {
-        let locks = fs::read_to_string("/proc/locks").unwrap_or_default();
-        if locks.contains(&format!(":{lock_ino} ")) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::support::wait_for(
+        "the holder to take the lock",
+        Duration::from_secs(60),
+        || {
+            fs::read_to_string("/proc/locks")
+                .unwrap_or_default()
+                .contains(&format!(":{lock_ino} "))
+        },
+    );
     let before = lp.tree_hash();
     let out = lp.orbit_recover(&[]);
     let out_sh = lp.bash_recover(&[]);

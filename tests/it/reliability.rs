@@ -339,45 +339,149 @@ fn tick_with_agent(body: &str, env: &[(&str, &str)]) -> (Repo, PathBuf, Output) 
     (repo, dir, out)
 }
 
+/// The pid an agent wrote into `file` (it writes it before it exits).
+fn pid_in(file: &Path) -> u32 {
+    let text = fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: {text:?}: {e}", file.display()))
+}
+
+/// Waits until `pid` no longer runs: a process the runner KILLed is gone within
+/// milliseconds; the bound is a safety net far below the 300 s the scripted leftovers would
+/// live.
+fn assert_gone(pid: u32, what: &str) {
+    wait_for(
+        &format!("{what} {pid} to be gone"),
+        Duration::from_secs(20),
+        || !running(pid),
+    );
+}
+
+/// Whether `pid` runs (a zombie, which runs nothing and waits for its reaper, does not).
+fn running(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|st| {
+            let state = st.rsplit(") ").next().unwrap_or("");
+            !state.starts_with('Z') && !state.starts_with('X')
+        })
+        .unwrap_or(false)
+}
+
+/// runner.log names `pid` as a process it swept.
+fn assert_swept_in_log(dir: &Path, pid: u32) {
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        log.contains(&format!("sweeping leftover process {pid} (")),
+        "runner.log does not name the swept process {pid}:\n{log}"
+    );
+}
+
+/// A daemon in a session of its own: the agent waits until it has left the agent's
+/// session (it writes its pid once it has), so that no process-group kill can reach it;
+/// only a sweep by the run's mark can, and the runner says so.
 #[test]
 fn an_agent_that_daemonises_with_setsid_is_swept() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pid_file = scratch.path().join("daemon.pid");
     let (repo, dir, out) = tick_with_agent(
-        "cat >/dev/null\nsetsid -f sleep 300 </dev/null >/dev/null 2>&1\necho x >> work.txt",
+        &format!(
+            "cat >/dev/null\n\
+             setsid -f bash -c 'echo $$ > \"$1\"; exec sleep 300' daemon '{p}' </dev/null >/dev/null 2>&1\n\
+             for _ in $(seq 600); do [ -s '{p}' ] && break; sleep 0.1; done\n\
+             echo x >> work.txt",
+            p = pid_file.display()
+        ),
         &[],
     );
     assert_code(&out, 10, "tick");
+    let daemon = pid_in(&pid_file);
     assert_no_process_left(&dir);
-    assert!(
-        fs::read_to_string(dir.join("runner.log"))
-            .unwrap()
-            .contains("sweeping leftover process")
-    );
+    assert_gone(daemon, "the daemon");
+    assert_swept_in_log(&dir, daemon);
     assert_records_agree(&dir);
     let a = audit(&repo, &dir);
     assert_eq!((a.verdict.as_str(), a.code), ("IDLE", 0), "{}", a.json);
 }
 
+/// The same daemon holding the agent's output open: swept as soon as the agent exits, so
+/// the output ends then, not when the capture gives up waiting for it (5 s later, with a note).
 #[test]
-fn an_agent_that_escapes_its_process_group_is_swept() {
-    // Job control gives the background job a process group of its own.
-    let (repo, dir, out) = tick_with_agent(
-        "cat >/dev/null\nset -m\nsleep 300 </dev/null >/dev/null 2>&1 &\ndisown\necho x >> work.txt",
+fn a_setsid_daemon_holding_the_agents_output_is_swept_when_the_agent_exits() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pid_file = scratch.path().join("daemon.pid");
+    let (_repo, dir, out) = tick_with_agent(
+        &format!(
+            "cat >/dev/null\n\
+             setsid -f bash -c 'echo $$ > \"$1\"; exec sleep 300' daemon '{p}' </dev/null\n\
+             for _ in $(seq 600); do [ -s '{p}' ] && break; sleep 0.1; done\n\
+             echo x >> work.txt; echo the agent ends",
+            p = pid_file.display()
+        ),
         &[],
     );
     assert_code(&out, 10, "tick");
+    let daemon = pid_in(&pid_file);
     assert_no_process_left(&dir);
+    assert_gone(daemon, "the daemon");
+    assert_swept_in_log(&dir, daemon);
+    let log = fs::read_to_string(dir.join("iterations/000001/agent.log")).unwrap();
+    assert!(log.contains("the agent ends"), "{log}");
+    assert!(
+        !log.contains("still held its output"),
+        "the capture waited for the daemon:\n{log}"
+    );
+    let runner_log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        !runner_log.contains("did not end within 5s"),
+        "{runner_log}"
+    );
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn an_agent_that_escapes_its_process_group_is_swept() {
+    // Job control gives the background job a process group of its own (set before `&`
+    // returns).
+    let scratch = tempfile::tempdir().unwrap();
+    let pid_file = scratch.path().join("job.pid");
+    let (repo, dir, out) = tick_with_agent(
+        &format!(
+            "cat >/dev/null\nset -m\nsleep 300 </dev/null >/dev/null 2>&1 &\necho $! > '{}'\ndisown\necho x >> work.txt",
+            pid_file.display()
+        ),
+        &[],
+    );
+    assert_code(&out, 10, "tick");
+    let job = pid_in(&pid_file);
+    assert_no_process_left(&dir);
+    assert_gone(job, "the job");
+    assert_swept_in_log(&dir, job);
     assert_records_agree(&dir);
     assert_eq!(audit(&repo, &dir).code, 0);
 }
 
 #[test]
 fn a_background_server_left_by_the_agent_is_swept_and_does_not_hold_the_lock() {
+    // The server is up (it wrote its pid) before the agent exits, still in the agent's
+    // process group.
+    let scratch = tempfile::tempdir().unwrap();
+    let pid_file = scratch.path().join("server.pid");
     let (repo, dir, out) = tick_with_agent(
-        "cat >/dev/null\nnohup bash -c 'while :; do sleep 1; done' >/dev/null 2>&1 &\necho x >> work.txt",
+        &format!(
+            "cat >/dev/null\n\
+             nohup bash -c 'echo $$ > \"$1\"; while :; do sleep 1; done' server '{p}' >/dev/null 2>&1 &\n\
+             for _ in $(seq 600); do [ -s '{p}' ] && break; sleep 0.1; done\n\
+             echo x >> work.txt",
+            p = pid_file.display()
+        ),
         &[],
     );
     assert_code(&out, 10, "tick");
+    let server = pid_in(&pid_file);
     assert_no_process_left(&dir);
+    assert_gone(server, "the server");
+    assert_swept_in_log(&dir, server);
     // The next tick gets the lock at once.
     let out = repo.run_loop(&dir, &["--once"], &[]);
     assert_code(&out, 10, "second tick");
@@ -1352,7 +1456,7 @@ fn ten_runners(hidden: &[&str]) {
     let agent = repo.agent(
         "agent",
         &format!(
-            "cat >/dev/null; for _ in $(seq 600); do [ -e '{}' ] && break; sleep 0.1; done; echo x >> work.txt",
+            "cat >/dev/null; for _ in $(seq 3000); do [ -e '{}' ] && break; sleep 0.1; done; echo x >> work.txt",
             release.display()
         ),
     );
@@ -1360,17 +1464,16 @@ fn ten_runners(hidden: &[&str]) {
     let mut runners: Vec<Runner> = (0..10)
         .map(|_| Runner::start(&repo, &dir, &["--once"], env))
         .collect();
-    let t0 = Instant::now();
-    while runners
-        .iter_mut()
-        .map(|r| r.child.as_mut().unwrap().try_wait().unwrap().is_some())
-        .filter(|done| *done)
-        .count()
-        < 9
-        && t0.elapsed() < Duration::from_secs(60)
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // The agent is released once nine runners have ended (the bound is a safety net: it
+    // holds on for five minutes at most).
+    wait_for("nine runners to end", Duration::from_secs(240), || {
+        runners
+            .iter_mut()
+            .map(|r| r.child.as_mut().unwrap().try_wait().unwrap().is_some())
+            .filter(|done| *done)
+            .count()
+            >= 9
+    });
     fs::write(&release, "").unwrap();
     let codes: Vec<Option<i32>> = runners
         .into_iter()

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::{
     Repo, assert_code, assert_records_agree, command, count_check, counting_agent, events_named,
@@ -23,6 +23,25 @@ fn dir_digest(dir: &Path) -> BTreeMap<String, Vec<u8>> {
             )
         })
         .collect()
+}
+
+/// The processes running `bash DIR/run-loop.sh` (the loop's runner), from /proc.
+fn runner_of(dir: &Path) -> Vec<u32> {
+    let script = dir.join("run-loop.sh");
+    let script = script.as_os_str().as_encoded_bytes();
+    let mut pids = Vec::new();
+    for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if cmdline.split(|b| *b == 0).any(|arg| arg == script) {
+            pids.push(pid);
+        }
+    }
+    pids
 }
 
 fn assert_no_agent_left(dir: &Path) {
@@ -360,11 +379,15 @@ fn every_fault_point_resumes_without_repair_and_without_losing_or_repeating_an_i
 fn a_second_runner_exits_20_while_the_first_holds_the_lock() {
     let repo = Repo::new();
     let started = repo.bin.path().join("started");
+    let release = repo.bin.path().join("release");
+    // The first runner's agent holds on until the second runner has returned (at most ten
+    // minutes, should the test die).
     let agent = repo.agent(
         "slow",
         &format!(
-            "cat >/dev/null; touch '{}'; sleep 3; echo x >> work.txt",
-            started.display()
+            "cat >/dev/null; touch '{}'; for _ in $(seq 6000); do [ -e '{}' ] && break; sleep 0.1; done; echo x >> work.txt",
+            started.display(),
+            release.display()
         ),
     );
     let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
@@ -375,6 +398,7 @@ fn a_second_runner_exits_20_while_the_first_holds_the_lock() {
         || started.exists(),
     );
     let second = repo.run_loop(&dir, &["--once"], &[]);
+    fs::write(&release, "").unwrap();
     assert_code(&second, 20, "second runner");
     let out = first.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(10), "first runner\n{}", text(&out));
@@ -935,15 +959,14 @@ fn killing_the_tmux_session_stops_the_loop_with_no_orphan() {
         .status()
         .unwrap();
     assert!(st.success());
-    let t0 = Instant::now();
-    while state_value(&dir, "STOP_REASON") != "signal" {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "the runner did not save its state after SIGHUP"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_millis(500));
+    // The runner saves its state, sweeps and releases its lock, then exits: its end is
+    // what is waited for, not a pause after the state appears.
+    wait_for(
+        "the runner to exit after SIGHUP",
+        Duration::from_secs(60),
+        || runner_of(&dir).is_empty(),
+    );
+    assert_eq!(state_value(&dir, "STOP_REASON"), "signal");
     assert_no_agent_left(&dir);
     assert!(
         fs::read_to_string(dir.join("progress.md"))
@@ -956,10 +979,13 @@ fn killing_the_tmux_session_stops_the_loop_with_no_orphan() {
 #[test]
 fn the_adaptive_timeout_follows_the_median_of_recent_runs() {
     let repo = Repo::new();
-    // Each run takes about 3 s; the plain limit is 2 s.
+    // Iteration 1's run would end by itself after 5 s, iteration 2's after a minute. A run
+    // is never stopped before its limit (the watchdog sleeps all of it), so a stop after at
+    // least 6 s holds however loaded the machine; the other bounds are seconds apart.
     let agent = repo.agent(
         "steady",
-        "cat >/dev/null; sleep 3; echo $ORBIT_ITERATION | tr 0-9 a-j >> work.txt",
+        "cat >/dev/null; echo $ORBIT_ITERATION | tr 0-9 a-j >> work.txt\n\
+         if [ \"$ORBIT_ITERATION\" = 1 ]; then sleep 5; else sleep 60; fi",
     );
     let dir = repo.init_loop(&agent, &["cat work.txt; exit 1"], &[]);
     let env = [
@@ -967,21 +993,32 @@ fn the_adaptive_timeout_follows_the_median_of_recent_runs() {
         ("RETRY_LIMIT", "1"),
         ("CB_THRESHOLD", "5"),
     ];
+    // (outcome, seconds) of iteration n's run, as the runner recorded it.
+    let run = |n: u64| -> (String, u64) {
+        let outcome =
+            read_kv(&dir.join(format!("iterations/{n:06}/result.env")))["AGENT_OUTCOME"].clone();
+        let exits = events_named(&dir, "agent_exit");
+        let e = exits.iter().find(|e| e.iteration == n).expect("agent_exit");
+        (outcome, e.value["seconds"].as_u64().unwrap())
+    };
+    // Recent runs took 3 s: twice the median is 6 s, within [2 s, 6 s]. Without
+    // ADAPTIVE_TIMEOUT they change nothing: the 2 s limit stops the 5 s run.
+    let timings = "3\n3\n3\n3\n3\n";
+    fs::write(dir.join(".iter-timings.log"), timings).unwrap();
     let out = repo.run_loop(&dir, &["--once"], &env);
     assert_code(&out, 10, "tick without the adaptive timeout");
-    assert_eq!(
-        read_kv(&dir.join("iterations/000001/result.env"))["AGENT_OUTCOME"],
-        "timeout"
-    );
-    // Recent runs took 3 s: twice the median (6 s), within [2 s, 6 s], lets the run finish.
-    fs::write(dir.join(".iter-timings.log"), "3\n3\n3\n3\n3\n").unwrap();
+    assert_eq!(run(1).0, "timeout", "{:?}", run(1));
+    // With it, the limit is 6 s: the run is stopped then, not after 2 s.
+    fs::write(dir.join(".iter-timings.log"), timings).unwrap();
     let mut adaptive = env.to_vec();
     adaptive.push(("ADAPTIVE_TIMEOUT", "1"));
     let out = repo.run_loop(&dir, &["--once"], &adaptive);
     assert_code(&out, 10, "tick with the adaptive timeout");
-    assert_eq!(
-        read_kv(&dir.join("iterations/000002/result.env"))["AGENT_OUTCOME"],
-        "ok"
+    let (outcome, secs) = run(2);
+    assert_eq!(outcome, "timeout");
+    assert!(
+        secs >= 6,
+        "the adaptive limit is 6 s: stopped after {secs} s"
     );
 }
 

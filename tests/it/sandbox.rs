@@ -338,7 +338,7 @@ fn a_daemon_that_escapes_the_process_group_and_the_environment_sweep_dies_with_t
             r#"cat >/dev/null
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 env -i setsid bash -c 'echo started > daemon.txt; exec -a {marker} sleep 1000' </dev/null >/dev/null 2>&1 &
-for _ in $(seq 100); do [ -s daemon.txt ] && break; sleep 0.1; done
+for _ in $(seq 600); do [ -s daemon.txt ] && break; sleep 0.1; done
 echo x >> work.txt"#
         ),
     );
@@ -346,7 +346,7 @@ echo x >> work.txt"#
     let out = repo.run_loop(&dir, &["--once"], &[]);
     assert_code(&out, 10, "tick");
     assert_eq!(repo.ws_read("daemon.txt"), "started\n", "the daemon ran");
-    wait_for("the daemon to be gone", Duration::from_secs(10), || {
+    wait_for("the daemon to be gone", Duration::from_secs(60), || {
         processes_with_argv(&marker).is_empty()
     });
     assert_records_agree(&dir);
@@ -397,7 +397,7 @@ wait"#
     );
     wait_for(
         "the TERM-proof child to be gone",
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         || processes_with_argv(&marker).is_empty(),
     );
     assert_records_agree(&dir);

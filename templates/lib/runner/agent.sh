@@ -107,10 +107,12 @@ agent_capture() {
 # its own; its output goes to the capture, which is not in that group. When the agent's
 # main process exits, what it left is stopped at once: its group, then anything carrying
 # the run's marker, so that a process holding the agent's output open neither turns the
-# exit into a timeout nor keeps the output from ending. A TERM (the timeout) is passed on
-# to the agent's group.
+# exit into a timeout nor keeps the output from ending; each one is named (pid and command
+# line) in $ORBIT_OUT.swept, which the runner logs. A TERM (the timeout) is passed on to
+# the agent's group.
 agent_wrapper() {
-  local live cap cpid apid rc f p i
+  local live cap cpid apid rc f p i g st c swept mark seen
+  local -a left=()
   cd -- "$ORBIT_WORKSPACE" || exit 126
   if [[ -n $ORBIT_FB ]]; then
     export ORBIT_FEEDBACK_FILE=$ORBIT_FB
@@ -119,6 +121,8 @@ agent_wrapper() {
   fi
   unset ORBIT_FB
   live=$ORBIT_LIVE_FD
+  swept=$ORBIT_OUT.swept
+  mark=ORBIT_RUN_ID=$ORBIT_RUN_ID
   unset ORBIT_LIVE_FD
   # shellcheck disable=SC2016  # expanded by the capture's bash, by design
   exec {cap}> >(
@@ -141,15 +145,30 @@ agent_wrapper() {
     break
   done
   trap "" TERM
-  kill -KILL -- "-$apid" 2>/dev/null
-  while IFS= read -r f; do
+  # What is left is listed by a ps and a grep run without the marker, never taken for it.
+  seen=" $$ "
+  if kill -0 -- "-$apid" 2>/dev/null; then
+    while read -r g st p c; do
+      [[ $g == "$apid" && $st != Z* ]] || continue
+      printf "%s %s\n" "$p" "${c:0:80}" >>"$swept"
+      seen+="$p "
+    done < <(
+      unset ORBIT_RUN_ID
+      exec ps -A -o pgid= -o stat= -o pid= -o args= 2>/dev/null
+    )
+    kill -KILL -- "-$apid" 2>/dev/null
+  fi
+  mapfile -t left < <(
+    unset ORBIT_RUN_ID
+    exec grep -lzxF -- "$mark" /proc/[0-9]*/environ 2>/dev/null
+  )
+  for f in "${left[@]}"; do
     p=${f#/proc/}
     p=${p%%/*}
-    [[ $p == "$$" ]] || kill -KILL "$p" 2>/dev/null
-  done < <(
-    unset ORBIT_RUN_ID
-    grep -lzxF -- "ORBIT_RUN_ID=$ORBIT_RUN_ID" /proc/[0-9]*/environ 2>/dev/null
-  )
+    [[ $seen == *" $p "* ]] && continue
+    c=$(tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)
+    kill -KILL "$p" 2>/dev/null && printf "%s %s\n" "$p" "$c" >>"$swept"
+  done
   for ((i = 0; i < 100; i++)); do
     kill -0 "$cpid" 2>/dev/null || break
     sleep 0.05
@@ -163,6 +182,18 @@ agent_wrapper() {
 
 # The wrapper's script: the two functions above and the call, for `bash -c`.
 ORBIT_AGENT_WRAPPER="$(declare -f agent_capture agent_wrapper)"$'\nagent_wrapper "$@"'
+
+# agent_swept_log: logs what the wrapper swept when the agent exited, as sweep_env logs
+# what it sweeps (one line each, at most 100).
+agent_swept_log() {
+  local pid cmd i=0
+  [[ -f $ORBIT_TMP/agent.swept && ! -L $ORBIT_TMP/agent.swept ]] || return 0
+  while ((i++ < 100)) && read -r pid cmd; do
+    if [[ $pid =~ ^[0-9]+$ ]]; then
+      orbit_log "sweeping leftover process $pid (${cmd//[^[:print:]]/?})"
+    fi
+  done <"$ORBIT_TMP/agent.swept"
+}
 
 # run_agent N PHASE ATTEMPT PROMPT LOG COSTFILE FEEDBACK: sets AGENT_RC, AGENT_TIMED_OUT, AGENT_SECS.
 # The agent runs in the workspace in its own process group, stdin from the prompt (its
@@ -186,6 +217,7 @@ run_agent() {
   : >"$raw"
   : >"$head"
   : >"$tail"
+  : >"$ORBIT_TMP/agent.swept"
   orbit_fault before_agent
   # Nothing but the runner wrote since the last look: anything else stops before the agent.
   # (A fan-out candidate's subshell leaves these looks to the runner, which takes them
@@ -230,6 +262,7 @@ run_agent() {
   else
     live_close "=== orbit: the agent exited $AGENT_RC after ${AGENT_SECS}s ==="
   fi
+  agent_swept_log
   sweep_env "ORBIT_RUN_ID=$runid"
   # What the agent changed outside its workspace, looked at before the runner writes again.
   if ((!FANOUT_CAND)) && ! trust_check agent; then

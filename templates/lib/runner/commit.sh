@@ -114,7 +114,7 @@ commit_iteration() {
 COMMIT_LOCKED=0
 readonly COMMIT_LOCK_WORDS='.git/index.lock'
 commit_refusal_v() {
-  local log=$1/commit.log line words='' k=0
+  local log=$1/commit.log line said='' k=0
   COMMIT_LOCKED=0
   if [[ -f $log ]] && grep -qF -- "$COMMIT_LOCK_WORDS" "$log" 2>/dev/null &&
     ! grep -q -- 'did not finish within' "$log" 2>/dev/null; then
@@ -125,11 +125,11 @@ commit_refusal_v() {
       line=${line%$'\r'}
       line=${line//[[:cntrl:]]/ }
       [[ $line == *[![:space:]]* ]] || continue
-      words+="${words:+ / }$line"
+      said+="${said:+ / }$line"
       k=$((k + 1))
     done < <(head -c 4096 -- "$log")
   fi
-  orbit_cut_v "${words:-git commit failed and said nothing}" 160
+  orbit_cut_v "${said:-git commit failed and said nothing}" 160
 }
 
 # How a refused commit's summary begins (a rewritten record is known by it).

@@ -1,0 +1,270 @@
+# ---- fan-out: the survivor. What each candidate did is read back from its trusted record,
+# ---- judged by what the runner observed itself (its tally, its tree), and the survivor's
+# ---- change applied to the workspace.
+
+# fanout_record_trusted N K FILE: FILE is candidate K's record of iteration N as the runner
+# wrote it (the journal's candidate_end names its sha256) and its ref still holds its commit.
+fanout_record_trusted() {
+  local want line
+  line=$(grep -aF -- "\"event\":\"candidate_end\",\"iteration\":$1,\"candidate\":$2," "$EV_FILE" 2>/dev/null | tail -n 1 || true)
+  event_field_v "$line" sha256
+  want=$REPLY
+  [[ -n $want ]] && orbit_regular "$3" || return 1
+  orbit_sha256_file_v "$3"
+  [[ $REPLY == "$want" ]] || return 1
+  fanout_read "$3"
+  fanout_ref_v "$1" "$2"
+  [[ ${C[COMMIT]} =~ ^[0-9a-f]{40,64}$ && $(git_q rev-parse -q --verify "$REPLY" 2>/dev/null || true) == "${C[COMMIT]}" ]]
+}
+
+# The keys of a candidate's record (candidate.env), the numeric ones checked when read.
+FANOUT_KEYS=(CANDIDATE ITERATION OUTCOME EXIT ATTEMPTS SECONDS COST_MICROUSD TREE COMMIT CHANGED CHECKS_PASSED CHECKS_TOTAL PASS_K_RUNS HOLDOUT JUDGE DISQUALIFIED DONE_CLAIM)
+FANOUT_NUMERIC=' CANDIDATE ITERATION EXIT ATTEMPTS SECONDS COST_MICROUSD CHANGED CHECKS_PASSED CHECKS_TOTAL PASS_K_RUNS DONE_CLAIM '
+declare -A C=()
+
+# fanout_read FILE: a candidate record into C, never sourced (as result_read).
+fanout_read() {
+  local line k v
+  C=()
+  while IFS= read -r line || [[ -n $line ]]; do
+    [[ $line == *=* ]] || continue
+    k=${line%%=*} v=${line#*=}
+    [[ " ${FANOUT_KEYS[*]} " == *" $k "* ]] || continue
+    if [[ $FANOUT_NUMERIC == *" $k "* ]] && ! orbit_is_uint "$v"; then
+      v=0
+    fi
+    C[$k]=$v
+  done <"$1"
+  for k in CHANGED CHECKS_PASSED CHECKS_TOTAL PASS_K_RUNS CANDIDATE; do
+    orbit_is_uint "${C[$k]:-}" || C[$k]=0
+  done
+}
+
+# fanout_judge N K DIR BASE_COMMIT BASE_TREE: the runner's own look at candidate K after
+# its run: its tree, whether it changed a pinned or protected path (disqualified), its
+# checks (verify.sh in its worktree, PASS_K runs when all pass, then the holdout checks and
+# the judge when configured), its ref, its record (candidate.env) and the journal's
+# candidate_end. A candidate the runner stopped (C[OUTCOME] stopped) is recorded with its
+# change, unchecked. Status 1 when a check run changed the loop directory or git's files
+# (TRUST_BAD set).
+fanout_judge() {
+  local n=$1 k=$2 cdir=$3 commit=$4 base=$5 cws tree c bad='' passed=0 total=0 runs=0 hold='' judge='' claim=0
+  local text='' key ws_main=$WS agent_main=$AGENT_DIR
+  fanout_ws_v "$k"
+  cws=$REPLY
+  if ! fanout_intact "$cws"; then
+    bad="its worktree $cws is not the worktree the runner made"
+    tree=$base
+  else
+    fanout_tree_v "$k"
+    tree=$REPLY
+    [[ $tree =~ ^[0-9a-f]{40,64}$ ]] || orbit_die "$EXIT_BLOCKED" "cannot snapshot the candidate worktree $cws (see runner.log)"
+    fanout_protected_v "$base" "$tree"
+    if [[ -n $REPLY ]]; then
+      bad="it changed the protected path $REPLY"
+    fi
+  fi
+  # The claim and the notes, out of its folder (regular files only, bounded).
+  AGENT_DIR=$cws/.orbit-agent
+  if agent_file_take done.md "$cdir/done.md.claim"; then
+    claim=1
+  fi
+  agent_file_take notes.md "$cdir/notes.md" || true
+  AGENT_DIR=$agent_main
+  if [[ -z $bad && ${C[OUTCOME]:-} != "$OUTCOME_STOPPED" ]]; then
+    WS=$cws
+    run_verify "$cdir" "candidate $k"
+    if [[ -z $TRUST_BAD ]]; then
+      passed=$(grep -acE '^\[PASS\] ' -- "$LAST_VERIFY_OUT" || true)
+      total=$((passed + $(grep -acE '^\[FAIL\] ' -- "$LAST_VERIFY_OUT" || true)))
+      if ((VERIFY_OK)); then
+        runs=1
+        while ((runs < PASS_K)) && [[ -z $TRUST_BAD ]]; do
+          run_verify "$cdir" "candidate $k, pass $((runs + 1)) of $PASS_K"
+          ((VERIFY_OK)) || break
+          runs=$((runs + 1))
+        done
+        if ((HOLDOUT_CHECKS > 0)) && [[ -z $TRUST_BAD ]]; then
+          run_holdout "$n" "$cdir"
+          hold=$VERIFY_FAIL
+          if ((HOLDOUT_OK)); then hold=$VERIFY_PASS; fi
+        fi
+        # The judge weighs only a candidate that passed everything else.
+        if [[ -n $JUDGE_CMD && -z $TRUST_BAD && $hold != "$VERIFY_FAIL" ]] && ((runs >= PASS_K)); then
+          run_judge "$n" "$cdir"
+          judge=$VERIFY_FAIL
+          if ((JUDGE_OK)); then judge=$VERIFY_PASS; fi
+        fi
+      else
+        feedback_write "$cdir" "$n" 1
+      fi
+    fi
+    WS=$ws_main
+    [[ -z $TRUST_BAD ]] || return 1
+  fi
+  c=$(git_q commit-tree "$tree" -p "$commit" -m "orbit($LOOP_NAME): iteration $n, candidate $k"$'\n\n'"Orbit-Loop: $LOOP_NAME"$'\n'"Orbit-Iteration: $n"$'\n'"Orbit-Candidate: $k" 2>>"$ORBIT_LOG_FILE") ||
+    orbit_die "$EXIT_BLOCKED" "cannot keep candidate $k's change as a commit (see runner.log)"
+  fanout_ref_v "$n" "$k"
+  git_q update-ref -m "orbit: candidate $k of iteration $n" "$REPLY" "$c" 2>>"$ORBIT_LOG_FILE" ||
+    orbit_die "$EXIT_BLOCKED" "cannot write the ref $REPLY (see runner.log)"
+  changes_v "$base" "$tree"
+  C[CANDIDATE]=$k C[ITERATION]=$n C[TREE]=$tree C[COMMIT]=$c C[CHANGED]=$CHANGES_COUNT
+  C[CHECKS_PASSED]=$passed C[CHECKS_TOTAL]=$total C[PASS_K_RUNS]=$runs C[HOLDOUT]=$hold C[JUDGE]=$judge
+  C[DISQUALIFIED]=${bad//[$'\n\r']/ } C[DONE_CLAIM]=$claim
+  for key in "${FANOUT_KEYS[@]}"; do
+    text+="$key=${C[$key]:-}"$'\n'
+  done
+  orbit_write_file "$cdir/candidate.env" "$text" || orbit_die "$EXIT_STATE_CORRUPT" "cannot write $cdir/candidate.env"
+  orbit_sha256_str_v "$text"
+  orbit_event candidate_end "$n" candidate "$k" outcome "${C[OUTCOME]}" checks_passed "$passed" checks_total "$total" \
+    pass_k_runs "$runs" holdout "$hold" judge "$judge" changed "${C[CHANGED]}" disqualified "${C[DISQUALIFIED]}" commit "$c" sha256 "$REPLY"
+  if [[ -n $bad ]]; then
+    orbit_log "iteration $n: candidate $k disqualified: $bad"
+  fi
+  return 0
+}
+
+# fanout_passes_all: the record in C passes everything survivor selection weighs: not
+# disqualified nor stopped, every check passing PASS_K times, the holdout and the judge (when
+# configured) not failed.
+fanout_passes_all() {
+  [[ -z ${C[DISQUALIFIED]:-} && ${C[OUTCOME]:-} != "$OUTCOME_STOPPED" ]] &&
+    ((C[CHECKS_TOTAL] > 0 && C[CHECKS_PASSED] == C[CHECKS_TOTAL] && C[PASS_K_RUNS] >= PASS_K)) &&
+    [[ ${C[HOLDOUT]:-} != "$VERIFY_FAIL" && ${C[JUDGE]:-} != "$VERIFY_FAIL" ]]
+}
+
+# fanout_select N: SURVIVOR (0: none qualified) and SURVIVOR_WHY from the candidates'
+# records, in the contract's order: qualified (neither disqualified nor stopped), the most
+# checks passing, then PASS_K passes, then the holdout, then the judge, then the smallest
+# change, then the lowest number.
+SURVIVOR=0
+SURVIVOR_WHY=
+fanout_select() {
+  local n=$1 k dir best='' second='' key why h j
+  local -a keys=() b=() s=()
+  printf -v dir '%s/iterations/%06d/candidates' "$LOOP_DIR" "$n"
+  SURVIVOR=0 SURVIVOR_WHY='every candidate was disqualified'
+  for ((k = 1; k <= FANOUT_N; k++)); do
+    [[ -f $dir/$k/candidate.env ]] || continue
+    fanout_read "$dir/$k/candidate.env"
+    [[ -z ${C[DISQUALIFIED]} && ${C[OUTCOME]:-} != "$OUTCOME_STOPPED" ]] || continue
+    h=0 j=0
+    [[ ${C[HOLDOUT]} == "$VERIFY_FAIL" ]] || h=1
+    [[ ${C[JUDGE]:-} == "$VERIFY_FAIL" ]] || j=1
+    # One sortable key per candidate: higher is better in every field.
+    printf -v key '%04d %04d %d %d %09d %02d %d' "${C[CHECKS_PASSED]}" "${C[PASS_K_RUNS]}" "$h" "$j" \
+      $((999999999 - C[CHANGED])) $((99 - k)) "$k"
+    keys+=("$key")
+  done
+  ((${#keys[@]})) || return 0
+  mapfile -t keys < <(printf '%s\n' "${keys[@]}" | LC_ALL=C sort -r)
+  best=${keys[0]}
+  SURVIVOR=${best##* }
+  read -r -a b <<<"$best"
+  if ((${#keys[@]} == 1)); then
+    SURVIVOR_WHY='the only candidate not disqualified'
+  else
+    second=${keys[1]}
+    read -r -a s <<<"$second"
+    if [[ ${b[0]} != "${s[0]}" ]]; then
+      why="the most checks passing ($((10#${b[0]})) against $((10#${s[0]})))"
+    elif [[ ${b[1]} != "${s[1]}" ]]; then
+      why="the most PASS_K passes ($((10#${b[1]})) against $((10#${s[1]})))"
+    elif [[ ${b[2]} != "${s[2]}" ]]; then
+      why='the holdout checks passed'
+    elif [[ ${b[3]} != "${s[3]}" ]]; then
+      why='the judge approved it'
+    elif [[ ${b[4]} != "${s[4]}" ]]; then
+      why="the smallest change ($((999999999 - 10#${b[4]})) file(s) against $((999999999 - 10#${s[4]})))"
+    else
+      why='a tie: the lowest candidate number'
+    fi
+    SURVIVOR_WHY=$why
+  fi
+}
+
+# fanout_apply TREE: the workspace's work tree becomes TREE (the survivor's), through the
+# snapshot's private index: only the paths that differ are written. Status 1 when the
+# workspace does not hold exactly TREE afterwards.
+fanout_apply() {
+  local want=$1 now
+  tree_snapshot
+  now=$REPLY
+  if [[ $now != "$want" ]]; then
+    GIT_INDEX_FILE=$LOOP_DIR/.tree-index git -C "$WS" read-tree -m -u "$now" "$want" >>"$ORBIT_LOG_FILE" 2>&1 || return 1
+  fi
+  tree_snapshot
+  [[ $REPLY == "$want" ]]
+}
+
+# fanout_budget N: an iteration whose N runs would take the spend past USD_CAP at the
+# estimated cost of a run does not start (budget, PAUSED). The estimate of one run is the
+# mean reported cost of the loop's earlier runs, else COST_ESTIMATE_USD; with neither, none
+# (the spend gate after each iteration still holds).
+fanout_budget() {
+  local est
+  [[ -n $USD_CAP_M ]] || return 0
+  est=$(awk -F '\t' '$3 == "reported" && $2 ~ /^[0-9]+$/ { s += $2; c++ } END { if (c) printf "%d", s / c; else print "" }' \
+    "$LOOP_DIR/cost.ledger" 2>/dev/null || true)
+  [[ $est =~ ^[0-9]+$ ]] || est=${COST_ESTIMATE_M:-0}
+  ((est > 0)) || return 0
+  if ((S[COST_MICROUSD] + est * FANOUT_N > USD_CAP_M)); then
+    finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap; the next iteration's $FANOUT_N candidates would cost about \$$(orbit_usd_text $((est * FANOUT_N))) (\$$(orbit_usd_text "$est") a run) and cross it: raise USD_CAP, or lower candidates, to go on"
+  fi
+}
+
+# fanout_probe K N BASE_TREE: status 0 when candidate K, whose runs have ended, passes
+# everything survivor selection weighs (no pinned or protected path changed, every check
+# PASS_K times, the holdout, the judge): with fanout-early-stop, whether the others are
+# stopped. Only that: a look in a subshell that writes nothing but its own scratch
+# (.run-tmp/probe.K) while the other candidates still run: no record, no event. Every
+# candidate is judged for the record (fanout_judge) once all runs have ended, so what the
+# probe saw is never evidence.
+fanout_probe() {
+  (
+    trap - ERR
+    orbit_event() { :; }
+    # The loop directory is compared, for the record, once every run has ended.
+    trust_check() {
+      TRUST_BAD=
+      return 0
+    }
+    fanout_probe_look "$@"
+  ) >/dev/null 2>>"$ORBIT_LOG_FILE"
+}
+# fanout_probe_look K N BASE_TREE: fanout_probe's look (in its subshell).
+fanout_probe_look() {
+  local k=$1 n=$2 base=$3 r cws ORBIT_FAULT='' ORBIT_TMP=$ORBIT_TMP/probe.$1
+  rm -rf -- "$ORBIT_TMP"
+  mkdir -- "$ORBIT_TMP"
+  fanout_ws_v "$k"
+  cws=$REPLY
+  fanout_intact "$cws" || return 1
+  fanout_tree_v "$k" "$ORBIT_TMP/index"
+  [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]] || return 1
+  fanout_protected_v "$base" "$REPLY"
+  [[ -z $REPLY ]] || return 1
+  # The checks run in the candidate's worktree.
+  local WS=$cws
+  for ((r = 1; r <= PASS_K; r++)); do
+    run_verify "$ORBIT_TMP" "probe"
+    ((VERIFY_OK)) || return 1
+  done
+  if ((HOLDOUT_CHECKS > 0)); then
+    run_holdout "$n" "$ORBIT_TMP"
+    ((HOLDOUT_OK)) || return 1
+  fi
+  if [[ -n $JUDGE_CMD ]]; then
+    run_judge "$n" "$ORBIT_TMP"
+    ((JUDGE_OK)) || return 1
+  fi
+  return 0
+}
+
+# fanout_iteration N DIR BASE_TREE FEEDBACK: the fan-out of iteration N. Sets FANOUT_OUTCOME
+# to the survivor's outcome, FANOUT_ATTEMPTS, AGENT_RC and AGENT_SECS as a single run would, the
+# survivor's prompt and log as the iteration's, its claim in the workspace's agent folder;
+# TRUST_BAD when anything changed the loop directory or git's control files (the caller
+# stops the loop as for a single agent).
+FANOUT_ATTEMPTS=1
+FANOUT_OUTCOME=

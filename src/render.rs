@@ -9,6 +9,7 @@ use minijinja::{AutoEscape, Environment, State, UndefinedBehavior};
 use serde::Serialize;
 
 use crate::config::LoopConfig;
+use crate::contract::Engine;
 use crate::error::{Error, Result};
 use crate::goal::{self, GoalText, Usd};
 use crate::shell;
@@ -260,7 +261,7 @@ pub struct View {
     pub orbit_version: String,
     pub contract_version: String,
     pub name: String,
-    pub engine: String,
+    pub engine: Engine,
     /// The engine's own permission files beyond contract 7's list.
     pub engine_permission_files: Vec<String>,
     pub argv: Vec<String>,
@@ -370,8 +371,8 @@ impl View {
             orbit_version: env!("CARGO_PKG_VERSION").into(),
             contract_version: cfg.contract_version.clone(),
             name: cfg.name.clone(),
-            engine: cfg.engine.name().into(),
-            engine_permission_files: crate::contract::engine_permission_files(cfg.engine.name())
+            engine: cfg.engine,
+            engine_permission_files: crate::contract::engine_permission_files(cfg.engine)
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),

@@ -960,7 +960,7 @@ fn bash_classifies_a_changed_pin_as_the_rust_contract_does() {
     let work = tempfile::tempdir().unwrap();
     let list: String = paths.iter().map(|p| format!("{p}\n")).collect();
     fs::write(work.path().join("paths"), list).unwrap();
-    for engine in ["claude", "custom", "qwen", "aider", "opencode", "copilot"] {
+    for &engine in contract::Engine::ALL {
         // The runner knows its engine's files from settings.sh, rendered from this list.
         let files: Vec<String> = contract::engine_permission_files(engine)
             .iter()
@@ -989,7 +989,7 @@ done <"$1""#,
         for (p, bash) in paths.iter().zip(&got) {
             assert_eq!(
                 bash,
-                contract::pin_reason(p, engine).as_str(),
+                contract::pin_reason(p, Some(engine)).as_str(),
                 "{engine}: {p}: bash and Rust disagree"
             );
         }
@@ -1004,7 +1004,7 @@ done <"$1""#,
         }
         // And an engine's own files are its loop's permission files, no other loop's.
         let mcp = paths.iter().position(|p| *p == "../../.mcp.json").unwrap();
-        let want = if engine == "copilot" {
+        let want = if engine == contract::Engine::Copilot {
             "permission_hijack"
         } else {
             "reward_hack"

@@ -107,47 +107,11 @@ sandbox_tmpdir_ok() {
 # sandbox_home_paths KIND: REPLY_RW, the engine's state under HOME that stays writable
 # (its credentials and sessions must persist), and REPLY_RO, its files there that name
 # commands or standing instructions for its later runs outside the loop (read-only, where
-# they exist). Nothing for the checks, nor for a custom engine.
+# they exist): the engine part's engine_home_paths. Nothing for the checks.
 sandbox_home_paths() {
   REPLY_RW=() REPLY_RO=()
   [[ $1 == agent ]] || return 0
-  case $ENGINE in
-    claude)
-      # Its state, sessions and credentials; ~/.claude.json is rewritten in place where
-      # a read-only HOME refuses its atomic rename; the version locks.
-      REPLY_RW=(.claude .claude.json .local/state/claude)
-      REPLY_RO=(.claude/settings.json .claude/settings.local.json .claude/CLAUDE.md
-        .claude/commands .claude/agents .claude/hooks)
-      ;;
-    codex)
-      REPLY_RW=(.codex)
-      REPLY_RO=(.codex/config.toml .codex/AGENTS.md)
-      ;;
-    gemini)
-      REPLY_RW=(.gemini)
-      REPLY_RO=(.gemini/settings.json .gemini/GEMINI.md)
-      ;;
-    qwen)
-      REPLY_RW=(.qwen)
-      REPLY_RO=(.qwen/settings.json .qwen/QWEN.md .qwen/.env)
-      ;;
-    copilot)
-      # Its state and sessions, and the package its loader unpacks under ~/.cache; its
-      # settings and instructions stay read-only.
-      REPLY_RW=(.copilot .cache/copilot)
-      REPLY_RO=(.copilot/mcp-config.json .copilot/copilot-instructions.md .copilot/agents .copilot/skills)
-      ;;
-    opencode)
-      # Its sessions and credentials, its caches and state; its settings stay read-only.
-      REPLY_RW=(.local/share/opencode .cache/opencode .local/state/opencode)
-      REPLY_RO=(.config/opencode)
-      ;;
-    aider)
-      # Its caches (the price table, the analytics id); its .aider.conf.yml is read-only
-      # with the rest of HOME.
-      REPLY_RW=(.aider)
-      ;;
-  esac
+  engine_home_paths
 }
 
 # sandbox_hide_holdout ARRAY: the mounts that hide the holdout checks from a check run, into

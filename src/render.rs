@@ -8,7 +8,7 @@ use minijinja::value::Value;
 use minijinja::{AutoEscape, Environment, State, UndefinedBehavior};
 use serde::Serialize;
 
-use crate::config::LoopConfig;
+use crate::config::{LoopConfig, Sandbox};
 use crate::contract::Engine;
 use crate::error::{Error, Result};
 use crate::goal::{self, GoalText, Usd};
@@ -37,7 +37,10 @@ pub const LIB_COMMON: &str = include_str!("../templates/lib/common.sh");
 pub const LIB_PROC: &str = include_str!("../templates/lib/proc.sh");
 pub const LIB_STATE: &str = include_str!("../templates/lib/state.sh");
 pub const LIB_FEEDBACK: &str = include_str!("../templates/lib/feedback.sh");
+/// The OS sandbox (bubblewrap), rendered into a sandboxed loop only; a loop without one
+/// holds its stand-in, the same functions doing nothing.
 pub const LIB_SANDBOX: &str = include_str!("../templates/lib/sandbox.sh");
+pub const LIB_NO_SANDBOX: &str = include_str!("../templates/lib/no-sandbox.sh");
 /// What the engines share; then the loop's own engine's part, one of the eight, each
 /// defining the same functions.
 pub const LIB_ENGINE: &str = include_str!("../templates/lib/engine.sh");
@@ -74,7 +77,10 @@ pub const LIB_RUNNER_STALL: &str = include_str!("../templates/lib/runner/stall.s
 pub const LIB_RUNNER_ITERATION: &str = include_str!("../templates/lib/runner/iteration.sh");
 pub const LIB_RUNNER_STOP: &str = include_str!("../templates/lib/runner/stop.sh");
 pub const LIB_RUN_LOOP: &str = include_str!("../templates/lib/run-loop.sh");
+/// The fan-out, rendered into a loop of candidates > 1 only; a loop of one agent holds its
+/// stand-in.
 pub const LIB_FANOUT: &str = include_str!("../templates/lib/fanout.sh");
+pub const LIB_NO_FANOUT: &str = include_str!("../templates/lib/no-fanout.sh");
 pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
 pub const LIB_RECOVER: &str = include_str!("../templates/lib/recover.sh");
 pub const LIB_NOTIFY: &str = include_str!("../templates/lib/notify.sh");
@@ -86,6 +92,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/state.sh", LIB_STATE),
     ("lib/feedback.sh", LIB_FEEDBACK),
     ("lib/sandbox.sh", LIB_SANDBOX),
+    ("lib/no-sandbox.sh", LIB_NO_SANDBOX),
     ("lib/engine.sh", LIB_ENGINE),
     ("lib/engines/claude.sh", LIB_ENGINE_CLAUDE),
     ("lib/engines/codex.sh", LIB_ENGINE_CODEX),
@@ -96,6 +103,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/engines/copilot.sh", LIB_ENGINE_COPILOT),
     ("lib/engines/custom.sh", LIB_ENGINE_CUSTOM),
     ("lib/fanout.sh", LIB_FANOUT),
+    ("lib/no-fanout.sh", LIB_NO_FANOUT),
     ("lib/runner/config.sh", LIB_RUNNER_CONFIG),
     ("lib/runner/preflight.sh", LIB_RUNNER_PREFLIGHT),
     ("lib/workspace.sh", LIB_WORKSPACE),
@@ -145,12 +153,17 @@ pub fn engine_part(engine: Engine) -> &'static str {
 
 /// A static part of a script, as the template table lists it: one every loop holds, or a
 /// choice made from the loop's settings when it is rendered, so that a loop's script holds
-/// only the code it can run (its engine's).
+/// only the code it can run (its engine's, and the fan-out and the sandbox when it uses
+/// them).
 pub enum Part {
     /// The same in every loop.
     Always(&'static str),
     /// The loop's engine's part ([`engine_part`]).
     Engine,
+    /// lib/fanout.sh for a loop of candidates > 1, else its stand-in lib/no-fanout.sh.
+    Fanout,
+    /// lib/sandbox.sh for a sandboxed loop, else its stand-in lib/no-sandbox.sh.
+    Sandbox,
 }
 
 impl Part {
@@ -159,6 +172,12 @@ impl Part {
         match self {
             Part::Always(text) => text,
             Part::Engine => engine_part(view.engine),
+            Part::Fanout if view.candidates > 1 => LIB_FANOUT,
+            Part::Fanout => LIB_NO_FANOUT,
+            Part::Sandbox => match view.sandbox {
+                Sandbox::Bwrap => LIB_SANDBOX,
+                Sandbox::None => LIB_NO_SANDBOX,
+            },
         }
     }
 }
@@ -220,10 +239,10 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_PROC),
             Part::Always(LIB_STATE),
             Part::Always(LIB_FEEDBACK),
-            Part::Always(LIB_SANDBOX),
+            Part::Sandbox,
             Part::Always(LIB_ENGINE),
             Part::Engine,
-            Part::Always(LIB_FANOUT),
+            Part::Fanout,
             Part::Always(LIB_RUNNER_CONFIG),
             Part::Always(LIB_RUNNER_PREFLIGHT),
             Part::Always(LIB_WORKSPACE),
@@ -371,7 +390,7 @@ pub struct View {
     /// The workspace as loop.toml gives it (empty: the runner's default).
     pub workspace: String,
     /// The OS sandbox of the agent and check runs: `none` or `bwrap`.
-    pub sandbox: String,
+    pub sandbox: Sandbox,
     pub s: SettingsView,
 }
 
@@ -471,7 +490,7 @@ impl View {
             goal_title: goal.title(),
             goal_text: goal.as_str().to_string(),
             workspace: cfg.workspace.clone(),
-            sandbox: cfg.sandbox.name().into(),
+            sandbox: cfg.sandbox,
             s: SettingsView {
                 max_iterations: cfg.max_iterations.to_string(),
                 exec_timeout: cfg.exec_timeout.clone(),
@@ -682,19 +701,25 @@ mod tests {
         }
     }
 
-    /// A view of every shape of loop whose scripts hold different parts: each engine.
+    /// A view of every shape of loop whose scripts hold different parts: each engine, with
+    /// and without the fan-out, with and without the sandbox.
     fn every_shape() -> Vec<View> {
         let goal = GoalText::new("goal".into()).unwrap();
-        Engine::ALL
-            .iter()
-            .map(|engine| {
-                let cfg = LoopConfig {
-                    engine: *engine,
-                    ..LoopConfig::default()
-                };
-                View::new(&cfg, &goal, ".orbit/loop")
-            })
-            .collect()
+        let mut views = Vec::new();
+        for engine in Engine::ALL {
+            for candidates in [1, 3] {
+                for sandbox in [Sandbox::None, Sandbox::Bwrap] {
+                    let cfg = LoopConfig {
+                        engine: *engine,
+                        candidates,
+                        sandbox,
+                        ..LoopConfig::default()
+                    };
+                    views.push(View::new(&cfg, &goal, ".orbit/loop"));
+                }
+            }
+        }
+        views
     }
 
     #[test]
@@ -724,7 +749,7 @@ mod tests {
     }
 
     #[test]
-    fn a_loop_holds_its_engines_part_and_no_other() {
+    fn a_loop_holds_its_engines_part_and_the_fanout_and_sandbox_only_when_it_uses_them() {
         let name = |text: &str| {
             STATIC_PARTS
                 .iter()
@@ -732,18 +757,35 @@ mod tests {
                 .map(|(n, _)| *n)
                 .unwrap()
         };
+        let runner = FILES.iter().find(|f| f.name == "run-loop.sh").unwrap();
         for view in every_shape() {
-            for f in FILES {
-                let parts: Vec<&str> = f.parts_for(&view).into_iter().map(name).collect();
-                let engines: Vec<&&str> = parts
-                    .iter()
-                    .filter(|p| p.starts_with("lib/engines/"))
-                    .collect();
-                if f.name == "run-loop.sh" {
-                    let own = format!("lib/engines/{}.sh", view.engine);
-                    assert_eq!(engines, [&own.as_str()], "{parts:?}");
-                } else {
-                    assert!(engines.is_empty(), "{}: {parts:?}", f.name);
+            let parts: Vec<&str> = runner.parts_for(&view).into_iter().map(name).collect();
+            let engines: Vec<&&str> = parts
+                .iter()
+                .filter(|p| p.starts_with("lib/engines/"))
+                .collect();
+            let own = format!("lib/engines/{}.sh", view.engine);
+            assert_eq!(engines, [&own.as_str()], "{parts:?}");
+            let fans_out = view.candidates > 1;
+            assert_eq!(parts.contains(&"lib/fanout.sh"), fans_out, "{parts:?}");
+            assert_eq!(parts.contains(&"lib/no-fanout.sh"), !fans_out, "{parts:?}");
+            let sandboxed = view.sandbox != Sandbox::None;
+            assert_eq!(parts.contains(&"lib/sandbox.sh"), sandboxed, "{parts:?}");
+            assert_eq!(
+                parts.contains(&"lib/no-sandbox.sh"),
+                !sandboxed,
+                "{parts:?}"
+            );
+            // The other scripts hold none of these.
+            for f in FILES.iter().filter(|f| f.name != "run-loop.sh") {
+                for p in f.parts_for(&view).into_iter().map(name) {
+                    assert!(
+                        !p.starts_with("lib/engines/")
+                            && !p.contains("fanout")
+                            && !p.contains("sandbox"),
+                        "{}: {p}",
+                        f.name
+                    );
                 }
             }
         }
@@ -784,6 +826,16 @@ mod tests {
                     "{f} is in lib/engine.sh and lib/engines/{engine}.sh"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_stand_in_defines_only_what_its_part_defines() {
+        for (part, stand_in) in [(LIB_FANOUT, LIB_NO_FANOUT), (LIB_SANDBOX, LIB_NO_SANDBOX)] {
+            let all = functions(part);
+            let some = functions(stand_in);
+            assert!(!some.is_empty());
+            assert!(some.is_subset(&all), "{some:?} not in {all:?}");
         }
     }
 

@@ -116,8 +116,9 @@ fn check_fresh_loop(dir: &Path) {
 const SNAPSHOT_LOOP: &str = ".orbit/make-cargo-test-pass-on-the-new-parser";
 
 /// Asserts what run-loop.sh holds of the parts chosen when a loop is rendered: its engine's
-/// part and no other engine's, and the same again after `orbit init --force`.
-fn check_chosen_parts(repo: &Repo, dir: &Path, engine: &str) {
+/// part and no other engine's, the fan-out and the sandbox only when the loop uses them
+/// (else their stand-ins), and the same again after `orbit init --force`.
+fn check_chosen_parts(repo: &Repo, dir: &Path, engine: &str, fanout: bool, sandbox: bool) {
     let runner = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
     let holds = |name: &str| {
         let (_, part) = orbit::render::STATIC_PARTS
@@ -130,6 +131,26 @@ fn check_chosen_parts(repo: &Repo, dir: &Path, engine: &str) {
         let name = format!("lib/engines/{e}.sh");
         assert_eq!(holds(&name), e.as_str() == engine, "{engine} loop: {name}");
     }
+    assert_eq!(
+        holds("lib/fanout.sh"),
+        fanout,
+        "{engine} loop: lib/fanout.sh"
+    );
+    assert_eq!(
+        holds("lib/no-fanout.sh"),
+        !fanout,
+        "{engine} loop: lib/no-fanout.sh"
+    );
+    assert_eq!(
+        holds("lib/sandbox.sh"),
+        sandbox,
+        "{engine} loop: lib/sandbox.sh"
+    );
+    assert_eq!(
+        holds("lib/no-sandbox.sh"),
+        !sandbox,
+        "{engine} loop: lib/no-sandbox.sh"
+    );
     let shown = dir.display().to_string();
     let out = repo.orbit(&["init", "--force", "--dir", &shown]);
     assert_ok(&out, "orbit init --force");
@@ -165,7 +186,59 @@ fn each_engine_renders_a_complete_valid_loop() {
         let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
         assert!(toml.contains(&format!("engine = \"{engine}\"")), "{toml}");
         snapshot(&format!("init_engine_{engine}"), &dir);
-        check_chosen_parts(&repo, &dir, engine);
+        check_chosen_parts(&repo, &dir, engine, false, false);
+    }
+}
+
+#[test]
+fn a_loop_holds_the_fanout_and_the_sandbox_only_when_it_uses_them() {
+    for (name, extra, fanout, sandbox) in [
+        ("init_claude_candidates", ["--candidates", "3"], true, false),
+        ("init_claude_sandboxed", ["--sandbox", "bwrap"], false, true),
+    ] {
+        let repo = Repo::new();
+        let mut args = vec![
+            "init",
+            "Make `cargo test` pass on the new parser",
+            "--verify",
+            "cargo test",
+        ];
+        args.extend(extra);
+        let out = repo.orbit(&args);
+        assert_ok(&out, "orbit init");
+        let dir = repo.join(SNAPSHOT_LOOP);
+        check_fresh_loop(&dir);
+        snapshot(name, &dir);
+        check_chosen_parts(&repo, &dir, "claude", fanout, sandbox);
+    }
+}
+
+#[test]
+fn every_engines_part_reads_clean_beside_the_fanout_and_the_sandbox() {
+    // What is chosen at init meets in one script: each engine's part with lib/fanout.sh and
+    // lib/sandbox.sh, read by shellcheck as one (the loops above hold their stand-ins).
+    for engine in orbit::contract::Engine::ALL.iter().map(|e| e.as_str()) {
+        let repo = Repo::new();
+        let mut args = vec![
+            "init",
+            "Make `cargo test` pass on the new parser",
+            "--engine",
+            engine,
+            "--verify",
+            "cargo test",
+            "--candidates",
+            "2",
+            "--sandbox",
+            "bwrap",
+        ];
+        if engine == "custom" {
+            args.extend(["--exec", "my-agent --quiet"]);
+        }
+        let out = repo.orbit(&args);
+        assert_ok(&out, "orbit init");
+        let dir = repo.join(SNAPSHOT_LOOP);
+        assert_script_clean(&dir.join("run-loop.sh"));
+        check_chosen_parts(&repo, &dir, engine, true, true);
     }
 }
 

@@ -373,7 +373,7 @@ impl LoopConfig {
             let mut t = toml::Table::new();
             t.insert("contract-version".into(), CONTRACT_VERSION.into());
             t.insert("name".into(), "loop".into());
-            t.insert("engine".into(), engine.name().into());
+            t.insert("engine".into(), engine.as_str().into());
             t.insert(
                 "argv".into(),
                 engine.default_argv().unwrap_or_default().into(),

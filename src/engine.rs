@@ -2,58 +2,22 @@
 //! arrives on standard input (and in `$ORBIT_PROMPT_FILE`); the command is an argv, never a
 //! string that bash splits.
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{Error, Result};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-#[value(rename_all = "lowercase")]
-pub enum Engine {
-    Claude,
-    Codex,
-    Gemini,
-    Qwen,
-    Aider,
-    Opencode,
-    Copilot,
-    Custom,
-}
+/// The engines are a word of the contract's vocabulary; what each one's CLI needs is here.
+pub use crate::contract::Engine;
 
 impl Engine {
-    pub const NAMES: [&'static str; 8] = [
-        "claude", "codex", "gemini", "qwen", "aider", "opencode", "copilot", "custom",
-    ];
-
-    pub fn parse(name: &str) -> Result<Engine> {
-        match name {
-            "claude" => Ok(Engine::Claude),
-            "codex" => Ok(Engine::Codex),
-            "gemini" => Ok(Engine::Gemini),
-            "qwen" => Ok(Engine::Qwen),
-            "aider" => Ok(Engine::Aider),
-            "opencode" => Ok(Engine::Opencode),
-            "copilot" => Ok(Engine::Copilot),
-            "custom" => Ok(Engine::Custom),
-            other => Err(Error::Usage(format!(
+    /// The engine named `name` (orbit.toml's `engine`), or a usage error that lists them.
+    pub fn named(name: &str) -> Result<Engine> {
+        Engine::parse(name).ok_or_else(|| {
+            let names: Vec<&str> = Engine::ALL.iter().map(|e| e.as_str()).collect();
+            Error::Usage(format!(
                 "--engine '{}': unknown engine; choose one of {} (custom takes --exec 'CMD ARGS')",
-                other.escape_debug(),
-                Engine::NAMES.join(", ")
-            ))),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Engine::Claude => "claude",
-            Engine::Codex => "codex",
-            Engine::Gemini => "gemini",
-            Engine::Qwen => "qwen",
-            Engine::Aider => "aider",
-            Engine::Opencode => "opencode",
-            Engine::Copilot => "copilot",
-            Engine::Custom => "custom",
-        }
+                name.escape_debug(),
+                names.join(", ")
+            ))
+        })
     }
 
     /// The headless invocation of a built-in engine, reading the prompt from stdin. Each
@@ -383,8 +347,11 @@ mod tests {
 
     #[test]
     fn engines_resolve() {
-        assert_eq!(Engine::parse("codex").unwrap(), Engine::Codex);
-        assert!(Engine::parse("gpt").is_err());
+        assert_eq!(Engine::named("codex").unwrap(), Engine::Codex);
+        assert!(Engine::named("gpt").is_err());
+        for e in Engine::ALL {
+            assert_eq!(Engine::named(e.as_str()).unwrap(), *e);
+        }
         assert!(Engine::Custom.argv(None).is_err());
         assert_eq!(
             Engine::Custom.argv(Some("my-agent --flag 'a b'")).unwrap(),

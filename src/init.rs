@@ -347,7 +347,7 @@ fn config_from_args(
     let d = ProjectDefaults::load(repo)?;
     let engine = match (args.engine, d.engine.as_deref()) {
         (Some(e), _) => e,
-        (None, Some(name)) => Engine::parse(name)?,
+        (None, Some(name)) => Engine::named(name)?,
         (None, None) => Engine::Claude,
     };
     let argv = engine.argv(args.exec.as_deref().or(d.exec.as_deref()))?;
@@ -404,7 +404,7 @@ fn config_from_args(
     if cfg.usd_cap.is_some() && !cfg.engine.reports_cost() && cfg.cost_estimate_usd.is_none() {
         eprintln!(
             "orbit: warning: --usd-cap with --engine {}: the engine reports no cost, so the cap counts only what the agent writes to $ORBIT_COST_FILE; set cost-estimate-usd in loop.toml to count every run",
-            cfg.engine.name()
+            cfg.engine
         );
     }
     let secrets = apply_notify(&mut cfg, &pick(&args.notify, &d.notify))?;
@@ -506,7 +506,7 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
         "  work:   git worktree {} on branch orbit/{} (created at the first run; your checkout is never touched)",
         cfg.workspace, cfg.name
     );
-    println!("  engine: {} ({})", cfg.engine.name(), cfg.argv.join(" "));
+    println!("  engine: {} ({})", cfg.engine, cfg.argv.join(" "));
     println!(
         "  checks: {}",
         cfg.verify.len() + cfg.reproduction.len() + cfg.regression.len()
@@ -548,7 +548,7 @@ pub fn initial_progress(cfg: &LoopConfig, now: u64) -> String {
         "## Iteration 0 — READY\n- at: {}\n- decision: READY — rendered by orbit {} (engine {}, {} check(s), at most {} iteration(s)); review goal.md, then run run-loop.sh\n",
         fsx::iso_utc(now),
         env!("CARGO_PKG_VERSION"),
-        cfg.engine.name(),
+        cfg.engine,
         cfg.verify.len(),
         cfg.max_iterations
     );

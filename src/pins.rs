@@ -1,6 +1,7 @@
 //! `pins.sha256`: the `sha256sum -c` manifest of every pinned file, paths relative to the
 //! loop directory (protected repository paths reach the repository through `../`).
 
+use crate::contract::Engine;
 use crate::fsx;
 
 use std::path::Path;
@@ -424,9 +425,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// The agent permission files the workspace holds now (contract 7's list, and the loop's
 /// engine's own, expanded at its root, regular files), relative to it: what the runner's
 /// `permission_files` finds.
-pub fn permission_files_in(ws: &Path, engine: &str) -> Vec<String> {
+pub fn permission_files_in(ws: &Path, engine: Option<Engine>) -> Vec<String> {
     let mut out = Vec::new();
-    let extra = crate::contract::engine_permission_files(engine);
+    let extra = engine.map_or(&[][..], crate::contract::engine_permission_files);
     for g in PERMISSION_FILES.iter().chain(extra) {
         let (dir, name) = g.rsplit_once('/').unwrap_or(("", g));
         let Ok(rd) = std::fs::read_dir(ws.join(dir)) else {
@@ -455,7 +456,12 @@ pub fn permission_files_in(ws: &Path, engine: &str) -> Vec<String> {
 /// The agent permission files of the workspace `ws` that `pins` (pins.sha256 as read) does
 /// not list: each appeared after the first run pinned them (`permission_hijack`). Only
 /// once the first run has pinned (the loop has `.baseline-commit`).
-pub fn appeared_permission_files(dir: &Path, ws: &str, engine: &str, pins: &[Pin]) -> Vec<String> {
+pub fn appeared_permission_files(
+    dir: &Path,
+    ws: &str,
+    engine: Option<Engine>,
+    pins: &[Pin],
+) -> Vec<String> {
     if ws.is_empty()
         || !dir.join(".baseline-commit").is_file()
         || !std::fs::symlink_metadata(ws).is_ok_and(|m| m.is_dir())

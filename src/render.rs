@@ -10,7 +10,8 @@ use minijinja::value::Value;
 use minijinja::{AutoEscape, Environment, State, UndefinedBehavior};
 use serde::Serialize;
 
-use crate::config::LoopConfig;
+use crate::config::{LoopConfig, Sandbox};
+use crate::contract::Engine;
 use crate::error::{Error, Result};
 use crate::goal::{self, GoalText};
 use crate::shell;
@@ -38,8 +39,21 @@ pub const LIB_COMMON: &str = include_str!("../templates/lib/common.sh");
 pub const LIB_PROC: &str = include_str!("../templates/lib/proc.sh");
 pub const LIB_STATE: &str = include_str!("../templates/lib/state.sh");
 pub const LIB_FEEDBACK: &str = include_str!("../templates/lib/feedback.sh");
+/// The OS sandbox (bubblewrap), rendered into a sandboxed loop only; a loop without one
+/// holds its stand-in, the same functions doing nothing.
 pub const LIB_SANDBOX: &str = include_str!("../templates/lib/sandbox.sh");
+pub const LIB_NO_SANDBOX: &str = include_str!("../templates/lib/no-sandbox.sh");
+/// What the engines share; then the loop's own engine's part, one of the eight, each
+/// defining the same functions.
 pub const LIB_ENGINE: &str = include_str!("../templates/lib/engine.sh");
+pub const LIB_ENGINE_CLAUDE: &str = include_str!("../templates/lib/engines/claude.sh");
+pub const LIB_ENGINE_CODEX: &str = include_str!("../templates/lib/engines/codex.sh");
+pub const LIB_ENGINE_GEMINI: &str = include_str!("../templates/lib/engines/gemini.sh");
+pub const LIB_ENGINE_QWEN: &str = include_str!("../templates/lib/engines/qwen.sh");
+pub const LIB_ENGINE_AIDER: &str = include_str!("../templates/lib/engines/aider.sh");
+pub const LIB_ENGINE_OPENCODE: &str = include_str!("../templates/lib/engines/opencode.sh");
+pub const LIB_ENGINE_COPILOT: &str = include_str!("../templates/lib/engines/copilot.sh");
+pub const LIB_ENGINE_CUSTOM: &str = include_str!("../templates/lib/engines/custom.sh");
 pub const LIB_WORKSPACE: &str = include_str!("../templates/lib/workspace.sh");
 pub const LIB_LOCK: &str = include_str!("../templates/lib/lock.sh");
 /// The runner's parts, one responsibility each, in the order run-loop.sh holds them.
@@ -67,8 +81,11 @@ pub const LIB_RUNNER_STALL: &str = include_str!("../templates/lib/runner/stall.s
 pub const LIB_RUNNER_ITERATION: &str = include_str!("../templates/lib/runner/iteration.sh");
 pub const LIB_RUNNER_STOP: &str = include_str!("../templates/lib/runner/stop.sh");
 pub const LIB_RUN_LOOP: &str = include_str!("../templates/lib/run-loop.sh");
+/// The fan-out, rendered into a loop of candidates > 1 only; a loop of one agent holds its
+/// stand-in.
 pub const LIB_FANOUT: &str = include_str!("../templates/lib/fanout.sh");
 pub const LIB_FANOUT_SELECT: &str = include_str!("../templates/lib/fanout/select.sh");
+pub const LIB_NO_FANOUT: &str = include_str!("../templates/lib/no-fanout.sh");
 pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
 /// recover.sh's parts, in the order it holds them; lib/recover.sh applies and has main.
 pub const LIB_RECOVER_ARGS: &str = include_str!("../templates/lib/recover/args.sh");
@@ -86,9 +103,19 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/state.sh", LIB_STATE),
     ("lib/feedback.sh", LIB_FEEDBACK),
     ("lib/sandbox.sh", LIB_SANDBOX),
+    ("lib/no-sandbox.sh", LIB_NO_SANDBOX),
     ("lib/engine.sh", LIB_ENGINE),
+    ("lib/engines/claude.sh", LIB_ENGINE_CLAUDE),
+    ("lib/engines/codex.sh", LIB_ENGINE_CODEX),
+    ("lib/engines/gemini.sh", LIB_ENGINE_GEMINI),
+    ("lib/engines/qwen.sh", LIB_ENGINE_QWEN),
+    ("lib/engines/aider.sh", LIB_ENGINE_AIDER),
+    ("lib/engines/opencode.sh", LIB_ENGINE_OPENCODE),
+    ("lib/engines/copilot.sh", LIB_ENGINE_COPILOT),
+    ("lib/engines/custom.sh", LIB_ENGINE_CUSTOM),
     ("lib/fanout.sh", LIB_FANOUT),
     ("lib/fanout/select.sh", LIB_FANOUT_SELECT),
+    ("lib/no-fanout.sh", LIB_NO_FANOUT),
     ("lib/runner/config.sh", LIB_RUNNER_CONFIG),
     ("lib/runner/preflight.sh", LIB_RUNNER_PREFLIGHT),
     ("lib/workspace.sh", LIB_WORKSPACE),
@@ -128,12 +155,70 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
 /// A static file written as is.
 pub const NOTES_MD: &str = include_str!("../templates/notes.md");
 
+/// The part of the runner that holds `engine`'s code: how its CLI's output is read, what
+/// its preflight checks, what it keeps in the workspace and under HOME.
+pub fn engine_part(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Claude => LIB_ENGINE_CLAUDE,
+        Engine::Codex => LIB_ENGINE_CODEX,
+        Engine::Gemini => LIB_ENGINE_GEMINI,
+        Engine::Qwen => LIB_ENGINE_QWEN,
+        Engine::Aider => LIB_ENGINE_AIDER,
+        Engine::Opencode => LIB_ENGINE_OPENCODE,
+        Engine::Copilot => LIB_ENGINE_COPILOT,
+        Engine::Custom => LIB_ENGINE_CUSTOM,
+    }
+}
+
+/// A static part of a script, as the template table lists it: one every loop holds, or a
+/// choice made from the loop's settings when it is rendered, so that a loop's script holds
+/// only the code it can run (its engine's, and the fan-out and the sandbox when it uses
+/// them).
+pub enum Part {
+    /// The same in every loop.
+    Always(&'static str),
+    /// The loop's engine's part ([`engine_part`]).
+    Engine,
+    /// lib/fanout.sh for a loop of candidates > 1, else its stand-in lib/no-fanout.sh.
+    Fanout,
+    /// lib/fanout/select.sh for a loop of candidates > 1, else nothing.
+    FanoutSelect,
+    /// lib/sandbox.sh for a sandboxed loop, else its stand-in lib/no-sandbox.sh.
+    Sandbox,
+}
+
+impl Part {
+    /// The text this part is for the loop `view` describes (None: the loop holds nothing
+    /// in its place).
+    pub fn choose(&self, view: &View) -> Option<&'static str> {
+        Some(match self {
+            Part::Always(text) => text,
+            Part::Engine => engine_part(view.engine),
+            Part::Fanout if view.candidates > 1 => LIB_FANOUT,
+            Part::Fanout => LIB_NO_FANOUT,
+            Part::FanoutSelect if view.candidates > 1 => LIB_FANOUT_SELECT,
+            Part::FanoutSelect => return None,
+            Part::Sandbox => match view.sandbox {
+                Sandbox::Bwrap => LIB_SANDBOX,
+                Sandbox::None => LIB_NO_SANDBOX,
+            },
+        })
+    }
+}
+
 /// One rendered file of the loop directory.
 pub struct LoopFile {
     pub name: &'static str,
     pub template: &'static str,
-    pub parts: &'static [&'static str],
+    pub parts: &'static [Part],
     pub executable: bool,
+}
+
+impl LoopFile {
+    /// The static parts this file holds for the loop `view` describes, in order.
+    pub fn parts_for(&self, view: &View) -> Vec<&'static str> {
+        self.parts.iter().filter_map(|p| p.choose(view)).collect()
+    }
 }
 
 /// The template table: every rendered file, its template and its static parts.
@@ -153,53 +238,62 @@ pub const FILES: &[LoopFile] = &[
     LoopFile {
         name: "verify.sh",
         template: "verify.sh.j2",
-        parts: &[LIB_COMMON, LIB_PROC, LIB_VERIFY],
+        parts: &[
+            Part::Always(LIB_COMMON),
+            Part::Always(LIB_PROC),
+            Part::Always(LIB_VERIFY),
+        ],
         executable: true,
     },
     LoopFile {
         name: "holdout.sh",
         template: "holdout.sh.j2",
-        parts: &[LIB_COMMON, LIB_PROC, LIB_VERIFY],
+        parts: &[
+            Part::Always(LIB_COMMON),
+            Part::Always(LIB_PROC),
+            Part::Always(LIB_VERIFY),
+        ],
         executable: true,
     },
     LoopFile {
         name: "run-loop.sh",
         template: "run-loop.sh.j2",
         parts: &[
-            LIB_COMMON,
-            LIB_PROC,
-            LIB_STATE,
-            LIB_FEEDBACK,
-            LIB_SANDBOX,
-            LIB_ENGINE,
-            LIB_FANOUT,
-            LIB_FANOUT_SELECT,
-            LIB_RUNNER_CONFIG,
-            LIB_RUNNER_PREFLIGHT,
-            LIB_WORKSPACE,
-            LIB_RUNNER_WORKSPACE,
-            LIB_RUNNER_AGENT_DIR,
-            LIB_LOCK,
-            LIB_RUNNER_LOCK,
-            LIB_RUNNER_SWEEP,
-            LIB_RUNNER_RESUME,
-            LIB_RUNNER_NOTIFY,
-            LIB_RUNNER_PINS,
-            LIB_RUNNER_TRUST,
-            LIB_RUNNER_TREE,
-            LIB_RUNNER_FIRST_RUN,
-            LIB_RUNNER_RECORD,
-            LIB_RUNNER_PROMPT,
-            LIB_RUNNER_AGENT,
-            LIB_RUNNER_DEADLINE,
-            LIB_RUNNER_CHECKS,
-            LIB_RUNNER_GATE,
-            LIB_RUNNER_HOLDOUT,
-            LIB_RUNNER_COMMIT,
-            LIB_RUNNER_STALL,
-            LIB_RUNNER_ITERATION,
-            LIB_RUNNER_STOP,
-            LIB_RUN_LOOP,
+            Part::Always(LIB_COMMON),
+            Part::Always(LIB_PROC),
+            Part::Always(LIB_STATE),
+            Part::Always(LIB_FEEDBACK),
+            Part::Sandbox,
+            Part::Always(LIB_ENGINE),
+            Part::Engine,
+            Part::Fanout,
+            Part::FanoutSelect,
+            Part::Always(LIB_RUNNER_CONFIG),
+            Part::Always(LIB_RUNNER_PREFLIGHT),
+            Part::Always(LIB_WORKSPACE),
+            Part::Always(LIB_RUNNER_WORKSPACE),
+            Part::Always(LIB_RUNNER_AGENT_DIR),
+            Part::Always(LIB_LOCK),
+            Part::Always(LIB_RUNNER_LOCK),
+            Part::Always(LIB_RUNNER_SWEEP),
+            Part::Always(LIB_RUNNER_RESUME),
+            Part::Always(LIB_RUNNER_NOTIFY),
+            Part::Always(LIB_RUNNER_PINS),
+            Part::Always(LIB_RUNNER_TRUST),
+            Part::Always(LIB_RUNNER_TREE),
+            Part::Always(LIB_RUNNER_FIRST_RUN),
+            Part::Always(LIB_RUNNER_RECORD),
+            Part::Always(LIB_RUNNER_PROMPT),
+            Part::Always(LIB_RUNNER_AGENT),
+            Part::Always(LIB_RUNNER_DEADLINE),
+            Part::Always(LIB_RUNNER_CHECKS),
+            Part::Always(LIB_RUNNER_GATE),
+            Part::Always(LIB_RUNNER_HOLDOUT),
+            Part::Always(LIB_RUNNER_COMMIT),
+            Part::Always(LIB_RUNNER_STALL),
+            Part::Always(LIB_RUNNER_ITERATION),
+            Part::Always(LIB_RUNNER_STOP),
+            Part::Always(LIB_RUN_LOOP),
         ],
         executable: true,
     },
@@ -207,23 +301,27 @@ pub const FILES: &[LoopFile] = &[
         name: "recover.sh",
         template: "recover.sh.j2",
         parts: &[
-            LIB_COMMON,
-            LIB_STATE,
-            LIB_LOCK,
-            LIB_WORKSPACE,
-            LIB_RECOVER_ARGS,
-            LIB_RECOVER_EVIDENCE,
-            LIB_RECOVER_PINS,
-            LIB_RECOVER_WORKSPACE,
-            LIB_RECOVER_PLAN,
-            LIB_RECOVER,
+            Part::Always(LIB_COMMON),
+            Part::Always(LIB_STATE),
+            Part::Always(LIB_LOCK),
+            Part::Always(LIB_WORKSPACE),
+            Part::Always(LIB_RECOVER_ARGS),
+            Part::Always(LIB_RECOVER_EVIDENCE),
+            Part::Always(LIB_RECOVER_PINS),
+            Part::Always(LIB_RECOVER_WORKSPACE),
+            Part::Always(LIB_RECOVER_PLAN),
+            Part::Always(LIB_RECOVER),
         ],
         executable: true,
     },
     LoopFile {
         name: "notify.sh",
         template: "notify.sh.j2",
-        parts: &[LIB_COMMON, LIB_PROC, LIB_NOTIFY],
+        parts: &[
+            Part::Always(LIB_COMMON),
+            Part::Always(LIB_PROC),
+            Part::Always(LIB_NOTIFY),
+        ],
         executable: true,
     },
 ];
@@ -270,7 +368,7 @@ pub struct View {
     pub orbit_version: String,
     pub contract_version: String,
     pub name: String,
-    pub engine: String,
+    pub engine: Engine,
     /// The engine's own permission files beyond contract 7's list.
     pub engine_permission_files: Vec<String>,
     pub argv: Vec<String>,
@@ -300,6 +398,11 @@ pub struct View {
     /// The loop's identity, in the table's order: the prelude's `NAME_SETTING=value` lines,
     /// each under its note.
     pub identity: Vec<SettingLine>,
+    /// The OS sandbox of the agent and check runs: `none` or `bwrap` (which sandbox part the
+    /// runner holds).
+    pub sandbox: Sandbox,
+    /// How many candidates each iteration fans out to (which fan-out parts the runner holds).
+    pub candidates: u64,
     pub s: SettingsView,
 }
 
@@ -381,8 +484,8 @@ impl View {
             orbit_version: env!("CARGO_PKG_VERSION").into(),
             contract_version: cfg.contract_version.clone(),
             name: cfg.name.clone(),
-            engine: cfg.engine.name().into(),
-            engine_permission_files: crate::contract::engine_permission_files(cfg.engine.name())
+            engine: cfg.engine,
+            engine_permission_files: crate::contract::engine_permission_files(cfg.engine)
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
@@ -403,6 +506,8 @@ impl View {
             settings,
             identity,
             s,
+            sandbox: cfg.sandbox,
+            candidates: cfg.candidates,
         }
     }
 }
@@ -544,7 +649,7 @@ pub fn render_file(env: &Environment<'_>, file: &LoopFile, view: &View) -> Resul
         out.push('\n');
         out.push_str(crate::contract::bash::prelude());
     }
-    for part in file.parts {
+    for part in file.parts_for(view) {
         if !out.ends_with('\n') {
             out.push('\n');
         }
@@ -595,19 +700,141 @@ mod tests {
         }
     }
 
+    /// A view of every shape of loop whose scripts hold different parts: each engine, with
+    /// and without the fan-out, with and without the sandbox.
+    fn every_shape() -> Vec<View> {
+        let goal = GoalText::new("goal".into()).unwrap();
+        let mut views = Vec::new();
+        for engine in Engine::ALL {
+            for candidates in [1, 3] {
+                for sandbox in [Sandbox::None, Sandbox::Bwrap] {
+                    let cfg = LoopConfig {
+                        engine: *engine,
+                        candidates,
+                        sandbox,
+                        ..LoopConfig::default()
+                    };
+                    views.push(View::new(&cfg, &goal, ".orbit/loop"));
+                }
+            }
+        }
+        views
+    }
+
     #[test]
-    fn every_static_part_is_registered() {
+    fn every_static_part_is_registered_and_used_by_some_loop() {
         let lib = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+        let shapes = every_shape();
+        let used: Vec<&str> = FILES
+            .iter()
+            .flat_map(|f| shapes.iter().flat_map(|v| f.parts_for(v)))
+            .collect();
+        let mut files = 0;
         for entry in walkdir::WalkDir::new(lib.join("lib")) {
             let entry = entry.unwrap();
             if entry.path().extension().is_none_or(|x| x != "sh") {
                 continue;
             }
+            files += 1;
             let rel = entry.path().strip_prefix(&lib).unwrap().to_string_lossy();
             let registered = STATIC_PARTS.iter().find(|(name, _)| *name == rel);
             let (_, text) = registered.unwrap_or_else(|| panic!("{rel} is not in STATIC_PARTS"));
-            let used = FILES.iter().any(|f| f.parts.contains(text));
-            assert!(used, "{rel} is registered but no script includes it");
+            assert!(
+                used.contains(text),
+                "{rel} is registered but no loop's script includes it"
+            );
+        }
+        assert_eq!(files, STATIC_PARTS.len(), "a registered part has no file");
+    }
+
+    #[test]
+    fn a_loop_holds_its_engines_part_and_the_fanout_and_sandbox_only_when_it_uses_them() {
+        let name = |text: &str| {
+            STATIC_PARTS
+                .iter()
+                .find(|(_, t)| *t == text)
+                .map(|(n, _)| *n)
+                .unwrap()
+        };
+        let runner = FILES.iter().find(|f| f.name == "run-loop.sh").unwrap();
+        for view in every_shape() {
+            let parts: Vec<&str> = runner.parts_for(&view).into_iter().map(name).collect();
+            let engines: Vec<&&str> = parts
+                .iter()
+                .filter(|p| p.starts_with("lib/engines/"))
+                .collect();
+            let own = format!("lib/engines/{}.sh", view.engine);
+            assert_eq!(engines, [&own.as_str()], "{parts:?}");
+            let fans_out = view.candidates > 1;
+            assert_eq!(parts.contains(&"lib/fanout.sh"), fans_out, "{parts:?}");
+            assert_eq!(parts.contains(&"lib/no-fanout.sh"), !fans_out, "{parts:?}");
+            let sandboxed = view.sandbox != Sandbox::None;
+            assert_eq!(parts.contains(&"lib/sandbox.sh"), sandboxed, "{parts:?}");
+            assert_eq!(
+                parts.contains(&"lib/no-sandbox.sh"),
+                !sandboxed,
+                "{parts:?}"
+            );
+            // The other scripts hold none of these.
+            for f in FILES.iter().filter(|f| f.name != "run-loop.sh") {
+                for p in f.parts_for(&view).into_iter().map(name) {
+                    assert!(
+                        !p.starts_with("lib/engines/")
+                            && !p.contains("fanout")
+                            && !p.contains("sandbox"),
+                        "{}: {p}",
+                        f.name
+                    );
+                }
+            }
+        }
+    }
+
+    /// The functions a bash part defines (`name() {` at the start of a line).
+    fn functions(text: &str) -> std::collections::BTreeSet<&str> {
+        text.lines()
+            .filter_map(|l| l.split_once("() {").map(|(name, _)| name))
+            .filter(|n| {
+                !n.is_empty()
+                    && n.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b == b'_' || b.is_ascii_digit())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_engine_part_defines_the_same_functions_and_helpers_of_its_own() {
+        let interface = functions(engine_part(Engine::Custom));
+        assert!(interface.len() >= 10, "{interface:?}");
+        let shared = functions(LIB_ENGINE);
+        for engine in Engine::ALL {
+            let defined = functions(engine_part(*engine));
+            let public: std::collections::BTreeSet<&str> = defined
+                .iter()
+                .copied()
+                .filter(|f| f.starts_with("engine_"))
+                .collect();
+            assert_eq!(public, interface, "lib/engines/{engine}.sh");
+            for f in &defined {
+                assert!(
+                    f.starts_with("engine_") || f.starts_with(&format!("{engine}_")),
+                    "lib/engines/{engine}.sh: {f} is neither an engine_ function nor {engine}'s own"
+                );
+                assert!(
+                    !shared.contains(f),
+                    "{f} is in lib/engine.sh and lib/engines/{engine}.sh"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_stand_in_defines_only_what_its_part_defines() {
+        for (part, stand_in) in [(LIB_FANOUT, LIB_NO_FANOUT), (LIB_SANDBOX, LIB_NO_SANDBOX)] {
+            let all = functions(part);
+            let some = functions(stand_in);
+            assert!(!some.is_empty());
+            assert!(some.is_subset(&all), "{some:?} not in {all:?}");
         }
     }
 

@@ -23,8 +23,8 @@ use super::workspace;
 use super::{Finding, LoopReport, Severity, Summary};
 use crate::config::LoopConfig;
 use crate::contract::{
-    AgentOutcome, CbState, CostKind, EventName, FindingClass, LOOP_DIRS, LOOP_FILES, PINS_SETS,
-    Status, StopReason, Verdict, VerifyOutcome,
+    AgentOutcome, CbState, CostKind, Engine, EventName, FindingClass, LOOP_DIRS, LOOP_FILES,
+    PINS_SETS, Status, StopReason, Verdict, VerifyOutcome,
 };
 use crate::fsx;
 use crate::fsx::NotRegular;
@@ -570,7 +570,8 @@ impl Audit<'_> {
         // A workspace that is gone is reported as such (WORKSPACE_MISSING), not as every
         // file pinned in it missing: the loop recreates it from its branch.
         let ws_gone = !ws.is_empty() && !Path::new(ws).is_dir();
-        let engine = l.cfg.as_ref().map_or("", |c| c.engine.name());
+        // The loop's engine, for its own permission files (none known when loop.toml is broken).
+        let engine = l.cfg.as_ref().map(|c| c.engine);
         let mut violated: Vec<StopReason> = list
             .iter()
             .filter(|p| !(ws_gone && pins::workspace_relative(&p.path, ws).is_some()))
@@ -649,7 +650,12 @@ impl Audit<'_> {
     /// Agent permission files that no pin lists, though the first run pinned every one
     /// there was: each appeared since (`permission_hijack`); there is no copy to restore,
     /// so `--restore-pinned` removes it. Whether there is one.
-    fn check_appeared_permission_files(&mut self, list: &[Pin], ws: &str, engine: &str) -> bool {
+    fn check_appeared_permission_files(
+        &mut self,
+        list: &[Pin],
+        ws: &str,
+        engine: Option<Engine>,
+    ) -> bool {
         let appeared = pins::appeared_permission_files(self.dir, ws, engine, list);
         for rel in &appeared {
             let abs = format!("{}/{rel}", ws.trim_end_matches('/'));
@@ -669,7 +675,7 @@ impl Audit<'_> {
     }
 
     /// One pin: the reason its file violates it, if it does.
-    fn check_pin(&mut self, pin: &Pin, ws: &str, engine: &str) -> Option<StopReason> {
+    fn check_pin(&mut self, pin: &Pin, ws: &str, engine: Option<Engine>) -> Option<StopReason> {
         let path = self.dir.join(&pin.path);
         let read = fsx::read_loop_file(&path);
         let have = read.as_ref().ok().map(|b| fsx::sha256_hex(b));
@@ -1145,7 +1151,7 @@ impl Audit<'_> {
                 "loop.toml:1".to_string(),
                 format!(
                     "{} reports no cost and no cost-estimate-usd is set: the usd-cap counts nothing",
-                    c.engine.name()
+                    c.engine
                 ),
                 format!(
                     "set cost-estimate-usd in {}/loop.toml, then orbit init --force --dir {}",

@@ -103,6 +103,27 @@ macro_rules! vocabulary {
 }
 
 vocabulary! {
+    /// The agent engine of a loop (loop.toml `engine`, `orbit init --engine`): a built-in CLI
+    /// whose own output the runner reads, or `custom`, an agent of the user's own that the
+    /// generic rules classify. A loop's runner holds its engine's part only
+    /// (`lib/engines/<engine>.sh`), and the engine may have permission files of its own
+    /// ([`engine_permission_files`]).
+    #[derive(serde::Deserialize, clap::ValueEnum)]
+    #[serde(rename_all = "lowercase")]
+    #[value(rename_all = "lowercase")]
+    pub enum Engine {
+        Claude = "claude",
+        Codex = "codex",
+        Gemini = "gemini",
+        Qwen = "qwen",
+        Aider = "aider",
+        Opencode = "opencode",
+        Copilot = "copilot",
+        Custom = "custom",
+    }
+}
+
+vocabulary! {
     /// `LAST_STATUS` (contract 4.2).
     pub enum Status {
         Ready = "READY",
@@ -751,29 +772,30 @@ pub const PERMISSION_FILES: &[&str] = &[
 /// (`dir/name`, the name a glob of `*` or none; a name alone is at the root). Pinned and
 /// watched like the others for a loop of that engine only: a claude loop has no reason
 /// to care about a committed opencode.json.
-pub fn engine_permission_files(engine: &str) -> &'static [&'static str] {
+pub fn engine_permission_files(engine: Engine) -> &'static [&'static str] {
     match engine {
         // qwen-code (a gemini-cli fork): tools, approval mode, MCP servers.
-        "qwen" => &[".qwen/settings.json"],
+        Engine::Qwen => &[".qwen/settings.json"],
         // aider: its options (shell commands, test command, auto commits) and the variables
         // it reads from .env (AIDER_*).
-        "aider" => &[".aider.conf.yml", ".aider.model.settings.yml", ".env"],
+        Engine::Aider => &[".aider.conf.yml", ".aider.model.settings.yml", ".env"],
         // opencode: its plugins (code it loads) and agents. The runner has opencode read no
         // project configuration at all (OPENCODE_DISABLE_PROJECT_CONFIG): these are watched
         // besides, should a version read them anyway. Not opencode.json, which opencode
         // rewrites itself when it reads one.
-        "opencode" => &[".opencode/plugin/*", ".opencode/agent/*"],
+        Engine::Opencode => &[".opencode/plugin/*", ".opencode/agent/*"],
         // GitHub Copilot CLI, in a folder the user trusted (the workspace is inside their
         // checkout): its hooks (shell commands run at session start and around every tool,
         // before its permission rules), its MCP servers and language servers (commands it
         // starts), and its custom agents (their own tools and servers).
-        "copilot" => &[
+        Engine::Copilot => &[
             ".github/hooks/*",
             ".mcp.json",
             ".github/lsp.json",
             ".github/agents/*",
         ],
-        _ => &[],
+        // The contract's list (PERMISSION_FILES) holds theirs; a custom agent's are unknown.
+        Engine::Claude | Engine::Codex | Engine::Gemini | Engine::Custom => &[],
     }
 }
 
@@ -790,13 +812,15 @@ fn permission_glob_match(glob: &str, path: &str) -> bool {
 /// Whether a repository-relative path (or a pin path reaching the repository through
 /// `../`) is an agent permission file of a loop of `engine`: contract 7's list, and that
 /// engine's own (the runner's `orbit_permission_file`, which knows only its loop's engine).
-pub fn is_permission_file(path: &str, engine: &str) -> bool {
+/// `None`: a loop whose engine cannot be read (its loop.toml broken): contract 7's list.
+pub fn is_permission_file(path: &str, engine: Option<Engine>) -> bool {
     let mut p = path;
     while let Some(rest) = p.strip_prefix("../") {
         p = rest;
     }
     p = p.trim_start_matches("./");
-    if engine_permission_files(engine)
+    if engine
+        .map_or(&[][..], engine_permission_files)
         .iter()
         .any(|g| permission_glob_match(g, p))
     {
@@ -827,7 +851,7 @@ pub fn workspace_relative<'a>(path: &'a str, workspace: &str) -> Option<&'a str>
 
 /// [`pin_reason`] for a loop whose workspace is `workspace` (its state's `WORKSPACE`): a
 /// pinned workspace file is an agent permission file by its place in the workspace.
-pub fn pin_reason_in(path: &str, workspace: &str, engine: &str) -> StopReason {
+pub fn pin_reason_in(path: &str, workspace: &str, engine: Option<Engine>) -> StopReason {
     match workspace_relative(path, workspace) {
         Some(rel) if is_permission_file(rel, engine) => StopReason::PermissionHijack,
         Some(_) => StopReason::RewardHack,
@@ -838,7 +862,7 @@ pub fn pin_reason_in(path: &str, workspace: &str, engine: &str) -> StopReason {
 /// What a change to a pinned path means: the `STOP_REASON` (contract 7). Paths are as in
 /// pins.sha256: loop files by name, repository files through `../` (contract 1.0) or by
 /// their absolute path in the workspace (2.0: see [`pin_reason_in`]).
-pub fn pin_reason(path: &str, engine: &str) -> StopReason {
+pub fn pin_reason(path: &str, engine: Option<Engine>) -> StopReason {
     let in_loop = !path.contains('/');
     if in_loop {
         match path {
@@ -860,38 +884,38 @@ mod tests {
     #[test]
     fn an_engines_own_permission_files_are_told_apart_at_the_root_only() {
         for (engine, p) in [
-            ("aider", ".aider.conf.yml"),
-            ("aider", ".env"),
-            ("opencode", ".opencode/plugin/x.js"),
-            ("opencode", "./.opencode/agent/a.md"),
-            ("qwen", ".qwen/settings.json"),
-            ("aider", "../.aider.conf.yml"),
-            ("copilot", ".github/hooks/ci.json"),
-            ("copilot", ".mcp.json"),
-            ("copilot", ".github/lsp.json"),
-            ("copilot", ".github/agents/helper.agent.md"),
-            ("claude", ".claude/settings.json"),
-            ("copilot", ".gemini/settings.json"),
+            (Engine::Aider, ".aider.conf.yml"),
+            (Engine::Aider, ".env"),
+            (Engine::Opencode, ".opencode/plugin/x.js"),
+            (Engine::Opencode, "./.opencode/agent/a.md"),
+            (Engine::Qwen, ".qwen/settings.json"),
+            (Engine::Aider, "../.aider.conf.yml"),
+            (Engine::Copilot, ".github/hooks/ci.json"),
+            (Engine::Copilot, ".mcp.json"),
+            (Engine::Copilot, ".github/lsp.json"),
+            (Engine::Copilot, ".github/agents/helper.agent.md"),
+            (Engine::Claude, ".claude/settings.json"),
+            (Engine::Copilot, ".gemini/settings.json"),
         ] {
-            assert!(is_permission_file(p, engine), "{engine}: {p}");
+            assert!(is_permission_file(p, Some(engine)), "{engine}: {p}");
         }
         for (engine, p) in [
-            ("opencode", "opencode.json"),
-            ("opencode", ".opencode/plugin/.hidden"),
-            ("opencode", ".opencode/plugin/"),
-            ("aider", "sub/.env"),
-            ("aider", "env"),
-            ("copilot", ".github/workflows/ci.yml"),
-            ("copilot", "sub/.mcp.json"),
+            (Engine::Opencode, "opencode.json"),
+            (Engine::Opencode, ".opencode/plugin/.hidden"),
+            (Engine::Opencode, ".opencode/plugin/"),
+            (Engine::Aider, "sub/.env"),
+            (Engine::Aider, "env"),
+            (Engine::Copilot, ".github/workflows/ci.yml"),
+            (Engine::Copilot, "sub/.mcp.json"),
             // Another engine's files are that loop's work, as the runner judges them.
-            ("claude", ".env"),
-            ("claude", ".mcp.json"),
-            ("aider", ".github/hooks/ci.json"),
+            (Engine::Claude, ".env"),
+            (Engine::Claude, ".mcp.json"),
+            (Engine::Aider, ".github/hooks/ci.json"),
         ] {
-            assert!(!is_permission_file(p, engine), "{engine}: {p}");
+            assert!(!is_permission_file(p, Some(engine)), "{engine}: {p}");
         }
-        assert!(engine_permission_files("claude").is_empty());
-        assert!(engine_permission_files("aider").contains(&".aider.conf.yml"));
+        assert!(engine_permission_files(Engine::Claude).is_empty());
+        assert!(engine_permission_files(Engine::Aider).contains(&".aider.conf.yml"));
     }
 
     #[test]
@@ -901,7 +925,7 @@ mod tests {
             pin_reason_in(
                 "/r/.orbit/.workspaces/x/.claude/settings.json",
                 ws,
-                "claude"
+                Some(Engine::Claude)
             ),
             StopReason::PermissionHijack
         );
@@ -909,20 +933,24 @@ mod tests {
             pin_reason_in(
                 "/r/.orbit/.workspaces/x/docs/.claude/settings.json",
                 ws,
-                "claude"
+                Some(Engine::Claude)
             ),
             StopReason::RewardHack
         );
         assert_eq!(
-            pin_reason_in("/r/.orbit/.workspaces/x/tests/a.rs", ws, "claude"),
+            pin_reason_in(
+                "/r/.orbit/.workspaces/x/tests/a.rs",
+                ws,
+                Some(Engine::Claude)
+            ),
             StopReason::RewardHack
         );
         assert_eq!(
-            pin_reason_in("goal.md", ws, "claude"),
+            pin_reason_in("goal.md", ws, Some(Engine::Claude)),
             StopReason::GoalDrift
         );
         assert_eq!(
-            pin_reason_in("run-loop.sh", ws, "claude"),
+            pin_reason_in("run-loop.sh", ws, Some(Engine::Claude)),
             StopReason::ScriptTamper
         );
         assert_eq!(workspace_relative("/r/.orbit/.workspaces/xy/a", ws), None);
@@ -1008,20 +1036,32 @@ mod tests {
 
     #[test]
     fn pin_reasons_follow_the_contract() {
-        assert_eq!(pin_reason("goal.md", "claude"), StopReason::GoalDrift);
-        assert_eq!(pin_reason("verify.sh", "claude"), StopReason::RewardHack);
-        assert_eq!(pin_reason("holdout.sh", "claude"), StopReason::RewardHack);
         assert_eq!(
-            pin_reason("holdout/cases.txt", "claude"),
+            pin_reason("goal.md", Some(Engine::Claude)),
+            StopReason::GoalDrift
+        );
+        assert_eq!(
+            pin_reason("verify.sh", Some(Engine::Claude)),
             StopReason::RewardHack
         );
         assert_eq!(
-            pin_reason("run-loop.sh", "claude"),
+            pin_reason("holdout.sh", Some(Engine::Claude)),
+            StopReason::RewardHack
+        );
+        assert_eq!(
+            pin_reason("holdout/cases.txt", Some(Engine::Claude)),
+            StopReason::RewardHack
+        );
+        assert_eq!(
+            pin_reason("run-loop.sh", Some(Engine::Claude)),
             StopReason::ScriptTamper
         );
-        assert_eq!(pin_reason("loop.toml", "claude"), StopReason::ScriptTamper);
         assert_eq!(
-            pin_reason("../../tests/a.rs", "claude"),
+            pin_reason("loop.toml", Some(Engine::Claude)),
+            StopReason::ScriptTamper
+        );
+        assert_eq!(
+            pin_reason("../../tests/a.rs", Some(Engine::Claude)),
             StopReason::RewardHack
         );
         for p in [
@@ -1030,11 +1070,15 @@ mod tests {
             "../../.codex/config.toml",
             "../../.gemini/settings.json",
         ] {
-            assert_eq!(pin_reason(p, "claude"), StopReason::PermissionHijack, "{p}");
+            assert_eq!(
+                pin_reason(p, Some(Engine::Claude)),
+                StopReason::PermissionHijack,
+                "{p}"
+            );
         }
         // Deeper copies are not the agents' permission files.
         assert_eq!(
-            pin_reason("../../docs/.codex/config.toml", "claude"),
+            pin_reason("../../docs/.codex/config.toml", Some(Engine::Claude)),
             StopReason::RewardHack
         );
     }

@@ -18,7 +18,7 @@ use std::process::Command;
 
 use crate::cli::RecoverArgs;
 use crate::config::{self, LoopConfig};
-use crate::contract::{CbState, EventName, FaultPoint, Status, StopReason};
+use crate::contract::{CbState, Engine, EventName, FaultPoint, Status, StopReason};
 use crate::error::{Error, Result};
 use crate::state::{Sidecar, State};
 use crate::{events, fsx, ledger, pins, progress};
@@ -104,7 +104,7 @@ pub struct LoopRef {
     /// loop.toml's protect globs.
     pub protect: Vec<String>,
     /// loop.toml's engine (its own permission files are watched too).
-    pub engine: String,
+    pub engine: Engine,
 }
 
 /// The workspace loop.toml names, as an absolute path (the runner's `workspace_path_v`):
@@ -157,7 +157,7 @@ fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
         workspace_setting: cfg.workspace,
         autocommit: cfg.autocommit,
         protect: cfg.protect,
-        engine: cfg.engine.name().to_string(),
+        engine: cfg.engine,
     })
 }
 
@@ -1028,7 +1028,7 @@ impl Planner<'_> {
                 .push((pins_path, new_text.into_bytes(), false));
         }
         Ok(
-            first_broken(&self.lp.dir, &self.ws, &self.lp.engine, &pins, &restored)?
+            first_broken(&self.lp.dir, &self.ws, self.lp.engine, &pins, &restored)?
                 .or_else(|| {
                     appeared.into_iter().next().map(|path| BrokenPin {
                         path,
@@ -1188,7 +1188,7 @@ impl Planner<'_> {
                     files.extend(pins::glob_files(&ws, g).unwrap_or_default());
                 }
                 files.extend(
-                    pins::permission_files_in(&ws, &self.lp.engine)
+                    pins::permission_files_in(&ws, Some(self.lp.engine))
                         .into_iter()
                         .map(String::into_bytes),
                 );
@@ -1227,7 +1227,8 @@ impl Planner<'_> {
         let (listed, _) = pins::parse(pins_text.as_bytes());
         let ws = self.ws.trim_end_matches('/').to_string();
         let mut stay = Vec::new();
-        for rel in pins::appeared_permission_files(&self.lp.dir, &ws, &self.lp.engine, &listed) {
+        for rel in pins::appeared_permission_files(&self.lp.dir, &ws, Some(self.lp.engine), &listed)
+        {
             let abs = format!("{ws}/{rel}");
             if self.args.repin {
                 let hash = file_hash(Path::new(&abs))?.unwrap_or_default();
@@ -1714,7 +1715,7 @@ fn is_executable(path: &Path) -> bool {
 fn first_broken(
     dir: &Path,
     ws: &str,
-    engine: &str,
+    engine: Engine,
     pins: &[PinLine],
     restored: &[(PathBuf, String)],
 ) -> Result<Option<BrokenPin>> {
@@ -1727,7 +1728,7 @@ fn first_broken(
         if have.as_deref() != Some(pin.hash.as_str()) {
             return Ok(Some(BrokenPin {
                 path: pin.path.clone(),
-                reason: pins::pin_reason_in(&pin.path, ws, engine),
+                reason: pins::pin_reason_in(&pin.path, ws, Some(engine)),
             }));
         }
     }

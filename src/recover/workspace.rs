@@ -280,7 +280,7 @@ pub fn migrate(lp: &LoopRef, plan: &mut Plan, old: Option<&State>, ran: bool) ->
         workspace_setting: cfg.workspace.clone(),
         autocommit: cfg.autocommit,
         protect: cfg.protect.clone(),
-        engine: cfg.engine.name().to_string(),
+        engine: cfg.engine,
     });
     let mut changed_files = Vec::new();
     let mut write_if = |plan: &mut Plan, path: PathBuf, data: Vec<u8>, exec: bool| -> Result<()> {

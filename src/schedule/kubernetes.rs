@@ -329,7 +329,7 @@ fn check_image(image: &str) -> Result<()> {
 /// The default Secret: one per engine, holding its API key (and, for private repositories,
 /// `git-credentials`).
 pub fn default_secret(engine: Engine) -> String {
-    format!("orbit-{}", engine.name())
+    format!("orbit-{engine}")
 }
 
 // ---- the repository's URL

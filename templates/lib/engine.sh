@@ -1,9 +1,22 @@
-# ---- the engines: what each built-in CLI (claude, codex, gemini, qwen, aider, opencode,
-# ---- copilot) prints, read from its structured output (aider has none: its own line
-# ---- formats). ENGINE picks the reader; a custom engine keeps the generic rules
-# ---- (classify_v, rate_limit_resume_at, cost_of_run). Checked against claude-code 2.1.197,
-# ---- codex 0.171.0, gemini-cli 0.61.0, qwen-code 0.24.4, aider-chat 0.86.2, opencode
-# ---- 1.18.33 and copilot 1.0.102.
+# ---- the engines: what the built-in CLIs (claude, codex, gemini, qwen, aider, opencode,
+# ---- copilot) and a custom agent share. A loop's runner holds its own engine's part after
+# ---- this one (lib/engines/<engine>.sh, chosen when orbit renders the loop: no other
+# ---- engine's code is in it), and every engine's part defines the same functions:
+# ----   engine_last_message_v LOG       the CLI's last message, as it printed it
+# ----   engine_login_fix_v              what a human does about refused credentials
+# ----   engine_retrying_v LOG           whether it was retrying a 429 when the run ended
+# ----   engine_classify_own_v LOG RC TIMED_OUT
+# ----                                   the outcome its own output says (status 1: the
+# ----                                   generic rules, classify_v, decide)
+# ----   engine_cost_v LOG               what the run cost, from its output
+# ----   engine_preflight                its version, its environment, its credentials
+# ----   engine_workspace_check          its settings that must not lie in the workspace
+# ----   engine_workspace_note           what it does not read in the workspace
+# ----   engine_workspace_excludes ARRAY its own files at the workspace's root
+# ----   engine_after_run                what it left in the agent's folder
+# ----   engine_home_paths               its state under HOME, for the sandbox
+# ----   engine_migrate_note             what a contract 1.0 loop of it is told
+# ---- and helpers of its own named after it (gemini_block_v, aider_tail_v, ...).
 #
 # Nothing here greps a number out of a transcript: each CLI's own last words are read where
 # only the CLI writes them (claude's and qwen's `{"type":"result",...}` line, codex's
@@ -71,58 +84,6 @@ engine_last_line_v() {
   [[ -n $REPLY ]]
 }
 
-# engine_gemini_block_v LOG: REPLY is gemini's closing JSON object (`--output-format
-# json`): from the last line that is only `{` to the end. Status 1 when there is none.
-engine_gemini_block_v() {
-  REPLY=$(awk '/^\{$/ { buf = ""; on = 1 } on { buf = buf $0 "\n" } END { printf "%s", buf }' "$1" 2>/dev/null) || true
-  [[ -n $REPLY ]]
-}
-
-# engine_aider_tail_v LOG: REPLY is what aider's output ended on: "error KIND MESSAGE" for
-# an error line (`litellm.KIND: MESSAGE`, its lines wrapped by aider joined again) after
-# which no reply came, "retry SECONDS" when its last words were `Retrying in N seconds...`
-# after such an error, "reply TEXT" for the last paragraph of its last reply (the one its
-# `Tokens:` line closes), or "" when there is none of these.
-engine_aider_tail_v() {
-  REPLY=$(awk '
-    /^litellm\.[A-Za-z]+: / {
-      kind = $1; sub(/^litellm\./, "", kind); sub(/:$/, "", kind)
-      msg = $0; sub(/^litellm\.[A-Za-z]+: /, "", msg)
-      on = 1; state = "error"; next
-    }
-    on && (/^$/ || /^The API provider / || /^Retrying in /) { on = 0 }
-    on { msg = msg " " $0; next }
-    /^Retrying in [0-9.]+ seconds\.\.\.$/ && state == "error" { state = "retry"; secs = $3; next }
-    /^Tokens: / { state = "reply"; reply = para; para = ""; next }
-    /^$/ { para = ""; next }
-    { para = (para == "" ? $0 : para " " $0) }
-    END {
-      gsub(/[ \t]+/, " ", msg)
-      if (state == "error") printf "error %s %s", kind, msg
-      else if (state == "retry") printf "retry %s", secs
-      else if (state == "reply") printf "reply %s", reply
-    }' "$1" 2>/dev/null) || REPLY=
-  [[ -n $REPLY ]]
-}
-
-# engine_opencode_failed_v LOG: REPLY is opencode's last `{"type":"error"}` event when no
-# step finished after it (status 1 otherwise).
-engine_opencode_failed_v() {
-  local last
-  last=$(awk 'index($0, "{\"type\":\"error\"") == 1 { e = NR } index($0, "{\"type\":\"step_finish\"") == 1 { f = NR } END { print (e > f) ? "error" : "" }' "$1" 2>/dev/null) || last=
-  [[ $last == error ]] || return 1
-  engine_last_line_v "$1" '{"type":"error"'
-}
-
-# engine_copilot_startup_error_v LOG: REPLY is the error copilot printed before any event
-# (`Error: ...` on a line of its own, in text: its sign-in checks run before the session),
-# with the line after it when it names the cause. Status 1 when there is none.
-engine_copilot_startup_error_v() {
-  REPLY=$(awk '/^Error: / { e = $0; getline n; if (n == "") getline n; if (n ~ /^  /) { sub(/^ +/, "", n); e = e " " n } } END { printf "%s", e }' "$1" 2>/dev/null) || REPLY=
-  REPLY=${REPLY#Error: }
-  [[ -n $REPLY ]]
-}
-
 # engine_clip_v TEXT: REPLY is TEXT on one line, at most 200 characters.
 engine_clip_v() {
   REPLY=${1//[$'\n\r\t']/ }
@@ -136,71 +97,7 @@ engine_clip_v() {
 # engine_final_message_v LOG: REPLY is the CLI's last message, one line ("" when the
 # engine prints none that can be read, and for a custom engine).
 engine_final_message_v() {
-  local log=$1
-  REPLY=
-  case $ENGINE in
-    claude)
-      if engine_last_line_v "$log" '{"type":"result"'; then
-        engine_json_str_v "$REPLY" result || true
-      fi
-      ;;
-    codex)
-      local failed=''
-      if engine_last_line_v "$log" '{"type":"turn.failed"'; then
-        failed=$REPLY
-        engine_json_str_v "$failed" message || true
-      elif engine_last_line_v "$log" '{"type":"item.completed","item":{"id":"'; then
-        local line
-        line=$(grep -aF '"type":"agent_message"' -- "$log" 2>/dev/null | grep -a '^{"type":"item.completed"' | tail -n 1) || true
-        REPLY=
-        if [[ -n $line ]]; then
-          engine_json_str_v "$line" text || true
-        fi
-      fi
-      ;;
-    gemini)
-      if engine_gemini_block_v "$log"; then
-        local block=$REPLY
-        engine_json_str_v "$block" message || engine_json_str_v "$block" response || true
-      fi
-      ;;
-    qwen)
-      if engine_last_line_v "$log" '{"type":"result"'; then
-        local result=$REPLY
-        engine_json_str_v "$result" result || engine_json_str_v "${result#*\"error\":\{}" message || true
-      fi
-      ;;
-    copilot)
-      if engine_last_line_v "$log" '{"type":"session.error"'; then
-        engine_json_str_v "$REPLY" message || true
-      elif engine_copilot_startup_error_v "$log"; then
-        :
-      else
-        local said
-        said=$(grep -a '^{"type":"assistant.message",' -- "$log" 2>/dev/null | grep -av '"content":"",' | tail -n 1) || true
-        REPLY=
-        if [[ -n $said ]]; then
-          engine_json_str_v "$said" content || true
-        fi
-      fi
-      ;;
-    opencode)
-      if engine_opencode_failed_v "$log"; then
-        engine_json_str_v "$REPLY" message || true
-      elif engine_last_line_v "$log" '{"type":"text"'; then
-        engine_json_str_v "${REPLY#*\"part\":}" text || true
-      fi
-      ;;
-    aider)
-      if engine_aider_tail_v "$log"; then
-        case $REPLY in
-          reply\ *) REPLY=${REPLY#reply } ;;
-          error\ *) REPLY=${REPLY#error * } ;;
-          *) REPLY= ;;
-        esac
-      fi
-      ;;
-  esac
+  engine_last_message_v "$1"
   engine_clip_v "$REPLY"
 }
 
@@ -333,16 +230,7 @@ engine_reset_at_v() {
 
 # engine_auth_fix_v: REPLY is what a human does about refused or missing credentials.
 engine_auth_fix_v() {
-  case $ENGINE in
-    claude) REPLY="run \`claude /login\` (or \`claude setup-token\`) or set ANTHROPIC_API_KEY" ;;
-    codex) REPLY="run \`codex login\` or set OPENAI_API_KEY (CODEX_API_KEY)" ;;
-    gemini) REPLY="set GEMINI_API_KEY (or GOOGLE_API_KEY with GOOGLE_GENAI_USE_VERTEXAI=true), or run \`gemini\` once in a terminal to log in" ;;
-    aider) REPLY="set the provider's key (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY, ...; OPENAI_API_BASE for an OpenAI-compatible server) or name a model and key in .aider.conf.yml" ;;
-    copilot) REPLY="set COPILOT_GITHUB_TOKEN (or GH_TOKEN, GITHUB_TOKEN) to a fine-grained token with the Copilot Requests permission, or run \`copilot\` and /login, or \`gh auth login\`; for a provider of your own set COPILOT_PROVIDER_BASE_URL and COPILOT_PROVIDER_API_KEY" ;;
-    opencode) REPLY="run \`opencode auth login\`, set the provider's key (ANTHROPIC_API_KEY, OPENAI_API_KEY, ...), or configure a provider and model in ~/.config/opencode/opencode.json" ;;
-    qwen) REPLY="set OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL for an OpenAI-compatible provider (or configure one in ~/.qwen/settings.json, security.auth and modelProviders)" ;;
-    *) REPLY="log the agent's CLI in or set its API key" ;;
-  esac
+  engine_login_fix_v
   if engine_unattended; then
     REPLY+="; under cron or systemd the keys of your shell are not in the scheduler's environment: name a file holding them (KEY=VALUE lines, mode 0600) as env-file in loop.toml"
   fi
@@ -370,64 +258,6 @@ engine_rate_limited() {
   REPLY=$OUTCOME_RATE_LIMITED
 }
 
-# engine_retrying_v LOG: whether the CLI was retrying a 429 when the run ended (claude's
-# stream-json `api_retry` event with error_status 429; codex's reconnect events naming a
-# 429). REPLY is the retry delay in seconds when the CLI named one.
-engine_retrying_v() {
-  local line
-  REPLY=
-  case $ENGINE in
-    claude)
-      engine_last_line_v "$1" '{"type":"system","subtype":"api_retry"' || return 1
-      line=$REPLY
-      engine_json_scalar_v "$line" error_status || true
-      if [[ $REPLY != 429 ]]; then
-        engine_json_str_v "$line" error || true
-        # claude's own word for the kind (quoted: the CLI's vocabulary, not the contract's).
-        [[ $REPLY == 'rate_limit' ]] || return 1
-      fi
-      engine_json_scalar_v "$line" retry_delay_ms || true
-      if [[ $REPLY =~ ^[0-9]+$ ]]; then
-        REPLY=$(((REPLY + 999) / 1000))
-      else
-        REPLY=
-      fi
-      ;;
-    codex)
-      engine_last_line_v "$1" '{"type":"error"' || return 1
-      engine_json_str_v "$REPLY" message || true
-      [[ $REPLY == *"429 Too Many Requests"* || ${REPLY,,} == *"rate limit"* ]] || return 1
-      REPLY=
-      ;;
-    aider)
-      # Its last words: a rate limit, then "Retrying in 8.0 seconds...".
-      engine_aider_tail_v "$1" || return 1
-      [[ $REPLY == "retry "* ]] || return 1
-      REPLY=${REPLY#retry }
-      REPLY=${REPLY%%.*}
-      [[ $REPLY =~ ^[0-9]+$ ]] || REPLY=
-      # Only a rate limit counts: the error before the retry note names its class.
-      grep -aqE '^litellm\.(RateLimitError|RouterRateLimitError): ' -- "$1" 2>/dev/null || return 1
-      ;;
-    copilot)
-      # Its retry events ("reason":"rate_limit"), with no session error after the last.
-      engine_last_line_v "$1" '{"type":"assistant.turn_retry"' || return 1
-      engine_json_str_v "$REPLY" reason || return 1
-      [[ $REPLY == 'rate_limit' ]] || return 1
-      ! engine_last_line_v "$1" '{"type":"session.error"' || return 1
-      REPLY=
-      ;;
-    gemini)
-      # Its retry notes on stderr: "Attempt N failed with status 429. Retrying ...".
-      engine_last_line_v "$1" 'Attempt ' || return 1
-      [[ $REPLY =~ ^Attempt\ [0-9]+\ failed\ with\ status\ 429\. ]] || return 1
-      REPLY=
-      ;;
-    *) return 1 ;;
-  esac
-  return 0
-}
-
 # engine_classify_v LOG RC TIMED_OUT: REPLY is ok | timeout | rate_limited | permanent |
 # agent_error, from the engine's own structured output; PERMANENT_WHY says why a permanent
 # failure is one (with the fix), ENGINE_RESUME_AT when a rate limit lifts. A custom engine,
@@ -435,15 +265,7 @@ engine_retrying_v() {
 engine_classify_v() {
   local log=$1 rc=$2 to=$3
   ENGINE_MESSAGE='' ENGINE_FIX='' ENGINE_RESUME_AT='' PERMANENT_WHY=''
-  case $ENGINE in
-    claude) engine_classify_claude_v "$@" && return 0 ;;
-    codex) engine_classify_codex_v "$@" && return 0 ;;
-    gemini) engine_classify_gemini_v "$@" && return 0 ;;
-    qwen) engine_classify_qwen_v "$@" && return 0 ;;
-    aider) engine_classify_aider_v "$@" && return 0 ;;
-    opencode) engine_classify_opencode_v "$@" && return 0 ;;
-    copilot) engine_classify_copilot_v "$@" && return 0 ;;
-  esac
+  engine_classify_own_v "$@" && return 0
   classify_v "$log" "$rc" "$to"
   if [[ $REPLY == "$OUTCOME_RATE_LIMITED" ]]; then
     ENGINE_RESUME_AT=$(rate_limit_resume_at "$log")
@@ -467,332 +289,8 @@ engine_timeout_v() {
   fi
 }
 
-# Claude Code (`-p --output-format stream-json`): the last line is the result object:
-# is_error, api_error_status, result (the message); the assistant message before it names
-# the error kind (authentication_failed, rate_limit, billing_error, ...).
-engine_classify_claude_v() {
-  local log=$1 rc=$2 to=$3 line status kind=''
-  if ((to)); then
-    engine_timeout_v "$log"
-    return 0
-  fi
-  engine_last_line_v "$log" '{"type":"result"' || return 1
-  line=$REPLY
-  engine_json_str_v "$line" result || true
-  ENGINE_MESSAGE=$REPLY
-  engine_json_scalar_v "$line" is_error || true
-  if [[ $REPLY != true ]]; then
-    ((rc == 0)) || return 1
-    REPLY=$OUTCOME_OK
-    return 0
-  fi
-  engine_json_scalar_v "$line" api_error_status || true
-  status=$REPLY
-  if engine_last_line_v "$log" '{"type":"assistant"'; then
-    local said=$REPLY
-    engine_json_str_v "${said##*\"parent_tool_use_id\"}" error && kind=$REPLY
-  fi
-  if [[ $status == 401 || $status == 403 || $kind == authentication_failed || $kind == oauth_org_not_allowed ||
-    $ENGINE_MESSAGE == "Not logged in"* || $ENGINE_MESSAGE == "Invalid API key"* ]]; then
-    engine_auth_fix_v
-    ENGINE_FIX=$REPLY
-    engine_permanent "the credentials were refused or are missing"
-  elif [[ $status == 429 || $kind == 'rate_limit' || $ENGINE_MESSAGE == "You've hit your"* ]]; then
-    engine_rate_limited
-  elif [[ $kind == billing_error || $ENGINE_MESSAGE == *"Credit balance is too low"* ]]; then
-    ENGINE_FIX="add credits to the account or switch the key, then run the loop again"
-    engine_permanent "the account cannot pay for the run"
-  else
-    REPLY=$OUTCOME_AGENT_ERROR
-  fi
-  return 0
-}
-
-# Codex CLI (`exec --json`): `turn.failed` ends a failed turn with error.message; `error`
-# events carry reconnects and failures. codex may exit 0 after a failed turn.
-engine_classify_codex_v() {
-  local log=$1 rc=$2 to=$3 msg
-  if ((to)); then
-    engine_timeout_v "$log"
-    return 0
-  fi
-  if ! engine_last_line_v "$log" '{"type":"turn.failed"'; then
-    if ((rc == 0)) && engine_last_line_v "$log" '{"type":"turn.completed"'; then
-      REPLY=$OUTCOME_OK
-      return 0
-    fi
-    engine_last_line_v "$log" '{"type":"error"' || return 1
-  fi
-  engine_json_str_v "$REPLY" message || true
-  ENGINE_MESSAGE=$REPLY
-  msg=${REPLY,,}
-  if [[ $msg == *"401 unauthorized"* || $msg == *"403 forbidden"* || $msg == *"invalid_api_key"* ||
-    $msg == *"incorrect api key"* || $msg == *"not logged in"* || $msg == *"missing environment variable"* ||
-    $msg == *"token_expired"* || $msg == *"refresh token"* ]]; then
-    engine_auth_fix_v
-    ENGINE_FIX=$REPLY
-    engine_permanent "the credentials were refused or are missing"
-  elif [[ $msg == *"usage limit"* || $msg == *"429 too many requests"* || $msg == *"rate limit"* ]]; then
-    engine_rate_limited
-  elif [[ $msg == *"quota exceeded"* || $msg == *"insufficient_quota"* ]]; then
-    ENGINE_FIX="add credits or raise the quota of the OpenAI account (platform.openai.com), then run the loop again"
-    engine_permanent "the account's quota is used up"
-  else
-    REPLY=$OUTCOME_AGENT_ERROR
-  fi
-  return 0
-}
-
-# Gemini CLI (`--output-format json`): exit 41 = no usable credentials, 55 = the folder
-# is not trusted, 52 = its configuration; an error prints {"error":{"message","code"}}.
-engine_classify_gemini_v() {
-  local log=$1 rc=$2 to=$3 block='' code='' msg
-  if ((to)); then
-    engine_timeout_v "$log"
-    return 0
-  fi
-  if engine_gemini_block_v "$log"; then
-    block=$REPLY
-  fi
-  if [[ $block == *'"error": {'* ]]; then
-    engine_json_str_v "${block#*\"error\": \{}" message || true
-    ENGINE_MESSAGE=$REPLY
-    engine_json_scalar_v "${block#*\"error\": \{}" code || true
-    code=$REPLY
-    # The API's own error, as JSON inside the message: its message.
-    if [[ $ENGINE_MESSAGE == '{'* ]] && engine_json_str_v "$ENGINE_MESSAGE" message; then
-      ENGINE_MESSAGE=$REPLY
-    fi
-  fi
-  if ((rc == 55)); then
-    [[ -n $ENGINE_MESSAGE ]] || ENGINE_MESSAGE="Gemini CLI is not running in a trusted directory"
-    ENGINE_FIX="gemini: trust the workspace: keep --skip-trust in loop.toml's argv (orbit's default), or set GEMINI_CLI_TRUST_WORKSPACE=true in the loop's environment"
-    engine_permanent "the workspace is not a trusted folder"
-    return 0
-  fi
-  if ((rc == 0)) && [[ -z $code ]]; then
-    [[ $block == *'"response":'* ]] || return 1
-    REPLY=$OUTCOME_OK
-    return 0
-  fi
-  msg=${ENGINE_MESSAGE,,}
-  if ((rc == 41)) || [[ $code == 41 || $code == 401 || $code == 403 ]]; then
-    engine_auth_fix_v
-    ENGINE_FIX=$REPLY
-    engine_permanent "the credentials were refused or are missing"
-  elif ((rc == 52)) || [[ $code == 52 ]]; then
-    ENGINE_FIX="fix gemini's settings (~/.gemini/settings.json, .gemini/settings.json), then run the loop again"
-    engine_permanent "its configuration is invalid"
-  elif [[ $code == 429 || $msg == *"exhausted your capacity"* || $msg == *"resource has been exhausted"* ||
-    $msg == *"daily quota"* || $msg == *"quota exceeded"* || $msg == *"rate limit"* ]]; then
-    engine_rate_limited
-  elif [[ -n $code ]]; then
-    REPLY=$OUTCOME_AGENT_ERROR
-  else
-    return 1
-  fi
-  return 0
-}
-
-# Qwen Code (`--output-format stream-json`): the last line is the result object, as
-# claude's: is_error, result (the answer), error.message (the failure, the provider's own
-# words after "[API Error: STATUS"). A quota qwen knows names its reset ("Quota exhausted:
-# ... will reset ..."); it retries other 429s by itself, silently, until it gives up.
-engine_classify_qwen_v() {
-  local log=$1 rc=$2 to=$3 line msg status=''
-  if ((to)); then
-    engine_timeout_v "$log"
-    return 0
-  fi
-  engine_last_line_v "$log" '{"type":"result"' || return 1
-  line=$REPLY
-  engine_json_scalar_v "$line" is_error || true
-  if [[ $REPLY != true ]]; then
-    ((rc == 0)) || return 1
-    engine_json_str_v "$line" result || true
-    ENGINE_MESSAGE=$REPLY
-    REPLY=$OUTCOME_OK
-    return 0
-  fi
-  if [[ $line == *'"error":{'* ]]; then
-    engine_json_str_v "${line#*\"error\":\{}" message || true
-  else
-    engine_json_str_v "$line" result || true
-  fi
-  ENGINE_MESSAGE=$REPLY
-  msg=${REPLY,,}
-  if [[ $ENGINE_MESSAGE =~ ^\[API\ Error:\ ([1-5][0-9][0-9])\  ]]; then
-    status=${BASH_REMATCH[1]}
-  fi
-  if [[ $status == 401 || $status == 403 || $msg == "no auth type is selected"* || $msg == "missing api key"* ||
-    $msg == *"environment variable not found"* || $msg == *"invalid api key"* || $msg == *"incorrect api key"* ||
-    $msg == *"invalid_api_key"* || $msg == "qwen oauth free tier"* || $msg == "invalid auth method"* ]]; then
-    engine_auth_fix_v
-    ENGINE_FIX=$REPLY
-    engine_permanent "the credentials were refused or are missing"
-  elif [[ $msg == "quota exhausted:"* ]]; then
-    engine_rate_limited
-  elif [[ $msg == *"insufficient_quota"* || $msg == *"check your plan and billing"* ]]; then
-    ENGINE_FIX="add credits or raise the quota of the provider's account, then run the loop again"
-    engine_permanent "the account's quota is used up"
-  elif [[ $status == 429 || $msg == *"rate limit"* ]]; then
-    engine_rate_limited
-  else
-    REPLY=$OUTCOME_AGENT_ERROR
-  fi
-  return 0
-}
-
-# Aider (text): it exits 0 after an API error too; its error line names the error's class
-# (litellm's: AuthenticationError, RateLimitError, NotFoundError, ...) and the provider's
-# message. Without a model or a key it says so and (never here: the preflight refuses first)
-# offers a browser login.
-engine_classify_aider_v() {
-  local log=$1 rc=$2 to=$3 kind
-  if ((to)); then
-    engine_timeout_v "$log"
-    return 0
-  fi
-  if grep -aqF 'No LLM model was specified and no API keys were provided.' -- "$log" 2>/dev/null; then
-    ENGINE_MESSAGE="No LLM model was specified and no API keys were provided."
-    engine_auth_fix_v
-    ENGINE_FIX=$REPLY
-    engine_permanent "the credentials are missing"
-    return 0
-  fi
-  engine_aider_tail_v "$log" || return 1
-  case $REPLY in
-    reply\ *)
-      ((rc == 0)) || return 1
-      ENGINE_MESSAGE=${REPLY#reply }
-      REPLY=$OUTCOME_OK
-      return 0
-      ;;
-    error\ *) ;;
-    *) return 1 ;;
-  esac
-  REPLY=${REPLY#error }
-  kind=${REPLY%% *}
-  ENGINE_MESSAGE=${REPLY#* }
-  case $kind in
-    AuthenticationError | PermissionDeniedError)
-      engine_auth_fix_v
-      ENGINE_FIX=$REPLY
-      engine_permanent "the credentials were refused or are missing"
-      ;;
-    RateLimitError | RouterRateLimitError) engine_rate_limited ;;
-    NotFoundError)
-      ENGINE_FIX="name a model the provider serves (--model in loop.toml's argv, AIDER_MODEL, or .aider.conf.yml), then run the loop again"
-      engine_permanent "the model was not found"
-      ;;
-    BudgetExceededError)
-      ENGINE_FIX="add credits or raise the budget of the provider's account, then run the loop again"
-      engine_permanent "the account's budget is used up"
-      ;;
-    *) REPLY=$OUTCOME_AGENT_ERROR ;;
-  esac
-  return 0
-}
-
-# opencode (`run --format json`): an `error` event ends a failed run (exit 1) with
-# error.name (APIError, ProviderAuthError, ...) and error.data: message, statusCode (the
-# provider's HTTP status), isRetryable. It retries a 429 by itself, silently, for about a
-# minute and a half before it prints one.
-engine_classify_opencode_v() {
-  local log=$1 rc=$2 to=$3 err name status='' msg
-  if ((to)); then
-    engine_timeout_v "$log"
-    return 0
-  fi
-  if ! engine_opencode_failed_v "$log"; then
-    ((rc == 0)) || return 1
-    engine_last_line_v "$log" '{"type":"step_finish"' || return 1
-    REPLY=$OUTCOME_OK
-    return 0
-  fi
-  err=$REPLY
-  engine_json_str_v "${err#*\"error\":}" name || true
-  name=$REPLY
-  engine_json_str_v "${err#*\"data\":}" message || true
-  ENGINE_MESSAGE=$REPLY
-  engine_json_scalar_v "${err#*\"data\":}" statusCode && status=$REPLY
-  msg=${ENGINE_MESSAGE,,}
-  if [[ $status == 401 || $status == 403 || $name == ProviderAuthError || $msg == *"api key"* ]]; then
-    engine_auth_fix_v
-    ENGINE_FIX=$REPLY
-    engine_permanent "the credentials were refused or are missing"
-  elif [[ $status == 429 || $msg == *"rate limit"* ]]; then
-    engine_rate_limited
-  elif [[ $name == ProviderModelNotFoundError || $name == ModelNotFoundError ]]; then
-    ENGINE_FIX="name a model the provider serves (\"model\" in ~/.config/opencode/opencode.json, or --model provider/model in loop.toml's argv), then run the loop again"
-    engine_permanent "the model was not found"
-  else
-    REPLY=$OUTCOME_AGENT_ERROR
-  fi
-  return 0
-}
-
-# GitHub Copilot CLI (`--output-format json`): a failed session ends with `session.error`
-# (errorType: authentication, rate_limit, quota, ...; statusCode; message) and `result`
-# with exitCode 1. Its sign-in checks fail before any event, in text (`Error: No
-# authentication information found.`, a classic token refused, a token it cannot check).
-engine_classify_copilot_v() {
-  local log=$1 rc=$2 to=$3 line kind='' status='' msg
-  if ((to)); then
-    engine_timeout_v "$log"
-    return 0
-  fi
-  if ! engine_last_line_v "$log" '{"type":"session.error"'; then
-    if ! engine_last_line_v "$log" '{"type":"result"' && engine_copilot_startup_error_v "$log"; then
-      ENGINE_MESSAGE=$REPLY
-      msg=${REPLY,,}
-      if [[ $msg == "no authentication information found"* || $msg == *"tokens (ghp_) are not supported"* ||
-        $msg == *"token"*"not"*"valid"* || $msg == *"not authorized"* || $msg == *"no copilot"* ]] &&
-        [[ $msg != *"network"* ]]; then
-        engine_auth_fix_v
-        ENGINE_FIX=$REPLY
-        engine_permanent "the credentials were refused or are missing"
-      else
-        REPLY=$OUTCOME_AGENT_ERROR
-      fi
-      return 0
-    fi
-    ((rc == 0)) || return 1
-    engine_last_line_v "$log" '{"type":"result"' || return 1
-    engine_json_scalar_v "$REPLY" exitCode || true
-    [[ $REPLY == 0 ]] || return 1
-    REPLY=$OUTCOME_OK
-    return 0
-  fi
-  line=$REPLY
-  engine_json_str_v "$line" errorType && kind=$REPLY
-  engine_json_str_v "$line" message || true
-  ENGINE_MESSAGE=$REPLY
-  engine_json_scalar_v "$line" statusCode && status=$REPLY
-  if [[ $kind == authentication || $status == 401 || $status == 403 ]]; then
-    engine_auth_fix_v
-    ENGINE_FIX=$REPLY
-    engine_permanent "the credentials were refused or are missing"
-  elif [[ $kind == 'rate_limit' || $kind == quota || $status == 429 ]]; then
-    engine_rate_limited
-  else
-    REPLY=$OUTCOME_AGENT_ERROR
-  fi
-  return 0
-}
-
-# engine_after_run: what a built-in CLI left in the agent's folder that is not the agent's:
-# aider edits no file git ignores unless it is in its chat, so its argv adds
-# .orbit-agent/done.md with --file, which creates the file empty; an empty done.md after
-# an aider run is that file, not a claim (a claim carries the evidence), and goes.
-engine_after_run() {
-  local f=$AGENT_DIR/done.md
-  if [[ $ENGINE == aider && -f $f && ! -L $f && ! -s $f ]]; then
-    rm -f -- "$f"
-  fi
-}
-
-# ---- cost: claude reports USD; codex, gemini and qwen report tokens, priced by TOKEN_PRICES
+# ---- cost: claude, aider and opencode report USD; codex, gemini and qwen report tokens,
+# ---- priced by TOKEN_PRICES (each engine's engine_cost_v reads its own)
 
 # engine_price_v MODEL: REPLY is "INPUT CACHED OUTPUT", USD per million tokens, for MODEL
 # from TOKEN_PRICES (`model=input/cached/output` words): the model itself, else the
@@ -838,145 +336,6 @@ engine_tokens_cost_v() {
   read -r -a price <<<"$REPLY"
   REPLY=$(awk -v i="$2" -v c="$3" -v o="$4" -v pi="${price[0]}" -v pc="${price[1]}" -v po="${price[2]}" \
     'BEGIN { if (c > i) c = i; printf "%d", (i - c) * pi + c * pc + o * po + 0.5 }')
-}
-
-# engine_codex_model_v: REPLY is the model codex runs: -m/--model or -c model=... in the
-# argv, else `model` in $CODEX_HOME/config.toml (~/.codex), else "" (the `*` price).
-engine_codex_model_v() {
-  local i a next='' f line
-  REPLY=
-  for ((i = 1; i < ${#AGENT_ARGV[@]}; i++)); do
-    a=${AGENT_ARGV[i]}
-    if [[ $next == m ]]; then
-      REPLY=$a
-      return 0
-    elif [[ $next == c ]]; then
-      if [[ $a =~ ^model=\"?([^\"]+)\"?$ ]]; then
-        REPLY=${BASH_REMATCH[1]}
-        return 0
-      fi
-    fi
-    next=
-    case $a in
-      -m | --model) next=m ;;
-      --model=*) REPLY=${a#--model=} && return 0 ;;
-      -c | --config) next=c ;;
-    esac
-  done
-  f=${CODEX_HOME:-${HOME:-}/.codex}/config.toml
-  if [[ -f $f ]]; then
-    line=$(grep -aE -m 1 '^[[:space:]]*model[[:space:]]*=' -- "$f" 2>/dev/null) || true
-    if [[ $line =~ =[[:space:]]*\"([^\"]+)\" ]]; then
-      REPLY=${BASH_REMATCH[1]}
-    fi
-  fi
-  return 0
-}
-
-# engine_cost_v LOG: sets RUN_COST_M and RUN_COST_KIND from a built-in engine's output:
-# claude's result line (total_cost_usd, reported); codex's turn.completed usage,
-# gemini's stats.models.*.tokens and qwen's result usage (its model named by its init
-# event), priced by TOKEN_PRICES (estimated). Status 1 when the
-# output holds no cost.
-engine_cost_v() {
-  local log=$1 v in=0 cached=0 out=0 model total=0 any=0 line
-  case $ENGINE in
-    claude)
-      engine_last_line_v "$log" '{"type":"result"' || return 1
-      engine_json_scalar_v "$REPLY" total_cost_usd || return 1
-      RUN_COST_M=$(cost_to_micro "$REPLY") || return 1
-      RUN_COST_KIND=$COST_REPORTED
-      ;;
-    codex)
-      while IFS= read -r line; do
-        [[ $line == '{"type":"turn.completed"'* ]] || continue
-        any=1
-        engine_json_scalar_v "$line" input_tokens && [[ $REPLY =~ ^[0-9]+$ ]] && in=$((in + REPLY))
-        engine_json_scalar_v "$line" cached_input_tokens && [[ $REPLY =~ ^[0-9]+$ ]] && cached=$((cached + REPLY))
-        engine_json_scalar_v "$line" output_tokens && [[ $REPLY =~ ^[0-9]+$ ]] && out=$((out + REPLY))
-      done < <(grep -a '^{"type":"turn.completed"' -- "$log" 2>/dev/null || true)
-      ((any)) || return 1
-      engine_codex_model_v
-      model=$REPLY
-      engine_tokens_cost_v "$model" "$in" "$cached" "$out" || return 1
-      RUN_COST_M=$REPLY
-      RUN_COST_KIND=$COST_ESTIMATED
-      ;;
-    gemini)
-      engine_gemini_block_v "$log" || return 1
-      # Per model (6 spaces in, under "models"), its "tokens" object (8 spaces in).
-      while read -r model v in cached out; do
-        [[ $in =~ ^[0-9]+$ && $cached =~ ^[0-9]+$ && $out =~ ^[0-9]+$ ]] || continue
-        any=1
-        engine_tokens_cost_v "$model" "$in" "$cached" "$out" || return 1
-        total=$((total + REPLY))
-      done < <(awk '
-        /^    "models": \{/ { inm = 1; next }
-        inm && /^    \}/ { inm = 0 }
-        inm && /^      "[^"]+": \{$/ { m = $1; gsub(/[":]/, "", m); next }
-        inm && /^        "tokens": \{$/ { tk = 1; p = 0; c = 0; o = 0; next }
-        tk && /^          "prompt": / { v = $2; sub(/,/, "", v); p = v }
-        tk && /^          "cached": / { v = $2; sub(/,/, "", v); c = v }
-        tk && /^          "(candidates|thoughts)": / { v = $2; sub(/,/, "", v); o += v }
-        tk && /^        \}/ { tk = 0; print m, "tokens", p, c, o }
-      ' <<<"$REPLY")
-      ((any)) || return 1
-      RUN_COST_M=$total
-      RUN_COST_KIND=$COST_ESTIMATED
-      ;;
-    qwen)
-      engine_last_line_v "$log" '{"type":"result"' || return 1
-      line=${REPLY#*\"usage\":\{}
-      [[ $line != "$REPLY" ]] || return 1
-      line=${line%%\}*}
-      engine_json_scalar_v "$line" input_tokens && [[ $REPLY =~ ^[0-9]+$ ]] && in=$REPLY
-      engine_json_scalar_v "$line" cache_read_input_tokens && [[ $REPLY =~ ^[0-9]+$ ]] && cached=$REPLY
-      engine_json_scalar_v "$line" output_tokens && [[ $REPLY =~ ^[0-9]+$ ]] && out=$REPLY
-      ((in + out > 0)) || return 1
-      model=
-      if engine_last_line_v "$log" '{"type":"system","subtype":"init"'; then
-        engine_json_str_v "$REPLY" model && model=$REPLY
-      fi
-      engine_tokens_cost_v "$model" "$in" "$cached" "$out" || return 1
-      RUN_COST_M=$REPLY
-      RUN_COST_KIND=$COST_ESTIMATED
-      ;;
-    opencode)
-      # Each step_finish event: its cost (USD, by opencode's price table) and tokens. A
-      # model opencode knows no price of costs 0 there: its tokens are priced by
-      # TOKEN_PRICES (`*`: opencode's events do not name the model), else no cost.
-      local usd=0
-      while IFS= read -r line; do
-        any=1
-        engine_json_scalar_v "$line" cost && [[ $REPLY =~ ^[0-9.eE+-]+$ ]] && usd=$(awk -v a="$usd" -v b="$REPLY" 'BEGIN { printf "%.9f", a + b }')
-        line=${line#*\"tokens\":}
-        engine_json_scalar_v "$line" input && [[ $REPLY =~ ^[0-9]+$ ]] && in=$((in + REPLY))
-        engine_json_scalar_v "$line" output && [[ $REPLY =~ ^[0-9]+$ ]] && out=$((out + REPLY))
-        engine_json_scalar_v "$line" reasoning && [[ $REPLY =~ ^[0-9]+$ ]] && out=$((out + REPLY))
-        engine_json_scalar_v "${line#*\"cache\":}" read && [[ $REPLY =~ ^[0-9]+$ ]] && cached=$((cached + REPLY))
-      done < <(grep -a '^{"type":"step_finish"' -- "$log" 2>/dev/null || true)
-      ((any)) || return 1
-      if awk -v u="$usd" 'BEGIN { exit !(u > 0) }'; then
-        RUN_COST_M=$(cost_to_micro "$usd") || return 1
-        RUN_COST_KIND=$COST_REPORTED
-      else
-        # opencode counts cached tokens apart from its input: input here counts them too.
-        engine_tokens_cost_v '' "$((in + cached))" "$cached" "$out" || return 1
-        RUN_COST_M=$REPLY
-        RUN_COST_KIND=$COST_ESTIMATED
-      fi
-      ;;
-    aider)
-      # Its last `Tokens: ... Cost: $X message, $Y session.` line: the session is the run.
-      # A model its price table does not know prints tokens only: no cost.
-      engine_last_line_v "$log" 'Tokens: ' || return 1
-      [[ $REPLY =~ \ Cost:\ \$[0-9.]+\ message,\ \$([0-9]*\.?[0-9]+)\ session\.$ ]] || return 1
-      RUN_COST_M=$(cost_to_micro "${BASH_REMATCH[1]}") || return 1
-      RUN_COST_KIND=$COST_REPORTED
-      ;;
-    *) return 1 ;;
-  esac
-  return 0
 }
 
 # ---- preflight: the CLI's version, its credentials, the env file
@@ -1039,49 +398,17 @@ engine_probe_v() {
     orbit_run_bounded "$limit" 1 /dev/null "$f" "$AGENT_ABS" "$@"
     printf '%s %s' "$ORBIT_RC" "$ORBIT_TIMED_OUT"
   ) || res='1 0'
+  # shellcheck disable=SC2034  # the probe's answer: each engine's preflight reads what it needs
   read -r ENGINE_PROBE_RC ENGINE_PROBE_TIMED_OUT <<<"$res"
   REPLY=$(head -c 4096 -- "$f" 2>/dev/null) || REPLY=
   rm -f -- "$f"
 }
 
-# engine_workspace_check: opencode reads no project configuration in a loop (see
-# engine_preflight): a configuration file the user names that lies in the workspace (known
-# once the state is loaded), which the agent writes, is refused.
-engine_workspace_check() {
-  local v p d
-  [[ $ENGINE == opencode ]] || return 0
-  for v in OPENCODE_CONFIG OPENCODE_CONFIG_DIR; do
-    [[ -n ${!v:-} ]] || continue
-    # opencode resolves a relative path from its working directory: the workspace.
-    p=${!v}
-    [[ $p == /* ]] || p=$WS/$p
-    if d=$(cd -P -- "${p%/*}/" 2>/dev/null && pwd -P); then
-      p=$d/${p##*/}
-    fi
-    if [[ $p == "$WS" || $p == "$WS"/* ]]; then
-      preflight_fail "opencode: $v (${!v}) is in the loop's workspace, which the agent can write: move it outside (e.g. to ~/.config/opencode/) and name that in the loop's env file"
-    fi
-  done
-}
-
-# engine_workspace_note: once the workspace is there, says of an opencode configuration in
-# it that opencode does not read it, with where the user's own goes.
-engine_workspace_note() {
-  [[ $ENGINE == opencode ]] || return 0
-  if [[ -e $WS/opencode.json || -e $WS/opencode.jsonc || -d $WS/.opencode ]]; then
-    orbit_log "opencode: the workspace's opencode.json and .opencode/ are not read (the agent could rewrite them): put the provider and model in ~/.config/opencode/opencode.json, or in a file outside the workspace named by OPENCODE_CONFIG"
-  fi
-}
-
-# engine_preflight: for a built-in engine, records the CLI's version (ENGINE_VERSION) and
-# stops the run before anything is spent (exit 2, with the fix) when the CLI says it has
-# no credentials (`claude auth status`, `codex login status`) or, for gemini and qwen (no
-# probe), when nothing in the environment or its settings names one. A probe that does not answer
-# in time stops the run too: a CLI that hangs on its own status would hang every run.
+# engine_version_probe: ENGINE_VERSION, the first line of the CLI's `--version` (each
+# built-in engine's preflight starts here). A probe that does not answer in time stops the
+# run: a CLI that hangs on its own version would hang every run.
 ENGINE_PROBE_LIMIT=20
-engine_preflight() {
-  local fix why
-  [[ $ENGINE != custom ]] || return 0
+engine_version_probe() {
   engine_probe_v "$ENGINE_PROBE_LIMIT" --version
   if ((ENGINE_PROBE_TIMED_OUT)); then
     preflight_fail "\`$ENGINE --version\` did not answer within ${ENGINE_PROBE_LIMIT}s: check the CLI ($AGENT_ABS) in a terminal"
@@ -1089,104 +416,4 @@ engine_preflight() {
   REPLY=${REPLY%%$'\n'*}
   ENGINE_VERSION=${REPLY//[!A-Za-z0-9._ ()+-]/}
   ENGINE_VERSION=${ENGINE_VERSION:0:80}
-  engine_auth_fix_v
-  fix=$REPLY
-  case $ENGINE in
-    claude)
-      engine_probe_v "$ENGINE_PROBE_LIMIT" auth status
-      if ((ENGINE_PROBE_TIMED_OUT)); then
-        preflight_fail "claude: \`claude auth status\` did not answer within ${ENGINE_PROBE_LIMIT}s: check the CLI in a terminal"
-      fi
-      if ((ENGINE_PROBE_RC != 0)) && [[ $REPLY =~ \"loggedIn\":\ ?false ]]; then
-        preflight_fail "claude: not logged in (\`claude auth status\`): $fix"
-      fi
-      ;;
-    codex)
-      engine_probe_v "$ENGINE_PROBE_LIMIT" login status
-      if ((ENGINE_PROBE_TIMED_OUT)); then
-        preflight_fail "codex: \`codex login status\` did not answer within ${ENGINE_PROBE_LIMIT}s: check the CLI in a terminal"
-      fi
-      if ((ENGINE_PROBE_RC != 0)) && [[ -z ${OPENAI_API_KEY:-}${CODEX_API_KEY:-} ]]; then
-        # A provider of the user's own (a local model, a gateway) needs no OpenAI login.
-        local cfg=${CODEX_HOME:-${HOME:-}/.codex}/config.toml
-        if ! grep -qE '^[[:space:]]*model_provider[[:space:]]*=' -- "$cfg" 2>/dev/null &&
-          [[ " ${AGENT_ARGV[*]} " != *" model_provider="* ]]; then
-          why=${REPLY%%$'\n'*}
-          preflight_fail "codex: ${why:-not logged in} (\`codex login status\`), and neither OPENAI_API_KEY nor CODEX_API_KEY is set: $fix"
-        fi
-      fi
-      ;;
-    gemini)
-      local settings=${GEMINI_CLI_HOME:-${HOME:-}}/.gemini
-      if [[ -z ${GEMINI_API_KEY:-}${GOOGLE_API_KEY:-}${GOOGLE_GEMINI_BASE_URL:-}${GOOGLE_CLOUD_PROJECT:-} &&
-        ${GOOGLE_GENAI_USE_VERTEXAI:-} != true && ${GOOGLE_GENAI_USE_GCA:-} != true && ${CLOUD_SHELL:-} != true &&
-        ${GEMINI_CLI_USE_COMPUTE_ADC:-} != true ]] &&
-        ! grep -qs '"selectedType"' -- "$settings/settings.json" &&
-        [[ ! -s $settings/oauth_creds.json && ! -s $settings/.env && ! -s ${HOME:-/nonexistent}/.env ]]; then
-        preflight_fail "gemini: no credentials (no GEMINI_API_KEY, no login in $settings): $fix"
-      fi
-      ;;
-    copilot)
-      # A GitHub token (the variables copilot reads, gh's login, copilot's own /login) or
-      # a provider of the user's own (BYOK).
-      local chome=${COPILOT_HOME:-${HOME:-}/.copilot} gh=${GH_CONFIG_DIR:-${XDG_CONFIG_HOME:-${HOME:-}/.config}/gh}
-      if [[ -z ${COPILOT_GITHUB_TOKEN:-}${GH_TOKEN:-}${GITHUB_TOKEN:-}${COPILOT_PROVIDER_BASE_URL:-} ]] &&
-        ! grep -qsE '"(logged_in_users|last_logged_in_user)"' -- "$chome/config.json" &&
-        ! grep -qs 'oauth_token' -- "$gh/hosts.yml"; then
-        preflight_fail "copilot: no credentials (no COPILOT_GITHUB_TOKEN, GH_TOKEN or GITHUB_TOKEN, no login in $chome or gh): $fix"
-      fi
-      ;;
-    opencode)
-      # opencode allows every tool unless told: its permissions, merged over every
-      # opencode.json, deny every shell command but the loop's checks and web fetches; a
-      # variable of the user's own is theirs. No self-update mid-loop.
-      if [[ -z ${OPENCODE_PERMISSION:-} ]]; then
-        export OPENCODE_PERMISSION='{"bash":{"*":"deny","bash .orbit-agent/verify.sh":"allow"},"webfetch":"deny"}'
-      else
-        orbit_log "opencode: OPENCODE_PERMISSION is set in the environment: its permissions are used, not orbit's"
-      fi
-      export OPENCODE_DISABLE_AUTOUPDATE=true
-      # The workspace is the agent's: an opencode.json, a plugin or an agent it writes there
-      # would steer its next run (another provider, commands allowed, code loaded). opencode
-      # reads no project configuration (nor the project's AGENTS.md) under this variable;
-      # the user's own lives in their home, or in a file named by OPENCODE_CONFIG outside
-      # the workspace.
-      export OPENCODE_DISABLE_PROJECT_CONFIG=true
-      local ocfg=${XDG_CONFIG_HOME:-${HOME:-}/.config}/opencode odata=${XDG_DATA_HOME:-${HOME:-}/.local/share}/opencode
-      if [[ -z ${ANTHROPIC_API_KEY:-}${OPENAI_API_KEY:-}${GEMINI_API_KEY:-}${GOOGLE_GENERATIVE_AI_API_KEY:-}${OPENROUTER_API_KEY:-}${OPENCODE_API_KEY:-}${GROQ_API_KEY:-}${DEEPSEEK_API_KEY:-}${XAI_API_KEY:-}${MISTRAL_API_KEY:-}${AWS_ACCESS_KEY_ID:-}${AWS_PROFILE:-}${OPENCODE_CONFIG:-}${OPENCODE_CONFIG_CONTENT:-}${OPENCODE_AUTH_CONTENT:-} &&
-        ! -s $odata/auth.json ]] &&
-        ! grep -qsE '"(provider|model)"' -- "$ocfg/opencode.json" "$ocfg/opencode.jsonc" "$ocfg/config.json" &&
-        [[ " ${AGENT_ARGV[*]} " != *" --model"* && " ${AGENT_ARGV[*]} " != *" -m "* ]]; then
-        preflight_fail "opencode: no credentials (no provider key, no \`opencode auth login\` in $odata, no provider or model in opencode.json): $fix"
-      fi
-      ;;
-    aider)
-      # aider picks a model by the key it finds; without a key or a model it offers a
-      # browser login and waits for it (--yes-always accepts): refused here first. A URL
-      # an error names is offered to a browser too: BROWSER=true makes that a no-op.
-      # Python buffers its output into a pipe: unbuffered, the live view follows it and a
-      # run the timeout stops keeps its last words (a rate limit's retry note).
-      export BROWSER=true PYTHONUNBUFFERED=1
-      local conf
-      for conf in "${HOME:-/nonexistent}/.aider.conf.yml" "$WS/.aider.conf.yml"; do
-        grep -qsE '^[[:space:]]*model[[:space:]]*:' -- "$conf" && break
-        conf=
-      done
-      if [[ -z ${OPENAI_API_KEY:-}${ANTHROPIC_API_KEY:-}${GEMINI_API_KEY:-}${OPENROUTER_API_KEY:-}${DEEPSEEK_API_KEY:-}${VERTEXAI_PROJECT:-}${AIDER_MODEL:-} &&
-        -z $conf && ! -s ${HOME:-/nonexistent}/.env && ! -s $WS/.env &&
-        " ${AGENT_ARGV[*]} " != *" --model"* && " ${AGENT_ARGV[*]} " != *" --api-key"* ]]; then
-        preflight_fail "aider: no credentials (no OPENAI_API_KEY, ANTHROPIC_API_KEY, ... and no model in .aider.conf.yml; aider would wait for a browser login): $fix"
-      fi
-      ;;
-    qwen)
-      # qwen reads a key from its environment (OPENAI_*, ANTHROPIC_*, GEMINI_*, GOOGLE_*),
-      # its settings (security.auth, modelProviders) or a .env file; a key in the argv counts.
-      local qdir=${QWEN_HOME:-${HOME:-}/.qwen}
-      if [[ -z ${OPENAI_API_KEY:-}${ANTHROPIC_API_KEY:-}${GEMINI_API_KEY:-}${GOOGLE_API_KEY:-}${GOOGLE_CLOUD_PROJECT:-}${DASHSCOPE_API_KEY:-}${QWEN_OAUTH:-} ]] &&
-        ! grep -qsE '"(apiKey|envKey|selectedType)"' -- "$qdir/settings.json" &&
-        [[ ! -s $qdir/.env && ! -s ${HOME:-/nonexistent}/.env && " ${AGENT_ARGV[*]} " != *" --openai-api-key"* ]]; then
-        preflight_fail "qwen: no credentials (no OPENAI_API_KEY, no provider in $qdir/settings.json): $fix"
-      fi
-      ;;
-  esac
 }

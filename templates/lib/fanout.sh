@@ -4,7 +4,8 @@
 # ---- itself and applies the survivor's change to the workspace. The rest of the iteration
 # ---- (verify in the workspace, the DONE gate, the commit, the record) is a single agent's.
 # ---- What a candidate leaves (its worktree, its folder, its output) is evidence: the runner
-# ---- computes every fact it judges by (the tree, the checks, the pins) itself.
+# ---- computes every fact it judges by (the tree, the checks, the pins) itself. Rendered
+# ---- into a loop of candidates > 1 only (lib/no-fanout.sh in the others).
 FANOUT_N=1
 # The candidates' pids (the subshells that run them), for on_signal.
 declare -a FANOUT_PIDS=()

@@ -10,7 +10,7 @@
 # ----   and /proc fresh, /dev/tty a null device (no typing into the user's terminal); its
 # ----   own PID namespace, so that nothing it starts outlives it. The network stays.
 # ---- A write the loop would have caught after the run (contract section 7) fails at the
-# ---- write instead.
+# ---- write instead. Rendered into a sandboxed loop only (lib/no-sandbox.sh in the others).
 
 SANDBOX_BWRAP=
 SANDBOX_ENV=
@@ -39,8 +39,9 @@ wait "$!"'
 # What env gives back to the sandboxed command.
 SANDBOX_SIGNALS=TERM,INT,QUIT
 
-# sandbox_on: status 0 when agent and check runs are sandboxed.
-sandbox_on() { [[ $SANDBOX_SETTING == bwrap ]]; }
+# sandbox_on: status 0: agent and check runs are sandboxed (this part is rendered only into
+# a loop of sandbox = "bwrap"; lib/no-sandbox.sh stands in for it in the others).
+sandbox_on() { :; }
 
 # sandbox_base_args: the namespaces and fresh mounts of every sandboxed run (and of the
 # preflight's probe), into the array named by $1.
@@ -50,17 +51,11 @@ sandbox_base_args() {
     --dev-bind /dev/null /dev/tty --proc /proc)
 }
 
-# sandbox_preflight: with sandbox = "bwrap", bubblewrap must be able to run here: Linux,
-# bwrap on PATH, user namespaces it may use (probed by starting one sandbox), and an env
-# that can give a command TERM back. Any of them missing stops the run with EXIT_PREFLIGHT
-# and the fix.
+# sandbox_preflight: bubblewrap must be able to run here: Linux, bwrap on PATH, user
+# namespaces it may use (probed by starting one sandbox), and an env that can give a
+# command TERM back. Any of them missing stops the run with EXIT_PREFLIGHT and the fix.
 sandbox_preflight() {
   local out rc=0 off='or set sandbox = "none" in loop.toml and run orbit init --force'
-  case $SANDBOX_SETTING in
-    none) return 0 ;;
-    bwrap) ;;
-    *) preflight_fail "sandbox = '$SANDBOX_SETTING' is not a sandbox orbit knows: set sandbox = \"bwrap\" or \"none\" in loop.toml and run orbit init --force" ;;
-  esac
   if [[ $OSTYPE != linux* ]]; then
     preflight_fail "sandbox = \"bwrap\" needs Linux (bubblewrap runs only there; this is $OSTYPE): $off"
   fi
@@ -107,47 +102,11 @@ sandbox_tmpdir_ok() {
 # sandbox_home_paths KIND: REPLY_RW, the engine's state under HOME that stays writable
 # (its credentials and sessions must persist), and REPLY_RO, its files there that name
 # commands or standing instructions for its later runs outside the loop (read-only, where
-# they exist). Nothing for the checks, nor for a custom engine.
+# they exist): the engine part's engine_home_paths. Nothing for the checks.
 sandbox_home_paths() {
   REPLY_RW=() REPLY_RO=()
   [[ $1 == agent ]] || return 0
-  case $ENGINE in
-    claude)
-      # Its state, sessions and credentials; ~/.claude.json is rewritten in place where
-      # a read-only HOME refuses its atomic rename; the version locks.
-      REPLY_RW=(.claude .claude.json .local/state/claude)
-      REPLY_RO=(.claude/settings.json .claude/settings.local.json .claude/CLAUDE.md
-        .claude/commands .claude/agents .claude/hooks)
-      ;;
-    codex)
-      REPLY_RW=(.codex)
-      REPLY_RO=(.codex/config.toml .codex/AGENTS.md)
-      ;;
-    gemini)
-      REPLY_RW=(.gemini)
-      REPLY_RO=(.gemini/settings.json .gemini/GEMINI.md)
-      ;;
-    qwen)
-      REPLY_RW=(.qwen)
-      REPLY_RO=(.qwen/settings.json .qwen/QWEN.md .qwen/.env)
-      ;;
-    copilot)
-      # Its state and sessions, and the package its loader unpacks under ~/.cache; its
-      # settings and instructions stay read-only.
-      REPLY_RW=(.copilot .cache/copilot)
-      REPLY_RO=(.copilot/mcp-config.json .copilot/copilot-instructions.md .copilot/agents .copilot/skills)
-      ;;
-    opencode)
-      # Its sessions and credentials, its caches and state; its settings stay read-only.
-      REPLY_RW=(.local/share/opencode .cache/opencode .local/state/opencode)
-      REPLY_RO=(.config/opencode)
-      ;;
-    aider)
-      # Its caches (the price table, the analytics id); its .aider.conf.yml is read-only
-      # with the rest of HOME.
-      REPLY_RW=(.aider)
-      ;;
-  esac
+  engine_home_paths
 }
 
 # sandbox_hide_holdout ARRAY: the mounts that hide the holdout checks from a check run, into

@@ -206,8 +206,9 @@ fn words(code: &str) -> Vec<(usize, &str)> {
 }
 
 /// The words of the contract's other closed sets (stop reasons, circuit states, phases,
-/// verify outcomes, cost kinds): the lint reports them where code assigns or compares them
-/// (`x=word`, `== word`, `!= word`), where the prelude's names belong.
+/// verify outcomes, cost kinds, engines): the lint reports them where code assigns or
+/// compares them (`x=word`, `== word`, `!= word`), where the prelude's names belong (and
+/// for an engine, nowhere: its part is chosen when the loop is rendered).
 fn value_words() -> Vec<&'static str> {
     let mut v: Vec<&'static str> = contract::StopReason::ALL
         .iter()
@@ -218,13 +219,16 @@ fn value_words() -> Vec<&'static str> {
     v.extend(contract::VerifyOutcome::ALL.iter().map(|o| o.as_str()));
     v.extend(contract::CostKind::ALL.iter().map(|k| k.as_str()));
     v.extend(contract::AgentOutcome::ALL.iter().map(|o| o.as_str()));
+    v.extend(contract::Engine::ALL.iter().map(|e| e.as_str()));
     v
 }
 
 /// The findings of the lint in one file: `file:line: what` for every bare exit-code literal
 /// (`exit N` but the shell's own 126 and 127, `finish N`, `orbit_die N`, `return N` but 0
-/// and 1, `EXIT_CODE]=N`), every
-/// bare status word in code, and every other contract word assigned or compared in code.
+/// and 1, `EXIT_CODE]=N`), every bare status word in code, every other contract word
+/// assigned or compared in code, and every `$ENGINE` in code: the engine's name is printed
+/// (in quotes), never dispatched on (`case $ENGINE`, `[[ $ENGINE == ... ]]`): the loop
+/// holds its engine's part only.
 fn lint(file: &str, text: &str) -> Vec<String> {
     let statuses: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
     let values = value_words();
@@ -275,6 +279,9 @@ fn lint(file: &str, text: &str) -> Vec<String> {
                 code[..at].ends_with('=') || before.ends_with("==") || before.ends_with("!=");
             if values.contains(&w) && assigned {
                 found.push(format!("{file}:{}: bare contract word {w}: {raw}", n + 1));
+            }
+            if w == "ENGINE" && (code[..at].ends_with('$') || code[..at].ends_with("${")) {
+                found.push(format!("{file}:{}: dispatch on the engine: {raw}", n + 1));
             }
         }
     }
@@ -340,7 +347,8 @@ fn the_static_bash_names_every_exit_code_and_status() {
 fn the_lint_finds_bare_codes_and_words_and_only_in_code() {
     let bad = "finish 14 BLOCKED x\n  exit 3\nR[EXIT_CODE]=10\norbit_die 2 \"no\"\nreturn 3\n\
                [[ $s == DONE ]] && x\ncase $s in PAUSED) ;; esac\nR[STOP_REASON]=budget\n\
-               [[ $r != circuit_open ]]\nS[CB_STATE]=HALF_OPEN\n";
+               [[ $r != circuit_open ]]\nS[CB_STATE]=HALF_OPEN\ncase $ENGINE in\n\
+               [[ ${ENGINE} == x ]]\n[[ $e != aider ]]\n";
     let found = lint("t.sh", bad);
     for (line, what) in [
         (1, "bare exit code"),
@@ -354,6 +362,9 @@ fn the_lint_finds_bare_codes_and_words_and_only_in_code() {
         (8, "bare contract word budget"),
         (9, "bare contract word circuit_open"),
         (10, "bare contract word HALF_OPEN"),
+        (11, "dispatch on the engine"),
+        (12, "dispatch on the engine"),
+        (13, "bare contract word aider"),
     ] {
         assert!(
             found
@@ -366,7 +377,7 @@ fn the_lint_finds_bare_codes_and_words_and_only_in_code() {
                 exit \"$EXIT_INTEGRITY\"\nreturn 0\nreturn 1\nx=${#a} # exit 3\n\
                 perl -e '\n  exit 3; print \"DONE\"\n'\ncat <<'EOF'\nexit 10 when DONE\nEOF\n\
                 y=\"$(printf '%s' \"exit 3\")\"\nSTATUS_DONE=1 R[DONE_CLAIM]=1 EXIT_CODE=$EXIT_DONE\n\
-                z=$((1 << (n - 1)))\nexit\n";
+                z=$((1 << (n - 1)))\nexit\nPERMANENT_WHY=\"$ENGINE: x\" ENGINE_FIX=y\n";
     assert_eq!(lint("t.sh", good), Vec::<String>::new());
 }
 
@@ -991,7 +1002,7 @@ fn bash_classifies_a_changed_pin_as_the_rust_contract_does() {
     let work = tempfile::tempdir().unwrap();
     let list: String = paths.iter().map(|p| format!("{p}\n")).collect();
     fs::write(work.path().join("paths"), list).unwrap();
-    for engine in ["claude", "custom", "qwen", "aider", "opencode", "copilot"] {
+    for &engine in contract::Engine::ALL {
         // The runner knows its engine's files from settings.sh, rendered from this list.
         let files: Vec<String> = contract::engine_permission_files(engine)
             .iter()
@@ -1020,7 +1031,7 @@ done <"$1""#,
         for (p, bash) in paths.iter().zip(&got) {
             assert_eq!(
                 bash,
-                contract::pin_reason(p, engine).as_str(),
+                contract::pin_reason(p, Some(engine)).as_str(),
                 "{engine}: {p}: bash and Rust disagree"
             );
         }
@@ -1035,7 +1046,7 @@ done <"$1""#,
         }
         // And an engine's own files are its loop's permission files, no other loop's.
         let mcp = paths.iter().position(|p| *p == "../../.mcp.json").unwrap();
-        let want = if engine == "copilot" {
+        let want = if engine == contract::Engine::Copilot {
             "permission_hijack"
         } else {
             "reward_hack"

@@ -25,28 +25,12 @@ const FRESH_FILES: [&str; 12] = [
 ];
 
 /// The static bash parts, summarised in snapshots (they are tested by execution and
-/// shellcheck; the snapshot shows what is rendered around them).
+/// shellcheck; the snapshot shows what is rendered around them, and which parts a loop of
+/// that shape holds).
 fn summarise_static(mut text: String) -> String {
-    // The runner's parts, one after another as run-loop.sh holds them, read as one.
-    let runner_start = orbit::render::STATIC_PARTS
-        .iter()
-        .position(|(name, _)| *name == "lib/runner/config.sh")
-        .unwrap();
-    let runner_end = orbit::render::STATIC_PARTS
-        .iter()
-        .position(|(name, _)| *name == "lib/run-loop.sh")
-        .unwrap();
-    let runner: Vec<&str> = orbit::render::STATIC_PARTS[runner_start..=runner_end]
-        .iter()
-        .map(|(_, text)| *text)
-        .collect();
     text = text.replace(
         orbit::contract::bash::prelude(),
         "[static part the contract prelude, included verbatim]\n",
-    );
-    text = text.replace(
-        &runner.join("\n"),
-        "[static part lib/run-loop.sh, included verbatim]\n",
     );
     for (name, part) in orbit::render::STATIC_PARTS {
         text = text.replace(part, &format!("[static part {name}, included verbatim]\n"));
@@ -128,9 +112,58 @@ fn check_fresh_loop(dir: &Path) {
     assert!(progress.entries[0].hash_ok && progress.torn_tail_line.is_none());
 }
 
+/// The loop directory of the goal the snapshot tests use.
+const SNAPSHOT_LOOP: &str = ".orbit/make-cargo-test-pass-on-the-new-parser";
+
+/// Asserts what run-loop.sh holds of the parts chosen when a loop is rendered: its engine's
+/// part and no other engine's, the fan-out and the sandbox only when the loop uses them
+/// (else their stand-ins), and the same again after `orbit init --force`.
+fn check_chosen_parts(repo: &Repo, dir: &Path, engine: &str, fanout: bool, sandbox: bool) {
+    let runner = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
+    let holds = |name: &str| {
+        let (_, part) = orbit::render::STATIC_PARTS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("{name} is not a static part"));
+        runner.contains(part)
+    };
+    for e in orbit::contract::Engine::ALL {
+        let name = format!("lib/engines/{e}.sh");
+        assert_eq!(holds(&name), e.as_str() == engine, "{engine} loop: {name}");
+    }
+    assert_eq!(
+        holds("lib/fanout.sh"),
+        fanout,
+        "{engine} loop: lib/fanout.sh"
+    );
+    assert_eq!(
+        holds("lib/no-fanout.sh"),
+        !fanout,
+        "{engine} loop: lib/no-fanout.sh"
+    );
+    assert_eq!(
+        holds("lib/sandbox.sh"),
+        sandbox,
+        "{engine} loop: lib/sandbox.sh"
+    );
+    assert_eq!(
+        holds("lib/no-sandbox.sh"),
+        !sandbox,
+        "{engine} loop: lib/no-sandbox.sh"
+    );
+    let shown = dir.display().to_string();
+    let out = repo.orbit(&["init", "--force", "--dir", &shown]);
+    assert_ok(&out, "orbit init --force");
+    assert_eq!(
+        fs::read_to_string(dir.join("run-loop.sh")).unwrap(),
+        runner,
+        "{engine} loop: --force renders the same runner"
+    );
+}
+
 #[test]
 fn each_engine_renders_a_complete_valid_loop() {
-    for engine in ["claude", "codex", "gemini", "custom"] {
+    for engine in orbit::contract::Engine::ALL.iter().map(|e| e.as_str()) {
         let repo = Repo::new();
         let mut args = vec![
             "init",
@@ -148,11 +181,64 @@ fn each_engine_renders_a_complete_valid_loop() {
         }
         let out = repo.orbit(&args);
         assert_ok(&out, "orbit init");
-        let dir = repo.join(".orbit/make-cargo-test-pass-on-the-new-parser");
+        let dir = repo.join(SNAPSHOT_LOOP);
         check_fresh_loop(&dir);
         let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
         assert!(toml.contains(&format!("engine = \"{engine}\"")), "{toml}");
         snapshot(&format!("init_engine_{engine}"), &dir);
+        check_chosen_parts(&repo, &dir, engine, false, false);
+    }
+}
+
+#[test]
+fn a_loop_holds_the_fanout_and_the_sandbox_only_when_it_uses_them() {
+    for (name, extra, fanout, sandbox) in [
+        ("init_claude_candidates", ["--candidates", "3"], true, false),
+        ("init_claude_sandboxed", ["--sandbox", "bwrap"], false, true),
+    ] {
+        let repo = Repo::new();
+        let mut args = vec![
+            "init",
+            "Make `cargo test` pass on the new parser",
+            "--verify",
+            "cargo test",
+        ];
+        args.extend(extra);
+        let out = repo.orbit(&args);
+        assert_ok(&out, "orbit init");
+        let dir = repo.join(SNAPSHOT_LOOP);
+        check_fresh_loop(&dir);
+        snapshot(name, &dir);
+        check_chosen_parts(&repo, &dir, "claude", fanout, sandbox);
+    }
+}
+
+#[test]
+fn every_engines_part_reads_clean_beside_the_fanout_and_the_sandbox() {
+    // What is chosen at init meets in one script: each engine's part with lib/fanout.sh and
+    // lib/sandbox.sh, read by shellcheck as one (the loops above hold their stand-ins).
+    for engine in orbit::contract::Engine::ALL.iter().map(|e| e.as_str()) {
+        let repo = Repo::new();
+        let mut args = vec![
+            "init",
+            "Make `cargo test` pass on the new parser",
+            "--engine",
+            engine,
+            "--verify",
+            "cargo test",
+            "--candidates",
+            "2",
+            "--sandbox",
+            "bwrap",
+        ];
+        if engine == "custom" {
+            args.extend(["--exec", "my-agent --quiet"]);
+        }
+        let out = repo.orbit(&args);
+        assert_ok(&out, "orbit init");
+        let dir = repo.join(SNAPSHOT_LOOP);
+        assert_script_clean(&dir.join("run-loop.sh"));
+        check_chosen_parts(&repo, &dir, engine, true, true);
     }
 }
 

@@ -67,19 +67,14 @@ cost_of_run() {
   if [[ -s $cfile ]]; then
     v=$(head -c 64 -- "$cfile" | tr -d ' \n\r\t$')
   fi
-  if [[ -z $v && -f $log && $ENGINE != custom ]]; then
-    # A built-in engine's cost from its own structured output (engine.sh).
+  if [[ -z $v && -f $log ]]; then
+    # The engine's cost from its own output (its part's engine_cost_v; a custom agent's
+    # by the generic rule).
     if engine_cost_v "$log"; then
       return 0
     fi
     RUN_COST_M=0
     RUN_COST_KIND=$COST_UNKNOWN
-  elif [[ -z $v && -f $log ]]; then
-    v=$(grep -aoE '"total_cost_usd" *: *[0-9.eE+-]+' -- "$log" || true)
-    # The last one reported; its number.
-    v=${v##*$'\n'}
-    v=${v##*:}
-    v=${v##* }
   fi
   if [[ -n $v ]] && RUN_COST_M=$(cost_to_micro "$v"); then
     RUN_COST_KIND=$COST_REPORTED

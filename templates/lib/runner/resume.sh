@@ -12,9 +12,7 @@ load_state() {
   if ((rc == STATE_LOAD_OLDER)); then
     footer "$STATUS_CONTINUE" "$STATE_ERR: run orbit recover --migrate"
     orbit_log "error: $STATE_ERR: run 'orbit recover --migrate $LOOP_DIR' (or bash $LOOP_DIR/recover.sh --migrate) to move it to a workspace; nothing was changed"
-    if [[ $ENGINE == custom ]]; then
-      orbit_log "note: a custom agent written for contract 1.0 wrote \$ORBIT_LOOP_DIR/done.md; under 2.0 it writes \$ORBIT_AGENT_DIR/done.md (in the workspace)"
-    fi
+    engine_migrate_note
     notify_stop_early "$NOTIFY_EVENT_STATE_CORRUPT" "$STATE_ERR: run orbit recover --migrate"
     lock_release
     exit "$EXIT_STATE_CORRUPT"

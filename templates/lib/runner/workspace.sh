@@ -59,14 +59,12 @@ workspace_git_facts() {
 
 # workspace_exclude: the agent's folder (and a workspace kept inside the user's checkout)
 # is never part of anyone's tree: one line each in the repository's info/exclude, which
-# every worktree reads. Added once, never duplicated. aider's repository-map cache, which
-# it keeps at the root of the workspace, stays out too.
+# every worktree reads. Added once, never duplicated. What the engine keeps at the root of
+# the workspace (aider's repository-map cache) stays out too (engine_workspace_excludes).
 workspace_exclude() {
   local ex="$GIT_COMMON_ABS/info/exclude" line want have=$'\n'
   local -a wants=('/.orbit-agent/')
-  if [[ $ENGINE == aider ]]; then
-    wants+=('/.aider.tags.cache.v4/')
-  fi
+  engine_workspace_excludes wants
   if [[ $WS == "$REPO_ROOT"/* ]]; then
     wants+=("/${WS#"$REPO_ROOT"/}/")
   fi

@@ -148,7 +148,7 @@ fanout_attempt_line() {
 # (its last). A subshell that died before writing it is not waited for past its death, nor
 # is anything it left behind that still holds the pipe open (swept when the run ends).
 fanout_take_v() {
-  local fd=$1 pid=$2 line part='' rc
+  local fd=$1 pid=$2 line part='' rc gone=0
   REPLY=''
   while :; do
     rc=0
@@ -158,9 +158,12 @@ fanout_take_v() {
       REPLY+=$line$'\n'
       [[ $line == "E "* ]] && break
     elif ((rc > 128)); then
-      # Nothing for a second: a line may have come in part.
+      # Nothing for a second: a line may have come in part. A subshell found gone may have
+      # written its lines just before: one more read takes them; a second quiet second ends.
       part+=$line
-      kill -0 "$pid" 2>/dev/null || break
+      if ! kill -0 "$pid" 2>/dev/null; then
+        ((gone++)) && break
+      fi
     else
       [[ -z $part$line ]] || REPLY+=$part$line
       break

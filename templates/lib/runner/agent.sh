@@ -236,20 +236,19 @@ run_agent() {
   fi
   live_open "$n" "$phase" "$attempt"
   t0=$SECONDS
-  # The variables reach the agent through the environment of the wrapper alone (given by
-  # env, not exported around the call: the watchdog and whatever a stop runs meanwhile do
-  # not carry the run's mark, and no signal's trap meets bash's temporary environment).
+  # The variables reach the agent through the environment of the wrapper (assignments
+  # before a function call are exported to its children only).
   local fbfile=''
   if [[ -f $AGENT_DIR/feedback.json ]]; then
     fbfile=$AGENT_DIR/feedback.json
   fi
   sandbox_prepare agent
-  orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" env \
-    ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
+  ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
     ORBIT_CANDIDATE="${ORBIT_CANDIDATE_N:-1}" ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
     ORBIT_COST_FILE="$AGENT_DIR/cost" \
     ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fbfile" \
     ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" ORBIT_LIVE_FD="$LIVE_FD" \
+    orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
     "$BASH" -c "$ORBIT_AGENT_WRAPPER" orbit-agent "${SANDBOX_ARGV[@]}" "$AGENT_ABS" "${AGENT_ARGV[@]:1}"
   AGENT_RC=$ORBIT_RC
   AGENT_TIMED_OUT=$ORBIT_TIMED_OUT

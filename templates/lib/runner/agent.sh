@@ -102,8 +102,10 @@ agent_capture() {
   }
 }
 
-# agent_wrapper CMD...: the wrapper of an agent run, run by a bash of its own
-# (ORBIT_AGENT_WRAPPER) in the run's own process group. The agent gets a process group of
+# agent_wrapper NAME=VALUE... -- CMD...: the wrapper of an agent run, run by a bash of its
+# own (ORBIT_AGENT_WRAPPER) in the run's own process group. The run's variables come as
+# arguments and are exported here, so that only the wrapper and the agent carry them (not
+# the runner, its watchdog, nor a trap that runs meanwhile). The agent gets a process group of
 # its own; its output goes to the capture, which is not in that group. When the agent's
 # main process exits, what it left is stopped at once: its group, then anything carrying
 # the run's marker, so that a process holding the agent's output open neither turns the
@@ -113,6 +115,11 @@ agent_capture() {
 agent_wrapper() {
   local live cap cpid apid rc f p i g st c swept mark seen
   local -a left=()
+  while (($#)) && [[ $1 != -- ]]; do
+    export "${1?}"
+    shift
+  done
+  shift
   cd -- "$ORBIT_WORKSPACE" || exit 126
   if [[ -n $ORBIT_FB ]]; then
     export ORBIT_FEEDBACK_FILE=$ORBIT_FB
@@ -236,20 +243,23 @@ run_agent() {
   fi
   live_open "$n" "$phase" "$attempt"
   t0=$SECONDS
-  # The variables reach the agent through the environment of the wrapper (assignments
-  # before a function call are exported to its children only).
+  # The variables reach the agent through its wrapper alone, as its arguments: nothing of
+  # the run's is exported around the bounded call (no watchdog or trap carries the run's
+  # mark, no signal's trap meets bash's temporary environment of a function call), and no
+  # program is looked up in PATH for it.
   local fbfile=''
   if [[ -f $AGENT_DIR/feedback.json ]]; then
     fbfile=$AGENT_DIR/feedback.json
   fi
   sandbox_prepare agent
-  ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
+  orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
+    "$BASH" -c "$ORBIT_AGENT_WRAPPER" orbit-agent \
+    ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
     ORBIT_CANDIDATE="${ORBIT_CANDIDATE_N:-1}" ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
     ORBIT_COST_FILE="$AGENT_DIR/cost" \
     ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fbfile" \
-    ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" ORBIT_LIVE_FD="$LIVE_FD" \
-    orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
-    "$BASH" -c "$ORBIT_AGENT_WRAPPER" orbit-agent "${SANDBOX_ARGV[@]}" "$AGENT_ABS" "${AGENT_ARGV[@]:1}"
+    ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" ORBIT_LIVE_FD="$LIVE_FD" -- \
+    "${SANDBOX_ARGV[@]}" "$AGENT_ABS" "${AGENT_ARGV[@]:1}"
   AGENT_RC=$ORBIT_RC
   AGENT_TIMED_OUT=$ORBIT_TIMED_OUT
   AGENT_SECS=$((SECONDS - t0))

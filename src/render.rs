@@ -68,6 +68,7 @@ pub const LIB_RUNNER_NOTIFY: &str = include_str!("../templates/lib/runner/notify
 pub const LIB_RUNNER_PINS: &str = include_str!("../templates/lib/runner/pins.sh");
 pub const LIB_RUNNER_TRUST: &str = include_str!("../templates/lib/runner/trust.sh");
 pub const LIB_RUNNER_TREE: &str = include_str!("../templates/lib/runner/tree.sh");
+pub const LIB_RUNNER_EVIDENCE: &str = include_str!("../templates/lib/runner/evidence.sh");
 pub const LIB_RUNNER_FIRST_RUN: &str = include_str!("../templates/lib/runner/first_run.sh");
 pub const LIB_RUNNER_RECORD: &str = include_str!("../templates/lib/runner/record.sh");
 pub const LIB_RUNNER_PROMPT: &str = include_str!("../templates/lib/runner/prompt.sh");
@@ -129,6 +130,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/pins.sh", LIB_RUNNER_PINS),
     ("lib/runner/trust.sh", LIB_RUNNER_TRUST),
     ("lib/runner/tree.sh", LIB_RUNNER_TREE),
+    ("lib/runner/evidence.sh", LIB_RUNNER_EVIDENCE),
     ("lib/runner/first_run.sh", LIB_RUNNER_FIRST_RUN),
     ("lib/runner/record.sh", LIB_RUNNER_RECORD),
     ("lib/runner/prompt.sh", LIB_RUNNER_PROMPT),
@@ -281,6 +283,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_RUNNER_PINS),
             Part::Always(LIB_RUNNER_TRUST),
             Part::Always(LIB_RUNNER_TREE),
+            Part::Always(LIB_RUNNER_EVIDENCE),
             Part::Always(LIB_RUNNER_FIRST_RUN),
             Part::Always(LIB_RUNNER_RECORD),
             Part::Always(LIB_RUNNER_PROMPT),
@@ -374,6 +377,8 @@ pub struct View {
     pub argv: Vec<String>,
     /// verify.sh's checks: acceptance, then reproduction, then regression.
     pub checks: Vec<CheckView>,
+    /// The names of verify.sh's checks in the order it runs them (for the runner's tally).
+    pub check_names: Vec<String>,
     /// The names of the reproduction checks (for the runner's red gate).
     pub reproduction_names: Vec<String>,
     /// The names of the regression checks (for the runner's red gate).
@@ -454,6 +459,7 @@ impl View {
                 .map(|c| c.name.clone())
                 .collect::<Vec<_>>()
         };
+        let check_names = checks.iter().map(|c| c.name.clone()).collect();
         let reproduction_names = names_of(ROLE_REPRODUCTION);
         let regression_names = names_of(ROLE_REGRESSION);
         let holdout_checks = cfg
@@ -491,6 +497,7 @@ impl View {
                 .collect(),
             argv: cfg.argv.clone(),
             checks,
+            check_names,
             reproduction_names,
             regression_names,
             holdout_checks,

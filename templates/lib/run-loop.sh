@@ -26,6 +26,9 @@ START_STATUS=
 START_REASON=
 LOOP_BRANCH=
 WS=
+# The loop's own workspace (WS names another work tree while a candidate's or the clean
+# checkout's checks run).
+WS_MAIN=
 AGENT_DIR=
 # The spend when this run started (the per-run cap counts from it).
 RUN_COST_START=0
@@ -111,6 +114,7 @@ main_open() {
   LOOP_BRANCH=${S[ITER_BRANCH]:-orbit/$LOOP_NAME}
   workspace_path_v
   WS=$REPLY
+  WS_MAIN=$WS
   AGENT_DIR=$WS/.orbit-agent
   engine_workspace_check
   sched_logs_rotate

@@ -25,12 +25,13 @@ SANDBOX_TMPFS=()
 # So the launcher and bwrap ignore TERM (the launcher stays bwrap's parent while the
 # wrapper above it dies of the TERM), and env gives the command TERM back, with the INT and
 # QUIT a background job is started without. KILL still ends all of it. Every descriptor past
-# stderr is closed first: the sandbox holds no door to the runner's files.
+# stderr is closed first (the sandbox holds no door to the runner's files), but for a check
+# run's tally, fd 6, which verify.sh alone writes (ORBIT_VERIFY_TALLY=6).
 # shellcheck disable=SC2016  # expands in the launcher, by design
 SANDBOX_LAUNCHER='trap "" TERM
 for fd in /proc/self/fd/*; do
   fd=${fd##*/}
-  if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)); then
+  if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)) && [[ $fd != 6 || ${ORBIT_VERIFY_TALLY-} != 6 ]]; then
     exec {fd}>&-
   fi
 done

@@ -438,10 +438,12 @@ fn permission_file_edit_is_permission_hijack() {
 
 #[test]
 fn flaky_verify() {
-    // Passes once, then fails: the DONE gate's second pass sees the flake.
+    // Passes once, then fails: the DONE gate's second pass sees the flake. Its memory is
+    // outside the workspace: a file a check run leaves in the workspace is its artifact,
+    // taken out of the tree after the run.
     let (repo, dir) = new_loop(
         FINISHER,
-        &["test -f ok.txt && ! test -f flip && touch flip"],
+        &["test -f ok.txt && ! test -f ../flip && touch ../flip"],
         &["--loop-timeout", "8h"],
     );
     assert_code(

@@ -546,7 +546,10 @@ fn under_the_sandbox_a_visible_check_cannot_read_the_holdout() {
         ],
     );
     let out = repo.run_loop(&dir, &[], &[]);
-    assert!(repo.ws().join("leak.txt").is_file(), "the check ran");
+    // What the check wrote is its artifact, kept in the record of its run.
+    let artifacts = dir.join("iterations/000001/artifacts");
+    assert!(artifacts.join("leak.txt").is_file(), "the check ran");
+    assert_no_holdout_text(&artifacts, "what the check wrote");
     assert_no_holdout_text(&repo.ws(), "the workspace");
     assert_code(&out, 0, "DONE under the sandbox");
     let held = fs::read_to_string(dir.join("iterations/000001/holdout.log")).unwrap();

@@ -1548,7 +1548,10 @@ echo "every criterion holds" > "$ORBIT_AGENT_DIR/done.md""#,
 /// workspace under errexit; its last command proves the trick took), then claims DONE: the
 /// claim is rejected with the placeholder verdict, the placeholder named in the record.
 fn blinded_scan_is_still_read(trick: &str, placeholder: &str) {
-    let h = Hostile::new();
+    blinded_scan_is_still_read_in(Hostile::new(), trick, placeholder)
+}
+
+fn blinded_scan_is_still_read_in(h: Hostile, trick: &str, placeholder: &str) {
     let (dir, out) = h.tamper(1, trick, &[]);
     assert_eq!(
         out.status.code(),
@@ -1595,13 +1598,32 @@ fn an_agent_that_puts_a_nul_byte_in_its_file_still_has_its_todo_found() {
 
 #[test]
 fn an_agent_that_replaces_its_blob_with_a_git_replace_ref_still_has_its_todo_found() {
-    blinded_scan_is_still_read(
-        r#"    printf 'run() {\n  # TODO: the real thing\n  :\n}\n' > impl.sh
-    real=$(git hash-object -w impl.sh)
-    clean=$(printf 'run() { :; }\n' | git hash-object -w --stdin)
-    git replace "$real" "$clean"
-    git rev-parse --verify -q "refs/replace/$real" >/dev/null
-    env -u GIT_NO_REPLACE_OBJECTS git cat-file -p "$real" | grep -qx 'run() { :; }'"#,
+    // The replace ref is there before the loop's first run (one made during a run is
+    // git_tamper: evidence::a_replace_ref_made_by_the_agent_is_git_tamper), so the scan
+    // itself must read past it.
+    let h = Hostile::new();
+    let blob = |content: &str| {
+        let p = h.repo.join(".blob");
+        fs::write(&p, content).unwrap();
+        let id = h
+            .repo
+            .git(&["hash-object", "-w", ".blob"])
+            .trim()
+            .to_string();
+        fs::remove_file(p).unwrap();
+        id
+    };
+    let real = blob("run() {\n  # TODO: the real thing\n  :\n}\n");
+    let clean = blob("run() { :; }\n");
+    h.repo.git(&["replace", &real, &clean]);
+    blinded_scan_is_still_read_in(
+        h,
+        &format!(
+            r#"    printf 'run() {{\n  # TODO: the real thing\n  :\n}}\n' > impl.sh
+    test "$(git hash-object impl.sh)" = {real}
+    git rev-parse --verify -q "refs/replace/{real}" >/dev/null
+    env -u GIT_NO_REPLACE_OBJECTS git cat-file -p "{real}" | grep -qx 'run() {{ :; }}'"#
+        ),
         "TODO: the real thing",
     );
 }

@@ -6,6 +6,7 @@ mod audit;
 mod contract;
 mod engines;
 mod engines_more;
+mod evidence;
 mod fanout;
 mod feedback;
 mod guards;

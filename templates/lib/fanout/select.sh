@@ -75,8 +75,9 @@ fanout_judge() {
     WS=$cws
     run_verify "$cdir" "candidate $k"
     if [[ -z $TRUST_BAD ]]; then
-      passed=$(grep -acE '^\[PASS\] ' -- "$LAST_VERIFY_OUT" || true)
-      total=$((passed + $(grep -acE '^\[FAIL\] ' -- "$LAST_VERIFY_OUT" || true)))
+      # The runner's own tally: a candidate's output can print any [PASS] line.
+      tally_counts_v
+      passed=${REPLY% *} total=${REPLY#* }
       if ((VERIFY_OK)); then
         runs=1
         while ((runs < PASS_K)) && [[ -z $TRUST_BAD ]]; do
@@ -245,7 +246,7 @@ fanout_probe_look() {
   fanout_protected_v "$base" "$REPLY"
   [[ -z $REPLY ]] || return 1
   # The checks run in the candidate's worktree.
-  local WS=$cws
+  local WS=$cws VERIFY_SCRATCH=$ORBIT_TMP
   for ((r = 1; r <= PASS_K; r++)); do
     run_verify "$ORBIT_TMP" "probe"
     ((VERIFY_OK)) || return 1

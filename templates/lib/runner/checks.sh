@@ -6,6 +6,10 @@ VERIFY_RC=1
 VERIFY_TO=0
 VERIFY_FAILING=
 VERIFY_SIG=
+# The tree the last verify run checked.
+VERIFY_TREE=
+# The name a verify run's own failure is recorded under when a check changed the project.
+readonly CHECK_CHANGED_NAME=project-changed-by-checks
 # run_verify N LABEL: runs verify.sh into iterations/N/verify.log; sets VERIFY_OK.
 run_verify() {
   local dir=$1 label=$2 out
@@ -18,6 +22,16 @@ run_verify() {
     orbit_log "the loop directory or git's control files changed before the checks ran: $TRUST_BAD ($TRUST_REASON)"
     return 0
   fi
+  # The tree the checks run on (git runs only once git's files are known as they were):
+  # what the checks change of it is not theirs to change.
+  artifacts_sweep "$dir"
+  if ! tree_here_v; then
+    printf '[FAIL] verify.sh (not run: git could not take the tree to check; see runner.log)\n0 passed, 1 failed\n' >"$out"
+    cat -- "$out" >>"$dir/verify.log"
+    return 0
+  fi
+  VERIFY_TREE=$REPLY
+  trust_hold_loop
   local budget cut=0
   deadline_cap_v "$VERIFY_BUDGET_S" || cut=1
   budget=$REPLY
@@ -28,9 +42,10 @@ run_verify() {
     return 0
   fi
   sandbox_prepare check
+  VERIFY_TALLY_FILE=$ORBIT_TMP/verify.tally
   ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" \
-    ORBIT_VERIFY_TMP="$ORBIT_TMP" \
-    orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/verify.sh"
+    ORBIT_VERIFY_TMP="$ORBIT_TMP" ORBIT_VERIFY_TALLY=6 \
+    orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/verify.sh" 6>"$VERIFY_TALLY_FILE"
   VERIFY_RC=$ORBIT_RC
   VERIFY_TO=$ORBIT_TIMED_OUT
   if ((VERIFY_TO && cut)); then
@@ -40,6 +55,15 @@ run_verify() {
     orbit_log "the checks changed $TRUST_BAD ($TRUST_REASON): their verdict is not taken"
     VERIFY_RC=1
     return 0
+  fi
+  if ! checks_settle "$dir" "$VERIFY_TREE"; then
+    printf '[FAIL] %s (the work tree could not be put back to the tree the checks ran on; see runner.log)\n' "$CHECK_CHANGED_NAME" >>"$out"
+    printf 'FAIL %s\n' "$CHECK_CHANGED_NAME" >>"$VERIFY_TALLY_FILE"
+    VERIFY_RC=1
+  elif [[ -n $CHECKS_CHANGED ]]; then
+    printf '[FAIL] %s (a check changed the project it was checking: %s; put back as it was)\n' "$CHECK_CHANGED_NAME" "$CHECKS_CHANGED" >>"$out"
+    printf 'FAIL %s\n' "$CHECK_CHANGED_NAME" >>"$VERIFY_TALLY_FILE"
+    VERIFY_RC=1
   fi
   {
     orbit_iso_v -1
@@ -57,6 +81,35 @@ run_verify() {
   return 0
 }
 LAST_VERIFY_OUT=
+
+# The runner's own tally of the last verify run (verify.sh's fd 6): "PASS NAME" or "FAIL NAME"
+# per check, never the checks' output.
+VERIFY_TALLY_FILE=
+# tally_counts_v: REPLY is "PASSED TOTAL" of the last verify run, from the tally. verify.sh
+# writes one line per check in CHECK_NAMES order (a run cut short, a prefix of them); the
+# runner may add its own FAIL line. Any other shape was not written by verify.sh alone: no
+# check counts as passed (and the log says so).
+tally_counts_v() {
+  local word name passed=0 total=${#CHECK_NAMES[@]} k=0 bad=''
+  if [[ -f $VERIFY_TALLY_FILE && ! -L $VERIFY_TALLY_FILE ]]; then
+    while read -r word name; do
+      if ((k < ${#CHECK_NAMES[@]})) && [[ $name == "${CHECK_NAMES[k]}" && ($word == PASS || $word == FAIL) ]]; then
+        [[ $word == FAIL ]] || passed=$((passed + 1))
+        k=$((k + 1))
+      elif [[ $word == FAIL && $name == "$CHECK_CHANGED_NAME" ]]; then
+        total=$((total + 1))
+      else
+        bad=$name
+        break
+      fi
+    done <"$VERIFY_TALLY_FILE"
+  fi
+  if [[ -n $bad ]]; then
+    orbit_log "the checks' tally holds a line verify.sh did not write (${bad//[[:cntrl:]]/?}): no check of that run counts as passed"
+    passed=0
+  fi
+  REPLY="$passed $total"
+}
 
 # check_role_v NAME: REPLY is the role of verify.sh's check NAME: reproduction, regression or
 # acceptance.

@@ -1,11 +1,11 @@
-# ---- commits: only the paths this iteration changed, never baseline-dirty paths, never the
-# ---- loop directory, never the user's staged work; trailers make a replay detectable.
+# ---- commits: exactly the tree the checks ran on (never "HEAD plus the changed paths"),
+# ---- never the loop directory, never the agent's folder; trailers make a replay detectable.
 # A commit attempt's outcomes besides git's own statuses: nothing to commit (HEAD holds the
 # changes already), and git did not finish in time (timeout(1)'s status). Between the
 # functions below only, never a loop exit code.
 readonly COMMIT_NOTHING=3 COMMIT_TIMED_OUT=124
 commit_iteration() {
-  local n=$1 dir=$2 before=$3 after=$4 fresh=${5:-0} list msg existing='' line rc=0 tries=0 title
+  local n=$1 dir=$2 before=$3 after=$4 fresh=${5:-0} list msg existing='' line rc=0 tries=0 title tree
   if ! orbit_true "$AUTOCOMMIT"; then
     printf 'off\n' >"$dir/commit.txt"
     return 0
@@ -31,7 +31,15 @@ commit_iteration() {
   fi
   changes_v "$before" "$after"
   list=$CHANGES_FILE
-  if [[ ! -s $list ]]; then
+  if ! commit_tree_v "$dir" "$before" "$after"; then
+    orbit_log "commit of iteration $n: git could not build the tree to commit (see runner.log)"
+    printf 'failed\n' >"$dir/commit.txt"
+    return 0
+  fi
+  tree=$REPLY
+  # No change, and HEAD holds the tree to commit: nothing to commit. (HEAD moved by the
+  # agent away from that tree is committed back to it.)
+  if [[ ! -s $list ]] && head_tree && [[ $HEAD_TREE == "$tree" ]]; then
     printf 'none\n' >"$dir/commit.txt"
     [[ $list == "$CHANGES_FILE" ]] || rm -f -- "$list"
     return 0
@@ -47,17 +55,17 @@ commit_iteration() {
     if ((COMMIT_PLUMBING)); then
       # No hook would run and nothing signs: commit with plumbing, which never rescans the
       # whole work tree (the porcelain refreshes every index entry).
-      commit_plumbing "$list" "$msg" "$before" "$after" >>"$dir/commit.log" 2>&1 || rc=$?
+      commit_plumbing "$list" "$msg" "$before" "$tree" >>"$dir/commit.log" 2>&1 || rc=$?
     else
       # Bounded: a hook that waits on a terminal must not wedge the loop.
       # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
       GIT_LITERAL_PATHSPECS=1 GIT_TERMINAL_PROMPT=0 \
         orbit_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/commit.log" \
         "$BASH" -c 'cd -- "$1" || exit 1
-          git add -A --pathspec-from-file="$2" --pathspec-file-nul &&
-            git commit -q --no-edit -m "$3" --only --pathspec-from-file="$2" --pathspec-file-nul' \
-        orbit-commit "$WS" "$list" "$msg"
+          git read-tree "$2" && git commit -q --no-edit -m "$3"' \
+        orbit-commit "$WS" "$tree" "$msg"
       rc=$ORBIT_RC
+      ((rc != 0)) || commit_is_tree "$tree" "$dir/commit.log" || rc=$?
       if ((ORBIT_TIMED_OUT)); then
         orbit_log "commit: git did not finish within ${COMMIT_TIMEOUT_S}s (a hook waiting for input?)"
         printf 'orbit: git commit did not finish within %ss (a hook waiting for input?)\n' "$COMMIT_TIMEOUT_S" >>"$dir/commit.log"
@@ -78,7 +86,7 @@ commit_iteration() {
   done
   # git commit failing can mean the same: the agent committed the changes itself.
   if ((rc != 0 && rc != COMMIT_NOTHING && rc != COMMIT_TIMED_OUT && !COMMIT_PLUMBING)) && head_tree &&
-    listed_tree_v "$HEAD_ID" "$list" && [[ $REPLY == "$HEAD_TREE" ]]; then
+    [[ $HEAD_TREE == "$tree" ]]; then
     rc=$COMMIT_NOTHING
   fi
   if ((rc == COMMIT_NOTHING)); then
@@ -188,12 +196,11 @@ goal_title_v() {
   orbit_cut_v "${lines[2]-}" 60
 }
 
-# commit_plumbing LIST MSG BEFORE AFTER: what `git commit --only <paths>` does, without
-# hooks. When HEAD's tree is the iteration's starting snapshot and LIST holds every change,
-# the commit's tree is the ending snapshot itself; otherwise a private index built from HEAD
-# takes the listed paths from the work tree. The repository's index takes them too (so git
-# status stays clean) before HEAD moves, compare-and-swap, with the porcelain's reflog
-# message. Sets COMMIT_ID; returns 1 with HEAD unmoved on failure, COMMIT_NOTHING when HEAD
+# commit_plumbing LIST MSG BEFORE TREE: a commit of TREE (commit_tree_v's: whatever HEAD
+# holds, an agent that committed or dropped a file from HEAD while leaving it on disk
+# changes nothing of it), without hooks. The repository's index takes
+# the listed paths too (so git status stays clean) before HEAD moves, compare-and-swap, with
+# the porcelain's reflog message. Sets COMMIT_ID; returns 1 with HEAD unmoved on failure, COMMIT_NOTHING when HEAD
 # holds the changes already.
 COMMIT_ID=
 # The last commit this run made, and its tree: while HEAD still names it, git need not be
@@ -208,21 +215,36 @@ commit_plumbing() {
   local list=$1 msg=$2 before=$3 after=$4 head base tree
   COMMIT_ID=''
   head_tree || return 1
-  head=$HEAD_ID base=$HEAD_TREE
-  if [[ $base == "$before" ]]; then
-    tree=$after
-  else
-    listed_tree_v "$head" "$list" || return 1
-    tree=$REPLY
-  fi
+  head=$HEAD_ID base=$HEAD_TREE tree=$after
   if [[ $tree == "$base" ]]; then
     echo "nothing to commit: HEAD holds these changes already"
     return "$COMMIT_NOTHING"
   fi
   COMMIT_ID=$(git_q commit-tree "$tree" -p "$head" <<<"$msg") || return 1
-  (cd -- "$WS" && git update-index --add --remove --replace -z --stdin <"$list") || return 1
+  if [[ $base == "$before" ]]; then
+    (cd -- "$WS" && git update-index --add --remove --replace -z --stdin <"$list") || return 1
+  else
+    # HEAD moved during the iteration (the agent committed): the index becomes the tree.
+    git_q read-tree "$tree" || return 1
+  fi
   git_q update-ref -m "commit: ${msg%%$'\n'*}" HEAD "$COMMIT_ID" "$head" || return 1
   LAST_COMMIT_ID=$COMMIT_ID LAST_COMMIT_TREE=$tree
+}
+
+# commit_is_tree TREE LOG: the commit just made holds TREE, the tree the checks ran on; else
+# (a hook changed what was committed) HEAD goes back to its parent, the log says what the
+# hook changed, and the status is 1: the commit failed.
+commit_is_tree() {
+  local tree=$1 log=$2 out
+  out=$(git_q rev-parse HEAD 'HEAD^{tree}' 2>/dev/null) || return 1
+  [[ ${out#*$'\n'} == "$tree" ]] && return 0
+  changes_v "$tree" "${out#*$'\n'}"
+  {
+    printf 'orbit: a commit hook changed what was committed (%s): the checks ran on another tree, so the commit is undone\n' "$REPLY"
+  } >>"$log"
+  git_q update-ref -m "orbit: undo a commit whose tree is not the checked one" HEAD "${out%%$'\n'*}^" "${out%%$'\n'*}" >>"$log" 2>&1 || true
+  git_q read-tree "${out%%$'\n'*}^" >>"$log" 2>&1 || true
+  return 1
 }
 
 # head_tree: HEAD_ID and HEAD_TREE, from what this run committed last while HEAD still
@@ -239,19 +261,42 @@ head_tree() {
   HEAD_ID=${out%%$'\n'*} HEAD_TREE=${out#*$'\n'}
 }
 
-# listed_tree_v COMMIT LIST: REPLY is COMMIT's tree with the listed paths taken from the
-# work tree (a private index; the repository's is not touched).
-listed_tree_v() {
-  local idx="$LOOP_DIR/.commit-index"
+# commit_tree_v DIR BEFORE AFTER: REPLY is the tree iteration DIR commits: the tree of the
+# commit it started on (DIR/head-before, else HEAD) with the iteration's change (BEFORE to
+# AFTER) applied; AFTER itself when the iteration started on a clean tree. A path that was
+# dirty when it started and that the iteration did not change (a user's scratch file) is not
+# its change; whatever the agent did to HEAD changes nothing of it.
+commit_tree_v() {
+  local dir=$1 before=$2 after=$3 head='' base idx="$LOOP_DIR/.commit-index"
+  if [[ -f $dir/head-before ]]; then
+    IFS= read -r head <"$dir/head-before" || true
+  fi
+  base=$(git_q rev-parse -q --verify "${head:-HEAD}^{tree}" 2>/dev/null) || base=''
+  if [[ -z $base || $base == "$before" ]]; then
+    REPLY=$after
+    return 0
+  fi
   rm -f -- "$idx"
-  (
-    export GIT_INDEX_FILE=$idx
-    cd -- "$WS" &&
-      git read-tree "$1" &&
-      git update-index --add --remove --replace -z --stdin <"$2"
-  ) || return 1
-  REPLY=$(GIT_INDEX_FILE=$idx git_q write-tree) || return 1
+  GIT_INDEX_FILE=$idx git_q read-tree "$base" 2>>"$ORBIT_LOG_FILE" || return 1
+  # diff-tree -z: ":oldmode newmode oldsha newsha status" NUL path NUL, as index-info lines
+  # (mode 0 removes the path).
+  commit_index_info "$before" "$after" | GIT_INDEX_FILE=$idx git_q update-index -z --index-info 2>>"$ORBIT_LOG_FILE" || return 1
+  REPLY=$(GIT_INDEX_FILE=$idx git_q write-tree 2>>"$ORBIT_LOG_FILE") || return 1
   rm -f -- "$idx"
+}
+
+# commit_index_info BEFORE AFTER: the change from BEFORE to AFTER as update-index
+# --index-info lines (NUL-terminated).
+commit_index_info() {
+  local meta path nm ns st
+  while IFS= read -r -d '' meta && IFS= read -r -d '' path; do
+    read -r _ nm _ ns st <<<"${meta#:}"
+    if [[ $st == D ]]; then
+      printf '0 %s\t%s\0' "$ns" "$path"
+    else
+      printf '%s %s\t%s\0' "$nm" "$ns" "$path"
+    fi
+  done < <(git_q diff-tree -r --no-renames -z "$1" "$2" 2>>"$ORBIT_LOG_FILE")
 }
 
 # head_file_v: REPLY is the commit HEAD names, read from the files git keeps it in (a loose

@@ -8,7 +8,7 @@ done_gate() {
   local n=$1 dir=$2 step
   GATE_VERDICT=
   GATE_TREE=$3
-  for step in gate_passes gate_placeholders gate_pins gate_holdout gate_judge gate_confirm; do
+  for step in gate_passes gate_clean gate_placeholders gate_pins gate_holdout gate_judge gate_confirm; do
     "$step" "$n" "$dir"
     [[ -z $GATE_VERDICT ]] || return 0
   done
@@ -35,6 +35,47 @@ gate_passes() {
       return 0
     fi
   done
+}
+
+# gate_clean N DIR: the last check run before DONE, in a clean checkout of the tree about to
+# be committed (commit_tree_v's, from GATE_TREE): a solution that needs a file the branch will not hold (ignored,
+# untracked, left outside the tree) fails here.
+gate_clean() {
+  local n=$1 dir=$2 before='' tree
+  IFS= read -r before <"$dir/tree-before" 2>/dev/null || true
+  if ! commit_tree_v "$dir" "${before:-$GATE_TREE}" "$GATE_TREE"; then
+    GATE_VERDICT="the tree to commit could not be built (see runner.log)"
+    return 0
+  fi
+  tree=$REPLY
+  if ! clean_checkout_v "$tree"; then
+    GATE_VERDICT="the clean checkout of the tree to commit could not be made (see runner.log)"
+    return 0
+  fi
+  gate_clean_verify "$REPLY" "$dir"
+  if ! integrity_gate "after the clean checkout's checks"; then
+    GATE_VERDICT="integrity"
+    return 0
+  fi
+  if [[ $VERIFY_TREE != "$tree" ]]; then
+    GATE_VERDICT="the clean checkout did not hold the tree to commit (see runner.log)"
+    return 0
+  fi
+  if ((VERIFY_OK)); then
+    orbit_event verify_pass "$n" run clean streak "${S[VERIFY_STREAK]}"
+    return 0
+  fi
+  S[VERIFY_STREAK]=0
+  feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
+  orbit_event verify_fail "$n" run clean failing "$VERIFY_FAILING" code VERIFY_CLEAN
+  GATE_VERDICT="the checks fail in a clean checkout of the tree to commit (a file they need is ignored, untracked or outside the tree): $VERIFY_FAILING"
+}
+
+# gate_clean_verify CWS DIR: the checks' run in the clean checkout CWS (WS names it for the
+# run only: what follows is about the workspace again).
+gate_clean_verify() {
+  local WS=$1
+  run_verify "$2" "in a clean checkout of the tree to commit"
 }
 
 # gate_placeholders N DIR: no placeholder in the lines the loop added: the workspace now
@@ -134,6 +175,7 @@ gate_confirm() {
     verdict=${verdict//[[:cntrl:]]/ }
     orbit_cut_v "$verdict" 200
     verdict=$REPLY
+    artifacts_sweep "$dir"
     tree_snapshot
     t_after=$REPLY
     if ! integrity_gate "after confirm"; then

@@ -46,6 +46,7 @@ run_iteration() {
     fi
     iteration_verdict "$n" "$dir"
   fi
+  artifacts_sweep "$dir"
   tree_snapshot
   t_after=$REPLY
   iteration_claim "$n" "$dir" "$t_before" "$t_after"
@@ -99,6 +100,17 @@ iteration_tree_before() {
     t=$REPLY
   fi
   printf '%s\n' "$t" >"$dir/tree-before"
+  # The commit the iteration starts on: its change is committed onto that tree.
+  local h=''
+  if [[ -f $dir/interrupted.1/head-before ]]; then
+    h=$(<"$dir/interrupted.1/head-before")
+  elif ! head_file_v; then
+    REPLY=$(git_q rev-parse -q --verify HEAD 2>/dev/null || true)
+  fi
+  h=${h:-$REPLY}
+  if [[ $h =~ ^[0-9a-f]{40,64}$ ]]; then
+    printf '%s\n' "$h" >"$dir/head-before"
+  fi
   REPLY=$t
 }
 
@@ -526,6 +538,7 @@ stop_for_verdict() {
       if ((FANOUT_N > 1)); then
         fanout_done_prune
       fi
+      clean_checkout_remove
       finish "$EXIT_DONE" "$STATUS_DONE" "$REASON_NONE" "${R[SUMMARY]}"
       ;;
     "$STATUS_ABORTED")

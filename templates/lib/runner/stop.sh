@@ -116,9 +116,10 @@ wrapup() {
   orbit_event agent_exit "$n" phase "$PHASE_WRAPUP" attempt 1 exit_code "$AGENT_RC" seconds "$AGENT_SECS"
 }
 
-# check_passed NAME: status 0 when the last verify run printed [PASS] NAME.
+# check_passed NAME: status 0 when the last verify run's tally says NAME passed.
 check_passed() {
-  grep -qaxF -- "[PASS] $1" "$LAST_VERIFY_OUT" 2>/dev/null
+  tally_counts_v
+  [[ ${REPLY%% *} != 0 ]] && grep -qxF -- "PASS $1" "$VERIFY_TALLY_FILE" 2>/dev/null
 }
 
 # The red gate: a verify that passes on the untouched tree proves nothing. Per check: a

@@ -44,3 +44,36 @@ changes_v() {
   fi
   REPLY=$CHANGES_SHOWN
 }
+
+# tree_at_v DIR INDEX: REPLY is the work tree DIR (a worktree of this repository; the agent's
+# folder excluded as in the workspace) as a git tree id, through the private index INDEX.
+# Status 1 when git cannot say.
+tree_at_v() {
+  GIT_INDEX_FILE=$2 GIT_OPTIONAL_LOCKS=0 git -C "$1" add -A -- . >/dev/null 2>>"$ORBIT_LOG_FILE" || return 1
+  REPLY=$(GIT_INDEX_FILE=$2 git -C "$1" write-tree 2>>"$ORBIT_LOG_FILE")
+}
+
+# tree_index_of_v DIR: REPLY is the private index the runner snapshots the work tree DIR
+# with: the workspace's own, a candidate's, or the clean checkout's; under VERIFY_SCRATCH
+# (a look while other runs go on, which must write nothing of the loop directory) its own.
+tree_index_of_v() {
+  if [[ -n $VERIFY_SCRATCH ]]; then
+    REPLY=$VERIFY_SCRATCH/index
+  elif [[ $1 == "$WS_MAIN" ]]; then
+    REPLY=$LOOP_DIR/.tree-index
+  elif [[ $1 == "$WS_MAIN".c[0-9]* ]]; then
+    REPLY=$LOOP_DIR/.tree-index.${1##*.}
+  else
+    REPLY=$LOOP_DIR/.tree-index.clean
+  fi
+}
+
+# tree_here_v: REPLY is the tree of the work tree the next run happens in ($WS).
+tree_here_v() {
+  if [[ $WS == "$WS_MAIN" && -z $VERIFY_SCRATCH ]]; then
+    tree_snapshot
+    return 0
+  fi
+  tree_index_of_v "$WS"
+  tree_at_v "$WS" "$REPLY"
+}

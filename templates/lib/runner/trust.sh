@@ -24,7 +24,7 @@ trust_git_v() {
   local -a roots=()
   REPLY=''
   for p in "$GIT_COMMON_ABS/config" "$GIT_COMMON_ABS/config.worktree" "$GIT_COMMON_ABS/hooks" \
-    "$GIT_COMMON_ABS/info" "$GIT_DIR_ABS/config.worktree" "$GIT_DIR_ABS/commondir" \
+    "$GIT_COMMON_ABS/info" "$GIT_COMMON_ABS/refs/replace" "$GIT_DIR_ABS/config.worktree" "$GIT_DIR_ABS/commondir" \
     "${HOME:-/nonexistent}/.gitconfig" "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git/config" \
     "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git/attributes"; do
     if [[ -e $p || -L $p ]]; then
@@ -50,6 +50,13 @@ trust_hold() {
   TRUST_GIT=$REPLY
   TRUST_ITER=$CUR_ITER
   TRUST_HELD=1
+}
+
+# trust_hold_loop: the loop directory as the runner left it just now (its own writes since
+# the last look, between two runs, were looked at by a trust_check runner first).
+trust_hold_loop() {
+  trust_loop_v
+  TRUST_LOOP=$REPLY
 }
 
 # trust_may_change MODE PATH: whether PATH in the loop directory may have changed since the

@@ -1,0 +1,164 @@
+# ---- what a check run leaves (contract section 6): the tree the checks ran on is the
+# ---- evidence. A check run that changes a file of that tree (one the project tracks, or
+# ---- one the agent made) changed what it was checking: its verdict is not taken, the file
+# ---- is put back as it was, and the record names it. A file a check run only creates (a
+# ---- test report, a coverage file) is its artifact: moved into the run's record, never in
+# ---- the workspace's tree, never committed, never the agent's or the confirmer's change;
+# ---- the names are remembered (.check-artifacts) so that the same file made again by an
+# ---- agent or a confirmer that runs the checks itself is taken for what it is.
+# What the last check run changed of the tree it ran on (paths, one line), and how many
+# artifacts it left.
+CHECKS_CHANGED=
+CHECKS_ARTIFACTS=0
+# The artifact names known (path -> 1), read from .check-artifacts once.
+declare -A ARTIFACT_NAMES=()
+ARTIFACTS_READ=0
+# A scratch directory for a look taken while other runs go on (a fan-out's early-stop probe):
+# then nothing of the loop directory is written (the private index is kept there, the
+# artifacts' names are not remembered).
+VERIFY_SCRATCH=
+# The most artifact files a run's record keeps, and the largest one it keeps (bytes).
+readonly ARTIFACTS_KEPT_MAX=50 ARTIFACT_KEPT_BYTES=1048576
+
+# artifacts_load: ARTIFACT_NAMES from the loop directory's .check-artifacts (the runner's
+# own file: the trust checks hold it like every other).
+artifacts_load() {
+  local p
+  ((ARTIFACTS_READ)) && return 0
+  ARTIFACTS_READ=1
+  [[ -f $LOOP_DIR/.check-artifacts && ! -L $LOOP_DIR/.check-artifacts ]] || return 0
+  while IFS= read -r p; do
+    [[ -n $p ]] && ARTIFACT_NAMES[$p]=1
+  done <"$LOOP_DIR/.check-artifacts"
+}
+
+# artifacts_remember PATH...: the names join .check-artifacts (at most 200 are kept).
+artifacts_remember() {
+  local p new=0
+  artifacts_load
+  for p in "$@"; do
+    [[ $p != *$'\n'* && -z ${ARTIFACT_NAMES[$p]-} ]] || continue
+    ((${#ARTIFACT_NAMES[@]} < 200)) || break
+    ARTIFACT_NAMES[$p]=1
+    new=1
+  done
+  ((new)) && [[ -z $VERIFY_SCRATCH ]] || return 0
+  printf '%s\n' "${!ARTIFACT_NAMES[@]}" | LC_ALL=C sort >"$LOOP_DIR/.check-artifacts.tmp"
+  mv -f -- "$LOOP_DIR/.check-artifacts.tmp" "$LOOP_DIR/.check-artifacts"
+}
+
+# artifacts_sweep DIR: the known artifacts present in the work tree $WS that its HEAD does
+# not hold are removed before the tree is taken (an agent or a confirmer that ran the
+# checks made them again); their names go to DIR/artifacts.swept.
+artifacts_sweep() {
+  local dir=$1 p
+  local -a here=() tracked=()
+  local -A in_head=()
+  artifacts_load
+  ((${#ARTIFACT_NAMES[@]})) || return 0
+  for p in "${!ARTIFACT_NAMES[@]}"; do
+    [[ -e $WS/$p || -L $WS/$p ]] && here+=("$p")
+  done
+  ((${#here[@]})) || return 0
+  mapfile -d '' -t tracked < <(git -C "$WS" ls-tree -r -z --name-only HEAD -- "${here[@]}" 2>/dev/null || true)
+  for p in "${tracked[@]}"; do
+    in_head[$p]=1
+  done
+  for p in "${here[@]}"; do
+    [[ -z ${in_head[$p]-} ]] || continue
+    rm -f -- "$WS/$p" && printf '%s\n' "$p" >>"$dir/artifacts.swept"
+  done
+}
+
+# checks_settle DIR TREE: after a check run in $WS, which began on TREE: CHECKS_CHANGED
+# names what it changed of TREE (put back as it was), its new files are moved into
+# DIR/artifacts/ (the first ARTIFACTS_KEPT_MAX of at most ARTIFACT_KEPT_BYTES each; the rest
+# removed) and remembered. Status 1 when the work tree could not be put back to TREE (the
+# verdict must not be taken).
+checks_settle() {
+  local dir=$1 tree=$2 now st p stored=0 size parent
+  local -a changed=() created=()
+  CHECKS_CHANGED='' CHECKS_ARTIFACTS=0
+  tree_here_v || return 1
+  now=$REPLY
+  [[ $now == "$tree" ]] && return 0
+  while IFS= read -r -d '' st && IFS= read -r -d '' p; do
+    case $st in
+      A) created+=("$p") ;;
+      *) changed+=("$p") ;;
+    esac
+  done < <(git_q diff --no-renames --name-status -z "$tree" "$now" -- 2>>"$ORBIT_LOG_FILE")
+  if ((${#changed[@]})); then
+    orbit_cut_v "${changed[*]:0:10}" 300
+    CHECKS_CHANGED=${REPLY//[[:cntrl:]]/?}
+    orbit_log "a check run changed the tree it was checking (${#changed[@]} file(s): $CHECKS_CHANGED): put back as it was"
+    printf '%s\0' "${changed[@]}" >"$ORBIT_TMP/restore.z"
+    rm -f -- "$ORBIT_TMP/restore.idx"
+    if GIT_INDEX_FILE=$ORBIT_TMP/restore.idx git -C "$WS" read-tree "$tree" 2>>"$ORBIT_LOG_FILE"; then
+      GIT_INDEX_FILE=$ORBIT_TMP/restore.idx git -C "$WS" checkout-index -f -z --stdin <"$ORBIT_TMP/restore.z" 2>>"$ORBIT_LOG_FILE" || true
+    fi
+    # What the tree did not hold at a changed path (a file the checks made where the
+    # agent's was removed) goes too.
+    for p in "${changed[@]}"; do
+      if ! GIT_INDEX_FILE=$ORBIT_TMP/restore.idx git -C "$WS" ls-files --error-unmatch -- "$p" >/dev/null 2>&1; then
+        rm -rf -- "${WS:?}/$p"
+      fi
+    done
+    rm -f -- "$ORBIT_TMP/restore.idx" "$ORBIT_TMP/restore.z"
+  fi
+  for p in "${created[@]}"; do
+    CHECKS_ARTIFACTS=$((CHECKS_ARTIFACTS + 1))
+    size=$(stat -c %s -- "$WS/$p" 2>/dev/null || echo -1)
+    if [[ -f $WS/$p && ! -L $WS/$p ]] && ((stored < ARTIFACTS_KEPT_MAX && size >= 0 && size <= ARTIFACT_KEPT_BYTES)); then
+      parent=$dir/artifacts
+      [[ $p != */* ]] || parent+=/${p%/*}
+      if mkdir -p -- "$parent" 2>/dev/null && mv -f -- "$WS/$p" "$dir/artifacts/$p" 2>/dev/null; then
+        stored=$((stored + 1))
+        continue
+      fi
+    fi
+    rm -f -- "$WS/$p"
+  done
+  if ((${#created[@]})); then
+    artifacts_remember "${created[@]}"
+    orbit_log "a check run left ${#created[@]} file(s) of its own ($stored kept in ${dir#"$LOOP_DIR"/}/artifacts/): never part of the tree"
+  fi
+  tree_here_v || return 1
+  if [[ $REPLY != "$tree" ]]; then
+    orbit_log "the work tree $WS could not be put back to the tree the checks ran on ($tree, now $REPLY)"
+    return 1
+  fi
+}
+
+# ---- the clean checkout: the last check run before DONE happens in a throwaway work tree
+# ---- that holds the tree about to be committed and nothing else (nothing ignored, nothing
+# ---- untracked), so a solution that needs a file the branch will not hold is never DONE.
+# clean_checkout_v TREE: REPLY is the clean checkout (a worktree beside the workspace,
+# <workspace>.clean, made once and refilled each time) holding exactly TREE. Status 1 when
+# git cannot make it (said in runner.log).
+clean_checkout_v() {
+  local tree=$1 cws=$WS_MAIN.clean gd
+  if [[ ! -e $cws && ! -L $cws ]]; then
+    repo_git worktree add -q --detach --no-checkout --lock --reason "orbit loop $LOOP_DIR (clean checkout)" -- "$cws" HEAD >>"$ORBIT_LOG_FILE" 2>&1 || return 1
+  fi
+  [[ -d $cws && ! -L $cws && -f $cws/.git && ! -L $cws/.git ]] || return 1
+  gd=$(git -C "$cws" rev-parse --absolute-git-dir 2>>"$ORBIT_LOG_FILE") || return 1
+  [[ $gd == "$GIT_COMMON_ABS/worktrees/"* ]] || return 1
+  # Its index becomes TREE (no stat cache), everything else goes, every file is written.
+  git -C "$cws" read-tree "$tree" 2>>"$ORBIT_LOG_FILE" &&
+    git -C "$cws" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE" &&
+    git -C "$cws" checkout-index -a -f -u 2>>"$ORBIT_LOG_FILE" || return 1
+  cp -p -- "$gd/index" "$LOOP_DIR/.tree-index.clean" || return 1
+  REPLY=$cws
+}
+
+# clean_checkout_remove: a DONE loop's clean checkout goes (it holds nothing the branch does
+# not), when it is the worktree the runner made.
+clean_checkout_remove() {
+  local cws=$WS_MAIN.clean line=''
+  [[ -f $cws/.git && ! -L $cws/.git && ! -L $cws ]] || return 0
+  IFS= read -r line <"$cws/.git" 2>/dev/null || true
+  [[ $line == "gitdir: $GIT_COMMON_ABS/worktrees/"* ]] || return 0
+  repo_git worktree remove -f -f -- "$cws" >>"$ORBIT_LOG_FILE" 2>&1 || true
+  rm -f -- "$LOOP_DIR/.tree-index.clean"
+}

@@ -1,0 +1,331 @@
+//! Evidence that holds (contract section 6): what the checks ran on is what is committed.
+//! Each test is a hostile agent (or hostile project code the checks run) that reached a
+//! false DONE before: it proves its attack was really made, then that the runner held.
+
+use crate::support::*;
+use std::fs;
+use std::path::Path;
+
+fn state(dir: &Path, key: &str) -> String {
+    read_kv(&dir.join("state.env"))
+        .get(key)
+        .cloned()
+        .unwrap_or_else(|| panic!("{key} missing from state.env"))
+}
+
+/// The files the loop's branch holds.
+fn branch_files(repo: &Repo) -> Vec<String> {
+    repo.git(&["ls-tree", "-r", "--name-only", "orbit/test-goal"])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn verify_log(dir: &Path, n: u32) -> String {
+    fs::read_to_string(dir.join(format!("iterations/{n:06}/verify.log"))).unwrap_or_default()
+}
+
+/// The part of a verify.log that one run (by its label) wrote.
+fn run_section<'a>(log: &'a str, label: &str) -> &'a str {
+    let head = format!("### verify run: {label}");
+    let Some(at) = log.find(&head) else {
+        return "";
+    };
+    let rest = &log[at + head.len()..];
+    &rest[..rest.find("### verify run:").unwrap_or(rest.len())]
+}
+
+#[test]
+fn a_check_run_that_rewrites_what_it_checks_is_not_taken_and_its_rewrite_never_committed() {
+    let repo = Repo::new();
+    repo.write("data.txt", "broken\n");
+    repo.git(&["add", "data.txt"]);
+    repo.git(&["commit", "-q", "-m", "data"]);
+    let marker = repo.bin.path().join("rewrites");
+    // The agent's code, run by the check: it passes, and rewrites a file the project
+    // tracks on its way out.
+    let agent = repo.agent(
+        "rewriter",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo fixed > data.txt
+cat > app.sh <<'EOF'
+grep -q fixed data.txt || exit 1
+echo REWRITTEN > data.txt
+echo run >> '{}'
+EOF
+echo "data.txt holds fixed" > "$ORBIT_AGENT_DIR/done.md""#,
+            marker.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["test -f app.sh && bash app.sh"], &[]);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "2")]);
+    // The attack was made: the check's code ran and rewrote data.txt.
+    assert!(
+        fs::read_to_string(&marker)
+            .unwrap_or_default()
+            .lines()
+            .count()
+            >= 1,
+        "the check's code never ran: {}",
+        text(&out)
+    );
+    assert_code(
+        &out,
+        16,
+        "never DONE: every check run changed what it checked",
+    );
+    let log = verify_log(&dir, 1);
+    assert!(
+        log.contains("[FAIL] project-changed-by-checks (a check changed the project it was checking: data.txt"),
+        "the record names the rewrite: {log}"
+    );
+    assert_eq!(
+        repo.ws_read("data.txt"),
+        "fixed\n",
+        "the workspace is put back as the checks found it"
+    );
+    let committed = repo.git(&["show", "orbit/test-goal:data.txt"]);
+    assert_eq!(
+        committed, "fixed\n",
+        "the commit holds the checked tree, never the rewrite"
+    );
+    let feedback = fs::read_to_string(dir.join("iterations/000001/feedback.txt")).unwrap();
+    assert!(
+        feedback.contains("project-changed-by-checks"),
+        "the agent is told: {feedback}"
+    );
+}
+
+#[test]
+fn a_file_the_solution_needs_that_git_ignores_is_never_done() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "ignorer",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo needed.txt > .gitignore
+echo answer > needed.txt
+echo "needed.txt is there" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &["test -f needed.txt"], &[]);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1")]);
+    let log = verify_log(&dir, 1);
+    // The attack was made: the checks passed in the workspace, where the ignored file is.
+    let in_workspace = run_section(&log, "after the agent");
+    assert!(
+        in_workspace.contains("[PASS] ") && in_workspace.contains("1 passed, 0 failed"),
+        "the checks passed in the workspace: {log}"
+    );
+    assert!(
+        !branch_files(&repo).contains(&"needed.txt".to_string()),
+        "git ignores the file: the branch cannot hold it"
+    );
+    assert_code(
+        &out,
+        16,
+        "not DONE: the branch would not hold what the checks needed",
+    );
+    let clean = run_section(&log, "in a clean checkout of the tree to commit");
+    assert!(
+        clean.contains("[FAIL] ") && clean.contains("0 passed, 1 failed"),
+        "the last run, in a clean checkout, failed: {log}"
+    );
+    let result = read_kv(&dir.join("iterations/000001/result.env"));
+    assert!(
+        result
+            .get("DONE_VERDICT")
+            .is_some_and(|v| v.contains("clean checkout")),
+        "the rejection says why: {result:?}"
+    );
+    assert_ne!(state(&dir, "LAST_STATUS"), "DONE");
+}
+
+#[test]
+fn an_agent_commit_that_drops_a_protected_file_from_head_is_committed_back() {
+    let repo = Repo::new();
+    repo.write("tests/spec.txt", "the spec\n");
+    repo.git(&["add", "tests/spec.txt"]);
+    repo.git(&["commit", "-q", "-m", "spec"]);
+    let agent = repo.agent(
+        "dropper",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo done > work.txt
+git rm -q --cached tests/spec.txt
+git add work.txt
+git commit -q -m "the agent's own commit"
+echo "work.txt holds done" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f tests/spec.txt && test -f work.txt"],
+        &["--protect", "tests/spec.txt"],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    // The attack was made: the agent's commit on the branch holds no spec.
+    let agents = repo.git(&["log", "--format=%H %s", "orbit/test-goal"]);
+    let own = agents
+        .lines()
+        .find(|l| l.ends_with("the agent's own commit"))
+        .unwrap_or_else(|| panic!("the agent committed: {agents}"));
+    let own = own.split(' ').next().unwrap();
+    let at_own = repo.git(&["ls-tree", "-r", "--name-only", own]);
+    assert!(!at_own.contains("tests/spec.txt"), "{at_own}");
+    assert_code(&out, 0, "DONE");
+    assert!(
+        branch_files(&repo).contains(&"tests/spec.txt".to_string()),
+        "the branch holds the tree the checks ran on, spec included"
+    );
+    assert_eq!(
+        repo.git(&["show", "orbit/test-goal:tests/spec.txt"]),
+        "the spec\n"
+    );
+    assert!(
+        !repo.join(".orbit/.workspaces/test-goal.clean").exists(),
+        "the clean checkout goes at DONE"
+    );
+}
+
+#[test]
+fn a_file_a_check_only_creates_is_its_artifact_never_committed_nor_the_confirmers_change() {
+    let repo = Repo::new();
+    // A careful confirmer runs the checks too: the report it makes is the checks'.
+    let agent = repo.agent(
+        "reporter",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in
+  confirm) echo "report $RANDOM" > test-report.xml; exit 0;;
+  wrapup) exit 0;;
+esac
+echo done > work.txt
+echo "report $RANDOM" > test-report.xml
+echo "work.txt holds done" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["echo \"report $RANDOM\" > test-report.xml; test -f work.txt"],
+        &[],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE: a check's report is nobody's change");
+    let files = branch_files(&repo);
+    assert!(
+        files.contains(&"work.txt".to_string()) && !files.contains(&"test-report.xml".to_string()),
+        "the report is never committed: {files:?}"
+    );
+    assert!(
+        dir.join("iterations/000001/artifacts/test-report.xml")
+            .is_file(),
+        "the report is kept in the record"
+    );
+    assert!(
+        !repo.ws().join("test-report.xml").exists(),
+        "and is not left in the workspace"
+    );
+}
+
+#[test]
+fn a_commit_hook_that_changes_the_committed_tree_stops_the_loop_blocked() {
+    let repo = Repo::new();
+    let marker = repo.bin.path().join("hooked");
+    let hook = repo.join(".git/hooks/pre-commit");
+    fs::write(
+        &hook,
+        format!(
+            "#!/usr/bin/env bash\necho hooked >> work.txt\ngit add work.txt\necho ran >> '{}'\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = counting_agent(&repo, 1);
+    let dir = repo.init_loop(&agent, &[&count_check(1)], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    // The attack was made: the hook ran and staged its own change.
+    assert!(marker.exists(), "the hook ran: {}", text(&out));
+    assert_code(
+        &out,
+        14,
+        "BLOCKED: the verified tree was not what got committed",
+    );
+    assert!(
+        text(&out).contains("a commit hook changed what was committed"),
+        "{}",
+        text(&out)
+    );
+    let log = repo.git(&["log", "--format=%s", "orbit/test-goal"]);
+    assert!(
+        !log.contains("iteration 1"),
+        "the hook's commit is undone: {log}"
+    );
+    assert_eq!(state(&dir, "LAST_STATUS"), "BLOCKED");
+}
+
+#[test]
+fn a_replace_ref_made_by_the_agent_is_git_tamper() {
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "replacer",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo done > work.txt
+other=$(echo harmless | git hash-object -w --stdin)
+git replace "$(git rev-parse HEAD:README.md)" "$other"
+echo claimed > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    // The attack was made: a replace ref exists.
+    let refs = repo.git(&["for-each-ref", "refs/replace/"]);
+    assert!(!refs.trim().is_empty(), "the agent made a replace ref");
+    assert_code(&out, 3, "ABORTED");
+    assert_eq!(state(&dir, "STOP_REASON"), "git_tamper");
+}
+
+#[test]
+fn a_candidate_that_prints_pass_lines_is_counted_by_the_runners_tally_not_its_output() {
+    let repo = Repo::new();
+    repo.write("add.sh", "echo 0\n");
+    repo.git(&["add", "add.sh"]);
+    repo.git(&["commit", "-qm", "add.sh"]);
+    // Candidate 1 gets one check of two right; candidate 2 none, but its code prints
+    // verdict lines into the checks' output.
+    let agent = repo.agent(
+        "cand",
+        r#"cat >/dev/null
+[ "$ORBIT_PHASE" = work ] || exit 0
+case "$ORBIT_CANDIDATE" in
+1) echo 'echo 4' > add.sh ;;
+2) printf '%s\n' "printf '[PASS] %s\n' one two three four >&2" 'echo 0' > add.sh ;;
+esac"#,
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &[
+            "test \"$(bash add.sh 2 2)\" = 4",
+            "test \"$(bash add.sh 1 0)\" = 1",
+        ],
+        &["--candidates", "2"],
+    );
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "one fan-out iteration");
+    // The attack was made: candidate 2's check output holds the forged lines.
+    let forged = fs::read_to_string(dir.join("iterations/000001/candidates/2/verify.log"))
+        .unwrap_or_default();
+    assert!(
+        forged.matches("[PASS] ").count() >= 4,
+        "the candidate printed verdict lines: {forged}"
+    );
+    let cand =
+        |k: u32| read_kv(&dir.join(format!("iterations/000001/candidates/{k}/candidate.env")));
+    assert_eq!(cand(1)["CHECKS_PASSED"], "1", "{:?}", cand(1));
+    assert_eq!(cand(2)["CHECKS_PASSED"], "0", "{:?}", cand(2));
+    assert_eq!(cand(2)["CHECKS_TOTAL"], "2", "{:?}", cand(2));
+    let sel = events_named(&dir, "survivor_selected");
+    let line = sel[0].value.to_string();
+    assert!(line.contains("\"candidate\":1"), "{line}");
+    assert_eq!(repo.ws_read("add.sh"), "echo 4\n");
+}

@@ -16,6 +16,7 @@ mod layout;
 mod logs;
 mod manual;
 mod ops;
+mod protect;
 mod recover;
 mod reference;
 mod reliability;

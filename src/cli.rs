@@ -606,9 +606,21 @@ pub struct InitArgs {
     #[arg(long)]
     pub fanout_early_stop: bool,
 
-    /// Repository paths (globs) the agent must not change. Repeatable.
+    /// Repository paths (globs) the agent must not change. Repeatable. Each must match a
+    /// file.
     #[arg(long = "protect", value_name = "GLOB")]
     pub protect: Vec<String>,
+
+    /// Do not protect by default the files that change how the checks' tools run (pytest's
+    /// configuration and every conftest.py, package.json, Cargo.toml, the Makefile, a
+    /// check's own script, the judge's; loop.toml auto-protect lists them).
+    #[arg(long)]
+    pub no_auto_protect: bool,
+
+    /// A command that must approve a DONE claim by exiting 0, run in the workspace after
+    /// the checks; a repository script it names is protected by default.
+    #[arg(long, value_name = "CMD")]
+    pub judge_cmd: Option<String>,
 
     /// Cumulative cap on iterations, across runs.
     #[arg(long, value_name = "N")]
@@ -638,6 +650,11 @@ pub struct InitArgs {
     /// Re-render the scripts of an existing loop from its loop.toml, keeping its state.
     #[arg(long)]
     pub force: bool,
+
+    /// Print the loop that would be rendered (its checks, what it protects, its loop.toml)
+    /// and write nothing.
+    #[arg(long, conflicts_with = "force")]
+    pub dry_run: bool,
 
     /// Where the loop's git worktree (its workspace) goes [default:
     /// .orbit/.workspaces/<name>]; outside the loop directory. Created at the first run.

@@ -47,6 +47,13 @@ pub struct LoopConfig {
     pub holdout: Vec<String>,
     /// Repository path globs the agent must not change.
     pub protect: Vec<String>,
+    /// The globs `orbit init` protects by default: the files that change how the checks'
+    /// tools (and the judge) run, found from the commands (`crate::autoprotect`). Unlike
+    /// `protect`, a glob here may match nothing: it is pinned as an empty set, so a file
+    /// the agent creates under it (a `pytest.ini`, a `conftest.py`) is a reward hack. Not
+    /// written when empty, so a loop rendered before it keeps its loop.toml.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub auto_protect: Vec<String>,
     pub max_iterations: u64,
     pub exec_timeout: String,
     pub loop_timeout: String,
@@ -378,7 +385,14 @@ impl LoopConfig {
                 "argv".into(),
                 engine.default_argv().unwrap_or_default().into(),
             );
-            for key in ["verify", "reproduction", "regression", "holdout", "protect"] {
+            for key in [
+                "verify",
+                "reproduction",
+                "regression",
+                "holdout",
+                "protect",
+                "auto-protect",
+            ] {
                 t.insert(key.into(), toml::Value::Array(Vec::new()));
             }
             t.insert("branch-isolation".into(), true.into());
@@ -442,7 +456,7 @@ impl LoopConfig {
                 check_setting(setting, value)?;
             }
         }
-        for g in &self.protect {
+        for g in self.protect.iter().chain(&self.auto_protect) {
             goal::validate_glob(g)?;
         }
         for url in &self.notify_webhook {
@@ -516,6 +530,18 @@ impl LoopConfig {
         Ok(())
     }
 
+    /// Every protect glob of the loop, each once: the user's (`protect`), then those
+    /// protected by default (`auto-protect`). The runner pins each as a set.
+    pub fn protect_globs(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for g in self.protect.iter().chain(&self.auto_protect) {
+            if !out.contains(g) {
+                out.push(g.clone());
+            }
+        }
+        out
+    }
+
     /// An optional amount in micro-dollars.
     pub fn usd_micro(v: Option<Usd>) -> Option<u64> {
         v.map(Usd::micro)
@@ -586,7 +612,7 @@ mod tests {
 
     /// The loop.toml keys that are not settings of the contract's table: what the loop is
     /// (its name, its agent, its checks and what they protect) rather than a value with bounds.
-    const IDENTITY_KEYS: [&str; 9] = [
+    const IDENTITY_KEYS: [&str; 10] = [
         "contract-version",
         "name",
         "engine",
@@ -596,6 +622,7 @@ mod tests {
         "regression",
         "holdout",
         "protect",
+        "auto-protect",
     ];
 
     #[test]
@@ -607,6 +634,7 @@ mod tests {
             cost_estimate_usd: Some(Usd(1)),
             candidates: 2,
             fanout_early_stop: true,
+            auto_protect: vec!["**/conftest.py".into()],
             ..LoopConfig::default()
         }) {
             Ok(toml::Value::Table(t)) => t,
@@ -815,6 +843,26 @@ mod tests {
             Sandbox::default().name(),
             crate::contract::setting("sandbox").default
         );
+    }
+
+    #[test]
+    fn auto_protect_is_left_out_when_empty_and_read_back_when_given() {
+        let old: LoopConfig = toml::from_str("protect = [\"tests/**\"]").unwrap();
+        assert!(old.auto_protect.is_empty(), "a loop.toml without the key");
+        assert!(!old.to_toml().contains("auto-protect"), "{}", old.to_toml());
+        let new = LoopConfig {
+            protect: vec!["tests/**".into(), "pytest.ini".into()],
+            auto_protect: vec!["**/conftest.py".into(), "pytest.ini".into()],
+            ..LoopConfig::default()
+        };
+        assert_eq!(toml::from_str::<LoopConfig>(&new.to_toml()).unwrap(), new);
+        assert_eq!(
+            new.protect_globs(),
+            vec!["tests/**", "pytest.ini", "**/conftest.py"],
+            "each glob once, the user's first"
+        );
+        let bad: LoopConfig = toml::from_str("auto-protect = [\"../x\"]").unwrap();
+        assert!(bad.validate().is_err());
     }
 
     #[test]

@@ -122,6 +122,8 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         candidates: args.candidates,
         fanout_early_stop: false,
         protect: vec!["tests/**".into()],
+        no_auto_protect: false,
+        judge_cmd: None,
         max_iterations: Some(6),
         exec_timeout: Some("60s".into()),
         loop_timeout: Some("10m".into()),
@@ -129,6 +131,7 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         pass_k: Some(2),
         notify: Vec::new(),
         force: false,
+        dry_run: false,
         workspace: None,
         sandbox: None,
     };

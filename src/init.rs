@@ -6,6 +6,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
+use crate::autoprotect::{self, Found, Source};
 use crate::cli::InitArgs;
 use crate::config::LoopConfig;
 use crate::engine::Engine;
@@ -236,6 +237,9 @@ pub struct ProjectDefaults {
     pub pass_k: Option<u32>,
     pub notify: Option<Vec<String>>,
     pub sandbox: Option<crate::config::Sandbox>,
+    pub judge_cmd: Option<String>,
+    /// `true`: protect nothing by default (as `--no-auto-protect`).
+    pub no_auto_protect: Option<bool>,
 }
 
 impl ProjectDefaults {
@@ -338,12 +342,48 @@ pub fn apply_notify(cfg: &mut LoopConfig, specs: &[String]) -> Result<NotifySecr
     Ok(secrets)
 }
 
-/// Builds the loop's configuration from the flags, over the project defaults.
+/// The commands whose tools `orbit init` protects the files of: every check by role, and
+/// the judge.
+fn sources(cfg: &LoopConfig) -> Vec<Source> {
+    let mut out = Vec::new();
+    for (role, list) in [
+        ("check", &cfg.verify),
+        ("reproduction", &cfg.reproduction),
+        ("regression", &cfg.regression),
+        ("holdout", &cfg.holdout),
+    ] {
+        out.extend(list.iter().map(|cmd| Source {
+            role,
+            cmd: cmd.clone(),
+        }));
+    }
+    if !cfg.judge_cmd.trim().is_empty() {
+        out.push(Source {
+            role: "judge-cmd",
+            cmd: cfg.judge_cmd.clone(),
+        });
+    }
+    out
+}
+
+/// The repository scripts the loop's judge command runs that none of its protect globs
+/// covers: the judge would run the agent's copy of each.
+pub fn unprotected_judge_scripts(cfg: &LoopConfig) -> Vec<String> {
+    let globs = cfg.protect_globs();
+    autoprotect::tools_of(&cfg.judge_cmd)
+        .into_iter()
+        .filter_map(|t| t.tool.strip_prefix("the script ").map(str::to_string))
+        .filter(|p| !autoprotect::covered(&autoprotect::escape(p), &globs))
+        .collect()
+}
+
+/// Builds the loop's configuration from the flags, over the project defaults; with it,
+/// what it protects by default (for the output; empty with `--no-auto-protect`).
 fn config_from_args(
     args: &InitArgs,
     repo: &Path,
     name: String,
-) -> Result<(LoopConfig, NotifySecrets)> {
+) -> Result<(LoopConfig, NotifySecrets, Vec<Found>)> {
     let d = ProjectDefaults::load(repo)?;
     let engine = match (args.engine, d.engine.as_deref()) {
         (Some(e), _) => e,
@@ -401,6 +441,9 @@ fn config_from_args(
     if let Some(sandbox) = args.sandbox.or(d.sandbox) {
         cfg.sandbox = sandbox;
     }
+    if let Some(judge) = args.judge_cmd.as_ref().or(d.judge_cmd.as_ref()) {
+        cfg.judge_cmd = judge.clone();
+    }
     if cfg.usd_cap.is_some() && !cfg.engine.reports_cost() && cfg.cost_estimate_usd.is_none() {
         eprintln!(
             "orbit: warning: --usd-cap with --engine {}: the engine reports no cost, so the cap counts only what the agent writes to $ORBIT_COST_FILE; set cost-estimate-usd in loop.toml to count every run",
@@ -424,6 +467,13 @@ fn config_from_args(
             }
         }
     }
+    // What the checks mean is pinned: the files their tools read are protected by default,
+    // as globs that may match nothing yet (a new pytest.ini is a change like an edit).
+    let mut found = Vec::new();
+    if !(args.no_auto_protect || d.no_auto_protect == Some(true)) {
+        found = autoprotect::plan(&sources(&cfg), &cfg.protect);
+        cfg.auto_protect = autoprotect::globs(&found);
+    }
     cfg.validate()?;
     for g in &cfg.protect {
         if let Some(why) = protect_glob_problem(repo, g) {
@@ -433,7 +483,37 @@ fn config_from_args(
             )));
         }
     }
-    Ok((cfg, secrets))
+    for script in unprotected_judge_scripts(&cfg) {
+        eprintln!(
+            "orbit: warning: the judge command runs the repository script {script}, which nothing protects: the judge runs it from the workspace, where the agent can rewrite it to approve anything. Protect it (--protect '{}'), or leave auto-protect on (drop --no-auto-protect), which protects it by default",
+            autoprotect::escape(&script)
+        );
+    }
+    Ok((cfg, secrets, found))
+}
+
+/// What `orbit init` says of what the loop protects: the user's globs, then those
+/// protected by default, command by command.
+fn protect_lines(cfg: &LoopConfig, found: &[Found]) -> Vec<String> {
+    let mut lines = Vec::new();
+    if !cfg.protect.is_empty() {
+        lines.push(format!("  protect: {}", cfg.protect.join(", ")));
+    }
+    let shown: Vec<&Found> = found.iter().filter(|f| !f.globs.is_empty()).collect();
+    if !shown.is_empty() {
+        lines.push(
+            "  protected by default (the files that change how the checks run; a change, or a new file, is a reward_hack; --no-auto-protect turns this off):".into(),
+        );
+        for f in shown {
+            let what = if f.source.role == "judge-cmd" {
+                "the judge (judge-cmd)".to_string()
+            } else {
+                format!("{} {}", f.source.role, render::code_span(&f.source.cmd))
+            };
+            lines.push(format!("    {} for {what}: {}", f.tool, f.globs.join(", ")));
+        }
+    }
+    lines
 }
 
 /// What is wrong with protect glob `glob` in the repository at `repo`, if anything: git
@@ -495,13 +575,17 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
     } else {
         goal.slug()
     };
-    let (mut cfg, secrets) = config_from_args(args, &repo, name)?;
+    let (mut cfg, secrets, found) = config_from_args(args, &repo, name)?;
     cfg.workspace = resolve_workspace(&cwd, &repo, &dir, args.workspace.as_deref(), &cfg.name)?;
     let holdout_files = read_holdout_files(&args.holdout_file, &cfg, &repo)?;
     let view = View::new(&cfg, &goal, &rel);
     let files = render::render_all(&view)?;
-    write_new_loop(&dir, &cfg, &secrets, &files, &holdout_files)?;
-    println!("orbit: loop rendered in {rel}");
+    if args.dry_run {
+        println!("orbit: dry run, nothing written: orbit init would render the loop in {rel}");
+    } else {
+        write_new_loop(&dir, &cfg, &secrets, &files, &holdout_files)?;
+        println!("orbit: loop rendered in {rel}");
+    }
     println!(
         "  work:   git worktree {} on branch orbit/{} (created at the first run; your checkout is never touched)",
         cfg.workspace, cfg.name
@@ -511,6 +595,14 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
         "  checks: {}",
         cfg.verify.len() + cfg.reproduction.len() + cfg.regression.len()
     );
+    if args.dry_run {
+        for (role, cmd) in sources(&cfg).iter().map(|s| (s.role, &s.cmd)) {
+            println!("    {role}: {}", render::code_span(cmd));
+        }
+    }
+    for line in protect_lines(&cfg, &found) {
+        println!("{line}");
+    }
     if !cfg.holdout.is_empty() {
         println!(
             "  holdout: {} check(s), {} file(s) in {rel}/holdout/ (run only in the DONE gate; never shown to the agent)",
@@ -531,6 +623,16 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
             "  sandbox: {} (every agent and check run; the runner refuses to start where it cannot run)",
             cfg.sandbox.name()
         );
+    }
+    if args.dry_run {
+        println!("  loop.toml:");
+        for line in cfg.to_toml().lines() {
+            println!("    {line}");
+        }
+        return Ok(InitOutcome {
+            dir,
+            rerendered: false,
+        });
     }
     println!(
         "  next:   review {rel}/goal.md, then `orbit run {rel}` (or `bash {rel}/run-loop.sh`)"
@@ -824,6 +926,18 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
             );
         }
     }
+    for script in unprotected_judge_scripts(&cfg) {
+        let ran = dir.join(".baseline-commit").is_file();
+        eprintln!(
+            "orbit: warning: judge-cmd in {rel}/loop.toml runs the repository script {script}, which nothing protects: the judge runs it from the workspace, where the agent can rewrite it to approve anything. Add '{}' to protect in loop.toml, then `orbit init --force --dir {rel}`{}",
+            autoprotect::escape(&script),
+            if ran {
+                "; this loop has run, and its protected paths are those of its first run: render a new loop for the protection to hold"
+            } else {
+                " (before the loop's first run, which pins it)"
+            }
+        );
+    }
     let files = render::rerender_loop(&cfg, &dir, &rel)?;
     let mut new_pins: Vec<(String, String)> = Vec::new();
     fs::create_dir_all(dir.join(".pins")).map_err(|e| Error::io("cannot create .pins", e))?;
@@ -899,7 +1013,8 @@ mod tests {
                 assert!(LOCATING_FLAGS.contains(&arg.get_id().as_str()), "{arg:?}");
                 continue;
             };
-            if LOCATING_FLAGS.contains(&long) || long == "help" {
+            // --dry-run cannot be given with --force at all (clap refuses the pair).
+            if LOCATING_FLAGS.contains(&long) || long == "help" || long == "dry-run" {
                 continue;
             }
             let flag = format!("--{long}");

@@ -4,6 +4,7 @@
 //! `run-loop.sh` drives the agent, and the harness, never the agent, decides DONE.
 
 pub mod audit;
+pub mod autoprotect;
 pub mod cli;
 pub mod config;
 pub mod contract;

@@ -385,10 +385,13 @@ pub struct View {
     pub regression_names: Vec<String>,
     /// holdout.sh's checks, named `holdout-N` (the name says nothing of the check).
     pub holdout_checks: Vec<CheckView>,
-    /// Protect globs as given (for scripts).
+    /// Every protect glob, the user's then those protected by default (for scripts).
     pub protect: Vec<String>,
-    /// Protect globs as markdown code spans (for goal.md and prompt.md).
+    /// The user's protect globs as markdown code spans (for goal.md and prompt.md).
     pub protect_md: Vec<String>,
+    /// The globs protected by default (the files that change how the checks run), as
+    /// markdown code spans (for goal.md and prompt.md).
+    pub auto_protect_md: Vec<String>,
     pub pass_k: u32,
     pub confirm_runs: u32,
     pub judge: bool,
@@ -501,8 +504,14 @@ impl View {
             reproduction_names,
             regression_names,
             holdout_checks,
-            protect: cfg.protect.clone(),
+            protect: cfg.protect_globs(),
             protect_md: cfg.protect.iter().map(|g| code_span(g)).collect(),
+            auto_protect_md: cfg
+                .auto_protect
+                .iter()
+                .filter(|g| !cfg.protect.contains(g))
+                .map(|g| code_span(g))
+                .collect(),
             pass_k: cfg.pass_k,
             confirm_runs: cfg.confirm_runs,
             judge: !cfg.judge_cmd.is_empty(),

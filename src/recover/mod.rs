@@ -101,7 +101,7 @@ pub struct LoopRef {
     pub workspace_setting: String,
     /// loop.toml's `autocommit`: whether every iteration that changes the tree commits.
     pub autocommit: bool,
-    /// loop.toml's protect globs.
+    /// loop.toml's protect globs: `protect`, then `auto-protect` (as the runner pins them).
     pub protect: Vec<String>,
     /// loop.toml's engine (its own permission files are watched too).
     pub engine: Engine,
@@ -148,6 +148,7 @@ fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
             "{e}\nloop.toml is pinned: restore it with `orbit recover --restore-pinned` after fixing it by hand, or from .pins/loop.toml"
         ))
     })?;
+    let protect = cfg.protect_globs();
     Ok(LoopRef {
         dir,
         repo,
@@ -156,7 +157,7 @@ fn resolve(dir: Option<&Path>) -> Result<LoopRef> {
         loop_contract: cfg.contract_version,
         workspace_setting: cfg.workspace,
         autocommit: cfg.autocommit,
-        protect: cfg.protect,
+        protect,
         engine: cfg.engine,
     })
 }

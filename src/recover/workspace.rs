@@ -279,7 +279,7 @@ pub fn migrate(lp: &LoopRef, plan: &mut Plan, old: Option<&State>, ran: bool) ->
         loop_contract: cfg.contract_version.clone(),
         workspace_setting: cfg.workspace.clone(),
         autocommit: cfg.autocommit,
-        protect: cfg.protect.clone(),
+        protect: cfg.protect_globs(),
         engine: cfg.engine,
     });
     let mut changed_files = Vec::new();

@@ -712,3 +712,187 @@ fn several_loops_live_side_by_side() {
     assert_code(&out, 2, "orbit run with two loops and no DIR");
     assert!(String::from_utf8_lossy(&out.stderr).contains("several loops"));
 }
+
+/// The files of a directory tree (relative paths), for "nothing was written".
+fn tree(dir: &Path) -> Vec<String> {
+    let out = command("find")
+        .arg(".")
+        .arg("-path")
+        .arg("./.git")
+        .arg("-prune")
+        .arg("-o")
+        .arg("-print")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let mut files: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn init_protects_what_changes_how_the_checks_run_even_files_that_do_not_exist_yet() {
+    let repo = Repo::new();
+    repo.write("tests/test_calc.py", "def test_x():\n    assert True\n");
+    repo.write("scripts/judge.sh", "#!/bin/sh\nexit 0\n");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "tests"]);
+    let args = [
+        "init",
+        "Fix the calculator",
+        "--verify",
+        "python3 -m pytest -q tests",
+        "--regression",
+        "cargo test",
+        "--judge-cmd",
+        "./scripts/judge.sh",
+        "--protect",
+        "tests/**",
+    ];
+    // --dry-run: what would be rendered, and nothing written.
+    let before = tree(repo.path());
+    let out = repo.orbit(&[&args[..], &["--dry-run"]].concat());
+    assert_ok(&out, "orbit init --dry-run");
+    assert_eq!(tree(repo.path()), before, "--dry-run wrote something");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    for want in [
+        "dry run, nothing written",
+        "check: `python3 -m pytest -q tests`",
+        "regression: `cargo test`",
+        "judge-cmd: `./scripts/judge.sh`",
+        "protect: tests/**",
+        "protected by default",
+        "pytest for check `python3 -m pytest -q tests`: **/conftest.py, **/pytest.ini",
+        "pytest.py",
+        "cargo for regression `cargo test`: **/Cargo.toml, **/build.rs",
+        "the script scripts/judge.sh for the judge (judge-cmd): scripts/judge.sh",
+        "auto-protect = [",
+    ] {
+        assert!(said.contains(want), "--dry-run says {want}:\n{said}");
+    }
+    assert!(!said.contains("next:"), "{said}");
+    // The same loop for real: the globs that match nothing (no pytest.ini, no Cargo.toml
+    // here) are taken, kept apart from --protect in loop.toml, and named to the agent.
+    let out = repo.orbit(&args);
+    assert_ok(&out, "orbit init");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("warning"),
+        "{}",
+        text(&out)
+    );
+    let dir = repo.join(".orbit/fix-the-calculator");
+    let cfg = orbit::config::LoopConfig::load(&dir.join("loop.toml")).unwrap();
+    assert_eq!(cfg.protect, vec!["tests/**"]);
+    for want in [
+        "**/conftest.py",
+        "pytest.ini",
+        "**/Cargo.toml",
+        "scripts/judge.sh",
+    ] {
+        assert!(
+            cfg.auto_protect
+                .iter()
+                .any(|g| g == want || g.ends_with(want)),
+            "{want} in {:?}",
+            cfg.auto_protect
+        );
+    }
+    let runner = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
+    assert!(
+        runner.contains("PROTECT_GLOBS=('tests/**' '**/conftest.py'"),
+        "the runner pins every glob as a set"
+    );
+    let prompt = fs::read_to_string(dir.join("prompt.md")).unwrap();
+    assert!(prompt.contains("`**/conftest.py`"), "{prompt}");
+    assert!(
+        fs::read_to_string(dir.join("goal.md"))
+            .unwrap()
+            .contains("protected by default")
+    );
+    // The user's own --protect still refuses a glob that matches nothing.
+    let out = repo.orbit(&["init", "g", "--verify", "pytest", "--protect", "pytest.ini"]);
+    assert_code(&out, 2, "--protect of a file that is not there");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("matches no file"));
+}
+
+#[test]
+fn no_auto_protect_and_orbit_toml_opt_out_and_older_loops_re_render_unchanged() {
+    let repo = Repo::new();
+    let out = repo.orbit(&["init", "a", "--verify", "cargo test", "--no-auto-protect"]);
+    assert_ok(&out, "--no-auto-protect");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("protected by default"));
+    let toml = repo.read(".orbit/a/loop.toml");
+    assert!(!toml.contains("auto-protect"), "{toml}");
+    repo.write("orbit.toml", "no-auto-protect = true\n");
+    let out = repo.orbit(&["init", "b", "--verify", "cargo test"]);
+    assert_ok(&out, "orbit.toml no-auto-protect");
+    assert!(!repo.read(".orbit/b/loop.toml").contains("auto-protect"));
+    fs::remove_file(repo.join("orbit.toml")).unwrap();
+    // A loop rendered before auto-protect (its loop.toml has no such key) re-renders the
+    // scripts it had: --force adds nothing to what it protects.
+    let out = repo.orbit(&["init", "c", "--verify", "cargo test"]);
+    assert_ok(&out, "init");
+    let dir = repo.join(".orbit/c");
+    let toml = repo.read(".orbit/c/loop.toml");
+    let old: String = toml
+        .lines()
+        .filter(|l| !l.starts_with("auto-protect"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(old, toml);
+    fs::write(dir.join("loop.toml"), &old).unwrap();
+    let out = repo.orbit(&["init", "--force", "--dir", ".orbit/c"]);
+    assert_ok(&out, "--force of an older loop");
+    assert_eq!(repo.read(".orbit/c/loop.toml"), old, "loop.toml untouched");
+    assert!(
+        repo.read(".orbit/c/run-loop.sh")
+            .contains("\n  PROTECT_GLOBS=()\n"),
+        "the runner of a loop without auto-protect protects nothing more"
+    );
+    assert_eq!(
+        repo.read(".orbit/c/prompt.md"),
+        repo.read(".orbit/a/prompt.md")
+            .replace("`a`", "`c`")
+            .replace("orbit/a", "orbit/c"),
+        "the prompt of a loop without auto-protect"
+    );
+    check_pins(&dir);
+}
+
+#[test]
+fn force_warns_of_a_judge_script_in_loop_toml_that_nothing_protects() {
+    let repo = Repo::new();
+    repo.write("scripts/judge.sh", "#!/bin/sh\nexit 0\n");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "judge"]);
+    let out = repo.orbit(&["init", "g", "--verify", "true"]);
+    assert_ok(&out, "init");
+    let path = repo.join(".orbit/g/loop.toml");
+    let toml = fs::read_to_string(&path)
+        .unwrap()
+        .replace("judge-cmd = \"\"", "judge-cmd = \"bash scripts/judge.sh\"");
+    fs::write(&path, toml).unwrap();
+    let out = repo.orbit(&["init", "--force", "--dir", ".orbit/g"]);
+    assert_ok(&out, "--force");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning: judge-cmd")
+            && err.contains("scripts/judge.sh")
+            && err.contains("before the loop's first run"),
+        "{err}"
+    );
+    let toml = fs::read_to_string(&path)
+        .unwrap()
+        .replace("protect = []", "protect = [\"scripts/judge.sh\"]");
+    fs::write(&path, toml).unwrap();
+    let out = repo.orbit(&["init", "--force", "--dir", ".orbit/g"]);
+    assert_ok(&out, "--force");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("judge"),
+        "{}",
+        text(&out)
+    );
+}

@@ -17,6 +17,7 @@ mod layout;
 mod logs;
 mod manual;
 mod ops;
+mod protect;
 mod recover;
 mod reference;
 mod reliability;

@@ -39,7 +39,9 @@ fn run_section<'a>(log: &'a str, label: &str) -> &'a str {
 fn a_check_run_that_rewrites_what_it_checks_is_not_taken_and_its_rewrite_never_committed() {
     let repo = Repo::new();
     repo.write("data.txt", "broken\n");
-    repo.git(&["add", "data.txt"]);
+    // The project's test runner (protected as the check's script) runs the project's code.
+    repo.write("run-tests.sh", "test -f app.sh && bash app.sh\n");
+    repo.git(&["add", "data.txt", "run-tests.sh"]);
     repo.git(&["commit", "-q", "-m", "data"]);
     let marker = repo.bin.path().join("rewrites");
     // The agent's code, run by the check: it passes, and rewrites a file the project
@@ -59,7 +61,7 @@ echo "data.txt holds fixed" > "$ORBIT_AGENT_DIR/done.md""#,
             marker.display()
         ),
     );
-    let dir = repo.init_loop(&agent, &["test -f app.sh && bash app.sh"], &[]);
+    let dir = repo.init_loop(&agent, &["bash run-tests.sh"], &[]);
     let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "2")]);
     // The attack was made: the check's code ran and rewrote data.txt.
     assert!(

@@ -605,10 +605,15 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
     }
     if !cfg.holdout.is_empty() {
         println!(
-            "  holdout: {} check(s), {} file(s) in {rel}/holdout/ (run only in the DONE gate; never shown to the agent)",
+            "  holdout: {} check(s), {} file(s) in {rel}/holdout/ (run only in the DONE gate; never in the prompt or the workspace)",
             cfg.holdout.len(),
             holdout_files.len()
         );
+        if cfg.sandbox == crate::config::Sandbox::None {
+            eprintln!(
+                "orbit: warning: the holdout checks are not sealed without the OS sandbox: the agent runs as you and can read {rel}/holdout/ and holdout.sh. Add --sandbox bwrap to seal them"
+            );
+        }
     }
     if cfg.candidates > 1 {
         println!(

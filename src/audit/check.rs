@@ -120,6 +120,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     a.check_journals(&l);
     a.check_runner_log(l.running);
     a.check_validator(l.cfg.as_ref());
+    a.check_holdout_sealed(l.cfg.as_ref());
     a.check_bounds(&l);
     let Some(cp) = &l.checkpoint else {
         let verdict = if l.running {
@@ -999,6 +1000,31 @@ impl Audit<'_> {
                 format!("orbit init --force --dir {}", self.shown),
             );
         }
+    }
+
+    /// Holdout checks without the OS sandbox: nothing the agent can read is secret, and it
+    /// runs as the user, who can read the loop directory's holdout/.
+    fn check_holdout_sealed(&mut self, cfg: Option<&LoopConfig>) {
+        let Some(c) = cfg else { return };
+        if c.holdout.is_empty() || c.sandbox != crate::config::Sandbox::None {
+            return;
+        }
+        let line = fsx::read_text_or_none(&self.dir.join("loop.toml"))
+            .and_then(|t| t.lines().position(|l| l.starts_with("holdout")))
+            .map_or(1, |i| i + 1);
+        self.add(
+            FindingClass::ValidatorGap,
+            Severity::P2,
+            format!("loop.toml:{line}"),
+            format!(
+                "the {} holdout check(s) are not sealed: without the OS sandbox the agent runs as you and can read holdout.sh and holdout/",
+                c.holdout.len()
+            ),
+            format!(
+                "set sandbox = \"bwrap\" in {}/loop.toml, then orbit init --force --dir {}",
+                self.shown, self.shown
+            ),
+        );
     }
 
     /// Settings that leave an unfinished loop no terminator but its iteration cap.

@@ -189,7 +189,13 @@ sandbox_prepare() {
       sandbox_hide_holdout a
     fi
   fi
-  a+=(--bind "$WS" "$WS")
+  if [[ $kind == holdout ]]; then
+    # The holdout run reads the workspace only: nothing it writes can reach a later run
+    # (its scratch space is the private /tmp).
+    a+=(--ro-bind "$WS" "$WS")
+  else
+    a+=(--bind "$WS" "$WS")
+  fi
   # The workspace's link to its git directory: the runner's git follows it.
   if [[ -f $WS/.git && ! -L $WS/.git ]]; then
     a+=(--ro-bind "$WS/.git" "$WS/.git")

@@ -555,3 +555,111 @@ fn under_the_sandbox_a_visible_check_cannot_read_the_holdout() {
     let held = fs::read_to_string(dir.join("iterations/000001/holdout.log")).unwrap();
     assert!(held.contains("[PASS] holdout-1"), "{held}");
 }
+
+#[test]
+fn a_holdout_without_the_sandbox_is_said_to_be_unsealed_at_init_and_by_the_audit() {
+    let repo = add_repo();
+    let agent = repo.agent("idle", "exit 0");
+    let exec = agent.display().to_string();
+    let check = holdout_check();
+    let unsealed = repo.orbit(&[
+        "init",
+        "g",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        VISIBLE,
+        "--holdout",
+        &check,
+        "--sandbox",
+        "none",
+    ]);
+    assert_ok(&unsealed, "orbit init --holdout");
+    assert!(
+        text(&unsealed).contains("the holdout checks are not sealed without the OS sandbox"),
+        "{}",
+        text(&unsealed)
+    );
+    let audit = repo.orbit(&["audit", "--json", ".orbit/g"]);
+    let v: serde_json::Value = serde_json::from_slice(&audit.stdout).expect("audit --json");
+    let findings = v["loops"][0]["findings"].as_array().unwrap().clone();
+    assert!(
+        findings.iter().any(|f| f["class"] == "VALIDATOR_GAP"
+            && f["severity"] == "P2"
+            && f["message"].as_str().unwrap().contains("not sealed")),
+        "{findings:?}"
+    );
+    if !bwrap_available() {
+        return;
+    }
+    let sealed = repo.orbit(&[
+        "init",
+        "h",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        VISIBLE,
+        "--holdout",
+        &check,
+        "--sandbox",
+        "bwrap",
+    ]);
+    assert_ok(&sealed, "orbit init --holdout --sandbox bwrap");
+    assert!(!text(&sealed).contains("not sealed"), "{}", text(&sealed));
+    let audit = repo.orbit(&["audit", "--json", ".orbit/h"]);
+    assert!(
+        !String::from_utf8_lossy(&audit.stdout).contains("not sealed"),
+        "{}",
+        text(&audit)
+    );
+}
+
+#[test]
+fn what_the_agents_code_writes_during_the_holdout_run_never_reaches_a_later_run() {
+    let repo = add_repo();
+    let marker = repo.bin.path().join("leaked");
+    // The agent's add.sh adds, and, run by the holdout with ORBIT_HOLDOUT_DIR set (without
+    // the sandbox nothing hides it), copies the answers into the workspace for the next run.
+    let body = format!(
+        "[ -n \"${{ORBIT_HOLDOUT_DIR:-}}\" ] && cat \"$ORBIT_HOLDOUT_DIR\"/* > answers.txt && echo leaked >> {}; echo $(($1 + $2))",
+        marker.display()
+    );
+    let agent = claiming_agent(&repo, "leaker", &body);
+    let cases = cases_file(&repo);
+    let check = holdout_check();
+    let dir = repo.init_loop(
+        &agent,
+        &[VISIBLE],
+        &[
+            "--holdout",
+            &check,
+            "--holdout-file",
+            &cases.display().to_string(),
+            "--sandbox",
+            "none",
+        ],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    // The attack was made: the agent's code wrote the answers during the holdout run.
+    assert!(
+        marker.exists(),
+        "the code ran under the holdout: {}",
+        text(&out)
+    );
+    assert_code(&out, 0, "DONE: add.sh adds");
+    assert!(
+        !repo.ws().join("answers.txt").exists(),
+        "what the holdout run wrote is gone before any later run"
+    );
+    let files = repo.git(&["ls-tree", "-r", "--name-only", "orbit/test-goal"]);
+    assert!(!files.contains("answers.txt"), "{files}");
+    let artifacts = dir.join("iterations/000001/artifacts");
+    assert!(
+        !artifacts.join("answers.txt").exists(),
+        "nor is it kept where the checks can read it"
+    );
+}

@@ -70,13 +70,14 @@ artifacts_sweep() {
   done
 }
 
-# checks_settle DIR TREE: after a check run in $WS, which began on TREE: CHECKS_CHANGED
+# checks_settle DIR TREE [KEEP]: after a check run in $WS, which began on TREE: CHECKS_CHANGED
 # names what it changed of TREE (put back as it was), its new files are moved into
 # DIR/artifacts/ (the first ARTIFACTS_KEPT_MAX of at most ARTIFACT_KEPT_BYTES each; the rest
-# removed) and remembered. Status 1 when the work tree could not be put back to TREE (the
+# removed) and remembered; with KEEP 0 (a holdout run: nothing of it may reach a later run)
+# they are removed and not remembered. Status 1 when the work tree could not be put back to TREE (the
 # verdict must not be taken).
 checks_settle() {
-  local dir=$1 tree=$2 now st p stored=0 size parent
+  local dir=$1 tree=$2 keep=${3:-1} now st p stored=0 size parent
   local -a changed=() created=()
   CHECKS_CHANGED='' CHECKS_ARTIFACTS=0
   tree_here_v || return 1
@@ -109,7 +110,7 @@ checks_settle() {
   for p in "${created[@]}"; do
     CHECKS_ARTIFACTS=$((CHECKS_ARTIFACTS + 1))
     size=$(stat -c %s -- "$WS/$p" 2>/dev/null || echo -1)
-    if [[ -f $WS/$p && ! -L $WS/$p ]] && ((stored < ARTIFACTS_KEPT_MAX && size >= 0 && size <= ARTIFACT_KEPT_BYTES)); then
+    if ((keep)) && [[ -f $WS/$p && ! -L $WS/$p ]] && ((stored < ARTIFACTS_KEPT_MAX && size >= 0 && size <= ARTIFACT_KEPT_BYTES)); then
       parent=$dir/artifacts
       [[ $p != */* ]] || parent+=/${p%/*}
       if mkdir -p -- "$parent" 2>/dev/null && mv -f -- "$WS/$p" "$dir/artifacts/$p" 2>/dev/null; then
@@ -119,7 +120,7 @@ checks_settle() {
     fi
     rm -f -- "$WS/$p"
   done
-  if ((${#created[@]})); then
+  if ((${#created[@]} && keep)); then
     artifacts_remember "${created[@]}"
     orbit_log "a check run left ${#created[@]} file(s) of its own ($stored kept in ${dir#"$LOOP_DIR"/}/artifacts/): never part of the tree"
   fi

@@ -13,6 +13,13 @@ run_holdout() {
     orbit_log "the loop directory or git's control files changed before the holdout checks ran: $TRUST_BAD ($TRUST_REASON)"
     return 0
   fi
+  # The tree the holdout runs on: what it writes there never reaches a later run.
+  if ! tree_here_v; then
+    printf '[FAIL] holdout.sh (not run: git could not take the tree to check; see runner.log)\n' >>"$dir/holdout.log"
+    return 0
+  fi
+  local tree=$REPLY
+  trust_hold_loop
   deadline_cap_v "$HOLDOUT_BUDGET_S" || cut=1
   budget=$REPLY
   if ((budget <= 0)); then
@@ -31,6 +38,13 @@ run_holdout() {
   if ! trust_check check; then
     orbit_log "the holdout checks changed $TRUST_BAD ($TRUST_REASON): their verdict is not taken"
     return 0
+  fi
+  if ! checks_settle "$dir" "$tree" 0; then
+    rc=1
+    printf '[FAIL] holdout.sh (the work tree could not be put back to the tree it ran on)\n' >>"$out"
+  elif [[ -n $CHECKS_CHANGED ]]; then
+    rc=1
+    printf '[FAIL] holdout.sh (it changed the project it was checking: %s; put back as it was)\n' "$CHECKS_CHANGED" >>"$out"
   fi
   {
     orbit_iso_v -1

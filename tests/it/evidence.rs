@@ -331,3 +331,49 @@ esac"#,
     assert!(line.contains("\"candidate\":1"), "{line}");
     assert_eq!(repo.ws_read("add.sh"), "echo 4\n");
 }
+
+#[test]
+fn a_new_file_in_a_protected_set_hidden_by_the_users_global_excludes_is_git_tamper() {
+    let repo = Repo::new();
+    repo.write("tests/spec.sh", "true\n");
+    repo.git(&["add", "tests/spec.sh"]);
+    repo.git(&["commit", "-q", "-m", "spec"]);
+    // The user's own HOME for this scenario (never the suite's shared one).
+    let home = repo.bin.path().join("home");
+    fs::create_dir_all(&home).unwrap();
+    fs::copy(sealed_home().join(".gitconfig"), home.join(".gitconfig")).unwrap();
+    let agent = repo.agent(
+        "hider",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+mkdir -p "$HOME/.config/git"
+echo 'tests/extra.sh' > "$HOME/.config/git/ignore"
+echo 'exit 0' > tests/extra.sh
+echo done > work.txt
+echo claimed > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &["--protect", "tests/**"]);
+    let home_s = home.display().to_string();
+    let global = home.join(".gitconfig").display().to_string();
+    let out = repo.run_loop(
+        &dir,
+        &[],
+        &[("HOME", &home_s), ("GIT_CONFIG_GLOBAL", &global)],
+    );
+    // The attack was made: git ignores the new file in the protected set.
+    let ignored = command("git")
+        .env("HOME", &home)
+        .env("GIT_CONFIG_GLOBAL", &global)
+        .arg("-C")
+        .arg(repo.ws())
+        .args(["check-ignore", "-q", "tests/extra.sh"])
+        .status()
+        .unwrap();
+    assert!(ignored.success(), "the global excludes file hides it");
+    assert_code(&out, 3, "ABORTED");
+    assert_eq!(state(&dir, "STOP_REASON"), "git_tamper");
+    assert!(
+        !branch_files(&repo).contains(&"tests/extra.sh".to_string()),
+        "nothing of it is committed"
+    );
+}

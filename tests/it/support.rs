@@ -23,10 +23,15 @@ pub fn sealed_home() -> &'static Path {
         fs::create_dir_all(&home).unwrap();
         let config = "[user]\n\tname = Orbit Test\n\temail = orbit-test@example.invalid\n\
                       [commit]\n\tgpgsign = false\n";
-        // Several test processes may start at once: write aside, then rename.
-        let tmp = home.join(format!(".gitconfig.{}", std::process::id()));
-        fs::write(&tmp, config).unwrap();
-        fs::rename(&tmp, home.join(".gitconfig")).unwrap();
+        // Several test processes may start at once: write aside, then rename; and never
+        // when it is there already, for a loop of another process that watches it (the
+        // user's git configuration, to a runner) would take the new file for tampering.
+        let path = home.join(".gitconfig");
+        if fs::read_to_string(&path).ok().as_deref() != Some(config) {
+            let tmp = home.join(format!(".gitconfig.{}", std::process::id()));
+            fs::write(&tmp, config).unwrap();
+            fs::rename(&tmp, &path).unwrap();
+        }
         home
     })
 }

@@ -19,14 +19,32 @@ trust_loop_v() {
     \( -type d -printf 'd - - - - %P\n' \) -o -printf '%y %i %s %T@ %C@ %P\n' 2>/dev/null | LC_ALL=C sort)
 }
 
+# The excludes and attributes files the user's git configuration names (core.excludesFile,
+# core.attributesFile), resolved once per run: the files that name them are watched.
+TRUST_GIT_NAMED=
+TRUST_GIT_NAMED_READ=0
+trust_git_named() {
+  local p out
+  ((TRUST_GIT_NAMED_READ)) && return 0
+  TRUST_GIT_NAMED_READ=1
+  for p in core.excludesFile core.attributesFile; do
+    out=$(git -C "$REPO_ROOT" config --path --get "$p" 2>/dev/null) || continue
+    [[ $out == /* && $out != *$'\n'* ]] && TRUST_GIT_NAMED+="$out"$'\n'
+  done
+}
+
 trust_git_v() {
   local p
-  local -a roots=()
+  local -a roots=() named=()
   REPLY=''
+  trust_git_named
+  mapfile -t named <<<"${TRUST_GIT_NAMED%$'\n'}"
   for p in "$GIT_COMMON_ABS/config" "$GIT_COMMON_ABS/config.worktree" "$GIT_COMMON_ABS/hooks" \
     "$GIT_COMMON_ABS/info" "$GIT_COMMON_ABS/refs/replace" "$GIT_DIR_ABS/config.worktree" "$GIT_DIR_ABS/commondir" \
     "${HOME:-/nonexistent}/.gitconfig" "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git/config" \
-    "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git/attributes"; do
+    "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git/attributes" \
+    "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git/ignore" ${named[@]+"${named[@]}"}; do
+    [[ -n $p ]] || continue
     if [[ -e $p || -L $p ]]; then
       roots+=("$p")
     else

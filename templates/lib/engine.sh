@@ -406,8 +406,9 @@ engine_probe_v() {
 
 # engine_version_probe: ENGINE_VERSION, the first line of the CLI's `--version` (each
 # built-in engine's preflight starts here). A probe that does not answer in time stops the
-# run: a CLI that hangs on its own version would hang every run.
-ENGINE_PROBE_LIMIT=20
+# run: a CLI that hangs on its own version would hang every run. A minute: a Node CLI on a
+# busy machine was seen to take over 20 s to say its version.
+ENGINE_PROBE_LIMIT=60
 engine_version_probe() {
   engine_probe_v "$ENGINE_PROBE_LIMIT" --version
   if ((ENGINE_PROBE_TIMED_OUT)); then

@@ -957,7 +957,7 @@ fn plumbing_commits_run_gits_housekeeping_every_hundred_iterations() {
     // A check that always fails, differently each time (the file count in letters).
     let dir = repo.init_loop(&agent, &["ls f*.txt | wc -l | tr 0-9 a-j; exit 1"], &[]);
     let trace_env = trace.display().to_string();
-    let out = repo.run_loop(
+    let out = repo.run_loop_within(
         &dir,
         &[],
         &[
@@ -965,6 +965,7 @@ fn plumbing_commits_run_gits_housekeeping_every_hundred_iterations() {
             ("WRAPUP_ON_LIMIT", "0"),
             ("GIT_TRACE", &trace_env),
         ],
+        std::time::Duration::from_secs(1200),
     );
     assert_code(&out, 16, "100 iterations");
     assert_eq!(

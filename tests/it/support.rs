@@ -239,6 +239,18 @@ impl Repo {
 
     /// `bash run-loop.sh ARGS` with extra environment, bounded.
     pub fn run_loop(&self, loop_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.run_loop_within(loop_dir, args, env, Duration::from_secs(180))
+    }
+
+    /// `run_loop` for a loop of many iterations: the bound is a safety net for a wedged
+    /// run, never a measure of speed (a busy machine may take many times longer).
+    pub fn run_loop_within(
+        &self,
+        loop_dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        limit: Duration,
+    ) -> Output {
         let mut cmd = command("bash");
         cmd.arg(loop_dir.join("run-loop.sh"))
             .args(args)
@@ -249,7 +261,7 @@ impl Repo {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        run_bounded(cmd, Duration::from_secs(180))
+        run_bounded(cmd, limit)
     }
 }
 

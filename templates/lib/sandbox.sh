@@ -121,7 +121,7 @@ sandbox_hide_holdout() {
       hide_args+=(--tmpfs "$p" --remount-ro "$p")
     fi
   done
-  for p in "$LOOP_DIR/holdout.sh" "$LOOP_DIR/loop.toml" "$LOOP_DIR"/iterations/*/holdout.log; do
+  for p in "$LOOP_DIR/holdout.sh" "$LOOP_DIR/loop.toml" "$LOOP_DIR"/iterations/*/holdout.log "$LOOP_DIR"/iterations/*/candidates/*/holdout.log; do
     if [[ -f $p && ! -L $p ]]; then
       hide_args+=(--ro-bind /dev/null "$p")
     fi

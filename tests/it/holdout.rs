@@ -663,3 +663,44 @@ fn what_the_agents_code_writes_during_the_holdout_run_never_reaches_a_later_run(
         "nor is it kept where the checks can read it"
     );
 }
+
+#[test]
+fn under_the_sandbox_a_candidates_check_cannot_read_a_siblings_holdout_log() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = add_repo();
+    let agent = claiming_agent(&repo, "honest", "echo $(($1 + $2))");
+    let cases = cases_file(&repo);
+    let check = holdout_check();
+    // A visible check that copies every candidate's holdout log it can read (what the code
+    // of a later candidate could do while its checks run).
+    let leak = "cat ../../test-goal/iterations/*/candidates/*/holdout.log > leak.txt 2>/dev/null; echo \"$PWD\" >> leak.txt; true";
+    let dir = repo.init_loop(
+        &agent,
+        &[VISIBLE, leak],
+        &[
+            "--holdout",
+            &check,
+            "--holdout-file",
+            &cases.display().to_string(),
+            "--sandbox",
+            "bwrap",
+            "--candidates",
+            "2",
+        ],
+    );
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert!(
+        dir.join("iterations/000001/candidates/1/holdout.log")
+            .is_file(),
+        "candidate 1's holdout ran before candidate 2's checks: {}",
+        text(&out)
+    );
+    let artifacts = dir.join("iterations/000001/candidates/2/artifacts");
+    assert!(
+        artifacts.join("leak.txt").is_file(),
+        "candidate 2's check ran"
+    );
+    assert_no_holdout_text(&artifacts, "what candidate 2's check could read");
+}

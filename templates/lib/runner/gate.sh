@@ -175,13 +175,14 @@ gate_confirm() {
     verdict=${verdict//[[:cntrl:]]/ }
     orbit_cut_v "$verdict" 200
     verdict=$REPLY
-    artifacts_sweep "$dir"
-    tree_snapshot
-    t_after=$REPLY
+    # git runs only once the workspace and git's files are known to be as they were.
     if ! integrity_gate "after confirm"; then
       GATE_VERDICT="integrity"
       return 0
     fi
+    artifacts_sweep "$dir"
+    tree_snapshot
+    t_after=$REPLY
     if ((AGENT_RC != 0 || AGENT_TIMED_OUT)); then
       GATE_VERDICT="the confirmation run failed (exit $AGENT_RC)"
       confirm_feedback "$dir" "$n" "$GATE_VERDICT"

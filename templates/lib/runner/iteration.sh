@@ -26,12 +26,13 @@ run_iteration() {
   t_before=$REPLY
   iteration_agent "$n" "$dir" "$t_before" "$fb"
   iteration_rate_limit "$n" "$dir"
-  if ! ws_on_branch; then
-    workspace_head_restore "after the agent"
-  fi
+  # No git runs before the workspace and git's files are known to be as they were.
   if ! integrity_gate "after agent"; then
     iteration_abort "$n" "$dir" "$t_before"
     return 0
+  fi
+  if ! ws_on_branch; then
+    workspace_head_restore "after the agent"
   fi
   if [[ ${R[AGENT_OUTCOME]} == "$OUTCOME_PERMANENT" ]]; then
     R[VERIFY]=$VERIFY_SKIP R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_TOOL_FAILURE

@@ -17,9 +17,11 @@
 //!    time (the candidates run in parallel), and the reset of a reused candidate worktree
 //!    (as the runner does it: `git checkout -f` + `git clean -fd`) against the floor (one
 //!    `git status --porcelain` of that repository).
+//! 6. The DONE gate's clean checkout: refilling it with the tree to commit, as the runner
+//!    does, against one plain `git worktree add` of that tree.
 //!
 //! Set ORBIT_BENCH_RUNS to change the number of samples (default 15), ORBIT_BENCH_ONLY to
-//! one of init, runner, audit, status, fanout to run a single part.
+//! one of init, runner, audit, status, fanout, clean to run a single part.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -619,6 +621,74 @@ fn bench_fanout(rows: &mut Vec<Row>, files: usize, label: &str) {
     }
 }
 
+/// The DONE gate's clean checkout, as the runner refills it (its index set to the tree to
+/// commit, everything else removed, every file written), against one plain
+/// `git worktree add` of the same tree. Only a claim pays it: the gate is the one place the
+/// runner makes it.
+fn bench_clean(rows: &mut Vec<Row>, files: usize, label: &str) {
+    let r = repo(files);
+    let n = runs();
+    let git = |dir: &Path, args: &[&str]| {
+        run_ok(
+            Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .stdout(Stdio::null()),
+        )
+    };
+    let clean = r.path().join("..").join(format!(
+        "{}.clean",
+        r.path().file_name().unwrap().to_string_lossy()
+    ));
+    let clean_s = clean.display().to_string();
+    git(
+        r.path(),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            "--no-checkout",
+            &clean_s,
+            "HEAD",
+        ],
+    );
+    let refill_m = median(
+        (0..n)
+            .map(|i| {
+                // What the checks of the last claim left behind.
+                fs::write(clean.join("report.xml"), format!("run {i}\n")).unwrap();
+                time(|| {
+                    git(&clean, &["read-tree", "HEAD^{tree}"]);
+                    git(&clean, &["clean", "-q", "-f", "-f", "-d", "-x"]);
+                    git(&clean, &["checkout-index", "-a", "-f", "-u"]);
+                })
+            })
+            .collect(),
+    );
+    let add_m = median(
+        (0..n)
+            .map(|i| {
+                let w = format!("{clean_s}.add{i}");
+                let d = time(|| git(r.path(), &["worktree", "add", "-q", "--detach", &w, "HEAD"]));
+                git(r.path(), &["worktree", "remove", "-f", "-f", &w]);
+                d
+            })
+            .collect(),
+    );
+    git(r.path(), &["worktree", "remove", "-f", "-f", &clean_s]);
+    let ratio = refill_m.as_secs_f64() / add_m.as_secs_f64();
+    rows.push(Row {
+        name: format!("clean checkout before DONE, {label}"),
+        value: ms(refill_m),
+        note: format!(
+            "refilled with the tree to commit; {ratio:.2}x one plain git worktree add ({}); under one: {}; an iteration without a claim makes none",
+            ms(add_m),
+            verdict(ratio < 1.0)
+        ),
+    });
+}
+
 /// Writes a loop's history as the runner would have: `n` iterations of events (a valid
 /// hash chain), progress entries, ledger, signatures and result.env files, a sealed
 /// state.env, and a runner.log of `log_bytes`.
@@ -893,6 +963,10 @@ fn main() {
     if part("fanout") {
         bench_fanout(&mut rows, 1, "small repo");
         bench_fanout(&mut rows, 20_000, "20,000 files");
+    }
+    if part("clean") {
+        bench_clean(&mut rows, 1, "small repo");
+        bench_clean(&mut rows, 20_000, "20,000 files");
     }
     if part("audit") {
         bench_audit(&mut rows);

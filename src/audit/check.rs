@@ -987,7 +987,7 @@ impl Audit<'_> {
                 ),
             );
         } else if let Some(c) = cfg
-            && c.verify.len() != checks
+            && c.verify.len() + c.reproduction.len() + c.regression.len() != checks
         {
             self.add(
                 FindingClass::ValidatorGap,
@@ -995,7 +995,7 @@ impl Audit<'_> {
                 "verify.sh:1",
                 format!(
                     "verify.sh has {checks} run_check line(s) but loop.toml lists {} check(s): they were rendered from different settings",
-                    c.verify.len()
+                    c.verify.len() + c.reproduction.len() + c.regression.len()
                 ),
                 format!("orbit init --force --dir {}", self.shown),
             );

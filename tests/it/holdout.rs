@@ -704,3 +704,30 @@ fn under_the_sandbox_a_candidates_check_cannot_read_a_siblings_holdout_log() {
     );
     assert_no_holdout_text(&artifacts, "what candidate 2's check could read");
 }
+
+#[test]
+fn a_loop_of_reproduction_and_regression_checks_alone_has_no_validator_gap() {
+    let repo = add_repo();
+    let agent = repo.agent("idle", "exit 0");
+    let exec = agent.display().to_string();
+    let out = repo.orbit(&[
+        "init",
+        "g",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--reproduction",
+        VISIBLE,
+        "--regression",
+        "test -f add.sh",
+    ]);
+    assert_ok(&out, "orbit init with role checks only");
+    let audit = repo.orbit(&["audit", "--json", ".orbit/g"]);
+    let v: serde_json::Value = serde_json::from_slice(&audit.stdout).expect("audit --json");
+    let findings = v["loops"][0]["findings"].as_array().unwrap().clone();
+    assert!(
+        !findings.iter().any(|f| f["class"] == "VALIDATOR_GAP"),
+        "both checks are in verify.sh: {findings:?}"
+    );
+}

@@ -472,6 +472,16 @@ fn config_from_args(
     let mut found = Vec::new();
     if !(args.no_auto_protect || d.no_auto_protect == Some(true)) {
         found = autoprotect::plan(&sources(&cfg), &cfg.protect);
+        // A check's program that is not there yet (`./app`) is what the agent is to write,
+        // not what the check means: it is not protected (a judge's script always is).
+        for f in found.iter_mut() {
+            if f.source.role != "judge-cmd"
+                && !f.scripts.is_empty()
+                && f.scripts.iter().all(|p| !repo.join(p).exists())
+            {
+                f.globs.clear();
+            }
+        }
         cfg.auto_protect = autoprotect::globs(&found);
     }
     cfg.validate()?;

@@ -30,8 +30,29 @@ run_check() {
   else
     VERIFY_FAILED=$((VERIFY_FAILED + 1))
     printf '[FAIL] %s (%s)\n' "$name" "$status"
-    ((!VERIFY_TALLY)) || printf 'FAIL %s\n' "$name" >&6
+    if ((VERIFY_TALLY)); then
+      check_cannot_run_v "$ORBIT_RC" "$ORBIT_TIMED_OUT"
+      printf 'FAIL %s %s\n' "$name" "${REPLY:-$status}" >&6
+    fi
   fi
+}
+
+# check_cannot_run_v RC TIMED_OUT: REPLY is "cannot-run: WHY" when the failed check's output
+# (VERIFY_OUT) says it could not run at all (a program not found, exit 127; its test
+# runner's module missing), else "".
+check_cannot_run_v() {
+  local line=''
+  REPLY=''
+  (($2 == 0)) || return 0
+  if (($1 == 127)); then
+    line=$(grep -a -m 1 -- ': command not found' "$VERIFY_OUT" 2>/dev/null) || line=''
+  fi
+  if [[ -z $line ]]; then
+    line=$(grep -a -m 1 -E -- "No module named '?(pytest|unittest|nose2|tox)'?($|[^.[:alnum:]_])" "$VERIFY_OUT" 2>/dev/null) || line=''
+  fi
+  [[ -n $line ]] || return 0
+  line=${line//[[:cntrl:]]/ }
+  REPLY="cannot-run: ${line:0:160}"
 }
 
 # Whether the runner gave a tally (fd 6, ORBIT_VERIFY_TALLY=6): one line per check, PASS or

@@ -377,3 +377,31 @@ echo claimed > "$ORBIT_AGENT_DIR/done.md""#,
         "nothing of it is committed"
     );
 }
+
+#[test]
+fn a_check_that_cannot_run_on_the_untouched_tree_stops_in_preflight_not_as_a_red_start() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 1);
+    // A program the machine does not have: exit 127, "command not found".
+    let dir = repo.init_loop(&agent, &["orbit-no-such-tool --run"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 2, "preflight: the check cannot run");
+    let said = text(&out);
+    assert!(
+        said.contains("cannot run on the untouched tree") && said.contains("command not found"),
+        "{said}"
+    );
+    assert!(
+        !dir.join("iterations/000001").exists(),
+        "no agent ran, nothing was spent"
+    );
+    // A program the agent is to write (a path that does not exist yet) is a red start.
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "builder",
+        "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\nprintf '#!/bin/sh\\nexit 0\\n' > app; chmod +x app\necho built > \"$ORBIT_AGENT_DIR/done.md\"",
+    );
+    let dir = repo.init_loop(&agent, &["./app"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE: ./app missing at the start was the work");
+}

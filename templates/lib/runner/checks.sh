@@ -82,8 +82,9 @@ run_verify() {
 }
 LAST_VERIFY_OUT=
 
-# The runner's own tally of the last verify run (verify.sh's fd 6): "PASS NAME" or "FAIL NAME"
-# per check, never the checks' output.
+# The runner's own tally of the last verify run (verify.sh's fd 6): "PASS NAME" or "FAIL NAME
+# WHY" per check (WHY: "exit N", "timed out ...", or "cannot-run: ..." when the check could
+# not run at all), never the checks' output.
 VERIFY_TALLY_FILE=
 # tally_counts_v: REPLY is "PASSED TOTAL" of the last verify run, from the tally. verify.sh
 # writes one line per check in CHECK_NAMES order (a run cut short, a prefix of them); the
@@ -92,7 +93,7 @@ VERIFY_TALLY_FILE=
 tally_counts_v() {
   local word name passed=0 total=${#CHECK_NAMES[@]} k=0 bad=''
   if [[ -f $VERIFY_TALLY_FILE && ! -L $VERIFY_TALLY_FILE ]]; then
-    while read -r word name; do
+    while read -r word name _; do
       if ((k < ${#CHECK_NAMES[@]})) && [[ $name == "${CHECK_NAMES[k]}" && ($word == PASS || $word == FAIL) ]]; then
         [[ $word == FAIL ]] || passed=$((passed + 1))
         k=$((k + 1))

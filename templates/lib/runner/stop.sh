@@ -133,6 +133,7 @@ red_gate() {
   if [[ -n $TRUST_BAD ]]; then
     return 0
   fi
+  red_gate_can_run
   for c in "${CHECKS_REGRESSION[@]}"; do
     check_passed "$c" || bad+="${bad:+, }$c"
   done
@@ -159,6 +160,21 @@ red_gate() {
     finish "$EXIT_VACUOUS_VERIFY" "$STATUS_BLOCKED" "$REASON_VACUOUS_VERIFY" "verify.sh already passes before the agent did anything: it proves nothing. Add a check that fails now, or set ALLOW_GREEN_START=1"
   fi
   orbit_event verify_fail 0 run red_gate
+}
+
+# red_gate_can_run: a check that could not run at all on the untouched tree (its program not
+# found, its test runner's module missing) is the environment's, not a red start: the loop
+# stops in preflight, naming the check and what it said, before any agent runs.
+red_gate_can_run() {
+  local word name why
+  tally_counts_v
+  [[ ${REPLY#* } != 0 ]] || return 0
+  while read -r word name why; do
+    [[ $word == FAIL && $why == cannot-run:* ]] || continue
+    orbit_event verify_fail 0 run red_gate code CHECK_CANNOT_RUN failing "$name"
+    orbit_cut_v "${why#cannot-run: }" 160
+    finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "the check $name cannot run on the untouched tree ($REPLY): it would fail whatever the agent did. Install what it needs (or run it through the project's environment), check it by hand with bash $LOOP_DIR/verify.sh, then run again (see iterations/baseline/verify.log)"
+  done <"$VERIFY_TALLY_FILE"
 }
 
 # An unexpected failure: say where, keep the footer contract, exit 1. State on disk is

@@ -23,9 +23,19 @@ run_check() {
     status="exit $ORBIT_RC"
   fi
   if ((ORBIT_TIMED_OUT == 0 && ORBIT_RC == 0)); then
+    # A pass means what it meant on the base tree: its tests still run (lib/counts.sh).
+    if ! counts_judge "$name" "$VERIFY_OUT" 1; then
+      VERIFY_FAILED=$((VERIFY_FAILED + 1))
+      printf '[FAIL] %s (%s)\n' "$name" "$COUNTS_WHY"
+      return 0
+    fi
     VERIFY_PASSED=$((VERIFY_PASSED + 1))
     printf '[PASS] %s\n' "$name"
+    if [[ -n $COUNTS_NOTE ]]; then
+      printf '%s\n' "$COUNTS_NOTE"
+    fi
   else
+    counts_judge "$name" "$VERIFY_OUT" 0 || true
     VERIFY_FAILED=$((VERIFY_FAILED + 1))
     printf '[FAIL] %s (%s)\n' "$name" "$status"
   fi
@@ -75,8 +85,14 @@ main() {
   if ((${HOLDOUT_SCRIPT:-0})); then
     export ORBIT_HOLDOUT_DIR="${ORBIT_HOLDOUT_DIR:-$here/holdout}"
   fi
+  counts_base_load "$here"
   cd -- "$root" || orbit_die "$EXIT_PREFLIGHT" "cannot enter $root"
   checks
+  # What the checks' summaries counted, for the runner's record (not holdout.sh's: its
+  # checks leave no trace a later run could read).
+  if [[ ${ORBIT_VERIFY_FOR-} == "$here" && -d ${ORBIT_VERIFY_TMP-} ]] && ((!${HOLDOUT_SCRIPT:-0})); then
+    counts_write "$ORBIT_VERIFY_TMP"
+  fi
   printf '%d passed, %d failed\n' "$VERIFY_PASSED" "$VERIFY_FAILED"
   if ((VERIFY_PASSED + VERIFY_FAILED == 0)); then
     printf 'no check ran: add one to loop.toml (verify = [...], holdout = [...]) and run orbit init --force\n'

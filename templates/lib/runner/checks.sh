@@ -12,6 +12,7 @@ run_verify() {
   out="$ORBIT_TMP/verify.out"
   VERIFY_OK=0 VERIFY_RC=1 VERIFY_TO=0
   LAST_VERIFY_OUT=$out
+  counts_reset
   rm -f -- "$out"
   : >"$out"
   if [[ -n $TRUST_BAD ]] || ! trust_check runner; then
@@ -29,7 +30,7 @@ run_verify() {
   fi
   sandbox_prepare check
   ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" \
-    ORBIT_VERIFY_TMP="$ORBIT_TMP" \
+    ORBIT_VERIFY_TMP="$ORBIT_TMP" ORBIT_BASE_COUNTS="$BASE_COUNTS" \
     orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/verify.sh"
   VERIFY_RC=$ORBIT_RC
   VERIFY_TO=$ORBIT_TIMED_OUT
@@ -41,6 +42,7 @@ run_verify() {
     VERIFY_RC=1
     return 0
   fi
+  counts_take "$dir" "$label"
   {
     orbit_iso_v -1
     printf '### verify run: %s (%s)\n' "$label" "$REPLY"
@@ -124,6 +126,8 @@ feedback_write() {
   {
     printf 'Failing checks: %s\n' "${failing:-verify.sh}"
     printf '%s' "$role_lines"
+    counts_feedback_v
+    printf '%s' "$REPLY"
     if ((${#tests[@]})); then
       printf 'Failing tests:\n'
       printf '    - %s\n' "${tests[@]}"

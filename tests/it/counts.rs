@@ -377,6 +377,23 @@ fn fewer_cargo_tests_fail_the_check_and_allow_fewer_tests_accepts_the_drop_on_re
             .iter()
             .all(|e| e.value["allowed"] == true && e.value["verdict"] == "allowed")
     );
+    let report = repo.orbit(&["report", &dir.display().to_string()]);
+    assert_ok(&report, "orbit report");
+    let report = String::from_utf8_lossy(&report.stdout).into_owned();
+    assert!(report.contains("## Test counts"), "{report}");
+    assert!(
+        report.contains(&format!("| `{name}` | 4 | 2 | 2 | 0 | 1 | accepted: 2 tests ran, 4 ran at the start (allow-fewer-tests) |")),
+        "{report}"
+    );
+    let audit = repo.orbit(&["audit", &dir.display().to_string()]);
+    let audit = text(&audit);
+    assert!(
+        audit.contains(&format!(
+            "{name}: 2 tests ran (4 on the base tree), the drop accepted by allow-fewer-tests"
+        )),
+        "{audit}"
+    );
+
     // A name that is no check of the loop is refused.
     let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
     fs::write(

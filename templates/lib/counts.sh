@@ -185,12 +185,15 @@ counts_judge() {
   [[ $verdict != fewer && $verdict != zero ]]
 }
 
-# counts_write DIR: what this run counted, as DIR/counts.tsv (written aside, then renamed),
-# for the runner that ran this script.
-counts_write() {
-  local tmp="$1/.counts.tsv.$$"
-  rm -f -- "$tmp"
-  if ! { printf '%s' "$COUNTS_SEEN" >"$tmp" && mv -f -- "$tmp" "$1/counts.tsv"; } 2>/dev/null; then
-    rm -f -- "$tmp"
-  fi
+# counts_print: what this run counted, one "[COUNTS]<TAB>..." line per counted check, for
+# the runner that ran this script: printed after every check ran, just before the closing
+# line, so that no check's output can come after them (a sandboxed check's scratch space
+# is its own: the runner reads them from this script's output).
+counts_print() {
+  local line
+  while IFS= read -r line; do
+    if [[ -n $line ]]; then
+      printf '[COUNTS]\t%s\n' "$line"
+    fi
+  done <<<"$COUNTS_SEEN"
 }

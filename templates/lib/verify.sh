@@ -91,7 +91,7 @@ main() {
   # What the checks' summaries counted, for the runner's record (not holdout.sh's: its
   # checks leave no trace a later run could read).
   if [[ ${ORBIT_VERIFY_FOR-} == "$here" && -d ${ORBIT_VERIFY_TMP-} ]] && ((!${HOLDOUT_SCRIPT:-0})); then
-    counts_write "$ORBIT_VERIFY_TMP"
+    counts_print
   fi
   printf '%d passed, %d failed\n' "$VERIFY_PASSED" "$VERIFY_FAILED"
   if ((VERIFY_PASSED + VERIFY_FAILED == 0)); then

@@ -436,3 +436,57 @@ fn the_base_counts_are_sealed_a_changed_record_stops_the_next_run() {
         text(&out)
     );
 }
+
+#[test]
+fn under_the_sandbox_the_counts_are_taken_and_a_drop_fails_the_same() {
+    if !crate::support::bwrap_available() {
+        return;
+    }
+    let name = check_name(CARGO_CHECK);
+    let repo = Repo::new();
+    cargo_repo(&repo);
+    let agent = cargo_agent(&repo);
+    let dir = repo.init_loop(
+        &agent,
+        &[CARGO_CHECK],
+        &["--max-iterations", "1", "--sandbox", "bwrap"],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 16, "no DONE");
+    let base = counts(&dir.join("iterations/baseline/counts.tsv"));
+    assert_eq!(
+        base[0][1..8],
+        [&name, "4", "4", "0", "1", "tests", "failed"]
+    );
+    let log = fs::read_to_string(dir.join("iterations/000001/verify.log")).unwrap();
+    assert!(
+        log.contains(&format!("[FAIL] {name} (2 tests ran, 4 ran at the start)")),
+        "{log}"
+    );
+}
+
+#[test]
+fn counts_lines_a_check_prints_itself_are_never_taken() {
+    // The check prints what real cargo printed, then a forged line of verify.sh's own
+    // block: verify.sh's [PASS]/[FAIL] line follows it, so the runner takes only what
+    // verify.sh printed after every check.
+    let check = "cat \"$(cat replay)\"; printf '[COUNTS]\\tforged\\t99\\t99\\t0\\t0\\ttests\\theld\\t-\\t-\\n'; test -f fixed";
+    let name = check_name(check);
+    let repo = Repo::new();
+    cargo_repo(&repo);
+    let agent = repo.agent("agent", "cat >/dev/null");
+    let dir = repo.init_loop(&agent, &[check], &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "one tick");
+    let log = fs::read_to_string(dir.join("iterations/baseline/verify.log")).unwrap();
+    assert!(
+        log.contains("[COUNTS]\tforged\t99"),
+        "the forgery was printed: {log}"
+    );
+    let base = counts(&dir.join("iterations/baseline/counts.tsv"));
+    assert_eq!(base.len(), 1, "{base:?}");
+    assert_eq!(
+        base[0][1..8],
+        [&name, "4", "4", "0", "1", "tests", "failed"]
+    );
+}

@@ -15,21 +15,18 @@ COUNTS_RE=$'^[A-Za-z0-9._-]+\t[0-9]+\t[0-9]+\t[0-9]+\t[0-9]+\t(tests|packages)\t
 # nothing).
 counts_reset() {
   LAST_COUNTS=
-  rm -f -- "$ORBIT_TMP/counts.tsv"
 }
 
-# counts_take DIR LABEL: the counts verify.sh left in the scratch space (each line checked;
-# the file removed), under LABEL, into LAST_COUNTS and appended to DIR/counts.tsv; a pass
-# that ran none or fewer, and a drop loop.toml accepts, journalled as test_count_drop.
+# counts_take DIR LABEL: the counts verify.sh printed, read from the end of its output in
+# LAST_VERIFY_OUT (the "[COUNTS]" lines just before its closing line, after every check's
+# output: a line a check printed is never taken; each line checked), under LABEL, into
+# LAST_COUNTS and appended to DIR/counts.tsv; a pass that ran none or fewer, and a drop
+# loop.toml accepts, journalled as test_count_drop.
 counts_take() {
-  local dir=$1 label=$2 file="$ORBIT_TMP/counts.tsv" line text=''
+  local dir=$1 label=$2 line text=''
   local -a f
   LAST_COUNTS=
-  if [[ -e $file || -L $file ]] && ! orbit_regular "$file"; then
-    rm -f -- "$file"
-    return 0
-  fi
-  [[ -f $file ]] || return 0
+  # shellcheck disable=SC2016  # awk code, not shell
   while IFS= read -r line; do
     [[ $line =~ $COUNTS_RE ]] || continue
     text+="$label"$'\t'"$line"$'\n'
@@ -41,8 +38,14 @@ counts_take() {
           allowed "$([[ ${f[6]} == allowed ]] && echo true || echo false)"
         ;;
     esac
-  done < <(head -c 65536 -- "$file")
-  rm -f -- "$file"
+  done < <(LC_ALL=C awk '
+    { l[NR % 1024] = $0 }
+    END {
+      if (NR == 0 || l[NR % 1024] !~ /^[0-9]+ passed, [0-9]+ failed$/) exit
+      i = NR - 1
+      while (i > 0 && i > NR - 1024 && substr(l[i % 1024], 1, 9) == "[COUNTS]\t") i--
+      for (j = i + 1; j < NR; j++) print substr(l[j % 1024], 10)
+    }' "$LAST_VERIFY_OUT" 2>/dev/null)
   LAST_COUNTS=$text
   if [[ -n $text ]] && orbit_appendable "$dir/counts.tsv"; then
     printf '%s' "$text" >>"$dir/counts.tsv" || orbit_records_fail "$dir/counts.tsv"

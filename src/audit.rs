@@ -66,6 +66,10 @@ pub struct Summary {
     /// How many candidates each iteration fans out to, when more than one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidates: Option<u64>,
+    /// What each check's own output said ran, on the base tree and at its latest run
+    /// (contract section 6); empty when no check's output has a known summary.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub test_counts: Vec<crate::counts::CheckCounts>,
 }
 
 /// The audit of one loop.
@@ -340,6 +344,9 @@ pub fn render_human(reports: &[LoopReport], colour: bool) -> String {
                 f.message,
                 f.fix
             ));
+        }
+        for c in &r.summary.test_counts {
+            out.push_str(&format!("  tests  {}\n", c.text()));
         }
         if r.findings.is_empty() {
             out.push_str("  no findings\n");

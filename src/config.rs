@@ -83,6 +83,9 @@ pub struct LoopConfig {
     pub branch_isolation: bool,
     pub squash_on_done: bool,
     pub allow_green_start: bool,
+    /// The checks (by name) whose pass may run fewer tests, or skip more, than on the base
+    /// tree: the drop is accepted and recorded.
+    pub allow_fewer_tests: Vec<String>,
     pub wrapup_on_limit: bool,
     pub adaptive_timeout: bool,
     /// Fresh-context confirmation runs before DONE (0 = off).
@@ -513,6 +516,20 @@ impl LoopConfig {
                 "fanout-early-stop = true stops a fan-out, and this loop has none: give candidates = 2 or more (orbit init --candidates N), or leave fanout-early-stop out".into(),
             ));
         }
+        let names = self.check_names();
+        for name in &self.allow_fewer_tests {
+            if !names.contains(name) {
+                return Err(Error::Usage(format!(
+                    "allow-fewer-tests: '{}' is not a check of this loop; its checks are: {}",
+                    name.escape_debug(),
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                )));
+            }
+        }
         for (key, list) in [
             ("verify", &self.verify),
             ("reproduction", &self.reproduction),
@@ -540,6 +557,19 @@ impl LoopConfig {
             }
         }
         out
+    }
+
+    /// The names of verify.sh's checks (acceptance, then reproduction, then regression), as
+    /// its `run_check` lines give them.
+    pub fn check_names(&self) -> Vec<String> {
+        let cmds: Vec<String> = self
+            .verify
+            .iter()
+            .chain(&self.reproduction)
+            .chain(&self.regression)
+            .cloned()
+            .collect();
+        goal::check_names(&cmds)
     }
 
     /// An optional amount in micro-dollars.

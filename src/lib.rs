@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod contract;
 pub mod control;
+pub mod counts;
 pub mod demo;
 pub mod engine;
 pub mod error;

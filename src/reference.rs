@@ -395,6 +395,11 @@ pub const SETTING_MEANINGS: &[(&str, Option<&str>, &str)] = &[
         "Let verify.sh as a whole pass on the base tree (otherwise the red gate stops the first run, exit 17). A reproduction check that passes there, or a regression check that fails, is never excused.",
     ),
     (
+        "allow-fewer-tests",
+        None,
+        "The checks (by their names in verify.sh) that may pass with fewer tests run, or more skipped, than on the base tree: each such drop is accepted, said beside the check's `[PASS]` line, journalled (`test_count_drop` with `allowed`) and shown by `orbit report` and `orbit audit`. Without it, a check whose output has a known summary (cargo test, pytest, go test, jest, vitest, mocha, node's test runner, a plain `N passed, M failed` line) fails when it passes with fewer. A pass with no test run fails either way.",
+    ),
+    (
         "wrapup-on-limit",
         None,
         "When `max-iterations` is used up without DONE, one last agent run that changes nothing and writes into notes.md what remains, what blocked it and what a human should look at first.",

@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::config::{LoopConfig, Sandbox};
 use crate::contract::Engine;
 use crate::error::{Error, Result};
-use crate::goal::{self, GoalText};
+use crate::goal::GoalText;
 use crate::shell;
 
 /// Templates compiled into the binary, by name.
@@ -74,6 +74,7 @@ pub const LIB_RUNNER_RECORD: &str = include_str!("../templates/lib/runner/record
 pub const LIB_RUNNER_PROMPT: &str = include_str!("../templates/lib/runner/prompt.sh");
 pub const LIB_RUNNER_AGENT: &str = include_str!("../templates/lib/runner/agent.sh");
 pub const LIB_RUNNER_DEADLINE: &str = include_str!("../templates/lib/runner/deadline.sh");
+pub const LIB_RUNNER_COUNTS: &str = include_str!("../templates/lib/runner/counts.sh");
 pub const LIB_RUNNER_CHECKS: &str = include_str!("../templates/lib/runner/checks.sh");
 pub const LIB_RUNNER_GATE: &str = include_str!("../templates/lib/runner/gate.sh");
 pub const LIB_RUNNER_HOLDOUT: &str = include_str!("../templates/lib/runner/holdout.sh");
@@ -88,6 +89,9 @@ pub const LIB_FANOUT: &str = include_str!("../templates/lib/fanout.sh");
 pub const LIB_FANOUT_SELECT: &str = include_str!("../templates/lib/fanout/select.sh");
 pub const LIB_NO_FANOUT: &str = include_str!("../templates/lib/no-fanout.sh");
 pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
+/// What a check's own output says ran: the test tools' summaries, counted and judged
+/// against the base tree's (verify.sh and holdout.sh).
+pub const LIB_COUNTS: &str = include_str!("../templates/lib/counts.sh");
 /// recover.sh's parts, in the order it holds them; lib/recover.sh applies and has main.
 pub const LIB_RECOVER_ARGS: &str = include_str!("../templates/lib/recover/args.sh");
 pub const LIB_RECOVER_EVIDENCE: &str = include_str!("../templates/lib/recover/evidence.sh");
@@ -136,6 +140,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/prompt.sh", LIB_RUNNER_PROMPT),
     ("lib/runner/agent.sh", LIB_RUNNER_AGENT),
     ("lib/runner/deadline.sh", LIB_RUNNER_DEADLINE),
+    ("lib/runner/counts.sh", LIB_RUNNER_COUNTS),
     ("lib/runner/checks.sh", LIB_RUNNER_CHECKS),
     ("lib/runner/gate.sh", LIB_RUNNER_GATE),
     ("lib/runner/holdout.sh", LIB_RUNNER_HOLDOUT),
@@ -144,6 +149,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/iteration.sh", LIB_RUNNER_ITERATION),
     ("lib/runner/stop.sh", LIB_RUNNER_STOP),
     ("lib/run-loop.sh", LIB_RUN_LOOP),
+    ("lib/counts.sh", LIB_COUNTS),
     ("lib/verify.sh", LIB_VERIFY),
     ("lib/recover/args.sh", LIB_RECOVER_ARGS),
     ("lib/recover/evidence.sh", LIB_RECOVER_EVIDENCE),
@@ -243,6 +249,7 @@ pub const FILES: &[LoopFile] = &[
         parts: &[
             Part::Always(LIB_COMMON),
             Part::Always(LIB_PROC),
+            Part::Always(LIB_COUNTS),
             Part::Always(LIB_VERIFY),
         ],
         executable: true,
@@ -253,6 +260,7 @@ pub const FILES: &[LoopFile] = &[
         parts: &[
             Part::Always(LIB_COMMON),
             Part::Always(LIB_PROC),
+            Part::Always(LIB_COUNTS),
             Part::Always(LIB_VERIFY),
         ],
         executable: true,
@@ -289,6 +297,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_RUNNER_PROMPT),
             Part::Always(LIB_RUNNER_AGENT),
             Part::Always(LIB_RUNNER_DEADLINE),
+            Part::Always(LIB_RUNNER_COUNTS),
             Part::Always(LIB_RUNNER_CHECKS),
             Part::Always(LIB_RUNNER_GATE),
             Part::Always(LIB_RUNNER_HOLDOUT),
@@ -443,8 +452,7 @@ impl View {
             .chain(cfg.reproduction.iter().map(|c| (ROLE_REPRODUCTION, c)))
             .chain(cfg.regression.iter().map(|c| (ROLE_REGRESSION, c)))
             .collect();
-        let cmds: Vec<String> = roles.iter().map(|(_, c)| (*c).clone()).collect();
-        let names = goal::check_names(&cmds);
+        let names = cfg.check_names();
         let checks: Vec<CheckView> = names
             .into_iter()
             .zip(&roles)

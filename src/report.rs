@@ -308,6 +308,10 @@ pub struct Facts {
     pub next_why: String,
     pub last_failure: Vec<String>,
     pub notes: Vec<String>,
+    /// What each check's own output said ran, on the base tree and at its latest run.
+    pub test_counts: Vec<crate::counts::CheckCounts>,
+    /// loop.toml's allow-fewer-tests.
+    pub allow_fewer_tests: Vec<String>,
 }
 
 /// An iteration's result.env through the one result.env reader; `None` when it is absent
@@ -622,7 +626,46 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         next_why,
         last_failure,
         notes,
+        test_counts: crate::counts::read(dir, state.next_iteration, &cfg.allow_fewer_tests),
+        allow_fewer_tests: cfg.allow_fewer_tests.clone(),
     })
+}
+
+impl Facts {
+    /// The test counts' table rows: check, base tree ran, ran, passed, failed, skipped,
+    /// verdict (in words).
+    pub fn count_rows(&self) -> Vec<[String; 7]> {
+        self.test_counts
+            .iter()
+            .map(|c| {
+                let l = &c.latest;
+                [
+                    c.check.clone(),
+                    opt_num(c.base_ran),
+                    l.ran.to_string(),
+                    l.passed.to_string(),
+                    l.failed.to_string(),
+                    l.skipped.to_string(),
+                    c.verdict_text(),
+                ]
+            })
+            .collect()
+    }
+
+    /// The sentence under the test counts' heading: what they are, and the override.
+    pub fn counts_text(&self) -> String {
+        let mut t = String::from(
+            "What each check's own output said ran, on the base tree and at its latest run: a pass with no test run, or fewer than on the base tree, fails the check.",
+        );
+        if !self.allow_fewer_tests.is_empty() {
+            let _ = write!(
+                t,
+                " loop.toml's allow-fewer-tests accepts a drop of: {}.",
+                self.allow_fewer_tests.join(", ")
+            );
+        }
+        t
+    }
 }
 
 impl Facts {
@@ -782,6 +825,27 @@ pub fn render_text(f: &Facts) -> String {
                     if c.survivor { "yes" } else { "" }
                 );
             }
+        }
+    }
+
+    if !f.test_counts.is_empty() {
+        let _ = write!(
+            out,
+            "\n## Test counts\n\n{}\n\n| check | base tree ran | ran | passed | failed | skipped | verdict |\n|---|---|---|---|---|---|---|\n",
+            f.counts_text()
+        );
+        for r in f.count_rows() {
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | {} | {} | {} | {} | {} |",
+                cell(&r[0]),
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                cell(&r[6])
+            );
         }
     }
 
@@ -1316,6 +1380,32 @@ pub fn render_html(f: &Facts) -> String {
         (SKIP, "skipped"),
     ]));
     h.push_str(&checks_svg(f));
+    if !f.test_counts.is_empty() {
+        let _ = write!(
+            h,
+            "\n<h2>Test counts</h2>\n<p>{}</p>\n<table class=\"counts\"><tr><th>check</th><th>base tree ran</th><th>ran</th><th>passed</th><th>failed</th><th>skipped</th><th>verdict</th></tr>\n",
+            esc(&f.counts_text())
+        );
+        for (r, c) in f.count_rows().iter().zip(&f.test_counts) {
+            let colour = match c.latest.verdict {
+                crate::counts::CountVerdict::Held => PASS,
+                crate::counts::CountVerdict::Allowed => WARN,
+                _ => FAIL,
+            };
+            let _ = writeln!(
+                h,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"color:{colour}\">{}</td></tr>",
+                esc(&r[0]),
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                esc(&r[6])
+            );
+        }
+        h.push_str("</table>\n");
+    }
     h.push_str("\n<h2>Spend</h2>\n");
     let _ = write!(h, "<p>{}</p>", esc(&f.spend_text()));
     h.push_str(&spend_svg(f));

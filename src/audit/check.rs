@@ -136,6 +136,13 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     summary.unknown_cost_runs = unknown;
     let last = a.read_last_result(cp);
     summary.last_verify = last.as_ref().and_then(verify_outcome);
+    let allowed = l
+        .cfg
+        .as_ref()
+        .map(|c| c.allow_fewer_tests.clone())
+        .unwrap_or_default();
+    summary.test_counts = crate::counts::read(dir, cp.state.next_iteration, &allowed);
+    a.check_test_counts(&summary.test_counts);
     a.check_commits(cp.last_done());
     let recovered = recovered(l.events.as_ref(), &cp.state);
     let records = records::Input {
@@ -963,6 +970,31 @@ impl Audit<'_> {
     }
 
     /// verify.sh holds a check, as many as loop.toml lists.
+    /// A check whose latest pass ran fewer tests than on the base tree, accepted by
+    /// loop.toml's allow-fewer-tests: a note (P2), so that the override is seen.
+    fn check_test_counts(&mut self, counts: &[crate::counts::CheckCounts]) {
+        for c in counts
+            .iter()
+            .filter(|c| c.latest.verdict == crate::counts::CountVerdict::Allowed)
+        {
+            self.add(
+                FindingClass::TestCountDrop,
+                Severity::P2,
+                c.evidence.clone(),
+                format!(
+                    "{} passed though {}: loop.toml's allow-fewer-tests accepted the drop ({} run(s))",
+                    c.check,
+                    c.drop_text(),
+                    c.accepted_drops
+                ),
+                format!(
+                    "if the drop is not meant, remove {} from allow-fewer-tests in {}/loop.toml, then orbit init --force --dir {}",
+                    c.check, self.shown, self.shown
+                ),
+            );
+        }
+    }
+
     fn check_validator(&mut self, cfg: Option<&LoopConfig>) {
         let Some(text) = fsx::read_text_or_none(&self.dir.join("verify.sh")) else {
             return;

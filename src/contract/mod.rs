@@ -399,6 +399,9 @@ vocabulary! {
         BranchMoved = "BRANCH_MOVED",
         /// The loop was written under an older major contract (1.x): it must be migrated.
         ContractOutdated = "CONTRACT_OUTDATED",
+        /// A check passed with fewer tests run (or more skipped) than on the base tree,
+        /// the drop accepted by loop.toml's allow-fewer-tests (contract section 6).
+        TestCountDrop = "TEST_COUNT_DROP",
     }
 }
 
@@ -522,6 +525,14 @@ vocabulary! {
         SurvivorSelected = "survivor_selected",
         /// A DONE loop's candidate worktrees and refs removed.
         CandidatesPruned = "candidates_pruned",
+        /// The red gate's test counts, the base tree's (`sha256` of
+        /// `iterations/baseline/counts.tsv`, `absent` without one; `counts`:
+        /// `check=ran/skipped ...`).
+        TestCountsBase = "test_counts_base",
+        /// A check exited 0 with no test run or fewer than on the base tree (`check`, `run`,
+        /// `verdict` zero|fewer|allowed, `ran`, `base_ran`, `skipped`, `base_skipped`,
+        /// `unit`, `allowed`: loop.toml's allow-fewer-tests accepted the drop).
+        TestCountDrop = "test_count_drop",
     }
 }
 

@@ -238,6 +238,7 @@ pub const SETTINGS: &[Setting] = &[
     flag("autocommit", "1"),
     flag("squash-on-done", "0"),
     flag("allow-green-start", "0"),
+    list("allow-fewer-tests"),
     flag("wrapup-on-limit", "1"),
     flag("adaptive-timeout", "0"),
     count("confirm-runs", 0, 5, "1"),

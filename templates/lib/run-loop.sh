@@ -186,8 +186,15 @@ main_start() {
     integrity_stop
   fi
   RUN_COST_START=${S[COST_MICROUSD]}
-  resume_pending
+  local red=0
   if ((S[NEXT_ITERATION] == 1)) && [[ ! -d $LOOP_DIR/iterations/000001 ]]; then
+    red=1
+  else
+    # The base tree's test counts, taken by the red gate of an earlier run.
+    counts_load
+  fi
+  resume_pending
+  if ((red)); then
     red_gate
     if ! integrity_gate "after the red gate"; then
       integrity_stop

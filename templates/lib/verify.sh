@@ -24,10 +24,21 @@ run_check() {
     status="exit $ORBIT_RC"
   fi
   if ((ORBIT_TIMED_OUT == 0 && ORBIT_RC == 0)); then
+    # A pass means what it meant on the base tree: its tests still run (lib/counts.sh).
+    if ! counts_judge "$name" "$VERIFY_OUT" 1; then
+      VERIFY_FAILED=$((VERIFY_FAILED + 1))
+      printf '[FAIL] %s (%s)\n' "$name" "$COUNTS_WHY"
+      ((!VERIFY_TALLY)) || printf 'FAIL %s %s\n' "$name" "$COUNTS_WHY" >&6
+      return 0
+    fi
     VERIFY_PASSED=$((VERIFY_PASSED + 1))
     printf '[PASS] %s\n' "$name"
     ((!VERIFY_TALLY)) || printf 'PASS %s\n' "$name" >&6
+    if [[ -n $COUNTS_NOTE ]]; then
+      printf '%s\n' "$COUNTS_NOTE"
+    fi
   else
+    counts_judge "$name" "$VERIFY_OUT" 0 || true
     VERIFY_FAILED=$((VERIFY_FAILED + 1))
     printf '[FAIL] %s (%s)\n' "$name" "$status"
     if ((VERIFY_TALLY)); then
@@ -105,8 +116,14 @@ main() {
   if ((${HOLDOUT_SCRIPT:-0})); then
     export ORBIT_HOLDOUT_DIR="${ORBIT_HOLDOUT_DIR:-$here/holdout}"
   fi
+  counts_base_load "$here"
   cd -- "$root" || orbit_die "$EXIT_PREFLIGHT" "cannot enter $root"
   checks
+  # What the checks' summaries counted, for the runner's record (not holdout.sh's: its
+  # checks leave no trace a later run could read).
+  if [[ ${ORBIT_VERIFY_FOR-} == "$here" && -d ${ORBIT_VERIFY_TMP-} ]] && ((!${HOLDOUT_SCRIPT:-0})); then
+    counts_print
+  fi
   printf '%d passed, %d failed\n' "$VERIFY_PASSED" "$VERIFY_FAILED"
   if ((VERIFY_PASSED + VERIFY_FAILED == 0)); then
     printf 'no check ran: add one to loop.toml (verify = [...], holdout = [...]) and run orbit init --force\n'

@@ -4,6 +4,7 @@
 
 mod audit;
 mod contract;
+mod counts;
 mod engines;
 mod engines_more;
 mod evidence;

@@ -1054,14 +1054,18 @@ echo "step $ORBIT_ITERATION" >> work.txt
 pad=$(printf '%0200d' 0)
 rm -f f-*
 for k in $(seq 20); do echo x > "f-$ORBIT_ITERATION-$k-$pad"; done
-if [ "$(wc -l < work.txt)" -ge 12 ]; then echo done > "$ORBIT_AGENT_DIR/done.md"; fi"#,
+if [ "$(wc -l < work.txt)" -ge 16 ]; then echo done > "$ORBIT_AGENT_DIR/done.md"; fi"#,
     );
-    let dir = repo.init_loop(&agent, &[&count_check(12)], &["--loop-timeout", "8h"]);
-    // Eight entries: progress.md outgrows verify.sh, the largest file a run copies (into
-    // the agent's folder), so the limit meets the progress append first.
-    for _ in 0..8 {
+    let dir = repo.init_loop(&agent, &[&count_check(16)], &["--loop-timeout", "8h"]);
+    // Ticks until progress.md outgrows verify.sh, the largest file a run copies (into the
+    // agent's folder), so that the limit meets the progress append first.
+    let vsize = fs::metadata(dir.join("verify.sh")).unwrap().len();
+    let mut ticks = 0;
+    while ticks < 12 && fs::metadata(dir.join("progress.md")).map_or(0, |m| m.len()) < vsize + 2048
+    {
         let out = repo.run_loop(&dir, &["--once"], &[]);
         assert_code(&out, 10, "tick");
+        ticks += 1;
     }
     let psize = fs::metadata(dir.join("progress.md")).unwrap().len();
     let esize = fs::metadata(dir.join("events.jsonl")).unwrap().len();
@@ -1090,7 +1094,7 @@ if [ "$(wc -l < work.txt)" -ge 12 ]; then echo done > "$ORBIT_AGENT_DIR/done.md"
     assert!(String::from_utf8_lossy(&out.stdout).contains("NEXUS_LOOP_STATUS: CONTINUE"));
     assert_eq!(
         state_value(&dir, "NEXT_ITERATION"),
-        "9",
+        (ticks + 1).to_string(),
         "not checkpointed past the entry"
     );
     assert_no_process_left(&dir);
@@ -1104,10 +1108,10 @@ if [ "$(wc -l < work.txt)" -ge 12 ]; then echo done > "$ORBIT_AGENT_DIR/done.md"
             .contains("recorded but not checkpointed")
     );
     assert_records_agree(&dir);
-    assert_eq!(committed_iterations(&repo), (1..=12).collect::<Vec<_>>());
+    assert_eq!(committed_iterations(&repo), (1..=16).collect::<Vec<_>>());
     assert_eq!(
         repo.ws_read("work.txt").lines().count(),
-        12,
+        16,
         "no agent run repeated"
     );
 }

@@ -430,6 +430,22 @@ pub fn bwrap_available() -> bool {
     )
 }
 
+/// The python of a virtual environment that holds pytest: `ORBIT_PYTEST_PYTHON`, else the
+/// one `.ci/run` installs (`/opt/orbit-pytest`). CI sets ORBIT_REQUIRE_PYTEST=1 to make it
+/// mandatory; elsewhere the tests that run real pytest are skipped with a notice.
+pub fn pytest_python() -> Option<PathBuf> {
+    let python = std::env::var_os("ORBIT_PYTEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/orbit-pytest/bin/python"));
+    let ok = command(&python)
+        .args(["-m", "pytest", "--version"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    present_or_skipped(ok, "ORBIT_REQUIRE_PYTEST", "pytest (in /opt/orbit-pytest)")
+        .then_some(python)
+}
+
 /// Runs `bash -n` and shellcheck (all severities) on a script; panics with the findings.
 pub fn assert_script_clean(path: &Path) {
     let out = command("bash").arg("-n").arg(path).output().unwrap();

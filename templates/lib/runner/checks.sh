@@ -16,6 +16,7 @@ run_verify() {
   out="$ORBIT_TMP/verify.out"
   VERIFY_OK=0 VERIFY_RC=1 VERIFY_TO=0
   LAST_VERIFY_OUT=$out
+  counts_reset
   rm -f -- "$out"
   : >"$out"
   if [[ -n $TRUST_BAD ]] || ! trust_check runner; then
@@ -44,7 +45,7 @@ run_verify() {
   sandbox_prepare check
   VERIFY_TALLY_FILE=$ORBIT_TMP/verify.tally
   ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" \
-    ORBIT_VERIFY_TMP="$ORBIT_TMP" ORBIT_VERIFY_TALLY=6 \
+    ORBIT_VERIFY_TMP="$ORBIT_TMP" ORBIT_VERIFY_TALLY=6 ORBIT_BASE_COUNTS="$BASE_COUNTS" \
     orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/verify.sh" 6>"$VERIFY_TALLY_FILE"
   VERIFY_RC=$ORBIT_RC
   VERIFY_TO=$ORBIT_TIMED_OUT
@@ -56,6 +57,8 @@ run_verify() {
     VERIFY_RC=1
     return 0
   fi
+  # The counts first: they are read from verify.sh's own closing block.
+  counts_take "$dir" "$label"
   if ! checks_settle "$dir" "$VERIFY_TREE"; then
     printf '[FAIL] %s (the work tree could not be put back to the tree the checks ran on; see runner.log)\n' "$CHECK_CHANGED_NAME" >>"$out"
     printf 'FAIL %s\n' "$CHECK_CHANGED_NAME" >>"$VERIFY_TALLY_FILE"
@@ -178,6 +181,8 @@ feedback_write() {
   {
     printf 'Failing checks: %s\n' "${failing:-verify.sh}"
     printf '%s' "$role_lines"
+    counts_feedback_v
+    printf '%s' "$REPLY"
     if ((${#tests[@]})); then
       printf 'Failing tests:\n'
       printf '    - %s\n' "${tests[@]}"

@@ -83,7 +83,7 @@ trust_hold_loop() {
 trust_may_change() {
   local n
   case $2 in
-    .run-tmp | .run-tmp/* | runner.log | runner.log.1 | cron.log | cron.log.1 | systemd.log | systemd.log.1) return 0 ;;
+    .run-tmp | .run-tmp/* | runner.log | runner.log.1 | cron.log | cron.log.1 | systemd.log | systemd.log.1 | notify.log | notify.log.1) return 0 ;;
   esac
   [[ $1 == runner ]] || return 1
   case $2 in

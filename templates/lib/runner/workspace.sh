@@ -85,12 +85,21 @@ workspace_exclude() {
 # workspace_add COMMIT_OR_BRANCH: a new worktree at WS on LOOP_BRANCH, locked against
 # `git worktree prune` while the loop exists.
 workspace_add() {
+  local try
   mkdir -p -- "${WS%/*}"
-  if repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" >/dev/null; then
-    repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -- "$WS" "$LOOP_BRANCH" >>"$ORBIT_LOG_FILE" 2>&1
-  else
-    repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -b "$LOOP_BRANCH" -- "$WS" "$1" >>"$ORBIT_LOG_FILE" 2>&1
-  fi
+  # Another git of this repository (another loop making its worktree, a commit) may hold a
+  # lock for a moment: a failed add that left nothing is tried again, three times in all.
+  for try in 1 2 3; do
+    if repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" >/dev/null; then
+      repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -- "$WS" "$LOOP_BRANCH" >>"$ORBIT_LOG_FILE" 2>&1 && return 0
+    else
+      repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -b "$LOOP_BRANCH" -- "$WS" "$1" >>"$ORBIT_LOG_FILE" 2>&1 && return 0
+    fi
+    [[ ! -e $WS && $try != 3 ]] || return 1
+    orbit_log "git worktree add failed (try $try of 3; see above): trying again"
+    sleep 1
+  done
+  return 1
 }
 
 # workspace_ensure: at every start after the first, the workspace is there, a worktree of

@@ -316,28 +316,29 @@ echo "add adds: the three tests pass" > "$ORBIT_AGENT_DIR/done.md""#,
 const CARGO_CHECK: &str = "cat \"$(cat replay)\"; test -f fixed";
 
 fn cargo_repo(repo: &Repo) {
-    repo.write(
-        "replay",
-        &format!("{}\n", fixture("cargo-test-pass.txt").display()),
-    );
-    repo.git(&["add", "replay"]);
+    // The captured outputs live in the repository (a path outside it, under /tmp, is
+    // hidden from a sandboxed check by the sandbox's private /tmp).
+    for f in ["cargo-test-pass.txt", "cargo-test-lib.txt"] {
+        repo.write(
+            &format!("replays/{f}"),
+            &fs::read_to_string(fixture(f)).unwrap(),
+        );
+    }
+    repo.write("replay", "replays/cargo-test-pass.txt\n");
+    repo.git(&["add", "replay", "replays"]);
     repo.git(&["commit", "-q", "-m", "replay"]);
 }
 
 /// An agent that "fixes" the project and leaves cargo's unit tests alone to run: the check
 /// passes with two tests of the four the base tree ran.
 fn cargo_agent(repo: &Repo) -> PathBuf {
-    let lib = fixture("cargo-test-lib.txt");
     repo.agent(
         "agent",
-        &format!(
-            r#"cat >/dev/null
+        r#"cat >/dev/null
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 touch fixed
-echo '{}' > replay
+echo replays/cargo-test-lib.txt > replay
 echo "fixed" > "$ORBIT_AGENT_DIR/done.md""#,
-            lib.display()
-        ),
     )
 }
 

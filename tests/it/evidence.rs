@@ -405,3 +405,101 @@ fn a_check_that_cannot_run_on_the_untouched_tree_stops_in_preflight_not_as_a_red
     let out = repo.run_loop(&dir, &[], &[]);
     assert_code(&out, 0, "DONE: ./app missing at the start was the work");
 }
+
+#[test]
+fn a_candidate_whose_code_writes_the_runners_tally_file_counts_nothing() {
+    let repo = Repo::new();
+    repo.write("add.sh", "echo 0\n");
+    repo.git(&["add", "add.sh"]);
+    repo.git(&["commit", "-qm", "add.sh"]);
+    let marker = repo.bin.path().join("forged");
+    // Without the sandbox the loop directory is the user's: candidate 2's code finds the
+    // check names in verify.sh and appends a PASS for each to the tally file, by its path.
+    let forger = format!(
+        "t=../../test-goal/.run-tmp/verify.tally\n\
+         grep -o '^  run_check [^ ]*' ../../test-goal/verify.sh | sed 's/^  run_check /PASS /' >> \"$t\" && echo forged >> '{}'\n\
+         echo 0\n",
+        marker.display()
+    );
+    let forger_file = repo.bin.path().join("forger.sh");
+    fs::write(&forger_file, forger).unwrap();
+    let agent = repo.agent(
+        "cand",
+        &format!(
+            r#"cat >/dev/null
+[ "$ORBIT_PHASE" = work ] || exit 0
+case "$ORBIT_CANDIDATE" in
+1) echo 'echo 4' > add.sh ;;
+2) cp '{}' add.sh ;;
+esac"#,
+            forger_file.display()
+        ),
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &[
+            "test \"$(bash add.sh 2 2)\" = 4",
+            "test \"$(bash add.sh 1 0)\" = 1",
+        ],
+        &["--candidates", "2", "--sandbox", "none"],
+    );
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "one fan-out iteration");
+    // The attack was made: the forged lines went into the tally file.
+    assert!(
+        marker.exists(),
+        "the candidate's code wrote the tally: {}",
+        text(&out)
+    );
+    let cand =
+        |k: u32| read_kv(&dir.join(format!("iterations/000001/candidates/{k}/candidate.env")));
+    assert_eq!(cand(2)["CHECKS_PASSED"], "0", "{:?}", cand(2));
+    assert_eq!(cand(1)["CHECKS_PASSED"], "1", "{:?}", cand(1));
+    let sel = events_named(&dir, "survivor_selected");
+    assert!(
+        sel[0].value.to_string().contains("\"candidate\":1"),
+        "{sel:?}"
+    );
+}
+
+#[test]
+fn a_filter_the_confirmer_plants_never_runs_in_the_runner() {
+    let repo = Repo::new();
+    let marker = repo.bin.path().join("filtered");
+    let planted = repo.bin.path().join("planted");
+    // The confirmer defines a clean filter for every file in the repository's git config:
+    // a runner that took the tree (git add) before its integrity check would run it.
+    let agent = repo.agent(
+        "confirmer",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in
+confirm)
+  git config filter.spy.clean "sh -c 'echo ran >> {m}; cat'"
+  echo '* filter=spy' > .gitattributes
+  test -n "$(git config filter.spy.clean)" && echo planted >> '{p}'
+  exit 0;;
+wrapup) exit 0;;
+esac
+echo done > work.txt
+echo claimed > "$ORBIT_AGENT_DIR/done.md""#,
+            m = marker.display(),
+            p = planted.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &["--sandbox", "none"]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    // The attack was made: the filter is in the repository's config.
+    assert!(
+        planted.exists(),
+        "the confirmer planted its filter: {}",
+        text(&out)
+    );
+    assert!(
+        !marker.exists(),
+        "the runner's git never ran the confirmer's filter: {}",
+        text(&out)
+    );
+    assert_code(&out, 3, "ABORTED");
+    assert_eq!(state(&dir, "STOP_REASON"), "git_tamper");
+}

@@ -521,30 +521,35 @@ fn init_refuses_holdout_files_without_a_holdout_check_and_files_git_tracks() {
     assert!(text(&out).contains("[PASS] holdout-1"), "{}", text(&out));
 }
 
+/// A sandboxed loop of an honest agent, the visible check, the check `leak` (code that
+/// tries to read the holdout) and a holdout check with its file, with `extra` flags.
+fn sandboxed_holdout_loop(leak: &str, extra: &[&str]) -> (Repo, PathBuf) {
+    let repo = add_repo();
+    let agent = claiming_agent(&repo, "honest", "echo $(($1 + $2))");
+    let cases = cases_file(&repo).display().to_string();
+    let check = holdout_check();
+    let mut args = vec![
+        "--holdout",
+        &check,
+        "--holdout-file",
+        &cases,
+        "--sandbox",
+        "bwrap",
+    ];
+    args.extend_from_slice(extra);
+    let dir = repo.init_loop(&agent, &[VISIBLE, leak], &args);
+    (repo, dir)
+}
+
 #[test]
 fn under_the_sandbox_a_visible_check_cannot_read_the_holdout() {
     if !bwrap_available() {
         return;
     }
-    let repo = add_repo();
-    let agent = claiming_agent(&repo, "honest", "echo $(($1 + $2))");
-    let cases = cases_file(&repo);
-    let check = holdout_check();
     // A visible check that tries to copy the holdout into the workspace (what code the
     // agent wrote could do while verify.sh runs it).
     let leak = "cat ../../test-goal/holdout/* ../../test-goal/holdout.sh ../../test-goal/loop.toml ../../test-goal/.pins/holdout/* > leak.txt 2>/dev/null; true";
-    let dir = repo.init_loop(
-        &agent,
-        &[VISIBLE, leak],
-        &[
-            "--holdout",
-            &check,
-            "--holdout-file",
-            &cases.display().to_string(),
-            "--sandbox",
-            "bwrap",
-        ],
-    );
+    let (repo, dir) = sandboxed_holdout_loop(leak, &[]);
     let out = repo.run_loop(&dir, &[], &[]);
     // What the check wrote is its artifact, kept in the record of its run.
     let artifacts = dir.join("iterations/000001/artifacts");
@@ -669,27 +674,10 @@ fn under_the_sandbox_a_candidates_check_cannot_read_a_siblings_holdout_log() {
     if !bwrap_available() {
         return;
     }
-    let repo = add_repo();
-    let agent = claiming_agent(&repo, "honest", "echo $(($1 + $2))");
-    let cases = cases_file(&repo);
-    let check = holdout_check();
     // A visible check that copies every candidate's holdout log it can read (what the code
     // of a later candidate could do while its checks run).
     let leak = "cat ../../test-goal/iterations/*/candidates/*/holdout.log > leak.txt 2>/dev/null; echo \"$PWD\" >> leak.txt; true";
-    let dir = repo.init_loop(
-        &agent,
-        &[VISIBLE, leak],
-        &[
-            "--holdout",
-            &check,
-            "--holdout-file",
-            &cases.display().to_string(),
-            "--sandbox",
-            "bwrap",
-            "--candidates",
-            "2",
-        ],
-    );
+    let (repo, dir) = sandboxed_holdout_loop(leak, &["--candidates", "2"]);
     let out = repo.run_loop(&dir, &["--once"], &[]);
     assert!(
         dir.join("iterations/000001/candidates/1/holdout.log")

@@ -590,6 +590,13 @@ pub struct InitArgs {
     #[arg(long = "holdout-file", value_name = "FILE")]
     pub holdout_file: Vec<PathBuf>,
 
+    /// The workspace's setup: a command run once in each fresh checkout of the loop (its
+    /// workspace, each candidate's worktree, the clean checkout of the last check) before any
+    /// check runs there, e.g. 'npm ci' or 'python3 -m venv .venv && .venv/bin/pip install
+    /// -e .'. What it creates is never committed. Repeatable.
+    #[arg(long = "setup", value_name = "CMD")]
+    pub setup: Vec<String>,
+
     /// What the agent is given back of earlier iterations [default: notes]. notes: its
     /// notes.md and progress.md; feedback: only the goal and the last failure's feedback.
     #[arg(long, value_name = "POLICY", value_enum)]

@@ -45,6 +45,13 @@ pub struct LoopConfig {
     pub regression: Vec<String>,
     /// Holdout checks: run only in the DONE gate, from holdout.sh, never shown to the agent.
     pub holdout: Vec<String>,
+    /// The workspace's setup: shell commands run once in each new work tree of the loop (the
+    /// workspace, a candidate's worktree, the clean checkout) before any check runs there,
+    /// such as `npm ci` or making a virtual environment. What they create is never part of
+    /// the agent's change. Not written when empty, so a loop rendered before it keeps its
+    /// loop.toml.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub setup: Vec<String>,
     /// Repository path globs the agent must not change.
     pub protect: Vec<String>,
     /// The globs `orbit init` protects by default: the files that change how the checks'
@@ -393,6 +400,7 @@ impl LoopConfig {
                 "reproduction",
                 "regression",
                 "holdout",
+                "setup",
                 "protect",
                 "auto-protect",
             ] {
@@ -544,6 +552,13 @@ impl LoopConfig {
                 }
             }
         }
+        for (i, cmd) in self.setup.iter().enumerate() {
+            if cmd.trim().is_empty() || cmd.contains('\0') {
+                return Err(Error::Usage(format!(
+                    "setup[{i}] is empty or holds a NUL byte: give a shell command that prepares a fresh checkout, e.g. npm ci"
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -642,7 +657,7 @@ mod tests {
 
     /// The loop.toml keys that are not settings of the contract's table: what the loop is
     /// (its name, its agent, its checks and what they protect) rather than a value with bounds.
-    const IDENTITY_KEYS: [&str; 10] = [
+    const IDENTITY_KEYS: [&str; 11] = [
         "contract-version",
         "name",
         "engine",
@@ -651,6 +666,7 @@ mod tests {
         "reproduction",
         "regression",
         "holdout",
+        "setup",
         "protect",
         "auto-protect",
     ];
@@ -665,6 +681,7 @@ mod tests {
             candidates: 2,
             fanout_early_stop: true,
             auto_protect: vec!["**/conftest.py".into()],
+            setup: vec!["npm ci".into()],
             ..LoopConfig::default()
         }) {
             Ok(toml::Value::Table(t)) => t,

@@ -118,6 +118,7 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         regression: Vec::new(),
         holdout: Vec::new(),
         holdout_file: Vec::new(),
+        setup: Vec::new(),
         memory: None,
         candidates: args.candidates,
         fanout_early_stop: false,

@@ -72,6 +72,90 @@ pub fn detect_check(repo: &Path) -> Option<(String, &'static str)> {
     None
 }
 
+/// Whether `program` is an executable file on PATH (or, with a `/`, at that path).
+pub fn program_found(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        p.is_file()
+            && fs::metadata(p)
+                .map(|m| m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+    };
+    if program.contains('/') {
+        return runnable(Path::new(program));
+    }
+    std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(program))))
+        .unwrap_or(false)
+}
+
+/// Why the suggested check `cmd` could not run here (its program, or pytest, missing).
+fn suggested_check_missing(cmd: &str) -> Option<String> {
+    let program = cmd.split_whitespace().next()?;
+    if !program_found(program) {
+        return Some(format!("{program} is not on PATH"));
+    }
+    if cmd.starts_with("python3 -m pytest") {
+        let has_pytest = std::process::Command::new(program)
+            .args(["-c", "import pytest"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !has_pytest {
+            return Some(format!("{program} has no pytest module"));
+        }
+    }
+    None
+}
+
+/// The setup a fresh checkout of the repository needs before its checks can run, from what
+/// it holds: (command, what it was found from). A worktree has the tracked files only: no
+/// installed dependencies, no virtual environment, no submodule, no LFS object.
+pub fn detect_setup(repo: &Path) -> Vec<(String, &'static str)> {
+    let has = |f: &str| repo.join(f).is_file();
+    let mut out = Vec::new();
+    if has("package-lock.json") || has("npm-shrinkwrap.json") {
+        out.push(("npm ci".to_string(), "package-lock.json"));
+    } else if has("pnpm-lock.yaml") {
+        out.push((
+            "pnpm install --frozen-lockfile".to_string(),
+            "pnpm-lock.yaml",
+        ));
+    } else if has("yarn.lock") {
+        out.push(("yarn install --frozen-lockfile".to_string(), "yarn.lock"));
+    }
+    if has("uv.lock") {
+        out.push(("uv sync --frozen".to_string(), "uv.lock"));
+    } else if has("poetry.lock") {
+        out.push((
+            "POETRY_VIRTUALENVS_IN_PROJECT=true poetry install --no-interaction".to_string(),
+            "poetry.lock",
+        ));
+    } else if has("requirements.txt") {
+        out.push((
+            "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt".to_string(),
+            "requirements.txt",
+        ));
+    } else if has("pyproject.toml") || has("setup.py") {
+        out.push((
+            "python3 -m venv .venv && .venv/bin/pip install -e .".to_string(),
+            "a Python project file",
+        ));
+    }
+    if has(".gitmodules") {
+        out.push((
+            "git submodule update --init --recursive".to_string(),
+            ".gitmodules",
+        ));
+    }
+    if fs::read_to_string(repo.join(".gitattributes")).is_ok_and(|t| t.contains("filter=lfs")) {
+        out.push(("git lfs pull".to_string(), "LFS files in .gitattributes"));
+    }
+    out
+}
+
 /// Lexically normalises `path` against `base` (no filesystem access).
 fn absolutize(base: &Path, path: &Path) -> Result<PathBuf> {
     let joined = if path.is_absolute() {
@@ -229,6 +313,7 @@ pub struct ProjectDefaults {
     pub engine: Option<String>,
     pub exec: Option<String>,
     pub verify: Option<Vec<String>>,
+    pub setup: Option<Vec<String>>,
     pub protect: Option<Vec<String>>,
     pub max_iterations: Option<u64>,
     pub exec_timeout: Option<String>,
@@ -407,6 +492,7 @@ fn config_from_args(
         reproduction: args.reproduction.clone(),
         regression: args.regression.clone(),
         holdout: args.holdout.clone(),
+        setup: pick(&args.setup, &d.setup),
         protect: pick(&args.protect, &d.protect),
         ..LoopConfig::default()
     };
@@ -453,6 +539,13 @@ fn config_from_args(
     let secrets = apply_notify(&mut cfg, &pick(&args.notify, &d.notify))?;
     if cfg.verify.is_empty() && cfg.reproduction.is_empty() && cfg.regression.is_empty() {
         match detect_check(repo) {
+            Some((cmd, why)) if suggested_check_missing(&cmd).is_some() => {
+                let missing = suggested_check_missing(&cmd).unwrap_or_default();
+                return Err(Error::Usage(format!(
+                    "no --verify given, and the check {why} suggests, `{cmd}`, cannot run here: {missing}. \
+                     Install it, or give the check yourself with --verify 'CMD' (a command that exits 0 when the goal holds)."
+                )));
+            }
             Some((cmd, why)) => {
                 eprintln!(
                     "orbit: no --verify given; using `{cmd}` (found {why}). Add --verify 'CMD' to choose the checks."
@@ -465,6 +558,21 @@ fn config_from_args(
                      Without a check the loop could never be DONE.".into(),
                 ));
             }
+        }
+    }
+    if cfg.setup.is_empty() {
+        let found = detect_setup(repo);
+        if !found.is_empty() {
+            let cmds: Vec<String> = found
+                .iter()
+                .map(|(c, _)| format!("--setup '{c}'"))
+                .collect();
+            let whys: Vec<&str> = found.iter().map(|(_, w)| *w).collect();
+            eprintln!(
+                "orbit: the loop's workspace is a fresh checkout (tracked files only) and this project has {}: if its checks need more, add {}",
+                whys.join(", "),
+                cmds.join(" ")
+            );
         }
     }
     // What the checks mean is pinned: the files their tools read are protected by default,
@@ -612,6 +720,21 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
     }
     for line in protect_lines(&cfg, &found) {
         println!("{line}");
+    }
+    if !cfg.setup.is_empty() {
+        println!(
+            "  setup: {} (once in each fresh checkout, before any check: on the untouched tree as your command, network and all; on a tree the agent made, as a check runs{})",
+            cfg.setup
+                .iter()
+                .map(|c| crate::render::code_span(c))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if cfg.sandbox == crate::config::Sandbox::Bwrap {
+                ", in the sandbox"
+            } else {
+                ""
+            }
+        );
     }
     if !cfg.holdout.is_empty() {
         println!(

@@ -69,6 +69,7 @@ pub const LIB_RUNNER_PINS: &str = include_str!("../templates/lib/runner/pins.sh"
 pub const LIB_RUNNER_TRUST: &str = include_str!("../templates/lib/runner/trust.sh");
 pub const LIB_RUNNER_TREE: &str = include_str!("../templates/lib/runner/tree.sh");
 pub const LIB_RUNNER_EVIDENCE: &str = include_str!("../templates/lib/runner/evidence.sh");
+pub const LIB_RUNNER_SETUP: &str = include_str!("../templates/lib/runner/setup.sh");
 pub const LIB_RUNNER_FIRST_RUN: &str = include_str!("../templates/lib/runner/first_run.sh");
 pub const LIB_RUNNER_RECORD: &str = include_str!("../templates/lib/runner/record.sh");
 pub const LIB_RUNNER_PROMPT: &str = include_str!("../templates/lib/runner/prompt.sh");
@@ -135,6 +136,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/trust.sh", LIB_RUNNER_TRUST),
     ("lib/runner/tree.sh", LIB_RUNNER_TREE),
     ("lib/runner/evidence.sh", LIB_RUNNER_EVIDENCE),
+    ("lib/runner/setup.sh", LIB_RUNNER_SETUP),
     ("lib/runner/first_run.sh", LIB_RUNNER_FIRST_RUN),
     ("lib/runner/record.sh", LIB_RUNNER_RECORD),
     ("lib/runner/prompt.sh", LIB_RUNNER_PROMPT),
@@ -292,6 +294,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_RUNNER_TRUST),
             Part::Always(LIB_RUNNER_TREE),
             Part::Always(LIB_RUNNER_EVIDENCE),
+            Part::Always(LIB_RUNNER_SETUP),
             Part::Always(LIB_RUNNER_FIRST_RUN),
             Part::Always(LIB_RUNNER_RECORD),
             Part::Always(LIB_RUNNER_PROMPT),
@@ -394,6 +397,8 @@ pub struct View {
     pub regression_names: Vec<String>,
     /// holdout.sh's checks, named `holdout-N` (the name says nothing of the check).
     pub holdout_checks: Vec<CheckView>,
+    /// The workspace's setup commands, run once in each fresh checkout before any check.
+    pub setup: Vec<String>,
     /// Every protect glob, the user's then those protected by default (for scripts).
     pub protect: Vec<String>,
     /// The user's protect globs as markdown code spans (for goal.md and prompt.md).
@@ -512,6 +517,7 @@ impl View {
             reproduction_names,
             regression_names,
             holdout_checks,
+            setup: cfg.setup.clone(),
             protect: cfg.protect_globs(),
             protect_md: cfg.protect.iter().map(|g| code_span(g)).collect(),
             auto_protect_md: cfg

@@ -533,6 +533,11 @@ vocabulary! {
         /// `verdict` zero|fewer|allowed, `ran`, `base_ran`, `skipped`, `base_skipped`,
         /// `unit`, `allowed`: loop.toml's allow-fewer-tests accepted the drop).
         TestCountDrop = "test_count_drop",
+        /// The setup commands ran in a new work tree (`where`: workspace, candidate-K or
+        /// clean; `commands`).
+        SetupDone = "setup_done",
+        /// A setup command failed, timed out or changed a tracked file (`where`, `why`).
+        SetupFail = "setup_fail",
     }
 }
 

@@ -45,19 +45,33 @@ fanout_prepare() {
     repo_git worktree add -q --detach --lock --reason "orbit loop $LOOP_DIR (candidate $k)" -- "$cws" "$commit" >>"$ORBIT_LOG_FILE" 2>&1 ||
       orbit_die "$EXIT_BLOCKED" "cannot create the candidate worktree $cws (see runner.log)"
     orbit_event candidate_worktree "$CUR_ITER" candidate "$k" path "$cws"
+    setup_forget "$cws"
   fi
   if ! fanout_intact "$cws"; then
     PIN_BAD=$cws PIN_WANT="a worktree of $GIT_COMMON_ABS" PIN_HAVE='something else'
     return 1
   fi
+  local -a kept=()
+  setup_clean_args "$cws" kept
   if ! git -C "$cws" checkout -q -f --detach "$commit" -- >>"$ORBIT_LOG_FILE" 2>&1 ||
-    ! git -C "$cws" clean -q -f -d >>"$ORBIT_LOG_FILE" 2>&1; then
+    ! git -C "$cws" clean -q -f -d "${kept[@]}" >>"$ORBIT_LOG_FILE" 2>&1; then
     orbit_die "$EXIT_BLOCKED" "cannot reset the candidate worktree $cws to $commit (see runner.log)"
   fi
   if [[ $(git -C "$cws" rev-parse "HEAD^{tree}") != "$tree" ]]; then
     # The workspace held changes not committed (autocommit off): the same start for all.
     git -C "$cws" read-tree -u --reset "$tree" >>"$ORBIT_LOG_FILE" 2>&1 ||
       orbit_die "$EXIT_BLOCKED" "cannot reset the candidate worktree $cws to the tree $tree (see runner.log)"
+  fi
+  # A new worktree is set up once, on the tree it starts from (a check's run: the tree may
+  # be the agent's).
+  setup_paths_file_v "$cws"
+  if ((${#SETUP_CMDS[@]})) && [[ ! -f $REPLY ]]; then
+    if ! setup_run "$cws" "$LOOP_DIR/iterations/baseline/setup.log" 1; then
+      local why=$REPLY
+      orbit_event setup_fail "$CUR_ITER" where "candidate-$k" why "$why"
+      orbit_die "$EXIT_BLOCKED" "the setup failed in the candidate worktree $cws: $why (see iterations/baseline/setup.log)"
+    fi
+    orbit_event setup_done "$CUR_ITER" where "candidate-$k" commands "${#SETUP_CMDS[@]}"
   fi
 }
 
@@ -73,7 +87,7 @@ fanout_tree_v() {
     cp -p -- "$gd/index" "$idx"
   fi
   GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$cws" add -A -- . >/dev/null 2>>"$ORBIT_LOG_FILE"
-  REPLY=$(GIT_INDEX_FILE=$idx git -C "$cws" write-tree 2>>"$ORBIT_LOG_FILE")
+  tree_write_v "$cws" "$idx"
 }
 
 # fanout_protected_v BEFORE AFTER: REPLY is the first changed path between the two trees that
@@ -485,6 +499,7 @@ fanout_done_prune() {
     cws=$REPLY
     if [[ -e $cws/.git ]] && fanout_intact "$cws"; then
       repo_git worktree remove -f -f -- "$cws" >>"$ORBIT_LOG_FILE" 2>&1 || true
+      setup_forget "$cws"
     fi
     rm -f -- "$LOOP_DIR/.tree-index.c$k"
   done

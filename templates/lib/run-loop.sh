@@ -168,7 +168,8 @@ main_at_rest() {
 }
 
 # main_start: the run goes on: its start recorded, the first run's setup (or the workspace
-# made sure of), the integrity gate, an interrupted iteration resumed, the red gate.
+# made sure of), the integrity gate, the workspace's setup commands (once), an interrupted
+# iteration resumed, the red gate.
 main_start() {
   # A run that goes on starts the live view over (one that found nothing to do left it).
   live_reset
@@ -185,6 +186,7 @@ main_start() {
   if ! integrity_gate "start"; then
     integrity_stop
   fi
+  setup_workspace
   RUN_COST_START=${S[COST_MICROUSD]}
   local red=0
   if ((S[NEXT_ITERATION] == 1)) && [[ ! -d $LOOP_DIR/iterations/000001 ]]; then

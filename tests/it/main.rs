@@ -28,5 +28,6 @@ mod runner;
 mod sandbox;
 mod schedule;
 mod sealed;
+mod setup;
 mod support;
 mod workspace;

@@ -162,4 +162,5 @@ clean_checkout_remove() {
   [[ $line == "gitdir: $GIT_COMMON_ABS/worktrees/"* ]] || return 0
   repo_git worktree remove -f -f -- "$cws" >>"$ORBIT_LOG_FILE" 2>&1 || true
   rm -f -- "$LOOP_DIR/.tree-index.clean"
+  setup_forget "$cws"
 }

@@ -41,7 +41,7 @@ gate_passes() {
 # be committed (commit_tree_v's, from GATE_TREE): a solution that needs a file the branch will not hold (ignored,
 # untracked, left outside the tree) fails here.
 gate_clean() {
-  local n=$1 dir=$2 before='' tree
+  local n=$1 dir=$2 before='' tree cws
   IFS= read -r before <"$dir/tree-before" 2>/dev/null || true
   if ! commit_tree_v "$dir" "${before:-$GATE_TREE}" "$GATE_TREE"; then
     GATE_VERDICT="the tree to commit could not be built (see runner.log)"
@@ -52,7 +52,18 @@ gate_clean() {
     GATE_VERDICT="the clean checkout of the tree to commit could not be made (see runner.log)"
     return 0
   fi
-  gate_clean_verify "$REPLY" "$dir"
+  # A fresh checkout is set up afresh (as a check runs: the tree is the agent's), so DONE
+  # never rests on what an agent left in the workspace's setup.
+  cws=$REPLY
+  setup_forget "$cws"
+  if ! setup_run "$cws" "$dir/setup.log" 1; then
+    local why=$REPLY
+    orbit_event setup_fail "$n" where clean why "$why"
+    S[VERIFY_STREAK]=0
+    GATE_VERDICT="the setup fails in a clean checkout of the tree to commit: $why (see ${dir#"$LOOP_DIR"/}/setup.log)"
+    return 0
+  fi
+  gate_clean_verify "$cws" "$dir"
   if ! integrity_gate "after the clean checkout's checks"; then
     GATE_VERDICT="integrity"
     return 0

@@ -160,11 +160,14 @@ pins_check() {
 }
 
 # protected_set_v GLOB: REPLY is the sha256 of the set of paths the glob matches now (git's
-# view of the workspace: tracked, and untracked but not ignored), sorted, NUL-terminated.
+# view of the workspace: tracked, and untracked but not ignored; what the setup made aside),
+# sorted, NUL-terminated.
 # A file added to, removed from or renamed within the set changes it (contract section 7).
 protected_set_v() {
   local out
-  out=$({ git -C "$WS" ls-files -z --cached --others --exclude-standard -- ":(glob)$1" || echo 'orbit: git failed'; } |
+  local -a aside=()
+  setup_aside_specs aside
+  out=$({ git -C "$WS" ls-files -z --cached --others --exclude-standard -- ":(glob)$1" "${aside[@]}" || echo 'orbit: git failed'; } |
     LC_ALL=C sort -zu | orbit_sha256_stdin) || out=''
   REPLY=$out
   [[ $REPLY =~ ^[0-9a-f]{64}$ ]]
@@ -187,13 +190,15 @@ protected_sets_check() {
 # compared with the files the manifest pins (for the log, the event and the summary).
 protected_set_diff() {
   local f pinned=$'\n'$PIN_TEXT$'\n' now=$'\n'
+  local -a aside=()
+  setup_aside_specs aside
   while IFS= read -r -d '' f; do
     now+="$WS/$f"$'\n'
     if [[ $pinned != *"  $WS/$f"$'\n'* ]]; then
       PIN_BAD="$WS/$f" PIN_HAVE="added to the protected set '$1'"
       return 0
     fi
-  done < <(git -C "$WS" ls-files -z --cached --others --exclude-standard -- ":(glob)$1" 2>/dev/null || true)
+  done < <(git -C "$WS" ls-files -z --cached --others --exclude-standard -- ":(glob)$1" "${aside[@]}" 2>/dev/null || true)
   while IFS= read -r line; do
     f=${line#*  }
     [[ $f == "$WS"/* ]] || continue

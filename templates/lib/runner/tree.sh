@@ -1,4 +1,5 @@
-# ---- the tree: a snapshot of the workspace (minus the agent's folder) as a git tree id,
+# ---- the tree: a snapshot of the workspace (minus the agent's folder and what the setup
+# ---- made) as a git tree id,
 # ---- into REPLY: the one notion of "the agent's change" (commit, stall and oscillation
 # ---- signature, placeholder scan, "the tree changed"). A private index kept in the loop
 # ---- directory (seeded from the workspace's, with its mtime, so git's stat cache and
@@ -12,7 +13,7 @@ tree_snapshot() {
   # The agent's folder stays out through info/exclude (an exclude pathspec naming an ignored
   # path makes git add fail).
   GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$WS" add -A -- . >/dev/null 2>>"$ORBIT_LOG_FILE"
-  REPLY=$(GIT_INDEX_FILE=$idx git -C "$WS" write-tree 2>>"$ORBIT_LOG_FILE")
+  tree_write_v "$WS" "$idx"
 }
 
 # Changed paths between two trees, NUL-separated.
@@ -50,7 +51,7 @@ changes_v() {
 # Status 1 when git cannot say.
 tree_at_v() {
   GIT_INDEX_FILE=$2 GIT_OPTIONAL_LOCKS=0 git -C "$1" add -A -- . >/dev/null 2>>"$ORBIT_LOG_FILE" || return 1
-  REPLY=$(GIT_INDEX_FILE=$2 git -C "$1" write-tree 2>>"$ORBIT_LOG_FILE")
+  tree_write_v "$1" "$2"
 }
 
 # tree_index_of_v DIR: REPLY is the private index the runner snapshots the work tree DIR

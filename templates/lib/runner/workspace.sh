@@ -124,6 +124,7 @@ workspace_ensure() {
     repo_git worktree remove -f -f -- "$WS" 2>>"$ORBIT_LOG_FILE" || true
     workspace_add "$LOOP_BRANCH" ||
       preflight_fail "cannot recreate the workspace $WS from $LOOP_BRANCH (see runner.log)"
+    setup_forget "$WS"
     orbit_log "the workspace $WS was missing: recreated from $LOOP_BRANCH"
     orbit_event workspace_recreated "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH"
   fi

@@ -1,0 +1,422 @@
+//! The workspace's setup (loop.toml `setup`): what a fresh checkout needs before the
+//! project's checks can run there (node_modules, a virtual environment, a generated file).
+//! It runs once in each new work tree of the loop before any check, what it makes is never
+//! the agent's change nor committed, and the clean checkout of the last check is set up
+//! afresh, so an agent that rewrites what the setup made never reaches DONE through it.
+
+use crate::support::*;
+use std::fs;
+use std::path::Path;
+
+/// The files the loop's branch holds.
+fn branch_files(repo: &Repo) -> Vec<String> {
+    repo.git(&["ls-tree", "-r", "--name-only", "orbit/test-goal"])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_default()
+}
+
+/// A project whose check needs what its setup makes: `.deps/` (not ignored, like a virtual
+/// environment a project does not list in .gitignore) holds the test runner; the check
+/// says NO-SETUP when it is missing. Returns the setup command, which counts its runs in
+/// `counter`.
+fn project_with_deps(repo: &Repo, counter: &Path) -> String {
+    repo.write(
+        "deps-src/runner.sh",
+        "test -f solution.txt || { echo 'solution.txt is missing'; exit 1; }\ngrep -qx 42 solution.txt\n",
+    );
+    repo.git(&["add", "deps-src"]);
+    repo.git(&[
+        "commit",
+        "-q",
+        "-m",
+        "the project's test runner, installed by its setup",
+    ]);
+    format!(
+        "mkdir -p .deps && cp deps-src/runner.sh .deps/runner.sh && echo \"$PWD\" >> '{}'",
+        counter.display()
+    )
+}
+
+const CHECK: &str = "test -f .deps/runner.sh || { echo NO-SETUP; exit 1; }; bash .deps/runner.sh";
+
+#[test]
+fn the_setup_runs_before_the_red_gate_and_what_it_makes_is_never_committed() {
+    let repo = Repo::new();
+    let counter = repo.bin.path().join("setup-runs");
+    let setup = project_with_deps(&repo, &counter);
+    let agent = repo.agent(
+        "solver",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo 42 > solution.txt
+echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &[CHECK], &["--setup", &setup]);
+    let toml = read(&dir.join("loop.toml"));
+    assert!(
+        toml.contains("setup = ["),
+        "loop.toml holds the setup: {toml}"
+    );
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);
+    assert_code(&out, 0, "DONE with the setup's runner");
+    // The red gate ran on a set-up tree: its check failed for want of the solution, not of
+    // the setup.
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    assert!(
+        base.contains("solution.txt is missing") && !base.lines().any(|l| l == "NO-SETUP"),
+        "the red gate ran after the setup: {base}"
+    );
+    let setup_log = read(&dir.join("iterations/baseline/setup.log"));
+    assert!(
+        setup_log.contains("==> setup 1: ") && setup_log.contains("[PASS] setup"),
+        "{setup_log}"
+    );
+    // Once in the workspace, once in the clean checkout of the claim.
+    let runs = read(&counter);
+    let dirs: Vec<&str> = runs.lines().collect();
+    assert_eq!(dirs.len(), 2, "setup runs: {runs}");
+    assert!(dirs[0].ends_with(".workspaces/test-goal"), "{runs}");
+    assert!(dirs[1].ends_with(".workspaces/test-goal.clean"), "{runs}");
+    let files = branch_files(&repo);
+    assert!(files.contains(&"solution.txt".to_string()), "{files:?}");
+    assert!(
+        !files.iter().any(|f| f.starts_with(".deps")),
+        "what the setup made is never committed: {files:?}"
+    );
+    assert!(
+        repo.ws().join(".deps/runner.sh").is_file(),
+        "the workspace keeps its setup"
+    );
+    let done = events_named(&dir, "setup_done");
+    assert_eq!(done.len(), 1, "one setup_done for the workspace: {done:?}");
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn without_the_setup_the_same_loop_cannot_run_its_check() {
+    // What the setup is for: the same project and agent, no setup, never DONE (the check's
+    // runner is not in a fresh checkout).
+    let repo = Repo::new();
+    let counter = repo.bin.path().join("setup-runs");
+    project_with_deps(&repo, &counter);
+    let agent = repo.agent(
+        "solver",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo 42 > solution.txt
+echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &[CHECK], &[]);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1")]);
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        read(&dir.join("iterations/000001/verify.log"))
+            .lines()
+            .any(|l| l == "NO-SETUP"),
+        "the check had no setup"
+    );
+}
+
+#[test]
+fn an_agent_that_rewrites_what_the_setup_made_is_not_done_the_clean_checkout_is_set_up_afresh() {
+    let repo = Repo::new();
+    let counter = repo.bin.path().join("setup-runs");
+    let setup = project_with_deps(&repo, &counter);
+    // The agent neuters the test runner the setup installed (it is in the workspace, the
+    // agent's to write) and solves nothing.
+    let agent = repo.agent(
+        "neuterer",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+printf 'exit 0\n' > .deps/runner.sh
+echo "the tests pass" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &[CHECK], &["--setup", &setup]);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1")]);
+    let log = read(&dir.join("iterations/000001/verify.log"));
+    // The attack was made: in the workspace, the neutered runner passed.
+    assert!(
+        log.contains("### verify run: after the agent") && log.contains("[PASS] "),
+        "the neutered runner passed in the workspace: {log}"
+    );
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "never DONE on a neutered setup: {}",
+        text(&out)
+    );
+    assert!(
+        log.contains("in a clean checkout of the tree to commit")
+            && log.contains("solution.txt is missing"),
+        "the clean checkout ran the setup's own runner: {log}"
+    );
+    let events = read(&dir.join("events.jsonl"));
+    assert!(events.contains("VERIFY_CLEAN"), "{events}");
+    assert!(
+        !branch_files(&repo).iter().any(|f| f.starts_with(".deps")),
+        "the rewrite of the setup's file is not the agent's change to commit"
+    );
+}
+
+#[test]
+fn a_failing_setup_stops_in_preflight_with_its_output_and_nothing_runs() {
+    let repo = Repo::new();
+    let ran = repo.bin.path().join("agent-ran");
+    let agent = repo.agent(
+        "never",
+        &format!("cat >/dev/null\ntouch '{}'", ran.display()),
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f solution.txt"],
+        &[
+            "--setup",
+            "echo fetching; echo 'npm ERR! network unreachable' >&2; exit 3",
+        ],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 2, "a failing setup stops in preflight");
+    let all = text(&out) + &read(&dir.join("runner.log"));
+    assert!(
+        all.contains("the workspace's setup failed: setup command 1") && all.contains("exit 3"),
+        "{all}"
+    );
+    assert!(
+        all.contains("npm ERR! network unreachable"),
+        "the log's tail is shown: {all}"
+    );
+    assert!(!ran.exists(), "no agent ran");
+    assert!(
+        !dir.join("iterations/baseline/verify.log").exists(),
+        "no check ran on a tree the setup did not finish"
+    );
+    assert_eq!(
+        state_value(&dir, "NEXT_ITERATION"),
+        "1",
+        "no iteration began"
+    );
+    // Tried again at the next start: the setup is not taken as done.
+    let again = repo.run_loop(&dir, &[], &[]);
+    assert_code(&again, 2, "still failing");
+    assert_eq!(
+        read(&dir.join("iterations/baseline/setup.log"))
+            .matches("==> setup 1:")
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn a_setup_that_changes_a_tracked_file_is_refused() {
+    let repo = Repo::new();
+    repo.write("package-lock.json", "{}\n");
+    repo.git(&["add", "package-lock.json"]);
+    repo.git(&["commit", "-q", "-m", "lock"]);
+    let agent = repo.agent("never", "cat >/dev/null");
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f solution.txt"],
+        &["--setup", "echo '{\"rewritten\":1}' > package-lock.json"],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 2, "refused in preflight");
+    let all = text(&out) + &read(&dir.join("runner.log"));
+    assert!(
+        all.contains("the setup changed 1 file(s) the project tracks (package-lock.json)"),
+        "{all}"
+    );
+}
+
+#[test]
+fn each_candidate_worktree_is_set_up_once_and_keeps_its_setup_between_iterations() {
+    let repo = Repo::new();
+    let counter = repo.bin.path().join("setup-runs");
+    let setup = project_with_deps(&repo, &counter);
+    // Each candidate gets it right only in the second iteration.
+    let agent = repo.agent(
+        "slow",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+test -f .deps/runner.sh || { echo "no setup in $PWD" >&2; exit 1; }
+if [ "$ORBIT_ITERATION" -ge 2 ]; then echo 42 > solution.txt; else echo 41 > solution.txt; fi
+echo "done" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &[CHECK], &["--setup", &setup, "--candidates", "2"]);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);
+    assert_code(&out, 0, "DONE in the second iteration");
+    let runs = read(&counter);
+    let count = |suffix: &str| runs.lines().filter(|l| l.ends_with(suffix)).count();
+    assert_eq!(count(".workspaces/test-goal"), 1, "{runs}");
+    assert_eq!(
+        count(".workspaces/test-goal.c1"),
+        1,
+        "once per candidate: {runs}"
+    );
+    assert_eq!(
+        count(".workspaces/test-goal.c2"),
+        1,
+        "once per candidate: {runs}"
+    );
+    let wheres: Vec<String> = events_named(&dir, "setup_done")
+        .iter()
+        .map(|e| e.value["where"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        wheres.iter().any(|w| w.contains("candidate-1"))
+            && wheres.iter().any(|w| w.contains("candidate-2")),
+        "{wheres:?}"
+    );
+    assert!(
+        !branch_files(&repo).iter().any(|f| f.starts_with(".deps")),
+        "never committed from a candidate either"
+    );
+}
+
+#[test]
+fn under_the_sandbox_the_clean_checkouts_setup_runs_as_a_check_and_the_first_one_as_the_user() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = Repo::new();
+    let counter = repo.bin.path().join("setup-runs");
+    project_with_deps(&repo, &counter);
+    // The setup says where it could write: outside the work tree only as the user.
+    let setup = format!(
+        "mkdir -p .deps && cp deps-src/runner.sh .deps/runner.sh && echo \"cache=${{XDG_CACHE_HOME:-none}}\" && {{ echo \"$PWD\" >> '{c}' 2>/dev/null || echo 'sandboxed: cannot write {c}'; }}",
+        c = counter.display()
+    );
+    let agent = repo.agent(
+        "solver",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo 42 > solution.txt
+echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &[CHECK], &["--setup", &setup, "--sandbox", "bwrap"]);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);
+    assert_code(&out, 0, "DONE under the sandbox");
+    let runs = read(&counter);
+    assert_eq!(
+        runs.lines().count(),
+        1,
+        "only the first setup, on the user's own tree, wrote outside its work tree: {runs}"
+    );
+    assert!(runs.trim_end().ends_with(".workspaces/test-goal"), "{runs}");
+    let clean_log = read(&dir.join("iterations/000001/setup.log"));
+    assert!(
+        clean_log.contains("sandboxed: cannot write")
+            && clean_log.contains("cache=/tmp/.orbit-setup-cache"),
+        "the clean checkout's setup ran in the sandbox, its caches in its private /tmp: {clean_log}"
+    );
+}
+
+#[test]
+fn init_suggests_the_setup_a_lockfile_asks_for_and_records_the_one_given() {
+    let repo = Repo::new();
+    repo.write(
+        "package.json",
+        "{\"scripts\":{\"test\":\"node test.js\"}}\n",
+    );
+    repo.write("package-lock.json", "{\"lockfileVersion\":3}\n");
+    repo.write("requirements.txt", "pytest\n");
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "node and python"]);
+    let agent = repo.agent("a", "cat >/dev/null");
+    let exec = agent.display().to_string();
+    let out = repo.orbit(&[
+        "init", "goal", "--engine", "custom", "--exec", &exec, "--verify", "true",
+    ]);
+    assert_ok(&out, "orbit init");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("this project has package-lock.json, requirements.txt")
+            && err.contains("--setup 'npm ci'")
+            && err.contains(
+                "--setup 'python3 -m venv .venv && .venv/bin/pip install -r requirements.txt'"
+            ),
+        "{err}"
+    );
+    let given = repo.orbit(&[
+        "init",
+        "goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "true",
+        "--dir",
+        ".orbit/other",
+        "--setup",
+        "npm ci",
+    ]);
+    assert_ok(&given, "orbit init --setup");
+    let said = text(&given);
+    assert!(
+        !said.contains("if its checks need more"),
+        "no suggestion once given: {said}"
+    );
+    assert!(
+        said.contains("setup: `npm ci` (once in each fresh checkout"),
+        "{said}"
+    );
+    let toml = read(&repo.join(".orbit/other/loop.toml"));
+    assert!(toml.contains("setup = [\"npm ci\"]"), "{toml}");
+    // A setup is the loop's identity: --force renders from loop.toml and refuses the flag.
+    let force = repo.orbit(&[
+        "init",
+        "--force",
+        "--dir",
+        ".orbit/other",
+        "--setup",
+        "make",
+    ]);
+    assert_code(&force, 2, "--force refuses --setup");
+    assert!(
+        text(&force).contains("not with --setup"),
+        "{}",
+        text(&force)
+    );
+}
+
+#[test]
+fn init_without_verify_suggests_no_check_whose_program_is_missing() {
+    let repo = Repo::new();
+    repo.write("go.mod", "module example.com/x\n\ngo 1.22\n");
+    repo.git(&["add", "go.mod"]);
+    repo.git(&["commit", "-q", "-m", "go"]);
+    // A PATH with git and bash only: no `go`.
+    let bin = tempfile::tempdir().unwrap();
+    for tool in ["git", "bash"] {
+        let real = String::from_utf8(
+            command("bash")
+                .args(["-c", &format!("type -P {tool}")])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(real.trim(), bin.path().join(tool)).unwrap();
+    }
+    let agent = repo.agent("a", "cat >/dev/null");
+    let mut cmd = command(orbit_bin());
+    cmd.args(["init", "goal", "--engine", "custom", "--exec"])
+        .arg(&agent)
+        .current_dir(repo.path())
+        .env("PATH", bin.path());
+    let out = run_bounded(cmd, std::time::Duration::from_secs(60));
+    assert_code(&out, 2, "no check to suggest");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`go test ./...`, cannot run here: go is not on PATH")
+            && err.contains("--verify 'CMD'"),
+        "{err}"
+    );
+    assert!(!repo.join(".orbit/goal").exists(), "nothing rendered");
+}
+

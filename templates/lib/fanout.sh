@@ -62,6 +62,7 @@ fanout_prepare() {
     git -C "$cws" read-tree -u --reset "$tree" >>"$ORBIT_LOG_FILE" 2>&1 ||
       orbit_die "$EXIT_BLOCKED" "cannot reset the candidate worktree $cws to the tree $tree (see runner.log)"
   fi
+  modules_checkout "$cws"
   # A new worktree is set up once, on the tree it starts from (a check's run: the tree may
   # be the agent's).
   setup_paths_file_v "$cws"

@@ -420,3 +420,79 @@ fn init_without_verify_suggests_no_check_whose_program_is_missing() {
     assert!(!repo.join(".orbit/goal").exists(), "nothing rendered");
 }
 
+#[test]
+fn a_submodule_is_checked_out_in_every_fresh_checkout_from_the_repositorys_own_objects() {
+    let repo = Repo::new();
+    // A library repository, added as a submodule; the user's checkout has it initialized.
+    let lib = tempfile::tempdir().unwrap();
+    let lgit = |args: &[&str]| {
+        let out = command("git")
+            .arg("-C")
+            .arg(lib.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    lgit(&["init", "-q", "-b", "main"]);
+    fs::write(lib.path().join("lib.sh"), "answer() { echo 42; }\n").unwrap();
+    lgit(&["add", "lib.sh"]);
+    lgit(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "-m",
+        "lib",
+    ]);
+    let url = lib.path().display().to_string();
+    repo.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        &url,
+        "vendor/lib",
+    ]);
+    repo.git(&["commit", "-q", "-m", "the library as a submodule"]);
+    // Its origin is gone: what the loop checks out comes from .git/modules, or nowhere.
+    drop(lib);
+    assert!(!Path::new(&url).exists());
+    let agent = repo.agent(
+        "solver",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo 42 > solution.txt
+echo "solution.txt holds the library's answer" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let check = "test -f vendor/lib/lib.sh || { echo NO-SUBMODULE; exit 1; }; . vendor/lib/lib.sh && test \"$(cat solution.txt 2>/dev/null)\" = \"$(answer)\"";
+    let dir = repo.init_loop(&agent, &[check], &[]);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    assert!(
+        !base.lines().any(|l| l == "NO-SUBMODULE"),
+        "the workspace has the submodule before the red gate: {base}"
+    );
+    assert_code(&out, 0, "DONE: the clean checkout has the submodule too");
+    let log = read(&dir.join("iterations/000001/verify.log"));
+    assert!(
+        log.contains("in a clean checkout of the tree to commit")
+            && !log.lines().any(|l| l == "NO-SUBMODULE"),
+        "{log}"
+    );
+    let files = branch_files(&repo);
+    assert!(files.contains(&"solution.txt".to_string()), "{files:?}");
+    assert!(
+        !files.iter().any(|f| f.starts_with("vendor/lib/")),
+        "the submodule stays a submodule (a gitlink), never its files: {files:?}"
+    );
+    let gitlink = repo.git(&["ls-tree", "orbit/test-goal", "vendor/lib"]);
+    assert!(gitlink.starts_with("160000 commit "), "{gitlink}");
+}

@@ -149,6 +149,7 @@ clean_checkout_v() {
   git -C "$cws" read-tree "$tree" 2>>"$ORBIT_LOG_FILE" &&
     git -C "$cws" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE" &&
     git -C "$cws" checkout-index -a -f -u 2>>"$ORBIT_LOG_FILE" || return 1
+  modules_checkout "$cws"
   cp -p -- "$gd/index" "$LOOP_DIR/.tree-index.clean" || return 1
   REPLY=$cws
 }

@@ -39,6 +39,7 @@ first_run_setup() {
     workspace_add "$base" ||
       preflight_fail "cannot create the workspace $WS on $LOOP_BRANCH (see runner.log): is the branch checked out elsewhere?"
     setup_forget "$WS"
+    modules_checkout "$WS"
     orbit_log "workspace $WS on branch $LOOP_BRANCH (from ${branch:-a detached HEAD} at ${base:0:12})"
     orbit_event workspace_created "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH" base "$base"
   fi

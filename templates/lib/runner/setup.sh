@@ -205,3 +205,35 @@ setup_forget() {
   rm -f -- "$REPLY"
 }
 
+# modules_checkout DIR: the submodules of the work tree DIR, checked out at the commits its
+# index records, from the repository's own module objects ($GIT_COMMON_ABS/modules/NAME:
+# what the user's checkout fetched), never the network: a fresh worktree has them empty. A
+# module the user's checkout never initialized stays empty, and runner.log says so. What
+# .gitmodules says is the tree's (the agent's) text: a name is taken only as a plain path
+# under modules/, a path only where the index holds a submodule.
+modules_checkout() {
+  local dir=$1 key path name src mode sha
+  [[ -f $dir/.gitmodules && ! -L $dir/.gitmodules ]] || return 0
+  while read -r key path; do
+    name=${key#submodule.}
+    name=${name%.path}
+    [[ -n $name && -n $path && /$name/ != */../* && /$name/ != */./* && $name != /* ]] || continue
+    mode='' sha=''
+    read -r mode sha _ < <(git -C "$dir" ls-files -s -- ":(top,literal)$path" 2>/dev/null || true) || true
+    [[ $mode == 160000 && $sha =~ ^[0-9a-f]{40,64}$ ]] || continue
+    src=$GIT_COMMON_ABS/modules/$name
+    if [[ ! -f $src/HEAD || -L $src ]]; then
+      orbit_log "the submodule $path is not initialized in your checkout (no $src): it stays empty in $dir; run git submodule update --init there first, or give a --setup that fetches it"
+      continue
+    fi
+    if [[ ! -e $dir/$path/.git ]]; then
+      rmdir -- "$dir/$path" 2>/dev/null || true
+      git -c core.hooksPath=/dev/null clone -q --no-checkout -- "$src" "$dir/$path" >>"$ORBIT_LOG_FILE" 2>&1 || {
+        orbit_log "cannot check out the submodule $path in $dir from $src (see above)"
+        continue
+      }
+    fi
+    git -c core.hooksPath=/dev/null -C "$dir/$path" checkout -q -f --detach "$sha" -- >>"$ORBIT_LOG_FILE" 2>&1 ||
+      orbit_log "cannot check out the submodule $path at ${sha:0:12} in $dir (is the commit in $src?)"
+  done < <(git config -f "$dir/.gitmodules" --get-regexp '^submodule\..*\.path$' 2>/dev/null || true)
+}

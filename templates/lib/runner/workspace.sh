@@ -125,6 +125,7 @@ workspace_ensure() {
     workspace_add "$LOOP_BRANCH" ||
       preflight_fail "cannot recreate the workspace $WS from $LOOP_BRANCH (see runner.log)"
     setup_forget "$WS"
+    modules_checkout "$WS"
     orbit_log "the workspace $WS was missing: recreated from $LOOP_BRANCH"
     orbit_event workspace_recreated "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH"
   fi

@@ -567,6 +567,18 @@ pub struct InitArgs {
     #[arg(long = "exec", value_name = "CMD ARGS")]
     pub exec: Option<String>,
 
+    /// A name for the check given right after it, e.g. --name unit --verify 'cargo test'
+    /// (the name verify.sh, the records and the reports give it) [default: from the
+    /// command's words]. Repeatable, one per check.
+    #[arg(long = "name", value_name = "NAME")]
+    pub name: Vec<String>,
+
+    /// The names `--name` gave, by command: filled from where each stands on the command
+    /// line (see [`check_names_by_place`]).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub check_name: Vec<(String, String)>,
+
     /// An acceptance check (a shell command that exits 0 when it holds). Repeatable.
     #[arg(long = "verify", value_name = "CMD")]
     pub verify: Vec<String>,
@@ -720,4 +732,34 @@ pub enum ReferencePage {
     Settings,
     /// docs/exit-codes.md: the runner's exit codes and every subcommand's.
     ExitCodes,
+}
+
+/// The check each `--name` of `orbit init` names: the check flag (`--verify`,
+/// `--reproduction`, `--regression`) right after it on the command line, as (command, name).
+pub fn check_names_by_place(m: &clap::ArgMatches) -> Result<Vec<(String, String)>, String> {
+    let placed = |id: &str| -> Vec<(usize, String)> {
+        match (m.indices_of(id), m.get_many::<String>(id)) {
+            (Some(at), Some(values)) => at.zip(values.cloned()).collect(),
+            _ => Vec::new(),
+        }
+    };
+    let mut checks: Vec<(usize, String)> = ["verify", "reproduction", "regression"]
+        .into_iter()
+        .flat_map(placed)
+        .collect();
+    checks.sort();
+    let names = placed("name");
+    let mut out = Vec::new();
+    for (k, (at, name)) in names.iter().enumerate() {
+        let next_name = names.get(k + 1).map_or(usize::MAX, |(i, _)| *i);
+        match checks.iter().find(|(i, _)| i > at) {
+            Some((i, cmd)) if *i < next_name => out.push((cmd.clone(), name.clone())),
+            _ => {
+                return Err(format!(
+                    "--name {name} names the check given right after it: write it just before its --verify, --reproduction or --regression"
+                ));
+            }
+        }
+    }
+    Ok(out)
 }

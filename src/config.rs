@@ -52,6 +52,10 @@ pub struct LoopConfig {
     /// loop.toml.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub setup: Vec<String>,
+    /// The names given to checks, by command (`orbit init --name NAME` before the check):
+    /// a check without one is named from its command's words. Not written when empty.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub check_name: std::collections::BTreeMap<String, String>,
     /// Repository path globs the agent must not change.
     pub protect: Vec<String>,
     /// The globs `orbit init` protects by default: the files that change how the checks'
@@ -406,6 +410,7 @@ impl LoopConfig {
             ] {
                 t.insert(key.into(), toml::Value::Array(Vec::new()));
             }
+            t.insert("check-name".into(), toml::Value::Table(toml::Table::new()));
             t.insert("branch-isolation".into(), true.into());
             for s in SETTINGS {
                 if let Some(v) = toml_default(s) {
@@ -524,6 +529,38 @@ impl LoopConfig {
                 "fanout-early-stop = true stops a fan-out, and this loop has none: give candidates = 2 or more (orbit init --candidates N), or leave fanout-early-stop out".into(),
             ));
         }
+        let commands: Vec<&String> = self
+            .verify
+            .iter()
+            .chain(&self.reproduction)
+            .chain(&self.regression)
+            .collect();
+        let mut taken: Vec<&String> = Vec::new();
+        for (cmd, name) in &self.check_name {
+            if !commands.contains(&cmd) {
+                return Err(Error::Usage(format!(
+                    "check-name: '{}' is not a check of this loop (verify, reproduction or regression): name a check by its command as given",
+                    cmd.escape_debug()
+                )));
+            }
+            let reserved = name == "project-changed-by-checks"
+                || name
+                    .strip_prefix("holdout-")
+                    .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+            if !goal::is_check_name(name) || reserved {
+                return Err(Error::Usage(format!(
+                    "check-name: '{}' cannot name a check: use letters, digits, '.', '_' and '-' (at most 40, not starting with '-' or '.'; holdout-N and project-changed-by-checks are the runner's)",
+                    name.escape_debug()
+                )));
+            }
+            if taken.contains(&name) {
+                return Err(Error::Usage(format!(
+                    "check-name: two checks are named '{}': give each its own name",
+                    name.escape_debug()
+                )));
+            }
+            taken.push(name);
+        }
         let names = self.check_names();
         for name in &self.allow_fewer_tests {
             if !names.contains(name) {
@@ -584,7 +621,7 @@ impl LoopConfig {
             .chain(&self.regression)
             .cloned()
             .collect();
-        goal::check_names(&cmds)
+        goal::check_names_with(&cmds, &self.check_name)
     }
 
     /// An optional amount in micro-dollars.
@@ -657,7 +694,7 @@ mod tests {
 
     /// The loop.toml keys that are not settings of the contract's table: what the loop is
     /// (its name, its agent, its checks and what they protect) rather than a value with bounds.
-    const IDENTITY_KEYS: [&str; 11] = [
+    const IDENTITY_KEYS: [&str; 12] = [
         "contract-version",
         "name",
         "engine",
@@ -667,6 +704,7 @@ mod tests {
         "regression",
         "holdout",
         "setup",
+        "check-name",
         "protect",
         "auto-protect",
     ];
@@ -682,6 +720,8 @@ mod tests {
             fanout_early_stop: true,
             auto_protect: vec!["**/conftest.py".into()],
             setup: vec!["npm ci".into()],
+            check_name: [("cargo test".to_string(), "unit".to_string())].into(),
+            verify: vec!["cargo test".into()],
             ..LoopConfig::default()
         }) {
             Ok(toml::Value::Table(t)) => t,

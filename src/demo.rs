@@ -110,6 +110,8 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
                 .map_err(|_| Error::Usage("the demo path holds a NUL byte".into()))?
                 .into_owned(),
         ),
+        name: Vec::new(),
+        check_name: Vec::new(),
         verify: vec![
             "bash tests/test_calc.sh add".into(),
             "bash tests/test_calc.sh mul".into(),

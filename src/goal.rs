@@ -271,18 +271,43 @@ impl<'de> serde::Deserialize<'de> for Usd {
 
 /// Unique check names derived from the check commands: `cargo-test`, `cargo-test-2`, ...
 pub fn check_names(commands: &[String]) -> Vec<String> {
+    check_names_with(commands, &std::collections::BTreeMap::new())
+}
+
+/// Unique check names: the name `given` holds for a command (loop.toml `check-name`, `orbit
+/// init --name`), else one derived from the command; a derived name never takes a given one.
+pub fn check_names_with(
+    commands: &[String],
+    given: &std::collections::BTreeMap<String, String>,
+) -> Vec<String> {
     let mut names: Vec<String> = Vec::with_capacity(commands.len());
     for (i, cmd) in commands.iter().enumerate() {
+        if let Some(name) = given.get(cmd) {
+            names.push(name.clone());
+            continue;
+        }
         let base = slugify(cmd, 32).unwrap_or_else(|| format!("check-{}", i + 1));
         let mut name = base.clone();
         let mut n = 2;
-        while names.contains(&name) {
+        while names.contains(&name) || given.values().any(|g| *g == name) {
             name = format!("{base}-{n}");
             n += 1;
         }
         names.push(name);
     }
     names
+}
+
+/// Whether `name` may name a check: letters, digits, '.', '_' and '-', not starting with '-'
+/// or '.', at most 40 bytes (verify.sh's `[PASS] NAME` lines and the runner's tally read it
+/// as one word).
+pub fn is_check_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 40
+        && !name.starts_with(['-', '.'])
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
 /// Checks one protect glob: a repository-relative path pattern.

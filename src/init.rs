@@ -462,6 +462,23 @@ pub fn unprotected_judge_scripts(cfg: &LoopConfig) -> Vec<String> {
         .collect()
 }
 
+/// The names `--name` gave, by command; one command named twice differently is refused.
+fn check_names_given(
+    given: &[(String, String)],
+) -> Result<std::collections::BTreeMap<String, String>> {
+    let mut out = std::collections::BTreeMap::new();
+    for (cmd, name) in given {
+        if let Some(other) = out.insert(cmd.clone(), name.clone())
+            && other != *name
+        {
+            return Err(Error::Usage(format!(
+                "the check `{cmd}` is named twice ({other}, {name}): a command is one check with one name"
+            )));
+        }
+    }
+    Ok(out)
+}
+
 /// Builds the loop's configuration from the flags, over the project defaults; with it,
 /// what it protects by default (for the output; empty with `--no-auto-protect`).
 fn config_from_args(
@@ -493,6 +510,7 @@ fn config_from_args(
         regression: args.regression.clone(),
         holdout: args.holdout.clone(),
         setup: pick(&args.setup, &d.setup),
+        check_name: check_names_given(&args.check_name)?,
         protect: pick(&args.protect, &d.protect),
         ..LoopConfig::default()
     };

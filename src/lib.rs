@@ -37,8 +37,6 @@ pub mod state;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 pub use error::{Error, Result};
 
 /// Runs one parsed command line and returns the process exit code.
@@ -67,8 +65,26 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
 
 /// The binary's entry point: parse, run, report, map to an exit code.
 pub fn main_entry() -> ExitCode {
-    let cli = match cli::Cli::try_parse() {
-        Ok(cli) => cli,
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = cli::Cli::command()
+        .try_get_matches()
+        .and_then(|m| cli::Cli::from_arg_matches(&m).map(|c| (c, m)));
+    let cli = match parsed {
+        Ok((mut cli, matches)) => {
+            // Where each `--name` stands says which check it names.
+            if let (cli::Command::Init(args), Some(("init", m))) =
+                (&mut cli.command, matches.subcommand())
+            {
+                match cli::check_names_by_place(m) {
+                    Ok(names) => args.check_name = names,
+                    Err(why) => {
+                        eprintln!("orbit: {why}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
+            cli
+        }
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();

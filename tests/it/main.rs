@@ -17,6 +17,7 @@ mod init;
 mod layout;
 mod logs;
 mod manual;
+mod naming;
 mod ops;
 mod protect;
 mod recover;

@@ -496,3 +496,99 @@ echo "solution.txt holds the library's answer" > "$ORBIT_AGENT_DIR/done.md""#,
     let gitlink = repo.git(&["ls-tree", "orbit/test-goal", "vendor/lib"]);
     assert!(gitlink.starts_with("160000 commit "), "{gitlink}");
 }
+
+/// Whether git-lfs is installed: required in CI (`.ci/run` installs it), else the LFS tests
+/// say they are skipped.
+fn git_lfs_available() -> bool {
+    let ok = command("git")
+        .args(["lfs", "version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "git-lfs is required in CI but not installed"
+        );
+        eprintln!("notice: git-lfs is not installed; skipping the LFS assertions");
+    }
+    ok
+}
+
+/// A repository whose data.bin is an LFS object (the repository's own LFS filter config).
+fn lfs_repo() -> Repo {
+    let repo = Repo::new();
+    repo.git(&["lfs", "install", "--local"]);
+    repo.git(&["lfs", "track", "*.bin"]);
+    repo.write("data.bin", "THE-REAL-CONTENT\n");
+    repo.git(&["add", ".gitattributes", "data.bin"]);
+    repo.git(&["commit", "-q", "-m", "an LFS file"]);
+    assert!(
+        repo.git(&["cat-file", "-p", "HEAD:data.bin"])
+            .starts_with("version https://git-lfs"),
+        "committed as a pointer"
+    );
+    repo
+}
+
+fn lfs_agent(repo: &Repo) -> std::path::PathBuf {
+    repo.agent(
+        "solver",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+cp data.bin copy.txt
+echo done > "$ORBIT_AGENT_DIR/done.md""#,
+    )
+}
+
+#[test]
+fn lfs_objects_the_repository_has_are_in_every_fresh_checkout() {
+    if !git_lfs_available() {
+        return;
+    }
+    let repo = lfs_repo();
+    let agent = lfs_agent(&repo);
+    let dir = repo.init_loop(&agent, &["grep -qx THE-REAL-CONTENT copy.txt"], &[]);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "2")]);
+    assert_code(
+        &out,
+        0,
+        "DONE on the real content, in the clean checkout too",
+    );
+    assert_eq!(repo.ws_read("data.bin"), "THE-REAL-CONTENT\n");
+}
+
+#[test]
+fn a_pointer_only_clone_stops_with_the_fix_and_goes_on_with_it() {
+    if !git_lfs_available() {
+        return;
+    }
+    let repo = lfs_repo();
+    // A pointer-only clone: the objects are not here, and there is no remote to fetch from.
+    fs::remove_dir_all(repo.join(".git/lfs/objects")).unwrap();
+    let agent = lfs_agent(&repo);
+    let dir = repo.init_loop(&agent, &["grep -q git-lfs copy.txt"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 2, "stops in preflight");
+    let said = text(&out);
+    assert!(
+        said.contains("the LFS objects are not in this repository")
+            && said.contains("GIT_LFS_SKIP_SMUDGE=1"),
+        "{said}"
+    );
+    assert!(
+        !repo.ws().exists(),
+        "the half-made workspace is gone, so the next start makes it anew"
+    );
+    // With the fix said, the loop goes on: the workspace holds the pointers.
+    let again = repo.run_loop(
+        &dir,
+        &[],
+        &[("MAX_ITERATIONS", "2"), ("GIT_LFS_SKIP_SMUDGE", "1")],
+    );
+    assert_code(&again, 0, "DONE on the pointer files");
+    assert!(
+        repo.ws_read("data.bin")
+            .starts_with("version https://git-lfs")
+    );
+}

@@ -36,8 +36,10 @@ first_run_setup() {
       preflight_fail "the workspace path $WS exists and is not empty: set workspace in loop.toml to a new path, or move it away"
     fi
     rmdir -- "$WS" 2>/dev/null || true
-    workspace_add "$base" ||
-      preflight_fail "cannot create the workspace $WS on $LOOP_BRANCH (see runner.log): is the branch checked out elsewhere?"
+    if ! workspace_add "$base"; then
+      workspace_lfs_hint_v
+      preflight_fail "cannot create the workspace $WS on $LOOP_BRANCH (see runner.log)${REPLY:-: is the branch checked out elsewhere?}"
+    fi
     setup_forget "$WS"
     modules_checkout "$WS"
     orbit_log "workspace $WS on branch $LOOP_BRANCH (from ${branch:-a detached HEAD} at ${base:0:12})"

@@ -82,6 +82,15 @@ workspace_exclude() {
   done
 }
 
+# workspace_lfs_hint_v: REPLY is what to do when the last git checkout failed in git-lfs's
+# smudge filter (a pointer-only clone: the LFS objects are not in this repository), else "".
+workspace_lfs_hint_v() {
+  REPLY=''
+  if tail -n 40 -- "$ORBIT_LOG_FILE" 2>/dev/null | grep -q 'smudge filter lfs failed'; then
+    REPLY=": the LFS objects are not in this repository (a pointer-only clone?). Run git lfs pull in your checkout, or set GIT_LFS_SKIP_SMUDGE=1 in the loop's environment to work with the pointer files"
+  fi
+}
+
 # workspace_add COMMIT_OR_BRANCH: a new worktree at WS on LOOP_BRANCH, locked against
 # `git worktree prune` while the loop exists.
 workspace_add() {
@@ -94,6 +103,13 @@ workspace_add() {
       repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -- "$WS" "$LOOP_BRANCH" >>"$ORBIT_LOG_FILE" 2>&1 && return 0
     else
       repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -b "$LOOP_BRANCH" -- "$WS" "$1" >>"$ORBIT_LOG_FILE" 2>&1 && return 0
+    fi
+    # One that failed checking the files out (an LFS object missing) leaves a worktree
+    # behind: it goes, so that the next start, the cause fixed, makes it anew.
+    if [[ -f $WS/.git ]]; then
+      repo_git worktree remove -f -f -- "$WS" >>"$ORBIT_LOG_FILE" 2>&1 || true
+      workspace_lfs_hint_v
+      [[ -z $REPLY ]] || return 1
     fi
     [[ ! -e $WS && $try != 3 ]] || return 1
     orbit_log "git worktree add failed (try $try of 3; see above): trying again"
@@ -122,8 +138,10 @@ workspace_ensure() {
     # registration goes (-f -f: missing and locked). Never a `git worktree prune`, which
     # could take another loop's workspace while that one is being added.
     repo_git worktree remove -f -f -- "$WS" 2>>"$ORBIT_LOG_FILE" || true
-    workspace_add "$LOOP_BRANCH" ||
-      preflight_fail "cannot recreate the workspace $WS from $LOOP_BRANCH (see runner.log)"
+    if ! workspace_add "$LOOP_BRANCH"; then
+      workspace_lfs_hint_v
+      preflight_fail "cannot recreate the workspace $WS from $LOOP_BRANCH (see runner.log)$REPLY"
+    fi
     setup_forget "$WS"
     modules_checkout "$WS"
     orbit_log "the workspace $WS was missing: recreated from $LOOP_BRANCH"

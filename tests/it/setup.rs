@@ -592,3 +592,46 @@ fn a_pointer_only_clone_stops_with_the_fix_and_goes_on_with_it() {
             .starts_with("version https://git-lfs")
     );
 }
+
+#[test]
+fn a_regression_check_red_on_the_base_tree_names_what_differs_from_the_users_checkout() {
+    if !command("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("notice: node is not installed; skipping");
+        return;
+    }
+    let repo = Repo::new();
+    repo.write(".gitignore", "node_modules/\n");
+    repo.git(&["add", ".gitignore"]);
+    repo.git(&["commit", "-q", "-m", "ignore node_modules"]);
+    // The user's own installed dependency, broken: the workspace (inside the checkout) has
+    // none, so Node walks up the directory tree and finds this one.
+    repo.write(
+        "node_modules/dep/index.js",
+        "throw new Error('the dep of your checkout');\n",
+    );
+    let agent = repo.agent("never", "cat >/dev/null");
+    let dir = repo.init_loop(
+        &agent,
+        &["true"],
+        &["--regression", "node -e 'require(\"dep\")'"],
+    );
+    let out = repo.run_loop(&dir, &[], &[("ALLOW_GREEN_START", "1")]);
+    assert_code(&out, 2, "the regression check is red before any agent");
+    let said = text(&out) + &read(&dir.join("runner.log"));
+    let user_dep = repo.path().join("node_modules/dep/index.js");
+    assert!(
+        said.contains(
+            "Your checkout has 1 ignored path(s) this fresh checkout lacks: node_modules/"
+        ),
+        "{said}"
+    );
+    assert!(
+        said.contains("The checks' output names files of your checkout, not of the workspace: ")
+            && said.contains(&user_dep.display().to_string()),
+        "{said}"
+    );
+}

@@ -142,7 +142,8 @@ red_gate() {
   done
   if [[ -n $bad ]]; then
     orbit_event verify_fail 0 run red_gate code REGRESSION_RED failing "${bad//, /,}"
-    finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "regression check(s) fail on the untouched tree, before the agent did anything: $bad. A regression check must pass before the change: fix the check or the project (see iterations/baseline/verify.log), then run again"
+    red_gate_differences_v
+    finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "regression check(s) fail on the untouched tree, before the agent did anything: $bad. A regression check must pass before the change: fix the check or the project (see iterations/baseline/verify.log), then run again.$REPLY"
   fi
   for c in "${CHECKS_REPRODUCTION[@]}"; do
     if check_passed "$c"; then
@@ -165,6 +166,49 @@ red_gate() {
   orbit_event verify_fail 0 run red_gate
 }
 
+# red_gate_differences_v: REPLY is what sets the workspace apart from the user's checkout, for
+# a check that fails on the untouched tree ("" when nothing is seen): files the user's
+# checkout has that git ignores and the fresh checkout lacks (node_modules, a virtual
+# environment, a generated file), and files of the user's checkout the checks' output names
+# (an editable install, a package resolved up the tree).
+red_gate_differences_v() {
+  local p absent='' outside='' n=0 m=0 ws_rel='' loop_rel=''
+  [[ $WS == "$REPO_ROOT"/* ]] && ws_rel=${WS#"$REPO_ROOT"/}
+  [[ $LOOP_DIR == "$REPO_ROOT"/* ]] && loop_rel=${LOOP_DIR#"$REPO_ROOT"/}
+  while IFS= read -r -d '' p; do
+    case /$p in
+      /.orbit/* | /.orbit-agent/*) continue ;;
+    esac
+    [[ -n $ws_rel && ( $p == "$ws_rel"* || $ws_rel/ == "$p"* ) ]] && continue
+    [[ -n $loop_rel && ( $p == "$loop_rel"* || $loop_rel/ == "$p"* ) ]] && continue
+    [[ -e $WS/$p || -L $WS/$p ]] && continue
+    ((n < 5)) && absent+="${absent:+, }$p"
+    n=$((n + 1))
+  done < <(repo_git ls-files -z --others --ignored --exclude-standard --directory 2>/dev/null || true)
+  while IFS= read -r p; do
+    [[ $p == "$WS"/* || $p == "$LOOP_DIR"/* || $p == "$REPO_ROOT/.orbit/"* ]] && continue
+    ((m < 3)) && outside+="${outside:+, }$p"
+    m=$((m + 1))
+  done < <(awk -v root="$REPO_ROOT/" '{
+    s = $0
+    while ((i = index(s, root)) > 0) {
+      s = substr(s, i)
+      if (!match(s, /^[^[:space:]:"),]+/)) break
+      p = substr(s, 1, RLENGTH)
+      if (!(p in seen)) { seen[p] = 1; print p }
+      s = substr(s, RLENGTH + 1)
+    }
+  }' "$LOOP_DIR/iterations/baseline/verify.log" 2>/dev/null | head -n 20 || true)
+  REPLY=''
+  ((n <= 5)) || absent+=', ...'
+  if ((n)); then
+    REPLY+=" Your checkout has $n ignored path(s) this fresh checkout lacks: ${absent//[[:cntrl:]]/?}: if the checks need them, make them with a --setup (e.g. npm ci, a virtual environment)."
+  fi
+  if ((m)); then
+    REPLY+=" The checks' output names files of your checkout, not of the workspace: ${outside//[[:cntrl:]]/?} (an editable install, or a package found up the directory tree?): install the project into the workspace with a --setup."
+  fi
+}
+
 # red_gate_can_run: a check that could not run at all on the untouched tree (its program not
 # found, its test runner's module missing) is the environment's, not a red start: the loop
 # stops in preflight, naming the check and what it said, before any agent runs.
@@ -176,7 +220,9 @@ red_gate_can_run() {
     [[ $word == FAIL && $why == cannot-run:* ]] || continue
     orbit_event verify_fail 0 run red_gate code CHECK_CANNOT_RUN failing "$name"
     orbit_cut_v "${why#cannot-run: }" 160
-    finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "the check $name cannot run on the untouched tree ($REPLY): it would fail whatever the agent did. Install what it needs (or run it through the project's environment), check it by hand with bash $LOOP_DIR/verify.sh, then run again (see iterations/baseline/verify.log)"
+    local cause=$REPLY
+    red_gate_differences_v
+    finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "the check $name cannot run on the untouched tree ($cause): it would fail whatever the agent did. Install what it needs (or run it through the project's environment, or make it with a --setup), check it by hand with bash $LOOP_DIR/verify.sh, then run again (see iterations/baseline/verify.log).$REPLY"
   done <"$VERIFY_TALLY_FILE"
 }
 

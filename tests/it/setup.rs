@@ -635,3 +635,47 @@ fn a_regression_check_red_on_the_base_tree_names_what_differs_from_the_users_che
         "{said}"
     );
 }
+
+#[test]
+fn a_relative_hooks_path_only_the_users_checkout_has_runs_for_the_loops_commits() {
+    let repo = Repo::new();
+    let marker = repo.bin.path().join("hook-ran");
+    // As husky leaves it: core.hooksPath relative, its directory made by an install step
+    // (ignored), so a fresh worktree lacks it.
+    repo.write(".gitignore", ".hooks-gen/\n");
+    repo.git(&["add", ".gitignore"]);
+    repo.git(&["commit", "-q", "-m", "ignore the generated hooks"]);
+    repo.write(
+        ".hooks-gen/pre-commit",
+        &format!(
+            "#!/usr/bin/env bash\necho \"pre-commit in $PWD\" >> '{}'\n",
+            marker.display()
+        ),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(
+        repo.join(".hooks-gen/pre-commit"),
+        fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    repo.git(&["config", "core.hooksPath", ".hooks-gen"]);
+    let agent = repo.agent(
+        "solver",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo ok > solution.txt
+echo done > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &["test -f solution.txt"], &[]);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "2")]);
+    assert_code(&out, 0, "DONE");
+    let ran = read(&marker);
+    assert!(
+        ran.contains(&format!("pre-commit in {}", repo.ws().display())),
+        "the project's hook ran for the loop's commit, in the workspace: {ran:?}"
+    );
+    assert!(
+        read(&dir.join("runner.log")).contains("core.hooksPath is .hooks-gen (relative)"),
+        "and the log says where the hooks came from"
+    );
+}

@@ -62,8 +62,8 @@ commit_iteration() {
       GIT_LITERAL_PATHSPECS=1 GIT_TERMINAL_PROMPT=0 \
         orbit_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/commit.log" \
         "$BASH" -c 'cd -- "$1" || exit 1
-          git read-tree "$2" && git commit -q --no-edit -m "$3"' \
-        orbit-commit "$WS" "$tree" "$msg"
+          git read-tree "$2" && git ${4:+-c "core.hooksPath=$4"} commit -q --no-edit -m "$3"' \
+        orbit-commit "$WS" "$tree" "$msg" "$COMMIT_HOOKS_PATH"
       rc=$ORBIT_RC
       ((rc != 0)) || commit_is_tree "$tree" "$dir/commit.log" || rc=$?
       if ((ORBIT_TIMED_OUT)); then

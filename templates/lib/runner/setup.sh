@@ -196,6 +196,8 @@ setup_workspace() {
     preflight_fail "the workspace's setup failed: $why. Fix the setup in loop.toml (then orbit init --force), or the project, and run again; last lines of iterations/baseline/setup.log: $tail"
   fi
   orbit_event setup_done "${S[NEXT_ITERATION]}" where workspace commands "${#SETUP_CMDS[@]}"
+  # A hook the setup installed (husky's) is one the loop's commits run.
+  workspace_git_facts
   trust_hold
 }
 

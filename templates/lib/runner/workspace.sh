@@ -4,6 +4,10 @@
 # a signature to make).
 GIT_DIR_ABS=
 COMMIT_PLUMBING=0
+# The hooks directory the loop's commits use when a relative core.hooksPath names one only
+# the user's checkout has (husky's .husky/_, made by its install step): as git resolves it
+# there ("" otherwise).
+COMMIT_HOOKS_PATH=
 
 # workspace_path_v: REPLY is the workspace's absolute path: the state's once the loop ran,
 # else loop.toml's `workspace` (relative to the repository root), else the default
@@ -32,13 +36,28 @@ workspace_path_v() {
 # operations), whether commits need the porcelain (a hook to run, a signature to make), and
 # no rebase or merge left half-done in it.
 workspace_git_facts() {
-  local out f hooks
+  local out f hooks rel
   local -a facts=()
   out=$(git_q rev-parse --absolute-git-dir --git-path hooks 2>/dev/null) ||
     preflight_fail "the workspace $WS is not a git worktree: run orbit recover to recreate it"
   mapfile -t facts <<<"$out"
   GIT_DIR_ABS=${facts[0]} hooks=${facts[1]-}
-  [[ $hooks == /* ]] || hooks=$WS/$hooks
+  COMMIT_HOOKS_PATH=
+  if [[ $hooks != /* ]]; then
+    rel=$(git_q config --get core.hooksPath 2>/dev/null || true)
+    hooks=$WS/$hooks
+    # A relative core.hooksPath is the work tree's own: in the user's checkout, where an
+    # install step made it, the hooks run; a fresh workspace lacks that directory, and git
+    # would run none without a word. The loop's commits take the checkout's, as git there.
+    if [[ -n $rel && $rel != /* && $rel != '~'* && ! -d $hooks && -d $REPO_ROOT/$rel ]]; then
+      COMMIT_HOOKS_PATH=$REPO_ROOT/$rel
+      hooks=$COMMIT_HOOKS_PATH
+      if [[ ! -f $LOOP_DIR/.hooks-noted ]]; then
+        orbit_log "core.hooksPath is $rel (relative): the workspace has no such directory, your checkout has ($COMMIT_HOOKS_PATH, made by an install step such as husky's): the loop's commits run its hooks, as git does in your checkout"
+        : >"$LOOP_DIR/.hooks-noted"
+      fi
+    fi
+  fi
   # Commits go through the porcelain only when it has work to do there: a commit hook to
   # run or a signature to make. Otherwise plumbing does the same commit without a rescan.
   COMMIT_PLUMBING=1

@@ -396,3 +396,82 @@ exit 1
         "no raw JSON in the page"
     );
 }
+
+/// A loop with a check of every role, whose add.sh adds nothing yet: in 1 the agent makes
+/// add(2, 2) right (the acceptance check passes, the reproduction still fails); in 2 it
+/// fits add.sh to the visible checks and claims DONE (the holdout check rejects the
+/// claim); in 3 it adds for real, claims DONE, and the loop ends DONE.
+fn loop_of_every_role() -> (Repo, PathBuf) {
+    let repo = Repo::new();
+    repo.write("add.sh", "echo 0\n");
+    repo.git(&["add", "add.sh"]);
+    repo.git(&["commit", "-qm", "add.sh"]);
+    let agent = repo.agent(
+        "every-role",
+        r#"cat >/dev/null
+[ "$ORBIT_PHASE" = work ] || exit 0
+case $ORBIT_ITERATION in
+  1) echo 'echo 4' > add.sh ;;
+  2) printf '%s\n' 'case "$1 $2" in "2 2") echo 4 ;; "1 1") echo 2 ;; *) echo 0 ;; esac' > add.sh
+     echo "add.sh adds" > "$ORBIT_AGENT_DIR/done.md" ;;
+  *) printf '%s\n' 'echo $(($1 + $2))' > add.sh
+     echo "add.sh adds" > "$ORBIT_AGENT_DIR/done.md" ;;
+esac"#,
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["test \"$(bash add.sh 2 2)\" = 4"],
+        &[
+            "--reproduction",
+            "test \"$(bash add.sh 1 1)\" = 2",
+            "--regression",
+            "test -f add.sh",
+            "--holdout",
+            "test \"$(bash add.sh 3 5)\" = 8",
+            "--max-iterations",
+            "5",
+        ],
+    );
+    assert_code(&repo.run_loop(&dir, &[], &[]), 0, "the loop ends DONE");
+    (repo, dir)
+}
+
+#[test]
+fn the_check_grid_shows_every_check_of_the_loop_in_every_iteration() {
+    let (repo, dir) = loop_of_every_role();
+    let cfg = orbit::config::LoopConfig::load(&dir.join("loop.toml")).unwrap();
+    let names = cfg.check_names();
+    assert_eq!(names.len(), 3, "{names:?}");
+    let (acceptance, reproduction, regression) = (&names[0], &names[1], &names[2]);
+    let h = report(&repo, &["--html"]);
+    let got = cells(&h);
+    let mut want = BTreeSet::new();
+    for i in 1..=3 {
+        want.insert(format!("{acceptance}, iteration {i}: pass"));
+        want.insert(format!("{regression}, iteration {i}: pass"));
+    }
+    // The reproduction fails until the agent adds 1 and 1.
+    want.insert(format!("{reproduction}, iteration 1: fail"));
+    want.insert(format!("{reproduction}, iteration 2: pass"));
+    want.insert(format!("{reproduction}, iteration 3: pass"));
+    // The holdout check runs only on a DONE claim: it rejects the fitted add.sh of 2 and
+    // passes the real one of 3.
+    want.insert("holdout-1, iteration 1: holdout, not run".to_string());
+    want.insert("holdout-1, iteration 2: fail".to_string());
+    want.insert("holdout-1, iteration 3: pass".to_string());
+    assert_eq!(got, want, "{h}");
+    // Each row says its check's role; the legend names every kind of cell.
+    for label in [
+        format!(">{reproduction} [reproduction]</text>"),
+        format!(">{regression} [regression]</text>"),
+        ">holdout-1 [holdout]</text>".to_string(),
+    ] {
+        assert!(h.contains(&label), "no row label {label}: {h}");
+    }
+    for word in ["pass", "fail", "skipped", "holdout, not run"] {
+        assert!(
+            h.contains(&format!("</i>{word}</span>")),
+            "no legend for {word}: {h}"
+        );
+    }
+}

@@ -1266,8 +1266,36 @@ fn checks_svg(f: &Facts) -> String {
     s
 }
 
-/// Cumulative spend by iteration, against the cap when there is one.
+/// What the spend picture says instead of a curve when there is none to draw: no agent
+/// run recorded a cost line, or every run's cost is unknown (the engine reports none).
+fn no_spend_text(f: &Facts) -> Option<String> {
+    let pts = &f.spend_curve;
+    if pts.is_empty() {
+        return Some("no agent run recorded a cost line".into());
+    }
+    let nothing_known = pts.iter().all(|p| p.unknown && p.cumulative == 0);
+    nothing_known.then(|| {
+        format!(
+            "no cost reported: none of the {} agent run(s) gave a cost",
+            f.unknown_runs
+        )
+    })
+}
+
+/// Cumulative spend by iteration, against the cap when there is one; without a cost to
+/// draw, the words that say why (and the cap), never an axis of nothing.
 fn spend_svg(f: &Facts) -> String {
+    if let Some(why) = no_spend_text(f) {
+        let cap = f
+            .cap
+            .map(|c| format!("cap ${}", goal::format_usd(c)))
+            .unwrap_or_else(|| "no cap".into());
+        return format!(
+            "<svg class=\"spend\" width=\"830\" height=\"48\" viewBox=\"0 0 830 48\" role=\"img\" aria-label=\"spend against the cap\">{}{}</svg>",
+            svg_text(10.0, 20.0, "start", 13, INK, &why),
+            svg_text(10.0, 40.0, "start", 12, INK, &cap)
+        );
+    }
     let (left, top, plot_w, plot_h) = (80.0, 16.0, 600.0, 200.0);
     let width = left + plot_w + 150.0;
     let height = top + plot_h + 40.0;
@@ -1297,14 +1325,18 @@ fn spend_svg(f: &Facts) -> String {
         INK,
         "$0",
     ));
-    s.push_str(&svg_text(
-        left - 6.0,
-        y_of(highest) + 4.0,
-        "end",
-        11,
-        INK,
-        &format!("${}", goal::format_usd(highest)),
-    ));
+    // The top of the scale, when there is an amount to scale to (a spend of $0 reported,
+    // without a cap, has none: the axis is then only $0).
+    if f.cap.unwrap_or(0).max(last) > 0 {
+        s.push_str(&svg_text(
+            left - 6.0,
+            y_of(highest) + 4.0,
+            "end",
+            11,
+            INK,
+            &format!("${}", goal::format_usd(highest)),
+        ));
+    }
     if let Some(cap) = f.cap {
         let y = y_of(cap);
         let _ = write!(
@@ -1330,56 +1362,45 @@ fn spend_svg(f: &Facts) -> String {
             "no cap",
         ));
     }
-    if pts.is_empty() {
-        s.push_str(&svg_text(
-            left + 10.0,
-            top + plot_h / 2.0,
-            "start",
-            13,
-            INK,
-            "no agent run recorded a cost line",
-        ));
-    } else {
-        let line: Vec<String> = pts
-            .iter()
-            .map(|p| format!("{:.1},{:.1}", x_of(p.iteration), y_of(p.cumulative)))
-            .collect();
+    let line: Vec<String> = pts
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", x_of(p.iteration), y_of(p.cumulative)))
+        .collect();
+    let _ = write!(
+        s,
+        "<polyline class=\"curve\" points=\"{}\" fill=\"none\" stroke=\"#3a7bd5\" stroke-width=\"3\"/>",
+        line.join(" ")
+    );
+    for p in pts {
+        let (x, y) = (x_of(p.iteration), y_of(p.cumulative));
+        let tip = format!(
+            "after iteration {}: ${}{}",
+            p.iteration,
+            goal::format_usd(p.cumulative),
+            if p.unknown {
+                " reported, plus a run of unknown cost"
+            } else {
+                ""
+            }
+        );
+        let fill = if p.unknown { "#ffffff" } else { "#3a7bd5" };
         let _ = write!(
             s,
-            "<polyline class=\"curve\" points=\"{}\" fill=\"none\" stroke=\"#3a7bd5\" stroke-width=\"3\"/>",
-            line.join(" ")
+            "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"5\" fill=\"{fill}\" stroke=\"#3a7bd5\" stroke-width=\"2\"><title>{}</title></circle>",
+            esc(&tip)
         );
-        for p in pts {
-            let (x, y) = (x_of(p.iteration), y_of(p.cumulative));
-            let tip = format!(
-                "after iteration {}: ${}{}",
-                p.iteration,
-                goal::format_usd(p.cumulative),
-                if p.unknown {
-                    " reported, plus a run of unknown cost"
-                } else {
-                    ""
-                }
-            );
-            let fill = if p.unknown { "#ffffff" } else { "#3a7bd5" };
-            let _ = write!(
-                s,
-                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"5\" fill=\"{fill}\" stroke=\"#3a7bd5\" stroke-width=\"2\"><title>{}</title></circle>",
-                esc(&tip)
-            );
-            if p.unknown {
-                s.push_str(&svg_text(x, y - 9.0, "middle", 12, INK, "?"));
-            }
-            if pts.len() <= 30 || p.iteration % 10 == 0 {
-                s.push_str(&svg_text(
-                    x,
-                    top + plot_h + 16.0,
-                    "middle",
-                    10,
-                    INK,
-                    &p.iteration.to_string(),
-                ));
-            }
+        if p.unknown {
+            s.push_str(&svg_text(x, y - 9.0, "middle", 12, INK, "?"));
+        }
+        if pts.len() <= 30 || p.iteration % 10 == 0 {
+            s.push_str(&svg_text(
+                x,
+                top + plot_h + 16.0,
+                "middle",
+                10,
+                INK,
+                &p.iteration.to_string(),
+            ));
         }
     }
     s.push_str(&svg_text(

@@ -475,3 +475,53 @@ fn the_check_grid_shows_every_check_of_the_loop_in_every_iteration() {
         );
     }
 }
+
+/// The spend picture of the HTML report of a two-iteration loop run by an agent of `body`,
+/// and its cost.ledger.
+fn spend_picture(body: &str) -> (String, String) {
+    let repo = Repo::new();
+    let agent = repo.agent("spender", body);
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &["--max-iterations", "2"]);
+    assert_code(
+        &repo.run_loop(&dir, &[], &[]),
+        16,
+        "the iterations are used up",
+    );
+    let ledger = fs::read_to_string(dir.join("cost.ledger")).unwrap();
+    let h = report(&repo, &["--html"]);
+    let svg = h
+        .split("<svg class=\"spend\"")
+        .nth(1)
+        .and_then(|s| s.split("</svg>").next())
+        .unwrap_or_else(|| panic!("no spend picture: {h}"))
+        .to_string();
+    (svg, ledger)
+}
+
+#[test]
+fn the_spend_picture_of_an_engine_that_reports_no_cost_says_so_without_an_empty_axis() {
+    // The agent never writes a cost: every run's cost is unknown.
+    let (svg, ledger) = spend_picture("cat >/dev/null; echo x >> work.txt");
+    assert!(
+        ledger.lines().count() >= 2 && ledger.lines().all(|l| l.contains("unknown")),
+        "{ledger}"
+    );
+    assert!(svg.contains("no cost reported"), "{svg}");
+    assert!(svg.contains(">no cap</text>"), "{svg}");
+    assert!(!svg.contains("$0.000001"), "an axis of nothing: {svg}");
+    assert!(
+        !svg.contains("class=\"curve\""),
+        "a curve of nothing: {svg}"
+    );
+    // An engine that reports $0 has a curve, flat at $0, and no scale above it.
+    let (svg, ledger) =
+        spend_picture("cat >/dev/null; echo x >> work.txt; echo 0 > \"$ORBIT_COST_FILE\"");
+    assert!(
+        ledger.lines().count() >= 2 && ledger.lines().all(|l| l.contains("reported")),
+        "{ledger}"
+    );
+    assert!(svg.contains("class=\"curve\""), "{svg}");
+    assert!(svg.contains(">$0</text>"), "{svg}");
+    assert!(!svg.contains("$0.000001"), "a scale of nothing: {svg}");
+    assert!(!svg.contains("no cost reported"), "{svg}");
+}

@@ -1582,12 +1582,14 @@ pub fn render_html(f: &Facts) -> String {
     ]));
     h.push_str(&timeline_svg(f));
     h.push_str("\n<h2>Checks</h2>\n");
-    h.push_str(&legend(&[
-        (PASS, "pass"),
-        (FAIL, "fail"),
-        (SKIP, "skipped"),
-        (HOLDOUT, "holdout, not run"),
-    ]));
+    let mut kinds = vec![(PASS, "pass"), (FAIL, "fail"), (SKIP, "skipped")];
+    if f.checks
+        .iter()
+        .any(|c| c.role == crate::render::ROLE_HOLDOUT)
+    {
+        kinds.push((HOLDOUT, "holdout, not run"));
+    }
+    h.push_str(&legend(&kinds));
     h.push_str(&checks_svg(f));
     if !f.test_counts.is_empty() {
         let _ = write!(

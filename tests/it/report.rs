@@ -188,6 +188,8 @@ fn the_html_report_is_one_escaped_page_with_the_same_facts() {
         "{h}"
     );
     // The check grid: the counting check fails twice then passes; `true` always passes.
+    // No holdout check: no legend for one.
+    assert!(!h.contains("holdout, not run"), "{h}");
     let got = cells(&h);
     let want: BTreeSet<String> = [
         format!("{check}, iteration 1: fail"),

@@ -57,6 +57,117 @@ pub struct Row {
     pub last_message: String,
     /// A fan-out iteration's candidates (contract 10), by number; empty without one.
     pub candidates: Vec<CandidateRow>,
+    /// What the holdout checks said in this iteration's last holdout run; `None` when
+    /// holdout.sh did not run in it (it runs only on a DONE claim).
+    pub holdout: Option<HoldoutRun>,
+}
+
+/// One holdout run, as the iteration's holdout.log (or its survivor's) records it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HoldoutRun {
+    /// Each holdout check's `[PASS]`/`[FAIL]` line: whether it passed.
+    pub checks: BTreeMap<String, bool>,
+    /// holdout.sh failed as a whole (not run, timed out, changed the project): a check
+    /// with no line of its own did not pass.
+    pub failed: bool,
+}
+
+impl HoldoutRun {
+    /// The last holdout run of a holdout.log: a `### holdout run:` header, or a
+    /// `[FAIL] holdout.sh (not run: ...)` line, starts a run. Read as data: only the
+    /// `[PASS] holdout-N` / `[FAIL] holdout-N` / `[FAIL] holdout.sh` lines count.
+    fn last_of(text: &str) -> HoldoutRun {
+        let mut run = HoldoutRun::default();
+        for line in text.lines() {
+            if line.starts_with("### holdout run:") {
+                run = HoldoutRun::default();
+                continue;
+            }
+            let (passed, rest) = if let Some(r) = line.strip_prefix("[PASS] ") {
+                (true, r)
+            } else if let Some(r) = line.strip_prefix("[FAIL] ") {
+                (false, r)
+            } else {
+                continue;
+            };
+            let name = rest.split(' ').next().unwrap_or_default();
+            if name == "holdout.sh" {
+                if rest.starts_with("holdout.sh (not run") {
+                    run = HoldoutRun::default();
+                }
+                run.failed |= !passed;
+            } else if is_holdout_name(name) {
+                run.checks.insert(name.to_string(), passed);
+            }
+        }
+        run
+    }
+}
+
+/// `holdout-N`: the name holdout.sh gives its N-th check.
+fn is_holdout_name(name: &str) -> bool {
+    name.strip_prefix("holdout-")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The holdout run of an iteration: its own holdout.log, else its surviving candidate's.
+fn read_holdout(idir: &Path, candidates: &[CandidateRow]) -> Option<HoldoutRun> {
+    let mut paths = vec![idir.join("holdout.log")];
+    if let Some(c) = candidates.iter().find(|c| c.survivor) {
+        paths.push(idir.join(format!("candidates/{}/holdout.log", c.candidate)));
+    }
+    paths.iter().find_map(|p| {
+        let bytes = fsx::read_loop_file(p).ok()?;
+        Some(HoldoutRun::last_of(&String::from_utf8_lossy(&bytes)))
+    })
+}
+
+/// A row of the check grid: one check of the loop and its role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckLine {
+    pub name: String,
+    /// `acceptance`, `reproduction`, `regression` or `holdout`; empty for a name that only
+    /// a record gave (the runner's own, such as a check that changed the project).
+    pub role: &'static str,
+}
+
+impl CheckLine {
+    /// The row's label: the name, with its role unless it is an acceptance check.
+    pub fn label(&self) -> String {
+        let name: String = if self.name.chars().count() > 32 {
+            format!("{}…", self.name.chars().take(31).collect::<String>())
+        } else {
+            self.name.clone()
+        };
+        match self.role {
+            "" | crate::render::ROLE_ACCEPTANCE => name,
+            role => format!("{name} [{role}]"),
+        }
+    }
+}
+
+/// What one check did in one iteration, as the check grid shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckCell {
+    Pass,
+    Fail,
+    /// verify was skipped in the iteration.
+    Skip,
+    /// A holdout check in an iteration without a holdout run (no DONE claim reached it).
+    HoldoutNotRun,
+    NotRecorded,
+}
+
+impl CheckCell {
+    pub fn word(self) -> &'static str {
+        match self {
+            CheckCell::Pass => "pass",
+            CheckCell::Fail => "fail",
+            CheckCell::Skip => "skip",
+            CheckCell::HoldoutNotRun => "holdout, not run",
+            CheckCell::NotRecorded => "not recorded",
+        }
+    }
 }
 
 /// What a fan-out candidate's record (`iterations/N/candidates/K/candidate.env`) says.
@@ -205,6 +316,7 @@ impl Row {
             commit,
             last_message,
             candidates: Vec::new(),
+            holdout: None,
         }
     }
 
@@ -254,6 +366,28 @@ impl Row {
             VerifyOutcome::Fail => Some(VerifyOutcome::Pass),
         }
     }
+
+    /// The grid's cell of a check in this iteration: a holdout check from the holdout run,
+    /// any other from verify's record.
+    pub fn cell(&self, check: &CheckLine) -> CheckCell {
+        if check.role == crate::render::ROLE_HOLDOUT {
+            return match &self.holdout {
+                None => CheckCell::HoldoutNotRun,
+                Some(run) => match run.checks.get(&check.name) {
+                    Some(true) => CheckCell::Pass,
+                    Some(false) => CheckCell::Fail,
+                    None if run.failed => CheckCell::Fail,
+                    None => CheckCell::NotRecorded,
+                },
+            };
+        }
+        match self.check(&check.name) {
+            Some(VerifyOutcome::Pass) => CheckCell::Pass,
+            Some(VerifyOutcome::Fail) => CheckCell::Fail,
+            Some(VerifyOutcome::Skip) => CheckCell::Skip,
+            None => CheckCell::NotRecorded,
+        }
+    }
 }
 
 /// One point of the spend curve: the spend after an iteration.
@@ -293,8 +427,9 @@ pub struct Facts {
     pub rows: Vec<Row>,
     /// Iterations before the first row, not listed.
     pub earlier: u64,
-    /// Check names: loop.toml's checks, then any other name a record gave.
-    pub checks: Vec<String>,
+    /// The check grid's rows: every check of loop.toml (acceptance, reproduction,
+    /// regression, then the holdout checks, `holdout-N`), then any other name a record gave.
+    pub checks: Vec<CheckLine>,
     pub spend_curve: Vec<SpendPoint>,
     /// Sum of the listed iterations' wall times and agent times, seconds.
     pub total_wall: u64,
@@ -479,6 +614,39 @@ pub fn work_steps(
     }
 }
 
+/// Every check of the loop with its role, in verify.sh's order (loop.toml's
+/// `check_names`), then holdout.sh's, then any other name a record's failing list gave.
+fn check_lines(cfg: &LoopConfig, rows: &[Row]) -> Vec<CheckLine> {
+    use crate::render::{ROLE_ACCEPTANCE, ROLE_HOLDOUT, ROLE_REGRESSION, ROLE_REPRODUCTION};
+    let roles = std::iter::repeat_n(ROLE_ACCEPTANCE, cfg.verify.len())
+        .chain(std::iter::repeat_n(
+            ROLE_REPRODUCTION,
+            cfg.reproduction.len(),
+        ))
+        .chain(std::iter::repeat_n(ROLE_REGRESSION, cfg.regression.len()));
+    let mut checks: Vec<CheckLine> = cfg
+        .check_names()
+        .into_iter()
+        .zip(roles)
+        .map(|(name, role)| CheckLine { name, role })
+        .chain((1..=cfg.holdout.len()).map(|k| CheckLine {
+            name: format!("holdout-{k}"),
+            role: ROLE_HOLDOUT,
+        }))
+        .collect();
+    for row in rows {
+        for f in &row.failing {
+            if !checks.iter().any(|c| &c.name == f) {
+                checks.push(CheckLine {
+                    name: f.clone(),
+                    role: "",
+                });
+            }
+        }
+    }
+    checks
+}
+
 /// Reads a loop into the facts both reports show. `shown` is how commands name the
 /// directory.
 pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
@@ -518,17 +686,11 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         };
         let mut row = Row::from_record(i, &r, cell(commit), message);
         row.candidates = read_candidates(&idir);
+        row.holdout = read_holdout(&idir, &row.candidates);
         rows.push(row);
     }
 
-    let mut checks = goal::check_names(&cfg.verify);
-    for row in &rows {
-        for f in &row.failing {
-            if !checks.contains(f) {
-                checks.push(f.clone());
-            }
-        }
-    }
+    let checks = check_lines(&cfg, &rows);
 
     // The spend curve: the ledger summed by iteration, cumulative from the first run.
     let mut by_iter: BTreeMap<u64, (u64, bool)> = BTreeMap::new();
@@ -905,6 +1067,8 @@ pub const FAIL: &str = "#d64541";
 pub const SKIP: &str = "#a0a0a0";
 pub const TIMEOUT: &str = "#8e44ad";
 pub const WARN: &str = "#e69a28";
+/// A holdout check in an iteration it did not run in.
+pub const HOLDOUT: &str = "#e3dcef";
 const INK: &str = "#222222";
 const GRID: &str = "#dddddd";
 
@@ -1026,9 +1190,29 @@ fn timeline_svg(f: &Facts) -> String {
     s
 }
 
-/// One cell per check and iteration: pass, fail, skip (grey) or nothing known (blank).
+/// The fill of a grid cell.
+fn cell_colour(c: CheckCell) -> &'static str {
+    match c {
+        CheckCell::Pass => PASS,
+        CheckCell::Fail => FAIL,
+        CheckCell::Skip => SKIP,
+        CheckCell::HoldoutNotRun => HOLDOUT,
+        CheckCell::NotRecorded => "#ffffff",
+    }
+}
+
+/// One row per check of the loop, one cell per iteration: pass, fail, skip (grey), a
+/// holdout check not run in the iteration (pale), or nothing known (blank).
 fn checks_svg(f: &Facts) -> String {
-    let (left, cell_w, cell_h, top) = (220.0, 22.0, 20.0, 24.0);
+    let (cell_w, cell_h, top) = (22.0, 20.0, 24.0);
+    // Room for the longest label (a name of 32 characters and its role), about 7px each.
+    let longest = f
+        .checks
+        .iter()
+        .map(|c| c.label().chars().count())
+        .max()
+        .unwrap_or(0);
+    let left = (longest as f64 * 7.0 + 16.0).max(220.0);
     let cols = f.rows.len().max(1) as f64;
     let width = left + cell_w * cols + 10.0;
     let height = top + cell_h * f.checks.len().max(1) as f64 + 6.0;
@@ -1048,22 +1232,20 @@ fn checks_svg(f: &Facts) -> String {
             ));
         }
     }
-    for (k, name) in f.checks.iter().enumerate() {
+    for (k, check) in f.checks.iter().enumerate() {
         let y = top + cell_h * k as f64;
-        let shown: String = if name.chars().count() > 32 {
-            format!("{}…", name.chars().take(31).collect::<String>())
-        } else {
-            name.clone()
-        };
-        s.push_str(&svg_text(left - 8.0, y + 14.0, "end", 12, INK, &shown));
+        s.push_str(&svg_text(
+            left - 8.0,
+            y + 14.0,
+            "end",
+            12,
+            INK,
+            &check.label(),
+        ));
         for (c, r) in f.rows.iter().enumerate() {
             let x = left + cell_w * c as f64;
-            let (fill, word) = match r.check(name) {
-                Some(VerifyOutcome::Pass) => (PASS, "pass"),
-                Some(VerifyOutcome::Fail) => (FAIL, "fail"),
-                Some(VerifyOutcome::Skip) => (SKIP, "skip"),
-                None => ("#ffffff", "not recorded"),
-            };
+            let state = r.cell(check);
+            let fill = cell_colour(state);
             let _ = write!(
                 s,
                 "<rect class=\"cell\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{fill}\" stroke=\"{GRID}\"><title>{}</title></rect>",
@@ -1071,7 +1253,12 @@ fn checks_svg(f: &Facts) -> String {
                 y + 1.0,
                 cell_w - 2.0,
                 cell_h - 2.0,
-                esc(&format!("{name}, iteration {}: {word}", r.iteration))
+                esc(&format!(
+                    "{}, iteration {}: {}",
+                    check.name,
+                    r.iteration,
+                    state.word()
+                ))
             );
         }
     }
@@ -1079,8 +1266,36 @@ fn checks_svg(f: &Facts) -> String {
     s
 }
 
-/// Cumulative spend by iteration, against the cap when there is one.
+/// What the spend picture says instead of a curve when there is none to draw: no agent
+/// run recorded a cost line, or every run's cost is unknown (the engine reports none).
+fn no_spend_text(f: &Facts) -> Option<String> {
+    let pts = &f.spend_curve;
+    if pts.is_empty() {
+        return Some("no agent run recorded a cost line".into());
+    }
+    let nothing_known = pts.iter().all(|p| p.unknown && p.cumulative == 0);
+    nothing_known.then(|| {
+        format!(
+            "no cost reported: none of the {} agent run(s) gave a cost",
+            f.unknown_runs
+        )
+    })
+}
+
+/// Cumulative spend by iteration, against the cap when there is one; without a cost to
+/// draw, the words that say why (and the cap), never an axis of nothing.
 fn spend_svg(f: &Facts) -> String {
+    if let Some(why) = no_spend_text(f) {
+        let cap = f
+            .cap
+            .map(|c| format!("cap ${}", goal::format_usd(c)))
+            .unwrap_or_else(|| "no cap".into());
+        return format!(
+            "<svg class=\"spend\" width=\"830\" height=\"48\" viewBox=\"0 0 830 48\" role=\"img\" aria-label=\"spend against the cap\">{}{}</svg>",
+            svg_text(10.0, 20.0, "start", 13, INK, &why),
+            svg_text(10.0, 40.0, "start", 12, INK, &cap)
+        );
+    }
     let (left, top, plot_w, plot_h) = (80.0, 16.0, 600.0, 200.0);
     let width = left + plot_w + 150.0;
     let height = top + plot_h + 40.0;
@@ -1110,14 +1325,18 @@ fn spend_svg(f: &Facts) -> String {
         INK,
         "$0",
     ));
-    s.push_str(&svg_text(
-        left - 6.0,
-        y_of(highest) + 4.0,
-        "end",
-        11,
-        INK,
-        &format!("${}", goal::format_usd(highest)),
-    ));
+    // The top of the scale, when there is an amount to scale to (a spend of $0 reported,
+    // without a cap, has none: the axis is then only $0).
+    if f.cap.unwrap_or(0).max(last) > 0 {
+        s.push_str(&svg_text(
+            left - 6.0,
+            y_of(highest) + 4.0,
+            "end",
+            11,
+            INK,
+            &format!("${}", goal::format_usd(highest)),
+        ));
+    }
     if let Some(cap) = f.cap {
         let y = y_of(cap);
         let _ = write!(
@@ -1143,56 +1362,45 @@ fn spend_svg(f: &Facts) -> String {
             "no cap",
         ));
     }
-    if pts.is_empty() {
-        s.push_str(&svg_text(
-            left + 10.0,
-            top + plot_h / 2.0,
-            "start",
-            13,
-            INK,
-            "no agent run recorded a cost line",
-        ));
-    } else {
-        let line: Vec<String> = pts
-            .iter()
-            .map(|p| format!("{:.1},{:.1}", x_of(p.iteration), y_of(p.cumulative)))
-            .collect();
+    let line: Vec<String> = pts
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", x_of(p.iteration), y_of(p.cumulative)))
+        .collect();
+    let _ = write!(
+        s,
+        "<polyline class=\"curve\" points=\"{}\" fill=\"none\" stroke=\"#3a7bd5\" stroke-width=\"3\"/>",
+        line.join(" ")
+    );
+    for p in pts {
+        let (x, y) = (x_of(p.iteration), y_of(p.cumulative));
+        let tip = format!(
+            "after iteration {}: ${}{}",
+            p.iteration,
+            goal::format_usd(p.cumulative),
+            if p.unknown {
+                " reported, plus a run of unknown cost"
+            } else {
+                ""
+            }
+        );
+        let fill = if p.unknown { "#ffffff" } else { "#3a7bd5" };
         let _ = write!(
             s,
-            "<polyline class=\"curve\" points=\"{}\" fill=\"none\" stroke=\"#3a7bd5\" stroke-width=\"3\"/>",
-            line.join(" ")
+            "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"5\" fill=\"{fill}\" stroke=\"#3a7bd5\" stroke-width=\"2\"><title>{}</title></circle>",
+            esc(&tip)
         );
-        for p in pts {
-            let (x, y) = (x_of(p.iteration), y_of(p.cumulative));
-            let tip = format!(
-                "after iteration {}: ${}{}",
-                p.iteration,
-                goal::format_usd(p.cumulative),
-                if p.unknown {
-                    " reported, plus a run of unknown cost"
-                } else {
-                    ""
-                }
-            );
-            let fill = if p.unknown { "#ffffff" } else { "#3a7bd5" };
-            let _ = write!(
-                s,
-                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"5\" fill=\"{fill}\" stroke=\"#3a7bd5\" stroke-width=\"2\"><title>{}</title></circle>",
-                esc(&tip)
-            );
-            if p.unknown {
-                s.push_str(&svg_text(x, y - 9.0, "middle", 12, INK, "?"));
-            }
-            if pts.len() <= 30 || p.iteration % 10 == 0 {
-                s.push_str(&svg_text(
-                    x,
-                    top + plot_h + 16.0,
-                    "middle",
-                    10,
-                    INK,
-                    &p.iteration.to_string(),
-                ));
-            }
+        if p.unknown {
+            s.push_str(&svg_text(x, y - 9.0, "middle", 12, INK, "?"));
+        }
+        if pts.len() <= 30 || p.iteration % 10 == 0 {
+            s.push_str(&svg_text(
+                x,
+                top + plot_h + 16.0,
+                "middle",
+                10,
+                INK,
+                &p.iteration.to_string(),
+            ));
         }
     }
     s.push_str(&svg_text(
@@ -1374,11 +1582,14 @@ pub fn render_html(f: &Facts) -> String {
     ]));
     h.push_str(&timeline_svg(f));
     h.push_str("\n<h2>Checks</h2>\n");
-    h.push_str(&legend(&[
-        (PASS, "pass"),
-        (FAIL, "fail"),
-        (SKIP, "skipped"),
-    ]));
+    let mut kinds = vec![(PASS, "pass"), (FAIL, "fail"), (SKIP, "skipped")];
+    if f.checks
+        .iter()
+        .any(|c| c.role == crate::render::ROLE_HOLDOUT)
+    {
+        kinds.push((HOLDOUT, "holdout, not run"));
+    }
+    h.push_str(&legend(&kinds));
     h.push_str(&checks_svg(f));
     if !f.test_counts.is_empty() {
         let _ = write!(
@@ -1568,6 +1779,53 @@ mod tests {
             String::new(),
             String::new(),
         )
+    }
+
+    #[test]
+    fn the_last_holdout_run_of_a_log_decides_each_holdout_check() {
+        let log = "### holdout run: iteration 2 (x)\n==> check holdout-1 [holdout]: cmd\n[FAIL] holdout-1 (exit 1)\n==> check holdout-2 [holdout]: cmd\n[PASS] holdout-2\n1 passed, 1 failed\n\
+                   ### holdout run: iteration 2 (y)\n[PASS] holdout-1\n[FAIL] holdout-10 (exit 1)\n[PASS] holdout-x\n";
+        let run = HoldoutRun::last_of(log);
+        assert_eq!(
+            run.checks,
+            BTreeMap::from([("holdout-1".into(), true), ("holdout-10".into(), false)])
+        );
+        assert!(!run.failed);
+        let check = |name: &str| CheckLine {
+            name: name.into(),
+            role: crate::render::ROLE_HOLDOUT,
+        };
+        let mut row = Row {
+            holdout: Some(run),
+            ..Row::default()
+        };
+        assert_eq!(row.cell(&check("holdout-1")), CheckCell::Pass);
+        assert_eq!(row.cell(&check("holdout-10")), CheckCell::Fail);
+        assert_eq!(row.cell(&check("holdout-2")), CheckCell::NotRecorded);
+        // A run that timed out: a check without its own line did not pass.
+        let timed_out = HoldoutRun::last_of(
+            "### holdout run: iteration 3 (z)\n[PASS] holdout-1\n[FAIL] holdout.sh (timed out after 9s)\n",
+        );
+        assert!(timed_out.failed);
+        row.holdout = Some(timed_out);
+        assert_eq!(row.cell(&check("holdout-1")), CheckCell::Pass);
+        assert_eq!(row.cell(&check("holdout-2")), CheckCell::Fail);
+        // A run that could not start is a run of its own, after the last one.
+        let not_run = HoldoutRun::last_of(
+            "### holdout run: iteration 3 (z)\n[PASS] holdout-1\n[FAIL] holdout.sh (not run: the loop's wall-clock limit, 1h, is reached)\n",
+        );
+        assert!(not_run.failed && not_run.checks.is_empty());
+        row.holdout = None;
+        assert_eq!(row.cell(&check("holdout-1")), CheckCell::HoldoutNotRun);
+        assert_eq!(
+            CheckLine {
+                name: "unit".into(),
+                role: crate::render::ROLE_ACCEPTANCE
+            }
+            .label(),
+            "unit"
+        );
+        assert_eq!(check("holdout-1").label(), "holdout-1 [holdout]");
     }
 
     #[test]

@@ -1453,6 +1453,7 @@ impl Audit<'_> {
     fn check_status(&mut self, l: &Loop, cp: &Checkpoint, last: Option<&ResultEnv>) {
         self.check_circuit(cp, last);
         self.check_stop_reason(cp, last);
+        self.check_exhausted(l, cp);
         self.check_signatures(l, &cp.state);
         self.check_done(l.running, cp, last);
     }
@@ -1573,6 +1574,48 @@ impl Audit<'_> {
             ),
             _ => {}
         }
+    }
+
+    /// Every iteration used without a verified DONE (the EXHAUSTED verdict): nothing runs
+    /// again until a human raises the cap, so it is a finding, not a note. When loop.toml
+    /// allows more iterations than were run, a lower MAX_ITERATIONS in the run's
+    /// environment stopped it, and a plain run goes on.
+    fn check_exhausted(&mut self, l: &Loop, cp: &Checkpoint) {
+        let s = &cp.state;
+        if l.running
+            || (s.last_status, s.stop_reason) != (Status::Blocked, StopReason::MaxIterations)
+        {
+            return;
+        }
+        let shown = self.shown;
+        let ran = cp.last_done();
+        let (message, fix) = match l.cfg.as_ref().map(|c| c.max_iterations) {
+            Some(max) if ran < max => (
+                format!(
+                    "the loop stopped after {ran} of max-iterations {max} without a verified DONE: a lower MAX_ITERATIONS in its run's environment capped it; loop.toml allows more"
+                ),
+                format!("orbit run {shown}"),
+            ),
+            max => (
+                format!(
+                    "every allowed iteration was used without a verified DONE ({}): nothing runs again until the cap is raised; notes.md says what remains",
+                    match max {
+                        Some(m) => format!("{ran} of max-iterations {m}"),
+                        None => format!("{ran} iteration(s) run"),
+                    }
+                ),
+                format!(
+                    "raise max-iterations in {shown}/loop.toml, then: orbit init --force --dir {shown} && orbit run {shown}"
+                ),
+            ),
+        };
+        self.add(
+            FindingClass::Exhausted,
+            Severity::P1,
+            cp.evidence(state_key::STOP_REASON),
+            message,
+            fix,
+        );
     }
 
     /// The signature log, where the state does not already say it.

@@ -402,6 +402,9 @@ vocabulary! {
         /// A check passed with fewer tests run (or more skipped) than on the base tree,
         /// the drop accepted by loop.toml's allow-fewer-tests (contract section 6).
         TestCountDrop = "TEST_COUNT_DROP",
+        /// The loop used every iteration max-iterations allows without a verified DONE
+        /// (the EXHAUSTED verdict): it waits for a human to raise the cap or change course.
+        Exhausted = "EXHAUSTED",
     }
 }
 

@@ -533,14 +533,69 @@ fn spend_over_the_cap() {
 
 #[test]
 fn iterations_used_up_is_exhausted() {
+    let (repo, dir) = new_loop(
+        WORKER,
+        &["test -f ok.txt"],
+        &["--loop-timeout", "8h", "--max-iterations", "1"],
+    );
+    assert_code(&repo.run_loop(&dir, &[], &[]), 16, "run-loop");
+    // A loop that used every iteration without DONE waits for a human: a finding, exit 1.
+    let v = gallery("exhausted", &repo, "EXHAUSTED", &[("EXHAUSTED", "P1")], 1);
+    assert_eq!(v["loops"][0]["stop_reason"], "max_iterations");
+    let f = finding(&v, "EXHAUSTED");
+    assert_eq!(
+        f["evidence"],
+        format!("state.env:{}", state_key_line(&dir, "STOP_REASON"))
+    );
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 of max-iterations 1"),
+        "{f}"
+    );
+    let fix = f["fix"].as_str().unwrap();
+    assert_eq!(
+        fix,
+        format!(
+            "raise max-iterations in {LOOP}/loop.toml, then: orbit init --force --dir {LOOP} && orbit run {LOOP}"
+        )
+    );
+    // The fix, followed: the loop runs its next iteration (and uses it up again).
+    edit(&dir.join("loop.toml"), |t| {
+        t.replace("max-iterations = 1\n", "max-iterations = 2\n")
+    });
+    apply_orbit_fix(&repo, &format!("orbit init --force --dir {LOOP}"));
+    assert_code(&repo.run_loop(&dir, &[], &[]), 16, "run-loop after the fix");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "3");
+}
+
+/// A run whose environment capped it lower than loop.toml: loop.toml allows more, so the
+/// fix is a plain run.
+#[test]
+fn iterations_used_up_under_a_lower_cap_of_the_environment_is_exhausted_and_a_run_goes_on() {
     let (repo, dir) = new_loop(WORKER, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
     assert_code(
         &repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1")]),
         16,
         "run-loop",
     );
-    let v = gallery("exhausted", &repo, "EXHAUSTED", &[], 0);
-    assert_eq!(v["loops"][0]["stop_reason"], "max_iterations");
+    let out = orbit_nc(&repo, &["audit", "--json", LOOP]);
+    assert_code(&out, 1, "orbit audit");
+    let v = json_of(&out);
+    assert_eq!(v["loops"][0]["verdict"], "EXHAUSTED");
+    let f = finding(&v, "EXHAUSTED");
+    assert_eq!(f["severity"], "P1");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 of max-iterations 20"),
+        "{f}"
+    );
+    assert_eq!(f["fix"], format!("orbit run {LOOP}"));
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 10, "the next tick");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "3");
 }
 
 #[test]

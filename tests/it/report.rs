@@ -188,6 +188,8 @@ fn the_html_report_is_one_escaped_page_with_the_same_facts() {
         "{h}"
     );
     // The check grid: the counting check fails twice then passes; `true` always passes.
+    // No holdout check: no legend for one.
+    assert!(!h.contains("holdout, not run"), "{h}");
     let got = cells(&h);
     let want: BTreeSet<String> = [
         format!("{check}, iteration 1: fail"),
@@ -395,4 +397,133 @@ exit 1
         !html.contains("api_error_status"),
         "no raw JSON in the page"
     );
+}
+
+/// A loop with a check of every role, whose add.sh adds nothing yet: in 1 the agent makes
+/// add(2, 2) right (the acceptance check passes, the reproduction still fails); in 2 it
+/// fits add.sh to the visible checks and claims DONE (the holdout check rejects the
+/// claim); in 3 it adds for real, claims DONE, and the loop ends DONE.
+fn loop_of_every_role() -> (Repo, PathBuf) {
+    let repo = Repo::new();
+    repo.write("add.sh", "echo 0\n");
+    repo.git(&["add", "add.sh"]);
+    repo.git(&["commit", "-qm", "add.sh"]);
+    let agent = repo.agent(
+        "every-role",
+        r#"cat >/dev/null
+[ "$ORBIT_PHASE" = work ] || exit 0
+case $ORBIT_ITERATION in
+  1) echo 'echo 4' > add.sh ;;
+  2) printf '%s\n' 'case "$1 $2" in "2 2") echo 4 ;; "1 1") echo 2 ;; *) echo 0 ;; esac' > add.sh
+     echo "add.sh adds" > "$ORBIT_AGENT_DIR/done.md" ;;
+  *) printf '%s\n' 'echo $(($1 + $2))' > add.sh
+     echo "add.sh adds" > "$ORBIT_AGENT_DIR/done.md" ;;
+esac"#,
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["test \"$(bash add.sh 2 2)\" = 4"],
+        &[
+            "--reproduction",
+            "test \"$(bash add.sh 1 1)\" = 2",
+            "--regression",
+            "test -f add.sh",
+            "--holdout",
+            "test \"$(bash add.sh 3 5)\" = 8",
+            "--max-iterations",
+            "5",
+        ],
+    );
+    assert_code(&repo.run_loop(&dir, &[], &[]), 0, "the loop ends DONE");
+    (repo, dir)
+}
+
+#[test]
+fn the_check_grid_shows_every_check_of_the_loop_in_every_iteration() {
+    let (repo, dir) = loop_of_every_role();
+    let cfg = orbit::config::LoopConfig::load(&dir.join("loop.toml")).unwrap();
+    let names = cfg.check_names();
+    assert_eq!(names.len(), 3, "{names:?}");
+    let (acceptance, reproduction, regression) = (&names[0], &names[1], &names[2]);
+    let h = report(&repo, &["--html"]);
+    let got = cells(&h);
+    let mut want = BTreeSet::new();
+    for i in 1..=3 {
+        want.insert(format!("{acceptance}, iteration {i}: pass"));
+        want.insert(format!("{regression}, iteration {i}: pass"));
+    }
+    // The reproduction fails until the agent adds 1 and 1.
+    want.insert(format!("{reproduction}, iteration 1: fail"));
+    want.insert(format!("{reproduction}, iteration 2: pass"));
+    want.insert(format!("{reproduction}, iteration 3: pass"));
+    // The holdout check runs only on a DONE claim: it rejects the fitted add.sh of 2 and
+    // passes the real one of 3.
+    want.insert("holdout-1, iteration 1: holdout, not run".to_string());
+    want.insert("holdout-1, iteration 2: fail".to_string());
+    want.insert("holdout-1, iteration 3: pass".to_string());
+    assert_eq!(got, want, "{h}");
+    // Each row says its check's role; the legend names every kind of cell.
+    for label in [
+        format!(">{reproduction} [reproduction]</text>"),
+        format!(">{regression} [regression]</text>"),
+        ">holdout-1 [holdout]</text>".to_string(),
+    ] {
+        assert!(h.contains(&label), "no row label {label}: {h}");
+    }
+    for word in ["pass", "fail", "skipped", "holdout, not run"] {
+        assert!(
+            h.contains(&format!("</i>{word}</span>")),
+            "no legend for {word}: {h}"
+        );
+    }
+}
+
+/// The spend picture of the HTML report of a two-iteration loop run by an agent of `body`,
+/// and its cost.ledger.
+fn spend_picture(body: &str) -> (String, String) {
+    let repo = Repo::new();
+    let agent = repo.agent("spender", body);
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &["--max-iterations", "2"]);
+    assert_code(
+        &repo.run_loop(&dir, &[], &[]),
+        16,
+        "the iterations are used up",
+    );
+    let ledger = fs::read_to_string(dir.join("cost.ledger")).unwrap();
+    let h = report(&repo, &["--html"]);
+    let svg = h
+        .split("<svg class=\"spend\"")
+        .nth(1)
+        .and_then(|s| s.split("</svg>").next())
+        .unwrap_or_else(|| panic!("no spend picture: {h}"))
+        .to_string();
+    (svg, ledger)
+}
+
+#[test]
+fn the_spend_picture_of_an_engine_that_reports_no_cost_says_so_without_an_empty_axis() {
+    // The agent never writes a cost: every run's cost is unknown.
+    let (svg, ledger) = spend_picture("cat >/dev/null; echo x >> work.txt");
+    assert!(
+        ledger.lines().count() >= 2 && ledger.lines().all(|l| l.contains("unknown")),
+        "{ledger}"
+    );
+    assert!(svg.contains("no cost reported"), "{svg}");
+    assert!(svg.contains(">no cap</text>"), "{svg}");
+    assert!(!svg.contains("$0.000001"), "an axis of nothing: {svg}");
+    assert!(
+        !svg.contains("class=\"curve\""),
+        "a curve of nothing: {svg}"
+    );
+    // An engine that reports $0 has a curve, flat at $0, and no scale above it.
+    let (svg, ledger) =
+        spend_picture("cat >/dev/null; echo x >> work.txt; echo 0 > \"$ORBIT_COST_FILE\"");
+    assert!(
+        ledger.lines().count() >= 2 && ledger.lines().all(|l| l.contains("reported")),
+        "{ledger}"
+    );
+    assert!(svg.contains("class=\"curve\""), "{svg}");
+    assert!(svg.contains(">$0</text>"), "{svg}");
+    assert!(!svg.contains("$0.000001"), "a scale of nothing: {svg}");
+    assert!(!svg.contains("no cost reported"), "{svg}");
 }

@@ -132,14 +132,36 @@ check_role_v() {
 # feedback_write DIR N ATTEMPT: the localized feedback of the verify run in LAST_VERIFY_OUT.
 # It names the roles that failed (failing_roles) and, in feedback.txt, each failing check
 # with what its failure means: a regression broke, a reproduction still fails, an acceptance
-# check fails.
+# check fails. The tests, the loci and the output tail are read from the failing checks'
+# own output (feedback_failing_output), never from what a passing check printed after
+# them; the loci start with where the failing tests panicked, then every other file:line.
 feedback_write() {
   local dir=$1 n=$2 attempt=$3 failing tailtext loci name j_failing='' j_loci='' sig
-  local j_roles='' roles=' ' role_lines=''
+  local j_roles='' roles=' ' role_lines='' own="$ORBIT_TMP/verify.failing"
   failing=$(grep -aoE '^\[FAIL\] [A-Za-z0-9._-]+' -- "$LAST_VERIFY_OUT" | cut -c8- | sort -u | tr '\n' ' ' || true)
   failing=${failing% }
-  tailtext=$(tail -n 30 -- "$LAST_VERIFY_OUT" | orbit_clean_text | cut -c1-400)
-  loci=$(grep -aoE '[A-Za-z0-9_./-]+\.[A-Za-z0-9]{1,8}:[0-9]{1,7}' -- "$LAST_VERIFY_OUT" | grep -v '^/' | awk '!seen[$0]++' | head -n 20 || true)
+  feedback_failing_output "$LAST_VERIFY_OUT" "$own"
+  tailtext=$(tail -n 30 -- "$own" | orbit_clean_text | cut -c1-400)
+  # The failing tests and their assertions, where the output shows a test tool's format.
+  local -a tests=() asserts=() panics=()
+  local j_tests='' j_asserts='' line
+  feedback_tests_v "$own"
+  while IFS= read -r line; do
+    case $line in
+      T$'\t'*) tests+=("${line#T$'\t'}") ;;
+      A$'\t'*) asserts+=("${line#A$'\t'}") ;;
+      L$'\t'*) panics+=("${line#L$'\t'}") ;;
+    esac
+  done <<<"$REPLY"
+  # A panic's file:line:column first; a file:line found again where it panicked is not
+  # said twice.
+  loci=$( {
+    printf 'P\t%s\n' "${panics[@]}"
+    grep -aoE '[A-Za-z0-9_./-]+\.[A-Za-z0-9]{1,8}:[0-9]{1,7}' -- "$own" | grep -v '^/' | awk '{ print "G\t" $0 }'
+  } | awk -F '\t' '
+    $1 == "P" && $2 != "" { if (!($2 in seen)) { seen[$2] = 1; k = $2; sub(/:[0-9]+$/, "", k); seen[k] = 1; print $2 } next }
+    $1 == "G" && !($2 in seen) { seen[$2] = 1; print $2 }
+  ' | head -n 20 || true)
   for name in $failing; do
     j_failing+="${j_failing:+,}$(orbit_json_str "$name")"
     check_role_v "$name"
@@ -158,16 +180,6 @@ feedback_write() {
       j_loci+="${j_loci:+,}$(orbit_json_str "$name")"
     fi
   done <<<"$loci"
-  # The failing tests and their assertions, where the output shows a test tool's format.
-  local -a tests=() asserts=()
-  local j_tests='' j_asserts='' line
-  feedback_tests_v "$LAST_VERIFY_OUT"
-  while IFS= read -r line; do
-    case $line in
-      T$'\t'*) tests+=("${line#T$'\t'}") ;;
-      A$'\t'*) asserts+=("${line#A$'\t'}") ;;
-    esac
-  done <<<"$REPLY"
   for line in "${tests[@]}"; do
     orbit_json_v "$line"
     j_tests+="${j_tests:+,}$REPLY"

@@ -56,7 +56,11 @@ check_cannot_run_v() {
   REPLY=''
   (($2 == 0)) || return 0
   if (($1 == 127)); then
-    line=$(grep -a -m 1 -- ': command not found' "$VERIFY_OUT" 2>/dev/null) || line=''
+    # bash's "X: command not found", sh's (dash, as npm runs scripts) "sh: 1: X: not found".
+    line=$(grep -a -m 1 -E -- ': command not found|^sh: [0-9]+: .+: not found$' "$VERIFY_OUT" 2>/dev/null) || line=''
+  elif (($1 == 126)); then
+    # A program there that cannot be executed (its mode, its interpreter).
+    line=$(grep -a -m 1 -E -- ': Permission denied$|: cannot execute' "$VERIFY_OUT" 2>/dev/null) || line=''
   fi
   if [[ -z $line ]]; then
     line=$(grep -a -m 1 -E -- "No module named '?(pytest|unittest|nose2|tox)'?($|[^.[:alnum:]_])" "$VERIFY_OUT" 2>/dev/null) || line=''

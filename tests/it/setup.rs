@@ -679,3 +679,36 @@ echo done > "$ORBIT_AGENT_DIR/done.md""#,
         "and the log says where the hooks came from"
     );
 }
+
+#[test]
+fn a_check_whose_script_runner_or_program_is_missing_stops_in_preflight() {
+    // As npm runs a package script: through sh (dash), which says "sh: 1: X: not found" and
+    // exits 127 when node_modules/.bin is not there.
+    let repo = Repo::new();
+    let ran = repo.bin.path().join("agent-ran");
+    let agent = repo.agent(
+        "never",
+        &format!("cat >/dev/null\ntouch '{}'", ran.display()),
+    );
+    let dir = repo.init_loop(&agent, &["sh -c 'ts-scripts-orbit-missing test'"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 2, "a script runner not installed: preflight");
+    let said = text(&out);
+    assert!(
+        said.contains("cannot run on the untouched tree")
+            && said.contains("ts-scripts-orbit-missing: not found"),
+        "{said}"
+    );
+    assert!(said.contains("--setup"), "the fix names the setup: {said}");
+    assert!(!ran.exists(), "no agent ran");
+    // A tracked script that cannot be executed: exit 126.
+    let repo = Repo::new();
+    repo.write("run-tests.sh", "#!/bin/sh\nexit 0\n");
+    repo.git(&["add", "run-tests.sh"]);
+    repo.git(&["commit", "-q", "-m", "a test script without its x bit"]);
+    let agent = repo.agent("never", "cat >/dev/null");
+    let dir = repo.init_loop(&agent, &["./run-tests.sh"], &["--no-auto-protect"]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 2, "a script that cannot be executed: preflight");
+    assert!(text(&out).contains("Permission denied"), "{}", text(&out));
+}

@@ -88,6 +88,8 @@ pub struct LoopConfig {
     /// How long one auto-commit (with the repository's hooks) may take.
     pub commit_timeout: String,
     pub autocommit: bool,
+    /// Whether the loop's commits run the repository's commit hooks.
+    pub commit_hooks: bool,
     /// Read from loops written before workspaces (contract 1.0), never written: a loop
     /// always works on `orbit/<name>` in its own worktree now, so only `true` is accepted.
     #[serde(skip_serializing)]

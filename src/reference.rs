@@ -385,6 +385,11 @@ pub const SETTING_MEANINGS: &[(&str, Option<&str>, &str)] = &[
         "Commit each iteration's change in the workspace, on `orbit/<name>`, with `Orbit-Loop:` and `Orbit-Iteration:` trailers.",
     ),
     (
+        "commit-hooks",
+        None,
+        "Run the repository's commit hooks (pre-commit, commit-msg...) for the loop's commits. A hook that refuses a commit stops the loop BLOCKED, with the hook's message: make it pass, or set this to false to commit without any hook (said in runner.log at each start).",
+    ),
+    (
         "squash-on-done",
         None,
         "When the loop is DONE, also write its whole work as one commit on the base, on the branch `orbit/<name>-summary` (the loop's branch is kept).",

@@ -236,6 +236,7 @@ pub const SETTINGS: &[Setting] = &[
     duration("kill-grace", 0, "10s"),
     duration("commit-timeout", 1, "2m"),
     flag("autocommit", "1"),
+    flag("commit-hooks", "1"),
     flag("squash-on-done", "0"),
     flag("allow-green-start", "0"),
     list("allow-fewer-tests"),

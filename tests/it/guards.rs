@@ -618,6 +618,57 @@ fn a_done_claim_whose_commit_a_pre_commit_hook_refuses_is_blocked_not_done() {
 }
 
 #[test]
+fn commit_hooks_off_commits_past_a_refusing_hook_and_says_so() {
+    let (repo, dir, ran) = refused_commit_loop(
+        "pre-commit",
+        "echo 'pre-commit install wants the network' >&2\nexit 1",
+        true,
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_blocked_by_the_hook(
+        &repo,
+        &dir,
+        &out,
+        &ran,
+        "pre-commit install wants the network",
+    );
+    assert!(
+        fs::read_to_string(dir.join("runner.log"))
+            .unwrap()
+            .contains("or set commit-hooks = false in loop.toml"),
+        "the fix names the setting"
+    );
+    // The user turns the hooks off in loop.toml: the next run commits the verified change
+    // without them, and says so.
+    let toml_path = dir.join("loop.toml");
+    let toml = fs::read_to_string(&toml_path).unwrap();
+    assert!(toml.contains("commit-hooks = true"), "{toml}");
+    fs::write(
+        &toml_path,
+        toml.replace("commit-hooks = true", "commit-hooks = false"),
+    )
+    .unwrap();
+    let rendered = repo.orbit(&["init", "--force", "--dir", &dir.display().to_string()]);
+    crate::support::assert_ok(&rendered, "orbit init --force");
+    let runs_before = fs::read_to_string(&ran).unwrap().lines().count();
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE without the hooks");
+    assert_eq!(
+        fs::read_to_string(&ran).unwrap().lines().count(),
+        runs_before,
+        "the hook did not run again"
+    );
+    assert!(
+        fs::read_to_string(dir.join("runner.log"))
+            .unwrap()
+            .contains("commit-hooks is off: the loop's commits run none of the repository's hooks"),
+        "said in runner.log"
+    );
+    let tree = repo.git(&["ls-tree", "-r", "--name-only", "orbit/test-goal"]);
+    assert!(tree.lines().any(|l| l == "work.txt"), "{tree}");
+}
+
+#[test]
 fn a_commit_msg_hook_that_wants_a_ticket_stops_a_loop_that_is_not_done_blocked() {
     let (repo, dir, ran) = refused_commit_loop(
         "commit-msg",

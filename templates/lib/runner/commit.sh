@@ -148,7 +148,7 @@ commit_refused_fix_v() {
   if ((COMMIT_LOCKED)); then
     REPLY="finish or end the other git that holds .git/index.lock, then run the loop again (the change is committed first)"
   else
-    REPLY="make the hook pass (see commit.log), then run the loop again (the change is committed first)"
+    REPLY="make the hook pass (see commit.log), or set commit-hooks = false in loop.toml to commit without the hooks (then orbit init --force), then run the loop again (the change is committed first)"
   fi
 }
 

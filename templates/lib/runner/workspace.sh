@@ -63,9 +63,18 @@ workspace_git_facts() {
   COMMIT_PLUMBING=1
   for f in pre-commit prepare-commit-msg commit-msg post-commit; do
     if [[ -x $hooks/$f ]]; then
-      COMMIT_PLUMBING=0
+      if orbit_true "$COMMIT_HOOKS"; then
+        COMMIT_PLUMBING=0
+      elif [[ $COMMIT_HOOKS_PATH != /dev/null ]]; then
+        # No hook runs, said at each start: the porcelain (for a signature) is told so too.
+        orbit_log "commit-hooks is off: the loop's commits run none of the repository's hooks ($f and the others in $hooks)"
+        COMMIT_HOOKS_PATH=/dev/null
+      fi
     fi
   done
+  if ! orbit_true "$COMMIT_HOOKS"; then
+    COMMIT_HOOKS_PATH=/dev/null
+  fi
   if [[ $(git_q config --bool --get commit.gpgsign 2>/dev/null || true) == true ]]; then
     COMMIT_PLUMBING=0
   fi

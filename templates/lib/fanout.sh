@@ -123,7 +123,8 @@ fanout_protected_v() {
 # candidate's worktree, folder and scratch, same timeout, retries and sweep as a single
 # run), one line per attempt on standard output for the runner:
 #   A <attempt> <exit> <timed_out> <seconds> <micro_usd> <cost_kind> <outcome>
-# then `E <deadline_hit>`. It writes nothing outside .run-tmp/c<K>/ (its siblings' checks of
+# then `E <deadline_hit> <tree>` (its worktree's tree when its runs ended; end.index, the
+# snapshot's index, is there once it is taken). It writes nothing outside .run-tmp/c<K>/ (its siblings' checks of
 # the loop directory would take it for tampering); the runner records everything after.
 FANOUT_LINES=
 FANOUT_OUT=
@@ -144,7 +145,19 @@ fanout_agent() {
   {
     agent_attempts "$n" "$cdir/prompt.md" "$ORBIT_TMP/agent.log" "$ORBIT_TMP/cost.usd" "$fb" fanout_attempt_start fanout_attempt_line
   } >/dev/null 2>>"$ORBIT_LOG_FILE"
-  printf '%sE %s\n' "$FANOUT_LINES" "$DEADLINE_HIT" 1>&"$FANOUT_OUT"
+  # Its tree as its runs left it: the one it is judged on (a later change is another's).
+  local end=''
+  if [[ -f $LOOP_DIR/.tree-index.c$k && ! -L $LOOP_DIR/.tree-index.c$k ]]; then
+    cp -p -- "$LOOP_DIR/.tree-index.c$k" "$ORBIT_TMP/end.index.tmp" 2>/dev/null || true
+  fi
+  if [[ ! -f $ORBIT_TMP/end.index.tmp ]]; then
+    cp -p -- "$(git -C "$WS" rev-parse --absolute-git-dir 2>/dev/null)/index" "$ORBIT_TMP/end.index.tmp" 2>/dev/null || true
+  fi
+  if tree_at_v "$WS" "$ORBIT_TMP/end.index.tmp" && [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]]; then
+    end=$REPLY
+    mv -f -- "$ORBIT_TMP/end.index.tmp" "$ORBIT_TMP/end.index"
+  fi
+  printf '%sE %s %s\n' "$FANOUT_LINES" "$DEADLINE_HIT" "$end" 1>&"$FANOUT_OUT"
 }
 
 # fanout_attempt_start ATTEMPT: a candidate's attempt starts (its time, for a stop).
@@ -264,7 +277,7 @@ fanout_recorded_passer_v() {
 fanout_iteration() {
   local n=$1 dir=$2 base=$3 fb=$4 commit k cdir j fd line outcome att secs rc cost passer=0
   local -a todo=() kept=() f=()
-  local -A fds=() res=() pids=()
+  local -A fds=() res=() pids=() ends=()
   # What the iteration sees when the fan-out stops early (TRUST_BAD: the loop stops).
   FANOUT_OUTCOME=$OUTCOME_AGENT_ERROR FANOUT_ATTEMPTS=1 AGENT_RC=0 AGENT_SECS=0 AGENT_TIMED_OUT=0
   RUN_COST_M=0 RUN_COST_KIND=$COST_UNKNOWN
@@ -389,7 +402,10 @@ fanout_iteration() {
               printf '%s\n' "$secs" >>"$LOOP_DIR/.iter-timings.log"
             fi
             ;;
-          E) [[ ${f[1]:-0} == 1 ]] && DEADLINE_HIT=1 ;;
+          E)
+            [[ ${f[1]:-0} == 1 ]] && DEADLINE_HIT=1
+            [[ ${f[2]:-} =~ ^[0-9a-f]{40,64}$ ]] && ends[$k]=${f[2]}
+            ;;
         esac
       done <<<"${res[$k]}"
       # Stopped before it ran (or before it could say what it ran): another passed first.
@@ -409,6 +425,7 @@ fanout_iteration() {
           EXIT | ATTEMPTS | SECONDS | COST_MICROUSD) orbit_is_uint "$line" && C[$j]=$line ;;
         esac
       done <"$cdir/run.env"
+      C[END_TREE]=${ends[$k]-}
       fanout_judge "$n" "$k" "$cdir" "$commit" "$base" || return 0
       orbit_fault fanout_after_candidate
     done

@@ -503,3 +503,59 @@ echo claimed > "$ORBIT_AGENT_DIR/done.md""#,
     assert_code(&out, 3, "ABORTED");
     assert_eq!(state(&dir, "STOP_REASON"), "git_tamper");
 }
+
+#[test]
+fn a_candidate_that_rewrites_its_siblings_worktree_after_the_sibling_ended_is_tampering() {
+    let repo = Repo::new();
+    let loop_dir = repo.join(".orbit/test-goal");
+    let end_index = loop_dir.join(".run-tmp/c1/end.index");
+    let sabotaged = repo.bin.path().join("sabotaged");
+    // Candidate 1 writes the answer and ends. Candidate 2 waits until the runner has taken
+    // candidate 1's tree at its end (its snapshot's index appears), then rewrites candidate
+    // 1's answer in its worktree, and ends itself.
+    let agent = repo.agent(
+        "rivals",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+if [ "$ORBIT_CANDIDATE" = 1 ]; then
+  echo 42 > answer.txt
+  echo done > "$ORBIT_AGENT_DIR/done.md"
+  exit 0
+fi
+sibling="${{ORBIT_WORKSPACE%.c2}}.c1"
+for _ in $(seq 1 600); do [ -f '{idx}' ] && break; sleep 0.1; done
+[ -f '{idx}' ] || exit 1
+echo 41 > "$sibling/answer.txt" && echo "$sibling" > '{mark}'
+echo 41 > answer.txt"#,
+            idx = end_index.display(),
+            mark = sabotaged.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["grep -qx 42 answer.txt"], &["--candidates", "2"]);
+    assert_eq!(dir, loop_dir);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "2")]);
+    // The attack was made: candidate 1's worktree was rewritten after its end snapshot.
+    assert!(
+        fs::read_to_string(&sabotaged).is_ok_and(|t| t.trim_end().ends_with(".c1")),
+        "the sabotage never happened: {}\n{}",
+        text(&out),
+        fs::read_to_string(dir.join("runner.log")).unwrap_or_default()
+    );
+    assert_code(
+        &out,
+        3,
+        "ABORTED: a candidate's worktree changed after it ended",
+    );
+    assert_eq!(state(&dir, "STOP_REASON"), "loop_tamper");
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        log.contains("candidate 1's worktree") && log.contains("changed after its runs ended"),
+        "{log}"
+    );
+    assert!(
+        !dir.join("iterations/000001/candidates/1/verify.log")
+            .exists(),
+        "the sabotaged candidate is never judged on the sabotaged tree"
+    );
+}

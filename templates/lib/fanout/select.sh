@@ -59,6 +59,16 @@ fanout_judge() {
     fanout_tree_v "$k"
     tree=$REPLY
     [[ $tree =~ ^[0-9a-f]{40,64}$ ]] || orbit_die "$EXIT_BLOCKED" "cannot snapshot the candidate worktree $cws (see runner.log)"
+    # Its worktree changed after its own runs ended: another candidate (or what one left
+    # running) wrote it. Tampering, as a write to the loop directory during the fan-out: it
+    # is never judged on that tree.
+    if [[ -n ${C[END_TREE]:-} && $tree != "${C[END_TREE]}" ]]; then
+      TRUST_BAD=$cws TRUST_REASON=$REASON_LOOP_TAMPER
+      TRUST_WANT="the tree candidate $k's runs left (${C[END_TREE]:0:12})"
+      TRUST_HAVE="another tree (${tree:0:12}), written after candidate $k's runs ended"
+      orbit_log "candidate $k's worktree $cws changed after its runs ended (another candidate wrote it?): it is not judged on that tree"
+      return 1
+    fi
     fanout_protected_v "$base" "$tree"
     if [[ -n $REPLY ]]; then
       bad="it changed the protected path $REPLY"

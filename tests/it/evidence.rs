@@ -559,3 +559,66 @@ echo 41 > answer.txt"#,
         "the sabotaged candidate is never judged on the sabotaged tree"
     );
 }
+
+#[test]
+fn a_judge_whose_run_rewrites_the_project_is_not_taken_and_one_that_writes_a_report_is() {
+    let repo = Repo::new();
+    repo.write("data.txt", "broken\n");
+    repo.git(&["add", "data.txt"]);
+    repo.git(&["commit", "-q", "-m", "data"]);
+    let agent = repo.agent(
+        "fixer",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo fixed > data.txt
+echo "data.txt holds fixed" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let marker = repo.bin.path().join("judged");
+    let judge = format!(
+        "echo judged >> '{}'; echo REWRITTEN-BY-THE-JUDGE > data.txt; exit 0",
+        marker.display()
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["grep -qx fixed data.txt"],
+        &["--judge-cmd", &judge],
+    );
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1")]);
+    // The attack was made: the judge ran and rewrote a tracked file.
+    assert!(marker.exists(), "the judge never ran: {}", text(&out));
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "never DONE on a judge that rewrote the project"
+    );
+    let all = text(&out) + &fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        all.contains("the judge's run changed the project it was judging (data.txt)"),
+        "{all}"
+    );
+    assert_eq!(
+        repo.ws_read("data.txt"),
+        "fixed\n",
+        "put back as the judge found it"
+    );
+    // A judge that only writes its own report approves, and its report is not committed.
+    let repo = Repo::new();
+    let agent = repo.agent(
+        "fixer",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo fixed > data.txt
+echo "data.txt holds fixed" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["grep -qx fixed data.txt"],
+        &["--judge-cmd", "echo approved > judge-report.txt; exit 0"],
+    );
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "2")]);
+    assert_code(&out, 0, "DONE with a judge that writes a report");
+    assert!(
+        !branch_files(&repo).contains(&"judge-report.txt".to_string()),
+        "the judge's report is its artifact, never committed"
+    );
+}

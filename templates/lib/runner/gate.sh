@@ -158,6 +158,10 @@ gate_judge() {
       GATE_VERDICT="integrity"
       return 0
     fi
+    if [[ -n $JUDGE_CHANGED ]]; then
+      GATE_VERDICT="the judge's run changed the project it was judging ($JUDGE_CHANGED): put back, its verdict not taken"
+      return 0
+    fi
     if ((!JUDGE_OK)); then
       GATE_VERDICT="the judge did not approve (see judge.log)"
       return 0

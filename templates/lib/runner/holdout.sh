@@ -72,13 +72,17 @@ run_holdout() {
 # changed what the runner holds (TRUST_BAD then says what, and nothing of it is taken).
 JUDGE_OK=0
 run_judge() {
-  local n=$1 dir=$2 jlimit
-  JUDGE_OK=0
+  local n=$1 dir=$2 jlimit tree
+  JUDGE_OK=0 JUDGE_CHANGED=
   rm -f -- "$ORBIT_TMP/judge.out"
   if [[ -n $TRUST_BAD ]] || ! trust_check runner; then
     orbit_log "the loop directory or git's control files changed before the judge ran: $TRUST_BAD ($TRUST_REASON)"
     return 0
   fi
+  # The tree it judges: what the judge's run changes of it is not the judge's to change.
+  tree_here_v || return 0
+  tree=$REPLY
+  trust_hold_loop
   deadline_cap_v "$EXEC_TIMEOUT_S" || true
   jlimit=$((REPLY > 0 ? REPLY : 1))
   sandbox_prepare check
@@ -91,11 +95,23 @@ run_judge() {
     return 0
   fi
   cp -- "$ORBIT_TMP/judge.out" "$dir/judge.log"
-  if ((ORBIT_RC == 0 && !ORBIT_TIMED_OUT)); then
+  local rc=$ORBIT_RC timed_out=$ORBIT_TIMED_OUT
+  if ! checks_settle "$dir" "$tree"; then
+    JUDGE_CHANGED='(the work tree could not be put back; see runner.log)'
+  elif [[ -n $CHECKS_CHANGED ]]; then
+    JUDGE_CHANGED=$CHECKS_CHANGED
+  fi
+  if [[ -n $JUDGE_CHANGED ]]; then
+    printf '[orbit] the judge changed the project it was judging: %s (put back as it was): its verdict is not taken\n' "$JUDGE_CHANGED" >>"$dir/judge.log"
+    return 0
+  fi
+  if ((rc == 0 && !timed_out)); then
     JUDGE_OK=1
   fi
   return 0
 }
+# What the last judge run changed of the tree it judged ("" for nothing).
+JUDGE_CHANGED=
 
 # holdout_feedback DIR N: a claim a holdout check rejected. The feedback says only that a
 # hidden acceptance check failed: no name, no command, no output (the agent would fit its

@@ -479,6 +479,40 @@ fn check_names_given(
     Ok(out)
 }
 
+/// The tracked files the repository's commit hooks read and run, which the runner's own
+/// commits execute (outside any sandbox): the pre-commit framework's configuration, husky's
+/// hook scripts, a relative `core.hooksPath` directory the project keeps in its tree.
+pub fn commit_hook_globs(repo: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in [".pre-commit-config.yaml", ".pre-commit-config.yml"] {
+        if repo.join(f).is_file() {
+            out.push(f.to_string());
+        }
+    }
+    if repo.join(".husky").is_dir() {
+        out.push(".husky/**".to_string());
+    }
+    let hooks_path = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["config", "--get", "core.hooksPath"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let rel = hooks_path.trim_end_matches('/');
+    if !rel.is_empty()
+        && !rel.starts_with(['/', '~'])
+        && !rel.split('/').any(|p| p == ".." || p == ".")
+        && !rel.starts_with(".husky")
+        && repo.join(rel).is_dir()
+    {
+        out.push(format!("{}/**", autoprotect::escape(rel)));
+    }
+    out
+}
+
 /// Builds the loop's configuration from the flags, over the project defaults; with it,
 /// what it protects by default (for the output; empty with `--no-auto-protect`).
 fn config_from_args(
@@ -608,6 +642,21 @@ fn config_from_args(
                 f.globs.clear();
             }
         }
+        let hooks: Vec<String> = commit_hook_globs(repo)
+            .into_iter()
+            .filter(|g| !autoprotect::covered(g, &cfg.protect))
+            .collect();
+        if !hooks.is_empty() {
+            found.push(Found {
+                source: autoprotect::Source {
+                    role: "commit",
+                    cmd: "git commit".into(),
+                },
+                tool: "the repository's commit hooks".into(),
+                globs: hooks,
+                scripts: Vec::new(),
+            });
+        }
         cfg.auto_protect = autoprotect::globs(&found);
     }
     cfg.validate()?;
@@ -643,6 +692,8 @@ fn protect_lines(cfg: &LoopConfig, found: &[Found]) -> Vec<String> {
         for f in shown {
             let what = if f.source.role == "judge-cmd" {
                 "the judge (judge-cmd)".to_string()
+            } else if f.source.role == "commit" {
+                "the loop's commits".to_string()
             } else {
                 format!("{} {}", f.source.role, render::code_span(&f.source.cmd))
             };

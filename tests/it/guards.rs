@@ -668,6 +668,52 @@ fn commit_hooks_off_commits_past_a_refusing_hook_and_says_so() {
     assert!(tree.lines().any(|l| l == "work.txt"), "{tree}");
 }
 
+/// A repository whose pre-commit hook runs what its tracked `.pre-commit-config.yaml` lists
+/// (as the pre-commit framework does), and an agent that adds an entry of its own to it: the
+/// runner's commit would run the agent's command as the runner, outside any sandbox.
+fn planted_hook_entry_loop(extra: &[&str]) -> (Repo, PathBuf, PathBuf) {
+    let repo = Repo::new();
+    let escaped = repo.bin.path().join("escaped");
+    repo.write(".pre-commit-config.yaml", "entry: true\n");
+    repo.git(&["add", ".pre-commit-config.yaml"]);
+    repo.git(&["commit", "-q", "-m", "the project's hooks"]);
+    install_hook(
+        &repo,
+        ".git/hooks",
+        "pre-commit",
+        "sed -n 's/^entry: //p' .pre-commit-config.yaml | while read -r c; do sh -c \"$c\" || exit 1; done",
+    );
+    let agent = repo.agent(
+        "planter",
+        &format!(
+            "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho fixed >> work.txt\necho \"entry: echo ran-as-the-runner > '{}'\" >> .pre-commit-config.yaml\necho ok > \"$ORBIT_AGENT_DIR/done.md\"",
+            escaped.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], extra);
+    (repo, dir, escaped)
+}
+
+#[test]
+fn a_command_the_agent_plants_in_the_hooks_configuration_never_runs_in_the_runners_commit() {
+    // The attack, with the default protection turned off: the runner's commit runs it.
+    let (repo, dir, escaped) = planted_hook_entry_loop(&["--no-auto-protect"]);
+    repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1")]);
+    assert!(
+        escaped.exists(),
+        "the planted entry ran in the runner's commit: the attack is real"
+    );
+    // By default the hooks' configuration is protected: the change is a reward hack, found
+    // before any commit.
+    let (repo, dir, escaped) = planted_hook_entry_loop(&[]);
+    let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
+    assert!(toml.contains("\".pre-commit-config.yaml\""), "{toml}");
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1")]);
+    assert_code(&out, 3, "ABORTED: reward_hack");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "reward_hack");
+    assert!(!escaped.exists(), "the planted command never ran");
+}
+
 #[test]
 fn a_commit_msg_hook_that_wants_a_ticket_stops_a_loop_that_is_not_done_blocked() {
     let (repo, dir, ran) = refused_commit_loop(

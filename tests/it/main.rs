@@ -19,6 +19,7 @@ mod logs;
 mod manual;
 mod naming;
 mod ops;
+mod projects;
 mod protect;
 mod recover;
 mod reference;

@@ -372,7 +372,7 @@ pub fn state_value(loop_dir: &Path, key: &str) -> String {
 /// elsewhere a missing shellcheck is reported and the check skipped.
 /// `ok`, or, when a tool is missing: a panic where `require` (an environment variable) is
 /// "1" (CI), else a notice that the assertions needing it are skipped.
-fn present_or_skipped(ok: bool, require: &str, what: &str) -> bool {
+pub fn present_or_skipped(ok: bool, require: &str, what: &str) -> bool {
     if !ok {
         if std::env::var(require).as_deref() == Ok("1") {
             panic!("{what} is required ({require}=1) but not installed");

@@ -1,7 +1,9 @@
 //! Real projects, one per ecosystem, each looped to DONE offline with a fake agent that makes
-//! a real fix: a Node project with a lockfile (`npm ci`). Each project is made from the
-//! files under `tests/fixtures/projects/`, and carries the trap a fresh checkout inside the
-//! user's own checkout falls into: the user's `node_modules` one directory up.
+//! a real fix: a Node project with a lockfile (`npm ci`) and a Python src-layout package in
+//! a virtual environment with an editable install. Each project is made from the files under
+//! `tests/fixtures/projects/`, and carries the trap a fresh checkout inside the user's own
+//! checkout falls into: the user's `node_modules` one directory up, the user's venv with the
+//! user's copy of the package installed.
 
 use crate::support::*;
 use std::fs;
@@ -195,4 +197,168 @@ fn without_the_setup_the_node_projects_checks_find_the_users_stale_node_modules(
         "the checks ran the user's greet 1.4.2: {log}"
     );
     assert!(!repo.ws().join("node_modules").exists());
+}
+
+// ---- Python: a src-layout package, installed editable in a virtual environment
+
+/// The directory of the wheels a venv's setup installs from with no index: the build
+/// backend (setuptools, wheel) and pytest with its dependencies, pure-Python wheels that
+/// `.ci/run` downloads into `/opt/orbit-wheels` (or `ORBIT_PYTHON_WHEELS`). CI sets
+/// ORBIT_REQUIRE_PYTHON_WHEELS=1 to make them mandatory; elsewhere the Python project is
+/// skipped with a notice.
+fn python_wheels() -> Option<PathBuf> {
+    let dir = std::env::var_os("ORBIT_PYTHON_WHEELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/orbit-wheels"));
+    let names: Vec<String> = fs::read_dir(&dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let has = |project: &str| {
+        names
+            .iter()
+            .any(|n| n.starts_with(&format!("{project}-")) && n.ends_with(".whl"))
+    };
+    let venv = command("python3")
+        .args(["-c", "import ensurepip, venv"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    let ok = venv && has("setuptools") && has("wheel") && has("pytest");
+    present_or_skipped(
+        ok,
+        "ORBIT_REQUIRE_PYTHON_WHEELS",
+        "python3 with venv, and the wheels of setuptools, wheel and pytest (in /opt/orbit-wheels)",
+    )
+    .then_some(dir)
+}
+
+/// The fix: the mean keeps its fraction.
+const PYTHON_AGENT: &str = r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+cat > src/tally/__init__.py <<'PY'
+"""Small statistics over a list of numbers."""
+
+
+def mean(values):
+    """The arithmetic mean of a non-empty list of numbers."""
+    return sum(values) / len(values)
+PY
+echo "pytest passes: mean() divides without flooring" > "$ORBIT_AGENT_DIR/done.md""#;
+
+#[test]
+fn a_python_package_is_installed_editable_in_each_checkouts_own_venv_and_its_checks_import_that_copy()
+ {
+    let Some(wheels) = python_wheels() else {
+        return;
+    };
+    let repo = project_repo("python");
+    // The venv and what the editable install writes (src/tally.egg-info) are not in this
+    // project's .gitignore: the runner's own record keeps them out of the commits.
+    let setup = format!(
+        "python3 -m venv .venv && .venv/bin/pip install --disable-pip-version-check --no-index --find-links '{}' -e . pytest",
+        wheels.display()
+    );
+    // The user's checkout has its own venv, with its own copy installed editable, and the
+    // user runs the loop with that venv activated.
+    let mut user_setup = command("bash");
+    user_setup
+        .args(["-c", &setup])
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env());
+    let out = run_bounded(user_setup, std::time::Duration::from_secs(300));
+    assert_ok(&out, "the user's own venv");
+    let user_venv = repo.join(".venv");
+    let users_copy = command(user_venv.join("bin/python"))
+        .args(["-c", "import tally; print(tally.__file__)"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&users_copy.stdout).trim(),
+        repo.join("src/tally/__init__.py").display().to_string(),
+        "the user's venv imports the user's copy"
+    );
+    let activated = format!("{}:{}", user_venv.join("bin").display(), repo.path_env());
+    let venv_env = user_venv.display().to_string();
+    let env = [
+        ("MAX_ITERATIONS", "3"),
+        ("PATH", activated.as_str()),
+        ("VIRTUAL_ENV", venv_env.as_str()),
+    ];
+
+    let agent = repo.agent("fixer", PYTHON_AGENT);
+    let dir = repo.init_loop(
+        &agent,
+        &[".venv/bin/python -m pytest -v"],
+        &["--setup", &setup],
+    );
+    let out = repo.run_loop(&dir, &[], &env);
+    assert_code(&out, 0, "DONE");
+    assert_set_up_in_both(&repo, &dir);
+    let ws = repo.ws().display().to_string();
+    let base_setup = read(&dir.join("iterations/baseline/setup.log"));
+    assert!(
+        base_setup.contains("Successfully installed") && base_setup.contains("tally-0.3.0"),
+        "{base_setup}"
+    );
+    // The red start: this checkout's own copy imported, the bug failing.
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    assert!(
+        base.contains(&format!("{ws}/.venv/bin/python"))
+            && base.contains(&format!("rootdir: {ws}\n"))
+            && base.contains("test_the_package_is_this_checkouts_own PASSED")
+            && base.contains("test_mean_keeps_the_fraction FAILED"),
+        "the red gate ran the workspace's venv on the workspace's copy: {base}"
+    );
+    // Every check after the fix ran its own checkout's venv on its own copy: the
+    // workspace's, then the clean checkout's.
+    let log = read(&dir.join("iterations/000001/verify.log"));
+    let clean = log
+        .split("### verify run: in a clean checkout of the tree to commit")
+        .nth(1)
+        .unwrap_or_else(|| panic!("a run in the clean checkout: {log}"));
+    assert!(
+        clean.contains(&format!("{ws}.clean/.venv/bin/python"))
+            && clean.contains(&format!("rootdir: {ws}.clean\n"))
+            && clean.contains("test_the_package_is_this_checkouts_own PASSED")
+            && clean.contains("3 passed"),
+        "{clean}"
+    );
+    assert!(!log.contains("FAILED"), "{log}");
+    // The editable install's path file in the workspace's venv names the workspace's src.
+    let lib = repo.ws().join(".venv/lib");
+    let pth: Vec<String> = fs::read_dir(&lib)
+        .unwrap()
+        .flatten()
+        .map(|python| {
+            read(
+                &python
+                    .path()
+                    .join("site-packages/__editable__.tally-0.3.0.pth"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pth.iter().map(|p| p.trim()).collect::<Vec<_>>(),
+        [format!("{ws}/src")],
+        "the workspace's venv holds the workspace's copy"
+    );
+    // The fix is the loop's only change; nothing the setup made is in a commit.
+    let all = repo.git(&["log", "--name-only", "--format=", "main..orbit/test-goal"]);
+    assert_eq!(all.trim(), "src/tally/__init__.py", "the loop's commits");
+    let files = branch_files(&repo);
+    assert!(
+        !files
+            .iter()
+            .any(|f| f.starts_with(".venv") || f.contains("egg-info") || f.contains("__pycache__")),
+        "what the setup made is never committed: {files:?}"
+    );
+    let fixed = repo.git(&["show", "orbit/test-goal:src/tally/__init__.py"]);
+    assert!(fixed.contains("sum(values) / len(values)"), "{fixed}");
+    // The user's copy is as it was.
+    assert!(repo.read("src/tally/__init__.py").contains("//"));
+    assert_records_agree(&dir);
 }

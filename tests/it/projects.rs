@@ -1,9 +1,10 @@
 //! Real projects, one per ecosystem, each looped to DONE offline with a fake agent that makes
-//! a real fix: a Node project with a lockfile (`npm ci`) and a Python src-layout package in
-//! a virtual environment with an editable install. Each project is made from the files under
-//! `tests/fixtures/projects/`, and carries the trap a fresh checkout inside the user's own
-//! checkout falls into: the user's `node_modules` one directory up, the user's venv with the
-//! user's copy of the package installed.
+//! a real fix: a Node project with a lockfile (`npm ci`), a Python src-layout package in a
+//! virtual environment with an editable install, and a Rust crate whose path dependency is a
+//! git submodule. Each project is made from the files under `tests/fixtures/projects/`, and
+//! each carries the trap a fresh checkout inside the user's own checkout falls into: the
+//! user's `node_modules` one directory up, the user's venv with the user's copy of the
+//! package installed, a submodule whose origin is gone.
 
 use crate::support::*;
 use std::fs;
@@ -360,5 +361,212 @@ fn a_python_package_is_installed_editable_in_each_checkouts_own_venv_and_its_che
     assert!(fixed.contains("sum(values) / len(values)"), "{fixed}");
     // The user's copy is as it was.
     assert!(repo.read("src/tally/__init__.py").contains("//"));
+    assert_records_agree(&dir);
+}
+
+// ---- Rust: a crate whose path dependency is a git submodule
+
+/// PATH for a loop that runs cargo: the toolchain that builds this suite first (its cargo
+/// and rustc, not rustup's proxies, which would look for a toolchain in the sealed HOME),
+/// then the fake agents and the rest.
+fn cargo_path(repo: &Repo) -> String {
+    let toolchain = Path::new(env!("CARGO")).parent().unwrap();
+    format!("{}:{}", toolchain.display(), repo.path_env())
+}
+
+/// The fix: a line's quantity multiplies its unit price.
+const RUST_AGENT: &str = r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+sed -i 's/map(|line| line.unit_price)/map(|line| line.unit_price.times(line.quantity))/' src/lib.rs
+echo "cargo test passes: total() multiplies by the quantity" > "$ORBIT_AGENT_DIR/done.md""#;
+
+/// The Rust project: the crate, and its library as the submodule vendor/money, a
+/// repository of its own that the user's checkout has initialized (its objects in
+/// .git/modules/vendor/money). The library's origin is gone before any loop runs: what a
+/// loop builds comes from .git/modules, or from nowhere.
+fn rust_project() -> Repo {
+    let lib = tempfile::Builder::new()
+        .prefix("orbit-money-")
+        .tempdir()
+        .unwrap();
+    copy_tree(&fixture("rust-money"), lib.path());
+    let lgit = |args: &[&str]| {
+        let out = command("git")
+            .arg("-C")
+            .arg(lib.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    lgit(&["init", "-q", "-b", "main"]);
+    lgit(&["add", "-A"]);
+    lgit(&["commit", "-q", "-m", "money: amounts in cents"]);
+    let repo = Repo::new();
+    copy_tree(&fixture("rust"), repo.path());
+    let url = lib.path().display().to_string();
+    repo.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        &url,
+        "vendor/money",
+    ]);
+    repo.git(&["add", "-A"]);
+    repo.git(&[
+        "commit",
+        "-q",
+        "-m",
+        "the invoice crate, money as a submodule",
+    ]);
+    assert!(repo.join(".git/modules/vendor/money/HEAD").is_file());
+    drop(lib);
+    assert!(!Path::new(&url).exists());
+
+    repo
+}
+
+#[test]
+fn a_rust_crate_whose_path_dependency_is_a_submodule_builds_offline_in_every_checkout_with_its_origin_gone()
+ {
+    let repo = rust_project();
+    let agent = repo.agent("fixer", RUST_AGENT);
+    let dir = repo.init_loop(&agent, &["cargo test --offline"], &[]);
+    let path = cargo_path(&repo);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3"), ("PATH", &path)]);
+    assert_code(&out, 0, "DONE");
+    let ws = repo.ws().display().to_string();
+    // The red start: the workspace's own checkout of the submodule built, the bug failed.
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    assert!(
+        base.contains(&format!("Compiling money v0.1.0 ({ws}/vendor/money)"))
+            && base.contains("test tests::a_quantity_multiplies_its_unit_price ... FAILED"),
+        "the red gate built the workspace's submodule: {base}"
+    );
+    // The last check built everything again in the clean checkout, from its own submodule.
+    let log = read(&dir.join("iterations/000001/verify.log"));
+    let clean = log
+        .split("### verify run: in a clean checkout of the tree to commit")
+        .nth(1)
+        .unwrap_or_else(|| panic!("a run in the clean checkout: {log}"));
+    assert!(
+        clean.contains(&format!("Compiling money v0.1.0 ({ws}.clean/vendor/money)"))
+            && clean.contains(&format!("Compiling invoice v0.1.0 ({ws}.clean)"))
+            && clean.contains("test result: ok. 3 passed"),
+        "{clean}"
+    );
+    let runner_log = read(&dir.join("runner.log"));
+    assert!(
+        !runner_log.contains("is not initialized in your checkout")
+            && !runner_log.contains("cannot check out the submodule"),
+        "every checkout got the submodule: {runner_log}"
+    );
+    // The fix is the loop's only change; the submodule stays a gitlink at its commit, and
+    // cargo's target/ is in no commit.
+    let all = repo.git(&["log", "--name-only", "--format=", "main..orbit/test-goal"]);
+    assert_eq!(all.trim(), "src/lib.rs", "the loop's commits");
+    let fixed = repo.git(&["show", "orbit/test-goal:src/lib.rs"]);
+    assert!(
+        fixed.contains("line.unit_price.times(line.quantity)"),
+        "{fixed}"
+    );
+    assert_eq!(
+        repo.git(&["ls-tree", "orbit/test-goal", "vendor/money"]),
+        repo.git(&["ls-tree", "main", "vendor/money"]),
+    );
+    assert!(
+        repo.git(&["ls-tree", "main", "vendor/money"])
+            .starts_with("160000 commit ")
+    );
+    let files = branch_files(&repo);
+    assert!(!files.iter().any(|f| f.starts_with("target/")), "{files:?}");
+    assert!(
+        repo.ws().join("target/debug").is_dir(),
+        "the workspace built in its own target/"
+    );
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_fix_that_needs_the_submodules_newer_commit_commits_the_bump_and_the_clean_checkout_builds_it()
+{
+    // The user's checkout has fetched a newer commit of the library (here made in place:
+    // its origin is gone) that adds money::ZERO; the project still records the older one.
+    let repo = rust_project();
+    let sub = repo.join("vendor/money");
+    let sgit = |args: &[&str]| {
+        let out = command("git")
+            .arg("-C")
+            .arg(&sub)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let pinned = sgit(&["rev-parse", "HEAD"]);
+    let lib = fs::read_to_string(sub.join("src/lib.rs")).unwrap();
+    fs::write(
+        sub.join("src/lib.rs"),
+        format!("{lib}\n/// No money.\npub const ZERO: Cents = Cents(0);\n"),
+    )
+    .unwrap();
+    sgit(&["commit", "-q", "-am", "money: ZERO"]);
+    let newer = sgit(&["rev-parse", "HEAD"]);
+    sgit(&["checkout", "-q", &pinned]);
+    // The agent moves the submodule to that commit and uses what it adds.
+    let agent = repo.agent(
+        "bumper",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+git -C vendor/money checkout -q origin/main || exit 1
+sed -i 's/map(|line| line.unit_price)/map(|line| line.unit_price.times(line.quantity))/' src/lib.rs
+sed -i 's/assert_eq!(total(&\[\]), Cents(0))/assert_eq!(total(\&[]), money::ZERO)/' src/lib.rs
+echo "cargo test passes: total() multiplies, on money with ZERO" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &["cargo test --offline"], &[]);
+    let path = cargo_path(&repo);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "2"), ("PATH", &path)]);
+    assert_code(&out, 0, "DONE");
+    // The commit holds the fix and the submodule's new commit, as a gitlink.
+    let all = repo.git(&["log", "--name-only", "--format=", "main..orbit/test-goal"]);
+    let mut changed: Vec<&str> = all.lines().filter(|l| !l.is_empty()).collect();
+    changed.sort();
+    assert_eq!(
+        changed,
+        ["src/lib.rs", "vendor/money"],
+        "the loop's commits"
+    );
+    assert_eq!(
+        repo.git(&["ls-tree", "orbit/test-goal", "vendor/money"]),
+        format!("160000 commit {newer}\tvendor/money\n")
+    );
+    assert!(
+        repo.git(&["show", "orbit/test-goal:src/lib.rs"])
+            .contains("money::ZERO")
+    );
+    // The clean checkout built the newer commit (money::ZERO is only there), from
+    // .git/modules.
+    let log = read(&dir.join("iterations/000001/verify.log"));
+    let clean = log
+        .split("### verify run: in a clean checkout of the tree to commit")
+        .nth(1)
+        .unwrap_or_else(|| panic!("a run in the clean checkout: {log}"));
+    assert!(
+        clean.contains("Compiling money v0.1.0") && clean.contains("test result: ok. 3 passed"),
+        "{clean}"
+    );
+    // The user's checkout of the submodule is where the user left it.
+    assert_eq!(sgit(&["rev-parse", "HEAD"]), pinned);
     assert_records_agree(&dir);
 }

@@ -87,7 +87,7 @@ fanout_tree_v() {
   if [[ ! -f $idx && -n $gd && -f $gd/index ]]; then
     cp -p -- "$gd/index" "$idx"
   fi
-  GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$cws" add -A -- . >/dev/null 2>>"$ORBIT_LOG_FILE"
+  tree_add "$cws" "$idx"
   tree_write_v "$cws" "$idx"
 }
 

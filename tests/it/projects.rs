@@ -5,6 +5,10 @@
 //! each carries the trap a fresh checkout inside the user's own checkout falls into: the
 //! user's `node_modules` one directory up, the user's venv with the user's copy of the
 //! package installed, a submodule whose origin is gone.
+//!
+//! A submodule's checkout in a work tree of the loop holds its own git directory, the agent's
+//! and the checks' to write: the last tests show that the runner's git never obeys what was
+//! planted there (a filter), in the workspace, the clean checkout or after a setup.
 
 use crate::support::*;
 use std::fs;
@@ -569,4 +573,231 @@ echo "cargo test passes: total() multiplies, on money with ZERO" > "$ORBIT_AGENT
     // The user's checkout of the submodule is where the user left it.
     assert_eq!(sgit(&["rev-parse", "HEAD"]), pinned);
     assert_records_agree(&dir);
+}
+
+// ---- a submodule's checkout is the agent's: its git directory lives in the work tree
+
+/// A repository whose submodule vendor/lib (lib.sh: `answer` says 42) the user's checkout
+/// has initialized.
+fn repo_with_lib_submodule() -> Repo {
+    let repo = Repo::new();
+    let lib = tempfile::tempdir().unwrap();
+    let lgit = |args: &[&str]| {
+        let out = command("git")
+            .arg("-C")
+            .arg(lib.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    lgit(&["init", "-q", "-b", "main"]);
+    fs::write(lib.path().join("lib.sh"), "answer() { echo 42; }\n").unwrap();
+    lgit(&["add", "lib.sh"]);
+    lgit(&["commit", "-q", "-m", "lib"]);
+    let url = lib.path().display().to_string();
+    repo.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        &url,
+        "vendor/lib",
+    ]);
+    repo.git(&["commit", "-q", "-m", "the library as a submodule"]);
+    repo
+}
+
+/// Bash that makes the submodule checkout vendor/lib of the current directory obey a filter
+/// (its git directory is in the checkout, the checks' and the agent's to write): the
+/// filter's command records that it ran in MARKER, and lib.sh is touched so that git reads
+/// it again through the filter.
+fn plant_filter(marker: &Path) -> String {
+    format!(
+        r#"g=vendor/lib/.git
+printf '[filter "planted"]\n\tsmudge = echo ran >> {m}; cat\n\tclean = echo ran >> {m}; cat\n' >> "$g/config"
+mkdir -p "$g/info" && echo '* filter=planted' > "$g/info/attributes"
+touch -d '2001-01-01 00:00' vendor/lib/lib.sh"#,
+        m = marker.display()
+    )
+}
+
+#[test]
+fn a_submodule_checkout_that_a_check_rewrote_is_cloned_afresh_at_the_next_claim_never_obeyed() {
+    let repo = repo_with_lib_submodule();
+    let marker = repo.bin.path().join("filter-ran");
+    let once = repo.bin.path().join("planted-once");
+    // The agent's program, run as the check: in the clean checkout of the first claim it
+    // plants a filter in the submodule's checkout there, breaks the library and fails; the
+    // next claim's clean checkout must hold the submodule as the repository has it, and
+    // nothing of the planted configuration may run in the runner's git.
+    let selftest = format!(
+        r#"#!/usr/bin/env bash
+. vendor/lib/lib.sh || exit 1
+test "$(answer)" = 42 || {{ echo "the library answers $(answer)"; exit 1; }}
+case $PWD in *.clean) ;; *) exit 0 ;; esac
+test -e '{once}' && exit 0
+: > '{once}'
+{plant}
+echo 'answer() {{ echo 41; }}' > vendor/lib/lib.sh
+echo planted; exit 1"#,
+        once = once.display(),
+        plant = plant_filter(&marker)
+    );
+    let agent = repo.agent(
+        "planter",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+cat > selftest <<'SH'
+{selftest}
+SH
+chmod +x selftest
+echo "selftest passes" > "$ORBIT_AGENT_DIR/done.md""#
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["test -x ./selftest && ./selftest"], &[]);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);
+    let first = read(&dir.join("iterations/000001/verify.log"));
+    assert!(
+        first.contains("in a clean checkout of the tree to commit") && first.contains("planted"),
+        "the first claim's clean checkout was planted: {first}"
+    );
+    assert_code(&out, 0, "DONE at the second claim");
+    assert!(
+        !marker.exists(),
+        "the runner's git obeyed a filter a check planted: {}",
+        read(&marker)
+    );
+    let second = read(&dir.join("iterations/000002/verify.log"));
+    assert!(
+        second.contains("in a clean checkout of the tree to commit")
+            && !second.contains("the library answers 41"),
+        "the second claim's clean checkout has the library as the repository has it: {second}"
+    );
+}
+
+#[test]
+fn what_a_setup_plants_in_a_submodules_checkout_never_runs_in_the_runners_git() {
+    let repo = repo_with_lib_submodule();
+    let marker = repo.bin.path().join("filter-ran");
+    // The setup runs a script of the tree when there is one (as npm ci runs a package's
+    // scripts, pip the project's build): the agent's, in the clean checkout of its claim,
+    // plants a filter in the submodule's checkout there, before the runner asks git what
+    // the setup changed.
+    let prepare = format!(
+        "case $PWD in *.clean) ;; *) exit 0 ;; esac\n{}\n",
+        plant_filter(&marker)
+    );
+    let agent = repo.agent(
+        "planter",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+mkdir -p tools
+cat > tools/prepare <<'SH'
+{prepare}
+SH
+echo 42 > solution.txt
+echo "solution.txt holds the library's answer" > "$ORBIT_AGENT_DIR/done.md""#
+        ),
+    );
+    let check = ". vendor/lib/lib.sh && test \"$(cat solution.txt 2>/dev/null)\" = \"$(answer)\"";
+    let dir = repo.init_loop(
+        &agent,
+        &[check],
+        &[
+            "--setup",
+            "if [ -f tools/prepare ]; then bash tools/prepare; fi",
+        ],
+    );
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "2")]);
+    assert_code(&out, 0, "DONE");
+    let clean_setup = read(&dir.join("iterations/000001/setup.log"));
+    assert!(
+        clean_setup.contains(".clean (") && clean_setup.contains("[PASS] setup"),
+        "{clean_setup}"
+    );
+    assert!(
+        !marker.exists(),
+        "the runner's git obeyed a filter the setup planted: {}",
+        read(&marker)
+    );
+}
+
+#[test]
+fn a_filter_the_agent_plants_in_the_workspaces_submodule_never_runs_in_the_runners_git() {
+    let repo = repo_with_lib_submodule();
+    let marker = repo.bin.path().join("filter-ran");
+    // The agent plants a filter in the workspace's checkout of the submodule, then solves:
+    // every snapshot the runner takes of the workspace from then on holds that checkout.
+    let agent = repo.agent(
+        "planter",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+{plant}
+echo 42 > solution.txt
+echo "solution.txt holds the library's answer" > "$ORBIT_AGENT_DIR/done.md""#,
+            plant = plant_filter(&marker)
+        ),
+    );
+    let check = ". vendor/lib/lib.sh && test \"$(cat solution.txt 2>/dev/null)\" = \"$(answer)\"";
+    let dir = repo.init_loop(&agent, &[check], &[]);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "2")]);
+    assert_code(&out, 0, "DONE");
+    assert!(
+        repo.ws_read("vendor/lib/.git/config").contains("planted"),
+        "the filter was planted"
+    );
+    assert!(
+        !marker.exists(),
+        "the runner's git obeyed a filter the agent planted: {}",
+        read(&marker)
+    );
+    assert_eq!(
+        repo.git(&["ls-tree", "orbit/test-goal", "vendor/lib"]),
+        repo.git(&["ls-tree", "main", "vendor/lib"]),
+        "the submodule's commit is the project's"
+    );
+}
+
+#[test]
+fn a_setup_that_builds_in_a_submodules_checkout_changes_no_file_the_project_tracks() {
+    // A setup that builds the library stamps a file of the library's own (tracked by the
+    // submodule, not by the project: the project records the submodule's commit, which does
+    // not move). The project's tracked files are as they were, and the loop goes on.
+    let repo = repo_with_lib_submodule();
+    let agent = repo.agent(
+        "solver",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo 42 > solution.txt
+echo "solution.txt holds the library's answer" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let check = "grep -q '^# built' vendor/lib/lib.sh && . vendor/lib/lib.sh && test \"$(cat solution.txt 2>/dev/null)\" = \"$(answer)\"";
+    let dir = repo.init_loop(
+        &agent,
+        &[check],
+        &["--setup", "echo '# built' >> vendor/lib/lib.sh"],
+    );
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "2")]);
+    assert_code(&out, 0, "DONE");
+    for log in [
+        "iterations/baseline/setup.log",
+        "iterations/000001/setup.log",
+    ] {
+        let log = read(&dir.join(log));
+        assert!(log.contains("[PASS] setup"), "{log}");
+    }
+    assert_eq!(
+        repo.git(&["ls-tree", "orbit/test-goal", "vendor/lib"]),
+        repo.git(&["ls-tree", "main", "vendor/lib"]),
+        "the submodule's commit is the project's"
+    );
 }

@@ -159,7 +159,11 @@ setup_run() {
     fi
   done
   cd -- "$back" || true
-  git -C "$dir" diff --no-renames --name-only -z -- >"$ORBIT_TMP/setup.changed" 2>>"$ORBIT_LOG_FILE" || {
+  # A submodule's own work tree is not looked into (--ignore-submodules=dirty: a submodule
+  # counts as changed when its commit moved): what a setup builds there is no file the
+  # project tracks, and to look git would obey that checkout's configuration, which the
+  # setup (a tree's scripts, the agent's) could have written.
+  git -C "$dir" diff --ignore-submodules=dirty --no-renames --name-only -z -- >"$ORBIT_TMP/setup.changed" 2>>"$ORBIT_LOG_FILE" || {
     REPLY="git could not say what the setup changed in $dir"
     return 1
   }
@@ -212,29 +216,41 @@ setup_forget() {
 # what the user's checkout fetched), never the network: a fresh worktree has them empty. A
 # module the user's checkout never initialized stays empty, and runner.log says so. What
 # .gitmodules says is the tree's (the agent's) text: a name is taken only as a plain path
-# under modules/, a path only where the index holds a submodule.
+# under modules/, a path only where the index holds a submodule at exactly that path, and
+# reached through no symlink. Each checkout is a clone the runner makes now, never one
+# already there (the clean checkout's of an earlier claim, a candidate's of an earlier
+# iteration): that one is a repository the checks and agents that ran there could write
+# (its configuration naming a filter or a hook path, its objects, a .git file naming
+# another repository), and the runner's git would obey it.
 modules_checkout() {
-  local dir=$1 key path name src mode sha
+  local dir=$1 key path name src meta entry sha
   [[ -f $dir/.gitmodules && ! -L $dir/.gitmodules ]] || return 0
   while read -r key path; do
     name=${key#submodule.}
     name=${name%.path}
     [[ -n $name && -n $path && /$name/ != */../* && /$name/ != */./* && $name != /* ]] || continue
-    mode='' sha=''
-    read -r mode sha _ < <(git -C "$dir" ls-files -s -- ":(top,literal)$path" 2>/dev/null || true) || true
-    [[ $mode == 160000 && $sha =~ ^[0-9a-f]{40,64}$ ]] || continue
+    meta='' entry=''
+    IFS=$'\t' read -r -d '' meta entry < <(git -C "$dir" ls-files -s -z -- ":(top,literal)$path" 2>/dev/null || true) || true
+    [[ $entry == "$path" && $meta =~ ^160000\ ([0-9a-f]{40,64})\ 0$ ]] || continue
+    sha=${BASH_REMATCH[1]}
     src=$GIT_COMMON_ABS/modules/$name
     if [[ ! -f $src/HEAD || -L $src ]]; then
       orbit_log "the submodule $path is not initialized in your checkout (no $src): it stays empty in $dir; run git submodule update --init there first, or give a --setup that fetches it"
       continue
     fi
-    if [[ ! -e $dir/$path/.git ]]; then
-      rmdir -- "$dir/$path" 2>/dev/null || true
-      git -c core.hooksPath=/dev/null clone -q --no-checkout -- "$src" "$dir/$path" >>"$ORBIT_LOG_FILE" 2>&1 || {
-        orbit_log "cannot check out the submodule $path in $dir from $src (see above)"
-        continue
-      }
+    if ! path_plain "$dir" "$path"; then
+      orbit_log "the submodule $path is not checked out in $dir: the path to it holds a symlink"
+      continue
     fi
+    rm -rf -- "${dir:?}/$path" 2>>"$ORBIT_LOG_FILE" || true
+    if [[ -e $dir/$path ]]; then
+      orbit_log "cannot check out the submodule $path in $dir: what is there cannot be removed (see above)"
+      continue
+    fi
+    git -c core.hooksPath=/dev/null clone -q --no-checkout -- "$src" "$dir/$path" >>"$ORBIT_LOG_FILE" 2>&1 || {
+      orbit_log "cannot check out the submodule $path in $dir from $src (see above)"
+      continue
+    }
     git -c core.hooksPath=/dev/null -C "$dir/$path" checkout -q -f --detach "$sha" -- >>"$ORBIT_LOG_FILE" 2>&1 ||
       orbit_log "cannot check out the submodule $path at ${sha:0:12} in $dir (is the commit in $src?)"
   done < <(git config -f "$dir/.gitmodules" --get-regexp '^submodule\..*\.path$' 2>/dev/null || true)

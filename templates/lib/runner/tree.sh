@@ -12,8 +12,58 @@ tree_snapshot() {
   # A snapshot that fails is an error, never a silently stale tree (git says why in the log).
   # The agent's folder stays out through info/exclude (an exclude pathspec naming an ignored
   # path makes git add fail).
-  GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$WS" add -A -- . >/dev/null 2>>"$ORBIT_LOG_FILE"
+  tree_add "$WS" "$idx"
   tree_write_v "$WS" "$idx"
+}
+
+# tree_add DIR INDEX: `git add -A` of the work tree DIR into the private index INDEX, each
+# submodule INDEX holds taken as the commit its checkout is at. git add runs git status in
+# every checked-out submodule it holds an entry for, and that status obeys the submodule's
+# own configuration, which lives in the work tree (the agent's and the checks' to write): a
+# filter named there would run as the runner. So git add passes those entries by (marked
+# skip-worktree while it runs), and each is then read as git reads a submodule it adds, never
+# looked into: the commit its checkout is at; as it was when not checked out (an empty
+# directory); gone, or the file now there, otherwise. Status 1 when git fails.
+tree_add() {
+  local dir=$1 idx=$2 line p rc=0
+  local -a links=() update=() gone=()
+  while IFS= read -r -d '' line; do
+    links+=("${line#*$'\t'}")
+  done < <(GIT_INDEX_FILE=$idx git -C "$dir" ls-files -s -t -z -- 2>>"$ORBIT_LOG_FILE" | LC_ALL=C grep -z '^H 160000 ' || true)
+  if ((${#links[@]})); then
+    printf '%s\0' "${links[@]}" |
+      GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$dir" update-index --skip-worktree -z --stdin 2>>"$ORBIT_LOG_FILE" || return 1
+  fi
+  GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$dir" add -A -- . >/dev/null 2>>"$ORBIT_LOG_FILE" || rc=1
+  ((${#links[@]})) || return "$rc"
+  printf '%s\0' "${links[@]}" |
+    GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$dir" update-index --no-skip-worktree -z --stdin 2>>"$ORBIT_LOG_FILE" || return 1
+  ((rc == 0)) || return 1
+  for p in "${links[@]}"; do
+    if ! path_plain "$dir" "$p"; then
+      gone+=("$p")
+    elif [[ -e $dir/$p/.git || ! -d $dir/$p ]]; then
+      update+=("$p")
+    fi
+  done
+  if ((${#gone[@]})); then
+    printf '%s\0' "${gone[@]}" |
+      GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$dir" update-index --force-remove -z --stdin 2>>"$ORBIT_LOG_FILE" || return 1
+  fi
+  ((${#update[@]})) || return 0
+  printf '%s\0' "${update[@]}" |
+    GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$dir" update-index --add --remove -z --stdin 2>>"$ORBIT_LOG_FILE"
+}
+
+# path_plain DIR PATH: no component of PATH (relative, /-separated) under DIR is a symlink.
+path_plain() {
+  local at=$1 part
+  local -a parts=()
+  IFS=/ read -r -a parts <<<"$2"
+  for part in "${parts[@]}"; do
+    at+=/$part
+    [[ ! -L $at ]] || return 1
+  done
 }
 
 # Changed paths between two trees, NUL-separated.
@@ -50,7 +100,7 @@ changes_v() {
 # folder excluded as in the workspace) as a git tree id, through the private index INDEX.
 # Status 1 when git cannot say.
 tree_at_v() {
-  GIT_INDEX_FILE=$2 GIT_OPTIONAL_LOCKS=0 git -C "$1" add -A -- . >/dev/null 2>>"$ORBIT_LOG_FILE" || return 1
+  tree_add "$1" "$2" || return 1
   tree_write_v "$1" "$2"
 }
 

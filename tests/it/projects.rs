@@ -80,6 +80,15 @@ fn assert_set_up_in_both(repo: &Repo, dir: &Path) {
     assert!(events_named(dir, "setup_fail").is_empty());
 }
 
+/// A loop that ran its agents, checks and the setups after the first under bubblewrap.
+fn assert_sandboxed(dir: &Path) {
+    let log = read(&dir.join("runner.log"));
+    assert!(
+        log.contains("sandbox: every agent and check runs under bubblewrap"),
+        "{log}"
+    );
+}
+
 // ---- Node: package.json and package-lock.json, a dependency installed by `npm ci`
 
 /// Whether node (with its test runner) and npm are here. CI sets ORBIT_REQUIRE_NODE=1 to
@@ -132,12 +141,29 @@ const NPM_SETUP: &str = "npm ci --offline --no-audit --no-fund --no-update-notif
 
 #[test]
 fn a_node_project_with_a_lockfile_is_set_up_by_npm_ci_offline_and_its_checks_use_its_own_modules() {
-    if !node_available() {
-        return;
+    if node_available() {
+        node_loop(&[]);
     }
+}
+
+#[test]
+fn under_the_sandbox_the_node_projects_clean_checkout_installs_and_tests_with_no_network() {
+    // The clean checkout's npm ci and npm test run as checks do: under bubblewrap, no
+    // network, HOME read-only (npm's cache in the run's private /tmp).
+    if node_available() && bwrap_available() {
+        let (_repo, dir) = node_loop(&["--sandbox", "bwrap"]);
+        assert_sandboxed(&dir);
+    }
+}
+
+/// The Node project looped to DONE with its setup (and the init flags `extra`), and what
+/// that proves; the repository and the loop directory, for more.
+fn node_loop(extra: &[&str]) -> (Repo, PathBuf) {
     let repo = node_project();
     let agent = repo.agent("fixer", NODE_AGENT);
-    let dir = repo.init_loop(&agent, &["npm test"], &["--setup", NPM_SETUP]);
+    let mut flags = vec!["--setup", NPM_SETUP];
+    flags.extend_from_slice(extra);
+    let dir = repo.init_loop(&agent, &["npm test"], &flags);
     let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);
     assert_code(&out, 0, "DONE");
     assert_set_up_in_both(&repo, &dir);
@@ -176,6 +202,7 @@ fn a_node_project_with_a_lockfile_is_set_up_by_npm_ci_offline_and_its_checks_use
     // The user's node_modules is as it was.
     assert!(read(&repo.join("node_modules/greet/package.json")).contains("\"1.4.2\""));
     assert_records_agree(&dir);
+    (repo, dir)
 }
 
 #[test]
@@ -257,9 +284,27 @@ echo "pytest passes: mean() divides without flooring" > "$ORBIT_AGENT_DIR/done.m
 #[test]
 fn a_python_package_is_installed_editable_in_each_checkouts_own_venv_and_its_checks_import_that_copy()
  {
-    let Some(wheels) = python_wheels() else {
-        return;
-    };
+    if let Some(wheels) = python_wheels() {
+        python_loop(&wheels, &[]);
+    }
+}
+
+#[test]
+fn under_the_sandbox_the_python_projects_clean_checkout_makes_its_venv_with_no_network() {
+    // The clean checkout's venv and pip install run as checks do: under bubblewrap, no
+    // network, HOME read-only (pip's cache in the run's private /tmp).
+    if let Some(wheels) = python_wheels()
+        && bwrap_available()
+    {
+        let (_repo, dir) = python_loop(&wheels, &["--sandbox", "bwrap"]);
+        assert_sandboxed(&dir);
+    }
+}
+
+/// The Python project looped to DONE with its setup (installing from the wheels in
+/// `wheels`, and the init flags `extra`), and what that proves; the repository and the loop
+/// directory, for more.
+fn python_loop(wheels: &Path, extra: &[&str]) -> (Repo, PathBuf) {
     let repo = project_repo("python");
     // The venv and what the editable install writes (src/tally.egg-info) are not in this
     // project's .gitignore: the runner's own record keeps them out of the commits.
@@ -295,11 +340,9 @@ fn a_python_package_is_installed_editable_in_each_checkouts_own_venv_and_its_che
     ];
 
     let agent = repo.agent("fixer", PYTHON_AGENT);
-    let dir = repo.init_loop(
-        &agent,
-        &[".venv/bin/python -m pytest -v"],
-        &["--setup", &setup],
-    );
+    let mut flags = vec!["--setup", setup.as_str()];
+    flags.extend_from_slice(extra);
+    let dir = repo.init_loop(&agent, &[".venv/bin/python -m pytest -v"], &flags);
     let out = repo.run_loop(&dir, &[], &env);
     assert_code(&out, 0, "DONE");
     assert_set_up_in_both(&repo, &dir);
@@ -366,6 +409,7 @@ fn a_python_package_is_installed_editable_in_each_checkouts_own_venv_and_its_che
     // The user's copy is as it was.
     assert!(repo.read("src/tally/__init__.py").contains("//"));
     assert_records_agree(&dir);
+    (repo, dir)
 }
 
 // ---- Rust: a crate whose path dependency is a git submodule
@@ -439,9 +483,24 @@ fn rust_project() -> Repo {
 #[test]
 fn a_rust_crate_whose_path_dependency_is_a_submodule_builds_offline_in_every_checkout_with_its_origin_gone()
  {
+    rust_loop(&[]);
+}
+
+#[test]
+fn under_the_sandbox_the_rust_projects_clean_checkout_builds_with_no_network() {
+    // cargo under bubblewrap: no network, HOME (and so CARGO_HOME) read-only.
+    if bwrap_available() {
+        let (_repo, dir) = rust_loop(&["--sandbox", "bwrap"]);
+        assert_sandboxed(&dir);
+    }
+}
+
+/// The Rust project looped to DONE (with the init flags `extra`), and what that proves;
+/// the repository and the loop directory, for more.
+fn rust_loop(extra: &[&str]) -> (Repo, PathBuf) {
     let repo = rust_project();
     let agent = repo.agent("fixer", RUST_AGENT);
-    let dir = repo.init_loop(&agent, &["cargo test --offline"], &[]);
+    let dir = repo.init_loop(&agent, &["cargo test --offline"], extra);
     let path = cargo_path(&repo);
     let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3"), ("PATH", &path)]);
     assert_code(&out, 0, "DONE");
@@ -495,6 +554,7 @@ fn a_rust_crate_whose_path_dependency_is_a_submodule_builds_offline_in_every_che
         "the workspace built in its own target/"
     );
     assert_records_agree(&dir);
+    (repo, dir)
 }
 
 #[test]

@@ -112,7 +112,8 @@ fn suggested_check_missing(cmd: &str) -> Option<String> {
 
 /// The setup a fresh checkout of the repository needs before its checks can run, from what
 /// it holds: (command, what it was found from). A worktree has the tracked files only: no
-/// installed dependencies, no virtual environment, no submodule, no LFS object.
+/// installed dependencies, no virtual environment (its submodules the runner checks out
+/// itself, from the repository's own module objects).
 pub fn detect_setup(repo: &Path) -> Vec<(String, &'static str)> {
     let has = |f: &str| repo.join(f).is_file();
     let mut out = Vec::new();
@@ -142,12 +143,6 @@ pub fn detect_setup(repo: &Path) -> Vec<(String, &'static str)> {
         out.push((
             "python3 -m venv .venv && .venv/bin/pip install -e .".to_string(),
             "a Python project file",
-        ));
-    }
-    if has(".gitmodules") {
-        out.push((
-            "git submodule update --init --recursive".to_string(),
-            ".gitmodules",
         ));
     }
     if fs::read_to_string(repo.join(".gitattributes")).is_ok_and(|t| t.contains("filter=lfs")) {

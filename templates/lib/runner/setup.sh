@@ -123,12 +123,12 @@ setup_record() {
 # project's files would be taken for the agent's change. Status 1 with REPLY the reason.
 setup_run() {
   local dir=$1 log=$2 untrusted=$3 cmd i=0 back=$PWD WS=$1
-  local -a pre=() changed=()
+  local -a pre=() changed=() jail=()
   ((${#SETUP_CMDS[@]})) || return 0
-  SANDBOX_ARGV=()
   if ((untrusted)); then
     sandbox_prepare check
-    if ((${#SANDBOX_ARGV[@]})); then
+    jail=("${SANDBOX_ARGV[@]}")
+    if ((${#jail[@]})); then
       pre=("$SANDBOX_ENV" XDG_CACHE_HOME=/tmp/.orbit-setup-cache npm_config_cache=/tmp/.orbit-setup-cache/npm)
     fi
   fi
@@ -146,7 +146,7 @@ setup_run() {
     i=$((i + 1))
     printf '==> setup %s: %s\n' "$i" "$cmd" >>"$log"
     ORBIT_REPO_ROOT=$dir ORBIT_SETUP=1 \
-      orbit_run_bounded "$CHECK_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$log" "${pre[@]}" "${SANDBOX_ARGV[@]}" "$BASH" -c "$cmd"
+      orbit_run_bounded "$CHECK_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$log" "${pre[@]}" "${jail[@]}" "$BASH" -c "$cmd"
     if ((ORBIT_TIMED_OUT || ORBIT_RC)); then
       cd -- "$back" || true
       if ((ORBIT_TIMED_OUT)); then

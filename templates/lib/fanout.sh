@@ -13,7 +13,7 @@ declare -a FANOUT_PIDS=()
 FANOUT_CAND=0
 
 # fanout_ws_v K: REPLY is candidate K's worktree.
-fanout_ws_v() { REPLY="$WS.c$1"; }
+fanout_ws_v() { REPLY="$WS_MAIN.c$1"; }
 
 # fanout_ref_v N K: REPLY is the ref that keeps candidate K's change of iteration N.
 fanout_ref_v() { REPLY="refs/orbit/$LOOP_NAME/$1/$2"; }
@@ -87,8 +87,7 @@ fanout_tree_v() {
   if [[ ! -f $idx && -n $gd && -f $gd/index ]]; then
     cp -p -- "$gd/index" "$idx"
   fi
-  tree_add "$cws" "$idx"
-  tree_write_v "$cws" "$idx"
+  tree_at_v "$cws" "$idx"
 }
 
 # fanout_protected_v BEFORE AFTER: REPLY is the first changed path between the two trees that
@@ -150,10 +149,7 @@ fanout_agent() {
   if [[ -f $LOOP_DIR/.tree-index.c$k && ! -L $LOOP_DIR/.tree-index.c$k ]]; then
     cp -p -- "$LOOP_DIR/.tree-index.c$k" "$ORBIT_TMP/end.index.tmp" 2>/dev/null || true
   fi
-  if [[ ! -f $ORBIT_TMP/end.index.tmp ]]; then
-    cp -p -- "$(git -C "$WS" rev-parse --absolute-git-dir 2>/dev/null)/index" "$ORBIT_TMP/end.index.tmp" 2>/dev/null || true
-  fi
-  if tree_at_v "$WS" "$ORBIT_TMP/end.index.tmp" && [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]]; then
+  if fanout_tree_v "$k" "$ORBIT_TMP/end.index.tmp" && [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]]; then
     end=$REPLY
     mv -f -- "$ORBIT_TMP/end.index.tmp" "$ORBIT_TMP/end.index"
   fi

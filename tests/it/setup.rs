@@ -42,6 +42,17 @@ fn project_with_deps(repo: &Repo, counter: &Path) -> String {
     )
 }
 
+/// The fake agent that solves: it writes 42 into solution.txt and claims DONE.
+fn solver(repo: &Repo) -> std::path::PathBuf {
+    repo.agent(
+        "solver",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo 42 > solution.txt
+echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#,
+    )
+}
+
 const CHECK: &str = "test -f .deps/runner.sh || { echo NO-SETUP; exit 1; }; bash .deps/runner.sh";
 
 #[test]
@@ -49,13 +60,7 @@ fn the_setup_runs_before_the_red_gate_and_what_it_makes_is_never_committed() {
     let repo = Repo::new();
     let counter = repo.bin.path().join("setup-runs");
     let setup = project_with_deps(&repo, &counter);
-    let agent = repo.agent(
-        "solver",
-        r#"cat >/dev/null
-case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
-echo 42 > solution.txt
-echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#,
-    );
+    let agent = solver(&repo);
     let dir = repo.init_loop(&agent, &[CHECK], &["--setup", &setup]);
     let toml = read(&dir.join("loop.toml"));
     assert!(
@@ -104,13 +109,7 @@ fn without_the_setup_the_same_loop_cannot_run_its_check() {
     let repo = Repo::new();
     let counter = repo.bin.path().join("setup-runs");
     project_with_deps(&repo, &counter);
-    let agent = repo.agent(
-        "solver",
-        r#"cat >/dev/null
-case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
-echo 42 > solution.txt
-echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#,
-    );
+    let agent = solver(&repo);
     let dir = repo.init_loop(&agent, &[CHECK], &[]);
     let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1")]);
     assert_ne!(out.status.code(), Some(0), "{}", text(&out));
@@ -290,13 +289,7 @@ fn under_the_sandbox_the_clean_checkouts_setup_runs_as_a_check_and_the_first_one
         "mkdir -p .deps && cp deps-src/runner.sh .deps/runner.sh && echo \"cache=${{XDG_CACHE_HOME:-none}}\" && {{ echo \"$PWD\" >> '{c}' 2>/dev/null || echo 'sandboxed: cannot write {c}'; }}",
         c = counter.display()
     );
-    let agent = repo.agent(
-        "solver",
-        r#"cat >/dev/null
-case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
-echo 42 > solution.txt
-echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#,
-    );
+    let agent = solver(&repo);
     let dir = repo.init_loop(&agent, &[CHECK], &["--setup", &setup, "--sandbox", "bwrap"]);
     let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);
     assert_code(&out, 0, "DONE under the sandbox");
@@ -465,13 +458,7 @@ fn a_submodule_is_checked_out_in_every_fresh_checkout_from_the_repositorys_own_o
     // Its origin is gone: what the loop checks out comes from .git/modules, or nowhere.
     drop(lib);
     assert!(!Path::new(&url).exists());
-    let agent = repo.agent(
-        "solver",
-        r#"cat >/dev/null
-case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
-echo 42 > solution.txt
-echo "solution.txt holds the library's answer" > "$ORBIT_AGENT_DIR/done.md""#,
-    );
+    let agent = solver(&repo);
     let check = "test -f vendor/lib/lib.sh || { echo NO-SUBMODULE; exit 1; }; . vendor/lib/lib.sh && test \"$(cat solution.txt 2>/dev/null)\" = \"$(answer)\"";
     let dir = repo.init_loop(&agent, &[check], &[]);
     let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);

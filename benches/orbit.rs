@@ -20,8 +20,14 @@
 //! 6. The DONE gate's clean checkout: refilling it with the tree to commit, as the runner
 //!    does, against one plain `git worktree add` of that tree.
 //!
+//! 7. The OS sandbox: a `--once` tick of a loop with `sandbox = "bwrap"` against the same
+//!    loop with `sandbox = "none"` in the same repository, ticks alternating; the difference
+//!    divided by the number of bubblewrap starts a tick makes (counted in one untimed tick
+//!    through a counting `bwrap` first on PATH: the preflight's probe, the agent, the check)
+//!    is the sandbox's cost per agent or check run.
+//!
 //! Set ORBIT_BENCH_RUNS to change the number of samples (default 15), ORBIT_BENCH_ONLY to
-//! one of init, runner, audit, status, fanout, clean to run a single part.
+//! one of init, runner, audit, status, fanout, clean, sandbox to run a single part.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -156,8 +162,15 @@ fn state_value(dir: &Path, key: &str) -> String {
         .to_string()
 }
 
-/// `orbit init` of a loop in `dir_rel` whose agent is `exec` (a no-op, auto-commit on).
+/// `orbit init` of a loop in `dir_rel` whose agent is `exec` (a no-op, auto-commit on),
+/// without the OS sandbox: the runner's own cost, comparable across runs and machines (the
+/// sandbox's is its own part).
 fn init_loop(r: &Path, exec: &str, dir_rel: &str) {
+    init_loop_in(r, exec, dir_rel, "none");
+}
+
+/// `init_loop` with `sandbox` as the loop's sandbox setting.
+fn init_loop_in(r: &Path, exec: &str, dir_rel: &str, sandbox: &str) {
     run_ok(
         Command::new(orbit())
             .args([
@@ -173,6 +186,8 @@ fn init_loop(r: &Path, exec: &str, dir_rel: &str) {
                 "100000",
                 "--dir",
                 dir_rel,
+                "--sandbox",
+                sandbox,
             ])
             .current_dir(r)
             .stdout(Stdio::null()),
@@ -625,6 +640,103 @@ fn bench_fanout(rows: &mut Vec<Row>, files: usize, label: &str) {
 /// commit, everything else removed, every file written), against one plain
 /// `git worktree add` of the same tree. Only a claim pays it: the gate is the one place the
 /// runner makes it.
+/// The OS sandbox's cost per agent or check run (see the header, part 7).
+fn bench_sandbox(rows: &mut Vec<Row>) {
+    let name = "sandbox cost per agent or check run".to_string();
+    let works = Command::new("bwrap")
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--unshare-all",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !works {
+        rows.push(Row {
+            name,
+            value: "-".into(),
+            note: "skipped: bubblewrap cannot start a sandbox on this machine".into(),
+        });
+        return;
+    }
+    let r = repo(1);
+    let (_bin, exec) = noop_agent();
+    init_loop_in(r.path(), &exec, ".orbit/plain", "none");
+    init_loop_in(r.path(), &exec, ".orbit/boxed", "bwrap");
+    let plain = r.path().join(".orbit/plain");
+    let boxed = r.path().join(".orbit/boxed");
+    // The first runs make the workspaces and pins: not a steady cost.
+    tick(r.path(), &plain);
+    tick(r.path(), &boxed);
+    // How many sandboxes a tick starts: one untimed tick through a counting bwrap.
+    let shim = tempfile::tempdir().unwrap();
+    let count = shim.path().join("count");
+    let real = String::from_utf8(
+        Command::new("bash")
+            .args(["-c", "type -P bwrap"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    fs::write(
+        shim.path().join("bwrap"),
+        format!(
+            "#!/bin/bash\necho >> '{}'\nexec '{}' \"$@\"\n",
+            count.display(),
+            real.trim()
+        ),
+    )
+    .unwrap();
+    sh(shim.path(), "chmod +x bwrap");
+    let path = format!(
+        "{}:{}",
+        shim.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    run_ok(
+        Command::new("bash")
+            .arg(boxed.join("run-loop.sh"))
+            .arg("--once")
+            .current_dir(r.path())
+            .env("PATH", &path)
+            .env("ALLOW_GREEN_START", "1")
+            .env("CONVERGENCE_WINDOW", "100"),
+    );
+    let starts = fs::read_to_string(&count)
+        .map(|t| t.lines().count())
+        .unwrap_or(0);
+    assert!(starts > 0, "the sandboxed tick started no bwrap");
+    let n = runs();
+    let mut p = Vec::new();
+    let mut b = Vec::new();
+    for _ in 0..n {
+        p.push(time(|| tick(r.path(), &plain)));
+        b.push(time(|| tick(r.path(), &boxed)));
+    }
+    let (p, b) = (median(p), median(b));
+    let per = b.saturating_sub(p) / starts as u32;
+    rows.push(Row {
+        name,
+        value: ms(per),
+        note: format!(
+            "< 30 ms: {}; a tick {} sandboxed, {} without ({} bubblewrap starts a tick)",
+            verdict(per < Duration::from_millis(30)),
+            ms(b),
+            ms(p),
+            starts
+        ),
+    });
+}
+
 fn bench_clean(rows: &mut Vec<Row>, files: usize, label: &str) {
     let r = repo(files);
     let n = runs();
@@ -967,6 +1079,9 @@ fn main() {
     if part("clean") {
         bench_clean(&mut rows, 1, "small repo");
         bench_clean(&mut rows, 20_000, "20,000 files");
+    }
+    if part("sandbox") {
+        bench_sandbox(&mut rows);
     }
     if part("audit") {
         bench_audit(&mut rows);

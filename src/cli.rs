@@ -680,9 +680,10 @@ pub struct InitArgs {
     #[arg(long, value_name = "PATH")]
     pub workspace: Option<PathBuf>,
 
-    /// Run every agent and check in an OS sandbox [default: none]. bwrap: bubblewrap
+    /// Run every agent and check in an OS sandbox [default: auto]. bwrap: bubblewrap
     /// (Linux), with the workspace writable and the loop directory, git's control files
-    /// and the rest of the system read-only.
+    /// and the rest of the system read-only; auto: bubblewrap where the runner's probe says
+    /// it runs here, else none; none: no sandbox.
     #[arg(long, value_name = "KIND", value_enum)]
     pub sandbox: Option<crate::config::Sandbox>,
 }

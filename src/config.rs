@@ -127,7 +127,9 @@ pub struct LoopConfig {
     /// root, or absolute. Empty means the default, `.orbit/.workspaces/<name>`.
     pub workspace: String,
     /// The OS sandbox every agent and check runs in. Part of what the loop is, like its
-    /// workspace: no environment variable overrides it.
+    /// workspace: no environment variable overrides it. A loop.toml without the key was
+    /// written before the sandbox existed, when no key meant none: it keeps meaning that
+    /// (`orbit init` writes the key, `auto` unless told otherwise).
     pub sandbox: Sandbox,
     /// What tokens cost, for the engines that report tokens rather than dollars (codex,
     /// gemini): `model=input/cached/output` in USD per million tokens; `*` for any model
@@ -190,14 +192,23 @@ impl Memory {
 #[value(rename_all = "lowercase")]
 pub enum Sandbox {
     /// None: the runner's integrity checks catch a tamper after the run.
-    #[default]
     None,
     /// bubblewrap (Linux): the workspace writable; the loop directory, git's control files
     /// and the rest of the system read-only; a private /tmp; nothing outlives the run.
     Bwrap,
+    /// bubblewrap where the runner's probe at the start of each run says it works here,
+    /// else none (the runner's log says which and why): what a new loop gets.
+    #[default]
+    Auto,
 }
 
 impl Sandbox {
+    /// What a loop.toml without the key means: none, as before the sandbox existed (see
+    /// [`LoopConfig::sandbox`]).
+    pub fn unset() -> Sandbox {
+        Sandbox::None
+    }
+
     /// The name loop.toml and the runner give it: its word in the contract's table.
     pub fn name(self) -> &'static str {
         SANDBOXES[self as usize]
@@ -234,6 +245,9 @@ impl<'de> Deserialize<'de> for LoopConfig {
     fn deserialize<D: serde::Deserializer<'de>>(de: D) -> std::result::Result<Self, D::Error> {
         let given = toml::Table::deserialize(de)?;
         let mut table = LoopConfig::defaults().clone();
+        if !given.contains_key("sandbox") {
+            table.insert("sandbox".into(), Sandbox::unset().name().into());
+        }
         table.extend(given);
         LoopConfig::deserialize(table).map_err(|e| serde::de::Error::custom(e.message()))
     }
@@ -749,11 +763,16 @@ mod tests {
         for (s, text) in LoopConfig::default().setting_texts() {
             assert_eq!(text, s.default, "default of {}", s.key);
         }
-        // A loop.toml that says nothing is the default loop.
+        // A loop.toml that says nothing is the default loop, but for the sandbox: a loop.toml
+        // without that key is older than the sandbox, and ran without one.
         assert_eq!(
             toml::from_str::<LoopConfig>("").unwrap(),
-            LoopConfig::default()
+            LoopConfig {
+                sandbox: Sandbox::None,
+                ..LoopConfig::default()
+            }
         );
+        assert_eq!(LoopConfig::default().sandbox, Sandbox::Auto);
         LoopConfig::default().validate().unwrap();
     }
 
@@ -840,7 +859,12 @@ mod tests {
         let err = toml::from_str::<LoopConfig>("sandbox = \"firejail\"")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("none") && err.contains("bwrap"), "{err}");
+        assert!(
+            err.contains("none") && err.contains("bwrap") && err.contains("auto"),
+            "{err}"
+        );
+        let auto: LoopConfig = toml::from_str("sandbox = \"auto\"").unwrap();
+        assert_eq!(auto.sandbox, Sandbox::Auto);
     }
 
     #[test]

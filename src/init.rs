@@ -782,6 +782,13 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
             println!("    {role}: {}", render::code_span(cmd));
         }
     }
+    // Whether runs will be sandboxed here: bwrap says so (the runner refuses to start where
+    // it cannot run), none says not, auto asks the runner's probe.
+    let sandboxed_here = match cfg.sandbox {
+        crate::config::Sandbox::None => Err("sandbox = \"none\"".to_string()),
+        crate::config::Sandbox::Bwrap => Ok(()),
+        crate::config::Sandbox::Auto => crate::sandbox::probe().map(|_| ()),
+    };
     for line in protect_lines(&cfg, &found) {
         println!("{line}");
     }
@@ -793,7 +800,7 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
                 .map(|c| crate::render::code_span(c))
                 .collect::<Vec<_>>()
                 .join(", "),
-            if cfg.sandbox == crate::config::Sandbox::Bwrap {
+            if sandboxed_here.is_ok() {
                 ", in the sandbox"
             } else {
                 ""
@@ -806,9 +813,9 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
             cfg.holdout.len(),
             holdout_files.len()
         );
-        if cfg.sandbox == crate::config::Sandbox::None {
+        if sandboxed_here.is_err() {
             eprintln!(
-                "orbit: warning: the holdout checks are not sealed without the OS sandbox: the agent runs as you and can read {rel}/holdout/ and holdout.sh. Add --sandbox bwrap to seal them"
+                "orbit: warning: the holdout checks are not sealed without the OS sandbox: the agent runs as you and can read {rel}/holdout/ and holdout.sh. Add --sandbox bwrap (on a machine with bubblewrap) to seal them"
             );
         }
     }
@@ -820,11 +827,19 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
             cfg.memory.name()
         );
     }
-    if cfg.sandbox != crate::config::Sandbox::None {
-        println!(
-            "  sandbox: {} (every agent and check run; the runner refuses to start where it cannot run)",
-            cfg.sandbox.name()
-        );
+    match (cfg.sandbox, &sandboxed_here) {
+        (crate::config::Sandbox::Bwrap, _) => println!(
+            "  sandbox: bwrap (every agent and check run; the runner refuses to start where it cannot run)"
+        ),
+        (crate::config::Sandbox::Auto, Ok(())) => println!(
+            "  sandbox: auto: bubblewrap works here, so every agent and check run is sandboxed (the runner asks again at each start; --sandbox none to run without)"
+        ),
+        (crate::config::Sandbox::Auto, Err(why)) => println!(
+            "  sandbox: auto: none here, {why}; a tamper is then caught after the run, not refused"
+        ),
+        (crate::config::Sandbox::None, _) => println!(
+            "  sandbox: none (a tamper is caught after the run, not refused; --sandbox auto to use bubblewrap where it runs)"
+        ),
     }
     if args.dry_run {
         println!("  loop.toml:");

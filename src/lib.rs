@@ -30,6 +30,7 @@ pub mod render;
 pub mod report;
 pub mod result_env;
 pub mod run;
+pub mod sandbox;
 pub mod schedule;
 pub mod shell;
 pub mod sigs;

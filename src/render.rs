@@ -209,7 +209,7 @@ impl Part {
             Part::FanoutSelect if view.candidates > 1 => LIB_FANOUT_SELECT,
             Part::FanoutSelect => return None,
             Part::Sandbox => match view.sandbox {
-                Sandbox::Bwrap => LIB_SANDBOX,
+                Sandbox::Bwrap | Sandbox::Auto => LIB_SANDBOX,
                 Sandbox::None => LIB_NO_SANDBOX,
             },
         })
@@ -737,7 +737,7 @@ mod tests {
         let mut views = Vec::new();
         for engine in Engine::ALL {
             for candidates in [1, 3] {
-                for sandbox in [Sandbox::None, Sandbox::Bwrap] {
+                for sandbox in [Sandbox::None, Sandbox::Bwrap, Sandbox::Auto] {
                     let cfg = LoopConfig {
                         engine: *engine,
                         candidates,

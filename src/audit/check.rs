@@ -120,7 +120,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     a.check_journals(&l);
     a.check_runner_log(l.running);
     a.check_validator(l.cfg.as_ref());
-    a.check_holdout_sealed(l.cfg.as_ref());
+    a.check_sandbox(l.cfg.as_ref());
     a.check_bounds(&l);
     let Some(cp) = &l.checkpoint else {
         let verdict = if l.running {
@@ -224,13 +224,17 @@ impl Audit<'_> {
         state: Option<&State>,
         summary: Summary,
     ) -> LoopReport {
+        let mut findings = self.findings;
+        // The sandbox's note is about the loop as it is set up, not about what happened:
+        // it comes after every finding about the loop's runs.
+        findings.sort_by_key(|f| f.class == FindingClass::Unsandboxed);
         LoopReport {
             dir: name.to_string(),
             verdict,
             status: state.map(|s| s.last_status),
             iteration: state.map(|s| s.next_iteration.saturating_sub(1)),
             stop_reason: state.map(|s| s.stop_reason),
-            findings: self.findings,
+            findings,
             summary,
         }
     }
@@ -1034,28 +1038,66 @@ impl Audit<'_> {
         }
     }
 
-    /// Holdout checks without the OS sandbox: nothing the agent can read is secret, and it
-    /// runs as the user, who can read the loop directory's holdout/.
-    fn check_holdout_sealed(&mut self, cfg: Option<&LoopConfig>) {
+    /// Why the loop's runs are not sandboxed, when they are not: `sandbox = "none"`, or
+    /// `auto` where the runner's last probe (its log's last `sandbox:` line) found that
+    /// bubblewrap cannot run. None while they are, or before an `auto` loop's first run.
+    fn unsandboxed_why(&self, c: &LoopConfig) -> Option<String> {
+        match c.sandbox {
+            crate::config::Sandbox::None => Some("sandbox = \"none\"".to_string()),
+            crate::config::Sandbox::Bwrap => None,
+            crate::config::Sandbox::Auto => {
+                let w =
+                    tail::read_tail(&self.dir.join("runner.log"), RUNNER_LOG_WINDOW_BYTES).ok()?;
+                let lines = runner_log::parse(&w.bytes);
+                let last = lines
+                    .iter()
+                    .rev()
+                    .find(|l| l.ts.is_some() && l.message.starts_with("sandbox: "))?;
+                let why = last.message.strip_prefix("sandbox: none (")?;
+                Some(why.split_once("):").map_or(why, |(w, _)| w).to_string())
+            }
+        }
+    }
+
+    /// Agent and check runs without the OS sandbox: a note (P2), since a tamper is then
+    /// caught after the run instead of refused; and holdout checks without it are not
+    /// sealed: nothing the agent can read is secret, and it runs as the user, who can read
+    /// the loop directory's holdout/.
+    fn check_sandbox(&mut self, cfg: Option<&LoopConfig>) {
         let Some(c) = cfg else { return };
-        if c.holdout.is_empty() || c.sandbox != crate::config::Sandbox::None {
+        let Some(why) = self.unsandboxed_why(c) else {
+            return;
+        };
+        let toml_line = |key: &str| {
+            fsx::read_text_or_none(&self.dir.join("loop.toml"))
+                .and_then(|t| t.lines().position(|l| l.starts_with(key)))
+                .map_or(1, |i| i + 1)
+        };
+        let fix = format!(
+            "install bubblewrap where it is missing, set sandbox = \"auto\" (or \"bwrap\") in {}/loop.toml, then orbit init --force --dir {}",
+            self.shown, self.shown
+        );
+        self.add(
+            FindingClass::Unsandboxed,
+            Severity::P2,
+            format!("loop.toml:{}", toml_line("sandbox")),
+            format!(
+                "agent and check runs are not under the OS sandbox ({why}): a write outside the workspace is caught after the run, not refused"
+            ),
+            fix.clone(),
+        );
+        if c.holdout.is_empty() {
             return;
         }
-        let line = fsx::read_text_or_none(&self.dir.join("loop.toml"))
-            .and_then(|t| t.lines().position(|l| l.starts_with("holdout")))
-            .map_or(1, |i| i + 1);
         self.add(
             FindingClass::ValidatorGap,
             Severity::P2,
-            format!("loop.toml:{line}"),
+            format!("loop.toml:{}", toml_line("holdout")),
             format!(
                 "the {} holdout check(s) are not sealed: without the OS sandbox the agent runs as you and can read holdout.sh and holdout/",
                 c.holdout.len()
             ),
-            format!(
-                "set sandbox = \"bwrap\" in {}/loop.toml, then orbit init --force --dir {}",
-                self.shown, self.shown
-            ),
+            fix,
         );
     }
 

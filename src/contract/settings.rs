@@ -190,7 +190,7 @@ const fn choice(
 pub const MEMORY_POLICIES: &[&str] = &["notes", "feedback"];
 
 /// The words of `sandbox`: the OS sandbox of the agent and check runs.
-pub const SANDBOXES: &[&str] = &["none", "bwrap"];
+pub const SANDBOXES: &[&str] = &["none", "bwrap", "auto"];
 
 /// The placeholder scan of the DONE gate: an extended regular expression matched against
 /// the lines the loop added.
@@ -260,9 +260,10 @@ pub const SETTINGS: &[Setting] = &[
         "The workspace is the loop's identity, never overridden from the environment (CI\n\
          systems set WORKSPACE for their own use).",
     ),
-    choice("sandbox", SANDBOXES, "none").identity(
-        "The OS sandbox of the agent and check runs (none | bwrap), never overridden from the\n\
-         environment either: whatever starts the runner must not be able to turn it off.",
+    choice("sandbox", SANDBOXES, "auto").identity(
+        "The OS sandbox of the agent and check runs (none | bwrap | auto: bubblewrap where it\n\
+         runs here), never overridden from the environment either: whatever starts the\n\
+         runner must not be able to turn it off.",
     ),
     choice("memory", MEMORY_POLICIES, "notes").identity(
         "What the agent is given back of earlier iterations: notes (its notes.md and\n\

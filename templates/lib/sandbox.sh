@@ -1,4 +1,5 @@
-# ---- sandbox: the optional OS sandbox (loop.toml sandbox = "bwrap", contract section 7).
+# ---- sandbox: the OS sandbox (loop.toml sandbox = "bwrap", or "auto": bubblewrap where the
+# ---- preflight's probe says it works here, else none; contract section 7).
 # ---- With it, every agent run (work, confirm, wrapup), every verify run and the judge run
 # ---- under bubblewrap, at the same paths and with the same environment as without it:
 # ----   the workspace writable, its .git link read-only; git's common directory read-only
@@ -10,10 +11,14 @@
 # ----   and /proc fresh, /dev/tty a null device (no typing into the user's terminal); its
 # ----   own PID namespace, so that nothing it starts outlives it. The network stays.
 # ---- A write the loop would have caught after the run (contract section 7) fails at the
-# ---- write instead. Rendered into a sandboxed loop only (lib/no-sandbox.sh in the others).
+# ---- write instead. Rendered into a loop of sandbox = "bwrap" or "auto" (lib/no-sandbox.sh in
+# ---- the others).
 
 SANDBOX_BWRAP=
 SANDBOX_ENV=
+# 1 while agent and check runs are sandboxed: always with sandbox = "bwrap" (the preflight
+# stops the run where it cannot be); with "auto", what the preflight's probe found.
+SANDBOX_ACTIVE=1
 # The command line the next run is prefixed with (empty without the sandbox).
 SANDBOX_ARGV=()
 # Directories the sandbox covers with a private tmpfs.
@@ -41,8 +46,8 @@ wait "$!"'
 SANDBOX_SIGNALS=TERM,INT,QUIT
 
 # sandbox_on: status 0: agent and check runs are sandboxed (this part is rendered only into
-# a loop of sandbox = "bwrap"; lib/no-sandbox.sh stands in for it in the others).
-sandbox_on() { :; }
+# a loop of sandbox = "bwrap" or "auto"; lib/no-sandbox.sh stands in for it in the others).
+sandbox_on() { ((SANDBOX_ACTIVE)); }
 
 # sandbox_base_args: the namespaces and fresh mounts of every sandboxed run (and of the
 # preflight's probe), into the array named by $1.
@@ -52,31 +57,53 @@ sandbox_base_args() {
     --dev-bind /dev/null /dev/tty --proc /proc)
 }
 
-# sandbox_preflight: bubblewrap must be able to run here: Linux, bwrap on PATH, user
-# namespaces it may use (probed by starting one sandbox), and an env that can give a
-# command TERM back. Any of them missing stops the run with EXIT_PREFLIGHT and the fix.
-sandbox_preflight() {
-  local out rc=0 off='or set sandbox = "none" in loop.toml and run orbit init --force'
+# sandbox_probe_v: status 0 when bubblewrap can run here: Linux, bwrap on PATH, user
+# namespaces it may use (probed by starting one sandbox), and an env that can give a command
+# TERM back; else status 1 with REPLY what is missing and its fix.
+sandbox_probe_v() {
+  local out rc=0
+  local -a probe=()
+  REPLY=
   if [[ $OSTYPE != linux* ]]; then
-    preflight_fail "sandbox = \"bwrap\" needs Linux (bubblewrap runs only there; this is $OSTYPE): $off"
+    REPLY="bubblewrap runs only on Linux (this is $OSTYPE)"
+    return 1
   fi
   SANDBOX_BWRAP=$(type -P bwrap 2>/dev/null || true)
   if [[ -z $SANDBOX_BWRAP ]]; then
-    preflight_fail "sandbox = \"bwrap\" but bubblewrap is not installed (no bwrap on PATH): install it (apt-get install bubblewrap, dnf install bubblewrap), $off"
+    REPLY='bubblewrap is not installed (no bwrap on PATH): install it (apt-get install bubblewrap, dnf install bubblewrap)'
+    return 1
   fi
   SANDBOX_ENV=$(type -P env 2>/dev/null || true)
   if [[ -z $SANDBOX_ENV ]] || ! "$SANDBOX_ENV" --default-signal="$SANDBOX_SIGNALS" true 2>/dev/null; then
-    preflight_fail "sandbox = \"bwrap\" needs an env with --default-signal (GNU coreutils 8.31 or later) to give the agent the timeout's TERM: upgrade coreutils, $off"
+    REPLY='there is no env with --default-signal (GNU coreutils 8.31 or later) to give the agent the timeout'"'"'s TERM: upgrade coreutils'
+    return 1
   fi
-  local -a probe=()
   sandbox_base_args probe
   out=$("$SANDBOX_BWRAP" "${probe[@]}" --tmpfs /tmp -- "$SANDBOX_ENV" --default-signal="$SANDBOX_SIGNALS" true 2>&1 </dev/null) || rc=$?
   if ((rc != 0)); then
     out=${out//[$'\n\r\t']/ }
     orbit_cut_v "$out" 300
-    preflight_fail "sandbox = \"bwrap\" but bubblewrap cannot start a sandbox here (exit $rc: ${REPLY:-no message}): user namespaces are off? enable them (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 an AppArmor profile for bwrap, or kernel.apparmor_restrict_unprivileged_userns=0), $off"
+    REPLY="bubblewrap cannot start a sandbox here (exit $rc: ${REPLY:-no message}): user namespaces are off? enable them (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 an AppArmor profile for bwrap, or kernel.apparmor_restrict_unprivileged_userns=0)"
+    return 1
   fi
-  orbit_log "sandbox: every agent and check runs under bubblewrap ($SANDBOX_BWRAP)"
+  return 0
+}
+
+# sandbox_preflight: with sandbox = "bwrap", bubblewrap must be able to run here (else the
+# run stops with EXIT_PREFLIGHT and the fix); with "auto", the probe decides, once per run,
+# and the log says which and why.
+sandbox_preflight() {
+  if sandbox_probe_v; then
+    SANDBOX_ACTIVE=1
+    orbit_log "sandbox: every agent and check runs under bubblewrap ($SANDBOX_BWRAP, sandbox = $SANDBOX_SETTING)"
+    return 0
+  fi
+  if [[ $SANDBOX_SETTING == auto ]]; then
+    SANDBOX_ACTIVE=0
+    orbit_log "sandbox: none (sandbox = auto, and $REPLY): agent and check runs are not sandboxed; a tamper is caught after the run, not refused"
+    return 0
+  fi
+  preflight_fail "sandbox = \"bwrap\" but $REPLY, or set sandbox = \"none\" in loop.toml and run orbit init --force"
 }
 
 # sandbox_under PATH: status 0 when PATH is one of SANDBOX_TMPFS or below one (hidden by
@@ -101,11 +128,14 @@ sandbox_tmpdir_ok() {
 }
 
 # sandbox_home_paths KIND: REPLY_RW, the engine's state under HOME that stays writable
-# (its credentials and sessions must persist), and REPLY_RO, its files there that name
+# (its credentials and sessions must persist; a name ending in / is a directory, made when
+# missing, so an engine never run here before can start), and REPLY_RO, its files there that name
 # commands or standing instructions for its later runs outside the loop (read-only, where
-# they exist): the engine part's engine_home_paths. Nothing for the checks.
+# they exist), and REPLY_SCRATCH, its directories there that it writes into at start but
+# that name what its later runs do: a fresh writable directory each run, what is there
+# read-only in it. The engine part's engine_home_paths. Nothing for the checks.
 sandbox_home_paths() {
-  REPLY_RW=() REPLY_RO=()
+  REPLY_RW=() REPLY_RO=() REPLY_SCRATCH=()
   [[ $1 == agent ]] || return 0
   engine_home_paths
 }
@@ -128,14 +158,44 @@ sandbox_hide_holdout() {
   done
 }
 
+# The git index and object store the agent's git writes in the sandbox (SANDBOX_AGENT_ENV,
+# their variables), where git's control files are read-only: a copy of the workspace's index
+# and an empty object directory (the repository's objects its alternate) in a directory of
+# their own, seen at /tmp/.orbit-git in the agent's private /tmp. An engine that stages what
+# it writes (aider does) can; the runner never reads them (its snapshots use its own index),
+# and each run gets fresh ones.
+SANDBOX_AGENT_ENV=()
+
+# sandbox_agent_index ARRAY: the mount of that copy, into the array named by $1, and
+# SANDBOX_AGENT_ENV; nothing (and no variable) where the workspace's index is not one the
+# runner's worktree owns.
+sandbox_agent_index() {
+  local -n index_args=$1
+  local line='' gd dir=$ORBIT_TMP/agent-git
+  SANDBOX_AGENT_ENV=()
+  [[ -f $WS/.git && ! -L $WS/.git ]] || return 0
+  IFS= read -r line <"$WS/.git" 2>/dev/null || true
+  gd=${line#gitdir: }
+  [[ $line == "gitdir: $GIT_COMMON_ABS/worktrees/"* && $gd != */../* ]] || return 0
+  rm -rf -- "$dir"
+  mkdir -m 700 -- "$dir" || return 0
+  if [[ -f $gd/index && ! -L $gd/index ]]; then
+    cp -- "$gd/index" "$dir/index" || return 0
+  fi
+  mkdir -- "$dir/objects" || return 0
+  index_args+=(--bind "$dir" /tmp/.orbit-git)
+  SANDBOX_AGENT_ENV=(GIT_INDEX_FILE=/tmp/.orbit-git/index GIT_OBJECT_DIRECTORY=/tmp/.orbit-git/objects
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES=$GIT_COMMON_ABS/objects")
+}
+
 # sandbox_prepare KIND: SANDBOX_ARGV for the next run, KIND agent (the agent's runs), check
 # (verify.sh and the judge) or holdout (holdout.sh: a check that sees the holdout files);
 # empty without the sandbox. The order matters: a later
 # mount covers an earlier one at and below its path.
 sandbox_prepare() {
-  local kind=$1 p home=${HOME:-} secrets
-  local -a a=() REPLY_RW REPLY_RO
-  SANDBOX_ARGV=()
+  local kind=$1 p e home=${HOME:-} secrets
+  local -a a=() REPLY_RW REPLY_RO REPLY_SCRATCH
+  SANDBOX_ARGV=() SANDBOX_AGENT_ENV=()
   sandbox_on || return 0
   sandbox_base_args a
   SANDBOX_TMPFS=(/tmp)
@@ -155,10 +215,24 @@ sandbox_prepare() {
   if [[ -n $home ]]; then
     sandbox_home_paths "$kind"
     for p in "${REPLY_RW[@]}"; do
+      if [[ $p == */ ]]; then
+        p=${p%/}
+        [[ -e $home/$p || -L $home/$p ]] || (umask 077 && mkdir -p -- "$home/$p") 2>/dev/null || true
+      fi
       a+=(--bind-try "$home/$p" "$home/$p")
     done
     for p in "${REPLY_RO[@]}"; do
       a+=(--ro-bind-try "$home/$p" "$home/$p")
+    done
+    for p in "${REPLY_SCRATCH[@]}"; do
+      [[ ! -L $home/$p ]] || continue
+      [[ -d $home/$p ]] || (umask 077 && mkdir -p -- "$home/$p") 2>/dev/null || continue
+      a+=(--tmpfs "$home/$p")
+      for e in "$home/$p"/* "$home/$p"/.[!.]* "$home/$p"/..?*; do
+        if [[ -e $e || -L $e ]]; then
+          a+=(--ro-bind-try "$e" "$e")
+        fi
+      done
     done
     # orbit's own keys and state outside the loop (none may be seen, whatever the run).
     for p in "$home/.local/state/orbit" "${XDG_STATE_HOME:-$home/.local/state}/orbit" "${XDG_CONFIG_HOME:-$home/.config}/orbit"; do
@@ -174,6 +248,7 @@ sandbox_prepare() {
   if [[ $kind == agent ]]; then
     # The agent needs nothing of the loop directory: an empty, read-only directory.
     a+=(--tmpfs "$LOOP_DIR" --remount-ro "$LOOP_DIR")
+    sandbox_agent_index a
   else
     # The checks read verify.sh (the holdout run holdout.sh and holdout/); their scratch
     # space is theirs alone, and the channel secrets are not theirs to read.

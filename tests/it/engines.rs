@@ -826,6 +826,11 @@ fn codex_logged_out_without_a_key_stops_before_any_iteration() {
 /// logged-in CLI does, and runs `body` (bash) for an agent run. The returned directory
 /// must outlive the loop.
 pub(crate) fn stand_in(engine: &str, body: &str) -> (TempDir, EngineLoop) {
+    stand_in_with(engine, body, &[])
+}
+
+/// `stand_in` with `extra` flags for `orbit init`.
+pub(crate) fn stand_in_with(engine: &str, body: &str, extra: &[&str]) -> (TempDir, EngineLoop) {
     let bin = tempfile::tempdir().unwrap();
     let path = bin.path().join(engine);
     let script = format!(
@@ -834,7 +839,7 @@ pub(crate) fn stand_in(engine: &str, body: &str) -> (TempDir, EngineLoop) {
     std::fs::write(&path, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let l = engine_loop(engine, &path, &[]);
+    let l = engine_loop(engine, &path, extra);
     (bin, l)
 }
 
@@ -997,13 +1002,15 @@ fn the_env_file_reaches_the_agent_and_is_refused_unless_private_and_plain() {
     use std::os::unix::fs::PermissionsExt;
     let seen = tempfile::tempdir().unwrap();
     let seen_file = seen.path().join("env");
-    let (_bin, l) = stand_in(
+    // The stand-in writes what it saw outside the workspace: no sandbox.
+    let (_bin, l) = stand_in_with(
         "claude",
         &format!(
             r#"printf '%s\n' "${{MY_SECRET-unset}}" > '{}'
 echo '{{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.01}}'"#,
             seen_file.display()
         ),
+        &["--sandbox", "none"],
     );
     let keys = seen.path().join("keys.env");
     let keys_s = keys.display().to_string();

@@ -670,7 +670,12 @@ fn an_opencode_config_named_inside_the_workspace_is_refused_and_the_workspaces_o
     // A configuration file the user names that lies in the workspace is one the agent can
     // write: refused before any run, relative (opencode resolves it from the workspace)
     // or absolute.
-    let (_bin, l) = stand_in("opencode", "echo ran > \"$HOME/ran\"");
+    // The stand-in marks its run in HOME, outside the workspace: no sandbox.
+    let (_bin, l) = stand_in_with(
+        "opencode",
+        "echo ran > \"$HOME/ran\"",
+        &["--sandbox", "none"],
+    );
     l.repo.write("opencode.json", r#"{"model":"mock/coder"}"#);
     l.repo.git(&["add", "opencode.json"]);
     l.repo
@@ -955,8 +960,9 @@ fn a_copilot_agent_that_plants_an_mcp_server_is_permission_hijack_before_it_can_
     assert!(!canary.exists(), "the planted server never started");
 
     // The attack is real: in the same trusted setup, a .mcp.json the user committed (pinned
-    // at the first run, not a hijack) is one copilot starts the server of.
-    let l = engine_loop("copilot", &bin, &[]);
+    // at the first run, not a hijack) is one copilot starts the server of (its mark is
+    // written in HOME, outside the workspace: no sandbox for this half).
+    let l = engine_loop("copilot", &bin, &["--sandbox", "none"]);
     let cfg = l.home.path().join(".copilot");
     std::fs::create_dir_all(&cfg).unwrap();
     std::fs::write(

@@ -186,15 +186,23 @@ fn each_engine_renders_a_complete_valid_loop() {
         let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
         assert!(toml.contains(&format!("engine = \"{engine}\"")), "{toml}");
         snapshot(&format!("init_engine_{engine}"), &dir);
-        check_chosen_parts(&repo, &dir, engine, false, false);
+        // sandbox = "auto", a new loop's default: it holds the sandbox's part.
+        assert!(toml.contains("sandbox = \"auto\""), "{toml}");
+        check_chosen_parts(&repo, &dir, engine, false, true);
     }
 }
 
 #[test]
 fn a_loop_holds_the_fanout_and_the_sandbox_only_when_it_uses_them() {
     for (name, extra, fanout, sandbox) in [
-        ("init_claude_candidates", ["--candidates", "3"], true, false),
+        ("init_claude_candidates", ["--candidates", "3"], true, true),
         ("init_claude_sandboxed", ["--sandbox", "bwrap"], false, true),
+        (
+            "init_claude_unsandboxed",
+            ["--sandbox", "none"],
+            false,
+            false,
+        ),
     ] {
         let repo = Repo::new();
         let mut args = vec![
@@ -380,6 +388,9 @@ fn hostile_goals_render_safely_and_reach_the_agent_byte_for_byte() {
             &exec,
             "--verify",
             "test -f never-there",
+            // The recorder writes the prompt it read outside the workspace.
+            "--sandbox",
+            "none",
         ]);
         assert_ok(&out, &format!("orbit init ({name})"));
         let dir = repo.join(&dir_rel);

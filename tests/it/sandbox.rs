@@ -70,6 +70,15 @@ fn attempt<'a>(text: &'a str, label: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no attempt '{label}' recorded:\n{text}"))
 }
 
+/// `orbit init GOAL` of a custom agent with one check that passes, and `extra`.
+fn init_custom(repo: &Repo, goal: &str, exec: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "init", goal, "--engine", "custom", "--exec", exec, "--verify", "true",
+    ];
+    args.extend_from_slice(extra);
+    repo.orbit(&args)
+}
+
 #[test]
 fn init_writes_the_sandbox_into_loop_toml_force_keeps_it_and_other_kinds_are_refused() {
     let repo = Repo::new();
@@ -103,22 +112,14 @@ fn init_writes_the_sandbox_into_loop_toml_force_keeps_it_and_other_kinds_are_ref
     );
 
     let exec = agent.display().to_string();
-    let out = repo.orbit(&[
-        "init",
-        "another goal",
-        "--engine",
-        "custom",
-        "--exec",
-        &exec,
-        "--verify",
-        "true",
-        "--sandbox",
-        "nonsense",
-    ]);
+    let out = init_custom(&repo, "another goal", &exec, &["--sandbox", "nonsense"]);
     assert!(!out.status.success(), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("nonsense") && err.contains("none") && err.contains("bwrap"),
+        err.contains("nonsense")
+            && err.contains("none")
+            && err.contains("bwrap")
+            && err.contains("auto"),
         "the allowed values: {err}"
     );
     assert!(
@@ -126,42 +127,39 @@ fn init_writes_the_sandbox_into_loop_toml_force_keeps_it_and_other_kinds_are_ref
         "nothing written"
     );
 
-    // Without the flag: none, and the prompt says nothing of a sandbox.
-    let out = repo.orbit(&[
-        "init",
-        "plain goal",
-        "--engine",
-        "custom",
-        "--exec",
-        &exec,
-        "--verify",
-        "true",
-    ]);
+    // Without the flag: auto, and the prompt says the agent may be sandboxed.
+    let out = init_custom(&repo, "plain goal", &exec, &[]);
     assert_ok(&out, "orbit init without --sandbox");
     let plain = repo.join(".orbit/plain-goal");
     assert!(
         fs::read_to_string(plain.join("loop.toml"))
             .unwrap()
+            .contains("sandbox = \"auto\"")
+    );
+    assert!(
+        fs::read_to_string(plain.join("prompt.md"))
+            .unwrap()
+            .contains("You may run in an OS sandbox")
+    );
+    // --sandbox none: none, and the prompt says nothing of a sandbox.
+    let out = init_custom(&repo, "bare goal", &exec, &["--sandbox", "none"]);
+    assert_ok(&out, "orbit init --sandbox none");
+    assert!(text(&out).contains("sandbox: none"), "{}", text(&out));
+    let bare = repo.join(".orbit/bare-goal");
+    assert!(
+        fs::read_to_string(bare.join("loop.toml"))
+            .unwrap()
             .contains("sandbox = \"none\"")
     );
     assert!(
-        !fs::read_to_string(plain.join("prompt.md"))
+        !fs::read_to_string(bare.join("prompt.md"))
             .unwrap()
             .contains("OS sandbox")
     );
 
     // A project's orbit.toml may ask for it for every loop.
     repo.write("orbit.toml", "sandbox = \"bwrap\"\n");
-    let out = repo.orbit(&[
-        "init",
-        "project goal",
-        "--engine",
-        "custom",
-        "--exec",
-        &exec,
-        "--verify",
-        "true",
-    ]);
+    let out = init_custom(&repo, "project goal", &exec, &[]);
     assert_ok(&out, "orbit init under orbit.toml");
     let project = repo.join(".orbit/project-goal/loop.toml");
     assert!(
@@ -280,11 +278,15 @@ echo step >> work.txt"#
         "pre-commit",
         "exclude",
         "git-link",
-        "git-add",
     ] {
         let line = attempt(&attempts, label);
         assert!(line.contains(EROFS), "{line}");
     }
+    // git add stages into the run's own index, which the runner never reads: the
+    // workspace's index is untouched.
+    assert_eq!(attempt(&attempts, "git-add"), "git-add: WROTE");
+    let staged = repo.ws_git(&["diff", "--cached", "--name-only"]);
+    assert!(!staged.contains("attempts.txt"), "{staged}");
     // The agent got its prompt on stdin, and TERM, INT and QUIT as a signal's default
     // (the launcher and bwrap ignore TERM; a background job starts without INT and QUIT).
     assert!(
@@ -514,7 +516,7 @@ fn an_agent_that_fails_on_the_sandboxs_refusal_is_retried_not_blocked_as_a_machi
     // to fix: BLOCKED at once); under it, it is the agent's, like any other failure.
     let agent = repo.agent(
         "committer",
-        "cat >/dev/null\necho x >> work.txt\ngit add -A || exit 1",
+        "cat >/dev/null\necho x >> work.txt\ngit add -A && git commit -qm mine || exit 1",
     );
     let dir = sandboxed_loop(&repo, &agent, &["test -f never-there"]);
     let out = repo.run_loop(&dir, &["--once"], &[("RETRY_LIMIT", "1")]);
@@ -609,6 +611,222 @@ echo '{{"type":"result","total_cost_usd":0.01}}'"#
     assert!(
         !Path::new("/tmp").join(&private).exists(),
         "/tmp is private"
+    );
+    assert_records_agree(&dir);
+}
+
+/// `orbit init` without --sandbox in `repo`, on `path`: a loop of sandbox = "auto"; init's
+/// output.
+fn auto_loop(repo: &Repo, agent: &Path, path: &str) -> String {
+    let exec = agent.display().to_string();
+    let mut cmd = crate::support::command(crate::support::orbit_bin());
+    cmd.args([
+        "init",
+        "test goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+    ])
+    .arg(count_check(1))
+    .current_dir(repo.path())
+    .env("PATH", path);
+    let out = crate::support::run_bounded(cmd, Duration::from_secs(120));
+    assert_ok(&out, "orbit init without --sandbox");
+    let toml = fs::read_to_string(repo.join(".orbit/test-goal/loop.toml")).unwrap();
+    assert!(toml.contains("sandbox = \"auto\""), "{toml}");
+    text(&out)
+}
+
+/// The audit's findings of the one loop in `repo`, as `CLASS message` lines.
+fn audit_lines(repo: &Repo, path: &str) -> String {
+    let mut cmd = crate::support::command(crate::support::orbit_bin());
+    cmd.args(["audit", "--json", ".orbit/test-goal"])
+        .current_dir(repo.path())
+        .env("PATH", path);
+    let out = crate::support::run_bounded(cmd, Duration::from_secs(60));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("audit --json ({e}): {}", text(&out)));
+    v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| format!("{} {} {}\n", f["class"], f["severity"], f["message"]))
+        .collect()
+}
+
+#[test]
+fn a_new_loop_is_sandboxed_where_bubblewrap_runs_and_runs_unsandboxed_with_a_note_elsewhere() {
+    if !bwrap_available() {
+        return;
+    }
+    // The agent tries a write outside its workspace (a file of the test's own directory)
+    // and records whether it went through, then does its work.
+    let agent_body = |outside: &Path| {
+        format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+if out=$(echo planted 2>&1 > '{}'); then echo WROTE > attempt.txt; else echo "$out" > attempt.txt; fi
+echo step >> work.txt"#,
+            outside.display()
+        )
+    };
+
+    // A machine with bubblewrap: sandboxed without any flag.
+    let repo = Repo::new();
+    let outside = repo.bin.path().join("outside.txt");
+    let agent = repo.agent("writer", &agent_body(&outside));
+    let said = auto_loop(&repo, &agent, &repo.path_env());
+    assert!(
+        said.contains("sandbox: auto: bubblewrap works here"),
+        "init says which: {said}"
+    );
+    let dir = repo.join(".orbit/test-goal");
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "one tick");
+    // The test's directory is under /tmp: the agent's write went to its run's private /tmp,
+    // never to the file.
+    assert!(
+        !outside.exists(),
+        "nothing was written outside the workspace"
+    );
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        log.contains("under bubblewrap (") && log.contains("sandbox = auto"),
+        "{log}"
+    );
+    let findings = audit_lines(&repo, &repo.path_env());
+    assert!(!findings.contains("UNSANDBOXED"), "{findings}");
+
+    // A machine without it: the loop runs, unsandboxed, and says so.
+    let repo = Repo::new();
+    let outside = repo.bin.path().join("outside.txt");
+    let agent = repo.agent("writer", &agent_body(&outside));
+    let links = tempfile::tempdir().unwrap();
+    let path = path_without_bwrap(&repo.path_env(), &links.path().join("bin"));
+    let said = auto_loop(&repo, &agent, &path);
+    assert!(
+        said.contains("sandbox: auto: none here, bubblewrap is not installed"),
+        "init says which and why: {said}"
+    );
+    let dir = repo.join(".orbit/test-goal");
+    let out = repo.run_loop(&dir, &["--once"], &[("PATH", &path)]);
+    assert_code(&out, 10, "one tick without bubblewrap");
+    assert_eq!(repo.ws_read("attempt.txt").trim(), "WROTE");
+    assert!(outside.exists(), "the write went through: unsandboxed");
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        log.contains("sandbox: none (sandbox = auto, and bubblewrap is not installed"),
+        "{log}"
+    );
+    let findings = audit_lines(&repo, &path);
+    assert!(
+        findings.contains("\"UNSANDBOXED\" \"P2\"")
+            && findings.contains("bubblewrap is not installed"),
+        "{findings}"
+    );
+
+    // sandbox = "none" is noted too, and never probed.
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 2);
+    let dir = repo.init_loop(&agent, &[&count_check(2)], &["--sandbox", "none"]);
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 10, "one tick");
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(!log.contains("sandbox:"), "{log}");
+    let findings = audit_lines(&repo, &repo.path_env());
+    assert!(
+        findings.contains("\"UNSANDBOXED\" \"P2\"") && findings.contains("sandbox = \\\"none\\\""),
+        "{findings}"
+    );
+}
+
+#[test]
+fn an_engine_never_run_here_starts_in_the_sandbox_and_what_it_writes_to_its_settings_stays_in_the_run()
+ {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = Repo::new();
+    // A HOME where opencode never ran (no state directories) but the user's settings exist.
+    let home = tempfile::Builder::new()
+        .prefix("orbit-home-")
+        .tempdir()
+        .unwrap();
+    let h = home.path();
+    fs::create_dir_all(h.join(".config/opencode")).unwrap();
+    fs::write(
+        h.join(".config/opencode/opencode.json"),
+        "{\"model\":\"x/y\"}\n",
+    )
+    .unwrap();
+    repo.agent(
+        "opencode",
+        r#"case "${1:-}" in --version) echo 9.9.9; exit 0 ;; esac
+cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+try() {
+  local what=$1 out
+  shift
+  if out=$("$@" 2>&1); then echo "$what: WROTE" >> attempts.txt
+  else printf '%s: %s\n' "$what" "$(printf '%s' "$out" | tr '\n' ' ')" >> attempts.txt; fi
+}
+try state sh -c 'echo s > "$HOME/.local/share/opencode/auth.json"'
+try first sh -c 'echo node_modules > "$HOME/.config/opencode/.gitignore"'
+try plant sh -c 'mkdir -p "$HOME/.config/opencode/plugin" && echo "run()" > "$HOME/.config/opencode/plugin/evil.js"'
+try edit sh -c 'echo "{\"permission\":\"allow\"}" > "$HOME/.config/opencode/opencode.json"'
+echo x >> work.txt
+try stage git add work.txt
+try commit git commit -qm agent
+"#,
+    );
+    let out = repo.orbit(&[
+        "init",
+        "test goal",
+        "--engine",
+        "opencode",
+        "--verify",
+        "test -f never-there",
+        "--sandbox",
+        "bwrap",
+    ]);
+    assert_ok(&out, "orbit init --engine opencode");
+    let dir = repo.join(".orbit/test-goal");
+    let home_env = h.display().to_string();
+    let out = repo.run_loop(
+        &dir,
+        &["--once"],
+        &[("HOME", &home_env), ("ANTHROPIC_API_KEY", "fake")],
+    );
+    assert_code(&out, 10, "tick");
+    let attempts = repo.ws_read("attempts.txt");
+    // Its state directory did not exist: made, writable, and what it wrote stays.
+    assert_eq!(attempt(&attempts, "state"), "state: WROTE");
+    assert_eq!(
+        fs::read_to_string(h.join(".local/share/opencode/auth.json")).unwrap(),
+        "s\n"
+    );
+    // Its settings directory takes its first-run files and a planted plugin, in the run only.
+    assert_eq!(attempt(&attempts, "first"), "first: WROTE");
+    assert_eq!(attempt(&attempts, "plant"), "plant: WROTE");
+    assert!(!h.join(".config/opencode/.gitignore").exists());
+    assert!(
+        !h.join(".config/opencode/plugin").exists(),
+        "the plugin stayed in the run"
+    );
+    // The user's settings stay read-only.
+    assert!(attempt(&attempts, "edit").contains(EROFS), "{attempts}");
+    assert_eq!(
+        fs::read_to_string(h.join(".config/opencode/opencode.json")).unwrap(),
+        "{\"model\":\"x/y\"}\n"
+    );
+    // It can stage what it writes (into an index of its run's own), never commit.
+    assert_eq!(attempt(&attempts, "stage"), "stage: WROTE");
+    assert_ne!(attempt(&attempts, "commit"), "commit: WROTE");
+    let staged = repo.ws_git(&["diff", "--cached", "--name-only"]);
+    assert!(
+        !staged.contains("work.txt"),
+        "the workspace's own index is untouched: {staged}"
     );
     assert_records_agree(&dir);
 }

@@ -202,12 +202,18 @@ impl Repo {
     }
 
     /// `orbit init` with a custom fake agent and the given checks; returns the loop dir.
+    /// The loop runs without the OS sandbox unless `extra` names one: most tests prove what
+    /// the runner catches after a run, which the sandbox (a new loop's default where
+    /// bubblewrap runs) would refuse at the write instead; tests/it/sandbox.rs tests that.
     pub fn init_loop(&self, agent: &Path, checks: &[&str], extra: &[&str]) -> PathBuf {
         let exec = agent.display().to_string();
         let mut args: Vec<&str> = vec!["init", "test goal", "--engine", "custom", "--exec", &exec];
         for c in checks {
             args.push("--verify");
             args.push(c);
+        }
+        if !extra.contains(&"--sandbox") {
+            args.extend_from_slice(&["--sandbox", "none"]);
         }
         args.extend_from_slice(extra);
         let out = self.orbit(&args);

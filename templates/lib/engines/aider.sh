@@ -190,7 +190,7 @@ engine_after_run() {
 engine_home_paths() {
   # Its caches (the price table, the analytics id); its .aider.conf.yml is read-only
   # with the rest of HOME.
-  REPLY_RW=(.aider)
+  REPLY_RW=(.aider/)
   REPLY_RO=()
 }
 

@@ -135,7 +135,7 @@ engine_after_run() { :; }
 engine_home_paths() {
   # Its state, sessions and credentials; ~/.claude.json is rewritten in place where
   # a read-only HOME refuses its atomic rename; the version locks.
-  REPLY_RW=(.claude .claude.json .local/state/claude)
+  REPLY_RW=(.claude/ .claude.json .local/state/claude/)
   REPLY_RO=(.claude/settings.json .claude/settings.local.json .claude/CLAUDE.md
     .claude/commands .claude/agents .claude/hooks)
 }

@@ -172,7 +172,7 @@ engine_after_run() { :; }
 # they exist).
 # shellcheck disable=SC2034  # read by sandbox_prepare (lib/sandbox.sh), in a sandboxed loop
 engine_home_paths() {
-  REPLY_RW=(.codex)
+  REPLY_RW=(.codex/)
   REPLY_RO=(.codex/config.toml .codex/AGENTS.md)
 }
 

@@ -146,7 +146,7 @@ engine_after_run() { :; }
 engine_home_paths() {
   # Its state and sessions, and the package its loader unpacks under ~/.cache; its
   # settings and instructions stay read-only.
-  REPLY_RW=(.copilot .cache/copilot)
+  REPLY_RW=(.copilot/ .cache/copilot/)
   REPLY_RO=(.copilot/mcp-config.json .copilot/copilot-instructions.md .copilot/agents .copilot/skills)
 }
 

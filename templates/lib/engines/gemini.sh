@@ -154,7 +154,7 @@ engine_after_run() { :; }
 # they exist).
 # shellcheck disable=SC2034  # read by sandbox_prepare (lib/sandbox.sh), in a sandboxed loop
 engine_home_paths() {
-  REPLY_RW=(.gemini)
+  REPLY_RW=(.gemini/)
   REPLY_RO=(.gemini/settings.json .gemini/GEMINI.md)
 }
 

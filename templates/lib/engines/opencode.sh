@@ -174,14 +174,16 @@ engine_workspace_excludes() { :; }
 engine_after_run() { :; }
 
 # engine_home_paths: REPLY_RW, opencode's state under HOME that stays writable in the sandbox
-# (its credentials and sessions must persist), and REPLY_RO, its files there that name
-# commands or standing instructions for its later runs outside the loop (read-only, where
-# they exist).
+# (its credentials and sessions must persist), and REPLY_SCRATCH, its settings directory:
+# opencode writes its first settings there when they are missing, so the sandbox shows it a
+# fresh writable directory each run, the files already there read-only in it (nothing it
+# writes there reaches a later run).
 # shellcheck disable=SC2034  # read by sandbox_prepare (lib/sandbox.sh), in a sandboxed loop
 engine_home_paths() {
-  # Its sessions and credentials, its caches and state; its settings stay read-only.
-  REPLY_RW=(.local/share/opencode .cache/opencode .local/state/opencode)
-  REPLY_RO=(.config/opencode)
+  # Its sessions and credentials, its caches and state.
+  REPLY_RW=(.local/share/opencode/ .cache/opencode/ .local/state/opencode/)
+  REPLY_RO=()
+  REPLY_SCRATCH=(.config/opencode)
 }
 
 # engine_migrate_note: what a loop of opencode written under contract 1.0 is told besides

@@ -138,7 +138,7 @@ engine_after_run() { :; }
 # they exist).
 # shellcheck disable=SC2034  # read by sandbox_prepare (lib/sandbox.sh), in a sandboxed loop
 engine_home_paths() {
-  REPLY_RW=(.qwen)
+  REPLY_RW=(.qwen/)
   REPLY_RO=(.qwen/settings.json .qwen/QWEN.md .qwen/.env)
 }
 

@@ -184,7 +184,7 @@ sandbox_agent_index() {
   fi
   mkdir -- "$dir/objects" || return 0
   index_args+=(--bind "$dir" /tmp/.orbit-git)
-  SANDBOX_AGENT_ENV=(GIT_INDEX_FILE=/tmp/.orbit-git/index GIT_OBJECT_DIRECTORY=/tmp/.orbit-git/objects
+  SANDBOX_AGENT_ENV=("GIT_INDEX_FILE=/tmp/.orbit-git/index" "GIT_OBJECT_DIRECTORY=/tmp/.orbit-git/objects"
     "GIT_ALTERNATE_OBJECT_DIRECTORIES=$GIT_COMMON_ABS/objects")
 }
 

@@ -10,6 +10,7 @@
 mod candidates;
 mod check;
 mod facts;
+mod installed_schedule;
 mod keys;
 mod read;
 mod records;

@@ -32,7 +32,7 @@ fn abs_dir(dir: &Path) -> Result<PathBuf> {
 }
 
 /// The absolute path of a program on PATH.
-fn which(program: &str) -> Option<PathBuf> {
+pub(crate) fn which(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join(program))
@@ -41,7 +41,7 @@ fn which(program: &str) -> Option<PathBuf> {
 
 /// Quotes a word for /bin/sh (cron and systemd run lines with a POSIX shell), refusing
 /// what only bash could quote and cron's `%`.
-fn sh_word(text: &str) -> Result<String> {
+pub(crate) fn sh_word(text: &str) -> Result<String> {
     if text.contains('%') {
         return Err(Error::Usage(format!(
             "'{}' holds a '%', which cron turns into a newline: move the loop to a path without one",
@@ -308,6 +308,7 @@ fn list() -> Result<u8> {
             ""
         };
         println!("{:<8} {}  {}{gone}", f.kind, f.dir.display(), f.name);
+        schedule::installed::list_notes(f);
     }
     Ok(0)
 }
@@ -317,6 +318,7 @@ fn list() -> Result<u8> {
 fn remove(args: &ScheduleArgs, t: &Target) -> Result<u8> {
     let all = !(args.cron || args.systemd || args.tmux);
     let mut removed = 0;
+    schedule::installed::forget(&t.dir, all || args.cron, all || args.systemd)?;
     if (all || args.cron) && which("crontab").is_some() {
         let current = crontab_read()?;
         let kept: Vec<&str> = current
@@ -404,6 +406,7 @@ pub fn schedule(args: &ScheduleArgs) -> Result<u8> {
         let mut table = lines.join("\n");
         table.push('\n');
         if table == current {
+            schedule::installed::record_cron(&t.dir, &line)?;
             println!(
                 "orbit: the crontab already runs {} every {}",
                 t.name, args.every
@@ -411,6 +414,7 @@ pub fn schedule(args: &ScheduleArgs) -> Result<u8> {
             return Ok(0);
         }
         crontab_write(&table)?;
+        schedule::installed::record_cron(&t.dir, &line)?;
         println!("orbit: installed in the crontab: {line}");
         return Ok(0);
     }
@@ -432,6 +436,8 @@ pub fn schedule(args: &ScheduleArgs) -> Result<u8> {
             .map_err(|e| Error::io(format!("cannot create {}", units.display()), e))?;
         fsx::write_atomic(&units.join(format!("{unit}.service")), service.as_bytes())?;
         fsx::write_atomic(&units.join(format!("{unit}.timer")), timer.as_bytes())?;
+        let written = ["service", "timer"].map(|e| units.join(format!("{unit}.{e}")));
+        schedule::installed::record_units(&t.dir, &written)?;
         println!(
             "orbit: wrote {0}/{unit}.service and {0}/{unit}.timer",
             units.display()

@@ -67,6 +67,7 @@ pub const LIB_RUNNER_RESUME: &str = include_str!("../templates/lib/runner/resume
 pub const LIB_RUNNER_NOTIFY: &str = include_str!("../templates/lib/runner/notify.sh");
 pub const LIB_RUNNER_PINS: &str = include_str!("../templates/lib/runner/pins.sh");
 pub const LIB_RUNNER_TRUST: &str = include_str!("../templates/lib/runner/trust.sh");
+pub const LIB_RUNNER_SCHEDULE: &str = include_str!("../templates/lib/runner/schedule.sh");
 pub const LIB_RUNNER_TREE: &str = include_str!("../templates/lib/runner/tree.sh");
 pub const LIB_RUNNER_EVIDENCE: &str = include_str!("../templates/lib/runner/evidence.sh");
 pub const LIB_RUNNER_SETUP: &str = include_str!("../templates/lib/runner/setup.sh");
@@ -134,6 +135,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/notify.sh", LIB_RUNNER_NOTIFY),
     ("lib/runner/pins.sh", LIB_RUNNER_PINS),
     ("lib/runner/trust.sh", LIB_RUNNER_TRUST),
+    ("lib/runner/schedule.sh", LIB_RUNNER_SCHEDULE),
     ("lib/runner/tree.sh", LIB_RUNNER_TREE),
     ("lib/runner/evidence.sh", LIB_RUNNER_EVIDENCE),
     ("lib/runner/setup.sh", LIB_RUNNER_SETUP),
@@ -292,6 +294,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_RUNNER_NOTIFY),
             Part::Always(LIB_RUNNER_PINS),
             Part::Always(LIB_RUNNER_TRUST),
+            Part::Always(LIB_RUNNER_SCHEDULE),
             Part::Always(LIB_RUNNER_TREE),
             Part::Always(LIB_RUNNER_EVIDENCE),
             Part::Always(LIB_RUNNER_SETUP),

@@ -122,6 +122,8 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     a.check_validator(l.cfg.as_ref());
     a.check_sandbox(l.cfg.as_ref());
     a.check_bounds(&l);
+    a.findings
+        .extend(super::installed_schedule::check(&l.canonical, a.shown));
     let Some(cp) = &l.checkpoint else {
         let verdict = if l.running {
             Verdict::Running

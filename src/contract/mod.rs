@@ -767,6 +767,7 @@ pub const LOOP_FILES: &[&str] = &[
     "cron.log",
     "systemd.log",
     "notify.secrets",
+    "schedule.installed",
 ];
 
 /// The directories of a loop directory that the files above live beside: each must be a

@@ -11,6 +11,7 @@
 //! its state.
 
 pub mod github;
+pub mod installed;
 pub mod kubernetes;
 
 use std::path::{Path, PathBuf};

@@ -29,6 +29,7 @@ mod rooms;
 mod runner;
 mod sandbox;
 mod schedule;
+mod schedule_held;
 mod sealed;
 mod setup;
 mod support;

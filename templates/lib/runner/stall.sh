@@ -92,6 +92,9 @@ record_abort() {
   R[STOP_REASON]=$INTEGRITY_REASON
   R[EXIT_CODE]=$EXIT_INTEGRITY
   R[SUMMARY]="$INTEGRITY_REASON: $PIN_BAD changed"
+  if schedule_stop_msg_v "$PIN_BAD"; then
+    R[SUMMARY]=$REPLY
+  fi
   if [[ $INTEGRITY_REASON == "$REASON_GIT_TAMPER" && $PIN_BAD == "$WS" ]]; then
     R[SUMMARY]="git_tamper: the workspace $WS is no longer the loop's worktree ($PIN_HAVE); remove what is there, then 'orbit recover --repin' recreates it from $LOOP_BRANCH"
   fi

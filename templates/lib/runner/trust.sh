@@ -108,6 +108,10 @@ trust_check() {
   local mode=$1 now line path ty why diffs bad='' bad_why='' pinned='' pinned_why=''
   local -A before=()
   TRUST_BAD=
+  if ! schedule_check; then
+    TRUST_REASON=$REASON_SCRIPT_TAMPER TRUST_BAD=$SCHED_BAD TRUST_WANT=$SCHED_WANT TRUST_HAVE=$SCHED_HAVE
+    return 1
+  fi
   if ((!TRUST_HELD)); then
     trust_hold
     return 0
@@ -262,6 +266,7 @@ integrity_stop() {
   if [[ $INTEGRITY_REASON == "$REASON_GOAL_DRIFT" ]]; then
     msg="goal_drift: goal.md changed; review it, then 'orbit recover --repin-goal' to accept or '--restore-pinned' to undo"
   fi
+  schedule_stop_msg_v "$PIN_BAD" && msg=$REPLY
   finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "$INTEGRITY_REASON" "$msg"
 }
 

@@ -1,6 +1,7 @@
 //! `cost.ledger`: one line per agent run, `iteration<TAB>micro_usd<TAB>kind`, where kind is
 //! `reported`, `estimated` or `unknown` (a fourth field, the candidate of a fan-out, is
-//! allowed). The runner appends; `COST_MICROUSD` in state.env is the sum of the amounts.
+//! allowed, and a last one, whose report counted: `engine` or `agent`, see
+//! [`CostSource`]). The runner appends; `COST_MICROUSD` in state.env is the sum of the amounts.
 //!
 //! One rule for every reader: a line counts when it is a whole ledger line (see
 //! [`parse_line`]); anything else is listed as an error and adds nothing. The runner's and
@@ -9,7 +10,7 @@
 
 use std::fmt;
 
-use crate::contract::CostKind;
+use crate::contract::{CostKind, CostSource};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -20,6 +21,8 @@ pub struct Entry {
     pub kind: CostKind,
     /// The candidate of a fan-out run, when the line names one.
     pub candidate: Option<u64>,
+    /// Whose report counted, when the line names it.
+    pub source: Option<CostSource>,
 }
 
 impl fmt::Display for Entry {
@@ -27,6 +30,9 @@ impl fmt::Display for Entry {
         write!(f, "{}\t{}\t{}", self.iteration, self.micro_usd, self.kind)?;
         if let Some(c) = self.candidate {
             write!(f, "\t{c}")?;
+        }
+        if let Some(s) = self.source {
+            write!(f, "\t{s}")?;
         }
         writeln!(f)
     }
@@ -76,22 +82,18 @@ fn uint(v: &str) -> Option<u64> {
 }
 
 /// Parses one line (without its newline): `iteration<TAB>micro_usd<TAB>kind`, optionally
-/// `<TAB>candidate`; the numbers are whole, at most 18 digits; kind is one of
-/// [`CostKind`]. This is the rule every reader of the ledger applies.
+/// `<TAB>candidate`, then optionally `<TAB>source`; the numbers are whole, at most 18
+/// digits; kind is one of [`CostKind`], source one of [`CostSource`]. This is the rule
+/// every reader of the ledger applies.
 pub fn parse_line(line: &str, n: usize) -> Result<Entry, String> {
-    let mut parts = line.split('\t');
-    let (Some(it), Some(m), Some(kind), cand, None) = (
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-    ) else {
+    let parts: Vec<&str> = line.split('\t').collect();
+    if !(3..=5).contains(&parts.len()) {
         return Err(format!(
             "expected 'iteration<TAB>micro_usd<TAB>kind', found '{}'",
             line.escape_debug()
         ));
-    };
+    }
+    let (it, m, kind) = (parts[0], parts[1], parts[2]);
     let iteration =
         uint(it).ok_or_else(|| format!("iteration '{}' is not a number", it.escape_debug()))?;
     let micro_usd = uint(m).ok_or_else(|| {
@@ -106,11 +108,24 @@ pub fn parse_line(line: &str, n: usize) -> Result<Entry, String> {
             kind.escape_debug()
         )
     })?;
-    let candidate = match cand {
+    let mut rest = &parts[3..];
+    let mut candidate = None;
+    if let Some(c) = rest.first() {
+        if let Some(v) = uint(c) {
+            candidate = Some(v);
+            rest = &rest[1..];
+        } else if rest.len() == 2 {
+            return Err(format!("candidate '{}' is not a number", c.escape_debug()));
+        }
+    }
+    let source = match rest.first() {
         None => None,
-        Some(c) => Some(
-            uint(c).ok_or_else(|| format!("candidate '{}' is not a number", c.escape_debug()))?,
-        ),
+        Some(s) => Some(CostSource::parse(s).ok_or_else(|| {
+            format!(
+                "'{}' is neither a candidate nor a cost source (engine, agent)",
+                s.escape_debug()
+            )
+        })?),
     };
     Ok(Entry {
         line: n,
@@ -118,6 +133,7 @@ pub fn parse_line(line: &str, n: usize) -> Result<Entry, String> {
         micro_usd,
         kind,
         candidate,
+        source,
     })
 }
 
@@ -165,6 +181,20 @@ mod tests {
         assert_eq!(l.errors.len(), 1);
         assert_eq!(l.errors[0].0, 3);
         assert_eq!(l.torn_tail, Some(5));
+    }
+
+    #[test]
+    fn a_line_may_name_whose_report_counted_after_its_candidate() {
+        let l = parse(b"1\t400000\treported\tengine\n2\t5\treported\t3\tagent\n3\t1\treported\tx\n4\t1\treported\t2\t3\n");
+        assert_eq!(l.entries.len(), 2, "{:?}", l.errors);
+        assert_eq!(l.entries[0].source, Some(CostSource::Engine));
+        assert_eq!(l.entries[1].candidate, Some(3));
+        assert_eq!(l.entries[1].source, Some(CostSource::Agent));
+        assert_eq!(l.errors.len(), 2);
+        assert_eq!(
+            l.print(),
+            "1\t400000\treported\tengine\n2\t5\treported\t3\tagent\n"
+        );
     }
 
     proptest! {

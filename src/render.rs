@@ -69,6 +69,8 @@ pub const LIB_RUNNER_PINS: &str = include_str!("../templates/lib/runner/pins.sh"
 pub const LIB_RUNNER_TRUST: &str = include_str!("../templates/lib/runner/trust.sh");
 pub const LIB_RUNNER_SCHEDULE: &str = include_str!("../templates/lib/runner/schedule.sh");
 pub const LIB_RUNNER_TREE: &str = include_str!("../templates/lib/runner/tree.sh");
+pub const LIB_HOME_RECORD: &str = include_str!("../templates/lib/home_record.sh");
+pub const LIB_RUNNER_HOME: &str = include_str!("../templates/lib/runner/home.sh");
 pub const LIB_RUNNER_EVIDENCE: &str = include_str!("../templates/lib/runner/evidence.sh");
 pub const LIB_RUNNER_SETUP: &str = include_str!("../templates/lib/runner/setup.sh");
 pub const LIB_RUNNER_FIRST_RUN: &str = include_str!("../templates/lib/runner/first_run.sh");
@@ -137,6 +139,8 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/trust.sh", LIB_RUNNER_TRUST),
     ("lib/runner/schedule.sh", LIB_RUNNER_SCHEDULE),
     ("lib/runner/tree.sh", LIB_RUNNER_TREE),
+    ("lib/home_record.sh", LIB_HOME_RECORD),
+    ("lib/runner/home.sh", LIB_RUNNER_HOME),
     ("lib/runner/evidence.sh", LIB_RUNNER_EVIDENCE),
     ("lib/runner/setup.sh", LIB_RUNNER_SETUP),
     ("lib/runner/first_run.sh", LIB_RUNNER_FIRST_RUN),
@@ -296,6 +300,8 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_RUNNER_TRUST),
             Part::Always(LIB_RUNNER_SCHEDULE),
             Part::Always(LIB_RUNNER_TREE),
+            Part::Always(LIB_HOME_RECORD),
+            Part::Always(LIB_RUNNER_HOME),
             Part::Always(LIB_RUNNER_EVIDENCE),
             Part::Always(LIB_RUNNER_SETUP),
             Part::Always(LIB_RUNNER_FIRST_RUN),
@@ -323,6 +329,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_STATE),
             Part::Always(LIB_LOCK),
             Part::Always(LIB_WORKSPACE),
+            Part::Always(LIB_HOME_RECORD),
             Part::Always(LIB_RECOVER_ARGS),
             Part::Always(LIB_RECOVER_EVIDENCE),
             Part::Always(LIB_RECOVER_PINS),

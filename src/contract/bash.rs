@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use super::settings::DURATION_MAX_SECS;
 use super::{
-    AgentOutcome, CONTRACT_VERSION, CbState, CostKind, EventName, ExitCode, FaultPoint,
+    AgentOutcome, CONTRACT_VERSION, CbState, CostKind, CostSource, EventName, ExitCode, FaultPoint,
     INIT_PINNED, KEYS_SINCE, LOOP_DIRS, LOOP_FILES, MAX_HEX_DIGITS, MAX_PATH_LEN, MAX_REF_LEN,
     MAX_SEMVER_PART_DIGITS, MAX_UINT_DIGITS, NotifyEvent, PERMISSION_FILES, PINS_SETS, Phase,
     RESULT_KEYS, SETTINGS, STATE_KEYS, SettingKind, Status, StopReason, Verdict, VerifyOutcome,
@@ -140,6 +140,13 @@ fn render() -> String {
     let notify: Vec<&str> = NotifyEvent::ALL.iter().map(|s| s.as_str()).collect();
     constants(&mut out, "NOTIFY_EVENT_", &notify);
     let _ = writeln!(out, "readonly ORBIT_RE_COST_KIND='{}'", alternation(&kinds));
+    let sources: Vec<&str> = CostSource::ALL.iter().map(|s| s.as_str()).collect();
+    constants(&mut out, "COST_SOURCE_", &sources);
+    let _ = writeln!(
+        out,
+        "readonly ORBIT_RE_COST_SOURCE='{}'",
+        alternation(&sources)
+    );
     array(
         &mut out,
         "ORBIT_EVENTS",

@@ -422,6 +422,19 @@ vocabulary! {
 }
 
 vocabulary! {
+    /// The last field of a cost.ledger line of a reported cost, when it names one: whose
+    /// report counted. For an engine that reports its cost, the agent's cost file can only
+    /// raise it, never lower it. The runner writes `agent` when the agent's cost file
+    /// (`$ORBIT_COST_FILE`) counted over the engine's own report, and nothing otherwise (the
+    /// engine's report for an engine that reports its cost, else the cost file: the
+    /// contract's three columns); `engine` is read as the engine's report.
+    pub enum CostSource {
+        Engine = "engine",
+        Agent = "agent",
+    }
+}
+
+vocabulary! {
     /// `ORBIT_PHASE` and result.env `PHASE`.
     pub enum Phase {
         Work = "work",
@@ -749,6 +762,7 @@ pub const LOOP_FILES: &[&str] = &[
     "state.env.sha256",
     "pins.sha256",
     PINS_SETS,
+    PINS_HOME,
     "progress.md",
     "notes.md",
     "events.jsonl",
@@ -779,6 +793,13 @@ pub const LOOP_DIRS: &[&str] = &["iterations", ".pins", "backups", "holdout"];
 /// glob matches in the workspace (`git ls-files -z --cached --others --exclude-standard --
 /// ':(glob)<glob>' | LC_ALL=C sort -z`), written at the first run.
 pub const PINS_SETS: &str = "pins.sets";
+
+/// What the runner holds outside the repository (contract 7), beside pins.sha256: the
+/// engine's user-level files that name commands, permissions, hooks, servers, skills,
+/// plugins or agents, and the env file, as the loop's first run found them. Header lines
+/// `#<TAB>KIND<TAB>PATH<TAB>ARG` name what is held, `VALUE  PATH` lines record it
+/// (`crate::home` reads it; the runner's `lib/home_record.sh` computes it).
+pub const PINS_HOME: &str = "pins.home";
 
 /// The scripts of the loop directory (a change to one, or to loop.toml, is `script_tamper`).
 pub const SCRIPTS: &[&str] = &["run-loop.sh", "recover.sh", "notify.sh"];
@@ -1023,7 +1044,7 @@ mod tests {
     fn every_file_orbit_pins_or_keeps_secret_is_a_loop_file() {
         for f in INIT_PINNED
             .iter()
-            .chain([&crate::init::NOTIFY_SECRETS, &PINS_SETS])
+            .chain([&crate::init::NOTIFY_SECRETS, &PINS_SETS, &PINS_HOME])
         {
             assert!(LOOP_FILES.contains(f), "{f}");
         }

@@ -1014,6 +1014,7 @@ impl Planner<'_> {
         }
         if self.args.repin {
             self.repin_all(&mut pins, &sets)?;
+            self.repin_home()?;
         }
         let restored = if self.args.restore_pinned {
             self.restore_pinned(&pins)?
@@ -1282,6 +1283,24 @@ impl Planner<'_> {
 
     /// `--repin`: every pin takes its file's current hash; pinned loop files are copied
     /// to `.pins/`.
+    /// `--repin` of what the runner holds outside the repository (pins.home: the engine's
+    /// user-level files and the env file): the record goes to the backup, and the next run
+    /// holds them as they are then (the record is the runner's to compute).
+    fn repin_home(&mut self) -> Result<()> {
+        let path = self.lp.dir.join(crate::contract::PINS_HOME);
+        if fs::symlink_metadata(&path).is_err() {
+            return Ok(());
+        }
+        self.repair(format!(
+            "{} set aside (--repin): the engine's user-level files and the env file are held as they are at the next run",
+            crate::contract::PINS_HOME
+        ));
+        self.plan
+            .moves
+            .push((path, MoveTo::Backup(crate::contract::PINS_HOME.to_string())));
+        Ok(())
+    }
+
     fn repin_all(&mut self, pins: &mut Vec<PinLine>, sets: &[SetNow]) -> Result<()> {
         let ws = self.ws.clone();
         // A protected file gone from its set is accepted as removed: its pin goes.

@@ -214,9 +214,9 @@ orbit_usd_text() {
 
 # ---- cost.ledger: one rule for every reader, that of orbit's ledger module (parse_line).
 # orbit_ledger_sum_v FILE [ITERATION]: REPLY is the sum of FILE's amounts, counting whole
-# ledger lines only: 3 or 4 TAB-separated fields, the iteration and the amount whole numbers
-# of at most ORBIT_UINT_DIGITS digits, the kind a cost kind (ORBIT_RE_COST_KIND), the
-# optional fourth field (the candidate) a whole number. Blank lines and anything else add
+# ledger lines only: 3 to 5 TAB-separated fields, the iteration and the amount whole numbers
+# of at most ORBIT_UINT_DIGITS digits, the kind a cost kind (ORBIT_RE_COST_KIND), then
+# optionally the candidate (a whole number) and optionally the source (ORBIT_RE_COST_SOURCE). Blank lines and anything else add
 # nothing, and so does a last line without its newline (a torn append): ORBIT_LEDGER_TORN
 # is 1 then. With ITERATION, ORBIT_LEDGER_ITER_SUM is that iteration's sum and
 # ORBIT_LEDGER_ITER_KINDS the kinds of its lines (" reported unknown "). A sum past 18
@@ -236,7 +236,7 @@ orbit_ledger_sum_v() {
   # digits each, which stay exact in awk's doubles.
   # shellcheck disable=SC2016  # awk code, not shell
   out=$({ cat -- "$file" && printf '\037'; } | LC_ALL=C awk -F '\t' \
-    -v it="$it" -v digits="$ORBIT_UINT_DIGITS" -v kinds="$ORBIT_RE_COST_KIND" '
+    -v it="$it" -v digits="$ORBIT_UINT_DIGITS" -v kinds="$ORBIT_RE_COST_KIND" -v sources="$ORBIT_RE_COST_SOURCE" '
     function whole(x) { return x ~ /^[0-9]+$/ && length(x) <= digits }
     function norm(x) { sub(/^0+/, "", x); return x == "" ? "0" : x }
     function hi(x) { return length(x) > 9 ? substr(x, 1, length(x) - 9) + 0 : 0 }
@@ -244,7 +244,8 @@ orbit_ledger_sum_v() {
     BEGIN { if (it != "") it = norm(it) }
     { last = $0 }
     index($0, "\037") { next }
-    (NF == 3 || NF == 4) && whole($1) && whole($2) && $3 ~ kinds && (NF == 3 || whole($4)) {
+    (NF == 3 || (NF == 4 && (whole($4) || $4 ~ sources)) || (NF == 5 && whole($4) && $5 ~ sources)) &&
+      whole($1) && whole($2) && $3 ~ kinds {
       a = norm($2); h += hi(a); l += lo(a)
       if (it != "" && norm($1) == it) { ih += hi(a); il += lo(a); seen[$3] = 1 }
     }

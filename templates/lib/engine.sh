@@ -15,6 +15,7 @@
 # ----   engine_workspace_excludes ARRAY its own files at the workspace's root
 # ----   engine_after_run                what it left in the agent's folder
 # ----   engine_home_paths               its state under HOME, for the sandbox
+# ----   engine_home_held                its user-level files that name commands, held
 # ----   engine_migrate_note             what a contract 1.0 loop of it is told
 # ---- and helpers of its own named after it (gemini_block_v, aider_tail_v, ...).
 #
@@ -343,9 +344,12 @@ engine_tokens_cost_v() {
 # engine_env_load: reads ENV_FILE (loop.toml `env-file`) into the environment: `KEY=VALUE`
 # lines, `#` comments and blank lines; never sourced, nothing in a value is expanded (one
 # pair of surrounding quotes is taken off). The file must be a regular file, not a
-# symlink, owned by the user running the loop, readable by nobody else (mode 0600). A key
-# the runner itself uses, or one that changes how programs start (BASH_ENV, LD_*, ...), is
-# refused. Any refusal stops the run (preflight).
+# symlink, owned by the user running the loop, readable by nobody else (mode 0600), and
+# the file the loop's first run held (pins.home: a change is permission_hijack, exit 3). A
+# key the runner itself uses, one that changes how programs start or which run (BASH_ENV,
+# LD_*, PATH, PYTHON*, NODE_OPTIONS, PERL5*, ...), or one that moves the engine's
+# user-level files (HOME, XDG_*, CODEX_HOME, ...) is refused. Any refusal stops the run
+# (preflight).
 engine_env_load() {
   local f=$ENV_FILE line k v n=0 mode
   [[ -n $f ]] || return 0
@@ -357,6 +361,10 @@ engine_env_load() {
   mode=${mode%% *}
   [[ $mode =~ ^-rw?-{7}[.+@]?$ ]] || preflight_fail "env-file $f has mode ${mode:-unknown}: it holds secrets; run chmod 600 $f"
   [[ -r $f ]] || preflight_fail "env-file $f cannot be read: run chmod 600 $f"
+  if ! home_env_unchanged; then
+    footer "$STATUS_CONTINUE" "permission_hijack: env-file $f changed since the loop's first run"
+    orbit_die "$EXIT_INTEGRITY" "permission_hijack: env-file $f changed since the loop's first run held it (sha256 $HOME_WANT, now $HOME_HAVE): nothing of it is loaded; review it, then 'orbit recover --repin' to accept it"
+  fi
   while IFS= read -r line || [[ -n $line ]]; do
     n=$((n + 1))
     line=${line%$'\r'}
@@ -369,6 +377,21 @@ engine_env_load() {
     case $k in
       BASH_ENV | ENV | SHELLOPTS | BASHOPTS | IFS | PS4 | CDPATH | GLOBIGNORE | BASH_* | LD_* | DYLD_* | ORBIT_* | GIT_* | TZ)
         preflight_fail "env-file $f line $n sets $k, which changes how the runner and its programs start: remove the line"
+        ;;
+      # Which programs run, and what an interpreter loads before its script (a module, an
+      # option, a startup file): the runner's tools and the engine's CLI are found and
+      # started as they were when the loop was set up.
+      PATH | PYTHON* | NODE_OPTIONS | NODE_PATH | NODE_REPL_EXTERNAL_MODULE | PERL5* | PERLLIB | PERLIO* | PERL_* | \
+        RUBYOPT | RUBYLIB | RUBY_* | GEM_* | BUNDLE_* | JAVA_TOOL_OPTIONS | _JAVA_OPTIONS | JDK_JAVA_OPTIONS | \
+        LUA_INIT* | LUA_PATH* | LUA_CPATH* | TCLLIBPATH | GCONV_PATH | [Nn][Pp][Mm]_[Cc][Oo][Nn][Ff][Ii][Gg]_[Nn][Oo][Dd][Ee]_[Oo][Pp][Tt][Ii][Oo][Nn][Ss] | \
+        [Nn][Pp][Mm]_[Cc][Oo][Nn][Ff][Ii][Gg]_[Ss][Cc][Rr][Ii][Pp][Tt]_[Ss][Hh][Ee][Ll][Ll] | \
+        EDITOR | VISUAL | PAGER | BROWSER)
+        preflight_fail "env-file $f line $n sets $k, which changes which programs run or what they load before their own code: remove the line"
+        ;;
+      # Where the engine reads its user-level files from: those are held where the first
+      # run found them.
+      HOME | XDG_CONFIG_HOME | XDG_CONFIG_DIRS | CLAUDE_CONFIG_DIR | CODEX_HOME | GEMINI_CLI_HOME | QWEN_HOME | COPILOT_HOME | OPENCODE_CONFIG* | OPENCODE_PERMISSION)
+        preflight_fail "env-file $f line $n sets $k, which moves the engine's user-level files (held from the loop's first run): remove the line"
         ;;
     esac
     # A variable of the runner's own (set, not exported) is never overwritten from a file.

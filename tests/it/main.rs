@@ -12,6 +12,7 @@ mod fanout;
 mod feedback;
 mod guards;
 mod holdout;
+mod home;
 mod hostile;
 mod init;
 mod layout;

@@ -194,6 +194,20 @@ engine_home_paths() {
   REPLY_RO=()
 }
 
+# engine_home_held: REPLY_HELD, aider's user-level files under HOME that name commands or
+# settings, as `KIND PATH [KEYS]` words (lib/runner/home.sh holds them from the loop's
+# first run): its options (shell commands, test and lint commands), its model settings and
+# metadata, and the .env it reads (AIDER_* options, keys).
+# shellcheck disable=SC2034  # read by home_specs_v (lib/runner/home.sh)
+engine_home_held() {
+  REPLY_HELD=(
+    'file .aider.conf.yml'
+    'file .aider.model.settings.yml'
+    'file .aider.model.metadata.json'
+    'file .env'
+  )
+}
+
 # engine_migrate_note: what a loop of aider written under contract 1.0 is told besides
 # `orbit recover --migrate`: nothing.
 engine_migrate_note() { :; }

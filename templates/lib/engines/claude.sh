@@ -140,6 +140,26 @@ engine_home_paths() {
     .claude/commands .claude/agents .claude/hooks)
 }
 
+# engine_home_held: REPLY_HELD, claude's user-level files under HOME that name commands,
+# permissions, hooks, servers, skills, plugins or agents, as `KIND PATH [KEYS]` words
+# (lib/runner/home.sh holds them from the loop's first run): its settings, its skills,
+# agents, commands, hooks and plugins, and of ~/.claude.json (which claude rewrites with
+# its own bookkeeping on every start) only the MCP servers, and of the workspace's project
+# entries there its servers, allowed tools, approvals of .mcp.json servers and its trust.
+# shellcheck disable=SC2034  # read by home_specs_v (lib/runner/home.sh)
+engine_home_held() {
+  REPLY_HELD=(
+    'file .claude/settings.json'
+    'file .claude/settings.local.json'
+    'dir .claude/skills'
+    'dir .claude/agents'
+    'dir .claude/commands'
+    'dir .claude/hooks'
+    'dir .claude/plugins'
+    'json-projects .claude.json'
+  )
+}
+
 # engine_migrate_note: what a loop of claude written under contract 1.0 is told besides
 # `orbit recover --migrate`: nothing.
 engine_migrate_note() { :; }

@@ -176,6 +176,22 @@ engine_home_paths() {
   REPLY_RO=(.codex/config.toml .codex/AGENTS.md)
 }
 
+# engine_home_held: REPLY_HELD, codex's user-level files under HOME that name commands,
+# permissions, hooks, servers, skills or agents, as `KIND PATH [KEYS]` words (lib/runner/
+# home.sh holds them from the loop's first run): ~/.codex/config.toml but for the tables
+# codex writes itself (a project's trust, its notices) and the model it remembers, its
+# prompts (slash commands), skills and rules (the commands it may run unasked). Not its
+# bundled skills (~/.codex/skills/.system), which codex itself writes at every start.
+# shellcheck disable=SC2034  # read by home_specs_v (lib/runner/home.sh)
+engine_home_held() {
+  REPLY_HELD=(
+    'toml .codex/config.toml'
+    'dir .codex/prompts'
+    'dir .codex/skills .system'
+    'dir .codex/rules'
+  )
+}
+
 # engine_migrate_note: what a loop of codex written under contract 1.0 is told besides
 # `orbit recover --migrate`: nothing.
 engine_migrate_note() { :; }

@@ -150,6 +150,23 @@ engine_home_paths() {
   REPLY_RO=(.copilot/mcp-config.json .copilot/copilot-instructions.md .copilot/agents .copilot/skills)
 }
 
+# engine_home_held: REPLY_HELD, copilot's user-level files under HOME that name commands,
+# permissions, hooks, servers, skills or agents, as `KIND PATH [KEYS]` words (lib/runner/
+# home.sh holds them from the loop's first run): its MCP servers and language servers, its
+# agents, skills and hooks, and of ~/.copilot/config.json (its own bookkeeping besides)
+# only the folders it trusts and the URLs it may fetch.
+# shellcheck disable=SC2034  # read by home_specs_v (lib/runner/home.sh)
+engine_home_held() {
+  REPLY_HELD=(
+    'file .copilot/mcp-config.json'
+    'file .copilot/lsp-config.json'
+    'dir .copilot/agents'
+    'dir .copilot/skills'
+    'dir .copilot/hooks'
+    'json .copilot/config.json trusted_folders,allowed_urls,denied_urls'
+  )
+}
+
 # engine_migrate_note: what a loop of copilot written under contract 1.0 is told besides
 # `orbit recover --migrate`: nothing.
 engine_migrate_note() { :; }

@@ -70,6 +70,13 @@ engine_home_paths() {
   REPLY_RO=()
 }
 
+# engine_home_held: a custom agent's user-level files are not known: none are held
+# (REPLY_HELD empty; the env file is, whatever the engine).
+# shellcheck disable=SC2034  # read by home_specs_v (lib/runner/home.sh)
+engine_home_held() {
+  REPLY_HELD=()
+}
+
 # engine_migrate_note: a custom agent written for contract 1.0 wrote done.md in the loop
 # directory; under 2.0 it writes it in the agent's folder of the workspace: said once, with
 # the migration's message.

@@ -158,6 +158,26 @@ engine_home_paths() {
   REPLY_RO=(.gemini/settings.json .gemini/GEMINI.md)
 }
 
+# engine_home_held: REPLY_HELD, gemini's user-level files under HOME that name commands,
+# permissions, hooks, servers, skills or agents, as `KIND PATH [KEYS]` words (lib/runner/
+# home.sh holds them from the loop's first run): its settings (tools, MCP servers, hooks),
+# the folders it trusts, the .env files it loads, its extensions, commands, skills, agents
+# and policies.
+# shellcheck disable=SC2034  # read by home_specs_v (lib/runner/home.sh)
+engine_home_held() {
+  REPLY_HELD=(
+    'file .gemini/settings.json'
+    'file .gemini/trustedFolders.json'
+    'file .gemini/.env'
+    'file .env'
+    'dir .gemini/extensions'
+    'dir .gemini/commands'
+    'dir .gemini/skills'
+    'dir .gemini/agents'
+    'dir .gemini/policies'
+  )
+}
+
 # engine_migrate_note: what a loop of gemini written under contract 1.0 is told besides
 # `orbit recover --migrate`: nothing.
 engine_migrate_note() { :; }

@@ -186,6 +186,29 @@ engine_home_paths() {
   REPLY_SCRATCH=(.config/opencode)
 }
 
+# engine_home_held: REPLY_HELD, opencode's user-level files under HOME that name commands,
+# permissions, servers, plugins or agents, as `KIND PATH [KEYS]` words (lib/runner/home.sh
+# holds them from the loop's first run): its global configuration files and its plugins,
+# agents, commands, modes and tools (not the packages it installs there for its plugins).
+# shellcheck disable=SC2034  # read by home_specs_v (lib/runner/home.sh)
+engine_home_held() {
+  REPLY_HELD=(
+    'file .config/opencode/opencode.json'
+    'file .config/opencode/opencode.jsonc'
+    'file .config/opencode/config.json'
+    'dir .config/opencode/plugin'
+    'dir .config/opencode/plugins'
+    'dir .config/opencode/agent'
+    'dir .config/opencode/agents'
+    'dir .config/opencode/command'
+    'dir .config/opencode/commands'
+    'dir .config/opencode/mode'
+    'dir .config/opencode/modes'
+    'dir .config/opencode/tool'
+    'dir .config/opencode/tools'
+  )
+}
+
 # engine_migrate_note: what a loop of opencode written under contract 1.0 is told besides
 # `orbit recover --migrate`: nothing.
 engine_migrate_note() { :; }

@@ -142,6 +142,26 @@ engine_home_paths() {
   REPLY_RO=(.qwen/settings.json .qwen/QWEN.md .qwen/.env)
 }
 
+# engine_home_held: REPLY_HELD, qwen's user-level files under HOME that name commands,
+# permissions, hooks, servers, skills or agents, as `KIND PATH [KEYS]` words (lib/runner/
+# home.sh holds them from the loop's first run): its settings (tools, MCP servers, hooks),
+# the folders it trusts, the .env files it loads, its extensions, commands, skills and
+# agents (not extensions/extension-enablement.json, which qwen writes at its first start:
+# an extension it could enable is held, as a directory beside it).
+# shellcheck disable=SC2034  # read by home_specs_v (lib/runner/home.sh)
+engine_home_held() {
+  REPLY_HELD=(
+    'file .qwen/settings.json'
+    'file .qwen/trustedFolders.json'
+    'file .qwen/.env'
+    'file .env'
+    'dir .qwen/extensions extension-enablement.json'
+    'dir .qwen/commands'
+    'dir .qwen/skills'
+    'dir .qwen/agents'
+  )
+}
+
 # engine_migrate_note: what a loop of qwen written under contract 1.0 is told besides
 # `orbit recover --migrate`: nothing.
 engine_migrate_note() { :; }

@@ -179,7 +179,7 @@ gate_confirm() {
     build_prompt "$n" "$PHASE_CONFIRM" "$k" "$dir/confirm.$k.prompt.md" ""
     run_agent "$n" "$PHASE_CONFIRM" "$k" "$dir/confirm.$k.prompt.md" "$dir/confirm.$k.log" "$dir/confirm.$k.cost" ""
     cost_of_run "$dir/confirm.$k.log" "$dir/confirm.$k.cost"
-    ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
+    ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND" "" "$RUN_COST_SOURCE"
     orbit_event agent_exit "$n" phase "$PHASE_CONFIRM" attempt "$k" exit_code "$AGENT_RC" timed_out "$AGENT_TIMED_OUT" seconds "$AGENT_SECS"
     verdict=''
     if agent_file_take confirm.md "$dir/confirm.$k.md"; then

@@ -56,31 +56,42 @@ cost_to_micro() {
   awk -v x="$v" 'BEGIN { if (x < 0 || x > 1e9) exit 1; printf "%d", x * 1000000 + 0.5 }'
 }
 
-# What the last agent run cost, in micro-dollars, and how it is known.
+# What the last agent run cost, in micro-dollars, how it is known, and, when the agent's
+# cost file counted over the engine's own report, COST_SOURCE_AGENT ("" otherwise: the
+# engine's report for an engine that reports its cost, else the cost file, the estimate or
+# nothing, as the contract's three columns say).
 RUN_COST_M=0
 RUN_COST_KIND=
-# cost_of_run LOG COSTFILE: sets RUN_COST_M and RUN_COST_KIND.
+RUN_COST_SOURCE=
+# cost_of_run LOG COSTFILE: sets RUN_COST_M, RUN_COST_KIND and RUN_COST_SOURCE. The
+# engine's own report (its part's engine_cost_v) counts; the agent's cost file can only
+# raise it, never lower it (an agent writing 0.0001 there does not make a $0.40 run
+# cheap). Without a report, the cost file, else the estimate (cost-estimate-usd).
 cost_of_run() {
-  local log=$1 cfile=$2 v=''
+  local log=$1 cfile=$2 v='' file_m=''
   RUN_COST_M=0
   RUN_COST_KIND=$COST_UNKNOWN
+  RUN_COST_SOURCE=
   if [[ -s $cfile ]]; then
     v=$(head -c 64 -- "$cfile" | tr -d ' \n\r\t$')
   fi
-  if [[ -z $v && -f $log ]]; then
-    # The engine's cost from its own output (its part's engine_cost_v; a custom agent's
-    # by the generic rule).
-    if engine_cost_v "$log"; then
-      return 0
-    fi
-    RUN_COST_M=0
-    RUN_COST_KIND=$COST_UNKNOWN
+  if [[ -n $v ]]; then
+    file_m=$(cost_to_micro "$v") || file_m=''
   fi
-  if [[ -n $v ]] && RUN_COST_M=$(cost_to_micro "$v"); then
-    RUN_COST_KIND=$COST_REPORTED
+  if [[ -f $log ]] && engine_cost_v "$log"; then
+    if [[ -n $file_m ]] && ((file_m > RUN_COST_M)); then
+      RUN_COST_M=$file_m RUN_COST_KIND=$COST_REPORTED RUN_COST_SOURCE=$COST_SOURCE_AGENT
+    elif [[ -n $file_m ]] && ((file_m < RUN_COST_M)); then
+      orbit_log "the agent's cost file says \$$v, less than the engine's report: the report counts"
+    fi
     return 0
   fi
   RUN_COST_M=0
+  RUN_COST_KIND=$COST_UNKNOWN
+  if [[ -n $file_m ]]; then
+    RUN_COST_M=$file_m RUN_COST_KIND=$COST_REPORTED
+    return 0
+  fi
   if [[ -n $COST_ESTIMATE_M ]]; then
     RUN_COST_M=$COST_ESTIMATE_M
     RUN_COST_KIND=$COST_ESTIMATED
@@ -117,16 +128,17 @@ ledger_sum_v() {
     orbit_die "$EXIT_FAILURE" "cannot read $LOOP_DIR/cost.ledger: check its permissions, then rerun"
 }
 
-# ledger_append ITERATION MICRO_USD KIND [CANDIDATE]: one line for one agent run (a fan-out's
-# with its candidate, the contract's fourth column), and the totals.
+# ledger_append ITERATION MICRO_USD KIND [CANDIDATE] [SOURCE]: one line for one agent run
+# (a fan-out's with its candidate, the contract's fourth column; "" for none), and the
+# totals. SOURCE (cost_of_run's RUN_COST_SOURCE) ends the line when given: `agent` when
+# the agent's cost file counted over the engine's report.
 ledger_append() {
+  local line="$1"$'\t'"$2"$'\t'"$3"
+  [[ -n ${4:-} ]] && line+=$'\t'"$4"
+  [[ -n ${5:-} ]] && line+=$'\t'"$5"
   # The cost counts in memory even when the ledger cannot take it (a link put in its place).
   if orbit_appendable "$LOOP_DIR/cost.ledger"; then
-    if [[ -n ${4:-} ]]; then
-      printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$LOOP_DIR/cost.ledger"
-    else
-      printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$LOOP_DIR/cost.ledger"
-    fi || orbit_records_fail "$LOOP_DIR/cost.ledger"
+    printf '%s\n' "$line" >>"$LOOP_DIR/cost.ledger" || orbit_records_fail "$LOOP_DIR/cost.ledger"
   fi
   if [[ $1 != "$LEDGER_IT" ]]; then
     LEDGER_IT=$1 LEDGER_IT_SUM=0 LEDGER_IT_KINDS=' '

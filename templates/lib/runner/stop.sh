@@ -111,7 +111,7 @@ wrapup() {
     integrity_stop
   fi
   cost_of_run "$dir/agent.log" "$dir/cost.usd"
-  ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND"
+  ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND" "" "$RUN_COST_SOURCE"
   S[COST_MICROUSD]=$LEDGER_TOTAL
   orbit_event agent_exit "$n" phase "$PHASE_WRAPUP" attempt 1 exit_code "$AGENT_RC" seconds "$AGENT_SECS"
 }

@@ -87,7 +87,7 @@ trust_may_change() {
   esac
   [[ $1 == runner ]] || return 1
   case $2 in
-    goal.md | prompt.md | verify.sh | holdout.sh | run-loop.sh | recover.sh | notify.sh | loop.toml | pins.sha256 | pins.sets | \
+    goal.md | prompt.md | verify.sh | holdout.sh | run-loop.sh | recover.sh | notify.sh | loop.toml | pins.sha256 | pins.sets | pins.home | \
       .pins | .pins/* | holdout | holdout/* | .baseline-commit | .baseline-tree | .origin-branch) return 1 ;;
     iterations/[0-9][0-9][0-9][0-9][0-9][0-9] | iterations/[0-9][0-9][0-9][0-9][0-9][0-9]/*)
       n=${2#iterations/}
@@ -110,6 +110,10 @@ trust_check() {
   TRUST_BAD=
   if ! schedule_check; then
     TRUST_REASON=$REASON_SCRIPT_TAMPER TRUST_BAD=$SCHED_BAD TRUST_WANT=$SCHED_WANT TRUST_HAVE=$SCHED_HAVE
+    return 1
+  fi
+  if ! home_check; then
+    TRUST_REASON=$REASON_PERMISSION_HIJACK TRUST_BAD=$HOME_BAD TRUST_WANT=$HOME_WANT TRUST_HAVE=$HOME_HAVE
     return 1
   fi
   if ((!TRUST_HELD)); then
@@ -266,7 +270,9 @@ integrity_stop() {
   if [[ $INTEGRITY_REASON == "$REASON_GOAL_DRIFT" ]]; then
     msg="goal_drift: goal.md changed; review it, then 'orbit recover --repin-goal' to accept or '--restore-pinned' to undo"
   fi
-  schedule_stop_msg_v "$PIN_BAD" && msg=$REPLY
+  if schedule_stop_msg_v "$PIN_BAD" || home_stop_msg_v "$PIN_BAD"; then
+    msg=$REPLY
+  fi
   finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "$INTEGRITY_REASON" "$msg"
 }
 

@@ -18,6 +18,48 @@ git_env_set() {
   export GIT_NO_REPLACE_OBJECTS=1
 }
 
+# ---- the programs the runner calls, resolved once, at the start, where PATH finds them then:
+# ---- bash's command hash keeps each path for the rest of the run and its subshells, so a
+# ---- program an agent plants later in a PATH directory before it is never run by this
+# ---- runner (the directory is watched too: trust_git_v). A program found first in HOME or
+# ---- through a relative PATH entry (which an agent can write: a `git` in ~/.local/bin,
+# ---- first on Debian's and Ubuntu's PATH) gives way to the same program further on PATH,
+# ---- outside them, when there is one (TOOLS_SHADOWED names each, for the log).
+TOOLS_SHADOWED=
+tools_pin() {
+  local t d first outside home=${HOME:-}
+  local -a dirs=()
+  home=${home%/}
+  IFS=: read -r -a dirs <<<"${PATH:-}"
+  for t in git perl find sort diff grep awk sed cat cp mv rm mkdir rmdir ln ls date tr head \
+    tail cut wc sha256sum shasum openssl ps sleep timeout env flock crontab stat touch chmod \
+    mktemp tee od uniq comm xargs readlink realpath basename dirname cmp setsid systemctl \
+    tmux curl bwrap id hostname uname nproc getconf; do
+    first='' outside=''
+    for d in "${dirs[@]}"; do
+      [[ -n $d ]] || d=.
+      [[ -f $d/$t && -x $d/$t ]] || continue
+      [[ -n $first ]] || first=$d/$t
+      if [[ $d == /* && ! (-n $home && ($d == "$home" || $d == "$home"/*)) ]]; then
+        outside=$d/$t
+        break
+      fi
+    done
+    [[ -n $first ]] || continue
+    if [[ -n $outside && $outside != "$first" ]]; then
+      TOOLS_SHADOWED+="${TOOLS_SHADOWED:+, }$first (the runner uses $outside)"
+      first=$outside
+    fi
+    hash -p "$first" "$t"
+  done
+}
+
+# tools_note: the log's note of each program tools_pin passed over.
+tools_note() {
+  [[ -n $TOOLS_SHADOWED ]] || return 0
+  orbit_log "note: on PATH, before the system's, a program in HOME or a relative directory, which an agent can write: $TOOLS_SHADOWED; remove it from PATH (or the file) if you did not put it there"
+}
+
 # How this run was started (--once: one tick), the status it started from (for notify-once),
 # the loop's branch, and its workspace (its own git worktree on orbit/<name>: where the
 # agent and the checks run and the commits are made) with the agent's folder in it.
@@ -69,6 +111,7 @@ main_setup() {
   exec 8>&1
   trap 'orbit_internal_error $LINENO "$BASH_COMMAND" $?' ERR
   git_env_set
+  tools_pin
   # A write to a pipe nobody reads (a hasher that died) fails instead of killing the
   # runner. A handler, not an ignore: the agent and the checks get the default back.
   trap ':' PIPE
@@ -86,6 +129,7 @@ main_setup() {
   orbit_die_hook
 
   preflight
+  tools_note
   sandbox_preflight
   lock_acquire
   # The mark of this loop's processes, swept when a run ends or the next one starts: only

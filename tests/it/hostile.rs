@@ -825,6 +825,119 @@ test "$(git config --global filter.y.clean)" = "$OUT/global-clean.sh""#,
     }
 }
 
+/// The user's global git configuration includes other files (a plain `[include]` of a file
+/// not there yet, an `includeIf "onbranch:"` that matches only the loop's branch, relative to
+/// the including file): the agent writes its filter into the included file, never into the
+/// watched ~/.gitconfig. The runner's git never runs it: the loop stops as git_tamper.
+#[test]
+fn a_filter_the_agent_writes_into_a_file_the_users_git_config_includes_never_runs_in_the_runner() {
+    for (case, include, included) in [
+        (
+            "include",
+            "[include]\n\tpath = ~/.gitconfig.local\n",
+            ".gitconfig.local",
+        ),
+        (
+            "includeif",
+            "[includeIf \"onbranch:orbit/**\"]\n\tpath = branch.inc\n",
+            "branch.inc",
+        ),
+    ] {
+        let h = Hostile::new();
+        let home = h.file("home");
+        fs::create_dir_all(&home).unwrap();
+        let global = home.join(".gitconfig");
+        fs::copy(sealed_home().join(".gitconfig"), &global).unwrap();
+        let mut text_now = fs::read_to_string(&global).unwrap();
+        text_now.push_str(include);
+        fs::write(&global, text_now).unwrap();
+        let target = home.join(included);
+        let body = TAMPERER.replace("@AT@", "1").replace(
+            "@ACTION@",
+            &format!(
+                r#"spy "$OUT/included-clean.sh" included-filter filter
+printf '[filter "z"]\n\tclean = %s\n' "$OUT/included-clean.sh" > '{}'
+echo '* filter=z' > .gitattributes
+test "$(git config filter.z.clean)" = "$OUT/included-clean.sh""#,
+                target.display()
+            ),
+        );
+        let agent = h.agent("included-filter", &body);
+        let dir = h
+            .repo
+            .init_loop(&agent, &["test -f hostile-change.txt"], &[]);
+        let (global_s, home_s) = (global.display().to_string(), home.display().to_string());
+        let env = [
+            ("HOME", home_s.as_str()),
+            ("GIT_CONFIG_GLOBAL", global_s.as_str()),
+        ];
+        let out = h.run(&dir, &["--once"], &env);
+        h.assert_attempted("tamper", &out);
+        assert!(target.is_file(), "{case}: the included file was written");
+        h.assert_no_spy_ran(&out);
+        assert_eq!(out.status.code(), Some(3), "{case}: {}", text(&out));
+        assert_eq!(state(&dir, "STOP_REASON"), "git_tamper", "{case}");
+        assert!(
+            text(&out).contains(&target.display().to_string()),
+            "{case}: the stop names the file: {}",
+            text(&out)
+        );
+    }
+}
+
+/// The runner's PATH starts with a directory in HOME (`~/.local/bin`, first on Debian's and
+/// Ubuntu's PATH, baked into the crontab line): the agent plants a `git` there that runs
+/// the real one. This runner never runs it (its programs were resolved at its start), and
+/// the loop stops at the end of that run, naming the file.
+#[test]
+fn a_git_the_agent_plants_first_on_the_runners_path_never_runs_in_the_runner() {
+    let h = Hostile::new();
+    let home = h.file("home");
+    fs::create_dir_all(home.join(".local/bin")).unwrap();
+    fs::copy(sealed_home().join(".gitconfig"), home.join(".gitconfig")).unwrap();
+    let planted = home.join(".local/bin/git");
+    let body = TAMPERER.replace("@AT@", "1").replace(
+        "@ACTION@",
+        &format!(
+            r#"real=$(command -v git)
+printf '#!/bin/sh\n[ -n "${{ORBIT_RUN_ID:-}}" ] || echo planted-git >> %s/ran\nexec %s "$@"\n' "'$OUT'" "$real" > '{p}'
+chmod +x '{p}'
+test "$(command -v git)" = '{p}'"#,
+            p = planted.display()
+        ),
+    );
+    let agent = h.agent("planted-git", &body);
+    let dir = h
+        .repo
+        .init_loop(&agent, &["test -f hostile-change.txt"], &[]);
+    let home_s = home.display().to_string();
+    let global = home.join(".gitconfig").display().to_string();
+    let path = format!(
+        "{}:{}",
+        home.join(".local/bin").display(),
+        h.repo.path_env()
+    );
+    let env = [
+        ("HOME", home_s.as_str()),
+        ("GIT_CONFIG_GLOBAL", global.as_str()),
+        ("PATH", path.as_str()),
+    ];
+    let out = h.run(&dir, &["--once"], &env);
+    h.assert_attempted("tamper", &out);
+    assert!(planted.is_file(), "the git was planted");
+    h.assert_no_spy_ran(&out);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(state(&dir, "STOP_REASON"), "script_tamper");
+    assert!(
+        text(&out).contains(&planted.display().to_string()),
+        "the stop names the file: {}",
+        text(&out)
+    );
+    // The next tick, whose PATH finds the planted git first, runs nothing of it either.
+    let out = h.run(&dir, &["--once"], &env);
+    h.assert_no_spy_ran(&out);
+}
+
 #[test]
 fn a_runner_started_with_git_variables_for_another_repository_works_in_its_own() {
     let h = Hostile::new();

@@ -560,7 +560,7 @@ try() {{
   else printf '%s: %s\n' "$what" "$(printf '%s' "$out" | tr '\n' ' ')" >> attempts.txt; fi
 }}
 try session sh -c 'echo s > "$HOME/.claude/sessions/one"'
-try state sh -c 'echo "{{}}" >> "$HOME/.claude.json"'
+try state sh -c 'echo "{{\"numStartups\": 2}}" > "$HOME/.claude.json"'
 try settings sh -c 'echo "{{\"hooks\": 1}}" > "$HOME/.claude/settings.json"'
 try bashrc sh -c 'echo "touch CANARY" >> "$HOME/.bashrc"'
 try tmp sh -c 'echo t > /tmp/{private}'
@@ -598,10 +598,10 @@ echo '{{"type":"result","total_cost_usd":0.01}}'"#
         fs::read_to_string(h.join(".claude/sessions/one")).unwrap(),
         "s\n"
     );
-    assert!(
-        fs::read_to_string(h.join(".claude.json"))
-            .unwrap()
-            .ends_with("{}\n")
+    assert_eq!(
+        fs::read_to_string(h.join(".claude.json")).unwrap(),
+        "{\"numStartups\": 2}\n",
+        "claude's own bookkeeping, written in the sandbox"
     );
     assert_eq!(
         fs::read_to_string(h.join(".claude/settings.json")).unwrap(),

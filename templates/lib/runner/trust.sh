@@ -19,26 +19,91 @@ trust_loop_v() {
     \( -type d -printf 'd - - - - %P\n' \) -o -printf '%y %i %s %T@ %C@ %P\n' 2>/dev/null | LC_ALL=C sort)
 }
 
-# The excludes and attributes files the user's git configuration names (core.excludesFile,
-# core.attributesFile), resolved once per run: the files that name them are watched.
+# The files git's configuration reads or names outside the repository's own, resolved once
+# per run: every file `git config --list --show-origin --includes` shows an entry of (from the
+# user's checkout and from the workspace, whose branch an includeIf "onbranch:" may match),
+# every file an include.path or includeIf.*.path names (read or not yet there: an agent could
+# create it), the files GIT_CONFIG_GLOBAL and GIT_CONFIG_SYSTEM name, and the excludes and
+# attributes files it names (core.excludesFile, core.attributesFile). Each is watched with
+# git's control files (trust_git_v).
+# The directories of the runner's PATH that lie in HOME, the repository or the workspace
+# (TRUST_PATH_DIRS, one per line): a program the agent puts there (a `git` in ~/.local/bin)
+# would run as the runner, outside any sandbox, at its next call. Their entries are watched
+# too; a change is script_tamper.
 TRUST_GIT_NAMED=
+TRUST_PATH_DIRS=
 TRUST_GIT_NAMED_READ=0
 trust_git_named() {
-  local p out
+  local p out d origin kv key val base
+  local -A seen=()
+  local -a path_dirs=()
   ((TRUST_GIT_NAMED_READ)) && return 0
   TRUST_GIT_NAMED_READ=1
-  for p in core.excludesFile core.attributesFile; do
-    out=$(git -C "$REPO_ROOT" config --path --get "$p" 2>/dev/null) || continue
-    [[ $out == /* && $out != *$'\n'* ]] && TRUST_GIT_NAMED+="$out"$'\n'
+  IFS=: read -r -a path_dirs <<<"${PATH:-}"
+  for d in "${path_dirs[@]}"; do
+    d=${d%/}
+    [[ $d == /?* && $d != *$'\n'* && -z ${seen[$d]:-} ]] || continue
+    for p in "${HOME:-}" "$REPO_ROOT" "$WS"; do
+      if [[ $p == /?* && ($d == "${p%/}" || $d == "${p%/}"/*) ]]; then
+        seen[$d]=1
+        TRUST_PATH_DIRS+="$d"$'\n'
+        break
+      fi
+    done
   done
+  trust_git_name_add "${GIT_CONFIG_GLOBAL:-}"
+  trust_git_name_add "${GIT_CONFIG_SYSTEM:-}"
+  for d in "$REPO_ROOT" "$WS"; do
+    [[ -n $d && -d $d ]] || continue
+    for p in core.excludesFile core.attributesFile; do
+      out=$(git -C "$d" config --path --get "$p" 2>/dev/null) || continue
+      trust_git_name_add "$out"
+    done
+    while IFS= read -r -d '' origin && IFS= read -r -d '' kv; do
+      [[ $origin == file:/* ]] || continue
+      origin=${origin#file:}
+      trust_git_name_add "$origin"
+      key=${kv%%$'\n'*} val=${kv#*$'\n'}
+      [[ $key == include.path || ($key == includeif.* && $key == *.path) ]] || continue
+      if [[ ${val:0:1} == "~" && ${val:1:1} == / ]]; then
+        val=${HOME:-/nonexistent}/${val:2}
+      elif [[ $val != /* ]]; then
+        base=${origin%/*}
+        val=$base/$val
+      fi
+      trust_git_name_add "$val"
+    done < <(git -C "$d" config --list --show-origin --includes -z 2>/dev/null)
+  done
+}
+
+# trust_git_name_add PATH: PATH watched with git's control files, once (trust_git_named's
+# `seen` tells which are).
+trust_git_name_add() {
+  [[ $1 == /* && $1 != *$'\n'* && -z ${seen[$1]:-} ]] || return 0
+  seen[$1]=1
+  TRUST_GIT_NAMED+="$1"$'\n'
 }
 
 trust_git_v() {
   local p
-  local -a roots=() named=()
+  local -a roots=() named=() pdirs=() plisted=()
   REPLY=''
   trust_git_named
   mapfile -t named <<<"${TRUST_GIT_NAMED%$'\n'}"
+  mapfile -t pdirs <<<"${TRUST_PATH_DIRS%$'\n'}"
+  for p in ${pdirs[@]+"${pdirs[@]}"}; do
+    [[ -n $p ]] || continue
+    if [[ -d $p ]]; then
+      plisted+=("$p")
+    else
+      REPLY+="absent $p"$'\n'
+    fi
+  done
+  # A PATH directory by its entries alone (not what lies below them).
+  if ((${#plisted[@]})); then
+    p=$(find "${plisted[@]}" -mindepth 1 -maxdepth 1 -printf '%y %i %s %T@ %C@ %p\n' 2>/dev/null | LC_ALL=C sort)
+    [[ -z $p ]] || REPLY+=$p$'\n'
+  fi
   for p in "$GIT_COMMON_ABS/config" "$GIT_COMMON_ABS/config.worktree" "$GIT_COMMON_ABS/hooks" \
     "$GIT_COMMON_ABS/info" "$GIT_COMMON_ABS/refs/replace" "$GIT_DIR_ABS/config.worktree" "$GIT_DIR_ABS/commondir" \
     "${HOME:-/nonexistent}/.gitconfig" "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git/config" \
@@ -109,11 +174,11 @@ trust_check() {
   local -A before=()
   TRUST_BAD=
   if ! schedule_check; then
-    TRUST_REASON=$REASON_SCRIPT_TAMPER TRUST_BAD=$SCHED_BAD TRUST_WANT=$SCHED_WANT TRUST_HAVE=$SCHED_HAVE
+    TRUST_REASON=$REASON_SCRIPT_TAMPER TRUST_BAD=${SCHED_BAD:-the installed schedule} TRUST_WANT=$SCHED_WANT TRUST_HAVE=$SCHED_HAVE
     return 1
   fi
   if ! home_check; then
-    TRUST_REASON=$REASON_PERMISSION_HIJACK TRUST_BAD=$HOME_BAD TRUST_WANT=$HOME_WANT TRUST_HAVE=$HOME_HAVE
+    TRUST_REASON=$REASON_PERMISSION_HIJACK TRUST_BAD=${HOME_BAD:-the held files in HOME} TRUST_WANT=$HOME_WANT TRUST_HAVE=$HOME_HAVE
     return 1
   fi
   if ((!TRUST_HELD)); then
@@ -124,13 +189,19 @@ trust_check() {
   if [[ $REPLY != "$TRUST_GIT" ]]; then
     TRUST_REASON=$REASON_GIT_TAMPER
     TRUST_WANT='unchanged since the run started' TRUST_HAVE='changed'
-    TRUST_BAD=$(diff <(printf '%s\n' "$TRUST_GIT") <(printf '%s\n' "$REPLY") | grep -m 1 '^[<>]' || true)
+    TRUST_BAD=$(diff <(printf '%s\n' "$TRUST_GIT") <(printf '%s\n' "$REPLY") | grep -m 1 '^[<>] .' || true)
     TRUST_BAD=${TRUST_BAD#[<>] }
     if [[ $TRUST_BAD == absent\ * ]]; then
       TRUST_BAD=${TRUST_BAD#absent }
     else
       TRUST_BAD=${TRUST_BAD#* * * * * }
     fi
+    if [[ -n $TRUST_PATH_DIRS && $'\n'$TRUST_PATH_DIRS == *$'\n'"${TRUST_BAD%/*}"$'\n'* || $'\n'$TRUST_PATH_DIRS == *$'\n'"$TRUST_BAD"$'\n'* ]]; then
+      TRUST_REASON=$REASON_SCRIPT_TAMPER
+      TRUST_WANT='unchanged since the run started (a directory of the runner'"'"'s PATH, whose programs it runs)'
+    fi
+    # A change is never taken for none: it is named, whatever the listing's shape.
+    [[ -n $TRUST_BAD ]] || TRUST_BAD="git's control files ($GIT_COMMON_ABS)"
     TRUST_GIT=$REPLY
     return 1
   fi

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crate::config::LoopConfig;
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::ops::{Target, cron_line, sh_word, systemd_units, which};
+use crate::schedule::local::{Found, Target, cron_line, sh_word, systemd_units, which};
 use crate::schedule::{EVEN_HOURS, EVEN_MINUTES, cron_when};
 
 /// The record of the installed schedule, in the loop directory.
@@ -81,7 +81,7 @@ pub fn marker(dir: &Path) -> Result<String> {
     Ok(format!(" # orbit:{}", sh_word(&dir.display().to_string())?))
 }
 
-/// The name of the loop's systemd units (as `ops::schedule_name`).
+/// The name of the loop's systemd units (as `local::schedule_name`).
 pub fn unit_name(dir: &Path, name: &str) -> String {
     let hash = fsx::sha256_hex(dir.as_os_str().as_encoded_bytes());
     format!("orbit-{name}-{}", &hash[..8])
@@ -286,7 +286,7 @@ pub fn forget(dir: &Path, cron: bool, units: bool) -> Result<()> {
 
 /// What `orbit schedule --list` says below a schedule of a loop: each way it differs from
 /// the record and from what orbit renders for it now, the differing lines, and the fix.
-pub fn list_notes(f: &crate::ops::Found) {
+pub fn list_notes(f: &Found) {
     const PAD: &str = "         ";
     if f.kind == "systemd" && f.dir.as_os_str().is_empty() {
         println!("{PAD}modified: its ExecStart= runs no loop directory's run-loop.sh");

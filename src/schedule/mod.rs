@@ -13,6 +13,7 @@
 pub mod github;
 pub mod installed;
 pub mod kubernetes;
+pub mod local;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

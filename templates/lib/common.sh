@@ -202,9 +202,21 @@ orbit_pin_reason_v() {
     esac
   elif orbit_permission_file "$p"; then
     REPLY=$REASON_PERMISSION_HIJACK
+  elif [[ -n $ORBIT_LOOP_COPY && $p == "$ORBIT_LOOP_COPY"/* ]]; then
+    # The loop directory's copy in the workspace (the runner's loop_copy_files).
+    REPLY=$REASON_SCRIPT_TAMPER
   else
     REPLY=$REASON_REWARD_HACK
   fi
+}
+# The loop directory's copy in the workspace, when the loop directory is in the repository
+# (set by orbit_loop_copy_at once both are known; "" for none).
+ORBIT_LOOP_COPY=
+# orbit_loop_copy_at LOOP_DIR REPO_ROOT WORKSPACE: ORBIT_LOOP_COPY for them.
+orbit_loop_copy_at() {
+  ORBIT_LOOP_COPY=
+  [[ $1 == "$2"/* && -n $3 ]] && ORBIT_LOOP_COPY=$3/${1#"$2"/}
+  return 0
 }
 
 orbit_usd_text() {

@@ -2055,3 +2055,72 @@ echo woke > "$OUT/woke""#,
     );
     assert!(!h.file("woke").exists(), "the run waited for the agent");
 }
+
+/// The loop directory committed to the repository (as the Kubernetes and GitHub Actions
+/// schedules need it): the workspace holds a copy of it, which the agent rewrites (its
+/// run-loop.sh made to run a program of its own). The change stops the loop as
+/// script_tamper before anything is committed, so no merge of the branch brings it; and a
+/// run-loop.sh rewritten anyway (merged by hand) is refused by `orbit run` before bash
+/// reads a line of it, DONE loop or not.
+#[test]
+fn the_agent_rewriting_the_committed_loop_directorys_copy_is_script_tamper_and_orbit_run_refuses_a_rewritten_runner()
+ {
+    let h = Hostile::new();
+    let canary = h.file("canary");
+    let body = TAMPERER.replace("@AT@", "1").replace(
+        "@ACTION@",
+        &format!(
+            r#"printf '\necho ran >> %s\n' "'{}'" >> .orbit/test-goal/run-loop.sh
+grep -q ran .orbit/test-goal/run-loop.sh"#,
+            canary.display()
+        ),
+    );
+    let agent = h.agent("copy-tamper", &body);
+    let dir = h
+        .repo
+        .init_loop(&agent, &["test -f hostile-change.txt"], &[]);
+    h.repo.git(&["add", "-f", ".orbit/test-goal"]);
+    h.repo.git(&["commit", "-qm", "the loop, committed"]);
+    let pinned = fs::read(dir.join("run-loop.sh")).unwrap();
+    let out = h.run(&dir, &["--once"], &[]);
+    h.assert_attempted("tamper", &out);
+    assert!(
+        fs::read_to_string(h.repo.ws().join(".orbit/test-goal/run-loop.sh"))
+            .unwrap()
+            .contains("echo ran"),
+        "the workspace's copy was rewritten"
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(state(&dir, "STOP_REASON"), "script_tamper");
+    assert!(
+        text(&out).contains(".orbit/test-goal/run-loop.sh"),
+        "the stop names the copy: {}",
+        text(&out)
+    );
+    let on_branch = h
+        .repo
+        .git(&["show", "orbit/test-goal:.orbit/test-goal/run-loop.sh"]);
+    assert!(
+        !on_branch.contains("echo ran"),
+        "the copy's change was committed"
+    );
+    assert_eq!(fs::read(dir.join("run-loop.sh")).unwrap(), pinned);
+
+    // The same rewrite in the loop directory itself (a merge done by hand): refused.
+    let first = pinned.iter().position(|b| *b == b'\n').unwrap() + 1;
+    let mut script = pinned[..first].to_vec();
+    script.extend_from_slice(format!("echo ran >> '{}'\n", canary.display()).as_bytes());
+    script.extend_from_slice(&pinned[first..]);
+    fs::write(dir.join("run-loop.sh"), &script).unwrap();
+    let run = h.repo.orbit(&["run", "--once", ".orbit/test-goal"]);
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run));
+    assert!(
+        text(&run).contains("script_tamper") && text(&run).contains("--restore-pinned"),
+        "{}",
+        text(&run)
+    );
+    assert!(!canary.exists(), "no line of the rewritten runner ran");
+    // Run by bash, the rewritten runner would have run the line: the attack was real.
+    let direct = h.run(&dir, &["--once"], &[]);
+    assert!(canary.exists(), "bash ran it: {}", text(&direct));
+}

@@ -20,6 +20,7 @@ NOTIFY_TEXT=
 PIN_SETS=()
 pins_hold() {
   local f=$LOOP_DIR/pins.sha256 line
+  orbit_loop_copy_at "$LOOP_DIR" "$REPO_ROOT" "${WS_MAIN:-$WS}"
   if [[ -L $f || ! -f $f ]]; then
     PIN_BAD=pins.sha256 PIN_WANT='a regular file' PIN_HAVE=$(orbit_file_kind "$f")
     return 1

@@ -365,6 +365,7 @@ first_run_pins() {
       for f in "${PERMISSION_FOUND[@]}"; do
         printf '%s\0' "$f"
       done
+      loop_copy_files
     } | sort -zu | while IFS= read -r -d '' f; do
       if [[ $f == .orbit-agent/* ]]; then
         continue
@@ -380,6 +381,19 @@ first_run_pins() {
   pins_sets_write
   mkdir -p -- "$LOOP_DIR/.pins"
   cp -p -- "$LOOP_DIR/goal.md" "$LOOP_DIR/.pins/goal.md"
+}
+
+# loop_copy_files: the files of the loop directory's copy in the workspace, NUL-separated,
+# relative to the workspace's root: a loop directory committed to the repository (as the
+# Kubernetes and GitHub Actions schedules need it) is in every checkout of the branch, and
+# its copy in the workspace is one the agent can write. The runner never reads or runs it;
+# pinned, a change to it stops the loop (script_tamper) before it could be committed and,
+# merged, become the loop's own run-loop.sh.
+loop_copy_files() {
+  local rel
+  [[ $LOOP_DIR == "$REPO_ROOT"/* ]] || return 0
+  rel=${LOOP_DIR#"$REPO_ROOT"/}
+  git -C "$WS" ls-files -z --cached -- ":(literal)$rel/" 2>/dev/null || true
 }
 
 # pins_sets_write: pins.sets, one line per protect glob: the sha256 of the set of paths it

@@ -391,6 +391,19 @@ pub fn is_plain_path(p: &str) -> bool {
         && p.split('/').all(|seg| seg != "." && seg != "..")
 }
 
+/// Whether `grep -E` takes `pattern` (its exit status 2 says it does not): the judge the
+/// runner's DONE gate asks, so that loop.toml and the runner refuse the same patterns. A
+/// grep that cannot be run here says nothing against it.
+pub fn grep_takes(pattern: &str) -> bool {
+    std::process::Command::new("grep")
+        .args(["-qE", "--", pattern])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map_or(true, |st| st.code() != Some(2))
+}
+
 /// A portable environment variable name.
 pub fn is_env_name(name: &str) -> bool {
     let mut bytes = name.bytes();
@@ -481,6 +494,14 @@ impl LoopConfig {
                 "argv is empty: give the agent command, e.g. argv = [\"claude\", \"-p\"]".into(),
             ));
         }
+        if self.argv[0].contains('/') && !self.argv[0].starts_with('/') {
+            // The runner finds a name on PATH and takes a path as it is: a relative one
+            // would depend on the directory each run starts in (cron's is HOME).
+            return Err(Error::Usage(format!(
+                "argv[0] = '{}' is a relative path, which no run can rely on: give the agent's absolute path (orbit init --exec resolves a relative one)",
+                self.argv[0].escape_debug()
+            )));
+        }
         let value = toml::Value::try_from(self).expect("LoopConfig always serializes");
         let table = value.as_table().expect("LoopConfig serializes to a table");
         for setting in SETTINGS {
@@ -490,6 +511,12 @@ impl LoopConfig {
         }
         for g in self.protect.iter().chain(&self.auto_protect) {
             goal::validate_glob(g)?;
+        }
+        if !grep_takes(&self.placeholder_pattern) {
+            return Err(Error::Usage(format!(
+                "placeholder-pattern = '{}' is not an extended regular expression grep accepts (grep -E says so, as the runner's DONE gate would): fix the pattern",
+                self.placeholder_pattern.escape_debug()
+            )));
         }
         for url in &self.notify_webhook {
             if !is_http_url(url) {

@@ -89,6 +89,66 @@ pub fn program_found(program: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// The repository's path is one the runner can name in the lines of git's file lists and
+/// of its own records: no newline, no other control character, UTF-8. Refused with the fix
+/// otherwise (the runner's preflight refuses it too).
+fn plain_repo_path(repo: &Path) -> Result<()> {
+    match repo.to_str() {
+        Some(p) if !p.chars().any(char::is_control) => Ok(()),
+        _ => Err(Error::Usage(format!(
+            "the repository's path '{}' holds a newline or another control character (or is not UTF-8), which git's file lists and the loop's records cannot name safely: rename or move the repository to a plain path, then run orbit init there",
+            repo.display().to_string().escape_debug()
+        ))),
+    }
+}
+
+/// The agent's program as loop.toml records it. A name without a `/`, or an absolute path,
+/// as it is; a relative path (which no run could find, whatever directory a schedule starts
+/// it in) becomes absolute, against `base`, and must name an executable file: refused, with
+/// the fix, when it names nothing runnable.
+fn agent_program(program: &str, base: &Path) -> Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    // A name is found on PATH, and an absolute path taken as given, by the runner's
+    // preflight (the machine that runs the loop may not be this one).
+    if !program.contains('/') || program.starts_with('/') {
+        return Ok(program.to_string());
+    }
+    let path = absolutize(base, Path::new(program))?;
+    let shown = program.escape_debug();
+    let meta = fs::metadata(&path).map_err(|_| {
+        Error::Usage(format!(
+            "--exec: the agent {shown} does not exist ({} from {}): give the path of the agent's program, relative to the directory orbit init runs in, or absolute",
+            path.display(),
+            base.display()
+        ))
+    })?;
+    if !meta.is_file() {
+        return Err(Error::Usage(format!(
+            "--exec: the agent {shown} ({}) is not a file: give the path of the agent's program",
+            path.display()
+        )));
+    }
+    if meta.permissions().mode() & 0o111 == 0 {
+        return Err(Error::Usage(format!(
+            "--exec: the agent {shown} ({}) is not executable: chmod +x {}, or give its interpreter first (--exec 'bash {shown}')",
+            path.display(),
+            crate::shell::paste_word(&path.display().to_string())
+        )));
+    }
+    let text = path.to_str().ok_or_else(|| {
+        Error::Usage(format!(
+            "--exec: the agent's path {} is not UTF-8: move it to a plain path",
+            path.display()
+        ))
+    })?;
+    if !crate::config::is_plain_path(text) {
+        return Err(Error::Usage(format!(
+            "--exec: the agent's path {shown} holds a control character: move it to a plain path"
+        )));
+    }
+    Ok(text.to_string())
+}
+
 /// Why the suggested check `cmd` could not run here (its program, or pytest, missing).
 fn suggested_check_missing(cmd: &str) -> Option<String> {
     let program = cmd.split_whitespace().next()?;
@@ -512,6 +572,7 @@ pub fn commit_hook_globs(repo: &Path) -> Vec<String> {
 /// what it protects by default (for the output; empty with `--no-auto-protect`).
 fn config_from_args(
     args: &InitArgs,
+    cwd: &Path,
     repo: &Path,
     name: String,
 ) -> Result<(LoopConfig, NotifySecrets, Vec<Found>)> {
@@ -521,7 +582,11 @@ fn config_from_args(
         (None, Some(name)) => Engine::named(name)?,
         (None, None) => Engine::Claude,
     };
-    let argv = engine.argv(args.exec.as_deref().or(d.exec.as_deref()))?;
+    let mut argv = engine.argv(args.exec.as_deref().or(d.exec.as_deref()))?;
+    // A program given by a relative path is found where it was given: --exec's from the
+    // directory orbit init runs in, orbit.toml's from the repository root (where it lives).
+    let base = if args.exec.is_some() { cwd } else { repo };
+    argv[0] = agent_program(&argv[0], base)?;
     let pick = |flag: &Vec<String>, def: &Option<Vec<String>>| {
         if flag.is_empty() {
             def.clone().unwrap_or_default()
@@ -724,6 +789,7 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
     let cwd =
         std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
     let repo = repo_root(&cwd)?;
+    plain_repo_path(&repo)?;
     if args.force {
         return rerender(args, &cwd, &repo);
     }
@@ -757,7 +823,7 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
     } else {
         goal.slug()
     };
-    let (mut cfg, secrets, found) = config_from_args(args, &repo, name)?;
+    let (mut cfg, secrets, found) = config_from_args(args, &cwd, &repo, name)?;
     cfg.workspace = resolve_workspace(&cwd, &repo, &dir, args.workspace.as_deref(), &cfg.name)?;
     let holdout_files = read_holdout_files(&args.holdout_file, &cfg, &repo)?;
     let view = View::new(&cfg, &goal, &rel);

@@ -859,7 +859,28 @@ impl Audit<'_> {
                 format!("{scope} breaks here: {}", err.describe()),
                 self.recover(""),
             );
-        } else if ev.torn_tail && !running {
+        }
+        if let Some(last) = &ev.long_tail {
+            let evidence = match ev.window.first_line {
+                Some(first) => format!("events.jsonl:{}", first + ev.window.lines),
+                None => "events.jsonl:end".to_string(),
+            };
+            self.add(
+                FindingClass::JournalBroken,
+                Severity::P1,
+                evidence,
+                format!(
+                    "events.jsonl ends in {} line of {} bytes, longer than the {} MiB of the journal the audit verifies: no event the runner writes is that long, so something else wrote it (the lines before it are verified)",
+                    if last.terminated { "a" } else { "an unterminated" },
+                    last.len,
+                    super::read::EVENTS_WINDOW_BYTES >> 20
+                ),
+                format!(
+                    "review it, then cut it off (truncate -s {} {}/events.jsonl) and run orbit recover {}",
+                    last.start, self.shown, self.shown
+                ),
+            );
+        } else if ev.error.is_none() && ev.torn_tail && !running {
             self.add(
                 FindingClass::JournalBroken,
                 Severity::P2,
@@ -1605,7 +1626,19 @@ impl Audit<'_> {
                         "the loop stopped on {reason}: the agent could not be run (check argv in loop.toml and PATH)"
                     )
                 }),
-                format!("orbit run {shown}"),
+                // An agent that could not be run holds the loop until a human acts: the
+                // runner runs nothing until orbit recover (a refused commit, or a
+                // preflight, is tried again by the next run).
+                if reason == StopReason::ToolFailure
+                    && last.is_some_and(|r| {
+                        AgentOutcome::parse(r.get(result_key::AGENT_OUTCOME))
+                            == Some(AgentOutcome::Permanent)
+                    })
+                {
+                    self.recover("")
+                } else {
+                    format!("orbit run {shown}")
+                },
             ),
             StopReason::VacuousVerify => self.add(
                 FindingClass::VacuousVerify,

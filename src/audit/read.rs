@@ -112,10 +112,20 @@ pub(super) struct EventsWindow {
     /// The first break in the chain (a torn last line aside), at its window index.
     pub(super) error: Option<(usize, ChainError)>,
     pub(super) torn_tail: bool,
+    /// A last line longer than the window (no event is): the window holds the lines
+    /// before it, so that it hides none of them.
+    pub(super) long_tail: Option<tail::LastLine>,
 }
 
 pub(super) fn read_events(dir: &Path) -> Option<EventsWindow> {
-    let mut window = tail::read_tail(&dir.join("events.jsonl"), EVENTS_WINDOW_BYTES).ok()?;
+    let path = dir.join("events.jsonl");
+    let mut window = tail::read_tail(&path, EVENTS_WINDOW_BYTES).ok()?;
+    let mut long_tail = None;
+    if window.bytes.is_empty() && !window.whole {
+        let last = tail::last_line(&path).ok()??;
+        window = tail::read_tail_until(&path, last.start, EVENTS_WINDOW_BYTES).ok()?;
+        long_tail = Some(last);
+    }
     window.keep_last_lines(EVENTS_WINDOW_LINES);
     let journal = if window.whole {
         events::read(&window.bytes)
@@ -139,6 +149,7 @@ pub(super) fn read_events(dir: &Path) -> Option<EventsWindow> {
         events: journal.events,
         error,
         torn_tail: journal.torn_tail,
+        long_tail,
     })
 }
 

@@ -52,19 +52,74 @@ impl Window {
     }
 }
 
-/// Reads at most the last `max_bytes` of `path`, starting at a line boundary. Only a
-/// regular file is read (`fsx::open_regular`): a FIFO or a symlink in its place is an error.
-pub fn read_tail(path: &Path, max_bytes: u64) -> std::io::Result<Window> {
-    let mut f = crate::fsx::open_regular(path).map_err(|e| match e {
+fn open(path: &Path) -> std::io::Result<File> {
+    crate::fsx::open_regular(path).map_err(|e| match e {
         crate::fsx::Unreadable::Io(e) => e,
         crate::fsx::Unreadable::Missing => std::io::ErrorKind::NotFound.into(),
         crate::fsx::Unreadable::NotRegular(what) => std::io::Error::other(what.to_string()),
-    })?;
+    })
+}
+
+/// Reads at most the last `max_bytes` of `path`, starting at a line boundary. Only a
+/// regular file is read (`fsx::open_regular`): a FIFO or a symlink in its place is an error.
+/// A last line longer than `max_bytes` leaves the window empty (see [`last_line`]).
+pub fn read_tail(path: &Path, max_bytes: u64) -> std::io::Result<Window> {
+    read_tail_until(path, u64::MAX, max_bytes)
+}
+
+/// The file's last line: where it starts, how many bytes it holds (its newline included),
+/// and whether it ends in one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastLine {
+    pub start: u64,
+    pub len: u64,
+    pub terminated: bool,
+}
+
+/// Finds the last line of `path` by reading backwards from the end in fixed blocks: the
+/// memory it takes does not grow with the line, however long. `None` for an empty file.
+pub fn last_line(path: &Path) -> std::io::Result<Option<LastLine>> {
+    let mut f = open(path)?;
     let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok(None);
+    }
+    let mut last = [0u8; 1];
+    f.seek(SeekFrom::Start(len - 1))?;
+    f.read_exact(&mut last)?;
+    let terminated = last[0] == b'\n';
+    // A newline before the last byte ends the line before the last one.
+    let mut end = len - 1;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut start = 0;
+    while end > 0 {
+        let n = end.min(buf.len() as u64);
+        let from = end - n;
+        f.seek(SeekFrom::Start(from))?;
+        let block = &mut buf[..n as usize];
+        f.read_exact(block)?;
+        if let Some(p) = block.iter().rposition(|b| *b == b'\n') {
+            start = from + p as u64 + 1;
+            break;
+        }
+        end = from;
+    }
+    Ok(Some(LastLine {
+        start,
+        len: len - start,
+        terminated,
+    }))
+}
+
+/// [`read_tail`] of the file's first `end` bytes (all of it when shorter): the whole lines
+/// before a line too long to read.
+pub fn read_tail_until(path: &Path, end: u64, max_bytes: u64) -> std::io::Result<Window> {
+    let mut f = open(path)?;
+    let len = f.metadata()?.len().min(end);
     let start = len.saturating_sub(max_bytes);
     f.seek(SeekFrom::Start(start))?;
     let mut bytes = Vec::with_capacity((len - start) as usize);
-    (&mut f).take(max_bytes).read_to_end(&mut bytes)?;
+    (&mut f).take(len - start).read_to_end(&mut bytes)?;
     let mut skip = 0usize;
     if start > 0 {
         // Unless the byte before the window is a newline, the first line is partial.
@@ -145,6 +200,40 @@ mod tests {
         assert_eq!(w.bytes, b"three\nfour");
         assert_eq!((w.lines, w.whole, w.first_line), (2, false, Some(3)));
         assert_eq!(w.evidence("f", 1), "f:4");
+    }
+
+    #[test]
+    fn the_last_line_is_found_however_long_and_the_lines_before_it_read() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        let long = "x".repeat(200_000);
+        std::fs::write(&p, format!("one\ntwo\n{long}")).unwrap();
+        let last = last_line(&p).unwrap().unwrap();
+        assert_eq!(
+            last,
+            LastLine {
+                start: 8,
+                len: 200_000,
+                terminated: false
+            }
+        );
+        assert!(read_tail(&p, 1000).unwrap().bytes.is_empty());
+        let w = read_tail_until(&p, last.start, 1000).unwrap();
+        assert_eq!(
+            (w.bytes.as_slice(), w.lines, w.whole),
+            (&b"one\ntwo\n"[..], 2, true)
+        );
+        std::fs::write(&p, format!("{long}\n")).unwrap();
+        assert_eq!(
+            last_line(&p).unwrap(),
+            Some(LastLine {
+                start: 0,
+                len: 200_001,
+                terminated: true
+            })
+        );
+        std::fs::write(&p, "").unwrap();
+        assert_eq!(last_line(&p).unwrap(), None);
     }
 
     proptest! {

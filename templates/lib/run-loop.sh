@@ -198,6 +198,7 @@ main_at_rest() {
     footer "$STATUS_CONTINUE" "ABORTED (${S[STOP_REASON]}): review the change, then orbit recover"
     orbit_die "$EXIT_INTEGRITY" "the loop stopped on an integrity violation (${S[STOP_REASON]}): review it, then run 'orbit recover --restore-pinned' or 'orbit recover --repin'"
   fi
+  blocked_at_rest
   if [[ $status == "$STATUS_STALLED" ]]; then
     lock_release
     footer "$STATUS_CONTINUE" "STALLED (${S[STOP_REASON]}): run orbit recover --clear-stall to go on"

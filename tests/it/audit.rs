@@ -638,6 +638,11 @@ fn agent_that_cannot_run_is_a_tool_failure() {
             .starts_with("iterations/000001/result.env:"),
         "{f}"
     );
+    // The runner runs nothing until a human acts: the fix is orbit recover, not a rerun.
+    assert!(
+        f["fix"].as_str().unwrap().starts_with("orbit recover "),
+        "{f}"
+    );
 }
 
 #[test]

@@ -33,5 +33,6 @@ mod schedule;
 mod schedule_held;
 mod sealed;
 mod setup;
+mod smalls;
 mod support;
 mod workspace;

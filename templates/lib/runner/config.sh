@@ -56,7 +56,8 @@ settings_check() {
       USD_PER_ITER_CAP) USD_PER_ITER_CAP_M=$REPLY ;;
       COST_ESTIMATE_USD) COST_ESTIMATE_M=$REPLY ;;
       PLACEHOLDER_PATTERN)
-        # grep's own judgment of the expression (status 2: not one it can use).
+        # grep's own judgment of the expression (status 2: not one it can use), as orbit
+        # init's (config.rs, grep_takes).
         grep_rc=0
         grep -qE -- "$PLACEHOLDER_PATTERN" </dev/null 2>/dev/null || grep_rc=$?
         if ((grep_rc > 1)); then
@@ -64,7 +65,66 @@ settings_check() {
         fi
         ;;
     esac
+    settings_rule "$name" || orbit_die "$EXIT_PREFLIGHT" "$REPLY"
   done
+}
+
+# settings_rule NAME: the rule beyond its kind that loop.toml's validation holds the setting
+# NAME to (LoopConfig::validate), so that a value from the environment is refused as orbit
+# init refuses it in loop.toml. Status 1 with REPLY saying what to do. A
+# channel's URL may be a secret: it is named by its place, never by its text.
+settings_rule() {
+  local LC_ALL=C name=$1 value w i=0 bad='' url='^https?://[^[:space:][:cntrl:]]+$'
+  value=${!name-}
+  REPLY=''
+  case $name in
+    NOTIFY_WEBHOOK | NOTIFY_NTFY)
+      for w in $value; do
+        i=$((i + 1))
+        # notify.sh's rules (notify_url_ok, notify_topic_ok), which loop.toml's are.
+        if [[ $name == NOTIFY_WEBHOOK ]]; then
+          [[ $w =~ $url ]] || bad="word $i is not an http:// or https:// URL"
+        else
+          [[ $w =~ ^[A-Za-z0-9_-]+$ || $w =~ $url ]] || bad="word $i is neither a topic (letters, digits, '-', '_') nor an http(s) URL"
+        fi
+        [[ -z $bad ]] || break
+      done
+      ;;
+    NOTIFY_WEBHOOK_ENV)
+      [[ -z $value || $value =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] ||
+        bad="'$value' is not the name of an environment variable, such as SLACK_WEBHOOK_URL"
+      ;;
+    ENV_FILE)
+      [[ -z $value ]] || { [[ $value == /* ]] && settings_plain_path "$value"; } ||
+        bad="'${value//[[:cntrl:]]/?}' is not the absolute path of a file of KEY=VALUE lines (no control character, no . or .. segment)"
+      ;;
+    WORKSPACE_SETTING)
+      [[ -z $value ]] || settings_plain_path "$value" ||
+        bad="'${value//[[:cntrl:]]/?}' is not a plain path (no control character, no . or .. segment)"
+      ;;
+    ALLOW_FEWER_TESTS)
+      for w in $value; do
+        [[ " ${CHECK_NAMES[*]} " == *" $w "* ]] || bad="'$w' is not a check of this loop; its checks are: ${CHECK_NAMES[*]:-none}"
+        [[ -z $bad ]] || break
+      done
+      ;;
+  esac
+  [[ -n $bad ]] || return 0
+  REPLY="$name: $bad"
+  if [[ -n ${ORBIT_SETTING_IDENTITY[$name]-} ]]; then
+    REPLY+=". Set ${ORBIT_SETTING_IDENTITY[$name]} in loop.toml and run orbit init --force"
+  else
+    w=${name,,}
+    REPLY+=". Set ${w//_/-} in loop.toml and run orbit init --force, or override it with $name=... in the environment"
+  fi
+  return 1
+}
+
+# settings_plain_path PATH: no control character, no . or .. segment, at most ORBIT_PATH_MAX
+# bytes (config.rs, is_plain_path).
+settings_plain_path() {
+  local LC_ALL=C p=$1
+  [[ -n $p && ${#p} -le ORBIT_PATH_MAX && $p != *[[:cntrl:]]* && /$p/ != */./* && /$p/ != */../* ]]
 }
 
 # settings_notify_timeout: NOTIFY_TIMEOUT_S from its setting before settings_check ran (a
@@ -110,6 +170,11 @@ locate() {
     preflight_fail "the loop directory $LOOP_DIR is not inside a git work tree: run orbit init inside the repository"
 
   REPO_ROOT=$(cd -P -- "$REPO_ROOT" && pwd -P)
+  # git's file lists, the pins and the runner's own checks are lines: a path with a newline
+  # (or any control character) in it cannot be named in them without being misread.
+  if [[ $LOOP_DIR$REPO_ROOT == *[[:cntrl:]]* ]]; then
+    preflight_fail "the path of the repository or the loop directory holds a newline or another control character (${LOOP_DIR//[[:cntrl:]]/?}): rename or move the repository to a plain path, then run again"
+  fi
   records_at "$LOOP_DIR"
 }
 

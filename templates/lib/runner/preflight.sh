@@ -20,6 +20,9 @@ preflight() {
     preflight_fail "TMPDIR=$TMPDIR is not a writable directory: create it, or unset TMPDIR for the loop"
   fi
   # type -P: a file on PATH, never a builtin or function of the same name (true, echo).
+  if [[ ${AGENT_ARGV[0]} == */* && ${AGENT_ARGV[0]} != /* ]]; then
+    preflight_fail "the agent '${AGENT_ARGV[0]}' is a relative path, which depends on where a run starts: set argv in loop.toml to its absolute path, then orbit init --force"
+  fi
   AGENT_ABS=$(type -P -- "${AGENT_ARGV[0]}" 2>/dev/null || true)
   if [[ -z $AGENT_ABS || $AGENT_ABS != /* ]]; then
     preflight_fail "the agent '${AGENT_ARGV[0]}' is not on PATH ($PATH): install it, or set argv in loop.toml to its absolute path"

@@ -100,6 +100,29 @@ gates() {
   fi
 }
 
+# blocked_at_rest: a loop BLOCKED because its agent could not be run (tool_failure: the CLI
+# missing, not permitted, its credentials refused) waits for a human, as a stopped or
+# ABORTED loop does: a later run ends here with exit 14, running and spending nothing, and
+# says why and what moves it on (fix the cause, then orbit recover). A refused commit is
+# the one exception: the next run tries that commit again first (commit_retry_failed).
+blocked_at_rest() {
+  local n=$((S[NEXT_ITERATION] - 1)) dir line='' why='the agent could not be run'
+  [[ ${S[LAST_STATUS]} == "$STATUS_BLOCKED" && ${S[STOP_REASON]} == "$REASON_TOOL_FAILURE" ]] || return 0
+  printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
+  if [[ -f $dir/commit.txt ]] && IFS= read -r line <"$dir/commit.txt" && [[ $line == failed ]]; then
+    return 0
+  fi
+  if ((n >= 1)) && result_trusted "$n" "$dir/result.env"; then
+    result_read "$dir/result.env"
+    why=${R[SUMMARY]:-$why}
+  fi
+  why=${why//[[:cntrl:]]/ }
+  lock_release
+  footer "$STATUS_CONTINUE" "BLOCKED (tool_failure): fix the cause, then orbit recover; $why"
+  orbit_log "the loop is BLOCKED (tool_failure) since iteration $n: $why"
+  orbit_die "$EXIT_BLOCKED" "nothing runs until a human fixes the cause (argv in loop.toml, PATH, the CLI's login or key), then runs 'orbit recover $LOOP_DIR' (or bash $LOOP_DIR/recover.sh)"
+}
+
 # One wrap-up run when MAX_ITERATIONS is used up: the agent writes what remains to notes.md.
 wrapup() {
   local n=$1 dir

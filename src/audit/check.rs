@@ -311,6 +311,18 @@ impl Audit<'_> {
                 ),
                 format!("kill {pid}"),
             ),
+            Lock::Runner { pid, .. } if probe::stopped(*pid) => self.add(
+                FindingClass::StaleLock,
+                Severity::P1,
+                ".run-loop.lock:0",
+                format!(
+                    "the runner holding the lock (pid {pid}) is stopped (SIGSTOP, or Ctrl-Z in its terminal): nothing of the loop runs, and every later tick exits 20 while it is"
+                ),
+                format!(
+                    "kill -CONT {pid} to let it go on, or kill -KILL {pid} and then orbit recover {}",
+                    self.shown
+                ),
+            ),
             _ => {}
         }
     }

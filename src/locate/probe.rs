@@ -88,6 +88,19 @@ pub fn alive(pid: u32) -> bool {
     proc_start(pid).is_some()
 }
 
+/// Whether the process is stopped (`T`, by a signal: SIGSTOP, SIGTSTP) or stopped by a
+/// tracer (`t`), as /proc/PID/stat says (false where there is no /proc).
+pub fn stopped(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "PID (COMM) STATE ...": COMM may hold spaces and parentheses; the state follows the
+    // last ')'.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|st| st == "T" || st == "t")
+}
+
 /// Probes the loop's lock without taking it.
 pub fn lock(dir: &Path) -> Lock {
     let lockdir = dir.join(".run-loop.lock.d");

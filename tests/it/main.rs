@@ -34,5 +34,6 @@ mod schedule_held;
 mod sealed;
 mod setup;
 mod smalls;
+mod stopped;
 mod support;
 mod workspace;

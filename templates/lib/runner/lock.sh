@@ -10,9 +10,11 @@ lock_acquire() {
     exec 7<"$LOOP_DIR"
     exec 9>>"$LOOP_DIR/.run-loop.lock"
     if ! flock -n 7 || ! flock -n 9; then
-      footer "$STATUS_CONTINUE" "another runner holds the lock"
-      orbit_log "another runner holds $LOOP_DIR/.run-loop.lock: nothing to do"
-      exit "$EXIT_LOCKED"
+      if ! lock_take_from_stopped; then
+        footer "$STATUS_CONTINUE" "another runner holds the lock"
+        orbit_log "another runner holds $LOOP_DIR/.run-loop.lock: nothing to do"
+        exit "$EXIT_LOCKED"
+      fi
     fi
     LOCK_MODE='flock'
     return 0
@@ -50,6 +52,53 @@ lock_acquire() {
   printf '%s %s\n' "$$" "$(proc_start $$)" >"$lockdir/owner.tmp.$$"
   mv -f -- "$lockdir/owner.tmp.$$" "$lockdir/owner"
   LOCK_MODE='mkdir'
+}
+
+
+# lock_take_from_stopped: the flock taken from a runner that holds it stopped (SIGSTOP, or
+# Ctrl-Z, state T in /proc) and has lived past the loop's wall-clock limit plus a grace:
+# (a tenth of it, 1 s to 5 min): no runner of this loop may live that long, so it can never go on honestly. It is killed
+# (its agent, in a group of its own, is swept by this run) and the lock taken, said in the
+# log. Status 1, changing nothing, for any other holder or where /proc cannot tell.
+lock_take_from_stopped() {
+  local lockfile=$LOOP_DIR/.run-loop.lock f p pp main='' st='' age grace cmd
+  local -a holders=()
+  local -A held=()
+  ((LOOP_TIMEOUT_S > 0)) && [[ -d /proc/self/fd ]] || return 1
+  # The grace: a tenth of the limit, at least a second, at most five minutes.
+  grace=$((LOOP_TIMEOUT_S / 10))
+  ((grace >= 1)) || grace=1
+  ((grace <= 300)) || grace=300
+  # The holders: the processes with a descriptor of the lock file open (/proc/locks names
+  # the flock helper that took it, long gone). Each must be a runner of this loop (the
+  # runner and the subshells that inherited its descriptor): anything else, and nothing
+  # is touched.
+  for f in /proc/[0-9]*/fd/*; do
+    [[ $f -ef $lockfile ]] || continue
+    p=${f#/proc/}
+    p=${p%%/*}
+    [[ $p == "$$" || $p == "$BASHPID" || -n ${held[$p]:-} ]] && continue
+    cmd=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) || return 1
+    [[ $cmd == *"$LOOP_DIR/run-loop.sh"* ]] || return 1
+    held[$p]=1
+    holders+=("$p")
+  done
+  ((${#holders[@]})) || return 1
+  for p in "${holders[@]}"; do
+    pp=$(awk '$1 == "PPid:" { print $2 }' "/proc/$p/status" 2>/dev/null) || return 1
+    [[ -n ${held[$pp]:-} ]] || main=$p
+  done
+  [[ -n $main && -r /proc/$main/stat ]] || return 1
+  st=$(<"/proc/$main/stat")
+  st=${st##*) }
+  st=${st%% *}
+  [[ $st == T || $st == t ]] || return 1
+  age=$(ps -o etimes= -p "$main" 2>/dev/null | tr -d ' ')
+  [[ $age =~ ^[0-9]+$ ]] && ((age > LOOP_TIMEOUT_S + grace)) || return 1
+  kill -KILL "${holders[@]}" 2>/dev/null || true
+  # The lock is free once they are gone (at most a few seconds).
+  flock -w 10 7 && flock -w 10 9 || return 1
+  orbit_log "the runner holding the lock (pid $main) was stopped (state $st) and had run ${age}s, past the loop's wall-clock limit ($LOOP_TIMEOUT) and a grace of ${grace}s: killed with the ${#holders[@]} process(es) of it that held the lock, the lock taken over"
 }
 
 # lock_release: the lock given back at the end of a run.

@@ -68,6 +68,7 @@ pub const LIB_RUNNER_NOTIFY: &str = include_str!("../templates/lib/runner/notify
 pub const LIB_RUNNER_PINS: &str = include_str!("../templates/lib/runner/pins.sh");
 pub const LIB_RUNNER_TRUST: &str = include_str!("../templates/lib/runner/trust.sh");
 pub const LIB_RUNNER_SCHEDULE: &str = include_str!("../templates/lib/runner/schedule.sh");
+pub const LIB_RUNNER_USER_REFS: &str = include_str!("../templates/lib/runner/user_refs.sh");
 pub const LIB_RUNNER_TREE: &str = include_str!("../templates/lib/runner/tree.sh");
 pub const LIB_HOME_RECORD: &str = include_str!("../templates/lib/home_record.sh");
 pub const LIB_RUNNER_HOME: &str = include_str!("../templates/lib/runner/home.sh");
@@ -138,6 +139,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/pins.sh", LIB_RUNNER_PINS),
     ("lib/runner/trust.sh", LIB_RUNNER_TRUST),
     ("lib/runner/schedule.sh", LIB_RUNNER_SCHEDULE),
+    ("lib/runner/user_refs.sh", LIB_RUNNER_USER_REFS),
     ("lib/runner/tree.sh", LIB_RUNNER_TREE),
     ("lib/home_record.sh", LIB_HOME_RECORD),
     ("lib/runner/home.sh", LIB_RUNNER_HOME),
@@ -299,6 +301,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_RUNNER_PINS),
             Part::Always(LIB_RUNNER_TRUST),
             Part::Always(LIB_RUNNER_SCHEDULE),
+            Part::Always(LIB_RUNNER_USER_REFS),
             Part::Always(LIB_RUNNER_TREE),
             Part::Always(LIB_HOME_RECORD),
             Part::Always(LIB_RUNNER_HOME),

@@ -830,9 +830,12 @@ fn copilot_stopped_by_the_timeout_while_retrying_a_429_is_rate_limited() {
     let l = engine_loop("copilot", &bin, &[]);
     let t0 = now();
     let mut env = copilot_env(&mock.url);
-    // Long enough for copilot to start and meet the 429 on a loaded machine, well short of
-    // the minute after which it gives up.
-    env.push(("EXEC_TIMEOUT", "30s".into()));
+    // copilot gives up only after about 56 s of retry waits (5 retries) counted from its
+    // first 429, which comes after the run starts: a timeout of 45 s from the start falls
+    // before it gives up with room for the waits' jitter, and leaves copilot most of that
+    // to start and meet the 429 on a loaded machine (under the sandbox, a first start
+    // unpacks its package).
+    env.push(("EXEC_TIMEOUT", "45s".into()));
     let out = run_with(&l, &env);
     assert_code(
         &out,

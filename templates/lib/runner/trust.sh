@@ -181,6 +181,7 @@ trust_check() {
     TRUST_REASON=$REASON_PERMISSION_HIJACK TRUST_BAD=${HOME_BAD:-the held files in HOME} TRUST_WANT=$HOME_WANT TRUST_HAVE=$HOME_HAVE
     return 1
   fi
+  userrefs_check "$mode"
   if ((!TRUST_HELD)); then
     trust_hold
     return 0

@@ -136,6 +136,62 @@ if [ "$ORBIT_ITERATION" -ge 3 ]; then echo "all hold" > "$ORBIT_AGENT_DIR/done.m
     );
 }
 
+/// Loop beta's first run (its workspace made, the repository's info/exclude read) happens
+/// while loop alpha's agent runs: nothing of it is alpha's git_tamper.
+#[test]
+fn a_second_loops_first_run_during_the_first_loops_agent_is_no_tamper_of_it() {
+    let repo = Repo::new();
+    let started = repo.join("alpha-started");
+    let go = repo.join("beta-done");
+    let alpha = repo.agent(
+        "alpha-agent",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo started > '{s}'
+i=0; while [ ! -f '{g}' ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done
+echo a >> work-alpha.txt"#,
+            s = started.display(),
+            g = go.display()
+        ),
+    );
+    let beta = repo.agent(
+        "beta-agent",
+        "cat >/dev/null
+echo b >> work-beta.txt",
+    );
+    let mut dirs = vec![];
+    for (name, agent) in [("alpha", &alpha), ("beta", &beta)] {
+        let exec = agent.display().to_string();
+        let out = repo.orbit(&[
+            "init",
+            "goal",
+            "--engine",
+            "custom",
+            "--exec",
+            &exec,
+            "--verify",
+            "test -f never-there",
+            "--dir",
+            &format!(".orbit/{name}"),
+            "--sandbox",
+            "none",
+        ]);
+        assert_ok(&out, name);
+        dirs.push(repo.join(&format!(".orbit/{name}")));
+    }
+    let a = repo.spawn_loop(&dirs[0], &["--once"], &[]);
+    crate::support::wait_for("alpha's agent", Duration::from_secs(60), || {
+        started.is_file()
+    });
+    let b = repo.run_loop(&dirs[1], &["--once"], &[]);
+    assert_code(&b, 10, "beta's first tick");
+    fs::write(&go, "go").unwrap();
+    let a = a.wait_with_output().unwrap();
+    assert_code(&a, 10, "alpha's tick goes on: no git_tamper");
+    assert_eq!(state_value(&dirs[0], "LAST_STATUS"), "CONTINUE");
+}
+
 #[test]
 fn a_second_loop_rendered_mid_run_never_counts_as_the_first_loops_work() {
     let repo = Repo::new();

@@ -93,7 +93,12 @@ workspace_exclude() {
   local ex="$GIT_COMMON_ABS/info/exclude" line want have=$'\n'
   local -a wants=('/.orbit-agent/')
   engine_workspace_excludes wants
-  if [[ $WS == "$REPO_ROOT"/* ]]; then
+  # Workspaces where orbit puts them by default share one line (another loop's first run
+  # then finds it there and writes nothing: a write to info/exclude while this loop's agent
+  # runs would be a git_tamper of this loop's).
+  if [[ $WS == "$REPO_ROOT/.orbit/.workspaces/"* ]]; then
+    wants+=("/.orbit/.workspaces/")
+  elif [[ $WS == "$REPO_ROOT"/* ]]; then
     wants+=("/${WS#"$REPO_ROOT"/}/")
   fi
   if [[ -f $ex ]]; then

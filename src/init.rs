@@ -398,6 +398,48 @@ impl ProjectDefaults {
         })
     }
 
+    /// The keys of orbit.toml that give this `orbit init` a value: each set there and not
+    /// given as a flag (said in init's output: a project file the agent could have
+    /// written on a branch that was merged is one to know of).
+    pub fn taken(&self, args: &InitArgs) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        let mut take = |key, used: bool| {
+            if used {
+                keys.push(key);
+            }
+        };
+        take("engine", args.engine.is_none() && self.engine.is_some());
+        take("exec", args.exec.is_none() && self.exec.is_some());
+        take("verify", args.verify.is_empty() && self.verify.is_some());
+        take("setup", args.setup.is_empty() && self.setup.is_some());
+        take("protect", args.protect.is_empty() && self.protect.is_some());
+        take(
+            "max-iterations",
+            args.max_iterations.is_none() && self.max_iterations.is_some(),
+        );
+        take(
+            "exec-timeout",
+            args.exec_timeout.is_none() && self.exec_timeout.is_some(),
+        );
+        take(
+            "loop-timeout",
+            args.loop_timeout.is_none() && self.loop_timeout.is_some(),
+        );
+        take("usd-cap", args.usd_cap.is_none() && self.usd_cap.is_some());
+        take("pass-k", args.pass_k.is_none() && self.pass_k.is_some());
+        take("notify", args.notify.is_empty() && self.notify.is_some());
+        take("sandbox", args.sandbox.is_none() && self.sandbox.is_some());
+        take(
+            "judge-cmd",
+            args.judge_cmd.is_none() && self.judge_cmd.is_some(),
+        );
+        take(
+            "no-auto-protect",
+            !args.no_auto_protect && self.no_auto_protect == Some(true),
+        );
+        keys
+    }
+
     fn usd_cap(&self) -> Result<Option<Usd>> {
         self.usd_cap
             .as_ref()
@@ -839,6 +881,13 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
         cfg.workspace, cfg.name
     );
     println!("  engine: {} ({})", cfg.engine, cfg.argv.join(" "));
+    let taken = ProjectDefaults::load(&repo)?.taken(args);
+    if !taken.is_empty() {
+        println!(
+            "  from orbit.toml (the project's defaults; a flag overrides each): {}",
+            taken.join(", ")
+        );
+    }
     println!(
         "  checks: {}",
         cfg.verify.len() + cfg.reproduction.len() + cfg.regression.len()

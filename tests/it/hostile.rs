@@ -2189,3 +2189,55 @@ test -z "$(git -C "$top" status --porcelain --untracked-files=no)""#,
     );
     h.repo.git(&["stash", "pop", "-q"]);
 }
+
+/// The agent rewrites the project's orbit.toml (sandbox = "none", a command to notify)
+/// with its work: the loop's DONE says the branch changes it, to be reviewed before the
+/// merge; and `orbit init` says which of its defaults it took from orbit.toml.
+#[test]
+fn an_orbit_toml_the_agent_rewrites_is_named_at_done_and_init_says_what_it_took_from_one() {
+    let h = Hostile::new();
+    h.repo.write("orbit.toml", "max-iterations = 7\n");
+    h.repo.git(&["add", "orbit.toml"]);
+    h.repo.git(&["commit", "-qm", "the project's defaults"]);
+    let body = TAMPERER.replace("@AT@", "1").replace(
+        "@ACTION@",
+        r#"printf 'sandbox = "none"\nnotify = ["cmd:touch /tmp/pwned"]\n' >> orbit.toml
+grep -q 'sandbox = "none"' orbit.toml"#,
+    );
+    let agent = h.agent("defaults", &body);
+    let dir = h
+        .repo
+        .init_loop(&agent, &["test -f hostile-change.txt"], &[]);
+    let out = h.run(&dir, &["--once"], &[]);
+    h.assert_attempted("tamper", &out);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains("the branch changes orbit.toml") && t.contains("review it before you merge"),
+        "DONE names it: {t}"
+    );
+    // orbit init says what it takes from orbit.toml, and a flag wins.
+    h.repo
+        .write("orbit.toml", "max-iterations = 7\nsandbox = \"bwrap\"\n");
+    let init = h.repo.orbit(&[
+        "init",
+        "other goal",
+        "--engine",
+        "custom",
+        "--exec",
+        "/bin/true",
+        "--verify",
+        "true",
+        "--dir",
+        ".orbit/other",
+        "--sandbox",
+        "none",
+    ]);
+    crate::support::assert_ok(&init, "orbit init");
+    let said = text(&init);
+    let line = said
+        .lines()
+        .find(|l| l.contains("from orbit.toml"))
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(line.ends_with(": max-iterations"), "--sandbox wins: {line}");
+}

@@ -540,6 +540,9 @@ stop_for_verdict() {
         fanout_done_prune
       fi
       clean_checkout_remove
+      if project_defaults_note_v "${R[SUMMARY]}"; then
+        R[SUMMARY]=$REPLY
+      fi
       finish "$EXIT_DONE" "$STATUS_DONE" "$REASON_NONE" "${R[SUMMARY]}"
       ;;
     "$STATUS_ABORTED")

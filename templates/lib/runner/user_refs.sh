@@ -77,3 +77,16 @@ userrefs_summary_v() {
   [[ -n $USERREFS_NOTES ]] || return 1
   REPLY="$1 (your repository changed while the agent or a check ran: $USERREFS_NOTES; runner.log says how to put it back)"
 }
+
+# project_defaults_note_v SUMMARY: REPLY is a DONE's SUMMARY with a note when the loop's
+# branch changes orbit.toml, the project's defaults for orbit init (status 1 when it does
+# not): merged, it would set what the user's next orbit init renders (the sandbox, a
+# notification command), so it is one to review, not to take with the work.
+project_defaults_note_v() {
+  local base
+  base=$(cat -- "$LOOP_DIR/.baseline-commit" 2>/dev/null) || return 1
+  [[ $base =~ ^[0-9a-f]{40,64}$ ]] || return 1
+  git_q diff --quiet "$base" HEAD -- orbit.toml 2>/dev/null && return 1
+  orbit_log "note: the loop's branch changes orbit.toml (the project's defaults for orbit init): review it before you merge"
+  REPLY="$1 (note: the branch changes orbit.toml, the project's defaults for orbit init: review it before you merge)"
+}

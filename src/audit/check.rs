@@ -121,7 +121,6 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     a.check_runner_log(l.running);
     a.check_validator(l.cfg.as_ref());
     a.check_sandbox(l.cfg.as_ref());
-    a.check_user_refs();
     a.check_bounds(&l);
     a.findings
         .extend(super::installed_schedule::check(&l.canonical, a.shown));
@@ -1092,45 +1091,6 @@ impl Audit<'_> {
                 let why = last.message.strip_prefix("sandbox: none (")?;
                 Some(why.split_once("):").map_or(why, |(w, _)| w).to_string())
             }
-        }
-    }
-
-    /// What of the user's repository outside the loop's branch moved during the last run's
-    /// agent and check runs (the runner's log names each: "your repository: during the
-    /// agent's run, WHAT: if you did not, FIX"): a P1 each, with the fix.
-    fn check_user_refs(&mut self) {
-        let Ok(w) = tail::read_tail(&self.dir.join("runner.log"), RUNNER_LOG_WINDOW_BYTES) else {
-            return;
-        };
-        let lines = runner_log::parse(&w.bytes);
-        let stops: Vec<usize> = lines
-            .iter()
-            .filter(|l| l.ts.is_some() && l.message.starts_with("stop: "))
-            .map(|l| l.index)
-            .collect();
-        // The last run: from the stop before the last one (the last run's own stop, or none
-        // yet while it runs).
-        let from = match stops.len() {
-            0 | 1 => 0,
-            n => stops[n - 2] + 1,
-        };
-        let found: Vec<(String, String)> = lines
-            .iter()
-            .filter(|l| l.index >= from && l.ts.is_some())
-            .filter_map(|l| {
-                let rest = l.message.strip_prefix("your repository: during the ")?;
-                let (what, fix) = rest.split_once(": if you did not, ")?;
-                Some((what.to_string(), fix.to_string()))
-            })
-            .collect();
-        for (what, fix) in found {
-            self.add(
-                FindingClass::GitTamper,
-                Severity::P1,
-                "runner.log:0",
-                format!("{what}: nothing of the loop moves it"),
-                format!("if you did not, {fix}"),
-            );
         }
     }
 

@@ -17,7 +17,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::config::LoopConfig;
 use crate::error::{Error, Result};
@@ -49,26 +49,19 @@ pub fn crontab_text() -> Option<String> {
         .spawn()
         .ok()?;
     let mut out = child.stdout.take()?;
-    let reader = std::thread::spawn(move || {
+    // The output ends when crontab exits (or closes it): waited for, within the limit.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
         let mut buf = Vec::new();
         let _ = out.read_to_end(&mut buf);
-        buf
+        let _ = tx.send(buf);
     });
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break Some(st),
-            Ok(None) if start.elapsed() < CRONTAB_LIMIT => {
-                std::thread::sleep(Duration::from_millis(20))
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-        }
+    let Ok(bytes) = rx.recv_timeout(CRONTAB_LIMIT) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
     };
-    let bytes = reader.join().unwrap_or_default();
+    let status = child.wait().ok();
     match status {
         Some(st) if st.success() => Some(String::from_utf8_lossy(&bytes).into_owned()),
         Some(_) => Some(String::new()),

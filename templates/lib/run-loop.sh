@@ -23,8 +23,8 @@ git_env_set() {
 # ---- program an agent plants later in a PATH directory before it is never run by this
 # ---- runner (the directory is watched too: trust_git_v). A program found first in HOME or
 # ---- through a relative PATH entry (which an agent can write: a `git` in ~/.local/bin,
-# ---- first on Debian's and Ubuntu's PATH) gives way to the same program further on PATH,
-# ---- outside them, when there is one (TOOLS_SHADOWED names each, for the log).
+# ---- first on Debian's and Ubuntu's PATH) before the same program further on PATH, outside
+# ---- them, is refused by the preflight (TOOLS_SHADOWED names each).
 TOOLS_SHADOWED=
 tools_pin() {
   local t d first outside home=${HOME:-}
@@ -54,10 +54,11 @@ tools_pin() {
   done
 }
 
-# tools_note: the log's note of each program tools_pin passed over.
-tools_note() {
+# tools_refuse: a program the runner calls that PATH finds first in HOME or a relative
+# directory, before the system's (contract section 7), stops the run before anything runs.
+tools_refuse() {
   [[ -n $TOOLS_SHADOWED ]] || return 0
-  orbit_log "note: on PATH, before the system's, a program in HOME or a relative directory, which an agent can write: $TOOLS_SHADOWED; remove it from PATH (or the file) if you did not put it there"
+  preflight_fail "on PATH, a program the runner calls is found in HOME or a relative directory (which an agent can write) before the system's: $TOOLS_SHADOWED; remove it (or its directory from PATH) if you did not put it there, or put the directory after the system's"
 }
 
 # How this run was started (--once: one tick), the status it started from (for notify-once),
@@ -129,7 +130,7 @@ main_setup() {
   orbit_die_hook
 
   preflight
-  tools_note
+  tools_refuse
   sandbox_preflight
   lock_acquire
   # The mark of this loop's processes, swept when a run ends or the next one starts: only

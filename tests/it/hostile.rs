@@ -933,9 +933,17 @@ test "$(command -v git)" = '{p}'"#,
         "the stop names the file: {}",
         text(&out)
     );
-    // The next tick, whose PATH finds the planted git first, runs nothing of it either.
+    // The next tick, whose PATH finds the planted git first, runs nothing of it either: its
+    // preflight refuses the PATH, naming the file (exit 2).
     let out = h.run(&dir, &["--once"], &env);
     h.assert_no_spy_ran(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(&planted.display().to_string())
+            && text(&out).contains("before the system's"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]
@@ -2125,69 +2133,63 @@ grep -q ran .orbit/test-goal/run-loop.sh"#,
     assert!(canary.exists(), "bash ran it: {}", text(&direct));
 }
 
-/// Without the sandbox, the agent moves the user's own branch with update-ref and stashes
-/// their uncommitted edit in their checkout: nothing of the loop needs either, so each is
-/// named (the log with how to put it back, the stop's message, the audit's P1).
+/// Without the sandbox, the agent moves the user's own branch with update-ref, or stashes
+/// their uncommitted edit in their checkout: nothing of the loop needs either, so each
+/// stops the loop (git_tamper, exit 3, nothing committed), named with how to put it back.
 #[test]
-fn the_agent_moving_the_users_branch_and_stashing_their_edit_is_named_with_the_fix() {
-    let h = Hostile::new();
-    h.repo.write("README.md", "mine\n");
-    h.repo.git(&["add", "README.md"]);
-    h.repo.git(&["commit", "-qm", "the user's work"]);
-    let before = h.repo.git(&["rev-parse", "main"]);
-    let body = TAMPERER.replace("@AT@", "1").replace(
-        "@ACTION@",
-        r#"top=$(dirname "$(git rev-parse --path-format=absolute --git-common-dir)")
-git update-ref refs/heads/main "$(git rev-parse HEAD~1)"
+fn the_agent_moving_the_users_branch_or_stashing_their_edit_stops_the_loop_with_the_fix() {
+    for case in ["branch", "stash"] {
+        let h = Hostile::new();
+        h.repo.write("README.md", "mine\n");
+        h.repo.git(&["add", "README.md"]);
+        h.repo.git(&["commit", "-qm", "the user's work"]);
+        let before = h.repo.git(&["rev-parse", "main"]);
+        let action = if case == "branch" {
+            r#"git update-ref refs/heads/main "$(git rev-parse HEAD~1)"
+test "$(git rev-parse main)" = "$(git rev-parse HEAD~1)""#
+        } else {
+            r#"top=$(dirname "$(git rev-parse --path-format=absolute --git-common-dir)")
 git -C "$top" stash -q
-test -z "$(git -C "$top" status --porcelain --untracked-files=no)""#,
-    );
-    let agent = h.agent("user-refs", &body);
-    let dir = h
-        .repo
-        .init_loop(&agent, &["test -f hostile-change.txt"], &[]);
-    // The user's uncommitted edit, in their checkout.
-    h.repo.write("README.md", "mine, and not committed yet\n");
-    let out = h.run(&dir, &["--once"], &[]);
-    h.assert_attempted("tamper", &out);
-    assert_ne!(h.repo.git(&["rev-parse", "main"]), before, "main was moved");
-    assert!(
-        !h.repo.git(&["stash", "list"]).is_empty(),
-        "the edit was stashed"
-    );
-    let t = text(&out);
-    assert!(
-        t.contains("your repository changed while the agent or a check ran")
-            && t.contains("refs/heads/main moved")
-            && t.contains("a stash was made"),
-        "the stop names both: {t}"
-    );
-    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
-    assert!(
-        log.contains(&format!("update-ref refs/heads/main {before}"))
-            && log.contains("git stash pop"),
-        "the log says how to put them back: {log}"
-    );
-    let audit = h.repo.orbit(&["audit", "--json", ".orbit/test-goal"]);
-    let v: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
-    let found: Vec<&serde_json::Value> = v["loops"][0]["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["class"] == "GIT_TAMPER" && f["severity"] == "P1")
-        .collect();
-    assert!(
-        found.iter().any(|f| f["message"]
-            .as_str()
-            .unwrap()
-            .contains("refs/heads/main moved")
-            && f["fix"]
-                .as_str()
-                .unwrap()
-                .contains("update-ref refs/heads/main")),
-        "{found:?}"
-    );
-    h.repo.git(&["stash", "pop", "-q"]);
+test -z "$(git -C "$top" status --porcelain --untracked-files=no)""#
+        };
+        let body = TAMPERER.replace("@AT@", "1").replace("@ACTION@", action);
+        let agent = h.agent("user-refs", &body);
+        let dir = h
+            .repo
+            .init_loop(&agent, &["test -f hostile-change.txt"], &[]);
+        // The user's uncommitted edit, in their checkout.
+        h.repo.write("README.md", "mine, and not committed yet\n");
+        let out = h.run(&dir, &["--once"], &[]);
+        h.assert_attempted("tamper", &out);
+        assert_eq!(out.status.code(), Some(3), "{case}: {}", text(&out));
+        assert_eq!(state(&dir, "STOP_REASON"), "git_tamper", "{case}");
+        let t = text(&out);
+        if case == "branch" {
+            assert_ne!(h.repo.git(&["rev-parse", "main"]), before, "main was moved");
+            assert!(
+                t.contains("refs/heads/main of your repository moved")
+                    && t.contains(&format!("update-ref refs/heads/main {}", before.trim())),
+                "the stop names it with the fix: {t}"
+            );
+        } else {
+            assert!(
+                !h.repo.git(&["stash", "list"]).is_empty(),
+                "the edit was stashed"
+            );
+            assert!(
+                t.contains("refs/stash of your repository moved") && t.contains("git stash pop"),
+                "the stop names it with the fix: {t}"
+            );
+            h.repo.git(&["stash", "pop", "-q"]);
+        }
+        let tree = h
+            .repo
+            .git(&["ls-tree", "-r", "--name-only", "orbit/test-goal"]);
+        assert!(
+            !tree.lines().any(|l| l == "hostile-change.txt"),
+            "{case}: nothing of the run was committed"
+        );
+    }
 }
 
 /// The agent rewrites the project's orbit.toml (sandbox = "none", a command to notify)

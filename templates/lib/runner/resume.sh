@@ -147,9 +147,6 @@ finish() {
       summary="${ORBIT_STOP_NAME[$status:$reason]:-$status}: $summary"
       ;;
   esac
-  if userrefs_summary_v "$summary"; then
-    summary=$REPLY
-  fi
   S[LAST_STATUS]=$status
   S[STOP_REASON]=$reason
   save_state

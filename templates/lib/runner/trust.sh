@@ -181,7 +181,10 @@ trust_check() {
     TRUST_REASON=$REASON_PERMISSION_HIJACK TRUST_BAD=${HOME_BAD:-the held files in HOME} TRUST_WANT=$HOME_WANT TRUST_HAVE=$HOME_HAVE
     return 1
   fi
-  userrefs_check "$mode"
+  if ! userrefs_check "$mode"; then
+    TRUST_REASON=$REASON_GIT_TAMPER TRUST_BAD=$USERREFS_BAD TRUST_WANT=$USERREFS_WANT TRUST_HAVE=$USERREFS_HAVE
+    return 1
+  fi
   if ((!TRUST_HELD)); then
     trust_hold
     return 0
@@ -342,7 +345,7 @@ integrity_stop() {
   if [[ $INTEGRITY_REASON == "$REASON_GOAL_DRIFT" ]]; then
     msg="goal_drift: goal.md changed; review it, then 'orbit recover --repin-goal' to accept or '--restore-pinned' to undo"
   fi
-  if schedule_stop_msg_v "$PIN_BAD" || home_stop_msg_v "$PIN_BAD"; then
+  if schedule_stop_msg_v "$PIN_BAD" || home_stop_msg_v "$PIN_BAD" || userrefs_stop_msg_v "$PIN_BAD"; then
     msg=$REPLY
   fi
   finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "$INTEGRITY_REASON" "$msg"

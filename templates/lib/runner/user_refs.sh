@@ -35,16 +35,16 @@ userrefs_check() {
     USERREFS=$now USERREFS_HELD=1
     return 0
   fi
-  local -A before=() after=()
+  local -A refs_was=() refs_now=()
   while IFS= read -r line; do
-    [[ -n $line ]] && before[${line#* }]=${line%% *}
+    [[ -n $line ]] && refs_was[${line#* }]=${line%% *}
   done <<<"$USERREFS"
   while IFS= read -r line; do
-    [[ -n $line ]] && after[${line#* }]=${line%% *}
+    [[ -n $line ]] && refs_now[${line#* }]=${line%% *}
   done <<<"$now"
   USERREFS=$now
-  for ref in "${!before[@]}" "${!after[@]}"; do
-    old=${before[$ref]:-} new=${after[$ref]:-}
+  for ref in "${!refs_was[@]}" "${!refs_now[@]}"; do
+    old=${refs_was[$ref]:-} new=${refs_now[$ref]:-}
     [[ $old == "$new" ]] && continue
     USERREFS_BAD=$ref USERREFS_WANT=${old:-absent} USERREFS_HAVE=${new:-absent}
     case $ref in

@@ -928,6 +928,18 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
             cfg.holdout.len(),
             holdout_files.len()
         );
+        let unmasked: Vec<String> = cfg
+            .holdout
+            .iter()
+            .filter(|c| !c.contains("run_hidden"))
+            .map(|c| crate::render::code_span(c))
+            .collect();
+        if !unmasked.is_empty() {
+            println!(
+                "  holdout: {} does not use run_hidden: the code it runs can read the holdout; run the project's code through run_hidden CMD so it cannot look the answers up (docs/guide.md, Holdout checks)",
+                unmasked.join(", ")
+            );
+        }
         if sandboxed_here.is_err() {
             eprintln!(
                 "orbit: warning: the holdout checks are not sealed without the OS sandbox: the agent runs as you and can read {rel}/holdout/ and holdout.sh. Add --sandbox bwrap (on a machine with bubblewrap) to seal them"

@@ -97,6 +97,9 @@ pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
 /// What a check's own output says ran: the test tools' summaries, counted and judged
 /// against the base tree's (verify.sh and holdout.sh).
 pub const LIB_COUNTS: &str = include_str!("../templates/lib/counts.sh");
+/// run_hidden: how a holdout check runs the project's code with the holdout masked
+/// (holdout.sh only).
+pub const LIB_HIDDEN: &str = include_str!("../templates/lib/hidden.sh");
 /// recover.sh's parts, in the order it holds them; lib/recover.sh applies and has main.
 pub const LIB_RECOVER_ARGS: &str = include_str!("../templates/lib/recover/args.sh");
 pub const LIB_RECOVER_EVIDENCE: &str = include_str!("../templates/lib/recover/evidence.sh");
@@ -160,6 +163,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/stop.sh", LIB_RUNNER_STOP),
     ("lib/run-loop.sh", LIB_RUN_LOOP),
     ("lib/counts.sh", LIB_COUNTS),
+    ("lib/hidden.sh", LIB_HIDDEN),
     ("lib/verify.sh", LIB_VERIFY),
     ("lib/recover/args.sh", LIB_RECOVER_ARGS),
     ("lib/recover/evidence.sh", LIB_RECOVER_EVIDENCE),
@@ -271,6 +275,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_COMMON),
             Part::Always(LIB_PROC),
             Part::Always(LIB_COUNTS),
+            Part::Always(LIB_HIDDEN),
             Part::Always(LIB_VERIFY),
         ],
         executable: true,

@@ -583,6 +583,11 @@ fn a_holdout_without_the_sandbox_is_said_to_be_unsealed_at_init_and_by_the_audit
     ]);
     assert_ok(&unsealed, "orbit init --holdout");
     assert!(
+        text(&unsealed).contains("does not use run_hidden"),
+        "{}",
+        text(&unsealed)
+    );
+    assert!(
         text(&unsealed).contains("the holdout checks are not sealed without the OS sandbox"),
         "{}",
         text(&unsealed)
@@ -718,4 +723,135 @@ fn a_loop_of_reproduction_and_regression_checks_alone_has_no_validator_gap() {
         !findings.iter().any(|f| f["class"] == "VALIDATOR_GAP"),
         "both checks are in verify.sh: {findings:?}"
     );
+}
+
+/// An agent whose add.sh looks the holdout's answers up wherever the code it runs under
+/// could find them (ORBIT_HOLDOUT_DIR, the loop directory beside the workspace, any
+/// process's environment that names it), answers 2 + 2 and what it found, and says on
+/// stderr which way it found them (the holdout log keeps it).
+fn answer_finding_agent(repo: &Repo) -> PathBuf {
+    repo.agent(
+        "finder",
+        r#"[ "$ORBIT_PHASE" = work ] || exit 0
+cat > add.sh <<'ADD'
+found=''
+for f in "${ORBIT_HOLDOUT_DIR:-/nonexistent}/cases.txt" ../../test-goal/holdout/cases.txt; do
+  [ -r "$f" ] && { found=$f; break; }
+done
+if [ -z "$found" ]; then
+  for e in /proc/[0-9]*/environ; do
+    d=$(tr '\0' '\n' < "$e" 2>/dev/null | sed -n 's/^ORBIT_HOLDOUT_DIR=//p')
+    [ -n "$d" ] && [ -r "$d/cases.txt" ] && { found=$d/cases.txt; break; }
+  done
+fi
+if [ -n "$found" ]; then
+  echo "add.sh found the answers in $found" >&2
+  while read -r a b sum; do
+    [ "$a" = "$1" ] && [ "$b" = "$2" ] && { echo "$sum"; exit 0; }
+  done < "$found"
+else
+  echo "add.sh found no answers" >&2
+fi
+echo 4
+ADD
+echo "add.sh adds" > "$ORBIT_AGENT_DIR/done.md"
+"#,
+    )
+}
+
+/// The holdout check through run_hidden: the cases are read by the check, the code gets
+/// its two arguments.
+fn hidden_holdout_check() -> String {
+    format!(
+        "# {CMD_MARKER}\nwhile read -r a b sum; do [ \"$a\" = '#' ] && continue; test \"$(run_hidden bash add.sh \"$a\" \"$b\")\" = \"$sum\" || exit 1; done < \"$ORBIT_HOLDOUT_DIR/cases.txt\""
+    )
+}
+
+fn holdout_loop_with(repo: &Repo, agent: &Path, check: &str, sandbox: &str) -> PathBuf {
+    let cases = cases_file(repo).display().to_string();
+    repo.init_loop(
+        agent,
+        &[VISIBLE],
+        &[
+            "--holdout",
+            check,
+            "--holdout-file",
+            &cases,
+            "--sandbox",
+            sandbox,
+            "--max-iterations",
+            "1",
+        ],
+    )
+}
+
+#[test]
+fn under_the_sandbox_the_code_a_holdout_runs_through_run_hidden_cannot_look_the_answers_up() {
+    if !bwrap_available() {
+        return;
+    }
+    // The attack is real: a holdout check that runs the code as is hands it the answers,
+    // and the loop ends DONE on code that answers only what it looked up.
+    let repo = add_repo();
+    let agent = answer_finding_agent(&repo);
+    let dir = holdout_loop_with(&repo, &agent, &holdout_check(), "bwrap");
+    let out = repo.run_loop(&dir, &[], &[]);
+    let held = fs::read_to_string(dir.join("iterations/000001/holdout.log")).unwrap();
+    assert!(held.contains("add.sh found the answers in"), "{held}");
+    assert_code(&out, 0, "DONE on looked-up answers");
+
+    // Through run_hidden the same code finds nothing, and the holdout rejects the claim.
+    let repo = add_repo();
+    let agent = answer_finding_agent(&repo);
+    let dir = holdout_loop_with(&repo, &agent, &hidden_holdout_check(), "bwrap");
+    assert_script_clean(&dir.join("holdout.sh"));
+    let exec = agent.display().to_string();
+    let check = hidden_holdout_check();
+    let init = repo.orbit(&[
+        "init",
+        "h",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        VISIBLE,
+        "--holdout",
+        &check,
+    ]);
+    assert_ok(&init, "orbit init --holdout with run_hidden");
+    assert!(
+        text(&init).contains("holdout: 1 check(s)")
+            && !text(&init).contains("does not use run_hidden"),
+        "{}",
+        text(&init)
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    let held = fs::read_to_string(dir.join("iterations/000001/holdout.log")).unwrap();
+    assert!(
+        held.contains("add.sh found no answers") && !held.contains("found the answers"),
+        "{held}"
+    );
+    assert!(held.contains("[FAIL] holdout-1"), "{held}");
+    assert_ne!(state_value(&dir, "LAST_STATUS"), "DONE", "{}", text(&out));
+    let r = read_kv(&dir.join("iterations/000001/result.env"));
+    assert!(r["DONE_VERDICT"].starts_with("holdout"), "{r:?}");
+}
+
+#[test]
+fn an_honest_agent_passes_a_holdout_that_runs_its_code_through_run_hidden_with_or_without_the_sandbox()
+ {
+    let mut sandboxes = vec!["none"];
+    if bwrap_available() {
+        sandboxes.push("bwrap");
+    }
+    for sandbox in sandboxes {
+        let repo = add_repo();
+        let agent = claiming_agent(&repo, "honest", "echo $(($1 + $2))");
+        let dir = holdout_loop_with(&repo, &agent, &hidden_holdout_check(), sandbox);
+        let out = repo.run_loop(&dir, &[], &[]);
+        assert_code(&out, 0, &format!("DONE with sandbox = {sandbox}"));
+        let held = fs::read_to_string(dir.join("iterations/000001/holdout.log")).unwrap();
+        assert!(held.contains("[PASS] holdout-1"), "{sandbox}: {held}");
+    }
 }

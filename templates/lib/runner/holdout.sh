@@ -1,7 +1,8 @@
 # ---- holdout checks: holdout.sh, in the workspace, with ORBIT_HOLDOUT_DIR naming the loop
 # ---- directory's holdout/; a check run like verify's (the runner's trust checked before and
 # ---- after it, sandboxed when the loop is). Their output goes to iterations/N/holdout.log
-# ---- only: never to verify.log, the feedback, progress.md or a prompt.
+# ---- only: never to verify.log, the feedback, progress.md or a prompt. The code the checks
+# ---- run through run_hidden never sees the holdout (lib/hidden.sh).
 HOLDOUT_OK=0
 HOLDOUT_FAILING=
 run_holdout() {
@@ -28,8 +29,14 @@ run_holdout() {
     return 0
   fi
   sandbox_prepare holdout
+  # run_hidden (holdout.sh) nests a sandbox of its own for the code the checks run, with
+  # the holdout masked, when this run is sandboxed.
+  local hidden_bw=''
+  if sandbox_on; then
+    hidden_bw=${SANDBOX_BWRAP-}
+  fi
   ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" ORBIT_VERIFY_TMP="$ORBIT_TMP" \
-    ORBIT_HOLDOUT_DIR="$LOOP_DIR/holdout" \
+    ORBIT_HOLDOUT_DIR="$LOOP_DIR/holdout" ORBIT_HIDDEN_BWRAP="$hidden_bw" \
     orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/holdout.sh"
   local rc=$ORBIT_RC to=$ORBIT_TIMED_OUT
   if ((to && cut)); then

@@ -1218,7 +1218,23 @@ impl Audit<'_> {
             );
         }
         let (t, recorded) = (led.total(), cp.state.cost_microusd);
-        if !running && t != recorded {
+        if t < recorded {
+            // Lines lost or removed: the runner and recover count the held spend.
+            self.add(
+                FindingClass::StateDrift,
+                Severity::P2,
+                cp.evidence(state_key::COST_MICROUSD),
+                format!(
+                    "cost.ledger sums to ${}, less than the ${} state.env holds (ledger lines lost or removed): the runner and orbit recover count the held spend, never the lower sum",
+                    format_usd(t),
+                    format_usd(recorded)
+                ),
+                format!(
+                    "nothing to do for the cap; to make them agree, put back cost.ledger from a backup ({}/backups/) if one holds the lost lines",
+                    self.shown
+                ),
+            );
+        } else if !running && t != recorded {
             self.add(
                 FindingClass::StateDrift,
                 Severity::P2,

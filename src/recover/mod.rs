@@ -1456,6 +1456,22 @@ impl Planner<'_> {
         Ok(())
     }
 
+    /// COST_MICROUSD: the sum of cost.ledger, never less than the spend the old state
+    /// holds (a state the journal records): a ledger that lost lines (emptied, cut) is
+    /// not a refund, and the usd-cap goes on counting what was paid.
+    fn kept_spend(&mut self, ledger: u64, old: Option<&State>) -> u64 {
+        match old {
+            Some(o) if o.cost_microusd > ledger => {
+                self.plan.notes.push(format!(
+                    "COST_MICROUSD kept at {}: cost.ledger sums to {ledger}, less than the spend the state holds (lines lost or removed); a spend is never lowered",
+                    o.cost_microusd
+                ));
+                o.cost_microusd
+            }
+            _ => ledger,
+        }
+    }
+
     /// The state the evidence decides (its GEN still the old one).
     fn candidate(
         &mut self,
@@ -1465,7 +1481,7 @@ impl Planner<'_> {
         broken: Option<&BrokenPin>,
     ) -> Result<State> {
         let old = cp.old.as_ref();
-        let cost = ledger_cost(&self.lp.dir)?;
+        let cost = self.kept_spend(ledger_cost(&self.lp.dir)?, old);
         let circuit = self.circuit(old);
         let (status, reason) = self.status_and_reason(
             course,

@@ -647,3 +647,95 @@ done <"$1""#
     assert_code(&out, 2, "orbit init --force with a pattern grep refuses");
     assert!(text(&out).contains("placeholder-pattern"), "{}", text(&out));
 }
+
+/// Spend recorded by the runner is never lowered by a ledger that lost lines: an agent
+/// that empties cost.ledger is stopped (loop_tamper), and the recover the audit advises
+/// keeps the spend the state held, so the cap still counts the runs that were paid for.
+#[test]
+fn an_emptied_ledger_does_not_reset_the_spend_through_orbit_recover() {
+    let repo = Repo::new();
+    let count = repo.bin.path().join("runs");
+    let ledger = repo.path().join(".orbit/test-goal/cost.ledger");
+    let agent = repo.agent(
+        "spender",
+        &format!(
+            "cat >/dev/null; [ \"$ORBIT_PHASE\" = work ] || exit 0\necho run >> {count}\necho \"$ORBIT_ITERATION\" | tr 0-9 a-j >> work.txt\necho 0.40 > \"$ORBIT_COST_FILE\"\nif [ \"$ORBIT_ITERATION\" = 2 ] && [ ! -e {count}.emptied ]; then : > {ledger}; test ! -s {ledger} && echo emptied >> {count}.emptied; fi",
+            count = count.display(),
+            ledger = ledger.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &["cat work.txt; exit 1"], &["--usd-cap", "1"]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    // The attack was made: the ledger was emptied during the second run, and caught.
+    assert!(
+        repo.bin.path().join("runs.emptied").is_file(),
+        "{}",
+        text(&out)
+    );
+    assert_code(&out, 3, "loop_tamper");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "loop_tamper");
+    let held: u64 = state_value(&dir, "COST_MICROUSD").parse().unwrap();
+    assert!(
+        held >= 400_000,
+        "the state holds the first run's spend: {held}"
+    );
+    let ledger_sum: u64 = fs::read_to_string(&ledger)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split('\t').nth(1)?.parse::<u64>().ok())
+        .sum();
+    assert!(
+        ledger_sum < held,
+        "the ledger lost lines: {ledger_sum} < {held}"
+    );
+
+    // recover.sh plans the same (its dry run, before the repair).
+    let sh = crate::support::command("bash")
+        .arg(dir.join("recover.sh"))
+        .arg("--dry-run")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        sh.status.success()
+            && text(&sh).contains("COST_MICROUSD kept at 400000")
+            && !text(&sh).contains("COST_MICROUSD 400000 →"),
+        "recover.sh changes no spend either:\n{}",
+        text(&sh)
+    );
+
+    let rec = repo.orbit(&["recover", &dir.display().to_string()]);
+    assert_ok(&rec, "orbit recover");
+    let kept: u64 = state_value(&dir, "COST_MICROUSD").parse().unwrap();
+    assert_eq!(
+        kept,
+        held,
+        "recover keeps the held spend:\n{}\nledger:\n{}\nlog:\n{}",
+        text(&rec),
+        fs::read_to_string(&ledger).unwrap_or_default(),
+        fs::read_to_string(dir.join("runner.log")).unwrap_or_default()
+    );
+    assert!(text(&rec).contains("never lowered"), "{}", text(&rec));
+    let audit = repo.orbit(&["audit", "--json", &dir.display().to_string()]);
+    assert!(
+        String::from_utf8_lossy(&audit.stdout).contains("less than the $0.4 state.env holds"),
+        "the audit says the ledger lost lines:\n{}",
+        text(&audit)
+    );
+
+    // The next run counts the held spend against the cap: at most one more run fits in $1.
+    let before = runs(&count);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 12, "the cap is reached");
+    let after = runs(&count);
+    let spent: u64 = state_value(&dir, "COST_MICROUSD").parse().unwrap();
+    assert!(
+        spent >= held + 400_000 * (after - before) as u64,
+        "every run counted: {spent}"
+    );
+    assert!(
+        (after as u64) * 400_000 <= 1_000_000 + 400_000,
+        "no more runs than the cap pays for (one may cross it): {after} runs\n{}",
+        text(&out)
+    );
+}

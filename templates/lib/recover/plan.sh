@@ -79,6 +79,12 @@ rc_plan() {
   orbit_ledger_sum_v "$RC_DIR/cost.ledger" ||
     orbit_die "$EXIT_FAILURE" "cannot read $RC_DIR/cost.ledger: check its permissions, then run recover.sh again"
   cost=$REPLY
+  # A spend is never lowered: a ledger that lost lines is not a refund (the old state, one
+  # the journal records, holds what was paid).
+  if ((RC_OLD_OK)) && orbit_is_uint "${O[COST_MICROUSD]-}" && ((O[COST_MICROUSD] > cost)); then
+    RC_NOTES+=("COST_MICROUSD kept at ${O[COST_MICROUSD]}: cost.ledger sums to $cost, less than the spend the state holds (lines lost or removed); a spend is never lowered")
+    cost=${O[COST_MICROUSD]}
+  fi
   if ((RC_OLD_OK && !F_RESET)); then
     cb_state=${O[CB_STATE]} cb_fails=${O[CB_FAILS]} cb_sig=${O[CB_SIG]} cb_opened=${O[CB_OPENED_AT]}
   else

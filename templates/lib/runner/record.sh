@@ -111,14 +111,21 @@ LEDGER_IT_KINDS=' '
 ledger_load() {
   local file="$LOOP_DIR/cost.ledger"
   LEDGER_IT=${S[NEXT_ITERATION]} LEDGER_TOTAL=0 LEDGER_IT_SUM=0 LEDGER_IT_KINDS=' '
-  [[ -f $file ]] || return 0
-  ledger_sum_v "$LEDGER_IT"
-  if ((ORBIT_LEDGER_TORN)); then
-    orbit_log "cost.ledger ends in a torn line: ended with a newline (it counts only if it is a whole ledger line)"
-    printf '\n' >>"$file" || orbit_records_fail "$file"
+  if [[ -f $file ]]; then
     ledger_sum_v "$LEDGER_IT"
+    if ((ORBIT_LEDGER_TORN)); then
+      orbit_log "cost.ledger ends in a torn line: ended with a newline (it counts only if it is a whole ledger line)"
+      printf '\n' >>"$file" || orbit_records_fail "$file"
+      ledger_sum_v "$LEDGER_IT"
+    fi
+    LEDGER_TOTAL=$REPLY LEDGER_IT_SUM=$ORBIT_LEDGER_ITER_SUM LEDGER_IT_KINDS=$ORBIT_LEDGER_ITER_KINDS
   fi
-  LEDGER_TOTAL=$REPLY LEDGER_IT_SUM=$ORBIT_LEDGER_ITER_SUM LEDGER_IT_KINDS=$ORBIT_LEDGER_ITER_KINDS
+  # A spend is never lowered: a ledger that lost lines (emptied, cut) is not a refund, and
+  # the state, which the journal seals, holds what was paid.
+  if orbit_is_uint "${S[COST_MICROUSD]-}" && ((S[COST_MICROUSD] > LEDGER_TOTAL)); then
+    orbit_log "cost.ledger sums to $LEDGER_TOTAL, less than the $(orbit_usd_text "${S[COST_MICROUSD]}") USD the state holds (lines lost or removed): the held spend counts"
+    LEDGER_TOTAL=${S[COST_MICROUSD]}
+  fi
 }
 
 # ledger_sum_v ITERATION: orbit_ledger_sum_v on this loop's cost.ledger; a ledger that

@@ -18,7 +18,7 @@
 run_hidden() {
   if (($# == 0)); then
     printf 'run_hidden: no command given (run_hidden CMD [ARG...])\n' >&2
-    return 2
+    return 1
   fi
   (
     local hidden_dir=${ORBIT_HOLDOUT_DIR-} hidden_bw=${ORBIT_HIDDEN_BWRAP-} hidden_tmp=${ORBIT_VERIFY_TMP-}

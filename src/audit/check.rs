@@ -1426,6 +1426,7 @@ impl Audit<'_> {
         }
         let pids = probe::owned_processes(&l.canonical);
         if pids.is_empty() {
+            self.check_unmarked_leftovers(l);
             return;
         }
         let list = pids
@@ -1442,6 +1443,58 @@ impl Audit<'_> {
                 pids.len()
             ),
             format!("kill {list}"),
+        );
+    }
+
+    /// Processes without the loop's mark or a terminal that work in its workspace (or a
+    /// candidate's worktree) while no runner runs: an agent run's daemon that shed the mark
+    /// (`env -i setsid`) would be one. Not proven the loop's, so reported (P1), not
+    /// killed: the user looks at them first.
+    fn check_unmarked_leftovers(&mut self, l: &Loop) {
+        let ws = workspace_of(l);
+        let ws = Path::new(&ws);
+        let ws = fs::canonicalize(ws).unwrap_or_else(|_| ws.to_path_buf());
+        // Candidate worktrees sit beside the workspace: <workspace>.c1, .c2 ...
+        let cands: Vec<PathBuf> = (1..=8)
+            .map(|k| {
+                let mut p = ws.clone().into_os_string();
+                p.push(format!(".c{k}"));
+                PathBuf::from(p)
+            })
+            .filter(|p| p.is_dir())
+            .collect();
+        let mut dirs: Vec<&Path> = Vec::new();
+        if ws.is_dir() {
+            dirs.push(&ws);
+        }
+        dirs.extend(cands.iter().map(PathBuf::as_path));
+        let found = probe::working_in(&dirs);
+        if found.is_empty() {
+            return;
+        }
+        let list = found
+            .iter()
+            .map(|(p, _)| p.to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let first = found
+            .iter()
+            .map(|(p, c)| {
+                let c: String = c.chars().take(80).collect();
+                format!("{p} ({})", crate::render::code_span(&c))
+            })
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.add(
+            FindingClass::OrphanAgent,
+            Severity::P1,
+            format!("/proc/{}/cwd:0", found[0].0),
+            format!(
+                "{} process(es) work in this loop's workspace with no runner, no terminal and without the loop's mark: {first}. An agent run may have left them (a daemon that shed its environment); they can change the tree between ticks",
+                found.len()
+            ),
+            format!("look at them (ps -o pid,lstart,args -p {list}), then kill {list} if they are not yours"),
         );
     }
 

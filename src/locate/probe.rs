@@ -81,6 +81,16 @@ fn parent(pid: u32) -> Option<u32> {
         .ok()
 }
 
+/// Whether a process has a controlling terminal (tty_nr in /proc/PID/stat is not 0).
+fn has_terminal(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(4)?.parse::<i64>().ok())
+        .is_some_and(|tty| tty != 0)
+}
+
 pub fn alive(pid: u32) -> bool {
     if Path::new("/proc/self").exists() {
         return Path::new(&format!("/proc/{pid}")).exists();
@@ -233,6 +243,45 @@ pub fn owned_processes(dir: &Path) -> Vec<u32> {
     }
     pids.sort_unstable();
     pids
+}
+
+/// Processes (other than this one and its ancestors) without a controlling terminal whose
+/// working directory is one of `dirs` or below it (Linux /proc; only processes this user
+/// may look at): what an agent run left behind without the loop's mark (a daemon started
+/// through `env -i setsid`, which also leaves the terminal) keeps the workspace it ran in,
+/// unless it moved; a shell of the user's in a terminal there is not one. Each with its
+/// command line.
+pub fn working_in(dirs: &[&Path]) -> Vec<(u32, String)> {
+    let mut mine = vec![std::process::id()];
+    while let Some(up) = mine.last().and_then(|p| parent(*p)) {
+        if up == 0 || mine.contains(&up) {
+            break;
+        }
+        mine.push(up);
+    }
+    let mut found = Vec::new();
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in rd.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if mine.contains(&pid) || has_terminal(pid) {
+            continue;
+        }
+        let Ok(cwd) = fs::read_link(e.path().join("cwd")) else {
+            continue;
+        };
+        if dirs
+            .iter()
+            .any(|d| !d.as_os_str().is_empty() && cwd.starts_with(d))
+        {
+            found.push((pid, cmdline(pid).unwrap_or_default()));
+        }
+    }
+    found.sort_unstable();
+    found
 }
 
 #[cfg(test)]

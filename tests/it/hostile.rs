@@ -1932,6 +1932,130 @@ fi"###
     );
 }
 
+/// A daemon that sheds the loop's mark (`env -i`) and its process group (`setsid`) outlives
+/// the tick without the sandbox: no same-user harness can tell it from the user's own
+/// processes for certain, so the audit reports it (it still works in the workspace), with
+/// the command that looks at it; under the sandbox it dies with its run.
+fn an_unmarked_daemon_left_by_the_agent() -> (Hostile, PathBuf, Output, String) {
+    let h = Hostile::new();
+    let token = h.token();
+    let agent = h.agent(
+        "shedder",
+        &r###"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" | tr 0-9 a-j >> work.txt
+if [ "$ORBIT_ITERATION" = 1 ]; then
+  shed() {
+    env -i /usr/bin/setsid /bin/bash -c 'while :; do sleep 1; done' @TOKEN@ < /dev/null > /dev/null 2>&1 &
+    for _ in $(seq 600); do pgrep -f @TOKEN@ > /dev/null && return 0; sleep 0.1; done
+    return 1
+  }
+  attempt shed shed
+fi"###
+            .replace("@TOKEN@", &token),
+    );
+    let dir = h
+        .repo
+        .init_loop(&agent, &["tr 0-9 a-j < work.txt; exit 1"], &[]);
+    let out = h.run(&dir, &["--once"], &[]);
+    h.assert_attempted("shed", &out);
+    assert_eq!(out.status.code(), Some(10), "{}", text(&out));
+    (h, dir, out, token)
+}
+
+#[test]
+fn a_daemon_that_sheds_the_loops_mark_and_outlives_the_tick_is_reported_by_the_audit() {
+    let (h, dir, out, token) = an_unmarked_daemon_left_by_the_agent();
+    let _reaper = Reaper(token.clone());
+    let pids = pids_with(&token);
+    assert!(
+        !pids.is_empty(),
+        "the daemon outlived the tick\n{}",
+        text(&out)
+    );
+    let audit = h
+        .repo
+        .orbit(&["audit", "--json", &dir.display().to_string()]);
+    let v: serde_json::Value = serde_json::from_slice(&audit.stdout).expect("audit --json");
+    let findings = v["loops"][0]["findings"].as_array().unwrap().clone();
+    let f = findings
+        .iter()
+        .find(|f| f["class"] == "ORPHAN_AGENT")
+        .unwrap_or_else(|| panic!("no ORPHAN_AGENT finding: {findings:?}"));
+    assert_eq!(f["severity"], "P1", "{f:?}");
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&pids[0].to_string()) && msg.contains(&token),
+        "{msg}"
+    );
+    assert!(
+        f["fix"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("kill {}", pids[0])),
+        "{f:?}"
+    );
+    assert_eq!(audit.status.code(), Some(1), "{}", text(&audit));
+    // Gone (its last sleep too), the finding goes with it.
+    drop(_reaper);
+    let audit_says = || {
+        let audit = h
+            .repo
+            .orbit(&["audit", "--json", &dir.display().to_string()]);
+        String::from_utf8_lossy(&audit.stdout).contains("ORPHAN_AGENT")
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || !audit_says()),
+        "the finding outlived the daemon"
+    );
+}
+
+#[test]
+fn under_the_sandbox_a_daemon_that_sheds_the_loops_mark_dies_with_its_run() {
+    if !crate::support::bwrap_available() {
+        return;
+    }
+    let h = Hostile::new();
+    let token = h.token();
+    let _reaper = Reaper(token.clone());
+    // The sandbox lets the agent write its workspace only: it says there that the daemon
+    // was seen running.
+    let agent = h.repo.agent(
+        "shedder",
+        &r###"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" | tr 0-9 a-j >> work.txt
+env -i /usr/bin/setsid /bin/bash -c 'while :; do sleep 1; done' @TOKEN@ < /dev/null > /dev/null 2>&1 &
+for _ in $(seq 600); do pgrep -f @TOKEN@ > /dev/null && { echo running > daemon-seen.txt; break; }; sleep 0.1; done"###
+            .replace("@TOKEN@", &token),
+    );
+    let dir = h.repo.init_loop(
+        &agent,
+        &["tr 0-9 a-j < work.txt; exit 1"],
+        &["--sandbox", "bwrap"],
+    );
+    let out = h.run(&dir, &["--once"], &[]);
+    assert_eq!(out.status.code(), Some(10), "{}", text(&out));
+    let seen = h.repo.ws().join("daemon-seen.txt").is_file()
+        || h.repo
+            .git(&["ls-tree", "-r", "--name-only", "orbit/test-goal"])
+            .contains("daemon-seen.txt");
+    assert!(seen, "the daemon ran in the sandbox\\n{}", text(&out));
+    assert!(
+        wait_until(Duration::from_secs(30), || pids_with(&token).is_empty()),
+        "the daemon outlived its sandboxed run\\n{}",
+        text(&out)
+    );
+    let audit = h
+        .repo
+        .orbit(&["audit", "--json", &dir.display().to_string()]);
+    assert!(
+        !String::from_utf8_lossy(&audit.stdout).contains("ORPHAN_AGENT"),
+        "{}",
+        text(&audit)
+    );
+}
+
 // ---- 9. misclassified failures
 
 /// A loop whose agent fails with `output` on `stream` every run; returns its loop directory

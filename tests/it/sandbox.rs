@@ -325,6 +325,67 @@ echo step >> work.txt"#
     assert_records_agree(&dir);
 }
 
+/// The forgery that reaches DONE without the sandbox (records and a hash-chained journal
+/// tail written, then the runner SIGKILLed before it looks, so that recover believes them)
+/// cannot be made under it: the journal and the records are read-only, and the runner is in
+/// no PID namespace the agent can see.
+#[test]
+fn under_the_sandbox_an_agent_can_neither_forge_the_journal_nor_kill_its_runner() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = Repo::new();
+    let body = r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+L='@LOOP@'
+try() {
+  local what=$1 out
+  shift
+  if out=$("$@" 2>&1); then
+    echo "$what: WROTE" >> attempts.txt
+  else
+    printf '%s: %s\n' "$what" "$(printf '%s' "$out" | tr '\n' ' ')" >> attempts.txt
+  fi
+}
+try journal sh -c "printf '%s\n' '{\"seq\":99,\"event\":\"loop_stop\",\"status\":\"DONE\",\"forged\":1}' >> '$L/events.jsonl'"
+try result sh -c "printf 'ITERATION=1\nVERDICT=DONE\n' > '$L/iterations/000001/result.env'"
+runner=$(pgrep -f run-loop.sh | tr '\n' ' ')
+echo "runner: [${runner% }]" >> attempts.txt
+try kill-parent kill -KILL "$PPID"
+echo "parent after the kill: $(ps -o pid=,args= -p "$PPID" 2>/dev/null || echo gone)" >> attempts.txt
+echo step >> work.txt"#;
+    let agent = repo.agent(
+        "forger",
+        &body.replace("@LOOP@", &loop_path(&repo).display().to_string()),
+    );
+    let dir = sandboxed_loop(&repo, &agent, &["test -f never-there"]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    let attempts = repo.ws_read("attempts.txt");
+    assert!(attempt(&attempts, "journal").contains(EROFS), "{attempts}");
+    // The loop directory is an empty read-only directory for the agent.
+    let result = attempt(&attempts, "result");
+    assert!(
+        result.contains("Directory nonexistent") || result.contains(EROFS),
+        "{attempts}"
+    );
+    // Its parent is the sandbox's first process, which a kill from inside does not end.
+    assert!(
+        attempt(&attempts, "parent after the kill").contains("bwrap"),
+        "{attempts}"
+    );
+    assert_eq!(
+        attempt(&attempts, "runner"),
+        "runner: []",
+        "the runner is not to be seen"
+    );
+    assert_code(&out, 10, "the runner lived to the end of its tick");
+    let journal = fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert!(!journal.contains("\"forged\""), "{journal}");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "CONTINUE");
+    let rec = repo.orbit(&["recover", "--dry-run", &dir.display().to_string()]);
+    assert!(!text(&rec).contains("DONE"), "{}", text(&rec));
+}
+
 #[test]
 fn a_daemon_that_escapes_the_process_group_and_the_environment_sweep_dies_with_the_run() {
     if !bwrap_available() {

@@ -179,8 +179,16 @@ pub struct CandidateRow {
     pub checks_total: Option<u64>,
     /// Why the runner disqualified it ("" when it was not).
     pub disqualified: String,
+    /// The holdout checks' and the judge's verdicts (`pass`, `fail`, "" when not run).
+    pub holdout: String,
+    pub judge: String,
+    /// How many files its change touched.
+    pub changed: Option<u64>,
     /// The iteration's survivor (survivor.txt names it).
     pub survivor: bool,
+    /// The command that shows its change against the survivor's (its own change where the
+    /// iteration had no survivor, or it is the survivor); "" once its ref is pruned.
+    pub review: String,
 }
 
 impl CandidateRow {
@@ -208,7 +216,13 @@ fn parse_candidate(k: u64, bytes: &[u8]) -> CandidateRow {
         };
         if matches!(
             key,
-            "OUTCOME" | "CHECKS_PASSED" | "CHECKS_TOTAL" | "DISQUALIFIED"
+            "OUTCOME"
+                | "CHECKS_PASSED"
+                | "CHECKS_TOTAL"
+                | "DISQUALIFIED"
+                | "HOLDOUT"
+                | "JUDGE"
+                | "CHANGED"
         ) {
             kv.entry(key).or_insert(value);
         }
@@ -228,7 +242,66 @@ fn parse_candidate(k: u64, bytes: &[u8]) -> CandidateRow {
             .copied()
             .unwrap_or_default()
             .to_string(),
+        holdout: verdict_word(kv.get("HOLDOUT").copied()),
+        judge: verdict_word(kv.get("JUDGE").copied()),
+        changed: num("CHANGED"),
         survivor: false,
+        review: String::new(),
+    }
+}
+
+/// A candidate record's holdout or judge verdict: `pass`, `fail`, or "" (not run, or a
+/// word the runner does not write).
+fn verdict_word(v: Option<&str>) -> String {
+    match v {
+        Some(w @ ("pass" | "fail")) => w.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The loop's candidate refs (`refs/orbit/<name>/...`) git still has, read through the
+/// loop directory's repository; empty when git cannot say.
+fn candidate_refs(dir: &Path, name: &str) -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "for-each-ref",
+            "--format=%(refname)",
+            &format!("refs/orbit/{name}/"),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Each candidate's review command (`CandidateRow::review`), from the refs git still has.
+fn set_reviews(name: &str, iteration: u64, candidates: &mut [CandidateRow], refs: &[String]) {
+    let ref_of = |k: u64| format!("refs/orbit/{name}/{iteration}/{k}");
+    let survivor = candidates
+        .iter()
+        .find(|c| c.survivor)
+        .map(|c| ref_of(c.candidate))
+        .filter(|r| refs.contains(r));
+    for c in candidates.iter_mut() {
+        let own = ref_of(c.candidate);
+        if !refs.contains(&own) {
+            continue;
+        }
+        let own_word = crate::shell::paste_word(&own);
+        c.review = match &survivor {
+            Some(s) if !c.survivor => {
+                format!("git diff {} {own_word}", crate::shell::paste_word(s))
+            }
+            _ => format!("git show {own_word}"),
+        };
     }
 }
 
@@ -665,6 +738,7 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
 
     let first = done.saturating_sub(MAX_ROWS - 1).max(1);
     let mut rows = Vec::new();
+    let mut cand_refs: Option<Vec<String>> = None;
     // Up to NEXT_ITERATION: an ABORTED iteration is recorded but not counted as done.
     for i in first..=state.next_iteration {
         let idir = dir.join(format!("iterations/{i:06}"));
@@ -686,6 +760,10 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         };
         let mut row = Row::from_record(i, &r, cell(commit), message);
         row.candidates = read_candidates(&idir);
+        if !row.candidates.is_empty() {
+            let refs = cand_refs.get_or_insert_with(|| candidate_refs(dir, &cfg.name));
+            set_reviews(&cfg.name, i, &mut row.candidates, refs);
+        }
         row.holdout = read_holdout(&idir, &row.candidates);
         rows.push(row);
     }
@@ -973,18 +1051,26 @@ pub fn render_text(f: &Facts) -> String {
         for r in f.rows.iter().filter(|r| !r.candidates.is_empty()) {
             let _ = write!(
                 out,
-                "\n### Iteration {}\n\n| candidate | outcome | checks passed | disqualified | survivor |\n|---|---|---|---|---|\n",
+                "\n### Iteration {}\n\n| candidate | outcome | checks passed | holdout | judge | changed files | disqualified | survivor | review |\n|---|---|---|---|---|---|---|---|---|\n",
                 r.iteration
             );
             for c in &r.candidates {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     c.candidate,
                     cell(&c.outcome),
                     c.checks_text(),
+                    c.holdout,
+                    c.judge,
+                    opt_num(c.changed),
                     cell(&c.disqualified),
-                    if c.survivor { "yes" } else { "" }
+                    if c.survivor { "yes" } else { "" },
+                    if c.review.is_empty() {
+                        String::new()
+                    } else {
+                        crate::render::code_span(&c.review)
+                    }
                 );
             }
         }
@@ -1683,7 +1769,7 @@ pub fn render_html(f: &Facts) -> String {
         for r in f.rows.iter().filter(|r| !r.candidates.is_empty()) {
             let _ = write!(
                 h,
-                "<h3>Iteration {}</h3>\n<table class=\"candidates\"><tr><th>candidate</th><th>outcome</th><th>checks passed</th><th>disqualified</th><th>survivor</th></tr>\n",
+                "<h3>Iteration {}</h3>\n<table class=\"candidates\"><tr><th>candidate</th><th>outcome</th><th>checks passed</th><th>holdout</th><th>judge</th><th>changed files</th><th>disqualified</th><th>survivor</th><th>review</th></tr>\n",
                 r.iteration
             );
             for c in &r.candidates {
@@ -1691,6 +1777,9 @@ pub fn render_html(f: &Facts) -> String {
                     c.candidate.to_string(),
                     c.outcome.clone(),
                     c.checks_text(),
+                    c.holdout.clone(),
+                    c.judge.clone(),
+                    opt_num(c.changed),
                     c.disqualified.clone(),
                     if c.survivor {
                         "yes".into()
@@ -1702,6 +1791,7 @@ pub fn render_html(f: &Facts) -> String {
                 for v in cells {
                     let _ = write!(h, "<td>{}</td>", esc(&v));
                 }
+                let _ = write!(h, "<td><code>{}</code></td>", esc(&c.review));
                 h.push_str("</tr>\n");
             }
             h.push_str("</table>\n");

@@ -111,7 +111,9 @@ pub(super) fn check(i: &Input) -> Vec<Finding> {
         _ => Vec::new(),
     };
     if s.last_status == Status::Done {
-        if !ours.is_empty() || !refs.is_empty() {
+        // The refs stay after DONE, for review, until --prune-candidates: only worktrees
+        // left behind are drift.
+        if !ours.is_empty() {
             out.push(Finding {
                 class: FindingClass::StateDrift,
                 severity: Severity::P2,
@@ -120,7 +122,7 @@ pub(super) fn check(i: &Input) -> Vec<Finding> {
                     state::key_line(i.state_text, "LAST_STATUS")
                 ),
                 message: format!(
-                    "the loop is DONE but its fan-out left {} candidate worktree(s) and {} candidate ref(s) (refs/orbit/{}/): the runner removes them at DONE, so it stopped before it could; the survivors' changes are on the loop branch",
+                    "the loop is DONE but its fan-out left {} candidate worktree(s): the runner removes them at DONE, so it stopped before it could; the survivors' changes are on the loop branch, and the {} candidate ref(s) (refs/orbit/{}/) are kept for review",
                     ours.len(),
                     refs.len(),
                     name.as_deref().unwrap_or("?")

@@ -504,10 +504,11 @@ fanout_progress_v() {
   REPLY=$text
 }
 
-# fanout_done_prune: a DONE loop's candidate worktrees and refs go (the survivors' changes
-# are on the loop branch; the others were kept for review while the loop ran).
+# fanout_done_prune: a DONE loop's candidate worktrees go (the survivors' changes are on the
+# loop branch). Every candidate's ref stays, for review of the alternatives the loop paid
+# for, until orbit recover --prune-candidates.
 fanout_done_prune() {
-  local k cws ref
+  local k cws
   for ((k = 1; k <= FANOUT_N; k++)); do
     fanout_ws_v "$k"
     cws=$REPLY
@@ -517,12 +518,7 @@ fanout_done_prune() {
     fi
     rm -f -- "$LOOP_DIR/.tree-index.c$k"
   done
-  while IFS= read -r ref; do
-    if [[ -n $ref ]]; then
-      git_q update-ref -d "$ref" 2>/dev/null || true
-    fi
-  done < <(git_q for-each-ref --format='%(refname)' "refs/orbit/$LOOP_NAME/" 2>/dev/null || true)
-  orbit_event candidates_pruned "$CUR_ITER" reason "done"
+  orbit_event candidates_pruned "$CUR_ITER" reason "done" refs "kept"
 }
 
 # fanout_settings: FANOUT_N and FANOUT_EARLY_STOP (0 or 1) from the loop's identity

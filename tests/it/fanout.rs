@@ -137,10 +137,46 @@ fn the_honest_candidate_survives_an_idle_and_an_overfitting_one_and_the_holdout_
         "{progress}"
     );
     assert!(progress.contains("- survivor: candidate 3 ("), "{progress}");
-    // DONE prunes the candidates' worktrees and refs.
+    // DONE prunes the candidates' worktrees; their refs stay for review.
     assert!(!repo.join(".orbit/.workspaces/test-goal.c1").exists());
-    assert_eq!(repo.git(&["for-each-ref", "refs/orbit/"]), "");
+    assert_eq!(
+        repo.git(&["for-each-ref", "--format=%(refname)", "refs/orbit/"]),
+        "refs/orbit/test-goal/1/1\nrefs/orbit/test-goal/1/2\nrefs/orbit/test-goal/1/3\n"
+    );
     assert_eq!(events_named(&dir, "candidates_pruned").len(), 1);
+    // The report says how to look at each alternative against the survivor, and the
+    // audit takes the kept refs for what they are.
+    let md = String::from_utf8_lossy(&repo.orbit(&["report", dir.to_str().unwrap()]).stdout)
+        .into_owned();
+    assert!(
+        md.contains("`git diff refs/orbit/test-goal/1/3 refs/orbit/test-goal/1/2`"),
+        "{md}"
+    );
+    assert!(md.contains("`git show refs/orbit/test-goal/1/3`"), "{md}");
+    let diff = repo.git(&[
+        "diff",
+        "refs/orbit/test-goal/1/3",
+        "refs/orbit/test-goal/1/2",
+        "--",
+        "add.sh",
+    ]);
+    assert!(diff.contains("-echo $(($1 + $2))"), "{diff}");
+    let audit = repo.orbit(&["audit", "--json", dir.to_str().unwrap()]);
+    assert!(
+        !String::from_utf8_lossy(&audit.stdout).contains("candidate ref"),
+        "{}",
+        text(&audit)
+    );
+    // Until the user prunes them.
+    let out = repo.orbit(&["recover", "--prune-candidates", dir.to_str().unwrap()]);
+    assert_code(&out, 0, "the prune");
+    assert_eq!(repo.git(&["for-each-ref", "refs/orbit/"]), "");
+    let md = String::from_utf8_lossy(&repo.orbit(&["report", dir.to_str().unwrap()]).stdout)
+        .into_owned();
+    assert!(
+        !md.contains("git diff refs/orbit"),
+        "no command for a pruned ref: {md}"
+    );
 }
 
 #[test]
@@ -509,16 +545,31 @@ fn audit_notes_candidate_worktrees_beyond_the_setting_and_stops_on_a_foreign_one
 }
 
 #[test]
-fn audit_notes_candidate_refs_left_after_done_until_they_are_pruned() {
+fn audit_keeps_quiet_on_the_refs_kept_after_done_and_notes_a_worktree_left_until_pruned() {
     let repo = add_repo();
     let agent = candidate_agent(&repo, &format!("*) {HONEST} ;;"));
     let dir = fanout_loop(&repo, &agent, "2", &[]);
     assert_ok(&repo.run_loop(&dir, &[], &[]), "the loop");
     assert_eq!(crate::support::state_value(&dir, "LAST_STATUS"), "DONE");
+    assert!(
+        !repo.git(&["for-each-ref", "refs/orbit/"]).is_empty(),
+        "refs kept"
+    );
     let (_, f) = audit_findings(&repo, &dir);
-    assert!(f.iter().all(|x| x[0] != "STATE_DRIFT"), "pruned: {f:?}");
-    // A ref the runner did not get to remove (it stopped between DONE and the prune).
-    repo.git(&["update-ref", "refs/orbit/test-goal/1/2", "HEAD"]);
+    assert!(
+        f.iter().all(|x| x[0] != "STATE_DRIFT"),
+        "kept for review: {f:?}"
+    );
+    // A worktree the runner did not get to remove (it stopped between DONE and the prune).
+    let left = repo.join(".orbit/.workspaces/test-goal.c2");
+    repo.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        left.to_str().unwrap(),
+        "HEAD",
+    ]);
     let (_, f) = audit_findings(&repo, &dir);
     let drift: Vec<_> = f.iter().filter(|x| x[0] == "STATE_DRIFT").collect();
     assert_eq!(drift.len(), 1, "{f:?}");
@@ -533,6 +584,12 @@ fn audit_notes_candidate_refs_left_after_done_until_they_are_pruned() {
     );
     let (_, f) = audit_findings(&repo, &dir);
     assert!(f.iter().all(|x| x[0] != "STATE_DRIFT"), "{f:?}");
+    assert_eq!(
+        repo.git(&["for-each-ref", "refs/orbit/"]),
+        "",
+        "refs pruned"
+    );
+    assert!(!left.exists(), "worktree pruned");
 }
 
 #[test]
@@ -544,8 +601,16 @@ fn report_lists_each_iterations_candidates_read_as_data_and_escaped() {
     let md = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(md.contains("## Candidates"), "{md}");
     assert!(md.contains("### Iteration 1"), "{md}");
-    assert!(md.contains("| 1 | ok | 1/1 |  | yes |"), "{md}");
-    assert!(md.contains("| 2 | ok | 0/1 |  |  |"), "{md}");
+    assert!(
+        md.contains("| 1 | ok | 1/1 |  |  | 1 |  | yes | `git show refs/orbit/test-goal/1/1` |"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "| 2 | ok | 0/1 |  |  | 0 |  |  | `git diff refs/orbit/test-goal/1/1 refs/orbit/test-goal/1/2` |"
+        ),
+        "{md}"
+    );
 
     // The record is data: markup is escaped, unknown keys and shell text are ignored.
     let env = dir.join("iterations/000001/candidates/2/candidate.env");
@@ -567,18 +632,22 @@ fn report_lists_each_iterations_candidates_read_as_data_and_escaped() {
     assert!(!html.contains("<script>alert"), "escaped: {html}");
     assert!(
         html.contains(
-            "<td>2</td><td>ok</td><td>0/1</td><td>&lt;script&gt;alert(1)&lt;/script&gt; | &quot;quoted&quot; &amp; more</td><td></td>"
+            "<td>2</td><td>ok</td><td>0/1</td><td></td><td></td><td>0</td><td>&lt;script&gt;alert(1)&lt;/script&gt; | &quot;quoted&quot; &amp; more</td><td></td>"
         ),
         "{html}"
     );
     assert!(
-        html.contains("<td>1</td><td>ok</td><td>1/1</td><td></td><td>yes</td>"),
+        html.contains(
+            "<td>1</td><td>ok</td><td>1/1</td><td></td><td></td><td>1</td><td></td><td>yes</td>"
+        ),
         "{html}"
     );
     assert!(!html.contains("EVIL"), "unknown keys are ignored");
     let md = String::from_utf8_lossy(&repo.orbit(&["report", d]).stdout).into_owned();
     assert!(
-        md.contains("| 2 | ok | 0/1 | <script>alert(1)</script> / \"quoted\" & more |  |"),
+        md.contains(
+            "| 2 | ok | 0/1 |  |  | 0 | <script>alert(1)</script> / \"quoted\" & more |  |"
+        ),
         "a pipe cannot break the table: {md}"
     );
     assert!(!pwned.exists(), "never run");

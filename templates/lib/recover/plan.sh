@@ -76,15 +76,8 @@ rc_plan() {
   done < <(find "$RC_DIR" -mindepth 1 -maxdepth 1 -type f -name '*.tmp.*' | LC_ALL=C sort)
 
   # ---- the state
-  orbit_ledger_sum_v "$RC_DIR/cost.ledger" ||
-    orbit_die "$EXIT_FAILURE" "cannot read $RC_DIR/cost.ledger: check its permissions, then run recover.sh again"
+  rc_spend_v
   cost=$REPLY
-  # A spend is never lowered: a ledger that lost lines is not a refund (the old state, one
-  # the journal records, holds what was paid).
-  if ((RC_OLD_OK)) && orbit_is_uint "${O[COST_MICROUSD]-}" && ((O[COST_MICROUSD] > cost)); then
-    RC_NOTES+=("COST_MICROUSD kept at ${O[COST_MICROUSD]}: cost.ledger sums to $cost, less than the spend the state holds (lines lost or removed); a spend is never lowered")
-    cost=${O[COST_MICROUSD]}
-  fi
   if ((RC_OLD_OK && !F_RESET)); then
     cb_state=${O[CB_STATE]} cb_fails=${O[CB_FAILS]} cb_sig=${O[CB_SIG]} cb_opened=${O[CB_OPENED_AT]}
   else
@@ -287,4 +280,18 @@ rc_dry_run() {
   done
   for r in "${RC_NOTES[@]}"; do printf 'note: %s\n' "$r"; done
   printf 'append: a ## Recovery entry to progress.md and a recovery event to events.jsonl\n'
+}
+
+# rc_spend_v: COST_MICROUSD, the sum of cost.ledger, never lowered: a ledger that lost lines
+# (emptied, cut) is not a refund, and the old state, one the journal records, holds what was
+# paid (said in the notes).
+rc_spend_v() {
+  local sum
+  orbit_ledger_sum_v "$RC_DIR/cost.ledger" ||
+    orbit_die "$EXIT_FAILURE" "cannot read $RC_DIR/cost.ledger: check its permissions, then run recover.sh again"
+  sum=$REPLY
+  if ((RC_OLD_OK)) && orbit_is_uint "${O[COST_MICROUSD]-}" && ((O[COST_MICROUSD] > sum)); then
+    RC_NOTES+=("COST_MICROUSD kept at ${O[COST_MICROUSD]}: cost.ledger sums to $sum, less than the spend the state holds (lines lost or removed); a spend is never lowered")
+    REPLY=${O[COST_MICROUSD]}
+  fi
 }

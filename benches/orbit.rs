@@ -26,8 +26,11 @@
 //!    through a counting `bwrap` first on PATH: the preflight's probe, the agent, the check)
 //!    is the sandbox's cost per agent or check run.
 //!
+//! 8. Time to a verified DONE: a 1 s agent and a 1 s check, PASS_K 2, one iteration to DONE
+//!    with 1, 2 and 4 candidates: wall time and check runs.
+//!
 //! Set ORBIT_BENCH_RUNS to change the number of samples (default 15), ORBIT_BENCH_ONLY to
-//! one of init, runner, audit, status, fanout, clean, sandbox to run a single part.
+//! one of init, runner, audit, status, fanout, clean, sandbox, done to run a single part.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -1058,6 +1061,109 @@ fn bench_status(rows: &mut Vec<Row>) {
     });
 }
 
+/// Time to a verified DONE: a scripted agent that takes 1 s and one check that takes 1 s
+/// (PASS_K 2), one iteration to DONE with 1, 2 and 4 candidates: the wall time of the loop
+/// from `orbit init` to DONE and how many times the check ran. One candidate needs at least
+/// 6 s of its steps' own time (red gate, agent, PASS_K checks, the clean checkout, the
+/// confirmation run).
+fn bench_done(rows: &mut Vec<Row>) {
+    let bin = tempfile::tempdir().unwrap();
+    let agent = bin.path().join("agent.sh");
+    fs::write(
+        &agent,
+        "#!/bin/sh
+cat >/dev/null
+sleep 1
+case \"$ORBIT_PHASE\" in
+  confirm) echo CONFIRMED > \"$ORBIT_AGENT_DIR/confirm.md\"; exit 0 ;;
+  wrapup) exit 0 ;;
+esac
+echo ok > ok.txt
+echo done > \"$ORBIT_AGENT_DIR/done.md\"
+",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
+    let exec = agent.display().to_string();
+    let steps = Duration::from_secs(6);
+    let mut one = None;
+    for k in [1u32, 2, 4] {
+        let r = repo(1);
+        let counter = bin.path().join(format!("checks-{k}"));
+        let check = format!("echo x >> {}; sleep 1; test -f ok.txt", counter.display());
+        let rel = format!(".orbit/done{k}");
+        let started = Instant::now();
+        run_ok(
+            Command::new(orbit())
+                .args([
+                    "init",
+                    "bench done",
+                    "--engine",
+                    "custom",
+                    "--exec",
+                    &exec,
+                    "--verify",
+                    &check,
+                    "--candidates",
+                    &k.to_string(),
+                    "--dir",
+                    &rel,
+                    "--sandbox",
+                    "none",
+                ])
+                .current_dir(r.path())
+                .stdout(Stdio::null()),
+        );
+        run_ok(
+            Command::new("bash")
+                .arg(r.path().join(&rel).join("run-loop.sh"))
+                .current_dir(r.path())
+                .env("RETRY_BASE_DELAY", "0")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        let wall = started.elapsed();
+        let dir = r.path().join(&rel);
+        assert_eq!(
+            state_value(&dir, "LAST_STATUS"),
+            "DONE",
+            "{}",
+            dir.display()
+        );
+        let checks = fs::read_to_string(&counter)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        // Red gate, PASS_K per candidate, the clean checkout.
+        let want = 1 + 2 * k as usize + 1;
+        let note = match one {
+            None => {
+                one = Some(wall);
+                let g = wall.as_secs_f64() / steps.as_secs_f64();
+                format!(
+                    "one run: {checks} check runs (at most {want}: {}); {g:.2}x the 6 s its steps need (target 1.15x: {})",
+                    verdict(checks <= want),
+                    verdict(g <= 1.15)
+                )
+            }
+            Some(b) => {
+                let g = wall.as_secs_f64() / b.as_secs_f64();
+                format!(
+                    "one run: {checks} check runs (at most {want}: {}); {g:.2}x one candidate's (target 1.3x: {})",
+                    verdict(checks <= want),
+                    verdict(g <= 1.3)
+                )
+            }
+        };
+        rows.push(Row {
+            name: format!("time to DONE, {k} candidate(s)"),
+            value: format!("{:.1} s", wall.as_secs_f64()),
+            note,
+        });
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -1082,6 +1188,9 @@ fn main() {
     }
     if part("sandbox") {
         bench_sandbox(&mut rows);
+    }
+    if part("done") {
+        bench_done(&mut rows);
     }
     if part("audit") {
         bench_audit(&mut rows);

@@ -459,6 +459,7 @@ fanout_iteration() {
   if [[ -f $cdir/notes.md ]]; then
     cp -f -- "$cdir/notes.md" "$LOOP_DIR/notes.md"
   fi
+  fanout_survivor_checks "$cdir"
   FANOUT_ATTEMPTS=${C[ATTEMPTS]:-1} AGENT_RC=${C[EXIT]:-0} AGENT_SECS=${C[SECONDS]:-0}
   orbit_is_uint "$FANOUT_ATTEMPTS" || FANOUT_ATTEMPTS=1
   FANOUT_OUTCOME=${C[OUTCOME]:-$OUTCOME_AGENT_ERROR}

@@ -873,3 +873,83 @@ fn an_early_stop_fan_out_killed_after_its_passer_was_recorded_does_not_start_the
     assert!(sel[0].value.to_string().contains("\"candidate\":1"));
     assert_eq!(repo.ws_read("add.sh"), "echo $(($1 + $2))\n");
 }
+
+/// Where each check run ran (the counting check writes its working directory), in order.
+fn check_runs(counter: &Path) -> Vec<String> {
+    fs::read_to_string(counter)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_survivors_checks_are_not_run_again_in_the_workspace_on_the_same_tree() {
+    let repo = add_repo();
+    let counter = repo.bin.path().join("check-runs");
+    let check = format!("echo \"$PWD\" >> {}; {VISIBLE}", counter.display());
+    let agent = candidate_agent(&repo, &format!("1) : ;;\n2) {HONEST} ;;"));
+    let dir = repo.init_loop(
+        &agent,
+        &[&check],
+        &[
+            "--candidates",
+            "2",
+            "--holdout",
+            HIDDEN,
+            "--judge-cmd",
+            "true",
+        ],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_ok(&out, "DONE");
+    let runs = check_runs(&counter);
+    let ws = repo.ws().canonicalize().unwrap().display().to_string();
+    let in_ws = runs.iter().filter(|p| **p == ws).count();
+    let in_c1 = runs.iter().filter(|p| p.ends_with("test-goal.c1")).count();
+    let in_c2 = runs.iter().filter(|p| p.ends_with("test-goal.c2")).count();
+    // The red gate ran in the workspace; candidate 1 failed at once (its PASS_K repeats
+    // stop), candidate 2 passed PASS_K = 2 times; the survivor's tree in the workspace was
+    // not checked again; the one extra run is the clean checkout's.
+    assert_eq!(in_ws, 1, "only the red gate in the workspace: {runs:?}");
+    assert_eq!(in_c1, 1, "{runs:?}");
+    assert_eq!(in_c2, 2, "{runs:?}");
+    assert_eq!(
+        runs.len(),
+        5,
+        "red gate + 1 + 2 + the clean checkout: {runs:?}"
+    );
+    let log = fs::read_to_string(dir.join("iterations/000001/verify.log")).unwrap();
+    assert_eq!(
+        log.matches("[orbit] not run again: the survivor's checks passed on this same tree")
+            .count(),
+        2,
+        "{log}"
+    );
+    assert!(log.contains("[PASS]"), "{log}");
+    let held = fs::read_to_string(dir.join("iterations/000001/holdout.log")).unwrap();
+    assert!(held.contains("not run again"), "{held}");
+    let judged = fs::read_to_string(dir.join("iterations/000001/judge.log")).unwrap();
+    assert!(judged.contains("not run again"), "{judged}");
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_survivor_whose_checks_failed_is_checked_in_the_workspace_as_before() {
+    let repo = add_repo();
+    let counter = repo.bin.path().join("check-runs");
+    let check = format!("echo \"$PWD\" >> {}; {VISIBLE}", counter.display());
+    let agent = candidate_agent(&repo, "*) : ;;");
+    let dir = repo.init_loop(&agent, &[&check], &["--candidates", "2"]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "work remains");
+    let ws = repo.ws().canonicalize().unwrap().display().to_string();
+    let runs = check_runs(&counter);
+    assert_eq!(
+        runs.iter().filter(|p| **p == ws).count(),
+        2,
+        "the red gate and the survivor's tree in the workspace: {runs:?}"
+    );
+    let log = fs::read_to_string(dir.join("iterations/000001/verify.log")).unwrap();
+    assert!(!log.contains("not run again"), "{log}");
+}

@@ -95,6 +95,9 @@ fanout_judge() {
           ((VERIFY_OK)) || break
           runs=$((runs + 1))
         done
+        if ((runs >= PASS_K)) && [[ -z $TRUST_BAD ]]; then
+          checks_keep_pass "$cdir" || true
+        fi
         if ((HOLDOUT_CHECKS > 0)) && [[ -z $TRUST_BAD ]]; then
           run_holdout "$n" "$cdir"
           hold=$VERIFY_FAIL
@@ -221,6 +224,14 @@ fanout_budget() {
   ((est > 0)) || return 0
   if ((S[COST_MICROUSD] + est * FANOUT_N > USD_CAP_M)); then
     finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap; the next iteration's $FANOUT_N candidates would cost about \$$(orbit_usd_text $((est * FANOUT_N))) (\$$(orbit_usd_text "$est") a run) and cross it: raise USD_CAP, or lower candidates, to go on"
+  fi
+}
+
+# fanout_survivor_checks CDIR: the survivor's checks (its record in C) ran on the tree now
+# in the workspace: what passed there PASS_K times is not run again there.
+fanout_survivor_checks() {
+  if ((C[CHECKS_TOTAL] > 0 && C[CHECKS_PASSED] == C[CHECKS_TOTAL] && C[PASS_K_RUNS] >= PASS_K)); then
+    checks_reuse_from "${C[TREE]}" "$PASS_K" "$1" "${C[HOLDOUT]-}" "${C[JUDGE]-}"
   fi
 }
 

@@ -10,6 +10,57 @@ VERIFY_SIG=
 VERIFY_TREE=
 # The name a verify run's own failure is recorded under when a check changed the project.
 readonly CHECK_CHANGED_NAME=project-changed-by-checks
+# What a fan-out's survivor's own checks established, in this iteration only
+# (checks_reuse_from): its tree, how many of its verify runs (all passing) are still to be
+# taken for the workspace's, the record directory that holds the last one, and its holdout
+# and judge verdicts there. A check never runs twice on the same tree for the same purpose.
+CHECKS_REUSE_TREE=
+CHECKS_REUSE_RUNS=0
+CHECKS_REUSE_DIR=
+CHECKS_REUSE_HOLDOUT=
+CHECKS_REUSE_JUDGE=
+# checks_reuse_from [TREE RUNS DIR HOLDOUT JUDGE]: the survivor's results (none without
+# arguments: every check runs).
+checks_reuse_from() {
+  CHECKS_REUSE_TREE=${1-} CHECKS_REUSE_RUNS=${2:-0} CHECKS_REUSE_DIR=${3-}
+  CHECKS_REUSE_HOLDOUT=${4-} CHECKS_REUSE_JUDGE=${5-}
+}
+
+# checks_reusable TREE: status 0 when TREE, in the workspace, is the tree the survivor's
+# checks ran on.
+checks_reusable() {
+  [[ -n $CHECKS_REUSE_TREE && $1 == "$CHECKS_REUSE_TREE" && $WS == "$WS_MAIN" ]]
+}
+
+# checks_reuse_verify DIR LABEL OUT: status 0 when this verify run is one the survivor's
+# checks already made on this tree: its output (and tally) taken instead of running them
+# again, said in verify.log.
+checks_reuse_verify() {
+  local dir=$1 label=$2 out=$3
+  checks_reusable "$VERIFY_TREE" && ((CHECKS_REUSE_RUNS > 0)) || return 1
+  [[ -f $CHECKS_REUSE_DIR/verify.pass.out && -f $CHECKS_REUSE_DIR/verify.pass.tally ]] || return 1
+  cp -f -- "$CHECKS_REUSE_DIR/verify.pass.out" "$out" || return 1
+  cp -f -- "$CHECKS_REUSE_DIR/verify.pass.tally" "$VERIFY_TALLY_FILE" || return 1
+  CHECKS_REUSE_RUNS=$((CHECKS_REUSE_RUNS - 1))
+  counts_take "$dir" "$label"
+  {
+    orbit_iso_v -1
+    printf '### verify run: %s (%s)\n' "$label" "$REPLY"
+    printf '[orbit] not run again: the survivor'"'"'s checks passed on this same tree (%s) in its worktree (%s/verify.log); their last output:\n' \
+      "${VERIFY_TREE:0:12}" "${CHECKS_REUSE_DIR#"$LOOP_DIR"/iterations/*/}"
+    cat -- "$out"
+  } >>"$dir/verify.log"
+  VERIFY_RC=0 VERIFY_TO=0 VERIFY_OK=1
+  LAST_VERIFY_OUT=$out
+  return 0
+}
+
+# checks_keep_pass CDIR: a candidate's last verify run, all passing, kept in its record for
+# the workspace's runs on the same tree (checks_reuse_verify).
+checks_keep_pass() {
+  cp -f -- "$LAST_VERIFY_OUT" "$1/verify.pass.out" && cp -f -- "$VERIFY_TALLY_FILE" "$1/verify.pass.tally"
+}
+
 # run_verify N LABEL: runs verify.sh into iterations/N/verify.log; sets VERIFY_OK.
 run_verify() {
   local dir=$1 label=$2 out
@@ -32,6 +83,10 @@ run_verify() {
     return 0
   fi
   VERIFY_TREE=$REPLY
+  VERIFY_TALLY_FILE=$ORBIT_TMP/verify.tally
+  if checks_reuse_verify "$dir" "$label" "$out"; then
+    return 0
+  fi
   trust_hold_loop
   local budget cut=0
   deadline_cap_v "$VERIFY_BUDGET_S" || cut=1
@@ -43,7 +98,6 @@ run_verify() {
     return 0
   fi
   sandbox_prepare check
-  VERIFY_TALLY_FILE=$ORBIT_TMP/verify.tally
   ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" \
     ORBIT_VERIFY_TMP="$ORBIT_TMP" ORBIT_VERIFY_TALLY=6 ORBIT_BASE_COUNTS="$BASE_COUNTS" \
     orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/verify.sh" 6>"$VERIFY_TALLY_FILE"

@@ -20,6 +20,14 @@ run_holdout() {
     return 0
   fi
   local tree=$REPLY
+  if checks_reusable "$tree" && [[ $CHECKS_REUSE_HOLDOUT == "$VERIFY_PASS" ]]; then
+    # The survivor's holdout passed on this same tree: not run again.
+    orbit_iso_v -1
+    printf '### holdout run: iteration %s (%s)\n[orbit] not run again: the survivor'"'"'s holdout checks passed on this same tree (%s/holdout.log)\n' \
+      "$n" "$REPLY" "${CHECKS_REUSE_DIR#"$LOOP_DIR"/iterations/*/}" >>"$dir/holdout.log"
+    HOLDOUT_OK=1
+    return 0
+  fi
   trust_hold_loop
   deadline_cap_v "$HOLDOUT_BUDGET_S" || cut=1
   budget=$REPLY
@@ -89,6 +97,16 @@ run_judge() {
   # The tree it judges: what the judge's run changes of it is not the judge's to change.
   tree_here_v || return 0
   tree=$REPLY
+  if checks_reusable "$tree" && [[ $CHECKS_REUSE_JUDGE == "$VERIFY_PASS" && -f $CHECKS_REUSE_DIR/judge.log ]]; then
+    # The judge approved the survivor on this same tree: not asked again.
+    {
+      printf '[orbit] not run again: the judge approved the survivor on this same tree (%s/judge.log); its output:\n' \
+        "${CHECKS_REUSE_DIR#"$LOOP_DIR"/iterations/*/}"
+      cat -- "$CHECKS_REUSE_DIR/judge.log"
+    } >"$dir/judge.log"
+    JUDGE_OK=1
+    return 0
+  fi
   trust_hold_loop
   deadline_cap_v "$EXEC_TIMEOUT_S" || true
   jlimit=$((REPLY > 0 ? REPLY : 1))

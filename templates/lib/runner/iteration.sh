@@ -70,6 +70,8 @@ iteration_begin() {
     CLAIM_NUDGE=1
   fi
   R=()
+  # What a fan-out's survivor's checks established holds for this iteration only.
+  checks_reuse_from
   R[ITERATION]=$n
   R[STARTED_AT]=$started
   R[PHASE]=$PHASE_WORK

@@ -19,11 +19,15 @@ CHECKS_REUSE_RUNS=0
 CHECKS_REUSE_DIR=
 CHECKS_REUSE_HOLDOUT=
 CHECKS_REUSE_JUDGE=
-# checks_reuse_from [TREE RUNS DIR HOLDOUT JUDGE]: the survivor's results (none without
-# arguments: every check runs).
+# checks_reuse_from TREE RUNS DIR HOLDOUT JUDGE: the survivor's results.
 checks_reuse_from() {
-  CHECKS_REUSE_TREE=${1-} CHECKS_REUSE_RUNS=${2:-0} CHECKS_REUSE_DIR=${3-}
-  CHECKS_REUSE_HOLDOUT=${4-} CHECKS_REUSE_JUDGE=${5-}
+  CHECKS_REUSE_TREE=$1 CHECKS_REUSE_RUNS=$2 CHECKS_REUSE_DIR=$3
+  CHECKS_REUSE_HOLDOUT=$4 CHECKS_REUSE_JUDGE=$5
+}
+
+# checks_reuse_clear: no survivor's results: every check runs.
+checks_reuse_clear() {
+  CHECKS_REUSE_TREE='' CHECKS_REUSE_RUNS=0 CHECKS_REUSE_DIR='' CHECKS_REUSE_HOLDOUT='' CHECKS_REUSE_JUDGE=''
 }
 
 # checks_reusable TREE: status 0 when TREE, in the workspace, is the tree the survivor's

@@ -71,7 +71,7 @@ iteration_begin() {
   fi
   R=()
   # What a fan-out's survivor's checks established holds for this iteration only.
-  checks_reuse_from
+  checks_reuse_clear
   R[ITERATION]=$n
   R[STARTED_AT]=$started
   R[PHASE]=$PHASE_WORK

@@ -625,6 +625,13 @@ pub struct InitArgs {
     #[arg(long)]
     pub fanout_early_stop: bool,
 
+    /// With --candidates: how many candidates' checks run at once, each in its own worktree
+    /// with its own timeout [default: 0, as many as there are candidates, at most the CPUs].
+    /// 1 runs them one after another: for checks that cannot share the machine (a fixed
+    /// port, a database).
+    #[arg(long, value_name = "N")]
+    pub check_jobs: Option<u32>,
+
     /// Repository paths (globs) the agent must not change. Repeatable. Each must match a
     /// file.
     #[arg(long = "protect", value_name = "GLOB")]

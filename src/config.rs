@@ -77,6 +77,10 @@ pub struct LoopConfig {
     pub pass_k: u32,
     /// Timeout of each verify check.
     pub check_timeout: String,
+    /// How many fan-out candidates' checks run at once (0: as many as there are candidates,
+    /// at most the CPUs). Not written when 0, so a loop without fan-out keeps its loop.toml.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub check_jobs: u32,
     /// Attempts per iteration for transient agent failures (at most 5).
     pub retry_limit: u32,
     pub retry_base_delay: String,
@@ -154,6 +158,10 @@ pub struct LoopConfig {
     /// that choice for wall-clock time and the stopped runs' remaining spend.
     #[serde(skip_serializing_if = "is_false")]
     pub fanout_early_stop: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn is_one(n: &u64) -> bool {
@@ -761,6 +769,7 @@ mod tests {
             cost_estimate_usd: Some(Usd(1)),
             candidates: 2,
             fanout_early_stop: true,
+            check_jobs: 2,
             auto_protect: vec!["**/conftest.py".into()],
             setup: vec!["npm ci".into()],
             check_name: [("cargo test".to_string(), "unit".to_string())].into(),

@@ -651,6 +651,9 @@ fn config_from_args(
         ..LoopConfig::default()
     };
     cfg.fanout_early_stop = args.fanout_early_stop;
+    if let Some(j) = args.check_jobs {
+        cfg.check_jobs = j;
+    }
     if let Some(n) = args.candidates {
         cfg.candidates = n;
         if n > 1 {

@@ -92,6 +92,7 @@ pub const LIB_RUN_LOOP: &str = include_str!("../templates/lib/run-loop.sh");
 /// stand-in.
 pub const LIB_FANOUT: &str = include_str!("../templates/lib/fanout.sh");
 pub const LIB_FANOUT_SELECT: &str = include_str!("../templates/lib/fanout/select.sh");
+pub const LIB_FANOUT_CHECKS: &str = include_str!("../templates/lib/fanout/checks.sh");
 pub const LIB_NO_FANOUT: &str = include_str!("../templates/lib/no-fanout.sh");
 pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
 /// What a check's own output says ran: the test tools' summaries, counted and judged
@@ -128,6 +129,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/engines/custom.sh", LIB_ENGINE_CUSTOM),
     ("lib/fanout.sh", LIB_FANOUT),
     ("lib/fanout/select.sh", LIB_FANOUT_SELECT),
+    ("lib/fanout/checks.sh", LIB_FANOUT_CHECKS),
     ("lib/no-fanout.sh", LIB_NO_FANOUT),
     ("lib/runner/config.sh", LIB_RUNNER_CONFIG),
     ("lib/runner/preflight.sh", LIB_RUNNER_PREFLIGHT),
@@ -203,8 +205,9 @@ pub enum Part {
     Engine,
     /// lib/fanout.sh for a loop of candidates > 1, else its stand-in lib/no-fanout.sh.
     Fanout,
-    /// lib/fanout/select.sh for a loop of candidates > 1, else nothing.
-    FanoutSelect,
+    /// A part of the fan-out (lib/fanout/select.sh, lib/fanout/checks.sh) for a loop of
+    /// candidates > 1, else nothing.
+    FanoutOnly(&'static str),
     /// lib/sandbox.sh for a sandboxed loop, else its stand-in lib/no-sandbox.sh.
     Sandbox,
 }
@@ -218,8 +221,8 @@ impl Part {
             Part::Engine => engine_part(view.engine),
             Part::Fanout if view.candidates > 1 => LIB_FANOUT,
             Part::Fanout => LIB_NO_FANOUT,
-            Part::FanoutSelect if view.candidates > 1 => LIB_FANOUT_SELECT,
-            Part::FanoutSelect => return None,
+            Part::FanoutOnly(text) if view.candidates > 1 => text,
+            Part::FanoutOnly(_) => return None,
             Part::Sandbox => match view.sandbox {
                 Sandbox::Bwrap | Sandbox::Auto => LIB_SANDBOX,
                 Sandbox::None => LIB_NO_SANDBOX,
@@ -292,7 +295,8 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_ENGINE),
             Part::Engine,
             Part::Fanout,
-            Part::FanoutSelect,
+            Part::FanoutOnly(LIB_FANOUT_SELECT),
+            Part::FanoutOnly(LIB_FANOUT_CHECKS),
             Part::Always(LIB_RUNNER_CONFIG),
             Part::Always(LIB_RUNNER_PREFLIGHT),
             Part::Always(LIB_WORKSPACE),

@@ -228,6 +228,7 @@ pub const SETTINGS: &[Setting] = &[
     usd("cost-estimate-usd"),
     count("pass-k", 1, 20, "2"),
     duration("check-timeout", 1, "10m"),
+    count("check-jobs", 0, 64, "0"),
     count("retry-limit", 1, 5, "3"),
     duration("retry-base-delay", 0, "5s"),
     count("cb-threshold", 1, 1000, "3"),

@@ -238,6 +238,7 @@ fanout_agent_stop() {
 # fanout_stop_all: on a signal, every candidate's subshell is told to stop and waited for.
 fanout_stop_all() {
   local pid i
+  fanout_checks_stop_all
   ((${#FANOUT_PIDS[@]})) || return 0
   for pid in "${FANOUT_PIDS[@]}"; do
     kill -TERM "$pid" 2>/dev/null || true
@@ -272,7 +273,7 @@ fanout_recorded_passer_v() {
 
 fanout_iteration() {
   local n=$1 dir=$2 base=$3 fb=$4 commit k cdir j fd line outcome att secs rc cost passer=0
-  local -a todo=() kept=() f=()
+  local -a todo=() kept=() f=() checked=()
   local -A fds=() res=() pids=() ends=()
   # What the iteration sees when the fan-out stops early (TRUST_BAD: the loop stops).
   FANOUT_OUTCOME=$OUTCOME_AGENT_ERROR FANOUT_ATTEMPTS=1 AGENT_RC=0 AGENT_SECS=0 AGENT_TIMED_OUT=0
@@ -413,16 +414,16 @@ fanout_iteration() {
     [[ -z $TRUST_BAD ]] || return 0
     orbit_fault fanout_after_agents
     for k in "${todo[@]}"; do
-      cdir=$dir/candidates/$k
-      C=()
-      while IFS='=' read -r j line; do
-        case $j in
-          OUTCOME) [[ $line =~ ^[a-z_]{1,32}$ ]] && C[OUTCOME]=$line ;;
-          EXIT | ATTEMPTS | SECONDS | COST_MICROUSD) orbit_is_uint "$line" && C[$j]=$line ;;
-        esac
-      done <"$cdir/run.env"
+      fanout_run_read "$dir/candidates/$k"
       C[END_TREE]=${ends[$k]-}
-      fanout_judge "$n" "$k" "$cdir" "$commit" "$base" || return 0
+      fanout_look "$n" "$k" "$dir/candidates/$k" "$base" || return 0
+      if ((FANOUT_LOOK_CHECK[$k])); then checked+=("$k"); fi
+    done
+    fanout_checks_run "$n" ${checked[@]+"${checked[@]}"} || return 0
+    orbit_fault fanout_after_checks
+    for k in "${todo[@]}"; do
+      fanout_run_read "$dir/candidates/$k"
+      fanout_judge "$n" "$k" "$dir/candidates/$k" "$commit" "$base" || return 0
       orbit_fault fanout_after_candidate
     done
   fi

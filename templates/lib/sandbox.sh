@@ -252,7 +252,13 @@ sandbox_prepare() {
   else
     # The checks read verify.sh (the holdout run holdout.sh and holdout/); their scratch
     # space is theirs alone, and the channel secrets are not theirs to read.
-    a+=(--ro-bind "$LOOP_DIR" "$LOOP_DIR" --tmpfs "$ORBIT_TMP")
+    # A candidate's checks have a scratch of their own under .run-tmp/: the others' (their
+    # holdout output, their agents' logs) is not theirs to read either.
+    a+=(--ro-bind "$LOOP_DIR" "$LOOP_DIR")
+    if [[ $ORBIT_TMP == "$LOOP_DIR/.run-tmp/"* ]]; then
+      a+=(--tmpfs "$LOOP_DIR/.run-tmp")
+    fi
+    a+=(--tmpfs "$ORBIT_TMP")
     secrets=$LOOP_DIR/notify.secrets
     if [[ -f $secrets && ! -L $secrets ]]; then
       a+=(--ro-bind /dev/null "$secrets")

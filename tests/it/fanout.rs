@@ -241,6 +241,7 @@ fn a_kill_at_each_fault_point_mid_fan_out_resumes_with_no_record_lost_or_doubled
     // candidate is recorded redoes both; after the first record, only the second.
     for (point, runs) in [
         ("fanout_after_agents", 4),
+        ("fanout_after_checks", 4),
         ("fanout_after_candidate", 3),
         ("fanout_before_apply", 2),
         ("fanout_after_apply", 2),
@@ -952,4 +953,221 @@ fn a_survivor_whose_checks_failed_is_checked_in_the_workspace_as_before() {
     );
     let log = fs::read_to_string(dir.join("iterations/000001/verify.log")).unwrap();
     assert!(!log.contains("not run again"), "{log}");
+}
+
+/// A check script in the test's bin directory, run as `bash <path>`: `body` is bash, with
+/// BIN standing for the bin directory.
+fn check_script(repo: &Repo, name: &str, body: &str) -> String {
+    let bin = repo.bin.path().display().to_string();
+    let path = repo.bin.path().join(name);
+    fs::write(&path, body.replace("BIN", &bin)).unwrap();
+    format!("bash {}", path.display())
+}
+
+/// The lines of a file in the test's bin directory.
+fn bin_lines(repo: &Repo, name: &str) -> Vec<String> {
+    fs::read_to_string(repo.bin.path().join(name))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_candidates_checks_run_at_once_and_keep_every_record_as_before() {
+    let repo = add_repo();
+    // Each candidate's check waits (up to 30 s) until both candidates' checks have started:
+    // run one after another, candidate 1's would never see candidate 2's, and `met` would
+    // not name it.
+    let check = check_script(
+        &repo,
+        "meet.sh",
+        r#"case "$PWD" in
+  *.c[0-9]*)
+    k=${PWD##*.}
+    mkdir -p BIN/meet
+    : > "BIN/meet/arrived.$k"
+    i=0
+    while [ ! -e BIN/meet/arrived.c1 ] || [ ! -e BIN/meet/arrived.c2 ]; do
+      i=$((i + 1)); [ "$i" -le 300 ] || break; sleep 0.1
+    done
+    if [ -e BIN/meet/arrived.c1 ] && [ -e BIN/meet/arrived.c2 ]; then echo "$k" >> BIN/met; fi ;;
+esac
+test "$(bash add.sh 2 2)" = 4
+"#,
+    );
+    let agent = candidate_agent(&repo, &format!("*) {HONEST} ;;"));
+    let dir = repo.init_loop(
+        &agent,
+        &[&check],
+        &["--candidates", "2", "--holdout", HIDDEN],
+    );
+    let out = repo.run_loop(&dir, &[], &[("CHECK_JOBS", "2")]);
+    assert_ok(&out, "DONE");
+    let met = bin_lines(&repo, "met");
+    assert!(
+        met.iter().any(|k| k == "c1") && met.iter().any(|k| k == "c2"),
+        "both candidates' checks ran at once: {met:?}"
+    );
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(log.contains("run, 2 at once"), "{log}");
+    // Every record as a candidate checked alone had it.
+    for k in 1..=2u64 {
+        let c = cand_env(&dir, 1, k);
+        assert_eq!(c["CHECKS_PASSED"], "1", "{c:?}");
+        assert_eq!(c["PASS_K_RUNS"], "2", "{c:?}");
+        assert_eq!(c["HOLDOUT"], "pass", "{c:?}");
+        let cdir = dir.join(format!("iterations/000001/candidates/{k}"));
+        let verify = fs::read_to_string(cdir.join("verify.log")).unwrap();
+        assert_eq!(
+            verify.matches("### verify run: candidate").count(),
+            2,
+            "{verify}"
+        );
+        assert!(
+            verify.contains(&format!("candidate {k}, pass 2 of 2")),
+            "{verify}"
+        );
+        let held = fs::read_to_string(cdir.join("holdout.log")).unwrap();
+        assert!(held.contains("### holdout run"), "{held}");
+        assert!(cdir.join("verify.pass.out").is_file());
+    }
+    // The DONE gate took the survivor's holdout verdict on the same tree: two runs, not three.
+    assert_eq!(events_named(&dir, "holdout_pass").len(), 2);
+    assert_eq!(events_named(&dir, "candidate_end").len(), 2);
+    assert!(
+        !dir.join(".run-tmp/j1").exists() && !dir.join(".run-tmp/j2").exists(),
+        "the checks' scratch is gone once taken"
+    );
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn with_check_jobs_1_the_candidates_checks_run_one_at_a_time() {
+    let repo = add_repo();
+    let check = check_script(
+        &repo,
+        "one.sh",
+        r#"case "$PWD" in
+  *.c[0-9]*)
+    echo "${PWD##*.}" >> BIN/order
+    mkdir BIN/busy 2>/dev/null || echo overlap >> BIN/overlaps
+    sleep 0.3
+    rmdir BIN/busy 2>/dev/null || true ;;
+esac
+test "$(bash add.sh 2 2)" = 4
+"#,
+    );
+    let agent = candidate_agent(&repo, &format!("*) {HONEST} ;;"));
+    let dir = repo.init_loop(
+        &agent,
+        &[&check],
+        &["--candidates", "2", "--check-jobs", "1"],
+    );
+    let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
+    assert!(toml.contains("check-jobs = 1"), "{toml}");
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_ok(&out, "DONE");
+    assert!(bin_lines(&repo, "overlaps").is_empty(), "no two at once");
+    assert_eq!(
+        bin_lines(&repo, "order"),
+        ["c1", "c1", "c2", "c2"],
+        "candidate 1's PASS_K runs, then candidate 2's"
+    );
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(log.contains("run, 1 at once"), "{log}");
+}
+
+#[test]
+fn a_candidate_whose_check_hangs_is_bounded_by_its_own_timeout_while_the_others_finish() {
+    let repo = add_repo();
+    // Candidate 1's check waits until candidate 2's two runs have ended (proof that they
+    // ran while it was running), then hangs; its own timeout ends it.
+    let check = check_script(
+        &repo,
+        "hang.sh",
+        r#"case "$PWD" in
+  *.c1)
+    i=0
+    while [ "$(grep -c '^end c2$' BIN/order 2>/dev/null)" -lt 2 ]; do
+      i=$((i + 1)); [ "$i" -le 600 ] || break; sleep 0.1
+    done
+    [ "$(grep -c '^end c2$' BIN/order 2>/dev/null)" -lt 2 ] || echo "c2 ended first" >> BIN/proof
+    sleep 300 ;;
+esac
+test "$(bash add.sh 2 2)" = 4 && echo "end ${PWD##*.}" >> BIN/order
+"#,
+    );
+    let agent = candidate_agent(&repo, &format!("*) {HONEST} ;;"));
+    let dir = repo.init_loop(&agent, &[&check], &["--candidates", "2"]);
+    let out = repo.run_loop(
+        &dir,
+        &[],
+        &[
+            ("CHECK_JOBS", "2"),
+            ("CHECK_TIMEOUT", "15"),
+            ("KILL_GRACE", "1"),
+        ],
+    );
+    assert_ok(&out, "DONE with the candidate whose checks ended");
+    assert_eq!(
+        bin_lines(&repo, "proof"),
+        ["c2 ended first"],
+        "candidate 2's checks ran while candidate 1's hung"
+    );
+    let hung = cand_env(&dir, 1, 1);
+    assert_eq!(hung["CHECKS_PASSED"], "0", "{hung:?}");
+    let verify = fs::read_to_string(dir.join("iterations/000001/candidates/1/verify.log")).unwrap();
+    assert!(verify.contains("timed out after 15s"), "{verify}");
+    assert_eq!(cand_env(&dir, 1, 2)["PASS_K_RUNS"], "2");
+    let sel = events_named(&dir, "survivor_selected");
+    assert!(
+        sel[0].value.to_string().contains("\"candidate\":2"),
+        "{sel:?}"
+    );
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn under_the_sandbox_a_candidates_checks_cannot_read_the_others_scratch() {
+    if !crate::support::bwrap_available() {
+        return;
+    }
+    // The check lists the runner's scratch: without the sandbox it shows the other
+    // candidate's (its agent's logs, its checks' holdout output); under it, nothing of it.
+    let listing = "case \"$PWD\" in *.c1) ls -a \"$ORBIT_VERIFY_FOR/.run-tmp\" | sed 's/^/seen: /' ;; esac; test \"$(bash add.sh 2 2)\" = 4";
+    for sandbox in ["none", "bwrap"] {
+        let repo = add_repo();
+        let agent = candidate_agent(&repo, &format!("*) {HONEST} ;;"));
+        let dir = repo.init_loop(
+            &agent,
+            &[listing],
+            &[
+                "--candidates",
+                "2",
+                "--holdout",
+                HIDDEN,
+                "--sandbox",
+                sandbox,
+            ],
+        );
+        let out = repo.run_loop(&dir, &["--once"], &[("CHECK_JOBS", "2")]);
+        assert_ok(&out, &format!("DONE in one tick, sandbox {sandbox}"));
+        let verify =
+            fs::read_to_string(dir.join("iterations/000001/candidates/1/verify.log")).unwrap();
+        let seen: Vec<&str> = verify
+            .lines()
+            .filter_map(|l| l.strip_prefix("seen: "))
+            .filter(|l| *l != "." && *l != "..")
+            .collect();
+        let sibling = seen.iter().any(|l| *l == "c2" || *l == "j2");
+        if sandbox == "none" {
+            assert!(
+                sibling,
+                "the attack: without the sandbox it sees the sibling's: {seen:?}"
+            );
+        } else {
+            assert!(!sibling, "under the sandbox: {seen:?}\n{verify}");
+        }
+    }
 }

@@ -870,9 +870,7 @@ fn scripts() -> Vec<Vec<String>> {
                             Part::Engine => Some(orbit::render::engine_part(*engine)),
                             Part::Fanout if fans_out => Some(orbit::render::LIB_FANOUT),
                             Part::Fanout => Some(orbit::render::LIB_NO_FANOUT),
-                            Part::FanoutSelect => {
-                                fans_out.then_some(orbit::render::LIB_FANOUT_SELECT)
-                            }
+                            Part::FanoutOnly(t) => fans_out.then_some(*t),
                             Part::Sandbox if sandboxed => Some(orbit::render::LIB_SANDBOX),
                             Part::Sandbox => Some(orbit::render::LIB_NO_SANDBOX),
                         })

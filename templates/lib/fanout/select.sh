@@ -40,16 +40,17 @@ fanout_read() {
   done
 }
 
-# fanout_judge N K DIR BASE_COMMIT BASE_TREE: the runner's own look at candidate K after
-# its run: its tree, whether it changed a pinned or protected path (disqualified), its
-# checks (verify.sh in its worktree, PASS_K runs when all pass, then the holdout checks and
-# the judge when configured), its ref, its record (candidate.env) and the journal's
-# candidate_end. A candidate the runner stopped (C[OUTCOME] stopped) is recorded with its
-# change, unchecked. Status 1 when a check run changed the loop directory or git's files
-# (TRUST_BAD set).
-fanout_judge() {
-  local n=$1 k=$2 cdir=$3 commit=$4 base=$5 cws tree c bad='' passed=0 total=0 runs=0 hold='' judge='' claim=0
-  local text='' key ws_main=$WS agent_main=$AGENT_DIR
+# What the runner found of each candidate after its runs, before its checks (fanout_look):
+# the tree it is judged on, why it is disqualified ("" for not), whether it claimed DONE, and
+# whether its checks run (neither disqualified nor stopped).
+declare -A FANOUT_LOOK_TREE=() FANOUT_LOOK_BAD=() FANOUT_LOOK_CLAIM=() FANOUT_LOOK_CHECK=()
+
+# fanout_look N K DIR BASE_TREE: the runner's own look at candidate K after its runs (its
+# run's record in C): its tree, whether it changed a pinned or protected path (disqualified),
+# its claim and notes taken out of its folder. Status 1 when its worktree changed after its
+# runs ended (TRUST_BAD set: another candidate wrote it).
+fanout_look() {
+  local n=$1 k=$2 cdir=$3 base=$4 cws tree bad='' claim=0 agent_main=$AGENT_DIR
   fanout_ws_v "$k"
   cws=$REPLY
   if ! fanout_intact "$cws"; then
@@ -81,40 +82,28 @@ fanout_judge() {
   fi
   agent_file_take notes.md "$cdir/notes.md" || true
   AGENT_DIR=$agent_main
+  FANOUT_LOOK_TREE[$k]=$tree FANOUT_LOOK_BAD[$k]=$bad FANOUT_LOOK_CLAIM[$k]=$claim FANOUT_LOOK_CHECK[$k]=0
   if [[ -z $bad && ${C[OUTCOME]:-} != "$OUTCOME_STOPPED" ]]; then
-    WS=$cws
-    run_verify "$cdir" "candidate $k"
-    if [[ -z $TRUST_BAD ]]; then
-      # The runner's own tally: a candidate's output can print any [PASS] line.
-      tally_counts_v
-      passed=${REPLY% *} total=${REPLY#* }
-      if ((VERIFY_OK)); then
-        runs=1
-        while ((runs < PASS_K)) && [[ -z $TRUST_BAD ]]; do
-          run_verify "$cdir" "candidate $k, pass $((runs + 1)) of $PASS_K"
-          ((VERIFY_OK)) || break
-          runs=$((runs + 1))
-        done
-        if ((runs >= PASS_K)) && [[ -z $TRUST_BAD ]]; then
-          checks_keep_pass "$cdir" || true
-        fi
-        if ((HOLDOUT_CHECKS > 0)) && [[ -z $TRUST_BAD ]]; then
-          run_holdout "$n" "$cdir"
-          hold=$VERIFY_FAIL
-          if ((HOLDOUT_OK)); then hold=$VERIFY_PASS; fi
-        fi
-        # The judge weighs only a candidate that passed everything else.
-        if [[ -n $JUDGE_CMD && -z $TRUST_BAD && $hold != "$VERIFY_FAIL" ]] && ((runs >= PASS_K)); then
-          run_judge "$n" "$cdir"
-          judge=$VERIFY_FAIL
-          if ((JUDGE_OK)); then judge=$VERIFY_PASS; fi
-        fi
-      else
-        feedback_write "$cdir" "$n" 1
-      fi
-    fi
-    WS=$ws_main
-    [[ -z $TRUST_BAD ]] || return 1
+    FANOUT_LOOK_CHECK[$k]=1
+  fi
+  return 0
+}
+
+# fanout_judge N K DIR BASE_COMMIT BASE_TREE: candidate K as the runner found it
+# (fanout_look) and as its checks left it (fanout_check_take_v: verify.sh PASS_K runs when
+# all pass, then the holdout checks and the judge when configured): its ref, its record
+# (candidate.env) and the journal's candidate_end. A candidate the runner stopped (C[OUTCOME]
+# stopped) or disqualified is recorded with its change, unchecked.
+fanout_judge() {
+  local n=$1 k=$2 cdir=$3 commit=$4 base=$5 tree c bad passed=0 total=0 runs=0 hold='' judge='' claim
+  local text='' key
+  local -a got=()
+  tree=${FANOUT_LOOK_TREE[$k]:-$base} bad=${FANOUT_LOOK_BAD[$k]-} claim=${FANOUT_LOOK_CLAIM[$k]:-0}
+  if ((${FANOUT_LOOK_CHECK[$k]:-0})); then
+    fanout_check_take_v "$k" "$cdir" ||
+      orbit_die "$EXIT_BLOCKED" "candidate $k's checks ended without saying how they went (see runner.log); run the loop again to check it again"
+    read -r -a got <<<"$REPLY"
+    passed=${got[0]} total=${got[1]} runs=${got[2]} hold=${got[3]/#-/} judge=${got[4]/#-/}
   fi
   c=$(git_q commit-tree "$tree" -p "$commit" -m "orbit($LOOP_NAME): iteration $n, candidate $k"$'\n\n'"Orbit-Loop: $LOOP_NAME"$'\n'"Orbit-Iteration: $n"$'\n'"Orbit-Candidate: $k" 2>>"$ORBIT_LOG_FILE") ||
     orbit_die "$EXIT_BLOCKED" "cannot keep candidate $k's change as a commit (see runner.log)"
@@ -136,6 +125,19 @@ fanout_judge() {
     orbit_log "iteration $n: candidate $k disqualified: $bad"
   fi
   return 0
+}
+
+# fanout_run_read CDIR: C holds what a candidate's runs left (run.env, written by the runner
+# when they ended).
+fanout_run_read() {
+  local j line
+  C=()
+  while IFS='=' read -r j line; do
+    case $j in
+      OUTCOME) [[ $line =~ ^[a-z_]{1,32}$ ]] && C[OUTCOME]=$line ;;
+      EXIT | ATTEMPTS | SECONDS | COST_MICROUSD) orbit_is_uint "$line" && C[$j]=$line ;;
+    esac
+  done <"$1/run.env"
 }
 
 # fanout_passes_all: the record in C passes everything survivor selection weighs: not

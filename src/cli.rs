@@ -418,8 +418,13 @@ pub struct ReportArgs {
 
     /// One self-contained HTML page with pictures (timeline, checks, spend) instead of
     /// markdown.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "json")]
     pub html: bool,
+
+    /// The report's facts as one JSON object (each iteration, its candidates, the selection
+    /// accounting) instead of markdown.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -25,6 +25,9 @@ use crate::result_env::{self, ResultEnv};
 use crate::state::State;
 use crate::{fsx, ledger, progress};
 
+mod json;
+pub use json::render_json;
+
 /// The most iterations a report lists one by one (the latest ones).
 const MAX_ROWS: u64 = 200;
 
@@ -171,7 +174,7 @@ impl CheckCell {
 }
 
 /// What a fan-out candidate's record (`iterations/N/candidates/K/candidate.env`) says.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CandidateRow {
     pub candidate: u64,
     pub outcome: String,
@@ -192,6 +195,13 @@ pub struct CandidateRow {
 }
 
 impl CandidateRow {
+    /// Whether it passed every visible check (and was neither disqualified nor stopped).
+    pub fn passed_visible(&self) -> bool {
+        self.disqualified.is_empty()
+            && self.outcome != crate::contract::AgentOutcome::Stopped.as_str()
+            && matches!((self.checks_passed, self.checks_total), (Some(p), Some(t)) if t > 0 && p == t)
+    }
+
     /// `2/3`, `-` for a count the record lacks.
     pub fn checks_text(&self) -> String {
         format!(
@@ -908,6 +918,95 @@ impl Facts {
     }
 }
 
+/// Selection accounting: what survivor selection found across the listed fan-out
+/// iterations. Whether fan-out pays (how often more than one candidate passed, how often
+/// only the survivor did) and how often the visible checks were overfitted (passed, but not
+/// the holdout checks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Selection {
+    /// Fan-out iterations listed.
+    pub iterations: u64,
+    /// Candidates recorded in them.
+    pub candidates: u64,
+    /// Candidates that passed every visible check (neither disqualified nor stopped).
+    pub passed_visible: u64,
+    /// Of those, the ones whose holdout checks ran, and the ones they passed.
+    pub holdout_run: u64,
+    pub passed_holdout: u64,
+    /// Iterations whose survivor was the only candidate passing the visible checks.
+    pub only_survivor_passed: u64,
+    /// Iterations where two or more candidates passed them.
+    pub several_passed: u64,
+    /// Iterations where no candidate passed them.
+    pub none_passed: u64,
+}
+
+impl Facts {
+    /// Selection accounting over the listed iterations (`None` without a fan-out).
+    pub fn selection(&self) -> Option<Selection> {
+        let mut s = Selection::default();
+        for r in self.rows.iter().filter(|r| !r.candidates.is_empty()) {
+            s.iterations += 1;
+            let mut passing = 0u64;
+            let mut survivor_passed = false;
+            for c in &r.candidates {
+                s.candidates += 1;
+                if !c.passed_visible() {
+                    continue;
+                }
+                passing += 1;
+                survivor_passed |= c.survivor;
+                s.passed_visible += 1;
+                if !c.holdout.is_empty() {
+                    s.holdout_run += 1;
+                    if c.holdout == VerifyOutcome::Pass.as_str() {
+                        s.passed_holdout += 1;
+                    }
+                }
+            }
+            match passing {
+                0 => s.none_passed += 1,
+                1 if survivor_passed => s.only_survivor_passed += 1,
+                1 => {}
+                _ => s.several_passed += 1,
+            }
+        }
+        (s.iterations > 0).then_some(s)
+    }
+
+    /// The selection accounting in one paragraph.
+    pub fn selection_text(&self) -> Option<String> {
+        let s = self.selection()?;
+        let mut t = format!(
+            "Across {} fan-out iteration(s){}: {} candidate(s), {} of them passed every visible check",
+            s.iterations,
+            if self.earlier > 0 { " listed" } else { "" },
+            s.candidates,
+            s.passed_visible
+        );
+        if s.holdout_run > 0 {
+            let _ = write!(
+                t,
+                "; of those, {} of the {} checked also passed the holdout checks",
+                s.passed_holdout, s.holdout_run
+            );
+            if s.passed_holdout < s.holdout_run {
+                let _ = write!(
+                    t,
+                    " ({} passed the visible checks only: overfitted to them)",
+                    s.holdout_run - s.passed_holdout
+                );
+            }
+        }
+        let _ = write!(
+            t,
+            ". The survivor was the only candidate passing in {} iteration(s); two or more passed in {}; none in {}.",
+            s.only_survivor_passed, s.several_passed, s.none_passed
+        );
+        Some(t)
+    }
+}
+
 impl Facts {
     /// `$1.25 of a $5 cap`, with the runs of unknown cost said plainly.
     pub fn spend_text(&self) -> String {
@@ -1046,8 +1145,10 @@ pub fn render_text(f: &Facts) -> String {
         );
     }
 
-    if f.rows.iter().any(|r| !r.candidates.is_empty()) {
-        out.push_str("\n## Candidates\n");
+    if let Some(t) = f.selection_text() {
+        out.push_str("\n## Candidates\n\n");
+        out.push_str(&cell(&t));
+        out.push('\n');
         for r in f.rows.iter().filter(|r| !r.candidates.is_empty()) {
             let _ = write!(
                 out,
@@ -1764,8 +1865,9 @@ pub fn render_html(f: &Facts) -> String {
         h.push_str("</tr>\n");
     }
     h.push_str("</table>\n");
-    if f.rows.iter().any(|r| !r.candidates.is_empty()) {
+    if let Some(t) = f.selection_text() {
         h.push_str("<h2>Candidates</h2>\n");
+        let _ = writeln!(h, "<p class=\"selection\">{}</p>", esc(&t));
         for r in f.rows.iter().filter(|r| !r.candidates.is_empty()) {
             let _ = write!(
                 h,
@@ -1836,6 +1938,8 @@ pub fn report(args: &ReportArgs) -> Result<u8> {
     let f = facts(&dir, &shown)?;
     let text = if args.html {
         render_html(&f)
+    } else if args.json {
+        render_json(&f)
     } else {
         render_text(&f)
     };

@@ -1171,3 +1171,56 @@ fn under_the_sandbox_a_candidates_checks_cannot_read_the_others_scratch() {
         }
     }
 }
+
+#[test]
+fn the_report_accounts_for_the_selection_in_markdown_html_and_json() {
+    let repo = add_repo();
+    let agent = candidate_agent(&repo, &format!("1) : ;;\n2) {OVERFIT} ;;\n3) {HONEST} ;;"));
+    let dir = fanout_loop(&repo, &agent, "3", &["--holdout", HIDDEN]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_ok(&out, "the fan-out loop");
+    let d = dir.to_str().unwrap();
+
+    // The idle candidate passes nothing; the overfit and the honest one pass the visible
+    // check; only the honest one the holdout.
+    let out = repo.orbit(&["report", "--json", d]);
+    assert_code(&out, 0, "orbit report --json");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sel = &json["selection"];
+    assert_eq!(sel["iterations"], 1, "{json:#}");
+    assert_eq!(sel["candidates"], 3, "{sel}");
+    assert_eq!(sel["passed_visible"], 2, "{sel}");
+    assert_eq!(sel["holdout_run"], 2, "{sel}");
+    assert_eq!(sel["passed_holdout"], 1, "{sel}");
+    assert_eq!(sel["several_passed"], 1, "{sel}");
+    assert_eq!(sel["only_survivor_passed"], 0, "{sel}");
+    assert_eq!(sel["none_passed"], 0, "{sel}");
+    assert_eq!(json["status"], "DONE", "{json:#}");
+    assert_eq!(json["name"], "test-goal");
+    let row = &json["rows"][0];
+    assert_eq!(row["iteration"], 1, "{row}");
+    let cands = row["candidates"].as_array().unwrap();
+    assert_eq!(cands.len(), 3, "{row}");
+    assert_eq!(cands[2]["survivor"], true, "{row}");
+    assert_eq!(cands[1]["holdout"], "fail", "{row}");
+    assert!(
+        cands[1]["review"]
+            .as_str()
+            .unwrap()
+            .contains("git diff refs/orbit/test-goal/1/3 refs/orbit/test-goal/1/2"),
+        "{row}"
+    );
+
+    let md = String::from_utf8_lossy(&repo.orbit(&["report", d]).stdout).into_owned();
+    assert!(
+        md.contains("Across 1 fan-out iteration(s): 3 candidate(s), 2 of them passed every visible check; of those, 1 of the 2 checked also passed the holdout checks (1 passed the visible checks only: overfitted to them). The survivor was the only candidate passing in 0 iteration(s); two or more passed in 1; none in 0."),
+        "{md}"
+    );
+    let html = String::from_utf8_lossy(&repo.orbit(&["report", "--html", d]).stdout).into_owned();
+    assert!(
+        html.contains("<p class=\"selection\">Across 1 fan-out iteration(s)"),
+        "{html}"
+    );
+    let both = repo.orbit(&["report", "--json", "--html", d]);
+    assert_code(&both, 2, "--json and --html together");
+}

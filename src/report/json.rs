@@ -1,0 +1,122 @@
+//! `orbit report --json`: the report's facts as one JSON object, for scripts and
+//! dashboards. The names are the contract's (statuses, stop reasons, verdicts, cost kinds);
+//! money is integer micro-dollars; a cost nobody reported is `null` with `cost_kind`
+//! `unknown`, never 0.
+
+use serde::Serialize;
+
+use super::{CandidateRow, Cost, Facts, Row, Selection};
+
+/// The report, as `orbit report --json` prints it.
+#[derive(Debug, Serialize)]
+pub struct JsonReport<'a> {
+    pub name: &'a str,
+    pub goal: &'a str,
+    pub verdict: &'static str,
+    pub status: &'static str,
+    pub stop_reason: &'static str,
+    pub iterations: u64,
+    pub max_iterations: u64,
+    pub spend_microusd: u64,
+    /// Agent runs that reported no cost (the spend leaves them out).
+    pub unknown_cost_runs: usize,
+    pub usd_cap_microusd: Option<u64>,
+    pub branch: Option<&'a str>,
+    pub origin_branch: Option<&'a str>,
+    pub workspace: Option<&'a str>,
+    pub sandbox: Option<&'static str>,
+    pub next: &'a str,
+    pub next_why: &'a str,
+    /// Iterations before the first one listed (the report lists the latest ones).
+    pub earlier_iterations: u64,
+    pub rows: Vec<JsonRow<'a>>,
+    /// What survivor selection found, over the listed fan-out iterations (`null` without a
+    /// fan-out).
+    pub selection: Option<Selection>,
+}
+
+/// One iteration of the report.
+#[derive(Debug, Serialize)]
+pub struct JsonRow<'a> {
+    pub iteration: u64,
+    pub started_at: Option<u64>,
+    pub wall_secs: Option<u64>,
+    pub agent_secs: Option<u64>,
+    pub verdict: &'a str,
+    pub attempts: Option<u64>,
+    pub agent_outcome: &'a str,
+    pub agent_exit: &'a str,
+    pub verify: Option<&'static str>,
+    pub failing: &'a [String],
+    pub changed_files: Option<u64>,
+    /// `null` when the iteration's cost is unknown or not recorded.
+    pub cost_microusd: Option<u64>,
+    /// `reported`, `estimated`, `unknown`, or `null` when not recorded.
+    pub cost_kind: Option<&'static str>,
+    pub done_claim: bool,
+    pub done_verdict: &'a str,
+    pub stop_reason: &'a str,
+    pub summary: &'a str,
+    pub commit: &'a str,
+    pub candidates: &'a [CandidateRow],
+}
+
+impl<'a> JsonRow<'a> {
+    fn of(r: &'a Row) -> Self {
+        let (cost_microusd, cost_kind) = match r.cost {
+            Cost::Known(m, k) => (Some(m), Some(k.as_str())),
+            Cost::Unknown => (None, Some(crate::contract::CostKind::Unknown.as_str())),
+            Cost::NotRecorded => (None, None),
+        };
+        JsonRow {
+            iteration: r.iteration,
+            started_at: r.started_at,
+            wall_secs: r.wall_secs,
+            agent_secs: r.agent_secs,
+            verdict: &r.verdict,
+            attempts: r.attempts,
+            agent_outcome: &r.agent_outcome,
+            agent_exit: &r.agent_exit,
+            verify: r.verify.map(|v| v.as_str()),
+            failing: &r.failing,
+            changed_files: r.changed,
+            cost_microusd,
+            cost_kind,
+            done_claim: r.done_claim,
+            done_verdict: &r.done_verdict,
+            stop_reason: &r.stop_reason,
+            summary: &r.summary,
+            commit: &r.commit,
+            candidates: &r.candidates,
+        }
+    }
+}
+
+/// The report's facts as pretty-printed JSON (a newline at the end).
+pub fn render_json(f: &Facts) -> String {
+    let report = JsonReport {
+        name: &f.name,
+        goal: &f.goal,
+        verdict: f.verdict.as_str(),
+        status: f.status.as_str(),
+        stop_reason: f.stop_reason.as_str(),
+        iterations: f.iterations,
+        max_iterations: f.max_iterations,
+        spend_microusd: f.spend,
+        unknown_cost_runs: f.unknown_runs,
+        usd_cap_microusd: f.cap,
+        branch: f.branch.as_ref().map(|b| b.0.as_str()),
+        origin_branch: f.branch.as_ref().map(|b| b.1.as_str()),
+        workspace: f.workspace.as_deref(),
+        sandbox: f.sandbox,
+        next: &f.next,
+        next_why: &f.next_why,
+        earlier_iterations: f.earlier,
+        rows: f.rows.iter().map(JsonRow::of).collect(),
+        selection: f.selection(),
+    };
+    let mut text =
+        serde_json::to_string_pretty(&report).expect("the report's facts serialise as JSON");
+    text.push('\n');
+    text
+}

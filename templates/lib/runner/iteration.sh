@@ -48,13 +48,7 @@ run_iteration() {
     iteration_verdict "$n" "$dir"
   fi
   artifacts_sweep "$dir"
-  # The tree the iteration ends on: the one its checks verified when they were the last to
-  # run in the workspace and left it as that tree (nothing swept since), else a snapshot.
-  if [[ -n $VERIFY_SETTLED ]] && ((VERIFY_SETTLED_ITER == n && !ARTIFACTS_SWEPT)); then
-    REPLY=$VERIFY_SETTLED
-  else
-    tree_snapshot
-  fi
+  tree_snapshot
   t_after=$REPLY
   iteration_claim "$n" "$dir" "$t_before" "$t_after"
   [[ -n $REPLY ]] || return 0
@@ -76,10 +70,8 @@ iteration_begin() {
     CLAIM_NUDGE=1
   fi
   R=()
-  # What a fan-out's survivor's checks established holds for this iteration only, and the
-  # tree the last checks left is not this iteration's.
+  # What a fan-out's survivor's checks established holds for this iteration only.
   checks_reuse_clear
-  verify_settled_clear
   R[ITERATION]=$n
   R[STARTED_AT]=$started
   R[PHASE]=$PHASE_WORK

@@ -739,3 +739,24 @@ fn an_emptied_ledger_does_not_reset_the_spend_through_orbit_recover() {
         text(&out)
     );
 }
+
+#[test]
+fn a_limit_reached_before_the_red_gate_ended_stops_as_loop_timeout() {
+    // The workspace's setup outlasts the loop's whole limit: the red gate's checks cannot
+    // start, so nothing is known of the untouched tree; no stale tally may stand in for it.
+    let repo = Repo::new();
+    let count = repo.bin.path().join("runs");
+    let agent = repo.agent(
+        "agent",
+        &format!("cat >/dev/null; echo run >> '{}'", count.display()),
+    );
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &["--setup", "sleep 2"]);
+    let out = repo.run_loop(&dir, &[], &[("LOOP_TIMEOUT", "1s")]);
+    assert_code(&out, 11, "loop_timeout before the red gate");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "loop_timeout");
+    assert_eq!(runs(&count), 0, "an agent ran:\n{}", text(&out));
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(!log.contains("internal error"), "{log}");
+    let verify = fs::read_to_string(dir.join("iterations/baseline/verify.log")).unwrap();
+    assert!(verify.contains("wall-clock limit"), "{verify}");
+}

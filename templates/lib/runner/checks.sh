@@ -87,7 +87,10 @@ run_verify() {
     return 0
   fi
   VERIFY_TREE=$REPLY
+  # The tally is this run's alone: a run that does not start leaves it empty, never the
+  # last run's lines.
   VERIFY_TALLY_FILE=$ORBIT_TMP/verify.tally
+  : >"$VERIFY_TALLY_FILE"
   if checks_reuse_verify "$dir" "$label" "$out"; then
     return 0
   fi

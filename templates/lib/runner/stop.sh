@@ -158,6 +158,11 @@ red_gate() {
   if [[ -n $TRUST_BAD ]]; then
     return 0
   fi
+  # The loop's wall-clock limit reached before the checks could end (a long setup): nothing
+  # is known of the untouched tree.
+  if ((DEADLINE_HIT)); then
+    finish "$EXIT_LOOP_TIMEOUT" "$STATUS_BLOCKED" "$REASON_LOOP_TIMEOUT" "the loop's wall-clock limit ($LOOP_TIMEOUT) is reached before the red gate's checks ended on the untouched tree (see iterations/baseline/verify.log)"
+  fi
   red_gate_can_run
   counts_base_take
   for c in "${CHECKS_REGRESSION[@]}"; do

@@ -2257,12 +2257,13 @@ grep -q ran .orbit/test-goal/run-loop.sh"#,
     assert!(canary.exists(), "bash ran it: {}", text(&direct));
 }
 
-/// Without the sandbox, the agent moves the user's own branch with update-ref, or stashes
-/// their uncommitted edit in their checkout: nothing of the loop needs either, so each
-/// stops the loop (git_tamper, exit 3, nothing committed), named with how to put it back.
+/// Without the sandbox, the agent moves the user's own branch with update-ref, stashes
+/// their uncommitted edit in their checkout, or switches their checkout to another branch:
+/// nothing of the loop needs any of it, so each stops the loop (git_tamper, exit 3, nothing
+/// committed), named with how to put it back.
 #[test]
 fn the_agent_moving_the_users_branch_or_stashing_their_edit_stops_the_loop_with_the_fix() {
-    for case in ["branch", "stash"] {
+    for case in ["branch", "stash", "checkout"] {
         let h = Hostile::new();
         h.repo.write("README.md", "mine\n");
         h.repo.git(&["add", "README.md"]);
@@ -2271,6 +2272,10 @@ fn the_agent_moving_the_users_branch_or_stashing_their_edit_stops_the_loop_with_
         let action = if case == "branch" {
             r#"git update-ref refs/heads/main "$(git rev-parse HEAD~1)"
 test "$(git rev-parse main)" = "$(git rev-parse HEAD~1)""#
+        } else if case == "checkout" {
+            r#"top=$(dirname "$(git rev-parse --path-format=absolute --git-common-dir)")
+git -C "$top" switch -q -c elsewhere
+test "$(git -C "$top" symbolic-ref HEAD)" = refs/heads/elsewhere"#
         } else {
             r#"top=$(dirname "$(git rev-parse --path-format=absolute --git-common-dir)")
 git -C "$top" stash -q
@@ -2293,6 +2298,16 @@ test -z "$(git -C "$top" status --porcelain --untracked-files=no)""#
             assert!(
                 t.contains("refs/heads/main of your repository moved")
                     && t.contains(&format!("update-ref refs/heads/main {}", before.trim())),
+                "the stop names it with the fix: {t}"
+            );
+        } else if case == "checkout" {
+            assert_eq!(
+                h.repo.git(&["symbolic-ref", "HEAD"]).trim(),
+                "refs/heads/elsewhere",
+                "the checkout was switched"
+            );
+            assert!(
+                t.contains("HEAD of your repository moved") && t.contains("checkout main"),
                 "the stop names it with the fix: {t}"
             );
         } else {

@@ -176,6 +176,12 @@ agent_wrapper() {
     c=$(tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)
     kill -KILL "$p" 2>/dev/null && printf "%s %s\n" "$p" "$c" >>"$swept"
   done
+  # The capture ends as soon as it has read the output's end: looked at after 2, 4, 8, 16
+  # and 32 ms, then every 50 ms, for 5 s at most.
+  for i in 0.002 0.004 0.008 0.016 0.032; do
+    kill -0 "$cpid" 2>/dev/null || break
+    sleep "$i"
+  done
   for ((i = 0; i < 100; i++)); do
     kill -0 "$cpid" 2>/dev/null || break
     sleep 0.05
@@ -215,6 +221,7 @@ run_agent() {
   limit=$REPLY
   half=$((AGENT_LOG_MAX / 2))
   runid="$LOOP_NAME.$n.$attempt.$phase.$$.$RANDOM"
+  verify_settled_clear
   # The output is caught in scratch files (each truncated here), then becomes $log.
   local raw="$ORBIT_TMP/agent.raw" head="$ORBIT_TMP/agent.head" tail="$ORBIT_TMP/agent.tail"
   if [[ -e $cfile ]]; then

@@ -8,6 +8,16 @@ VERIFY_FAILING=
 VERIFY_SIG=
 # The tree the last verify run checked.
 VERIFY_TREE=
+# The work tree as the last verify run left it, when that is the tree it checked (its changes
+# and new files put back: checks_settle), and the iteration it ran in: nothing but the runner
+# has run in the workspace since, so that tree is the one the iteration ends on (no second
+# snapshot of the same files).
+VERIFY_SETTLED=
+VERIFY_SETTLED_ITER=0
+# verify_settled_clear: an iteration starts or an agent runs: the work tree is no longer known.
+verify_settled_clear() {
+  VERIFY_SETTLED='' VERIFY_SETTLED_ITER=0
+}
 # The name a verify run's own failure is recorded under when a check changed the project.
 readonly CHECK_CHANGED_NAME=project-changed-by-checks
 # What a fan-out's survivor's own checks established, in this iteration only
@@ -69,7 +79,7 @@ checks_keep_pass() {
 run_verify() {
   local dir=$1 label=$2 out
   out="$ORBIT_TMP/verify.out"
-  VERIFY_OK=0 VERIFY_RC=1 VERIFY_TO=0
+  VERIFY_OK=0 VERIFY_RC=1 VERIFY_TO=0 VERIFY_SETTLED='' VERIFY_SETTLED_ITER=0
   LAST_VERIFY_OUT=$out
   counts_reset
   rm -f -- "$out"
@@ -124,10 +134,15 @@ run_verify() {
     printf '[FAIL] %s (the work tree could not be put back to the tree the checks ran on; see runner.log)\n' "$CHECK_CHANGED_NAME" >>"$out"
     printf 'FAIL %s\n' "$CHECK_CHANGED_NAME" >>"$VERIFY_TALLY_FILE"
     VERIFY_RC=1
-  elif [[ -n $CHECKS_CHANGED ]]; then
-    printf '[FAIL] %s (a check changed the project it was checking: %s; put back as it was)\n' "$CHECK_CHANGED_NAME" "$CHECKS_CHANGED" >>"$out"
-    printf 'FAIL %s\n' "$CHECK_CHANGED_NAME" >>"$VERIFY_TALLY_FILE"
-    VERIFY_RC=1
+  else
+    if [[ -n $CHECKS_CHANGED ]]; then
+      printf '[FAIL] %s (a check changed the project it was checking: %s; put back as it was)\n' "$CHECK_CHANGED_NAME" "$CHECKS_CHANGED" >>"$out"
+      printf 'FAIL %s\n' "$CHECK_CHANGED_NAME" >>"$VERIFY_TALLY_FILE"
+      VERIFY_RC=1
+    fi
+    if [[ $WS == "$WS_MAIN" && -z $VERIFY_SCRATCH ]]; then
+      VERIFY_SETTLED=$VERIFY_TREE VERIFY_SETTLED_ITER=$CUR_ITER
+    fi
   fi
   {
     orbit_iso_v -1

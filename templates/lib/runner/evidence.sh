@@ -49,11 +49,14 @@ artifacts_remember() {
 
 # artifacts_sweep DIR: the known artifacts present in the work tree $WS that its HEAD does
 # not hold are removed before the tree is taken (an agent or a confirmer that ran the
-# checks made them again); their names go to DIR/artifacts.swept.
+# checks made them again); their names go to DIR/artifacts.swept. ARTIFACTS_SWEPT: whether
+# it removed any.
+ARTIFACTS_SWEPT=0
 artifacts_sweep() {
   local dir=$1 p
   local -a here=() tracked=()
   local -A in_head=()
+  ARTIFACTS_SWEPT=0
   artifacts_load
   ((${#ARTIFACT_NAMES[@]})) || return 0
   for p in "${!ARTIFACT_NAMES[@]}"; do
@@ -66,6 +69,7 @@ artifacts_sweep() {
   done
   for p in "${here[@]}"; do
     [[ -z ${in_head[$p]-} ]] || continue
+    ARTIFACTS_SWEPT=1
     rm -f -- "$WS/$p" && printf '%s\n' "$p" >>"$dir/artifacts.swept"
   done
 }

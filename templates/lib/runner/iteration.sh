@@ -48,7 +48,13 @@ run_iteration() {
     iteration_verdict "$n" "$dir"
   fi
   artifacts_sweep "$dir"
-  tree_snapshot
+  # The tree the iteration ends on: the one its checks verified when they were the last to
+  # run in the workspace and left it as that tree (nothing swept since), else a snapshot.
+  if [[ -n $VERIFY_SETTLED ]] && ((VERIFY_SETTLED_ITER == n && !ARTIFACTS_SWEPT)); then
+    REPLY=$VERIFY_SETTLED
+  else
+    tree_snapshot
+  fi
   t_after=$REPLY
   iteration_claim "$n" "$dir" "$t_before" "$t_after"
   [[ -n $REPLY ]] || return 0
@@ -70,8 +76,10 @@ iteration_begin() {
     CLAIM_NUDGE=1
   fi
   R=()
-  # What a fan-out's survivor's checks established holds for this iteration only.
+  # What a fan-out's survivor's checks established holds for this iteration only, and the
+  # tree the last checks left is not this iteration's.
   checks_reuse_clear
+  verify_settled_clear
   R[ITERATION]=$n
   R[STARTED_AT]=$started
   R[PHASE]=$PHASE_WORK

@@ -2,6 +2,9 @@
 # The agent's CLI as an absolute path, and the repository's common git directory.
 AGENT_ABS=
 GIT_COMMON_ABS=
+# The git directory of the user's checkout (its HEAD is there; a linked worktree's is not the
+# common directory).
+REPO_GIT_ABS=
 preflight_fail() {
   footer "$STATUS_CONTINUE" "preflight failed: $1"
   orbit_log "error: preflight: $1"
@@ -32,14 +35,15 @@ preflight() {
   # The env file first: the keys it holds are the credentials the engine's check looks for.
   engine_env_load
   engine_preflight
-  # One git call: work tree?, git directory, hooks directory, common directory, and HEAD
+  # One git call: work tree?, common directory, the checkout's own git directory, and HEAD
   # (status 1 without it).
   local -a git_facts=()
   rc=0
-  out=$(repo_git rev-parse --is-inside-work-tree --git-common-dir --verify -q HEAD 2>/dev/null) || rc=$?
+  out=$(repo_git rev-parse --is-inside-work-tree --git-common-dir --absolute-git-dir --verify -q HEAD 2>/dev/null) || rc=$?
   mapfile -t git_facts <<<"$out"
   [[ ${git_facts[0]} == true || ${git_facts[0]} == false ]] || preflight_fail "$REPO_ROOT is not a git work tree"
-  if ((rc != 0)) || [[ -z ${git_facts[2]-} ]]; then
+  REPO_GIT_ABS=${git_facts[2]-}
+  if ((rc != 0)) || [[ -z ${git_facts[3]-} ]]; then
     preflight_fail "the repository has no commit yet: make one first (git commit --allow-empty -m init)"
   fi
   GIT_COMMON_ABS=${git_facts[1]}

@@ -14,9 +14,29 @@ TRUST_REASON=
 TRUST_WANT=
 TRUST_HAVE=
 
+# trust_loop_v: REPLY is the loop directory's listing, one program and in the order the
+# file system gives (compared as it is first; sorted only when it differs: trust_check).
+# The files the runner writes during every run, its scratch and its logs, are left out
+# while they are plain files (they may change at any look: trust_may_change), so that a run
+# that touched nothing else leaves the listing as it was; anything else there (a link, a
+# fifo) is listed as anywhere.
 trust_loop_v() {
+  local q
+  trust_glob_quote_v "$LOOP_DIR"
+  q=$REPLY
   REPLY=$(find "$LOOP_DIR" -mindepth 1 \( -name $'*\n*' -printf 'X - - - - %P\n' -prune \) -o \
-    \( -type d -printf 'd - - - - %P\n' \) -o -printf '%y %i %s %T@ %C@ %P\n' 2>/dev/null | LC_ALL=C sort)
+    \( -type f \( -path "$q/.run-tmp/*" -o -path "$q/runner.log" -o -path "$q/runner.log.1" \
+    -o -path "$q/cron.log" -o -path "$q/cron.log.1" -o -path "$q/systemd.log" -o -path "$q/systemd.log.1" \
+    -o -path "$q/notify.log" -o -path "$q/notify.log.1" \) \) -o \
+    \( -type d -printf 'd - - - - %P\n' \) -o -printf '%y %i %s %T@ %C@ %P\n' 2>/dev/null)
+}
+
+# trust_glob_quote_v PATH: REPLY is PATH as a find -path pattern that matches it alone.
+trust_glob_quote_v() {
+  REPLY=${1//\\/\\\\}
+  REPLY=${REPLY//\*/\\*}
+  REPLY=${REPLY//\?/\\?}
+  REPLY=${REPLY//\[/\\[}
 }
 
 # The files git's configuration reads or names outside the repository's own, resolved once
@@ -86,24 +106,28 @@ trust_git_name_add() {
 
 trust_git_v() {
   local p
-  local -a roots=() named=() pdirs=() plisted=()
+  local -a roots=() named=() pdirs=() prune=()
   REPLY=''
   trust_git_named
   mapfile -t named <<<"${TRUST_GIT_NAMED%$'\n'}"
   mapfile -t pdirs <<<"${TRUST_PATH_DIRS%$'\n'}"
+  # info/refs not at all: every repack (a detached `gc --auto` of the user's commit, git
+  # maintenance) rewrites it for the dumb HTTP transport, and nothing local reads it.
+  trust_glob_quote_v "$GIT_COMMON_ABS/info/refs"
+  prune=(-path "$REPLY")
+  REPLY=''
   for p in ${pdirs[@]+"${pdirs[@]}"}; do
     [[ -n $p ]] || continue
     if [[ -d $p ]]; then
-      plisted+=("$p")
+      roots+=("$p")
+      # A PATH directory by its entries alone (not what lies below them).
+      trust_glob_quote_v "$p"
+      prune+=(-o -path "$REPLY/*/*")
+      REPLY=''
     else
       REPLY+="absent $p"$'\n'
     fi
   done
-  # A PATH directory by its entries alone (not what lies below them).
-  if ((${#plisted[@]})); then
-    p=$(find "${plisted[@]}" -mindepth 1 -maxdepth 1 -printf '%y %i %s %T@ %C@ %p\n' 2>/dev/null | LC_ALL=C sort)
-    [[ -z $p ]] || REPLY+=$p$'\n'
-  fi
   for p in "$GIT_COMMON_ABS/config" "$GIT_COMMON_ABS/config.worktree" "$GIT_COMMON_ABS/hooks" \
     "$GIT_COMMON_ABS/info" "$GIT_COMMON_ABS/refs/replace" "$GIT_DIR_ABS/config.worktree" "$GIT_DIR_ABS/commondir" \
     "${HOME:-/nonexistent}/.gitconfig" "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git/config" \
@@ -116,13 +140,19 @@ trust_git_v() {
       REPLY+="absent $p"$'\n'
     fi
   done
-  # A directory by its entries, not its times; info/refs not at all: every repack (a
-  # detached `gc --auto` of the user's commit, git maintenance) rewrites it for the dumb
-  # HTTP transport, and nothing local reads it.
+  # One find for all of them, in the order the file system gives: a directory by its
+  # entries, not its times.
   if ((${#roots[@]})); then
-    REPLY+=$(find "${roots[@]}" \( -path "$GIT_COMMON_ABS/info/refs" -prune \) -o \( -type d -printf 'd - - - - %p\n' \) -o \
-      -printf '%y %i %s %T@ %C@ %p\n' 2>/dev/null | LC_ALL=C sort)
+    REPLY+=$(find "${roots[@]}" \( "${prune[@]}" \) -prune -o \( -type d -printf 'd - - - - %p\n' \) -o \
+      -printf '%y %i %s %T@ %C@ %p\n' 2>/dev/null)
   fi
+}
+
+# trust_same LISTING LISTING: whether two listings hold the same lines, in any order (one
+# sort of each, asked only when they differ as they are).
+trust_same() {
+  [[ $1 == "$2" ]] && return 0
+  [[ $(LC_ALL=C sort <<<"$1") == "$(LC_ALL=C sort <<<"$2")" ]]
 }
 
 # trust_hold: what the runner holds from now on (after its own writes).
@@ -164,14 +194,18 @@ trust_may_change() {
   return 0
 }
 
-# trust_check MODE: compares git's control files, then the loop directory, with what the
-# runner holds; status 1 with TRUST_BAD (the path), TRUST_REASON, TRUST_WANT and TRUST_HAVE
-# set on a change it did not make (a pinned loop file changed is named with its own reason:
+# trust_check MODE: (MODE agent, check, runner or gate) compares git's control files, then
+# the loop directory, with what the runner holds; status 1 with TRUST_BAD (the path),
+# TRUST_REASON, TRUST_WANT and TRUST_HAVE set on a change it did not make (a pinned loop file changed is named with its own reason:
 # goal_drift, reward_hack, script_tamper; anything else is loop_tamper, git's files
 # git_tamper). Holds what it found either way.
 trust_check() {
   local mode=$1 now line path ty why diffs bad='' bad_why='' pinned='' pinned_why=''
-  local -A before=()
+  local -A before=() was=()
+  # An integrity gate's look (MODE gate) is a runner's look that does not take the user's
+  # refs: they are taken by the look just before each run, and compared just after it.
+  local refs=$mode
+  [[ $mode == gate ]] && mode=runner
   TRUST_BAD=
   if ! schedule_check; then
     TRUST_REASON=$REASON_SCRIPT_TAMPER TRUST_BAD=${SCHED_BAD:-the installed schedule} TRUST_WANT=$SCHED_WANT TRUST_HAVE=$SCHED_HAVE
@@ -181,7 +215,7 @@ trust_check() {
     TRUST_REASON=$REASON_PERMISSION_HIJACK TRUST_BAD=${HOME_BAD:-the held files in HOME} TRUST_WANT=$HOME_WANT TRUST_HAVE=$HOME_HAVE
     return 1
   fi
-  if ! userrefs_check "$mode"; then
+  if [[ $refs != gate ]] && ! userrefs_check "$mode"; then
     TRUST_REASON=$REASON_GIT_TAMPER TRUST_BAD=$USERREFS_BAD TRUST_WANT=$USERREFS_WANT TRUST_HAVE=$USERREFS_HAVE
     return 1
   fi
@@ -190,10 +224,10 @@ trust_check() {
     return 0
   fi
   trust_git_v
-  if [[ $REPLY != "$TRUST_GIT" ]]; then
+  if ! trust_same "$REPLY" "$TRUST_GIT"; then
     TRUST_REASON=$REASON_GIT_TAMPER
     TRUST_WANT='unchanged since the run started' TRUST_HAVE='changed'
-    TRUST_BAD=$(diff <(printf '%s\n' "$TRUST_GIT") <(printf '%s\n' "$REPLY") | grep -m 1 '^[<>] .' || true)
+    TRUST_BAD=$(diff <(LC_ALL=C sort <<<"$TRUST_GIT") <(LC_ALL=C sort <<<"$REPLY") | grep -m 1 '^[<>] .' || true)
     TRUST_BAD=${TRUST_BAD#[<>] }
     if [[ $TRUST_BAD == absent\ * ]]; then
       TRUST_BAD=${TRUST_BAD#absent }
@@ -209,6 +243,7 @@ trust_check() {
     TRUST_GIT=$REPLY
     return 1
   fi
+  TRUST_GIT=$REPLY
   trust_loop_v
   now=$REPLY
   if [[ $now != "$TRUST_LOOP" ]]; then
@@ -222,15 +257,24 @@ trust_check() {
         trust_note "$path" "$why"
       done < <(grep -av '^[fd] ' <<<"$now" || true)
     fi
-    # Then only the lines that differ (in the order of their paths): a path on both sides
-    # changed, one only before was removed, one only now was created.
+    # Then only the lines that differ: a path on both sides changed, one only before was
+    # removed, one only now was created. The listings are in the file system's order: a
+    # line on both sides as it was (an entry the file system now gives in another place) is
+    # no change.
     diffs=$(diff -- <(printf '%s\n' "$TRUST_LOOP") <(printf '%s\n' "$now") || true)
     while IFS= read -r line; do
-      [[ $line == '< '* ]] && before[${line#< * * * * * }]=1
+      if [[ $line == '< '* ]]; then
+        before[${line#< * * * * * }]=1
+        was[${line#< }]=1
+      fi
     done <<<"$diffs"
     while IFS= read -r line; do
       [[ $line == '> '* ]] || continue
       path=${line#> * * * * * }
+      if [[ -n ${was[${line#> }]-} ]]; then
+        unset 'before[$path]'
+        continue
+      fi
       if [[ $line == '> '[fd]' '* ]] && ! trust_may_change "$mode" "$path"; then
         if [[ -n ${before[$path]-} ]]; then why=changed; else why=created; fi
         trust_note "$path" "$why"
@@ -295,7 +339,7 @@ integrity_gate() {
     # git's control files first (the pin check itself runs git), then the pins, then the
     # rest of the loop directory.
     pin_finding ''
-    if { [[ -z $TRUST_BAD ]] && trust_check runner; } && pins_check; then
+    if { [[ -z $TRUST_BAD ]] && trust_check gate; } && pins_check; then
       orbit_event integrity_pass "$CUR_ITER" when "$when"
       return 0
     fi

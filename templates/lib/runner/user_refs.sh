@@ -9,12 +9,29 @@ USERREFS=
 USERREFS_HELD=0
 
 # userrefs_v: REPLY is the user's refs as they are: `OBJECT REF` lines, sorted, then the
-# checkout's `WHERE HEAD` (the branch it is on, or the commit it is detached at).
+# checkout's `WHERE HEAD` (the branch it is on, or the commit it is detached at). One git
+# call: the checkout's HEAD is read from its file where it is one git writes plainly (a
+# branch or a commit id), with git otherwise (the reftable backend).
 userrefs_v() {
-  local head
-  REPLY=$(git -C "$REPO_ROOT" for-each-ref --format='%(objectname) %(refname)' refs/heads refs/stash 2>/dev/null |
-    grep -v ' refs/heads/orbit/' || true)
-  head=$(git -C "$REPO_ROOT" symbolic-ref -q HEAD 2>/dev/null || git -C "$REPO_ROOT" rev-parse -q --verify HEAD 2>/dev/null || true)
+  local head='' line out
+  out=$(git -C "$REPO_ROOT" for-each-ref --format='%(objectname) %(refname)' refs/heads refs/stash 2>/dev/null) || out=''
+  REPLY=''
+  while IFS= read -r line; do
+    [[ -n $line && $line != *' refs/heads/orbit/'* ]] && REPLY+=$line$'\n'
+  done <<<"$out"
+  REPLY=${REPLY%$'\n'}
+  if [[ -n $REPO_GIT_ABS && ! -e $GIT_COMMON_ABS/reftable && -f $REPO_GIT_ABS/HEAD && ! -L $REPO_GIT_ABS/HEAD ]]; then
+    line=''
+    IFS= read -r line <"$REPO_GIT_ABS/HEAD" 2>/dev/null || true
+    if [[ $line == 'ref: refs/'* && ${line#ref: } != *[[:space:]]* ]]; then
+      head=${line#ref: }
+    elif [[ $line =~ ^[0-9a-f]{40}([0-9a-f]{24})?$ ]]; then
+      head=$line
+    fi
+  fi
+  if [[ -z $head ]]; then
+    head=$(git -C "$REPO_ROOT" symbolic-ref -q HEAD 2>/dev/null || git -C "$REPO_ROOT" rev-parse -q --verify HEAD 2>/dev/null || true)
+  fi
   REPLY+=$'\n'"$head HEAD"
 }
 

@@ -937,15 +937,20 @@ pub struct Selection {
     pub only_survivor_passed: u64,
     /// Iterations where two or more candidates passed them.
     pub several_passed: u64,
+    /// Iterations where one candidate passed them and was not the survivor (its holdout
+    /// checks or the judge kept it out).
+    pub one_passed_not_taken: u64,
     /// Iterations where no candidate passed them.
     pub none_passed: u64,
 }
 
-impl Facts {
-    /// Selection accounting over the listed iterations (`None` without a fan-out).
-    pub fn selection(&self) -> Option<Selection> {
+impl Selection {
+    /// Selection accounting over ROWS (`None` when none of them fanned out). Each fan-out
+    /// iteration falls in exactly one of: the survivor the only candidate passing the
+    /// visible checks, two or more passing, one passing that was not taken, none passing.
+    pub fn of(rows: &[Row]) -> Option<Selection> {
         let mut s = Selection::default();
-        for r in self.rows.iter().filter(|r| !r.candidates.is_empty()) {
+        for r in rows.iter().filter(|r| !r.candidates.is_empty()) {
             s.iterations += 1;
             let mut passing = 0u64;
             let mut survivor_passed = false;
@@ -967,11 +972,18 @@ impl Facts {
             match passing {
                 0 => s.none_passed += 1,
                 1 if survivor_passed => s.only_survivor_passed += 1,
-                1 => {}
+                1 => s.one_passed_not_taken += 1,
                 _ => s.several_passed += 1,
             }
         }
         (s.iterations > 0).then_some(s)
+    }
+}
+
+impl Facts {
+    /// Selection accounting over the listed iterations (`None` without a fan-out).
+    pub fn selection(&self) -> Option<Selection> {
+        Selection::of(&self.rows)
     }
 
     /// The selection accounting in one paragraph.
@@ -1000,9 +1012,17 @@ impl Facts {
         }
         let _ = write!(
             t,
-            ". The survivor was the only candidate passing in {} iteration(s); two or more passed in {}; none in {}.",
+            ". The survivor was the only candidate passing in {} iteration(s); two or more passed in {}; none in {}",
             s.only_survivor_passed, s.several_passed, s.none_passed
         );
+        if s.one_passed_not_taken > 0 {
+            let _ = write!(
+                t,
+                "; one passed and was not taken (its holdout checks or the judge kept it out) in {}",
+                s.one_passed_not_taken
+            );
+        }
+        t.push('.');
         Some(t)
     }
 }
@@ -1956,6 +1976,48 @@ pub fn report(args: &ReportArgs) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_fan_out_iteration_falls_in_exactly_one_selection_bucket() {
+        let cand = |passed: u64, survivor: bool, holdout: &str| CandidateRow {
+            candidate: 1,
+            outcome: "ok".into(),
+            checks_passed: Some(passed),
+            checks_total: Some(2),
+            survivor,
+            holdout: holdout.into(),
+            ..CandidateRow::default()
+        };
+        let row = |candidates: Vec<CandidateRow>| Row {
+            candidates,
+            ..Row::default()
+        };
+        let rows = vec![
+            row(vec![]),
+            // Only the survivor passed.
+            row(vec![cand(2, true, "pass"), cand(1, false, "")]),
+            // Two passed; the one without the holdout's pass is not the survivor.
+            row(vec![cand(2, false, "fail"), cand(2, true, "pass")]),
+            // One passed the visible checks, its holdout checks kept it out.
+            row(vec![cand(2, false, "fail"), cand(0, false, "")]),
+            // None passed.
+            row(vec![cand(1, false, ""), cand(0, false, "")]),
+        ];
+        let s = Selection::of(&rows).unwrap();
+        assert_eq!(s.iterations, 4);
+        assert_eq!(s.candidates, 8);
+        assert_eq!(s.passed_visible, 4);
+        assert_eq!((s.holdout_run, s.passed_holdout), (4, 2));
+        assert_eq!(s.only_survivor_passed, 1);
+        assert_eq!(s.several_passed, 1);
+        assert_eq!(s.one_passed_not_taken, 1);
+        assert_eq!(s.none_passed, 1);
+        assert_eq!(
+            s.only_survivor_passed + s.several_passed + s.one_passed_not_taken + s.none_passed,
+            s.iterations
+        );
+        assert_eq!(Selection::of(&rows[..1]), None);
+    }
 
     #[test]
     fn escapes_markup_and_quotes() {

@@ -17,6 +17,18 @@ use crate::support::{
 /// The message a write gets from a read-only mount.
 const EROFS: &str = "Read-only file system";
 
+/// A hostile agent's `try WHAT CMD...`: runs CMD and records in attempts.txt whether the
+/// write went through (`WHAT: WROTE`) or what refused it.
+const TRY_WRITE: &str = r#"try() {
+  local what=$1 out
+  shift
+  if out=$("$@" 2>&1); then
+    echo "$what: WROTE" >> attempts.txt
+  else
+    printf '%s: %s\n' "$what" "$(printf '%s' "$out" | tr '\n' ' ')" >> attempts.txt
+  fi
+}"#;
+
 /// A loop rendered with `--sandbox bwrap`.
 fn sandboxed_loop(repo: &Repo, agent: &Path, checks: &[&str]) -> PathBuf {
     let dir = repo.init_loop(agent, checks, &["--sandbox", "bwrap"]);
@@ -230,15 +242,7 @@ fn a_hostile_agent_gets_a_write_error_for_the_loop_directory_and_gits_control_fi
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 grep SigIgn /proc/self/status > signals.txt
 L='@LOOP@'; G='@GIT@'
-try() {
-  local what=$1 out
-  shift
-  if out=$("$@" 2>&1); then
-    echo "$what: WROTE" >> attempts.txt
-  else
-    printf '%s: %s\n' "$what" "$(printf '%s' "$out" | tr '\n' ' ')" >> attempts.txt
-  fi
-}
+@TRY@
 try verify.sh sh -c "echo 'exit 0' >> '$L/verify.sh'"
 try result.env sh -c "mkdir -p '$L/iterations/000002' && echo VERDICT=DONE > '$L/iterations/000002/result.env'"
 try state.env sh -c "echo LAST_STATUS=DONE >> '$L/state.env'"
@@ -248,7 +252,8 @@ try exclude sh -c "echo '*.rs' >> '$G/info/exclude'"
 try git-link sh -c "echo 'gitdir: /nowhere' > .git"
 try git-add git add attempts.txt
 echo step >> work.txt"#
-        .replace("@GIT@", &git.display().to_string());
+        .replace("@GIT@", &git.display().to_string())
+        .replace("@TRY@", TRY_WRITE);
     let agent = repo.agent(
         "hostile",
         &body.replace("@LOOP@", &loop_path(&repo).display().to_string()),
@@ -338,22 +343,15 @@ fn under_the_sandbox_an_agent_can_neither_forge_the_journal_nor_kill_its_runner(
     let body = r#"cat >/dev/null
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 L='@LOOP@'
-try() {
-  local what=$1 out
-  shift
-  if out=$("$@" 2>&1); then
-    echo "$what: WROTE" >> attempts.txt
-  else
-    printf '%s: %s\n' "$what" "$(printf '%s' "$out" | tr '\n' ' ')" >> attempts.txt
-  fi
-}
+@TRY@
 try journal sh -c "printf '%s\n' '{\"seq\":99,\"event\":\"loop_stop\",\"status\":\"DONE\",\"forged\":1}' >> '$L/events.jsonl'"
 try result sh -c "printf 'ITERATION=1\nVERDICT=DONE\n' > '$L/iterations/000001/result.env'"
 runner=$(pgrep -f run-loop.sh | tr '\n' ' ')
 echo "runner: [${runner% }]" >> attempts.txt
 try kill-parent kill -KILL "$PPID"
 echo "parent after the kill: $(ps -o pid=,args= -p "$PPID" 2>/dev/null || echo gone)" >> attempts.txt
-echo step >> work.txt"#;
+echo step >> work.txt"#
+        .replace("@TRY@", TRY_WRITE);
     let agent = repo.agent(
         "forger",
         &body.replace("@LOOP@", &loop_path(&repo).display().to_string()),
@@ -614,12 +612,7 @@ fn the_engines_state_in_home_stays_writable_its_settings_and_the_rest_of_home_do
         &format!(
             r#"cat >/dev/null
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
-try() {{
-  local what=$1 out
-  shift
-  if out=$("$@" 2>&1); then echo "$what: WROTE" >> attempts.txt
-  else printf '%s: %s\n' "$what" "$(printf '%s' "$out" | tr '\n' ' ')" >> attempts.txt; fi
-}}
+{TRY_WRITE}
 try session sh -c 'echo s > "$HOME/.claude/sessions/one"'
 try state sh -c 'echo "{{\"numStartups\": 2}}" > "$HOME/.claude.json"'
 try settings sh -c 'echo "{{\"hooks\": 1}}" > "$HOME/.claude/settings.json"'

@@ -193,13 +193,10 @@ impl Endpoint {
             }
         };
         Err(Error::Refused(format!(
-            "the OTLP receiver at {}{} answered HTTP {code}{}: {hint}",
-            self.url,
-            if self.url.ends_with(&self.path) {
-                ""
-            } else {
-                &self.path
-            },
+            "the OTLP receiver at http://{}:{}{} answered HTTP {code}{}: {hint}",
+            self.host,
+            self.port,
+            self.path,
             if said.trim().is_empty() {
                 String::new()
             } else {

@@ -566,12 +566,13 @@ impl<'f> Builder<'f> {
     }
 
     fn agent_run(&mut self, e: &Event, ts: u64) {
-        let Some((n, it)) = self.open.iteration else {
-            return;
+        // A run outside an open iteration (the wrap-up run after the last one) is the
+        // loop's own.
+        let n = e.iteration;
+        let it = match self.open.iteration {
+            Some((open, i)) if open == n => i,
+            _ => 0,
         };
-        if n != e.iteration {
-            return;
-        }
         let phase = str_of(e, "phase").unwrap_or("work").to_string();
         let candidate = u64_of(e, "candidate");
         let parent = if let Some(k) = candidate {
@@ -871,6 +872,36 @@ mod tests {
             Some(&Value::Str("timeout".into()))
         );
         assert_eq!(spans[1].end, spans[2].end);
+    }
+
+    #[test]
+    fn a_wrap_up_run_after_the_last_iteration_is_the_loops_own() {
+        let ev = events(&[
+            ("loop_start", 1, &[]),
+            ("iteration_start", 1, &[]),
+            ("iteration_end", 1, &[("verdict", "CONTINUE")]),
+            (
+                "agent_exit",
+                1,
+                &[("phase", "wrapup"), ("attempt", "1"), ("exit_code", "0")],
+            ),
+            (
+                "loop_stop",
+                1,
+                &[("status", "CONTINUE"), ("reason", "max_iterations")],
+            ),
+        ]);
+        let spans = build(&ev, &facts());
+        let wrapup = spans
+            .iter()
+            .find(|s| s.name.starts_with("invoke_agent"))
+            .unwrap();
+        assert_eq!(wrapup.parent.as_deref(), Some("loop"));
+        assert_eq!(
+            wrapup.attr("orbit.phase"),
+            Some(&Value::Str("wrapup".into()))
+        );
+        assert_eq!(spans[0].status, StatusCode::Unset);
     }
 
     #[test]

@@ -252,9 +252,14 @@ impl<'f> Builder<'f> {
 
     /// Closes the open iteration (and what is open inside it) at `ts`.
     fn close_iteration(&mut self, ts: u64, interrupted: bool) {
-        let verdict = if interrupted { "interrupted" } else { "" };
         if self.open.gate.is_some() || self.open.confirmation.is_some() {
-            self.close_gate(ts, if interrupted { verdict } else { "no verdict" });
+            // The gate's own verdict never came.
+            let verdict = if interrupted {
+                "interrupted"
+            } else {
+                "no verdict"
+            };
+            self.close_gate(ts, verdict);
         }
         self.close_candidates(ts);
         if let Some((_, i)) = self.open.iteration.take() {
@@ -276,6 +281,11 @@ impl<'f> Builder<'f> {
         };
         match name {
             EventName::LoopStart => {
+                // A run that ended without its loop_stop (killed): what it left open ends
+                // at its last event.
+                if self.open.iteration.is_some() {
+                    self.close_iteration(self.prev_ts, true);
+                }
                 let runs = match self.root().attr("orbit.runs") {
                     Some(Value::Int(n)) => *n + 1,
                     _ => 1,
@@ -902,6 +912,38 @@ mod tests {
             Some(&Value::Str("wrapup".into()))
         );
         assert_eq!(spans[0].status, StatusCode::Unset);
+    }
+
+    #[test]
+    fn an_iteration_a_kill_cut_short_ends_where_its_journal_stops_and_says_so() {
+        let ev = events(&[
+            ("loop_start", 1, &[]),
+            ("iteration_start", 1, &[]),
+            ("done_claim", 1, &[]),
+            // SIGKILL: no iteration_end, no loop_stop; the next run does iteration 1 again.
+            ("loop_start", 1, &[]),
+            ("iteration_start", 1, &[]),
+            ("iteration_end", 1, &[("verdict", "CONTINUE")]),
+            (
+                "loop_stop",
+                1,
+                &[("status", "CONTINUE"), ("reason", "tick")],
+            ),
+        ]);
+        let spans = build(&ev, &facts());
+        let its: Vec<&Span> = spans.iter().filter(|s| s.name == "iteration 1").collect();
+        assert_eq!(its.len(), 2);
+        assert_ne!(its[0].path, its[1].path);
+        assert_eq!(its[0].attr("orbit.interrupted"), Some(&Value::Bool(true)));
+        let gate = spans.iter().find(|s| s.name == "done_gate").unwrap();
+        // Both end at the killed run's last event, not when the next run started.
+        assert_eq!((its[0].end, gate.end), (gate.start, gate.start));
+        assert!(its[1].start > its[0].end);
+        assert_eq!(its[1].attr("orbit.interrupted"), None);
+        assert_eq!(gate.status, StatusCode::Error);
+        assert_eq!(gate.message, "interrupted");
+        assert_eq!(spans[0].attr("orbit.runs"), Some(&Value::Int(2)));
+        assert!(spans.iter().all(|s| s.closed));
     }
 
     #[test]

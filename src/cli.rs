@@ -171,6 +171,23 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     (
+        "export",
+        &[
+            (
+                "orbit export otlp --output trace.json",
+                "the only loop's journal as one OTLP/JSON trace in a file",
+            ),
+            (
+                "orbit export otlp .orbit/parser --endpoint http://localhost:4318",
+                "POST it to an OpenTelemetry Collector's (or Jaeger's) OTLP/HTTP receiver at /v1/traces",
+            ),
+            (
+                "orbit export otlp --follow --endpoint http://collector:4318 --header 'Authorization: Bearer TOKEN'",
+                "send each span as the loop records it, until the loop stops",
+            ),
+        ],
+    ),
+    (
         "demo",
         &[
             (
@@ -283,6 +300,11 @@ pub enum Command {
     /// output of a running loop.
     #[command(after_help = examples_help("logs"))]
     Logs(LogsArgs),
+    /// A loop's journal as an OpenTelemetry trace (OTLP/JSON): the loop, its iterations,
+    /// agent runs, checks, DONE gate and fan-out candidates as spans, to a file or an
+    /// OTLP/HTTP receiver.
+    #[command(after_help = examples_help("export"))]
+    Export(ExportArgs),
     /// Run an end-to-end loop in a temporary repository with a built-in simulated agent.
     #[command(after_help = examples_help("demo"))]
     Demo(DemoArgs),
@@ -454,6 +476,44 @@ pub struct LogsArgs {
     /// With --follow: wait up to DUR for a runner to start (0 = do not wait).
     #[arg(long, value_name = "DUR", default_value = "0", requires = "follow")]
     pub wait: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The format: otlp, an ExportTraceServiceRequest in OTLP's JSON mapping.
+    #[arg(value_name = "FORMAT", value_enum)]
+    pub format: ExportFormat,
+
+    /// The loop directory (default: the only loop under .orbit/).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Write the trace to FILE (atomically; with --follow, one document a line) instead
+    /// of standard output.
+    #[arg(long, value_name = "FILE", conflicts_with = "endpoint")]
+    pub output: Option<PathBuf>,
+
+    /// POST the trace to an OTLP/HTTP receiver, e.g. http://localhost:4318 (a URL without
+    /// a path gets /v1/traces). Plain http only.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+
+    /// A request header for --endpoint, 'Name: value' (e.g. 'Authorization: Bearer
+    /// TOKEN'). Repeatable.
+    #[arg(long = "header", value_name = "'K: V'", requires = "endpoint")]
+    pub header: Vec<String>,
+
+    /// Keep exporting as the journal grows, each span once when it ends, until the loop's
+    /// run stops (its loop_stop event) or Ctrl-C.
+    #[arg(short, long)]
+    pub follow: bool,
+}
+
+/// The formats `orbit export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// OpenTelemetry's OTLP, in its JSON mapping.
+    Otlp,
 }
 
 #[derive(Debug, Args)]

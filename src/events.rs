@@ -143,6 +143,9 @@ pub struct Journal {
     pub error: Option<ChainError>,
     /// Whether the file ends in a torn line (reported in `error` when nothing else is).
     pub torn_tail: bool,
+    /// Every line that is not an event (each skipped), with its line number and why; the
+    /// first of them is `error` too when the chain was intact before it.
+    pub malformed: Vec<(usize, String)>,
 }
 
 impl Journal {
@@ -197,6 +200,7 @@ fn verify(bytes: &[u8], anchor: Option<(String, u64)>) -> Journal {
         let event = match parse_line(line, n) {
             Ok(e) => e,
             Err(e) => {
+                j.malformed.push((n, e.describe()));
                 if j.error.is_none() {
                     j.error = Some(e);
                 }
@@ -365,5 +369,28 @@ mod tests {
             read(b"garbage\n").error,
             Some(ChainError::Malformed { line: 1, .. })
         ));
+    }
+
+    #[test]
+    fn every_line_that_is_not_an_event_is_listed_and_the_rest_read() {
+        let mut lines: Vec<String> = journal(4).lines().map(str::to_string).collect();
+        lines.insert(1, "not json".into());
+        lines.insert(3, "{\"seq\":1}".into());
+        let text = format!("{}\n", lines.join("\n"));
+        let j = read(text.as_bytes());
+        assert_eq!(j.events.len(), 4);
+        let at: Vec<usize> = j.malformed.iter().map(|(n, _)| *n).collect();
+        assert_eq!(at, vec![2, 4]);
+        assert!(
+            j.malformed[0].1.contains("invalid JSON"),
+            "{:?}",
+            j.malformed
+        );
+        assert!(
+            j.malformed[1].1.contains("missing seq"),
+            "{:?}",
+            j.malformed
+        );
+        assert_eq!(read(journal(2).as_bytes()).malformed, vec![]);
     }
 }

@@ -22,6 +22,7 @@ pub mod locate;
 pub mod logs;
 pub mod manual;
 pub mod ops;
+pub mod otlp;
 pub mod pins;
 pub mod progress;
 pub mod recover;
@@ -54,6 +55,9 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Resume(args) => control::resume(&args),
         cli::Command::Report(args) => report::report(&args),
         cli::Command::Logs(args) => logs::run(&args),
+        cli::Command::Export(args) => match args.format {
+            cli::ExportFormat::Otlp => otlp::run(&args),
+        },
         cli::Command::Completions(args) => {
             let mut cmd = cli::completion_command();
             clap_complete::generate(args.shell, &mut cmd, "orbit", &mut std::io::stdout());

@@ -20,6 +20,7 @@ mod logs;
 mod manual;
 mod naming;
 mod ops;
+mod otlp;
 mod projects;
 mod protect;
 mod recover;

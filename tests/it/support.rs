@@ -452,6 +452,31 @@ pub fn pytest_python() -> Option<PathBuf> {
         .then_some(python)
 }
 
+/// The python of a virtual environment that holds the official `opentelemetry-proto`
+/// package (its `ExportTraceServiceRequest` and protobuf's JSON reader):
+/// `ORBIT_OTEL_PYTHON`, else the one `.ci/run` installs (`/opt/orbit-otel`). CI sets
+/// ORBIT_REQUIRE_OTEL=1 to make it mandatory; elsewhere the assertions that need it are
+/// skipped with a notice.
+pub fn otel_python() -> Option<PathBuf> {
+    let python = std::env::var_os("ORBIT_OTEL_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/orbit-otel/bin/python"));
+    let ok = command(&python)
+        .args([
+            "-c",
+            "import opentelemetry.proto.collector.trace.v1.trace_service_pb2, google.protobuf.json_format",
+        ])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    present_or_skipped(
+        ok,
+        "ORBIT_REQUIRE_OTEL",
+        "opentelemetry-proto (in /opt/orbit-otel)",
+    )
+    .then_some(python)
+}
+
 /// Runs `bash -n` and shellcheck (all severities) on a script; panics with the findings.
 pub fn assert_script_clean(path: &Path) {
     let out = command("bash").arg("-n").arg(path).output().unwrap();

@@ -416,25 +416,35 @@ orbit_hasher_start() {
       use strict; $| = 1;
       $SIG{INT} = $SIG{TERM} = $SIG{HUP} = "IGNORE";
       eval { require Digest::SHA; 1 } or exit 3;
-      binmode STDIN; print "ready\n";
+      binmode STDIN; binmode STDOUT; print "ready\n";
+      my $home;
       while (defined(my $h = <STDIN>)) {
-        my ($m, $n) = $h =~ /^([SF]) (\d+)\n$/ or exit 4;
+        my ($m, $n) = $h =~ /^([SFH]) (\d+)\n$/ or exit 4;
         my $d = "";
         while (length($d) < $n) { read(STDIN, $d, $n - length($d), length($d)) or exit 5; }
         if ($m eq "S") { print Digest::SHA::sha256_hex($d), "\n"; next; }
+        if ($m eq "H") {
+          # The record of the held paths (home_record.sh), its code compiled at the first ask.
+          $home = (defined $ARGV[0] && $ARGV[0] ne "" && eval "$ARGV[0]; 1") ? 1 : 0 unless defined $home;
+          my $r = $home ? eval { home_record($d) } : undef;
+          if (defined $r) { $r =~ s/\n+\z//; print length($r), "\n", $r; } else { print "-\n"; }
+          next;
+        }
         my $fh;
         if (open($fh, "<:raw", $d)) {
           my $s = Digest::SHA->new(256); $s->addfile($fh); close $fh; print $s->hexdigest, "\n";
         } else { print "-\n"; }
-      }' 2>/dev/null 7<&- 8>&- 9>&-
+      }' "${HOME_PERL_SUBS-}" 2>/dev/null 7<&- 8>&- 9>&-
   }
   # shellcheck disable=SC2153  # ORBIT_HASHER_PID is set by coproc
   ORBIT_HASH_PID=$ORBIT_HASHER_PID
   ORBIT_HASH_READY=0
 }
-# orbit_hasher_alive: status 0 when the hasher is there and has said it is ready.
+# orbit_hasher_alive: status 0 when the hasher is there and has said it is ready. A subshell
+# has none (bash closes a coprocess's pipes in it): it hashes without, and leaves it be.
 orbit_hasher_alive() {
   local ready=''
+  [[ $BASHPID == "$$" ]] || return 1
   if [[ -z $ORBIT_HASH_PID ]] || ! kill -0 "$ORBIT_HASH_PID" 2>/dev/null; then
     ORBIT_HASH_PID=''
     return 1

@@ -18,15 +18,15 @@
 # ---- `toml:<sha256>` or `unparsable`. One perl program (core modules only) computes it, so
 # ---- that the runner, recover.sh and orbit audit compute the same record.
 # shellcheck disable=SC2016  # perl code, not shell
-HOME_PERL='
+HOME_PERL_SUBS='
 use strict; use warnings;
+our $HOME_OUT;
 use Digest::SHA (); use JSON::PP (); use File::Find (); use Cwd ();
-binmode STDOUT;
 sub hx { return Digest::SHA::sha256_hex($_[0]); }
 sub line {
   my ($v, $p) = @_;
   if ($p =~ /[\n\\]/) { $p =~ s/\\/\\\\/g; $p =~ s/\n/\\n/g; }
-  print "$v  $p\n";
+  $HOME_OUT .= "$v  $p\n";
 }
 sub fsha {
   my $fh;
@@ -141,31 +141,69 @@ sub tree {
   line("dir", $root);
   for my $rel (sort @found) { line(val("$real/$rel"), "$root/$rel"); }
 }
-my @specs;
-while (my $l = <STDIN>) {
-  chomp $l;
-  next if $l eq "";
-  my ($kind, $path, $arg) = split(/\t/, $l, 3);
-  $arg = "" unless defined $arg;
-  print "#\t$kind\t$path\t$arg\n";
-  push @specs, [$kind, $path, $arg];
-}
-for my $s (@specs) {
-  my ($kind, $path, $arg) = @$s;
-  if ($kind eq "file") { line(val($path), $path); }
-  elsif ($kind eq "dir") { tree($path, $arg); }
-  elsif ($kind eq "json-projects") { line(claude_json($path, $arg), $path); }
-  elsif ($kind eq "json") { line(json_keys($path, $arg), $path); }
-  elsif ($kind eq "toml") { line(codex_toml($path), $path); }
-  else { line("unknown-kind", $path); }
+sub home_record {
+  my @specs;
+  $HOME_OUT = "";
+  for my $l (split(/\n/, $_[0])) {
+    next if $l eq "";
+    my ($kind, $path, $arg) = split(/\t/, $l, 3);
+    $arg = "" unless defined $arg;
+    $HOME_OUT .= "#\t$kind\t$path\t$arg\n";
+    push @specs, [$kind, $path, $arg];
+  }
+  for my $s (@specs) {
+    my ($kind, $path, $arg) = @$s;
+    if ($kind eq "file") { line(val($path), $path); }
+    elsif ($kind eq "dir") { tree($path, $arg); }
+    elsif ($kind eq "json-projects") { line(claude_json($path, $arg), $path); }
+    elsif ($kind eq "json") { line(json_keys($path, $arg), $path); }
+    elsif ($kind eq "toml") { line(codex_toml($path), $path); }
+    else { line("unknown-kind", $path); }
+  }
+  utf8::encode($HOME_OUT) if utf8::is_utf8($HOME_OUT);
+  return $HOME_OUT;
 }
 '
+# The program run once: the spec lines on stdin, the record on stdout.
+# shellcheck disable=SC2016  # perl code, not shell
+HOME_PERL=$HOME_PERL_SUBS'
+binmode STDOUT;
+my $in = do { local $/; <STDIN> };
+print home_record(defined $in ? $in : "");
+'
 
-# home_record_v: REPLY is the record of the held paths the spec lines on stdin name
+# orbit_hasher_home_v SPECS: REPLY is the record of the held paths SPECS name, computed by
+# the hasher (home_record.sh's code, as home_record_v runs it once): the same bytes as that
+# program's output. Status 1 when it cannot answer (no hasher, or its perl lacks a module):
+# the caller runs the program.
+orbit_hasher_home_v() {
+  local LC_ALL=C n
+  orbit_hasher_alive || return 1
+  if ! printf 'H %d\n%s' "${#1}" "$1" >&"${ORBIT_HASHER[1]}" || ! read -r -t 60 n <&"${ORBIT_HASHER[0]}"; then
+    orbit_hasher_stop
+    return 1
+  fi
+  [[ $n != - ]] || return 1
+  if [[ ! $n =~ ^[0-9]+$ ]]; then
+    orbit_hasher_stop
+    return 1
+  fi
+  REPLY=''
+  ((n == 0)) && return 0
+  if ! IFS= read -r -N "$n" -t 60 REPLY <&"${ORBIT_HASHER[0]}" || ((${#REPLY} != n)); then
+    REPLY=''
+    orbit_hasher_stop
+    return 1
+  fi
+}
+
+# home_record_v SPECS: REPLY is the record of the held paths the spec lines SPECS name
 # (`KIND<TAB>PATH<TAB>ARG`), header included; status 1 when perl cannot compute it (no
-# perl, or no JSON::PP or Digest::SHA).
+# perl, or no JSON::PP or Digest::SHA). The resident perl (orbit_hasher_start) computes it
+# without a program started per look; the same code is run once when it cannot.
 home_record_v() {
-  REPLY=$(perl -e "$HOME_PERL" 2>/dev/null) || return 1
+  orbit_hasher_home_v "$1" && return 0
+  REPLY=$(perl -e "$HOME_PERL" <<<"$1" 2>/dev/null) || return 1
 }
 
 # home_specs_of_v RECORD: REPLY is the spec lines of a record's header.

@@ -337,3 +337,107 @@ touch "$HOME/.codex/second""#;
         "a codex skill",
     );
 }
+
+/// The record of the held paths is computed by the runner's resident perl (the hasher) with
+/// the same bytes as the program run once, from the files as they are at each ask (nothing
+/// kept between asks), and falls back to the program when the resident one cannot answer;
+/// the perl programs started are counted through a `perl` first on PATH.
+#[test]
+fn the_resident_perl_computes_the_home_record_byte_for_byte_as_the_program() {
+    if !crate::support::hasher_available() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let h = work.path().join("home");
+    fs::create_dir_all(h.join(".claude/skills/one")).unwrap();
+    fs::create_dir_all(h.join(".claude/sessions")).unwrap();
+    fs::write(h.join(".claude/settings.json"), "{\"permissions\": {}}\n").unwrap();
+    fs::write(h.join(".claude/skills/one/SKILL.md"), "a skill\n").unwrap();
+    fs::write(h.join(".claude/sessions/s"), "the engine's own\n").unwrap();
+    fs::write(
+        h.join(".claude.json"),
+        "{\"numStartups\": 3, \"mcpServers\": {\"x\": {\"command\": \"y\"}}, \"projects\": {\"/w\": {\"allowedTools\": [\"Bash\"]}}}\n",
+    )
+    .unwrap();
+    fs::write(
+        h.join("config.toml"),
+        "model = \"m\"\n[mcp_servers.z]\ncommand = \"c\"\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(h.join(".claude/settings.json"), h.join("link.json")).unwrap();
+    fs::write(h.join("caf\u{e9} name"), "bytes\n").unwrap();
+    let bin = work.path().join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    let real = String::from_utf8(
+        crate::support::command("bash")
+            .args(["-c", "type -P perl"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let started = work.path().join("perls");
+    fs::write(
+        bin.join("perl"),
+        format!(
+            "#!/bin/sh\necho started >> '{}'\nexec '{}' \"$@\"\n",
+            started.display(),
+            real.trim()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(bin.join("perl"), fs::Permissions::from_mode(0o755)).unwrap();
+    let body = r#"
+H=$1
+specs=$(printf '%s\t%s\t%s\n' file "$H/.claude/settings.json" '' dir "$H/.claude" sessions \
+  json-projects "$H/.claude.json" /w/sub json "$H/.claude.json" mcpServers,numStartups \
+  toml "$H/config.toml" '' file "$H/link.json" '' file "$H/café name" '' file "$H/absent" '')
+once=$(perl -e "$HOME_PERL" <<<"$specs")
+: >"$2"
+orbit_hasher_start
+for i in 1 2 3 4 5; do
+  home_record_v "$specs"
+  [[ $REPLY == "$once" ]] || { echo "ask $i differs:"; diff <(echo "$once") <(echo "$REPLY"); exit 1; }
+done
+orbit_hasher_home_v "$specs" || { echo "the resident perl did not answer"; exit 1; }
+echo "asked: $(wc -l <"$2") perl started"
+# A file changed between asks is seen at the next ask.
+echo '{"permissions": {"allow": ["Bash(*)"]}}' >"$H/.claude/settings.json"
+home_record_v "$specs"
+[[ $REPLY != "$once" && $REPLY == "$(perl -e "$HOME_PERL" <<<"$specs")" ]] || { echo "the change was not seen"; exit 1; }
+# The resident perl gone: the program answers, the same bytes.
+orbit_hasher_stop
+: >"$2"
+home_record_v "$specs"
+[[ $REPLY == "$(perl -e "$HOME_PERL" <<<"$specs")" ]] || { echo "the fallback differs"; exit 1; }
+echo "without it: $(wc -l <"$2") perl started"
+echo "$once"
+"#;
+    let mut cmd = crate::support::bash_with_parts(work.path(), &["common", "home_record"], body);
+    cmd.arg(&h).arg(&started);
+    cmd.env(
+        "PATH",
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+    );
+    let out = crate::support::run_bounded(cmd, std::time::Duration::from_secs(120));
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    // One perl for six records (the hasher); the fallback starts one per record (and one
+    // for the comparison).
+    assert!(said.contains("asked: 1 perl started"), "{said}");
+    assert!(said.contains("without it: 2 perl started"), "{said}");
+    // What was held is really in the record: the projection, the tree, the link.
+    assert!(
+        said.contains(&format!("dir  {}/.claude\n", h.display())),
+        "{said}"
+    );
+    assert!(said.contains("/.claude/skills/one/SKILL.md"), "{said}");
+    assert!(!said.contains("sessions/s"), "{said}");
+    assert!(said.contains("keys:"), "{said}");
+    assert!(said.contains("toml:"), "{said}");
+    assert!(said.contains("link:"), "{said}");
+    assert!(
+        said.contains(&format!("absent  {}/absent", h.display())),
+        "{said}"
+    );
+}

@@ -36,7 +36,7 @@ home_specs_v() {
 home_now_v() {
   REPLY=''
   [[ -n $1 ]] || return 0
-  if ! home_record_v <<<"$1"; then
+  if ! home_record_v "$1"; then
     preflight_fail "cannot hold the engine's user-level files and the env file: perl with its core modules JSON::PP and Digest::SHA is needed; install perl"
   fi
 }

@@ -2382,3 +2382,62 @@ grep -q 'sandbox = "none"' orbit.toml"#,
         .unwrap_or_else(|| panic!("{said}"));
     assert!(line.ends_with(": max-iterations"), "--sandbox wins: {line}");
 }
+
+/// The user's git configuration names its own excludes and attributes files
+/// (`core.excludesFile = ~/.gitignore_global`, as many setups do): the agent writes into one
+/// of them (an ignore line that would hide a new file from the protected-set check, an
+/// attribute that would blind a diff). The loop stops as git_tamper, naming the file.
+#[test]
+fn a_line_the_agent_writes_into_the_excludes_or_attributes_file_the_users_git_config_names_stops_the_loop()
+ {
+    for (case, key, name, line) in [
+        ("excludes", "excludesFile", ".gitignore_global", "tests/"),
+        (
+            "attributes",
+            "attributesFile",
+            ".gitattributes_global",
+            "* -diff",
+        ),
+    ] {
+        let h = Hostile::new();
+        let home = h.file("home");
+        fs::create_dir_all(&home).unwrap();
+        let global = home.join(".gitconfig");
+        fs::copy(sealed_home().join(".gitconfig"), &global).unwrap();
+        let mut text_now = fs::read_to_string(&global).unwrap();
+        text_now.push_str(&format!("[core]\n\t{key} = ~/{name}\n"));
+        fs::write(&global, text_now).unwrap();
+        let target = home.join(name);
+        fs::write(&target, "*.swp\n").unwrap();
+        let body = TAMPERER.replace("@AT@", "1").replace(
+            "@ACTION@",
+            &format!(
+                "echo '{line}' >> '{}'\ngrep -qxF -- '{line}' '{}'",
+                target.display(),
+                target.display()
+            ),
+        );
+        let agent = h.agent("named-file", &body);
+        let dir = h
+            .repo
+            .init_loop(&agent, &["test -f hostile-change.txt"], &[]);
+        let (global_s, home_s) = (global.display().to_string(), home.display().to_string());
+        let env = [
+            ("HOME", home_s.as_str()),
+            ("GIT_CONFIG_GLOBAL", global_s.as_str()),
+        ];
+        let out = h.run(&dir, &["--once"], &env);
+        h.assert_attempted("tamper", &out);
+        assert!(
+            fs::read_to_string(&target).unwrap().contains(line),
+            "{case}: the line was written"
+        );
+        assert_eq!(out.status.code(), Some(3), "{case}: {}", text(&out));
+        assert_eq!(state(&dir, "STOP_REASON"), "git_tamper", "{case}");
+        assert!(
+            text(&out).contains(&target.display().to_string()),
+            "{case}: the stop names the file: {}",
+            text(&out)
+        );
+    }
+}

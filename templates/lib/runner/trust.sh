@@ -54,7 +54,7 @@ TRUST_GIT_NAMED=
 TRUST_PATH_DIRS=
 TRUST_GIT_NAMED_READ=0
 trust_git_named() {
-  local p out d origin kv key val base
+  local p d origin kv key val base
   local -A seen=()
   local -a path_dirs=()
   ((TRUST_GIT_NAMED_READ)) && return 0
@@ -75,20 +75,25 @@ trust_git_named() {
   trust_git_name_add "${GIT_CONFIG_SYSTEM:-}"
   for d in "$REPO_ROOT" "$WS"; do
     [[ -n $d && -d $d ]] || continue
-    for p in core.excludesFile core.attributesFile; do
-      out=$(git -C "$d" config --path --get "$p" 2>/dev/null) || continue
-      trust_git_name_add "$out"
-    done
+    # Every value of core.excludesFile and core.attributesFile any file sets (git uses the
+    # last; watching the others too costs nothing), read from the same listing: a path as
+    # git's --path reads it (~/ is HOME, a relative one is relative to where git runs).
     while IFS= read -r -d '' origin && IFS= read -r -d '' kv; do
       [[ $origin == file:/* ]] || continue
       origin=${origin#file:}
       trust_git_name_add "$origin"
       key=${kv%%$'\n'*} val=${kv#*$'\n'}
-      [[ $key == include.path || ($key == includeif.* && $key == *.path) ]] || continue
+      [[ $kv == *$'\n'* ]] || continue
+      if [[ $key == core.excludesfile || $key == core.attributesfile ]]; then
+        base=$d
+      elif [[ $key == include.path || ($key == includeif.* && $key == *.path) ]]; then
+        base=${origin%/*}
+      else
+        continue
+      fi
       if [[ ${val:0:1} == "~" && ${val:1:1} == / ]]; then
         val=${HOME:-/nonexistent}/${val:2}
       elif [[ $val != /* ]]; then
-        base=${origin%/*}
         val=$base/$val
       fi
       trust_git_name_add "$val"

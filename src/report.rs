@@ -697,6 +697,49 @@ pub fn work_steps(
     }
 }
 
+/// When the loop's branch changes orbit.toml (the project's defaults for the next `orbit
+/// init`: its sandbox, its notifications), the step to review that change before the work
+/// is merged: what the agent wrote there would steer the loops rendered after it. Read
+/// through the loop directory's repository, from the commit the loop started at
+/// (`.baseline-commit`); `None` when the branch leaves it as it was, or git cannot say.
+fn project_defaults_step(dir: &Path, branch: &str) -> Option<(String, String)> {
+    let base = fsx::read_text_or_none(&dir.join(".baseline-commit"))?;
+    let base = base.trim();
+    if branch.is_empty() || base.len() != 40 || !base.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let branch_ref = format!("refs/heads/{branch}");
+    let status = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "diff",
+            "--quiet",
+            "--no-ext-diff",
+            "--no-textconv",
+            base,
+            &branch_ref,
+        ])
+        // From the repository's top, wherever in it the loop directory is.
+        .args(["--", ":(top)orbit.toml"])
+        .env("GIT_NO_REPLACE_OBJECTS", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .ok()?;
+    // 1: the paths differ; 0: they do not; anything else: git could not say.
+    (status.code() == Some(1)).then(|| {
+        (
+            "first review what the branch changes in orbit.toml, the project's defaults for the next orbit init (its sandbox, its notifications)".to_string(),
+            format!(
+                "git diff {base} {} -- orbit.toml",
+                crate::shell::paste_word(branch)
+            ),
+        )
+    })
+}
+
 /// Every check of the loop with its role, in verify.sh's order (loop.toml's
 /// `check_names`), then holdout.sh's, then any other name a record's failing list gave.
 fn check_lines(cfg: &LoopConfig, rows: &[Row]) -> Vec<CheckLine> {
@@ -842,12 +885,15 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         .workspace
         .as_deref()
         .map(crate::audit::shown_path);
-    let work = work_steps(
+    let mut work = work_steps(
         audit.verdict,
         audit.summary.branch.as_deref(),
         &state.origin_branch,
         workspace.as_deref(),
     );
+    if let Some(step) = project_defaults_step(dir, &state.iter_branch) {
+        work.insert(0, step);
+    }
     Ok(Facts {
         name: cfg.name.clone(),
         goal: title,

@@ -27,12 +27,22 @@ pub struct JsonReport<'a> {
     pub sandbox: Option<&'static str>,
     pub next: &'a str,
     pub next_why: &'a str,
+    /// Where the work is and how to take it, in order: each step's `what` and `command`
+    /// (a review of what the branch changes in orbit.toml comes before the merge).
+    pub work: Vec<JsonStep<'a>>,
     /// Iterations before the first one listed (the report lists the latest ones).
     pub earlier_iterations: u64,
     pub rows: Vec<JsonRow<'a>>,
     /// What survivor selection found, over the listed fan-out iterations (`null` without a
     /// fan-out).
     pub selection: Option<Selection>,
+}
+
+/// One step of taking the work.
+#[derive(Debug, Serialize)]
+pub struct JsonStep<'a> {
+    pub what: &'a str,
+    pub command: &'a str,
 }
 
 /// One iteration of the report.
@@ -111,6 +121,11 @@ pub fn render_json(f: &Facts) -> String {
         sandbox: f.sandbox,
         next: &f.next,
         next_why: &f.next_why,
+        work: f
+            .work
+            .iter()
+            .map(|(what, command)| JsonStep { what, command })
+            .collect(),
         earlier_iterations: f.earlier,
         rows: f.rows.iter().map(JsonRow::of).collect(),
         selection: f.selection(),

@@ -527,3 +527,52 @@ fn the_spend_picture_of_an_engine_that_reports_no_cost_says_so_without_an_empty_
     assert!(!svg.contains("$0.000001"), "a scale of nothing: {svg}");
     assert!(!svg.contains("no cost reported"), "{svg}");
 }
+
+/// The agent rewrites the project's orbit.toml (the defaults of the next `orbit init`: no
+/// sandbox, a command as its notification) along with the work, and the loop ends DONE:
+/// the report puts the review of that change before the merge, in markdown, HTML and JSON;
+/// a loop whose branch leaves orbit.toml as it was has no such step.
+#[test]
+fn a_branch_that_changes_orbit_toml_is_reviewed_before_the_merge_in_the_report() {
+    for (case, change) in [
+        (
+            "changed",
+            "printf 'sandbox = \"none\"\\nnotify = \"cmd:touch /tmp/x\"\\n' >> orbit.toml\n",
+        ),
+        ("unchanged", ""),
+    ] {
+        let repo = Repo::new();
+        repo.write("orbit.toml", "# the project's defaults\n");
+        repo.git(&["add", "orbit.toml"]);
+        repo.git(&["commit", "-q", "-m", "orbit.toml"]);
+        let agent = repo.agent(
+            "defaults",
+            &format!(
+                "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\n{change}echo x > work.txt\necho done > \"$ORBIT_AGENT_DIR/done.md\"\n"
+            ),
+        );
+        let dir = repo.init_loop(&agent, &["test -f work.txt"], &[]);
+        let out = repo.run_loop(&dir, &[], &[]);
+        assert_code(&out, 0, &format!("{case}: DONE"));
+        let branch_toml = repo.git(&["show", "orbit/test-goal:orbit.toml"]);
+        assert_eq!(
+            branch_toml.contains("sandbox = \"none\""),
+            case == "changed",
+            "{case}: the attack landed on the branch as the case says: {branch_toml}"
+        );
+        let md = report(&repo, &[]);
+        let html = report(&repo, &["--html"]);
+        let json = report(&repo, &["--json"]);
+        let step = "first review what the branch changes in orbit.toml";
+        if case == "changed" {
+            let at = md.find(step).unwrap_or_else(|| panic!("{md}"));
+            assert!(at < md.find("git merge orbit/test-goal").unwrap(), "{md}");
+            assert!(md.contains("-- orbit.toml`"), "{md}");
+            assert!(html.contains(step), "{html}");
+            assert!(json.contains(step), "{json}");
+        } else {
+            assert!(!md.contains(step), "{md}");
+            assert!(!json.contains(step), "{json}");
+        }
+    }
+}

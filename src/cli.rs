@@ -758,6 +758,18 @@ pub struct InitArgs {
     /// it runs here, else none; none: no sandbox.
     #[arg(long, value_name = "KIND", value_enum)]
     pub sandbox: Option<crate::config::Sandbox>,
+
+    /// What a sandboxed run reaches of the network [default: allowlist]. allowlist: no
+    /// network of its own; a proxy the runner starts for the run lets through the engine's
+    /// API (agent runs) and the --allow-host hosts (every run), and refuses and records the
+    /// rest; open: the network as you have it.
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub sandbox_network: Option<crate::config::SandboxNetwork>,
+
+    /// A host every sandboxed run may reach under the allowlist: HOST (ports 80 and 443),
+    /// HOST:PORT, *.example.com for its subdomains, [IPv6]:PORT. Repeatable.
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    pub allow_host: Vec<String>,
 }
 
 #[derive(Debug, Args)]

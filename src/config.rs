@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::contract::ValueType;
 use crate::contract::settings::{
-    DURATION_MAX_SECS, MEMORY_POLICIES, SANDBOXES, SETTINGS, Setting, SettingKind,
+    DURATION_MAX_SECS, MEMORY_POLICIES, SANDBOX_NETWORKS, SANDBOXES, SETTINGS, Setting, SettingKind,
 };
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -135,6 +135,21 @@ pub struct LoopConfig {
     /// written before the sandbox existed, when no key meant none: it keeps meaning that
     /// (`orbit init` writes the key, `auto` unless told otherwise).
     pub sandbox: Sandbox,
+    /// What a sandboxed run reaches of the network: `allowlist` (no network of its own; the
+    /// runner's proxy lets through the engine's API for the agent and `allow-hosts` for
+    /// every run) or `open`. Like `sandbox`, part of what the loop is: a loop.toml without
+    /// the key was written before the allowlist existed and ran with the network open, so
+    /// it keeps meaning `open` (`orbit init` writes the key, `allowlist` unless told
+    /// otherwise).
+    pub sandbox_network: SandboxNetwork,
+    /// The hosts (`HOST` or `HOST:PORT`, `*.example.com` for its subdomains) every
+    /// sandboxed run may reach under the allowlist; a host without a port is reachable on
+    /// 80 and 443. Not written when empty.
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "string_or_list"
+    )]
+    pub allow_hosts: Vec<String>,
     /// What tokens cost, for the engines that report tokens rather than dollars (codex,
     /// gemini): `model=input/cached/output` in USD per million tokens; `*` for any model
     /// not listed. A run's cost is then `estimated`, and the usd-cap holds.
@@ -223,6 +238,86 @@ impl Sandbox {
     }
 }
 
+/// What a sandboxed loop's runs reach of the network (loop.toml `sandbox-network`, `orbit
+/// init --sandbox-network`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
+pub enum SandboxNetwork {
+    /// The network as the user has it (what a loop had before the allowlist).
+    Open,
+    /// No network of its own: only the engine's API (agent runs) and `allow-hosts` (every
+    /// run), through a proxy the runner starts for the run; the rest refused and recorded.
+    #[default]
+    Allowlist,
+}
+
+impl SandboxNetwork {
+    /// What a loop.toml without the key means: open, as before the allowlist existed (see
+    /// [`LoopConfig::sandbox_network`]).
+    pub fn unset() -> SandboxNetwork {
+        SandboxNetwork::Open
+    }
+
+    /// The name loop.toml and the runner give it: its word in the contract's table.
+    pub fn name(self) -> &'static str {
+        SANDBOX_NETWORKS[self as usize]
+    }
+}
+
+/// An `allow-hosts` entry, checked: `HOST` or `HOST:PORT`, where HOST is a DNS name (a
+/// leading `*.` for its subdomains), an IPv4 address or an IPv6 address in brackets, and
+/// PORT is from 1 to 65535. The runner's proxy matches the same shape (lib/sandbox-net.sh,
+/// `net_host_ok`).
+pub fn check_allow_host(entry: &str) -> Result<()> {
+    let bad = |why: &str| {
+        Err(Error::Usage(format!(
+            "allow-hosts: '{}' {why}: give HOST or HOST:PORT, such as api.example.com, api.example.com:8443, *.example.com or 127.0.0.1:8080",
+            entry.escape_debug()
+        )))
+    };
+    if entry.contains("://") || entry.contains('/') {
+        return bad("is a URL, not a host (no scheme, no path)");
+    }
+    let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((h, "")) => (h, None),
+            Some((h, p)) if p.starts_with(':') => (h, Some(&p[1..])),
+            _ => return bad("is not a bracketed IPv6 address"),
+        }
+    } else {
+        match entry.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (entry, None),
+        }
+    };
+    if let Some(p) = port
+        && !(p.len() <= 5
+            && !p.starts_with('0')
+            && p.parse::<u32>().is_ok_and(|n| (1..=65535).contains(&n)))
+    {
+        return bad("has no port from 1 to 65535 after its ':'");
+    }
+    if entry.starts_with('[') {
+        if host.parse::<std::net::Ipv6Addr>().is_err() {
+            return bad("is not an IPv6 address in brackets");
+        }
+        return Ok(());
+    }
+    let name = host.strip_prefix("*.").unwrap_or(host);
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    if name.is_empty() || name.len() > 253 || !name.split('.').all(label_ok) {
+        return bad("is not a host name");
+    }
+    Ok(())
+}
+
 /// A list of strings, or one string as a list of one ("" as none): how a setting that
 /// became a list still reads the loop.toml written before.
 fn string_or_list<'de, D>(de: D) -> std::result::Result<Vec<String>, D::Error>
@@ -255,6 +350,12 @@ impl<'de> Deserialize<'de> for LoopConfig {
         let mut table = LoopConfig::defaults().clone();
         if !given.contains_key("sandbox") {
             table.insert("sandbox".into(), Sandbox::unset().name().into());
+        }
+        if !given.contains_key("sandbox-network") {
+            table.insert(
+                "sandbox-network".into(),
+                SandboxNetwork::unset().name().into(),
+            );
         }
         table.extend(given);
         LoopConfig::deserialize(table).map_err(|e| serde::de::Error::custom(e.message()))
@@ -526,6 +627,9 @@ impl LoopConfig {
                 self.placeholder_pattern.escape_debug()
             )));
         }
+        for host in &self.allow_hosts {
+            check_allow_host(host)?;
+        }
         for url in &self.notify_webhook {
             if !is_http_url(url) {
                 return Err(Error::Usage(format!(
@@ -770,6 +874,7 @@ mod tests {
             candidates: 2,
             fanout_early_stop: true,
             check_jobs: 2,
+            allow_hosts: vec!["api.example.com".into()],
             auto_protect: vec!["**/conftest.py".into()],
             setup: vec!["npm ci".into()],
             check_name: [("cargo test".to_string(), "unit".to_string())].into(),
@@ -795,20 +900,71 @@ mod tests {
     }
 
     #[test]
+    fn allow_hosts_take_a_host_and_an_optional_port_and_refuse_the_rest() {
+        for ok in [
+            "api.example.com",
+            "api.example.com:8443",
+            "*.example.com",
+            "127.0.0.1:8080",
+            "localhost",
+            "[::1]:8080",
+            "[2001:db8::1]",
+        ] {
+            check_allow_host(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in [
+            "",
+            "https://api.example.com",
+            "api.example.com/v1",
+            "api.example.com:0",
+            "api.example.com:65536",
+            "api.example.com:08",
+            "api.example.com:",
+            "-bad.example.com",
+            "bad_host.example.com",
+            "a..b",
+            "*.",
+            "ex ample.com",
+            "[::1",
+            "[nothost]:80",
+            "host;rm -rf /",
+        ] {
+            let err = check_allow_host(bad).unwrap_err().to_string();
+            assert!(err.contains("HOST:PORT"), "{bad}: {err}");
+        }
+        let cfg = LoopConfig {
+            allow_hosts: vec!["https://x.example.com".into()],
+            ..LoopConfig::default()
+        };
+        assert!(cfg.validate().unwrap_err().to_string().contains("is a URL"));
+        let text: LoopConfig =
+            toml::from_str("sandbox-network = \"allowlist\"\nallow-hosts = \"a.example.com\"")
+                .unwrap();
+        assert_eq!(text.allow_hosts, vec!["a.example.com".to_string()]);
+        assert!(toml::from_str::<LoopConfig>("sandbox-network = \"closed\"").is_err());
+    }
+
+    #[test]
     fn defaults_are_the_contract_tables_defaults() {
         for (s, text) in LoopConfig::default().setting_texts() {
             assert_eq!(text, s.default, "default of {}", s.key);
         }
-        // A loop.toml that says nothing is the default loop, but for the sandbox: a loop.toml
-        // without that key is older than the sandbox, and ran without one.
+        // A loop.toml that says nothing is the default loop, but for the sandbox and its
+        // network: a loop.toml without those keys is older than them, and ran without a
+        // sandbox, or with the network open.
         assert_eq!(
             toml::from_str::<LoopConfig>("").unwrap(),
             LoopConfig {
                 sandbox: Sandbox::None,
+                sandbox_network: SandboxNetwork::Open,
                 ..LoopConfig::default()
             }
         );
         assert_eq!(LoopConfig::default().sandbox, Sandbox::Auto);
+        assert_eq!(
+            LoopConfig::default().sandbox_network,
+            SandboxNetwork::Allowlist
+        );
         LoopConfig::default().validate().unwrap();
     }
 
@@ -984,6 +1140,11 @@ mod tests {
         }
         assert_eq!(words::<Memory>(|m| m.name()), MEMORY_POLICIES);
         assert_eq!(words::<Sandbox>(|s| s.name()), SANDBOXES);
+        assert_eq!(words::<SandboxNetwork>(|s| s.name()), SANDBOX_NETWORKS);
+        assert_eq!(
+            SandboxNetwork::default().name(),
+            crate::contract::setting("sandbox-network").default
+        );
         assert_eq!(
             Memory::default().name(),
             crate::contract::setting("memory").default

@@ -138,6 +138,8 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         dry_run: false,
         workspace: None,
         sandbox: None,
+        sandbox_network: None,
+        allow_host: Vec::new(),
     };
     let outcome = crate::init::init(&init);
     std::env::set_current_dir(&here)

@@ -377,6 +377,8 @@ pub struct ProjectDefaults {
     pub pass_k: Option<u32>,
     pub notify: Option<Vec<String>>,
     pub sandbox: Option<crate::config::Sandbox>,
+    pub sandbox_network: Option<crate::config::SandboxNetwork>,
+    pub allow_hosts: Option<Vec<String>>,
     pub judge_cmd: Option<String>,
     /// `true`: protect nothing by default (as `--no-auto-protect`).
     pub no_auto_protect: Option<bool>,
@@ -429,6 +431,14 @@ impl ProjectDefaults {
         take("pass-k", args.pass_k.is_none() && self.pass_k.is_some());
         take("notify", args.notify.is_empty() && self.notify.is_some());
         take("sandbox", args.sandbox.is_none() && self.sandbox.is_some());
+        take(
+            "sandbox-network",
+            args.sandbox_network.is_none() && self.sandbox_network.is_some(),
+        );
+        take(
+            "allow-hosts",
+            args.allow_host.is_empty() && self.allow_hosts.is_some(),
+        );
         take(
             "judge-cmd",
             args.judge_cmd.is_none() && self.judge_cmd.is_some(),
@@ -683,6 +693,13 @@ fn config_from_args(
     }
     if let Some(sandbox) = args.sandbox.or(d.sandbox) {
         cfg.sandbox = sandbox;
+    }
+    if let Some(network) = args.sandbox_network.or(d.sandbox_network) {
+        cfg.sandbox_network = network;
+    }
+    cfg.allow_hosts = pick(&args.allow_host, &d.allow_hosts);
+    for host in &cfg.allow_hosts {
+        crate::config::check_allow_host(host)?;
     }
     if let Some(judge) = args.judge_cmd.as_ref().or(d.judge_cmd.as_ref()) {
         cfg.judge_cmd = judge.clone();
@@ -970,6 +987,22 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
         (crate::config::Sandbox::None, _) => println!(
             "  sandbox: none (a tamper is caught after the run, not refused; --sandbox auto to use bubblewrap where it runs)"
         ),
+    }
+    if cfg.sandbox != crate::config::Sandbox::None {
+        match cfg.sandbox_network {
+            crate::config::SandboxNetwork::Allowlist if cfg.allow_hosts.is_empty() => println!(
+                "  network: allowlist: agent runs reach only {}'s API hosts, the checks no host (--allow-host HOST[:PORT] adds one; --sandbox-network open for the whole network)",
+                cfg.engine
+            ),
+            crate::config::SandboxNetwork::Allowlist => println!(
+                "  network: allowlist: agent runs reach {}'s API hosts and {hosts}, the checks {hosts} (--sandbox-network open for the whole network)",
+                cfg.engine,
+                hosts = cfg.allow_hosts.join(", ")
+            ),
+            crate::config::SandboxNetwork::Open => println!(
+                "  network: open (a sandboxed run reaches whatever you can; --sandbox-network allowlist to fence it)"
+            ),
+        }
     }
     if args.dry_run {
         println!("  loop.toml:");

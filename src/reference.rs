@@ -300,6 +300,11 @@ fn command_section(out: &mut String, cmd: &clap::Command) {
 /// its own name, how. A setting missing here is described by its `orbit init` flag's help.
 pub const SETTING_MEANINGS: &[(&str, Option<&str>, &str)] = &[
     (
+        "allow-hosts",
+        Some("--allow-host"),
+        "The hosts every sandboxed run may reach under `sandbox-network = \"allowlist\"`, besides the engine's API for the agent: `HOST` (ports 80 and 443), `HOST:PORT`, `*.example.com` for its subdomains, `[IPv6]:PORT`. A host a check needs must be here: the red gate stops the loop (exit 2) when a check was refused one on the untouched tree.",
+    ),
+    (
         "max-iterations",
         None,
         "The cap on iterations, counted across runs. Used up without DONE, the loop stops (exit 16), after a wrap-up run when `wrapup-on-limit` is on.",

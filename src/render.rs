@@ -10,7 +10,7 @@ use minijinja::value::Value;
 use minijinja::{AutoEscape, Environment, State, UndefinedBehavior};
 use serde::Serialize;
 
-use crate::config::{LoopConfig, Sandbox};
+use crate::config::{LoopConfig, Sandbox, SandboxNetwork};
 use crate::contract::Engine;
 use crate::error::{Error, Result};
 use crate::goal::GoalText;
@@ -43,6 +43,11 @@ pub const LIB_FEEDBACK: &str = include_str!("../templates/lib/feedback.sh");
 /// holds its stand-in, the same functions doing nothing.
 pub const LIB_SANDBOX: &str = include_str!("../templates/lib/sandbox.sh");
 pub const LIB_NO_SANDBOX: &str = include_str!("../templates/lib/no-sandbox.sh");
+/// The sandbox's network allowlist (the runner's proxy, and the bridge inside the sandbox),
+/// rendered into a sandboxed loop of sandbox-network = "allowlist" only; the others hold its
+/// stand-in.
+pub const LIB_SANDBOX_NET: &str = include_str!("../templates/lib/sandbox-net.sh");
+pub const LIB_NO_SANDBOX_NET: &str = include_str!("../templates/lib/no-sandbox-net.sh");
 /// What the engines share; then the loop's own engine's part, one of the eight, each
 /// defining the same functions.
 pub const LIB_ENGINE: &str = include_str!("../templates/lib/engine.sh");
@@ -118,6 +123,8 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/feedback.sh", LIB_FEEDBACK),
     ("lib/sandbox.sh", LIB_SANDBOX),
     ("lib/no-sandbox.sh", LIB_NO_SANDBOX),
+    ("lib/sandbox-net.sh", LIB_SANDBOX_NET),
+    ("lib/no-sandbox-net.sh", LIB_NO_SANDBOX_NET),
     ("lib/engine.sh", LIB_ENGINE),
     ("lib/engines/claude.sh", LIB_ENGINE_CLAUDE),
     ("lib/engines/codex.sh", LIB_ENGINE_CODEX),
@@ -210,6 +217,9 @@ pub enum Part {
     FanoutOnly(&'static str),
     /// lib/sandbox.sh for a sandboxed loop, else its stand-in lib/no-sandbox.sh.
     Sandbox,
+    /// lib/sandbox-net.sh for a sandboxed loop of sandbox-network = "allowlist", else its
+    /// stand-in lib/no-sandbox-net.sh.
+    SandboxNet,
 }
 
 impl Part {
@@ -226,6 +236,10 @@ impl Part {
             Part::Sandbox => match view.sandbox {
                 Sandbox::Bwrap | Sandbox::Auto => LIB_SANDBOX,
                 Sandbox::None => LIB_NO_SANDBOX,
+            },
+            Part::SandboxNet => match (view.sandbox, view.sandbox_network) {
+                (Sandbox::Bwrap | Sandbox::Auto, SandboxNetwork::Allowlist) => LIB_SANDBOX_NET,
+                _ => LIB_NO_SANDBOX_NET,
             },
         })
     }
@@ -292,6 +306,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_STATE),
             Part::Always(LIB_FEEDBACK),
             Part::Sandbox,
+            Part::SandboxNet,
             Part::Always(LIB_ENGINE),
             Part::Engine,
             Part::Fanout,
@@ -445,6 +460,8 @@ pub struct View {
     /// The OS sandbox of the agent and check runs: `none` or `bwrap` (which sandbox part the
     /// runner holds).
     pub sandbox: Sandbox,
+    /// What a sandboxed run reaches of the network (whether the runner holds the proxy).
+    pub sandbox_network: SandboxNetwork,
     /// How many candidates each iteration fans out to (which fan-out parts the runner holds).
     pub candidates: u64,
     pub s: SettingsView,
@@ -559,6 +576,7 @@ impl View {
             identity,
             s,
             sandbox: cfg.sandbox,
+            sandbox_network: cfg.sandbox_network,
             candidates: cfg.candidates,
         }
     }
@@ -760,13 +778,16 @@ mod tests {
         for engine in Engine::ALL {
             for candidates in [1, 3] {
                 for sandbox in [Sandbox::None, Sandbox::Bwrap, Sandbox::Auto] {
-                    let cfg = LoopConfig {
-                        engine: *engine,
-                        candidates,
-                        sandbox,
-                        ..LoopConfig::default()
-                    };
-                    views.push(View::new(&cfg, &goal, ".orbit/loop"));
+                    for sandbox_network in [SandboxNetwork::Allowlist, SandboxNetwork::Open] {
+                        let cfg = LoopConfig {
+                            engine: *engine,
+                            candidates,
+                            sandbox,
+                            sandbox_network,
+                            ..LoopConfig::default()
+                        };
+                        views.push(View::new(&cfg, &goal, ".orbit/loop"));
+                    }
                 }
             }
         }
@@ -827,6 +848,13 @@ mod tests {
                 !sandboxed,
                 "{parts:?}"
             );
+            let fenced = sandboxed && view.sandbox_network == SandboxNetwork::Allowlist;
+            assert_eq!(parts.contains(&"lib/sandbox-net.sh"), fenced, "{parts:?}");
+            assert_eq!(
+                parts.contains(&"lib/no-sandbox-net.sh"),
+                !fenced,
+                "{parts:?}"
+            );
             // The other scripts hold none of these.
             for f in FILES.iter().filter(|f| f.name != "run-loop.sh") {
                 for p in f.parts_for(&view).into_iter().map(name) {
@@ -882,7 +910,11 @@ mod tests {
 
     #[test]
     fn a_stand_in_defines_only_what_its_part_defines() {
-        for (part, stand_in) in [(LIB_FANOUT, LIB_NO_FANOUT), (LIB_SANDBOX, LIB_NO_SANDBOX)] {
+        for (part, stand_in) in [
+            (LIB_FANOUT, LIB_NO_FANOUT),
+            (LIB_SANDBOX, LIB_NO_SANDBOX),
+            (LIB_SANDBOX_NET, LIB_NO_SANDBOX_NET),
+        ] {
             let all = functions(part);
             let some = functions(stand_in);
             assert!(!some.is_empty());

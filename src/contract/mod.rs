@@ -731,6 +731,9 @@ pub const RESULT_KEYS: &[(&str, bool)] = &[
     ("VERIFY_STREAK", true),
     ("CB_SIG", false),
     ("AGENT_MESSAGE", false),
+    // The HOST:PORT words the sandbox's network allowlist refused to the iteration's runs
+    // (empty when none; the runs are in the iteration's net.log).
+    ("NET_REFUSED", false),
 ];
 
 /// Files orbit pins when it renders a loop; goal.md, the protected paths and the agent

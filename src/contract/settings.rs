@@ -192,6 +192,9 @@ pub const MEMORY_POLICIES: &[&str] = &["notes", "feedback"];
 /// The words of `sandbox`: the OS sandbox of the agent and check runs.
 pub const SANDBOXES: &[&str] = &["none", "bwrap", "auto"];
 
+/// The words of `sandbox-network`: what a sandboxed run may reach of the network.
+pub const SANDBOX_NETWORKS: &[&str] = &["open", "allowlist"];
+
 /// The placeholder scan of the DONE gate: an extended regular expression matched against
 /// the lines the loop added.
 pub const DEFAULT_PLACEHOLDER_PATTERN: &str = r"TODO|FIXME|XXX|todo!\(|unimplemented!\(|NotImplementedError|raise NotImplemented|not yet implemented";
@@ -265,6 +268,14 @@ pub const SETTINGS: &[Setting] = &[
         "The OS sandbox of the agent and check runs (none | bwrap | auto: bubblewrap where it\n\
          runs here), never overridden from the environment either: whatever starts the\n\
          runner must not be able to turn it off.",
+    ),
+    choice("sandbox-network", SANDBOX_NETWORKS, "allowlist").identity(
+        "What a sandboxed run reaches of the network (allowlist: only the engine's API and\n\
+         allow-hosts, through the runner's proxy; open: everything), never overridden from\n\
+         the environment: whatever starts the runner must not be able to open it.",
+    ),
+    list("allow-hosts").identity(
+        "The hosts (HOST or HOST:PORT) every sandboxed run may reach under the allowlist.",
     ),
     choice("memory", MEMORY_POLICIES, "notes").identity(
         "What the agent is given back of earlier iterations: notes (its notes.md and\n\

@@ -15,6 +15,7 @@
 # ----   engine_workspace_excludes ARRAY its own files at the workspace's root
 # ----   engine_after_run                what it left in the agent's folder
 # ----   engine_home_paths               its state under HOME, for the sandbox
+# ----   engine_net_hosts                its API's hosts, for the sandbox's network allowlist
 # ----   engine_home_held                its user-level files that name commands, held
 # ----   engine_migrate_note             what a contract 1.0 loop of it is told
 # ---- and helpers of its own named after it (gemini_block_v, aider_tail_v, ...).

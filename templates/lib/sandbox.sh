@@ -9,7 +9,9 @@
 # ----   notify.secrets hidden); the rest of the file system read-only, HOME included,
 # ----   except the engine's own state directory; /tmp (and TMPDIR) a private tmpfs; /dev
 # ----   and /proc fresh, /dev/tty a null device (no typing into the user's terminal); its
-# ----   own PID namespace, so that nothing it starts outlives it. The network stays.
+# ----   own PID namespace, so that nothing it starts outlives it. The network: as the
+# ----   user has it with sandbox-network = "open"; with "allowlist", only through the
+# ----   runner's proxy (lib/sandbox-net.sh).
 # ---- A write the loop would have caught after the run (contract section 7) fails at the
 # ---- write instead. Rendered into a loop of sandbox = "bwrap" or "auto" (lib/no-sandbox.sh in
 # ---- the others).
@@ -96,6 +98,7 @@ sandbox_preflight() {
   if sandbox_probe_v; then
     SANDBOX_ACTIVE=1
     orbit_log "sandbox: every agent and check runs under bubblewrap ($SANDBOX_BWRAP, sandbox = $SANDBOX_SETTING)"
+    net_preflight
     return 0
   fi
   if [[ $SANDBOX_SETTING == auto ]]; then
@@ -282,5 +285,10 @@ sandbox_prepare() {
     a+=(--ro-bind "$WS/.git" "$WS/.git")
   fi
   a+=(--chdir "$WS")
+  # With the network allowlist, the launcher starts the run's proxy, and the bridge the command.
+  if net_fence "$kind" a; then
+    SANDBOX_ARGV=("${NET_ARGV[@]}")
+    return 0
+  fi
   SANDBOX_ARGV=("$BASH" -c "$SANDBOX_LAUNCHER" orbit-sandbox "$SANDBOX_BWRAP" "${a[@]}" -- "$SANDBOX_ENV" --default-signal="$SANDBOX_SIGNALS")
 }

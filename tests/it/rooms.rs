@@ -847,7 +847,8 @@ fn findings(parts: &[(String, String)], scripts: &[Vec<String>]) -> Vec<String> 
 }
 
 /// The scripts the binary renders, each as the names of its static parts in order: every
-/// shape a loop can take (each engine's part, with and without the fan-out and the sandbox).
+/// shape a loop can take (each engine's part, with and without the fan-out, the sandbox and
+/// its network allowlist).
 fn scripts() -> Vec<Vec<String>> {
     use orbit::render::Part;
     let name = |text: &str| -> String {
@@ -861,7 +862,7 @@ fn scripts() -> Vec<Vec<String>> {
     for f in orbit::render::FILES.iter().filter(|f| !f.parts.is_empty()) {
         for engine in orbit::contract::Engine::ALL {
             for fans_out in [false, true] {
-                for sandboxed in [false, true] {
+                for (sandboxed, fenced) in [(false, false), (true, false), (true, true)] {
                     let script = f
                         .parts
                         .iter()
@@ -873,6 +874,8 @@ fn scripts() -> Vec<Vec<String>> {
                             Part::FanoutOnly(t) => fans_out.then_some(*t),
                             Part::Sandbox if sandboxed => Some(orbit::render::LIB_SANDBOX),
                             Part::Sandbox => Some(orbit::render::LIB_NO_SANDBOX),
+                            Part::SandboxNet if fenced => Some(orbit::render::LIB_SANDBOX_NET),
+                            Part::SandboxNet => Some(orbit::render::LIB_NO_SANDBOX_NET),
                         })
                         .map(name)
                         .collect();

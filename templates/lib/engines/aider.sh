@@ -182,6 +182,17 @@ engine_after_run() {
   fi
 }
 
+# engine_net_hosts: REPLY_HOSTS, the HOST:PORT words aider's runs reach under the sandbox's
+# network allowlist: the providers its models name most (OpenAI, Anthropic, Gemini, DeepSeek,
+# OpenRouter); its update check and model metadata (pypi.org, raw.githubusercontent.com)
+# are left out: aider goes on without them; and REPLY_URL_VARS, the variables whose URL's host is
+# its API when set (lib/sandbox-net.sh allows them too).
+# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+engine_net_hosts() {
+  REPLY_HOSTS=(api.openai.com:443 api.anthropic.com:443 generativelanguage.googleapis.com:443 api.deepseek.com:443 openrouter.ai:443)
+  REPLY_URL_VARS=(OPENAI_API_BASE OPENAI_BASE_URL ANTHROPIC_BASE_URL OLLAMA_API_BASE)
+}
+
 # engine_home_paths: REPLY_RW, aider's state under HOME that stays writable in the sandbox
 # (its credentials and sessions must persist), and REPLY_RO, its files there that name
 # commands or standing instructions for its later runs outside the loop (read-only, where

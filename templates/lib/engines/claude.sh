@@ -127,6 +127,16 @@ engine_workspace_excludes() { :; }
 # engine_after_run: claude leaves nothing in the agent's folder that is not the agent's.
 engine_after_run() { :; }
 
+# engine_net_hosts: REPLY_HOSTS, the HOST:PORT words claude's runs reach under the sandbox's
+# network allowlist: the Messages API; its OAuth login and token refresh (console.anthropic.com,
+# platform.claude.com, claude.ai); and REPLY_URL_VARS, the variables whose URL's host is
+# its API when set (lib/sandbox-net.sh allows them too).
+# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+engine_net_hosts() {
+  REPLY_HOSTS=(api.anthropic.com:443 console.anthropic.com:443 platform.claude.com:443 claude.ai:443)
+  REPLY_URL_VARS=(ANTHROPIC_BASE_URL)
+}
+
 # engine_home_paths: REPLY_RW, claude's state under HOME that stays writable in the sandbox
 # (its credentials and sessions must persist), and REPLY_RO, its files there that name
 # commands or standing instructions for its later runs outside the loop (read-only, where

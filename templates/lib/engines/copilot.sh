@@ -138,6 +138,16 @@ engine_workspace_excludes() { :; }
 # engine_after_run: copilot leaves nothing in the agent's folder that is not the agent's.
 engine_after_run() { :; }
 
+# engine_net_hosts: REPLY_HOSTS, the HOST:PORT words copilot's runs reach under the sandbox's
+# network allowlist: the Copilot API (api.githubcopilot.com and its plan's subdomains), and GitHub's
+# login and token exchange (github.com, api.github.com); and REPLY_URL_VARS, the variables whose URL's host is
+# its API when set (lib/sandbox-net.sh allows them too).
+# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+engine_net_hosts() {
+  REPLY_HOSTS=(api.githubcopilot.com:443 '*.githubcopilot.com:443' api.github.com:443 github.com:443 copilot-proxy.githubusercontent.com:443 origin-tracker.githubusercontent.com:443)
+  REPLY_URL_VARS=(COPILOT_PROVIDER_BASE_URL)
+}
+
 # engine_home_paths: REPLY_RW, copilot's state under HOME that stays writable in the sandbox
 # (its credentials and sessions must persist), and REPLY_RO, its files there that name
 # commands or standing instructions for its later runs outside the loop (read-only, where

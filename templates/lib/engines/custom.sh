@@ -62,6 +62,14 @@ engine_workspace_excludes() { :; }
 # agent's.
 engine_after_run() { :; }
 
+# engine_net_hosts: a custom agent's API is unknown: no host (REPLY_HOSTS) but those of
+# allow-hosts, no base-URL variable (REPLY_URL_VARS).
+# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+engine_net_hosts() {
+  REPLY_HOSTS=()
+  REPLY_URL_VARS=()
+}
+
 # engine_home_paths: a custom agent's state under HOME is not known: in the sandbox all of
 # HOME stays read-only for it (REPLY_RW and REPLY_RO empty).
 # shellcheck disable=SC2034  # read by sandbox_prepare (lib/sandbox.sh), in a sandboxed loop

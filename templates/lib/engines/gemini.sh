@@ -148,6 +148,17 @@ engine_workspace_excludes() { :; }
 # engine_after_run: gemini leaves nothing in the agent's folder that is not the agent's.
 engine_after_run() { :; }
 
+# engine_net_hosts: REPLY_HOSTS, the HOST:PORT words gemini's runs reach under the sandbox's
+# network allowlist: the Gemini API with a key; with a Google login, Code Assist (cloudcode-pa) and
+# its token refresh and user info (oauth2, accounts, www.googleapis.com); Vertex AI's global
+# endpoint (a regional one is an allow-hosts entry); and REPLY_URL_VARS, the variables whose URL's host is
+# its API when set (lib/sandbox-net.sh allows them too).
+# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+engine_net_hosts() {
+  REPLY_HOSTS=(generativelanguage.googleapis.com:443 cloudcode-pa.googleapis.com:443 oauth2.googleapis.com:443 accounts.google.com:443 www.googleapis.com:443 aiplatform.googleapis.com:443)
+  REPLY_URL_VARS=(GOOGLE_GEMINI_BASE_URL GOOGLE_VERTEX_BASE_URL)
+}
+
 # engine_home_paths: REPLY_RW, gemini's state under HOME that stays writable in the sandbox
 # (its credentials and sessions must persist), and REPLY_RO, its files there that name
 # commands or standing instructions for its later runs outside the loop (read-only, where

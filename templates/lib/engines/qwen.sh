@@ -132,6 +132,16 @@ engine_workspace_excludes() { :; }
 # engine_after_run: qwen leaves nothing in the agent's folder that is not the agent's.
 engine_after_run() { :; }
 
+# engine_net_hosts: REPLY_HOSTS, the HOST:PORT words qwen's runs reach under the sandbox's
+# network allowlist: Qwen OAuth's device login and token refresh (chat.qwen.ai) and its API
+# (portal.qwen.ai); DashScope's OpenAI-compatible API; and REPLY_URL_VARS, the variables whose URL's host is
+# its API when set (lib/sandbox-net.sh allows them too).
+# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+engine_net_hosts() {
+  REPLY_HOSTS=(chat.qwen.ai:443 portal.qwen.ai:443 dashscope.aliyuncs.com:443 dashscope-intl.aliyuncs.com:443)
+  REPLY_URL_VARS=(OPENAI_BASE_URL)
+}
+
 # engine_home_paths: REPLY_RW, qwen's state under HOME that stays writable in the sandbox
 # (its credentials and sessions must persist), and REPLY_RO, its files there that name
 # commands or standing instructions for its later runs outside the loop (read-only, where

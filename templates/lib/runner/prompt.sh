@@ -87,6 +87,7 @@ build_prompt() {
         printf '\nThe full output of that verify run is in .orbit-agent/last-verify.log.\n'
       fi
     fi
+    net_prompt_note "$n"
     if [[ $phase == "$PHASE_WORK" ]] && ((CLAIM_NUDGE)); then
       printf '\n# The checks pass\n\n'
       printf 'After the last iteration every check passed, but no DONE claim was made. If every\n'

@@ -129,6 +129,8 @@ result_trusted() {
 # the journal (iteration_result): the one proof, for a later run, that the runner wrote it.
 result_record() {
   local dir=$1 text='' k REPLY
+  # What the sandbox refused to the iteration's runs (lib/sandbox-net.sh).
+  net_result
   for k in "${ORBIT_RESULT_KEYS[@]}"; do
     text+="$k=${R[$k]:-}"$'\n'
   done

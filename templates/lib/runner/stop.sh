@@ -154,6 +154,7 @@ red_gate() {
   mkdir -p -- "$dir"
   # A red gate run again (the run before it ended before iteration 1) counts afresh.
   rm -f -- "$dir/counts.tsv"
+  net_red_gate_begin
   run_verify "$dir" "red gate: the untouched tree"
   if [[ -n $TRUST_BAD ]]; then
     return 0
@@ -163,6 +164,8 @@ red_gate() {
   if ((DEADLINE_HIT)); then
     finish "$EXIT_LOOP_TIMEOUT" "$STATUS_BLOCKED" "$REASON_LOOP_TIMEOUT" "the loop's wall-clock limit ($LOOP_TIMEOUT) is reached before the red gate's checks ended on the untouched tree (see iterations/baseline/verify.log)"
   fi
+  # A host the checks were refused on the untouched tree: the loop stops before any agent.
+  net_red_gate_end
   red_gate_can_run
   counts_base_take
   for c in "${CHECKS_REGRESSION[@]}"; do

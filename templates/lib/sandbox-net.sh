@@ -1,0 +1,452 @@
+# ---- sandbox-net: the sandbox's network allowlist (loop.toml sandbox-network = "allowlist",
+# ---- the default of a sandboxed loop; contract section 7). Every sandboxed run has no
+# ---- network of its own (--unshare-net): it reaches the outside only through a proxy the
+# ---- runner starts for the run, outside the sandbox, on a Unix socket in a directory of
+# ---- its own under /tmp, that directory bound into the sandbox read-only; inside, a bridge on the
+# ---- sandbox's loopback (127.0.0.1:NET_PORT) carries connections to that socket, and
+# ---- HTTPS_PROXY, HTTP_PROXY and ALL_PROXY (upper and lower case) name the bridge, with
+# ---- NO_PROXY cleared. The proxy takes HTTP CONNECT HOST:PORT and plain-HTTP absolute-URI
+# ---- requests, lets through the run's allowed hosts only (an agent run: the engine's API
+# ---- hosts, the host of its base-URL variable, and allow-hosts; a check, holdout, judge
+# ---- or setup run: allow-hosts only), and refuses the rest with 403 and a line in the
+# ---- runner's scratch (when, which run, the host and port), which the iteration's record
+# ---- takes (NET_REFUSED, iterations/N/net.log). Its allowlist is its argv, which nothing
+# ---- in the sandbox can see or change; it ignores the timeout's TERM and ends when its
+# ---- launcher does (its stdin is a pipe only the launcher holds), so it dies with the
+# ---- run; a connect, a request head or a silent connection is bounded by a timeout.
+# ---- Both are one perl program of core modules only (perl is part of every Linux
+# ---- machine orbit runs on; the preflight says when it is missing). Rendered into a
+# ---- sandboxed loop of sandbox-network = "allowlist" only (lib/no-sandbox-net.sh in the
+# ---- others).
+
+# perl, resolved by the preflight.
+NET_PERL=
+# The proxy's lines (refusals, and what went wrong), in the runner's scratch: the sandbox
+# hides it from every run; its lines name the run (ITERATION:KIND).
+NET_LOG=
+# Whether this runner has started its log afresh.
+NET_LOG_FRESH=0
+# What the runs about to start belong to: an iteration's number, or "baseline" while the
+# red gate's checks run on the untouched tree.
+NET_PHASE=
+# The bridge's port on the sandbox's own loopback; where the proxy's directory is seen (read-
+# only), and its socket there.
+NET_PORT=3128
+NET_DIR_IN=/tmp/.orbit-net
+NET_SOCK_IN=$NET_DIR_IN/proxy.sock
+# What the launcher replaces with the proxy's directory (the first such word of its argv).
+NET_SOCK_WORD=orbit-net-socket
+# Where SANDBOX_LAUNCHER starts bwrap: the net launcher's own start goes before it.
+# shellcheck disable=SC2016  # the launcher's words, not expanded here
+NET_LAUNCH_AT='"$@" <&0 &'
+# The command line the next fenced run is prefixed with (net_fence).
+NET_ARGV=()
+
+# The proxy (mode "proxy SOCKET LOG LABEL ALLOWED...") and the bridge (mode "bridge SOCKET
+# PORT COMMAND..."), one perl program; the bridge, which a run waits for, loads no module,
+# the proxy only IO::Socket::IP (or ::INET) for its upstream connections.
+# shellcheck disable=SC2016  # perl code, not shell
+NET_PL='
+use strict;
+# No module at start: the bridge runs before the command, and the run waits for each
+# millisecond it loads. Linux socket numbers (the sandbox is Linux only).
+sub AF_UNIX () { 1 } sub AF_INET () { 2 } sub SOCK_STREAM () { 1 } sub SOL_SOCKET () { 1 } sub SO_REUSEADDR () { 2 }
+sub sun { pack("S a108", AF_UNIX, $_[0]) }
+sub sin_lo { pack("S n C4 x8", AF_INET, $_[0], 127, 0, 0, 1) }
+my $CONNECT_S = 15; my $HEAD_S = 30; my $IDLE_S = 600; my $LOG_MAX = 1 << 20;
+my $mode = shift @ARGV // "";
+my ($SOCK, $PARENT);
+END { unlink $SOCK if defined $SOCK && $$ == $PARENT; }
+
+sub write_all { my ($h, $d) = @_; my $o = 0;
+  while ($o < length $d) { my $n = syswrite($h, $d, length($d) - $o, $o); return 0 unless $n; $o += $n; }
+  return 1; }
+
+# relay A B LIFELINE: bytes both ways until both ends close, a silence of IDLE_S, or the
+# lifeline (the launcher) ends.
+sub relay { my ($a, $b, $life) = @_;
+  my %peer = (fileno($a) => $b, fileno($b) => $a);
+  my %open = (fileno($a) => $a, fileno($b) => $b);
+  while (%open) {
+    my $rin = ""; vec($rin, $_, 1) = 1 for keys %open;
+    vec($rin, fileno($life), 1) = 1 if $life;
+    my $n = select(my $rout = $rin, undef, undef, $IDLE_S);
+    return if $n <= 0;
+    return if $life && vec($rout, fileno($life), 1);
+    for my $fd (keys %open) {
+      next unless vec($rout, $fd, 1);
+      my $r = sysread($open{$fd}, my $buf, 65536);
+      if (!$r) { shutdown($peer{$fd}, 1); delete $open{$fd}; next; }
+      alarm($IDLE_S); my $ok = write_all($peer{$fd}, $buf); alarm(0);
+      return unless $ok;
+    }
+  }
+}
+
+sub host_ok { my ($h) = @_;
+  return 1 if $h =~ /^\[[0-9A-Fa-f:.]+\]\z/;
+  my $n = $h; $n =~ s/^\*\.//;
+  return 0 if $n eq "" || length($n) > 253;
+  for my $l (split /\./, $n, -1) { return 0 unless $l =~ /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\z/; }
+  return 1; }
+
+# split_hp "HOST[:PORT]": (host, port or undef); () when it is neither.
+sub split_hp { my ($s) = @_; my ($h, $p);
+  if ($s =~ /^(\[[^\]]*\])(?::(\d{1,5}))?$/) { ($h, $p) = ($1, $2); }
+  elsif ($s =~ /^([^:\[\]]+)(?::(\d{1,5}))?$/) { ($h, $p) = ($1, $2); }
+  else { return (); }
+  return () unless host_ok($h);
+  return () if defined $p && ($p < 1 || $p > 65535 || $p =~ /^0/);
+  return (lc $h, $p); }
+
+sub reply { my ($c, $code, $text) = @_;
+  write_all($c, "HTTP/1.1 $code\r\nContent-Type: text/plain\r\nContent-Length: " . length($text) . "\r\nConnection: close\r\n\r\n$text"); }
+
+# serve CLIENT NOTE ALLOWED: one proxied connection: its request head, the allowlist, the
+# upstream, then the bytes both ways.
+sub serve { my ($c, $note, $allowed) = @_;
+  my $head = "";
+  alarm($HEAD_S);
+  while ($head !~ /\r?\n\r?\n/) {
+    my $n = sysread($c, $head, 8192, length $head);
+    return unless $n;
+    return reply($c, "431 Request Header Fields Too Large", "orbit: request head too large\n") if length($head) > 65536;
+  }
+  alarm(0);
+  my ($line) = $head =~ /^([^\r\n]*)/;
+  my ($method, $target, $ver) = $line =~ m{^([A-Z]+) (\S+) (HTTP/1\.[01])$}
+    or return reply($c, "400 Bad Request", "orbit: not an HTTP request\n");
+  my ($h, $p, $path, $connect);
+  if ($method eq "CONNECT") { ($h, $p) = split_hp($target); $connect = 1; }
+  elsif ($target =~ m{^http://([^/?#\@]+)(.*)$}i) { ($h, $p) = split_hp($1); $p //= 80 if defined $h; $path = length($2) ? $2 : "/"; }
+  else { return reply($c, "400 Bad Request", "orbit: the sandbox proxy takes CONNECT HOST:PORT and http:// requests only\n"); }
+  return reply($c, "400 Bad Request", "orbit: not a host and port: $target\n") unless defined $h && defined $p && $h !~ /\*/;
+  my $hp = "$h:$p";
+  if (!$allowed->($h, $p)) {
+    $note->("refused $hp");
+    return reply($c, "403 Forbidden", "orbit: the sandbox refused $hp: it is not on this loop allowlist. The user allows a host with orbit init --allow-host $hp (loop.toml allow-hosts), or sandbox-network = \"open\".\n");
+  }
+  (my $peer = $h) =~ s/^\[(.*)\]$/$1/;
+  my %o = (PeerHost => $peer, PeerPort => $p, Proto => "tcp", Timeout => $CONNECT_S);
+  my $u = eval { require IO::Socket::IP; 1 } ? IO::Socket::IP->new(%o)
+    : do { require IO::Socket::INET; IO::Socket::INET->new(%o) };
+  if (!$u) { $note->("unreachable $hp"); return reply($c, "502 Bad Gateway", "orbit: cannot reach $hp\n"); }
+  my ($top, $rest) = $head =~ /^(.*?\r?\n\r?\n)(.*)$/s;
+  if ($connect) {
+    write_all($c, "HTTP/1.1 200 Connection established\r\n\r\n") or return;
+    write_all($u, $rest) or return if length $rest;
+  } else {
+    my @lines = split /\r?\n/, $top; shift @lines;
+    my $out = "$method $path $ver\r\n";
+    for my $l (@lines) { next if $l =~ /^(?:proxy-[a-z-]*|connection|keep-alive)\s*:/i; $out .= "$l\r\n"; }
+    write_all($u, $out . "Connection: close\r\n\r\n" . $rest) or return;
+  }
+  relay($c, $u, \*STDIN);
+}
+
+if ($mode eq "proxy") {
+  my ($path, $log, $label, @allow) = @ARGV;
+  my @rules;
+  for my $e (@allow) { my @r = split_hp($e) or die "orbit-net: not HOST or HOST:PORT: $e\n"; push @rules, [@r]; }
+  my $allowed = sub { my ($h, $p) = @_;
+    for my $r (@rules) { my ($rh, $rp) = @$r;
+      next if defined $rp ? $p != $rp : ($p != 80 && $p != 443);
+      return 1 if $rh eq $h;
+      return 1 if substr($rh, 0, 2) eq "*." && length($h) > length($rh) - 1 && substr($h, -(length($rh) - 1)) eq substr($rh, 1);
+    }
+    return 0; };
+  my $note = sub { my ($what) = @_;
+    return if -s $log && -s $log > $LOG_MAX;
+    open(my $fh, ">>", $log) or return; syswrite($fh, time() . " $label $what\n"); close $fh; };
+  $SIG{PIPE} = "IGNORE"; $SIG{CHLD} = "IGNORE"; $SIG{TERM} = $SIG{INT} = $SIG{HUP} = "IGNORE";
+  socket(my $srv, AF_UNIX, SOCK_STREAM, 0) or die "orbit-net: socket: $!\n";
+  my $tmp = "$path.new";
+  unlink $tmp;
+  if (!(bind($srv, sun($tmp)) && chmod(0600, $tmp) && listen($srv, 64) && rename($tmp, $path))) {
+    # A run over before its proxy started took the directory with it: nothing to serve.
+    (my $dir = $path) =~ s{/[^/]*$}{};
+    exit 0 unless -d $dir;
+    die "orbit-net: cannot listen on $path: $!\n";
+  }
+  ($SOCK, $PARENT) = ($path, $$);
+  while (1) {
+    my $rin = ""; vec($rin, fileno($srv), 1) = 1; vec($rin, 0, 1) = 1;
+    next if select(my $rout = $rin, undef, undef, undef) <= 0;
+    if (vec($rout, 0, 1)) { my $n = sysread(STDIN, my $x, 512); exit 0 unless $n; }
+    next unless vec($rout, fileno($srv), 1);
+    accept(my $c, $srv) or next;
+    my $pid = fork;
+    if (defined $pid && $pid == 0) {
+      close $srv; $SIG{ALRM} = sub { exit(0) };
+      serve($c, $note, $allowed); exit(0);
+    }
+    close $c;
+  }
+}
+elsif ($mode eq "bridge") {
+  my ($path, $port, @cmd) = @ARGV;
+  @cmd or die "orbit-net: bridge: no command\n";
+  my $l;
+  socket($l, AF_INET, SOCK_STREAM, 0) && setsockopt($l, SOL_SOCKET, SO_REUSEADDR, 1)
+    && bind($l, sin_lo($port)) && listen($l, 64)
+    or die "orbit-net: the bridge cannot listen on 127.0.0.1:$port: $!\n";
+  my $pid = fork // die "orbit-net: fork: $!\n";
+  if ($pid == 0) {
+    # A grandchild of the command-to-be, so that the command never waits for it: it ends
+    # with the sandbox.
+    exit(0) if fork;
+    open(STDIN, "<", "/dev/null"); open(STDOUT, ">", "/dev/null"); open(STDERR, ">", "/dev/null");
+    # The tally of a check run (fd 6) is for verify.sh alone.
+    if (fileno($l) != 6 && open(my $t, "<&=", 6)) { close $t; }
+    $SIG{PIPE} = "IGNORE"; $SIG{CHLD} = "IGNORE";
+    while (1) {
+      accept(my $c, $l) or next;
+      my $k = fork;
+      if (defined $k && $k == 0) {
+        close $l; $SIG{ALRM} = sub { exit(0) };
+        # The proxy starts beside the sandbox: its socket may still be on its way.
+        my $u;
+        for (1 .. 100) {
+          socket($u, AF_UNIX, SOCK_STREAM, 0) or exit(0);
+          last if connect($u, sun($path));
+          close $u; undef $u;
+          select(undef, undef, undef, 0.05);
+        }
+        relay($c, $u, undef) if $u;
+        exit(0);
+      }
+      close $c;
+    }
+  }
+  waitpid($pid, 0);
+  close $l;
+  my $url = "http://127.0.0.1:$port";
+  $ENV{$_} = $url for qw(HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy);
+  delete @ENV{qw(NO_PROXY no_proxy)};
+  # Node (22.21, 24 and later) honours the variables for its own fetch only when told to.
+  $ENV{NODE_USE_ENV_PROXY} = 1;
+  exec { $cmd[0] } @cmd or die "orbit-net: cannot run $cmd[0]: $!\n";
+}
+else { die "orbit-net: mode proxy or bridge\n"; }
+'
+
+# What the launcher (lib/sandbox.sh, SANDBOX_LAUNCHER) does before it starts bwrap, with the
+# network fenced: its argv begins PERL PROGRAM LOG LABEL N ALLOWED(N)..., then bwrap's. It
+# makes a directory of its own (mode 0700) under /tmp, starts the proxy on a socket there
+# beside bwrap (the bridge waits for the socket), and binds the directory into the sandbox
+# read-only in place of NET_SOCK_WORD. The proxy's stdin is a pipe the launcher alone holds
+# (closed for bwrap), so the proxy ends when the launcher does; a proxy that does not start
+# leaves the run without a network (its reason in the log).
+# shellcheck disable=SC2016  # expands in the launcher, by design
+NET_LAUNCH='perl=$1 prog=$2 log=$3 label=$4 n=$5
+shift 5
+hosts=("${@:1:n}")
+shift "$n"
+d=$(mktemp -d /tmp/orbit-net.XXXXXX) || exit 125
+exec {w}> >(exec "$perl" -e "$prog" proxy "$d/proxy.sock" "$log" "$label" "${hosts[@]}" >/dev/null 2>>"$log" 6>&-)
+a=("$@")
+for i in "${!a[@]}"; do
+  if [[ ${a[i]} == orbit-net-socket ]]; then
+    a[i]=$d
+    break
+  fi
+done
+"${a[@]}" <&0 {w}>&- &
+wait "$!"
+rc=$?
+exec {w}>&-
+rm -rf -- "$d"
+exit "$rc"'
+
+# net_host_ok ENTRY: status 0 when ENTRY is HOST or HOST:PORT as loop.toml's allow-hosts
+# takes it (orbit's check_allow_host): a DNS name (a leading "*." for its subdomains), an
+# IPv4 address or a bracketed IPv6 address, and a port from 1 to 65535.
+net_host_ok() {
+  local e=$1 h p='' l v6='^[[]([0-9A-Fa-f:.]+)[]](:([0-9]+))?$' name='^([^]:/[]+)(:([0-9]+))?$'
+  local -a labels
+  if [[ $e =~ $v6 ]]; then
+    p=${BASH_REMATCH[3]}
+    [[ ${BASH_REMATCH[1]} == *:* ]] || return 1
+  elif [[ $e =~ $name ]]; then
+    h=${BASH_REMATCH[1]} p=${BASH_REMATCH[3]}
+    h=${h#\*.}
+    [[ $h =~ ^[A-Za-z0-9.-]+$ ]] || return 1
+    ((${#h} >= 1 && ${#h} <= 253)) || return 1
+    [[ $h != *..* && $h != .* && $h != *. ]] || return 1
+    IFS=. read -ra labels <<<"$h"
+    for l in "${labels[@]}"; do
+      [[ $l =~ ^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$ ]] || return 1
+    done
+  else
+    return 1
+  fi
+  [[ -z $p ]] && return 0
+  [[ $p =~ ^[1-9][0-9]{0,4}$ ]] && ((p <= 65535))
+}
+
+# net_preflight: the allowlist needs perl with its core socket modules, allow-hosts that
+# parse, and a bubblewrap that can take a run's network away; else the run stops
+# (EXIT_PREFLIGHT) with the fix.
+net_preflight() {
+  local h out rc=0
+  local -a hosts=() probe=()
+  read -ra hosts <<<"${ALLOW_HOSTS_SETTING:-}"
+  for h in "${hosts[@]}"; do
+    net_host_ok "$h" || preflight_fail "allow-hosts: '$h' is not HOST or HOST:PORT (such as api.example.com or 127.0.0.1:8080): fix loop.toml, then orbit init --force"
+  done
+  NET_PERL=$(type -P perl 2>/dev/null || true)
+  if [[ -z $NET_PERL ]] || ! "$NET_PERL" -MIO::Socket::INET -e 1 2>/dev/null; then
+    preflight_fail "sandbox-network = \"allowlist\" runs its network proxy with perl and its core module IO::Socket::INET, which is not here: install perl (apt-get install perl, dnf install perl), or set sandbox-network = \"open\" in loop.toml and run orbit init --force"
+  fi
+  sandbox_base_args probe
+  out=$("$SANDBOX_BWRAP" "${probe[@]}" --unshare-net --tmpfs /tmp -- "$SANDBOX_ENV" true 2>&1 </dev/null) || rc=$?
+  if ((rc != 0)); then
+    out=${out//[$'\n\r\t']/ }
+    orbit_cut_v "$out" 300
+    preflight_fail "sandbox-network = \"allowlist\" but bubblewrap cannot give a run a network of its own here (exit $rc: ${REPLY:-no message}): set sandbox-network = \"open\" in loop.toml and run orbit init --force"
+  fi
+  NET_LOG="$LOOP_DIR/.run-tmp/net.log"
+  orbit_log "sandbox: network allowlist: agent runs reach the engine's API and allow-hosts, the other runs allow-hosts only (${ALLOW_HOSTS_SETTING:-none}); the rest is refused"
+}
+
+# net_url_host_v URL: REPLY is the HOST:PORT of an http(s) URL (its port, else 80 or 443);
+# status 1 when URL is none.
+net_url_host_v() {
+  local u=$1 scheme auth port
+  REPLY=
+  [[ $u =~ ^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*) ]] || return 1
+  scheme=${BASH_REMATCH[1],,} auth=${BASH_REMATCH[2]}
+  auth=${auth##*@}
+  case $scheme in
+    https) port=443 ;;
+    http) port=80 ;;
+    *) return 1 ;;
+  esac
+  if [[ $auth == \[* ]]; then
+    [[ $auth =~ \]:[0-9]+$ ]] || auth+=:$port
+  elif [[ $auth != *:* ]]; then
+    auth+=:$port
+  fi
+  REPLY=$auth
+  net_host_ok "$REPLY"
+}
+
+# net_allowed_v KIND: REPLY_HOSTS, the hosts a run of KIND may reach: for the agent, the
+# engine's API hosts (its part's engine_net_hosts), the host of each of its base-URL
+# variables that is set, and allow-hosts; for the others, allow-hosts.
+net_allowed_v() {
+  local v
+  local -a REPLY_URL_VARS=()
+  REPLY_HOSTS=()
+  read -ra REPLY_HOSTS <<<"${ALLOW_HOSTS_SETTING:-}"
+  [[ $1 == agent ]] || return 0
+  local -a mine=("${REPLY_HOSTS[@]}")
+  engine_net_hosts
+  for v in "${REPLY_URL_VARS[@]}"; do
+    if [[ -n ${!v:-} ]]; then
+      if net_url_host_v "${!v}"; then
+        REPLY_HOSTS+=("$REPLY")
+      else
+        orbit_log "sandbox: $v is not an http(s) URL with a host: not allowed through the proxy"
+      fi
+    fi
+  done
+  REPLY_HOSTS+=("${mine[@]}")
+}
+
+# net_fence KIND ARRAY: the network fence of the next run, KIND agent, check or holdout:
+# the bwrap options of ARRAY (named by $2) get --unshare-net and the proxy's socket, and
+# NET_ARGV is the launcher with the proxy before bwrap and the bridge before the
+# command. Status 0 (this part fences every sandboxed run).
+net_fence() {
+  local kind=$1 label
+  local -n fence_args=$2
+  local -a REPLY_HOSTS=()
+  if ((!NET_LOG_FRESH)) && [[ $BASHPID == "$$" ]]; then
+    # A new run's refusals start a new log (a fan-out's candidates add to the same one).
+    rm -f -- "$NET_LOG"
+    : >"$NET_LOG"
+    NET_LOG_FRESH=1
+  fi
+  net_allowed_v "$kind"
+  label=${NET_PHASE:-$CUR_ITER}:$kind
+  fence_args+=(--unshare-net --ro-bind "$NET_SOCK_WORD" "$NET_DIR_IN")
+  NET_ARGV=("$BASH" -c "${SANDBOX_LAUNCHER%%"$NET_LAUNCH_AT"*}$NET_LAUNCH" orbit-sandbox
+    "$NET_PERL" "$NET_PL" "$NET_LOG" "$label" "${#REPLY_HOSTS[@]}" "${REPLY_HOSTS[@]}"
+    "$SANDBOX_BWRAP" "${fence_args[@]}" --
+    "$NET_PERL" -e "$NET_PL" bridge "$NET_SOCK_IN" "$NET_PORT"
+    "$SANDBOX_ENV" --default-signal="$SANDBOX_SIGNALS")
+  return 0
+}
+
+# net_record_v N DIR: REPLY, the HOST:PORT words the proxy refused to the runs of N (an
+# iteration's number, or "baseline"), each once, in the order first refused; their lines
+# go into DIR/net.log, the record of which run asked for what.
+net_record_v() {
+  local want=$1 dir=$2 ts label what hp seen=' ' lines=''
+  REPLY=
+  [[ -n $NET_LOG && -f $NET_LOG && ! -L $NET_LOG ]] || return 0
+  while read -r ts label what hp _; do
+    if [[ $what != refused || ${label%%:*} != "$want" || ! $ts =~ ^[0-9]+$ || $hp == *\** ]] || ! net_host_ok "$hp"; then
+      continue
+    fi
+    lines+="$ts $label $what $hp"$'\n'
+    [[ $seen == *" $hp "* ]] && continue
+    seen+="$hp "
+    REPLY+="${REPLY:+ }$hp"
+  done <"$NET_LOG"
+  if [[ -n $lines ]]; then
+    orbit_write_file "$dir/net.log" "$lines" || orbit_records_fail "$dir/net.log"
+  fi
+}
+
+# net_result: the refusals of the iteration R records, into R[NET_REFUSED] (and its
+# net.log), before its result.env is written.
+net_result() {
+  local dir
+  printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "${R[ITERATION]:-$CUR_ITER}"
+  net_record_v "${R[ITERATION]:-$CUR_ITER}" "$dir"
+  R[NET_REFUSED]=$REPLY
+  if [[ -n $REPLY ]]; then
+    orbit_log "iteration ${R[ITERATION]:-$CUR_ITER}: the sandbox refused $REPLY (allow a host with allow-hosts in loop.toml)"
+  fi
+}
+
+# net_red_gate_begin / net_red_gate_end: the red gate's checks run on the untouched tree,
+# before any agent: a host one of them was refused is the user's checks needing the
+# network, and the loop stops before the first agent run (EXIT_PREFLIGHT) with the host
+# and the setting that allows it.
+net_red_gate_begin() {
+  NET_PHASE=baseline
+}
+net_red_gate_end() {
+  local quoted='' hp refused
+  NET_PHASE=
+  net_record_v baseline "$LOOP_DIR/iterations/baseline"
+  refused=$REPLY
+  [[ -n $refused ]] || return 0
+  for hp in $refused; do
+    quoted+="${quoted:+, }\"$hp\""
+  done
+  orbit_event verify_fail 0 run red_gate code NET_REFUSED hosts "${refused// /,}"
+  finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "the checks reached for $refused on the untouched tree, which the sandbox's network allowlist refuses (sandbox-network = \"allowlist\"; see iterations/baseline/net.log and verify.log). Allow what a check needs: allow-hosts = [$quoted] in loop.toml, then orbit init --force (orbit init --allow-host ${refused%% *} for a new loop); or set sandbox-network = \"open\""
+}
+
+# net_prompt_note N: the prompt's word on the hosts the sandbox refused in iteration N-1
+# (nothing when none).
+net_prompt_note() {
+  local n=$1 prev
+  ((n > 1)) || return 0
+  printf -v prev '%s/iterations/%06d/result.env' "$LOOP_DIR" $((n - 1))
+  [[ -f $prev && ! -L $prev ]] || return 0
+  local line refused='' re='^[][A-Za-z0-9.:* -]+$'
+  while IFS= read -r line; do
+    [[ $line == NET_REFUSED=* ]] && refused=${line#NET_REFUSED=}
+  done <"$prev"
+  [[ -n $refused && $refused =~ $re ]] || return 0
+  printf '\n# The network\n\n'
+  printf 'In the last iteration the sandbox refused connections to: %s. Runs reach only the\n' "$refused"
+  printf "engine's API and the hosts the user allows; do not try to get around it. If the work\n"
+  printf 'needs one of these hosts, say so in your notes: the user allows one with\n'
+  printf '%s (loop.toml allow-hosts).\n' "\`orbit init --allow-host HOST:PORT\`"
+}

@@ -63,6 +63,9 @@ pub struct Row {
     /// What the holdout checks said in this iteration's last holdout run; `None` when
     /// holdout.sh did not run in it (it runs only on a DONE claim).
     pub holdout: Option<HoldoutRun>,
+    /// NET_REFUSED: the `HOST:PORT` the sandbox's network allowlist refused to the
+    /// iteration's runs (which run asked, in its net.log); empty when none.
+    pub net_refused: Vec<String>,
 }
 
 /// One holdout run, as the iteration's holdout.log (or its survivor's) records it.
@@ -391,6 +394,7 @@ impl Row {
                 .map(str::to_string)
                 .collect(),
             changed: r.num("CHANGED"),
+            net_refused: r.get("NET_REFUSED").split_whitespace().map(cell).collect(),
             cost,
             done_claim: r.get("DONE_CLAIM") == "1",
             done_verdict: r.get("DONE_VERDICT").to_string(),
@@ -1264,6 +1268,26 @@ pub fn render_text(f: &Facts) -> String {
         }
     }
 
+    let refused: Vec<&Row> = f
+        .rows
+        .iter()
+        .filter(|r| !r.net_refused.is_empty())
+        .collect();
+    if !refused.is_empty() {
+        out.push_str("\n## Refused by the sandbox's network\n\n");
+        for r in refused {
+            let _ = writeln!(
+                out,
+                "- iteration {}: {}",
+                r.iteration,
+                r.net_refused.join(", ")
+            );
+        }
+        out.push_str(
+            "\nA host a run needs is allowed with allow-hosts in loop.toml (`orbit init --allow-host HOST:PORT`); each iteration's net.log says which run asked.\n",
+        );
+    }
+
     let claims: Vec<&Row> = f.rows.iter().filter(|r| r.claim_text().is_some()).collect();
     out.push_str("\n## DONE claims\n\n");
     if claims.is_empty() {
@@ -1873,6 +1897,23 @@ pub fn render_html(f: &Facts) -> String {
     h.push_str("\n<h2>Spend</h2>\n");
     let _ = write!(h, "<p>{}</p>", esc(&f.spend_text()));
     h.push_str(&spend_svg(f));
+    let refused: Vec<&Row> = f
+        .rows
+        .iter()
+        .filter(|r| !r.net_refused.is_empty())
+        .collect();
+    if !refused.is_empty() {
+        h.push_str("\n<h2>Refused by the sandbox's network</h2>\n<ul>");
+        for r in refused {
+            let _ = write!(
+                h,
+                "<li>iteration {}: {}</li>",
+                r.iteration,
+                esc(&r.net_refused.join(", "))
+            );
+        }
+        h.push_str("</ul>\n");
+    }
     h.push_str("\n<h2>DONE gate</h2>\n");
     let claims: Vec<&Row> = f.rows.iter().filter(|r| r.claim_text().is_some()).collect();
     if claims.is_empty() {

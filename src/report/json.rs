@@ -69,6 +69,8 @@ pub struct JsonRow<'a> {
     pub summary: &'a str,
     pub commit: &'a str,
     pub candidates: &'a [CandidateRow],
+    /// The `HOST:PORT` the sandbox's network allowlist refused to the iteration's runs.
+    pub net_refused: &'a [String],
 }
 
 impl<'a> JsonRow<'a> {
@@ -98,6 +100,7 @@ impl<'a> JsonRow<'a> {
             summary: &r.summary,
             commit: &r.commit,
             candidates: &r.candidates,
+            net_refused: &r.net_refused,
         }
     }
 }

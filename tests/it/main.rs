@@ -19,6 +19,7 @@ mod layout;
 mod logs;
 mod manual;
 mod naming;
+mod net;
 mod ops;
 mod otlp;
 mod projects;

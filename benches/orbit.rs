@@ -24,7 +24,10 @@
 //!    loop with `sandbox = "none"` in the same repository, ticks alternating; the difference
 //!    divided by the number of bubblewrap starts a tick makes (counted in one untimed tick
 //!    through a counting `bwrap` first on PATH: the preflight's probe, the agent, the check)
-//!    is the sandbox's cost per agent or check run.
+//!    is the sandbox's cost per agent or check run (both loops with the network open). A
+//!    third loop, sandboxed with `sandbox-network = "allowlist"`, ticks beside them: its
+//!    difference from the sandboxed one, per bubblewrap start, is what the network
+//!    allowlist's proxy and bridge add to each run.
 //!
 //! 8. Time to a verified DONE: a 1 s agent and a 1 s check, PASS_K 2, one iteration to DONE
 //!    with 1, 2 and 4 candidates: wall time and check runs.
@@ -172,8 +175,14 @@ fn init_loop(r: &Path, exec: &str, dir_rel: &str) {
     init_loop_in(r, exec, dir_rel, "none");
 }
 
-/// `init_loop` with `sandbox` as the loop's sandbox setting.
+/// `init_loop` with `sandbox` as the loop's sandbox setting (its network open: the network
+/// allowlist's cost is its own row).
 fn init_loop_in(r: &Path, exec: &str, dir_rel: &str, sandbox: &str) {
+    init_loop_net(r, exec, dir_rel, sandbox, "open");
+}
+
+/// `init_loop_in` with `network` as the loop's sandbox-network setting.
+fn init_loop_net(r: &Path, exec: &str, dir_rel: &str, sandbox: &str, network: &str) {
     run_ok(
         Command::new(orbit())
             .args([
@@ -191,6 +200,8 @@ fn init_loop_in(r: &Path, exec: &str, dir_rel: &str, sandbox: &str) {
                 dir_rel,
                 "--sandbox",
                 sandbox,
+                "--sandbox-network",
+                network,
             ])
             .current_dir(r)
             .stdout(Stdio::null()),
@@ -674,11 +685,14 @@ fn bench_sandbox(rows: &mut Vec<Row>) {
     let (_bin, exec) = noop_agent();
     init_loop_in(r.path(), &exec, ".orbit/plain", "none");
     init_loop_in(r.path(), &exec, ".orbit/boxed", "bwrap");
+    init_loop_net(r.path(), &exec, ".orbit/fenced", "bwrap", "allowlist");
     let plain = r.path().join(".orbit/plain");
     let boxed = r.path().join(".orbit/boxed");
+    let fenced = r.path().join(".orbit/fenced");
     // The first runs make the workspaces and pins: not a steady cost.
     tick(r.path(), &plain);
     tick(r.path(), &boxed);
+    tick(r.path(), &fenced);
     // How many sandboxes a tick starts: one untimed tick through a counting bwrap.
     let shim = tempfile::tempdir().unwrap();
     let count = shim.path().join("count");
@@ -721,12 +735,27 @@ fn bench_sandbox(rows: &mut Vec<Row>) {
     let n = runs();
     let mut p = Vec::new();
     let mut b = Vec::new();
+    let mut f = Vec::new();
     for _ in 0..n {
         p.push(time(|| tick(r.path(), &plain)));
         b.push(time(|| tick(r.path(), &boxed)));
+        f.push(time(|| tick(r.path(), &fenced)));
     }
-    let (p, b) = (median(p), median(b));
+    let (p, b, f) = (median(p), median(b), median(f));
     let per = b.saturating_sub(p) / starts as u32;
+    // The network allowlist's proxy and bridge, per sandboxed run (the same runs as the
+    // sandboxed tick's, and one probe more at its preflight).
+    let net = f.saturating_sub(b) / starts as u32;
+    rows.push(Row {
+        name: "network allowlist cost per sandboxed run".into(),
+        value: ms(net),
+        note: format!(
+            "< 50 ms: {}; a tick {} fenced, {} with the network open",
+            verdict(net < Duration::from_millis(50)),
+            ms(f),
+            ms(b)
+        ),
+    });
     rows.push(Row {
         name,
         value: ms(per),

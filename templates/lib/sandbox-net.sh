@@ -335,8 +335,8 @@ net_url_host_v() {
 # engine's API hosts (its part's engine_net_hosts), the host of each of its base-URL
 # variables that is set, and allow-hosts; for the others, allow-hosts.
 net_allowed_v() {
-  local v
-  local -a REPLY_URL_VARS=()
+  local v f
+  local -a REPLY_URL_VARS=() REPLY_URL_FILES=()
   REPLY_HOSTS=()
   read -ra REPLY_HOSTS <<<"${ALLOW_HOSTS_SETTING:-}"
   [[ $1 == agent ]] || return 0
@@ -351,7 +351,31 @@ net_allowed_v() {
       fi
     fi
   done
+  # The base URLs of the engine's user-level configuration (a codex model provider's
+  # base_url, an opencode provider's baseURL): files the home record holds, so a run starts
+  # only with them as the loop's first run found them.
+  for f in "${REPLY_URL_FILES[@]}"; do
+    net_config_urls "$f"
+  done
   REPLY_HOSTS+=("${mine[@]}")
+}
+
+# net_config_urls FILE: adds to REPLY_HOSTS the host of every base URL FILE names (a
+# `base_url = "URL"` line of TOML, a `"baseURL": "URL"` member of JSON), read as text.
+net_config_urls() {
+  local line rest
+  [[ -f $1 && -r $1 ]] || return 0
+  while IFS= read -r line || [[ -n $line ]]; do
+    rest=$line
+    while [[ $rest =~ (base_url|baseURL)\"?[[:space:]]*[=:][[:space:]]*\"([^\"]*)\" ]]; do
+      rest=${rest#*"${BASH_REMATCH[0]}"}
+      if net_url_host_v "${BASH_REMATCH[2]}"; then
+        REPLY_HOSTS+=("$REPLY")
+      else
+        orbit_log "sandbox: a base URL in $1 is not an http(s) URL with a host: not allowed through the proxy"
+      fi
+    done
+  done <"$1"
 }
 
 # net_fence KIND ARRAY: the network fence of the next run, KIND agent, check or holdout:

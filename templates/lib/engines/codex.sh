@@ -168,12 +168,14 @@ engine_after_run() { :; }
 
 # engine_net_hosts: REPLY_HOSTS, the HOST:PORT words codex's runs reach under the sandbox's
 # network allowlist: the API with a key; with a ChatGPT login, its backend (chatgpt.com) and its token
-# refresh (auth.openai.com); and REPLY_URL_VARS, the variables whose URL's host is
-# its API when set (lib/sandbox-net.sh allows them too).
+# refresh (auth.openai.com); REPLY_URL_VARS, the variables whose URL's host is its API
+# when set, and REPLY_URL_FILES, its configuration, whose model providers' base_url hosts
+# are (lib/sandbox-net.sh allows them too).
 # shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
 engine_net_hosts() {
   REPLY_HOSTS=(api.openai.com:443 auth.openai.com:443 chatgpt.com:443)
   REPLY_URL_VARS=(OPENAI_BASE_URL)
+  REPLY_URL_FILES=("${CODEX_HOME:-${HOME:-/nonexistent}/.codex}/config.toml")
 }
 
 # engine_home_paths: REPLY_RW, codex's state under HOME that stays writable in the sandbox

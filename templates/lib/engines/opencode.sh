@@ -175,12 +175,16 @@ engine_after_run() { :; }
 
 # engine_net_hosts: REPLY_HOSTS, the HOST:PORT words opencode's runs reach under the sandbox's
 # network allowlist: its providers' APIs (Anthropic with its OAuth refresh, OpenAI, OpenRouter,
-# opencode's own), and its model catalogue (models.dev); and REPLY_URL_VARS, the variables whose URL's host is
-# its API when set (lib/sandbox-net.sh allows them too).
+# opencode's own), and its model catalogue (models.dev); REPLY_URL_VARS, the variables
+# whose URL's host is its API when set, and REPLY_URL_FILES, its user-level configuration,
+# whose providers' baseURL hosts are (lib/sandbox-net.sh allows them too; never the
+# workspace's opencode.json, which the agent writes).
 # shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
 engine_net_hosts() {
   REPLY_HOSTS=(api.anthropic.com:443 api.openai.com:443 console.anthropic.com:443 opencode.ai:443 models.dev:443 openrouter.ai:443)
   REPLY_URL_VARS=(ANTHROPIC_BASE_URL OPENAI_BASE_URL)
+  local c=${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/opencode
+  REPLY_URL_FILES=("$c/opencode.json" "$c/opencode.jsonc" "$c/config.json")
 }
 
 # engine_home_paths: REPLY_RW, opencode's state under HOME that stays writable in the sandbox

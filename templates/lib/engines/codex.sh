@@ -175,7 +175,8 @@ engine_after_run() { :; }
 engine_net_hosts() {
   REPLY_HOSTS=(api.openai.com:443 auth.openai.com:443 chatgpt.com:443)
   REPLY_URL_VARS=(OPENAI_BASE_URL)
-  REPLY_URL_FILES=("${CODEX_HOME:-${HOME:-/nonexistent}/.codex}/config.toml")
+  # The file the home record holds (engine_home_held), never another.
+  REPLY_URL_FILES=("${HOME:-/nonexistent}/.codex/config.toml")
 }
 
 # engine_home_paths: REPLY_RW, codex's state under HOME that stays writable in the sandbox

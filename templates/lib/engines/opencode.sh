@@ -183,7 +183,8 @@ engine_after_run() { :; }
 engine_net_hosts() {
   REPLY_HOSTS=(api.anthropic.com:443 api.openai.com:443 console.anthropic.com:443 opencode.ai:443 models.dev:443 openrouter.ai:443)
   REPLY_URL_VARS=(ANTHROPIC_BASE_URL OPENAI_BASE_URL)
-  local c=${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/opencode
+  # The files the home record holds (engine_home_held), never others.
+  local c=${HOME:-/nonexistent}/.config/opencode
   REPLY_URL_FILES=("$c/opencode.json" "$c/opencode.jsonc" "$c/config.json")
 }
 

@@ -258,32 +258,6 @@ exec {w}>&-
 rm -rf -- "$d"
 exit "$rc"'
 
-# net_host_ok ENTRY: status 0 when ENTRY is HOST or HOST:PORT as loop.toml's allow-hosts
-# takes it (orbit's check_allow_host): a DNS name (a leading "*." for its subdomains), an
-# IPv4 address or a bracketed IPv6 address, and a port from 1 to 65535.
-net_host_ok() {
-  local e=$1 h p='' l v6='^[[]([0-9A-Fa-f:.]+)[]](:([0-9]+))?$' name='^([^]:/[]+)(:([0-9]+))?$'
-  local -a labels
-  if [[ $e =~ $v6 ]]; then
-    p=${BASH_REMATCH[3]}
-    [[ ${BASH_REMATCH[1]} == *:* ]] || return 1
-  elif [[ $e =~ $name ]]; then
-    h=${BASH_REMATCH[1]} p=${BASH_REMATCH[3]}
-    h=${h#\*.}
-    [[ $h =~ ^[A-Za-z0-9.-]+$ ]] || return 1
-    ((${#h} >= 1 && ${#h} <= 253)) || return 1
-    [[ $h != *..* && $h != .* && $h != *. ]] || return 1
-    IFS=. read -ra labels <<<"$h"
-    for l in "${labels[@]}"; do
-      [[ $l =~ ^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$ ]] || return 1
-    done
-  else
-    return 1
-  fi
-  [[ -z $p ]] && return 0
-  [[ $p =~ ^[1-9][0-9]{0,4}$ ]] && ((p <= 65535))
-}
-
 # net_preflight: the allowlist needs perl with its core socket modules, allow-hosts that
 # parse, and a bubblewrap that can take a run's network away; else the run stops
 # (EXIT_PREFLIGHT) with the fix.

@@ -412,7 +412,7 @@ fn the_runner_and_orbit_init_take_the_same_allow_hosts() {
     ];
     let work = tempfile::tempdir().unwrap();
     let body = "for h in \"$@\"; do if net_host_ok \"$h\"; then echo 1; else echo 0; fi; done";
-    let mut cmd = crate::support::bash_with_parts(work.path(), &["sandbox-net"], body);
+    let mut cmd = crate::support::bash_with_parts(work.path(), &["runner/config"], body);
     cmd.args(corpus);
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{}", text(&out));

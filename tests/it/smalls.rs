@@ -524,6 +524,15 @@ fn setting_values(s: &orbit::contract::Setting) -> (Vec<String>, Vec<String>) {
             ),
             "workspace" => (v(&["a/../b", "./ws"]), v(&["ws/dir", "/abs/ws", ""])),
             "allow-fewer-tests" => (v(&["nosuch"]), v(&["unit", ""])),
+            "allow-hosts" => (
+                v(&[
+                    "https://h.example",
+                    "h.example/p",
+                    "h.example:99999",
+                    "-h.example",
+                ]),
+                v(&["api.example.com", "127.0.0.1:8080", "*.example.com", ""]),
+            ),
             "token-prices" => (
                 v(&["gpt=1/2", "gpt-5=a/b/c"]),
                 v(&["gpt-5=1.25/0.125/10", "*=1/1/1"]),

@@ -102,6 +102,12 @@ settings_rule() {
       [[ -z $value ]] || settings_plain_path "$value" ||
         bad="'${value//[[:cntrl:]]/?}' is not a plain path (no control character, no . or .. segment)"
       ;;
+    ALLOW_HOSTS_SETTING)
+      for w in $value; do
+        net_host_ok "$w" || bad="'${w//[[:cntrl:]]/?}' is not HOST or HOST:PORT (such as api.example.com or 127.0.0.1:8080)"
+        [[ -z $bad ]] || break
+      done
+      ;;
     ALLOW_FEWER_TESTS)
       for w in $value; do
         [[ " ${CHECK_NAMES[*]} " == *" $w "* ]] || bad="'$w' is not a check of this loop; its checks are: ${CHECK_NAMES[*]:-none}"
@@ -118,6 +124,32 @@ settings_rule() {
     REPLY+=". Set ${w//_/-} in loop.toml and run orbit init --force, or override it with $name=... in the environment"
   fi
   return 1
+}
+
+# net_host_ok ENTRY: status 0 when ENTRY is HOST or HOST:PORT as loop.toml's allow-hosts
+# takes it (orbit's check_allow_host): a DNS name (a leading "*." for its subdomains), an
+# IPv4 address or a bracketed IPv6 address, and a port from 1 to 65535.
+net_host_ok() {
+  local e=$1 h p='' l v6='^[[]([0-9A-Fa-f:.]+)[]](:([0-9]+))?$' name='^([^]:/[]+)(:([0-9]+))?$'
+  local -a labels
+  if [[ $e =~ $v6 ]]; then
+    p=${BASH_REMATCH[3]}
+    [[ ${BASH_REMATCH[1]} == *:* ]] || return 1
+  elif [[ $e =~ $name ]]; then
+    h=${BASH_REMATCH[1]} p=${BASH_REMATCH[3]}
+    h=${h#\*.}
+    [[ $h =~ ^[A-Za-z0-9.-]+$ ]] || return 1
+    ((${#h} >= 1 && ${#h} <= 253)) || return 1
+    [[ $h != *..* && $h != .* && $h != *. ]] || return 1
+    IFS=. read -ra labels <<<"$h"
+    for l in "${labels[@]}"; do
+      [[ $l =~ ^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$ ]] || return 1
+    done
+  else
+    return 1
+  fi
+  [[ -z $p ]] && return 0
+  [[ $p =~ ^[1-9][0-9]{0,4}$ ]] && ((p <= 65535))
 }
 
 # settings_plain_path PATH: no control character, no . or .. segment, at most ORBIT_PATH_MAX

@@ -335,11 +335,23 @@ net_allowed_v() {
 }
 
 # net_config_urls FILE: adds to REPLY_HOSTS the host of every base URL FILE names (a
-# `base_url = "URL"` line of TOML, a `"baseURL": "URL"` member of JSON), read as text.
+# `base_url = "URL"` line of TOML, a `"baseURL": "URL"` member of JSON), read as text. Of a
+# TOML file only the lines the home record holds count: not those of the tables it leaves
+# out (a project's trust and the notices codex writes itself), whose headers it reads with
+# the same rule (lib/home_record.sh, codex_toml).
 net_config_urls() {
-  local line rest
+  local line rest skip=0 toml=0
+  local header='^[[:space:]]*\[\[?[[:space:]]*([^]]*)\]\]?[[:space:]]*(#.*)?$'
+  local unheld='^(projects|notice)([[:space:]]*\.|[[:space:]]*$)'
   [[ -f $1 && -r $1 ]] || return 0
+  [[ $1 == *.toml ]] && toml=1
   while IFS= read -r line || [[ -n $line ]]; do
+    if ((toml)) && [[ $line =~ $header ]]; then
+      skip=0
+      [[ ${BASH_REMATCH[1]} =~ $unheld ]] && skip=1
+      continue
+    fi
+    ((skip)) && continue
     rest=$line
     while [[ $rest =~ (base_url|baseURL)\"?[[:space:]]*[=:][[:space:]]*\"([^\"]*)\" ]]; do
       rest=${rest#*"${BASH_REMATCH[0]}"}

@@ -21,7 +21,7 @@ use super::runner_log;
 use super::tail;
 use super::workspace;
 use super::{Finding, LoopReport, Severity, Summary};
-use crate::config::LoopConfig;
+use crate::config::{LoopConfig, SandboxNetwork};
 use crate::contract::{
     AgentOutcome, CbState, CostKind, Engine, EventName, FindingClass, LOOP_DIRS, LOOP_FILES,
     PINS_SETS, Status, StopReason, Verdict, VerifyOutcome,
@@ -229,7 +229,12 @@ impl Audit<'_> {
         let mut findings = self.findings;
         // The sandbox's note is about the loop as it is set up, not about what happened:
         // it comes after every finding about the loop's runs.
-        findings.sort_by_key(|f| f.class == FindingClass::Unsandboxed);
+        findings.sort_by_key(|f| {
+            matches!(
+                f.class,
+                FindingClass::Unsandboxed | FindingClass::NetworkOpen
+            )
+        });
         LoopReport {
             dir: name.to_string(),
             verdict,
@@ -1094,19 +1099,53 @@ impl Audit<'_> {
         }
     }
 
+    /// Sandboxed runs with the network open: a note (P2), since the agent, and the project
+    /// code its checks run, may then send what they can read to any host and fetch
+    /// instructions from any; the allowlist keeps them to the engine's API and allow-hosts.
+    /// Evidence: the `sandbox-network` line, or the `sandbox` line of a loop.toml written
+    /// before the setting (whose network stays open).
+    fn check_network(&mut self, c: &LoopConfig, network_line: usize, sandbox_line: usize) {
+        if c.sandbox_network != SandboxNetwork::Open {
+            return;
+        }
+        let has_key = fsx::read_text_or_none(&self.dir.join("loop.toml"))
+            .is_some_and(|t| t.lines().any(|l| l.starts_with("sandbox-network")));
+        let (line, why) = if has_key {
+            (network_line, "sandbox-network = \"open\"")
+        } else {
+            (
+                sandbox_line,
+                "loop.toml has no sandbox-network: it was written before the allowlist, and its network stays open",
+            )
+        };
+        self.add(
+            FindingClass::NetworkOpen,
+            Severity::P2,
+            format!("loop.toml:{line}"),
+            format!(
+                "sandboxed runs have the network open ({why}): the agent and the code its checks run can reach any host, to send what they can read or fetch instructions"
+            ),
+            format!(
+                "set sandbox-network = \"allowlist\" in {}/loop.toml (with allow-hosts = [\"HOST:PORT\", ...] for what the checks need), then orbit init --force --dir {}",
+                self.shown, self.shown
+            ),
+        );
+    }
+
     /// Agent and check runs without the OS sandbox: a note (P2), since a tamper is then
     /// caught after the run instead of refused; and holdout checks without it are not
     /// sealed: nothing the agent can read is secret, and it runs as the user, who can read
     /// the loop directory's holdout/.
     fn check_sandbox(&mut self, cfg: Option<&LoopConfig>) {
         let Some(c) = cfg else { return };
-        let Some(why) = self.unsandboxed_why(c) else {
-            return;
-        };
         let toml_line = |key: &str| {
             fsx::read_text_or_none(&self.dir.join("loop.toml"))
                 .and_then(|t| t.lines().position(|l| l.starts_with(key)))
                 .map_or(1, |i| i + 1)
+        };
+        let Some(why) = self.unsandboxed_why(c) else {
+            self.check_network(c, toml_line("sandbox-network"), toml_line("sandbox"));
+            return;
         };
         let fix = format!(
             "install bubblewrap where it is missing, set sandbox = \"auto\" (or \"bwrap\") in {}/loop.toml, then orbit init --force --dir {}",

@@ -409,6 +409,10 @@ vocabulary! {
         /// or `auto` on a machine where bubblewrap cannot run): a tamper is caught after the
         /// run, not refused, and nothing the agent can read is secret (contract section 7).
         Unsandboxed = "UNSANDBOXED",
+        /// The loop's runs are under the OS sandbox with its network open
+        /// (`sandbox-network = "open"`, a loop.toml older than the allowlist included): the
+        /// agent and the code its checks run may reach any host (contract section 7).
+        NetworkOpen = "NETWORK_OPEN",
     }
 }
 

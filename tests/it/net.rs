@@ -560,3 +560,87 @@ base_url = "http://profile.example/v1"
         text(&out)
     );
 }
+
+/// The audit notes a sandboxed loop whose network is open (P2, after the findings about its
+/// runs): set so, or a loop.toml written before the allowlist, whose network stays open;
+/// never a loop with the allowlist, nor an unsandboxed one (UNSANDBOXED says more).
+#[test]
+fn the_audit_notes_a_sandboxed_loop_whose_network_is_open() {
+    let repo = Repo::new();
+    let agent = repo.agent("idle", "cat >/dev/null");
+    let audit = |repo: &Repo, dir: &Path| {
+        let out = repo.orbit(&["audit", "--json", &dir.display().to_string()]);
+        assert_code(&out, 0, "P2 notes only");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["loops"][0]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["class"] == "NETWORK_OPEN")
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let line_of = |dir: &Path, key: &str| {
+        let toml = std::fs::read_to_string(dir.join("loop.toml")).unwrap();
+        1 + toml.lines().position(|l| l.starts_with(key)).unwrap()
+    };
+
+    let dir = init_net_loop(&repo, &agent, "false", &["--sandbox-network", "open"]);
+    let found = audit(&repo, &dir);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["severity"], "P2");
+    assert_eq!(
+        found[0]["evidence"],
+        format!("loop.toml:{}", line_of(&dir, "sandbox-network"))
+    );
+    assert!(
+        found[0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("sandbox-network = \"allowlist\""),
+        "{found:?}"
+    );
+
+    // The loop.toml of a loop older than the setting: the same note, on its sandbox line.
+    let toml = std::fs::read_to_string(dir.join("loop.toml")).unwrap();
+    let older: String = toml
+        .lines()
+        .filter(|l| !l.starts_with("sandbox-network") && !l.starts_with("allow-hosts"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(older, toml);
+    std::fs::write(dir.join("loop.toml"), older).unwrap();
+    let out = repo.orbit(&["init", "--force", "--dir", &dir.display().to_string()]);
+    assert_ok(&out, "orbit init --force of the older loop.toml");
+    assert!(
+        !std::fs::read_to_string(dir.join("loop.toml"))
+            .unwrap()
+            .contains("sandbox-network = \"allowlist\""),
+        "an older loop keeps its open network"
+    );
+    let found = audit(&repo, &dir);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("written before the allowlist"),
+        "{found:?}"
+    );
+    assert_eq!(
+        found[0]["evidence"],
+        format!("loop.toml:{}", line_of(&dir, "sandbox ="))
+    );
+
+    let fenced = Repo::new();
+    let agent = fenced.agent("idle", "cat >/dev/null");
+    let dir = init_net_loop(&fenced, &agent, "false", &[]);
+    assert!(audit(&fenced, &dir).is_empty(), "the allowlist: no note");
+    let plain = Repo::new();
+    let agent = plain.agent("idle", "cat >/dev/null");
+    let dir = plain.init_loop(&agent, &["false"], &["--sandbox", "none"]);
+    assert!(
+        audit(&plain, &dir).is_empty(),
+        "unsandboxed: UNSANDBOXED says it"
+    );
+}

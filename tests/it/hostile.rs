@@ -1932,10 +1932,9 @@ fi"###
     );
 }
 
-/// A daemon that sheds the loop's mark (`env -i`) and its process group (`setsid`) outlives
-/// the tick without the sandbox: no same-user harness can tell it from the user's own
-/// processes for certain, so the audit reports it (it still works in the workspace), with
-/// the command that looks at it; under the sandbox it dies with its run.
+/// A daemon that sheds the loop's mark (`env -i`) and its process group (`setsid`): without
+/// the sandbox the agent's wrapper is its subreaper (it is adopted there when its parent
+/// exits), so it is swept with its run; under the sandbox it dies with its run.
 fn an_unmarked_daemon_left_by_the_agent() -> (Hostile, PathBuf, Output, String) {
     let h = Hostile::new();
     let token = h.token();
@@ -1964,15 +1963,53 @@ fi"###
 }
 
 #[test]
-fn a_daemon_that_sheds_the_loops_mark_and_outlives_the_tick_is_reported_by_the_audit() {
+fn without_the_sandbox_a_daemon_that_sheds_the_loops_mark_and_group_is_swept_with_its_run() {
     let (h, dir, out, token) = an_unmarked_daemon_left_by_the_agent();
     let _reaper = Reaper(token.clone());
-    let pids = pids_with(&token);
     assert!(
-        !pids.is_empty(),
-        "the daemon outlived the tick\n{}",
+        wait_until(Duration::from_secs(30), || pids_with(&token).is_empty()),
+        "the daemon outlived its run: {:?}\n{}",
+        pids_with(&token),
         text(&out)
     );
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("sweeping leftover process") && l.contains(&token)),
+        "the sweep names the daemon: {log}"
+    );
+    let audit = h
+        .repo
+        .orbit(&["audit", "--json", &dir.display().to_string()]);
+    assert!(
+        !String::from_utf8_lossy(&audit.stdout).contains("ORPHAN_AGENT"),
+        "{}",
+        text(&audit)
+    );
+}
+
+/// A process without the loop's mark or a terminal that works in the workspace while no
+/// runner runs (one the agent had started for it by a process outside the runner's tree:
+/// the user's tmux server, `systemd-run --user`): no same-user harness can tell it from the
+/// user's own processes for certain, so the audit reports it, with the command that looks
+/// at it, and the finding goes with it.
+#[test]
+fn a_process_working_in_the_workspace_after_the_tick_is_reported_by_the_audit() {
+    let (h, dir, _out, token) = an_unmarked_daemon_left_by_the_agent();
+    let _reaper = Reaper(token.clone());
+    let mut daemon = command("setsid")
+        .args(["bash", "-c", "while :; do sleep 1; done", &token])
+        .current_dir(h.repo.ws())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(30), || !pids_with(&token).is_empty()),
+        "the stand-in runs"
+    );
+    let pids = pids_with(&token);
     let audit = h
         .repo
         .orbit(&["audit", "--json", &dir.display().to_string()]);
@@ -1997,6 +2034,8 @@ fn a_daemon_that_sheds_the_loops_mark_and_outlives_the_tick_is_reported_by_the_a
     );
     assert_eq!(audit.status.code(), Some(1), "{}", text(&audit));
     // Gone (its last sleep too), the finding goes with it.
+    let _ = daemon.kill();
+    let _ = daemon.wait();
     drop(_reaper);
     let audit_says = || {
         let audit = h

@@ -273,7 +273,7 @@ fanout_recorded_passer_v() {
 
 fanout_iteration() {
   local n=$1 dir=$2 base=$3 fb=$4 commit k cdir j fd line outcome att secs rc cost passer=0
-  local -a todo=() kept=() f=() checked=()
+  local -a todo=() kept=() f=() checked=() kids_before=()
   local -A fds=() res=() pids=() ends=()
   # What the iteration sees when the fan-out stops early (TRUST_BAD: the loop stops).
   FANOUT_OUTCOME=$OUTCOME_AGENT_ERROR FANOUT_ATTEMPTS=1 AGENT_RC=0 AGENT_SECS=0 AGENT_TIMED_OUT=0
@@ -324,6 +324,7 @@ fanout_iteration() {
       return 0
     fi
     FANOUT_PIDS=()
+    orbit_kids_into kids_before "$$"
     for k in "${todo[@]}"; do
       [[ -z ${res[$k]+set} ]] || continue
       exec {fd}< <(fanout_agent "$k" "$n" "$dir/candidates/$k" "$fb")
@@ -371,6 +372,7 @@ fanout_iteration() {
       exec {fd}<&-
     done
     FANOUT_PIDS=()
+    orbit_reaped_sweep "${kids_before[@]}" "${pids[@]}"
     # What any candidate changed outside its worktree, before the runner writes again.
     if ! trust_check agent; then
       orbit_log "a candidate changed $TRUST_BAD ($TRUST_REASON): nothing of the fan-out is taken"

@@ -7,6 +7,96 @@ ORBIT_CHILD_PID=
 ORBIT_WATCHDOG_PID=
 ORBIT_RC=0
 ORBIT_TIMED_OUT=0
+# Whether this shell is the child subreaper of what it runs (the runner, started through
+# its perl: lib/runner/sweep.sh): then what a bounded run left behind that the kernel gave
+# it is swept when the run ends.
+ORBIT_REAPING=0
+orbit_reaping_on() { ORBIT_REAPING=1; }
+
+# orbit_kids_v PID: REPLY_KIDS, the live children of PID (not a zombie: it runs nothing),
+# from /proc (each thread's children), or ps where the kernel does not list them.
+orbit_kids_v() {
+  local f p st
+  local -a listed=() kid_words=()
+  REPLY_KIDS=()
+  if [[ -r /proc/$1/task/$1/children ]]; then
+    for f in /proc/"$1"/task/*/children; do
+      listed=()
+      read -r -a listed <"$f" 2>/dev/null || true
+      kid_words+=("${listed[@]}")
+    done
+  else
+    mapfile -t kid_words < <(
+      unset ORBIT_RUN_ID
+      exec ps -o pid= --ppid "$1" 2>/dev/null
+    )
+    wait "$!" 2>/dev/null || true
+  fi
+  for p in "${kid_words[@]}"; do
+    p=${p//[[:space:]]/}
+    [[ $p =~ ^[0-9]+$ ]] || continue
+    st=''
+    read -r st <"/proc/$p/stat" 2>/dev/null || true
+    st=${st##*) }
+    [[ ${st:0:1} == [ZX] ]] && continue
+    REPLY_KIDS+=("$p")
+  done
+}
+
+# orbit_adopted_sweep PARENT KEPT...: what the subreaper PARENT was given (the children it
+# did not start, all but KEPT and the shell running this), with everything below each: each
+# stopped as it is found (so that it starts nothing meanwhile), printed as "PID COMMAND",
+# then KILLed; again until none is left (one that forked before it was stopped is given to
+# PARENT in turn).
+orbit_adopted_sweep() {
+  local parent=$1 p c round keep
+  shift
+  keep=" $BASHPID $* "
+  local -a pending_kids=() stopped_kids=() REPLY_KIDS=()
+  for ((round = 0; round < 20; round++)); do
+    orbit_kids_v "$parent"
+    pending_kids=()
+    for p in "${REPLY_KIDS[@]}"; do
+      [[ $keep == *" $p "* ]] || pending_kids+=("$p")
+    done
+    ((${#pending_kids[@]})) || return 0
+    stopped_kids=()
+    while ((${#pending_kids[@]})); do
+      p=${pending_kids[0]}
+      pending_kids=("${pending_kids[@]:1}")
+      kill -STOP "$p" 2>/dev/null || continue
+      stopped_kids+=("$p")
+      orbit_kids_v "$p"
+      pending_kids+=("${REPLY_KIDS[@]}")
+    done
+    for p in "${stopped_kids[@]}"; do
+      c=$(tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)
+      kill -KILL "$p" 2>/dev/null && printf "%s %s\n" "$p" "$c"
+    done
+  done
+}
+
+# orbit_kids_into ARRAY PID: the live children of PID (orbit_kids_v) into the array named
+# ARRAY.
+# shellcheck disable=SC2034  # kids_into is a nameref: the caller's array
+orbit_kids_into() {
+  local -n kids_into=$1
+  local -a REPLY_KIDS=()
+  orbit_kids_v "$2"
+  kids_into=("${REPLY_KIDS[@]}")
+}
+
+# orbit_reaped_sweep KEPT...: as the runner's subreaper, what it was given besides KEPT
+# (its children before the run) is swept, each named in the log. A bounded run sweeps so
+# when it ends; a fan-out once every candidate has ended (the children before they started,
+# and the candidates, kept: what a candidate's check left is the runner's meanwhile).
+orbit_reaped_sweep() {
+  local p c
+  ((ORBIT_REAPING)) && [[ $BASHPID == "$$" ]] || return 0
+  while read -r p c; do
+    orbit_log "sweeping leftover process $p (${c//[^[:print:]]/?})"
+  done <<<"$(orbit_adopted_sweep "$$" "$@")"
+}
 
 # orbit_group_alive PGID: a process of the group is alive. A zombie is not: a process whose
 # parent exited is reaped by PID 1, which in a container or a micro-VM may take its time
@@ -51,6 +141,10 @@ orbit_run_bounded() {
   shift 4
   ORBIT_RC=0
   ORBIT_TIMED_OUT=0
+  local -a kept=()
+  if ((ORBIT_REAPING)) && [[ $BASHPID == "$$" ]]; then
+    orbit_kids_into kept "$$"
+  fi
   set -m
   "$@" <"$infile" >>"$outfile" 2>&1 7<&- 8>&- 9>&- &
   ORBIT_CHILD_PID=$!
@@ -84,7 +178,9 @@ orbit_run_bounded() {
   if ((wd_status == wd_fired)); then
     ORBIT_TIMED_OUT=1
   fi
-  # Sweep whatever the command left running in its group.
+  # Sweep what the runner was given as its subreaper, then what the command left running in
+  # its group.
+  orbit_reaped_sweep "${kept[@]}"
   orbit_group_sweep "$ORBIT_CHILD_PID"
   ORBIT_CHILD_PID=
   return 0

@@ -78,6 +78,7 @@ RUN_COST_START=0
 
 main() {
   main_args "$@"
+  sweep_become_reaper "$@"
   main_setup
   main_open
   main_at_rest

@@ -825,6 +825,29 @@ test "$(git config --global filter.y.clean)" = "$OUT/global-clean.sh""#,
     }
 }
 
+/// A HOME of the scenario's own whose ~/.gitconfig is the suite's with `extra` appended:
+/// (HOME, its .gitconfig).
+fn home_with_gitconfig(h: &Hostile, extra: &str) -> (PathBuf, PathBuf) {
+    let home = h.file("home");
+    fs::create_dir_all(&home).unwrap();
+    let global = home.join(".gitconfig");
+    fs::copy(sealed_home().join(".gitconfig"), &global).unwrap();
+    let mut text_now = fs::read_to_string(&global).unwrap();
+    text_now.push_str(extra);
+    fs::write(&global, text_now).unwrap();
+    (home, global)
+}
+
+/// One tick with HOME and GIT_CONFIG_GLOBAL set to `home_with_gitconfig`'s.
+fn tick_with_home(h: &Hostile, dir: &Path, home: &Path, global: &Path) -> Output {
+    let (global_s, home_s) = (global.display().to_string(), home.display().to_string());
+    let env = [
+        ("HOME", home_s.as_str()),
+        ("GIT_CONFIG_GLOBAL", global_s.as_str()),
+    ];
+    h.run(dir, &["--once"], &env)
+}
+
 /// The user's global git configuration includes other files (a plain `[include]` of a file
 /// not there yet, an `includeIf "onbranch:"` that matches only the loop's branch, relative to
 /// the including file): the agent writes its filter into the included file, never into the
@@ -844,13 +867,7 @@ fn a_filter_the_agent_writes_into_a_file_the_users_git_config_includes_never_run
         ),
     ] {
         let h = Hostile::new();
-        let home = h.file("home");
-        fs::create_dir_all(&home).unwrap();
-        let global = home.join(".gitconfig");
-        fs::copy(sealed_home().join(".gitconfig"), &global).unwrap();
-        let mut text_now = fs::read_to_string(&global).unwrap();
-        text_now.push_str(include);
-        fs::write(&global, text_now).unwrap();
+        let (home, global) = home_with_gitconfig(&h, include);
         let target = home.join(included);
         let body = TAMPERER.replace("@AT@", "1").replace(
             "@ACTION@",
@@ -866,12 +883,7 @@ test "$(git config filter.z.clean)" = "$OUT/included-clean.sh""#,
         let dir = h
             .repo
             .init_loop(&agent, &["test -f hostile-change.txt"], &[]);
-        let (global_s, home_s) = (global.display().to_string(), home.display().to_string());
-        let env = [
-            ("HOME", home_s.as_str()),
-            ("GIT_CONFIG_GLOBAL", global_s.as_str()),
-        ];
-        let out = h.run(&dir, &["--once"], &env);
+        let out = tick_with_home(&h, &dir, &home, &global);
         h.assert_attempted("tamper", &out);
         assert!(target.is_file(), "{case}: the included file was written");
         h.assert_no_spy_ran(&out);
@@ -1988,6 +2000,52 @@ fn without_the_sandbox_a_daemon_that_sheds_the_loops_mark_and_group_is_swept_wit
     );
 }
 
+/// The project code a check runs (the agent wrote it) leaves a daemon that sheds its mark
+/// and group: the runner is the subreaper of what it runs, so the daemon is its own once the
+/// check's shell exits, and it is swept when the verify run ends, named in runner.log.
+#[test]
+fn without_the_sandbox_a_daemon_a_check_leaves_is_swept_when_the_checks_end() {
+    let h = Hostile::new();
+    let token = h.token();
+    let _reaper = Reaper(token.clone());
+    let seen = h.file("daemon-seen");
+    let agent = h.agent(
+        "planter",
+        &r###"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" | tr 0-9 a-j >> work.txt
+cat > daemon.sh <<'EOS'
+env -i /usr/bin/setsid /bin/bash -c 'while :; do sleep 1; done' @TOKEN@ < /dev/null > /dev/null 2>&1 &
+for _ in $(seq 600); do pgrep -f @TOKEN@ > /dev/null && { echo running > @SEEN@; break; }; sleep 0.1; done
+EOS"###
+            .replace("@TOKEN@", &token)
+            .replace("@SEEN@", &format!("'{}'", seen.display())),
+    );
+    let dir = h.repo.init_loop(
+        &agent,
+        &["if [ -f daemon.sh ]; then bash daemon.sh; fi; tr 0-9 a-j < work.txt; exit 1"],
+        &[],
+    );
+    let out = h.run(&dir, &["--once"], &[]);
+    assert_eq!(out.status.code(), Some(10), "{}", text(&out));
+    assert!(
+        seen.is_file(),
+        "the check started the daemon\n{}",
+        text(&out)
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || pids_with(&token).is_empty()),
+        "the daemon outlived the checks: {:?}",
+        pids_with(&token)
+    );
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("sweeping leftover process") && l.contains(&token)),
+        "the sweep names the daemon: {log}"
+    );
+}
+
 /// A process without the loop's mark or a terminal that works in the workspace while no
 /// runner runs (one the agent had started for it by a process outside the runner's tree:
 /// the user's tmux server, `systemd-run --user`): no same-user harness can tell it from the
@@ -2439,13 +2497,7 @@ fn a_line_the_agent_writes_into_the_excludes_or_attributes_file_the_users_git_co
         ),
     ] {
         let h = Hostile::new();
-        let home = h.file("home");
-        fs::create_dir_all(&home).unwrap();
-        let global = home.join(".gitconfig");
-        fs::copy(sealed_home().join(".gitconfig"), &global).unwrap();
-        let mut text_now = fs::read_to_string(&global).unwrap();
-        text_now.push_str(&format!("[core]\n\t{key} = ~/{name}\n"));
-        fs::write(&global, text_now).unwrap();
+        let (home, global) = home_with_gitconfig(&h, &format!("[core]\n\t{key} = ~/{name}\n"));
         let target = home.join(name);
         fs::write(&target, "*.swp\n").unwrap();
         let body = TAMPERER.replace("@AT@", "1").replace(
@@ -2460,12 +2512,7 @@ fn a_line_the_agent_writes_into_the_excludes_or_attributes_file_the_users_git_co
         let dir = h
             .repo
             .init_loop(&agent, &["test -f hostile-change.txt"], &[]);
-        let (global_s, home_s) = (global.display().to_string(), home.display().to_string());
-        let env = [
-            ("HOME", home_s.as_str()),
-            ("GIT_CONFIG_GLOBAL", global_s.as_str()),
-        ];
-        let out = h.run(&dir, &["--once"], &env);
+        let out = tick_with_home(&h, &dir, &home, &global);
         h.assert_attempted("tamper", &out);
         assert!(
             fs::read_to_string(&target).unwrap().contains(line),

@@ -102,67 +102,6 @@ agent_capture() {
   }
 }
 
-# agent_kids_v PID: REPLY_KIDS, the live children of PID (not a zombie: it runs nothing),
-# from /proc (each thread's children), or ps where the kernel does not list them.
-agent_kids_v() {
-  local f p st
-  local -a listed=() all=()
-  REPLY_KIDS=()
-  if [[ -r /proc/$1/task/$1/children ]]; then
-    for f in /proc/"$1"/task/*/children; do
-      listed=()
-      read -r -a listed <"$f" 2>/dev/null || true
-      all+=("${listed[@]}")
-    done
-  else
-    mapfile -t all < <(
-      unset ORBIT_RUN_ID
-      exec ps -o pid= --ppid "$1" 2>/dev/null
-    )
-    wait "$!" 2>/dev/null || true
-  fi
-  for p in "${all[@]}"; do
-    p=${p//[[:space:]]/}
-    [[ $p =~ ^[0-9]+$ ]] || continue
-    st=''
-    read -r st <"/proc/$p/stat" 2>/dev/null || true
-    st=${st##*) }
-    [[ ${st:0:1} == [ZX] ]] && continue
-    REPLY_KIDS+=("$p")
-  done
-}
-
-# agent_adopted_sweep CAPTURE SWEPT: what the wrapper adopted as the subreaper of the
-# agent's runs (a daemon that left the agent's group and shed the run's mark is given to it
-# when its parent exits), with everything below it, bar the capture: each stopped as it is
-# found (so that it starts nothing meanwhile), named in SWEPT, then KILLed; again until none
-# is left (one that forked before it was stopped is adopted in turn).
-agent_adopted_sweep() {
-  local cap=$1 out=$2 p c round
-  local -a queue=() tree=() REPLY_KIDS=()
-  for ((round = 0; round < 20; round++)); do
-    agent_kids_v "$BASHPID"
-    queue=()
-    for p in "${REPLY_KIDS[@]}"; do
-      [[ $p == "$cap" ]] || queue+=("$p")
-    done
-    ((${#queue[@]})) || return 0
-    tree=()
-    while ((${#queue[@]})); do
-      p=${queue[0]}
-      queue=("${queue[@]:1}")
-      kill -STOP "$p" 2>/dev/null || continue
-      tree+=("$p")
-      agent_kids_v "$p"
-      queue+=("${REPLY_KIDS[@]}")
-    done
-    for p in "${tree[@]}"; do
-      c=$(tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)
-      kill -KILL "$p" 2>/dev/null && printf "%s %s\n" "$p" "$c" >>"$out"
-    done
-  done
-}
-
 # agent_wrapper NAME=VALUE... -- CMD...: the wrapper of an agent run, run by a bash of its
 # own (ORBIT_AGENT_WRAPPER) in the run's own process group. The run's variables come as
 # arguments and are exported here, so that only the wrapper and the agent carry them (not
@@ -172,8 +111,8 @@ agent_adopted_sweep() {
 # the run's marker, so that a process holding the agent's output open neither turns the
 # exit into a timeout nor keeps the output from ending; each one is named (pid and command
 # line) in $ORBIT_OUT.swept, which the runner logs. Started through the subreaper's perl
-# (ORBIT_SUBREAPER set: agent_reaper_v), the wrapper is the subreaper of everything the
-# agent starts, and what it adopted is stopped too (agent_adopted_sweep): a daemon that
+# (ORBIT_SUBREAPER set: sweep_reaper_v), the wrapper is the subreaper of everything the
+# agent starts, and what it adopted is stopped too (orbit_adopted_sweep): a daemon that
 # shed both the group and the mark. A TERM (the timeout) is passed on to the agent's group.
 agent_wrapper() {
   local live cap cpid apid rc f p i g st c swept mark seen reaping=${ORBIT_SUBREAPER:-}
@@ -242,8 +181,8 @@ agent_wrapper() {
     c=$(tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)
     kill -KILL "$p" 2>/dev/null && printf "%s %s\n" "$p" "$c" >>"$swept"
   done
-  if [[ -n $reaping ]]; then
-    agent_adopted_sweep "$cpid" "$swept"
+  if [[ $reaping == 1 ]]; then
+    orbit_adopted_sweep "$BASHPID" "$cpid" >>"$swept"
   fi
   # The capture ends as soon as it has read the output's end: looked at after 2, 4, 8, 16
   # and 32 ms, then every 50 ms, for 5 s at most.
@@ -263,33 +202,7 @@ agent_wrapper() {
 }
 
 # The wrapper's script: the two functions above and the call, for `bash -c`.
-ORBIT_AGENT_WRAPPER="$(declare -f agent_capture agent_kids_v agent_adopted_sweep agent_wrapper)"$'\nagent_wrapper "$@"'
-
-# The start of an agent's wrapper as the subreaper of the agent's runs (Linux 3.4 and
-# later): a perl that asks the kernel for it (prctl PR_SET_CHILD_SUBREAPER, by the
-# syscall's number on this machine: perl's core has no prctl), which exec keeps, says so in
-# ORBIT_SUBREAPER, and execs the wrapper. AGENT_REAPER is its argv, empty where perl or the
-# number is missing (the group and the mark are then what is swept).
-# shellcheck disable=SC2016  # perl code, not shell
-ORBIT_SUBREAPER_PL='$ENV{ORBIT_SUBREAPER} = 1 if syscall(shift(@ARGV) + 0, 36, 1, 0, 0, 0) == 0; exec {$ARGV[0]} @ARGV; exit 127;'
-AGENT_REAPER=()
-AGENT_REAPER_SET=0
-agent_reaper_v() {
-  local nr perl
-  ((AGENT_REAPER_SET)) && return 0
-  AGENT_REAPER_SET=1
-  [[ -d /proc/self ]] || return 0
-  case ${HOSTTYPE:-} in
-    x86_64) nr=157 ;;
-    aarch64 | riscv64) nr=167 ;;
-    i?86 | arm*) nr=172 ;;
-    powerpc* | ppc*) nr=171 ;;
-    *) return 0 ;;
-  esac
-  perl=$(hash -t perl 2>/dev/null || type -P perl 2>/dev/null) || return 0
-  [[ $perl == /* ]] || return 0
-  AGENT_REAPER=("$perl" -e "$ORBIT_SUBREAPER_PL" "$nr")
-}
+ORBIT_AGENT_WRAPPER="$(declare -f agent_capture orbit_kids_v orbit_adopted_sweep agent_wrapper)"$'\nagent_wrapper "$@"'
 
 # agent_swept_log: logs what the wrapper swept when the agent exited, as sweep_env logs
 # what it sweeps (one line each, at most 100).
@@ -354,9 +267,9 @@ run_agent() {
     fbfile=$AGENT_DIR/feedback.json
   fi
   sandbox_prepare agent
-  agent_reaper_v
+  sweep_reaper_v
   orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
-    "${AGENT_REAPER[@]}" "$BASH" -c "$ORBIT_AGENT_WRAPPER" orbit-agent \
+    "${SWEEP_REAPER[@]}" "$BASH" -c "$ORBIT_AGENT_WRAPPER" orbit-agent \
     ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
     ORBIT_CANDIDATE="${ORBIT_CANDIDATE_N:-1}" ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
     ORBIT_COST_FILE="$AGENT_DIR/cost" \

@@ -17,13 +17,13 @@ use crate::support::{
 };
 
 /// A loopback HTTP server that answers every request with `hello-<tag>` and counts them.
-struct Server {
+pub(crate) struct Server {
     port: u16,
     hits: Arc<AtomicUsize>,
 }
 
 impl Server {
-    fn start(tag: &'static str) -> Server {
+    pub(crate) fn start(tag: &'static str) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let hits = Arc::new(AtomicUsize::new(0));
@@ -53,11 +53,11 @@ impl Server {
         Server { port, hits }
     }
 
-    fn addr(&self) -> String {
+    pub(crate) fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
-    fn hits(&self) -> usize {
+    pub(crate) fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
     }
 }
@@ -66,7 +66,7 @@ impl Server {
 /// the way a program honouring the proxy variables does (through `$http_proxy` when it is
 /// set, else straight), `direct HOST:PORT PATH` goes straight, `tunnel HOST:PORT` asks the
 /// proxy for a CONNECT tunnel; each prints what came back.
-const CLIENT: &str = r#"
+pub(crate) const CLIENT: &str = r#"
 fetch() {
   local p=${http_proxy:-}
   p=${p#http://}

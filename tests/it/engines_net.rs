@@ -1,0 +1,214 @@
+//! The sandbox's network allowlist with the real engine CLIs, under real bubblewrap: each CLI
+//! completes a loop against the loopback mock of its provider's API, reached through the
+//! runner's proxy (the mock's address allowed as the engine's base URL), while a second
+//! loopback server, not allowed, is never reached: neither by the agent, which writes a
+//! script that reaches for it (leak.sh) through the CLI's own file tool and runs it through
+//! the loop's checks with the CLI's own shell tool, nor by the runner's checks, which run
+//! the agent's script. A canary on that server counts every request; the refusal is in the
+//! iteration's record and the report.
+
+use crate::engines::*;
+use crate::engines_more::*;
+use crate::net::{CLIENT, Server};
+use crate::support::*;
+
+/// The loop's second check: it runs the agent's leak.sh when there is one, and always
+/// passes (the loop's outcome is decided by `test -f done.txt`). On the untouched tree (the
+/// red gate) there is none, so no check reaches for anything before the agent runs.
+const LEAK_CHECK: &str = "if [ -f leak.sh ]; then bash leak.sh; fi; true";
+
+/// The agent's leak.sh: asks the canary for a page through the proxy (`fetch` honours
+/// `$http_proxy`) and straight, and prints the first line of each answer.
+fn leak_sh(evil: &str) -> String {
+    format!(
+        "{CLIENT}\n\
+         echo \"leak proxy: $(fetch {evil} /proxy 2>&1 | head -n 1 | tr -d '\\r')\"\n\
+         echo \"leak direct: $(direct {evil} /direct 2>&1 | head -n 1 | tr -d '\\r')\"\n\
+         exit 0\n"
+    )
+}
+
+/// The claim the agent writes into .orbit-agent/done.md.
+const CLAIM: &str = "done.txt exists: verify.sh passed\n";
+
+/// A loop of `engine` under bubblewrap with the network allowlist (said in loop.toml, not
+/// left to `auto`), with the leak check beside `test -f done.txt`.
+fn canary_loop(engine: &str, bin: &std::path::Path, evil: &Server) -> EngineLoop {
+    let l = engine_loop(engine, bin, &["--sandbox", "bwrap", "--verify", LEAK_CHECK]);
+    let toml = std::fs::read_to_string(l.dir.join("loop.toml")).unwrap();
+    assert!(
+        toml.contains("sandbox = \"bwrap\"") && toml.contains("sandbox-network = \"allowlist\""),
+        "{toml}"
+    );
+    assert!(
+        !toml.contains(&evil.addr()),
+        "the canary is not allowed: {toml}"
+    );
+    l
+}
+
+/// What the agent's own run of leak.sh (through the CLI's shell tool) met.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum AgentLeak {
+    /// The CLI's tool ran it with the proxy variables: the proxy refused the canary (a
+    /// ` 1:agent ` refusal) and the straight attempt had no network.
+    ThroughTheProxy,
+}
+
+/// The shared conformance of a loop whose agent wrote leak.sh and ran the checks: DONE, the
+/// mock reached through the proxy and never refused, the canary never reached, its refusal
+/// in result.env, net.log (for the checks, and for the agent as `agent` says) and the
+/// report; `agent_saw` holds what the CLI's shell tool printed (the requests it sent the
+/// mock, or its log).
+fn assert_canary_held(
+    l: &EngineLoop,
+    out: &std::process::Output,
+    mock: &Mock,
+    evil: &Server,
+    agent: AgentLeak,
+    agent_saw: &str,
+) {
+    let log =
+        std::fs::read_to_string(l.dir.join("iterations/000001/agent.log")).unwrap_or_default();
+    assert_code(out, 0, &format!("DONE: {log}"));
+    assert_eq!(l.state("LAST_STATUS"), "DONE");
+    assert!(
+        text(out).contains("sandbox: network allowlist"),
+        "the run was fenced: {}",
+        text(out)
+    );
+    let bodies = mock.bodies();
+    assert!(!bodies.is_empty(), "the CLI reached its mock");
+
+    // The attack was made: leak.sh is the agent's work, committed.
+    let leak = l.repo.ws_git(&["show", "HEAD:leak.sh"]);
+    assert!(
+        leak.contains(&format!("fetch {} /proxy", evil.addr())),
+        "{leak}"
+    );
+
+    // The runner's checks ran it, and met the proxy's refusal and no network of their own.
+    let verify = std::fs::read_to_string(l.dir.join("iterations/000001/verify.log")).unwrap();
+    assert!(
+        verify.contains("leak proxy: HTTP/1.1 403 Forbidden"),
+        "{verify}"
+    );
+    let directs: Vec<&str> = verify
+        .lines()
+        .filter(|line| line.starts_with("leak direct: "))
+        .collect();
+    assert!(!directs.is_empty(), "{verify}");
+    for d in &directs {
+        assert!(d.contains("Connection refused"), "{verify}");
+    }
+    assert!(!verify.contains("hello-evil"), "{verify}");
+
+    // The agent's own run of it, through the CLI's shell tool.
+    match agent {
+        AgentLeak::ThroughTheProxy => {
+            assert!(
+                agent_saw.contains("leak proxy: HTTP/1.1 403 Forbidden"),
+                "{agent_saw}"
+            );
+            assert!(
+                agent_saw.contains("leak direct: ") && agent_saw.contains("Connection refused"),
+                "{agent_saw}"
+            );
+        }
+    }
+    assert!(!agent_saw.contains("hello-evil"), "{agent_saw}");
+    assert_eq!(evil.hits(), 0, "the canary was reached");
+
+    // The record and the report. Besides the canary, only the CLI's own hosts that are
+    // left out on purpose (its telemetry) may be refused, and only to the agent's run;
+    // never the mock, and nothing else to a check.
+    let r = read_kv(&l.dir.join("iterations/000001/result.env"));
+    let hosts: Vec<&str> = r["NET_REFUSED"].split(' ').collect();
+    assert!(hosts.contains(&evil.addr().as_str()), "{r:?}");
+    let net = std::fs::read_to_string(l.dir.join("iterations/000001/net.log")).unwrap();
+    let refused = format!("refused {}", evil.addr());
+    let by = |kind: &str| {
+        net.lines()
+            .any(|line| line.contains(&format!(" 1:{kind} ")) && line.ends_with(&refused))
+    };
+    assert!(by("check"), "the checks asked: {net}");
+    assert_eq!(
+        by("agent"),
+        agent == AgentLeak::ThroughTheProxy,
+        "the agent's run: {net}"
+    );
+    let mock_addr = mock.url.trim_start_matches("http://");
+    assert!(!net.contains(mock_addr), "the mock is allowed: {net}");
+    assert!(
+        net.lines()
+            .all(|line| line.ends_with(&refused) || line.contains(" 1:agent refused ")),
+        "a check was refused nothing but the canary: {net}"
+    );
+    let dir = l.dir.display().to_string();
+    let report = l.repo.orbit(&["report", &dir]);
+    assert_ok(&report, "orbit report");
+    let report = text(&report);
+    let listed = report
+        .split("## Refused by the sandbox's network\n")
+        .nth(1)
+        .and_then(|s| s.lines().find(|line| line.starts_with("- iteration 1: ")))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        listed
+            .trim_start_matches("- iteration 1: ")
+            .split(", ")
+            .any(|h| h == evil.addr()),
+        "{report}"
+    );
+}
+
+/// The scripted turns of a CLI whose write tool is `write` (with the path and content
+/// under `path_key` and `content_key`) and whose shell tool is `shell` (its command under
+/// `command`): leak.sh, done.txt, the checks, the claim.
+fn file_tool_script(
+    l: &EngineLoop,
+    evil: &Server,
+    write: &'static str,
+    (path_key, content_key): (&str, &str),
+    shell: &'static str,
+) -> Vec<Call> {
+    let ws = l.repo.ws();
+    let file = |rel: &str, content: &str| {
+        let mut args = serde_json::Map::new();
+        args.insert(path_key.into(), ws.join(rel).display().to_string().into());
+        args.insert(content_key.into(), content.into());
+        call(write, args.into())
+    };
+    vec![
+        file("leak.sh", &leak_sh(&evil.addr())),
+        file("done.txt", "done\n"),
+        call(
+            shell,
+            serde_json::json!({"command":"bash .orbit-agent/verify.sh","description":"checks"}),
+        ),
+        file(".orbit-agent/done.md", CLAIM),
+    ]
+}
+
+// ---- qwen
+
+#[test]
+fn qwen_reaches_its_mock_through_the_proxy_and_never_the_canary() {
+    let Some(bin) = engine_bin("qwen") else {
+        return;
+    };
+    let evil = Server::start("evil");
+    let l = canary_loop("qwen", &bin, &evil);
+    let script = file_tool_script(
+        &l,
+        &evil,
+        "write_file",
+        ("file_path", "content"),
+        "run_shell_command",
+    );
+    let mock = Mock::start(chat_answer(script, "All done."));
+    let out = run_with(&l, &qwen_env(&mock.url));
+    let bodies = mock.bodies();
+    assert!(bodies.contains("\"role\":\"tool\""), "{bodies}");
+    assert_canary_held(&l, &out, &mock, &evil, AgentLeak::ThroughTheProxy, &bodies);
+}

@@ -212,3 +212,86 @@ fn qwen_reaches_its_mock_through_the_proxy_and_never_the_canary() {
     assert!(bodies.contains("\"role\":\"tool\""), "{bodies}");
     assert_canary_held(&l, &out, &mock, &evil, AgentLeak::ThroughTheProxy, &bodies);
 }
+
+// ---- copilot
+
+#[test]
+fn copilot_reaches_its_mock_through_the_proxy_and_never_the_canary() {
+    let Some(bin) = engine_bin("copilot") else {
+        return;
+    };
+    let evil = Server::start("evil");
+    let l = canary_loop("copilot", &bin, &evil);
+    let script = file_tool_script(&l, &evil, "create", ("path", "file_text"), "bash");
+    let mock = Mock::start(chat_answer(script, "All done."));
+    let out = run_with(&l, &copilot_env(&mock.url));
+    let bodies = mock.bodies();
+    assert!(bodies.contains("\"role\":\"tool\""), "{bodies}");
+    assert_canary_held(&l, &out, &mock, &evil, AgentLeak::ThroughTheProxy, &bodies);
+}
+
+// ---- opencode
+
+#[test]
+fn opencode_reaches_its_mock_through_the_proxy_and_never_the_canary() {
+    let Some(bin) = engine_bin("opencode") else {
+        return;
+    };
+    let evil = Server::start("evil");
+    let l = canary_loop("opencode", &bin, &evil);
+    let script = file_tool_script(&l, &evil, "write", ("filePath", "content"), "bash");
+    let mock = Mock::start(chat_answer(script, "All done."));
+    opencode_home(&l, &mock.url);
+    let out = l.run(&OPENCODE_OFFLINE);
+    let bodies = mock.bodies();
+    assert!(bodies.contains("\"role\":\"tool\""), "{bodies}");
+    assert_canary_held(&l, &out, &mock, &evil, AgentLeak::ThroughTheProxy, &bodies);
+}
+
+// ---- claude
+
+#[test]
+fn claude_reaches_its_mock_through_the_proxy_and_never_the_canary() {
+    let Some(bin) = engine_bin("claude") else {
+        return;
+    };
+    let evil = Server::start("evil");
+    let l = canary_loop("claude", &bin, &evil);
+    let script = file_tool_script(&l, &evil, "Write", ("file_path", "content"), "Bash");
+    let mock = Mock::start(anthropic_script(script));
+    let out = l.run(&[
+        ("ANTHROPIC_BASE_URL", &mock.url),
+        ("ANTHROPIC_API_KEY", "fake"),
+        ("CLAUDE_CODE_MAX_RETRIES", "0"),
+    ]);
+    let bodies = mock.bodies();
+    assert!(bodies.contains("tool_result"), "{bodies}");
+    assert_canary_held(&l, &out, &mock, &evil, AgentLeak::ThroughTheProxy, &bodies);
+}
+
+// ---- gemini
+
+#[test]
+fn gemini_reaches_its_mock_through_the_proxy_and_never_the_canary() {
+    let Some(bin) = engine_bin("gemini") else {
+        return;
+    };
+    let evil = Server::start("evil");
+    let l = canary_loop("gemini", &bin, &evil);
+    let script = file_tool_script(
+        &l,
+        &evil,
+        "write_file",
+        ("file_path", "content"),
+        "run_shell_command",
+    );
+    let mock = Mock::start(gemini_script(script));
+    gemini_home(&l);
+    let out = l.run(&[
+        ("GEMINI_API_KEY", "fake"),
+        ("GOOGLE_GEMINI_BASE_URL", &mock.url),
+    ]);
+    let bodies = mock.bodies();
+    assert!(bodies.contains("functionResponse"), "{bodies}");
+    assert_canary_held(&l, &out, &mock, &evil, AgentLeak::ThroughTheProxy, &bodies);
+}

@@ -12,8 +12,9 @@ use crate::support::*;
 /// a call. Streamed (SSE, the usage in a last chunk) when the request asks.
 pub(crate) fn chat_answer(
     calls: Vec<Call>,
-    text: &'static str,
+    text: impl Into<String>,
 ) -> impl Fn(&str, &serde_json::Value) -> Resp + Send + Sync + 'static {
+    let text: String = text.into();
     move |path, req| {
         if !path.ends_with("/chat/completions") {
             return json(404, serde_json::json!({}));

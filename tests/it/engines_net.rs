@@ -17,11 +17,13 @@ use crate::support::*;
 /// red gate) there is none, so no check reaches for anything before the agent runs.
 const LEAK_CHECK: &str = "if [ -f leak.sh ]; then bash leak.sh; fi; true";
 
-/// The agent's leak.sh: asks the canary for a page through the proxy (`fetch` honours
-/// `$http_proxy`) and straight, and prints the first line of each answer.
+/// The agent's leak.sh: prints the proxy it was given, asks the canary for a page through
+/// the proxy (`fetch` honours `$http_proxy`) and straight, and prints the first line of
+/// each answer.
 fn leak_sh(evil: &str) -> String {
     format!(
         "{CLIENT}\n\
+         echo \"leak env: ${{http_proxy:-unset}}\"\n\
          echo \"leak proxy: $(fetch {evil} /proxy 2>&1 | head -n 1 | tr -d '\\r')\"\n\
          echo \"leak direct: $(direct {evil} /direct 2>&1 | head -n 1 | tr -d '\\r')\"\n\
          exit 0\n"
@@ -47,25 +49,61 @@ fn canary_loop(engine: &str, bin: &std::path::Path, evil: &Server) -> EngineLoop
     l
 }
 
-/// What the agent's own run of leak.sh (through the CLI's shell tool) met.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum AgentLeak {
-    /// The CLI's tool ran it with the proxy variables: the proxy refused the canary (a
-    /// ` 1:agent ` refusal) and the straight attempt had no network.
-    ThroughTheProxy,
+/// What a run of leak.sh printed: the proxy it was given, and the first line of each
+/// answer.
+#[derive(Debug, PartialEq)]
+struct Met {
+    env: &'static str,
+    proxy: &'static str,
+    direct: &'static str,
+}
+
+/// A run under the runner's fence with the proxy variables: the proxy refuses the canary,
+/// and the sandbox has no network of its own (nothing listens on its own loopback).
+const FENCED: Met = Met {
+    env: "http://127.0.0.1:3128",
+    proxy: "HTTP/1.1 403 Forbidden",
+    direct: "leak.sh: connect: Connection refused",
+};
+
+/// What leak.sh printed after `leak WHAT: ` in `seen` (its output as text, or escaped in
+/// a JSON body), the lines of its source left out.
+fn leak_said(seen: &str, what: &str) -> Vec<String> {
+    let tag = format!("leak {what}: ");
+    seen.match_indices(&tag)
+        .map(|(at, _)| &seen[at + tag.len()..])
+        .filter(|rest| !rest.starts_with('$'))
+        .map(|rest| rest.split(['\n', '\\', '"']).next().unwrap().to_string())
+        .collect()
+}
+
+/// Every run of leak.sh in `seen` met `want`, and there was one at least.
+fn assert_met(seen: &str, want: &Met, whose: &str) {
+    for (what, answer) in [
+        ("env", want.env),
+        ("proxy", want.proxy),
+        ("direct", want.direct),
+    ] {
+        let said = leak_said(seen, what);
+        assert!(
+            !said.is_empty() && said.iter().all(|s| s == answer),
+            "{whose}'s leak.sh, {what}: {said:?}, not {answer:?}: {seen}"
+        );
+    }
+    assert!(!seen.contains("hello-evil"), "{whose}: {seen}");
 }
 
 /// The shared conformance of a loop whose agent wrote leak.sh and ran the checks: DONE, the
 /// mock reached through the proxy and never refused, the canary never reached, its refusal
-/// in result.env, net.log (for the checks, and for the agent as `agent` says) and the
-/// report; `agent_saw` holds what the CLI's shell tool printed (the requests it sent the
-/// mock, or its log).
+/// in result.env, net.log (for the checks, and for the agent when its tool's commands
+/// reach the proxy) and the report. `agent_saw` holds what the CLI's shell tool printed
+/// (the requests it sent the mock, or its log), and `agent` what its run of leak.sh met.
 fn assert_canary_held(
     l: &EngineLoop,
     out: &std::process::Output,
     mock: &Mock,
     evil: &Server,
-    agent: AgentLeak,
+    agent: &Met,
     agent_saw: &str,
 ) {
     let log =
@@ -86,37 +124,13 @@ fn assert_canary_held(
         leak.contains(&format!("fetch {} /proxy", evil.addr())),
         "{leak}"
     );
-
-    // The runner's checks ran it, and met the proxy's refusal and no network of their own.
+    // The runner's checks ran it (after the agent, for the second pass, and in the clean
+    // checkout of the commit), and met the proxy's refusal and no network of their own.
     let verify = std::fs::read_to_string(l.dir.join("iterations/000001/verify.log")).unwrap();
-    assert!(
-        verify.contains("leak proxy: HTTP/1.1 403 Forbidden"),
-        "{verify}"
-    );
-    let directs: Vec<&str> = verify
-        .lines()
-        .filter(|line| line.starts_with("leak direct: "))
-        .collect();
-    assert!(!directs.is_empty(), "{verify}");
-    for d in &directs {
-        assert!(d.contains("Connection refused"), "{verify}");
-    }
-    assert!(!verify.contains("hello-evil"), "{verify}");
-
+    assert_met(&verify, &FENCED, "the checks");
+    assert!(leak_said(&verify, "proxy").len() >= 2, "{verify}");
     // The agent's own run of it, through the CLI's shell tool.
-    match agent {
-        AgentLeak::ThroughTheProxy => {
-            assert!(
-                agent_saw.contains("leak proxy: HTTP/1.1 403 Forbidden"),
-                "{agent_saw}"
-            );
-            assert!(
-                agent_saw.contains("leak direct: ") && agent_saw.contains("Connection refused"),
-                "{agent_saw}"
-            );
-        }
-    }
-    assert!(!agent_saw.contains("hello-evil"), "{agent_saw}");
+    assert_met(agent_saw, agent, "the agent");
     assert_eq!(evil.hits(), 0, "the canary was reached");
 
     // The record and the report. Besides the canary, only the CLI's own hosts that are
@@ -134,8 +148,8 @@ fn assert_canary_held(
     assert!(by("check"), "the checks asked: {net}");
     assert_eq!(
         by("agent"),
-        agent == AgentLeak::ThroughTheProxy,
-        "the agent's run: {net}"
+        agent.proxy == FENCED.proxy,
+        "the agent's run asked the proxy: {net}"
     );
     let mock_addr = mock.url.trim_start_matches("http://");
     assert!(!net.contains(mock_addr), "the mock is allowed: {net}");
@@ -210,7 +224,7 @@ fn qwen_reaches_its_mock_through_the_proxy_and_never_the_canary() {
     let out = run_with(&l, &qwen_env(&mock.url));
     let bodies = mock.bodies();
     assert!(bodies.contains("\"role\":\"tool\""), "{bodies}");
-    assert_canary_held(&l, &out, &mock, &evil, AgentLeak::ThroughTheProxy, &bodies);
+    assert_canary_held(&l, &out, &mock, &evil, &FENCED, &bodies);
 }
 
 // ---- copilot
@@ -227,7 +241,7 @@ fn copilot_reaches_its_mock_through_the_proxy_and_never_the_canary() {
     let out = run_with(&l, &copilot_env(&mock.url));
     let bodies = mock.bodies();
     assert!(bodies.contains("\"role\":\"tool\""), "{bodies}");
-    assert_canary_held(&l, &out, &mock, &evil, AgentLeak::ThroughTheProxy, &bodies);
+    assert_canary_held(&l, &out, &mock, &evil, &FENCED, &bodies);
 }
 
 // ---- opencode
@@ -245,7 +259,7 @@ fn opencode_reaches_its_mock_through_the_proxy_and_never_the_canary() {
     let out = l.run(&OPENCODE_OFFLINE);
     let bodies = mock.bodies();
     assert!(bodies.contains("\"role\":\"tool\""), "{bodies}");
-    assert_canary_held(&l, &out, &mock, &evil, AgentLeak::ThroughTheProxy, &bodies);
+    assert_canary_held(&l, &out, &mock, &evil, &FENCED, &bodies);
 }
 
 // ---- claude
@@ -266,7 +280,7 @@ fn claude_reaches_its_mock_through_the_proxy_and_never_the_canary() {
     ]);
     let bodies = mock.bodies();
     assert!(bodies.contains("tool_result"), "{bodies}");
-    assert_canary_held(&l, &out, &mock, &evil, AgentLeak::ThroughTheProxy, &bodies);
+    assert_canary_held(&l, &out, &mock, &evil, &FENCED, &bodies);
 }
 
 // ---- gemini
@@ -293,5 +307,76 @@ fn gemini_reaches_its_mock_through_the_proxy_and_never_the_canary() {
     ]);
     let bodies = mock.bodies();
     assert!(bodies.contains("functionResponse"), "{bodies}");
-    assert_canary_held(&l, &out, &mock, &evil, AgentLeak::ThroughTheProxy, &bodies);
+    assert_canary_held(&l, &out, &mock, &evil, &FENCED, &bodies);
+}
+
+// ---- codex
+
+#[test]
+fn codex_reaches_its_mock_through_the_proxy_and_never_the_canary() {
+    let Some(bin) = engine_bin("codex") else {
+        return;
+    };
+    let evil = Server::start("evil");
+    let l = canary_loop("codex", &bin, &evil);
+    // codex edits through its shell tool (its workspace-write sandbox lets a command write
+    // the workspace).
+    let write = |rel: &str, content: &str| {
+        call(
+            "exec_command",
+            serde_json::json!({"cmd":format!("cat > {rel} <<'ORBIT_EOF'\n{content}ORBIT_EOF")}),
+        )
+    };
+    let script = vec![
+        write("leak.sh", &leak_sh(&evil.addr())),
+        write("done.txt", "done\n"),
+        call(
+            "exec_command",
+            serde_json::json!({"cmd":"bash .orbit-agent/verify.sh"}),
+        ),
+        write(".orbit-agent/done.md", CLAIM),
+    ];
+    let mock = Mock::start(responses_script(script));
+    codex_home(&l, &mock.url);
+    let out = l.run(&[("OPENAI_API_KEY", "fake")]);
+    let bodies = mock.bodies();
+    assert!(bodies.contains("function_call_output"), "{bodies}");
+    // codex passes the proxy variables to its commands, but runs them in its own sandbox
+    // (workspace-write: no network), whose seccomp filter refuses an inet socket: its
+    // commands reach neither the proxy nor anything else, and the proxy has no agent
+    // refusal to record. The checks, run by the runner, meet the proxy's refusal.
+    let sealed = Met {
+        env: FENCED.env,
+        proxy: "leak.sh: socket: Operation not permitted",
+        direct: "leak.sh: socket: Operation not permitted",
+    };
+    assert_canary_held(&l, &out, &mock, &evil, &sealed, &bodies);
+}
+
+// ---- aider
+
+#[test]
+fn aider_reaches_its_mock_through_the_proxy_and_never_the_canary() {
+    let Some(bin) = engine_bin("aider") else {
+        return;
+    };
+    let evil = Server::start("evil");
+    let l = canary_loop("aider", &bin, &evil);
+    aider_home(&l);
+    // aider's edits are search/replace blocks in its answer (an empty search creates the
+    // file); its test command, the loop's checks, runs after them.
+    let block = |rel: &str, content: &str| {
+        format!("{rel}\n```\n<<<<<<< SEARCH\n=======\n{content}>>>>>>> REPLACE\n```\n\n")
+    };
+    let answer = format!(
+        "I will create the files.\n\n{}{}{}All done.",
+        block("leak.sh", &leak_sh(&evil.addr())),
+        block("done.txt", "done\n"),
+        block(".orbit-agent/done.md", CLAIM)
+    );
+    let mock = Mock::start(chat_answer(vec![], answer));
+    let out = run_with(&l, &aider_env(&mock.url));
+    let log = std::fs::read_to_string(l.dir.join("iterations/000001/agent.log")).unwrap();
+    assert!(log.contains("Applied edit to leak.sh"), "{log}");
+    assert_canary_held(&l, &out, &mock, &evil, &FENCED, &log);
 }

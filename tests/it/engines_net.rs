@@ -133,9 +133,10 @@ fn assert_canary_held(
     assert_met(agent_saw, agent, "the agent");
     assert_eq!(evil.hits(), 0, "the canary was reached");
 
-    // The record and the report. Besides the canary, only the CLI's own hosts that are
-    // left out on purpose (its telemetry) may be refused, and only to the agent's run;
-    // never the mock, and nothing else to a check.
+    // The record and the report. Besides the canary, only the CLI's own hosts that the
+    // allowlist leaves out on purpose (telemetry, update checks, catalogues: the CLIs go on
+    // without them) may be refused, and only to the agent's run; never the mock, and
+    // nothing else to a check.
     let r = read_kv(&l.dir.join("iterations/000001/result.env"));
     let hosts: Vec<&str> = r["NET_REFUSED"].split(' ').collect();
     assert!(hosts.contains(&evil.addr().as_str()), "{r:?}");

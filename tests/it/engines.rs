@@ -175,27 +175,49 @@ fn serve_one(
 
 // ---- the providers' answers
 
+/// One turn of a scripted model: a call of the tool `name` with `args` (JSON).
+#[derive(Clone)]
+pub(crate) struct Call {
+    pub(crate) name: &'static str,
+    pub(crate) args: serde_json::Value,
+}
+
+pub(crate) fn call(name: &'static str, args: serde_json::Value) -> Call {
+    Call { name, args }
+}
+
 /// Anthropic Messages: a text answer, or (before any tool result) a Bash tool call of
 /// `tool_cmd` when one is given.
 fn anthropic_ok(tool_cmd: Option<&'static str>) -> impl Fn(&str, &serde_json::Value) -> Resp {
+    let calls = tool_cmd.map(|cmd| {
+        call(
+            "Bash",
+            serde_json::json!({"command":cmd,"description":"run the checks"}),
+        )
+    });
+    anthropic_script(calls.into_iter().collect())
+}
+
+/// Anthropic Messages: the scripted tool calls in order (the n-th once the request carries
+/// n tool results), then the text answer "All done.".
+pub(crate) fn anthropic_script(calls: Vec<Call>) -> impl Fn(&str, &serde_json::Value) -> Resp {
     move |path, req| {
         if !path.contains("/messages") {
             return json(404, serde_json::json!({}));
         }
-        let has_result = req["messages"].as_array().is_some_and(|ms| {
-            ms.iter().any(|m| {
-                m["content"]
-                    .as_array()
-                    .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
-            })
+        let done = req["messages"].as_array().map_or(0, |ms| {
+            ms.iter()
+                .filter_map(|m| m["content"].as_array())
+                .flatten()
+                .filter(|b| b["type"] == "tool_result")
+                .count()
         });
         let msg = serde_json::json!({"id":"msg_1","type":"message","role":"assistant","model":req["model"],
             "content":[],"stop_reason":null,"usage":{"input_tokens":100,"output_tokens":20}});
-        let (block, delta, stop) = match tool_cmd {
-            Some(cmd) if !has_result && req["tools"].is_array() => (
-                serde_json::json!({"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}),
-                serde_json::json!({"type":"input_json_delta","partial_json":
-                    serde_json::json!({"command":cmd,"description":"run the checks"}).to_string()}),
+        let (block, delta, stop) = match calls.get(done) {
+            Some(c) if req["tools"].is_array() => (
+                serde_json::json!({"type":"tool_use","id":format!("toolu_{done}"),"name":c.name,"input":{}}),
+                serde_json::json!({"type":"input_json_delta","partial_json":c.args.to_string()}),
                 "tool_use",
             ),
             _ => (
@@ -515,7 +537,7 @@ fn claude_stopped_by_the_timeout_while_retrying_a_429_is_rate_limited() {
 // ---- gemini
 
 /// A HOME where gemini uses an API key (its gateway auth cannot be validated headless).
-fn gemini_home(l: &EngineLoop) {
+pub(crate) fn gemini_home(l: &EngineLoop) {
     let g = l.home.path().join(".gemini");
     std::fs::create_dir_all(&g).unwrap();
     std::fs::write(
@@ -526,16 +548,28 @@ fn gemini_home(l: &EngineLoop) {
 }
 
 fn gemini_answer(tool_cmd: Option<&'static str>) -> impl Fn(&str, &serde_json::Value) -> Resp {
+    let calls = tool_cmd.map(|cmd| {
+        call(
+            "run_shell_command",
+            serde_json::json!({"command":cmd,"description":"checks"}),
+        )
+    });
+    gemini_script(calls.into_iter().collect())
+}
+
+/// Gemini generateContent: the scripted function calls in order (the n-th once the request
+/// carries n function responses), then the text answer "All done.".
+pub(crate) fn gemini_script(calls: Vec<Call>) -> impl Fn(&str, &serde_json::Value) -> Resp {
     move |path, req| {
         if !path.contains("enerateContent") {
             return json(404, serde_json::json!({}));
         }
-        let has_result = req["contents"].as_array().is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c["parts"]
-                    .as_array()
-                    .is_some_and(|ps| ps.iter().any(|p| p.get("functionResponse").is_some()))
-            })
+        let done = req["contents"].as_array().map_or(0, |cs| {
+            cs.iter()
+                .filter_map(|c| c["parts"].as_array())
+                .flatten()
+                .filter(|p| p.get("functionResponse").is_some())
+                .count()
         });
         // gemini's own helpers (its model router, its next-speaker check) ask for JSON of
         // a schema and retry with growing pauses until they get it.
@@ -550,10 +584,10 @@ fn gemini_answer(tool_cmd: Option<&'static str>) -> impl Fn(&str, &serde_json::V
         } else if schema.contains("next_speaker") {
             serde_json::json!([{"text":r#"{"reasoning":"the task is done","next_speaker":"user"}"#}])
         } else {
-            match tool_cmd {
-                Some(cmd) if !has_result && path.contains("stream") => serde_json::json!([
-                    {"functionCall":{"name":"run_shell_command","args":{"command":cmd,"description":"checks"}}}
-                ]),
+            match calls.get(done) {
+                Some(c) if path.contains("stream") => {
+                    serde_json::json!([{"functionCall":{"name":c.name,"args":c.args}}])
+                }
                 _ => serde_json::json!([{"text":"All done."}]),
             }
         };
@@ -697,7 +731,7 @@ fn gemini_refused_key_blocks_and_a_daily_quota_pauses_until_midnight_pacific() {
 
 // ---- codex
 
-fn codex_home(l: &EngineLoop, url: &str) {
+pub(crate) fn codex_home(l: &EngineLoop, url: &str) {
     let c = l.home.path().join(".codex");
     std::fs::create_dir_all(&c).unwrap();
     std::fs::write(
@@ -712,17 +746,25 @@ fn codex_home(l: &EngineLoop, url: &str) {
 }
 
 fn openai_answer(tool_cmd: Option<&'static str>) -> impl Fn(&str, &serde_json::Value) -> Resp {
+    let calls = tool_cmd.map(|cmd| call("exec_command", serde_json::json!({"cmd":cmd})));
+    responses_script(calls.into_iter().collect())
+}
+
+/// OpenAI Responses: the scripted function calls in order (the n-th once the request
+/// carries n function call outputs), then the text answer "All done.".
+pub(crate) fn responses_script(calls: Vec<Call>) -> impl Fn(&str, &serde_json::Value) -> Resp {
     move |path, req| {
         if !path.contains("/responses") {
             return json(404, serde_json::json!({}));
         }
-        let has_result = req["input"]
-            .as_array()
-            .is_some_and(|is| is.iter().any(|i| i["type"] == "function_call_output"));
-        let item = match tool_cmd {
-            Some(cmd) if !has_result => serde_json::json!({"type":"function_call","id":"fc_1",
-                "call_id":"call_1","name":"exec_command",
-                "arguments":serde_json::json!({"cmd":cmd}).to_string()}),
+        let done = req["input"].as_array().map_or(0, |is| {
+            is.iter()
+                .filter(|i| i["type"] == "function_call_output")
+                .count()
+        });
+        let item = match calls.get(done) {
+            Some(c) => serde_json::json!({"type":"function_call","id":format!("fc_{done}"),
+                "call_id":format!("call_{done}"),"name":c.name,"arguments":c.args.to_string()}),
             _ => serde_json::json!({"type":"message","id":"msg_1","role":"assistant",
                 "content":[{"type":"output_text","text":"All done."}]}),
         };

@@ -7,24 +7,14 @@
 use crate::engines::*;
 use crate::support::*;
 
-/// One turn of the scripted model: a call of the tool `name` with `args` (JSON).
-#[derive(Clone)]
-pub(crate) struct Call {
-    name: &'static str,
-    args: serde_json::Value,
-}
-
-pub(crate) fn call(name: &'static str, args: serde_json::Value) -> Call {
-    Call { name, args }
-}
-
 /// OpenAI chat completions: the scripted tool calls in order (the n-th once the request
 /// carries n tool results), then the answer `text`; 1000 prompt and 200 completion tokens
 /// a call. Streamed (SSE, the usage in a last chunk) when the request asks.
 pub(crate) fn chat_answer(
     calls: Vec<Call>,
-    text: &'static str,
+    text: impl Into<String>,
 ) -> impl Fn(&str, &serde_json::Value) -> Resp + Send + Sync + 'static {
+    let text: String = text.into();
     move |path, req| {
         if !path.ends_with("/chat/completions") {
             return json(404, serde_json::json!({}));
@@ -86,7 +76,7 @@ pub(crate) fn openai_refused() -> Resp {
 
 /// The environment that points qwen at the mock: an OpenAI-compatible provider, chosen by
 /// its three variables (qwen selects no provider without all three).
-fn qwen_env(url: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn qwen_env(url: &str) -> Vec<(&'static str, String)> {
     vec![
         ("OPENAI_API_KEY", "fake".into()),
         ("OPENAI_BASE_URL", format!("{url}/v1")),
@@ -95,11 +85,11 @@ fn qwen_env(url: &str) -> Vec<(&'static str, String)> {
 }
 
 /// The first iteration's agent.log, for the failure messages.
-fn agent_log(l: &EngineLoop) -> String {
+pub(crate) fn agent_log(l: &EngineLoop) -> String {
     std::fs::read_to_string(l.dir.join("iterations/000001/agent.log")).unwrap_or_default()
 }
 
-fn run_with(l: &EngineLoop, env: &[(&'static str, String)]) -> std::process::Output {
+pub(crate) fn run_with(l: &EngineLoop, env: &[(&'static str, String)]) -> std::process::Output {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     l.run(&env)
 }
@@ -250,7 +240,7 @@ fn qwen_without_any_credential_stops_before_any_iteration() {
 /// A HOME where aider finds its model price table fresh (it would fetch it from GitHub
 /// once a day otherwise: the tests stay off the network). The table is aider's cache of
 /// litellm's; a model it does not list is priced from litellm's bundled copy.
-fn aider_home(l: &EngineLoop) {
+pub(crate) fn aider_home(l: &EngineLoop) {
     let caches = l.home.path().join(".aider/caches");
     std::fs::create_dir_all(&caches).unwrap();
     std::fs::write(
@@ -262,7 +252,7 @@ fn aider_home(l: &EngineLoop) {
 
 /// The environment that points aider at the mock: its default model for an OpenAI key
 /// (gpt-4o), through OPENAI_API_BASE.
-fn aider_env(url: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn aider_env(url: &str) -> Vec<(&'static str, String)> {
     vec![
         ("OPENAI_API_KEY", "fake".into()),
         ("OPENAI_API_BASE", format!("{url}/v1")),
@@ -443,7 +433,7 @@ fn aider_without_any_credential_stops_before_any_iteration() {
 /// A HOME where opencode's provider is the mock (an OpenAI-compatible provider, its SDK
 /// bundled in opencode: nothing is installed at run time), its model priced in the config
 /// (USD per million tokens) so that opencode reports a cost.
-fn opencode_home(l: &EngineLoop, url: &str) {
+pub(crate) fn opencode_home(l: &EngineLoop, url: &str) {
     let cfg = l.home.path().join(".config/opencode");
     std::fs::create_dir_all(&cfg).unwrap();
     std::fs::write(
@@ -461,7 +451,7 @@ fn opencode_home(l: &EngineLoop, url: &str) {
 
 /// opencode off the network: no models.dev price list fetch, no language server
 /// downloads.
-const OPENCODE_OFFLINE: [(&str, &str); 2] = [
+pub(crate) const OPENCODE_OFFLINE: [(&str, &str); 2] = [
     ("OPENCODE_DISABLE_MODELS_FETCH", "true"),
     ("OPENCODE_DISABLE_LSP_DOWNLOAD", "true"),
 ];
@@ -716,7 +706,7 @@ fn an_opencode_config_named_inside_the_workspace_is_refused_and_the_workspaces_o
 
 /// copilot against the mock as its own OpenAI-compatible provider, offline. The model id
 /// picks its tool set: a Claude id gets `create` and `edit` as functions.
-fn copilot_env(url: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn copilot_env(url: &str) -> Vec<(&'static str, String)> {
     vec![
         ("COPILOT_OFFLINE", "true".into()),
         ("COPILOT_PROVIDER_BASE_URL", format!("{url}/v1")),

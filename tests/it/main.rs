@@ -7,6 +7,7 @@ mod contract;
 mod counts;
 mod engines;
 mod engines_more;
+mod engines_net;
 mod evidence;
 mod fanout;
 mod feedback;

@@ -131,7 +131,11 @@ impl Fleet {
             h.push_str("<tr><td colspan=\"9\">no fleet line yet</td></tr>");
         }
         for n in notes {
-            let _ = write!(h, "<tr><td colspan=\"9\" class=\"cut\">{}</td></tr>", esc(&n));
+            let _ = write!(
+                h,
+                "<tr><td colspan=\"9\" class=\"cut\">{}</td></tr>",
+                esc(&n)
+            );
         }
         h
     }
@@ -292,7 +296,10 @@ mod tests {
         )
         .unwrap();
         let h = row_html(&v);
-        assert!(!h.contains("<script>") && !h.contains("<b>") && !h.contains("<i>"), "{h}");
+        assert!(
+            !h.contains("<script>") && !h.contains("<b>") && !h.contains("<i>"),
+            "{h}"
+        );
         assert!(h.contains("&lt;script&gt;"), "{h}");
     }
 }

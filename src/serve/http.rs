@@ -138,7 +138,8 @@ pub fn safety_headers() -> Vec<(&'static str, &'static str)> {
         ("Content-Security-Policy", CSP),
         ("X-Content-Type-Options", "nosniff"),
         ("X-Frame-Options", "DENY"),
-        ("Referrer-Policy", "no-referrer"),
+        // Not `no-referrer`: with it a browser sends `Origin: null` with a form's POST.
+        ("Referrer-Policy", "same-origin"),
         ("Cache-Control", "no-store"),
         ("Cross-Origin-Resource-Policy", "same-origin"),
     ]

@@ -113,8 +113,8 @@ pub fn stream_live(app: &App, rq: Request, n: usize) {
                 if first {
                     f.skip_to_tail(START_TAIL);
                 }
-                let mid = first
-                    && std::fs::symlink_metadata(&path).is_ok_and(|m| m.len() > START_TAIL);
+                let mid =
+                    first && std::fs::symlink_metadata(&path).is_ok_and(|m| m.len() > START_TAIL);
                 cut = if mid {
                     LineCut::mid_line()
                 } else {

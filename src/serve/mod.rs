@@ -269,7 +269,10 @@ mod tests {
     #[test]
     fn bind_takes_an_ip_address_and_warns_beyond_loopback() {
         assert!(bind_addr("localhost").is_err());
-        assert_eq!(bind_addr("[::1]").unwrap(), "::1".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            bind_addr("[::1]").unwrap(),
+            "::1".parse::<IpAddr>().unwrap()
+        );
         assert!(exposure_warning("127.0.0.1".parse().unwrap()).is_none());
         assert!(exposure_warning("::1".parse().unwrap()).is_none());
         let w = exposure_warning("0.0.0.0".parse().unwrap()).unwrap();

@@ -61,12 +61,7 @@ pub fn loop_page(app: &App, n: usize) -> String {
         h,
         "<div class=\"buttons\"><form method=\"post\" action=\"/loop/{n}/stop\"><button type=\"submit\" id=\"stop\">stop</button></form><form method=\"post\" action=\"/loop/{n}/resume\"><button type=\"submit\" id=\"resume\">resume</button></form><span class=\"hint\">as <code>orbit stop</code> and <code>orbit resume</code></span></div>\n"
     );
-    if let Some(said) = app
-        .said
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&n)
-    {
+    if let Some(said) = app.said.lock().unwrap_or_else(|e| e.into_inner()).get(&n) {
         let _ = writeln!(h, "<p id=\"said\" class=\"said\">{}</p>", esc(said));
     }
     let live = match text::tail(&l.dir, &[".run-tmp", "agent.live"]) {
@@ -227,7 +222,13 @@ fn git_text(dir: &std::path::Path, args: &[String]) -> String {
         .arg(dir)
         .args(["--no-optional-locks", "-c", "core.quotePath=true"])
         .arg(&args[0])
-        .args(["--no-ext-diff", "--no-textconv", "--no-color", "--stat", "-p"])
+        .args([
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            "--stat",
+            "-p",
+        ])
         .args(&args[1..])
         .arg("--")
         .env("GIT_OPTIONAL_LOCKS", "0")

@@ -34,6 +34,7 @@ mod sandbox;
 mod schedule;
 mod schedule_held;
 mod sealed;
+mod serve;
 mod setup;
 mod smalls;
 mod stopped;

@@ -66,13 +66,18 @@ pub fn stream_rows(app: &App, rq: Request, only: Option<usize>) {
     };
     let _ = (|| -> io::Result<()> {
         let (mut rows, mut fleet) = (String::new(), String::new());
+        let mut seen = None;
         let mut quiet = Instant::now();
         loop {
-            let now_rows = super::overview::rows_html(app, &which);
-            if now_rows != rows {
-                send(&mut *w, "rows", &now_rows)?;
-                rows = now_rows;
-                quiet = Instant::now();
+            // Made again only when some row was read again since the last look, and sent
+            // only when it differs.
+            if let Some((now_rows, g)) = super::overview::rows_html_since(app, &which, seen) {
+                seen = Some(g);
+                if now_rows != rows {
+                    send(&mut *w, "rows", &now_rows)?;
+                    rows = now_rows;
+                    quiet = Instant::now();
+                }
             }
             if only.is_none() && app.fleet.is_some() {
                 let now_fleet = app.fleet.rows_html();

@@ -21,7 +21,7 @@ mod pages;
 mod text;
 
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -222,8 +222,11 @@ pub fn run(args: &ServeArgs) -> Result<u8> {
         said: Mutex::new(BTreeMap::new()),
         busy: AtomicUsize::new(0),
     });
-    println!(
-        "orbit: serving {} loop(s){} at {}",
+    // Said once; a reader of standard output that went away must not stop the server.
+    let mut out = std::io::stdout();
+    let _ = writeln!(
+        out,
+        "orbit: serving {} loop(s){} at {}\norbit: open that URL (it holds the token); Ctrl-C stops the server",
         app.loops.len(),
         if args.fleet.is_empty() {
             String::new()
@@ -232,7 +235,7 @@ pub fn run(args: &ServeArgs) -> Result<u8> {
         },
         url(addr, &app.token)
     );
-    println!("orbit: open that URL (it holds the token); Ctrl-C stops the server");
+    let _ = out.flush();
     for rq in server.incoming_requests() {
         if app.busy.fetch_add(1, Ordering::SeqCst) >= MAX_BUSY {
             app.busy.fetch_sub(1, Ordering::SeqCst);

@@ -2,13 +2,14 @@
 //! status` shows it) and the report's next step, and the rows of the fleet lines.
 //!
 //! A row is read again when one of the files the runner writes changes (its size or time),
-//! or when it is [`MAX_AGE`] old (a runner that died leaves no trace on disk but its lock);
-//! the loops are read on every core at once.
+//! or when it is [`MAX_AGE`] old ([`RUNNING_AGE`] for a running loop: a runner that died
+//! leaves no trace on disk but its lock); the loops are read on every core at once.
 
 use std::fmt::Write as _;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{App, Loop};
@@ -16,8 +17,10 @@ use crate::audit::{LoopReport, audit_loop, spend_cell};
 use crate::report::{esc, next_step, verdict_colour};
 use crate::state::State;
 
-/// The oldest a row is shown before it is read again, files unchanged.
-const MAX_AGE: Duration = Duration::from_secs(10);
+/// The oldest a RUNNING loop's row is shown before it is read again, files unchanged (its
+/// runner may have died), and any other row's.
+const RUNNING_AGE: Duration = Duration::from_secs(10);
+const MAX_AGE: Duration = Duration::from_secs(300);
 
 /// The files whose change means a loop's row must be read again.
 const WATCHED: &[&str] = &[
@@ -56,15 +59,28 @@ struct Cached {
     row: Row,
 }
 
+impl Cached {
+    fn max_age(&self) -> Duration {
+        if self.row.report.verdict == crate::contract::Verdict::Running {
+            RUNNING_AGE
+        } else {
+            MAX_AGE
+        }
+    }
+}
+
 /// The rows last read, by loop.
 pub struct Cache {
     rows: Mutex<Vec<Option<Cached>>>,
+    /// Counts the reads: a live feed that saw this generation has seen every row.
+    generation: AtomicU64,
 }
 
 impl Cache {
     pub fn new(n: usize) -> Cache {
         Cache {
             rows: Mutex::new((0..n).map(|_| None).collect()),
+            generation: AtomicU64::new(0),
         }
     }
 }
@@ -88,6 +104,12 @@ pub fn read_row(l: &Loop) -> Row {
 
 /// The rows of the loops `which` (indices), read again where they changed.
 pub fn rows(app: &App, which: &[usize]) -> Vec<Row> {
+    rows_since(app, which, None).map_or_else(Vec::new, |(rows, _)| rows)
+}
+
+/// [`rows`] and the cache's generation, or `None` when no row was read again since the
+/// generation `seen` (a live feed's last).
+fn rows_since(app: &App, which: &[usize], seen: Option<u64>) -> Option<(Vec<Row>, u64)> {
     let prints: Vec<Print> = which
         .iter()
         .map(|&i| fingerprint(&app.loops[i].dir))
@@ -100,13 +122,20 @@ pub fn rows(app: &App, which: &[usize]) -> Vec<Row> {
             .filter(|(i, p)| {
                 cache[**i]
                     .as_ref()
-                    .is_none_or(|c| c.print != **p || c.at.elapsed() > MAX_AGE)
+                    .is_none_or(|c| c.print != **p || c.at.elapsed() > c.max_age())
             })
             .map(|(i, _)| *i)
             .collect()
     };
     let fresh = read_rows(&app.loops, &stale);
     let mut cache = app.cache.rows.lock().unwrap_or_else(|e| e.into_inner());
+    if !stale.is_empty() {
+        app.cache.generation.fetch_add(1, Ordering::SeqCst);
+    }
+    let generation = app.cache.generation.load(Ordering::SeqCst);
+    if seen == Some(generation) {
+        return None;
+    }
     for (i, row) in stale.iter().zip(fresh) {
         let k = which.iter().position(|w| w == i).unwrap_or(0);
         cache[*i] = Some(Cached {
@@ -115,10 +144,13 @@ pub fn rows(app: &App, which: &[usize]) -> Vec<Row> {
             row,
         });
     }
-    which
-        .iter()
-        .filter_map(|&i| cache[i].as_ref().map(|c| c.row.clone()))
-        .collect()
+    Some((
+        which
+            .iter()
+            .filter_map(|&i| cache[i].as_ref().map(|c| c.row.clone()))
+            .collect(),
+        generation,
+    ))
 }
 
 /// Reads the rows of `which` on every core.
@@ -209,8 +241,17 @@ pub const HEAD: &str = "<tr><th>loop</th><th>verdict</th><th>iteration</th><th>l
 
 /// The rows of the loops `which`, as HTML.
 pub fn rows_html(app: &App, which: &[usize]) -> String {
-    rows(app, which)
-        .iter()
+    html_of(app, which, &rows(app, which))
+}
+
+/// The rows of `which` as HTML and the generation they are of, unless no row was read
+/// again since the generation `seen` (a live feed then sends nothing).
+pub fn rows_html_since(app: &App, which: &[usize], seen: Option<u64>) -> Option<(String, u64)> {
+    rows_since(app, which, seen).map(|(rows, g)| (html_of(app, which, &rows), g))
+}
+
+fn html_of(app: &App, which: &[usize], rows: &[Row]) -> String {
+    rows.iter()
         .zip(which)
         .map(|(row, &i)| row_html(i, &app.loops[i], row))
         .collect::<Vec<_>>()

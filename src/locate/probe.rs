@@ -226,6 +226,7 @@ fn fd_holders(path: &Path) -> Vec<u32> {
 /// environment, its working directory, whether it has a controlling terminal.
 struct Seen {
     pid: u32,
+    ppid: Option<u32>,
     owners: Vec<Vec<u8>>,
     cwd: Option<PathBuf>,
     tty: bool,
@@ -264,6 +265,7 @@ fn processes() -> Arc<Vec<Seen>> {
             .unwrap_or_default();
         seen.push(Seen {
             pid,
+            ppid: parent(pid),
             owners,
             cwd: fs::read_link(e.path().join("cwd")).ok(),
             tty: has_terminal(pid),
@@ -285,12 +287,12 @@ pub fn owned_processes(dir: &Path) -> Vec<u32> {
         .collect()
 }
 
-/// Processes (other than this one and its ancestors) without a controlling terminal whose
-/// working directory is one of `dirs` or below it (Linux /proc; only processes this user
-/// may look at): what an agent run left behind without the loop's mark (a daemon started
-/// through `env -i setsid`, which also leaves the terminal) keeps the workspace it ran in,
-/// unless it moved; a shell of the user's in a terminal there is not one. Each with its
-/// command line.
+/// Processes (other than this one, its ancestors and its children) without a controlling
+/// terminal whose working directory is one of `dirs` or below it (Linux /proc; only
+/// processes this user may look at): what an agent run left behind without the loop's mark
+/// (a daemon started through `env -i setsid`, which also leaves the terminal) keeps the
+/// workspace it ran in, unless it moved; a shell of the user's in a terminal there is not
+/// one. Each with its command line.
 pub fn working_in(dirs: &[&Path]) -> Vec<(u32, String)> {
     if dirs.iter().all(|d| d.as_os_str().is_empty()) {
         return Vec::new();
@@ -302,9 +304,11 @@ pub fn working_in(dirs: &[&Path]) -> Vec<(u32, String)> {
         }
         mine.push(up);
     }
+    // Nor this process's own children (a git an audit of another loop runs meanwhile).
+    let me = std::process::id();
     processes()
         .iter()
-        .filter(|p| !mine.contains(&p.pid) && !p.tty)
+        .filter(|p| !mine.contains(&p.pid) && p.ppid != Some(me) && !p.tty)
         .filter(|p| {
             p.cwd.as_ref().is_some_and(|cwd| {
                 dirs.iter()

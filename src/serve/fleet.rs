@@ -46,10 +46,13 @@ impl Lines {
     }
 }
 
+/// A file's size and modification time: read again when they change.
+type FilePrint = (u64, i64, i64);
+
 enum Source {
     File {
         path: PathBuf,
-        seen: Mutex<Option<((u64, i64, i64), Lines)>>,
+        seen: Mutex<Option<(FilePrint, Lines)>>,
     },
     Stdin(Arc<Mutex<Lines>>),
 }
@@ -163,7 +166,7 @@ fn read_stdin(into: &Mutex<Lines>) {
 }
 
 /// A fleet file's latest lines, read again only when it changed.
-fn read_file(path: &PathBuf, seen: &Mutex<Option<((u64, i64, i64), Lines)>>) -> Lines {
+fn read_file(path: &PathBuf, seen: &Mutex<Option<(FilePrint, Lines)>>) -> Lines {
     let print = std::fs::metadata(path)
         .map(|m| (m.len(), m.mtime(), m.mtime_nsec()))
         .unwrap_or((0, 0, 0));

@@ -268,9 +268,9 @@ pub fn page(app: &App) -> String {
         app.loops.len()
     );
     if !app.loops.is_empty() {
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<table class=\"overview\"><thead>{HEAD}</thead><tbody id=\"rows\">{}</tbody></table>\n",
+            "<table class=\"overview\"><thead>{HEAD}</thead><tbody id=\"rows\">{}</tbody></table>",
             rows_html(app, &all)
         );
     }

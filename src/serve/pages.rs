@@ -51,15 +51,15 @@ pub fn loop_page(app: &App, n: usize) -> String {
     let l = &app.loops[n];
     let mut h = head(&format!("orbit: {}", l.name));
     h.push_str(&nav(app, n));
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<table class=\"overview\" id=\"feed\" data-src=\"/loop/{n}/events\"><thead>{}</thead><tbody id=\"rows\">{}</tbody></table>\n",
+        "<table class=\"overview\" id=\"feed\" data-src=\"/loop/{n}/events\"><thead>{}</thead><tbody id=\"rows\">{}</tbody></table>",
         super::overview::HEAD,
         super::overview::rows_html(app, &[n])
     );
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<div class=\"buttons\"><form method=\"post\" action=\"/loop/{n}/stop\"><button type=\"submit\" id=\"stop\">stop</button></form><form method=\"post\" action=\"/loop/{n}/resume\"><button type=\"submit\" id=\"resume\">resume</button></form><span class=\"hint\">as <code>orbit stop</code> and <code>orbit resume</code></span></div>\n"
+        "<div class=\"buttons\"><form method=\"post\" action=\"/loop/{n}/stop\"><button type=\"submit\" id=\"stop\">stop</button></form><form method=\"post\" action=\"/loop/{n}/resume\"><button type=\"submit\" id=\"resume\">resume</button></form><span class=\"hint\">as <code>orbit stop</code> and <code>orbit resume</code></span></div>"
     );
     if let Some(said) = app.said.lock().unwrap_or_else(|e| e.into_inner()).get(&n) {
         let _ = writeln!(h, "<p id=\"said\" class=\"said\">{}</p>", esc(said));

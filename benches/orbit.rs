@@ -32,8 +32,13 @@
 //! 8. Time to a verified DONE: a 1 s agent and a 1 s check, PASS_K 2, one iteration to DONE
 //!    with 1, 2 and 4 candidates: wall time and check runs.
 //!
+//! 9. `orbit serve` over 1,000 loops: the overview page's first render (a new server each
+//!    sample) and a later one, and the server's CPU over an idle interval (its own
+//!    /proc/PID/stat ticks), with no page open and with one overview page's live feed open.
+//!
 //! Set ORBIT_BENCH_RUNS to change the number of samples (default 15), ORBIT_BENCH_ONLY to
-//! one of init, runner, audit, status, fanout, clean, sandbox, done to run a single part.
+//! one of init, runner, audit, status, fanout, clean, sandbox, done, serve to run a single
+//! part.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -1090,6 +1095,173 @@ fn bench_status(rows: &mut Vec<Row>) {
     });
 }
 
+/// A repository with 1,000 copies of one fresh loop.
+fn thousand_loops() -> tempfile::TempDir {
+    let r = repo(1);
+    run_ok(
+        Command::new(orbit())
+            .args([
+                "init",
+                "fleet",
+                "--engine",
+                "custom",
+                "--exec",
+                "true",
+                "--verify",
+                "true",
+                "--dir",
+                ".orbit/l0000",
+            ])
+            .current_dir(r.path())
+            .stdout(Stdio::null()),
+    );
+    sh(
+        r.path(),
+        "for i in $(seq -w 1 999); do cp -r .orbit/l0000 .orbit/l0$i; done",
+    );
+    r
+}
+
+/// A running `orbit serve` (killed when dropped), its port and token, and its standard
+/// output (held open, never read again: a closed pipe must not be what a sample measures).
+struct Server(
+    std::process::Child,
+    u16,
+    String,
+    #[allow(dead_code)] std::io::BufReader<std::process::ChildStdout>,
+);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_serve(dir: &Path) -> Server {
+    use std::io::BufRead;
+    let mut child = Command::new(orbit())
+        .args(["serve", "--port", "0"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL: {line}"))
+        .to_string();
+    let (base, token) = url.split_once("/?token=").unwrap();
+    let port = base.rsplit(':').next().unwrap().parse().unwrap();
+    Server(child, port, token.to_string(), out)
+}
+
+/// `GET path` on the server: the whole answer's bytes.
+fn http_get(s: &Server, path: &str) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", s.1)).unwrap();
+    write!(
+        c,
+        "GET {path}?token={} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+        s.2, s.1
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    c.read_to_end(&mut out).unwrap();
+    assert!(
+        out.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&out[..out.len().min(200)])
+    );
+    out
+}
+
+/// The CPU time (user + system, in clock ticks) the process has used.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name (in parentheses, which may hold spaces).
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// The share of one CPU the server used over `secs` idle seconds.
+fn idle_cpu(s: &Server, secs: u64) -> f64 {
+    // SAFETY: sysconf(3) only reads a system constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let t0 = cpu_ticks(s.0.id());
+    std::thread::sleep(Duration::from_secs(secs));
+    let t1 = cpu_ticks(s.0.id());
+    (t1 - t0) as f64 / hz / secs as f64 * 100.0
+}
+
+fn bench_serve(rows: &mut Vec<Row>) {
+    let r = thousand_loops();
+    let n = runs().min(7);
+    let mut cold = Vec::new();
+    let mut size = 0;
+    for _ in 0..n {
+        let s = start_serve(r.path());
+        cold.push(time(|| size = http_get(&s, "/").len()));
+    }
+    let cold = median(cold);
+    rows.push(Row {
+        name: "orbit serve: the overview of 1,000 loops, first render".into(),
+        value: ms(cold),
+        note: format!(
+            "{} KB page, a new server each of {n} samples; target < 1 s: {}",
+            size / 1024,
+            verdict(cold < Duration::from_secs(1))
+        ),
+    });
+    let s = start_serve(r.path());
+    http_get(&s, "/");
+    let warm = median(
+        (0..runs())
+            .map(|_| time(|| drop(http_get(&s, "/"))))
+            .collect(),
+    );
+    rows.push(Row {
+        name: "orbit serve: the overview of 1,000 loops, read again".into(),
+        value: ms(warm),
+        note: "the rows kept while the loops' files are unchanged".into(),
+    });
+    let secs = 20;
+    let alone = idle_cpu(&s, secs);
+    rows.push(Row {
+        name: "orbit serve idle, 1,000 loops, no page open".into(),
+        value: format!("{alone:.2}% CPU"),
+        note: format!("over {secs} s; target < 1%: {}", verdict(alone < 1.0)),
+    });
+    // One overview page's live feed open (an EventSource, as a browser holds it).
+    let feed = {
+        use std::io::Write;
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", s.1)).unwrap();
+        write!(
+            c,
+            "GET /events?token={} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAccept: text/event-stream\r\n\r\n",
+            s.2, s.1
+        )
+        .unwrap();
+        c
+    };
+    let watched = idle_cpu(&s, secs);
+    drop(feed);
+    rows.push(Row {
+        name: "orbit serve idle, 1,000 loops, the overview's live feed open".into(),
+        value: format!("{watched:.2}% CPU"),
+        note: format!(
+            "over {secs} s, the loops unchanged; target < 1%: {}",
+            verdict(watched < 1.0)
+        ),
+    });
+}
+
 /// Time to a verified DONE: a scripted agent that takes 1 s and one check that takes 1 s
 /// (PASS_K 2), one iteration to DONE with 1, 2 and 4 candidates: the wall time of the loop
 /// from `orbit init` to DONE and how many times the check ran. One candidate needs at least
@@ -1226,6 +1398,9 @@ fn main() {
     }
     if part("status") {
         bench_status(&mut rows);
+    }
+    if part("serve") {
+        bench_serve(&mut rows);
     }
     let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(10);
     println!(

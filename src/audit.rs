@@ -263,7 +263,7 @@ pub fn status(args: &StatusArgs) -> Result<u8> {
 
 /// The spend as status shows it: `$1.5/$20`, `$1.5`; runs without a reported cost are
 /// said (`$1.5 +2 unknown`), and a spend made only of them is `unknown`, never `$0`.
-fn spend_cell(spent: Option<u64>, unknown: u64, cap: Option<u64>) -> String {
+pub fn spend_cell(spent: Option<u64>, unknown: u64, cap: Option<u64>) -> String {
     let Some(x) = spent else {
         return "-".into();
     };

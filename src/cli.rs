@@ -171,6 +171,23 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     (
+        "serve",
+        &[
+            (
+                "orbit serve",
+                "a live dashboard of the current repository's loops, at the printed URL",
+            ),
+            (
+                "orbit serve ~/src/app ~/src/lib/.orbit/parser --port 8765",
+                "the loops of two repositories and one loop directory, on a fixed port",
+            ),
+            (
+                "ssh build1 orbit status --watch --interval 30s --json-lines | orbit serve --fleet -",
+                "add another host's loops, read from standard input, to the overview",
+            ),
+        ],
+    ),
+    (
         "export",
         &[
             (
@@ -305,6 +322,10 @@ pub enum Command {
     /// OTLP/HTTP receiver.
     #[command(after_help = examples_help("export"))]
     Export(ExportArgs),
+    /// A live web dashboard of the loops (overview, one page per loop with its report and
+    /// the running agent's output, stop and resume buttons), on 127.0.0.1 behind a token.
+    #[command(after_help = examples_help("serve"))]
+    Serve(ServeArgs),
     /// Run an end-to-end loop in a temporary repository with a built-in simulated agent.
     #[command(after_help = examples_help("demo"))]
     Demo(DemoArgs),
@@ -514,6 +535,30 @@ pub struct ExportArgs {
 pub enum ExportFormat {
     /// OpenTelemetry's OTLP, in its JSON mapping.
     Otlp,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Repositories (every loop under their .orbit/) or loop directories [default: the
+    /// current repository].
+    #[arg(value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+
+    /// The port to listen on (0: any free port; the URL printed says which).
+    #[arg(long, value_name = "PORT", default_value_t = 0)]
+    pub port: u16,
+
+    /// The address to listen on. Another than a loopback address lets every machine that
+    /// reaches it see the loops and press stop (with the token): orbit says so when it
+    /// starts.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub bind: String,
+
+    /// Fleet lines to show beside the local loops: a file of `orbit audit --json-lines` (or
+    /// `orbit status --json-lines`) lines from other hosts, read again as it grows, or `-`
+    /// for standard input. Repeatable. Read-only rows: no page, no buttons.
+    #[arg(long, value_name = "FILE|-")]
+    pub fleet: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

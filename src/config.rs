@@ -502,8 +502,28 @@ pub fn is_plain_path(p: &str) -> bool {
 
 /// Whether `grep -E` takes `pattern` (its exit status 2 says it does not): the judge the
 /// runner's DONE gate asks, so that loop.toml and the runner refuse the same patterns. A
-/// grep that cannot be run here says nothing against it.
+/// grep that cannot be run here says nothing against it. Asked once per pattern and
+/// process: reading 1,000 loops (`orbit status`, `orbit serve`) starts no 1,000 greps.
 pub fn grep_takes(pattern: &str) -> bool {
+    static JUDGED: OnceLock<std::sync::Mutex<std::collections::HashMap<String, bool>>> =
+        OnceLock::new();
+    let judged = JUDGED.get_or_init(Default::default);
+    if let Some(seen) = judged
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(pattern)
+    {
+        return *seen;
+    }
+    let takes = grep_judges(pattern);
+    judged
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(pattern.to_string(), takes);
+    takes
+}
+
+fn grep_judges(pattern: &str) -> bool {
     std::process::Command::new("grep")
         .args(["-qE", "--", pattern])
         .stdin(std::process::Stdio::null())

@@ -160,7 +160,15 @@ fn stop_runner(dir: &Path, wait: &str) -> Result<Option<u32>> {
 pub fn stop(args: &StopArgs) -> Result<u8> {
     let dir = fs::canonicalize(pick_loop(args.dir.as_deref())?)
         .map_err(|e| Error::io("cannot resolve the loop directory", e))?;
-    let stopped = stop_runner(&dir, &args.wait)?;
+    println!("orbit: {}", stop_loop(&dir, &args.wait)?);
+    Ok(0)
+}
+
+/// What `orbit stop` does to the loop directory `dir` (canonical), waiting up to `wait`
+/// for a live runner: returns what it did, in words (`orbit serve`'s stop button says it).
+pub fn stop_loop(dir: &Path, wait: &str) -> Result<String> {
+    let dir = dir.to_path_buf();
+    let stopped = stop_runner(&dir, wait)?;
     let _lock = hold_lock(&dir)?;
     let state = read_sealed(&dir)?;
     let said = match stopped {
@@ -169,15 +177,15 @@ pub fn stop(args: &StopArgs) -> Result<u8> {
     };
     match (state.last_status, state.stop_reason) {
         (Status::Paused, StopReason::Stopped) => {
-            println!("orbit: {said}the loop is already stopped; orbit resume lets it run again");
-            return Ok(0);
+            return Ok(format!(
+                "{said}the loop is already stopped; orbit resume lets it run again"
+            ));
         }
         (Status::Done | Status::Aborted | Status::Stalled, _) => {
-            println!(
-                "orbit: {said}the loop is {} ({}): it does not run again by itself, so there is nothing to hold",
+            return Ok(format!(
+                "{said}the loop is {} ({}): it does not run again by itself, so there is nothing to hold",
                 state.last_status, state.stop_reason
-            );
-            return Ok(0);
+            ));
         }
         _ => {}
     }
@@ -191,14 +199,13 @@ pub fn stop(args: &StopArgs) -> Result<u8> {
         },
         "orbit stop",
     )?;
-    println!(
-        "orbit: {said}the loop is stopped (was {} ({})), next iteration {}: every run exits 18 until orbit resume {}",
+    Ok(format!(
+        "{said}the loop is stopped (was {} ({})), next iteration {}: every run exits 18 until orbit resume {}",
         before.0,
         before.1,
         state.next_iteration,
         dir.display()
-    );
-    Ok(0)
+    ))
 }
 
 /// `orbit resume`: lets a stopped loop run again. It becomes READY when it never ran,
@@ -207,6 +214,14 @@ pub fn stop(args: &StopArgs) -> Result<u8> {
 pub fn resume(args: &ResumeArgs) -> Result<u8> {
     let dir = fs::canonicalize(pick_loop(args.dir.as_deref())?)
         .map_err(|e| Error::io("cannot resolve the loop directory", e))?;
+    println!("orbit: {}", resume_loop(&dir)?);
+    Ok(0)
+}
+
+/// What `orbit resume` does to the loop directory `dir` (canonical): returns what it did,
+/// in words.
+pub fn resume_loop(dir: &Path) -> Result<String> {
+    let dir = dir.to_path_buf();
     let _lock = hold_lock(&dir)?;
     let state = read_sealed(&dir)?;
     if (state.last_status, state.stop_reason) != (Status::Paused, StopReason::Stopped) {
@@ -233,9 +248,8 @@ pub fn resume(args: &ResumeArgs) -> Result<u8> {
         },
         "orbit resume",
     )?;
-    println!(
-        "orbit: the loop is {} again, next iteration {}: the next run (orbit run, or its schedule) goes on",
+    Ok(format!(
+        "the loop is {} again, next iteration {}: the next run (orbit run, or its schedule) goes on",
         state.last_status, state.next_iteration
-    );
-    Ok(0)
+    ))
 }

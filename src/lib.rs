@@ -33,6 +33,7 @@ pub mod result_env;
 pub mod run;
 pub mod sandbox;
 pub mod schedule;
+pub mod serve;
 pub mod shell;
 pub mod sigs;
 pub mod state;
@@ -55,6 +56,7 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Resume(args) => control::resume(&args),
         cli::Command::Report(args) => report::report(&args),
         cli::Command::Logs(args) => logs::run(&args),
+        cli::Command::Serve(args) => serve::run(&args),
         cli::Command::Export(args) => match args.format {
             cli::ExportFormat::Otlp => otlp::run(&args),
         },

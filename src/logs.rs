@@ -166,7 +166,7 @@ pub fn header(n: u64, result: Option<&ResultEnv>) -> String {
 
 /// The logs of one iteration directory, in the order they were written: earlier attempts,
 /// the agent's last attempt, confirmation runs, verify.
-fn iteration_files(dir: &Path) -> Vec<(String, PathBuf)> {
+pub fn iteration_files(dir: &Path) -> Vec<(String, PathBuf)> {
     let mut attempts: Vec<(u64, PathBuf)> = Vec::new();
     let mut confirms: Vec<(u64, PathBuf)> = Vec::new();
     for e in fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -278,8 +278,8 @@ pub fn print_history(
 }
 
 /// The file being followed: kept open, so a replaced agent.live (a new run) is told apart
-/// by its inode even when the old one is gone.
-struct Followed {
+/// by its inode even when the old one is gone (`orbit serve`'s live view follows it too).
+pub struct Followed {
     file: File,
     ino: u64,
     dev: u64,
@@ -287,13 +287,22 @@ struct Followed {
 }
 
 impl Followed {
-    fn open(path: &Path) -> Option<Followed> {
+    /// The regular file at `path` (never through a symlink), read from its start.
+    pub fn open(path: &Path) -> Option<Followed> {
         // Refuse a symlink: open the path only when it is a regular file.
         if !fs::symlink_metadata(path).ok()?.is_file() {
             return None;
         }
-        let file = File::open(path).ok()?;
+        Followed::from_file(File::open(path).ok()?)
+    }
+
+    /// A file already opened (by a reader that opened it its own safe way), when it is a
+    /// regular file.
+    pub fn from_file(file: File) -> Option<Followed> {
         let meta = file.metadata().ok()?;
+        if !meta.is_file() {
+            return None;
+        }
         Some(Followed {
             file,
             ino: meta.ino(),
@@ -302,8 +311,14 @@ impl Followed {
         })
     }
 
+    /// Starts reading at most `max` bytes before the file's end (the tail of a long run).
+    pub fn skip_to_tail(&mut self, max: u64) {
+        let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+        self.offset = len.saturating_sub(max);
+    }
+
     /// Whether `path` is no longer this file, or the file was cut shorter than was read.
-    fn replaced(&self, path: &Path) -> bool {
+    pub fn replaced(&self, path: &Path) -> bool {
         match fs::symlink_metadata(path) {
             Ok(m) => m.ino() != self.ino || m.dev() != self.dev || m.len() < self.offset,
             Err(_) => false,
@@ -311,7 +326,7 @@ impl Followed {
     }
 
     /// Everything written since the last read.
-    fn read_new(&mut self) -> io::Result<Vec<u8>> {
+    pub fn read_new(&mut self) -> io::Result<Vec<u8>> {
         let mut buf = Vec::new();
         self.file.seek(SeekFrom::Start(self.offset))?;
         (&self.file).take(1 << 20).read_to_end(&mut buf)?;

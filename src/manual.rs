@@ -131,6 +131,12 @@ fn see_also(sub: Option<&str>) -> Vec<&'static str> {
         Some("audit") | Some("status") => vec!["orbit(1)", "orbit-recover(1)", "orbit-report(1)"],
         Some("stop") | Some("resume") => vec!["orbit(1)", "orbit-stop(1)", "orbit-resume(1)"],
         Some("logs") | Some("report") => vec!["orbit(1)", "orbit-status(1)", "orbit-audit(1)"],
+        Some("serve") => vec![
+            "orbit(1)",
+            "orbit-status(1)",
+            "orbit-report(1)",
+            "orbit-stop(1)",
+        ],
         Some(_) => vec!["orbit(1)", "orbit-run(1)"],
     }
 }

@@ -1369,7 +1369,8 @@ fn outcome_colour(r: &Row) -> &'static str {
     }
 }
 
-fn verdict_colour(v: Verdict) -> &'static str {
+/// The colour of a verdict's badge (`orbit serve`'s overview uses it too).
+pub fn verdict_colour(v: Verdict) -> &'static str {
     match v {
         Verdict::Done => PASS,
         Verdict::Running | Verdict::Idle | Verdict::Ready => "#3a7bd5",
@@ -1760,7 +1761,8 @@ fn legend(items: &[(&str, &str)]) -> String {
     s
 }
 
-const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;color:#222;margin:24px;max-width:1100px}\
+/// The report page's style sheet (`orbit serve` sends it from its own path).
+pub const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;color:#222;margin:24px;max-width:1100px}\
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}\
 .badge{display:inline-block;color:#fff;border-radius:4px;padding:2px 10px;font-weight:600}\
 dl{display:grid;grid-template-columns:max-content auto;gap:4px 16px;margin:12px 0}dt{color:#666}dd{margin:0}\
@@ -1778,12 +1780,17 @@ pub fn report_html(dir: &Path, shown: &str) -> Result<String> {
 
 /// The HTML page of a set of facts.
 pub fn render_html(f: &Facts) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>orbit report: {}</title><style>{STYLE}</style></head><body>\n{}</body></html>\n",
+        esc(&f.name),
+        render_html_body(f)
+    )
+}
+
+/// The report's content: what goes inside the page's body (`orbit serve` puts it in its
+/// loop page).
+pub fn render_html_body(f: &Facts) -> String {
     let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>orbit report: {}</title><style>{STYLE}</style></head><body>\n",
-        esc(&f.name)
-    );
     let _ = write!(
         h,
         "<h1>orbit report: {} <span class=\"badge verdict\" style=\"background:{}\">{}</span></h1>\n<p class=\"goal\">{}</p>\n",
@@ -2019,7 +2026,6 @@ pub fn render_html(f: &Facts) -> String {
     } else {
         let _ = writeln!(h, "<pre>{}</pre>", esc(&f.notes.join("\n")));
     }
-    h.push_str("</body></html>\n");
     h
 }
 

@@ -5,8 +5,10 @@
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Who holds the lock, as far as can be seen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,38 +222,81 @@ fn fd_holders(path: &Path) -> Vec<u32> {
     pids
 }
 
-/// Processes (other than this one) whose environment holds `ORBIT_OWNER=<dir>`.
-pub fn owned_processes(dir: &Path) -> Vec<u32> {
-    let marker = format!("ORBIT_OWNER={}", dir.display());
+/// What one look over /proc saw of a process: the `ORBIT_OWNER=` marks of its
+/// environment, its working directory, whether it has a controlling terminal.
+struct Seen {
+    pid: u32,
+    ppid: Option<u32>,
+    owners: Vec<Vec<u8>>,
+    cwd: Option<PathBuf>,
+    tty: bool,
+}
+
+/// How long one look over /proc answers for: reading 1,000 loops (`orbit status`, `orbit
+/// serve`) looks once, not twice per loop, as if every loop were read at one instant.
+const LOOK_AGE: Duration = Duration::from_millis(500);
+
+/// The processes this user may look at (other than this one), as seen at most
+/// [`LOOK_AGE`] ago.
+fn processes() -> Arc<Vec<Seen>> {
+    static LAST: Mutex<Option<(Instant, Arc<Vec<Seen>>)>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((at, seen)) = last.as_ref()
+        && at.elapsed() < LOOK_AGE
+    {
+        return Arc::clone(seen);
+    }
     let me = std::process::id();
-    let mut pids = Vec::new();
-    let Ok(rd) = fs::read_dir("/proc") else {
-        return pids;
-    };
-    for e in rd.flatten() {
+    let mut seen = Vec::new();
+    for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
         if pid == me {
             continue;
         }
-        if let Ok(env) = fs::read(e.path().join("environ"))
-            && env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes())
-        {
-            pids.push(pid);
-        }
+        let owners = fs::read(e.path().join("environ"))
+            .map(|env| {
+                env.split(|b| *b == 0)
+                    .filter(|kv| kv.starts_with(b"ORBIT_OWNER="))
+                    .map(<[u8]>::to_vec)
+                    .collect()
+            })
+            .unwrap_or_default();
+        seen.push(Seen {
+            pid,
+            ppid: parent(pid),
+            owners,
+            cwd: fs::read_link(e.path().join("cwd")).ok(),
+            tty: has_terminal(pid),
+        });
     }
-    pids.sort_unstable();
-    pids
+    seen.sort_unstable_by_key(|p| p.pid);
+    let seen = Arc::new(seen);
+    *last = Some((Instant::now(), Arc::clone(&seen)));
+    seen
 }
 
-/// Processes (other than this one and its ancestors) without a controlling terminal whose
-/// working directory is one of `dirs` or below it (Linux /proc; only processes this user
-/// may look at): what an agent run left behind without the loop's mark (a daemon started
-/// through `env -i setsid`, which also leaves the terminal) keeps the workspace it ran in,
-/// unless it moved; a shell of the user's in a terminal there is not one. Each with its
-/// command line.
+/// Processes (other than this one) whose environment holds `ORBIT_OWNER=<dir>`.
+pub fn owned_processes(dir: &Path) -> Vec<u32> {
+    let marker = format!("ORBIT_OWNER={}", dir.display());
+    processes()
+        .iter()
+        .filter(|p| p.owners.iter().any(|kv| kv == marker.as_bytes()))
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// Processes (other than this one, its ancestors and its children) without a controlling
+/// terminal whose working directory is one of `dirs` or below it (Linux /proc; only
+/// processes this user may look at): what an agent run left behind without the loop's mark
+/// (a daemon started through `env -i setsid`, which also leaves the terminal) keeps the
+/// workspace it ran in, unless it moved; a shell of the user's in a terminal there is not
+/// one. Each with its command line.
 pub fn working_in(dirs: &[&Path]) -> Vec<(u32, String)> {
+    if dirs.iter().all(|d| d.as_os_str().is_empty()) {
+        return Vec::new();
+    }
     let mut mine = vec![std::process::id()];
     while let Some(up) = mine.last().and_then(|p| parent(*p)) {
         if up == 0 || mine.contains(&up) {
@@ -259,29 +304,19 @@ pub fn working_in(dirs: &[&Path]) -> Vec<(u32, String)> {
         }
         mine.push(up);
     }
-    let mut found = Vec::new();
-    let Ok(rd) = fs::read_dir("/proc") else {
-        return found;
-    };
-    for e in rd.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if mine.contains(&pid) || has_terminal(pid) {
-            continue;
-        }
-        let Ok(cwd) = fs::read_link(e.path().join("cwd")) else {
-            continue;
-        };
-        if dirs
-            .iter()
-            .any(|d| !d.as_os_str().is_empty() && cwd.starts_with(d))
-        {
-            found.push((pid, cmdline(pid).unwrap_or_default()));
-        }
-    }
-    found.sort_unstable();
-    found
+    // Nor this process's own children (a git an audit of another loop runs meanwhile).
+    let me = std::process::id();
+    processes()
+        .iter()
+        .filter(|p| !mine.contains(&p.pid) && p.ppid != Some(me) && !p.tty)
+        .filter(|p| {
+            p.cwd.as_ref().is_some_and(|cwd| {
+                dirs.iter()
+                    .any(|d| !d.as_os_str().is_empty() && cwd.starts_with(d))
+            })
+        })
+        .map(|p| (p.pid, cmdline(p.pid).unwrap_or_default()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ mod sandbox;
 mod schedule;
 mod schedule_held;
 mod sealed;
+mod serve;
 mod setup;
 mod smalls;
 mod stopped;

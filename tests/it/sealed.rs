@@ -65,10 +65,15 @@ fn git_reads_only_the_sealed_global_configuration() {
 fn every_child_of_the_suite_is_made_sealed() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     let mut found = Vec::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let text = std::fs::read_to_string(&path).unwrap();
+    // Every file of the suite, in its subdirectories too (a module's own helpers).
+    for entry in walkdir::WalkDir::new(&dir) {
+        let entry = entry.unwrap();
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let path = entry.path();
+        let name = path.strip_prefix(&dir).unwrap().display().to_string();
+        let text = std::fs::read_to_string(path).unwrap();
         // `command()` itself is the one place a Command is made from nothing.
         let allowed = usize::from(name == "support.rs");
         let uses = text.matches(concat!("Command", "::new(")).count();

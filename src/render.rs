@@ -68,6 +68,7 @@ pub const LIB_RUNNER_CONFIG: &str = include_str!("../templates/lib/runner/config
 pub const LIB_RUNNER_PREFLIGHT: &str = include_str!("../templates/lib/runner/preflight.sh");
 pub const LIB_RUNNER_AGENT_DIR: &str = include_str!("../templates/lib/runner/agent_dir.sh");
 pub const LIB_RUNNER_SWEEP: &str = include_str!("../templates/lib/runner/sweep.sh");
+pub const LIB_RUNNER_REAPER: &str = include_str!("../templates/lib/runner/reaper.sh");
 pub const LIB_RUNNER_RESUME: &str = include_str!("../templates/lib/runner/resume.sh");
 pub const LIB_RUNNER_NOTIFY: &str = include_str!("../templates/lib/runner/notify.sh");
 pub const LIB_RUNNER_PINS: &str = include_str!("../templates/lib/runner/pins.sh");
@@ -146,6 +147,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/lock.sh", LIB_LOCK),
     ("lib/runner/lock.sh", LIB_RUNNER_LOCK),
     ("lib/runner/sweep.sh", LIB_RUNNER_SWEEP),
+    ("lib/runner/reaper.sh", LIB_RUNNER_REAPER),
     ("lib/runner/resume.sh", LIB_RUNNER_RESUME),
     ("lib/runner/notify.sh", LIB_RUNNER_NOTIFY),
     ("lib/runner/pins.sh", LIB_RUNNER_PINS),
@@ -301,6 +303,7 @@ pub const FILES: &[LoopFile] = &[
         name: "run-loop.sh",
         template: "run-loop.sh.j2",
         parts: &[
+            Part::Always(LIB_RUNNER_REAPER),
             Part::Always(LIB_COMMON),
             Part::Always(LIB_PROC),
             Part::Always(LIB_STATE),

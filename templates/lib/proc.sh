@@ -22,7 +22,7 @@ orbit_kids_v() {
   if [[ -r /proc/$1/task/$1/children ]]; then
     for f in /proc/"$1"/task/*/children; do
       listed=()
-      read -r -a listed <"$f" 2>/dev/null || true
+      { read -r -a listed <"$f"; } 2>/dev/null || true
       kid_words+=("${listed[@]}")
     done
   else
@@ -36,7 +36,7 @@ orbit_kids_v() {
     p=${p//[[:space:]]/}
     [[ $p =~ ^[0-9]+$ ]] || continue
     st=''
-    read -r st <"/proc/$p/stat" 2>/dev/null || true
+    { read -r st <"/proc/$p/stat"; } 2>/dev/null || true
     st=${st##*) }
     [[ ${st:0:1} == [ZX] ]] && continue
     REPLY_KIDS+=("$p")
@@ -45,14 +45,15 @@ orbit_kids_v() {
 
 # orbit_adopted_sweep PARENT KEPT...: what the subreaper PARENT was given (the children it
 # did not start, all but KEPT and the shell running this), with everything below each: each
-# stopped as it is found (so that it starts nothing meanwhile), printed as "PID COMMAND",
-# then KILLed; again until none is left (one that forked before it was stopped is given to
-# PARENT in turn).
+# stopped as it is found (so that it starts nothing meanwhile), then KILLed and named in
+# REPLY_SWEPT ("PID COMMAND" each); again until none is left (one that forked before it was
+# stopped is given to PARENT in turn).
 orbit_adopted_sweep() {
   local parent=$1 p c round keep
   shift
   keep=" $BASHPID $* "
   local -a pending_kids=() stopped_kids=() REPLY_KIDS=()
+  REPLY_SWEPT=()
   for ((round = 0; round < 20; round++)); do
     orbit_kids_v "$parent"
     pending_kids=()
@@ -70,8 +71,10 @@ orbit_adopted_sweep() {
       pending_kids+=("${REPLY_KIDS[@]}")
     done
     for p in "${stopped_kids[@]}"; do
-      c=$(tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)
-      kill -KILL "$p" 2>/dev/null && printf "%s %s\n" "$p" "$c"
+      c=$({ tr "\0" " " <"/proc/$p/cmdline"; } 2>/dev/null | cut -c1-80) || c=''
+      if kill -KILL "$p" 2>/dev/null; then
+        REPLY_SWEPT+=("$p $c")
+      fi
     done
   done
 }
@@ -91,11 +94,14 @@ orbit_kids_into() {
 # when it ends; a fan-out once every candidate has ended (the children before they started,
 # and the candidates, kept: what a candidate's check left is the runner's meanwhile).
 orbit_reaped_sweep() {
-  local p c
+  local line c
+  local -a REPLY_SWEPT=()
   ((ORBIT_REAPING)) && [[ $BASHPID == "$$" ]] || return 0
-  while read -r p c; do
-    orbit_log "sweeping leftover process $p (${c//[^[:print:]]/?})"
-  done <<<"$(orbit_adopted_sweep "$$" "$@")"
+  orbit_adopted_sweep "$$" "$@"
+  for line in "${REPLY_SWEPT[@]}"; do
+    c=${line#* }
+    orbit_log "sweeping leftover process ${line%% *} (${c//[^[:print:]]/?})"
+  done
 }
 
 # orbit_group_alive PGID: a process of the group is alive. A zombie is not: a process whose

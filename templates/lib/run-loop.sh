@@ -78,7 +78,7 @@ RUN_COST_START=0
 
 main() {
   main_args "$@"
-  sweep_become_reaper "$@"
+  sweep_reaping
   main_setup
   main_open
   main_at_rest

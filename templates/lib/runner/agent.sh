@@ -178,11 +178,14 @@ agent_wrapper() {
     p=${f#/proc/}
     p=${p%%/*}
     [[ $seen == *" $p "* ]] && continue
-    c=$(tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)
+    c=$({ tr "\0" " " <"/proc/$p/cmdline"; } 2>/dev/null | cut -c1-80)
     kill -KILL "$p" 2>/dev/null && printf "%s %s\n" "$p" "$c" >>"$swept"
   done
   if [[ $reaping == 1 ]]; then
-    orbit_adopted_sweep "$BASHPID" "$cpid" >>"$swept"
+    orbit_adopted_sweep "$BASHPID" "$cpid"
+    for c in "${REPLY_SWEPT[@]}"; do
+      printf "%s\n" "$c" >>"$swept"
+    done
   fi
   # The capture ends as soon as it has read the output's end: looked at after 2, 4, 8, 16
   # and 32 ms, then every 50 ms, for 5 s at most.

@@ -78,7 +78,7 @@ lock_take_from_stopped() {
     p=${f#/proc/}
     p=${p%%/*}
     [[ $p == "$$" || $p == "$BASHPID" || -n ${held[$p]:-} ]] && continue
-    cmd=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) || return 1
+    cmd=$({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null) || return 1
     [[ $cmd == *"$LOOP_DIR/run-loop.sh"* ]] || return 1
     held[$p]=1
     holders+=("$p")

@@ -28,51 +28,26 @@ sweep_env() {
   done
 }
 
-# ---- the subreaper: without the sandbox, a daemon that leaves both the run's process group
-# and its mark (env -i setsid) is still a descendant, and Linux (3.4 and later) gives an
-# orphan to its nearest ancestor that asked to be a child subreaper (prctl
-# PR_SET_CHILD_SUBREAPER, which exec keeps). The runner asks for itself at its start (a
-# daemon a check left is then its own, swept when the check's run ends: orbit_run_bounded),
-# and each agent wrapper for itself (swept when the agent exits). perl asks (its core has
-# no prctl: by the syscall's number on this machine), sets ORBIT_SUBREAPER to 1 when granted,
-# and execs what follows. SWEEP_REAPER is its argv, empty where perl, /proc or the number is
-# missing (the group and the mark are then what is swept).
-# shellcheck disable=SC2016  # perl code, not shell
-SWEEP_REAPER_PL='$ENV{ORBIT_SUBREAPER} = 1 if syscall(shift(@ARGV) + 0, 36, 1, 0, 0, 0) == 0; exec {$ARGV[0]} @ARGV; exit 127;'
+# ---- the subreaper (lib/runner/reaper.sh): the agent's wrapper asks for it too, through the
+# ---- same perl (run_agent), so that what an agent run left is swept when the agent exits.
+# SWEEP_REAPER is that perl's argv, empty where perl or the number is missing.
 SWEEP_REAPER=()
 SWEEP_REAPER_SET=0
 sweep_reaper_v() {
-  local nr perl
+  local perl
   ((SWEEP_REAPER_SET)) && return 0
   SWEEP_REAPER_SET=1
   [[ -d /proc/self ]] || return 0
-  case ${HOSTTYPE:-} in
-    x86_64) nr=157 ;;
-    aarch64 | riscv64) nr=167 ;;
-    i?86 | arm*) nr=172 ;;
-    powerpc* | ppc*) nr=171 ;;
-    *) return 0 ;;
-  esac
+  reaper_nr_v
+  [[ -n $REPLY ]] || return 0
   perl=$(hash -t perl 2>/dev/null || type -P perl 2>/dev/null) || return 0
   [[ $perl == /* ]] || return 0
-  SWEEP_REAPER=("$perl" -e "$SWEEP_REAPER_PL" "$nr")
+  SWEEP_REAPER=("$perl" -e "$REAPER_PL" "$REPLY")
 }
 
-# sweep_become_reaper ARG...: the runner's first step: started afresh (ORBIT_SUBREAPER not
-# set), it execs itself through the subreaper's perl, with the same arguments, the same pid
-# and the same open files; started so, it takes the answer (orbit_reaping_on) and drops the
-# variable, which nothing it runs gets.
-sweep_become_reaper() {
-  if [[ -n ${ORBIT_SUBREAPER+set} ]]; then
-    [[ $ORBIT_SUBREAPER == 1 ]] && orbit_reaping_on
-    unset ORBIT_SUBREAPER
-    return 0
-  fi
-  tools_pin
-  sweep_reaper_v
-  ((${#SWEEP_REAPER[@]})) || return 0
-  shopt -s execfail
-  # shellcheck disable=SC2093  # execfail: a perl that cannot start leaves the runner as it was
-  ORBIT_SUBREAPER=0 exec "${SWEEP_REAPER[@]}" "$BASH" "$0" "$@"
-  shopt -u execfail
+# sweep_reaping: the runner takes the kernel's answer to reaper_exec (orbit_reaping_on) and
+# drops the variable, which nothing it runs gets.
+sweep_reaping() {
+  [[ ${ORBIT_SUBREAPER:-} == 1 ]] && orbit_reaping_on
+  unset ORBIT_SUBREAPER
 }

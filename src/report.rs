@@ -932,6 +932,14 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
 }
 
 impl Facts {
+    /// The iterations whose runs the sandbox's network refused a host, in order.
+    fn net_refused_rows(&self) -> Vec<&Row> {
+        self.rows
+            .iter()
+            .filter(|r| !r.net_refused.is_empty())
+            .collect()
+    }
+
     /// The test counts' table rows: check, base tree ran, ran, passed, failed, skipped,
     /// verdict (in words).
     pub fn count_rows(&self) -> Vec<[String; 7]> {
@@ -1268,11 +1276,7 @@ pub fn render_text(f: &Facts) -> String {
         }
     }
 
-    let refused: Vec<&Row> = f
-        .rows
-        .iter()
-        .filter(|r| !r.net_refused.is_empty())
-        .collect();
+    let refused = f.net_refused_rows();
     if !refused.is_empty() {
         out.push_str("\n## Refused by the sandbox's network\n\n");
         for r in refused {
@@ -1904,11 +1908,7 @@ pub fn render_html_body(f: &Facts) -> String {
     h.push_str("\n<h2>Spend</h2>\n");
     let _ = write!(h, "<p>{}</p>", esc(&f.spend_text()));
     h.push_str(&spend_svg(f));
-    let refused: Vec<&Row> = f
-        .rows
-        .iter()
-        .filter(|r| !r.net_refused.is_empty())
-        .collect();
+    let refused = f.net_refused_rows();
     if !refused.is_empty() {
         h.push_str("\n<h2>Refused by the sandbox's network</h2>\n<ul>");
         for r in refused {

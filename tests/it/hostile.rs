@@ -2000,6 +2000,52 @@ fn without_the_sandbox_a_daemon_that_sheds_the_loops_mark_and_group_is_swept_wit
     );
 }
 
+/// An agent that ignores the timeout's TERM and leaves a daemon that shed its mark and group:
+/// its wrapper is killed after the grace, and the agent with everything below it is given
+/// to the runner, the subreaper above it, which sweeps them when the run ends (each attempt).
+#[test]
+fn without_the_sandbox_a_daemon_of_an_agent_killed_at_its_timeout_is_swept_by_the_runner() {
+    let h = Hostile::new();
+    let token = h.token();
+    let _reaper = Reaper(token.clone());
+    let agent = h.agent(
+        "stubborn",
+        &r###"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" | tr 0-9 a-j >> work.txt
+shed() {
+  env -i /usr/bin/setsid /bin/bash -c 'while :; do sleep 1; done' @TOKEN@ < /dev/null > /dev/null 2>&1 &
+  for _ in $(seq 600); do pgrep -f @TOKEN@ > /dev/null && return 0; sleep 0.1; done
+  return 1
+}
+attempt shed shed
+trap '' TERM
+while :; do sleep 1; done"###
+            .replace("@TOKEN@", &token),
+    );
+    let dir = h
+        .repo
+        .init_loop(&agent, &["tr 0-9 a-j < work.txt; exit 1"], &[]);
+    let out = h.run(&dir, &["--once"], &[("EXEC_TIMEOUT", "3s")]);
+    h.assert_attempted("shed", &out);
+    assert!(
+        wait_until(Duration::from_secs(30), || pids_with(&token).is_empty()),
+        "the daemon outlived its run: {:?}\n{}",
+        pids_with(&token),
+        text(&out)
+    );
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        log.contains("timed out") || log.contains("timeout"),
+        "the agent was stopped by its timeout: {log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("sweeping leftover process") && l.contains(&token)),
+        "the sweep names the daemon: {log}"
+    );
+}
+
 /// The project code a check runs (the agent wrote it) leaves a daemon that sheds its mark
 /// and group: the runner is the subreaper of what it runs, so the daemon is its own once the
 /// check's shell exits, and it is swept when the verify run ends, named in runner.log.

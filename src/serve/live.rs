@@ -21,8 +21,9 @@ const ROWS_POLL: Duration = Duration::from_millis(1000);
 const LIVE_POLL: Duration = Duration::from_millis(250);
 /// A comment line this often: a reader that went away is found at the write.
 const KEEPALIVE: Duration = Duration::from_secs(15);
-/// How much of the agent's output a new reader gets first.
-const START_TAIL: u64 = 64 * 1024;
+/// How much of the agent's output a new reader gets first: as much as the page shows when it
+/// is served ([`text::TAIL_MAX`]), so that the view never shrinks when the feed takes over.
+const START_TAIL: u64 = text::TAIL_MAX;
 
 /// Starts an event stream on the request's connection: the status line and the headers,
 /// written by hand so that every event leaves at once (no chunked buffering).

@@ -2109,11 +2109,21 @@ fn a_process_working_in_the_workspace_after_the_tick_is_reported_by_the_audit() 
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // The stand-in is known by its own pid once setsid has become its bash (setsid does not
+    // fork: the child is no group leader). A look across /proc by the token alone could
+    // catch the agent's daemon while the runner's sweep still kills it, or the stand-in in
+    // the middle of its exec, when its command line reads empty.
+    let pid = daemon.id();
+    let is_the_stand_in = || {
+        fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+            c.starts_with(b"bash\0") && c.windows(token.len()).any(|w| w == token.as_bytes())
+        })
+    };
     assert!(
-        wait_until(Duration::from_secs(30), || !pids_with(&token).is_empty()),
+        wait_until(Duration::from_secs(30), is_the_stand_in),
         "the stand-in runs"
     );
-    let pids = pids_with(&token);
+    let pids = [pid];
     let audit = h
         .repo
         .orbit(&["audit", "--json", &dir.display().to_string()]);

@@ -664,6 +664,12 @@ impl<'f> Builder<'f> {
         if let Some(kind) = str_of(e, "cost_kind") {
             s.set("orbit.cost_kind", Value::Str(kind.to_string()));
         }
+        // The tokens the engine's own output counted (cached input included), where it
+        // counts them.
+        if let (Some(i), Some(o)) = (u64_of(e, "tokens_in"), u64_of(e, "tokens_out")) {
+            s.set("gen_ai.usage.input_tokens", Value::Int(i as i64));
+            s.set("gen_ai.usage.output_tokens", Value::Int(o as i64));
+        }
         let failed = match &outcome {
             Some(o) => o != "ok",
             None => exit.is_some_and(|c| c != 0) || u64_of(e, "timed_out") == Some(1),
@@ -781,6 +787,8 @@ mod tests {
                     ("outcome", "ok"),
                     ("seconds", "5"),
                     ("cost_microusd", "20000"),
+                    ("tokens_in", "1200"),
+                    ("tokens_out", "340"),
                 ],
             ),
             ("verify_pass", 1, &[("run", "1"), ("streak", "1")]),
@@ -854,6 +862,16 @@ mod tests {
             Some(&Value::Str("opus".into()))
         );
         assert_eq!(work.attr("orbit.cost_usd"), Some(&Value::Double(0.02)));
+        assert_eq!(
+            work.attr("gen_ai.usage.input_tokens"),
+            Some(&Value::Int(1200))
+        );
+        assert_eq!(
+            work.attr("gen_ai.usage.output_tokens"),
+            Some(&Value::Int(340))
+        );
+        // The confirmation's run counted no tokens: it says none, not zero.
+        assert_eq!(spans[7].attr("gen_ai.usage.input_tokens"), None);
         assert_eq!(spans[0].status, StatusCode::Ok);
         assert_eq!(by("done_gate").status, StatusCode::Ok);
     }

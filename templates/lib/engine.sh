@@ -8,7 +8,8 @@
 # ----   engine_classify_own_v LOG RC TIMED_OUT
 # ----                                   the outcome its own output says (status 1: the
 # ----                                   generic rules, classify_v, decide)
-# ----   engine_cost_v LOG               what the run cost, from its output
+# ----   engine_cost_v LOG               what the run cost, from its output, and the
+# ----                                   tokens it used where the output counts them
 # ----   engine_preflight                its version, its environment, its credentials
 # ----   engine_workspace_check          its settings that must not lie in the workspace
 # ----   engine_workspace_note           what it does not read in the workspace
@@ -293,6 +294,24 @@ engine_timeout_v() {
 
 # ---- cost: claude, aider and opencode report USD; codex, gemini and qwen report tokens,
 # ---- priced by TOKEN_PRICES (each engine's engine_cost_v reads its own)
+
+# The tokens the last agent run used, input (cached ones included) and output, as its
+# engine's output counts them, priced or not: set by engine_cost_v where the output names
+# them (claude, codex, gemini, qwen, opencode), "" when it does not (aider prints rounded
+# per-message figures, copilot none).
+RUN_TOKENS_IN=
+RUN_TOKENS_OUT=
+# engine_tokens_forget: no tokens known yet for the run just ended.
+engine_tokens_forget() {
+  RUN_TOKENS_IN='' RUN_TOKENS_OUT=''
+}
+
+# engine_tokens_seen INPUT OUTPUT: the run used these tokens (unsigned integers, else
+# nothing is taken).
+engine_tokens_seen() {
+  [[ $1 =~ ^[0-9]{1,15}$ && $2 =~ ^[0-9]{1,15}$ ]] || return 0
+  RUN_TOKENS_IN=$1 RUN_TOKENS_OUT=$2
+}
 
 # engine_price_v MODEL: REPLY is "INPUT CACHED OUTPUT", USD per million tokens, for MODEL
 # from TOKEN_PRICES (`model=input/cached/output` words): the model itself, else the

@@ -161,11 +161,28 @@ fanout_attempt_start() {
   FANOUT_T0=$SECONDS
 }
 
-# fanout_attempt_line ATTEMPT OUTCOME: a candidate's attempt, as a line for the runner. The
-# reset time a rate limit names stays in this subshell: a fan-out paused by a limit reads it
-# again from the survivor's log.
+# fanout_attempt_line ATTEMPT OUTCOME: a candidate's attempt, as a line for the runner
+# (its tokens `-` where its engine does not count them). The reset time a rate limit names
+# stays in this subshell: a fan-out paused by a limit reads it again from the survivor's log.
 fanout_attempt_line() {
-  FANOUT_LINES+="A $1 $AGENT_RC $AGENT_TIMED_OUT $AGENT_SECS $RUN_COST_M $RUN_COST_KIND $2"$'\n'
+  FANOUT_LINES+="A $1 $AGENT_RC $AGENT_TIMED_OUT $AGENT_SECS $RUN_COST_M $RUN_COST_KIND $2 ${RUN_TOKENS_IN:--} ${RUN_TOKENS_OUT:--}"$'\n'
+}
+
+# fanout_attempt_record N K ATTEMPT RC TIMED_OUT SECONDS MICRO_USD KIND OUTCOME TOKENS_IN
+# TOKENS_OUT: candidate K's attempt (an A line's fields, checked), into the ledger, the
+# journal (its tokens where they are counted) and the timings.
+fanout_attempt_record() {
+  local n=$1 k=$2
+  local -a tokens=()
+  shift 2
+  if orbit_is_uint "$8" && orbit_is_uint "$9"; then
+    tokens=(tokens_in "$8" tokens_out "$9")
+  fi
+  ledger_append "$n" "$5" "$6" "$k"
+  orbit_event agent_exit "$n" phase "$PHASE_WORK" attempt "$1" candidate "$k" exit_code "$2" outcome "$7" seconds "$4" cost_microusd "$5" cost_kind "$6" "${tokens[@]}"
+  if orbit_appendable "$LOOP_DIR/.iter-timings.log"; then
+    printf '%s\n' "$4" >>"$LOOP_DIR/.iter-timings.log"
+  fi
 }
 
 # fanout_take_v FD PID: REPLY is what candidate subshell PID wrote on FD, up to its E line
@@ -210,7 +227,7 @@ fanout_agent_stop() {
     if ((ATTEMPT > 0)); then
       cat -- "$ORBIT_TMP/agent.raw" "$ORBIT_TMP/agent.head" "$ORBIT_TMP/agent.tail" >"$ORBIT_TMP/agent.log" 2>/dev/null || true
       printf '\n[orbit: stopped by the runner after %ss]\n' $((SECONDS - FANOUT_T0)) >>"$ORBIT_TMP/agent.log"
-      FANOUT_LINES+="A $ATTEMPT $((128 + 15)) 0 $((SECONDS - FANOUT_T0)) 0 $COST_UNKNOWN $OUTCOME_STOPPED"$'\n'
+      FANOUT_LINES+="A $ATTEMPT $((128 + 15)) 0 $((SECONDS - FANOUT_T0)) 0 $COST_UNKNOWN $OUTCOME_STOPPED - -"$'\n'
     fi
   fi
   if [[ -n $ORBIT_WATCHDOG_PID ]]; then
@@ -390,16 +407,12 @@ fanout_iteration() {
       while IFS=' ' read -r -a f; do
         case ${f[0]:-} in
           A)
-            ((${#f[@]} == 8)) || continue
+            ((${#f[@]} == 10)) || continue
             for j in 1 2 3 4 5; do orbit_is_uint "${f[$j]}" || continue 2; done
             [[ ${f[6]} =~ $ORBIT_RE_COST_KIND && ${f[7]} =~ ^[a-z_]{1,32}$ ]] || continue
             att=${f[1]} rc=${f[2]} secs=${f[4]} outcome=${f[7]} cost=$((cost + f[5]))
-            ledger_append "$n" "${f[5]}" "${f[6]}" "$k"
             RUN_COST_KIND=${f[6]}
-            orbit_event agent_exit "$n" phase "$PHASE_WORK" attempt "$att" candidate "$k" exit_code "$rc" outcome "$outcome" seconds "$secs" cost_microusd "${f[5]}" cost_kind "${f[6]}"
-            if orbit_appendable "$LOOP_DIR/.iter-timings.log"; then
-              printf '%s\n' "$secs" >>"$LOOP_DIR/.iter-timings.log"
-            fi
+            fanout_attempt_record "$n" "$k" "${f[@]:1}"
             ;;
           E)
             [[ ${f[1]:-0} == 1 ]] && DEADLINE_HIT=1

@@ -361,6 +361,22 @@ pub(crate) fn assert_recorded(l: &EngineLoop, ledger_line: Option<&str>, version
     }
 }
 
+/// The tokens the work runs of the loop's journal say the CLI counted (summed over its
+/// agent_exit events), or `None` where none of them says any.
+pub(crate) fn assert_tokens(l: &EngineLoop, want: Option<(u64, u64)>) {
+    let mut seen: Option<(u64, u64)> = None;
+    for e in crate::support::events_named(&l.dir, "agent_exit") {
+        if let (Some(i), Some(o)) = (
+            e.value["tokens_in"].as_u64(),
+            e.value["tokens_out"].as_u64(),
+        ) {
+            let (si, so) = seen.unwrap_or((0, 0));
+            seen = Some((si + i, so + o));
+        }
+    }
+    assert_eq!(seen, want, "the tokens the journal holds");
+}
+
 pub(crate) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -392,6 +408,8 @@ fn claude_runs_the_checks_through_its_bash_tool_and_reports_its_cost() {
     );
     // The mock's usage at claude's own prices: 0.003 USD over two calls, reported.
     assert_recorded(&l, Some("\t3000\treported"), Some("2.1.197 (Claude Code)"));
+    // Its result line counts the mock's usage of both calls: 2 x 100 in, 2 x 20 out.
+    assert_tokens(&l, Some((200, 40)));
 }
 
 #[test]
@@ -626,6 +644,7 @@ fn gemini_runs_the_checks_through_its_shell_tool_and_its_tokens_are_priced() {
     // Three calls (the router's, the tool call, the answer) of 1000 input and 200 output
     // tokens of gemini-2.5-pro at 1.25 and 10 USD a million: 3750 + 6000 micro-USD.
     assert_recorded(&l, Some("\t9750\testimated"), Some("0.61.0"));
+    assert_tokens(&l, Some((3000, 600)));
 }
 
 #[test]
@@ -805,6 +824,7 @@ fn codex_runs_the_checks_and_its_tokens_are_priced() {
     );
     // Two calls of 1000 input and 200 output tokens of gpt-5: 2 x 3250 micro-USD.
     assert_recorded(&l, Some("\t6500\testimated"), None);
+    assert_tokens(&l, Some((2000, 400)));
 }
 
 #[test]

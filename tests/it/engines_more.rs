@@ -136,6 +136,7 @@ fn qwen_edits_runs_the_checks_through_its_shell_tool_and_its_tokens_are_priced()
     // Four calls of 1000 prompt and 200 completion tokens of qwen3-coder-plus (1/0.2/5
     // USD per million): 4 x 2000 micro-USD.
     assert_recorded(&l, Some("\t8000\testimated"), Some("0.24.4"));
+    assert_tokens(&l, Some((4000, 800)));
 }
 
 #[test]
@@ -301,6 +302,7 @@ fn aider_edits_runs_the_checks_as_its_test_command_and_reports_its_cost() {
         "{micro}: {ledger}"
     );
     assert_recorded(&l, None, Some("aider 0.86.2"));
+    assert_tokens(&l, None);
 }
 
 #[test]
@@ -498,6 +500,7 @@ fn opencode_edits_runs_the_checks_and_reports_its_cost() {
     // Four steps of 1000 input and 200 output tokens at 1/5 USD per million: 4 x 2000
     // micro-USD, as opencode reported it.
     assert_recorded(&l, Some("\t8000\treported"), Some("1.18.33"));
+    assert_tokens(&l, Some((4000, 800)));
 }
 
 #[test]
@@ -753,6 +756,7 @@ fn copilot_edits_runs_the_checks_through_its_shell_tool() {
         "verify.sh ran and passed: {bodies}"
     );
     assert_recorded(&l, None, Some("GitHub Copilot CLI 1.0.102."));
+    assert_tokens(&l, None);
 }
 
 #[test]

@@ -281,6 +281,8 @@ fn a_loop_run_to_done_is_one_trace_whose_spans_are_its_journal() {
         assert_eq!(a["gen_ai.agent.name"], "custom");
         assert_eq!(a["gen_ai.request.model"], "sim-1");
         assert!(!a.contains_key("gen_ai.provider.name"), "{a:?}");
+        // Nor does its output count tokens: none are said, rather than zero.
+        assert!(!a.contains_key("gen_ai.usage.input_tokens"), "{a:?}");
         assert_eq!(a["orbit.phase"], e.value["phase"].as_str().unwrap());
         assert_eq!(a["orbit.iteration"], format!("int:{}", e.iteration));
         assert_eq!(span["endTimeUnixNano"], epoch_nanos(&e.ts).as_str());
@@ -696,4 +698,62 @@ fn follow_exports_each_span_once_as_the_journal_grows_and_stops_at_loop_stop() {
             "the followed span is the exported one"
         );
     }
+}
+
+/// A claude stand-in whose result line reports its usage as claude's does: `in` input
+/// tokens, a prompt cache read and written besides, `out` output tokens, and its cost.
+fn claude_usage_line(input: &str, out: &str) -> String {
+    format!(
+        r#"printf '%s\n' "{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"All done.\",\"total_cost_usd\":0.02,\"usage\":{{\"input_tokens\":{input},\"cache_creation_input_tokens\":30,\"cache_read_input_tokens\":850,\"output_tokens\":{out}}}}}""#
+    )
+}
+
+#[test]
+fn an_engines_token_counts_are_its_agent_spans_usage() {
+    let (_bin, l) = crate::engines::stand_in("claude", &claude_usage_line("120", "64"));
+    assert_code(&l.run(&[]), 10, "one tick, the check still failing");
+    // The journal holds what claude's output counted: input with the cache's tokens.
+    let exits = events_named(&l.dir, "agent_exit");
+    assert_eq!(exits.len(), 1, "{exits:?}");
+    assert_eq!(exits[0].value["tokens_in"], 1000, "{:?}", exits[0].value);
+    assert_eq!(exits[0].value["tokens_out"], 64);
+    let doc = export(&l.repo, &[&l.dir.display().to_string()]);
+    let spans = spans_of(&doc);
+    let agents = named(&spans, "invoke_agent");
+    assert_eq!(agents.len(), 1);
+    let a = attrs(agents[0]);
+    assert_eq!(a["gen_ai.provider.name"], "anthropic");
+    assert_eq!(a["gen_ai.usage.input_tokens"], "int:1000", "{a:?}");
+    assert_eq!(a["gen_ai.usage.output_tokens"], "int:64");
+    assert_eq!(a["orbit.cost_usd"], "double:0.02");
+    assert_official_parse(&doc, &spans);
+}
+
+#[test]
+fn each_candidates_token_counts_are_its_agent_spans_usage() {
+    // Candidate k reads k*100 input tokens and writes k*10; candidate 2 does the work.
+    let body = format!(
+        "[ \"$ORBIT_PHASE\" = work ] || exit 0\nif [ \"$ORBIT_CANDIDATE\" = 2 ]; then touch done.txt; echo done > \"$ORBIT_AGENT_DIR/done.md\"; fi\n{}",
+        claude_usage_line("$((ORBIT_CANDIDATE * 100))", "$((ORBIT_CANDIDATE * 10))")
+    );
+    let (_bin, l) = crate::engines::stand_in_with("claude", &body, &["--candidates", "2"]);
+    assert_code(&l.run(&[]), 0, "candidate 2's work ends the loop DONE");
+    let doc = export(&l.repo, &[&l.dir.display().to_string()]);
+    let spans = spans_of(&doc);
+    let candidates = named(&spans, "candidate ");
+    assert_eq!(candidates.len(), 2);
+    for (k, c) in candidates.iter().enumerate() {
+        let n = k as u64 + 1;
+        let runs: Vec<&Value> = spans.iter().filter(|s| parent(s) == id(c)).collect();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        let a = attrs(runs[0]);
+        assert_eq!(a["orbit.candidate"], format!("int:{n}"));
+        assert_eq!(
+            a["gen_ai.usage.input_tokens"],
+            format!("int:{}", n * 100 + 880),
+            "{a:?}"
+        );
+        assert_eq!(a["gen_ai.usage.output_tokens"], format!("int:{}", n * 10));
+    }
+    assert_official_parse(&doc, &spans);
 }

@@ -88,9 +88,22 @@ engine_classify_own_v() {
 # engine_cost_v LOG: RUN_COST_M and RUN_COST_KIND from claude's result line
 # (total_cost_usd, reported). Status 1 when the output holds no cost.
 engine_cost_v() {
-  local log=$1
+  local log=$1 line u in=0 out=0 k
   engine_last_line_v "$log" '{"type":"result"' || return 1
-  engine_json_scalar_v "$REPLY" total_cost_usd || return 1
+  line=$REPLY
+  # Its usage object: input counts what was read from and written to the prompt cache too.
+  u=${line#*\"usage\":\{}
+  if [[ $u != "$line" ]]; then
+    u=${u%%\}*}
+    for k in input_tokens cache_creation_input_tokens cache_read_input_tokens; do
+      engine_json_scalar_v "$u" "$k" && [[ $REPLY =~ ^[0-9]+$ ]] && in=$((in + REPLY))
+    done
+    if engine_json_scalar_v "$u" output_tokens && [[ $REPLY =~ ^[0-9]+$ ]]; then
+      out=$REPLY
+      engine_tokens_seen "$in" "$out"
+    fi
+  fi
+  engine_json_scalar_v "$line" total_cost_usd || return 1
   RUN_COST_M=$(cost_to_micro "$REPLY") || return 1
   RUN_COST_KIND=$COST_REPORTED
   return 0

@@ -121,6 +121,7 @@ engine_cost_v() {
     engine_json_scalar_v "$line" output_tokens && [[ $REPLY =~ ^[0-9]+$ ]] && out=$((out + REPLY))
   done < <(grep -a '^{"type":"turn.completed"' -- "$log" 2>/dev/null || true)
   ((any)) || return 1
+  engine_tokens_seen "$in" "$out"
   codex_model_v
   model=$REPLY
   engine_tokens_cost_v "$model" "$in" "$cached" "$out" || return 1

@@ -93,14 +93,17 @@ engine_classify_own_v() {
 # engine_cost_v LOG: RUN_COST_M and RUN_COST_KIND from gemini's stats.models.*.tokens,
 # each model priced by TOKEN_PRICES (estimated). Status 1 when the output holds no cost.
 engine_cost_v() {
-  local log=$1 v in=0 cached=0 out=0 model total=0 any=0
+  local log=$1 v in=0 cached=0 out=0 model total=0 any=0 priced=1 ins=0 outs=0
   gemini_block_v "$log" || return 1
   # Per model (6 spaces in, under "models"), its "tokens" object (8 spaces in).
   while read -r model v in cached out; do
     [[ $in =~ ^[0-9]+$ && $cached =~ ^[0-9]+$ && $out =~ ^[0-9]+$ ]] || continue
-    any=1
-    engine_tokens_cost_v "$model" "$in" "$cached" "$out" || return 1
-    total=$((total + REPLY))
+    any=1 ins=$((ins + in)) outs=$((outs + out))
+    if ((priced)) && engine_tokens_cost_v "$model" "$in" "$cached" "$out"; then
+      total=$((total + REPLY))
+    else
+      priced=0
+    fi
   done < <(awk '
     /^    "models": \{/ { inm = 1; next }
     inm && /^    \}/ { inm = 0 }
@@ -112,6 +115,8 @@ engine_cost_v() {
     tk && /^        \}/ { tk = 0; print m, "tokens", p, c, o }
   ' <<<"$REPLY")
   ((any)) || return 1
+  engine_tokens_seen "$ins" "$outs"
+  ((priced)) || return 1
   RUN_COST_M=$total
   RUN_COST_KIND=$COST_ESTIMATED
   return 0

@@ -96,11 +96,12 @@ engine_cost_v() {
     engine_json_scalar_v "${line#*\"cache\":}" read && [[ $REPLY =~ ^[0-9]+$ ]] && cached=$((cached + REPLY))
   done < <(grep -a '^{"type":"step_finish"' -- "$log" 2>/dev/null || true)
   ((any)) || return 1
+  # opencode counts cached tokens apart from its input: input here counts them too.
+  engine_tokens_seen "$((in + cached))" "$out"
   if awk -v u="$usd" 'BEGIN { exit !(u > 0) }'; then
     RUN_COST_M=$(cost_to_micro "$usd") || return 1
     RUN_COST_KIND=$COST_REPORTED
   else
-    # opencode counts cached tokens apart from its input: input here counts them too.
     engine_tokens_cost_v '' "$((in + cached))" "$cached" "$out" || return 1
     RUN_COST_M=$REPLY
     RUN_COST_KIND=$COST_ESTIMATED

@@ -91,6 +91,7 @@ engine_cost_v() {
   engine_json_scalar_v "$line" cache_read_input_tokens && [[ $REPLY =~ ^[0-9]+$ ]] && cached=$REPLY
   engine_json_scalar_v "$line" output_tokens && [[ $REPLY =~ ^[0-9]+$ ]] && out=$REPLY
   ((in + out > 0)) || return 1
+  engine_tokens_seen "$in" "$out"
   model=
   if engine_last_line_v "$log" '{"type":"system","subtype":"init"'; then
     engine_json_str_v "$REPLY" model && model=$REPLY

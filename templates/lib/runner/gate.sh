@@ -180,7 +180,8 @@ gate_confirm() {
     run_agent "$n" "$PHASE_CONFIRM" "$k" "$dir/confirm.$k.prompt.md" "$dir/confirm.$k.log" "$dir/confirm.$k.cost" ""
     cost_of_run "$dir/confirm.$k.log" "$dir/confirm.$k.cost"
     ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND" "" "$RUN_COST_SOURCE"
-    orbit_event agent_exit "$n" phase "$PHASE_CONFIRM" attempt "$k" exit_code "$AGENT_RC" timed_out "$AGENT_TIMED_OUT" seconds "$AGENT_SECS"
+    run_usage
+    orbit_event agent_exit "$n" phase "$PHASE_CONFIRM" attempt "$k" exit_code "$AGENT_RC" timed_out "$AGENT_TIMED_OUT" seconds "$AGENT_SECS" "${RUN_USAGE[@]}"
     verdict=''
     if agent_file_take confirm.md "$dir/confirm.$k.md"; then
       IFS= read -r verdict <"$dir/confirm.$k.md" || true

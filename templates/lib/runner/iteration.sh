@@ -281,10 +281,11 @@ iteration_attempt_prompt() {
 }
 
 # iteration_attempt_record ATTEMPT OUTCOME: a single agent's attempt, into the ledger and
-# the journal.
+# the journal (with its cost, and the tokens it used where its engine counts them).
 iteration_attempt_record() {
   ledger_append "$CUR_ITER" "$RUN_COST_M" "$RUN_COST_KIND" "" "$RUN_COST_SOURCE"
-  orbit_event agent_exit "$CUR_ITER" phase "$PHASE_WORK" attempt "$1" exit_code "$AGENT_RC" outcome "$2" seconds "$AGENT_SECS" cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND"
+  run_usage
+  orbit_event agent_exit "$CUR_ITER" phase "$PHASE_WORK" attempt "$1" exit_code "$AGENT_RC" outcome "$2" seconds "$AGENT_SECS" "${RUN_USAGE[@]}"
   orbit_fault after_agent
 }
 

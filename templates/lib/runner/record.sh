@@ -72,6 +72,7 @@ cost_of_run() {
   RUN_COST_M=0
   RUN_COST_KIND=$COST_UNKNOWN
   RUN_COST_SOURCE=
+  engine_tokens_forget
   if [[ -s $cfile ]]; then
     v=$(head -c 64 -- "$cfile" | tr -d ' \n\r\t$')
   fi
@@ -96,6 +97,15 @@ cost_of_run() {
     RUN_COST_M=$COST_ESTIMATE_M
     RUN_COST_KIND=$COST_ESTIMATED
   fi
+}
+
+# RUN_USAGE: the last run's cost and tokens as its agent_exit event holds them
+# (cost_microusd, cost_kind, and tokens_in and tokens_out where its engine counts them).
+RUN_USAGE=()
+# run_usage: RUN_USAGE of the run cost_of_run last read.
+run_usage() {
+  RUN_USAGE=(cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND")
+  [[ -z $RUN_TOKENS_IN ]] || RUN_USAGE+=(tokens_in "$RUN_TOKENS_IN" tokens_out "$RUN_TOKENS_OUT")
 }
 
 # The ledger's totals are read once per run (ledger_load) and kept up to date by

@@ -136,7 +136,8 @@ wrapup() {
   cost_of_run "$dir/agent.log" "$dir/cost.usd"
   ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND" "" "$RUN_COST_SOURCE"
   S[COST_MICROUSD]=$LEDGER_TOTAL
-  orbit_event agent_exit "$n" phase "$PHASE_WRAPUP" attempt 1 exit_code "$AGENT_RC" seconds "$AGENT_SECS"
+  run_usage
+  orbit_event agent_exit "$n" phase "$PHASE_WRAPUP" attempt 1 exit_code "$AGENT_RC" seconds "$AGENT_SECS" "${RUN_USAGE[@]}"
 }
 
 # check_passed NAME: status 0 when the last verify run's tally says NAME passed.

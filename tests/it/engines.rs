@@ -277,7 +277,7 @@ pub(crate) struct EngineLoop {
 /// Where the engines' HOME goes: never under /tmp. codex runs its commands under bwrap with
 /// a private /tmp, and the helper it execs (`codex-linux-sandbox`, a link it makes under
 /// its home) must stay visible inside: under /tmp it is hidden and every command fails.
-fn engine_home_parent() -> PathBuf {
+pub(crate) fn engine_home_parent() -> PathBuf {
     let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     if !target.starts_with("/tmp") {
         return target;

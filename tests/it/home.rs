@@ -229,46 +229,55 @@ fn an_env_file_changed_between_ticks_stops_the_next_before_anything_of_it_is_loa
 
 #[test]
 fn an_agent_cannot_lower_the_cost_its_engine_reports_and_the_cap_stops_on_time() {
-    // claude reports $0.40 a run; its agent writes $0.0001 into the cost file. With a
-    // $1.00 cap the loop must stop after two runs ($0.80: the room left pays for no third
-    // of its size), not go on for thousands of them.
-    let body = r#"echo "$(wc -l < "$HOME/.claude/test-runs")" > work.txt
+    // With the sandbox and without: the cost file lies in the agent's folder, which the
+    // agent writes either way.
+    let sandboxes: &[&str] = if crate::support::bwrap_available() {
+        &["none", "bwrap"]
+    } else {
+        &["none"]
+    };
+    for &sandbox in sandboxes {
+        // claude reports $0.40 a run; its agent writes $0.0001 into the cost file. With a
+        // $1.00 cap the loop must stop after two runs ($0.80: the room left pays for no third
+        // of its size), not go on for thousands of them.
+        let body = r#"echo "$(wc -l < "$HOME/.claude/test-runs")" > work.txt
 printf '0.0001\n' > "$ORBIT_COST_FILE"
 echo '{"type":"result","subtype":"success","is_error":false,"result":"All done.","total_cost_usd":0.40}'"#;
-    let (_bin, l) = stand_in("claude", body, "none");
-    let home = l.home.path().display().to_string();
-    let out = l.repo.run_loop(
-        &l.dir,
-        &[],
-        &[
-            ("HOME", &home),
-            ("USD_CAP", "1.00"),
-            ("MAX_ITERATIONS", "10"),
-            ("CONFIRM_RUNS", "0"),
-            (
-                "PATH",
-                &format!("{}:{}", _bin.path().display(), l.repo.path_env()),
-            ),
-        ],
-    );
-    let log = fs::read_to_string(l.dir.join("runner.log")).unwrap();
-    assert!(
-        log.contains("the agent's cost file says $0.0001, less than the engine's report"),
-        "the agent wrote its lower cost: {log}"
-    );
-    assert_code(&out, 12, "PAUSED on the budget");
-    assert_eq!(l.state("STOP_REASON"), "budget");
-    assert_eq!(runs(&l), 2, "runs of $0.40 under a $1.00 cap");
-    assert_eq!(l.state("COST_MICROUSD"), "800000");
-    let ledger = l.ledger();
-    assert_eq!(
-        ledger
-            .lines()
-            .filter(|x| x.ends_with("\t400000\treported"))
-            .count(),
-        2,
-        "each line is the engine's report, in the contract's three columns: {ledger}"
-    );
+        let (_bin, l) = stand_in("claude", body, sandbox);
+        let home = l.home.path().display().to_string();
+        let out = l.repo.run_loop(
+            &l.dir,
+            &[],
+            &[
+                ("HOME", &home),
+                ("USD_CAP", "1.00"),
+                ("MAX_ITERATIONS", "10"),
+                ("CONFIRM_RUNS", "0"),
+                (
+                    "PATH",
+                    &format!("{}:{}", _bin.path().display(), l.repo.path_env()),
+                ),
+            ],
+        );
+        let log = fs::read_to_string(l.dir.join("runner.log")).unwrap();
+        assert!(
+            log.contains("the agent's cost file says $0.0001, less than the engine's report"),
+            "the agent wrote its lower cost: {log}"
+        );
+        assert_code(&out, 12, &format!("{sandbox}: PAUSED on the budget"));
+        assert_eq!(l.state("STOP_REASON"), "budget");
+        assert_eq!(runs(&l), 2, "{sandbox}: runs of $0.40 under a $1.00 cap");
+        assert_eq!(l.state("COST_MICROUSD"), "800000");
+        let ledger = l.ledger();
+        assert_eq!(
+            ledger
+                .lines()
+                .filter(|x| x.ends_with("\t400000\treported"))
+                .count(),
+            2,
+            "{sandbox}: each line is the engine's report, in the contract's three columns: {ledger}"
+        );
+    }
 
     // An agent that says more than the engine is believed, and the line says so.
     let body = r#"echo "$(wc -l < "$HOME/.claude/test-runs")" > work.txt

@@ -884,3 +884,160 @@ try commit git commit -qm agent
     );
     assert_records_agree(&dir);
 }
+
+/// What steers the runner from outside the workspace when there is no sandbox (a file the
+/// user's ~/.gitconfig includes, ~/.gitconfig itself, a `git` first on PATH in HOME, the env
+/// file, a systemd user unit, the user's own branch, stash and checkout) cannot be written
+/// under it: each attempt fails at the write, every target is as it was, no command the
+/// agent wrote runs, and the loop goes on. HOME lies outside /tmp, which the sandbox makes
+/// private (a write there would land in the run's own /tmp and prove nothing).
+#[test]
+fn under_the_sandbox_nothing_outside_the_workspace_that_steers_the_runner_can_be_written() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = Repo::new();
+    repo.write("README.md", "mine\n");
+    repo.git(&["add", "README.md"]);
+    repo.git(&["commit", "-qm", "the user's work"]);
+    let main_before = repo.git(&["rev-parse", "main"]);
+    let home = tempfile::Builder::new()
+        .prefix("sandbox-home-")
+        .tempdir_in(crate::engines::engine_home_parent())
+        .unwrap();
+    let h = home.path();
+    let global = h.join(".gitconfig");
+    let mut gitconfig =
+        fs::read_to_string(crate::support::sealed_home().join(".gitconfig")).unwrap();
+    gitconfig.push_str("[include]\n\tpath = ~/.gitconfig.local\n");
+    fs::write(&global, &gitconfig).unwrap();
+    fs::create_dir_all(h.join(".local/bin")).unwrap();
+    fs::create_dir_all(h.join(".config/systemd/user")).unwrap();
+    let envf = h.join("loop.env");
+    fs::write(&envf, "SERVICE_TOKEN=1\n").unwrap();
+    fs::set_permissions(&envf, fs::Permissions::from_mode(0o600)).unwrap();
+    let canary = h.join("CANARY");
+
+    let body = r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+H='@HOME@'; C='@CANARY@'
+@TRY@
+top=$(dirname "$(git rev-parse --path-format=absolute --git-common-dir)")
+try include sh -c "printf '[filter \"z\"]\n\tclean = touch $C\n' > '$H/.gitconfig.local'"
+try gitconfig git config --global filter.y.clean "touch $C"
+try path-git sh -c "printf '#!/bin/sh\ntouch $C\n' > '$H/.local/bin/git' && chmod +x '$H/.local/bin/git'"
+try env-file sh -c "echo 'PATH=$H/.local/bin:/usr/bin:/bin' >> '$H/loop.env'"
+try unit sh -c "printf '[Service]\nExecStartPre=/bin/touch $C\n' > '$H/.config/systemd/user/orbit-evil.service'"
+try branch git update-ref refs/heads/main HEAD~1
+try stash git -C "$top" stash
+try checkout sh -c "echo theirs >> '$top/README.md'"
+echo '* filter=z' > .gitattributes
+echo step >> work.txt"#
+        .replace("@HOME@", &h.display().to_string())
+        .replace("@CANARY@", &canary.display().to_string())
+        .replace("@TRY@", TRY_WRITE);
+    let agent = repo.agent("outside", &body);
+    let dir = sandboxed_loop(&repo, &agent, &["test -f never-there"]);
+    // The user's uncommitted edit, in their checkout.
+    repo.write("README.md", "mine, and not committed yet\n");
+    let (home_s, global_s, envf_s) = (
+        h.display().to_string(),
+        global.display().to_string(),
+        envf.display().to_string(),
+    );
+    let path = format!("{}:{}", h.join(".local/bin").display(), repo.path_env());
+    let env = [
+        ("HOME", home_s.as_str()),
+        ("GIT_CONFIG_GLOBAL", global_s.as_str()),
+        ("ENV_FILE", envf_s.as_str()),
+        ("PATH", path.as_str()),
+    ];
+    let out = repo.run_loop(&dir, &["--once"], &env);
+    let attempts = fs::read_to_string(repo.ws().join("attempts.txt"))
+        .unwrap_or_else(|e| panic!("the agent ran no attempt ({e}): {}", text(&out)));
+    for label in [
+        "include",
+        "gitconfig",
+        "path-git",
+        "env-file",
+        "unit",
+        "branch",
+        "stash",
+        "checkout",
+    ] {
+        let line = attempt(&attempts, label);
+        // git stash says only that it could not write its objects and refs.
+        let refused = if label == "stash" {
+            "Cannot save the current status"
+        } else {
+            EROFS
+        };
+        assert!(line.contains(refused), "{line}\n{attempts}");
+    }
+    assert_code(&out, 10, "a tick that goes on: every write outside failed");
+    assert!(!h.join(".gitconfig.local").exists());
+    assert_eq!(fs::read_to_string(&global).unwrap(), gitconfig);
+    assert!(!h.join(".local/bin/git").exists());
+    assert_eq!(fs::read_to_string(&envf).unwrap(), "SERVICE_TOKEN=1\n");
+    assert!(!h.join(".config/systemd/user/orbit-evil.service").exists());
+    assert_eq!(repo.git(&["rev-parse", "main"]), main_before);
+    assert!(repo.git(&["stash", "list"]).is_empty(), "nothing stashed");
+    assert_eq!(repo.read("README.md"), "mine, and not committed yet\n");
+    assert!(!canary.exists(), "no command the agent wrote ran");
+    assert!(events_named(&dir, "integrity_fail").is_empty());
+    assert_eq!(repo.git(&["show", "orbit/test-goal:work.txt"]), "step\n");
+}
+
+/// What the sandbox leaves writable, the workspace, still holds two things the runner must
+/// never take as the loop's: the committed loop directory's copy and the project's
+/// orbit.toml. Under the sandbox as without it, the agent's rewrite of the copy's
+/// run-loop.sh stops the loop as script_tamper with nothing committed, and an orbit.toml it
+/// rewrites is named at DONE, to be reviewed before the merge.
+#[test]
+fn under_the_sandbox_the_workspaces_copy_of_the_loop_and_orbit_toml_are_still_the_agents() {
+    if !bwrap_available() {
+        return;
+    }
+    for case in ["copy", "orbit-toml"] {
+        let repo = Repo::new();
+        repo.write("orbit.toml", "max-iterations = 7\n");
+        repo.git(&["add", "orbit.toml"]);
+        repo.git(&["commit", "-qm", "the project's defaults"]);
+        let action = if case == "copy" {
+            r#"sh -c "printf '\ntouch /tmp/pwned\n' >> .orbit/test-goal/run-loop.sh""#
+        } else {
+            r#"sh -c "printf 'sandbox = \"none\"\n' >> orbit.toml""#
+        };
+        let body = format!(
+            "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\n{TRY_WRITE}\n\
+             try {case} {action}\ntouch done.txt\necho done > \"$ORBIT_AGENT_DIR/done.md\""
+        );
+        let agent = repo.agent("workspace-writer", &body);
+        let dir = sandboxed_loop(&repo, &agent, &["test -f done.txt"]);
+        if case == "copy" {
+            repo.git(&["add", "-f", ".orbit/test-goal"]);
+            repo.git(&["commit", "-qm", "the loop, committed"]);
+        }
+        let out = repo.run_loop(&dir, &["--once"], &[("CONFIRM_RUNS", "0")]);
+        let attempts = fs::read_to_string(repo.ws().join("attempts.txt"))
+            .unwrap_or_else(|e| panic!("{case}: no attempt ({e}): {}", text(&out)));
+        assert_eq!(attempt(&attempts, case), format!("{case}: WROTE"));
+        if case == "copy" {
+            assert_code(&out, 3, "the copy's change is script_tamper");
+            assert_eq!(state_value(&dir, "STOP_REASON"), "script_tamper");
+            let on_branch = repo.git(&["show", "orbit/test-goal:.orbit/test-goal/run-loop.sh"]);
+            assert!(
+                !on_branch.contains("pwned"),
+                "the copy's change was committed"
+            );
+        } else {
+            assert_code(&out, 0, "DONE, with orbit.toml named");
+            let t = text(&out);
+            assert!(
+                t.contains("the branch changes orbit.toml")
+                    && t.contains("review it before you merge"),
+                "{t}"
+            );
+        }
+    }
+}

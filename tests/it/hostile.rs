@@ -1944,6 +1944,25 @@ fi"###
     );
 }
 
+/// An agent's lines that start a daemon shedding the loop's mark (`env -i`) and its process
+/// group (`setsid`), known by `token` in its argv, and wait until it runs; then `seen` (a
+/// shell command).
+fn daemon_lines(token: &str, seen: &str) -> String {
+    format!(
+        "env -i /usr/bin/setsid /bin/bash -c 'while :; do sleep 1; done' {token} < /dev/null > /dev/null 2>&1 &\n\
+         for _ in $(seq 600); do pgrep -f {token} > /dev/null && {{ {seen}; }}; sleep 0.1; done"
+    )
+}
+
+/// `shed`, a function of the agent that starts [`daemon_lines`]' daemon: status 0 once it
+/// runs, 1 when it never did.
+fn shed_function(token: &str) -> String {
+    format!(
+        "shed() {{\n{}\nreturn 1\n}}",
+        daemon_lines(token, "return 0")
+    )
+}
+
 /// A daemon that sheds the loop's mark (`env -i`) and its process group (`setsid`): without
 /// the sandbox the agent's wrapper is its subreaper (it is adopted there when its parent
 /// exits), so it is swept with its run; under the sandbox it dies with its run.
@@ -1956,14 +1975,10 @@ fn an_unmarked_daemon_left_by_the_agent() -> (Hostile, PathBuf, Output, String) 
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 echo "step $ORBIT_ITERATION" | tr 0-9 a-j >> work.txt
 if [ "$ORBIT_ITERATION" = 1 ]; then
-  shed() {
-    env -i /usr/bin/setsid /bin/bash -c 'while :; do sleep 1; done' @TOKEN@ < /dev/null > /dev/null 2>&1 &
-    for _ in $(seq 600); do pgrep -f @TOKEN@ > /dev/null && return 0; sleep 0.1; done
-    return 1
-  }
+  @SHED@
   attempt shed shed
 fi"###
-            .replace("@TOKEN@", &token),
+            .replace("@SHED@", &shed_function(&token)),
     );
     let dir = h
         .repo
@@ -2013,15 +2028,11 @@ fn without_the_sandbox_a_daemon_of_an_agent_killed_at_its_timeout_is_swept_by_th
         &r###"cat >/dev/null
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 echo "step $ORBIT_ITERATION" | tr 0-9 a-j >> work.txt
-shed() {
-  env -i /usr/bin/setsid /bin/bash -c 'while :; do sleep 1; done' @TOKEN@ < /dev/null > /dev/null 2>&1 &
-  for _ in $(seq 600); do pgrep -f @TOKEN@ > /dev/null && return 0; sleep 0.1; done
-  return 1
-}
+@SHED@
 attempt shed shed
 trap '' TERM
 while :; do sleep 1; done"###
-            .replace("@TOKEN@", &token),
+            .replace("@SHED@", &shed_function(&token)),
     );
     let dir = h
         .repo
@@ -2061,11 +2072,15 @@ fn without_the_sandbox_a_daemon_a_check_leaves_is_swept_when_the_checks_end() {
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 echo "step $ORBIT_ITERATION" | tr 0-9 a-j >> work.txt
 cat > daemon.sh <<'EOS'
-env -i /usr/bin/setsid /bin/bash -c 'while :; do sleep 1; done' @TOKEN@ < /dev/null > /dev/null 2>&1 &
-for _ in $(seq 600); do pgrep -f @TOKEN@ > /dev/null && { echo running > @SEEN@; break; }; sleep 0.1; done
+@DAEMON@
 EOS"###
-            .replace("@TOKEN@", &token)
-            .replace("@SEEN@", &format!("'{}'", seen.display())),
+            .replace(
+                "@DAEMON@",
+                &daemon_lines(
+                    &token,
+                    &format!("echo running > '{}'; break", seen.display()),
+                ),
+            ),
     );
     let dir = h.repo.init_loop(
         &agent,
@@ -2178,9 +2193,11 @@ fn under_the_sandbox_a_daemon_that_sheds_the_loops_mark_dies_with_its_run() {
         &r###"cat >/dev/null
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 echo "step $ORBIT_ITERATION" | tr 0-9 a-j >> work.txt
-env -i /usr/bin/setsid /bin/bash -c 'while :; do sleep 1; done' @TOKEN@ < /dev/null > /dev/null 2>&1 &
-for _ in $(seq 600); do pgrep -f @TOKEN@ > /dev/null && { echo running > daemon-seen.txt; break; }; sleep 0.1; done"###
-            .replace("@TOKEN@", &token),
+@DAEMON@"###
+            .replace(
+                "@DAEMON@",
+                &daemon_lines(&token, "echo running > daemon-seen.txt; break"),
+            ),
     );
     let dir = h.repo.init_loop(
         &agent,

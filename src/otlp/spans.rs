@@ -670,6 +670,10 @@ impl<'f> Builder<'f> {
             s.set("gen_ai.usage.input_tokens", Value::Int(i as i64));
             s.set("gen_ai.usage.output_tokens", Value::Int(o as i64));
         }
+        // The model the engine's session said it used.
+        if let Some(m) = str_of(e, "model") {
+            s.set("gen_ai.response.model", Value::Str(m.to_string()));
+        }
         let failed = match &outcome {
             Some(o) => o != "ok",
             None => exit.is_some_and(|c| c != 0) || u64_of(e, "timed_out") == Some(1),
@@ -789,6 +793,7 @@ mod tests {
                     ("cost_microusd", "20000"),
                     ("tokens_in", "1200"),
                     ("tokens_out", "340"),
+                    ("model", "claude-opus-4-5"),
                 ],
             ),
             ("verify_pass", 1, &[("run", "1"), ("streak", "1")]),
@@ -869,6 +874,10 @@ mod tests {
         assert_eq!(
             work.attr("gen_ai.usage.output_tokens"),
             Some(&Value::Int(340))
+        );
+        assert_eq!(
+            work.attr("gen_ai.response.model"),
+            Some(&Value::Str("claude-opus-4-5".into()))
         );
         // The confirmation's run counted no tokens: it says none, not zero.
         assert_eq!(spans[7].attr("gen_ai.usage.input_tokens"), None);

@@ -301,9 +301,21 @@ engine_timeout_v() {
 # per-message figures, copilot none).
 RUN_TOKENS_IN=
 RUN_TOKENS_OUT=
-# engine_tokens_forget: no tokens known yet for the run just ended.
+# The model the last run's session says it used (claude's and qwen's init line), "" where
+# its output does not say.
+RUN_MODEL=
+# engine_tokens_forget: no tokens nor model known yet for the run just ended.
 engine_tokens_forget() {
-  RUN_TOKENS_IN='' RUN_TOKENS_OUT=''
+  RUN_TOKENS_IN='' RUN_TOKENS_OUT='' RUN_MODEL=''
+}
+
+# engine_model_seen LOG: RUN_MODEL from the `model` of the CLI's session init line
+# (`{"type":"system","subtype":"init",...}`), when it is a plain model name.
+engine_model_seen() {
+  engine_last_line_v "$1" '{"type":"system","subtype":"init"' || return 0
+  engine_json_str_v "$REPLY" model || return 0
+  [[ $REPLY =~ ^[A-Za-z0-9][][A-Za-z0-9._:/@+-]{0,99}$ ]] && RUN_MODEL=$REPLY
+  return 0
 }
 
 # engine_tokens_seen INPUT OUTPUT: the run used these tokens (unsigned integers, else

@@ -165,18 +165,21 @@ fanout_attempt_start() {
 # (its tokens `-` where its engine does not count them). The reset time a rate limit names
 # stays in this subshell: a fan-out paused by a limit reads it again from the survivor's log.
 fanout_attempt_line() {
-  FANOUT_LINES+="A $1 $AGENT_RC $AGENT_TIMED_OUT $AGENT_SECS $RUN_COST_M $RUN_COST_KIND $2 ${RUN_TOKENS_IN:--} ${RUN_TOKENS_OUT:--}"$'\n'
+  FANOUT_LINES+="A $1 $AGENT_RC $AGENT_TIMED_OUT $AGENT_SECS $RUN_COST_M $RUN_COST_KIND $2 ${RUN_TOKENS_IN:--} ${RUN_TOKENS_OUT:--} ${RUN_MODEL:--}"$'\n'
 }
 
 # fanout_attempt_record N K ATTEMPT RC TIMED_OUT SECONDS MICRO_USD KIND OUTCOME TOKENS_IN
-# TOKENS_OUT: candidate K's attempt (an A line's fields, checked), into the ledger, the
-# journal (its tokens where they are counted) and the timings.
+# TOKENS_OUT MODEL: candidate K's attempt (an A line's fields, checked), into the ledger, the
+# journal (its tokens and model where they are known) and the timings.
 fanout_attempt_record() {
   local n=$1 k=$2
   local -a tokens=()
   shift 2
   if orbit_is_uint "$8" && orbit_is_uint "$9"; then
     tokens=(tokens_in "$8" tokens_out "$9")
+  fi
+  if [[ ${10} =~ ^[A-Za-z0-9][][A-Za-z0-9._:/@+-]{0,99}$ ]]; then
+    tokens+=(model "${10}")
   fi
   ledger_append "$n" "$5" "$6" "$k"
   orbit_event agent_exit "$n" phase "$PHASE_WORK" attempt "$1" candidate "$k" exit_code "$2" outcome "$7" seconds "$4" cost_microusd "$5" cost_kind "$6" "${tokens[@]}"
@@ -227,7 +230,7 @@ fanout_agent_stop() {
     if ((ATTEMPT > 0)); then
       cat -- "$ORBIT_TMP/agent.raw" "$ORBIT_TMP/agent.head" "$ORBIT_TMP/agent.tail" >"$ORBIT_TMP/agent.log" 2>/dev/null || true
       printf '\n[orbit: stopped by the runner after %ss]\n' $((SECONDS - FANOUT_T0)) >>"$ORBIT_TMP/agent.log"
-      FANOUT_LINES+="A $ATTEMPT $((128 + 15)) 0 $((SECONDS - FANOUT_T0)) 0 $COST_UNKNOWN $OUTCOME_STOPPED - -"$'\n'
+      FANOUT_LINES+="A $ATTEMPT $((128 + 15)) 0 $((SECONDS - FANOUT_T0)) 0 $COST_UNKNOWN $OUTCOME_STOPPED - - -"$'\n'
     fi
   fi
   if [[ -n $ORBIT_WATCHDOG_PID ]]; then
@@ -407,7 +410,7 @@ fanout_iteration() {
       while IFS=' ' read -r -a f; do
         case ${f[0]:-} in
           A)
-            ((${#f[@]} == 10)) || continue
+            ((${#f[@]} == 11)) || continue
             for j in 1 2 3 4 5; do orbit_is_uint "${f[$j]}" || continue 2; done
             [[ ${f[6]} =~ $ORBIT_RE_COST_KIND && ${f[7]} =~ ^[a-z_]{1,32}$ ]] || continue
             att=${f[1]} rc=${f[2]} secs=${f[4]} outcome=${f[7]} cost=$((cost + f[5]))

@@ -377,6 +377,27 @@ pub(crate) fn assert_tokens(l: &EngineLoop, want: Option<(u64, u64)>) {
     assert_eq!(seen, want, "the tokens the journal holds");
 }
 
+/// The model the journal's work runs say the CLI's session used: the one it asked the API
+/// for (named in a request body the mock received).
+pub(crate) fn assert_model_as_requested(l: &EngineLoop, bodies: &str) {
+    let exits = crate::support::events_named(&l.dir, "agent_exit");
+    let model = exits
+        .iter()
+        .find_map(|e| e.value["model"].as_str())
+        .unwrap_or_else(|| {
+            let log = std::fs::read_to_string(l.dir.join("iterations/000001/agent.log"))
+                .unwrap_or_default();
+            let init: Vec<&str> = log.lines().filter(|x| x.contains("\"init\"")).collect();
+            panic!("no model in the journal: {exits:?}\nthe CLI's init line: {init:?}")
+        });
+    // claude names its context window after the model (`claude-opus-4-8[1m]`).
+    let asked = model.split('[').next().unwrap_or(model);
+    assert!(
+        bodies.contains(&format!("\"model\":\"{asked}\"")),
+        "{model} was not asked of the API: {bodies}"
+    );
+}
+
 pub(crate) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -410,6 +431,7 @@ fn claude_runs_the_checks_through_its_bash_tool_and_reports_its_cost() {
     assert_recorded(&l, Some("\t3000\treported"), Some("2.1.197 (Claude Code)"));
     // Its result line counts the mock's usage of both calls: 2 x 100 in, 2 x 20 out.
     assert_tokens(&l, Some((200, 40)));
+    assert_model_as_requested(&l, &bodies);
 }
 
 #[test]

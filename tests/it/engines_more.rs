@@ -137,6 +137,7 @@ fn qwen_edits_runs_the_checks_through_its_shell_tool_and_its_tokens_are_priced()
     // USD per million): 4 x 2000 micro-USD.
     assert_recorded(&l, Some("\t8000\testimated"), Some("0.24.4"));
     assert_tokens(&l, Some((4000, 800)));
+    assert_model_as_requested(&l, &bodies);
 }
 
 #[test]

@@ -708,15 +708,22 @@ fn claude_usage_line(input: &str, out: &str) -> String {
     )
 }
 
+/// The tokens claude's result line counts and the model its init line names are the agent
+/// span's usage and response model.
 #[test]
 fn an_engines_token_counts_are_its_agent_spans_usage() {
-    let (_bin, l) = crate::engines::stand_in("claude", &claude_usage_line("120", "64"));
+    let body = format!(
+        "echo '{{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"s\",\"model\":\"claude-sonnet-4-5\"}}'\n{}",
+        claude_usage_line("120", "64")
+    );
+    let (_bin, l) = crate::engines::stand_in("claude", &body);
     assert_code(&l.run(&[]), 10, "one tick, the check still failing");
     // The journal holds what claude's output counted: input with the cache's tokens.
     let exits = events_named(&l.dir, "agent_exit");
     assert_eq!(exits.len(), 1, "{exits:?}");
     assert_eq!(exits[0].value["tokens_in"], 1000, "{:?}", exits[0].value);
     assert_eq!(exits[0].value["tokens_out"], 64);
+    assert_eq!(exits[0].value["model"], "claude-sonnet-4-5");
     let doc = export(&l.repo, &[&l.dir.display().to_string()]);
     let spans = spans_of(&doc);
     let agents = named(&spans, "invoke_agent");
@@ -725,6 +732,7 @@ fn an_engines_token_counts_are_its_agent_spans_usage() {
     assert_eq!(a["gen_ai.provider.name"], "anthropic");
     assert_eq!(a["gen_ai.usage.input_tokens"], "int:1000", "{a:?}");
     assert_eq!(a["gen_ai.usage.output_tokens"], "int:64");
+    assert_eq!(a["gen_ai.response.model"], "claude-sonnet-4-5");
     assert_eq!(a["orbit.cost_usd"], "double:0.02");
     assert_official_parse(&doc, &spans);
 }
@@ -754,6 +762,8 @@ fn each_candidates_token_counts_are_its_agent_spans_usage() {
             "{a:?}"
         );
         assert_eq!(a["gen_ai.usage.output_tokens"], format!("int:{}", n * 10));
+        // The stand-in names no model: none is said.
+        assert!(!a.contains_key("gen_ai.response.model"), "{a:?}");
     }
     assert_official_parse(&doc, &spans);
 }

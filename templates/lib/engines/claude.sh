@@ -89,6 +89,7 @@ engine_classify_own_v() {
 # (total_cost_usd, reported). Status 1 when the output holds no cost.
 engine_cost_v() {
   local log=$1 line u in=0 out=0 k
+  engine_model_seen "$log"
   engine_last_line_v "$log" '{"type":"result"' || return 1
   line=$REPLY
   # Its usage object: input counts what was read from and written to the prompt cache too.

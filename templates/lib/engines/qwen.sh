@@ -83,6 +83,7 @@ engine_classify_own_v() {
 # holds no cost.
 engine_cost_v() {
   local log=$1 in=0 cached=0 out=0 model line
+  engine_model_seen "$log"
   engine_last_line_v "$log" '{"type":"result"' || return 1
   line=${REPLY#*\"usage\":\{}
   [[ $line != "$REPLY" ]] || return 1

@@ -100,12 +100,14 @@ cost_of_run() {
 }
 
 # RUN_USAGE: the last run's cost and tokens as its agent_exit event holds them
-# (cost_microusd, cost_kind, and tokens_in and tokens_out where its engine counts them).
+# (cost_microusd, cost_kind, tokens_in and tokens_out where its engine counts them, and the
+# model its session says it used).
 RUN_USAGE=()
 # run_usage: RUN_USAGE of the run cost_of_run last read.
 run_usage() {
   RUN_USAGE=(cost_microusd "$RUN_COST_M" cost_kind "$RUN_COST_KIND")
   [[ -z $RUN_TOKENS_IN ]] || RUN_USAGE+=(tokens_in "$RUN_TOKENS_IN" tokens_out "$RUN_TOKENS_OUT")
+  [[ -z $RUN_MODEL ]] || RUN_USAGE+=(model "$RUN_MODEL")
 }
 
 # The ledger's totals are read once per run (ledger_load) and kept up to date by

@@ -515,7 +515,7 @@ pub struct ExportArgs {
     pub output: Option<PathBuf>,
 
     /// POST the trace to an OTLP/HTTP receiver, e.g. http://localhost:4318 (a URL without
-    /// a path gets /v1/traces). Plain http only.
+    /// a path gets /v1/traces); https:// is sent through the machine's curl.
     #[arg(long, value_name = "URL")]
     pub endpoint: Option<String>,
 

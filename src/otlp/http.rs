@@ -1,10 +1,15 @@
-//! The OTLP/HTTP client: one `POST` of a JSON document over plain `http://`, on a std
-//! `TcpStream`. An OpenTelemetry Collector (or Jaeger) listens for it on port 4318 at
-//! `/v1/traces`. `https://` is refused with what to do instead: orbit carries no TLS stack,
-//! and a collector on the same host (or a sidecar) forwards to an https backend.
+//! The OTLP/HTTP client: one `POST` of a JSON document. Over plain `http://` on a std
+//! `TcpStream` (an OpenTelemetry Collector or Jaeger listens on port 4318 at `/v1/traces`);
+//! over `https://` (a vendor's endpoint) through the machine's `curl`, as the loop's own
+//! notifications go: orbit carries no TLS stack of its own. curl is given its settings in a
+//! private file (mode 0600, removed after), so that no header (an API key) is on a command
+//! line another process can read, and it reads no `~/.curlrc`, follows no redirect and
+//! speaks https only.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -12,10 +17,12 @@ use crate::error::{Error, Result};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Where the documents go: host, port and path of an `http://` URL.
+/// Where the documents go: host, port and path of an `http://` or `https://` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub url: String,
+    /// `https://`: sent through curl.
+    pub tls: bool,
     pub host: String,
     pub port: u16,
     pub path: String,
@@ -33,15 +40,12 @@ impl Endpoint {
                 url.escape_debug()
             ))
         };
-        if url.starts_with("https://") {
-            return Err(Error::Usage(format!(
-                "--endpoint '{}': https is not supported by orbit's exporter; send to an OpenTelemetry Collector on this host over http (http://localhost:4318) and let it forward over TLS, or write the document with --output FILE",
-                url.escape_debug()
-            )));
-        }
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| bad("not an http:// URL"))?;
+        let (tls, rest) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            _ => return Err(bad("not an http:// or https:// URL")),
+        };
+        let default_port = if tls { 443 } else { 80 };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, ""),
@@ -59,21 +63,26 @@ impl Endpoint {
             let (h, after) = v6.split_once(']').ok_or_else(|| bad("an unclosed ["))?;
             let port = match after.strip_prefix(':') {
                 Some(p) => port_of(p)?,
-                None if after.is_empty() => 80,
+                None if after.is_empty() => default_port,
                 None => return Err(bad("text after the address")),
             };
             (format!("[{h}]"), port)
         } else {
             match authority.rsplit_once(':') {
                 Some((h, p)) => (h.to_string(), port_of(p)?),
-                None => (authority.to_string(), 80),
+                None => (authority.to_string(), default_port),
             }
         };
         if host.is_empty() || port == 0 {
             return Err(bad("no host or port"));
         }
-        if path.bytes().any(|b| b.is_ascii_control() || b == b' ') {
-            return Err(bad("the path holds spaces or control characters"));
+        if url
+            .bytes()
+            .any(|b| b.is_ascii_control() || b == b' ' || b == b'"' || b == b'\\')
+        {
+            return Err(bad(
+                "the URL holds spaces, quotes, backslashes or control characters",
+            ));
         }
         let path = if path.is_empty() || path == "/" {
             "/v1/traces".to_string()
@@ -86,6 +95,7 @@ impl Endpoint {
             .collect::<Result<Vec<_>>>()?;
         Ok(Endpoint {
             url: url.to_string(),
+            tls,
             host,
             port,
             path,
@@ -93,8 +103,17 @@ impl Endpoint {
         })
     }
 
+    /// The URL the document is POSTed to: the scheme, the host and port, the path.
+    fn target(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}:{}{}", self.host, self.port, self.path)
+    }
+
     /// POSTs `body` as `application/json`; a non-2xx answer is an error naming it.
     pub fn post(&self, body: &str) -> Result<()> {
+        if self.tls {
+            return self.post_with_curl(body);
+        }
         let fail = |e: std::io::Error| {
             Error::io(
                 format!(
@@ -177,8 +196,89 @@ impl Endpoint {
             line.clear();
         }
         let _ = reader.take(512).read_to_string(&mut said);
+        Err(self.refusal(code, &said))
+    }
+
+    /// `body` POSTed through curl, its settings in a private file: the answer's code read
+    /// from curl's `--write-out`, the answer's body kept for the message.
+    fn post_with_curl(&self, body: &str) -> Result<()> {
+        let url = self.target();
+        let curl = crate::schedule::local::which("curl").ok_or_else(|| {
+            Error::Usage(format!(
+                "--endpoint {url}: sending over https needs curl, which is not on PATH: install curl (apt-get install curl), or send to an OpenTelemetry Collector on this host over http (http://localhost:4318)"
+            ))
+        })?;
+        let mut conf = format!(
+            "url = \"{url}\"\nrequest = \"POST\"\nproto = \"=https\"\nsilent\nshow-error\nconnect-timeout = {}\nmax-time = {}\ndata-binary = \"@-\"\nwrite-out = \"\\n%{{http_code}}\"\nheader = \"Content-Type: application/json\"\nheader = \"User-Agent: orbit/{}\"\n",
+            CONNECT_TIMEOUT.as_secs(),
+            (CONNECT_TIMEOUT + IO_TIMEOUT).as_secs(),
+            env!("CARGO_PKG_VERSION")
+        );
+        for (k, v) in &self.headers {
+            conf.push_str(&format!("header = \"{k}: {}\"\n", curl_quote(v)));
+        }
+        let file = PrivateFile::write(&conf)
+            .map_err(|e| Error::io("cannot write curl's settings for the export".to_string(), e))?;
+        let fail = |e: std::io::Error| {
+            Error::io(
+                format!("cannot send the trace to {url} through {}", curl.display()),
+                e,
+            )
+        };
+        // `-q` first: no ~/.curlrc is read.
+        let mut child = Command::new(&curl)
+            .arg("-q")
+            .arg("--config")
+            .arg(&file.0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(fail)?;
+        let mut stdin = child.stdin.take().expect("piped");
+        let body = body.to_string();
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(body.as_bytes());
+        });
+        let out = child.wait_with_output().map_err(fail)?;
+        let _ = writer.join();
+        drop(file);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (said, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+        match code.trim().parse::<u16>() {
+            Ok(code) if (200..300).contains(&code) => Ok(()),
+            Ok(code) if code != 0 => Err(self.refusal(code, said)),
+            _ => {
+                let why = String::from_utf8_lossy(&out.stderr);
+                let why: String = why
+                    .trim()
+                    .chars()
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .take(300)
+                    .collect();
+                Err(Error::Refused(format!(
+                    "cannot send the trace to {url}: {} (curl exit {}){}",
+                    if why.is_empty() {
+                        "no answer"
+                    } else {
+                        why.as_str()
+                    },
+                    out.status.code().unwrap_or(-1),
+                    if why.contains("certificate") {
+                        ": a receiver with a certificate of its own CA needs CURL_CA_BUNDLE=/path/to/ca.pem"
+                    } else {
+                        ""
+                    }
+                )))
+            }
+        }
+    }
+
+    /// What a receiver's non-2xx answer means, with what to do.
+    fn refusal(&self, code: u16, said: &str) -> Error {
         let said: String = said
             .chars()
+            .take(512)
             .map(|c| if c.is_control() { ' ' } else { c })
             .collect();
         let hint = match code {
@@ -192,17 +292,65 @@ impl Endpoint {
                 "check the receiver's log; the export can be run again (the same spans keep their ids)"
             }
         };
-        Err(Error::Refused(format!(
-            "the OTLP receiver at http://{}:{}{} answered HTTP {code}{}: {hint}",
-            self.host,
-            self.port,
-            self.path,
+        Error::Refused(format!(
+            "the OTLP receiver at {} answered HTTP {code}{}: {hint}",
+            self.target(),
             if said.trim().is_empty() {
                 String::new()
             } else {
                 format!(" ({})", said.trim())
             }
-        )))
+        ))
+    }
+}
+
+/// A value for a double-quoted curl config string: `\` and `"` escaped (a header value
+/// holds no control character: [`parse_header`]).
+fn curl_quote(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// A file only this user can read (mode 0600, created anew), removed when dropped.
+struct PrivateFile(PathBuf);
+
+impl PrivateFile {
+    fn write(text: &str) -> std::io::Result<PrivateFile> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = std::env::temp_dir();
+        for attempt in 0..100u32 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let path = dir.join(format!(
+                "orbit-otlp-{}-{nanos}-{attempt}.curlrc",
+                std::process::id()
+            ));
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(mut f) => {
+                    let file = PrivateFile(path);
+                    f.write_all(text.as_bytes())?;
+                    f.sync_all()?;
+                    return Ok(file);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("no free name in {}", dir.display()),
+        ))
+    }
+}
+
+impl Drop for PrivateFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -249,12 +397,29 @@ mod tests {
     }
 
     #[test]
-    fn https_and_bad_urls_and_headers_are_refused_with_the_reason() {
-        let https = Endpoint::parse("https://api.example.com", &[]).unwrap_err();
-        assert!(
-            https.to_string().contains("https is not supported"),
-            "{https}"
-        );
+    fn an_https_url_defaults_to_port_443() {
+        let e = Endpoint::parse("https://api.example.com", &[]).unwrap();
+        assert!(e.tls);
+        assert_eq!((e.port, e.path.as_str()), (443, "/v1/traces"));
+        assert_eq!(e.target(), "https://api.example.com:443/v1/traces");
+    }
+
+    #[test]
+    fn a_header_value_is_quoted_for_curls_config_and_the_file_is_private_and_removed() {
+        assert_eq!(curl_quote(r#"a"b\c"#), r#"a\"b\\c"#);
+        let f = PrivateFile::write("x").unwrap();
+        let path = f.0.clone();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        drop(f);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn bad_urls_and_headers_are_refused_with_the_reason() {
+        assert!(Endpoint::parse("ftp://h", &[]).is_err());
+        assert!(Endpoint::parse("https://h/a\"b", &[]).is_err());
         assert!(Endpoint::parse("localhost:4318", &[]).is_err());
         assert!(Endpoint::parse("http://h:99999", &[]).is_err());
         let h = Endpoint::parse("http://h:1", &["Authorization: Bearer x".into()]).unwrap();

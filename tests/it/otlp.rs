@@ -486,13 +486,7 @@ fn receiver(status: &'static str) -> (u16, std::thread::JoinHandle<Received>) {
 
 #[test]
 fn the_endpoint_receives_the_document_the_file_holds_and_a_refusal_fails_clearly() {
-    let repo = Repo::new();
-    let agent = counting_agent(&repo, 1);
-    let dir = repo.init_loop(&agent, &[&count_check(1)], &[]);
-    assert_code(&repo.run_loop(&dir, &[], &[]), 0, "DONE in one iteration");
-    let file = repo.bin.path().join("trace.json");
-    export(&repo, &["--output", file.to_str().unwrap()]);
-    let written = fs::read_to_string(&file).unwrap();
+    let (repo, written) = exported_loop();
 
     let (port, got) = receiver("200 OK");
     let url = format!("http://127.0.0.1:{port}");
@@ -544,7 +538,7 @@ fn the_endpoint_receives_the_document_the_file_holds_and_a_refusal_fails_clearly
     assert!(said.contains("check the receiver's log"), "{said}");
     assert_eq!(got.join().unwrap().0, "POST /v1/traces HTTP/1.1");
 
-    // Nobody listening, and https, are errors that say so.
+    // Nobody listening, and an https host that does not resolve, are errors that say so.
     let closed = TcpListener::bind("127.0.0.1:0").unwrap();
     let dead = closed.local_addr().unwrap().port();
     drop(closed);
@@ -566,11 +560,210 @@ fn the_endpoint_receives_the_document_the_file_holds_and_a_refusal_fails_clearly
         "--endpoint",
         "https://otlp.example.invalid",
     ]);
-    assert_code(&out, 2, "https");
+    assert_code(&out, 2, "a host that does not resolve");
     assert!(
-        text(&out).contains("https is not supported"),
+        text(&out).contains("cannot send the trace to https://otlp.example.invalid:443/v1/traces"),
         "{}",
         text(&out)
+    );
+}
+
+/// A loop run to DONE in one iteration, and the document `--output` writes of it.
+fn exported_loop() -> (Repo, String) {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 1);
+    let dir = repo.init_loop(&agent, &[&count_check(1)], &[]);
+    assert_code(&repo.run_loop(&dir, &[], &[]), 0, "DONE in one iteration");
+    let file = repo.bin.path().join("trace.json");
+    export(&repo, &["--output", file.to_str().unwrap()]);
+    let written = fs::read_to_string(&file).unwrap();
+    (repo, written)
+}
+
+/// `orbit export otlp ARGS` with `env` besides the repository's PATH.
+fn export_with(repo: &Repo, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = command(orbit_bin());
+    cmd.args(["export", "otlp"])
+        .args(args)
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_bounded(cmd, Duration::from_secs(120))
+}
+
+/// A loopback https receiver (python3's http.server with a certificate openssl made for
+/// 127.0.0.1): takes one POST, answers 200, writes what it got (request line, headers,
+/// body) into `got` as JSON. Returns its port, its CA file and the process.
+fn https_receiver(dir: &Path, got: &Path) -> (u16, PathBuf, std::process::Child) {
+    let (key, cert) = (dir.join("key.pem"), dir.join("cert.pem"));
+    let mut mk = command("openssl");
+    mk.args([
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+    ])
+    .args([
+        "-subj",
+        "/CN=127.0.0.1",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+    ])
+    .arg("-keyout")
+    .arg(&key)
+    .arg("-out")
+    .arg(&cert);
+    assert_ok(
+        &run_bounded(mk, Duration::from_secs(60)),
+        "openssl makes a certificate",
+    );
+    let script = r#"
+import http.server, json, ssl, sys
+key, cert, got = sys.argv[1:4]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+        with open(got, "w") as f:
+            json.dump({"request": self.requestline,
+                       "headers": {k.lower(): v for k, v in self.headers.items()},
+                       "body": body}, f)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+srv = http.server.HTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+print(srv.server_address[1], flush=True)
+srv.handle_request()
+"#;
+    let mut child = command("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&key)
+        .arg(&cert)
+        .arg(got)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no port: {line:?}"));
+    (port, cert, child)
+}
+
+/// `--endpoint https://...` goes through the machine's curl: a loopback https receiver gets
+/// the document `--output` writes, with the headers; a certificate curl cannot check fails
+/// with the fix.
+#[test]
+fn an_https_endpoint_receives_the_document_through_curl() {
+    let (repo, written) = exported_loop();
+    let tmp = tempfile::tempdir().unwrap();
+    let got = tmp.path().join("got.json");
+    let (port, ca, mut server) = https_receiver(tmp.path(), &got);
+    let url = format!("https://127.0.0.1:{port}");
+    let ca_s = ca.display().to_string();
+    let out = export_with(
+        &repo,
+        &[
+            "--endpoint",
+            &url,
+            "--header",
+            "Authorization: Bearer s3cret",
+        ],
+        &[("CURL_CA_BUNDLE", &ca_s)],
+    );
+    assert_ok(&out, "the https export");
+    let _ = server.wait();
+    let got: Value = serde_json::from_str(&fs::read_to_string(&got).unwrap()).unwrap();
+    assert_eq!(got["request"], "POST /v1/traces HTTP/1.1");
+    assert_eq!(got["headers"]["authorization"], "Bearer s3cret");
+    assert_eq!(got["headers"]["content-type"], "application/json");
+    assert_eq!(format!("{}\n", got["body"].as_str().unwrap()), written);
+
+    // Without the receiver's CA, curl refuses its certificate: said, with the fix.
+    let (port, _ca, mut server) = https_receiver(tmp.path(), &tmp.path().join("never.json"));
+    let out = export_with(
+        &repo,
+        &["--endpoint", &format!("https://127.0.0.1:{port}")],
+        &[],
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_code(&out, 2, "an unchecked certificate");
+    assert!(
+        text(&out).contains("certificate") && text(&out).contains("CURL_CA_BUNDLE"),
+        "{}",
+        text(&out)
+    );
+    assert!(!tmp.path().join("never.json").exists(), "nothing was sent");
+}
+
+/// What orbit hands curl: `-q` first (no ~/.curlrc), its settings in a file only the user
+/// can read, which holds the headers (an API key is never on a command line another process
+/// can read) and is gone afterwards; https only, no redirect followed.
+#[test]
+fn curl_is_given_the_headers_in_a_private_file_never_on_its_command_line() {
+    let (repo, written) = exported_loop();
+    let bin = tempfile::tempdir().unwrap();
+    let seen = bin.path().join("seen");
+    fs::create_dir(&seen).unwrap();
+    let stand_in = format!(
+        "#!/bin/bash\nprintf '%s\\n' \"$@\" > '{s}/argv'\nconf=$3\nstat -c %a \"$conf\" > '{s}/mode'\ncp \"$conf\" '{s}/conf'\necho \"$conf\" > '{s}/path'\ncat > '{s}/body'\nprintf '\\n200'\n",
+        s = seen.display()
+    );
+    let curl = bin.path().join("curl");
+    fs::write(&curl, stand_in).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&curl, fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.path().display(), repo.path_env());
+    let out = export_with(
+        &repo,
+        &[
+            "--endpoint",
+            "https://otlp.example.com",
+            "--header",
+            "X-Api-Key: s3cret\"q",
+        ],
+        &[("PATH", &path)],
+    );
+    assert_ok(&out, "the export through the stand-in");
+    let argv = fs::read_to_string(seen.join("argv")).unwrap();
+    assert!(argv.starts_with("-q\n--config\n"), "{argv}");
+    assert!(
+        !argv.contains("s3cret"),
+        "the key is on curl's command line: {argv}"
+    );
+    assert_eq!(fs::read_to_string(seen.join("mode")).unwrap().trim(), "600");
+    let conf = fs::read_to_string(seen.join("conf")).unwrap();
+    assert!(
+        conf.contains("header = \"X-Api-Key: s3cret\\\"q\"\n"),
+        "{conf}"
+    );
+    assert!(
+        conf.contains("url = \"https://otlp.example.com:443/v1/traces\"\n"),
+        "{conf}"
+    );
+    assert!(conf.contains("proto = \"=https\"\n"), "{conf}");
+    assert!(
+        !conf.contains("location"),
+        "no redirect is followed: {conf}"
+    );
+    let used = fs::read_to_string(seen.join("path")).unwrap();
+    assert!(
+        !Path::new(used.trim()).exists(),
+        "the settings file is removed"
+    );
+    assert_eq!(
+        format!("{}\n", fs::read_to_string(seen.join("body")).unwrap()),
+        written
     );
 }
 

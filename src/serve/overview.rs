@@ -3,7 +3,8 @@
 //!
 //! A row is read again when one of the files the runner writes changes (its size or time),
 //! or when it is [`MAX_AGE`] old ([`RUNNING_AGE`] for a running loop: a runner that died
-//! leaves no trace on disk but its lock); the loops are read on every core at once.
+//! leaves no trace on disk but its lock; up to a fifth more by the loop's place, so that
+//! rows read together are not all due together); the loops are read on every core at once.
 
 use std::fmt::Write as _;
 use std::os::unix::fs::MetadataExt;
@@ -60,12 +61,15 @@ struct Cached {
 }
 
 impl Cached {
-    fn max_age(&self) -> Duration {
-        if self.row.report.verdict == crate::contract::Verdict::Running {
+    /// How old the row of loop `i` may be: up to a fifth more, by the loop's place (`i %
+    /// 60`), so that the rows read at once at the start are not all read again at once.
+    fn max_age(&self, i: usize) -> Duration {
+        let base = if self.row.report.verdict == crate::contract::Verdict::Running {
             RUNNING_AGE
         } else {
             MAX_AGE
-        }
+        };
+        base + base * (i % 60) as u32 / 300
     }
 }
 
@@ -122,7 +126,7 @@ fn rows_since(app: &App, which: &[usize], seen: Option<u64>) -> Option<(Vec<Row>
             .filter(|(i, p)| {
                 cache[**i]
                     .as_ref()
-                    .is_none_or(|c| c.print != **p || c.at.elapsed() > c.max_age())
+                    .is_none_or(|c| c.print != **p || c.at.elapsed() > c.max_age(**i))
             })
             .map(|(i, _)| *i)
             .collect()

@@ -815,7 +815,14 @@ fn copilot_stopped_by_the_timeout_while_retrying_a_429_is_rate_limited() {
     let Some(bin) = engine_bin("copilot") else {
         return;
     };
-    let mock = Mock::start(|_, _| {
+    // The first request gets a 429; copilot's retry of it is held unanswered, so that the
+    // run's timeout finds it retrying however long it took to start (it gives up only
+    // after five retries, about a minute of waits, and a held retry never ends).
+    let asked = std::sync::atomic::AtomicUsize::new(0);
+    let mock = Mock::start(move |_, _| {
+        if asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0 {
+            std::thread::sleep(std::time::Duration::from_secs(600));
+        }
         json(
             429,
             serde_json::json!({"error":{"message":"Rate limit reached.",
@@ -825,12 +832,7 @@ fn copilot_stopped_by_the_timeout_while_retrying_a_429_is_rate_limited() {
     let l = engine_loop("copilot", &bin, &[]);
     let t0 = now();
     let mut env = copilot_env(&mock.url);
-    // copilot gives up only after about 56 s of retry waits (5 retries) counted from its
-    // first 429, which comes after the run starts: a timeout of 45 s from the start falls
-    // before it gives up with room for the waits' jitter, and leaves copilot most of that
-    // to start and meet the 429 on a loaded machine (under the sandbox, a first start
-    // unpacks its package).
-    env.push(("EXEC_TIMEOUT", "45s".into()));
+    env.push(("EXEC_TIMEOUT", "120s".into()));
     let out = run_with(&l, &env);
     assert_code(
         &out,

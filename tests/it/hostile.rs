@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::support::{Repo, command, orbit_bin, read_kv, sealed_home, text};
+use crate::support::{Repo, command, orbit_bin, read_kv, sealed_home, text, try_bounded};
 
 // ---- the scenario's harness
 
@@ -172,7 +172,7 @@ impl Hostile {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        try_watched(cmd, limit).unwrap_or_else(|()| {
+        try_bounded(cmd, limit).unwrap_or_else(|()| {
             let mut seen: Vec<String> = fs::read_dir(self.out())
                 .unwrap()
                 .flatten()
@@ -265,63 +265,8 @@ impl Hostile {
 /// Runs `cmd` in its own process group; kills the group and fails the test with "hung"
 /// after `limit`.
 fn watched(cmd: Command, limit: Duration, what: &str) -> Output {
-    try_watched(cmd, limit)
+    try_bounded(cmd, limit)
         .unwrap_or_else(|()| panic!("hung: {what} did not finish within {limit:?}"))
-}
-
-/// Runs `cmd` in its own process group; kills the group after `limit` and returns Err.
-fn try_watched(mut cmd: Command, limit: Duration) -> Result<Output, ()> {
-    use std::io::Read;
-    use std::os::unix::process::CommandExt;
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut child = cmd.spawn().expect("spawn");
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stdout.read_to_end(&mut b);
-        b
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stderr.read_to_end(&mut b);
-        b
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > limit {
-            let _ = command("kill")
-                .args(["-KILL", "--", &format!("-{}", child.id())])
-                .status();
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    // A grandchild that escaped the group may hold the pipes: read what came, not forever.
-    let join = |t: std::thread::JoinHandle<Vec<u8>>| {
-        let t0 = Instant::now();
-        while !t.is_finished() && t0.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if t.is_finished() {
-            t.join().unwrap()
-        } else {
-            b"<output still held open by a leftover process>".to_vec()
-        }
-    };
-    Ok(Output {
-        status,
-        stdout: join(out_t),
-        stderr: join(err_t),
-    })
 }
 
 /// The file at `path` is a regular file (never read a FIFO or through a link by mistake).
@@ -1215,7 +1160,7 @@ fn fifo_never_hangs_the_tools(file: &str) {
         ),
         ("recover.sh --dry-run", recover_sh),
     ] {
-        match try_watched(cmd, limit) {
+        match try_bounded(cmd, limit) {
             Ok(out) if what == "orbit audit" => audit_code = Some(out),
             Ok(_) => {}
             Err(()) => hung.push(what),

@@ -272,8 +272,17 @@ impl Repo {
 }
 
 /// Runs a command with stdin closed in its own process group, killing the whole group
-/// after `limit`.
-pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
+/// after `limit` (then the test fails, naming the command).
+pub fn run_bounded(cmd: Command, limit: Duration) -> Output {
+    let what = format!("{cmd:?}");
+    try_bounded(cmd, limit)
+        .unwrap_or_else(|()| panic!("command {what} did not finish within {limit:?}"))
+}
+
+/// [`run_bounded`], but a command still running after `limit` is killed with its group and
+/// gives `Err`. What it printed is read until it exits and then for 10 s at most: a
+/// grandchild that escaped the group may hold the pipes open.
+pub fn try_bounded(mut cmd: Command, limit: Duration) -> Result<Output, ()> {
     use std::os::unix::process::CommandExt;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -302,16 +311,27 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
                 .args(["-KILL", "--", &format!("-{}", child.id())])
                 .status();
             let _ = child.kill();
-            let st = child.wait().unwrap();
-            panic!("command {cmd:?} did not finish within {limit:?} (status {st:?})");
+            let _ = child.wait();
+            return Err(());
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    Output {
+    let join = |t: std::thread::JoinHandle<Vec<u8>>| {
+        let t0 = Instant::now();
+        while !t.is_finished() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if t.is_finished() {
+            t.join().unwrap()
+        } else {
+            b"<output still held open by a leftover process>".to_vec()
+        }
+    };
+    Ok(Output {
         status,
-        stdout: out_t.join().unwrap(),
-        stderr: err_t.join().unwrap(),
-    }
+        stdout: join(out_t),
+        stderr: join(err_t),
+    })
 }
 
 pub fn text(out: &Output) -> String {

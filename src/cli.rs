@@ -520,7 +520,7 @@ pub struct ExportArgs {
     pub endpoint: Option<String>,
 
     /// A request header for --endpoint, 'Name: value' (e.g. 'Authorization: Bearer
-    /// TOKEN'). Repeatable.
+    /// TOKEN'). Repeatable. OTEL_EXPORTER_OTLP_HEADERS (key=value,...) is read too.
     #[arg(long = "header", value_name = "'K: V'", requires = "endpoint")]
     pub header: Vec<String>,
 

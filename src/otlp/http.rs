@@ -354,6 +354,71 @@ impl Drop for PrivateFile {
     }
 }
 
+/// The variables OpenTelemetry's exporters take their headers from, the traces' own first.
+const HEADER_VARS: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+];
+
+/// The request headers OpenTelemetry's variables name (`key=value,key2=value2`, each value
+/// percent-encoded), as `K: V` lines, from the first of [`HEADER_VARS`] that is set: a key
+/// then stays off orbit's command line. A name `--header` gives too is left to it (`given`
+/// wins). `var` reads a variable.
+pub fn env_headers(var: impl Fn(&str) -> Option<String>, given: &[String]) -> Result<Vec<String>> {
+    let Some((name, text)) = HEADER_VARS
+        .iter()
+        .find_map(|n| var(n).filter(|v| !v.trim().is_empty()).map(|v| (*n, v)))
+    else {
+        return Ok(Vec::new());
+    };
+    let given: Vec<String> = given
+        .iter()
+        .filter_map(|h| {
+            h.split_once(':')
+                .map(|(k, _)| k.trim().to_ascii_lowercase())
+        })
+        .collect();
+    let mut out = Vec::new();
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || {
+            Error::Usage(format!(
+                "{name}: '{}' is not key=value (the headers are written key=value,key2=value2, each value percent-encoded)",
+                pair.escape_debug()
+            ))
+        };
+        let (k, v) = pair.split_once('=').ok_or_else(bad)?;
+        let v = percent_decode(v.trim())
+            .filter(|v| !v.chars().any(char::is_control))
+            .ok_or_else(bad)?;
+        let k = k.trim();
+        if given.contains(&k.to_ascii_lowercase()) {
+            continue;
+        }
+        let line = format!("{k}: {v}");
+        parse_header(&line).map_err(|_| bad())?;
+        out.push(line);
+    }
+    Ok(out)
+}
+
+/// `%XX` escapes decoded (UTF-8); `None` for a broken escape or bytes that are not UTF-8.
+fn percent_decode(v: &str) -> Option<String> {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// `K: V` → (K, V); K an HTTP token, V without control characters.
 fn parse_header(h: &str) -> Result<(String, String)> {
     let bad = || {
@@ -394,6 +459,43 @@ mod tests {
         assert_eq!((e.port, e.path.as_str()), (80, "/v1/traces"));
         let e = Endpoint::parse("http://127.0.0.1:9/otlp/v1/traces", &[]).unwrap();
         assert_eq!(e.path, "/otlp/v1/traces");
+    }
+
+    #[test]
+    fn opentelemetrys_header_variables_are_read_and_a_header_flag_wins() {
+        fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            move |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        }
+        let got = env_headers(
+            env(&[(
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "api-key=a%20b%2Cc, x-team = t1 ,",
+            )]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(got, ["api-key: a b,c", "x-team: t1"]);
+        // The traces' own variable first; a name --header gives is left to it.
+        let got = env_headers(
+            env(&[
+                ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "a=1,b=2"),
+                ("OTEL_EXPORTER_OTLP_HEADERS", "c=3"),
+            ]),
+            &["B: flag".into()],
+        )
+        .unwrap();
+        assert_eq!(got, ["a: 1"]);
+        assert!(env_headers(env(&[]), &[]).unwrap().is_empty());
+        for bad in ["novalue", "k=%zz", "k=%0a", "bad key=1"] {
+            let e = env_headers(env(&[("OTEL_EXPORTER_OTLP_HEADERS", bad)]), &[])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("OTEL_EXPORTER_OTLP_HEADERS"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -36,7 +36,9 @@ enum Sink {
 impl Sink {
     fn of(args: &ExportArgs) -> Result<Sink> {
         if let Some(url) = &args.endpoint {
-            return Ok(Sink::Endpoint(http::Endpoint::parse(url, &args.header)?));
+            let mut headers = http::env_headers(|k| std::env::var(k).ok(), &args.header)?;
+            headers.extend(args.header.iter().cloned());
+            return Ok(Sink::Endpoint(http::Endpoint::parse(url, &headers)?));
         }
         Ok(match &args.output {
             Some(p) => Sink::File(p.clone()),

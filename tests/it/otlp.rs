@@ -732,7 +732,11 @@ fn curl_is_given_the_headers_in_a_private_file_never_on_its_command_line() {
             "--header",
             "X-Api-Key: s3cret\"q",
         ],
-        &[("PATH", &path)],
+        // A header from OpenTelemetry's variable too: it stays off orbit's command line.
+        &[
+            ("PATH", &path),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-team=env%20key"),
+        ],
     );
     assert_ok(&out, "the export through the stand-in");
     let argv = fs::read_to_string(seen.join("argv")).unwrap();
@@ -747,6 +751,8 @@ fn curl_is_given_the_headers_in_a_private_file_never_on_its_command_line() {
         conf.contains("header = \"X-Api-Key: s3cret\\\"q\"\n"),
         "{conf}"
     );
+    assert!(conf.contains("header = \"x-team: env key\"\n"), "{conf}");
+    assert!(!argv.contains("env key"), "{argv}");
     assert!(
         conf.contains("url = \"https://otlp.example.com:443/v1/traces\"\n"),
         "{conf}"

@@ -501,6 +501,9 @@ pub struct Facts {
     pub spend: u64,
     pub unknown_runs: usize,
     pub cap: Option<u64>,
+    /// The tokens the agent runs used, as their engine counted them (input, output, and how
+    /// many runs said): `None` when no run's engine counts them.
+    pub tokens: Option<(u64, u64, usize)>,
     /// ITER_BRANCH and ORIGIN_BRANCH.
     pub branch: Option<(String, String)>,
     /// The workspace, as commands show it (relative to the current directory when below
@@ -777,6 +780,33 @@ fn check_lines(cfg: &LoopConfig, rows: &[Row]) -> Vec<CheckLine> {
     checks
 }
 
+/// The tokens the journal's `agent_exit` events say the runs used, summed: (input, output,
+/// runs). A look at the lines that name tokens only: the audit verifies the chain.
+fn journal_tokens(path: &Path) -> Option<(u64, u64, usize)> {
+    use std::io::BufRead;
+    let file = fsx::open_regular(path).ok()?;
+    let mut sum: Option<(u64, u64, usize)> = None;
+    for line in std::io::BufReader::new(file)
+        .split(b'\n')
+        .map_while(|l| l.ok())
+    {
+        if !line.windows(12).any(|w| w == b"\"tokens_in\":") {
+            continue;
+        }
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if v["event"] != "agent_exit" {
+            continue;
+        }
+        if let (Some(i), Some(o)) = (v["tokens_in"].as_u64(), v["tokens_out"].as_u64()) {
+            let (si, so, n) = sum.unwrap_or((0, 0, 0));
+            sum = Some((si.saturating_add(i), so.saturating_add(o), n + 1));
+        }
+    }
+    sum
+}
+
 /// Reads a loop into the facts both reports show. `shown` is how commands name the
 /// directory.
 pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
@@ -909,6 +939,7 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         spend: state.cost_microusd,
         unknown_runs,
         cap: LoopConfig::usd_micro(cfg.usd_cap),
+        tokens: journal_tokens(&dir.join("events.jsonl")),
         branch: (!state.iter_branch.is_empty())
             .then(|| (state.iter_branch.clone(), state.origin_branch.clone())),
         workspace,
@@ -1103,6 +1134,13 @@ impl Facts {
         }
     }
 
+    /// `1200 in, 340 out over 3 agent run(s)`, where some run's engine counted tokens.
+    pub fn tokens_text(&self) -> Option<String> {
+        self.tokens.map(|(i, o, n)| {
+            format!("{i} in, {o} out over {n} agent run(s), as the engine counted them")
+        })
+    }
+
     /// `1m5s in 3 iteration(s) (agent 40s), 2026-...Z to 2026-...Z`.
     pub fn time_text(&self) -> String {
         let mut t = format!(
@@ -1167,6 +1205,9 @@ pub fn render_text(f: &Facts) -> String {
     );
     let _ = writeln!(out, "- time: {}", f.time_text());
     let _ = writeln!(out, "- spend: {}", f.spend_text());
+    if let Some(t) = f.tokens_text() {
+        let _ = writeln!(out, "- tokens: {t}");
+    }
     if let Some((iter, origin)) = &f.branch {
         let from = if origin.is_empty() {
             "a detached HEAD"
@@ -1818,6 +1859,9 @@ pub fn render_html_body(f: &Facts) -> String {
     );
     item("time", f.time_text());
     item("spend", f.spend_text());
+    if let Some(t) = f.tokens_text() {
+        item("tokens", t);
+    }
     if let Some((iter, origin)) = &f.branch {
         item(
             "branch",

@@ -20,6 +20,12 @@ pub struct JsonReport<'a> {
     pub spend_microusd: u64,
     /// Agent runs that reported no cost (the spend leaves them out).
     pub unknown_cost_runs: usize,
+    /// The tokens the agent runs used, as their engines counted them (absent when no
+    /// run's engine counts them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_in: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_out: Option<u64>,
     pub usd_cap_microusd: Option<u64>,
     pub branch: Option<&'a str>,
     pub origin_branch: Option<&'a str>,
@@ -116,6 +122,8 @@ pub fn render_json(f: &Facts) -> String {
         iterations: f.iterations,
         max_iterations: f.max_iterations,
         spend_microusd: f.spend,
+        tokens_in: f.tokens.map(|t| t.0),
+        tokens_out: f.tokens.map(|t| t.1),
         unknown_cost_runs: f.unknown_runs,
         usd_cap_microusd: f.cap,
         branch: f.branch.as_ref().map(|b| b.0.as_str()),

@@ -68,6 +68,8 @@ fn the_text_report_tells_each_iteration_the_claims_the_spend_and_the_next_step()
     let (repo, _dir, check) = finished_loop();
     let t = report(&repo, &[]);
     assert!(t.contains("- verdict: DONE\n"), "{t}");
+    // A custom agent's output counts no tokens: the report says none, not zero.
+    assert!(!t.contains("- tokens:"), "{t}");
     assert!(t.contains("- status: DONE (stop reason: none)"), "{t}");
     assert!(t.contains("- iterations: 3 of at most 6"), "{t}");
     assert!(
@@ -575,4 +577,33 @@ fn a_branch_that_changes_orbit_toml_is_reviewed_before_the_merge_in_the_report()
             assert!(!json.contains(step), "{json}");
         }
     }
+}
+
+/// The tokens the engine counted, over every run of the loop, in the text and HTML reports
+/// and in --json; a report of runs that counted none says nothing of tokens.
+#[test]
+fn the_report_sums_the_tokens_the_engine_counted() {
+    let body = r#"printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"result":"All done.","total_cost_usd":0.02,"usage":{"input_tokens":120,"cache_creation_input_tokens":30,"cache_read_input_tokens":850,"output_tokens":64}}'"#;
+    let (_bin, l) = crate::engines::stand_in("claude", body);
+    assert_code(&l.run(&[]), 10, "one tick");
+    assert_code(&l.run(&[]), 10, "a second tick");
+    let t = report(&l.repo, &[]);
+    assert!(
+        t.contains("- tokens: 2000 in, 128 out over 2 agent run(s), as the engine counted them\n"),
+        "{t}"
+    );
+    let html = report(&l.repo, &["--html"]);
+    assert!(
+        html.contains("2000 in, 128 out over 2 agent run(s)"),
+        "{html}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&report(&l.repo, &["--json"])).unwrap();
+    assert_eq!(
+        (v["tokens_in"].as_u64(), v["tokens_out"].as_u64()),
+        (Some(2000), Some(128))
+    );
+    let (_bin, none) = crate::engines::stand_in("copilot", "exit 0");
+    let _ = none.run(&[]);
+    let v: serde_json::Value = serde_json::from_str(&report(&none.repo, &["--json"])).unwrap();
+    assert!(v.get("tokens_in").is_none(), "{v}");
 }

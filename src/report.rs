@@ -790,10 +790,13 @@ fn journal_tokens(path: &Path) -> Option<(u64, u64, usize)> {
         .split(b'\n')
         .map_while(|l| l.ok())
     {
-        if !line.windows(12).any(|w| w == b"\"tokens_in\":") {
+        let Ok(text) = std::str::from_utf8(&line) else {
+            continue;
+        };
+        if !text.contains("\"tokens_in\":") {
             continue;
         }
-        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line) else {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
             continue;
         };
         if v["event"] != "agent_exit" {

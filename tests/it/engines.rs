@@ -398,6 +398,14 @@ pub(crate) fn assert_model_as_requested(l: &EngineLoop, bodies: &str) {
     );
 }
 
+/// A claude stand-in's result line, printed as claude prints it: `input` input tokens, a
+/// prompt cache read and written besides, `out` output tokens, and its cost.
+pub(crate) fn claude_usage_line(input: &str, out: &str) -> String {
+    format!(
+        r#"printf '%s\n' "{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"All done.\",\"total_cost_usd\":0.02,\"usage\":{{\"input_tokens\":{input},\"cache_creation_input_tokens\":30,\"cache_read_input_tokens\":850,\"output_tokens\":{out}}}}}""#
+    )
+}
+
 pub(crate) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

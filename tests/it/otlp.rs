@@ -899,21 +899,13 @@ fn follow_exports_each_span_once_as_the_journal_grows_and_stops_at_loop_stop() {
     }
 }
 
-/// A claude stand-in whose result line reports its usage as claude's does: `in` input
-/// tokens, a prompt cache read and written besides, `out` output tokens, and its cost.
-fn claude_usage_line(input: &str, out: &str) -> String {
-    format!(
-        r#"printf '%s\n' "{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"All done.\",\"total_cost_usd\":0.02,\"usage\":{{\"input_tokens\":{input},\"cache_creation_input_tokens\":30,\"cache_read_input_tokens\":850,\"output_tokens\":{out}}}}}""#
-    )
-}
-
 /// The tokens claude's result line counts and the model its init line names are the agent
 /// span's usage and response model.
 #[test]
 fn an_engines_token_counts_are_its_agent_spans_usage() {
     let body = format!(
         "echo '{{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"s\",\"model\":\"claude-sonnet-4-5\"}}'\n{}",
-        claude_usage_line("120", "64")
+        crate::engines::claude_usage_line("120", "64")
     );
     let (_bin, l) = crate::engines::stand_in("claude", &body);
     assert_code(&l.run(&[]), 10, "one tick, the check still failing");
@@ -941,7 +933,10 @@ fn each_candidates_token_counts_are_its_agent_spans_usage() {
     // Candidate k reads k*100 input tokens and writes k*10; candidate 2 does the work.
     let body = format!(
         "[ \"$ORBIT_PHASE\" = work ] || exit 0\nif [ \"$ORBIT_CANDIDATE\" = 2 ]; then touch done.txt; echo done > \"$ORBIT_AGENT_DIR/done.md\"; fi\n{}",
-        claude_usage_line("$((ORBIT_CANDIDATE * 100))", "$((ORBIT_CANDIDATE * 10))")
+        crate::engines::claude_usage_line(
+            "$((ORBIT_CANDIDATE * 100))",
+            "$((ORBIT_CANDIDATE * 10))"
+        )
     );
     let (_bin, l) = crate::engines::stand_in_with("claude", &body, &["--candidates", "2"]);
     assert_code(&l.run(&[]), 0, "candidate 2's work ends the loop DONE");

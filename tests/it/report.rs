@@ -583,8 +583,8 @@ fn a_branch_that_changes_orbit_toml_is_reviewed_before_the_merge_in_the_report()
 /// and in --json; a report of runs that counted none says nothing of tokens.
 #[test]
 fn the_report_sums_the_tokens_the_engine_counted() {
-    let body = r#"printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"result":"All done.","total_cost_usd":0.02,"usage":{"input_tokens":120,"cache_creation_input_tokens":30,"cache_read_input_tokens":850,"output_tokens":64}}'"#;
-    let (_bin, l) = crate::engines::stand_in("claude", body);
+    let body = crate::engines::claude_usage_line("120", "64");
+    let (_bin, l) = crate::engines::stand_in("claude", &body);
     assert_code(&l.run(&[]), 10, "one tick");
     assert_code(&l.run(&[]), 10, "a second tick");
     let t = report(&l.repo, &[]);

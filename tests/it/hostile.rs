@@ -172,7 +172,7 @@ impl Hostile {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        try_bounded(cmd, limit).unwrap_or_else(|()| {
+        try_bounded(cmd, limit).unwrap_or_else(|hung| {
             let mut seen: Vec<String> = fs::read_dir(self.out())
                 .unwrap()
                 .flatten()
@@ -180,7 +180,7 @@ impl Hostile {
                 .collect();
             seen.sort();
             panic!(
-                "hung: run-loop.sh did not finish within {limit:?} (the scenario's files: {seen:?})"
+                "hung: run-loop.sh did not finish within {limit:?} (the scenario's files: {seen:?})\n{hung}"
             )
         })
     }
@@ -266,7 +266,7 @@ impl Hostile {
 /// after `limit`.
 fn watched(cmd: Command, limit: Duration, what: &str) -> Output {
     try_bounded(cmd, limit)
-        .unwrap_or_else(|()| panic!("hung: {what} did not finish within {limit:?}"))
+        .unwrap_or_else(|hung| panic!("hung: {what} did not finish within {limit:?}\n{hung}"))
 }
 
 /// The file at `path` is a regular file (never read a FIFO or through a link by mistake).
@@ -1163,7 +1163,7 @@ fn fifo_never_hangs_the_tools(file: &str) {
         match try_bounded(cmd, limit) {
             Ok(out) if what == "orbit audit" => audit_code = Some(out),
             Ok(_) => {}
-            Err(()) => hung.push(what),
+            Err(_) => hung.push(what),
         }
     }
     assert!(hung.is_empty(), "hung on a FIFO {file}: {hung:?}");

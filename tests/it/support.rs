@@ -276,13 +276,14 @@ impl Repo {
 pub fn run_bounded(cmd: Command, limit: Duration) -> Output {
     let what = format!("{cmd:?}");
     try_bounded(cmd, limit)
-        .unwrap_or_else(|()| panic!("command {what} did not finish within {limit:?}"))
+        .unwrap_or_else(|hung| panic!("command {what} did not finish within {limit:?}\n{hung}"))
 }
 
 /// [`run_bounded`], but a command still running after `limit` is killed with its group and
-/// gives `Err`. What it printed is read until it exits and then for 10 s at most: a
-/// grandchild that escaped the group may hold the pipes open.
-pub fn try_bounded(mut cmd: Command, limit: Duration) -> Result<Output, ()> {
+/// gives `Err`: what its group was doing then (each process, its state and its command
+/// line) and what it had printed. What it printed is read until it exits and then for 10 s
+/// at most: a grandchild that escaped the group may hold the pipes open.
+pub fn try_bounded(mut cmd: Command, limit: Duration) -> Result<Output, String> {
     use std::os::unix::process::CommandExt;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -307,31 +308,53 @@ pub fn try_bounded(mut cmd: Command, limit: Duration) -> Result<Output, ()> {
             break st;
         }
         if start.elapsed() > limit {
+            let group = group_processes(child.id());
             let _ = command("kill")
                 .args(["-KILL", "--", &format!("-{}", child.id())])
                 .status();
             let _ = child.kill();
             let _ = child.wait();
-            return Err(());
+            let (out, err) = (join_bounded(out_t), join_bounded(err_t));
+            return Err(format!(
+                "its process group then:\n{group}--- stdout\n{}\n--- stderr\n{}",
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(&err)
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let join = |t: std::thread::JoinHandle<Vec<u8>>| {
-        let t0 = Instant::now();
-        while !t.is_finished() && t0.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if t.is_finished() {
-            t.join().unwrap()
-        } else {
-            b"<output still held open by a leftover process>".to_vec()
-        }
-    };
     Ok(Output {
         status,
-        stdout: join(out_t),
-        stderr: join(err_t),
+        stdout: join_bounded(out_t),
+        stderr: join_bounded(err_t),
     })
+}
+
+/// The processes of group `pgid` (pid, parent, state, age, command line), as ps shows them.
+fn group_processes(pgid: u32) -> String {
+    let out = command("ps")
+        .args(["-eo", "pgid=,pid=,ppid=,stat=,etime=,args="])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    out.lines()
+        .filter(|l| l.split_whitespace().next() == Some(pgid.to_string().as_str()))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// A reader thread's bytes once it ends, or after 10 s a note that a leftover process holds
+/// the pipe.
+fn join_bounded(t: std::thread::JoinHandle<Vec<u8>>) -> Vec<u8> {
+    let t0 = Instant::now();
+    while !t.is_finished() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if t.is_finished() {
+        t.join().unwrap()
+    } else {
+        b"<output still held open by a leftover process>".to_vec()
+    }
 }
 
 pub fn text(out: &Output) -> String {

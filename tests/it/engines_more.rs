@@ -821,7 +821,10 @@ fn copilot_stopped_by_the_timeout_while_retrying_a_429_is_rate_limited() {
     let asked = std::sync::atomic::AtomicUsize::new(0);
     let mock = Mock::start(move |_, _| {
         if asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0 {
-            std::thread::sleep(std::time::Duration::from_secs(600));
+            // Never answered: this connection's thread is held until the suite ends.
+            loop {
+                std::thread::park();
+            }
         }
         json(
             429,

@@ -930,9 +930,11 @@ fn an_engines_token_counts_are_its_agent_spans_usage() {
 
 #[test]
 fn each_candidates_token_counts_are_its_agent_spans_usage() {
-    // Candidate k reads k*100 input tokens and writes k*10; candidate 2 does the work.
+    // Candidate k reads k*100 input tokens and writes k*10 with the model sim-k (its init
+    // line); candidate 2 does the work.
     let body = format!(
-        "[ \"$ORBIT_PHASE\" = work ] || exit 0\nif [ \"$ORBIT_CANDIDATE\" = 2 ]; then touch done.txt; echo done > \"$ORBIT_AGENT_DIR/done.md\"; fi\n{}",
+        "[ \"$ORBIT_PHASE\" = work ] || exit 0\nif [ \"$ORBIT_CANDIDATE\" = 2 ]; then touch done.txt; echo done > \"$ORBIT_AGENT_DIR/done.md\"; fi\n\
+         printf '%s\\n' \"{{\\\"type\\\":\\\"system\\\",\\\"subtype\\\":\\\"init\\\",\\\"model\\\":\\\"sim-$ORBIT_CANDIDATE\\\"}}\"\n{}",
         crate::engines::claude_usage_line(
             "$((ORBIT_CANDIDATE * 100))",
             "$((ORBIT_CANDIDATE * 10))"
@@ -956,8 +958,7 @@ fn each_candidates_token_counts_are_its_agent_spans_usage() {
             "{a:?}"
         );
         assert_eq!(a["gen_ai.usage.output_tokens"], format!("int:{}", n * 10));
-        // The stand-in names no model: none is said.
-        assert!(!a.contains_key("gen_ai.response.model"), "{a:?}");
+        assert_eq!(a["gen_ai.response.model"], format!("sim-{n}"), "{a:?}");
     }
     assert_official_parse(&doc, &spans);
 }

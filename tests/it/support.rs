@@ -285,48 +285,49 @@ pub fn run_bounded(cmd: Command, limit: Duration) -> Output {
 /// at most: a grandchild that escaped the group may hold the pipes open.
 pub fn try_bounded(mut cmd: Command, limit: Duration) -> Result<Output, String> {
     use std::os::unix::process::CommandExt;
+    use std::sync::mpsc;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
     let mut child = cmd.spawn().expect("spawn");
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stdout.read_to_end(&mut b);
-        b
+    let pid = child.id();
+    let read_all = |mut r: Box<dyn Read + Send>| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = r.read_to_end(&mut b);
+            let _ = tx.send(b);
+        });
+        rx
+    };
+    let out_rx = read_all(Box::new(child.stdout.take().unwrap()));
+    let err_rx = read_all(Box::new(child.stderr.take().unwrap()));
+    // The command's exit, as an event: waited for in a thread of its own.
+    let (exit_tx, exit_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = exit_tx.send(child.wait());
     });
-    let err_t = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stderr.read_to_end(&mut b);
-        b
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > limit {
-            let group = group_processes(child.id());
+    let status = match exit_rx.recv_timeout(limit) {
+        Ok(st) => st.expect("wait"),
+        Err(_) => {
+            let group = group_processes(pid);
             let _ = command("kill")
-                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .args(["-KILL", "--", &format!("-{pid}")])
                 .status();
-            let _ = child.kill();
-            let _ = child.wait();
-            let (out, err) = (join_bounded(out_t), join_bounded(err_t));
+            let _ = exit_rx.recv_timeout(Duration::from_secs(10));
+            let (out, err) = (join_bounded(&out_rx), join_bounded(&err_rx));
             return Err(format!(
                 "its process group then:\n{group}--- stdout\n{}\n--- stderr\n{}",
                 String::from_utf8_lossy(&out),
                 String::from_utf8_lossy(&err)
             ));
         }
-        std::thread::sleep(Duration::from_millis(20));
     };
     Ok(Output {
         status,
-        stdout: join_bounded(out_t),
-        stderr: join_bounded(err_t),
+        stdout: join_bounded(&out_rx),
+        stderr: join_bounded(&err_rx),
     })
 }
 
@@ -343,18 +344,11 @@ fn group_processes(pgid: u32) -> String {
         .collect()
 }
 
-/// A reader thread's bytes once it ends, or after 10 s a note that a leftover process holds
-/// the pipe.
-fn join_bounded(t: std::thread::JoinHandle<Vec<u8>>) -> Vec<u8> {
-    let t0 = Instant::now();
-    while !t.is_finished() && t0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    if t.is_finished() {
-        t.join().unwrap()
-    } else {
-        b"<output still held open by a leftover process>".to_vec()
-    }
+/// A reader thread's bytes once the pipe closes, or after 10 s a note that a leftover
+/// process holds it open.
+fn join_bounded(rx: &std::sync::mpsc::Receiver<Vec<u8>>) -> Vec<u8> {
+    rx.recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|_| b"<output still held open by a leftover process>".to_vec())
 }
 
 pub fn text(out: &Output) -> String {

@@ -1112,10 +1112,13 @@ test "$(bash add.sh 2 2)" = 4 && echo "end ${PWD##*.}" >> BIN/order
         ],
     );
     assert_ok(&out, "DONE with the candidate whose checks ended");
+    // Should it fail, what the checks wrote, in order, and the runner's account of them.
     assert_eq!(
         bin_lines(&repo, "proof"),
         ["c2 ended first"],
-        "candidate 2's checks ran while candidate 1's hung"
+        "candidate 2's checks ran while candidate 1's hung (the checks' ends: {:?})\n{}",
+        bin_lines(&repo, "order"),
+        fs::read_to_string(dir.join("runner.log")).unwrap_or_default()
     );
     let hung = cand_env(&dir, 1, 1);
     assert_eq!(hung["CHECKS_PASSED"], "0", "{hung:?}");

@@ -862,6 +862,8 @@ pub enum ReferencePage {
     Settings,
     /// docs/exit-codes.md: the runner's exit codes and every subcommand's.
     ExitCodes,
+    /// docs/contract.md: the loop contract, its tables of names generated.
+    Contract,
 }
 
 /// The check each `--name` of `orbit init` names: the check flag (`--verify`,

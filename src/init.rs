@@ -89,6 +89,84 @@ pub fn program_found(program: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// What this machine lacks of what `cfg`'s loop needs at run time (contract 1,
+/// `contract::runtime`): one sentence per missing program or perl module set. The loop may
+/// run on another machine, so `orbit init` only warns; the runner's preflight stops there.
+pub fn runtime_missing(cfg: &LoopConfig) -> Vec<String> {
+    use crate::contract::runtime::{CORE_TOOLS, PERL_HOME_MODULES, PERL_NET_MODULES};
+    let mut missing = Vec::new();
+    let bash = std::process::Command::new("bash")
+        .args(["-c", "echo \"${BASH_VERSINFO[0]} ${BASH_VERSINFO[1]}\""])
+        .stdin(std::process::Stdio::null())
+        .output();
+    match bash.ok().filter(|o| o.status.success()) {
+        None => missing.push("bash (>= 4.4) is not on PATH".to_string()),
+        Some(o) => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let mut v = text
+                .split_whitespace()
+                .map(|n| n.parse::<u32>().unwrap_or(0));
+            let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+            if (major, minor) < (4, 4) {
+                missing.push(format!(
+                    "bash on PATH is {major}.{minor}, and the scripts need bash >= 4.4"
+                ));
+            }
+        }
+    }
+    let tools: Vec<&str> = std::iter::once("git")
+        .chain(CORE_TOOLS.iter().copied())
+        .filter(|t| !program_found(t))
+        .collect();
+    if !tools.is_empty() {
+        missing.push(format!("PATH does not find {}", tools.join(", ")));
+    }
+    if !["sha256sum", "shasum", "openssl"]
+        .iter()
+        .any(|t| program_found(t))
+    {
+        missing.push("no sha256 tool (sha256sum, shasum or openssl)".into());
+    }
+    let perl_lacks = |modules: &[&str]| -> Vec<String> {
+        modules
+            .iter()
+            .filter(|m| {
+                !std::process::Command::new("perl")
+                    .args([format!("-M{m}").as_str(), "-e", "1"])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            })
+            .map(|m| m.to_string())
+            .collect()
+    };
+    if cfg.engine != Engine::Custom || !cfg.env_file.is_empty() {
+        let lacks = perl_lacks(PERL_HOME_MODULES);
+        if !lacks.is_empty() {
+            missing.push(format!(
+                "holding the engine's user-level files and the env file needs perl with {}, and this machine's perl lacks {}",
+                PERL_HOME_MODULES.join(", "),
+                lacks.join(", ")
+            ));
+        }
+    }
+    if cfg.sandbox != crate::config::Sandbox::None
+        && cfg.sandbox_network == crate::config::SandboxNetwork::Allowlist
+    {
+        let lacks = perl_lacks(PERL_NET_MODULES);
+        if !lacks.is_empty() {
+            missing.push(format!(
+                "the sandbox's network allowlist needs perl with {}, and this machine's perl lacks {}",
+                PERL_NET_MODULES.join(", "),
+                lacks.join(", ")
+            ));
+        }
+    }
+    missing
+}
+
 /// The repository's path is one the runner can name in the lines of git's file lists and
 /// of its own records: no newline, no other control character, UTF-8. Refused with the fix
 /// otherwise (the runner's preflight refuses it too).
@@ -1013,6 +1091,11 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
             dir,
             rerendered: false,
         });
+    }
+    for why in runtime_missing(&cfg) {
+        eprintln!(
+            "orbit: warning: the loop's scripts will not run on this machine as it is: {why}; install it before the first run here (docs/contract.md, section 1, says what the scripts need)"
+        );
     }
     println!(
         "  next:   review {rel}/goal.md, then `orbit run {rel}` (or `bash {rel}/run-loop.sh`)"

@@ -1,6 +1,6 @@
 //! orbit: bounded, resumable, crash-safe loops for AI coding agents.
 //!
-//! `orbit init` renders a self-contained loop directory (see `LOOP-CONTRACT.md`); its
+//! `orbit init` renders a self-contained loop directory (see `docs/contract.md`); its
 //! `run-loop.sh` drives the agent, and the harness, never the agent, decides DONE.
 
 pub mod audit;

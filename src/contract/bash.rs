@@ -12,10 +12,11 @@ use std::sync::OnceLock;
 
 use super::settings::DURATION_MAX_SECS;
 use super::{
-    AgentOutcome, CONTRACT_VERSION, CbState, CostKind, CostSource, EventName, ExitCode, FaultPoint,
-    INIT_PINNED, KEYS_SINCE, LOOP_DIRS, LOOP_FILES, MAX_HEX_DIGITS, MAX_PATH_LEN, MAX_REF_LEN,
-    MAX_SEMVER_PART_DIGITS, MAX_UINT_DIGITS, NotifyEvent, PERMISSION_FILES, PINS_SETS, Phase,
-    RESULT_KEYS, SETTINGS, STATE_KEYS, SettingKind, Status, StopReason, Verdict, VerifyOutcome,
+    AgentOutcome, CONTRACT_VERSION, CbState, CheckCode, CostKind, CostSource, EventName, ExitCode,
+    FaultPoint, INIT_PINNED, KEYS_SINCE, LOOP_DIRS, LOOP_FILES, MAX_HEX_DIGITS, MAX_PATH_LEN,
+    MAX_REF_LEN, MAX_SEMVER_PART_DIGITS, MAX_UINT_DIGITS, NotifyEvent, PERMISSION_FILES, PINS_SETS,
+    Phase, RESULT_KEYS, SETTINGS, STATE_KEYS, SettingKind, Status, StopReason, Verdict,
+    VerifyOutcome,
 };
 
 /// The first line of the prelude, by which tests find it in a rendered script.
@@ -91,6 +92,18 @@ fn render() -> String {
         "# shellcheck disable=SC2034  # a table: each script uses the names it needs\n{\n",
     );
     let _ = writeln!(out, "readonly ORBIT_CONTRACT_VERSION={CONTRACT_VERSION}");
+    out.push_str("# What the runner needs at run time (contract section 1): its preflight names each one missing.\n");
+    array(&mut out, "ORBIT_CORE_TOOLS", super::runtime::CORE_TOOLS);
+    array(
+        &mut out,
+        "ORBIT_PERL_HOME_MODULES",
+        super::runtime::PERL_HOME_MODULES,
+    );
+    array(
+        &mut out,
+        "ORBIT_PERL_NET_MODULES",
+        super::runtime::PERL_NET_MODULES,
+    );
 
     out.push_str("# Exit codes (contract section 5).\n");
     for e in ExitCode::ALL {
@@ -137,6 +150,8 @@ fn render() -> String {
     constants(&mut out, "COST_", &kinds);
     let outcomes: Vec<&str> = AgentOutcome::ALL.iter().map(|s| s.as_str()).collect();
     constants(&mut out, "OUTCOME_", &outcomes);
+    let codes: Vec<&str> = CheckCode::ALL.iter().map(|s| s.as_str()).collect();
+    constants(&mut out, "CODE_", &codes);
     let notify: Vec<&str> = NotifyEvent::ALL.iter().map(|s| s.as_str()).collect();
     constants(&mut out, "NOTIFY_EVENT_", &notify);
     let _ = writeln!(out, "readonly ORBIT_RE_COST_KIND='{}'", alternation(&kinds));

@@ -1,4 +1,4 @@
-//! The loop contract's vocabulary, owned here once: the names `LOOP-CONTRACT.md` makes
+//! The loop contract's vocabulary, owned here once: the names `docs/contract.md` makes
 //! binding (statuses, stop reasons, exit codes, state keys and their types, result.env keys,
 //! audit verdicts and finding classes, pin reasons, agent permission files, fault points,
 //! settings with their bounds) and the contract version.
@@ -9,6 +9,8 @@
 //! [`StopReason`] and its use; the state parsers (both), the prelude and the tests follow.
 
 pub mod bash;
+pub mod meanings;
+pub mod runtime;
 pub mod settings;
 
 use std::fmt;
@@ -17,8 +19,8 @@ use serde::{Serialize, Serializer};
 
 pub use settings::{SETTINGS, Scope, Setting, SettingKind, setting};
 
-/// The version of `LOOP-CONTRACT.md` this build writes.
-pub const CONTRACT_VERSION: &str = "2.0.0";
+/// The version of the loop contract (`docs/contract.md`) this build writes.
+pub const CONTRACT_VERSION: &str = "2.2.0";
 
 /// State keys a loop written under an older major version of the contract does not have,
 /// with the major version that added each: such a state parses without them, and the
@@ -507,6 +509,19 @@ vocabulary! {
         /// A fan-out: the survivor's change in the workspace, the iteration not recorded.
         FanoutAfterApply = "fanout_after_apply",
         RecoverBeforeCheckpoint = "recover_before_checkpoint",
+    }
+}
+
+vocabulary! {
+    /// The `code` of a `verify_pass` or `verify_fail` event: why a check run counted as it
+    /// did where it was more than a plain pass or fail (contract 6).
+    pub enum CheckCode {
+        VerifyFlaky = "VERIFY_FLAKY",
+        VerifyClean = "VERIFY_CLEAN",
+        RegressionRed = "REGRESSION_RED",
+        VacuousVerify = "VACUOUS_VERIFY",
+        NetRefused = "NET_REFUSED",
+        CheckCannotRun = "CHECK_CANNOT_RUN",
     }
 }
 

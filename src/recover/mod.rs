@@ -365,6 +365,11 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
             ran,
         )?)
     } else {
+        if args.migrate {
+            // A loop of this major (2.0, 2.1): its workspace stays; loop.toml and the
+            // scripts move to this contract.
+            workspace::restamp(lp, &mut p.plan)?;
+        }
         None
     };
     let broken = p.pins()?;

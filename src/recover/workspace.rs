@@ -256,13 +256,13 @@ pub fn needs_migration(lp: &LoopRef, old: Option<&State>) -> bool {
     crate::contract::older_major(v) || crate::contract::older_major(&lp.loop_contract)
 }
 
-/// `--migrate` of a loop of an older contract major: loop.toml at this contract (and the
-/// default workspace when it names none), the scripts re-rendered as `orbit init --force`
-/// does, the pins of repository files moved to the workspace (same hashes), the workspace
-/// created from the loop branch (or the baseline commit), `.baseline` to the backup, and
-/// the user's checkout put back on its origin branch when the loop had left it on the loop
-/// branch and nothing changed since.
-pub fn migrate(lp: &LoopRef, plan: &mut Plan, old: Option<&State>, ran: bool) -> Result<Outcome> {
+/// `--migrate`'s first step, for every loop of an older contract: loop.toml at this
+/// contract (and the default workspace when it names none), the scripts re-rendered as
+/// `orbit init --force` does (with their pins and baseline copies), the pins of repository
+/// files moved to the workspace (same hashes: a 1.0 loop's), and `.baseline` to the
+/// backup. Each file is written only when it changes, and the plan says which. The
+/// workspace's path, as loop.toml names it.
+pub fn restamp(lp: &LoopRef, plan: &mut Plan) -> Result<String> {
     let dir = &lp.dir;
     // loop.toml.
     let mut cfg = LoopConfig::load(&dir.join("loop.toml"))?;
@@ -368,12 +368,22 @@ pub fn migrate(lp: &LoopRef, plan: &mut Plan, old: Option<&State>, ran: bool) ->
                 .into(),
         );
     }
+    Ok(ws)
+}
+
+/// `--migrate` of a loop of an older contract major: [`restamp`], then the workspace
+/// created from the loop branch (or the baseline commit), and the user's checkout put back
+/// on its origin branch when the loop had left it on the loop branch and nothing changed
+/// since.
+pub fn migrate(lp: &LoopRef, plan: &mut Plan, old: Option<&State>, ran: bool) -> Result<Outcome> {
+    let ws = restamp(lp, plan)?;
     if !ran {
         // Never run: the first run creates the workspace.
         return Ok(Outcome {
             workspace: Some(String::new()),
         });
     }
+    let dir = &lp.dir;
     // The workspace, on the loop branch (or a new one at the baseline commit).
     let branch = old
         .map(|s| s.iter_branch.clone())

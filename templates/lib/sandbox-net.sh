@@ -269,9 +269,9 @@ net_preflight() {
     net_host_ok "$h" || preflight_fail "allow-hosts: '$h' is not HOST or HOST:PORT (such as api.example.com or 127.0.0.1:8080): fix loop.toml, then orbit init --force"
   done
   NET_PERL=$(type -P perl 2>/dev/null || true)
-  if [[ -z $NET_PERL ]] || ! "$NET_PERL" -MIO::Socket::INET -e 1 2>/dev/null; then
-    preflight_fail "sandbox-network = \"allowlist\" runs its network proxy with perl and its core module IO::Socket::INET, which is not here: install perl (apt-get install perl, dnf install perl), or set sandbox-network = \"open\" in loop.toml and run orbit init --force"
-  fi
+  preflight_perl_needs_v "sandbox-network = \"allowlist\" (its network proxy)" "${ORBIT_PERL_NET_MODULES[@]}"
+  [[ -z $REPLY ]] ||
+    preflight_fail "$REPLY; or set sandbox-network = \"open\" in loop.toml and run orbit init --force"
   sandbox_base_args probe
   out=$("$SANDBOX_BWRAP" "${probe[@]}" --unshare-net --tmpfs /tmp -- "$SANDBOX_ENV" true 2>&1 </dev/null) || rc=$?
   if ((rc != 0)); then
@@ -438,7 +438,7 @@ net_red_gate_end() {
   for hp in $refused; do
     quoted+="${quoted:+, }\"$hp\""
   done
-  orbit_event verify_fail 0 run red_gate code NET_REFUSED hosts "${refused// /,}"
+  orbit_event verify_fail 0 run red_gate code "$CODE_NET_REFUSED" hosts "${refused// /,}"
   finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "the checks reached for $refused on the untouched tree, which the sandbox's network allowlist refuses (sandbox-network = \"allowlist\"; see iterations/baseline/net.log and verify.log). Allow what a check needs: allow-hosts = [$quoted] in loop.toml, then orbit init --force (orbit init --allow-host ${refused%% *} for a new loop); or set sandbox-network = \"open\""
 }
 

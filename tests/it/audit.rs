@@ -1044,11 +1044,14 @@ fn a_contract_1_loop_is_outdated_until_migrated() {
     let (repo, dir) = one_tick();
     // The state a 1.0 loop has: no WORKSPACE key.
     reseal_state(&dir, |t| {
-        t.replace("CONTRACT_VERSION=2.0.0", "CONTRACT_VERSION=1.0.0")
-            .lines()
-            .filter(|l| !l.starts_with("WORKSPACE="))
-            .map(|l| format!("{l}\n"))
-            .collect()
+        t.replace(
+            &format!("CONTRACT_VERSION={}", orbit::config::CONTRACT_VERSION),
+            "CONTRACT_VERSION=1.0.0",
+        )
+        .lines()
+        .filter(|l| !l.starts_with("WORKSPACE="))
+        .map(|l| format!("{l}\n"))
+        .collect()
     });
     // As a 1.0 runner left it: the journal names this state.
     crate::support::announce_state(&dir);

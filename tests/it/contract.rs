@@ -228,7 +228,7 @@ fn value_words() -> Vec<&'static str> {
 /// and 1, `EXIT_CODE]=N`), every bare status word in code, every other contract word
 /// assigned or compared in code, and every `$ENGINE` in code: the engine's name is printed
 /// (in quotes), never dispatched on (`case $ENGINE`, `[[ $ENGINE == ... ]]`): the loop
-/// holds its engine's part only.
+/// holds its engine's part only. An event's check code (`code WORD`) is named too.
 fn lint(file: &str, text: &str) -> Vec<String> {
     let statuses: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
     let values = value_words();
@@ -279,6 +279,14 @@ fn lint(file: &str, text: &str) -> Vec<String> {
                 code[..at].ends_with('=') || before.ends_with("==") || before.ends_with("!=");
             if values.contains(&w) && assigned {
                 found.push(format!("{file}:{}: bare contract word {w}: {raw}", n + 1));
+            }
+            // An event's check code (`code REGRESSION_RED`): the prelude's $CODE_* names it.
+            if contract::CheckCode::parse(w).is_some()
+                && k > 0
+                && ws[k - 1].1 == "code"
+                && code[ws[k - 1].0 + 4..at].chars().all(|c| c == ' ')
+            {
+                found.push(format!("{file}:{}: bare check code {w}: {raw}", n + 1));
             }
             if w == "ENGINE" && (code[..at].ends_with('$') || code[..at].ends_with("${")) {
                 found.push(format!("{file}:{}: dispatch on the engine: {raw}", n + 1));
@@ -348,7 +356,8 @@ fn the_lint_finds_bare_codes_and_words_and_only_in_code() {
     let bad = "finish 14 BLOCKED x\n  exit 3\nR[EXIT_CODE]=10\norbit_die 2 \"no\"\nreturn 3\n\
                [[ $s == DONE ]] && x\ncase $s in PAUSED) ;; esac\nR[STOP_REASON]=budget\n\
                [[ $r != circuit_open ]]\nS[CB_STATE]=HALF_OPEN\ncase $ENGINE in\n\
-               [[ ${ENGINE} == x ]]\n[[ $e != aider ]]\n";
+               [[ ${ENGINE} == x ]]\n[[ $e != aider ]]\n\
+               orbit_event verify_fail 0 code REGRESSION_RED\n";
     let found = lint("t.sh", bad);
     for (line, what) in [
         (1, "bare exit code"),
@@ -365,6 +374,7 @@ fn the_lint_finds_bare_codes_and_words_and_only_in_code() {
         (11, "dispatch on the engine"),
         (12, "dispatch on the engine"),
         (13, "bare contract word aider"),
+        (14, "bare check code REGRESSION_RED"),
     ] {
         assert!(
             found

@@ -7,7 +7,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::support::{
-    Repo, assert_code, count_check, counting_agent, events_named, state_value, text,
+    Repo, assert_code, assert_ok, count_check, counting_agent, events_named, state_value, text,
 };
 
 /// Runs an agent whose iteration-1 action is `action`; expects an integrity stop naming
@@ -1187,19 +1187,134 @@ fn a_rate_limit_that_resets_in_more_than_a_week_is_a_stop_not_a_pause() {
 
 /// A PATH of links to everything on this machine's PATH but `git`.
 fn path_without_git(repo: &Repo) -> String {
-    let dir = repo.bin.path().join("no-git-path");
+    path_without(repo, &["git"])
+}
+
+/// A PATH of the repository's bin and links to everything on the test's PATH but `hidden`.
+fn path_without(repo: &Repo, hidden: &[&str]) -> String {
+    let dir = repo
+        .bin
+        .path()
+        .join(format!("path-without-{}", hidden.join("-")));
     fs::create_dir_all(&dir).unwrap();
     for base in std::env::var("PATH").unwrap_or_default().split(':') {
         let Ok(rd) = fs::read_dir(base) else { continue };
         for e in rd.flatten() {
             let name = e.file_name();
-            if name == "git" || dir.join(&name).exists() {
+            if hidden.iter().any(|h| name == *h) || dir.join(&name).exists() {
                 continue;
             }
             let _ = std::os::unix::fs::symlink(e.path(), dir.join(&name));
         }
     }
     format!("{}:{}", repo.bin.path().display(), dir.display())
+}
+
+#[test]
+fn a_scheduler_environment_without_a_core_tool_is_a_preflight_error_naming_each() {
+    let repo = Repo::new();
+    let agent = repo.agent("worker", "cat >/dev/null\necho step >> work.txt");
+    let dir = repo.init_loop(&agent, &["exit 1"], &[]);
+    // A PATH that finds neither diff nor ps (a minimal container without diffutils and
+    // procps): each is named before anything runs, never a failure half-way through.
+    let path = path_without(&repo, &["diff", "ps"]);
+    let out = repo.run_loop(&dir, &["--once"], &[("PATH", &path)]);
+    assert_code(&out, 2, "no diff, no ps");
+    let t = text(&out);
+    assert!(
+        t.contains("PATH") && t.contains("does not find them: diff ps"),
+        "{t}"
+    );
+    assert_eq!(t.matches("NEXUS_LOOP_STATUS:").count(), 1, "{t}");
+    assert!(
+        !dir.join("iterations/000001").exists(),
+        "nothing ran, nothing was spent"
+    );
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "with them back");
+}
+
+#[test]
+fn orbit_init_warns_of_each_program_the_loop_will_lack_on_this_machine() {
+    let repo = Repo::new();
+    let agent = repo.agent("worker", "cat >/dev/null");
+    let exec = agent.display().to_string();
+    let path = path_without(&repo, &["diff", "perl"]);
+    let mut cmd = crate::support::command(crate::support::orbit_bin());
+    cmd.args([
+        "init",
+        "test goal",
+        "--engine",
+        "claude",
+        "--verify",
+        "exit 1",
+    ])
+    .current_dir(repo.path())
+    .env("PATH", &path);
+    let out = crate::support::run_bounded(cmd, std::time::Duration::from_secs(60));
+    assert_ok(
+        &out,
+        "orbit init renders the loop all the same: it may run elsewhere",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("PATH does not find diff"), "{err}");
+    assert!(
+        err.contains("needs perl with Cwd, Digest::SHA, File::Find, JSON::PP"),
+        "{err}"
+    );
+    // With everything there, no such warning.
+    let out = repo.orbit(&[
+        "init",
+        "other goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "exit 1",
+    ]);
+    assert_ok(&out, "orbit init");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("will not run on this machine"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn a_built_in_engines_loop_without_perls_modules_names_what_is_missing() {
+    // A claude loop holds claude's user-level files with perl: without perl on PATH the
+    // preflight says so, and which modules it needs, before anything runs.
+    let repo = Repo::new();
+    repo.agent("claude", "cat >/dev/null\necho '{\"type\":\"result\"}'");
+    let out = repo.orbit(&[
+        "init",
+        "test goal",
+        "--engine",
+        "claude",
+        "--verify",
+        "exit 1",
+        "--sandbox",
+        "none",
+    ]);
+    assert_ok(&out, "orbit init");
+    let dir = repo.join(".orbit/test-goal");
+    let path = path_without(&repo, &["perl"]);
+    let out = repo.run_loop(
+        &dir,
+        &["--once"],
+        &[("PATH", &path), ("ANTHROPIC_API_KEY", "test-key")],
+    );
+    assert_code(&out, 2, "no perl");
+    let t = text(&out);
+    assert!(
+        t.contains("PATH has no perl") && t.contains("Digest::SHA") && t.contains("JSON::PP"),
+        "{t}"
+    );
+    assert!(
+        !dir.join("iterations/000001").exists(),
+        "nothing ran, nothing was spent"
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The adversarial suite: scripted hostile agents (and hostile leftovers between runs)
-//! against the loop contract (sections 3, 5, 5.1, 6 and 7 of LOOP-CONTRACT.md).
+//! against the loop contract (sections 3, 5, 5.1, 6 and 7 of docs/contract.md).
 //!
 //! Every scenario proves that its attack was carried out before it asserts the defence:
 //! the fake agent performs the attack, then writes a marker outside the repository

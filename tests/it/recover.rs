@@ -1639,6 +1639,152 @@ fn recover_survives_a_crash_of_its_own() {
     );
 }
 
+/// A loop that the release before contract 2.2 rendered and never ran (the fixture
+/// tests/fixtures/loop-v2.1/, see its README), unpacked into a fresh repository.
+fn loop_v2_1() -> Loop {
+    let repo = Repo::new();
+    repo.write("tests/guard.txt", "guard\n");
+    repo.git(&["add", "tests/guard.txt"]);
+    repo.git(&["commit", "-q", "-m", "guard"]);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    fs::create_dir_all(repo.path().join(".orbit")).unwrap();
+    let st = command("tar")
+        .arg("-xJf")
+        .arg(fixtures.join("loop-v2.1/loop-v2.1.tar.xz"))
+        .arg("-C")
+        .arg(repo.path().join(".orbit"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    fs::copy(
+        fixtures.join("loop-v1/fake-agent"),
+        repo.bin.path().join("fake-agent"),
+    )
+    .unwrap();
+    let dir = repo.path().join(".orbit/test-goal");
+    let lp = Loop { repo, dir };
+    // As that release left it: its own scripts, its version in the state and loop.toml.
+    assert!(lp.state_text().starts_with("CONTRACT_VERSION=2.0.0\n"));
+    assert!(
+        fs::read_to_string(lp.file("run-loop.sh"))
+            .unwrap()
+            .contains("readonly ORBIT_CONTRACT_VERSION=2.0.0\n")
+    );
+    lp
+}
+
+/// The audit's findings of `lp` above P2 (what would make it exit non-zero).
+fn serious_findings(lp: &Loop) -> Vec<String> {
+    let d = lp.dir.display().to_string();
+    let out = lp.repo.orbit(&["audit", "--json", &d]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("audit --json: {e}\n{}", text(&out)));
+    v["loops"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] != "P2")
+        .map(|f| f.to_string())
+        .collect()
+}
+
+#[test]
+fn a_loop_rendered_under_contract_2_1_runs_to_done_with_its_own_scripts() {
+    let lp = loop_v2_1();
+    let d = lp.dir.display().to_string();
+    let out = lp.repo.orbit(&["run", &d]);
+    assert_code(&out, 0, "orbit run of the 2.1 loop");
+    let s = lp.assert_sealed();
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("DONE", 4));
+    // It kept its version and its scripts: nothing moved it behind the user's back.
+    assert_eq!(s.contract_version, "2.0.0");
+    assert!(
+        fs::read_to_string(lp.file("run-loop.sh"))
+            .unwrap()
+            .contains("readonly ORBIT_CONTRACT_VERSION=2.0.0\n")
+    );
+    let (verdict, _) = lp.audit();
+    assert_eq!(verdict, "DONE");
+    assert_eq!(serious_findings(&lp), Vec::<String>::new());
+    lp.assert_chains();
+}
+
+#[test]
+fn recover_migrate_moves_a_2_1_loop_to_this_contract_between_ticks() {
+    let lp = loop_v2_1();
+    assert_code(
+        &lp.tick(&[]),
+        10,
+        "a tick of the 2.1 loop with its own scripts",
+    );
+    let progress = fs::read(lp.file("progress.md")).unwrap();
+    let events = fs::read(lp.file("events.jsonl")).unwrap();
+
+    let out = lp.orbit_recover(&["--migrate"]);
+    assert_ok(&out, "orbit recover --migrate");
+    let said = text(&out);
+    let v = orbit::config::CONTRACT_VERSION;
+    assert!(
+        said.contains(&format!("re-rendered for contract {v} (--migrate)"))
+            && said.contains("run-loop.sh")
+            && said.contains(&format!("CONTRACT_VERSION migrated to {v}")),
+        "{said}"
+    );
+    let s = lp.assert_sealed();
+    assert_eq!(s.contract_version, v);
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("CONTINUE", 2));
+    assert!(
+        fs::read_to_string(lp.file("run-loop.sh"))
+            .unwrap()
+            .contains(&format!("readonly ORBIT_CONTRACT_VERSION={v}\n"))
+    );
+    assert!(
+        fs::read_to_string(lp.file("loop.toml"))
+            .unwrap()
+            .contains(&format!("contract-version = \"{v}\""))
+    );
+    // The records are kept: the recovery only appends.
+    assert!(
+        fs::read(lp.file("progress.md"))
+            .unwrap()
+            .starts_with(&progress)
+    );
+    assert!(
+        fs::read(lp.file("events.jsonl"))
+            .unwrap()
+            .starts_with(&events)
+    );
+    assert_eq!(serious_findings(&lp), Vec::<String>::new());
+
+    // A second --migrate changes nothing.
+    let before = lp.tree_hash();
+    let again = lp.orbit_recover(&["--migrate"]);
+    assert_ok(&again, "second --migrate");
+    assert!(
+        text(&again).contains("nothing to repair"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(before, lp.tree_hash());
+
+    // The migrated loop runs on to DONE with this contract's scripts.
+    let out = lp.repo.run_loop(&lp.dir, &[], &[]);
+    assert_code(&out, 0, "the migrated loop runs to DONE");
+    let s = lp.assert_sealed();
+    assert_eq!((s.last_status.as_str(), s.next_iteration), ("DONE", 4));
+    assert_eq!(s.contract_version, v);
+    assert_eq!(
+        fs::read_to_string(lp.ws().join("work.txt"))
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+    let (verdict, _) = lp.audit();
+    assert_eq!(verdict, "DONE");
+    lp.assert_chains();
+}
+
 /// A loop that orbit 1.0 rendered and ran two iterations in the user's checkout (the
 /// fixture tests/fixtures/loop-v1/, see its README), unpacked into a fresh repository.
 fn loop_v1() -> Loop {

@@ -538,7 +538,10 @@ if [ "$ORBIT_ITERATION" -ge 2 ]; then echo "AC1: work.txt has two lines" > "$ORB
     // The workspace, WORKSPACE in state.env, `workspace` in loop.toml.
     let ws = fs::canonicalize(repo.ws()).unwrap();
     assert_eq!(state_value(&dir, "WORKSPACE"), ws.display().to_string());
-    assert_eq!(state_value(&dir, "CONTRACT_VERSION"), "2.0.0");
+    assert_eq!(
+        state_value(&dir, "CONTRACT_VERSION"),
+        orbit::config::CONTRACT_VERSION
+    );
     let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
     assert!(
         toml.contains("workspace = \".orbit/.workspaces/test-goal\""),

@@ -198,6 +198,9 @@ locate() {
   # PATH is what a scheduler gave (cron's is short): what is missing is named, with the fix.
   command -v git >/dev/null 2>&1 ||
     preflight_fail "git is not on PATH ($PATH): install it, or give the scheduler a PATH that has it (orbit schedule writes one)"
+  preflight_missing_v "${ORBIT_CORE_TOOLS[@]}"
+  [[ -z $REPLY ]] ||
+    preflight_fail "the runner needs these programs and PATH ($PATH) does not find them: $REPLY; install them (coreutils, findutils, grep, sed, gawk, diffutils, procps), or give the scheduler a PATH that has them"
   REPO_ROOT=$(git -C "$LOOP_DIR" rev-parse --show-toplevel 2>/dev/null) ||
     preflight_fail "the loop directory $LOOP_DIR is not inside a git work tree: run orbit init inside the repository"
 

@@ -30,7 +30,7 @@ gate_passes() {
     else
       S[VERIFY_STREAK]=0
       feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
-      orbit_event verify_fail "$n" run "$k" failing "$VERIFY_FAILING" flaky true code VERIFY_FLAKY
+      orbit_event verify_fail "$n" run "$k" failing "$VERIFY_FAILING" flaky true code "$CODE_VERIFY_FLAKY"
       GATE_VERDICT="VERIFY_FLAKY: verify passed, then failed on pass $k of $PASS_K"
       return 0
     fi
@@ -78,7 +78,7 @@ gate_clean() {
   fi
   S[VERIFY_STREAK]=0
   feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
-  orbit_event verify_fail "$n" run clean failing "$VERIFY_FAILING" code VERIFY_CLEAN
+  orbit_event verify_fail "$n" run clean failing "$VERIFY_FAILING" code "$CODE_VERIFY_CLEAN"
   GATE_VERDICT="the checks fail in a clean checkout of the tree to commit (a file they need is ignored, untracked or outside the tree): $VERIFY_FAILING"
 }
 

@@ -5,6 +5,44 @@ GIT_COMMON_ABS=
 # The git directory of the user's checkout (its HEAD is there; a linked worktree's is not the
 # common directory).
 REPO_GIT_ABS=
+# What the runner needs at run time (contract section 1), named when it is missing.
+# preflight_missing_v PROGRAM...: REPLY is the programs of the list that PATH does not find,
+# space-separated ("" when PATH finds them all).
+preflight_missing_v() {
+  local t
+  REPLY=
+  for t in "$@"; do
+    type -P -- "$t" >/dev/null 2>&1 || REPLY+="${REPLY:+ }$t"
+  done
+}
+
+# preflight_perl_missing_v PERL MODULE...: REPLY is the modules PERL cannot load,
+# space-separated ("" for none; every one when PERL is empty: no perl).
+preflight_perl_missing_v() {
+  local perl=$1 m
+  shift
+  REPLY=
+  for m in "$@"; do
+    if [[ -z $perl ]] || ! "$perl" "-M$m" -e 1 </dev/null >/dev/null 2>&1; then
+      REPLY+="${REPLY:+ }$m"
+    fi
+  done
+}
+
+# preflight_perl_needs_v WHAT MODULE...: REPLY is "" where the perl on PATH loads every module,
+# else the sentence that says what is missing for WHAT and how to get it.
+preflight_perl_needs_v() {
+  local what=$1 perl
+  shift
+  perl=$(type -P perl 2>/dev/null || true)
+  preflight_perl_missing_v "$perl" "$@"
+  if [[ -z $perl ]]; then
+    REPLY="$what needs perl 5 with its core modules ($*), and PATH has no perl: install perl (apt-get install perl, dnf install perl)"
+  elif [[ -n $REPLY ]]; then
+    REPLY="$what needs perl's core modules $*, and $perl cannot load $REPLY: install the full perl (apt-get install perl, dnf install perl-core)"
+  fi
+}
+
 preflight_fail() {
   footer "$STATUS_CONTINUE" "preflight failed: $1"
   orbit_log "error: preflight: $1"

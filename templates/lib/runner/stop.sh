@@ -173,7 +173,7 @@ red_gate() {
     check_passed "$c" || bad+="${bad:+, }$c"
   done
   if [[ -n $bad ]]; then
-    orbit_event verify_fail 0 run red_gate code REGRESSION_RED failing "${bad//, /,}"
+    orbit_event verify_fail 0 run red_gate code "$CODE_REGRESSION_RED" failing "${bad//, /,}"
     red_gate_differences_v
     finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "regression check(s) fail on the untouched tree, before the agent did anything: $bad. A regression check must pass before the change: fix the check or the project (see iterations/baseline/verify.log), then run again.$REPLY"
   fi
@@ -183,7 +183,7 @@ red_gate() {
     fi
   done
   if [[ -n $bad ]]; then
-    orbit_event verify_pass 0 run red_gate code VACUOUS_VERIFY passing "${bad//, /,}"
+    orbit_event verify_pass 0 run red_gate code "$CODE_VACUOUS_VERIFY" passing "${bad//, /,}"
     finish "$EXIT_VACUOUS_VERIFY" "$STATUS_BLOCKED" "$REASON_VACUOUS_VERIFY" "reproduction check(s) already pass on the untouched tree: $bad. A reproduction must fail before the change, or it reproduces nothing: fix the check (see iterations/baseline/verify.log)"
   fi
   if ((VERIFY_OK)); then
@@ -192,7 +192,7 @@ red_gate() {
       orbit_event verify_pass 0 run red_gate allowed true
       return 0
     fi
-    orbit_event verify_pass 0 run red_gate code VACUOUS_VERIFY
+    orbit_event verify_pass 0 run red_gate code "$CODE_VACUOUS_VERIFY"
     finish "$EXIT_VACUOUS_VERIFY" "$STATUS_BLOCKED" "$REASON_VACUOUS_VERIFY" "verify.sh already passes before the agent did anything: it proves nothing. Add a check that fails now, or set ALLOW_GREEN_START=1"
   fi
   orbit_event verify_fail 0 run red_gate
@@ -250,7 +250,7 @@ red_gate_can_run() {
   [[ ${REPLY#* } != 0 ]] || return 0
   while read -r word name why; do
     [[ $word == FAIL && $why == cannot-run:* ]] || continue
-    orbit_event verify_fail 0 run red_gate code CHECK_CANNOT_RUN failing "$name"
+    orbit_event verify_fail 0 run red_gate code "$CODE_CHECK_CANNOT_RUN" failing "$name"
     orbit_cut_v "${why#cannot-run: }" 160
     local cause=$REPLY
     red_gate_differences_v

@@ -1078,28 +1078,113 @@ test "$(bash add.sh 2 2)" = 4
     assert!(log.contains("run, 1 at once"), "{log}");
 }
 
+/// The lines of BIN/runs, where each check run of the fan-out tests stamps its start and end
+/// ("<seconds.nanoseconds> start|end <candidate>"), for a failure to show how the runs lay in
+/// time.
+fn runs_stamped(repo: &Repo) -> String {
+    bin_lines(repo, "runs").join("\n")
+}
+
+/// The shell lines a check script starts with: its run's start stamped into BIN/runs, and
+/// its end stamped there on exit, whatever ends it but a KILL.
+const STAMP_RUN: &str = r#"k=${PWD##*.}
+echo "$(date +%s.%N) start $k" >> BIN/runs
+trap 'echo "$(date +%s.%N) end $k" >> BIN/runs' EXIT
+"#;
+
+#[test]
+fn with_check_jobs_2_three_candidates_checks_run_two_at_once_and_a_freed_place_is_taken_at_once() {
+    let repo = add_repo();
+    // Rendezvous through files, each bounded at 30 s, in each candidate's first check run:
+    // candidate 1's waits until candidate 2's has started (two at once); candidate 2's waits
+    // until candidate 3's has started, which it can only do in the place candidate 1 left
+    // (the runner starts the next one as soon as one ends, not once the first two have). Run
+    // one at a time, or two by two, the one waiting would give up and `met` would not say it.
+    let body = format!(
+        r#"{STAMP_RUN}case "$PWD" in
+  *.c[0-9]*)
+    if mkdir BIN/first.$k 2>/dev/null; then
+      : > BIN/started.$k
+      case $k in c1) other=c2 ;; c2) other=c3 ;; *) other='' ;; esac
+      if [ -n "$other" ]; then
+        i=0
+        while [ ! -e BIN/started.$other ]; do
+          i=$((i + 1)); [ "$i" -le 300 ] || break; sleep 0.1
+        done
+        [ ! -e BIN/started.$other ] || echo "$k met $other" >> BIN/met
+      fi
+    fi ;;
+esac
+test "$(bash add.sh 2 2)" = 4
+"#
+    );
+    let check = check_script(&repo, "meet3.sh", &body);
+    let agent = candidate_agent(&repo, &format!("*) {HONEST} ;;"));
+    let dir = repo.init_loop(
+        &agent,
+        &[&check],
+        &["--candidates", "3", "--check-jobs", "2"],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_ok(&out, "DONE");
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(log.contains("run, 2 at once"), "{log}");
+    let runs = runs_stamped(&repo);
+    assert_eq!(
+        bin_lines(&repo, "met"),
+        ["c1 met c2", "c2 met c3"],
+        "the checks' runs in time:\n{runs}\n{log}"
+    );
+    // Never more than two candidates' check runs at once, each candidate's PASS_K runs all
+    // there (the workspace's own runs, named test-goal or clean, come after the fan-out).
+    let (mut live, mut most, mut ended) = (0i32, 0i32, std::collections::BTreeMap::new());
+    for line in bin_lines(&repo, "runs") {
+        let f: Vec<&str> = line.split(' ').collect();
+        if !f[2].starts_with('c') || f[2] == "clean" {
+            continue;
+        }
+        match f[1] {
+            "start" => live += 1,
+            _ => {
+                live -= 1;
+                *ended.entry(f[2].to_string()).or_insert(0) += 1;
+            }
+        }
+        most = most.max(live);
+    }
+    assert_eq!(most, 2, "at most check-jobs at once:\n{runs}");
+    assert_eq!(
+        ended.into_iter().collect::<Vec<_>>(),
+        [("c1".into(), 2), ("c2".into(), 2), ("c3".into(), 2)],
+        "{runs}"
+    );
+    for k in 1..=3u64 {
+        let c = cand_env(&dir, 1, k);
+        assert_eq!(c["CHECKS_PASSED"], "1", "{c:?}");
+        assert_eq!(c["PASS_K_RUNS"], "2", "{c:?}");
+    }
+    assert_records_agree(&dir);
+}
+
 #[test]
 fn a_candidate_whose_check_hangs_is_bounded_by_its_own_timeout_while_the_others_finish() {
     let repo = add_repo();
-    // Candidate 1's check waits until candidate 2's two runs have ended (proof that they
-    // ran while it was running), then hangs; its own timeout ends it. The timeout leaves
-    // candidate 2's runs nearly a minute (they take a second or two at rest), so that a
-    // loaded machine cannot end the wait before them.
-    let check = check_script(
-        &repo,
-        "hang.sh",
-        r#"case "$PWD" in
+    // Candidate 1's check waits until candidate 2's two runs have ended (proof that they ran
+    // while it was running: its own timeout bounds the wait), then hangs until that timeout
+    // ends it. Candidate 2's runs take a fraction of a second at rest: 20 s leaves them some
+    // hundred times that. The count is read from the file once it exists: grep -c on a
+    // missing file prints nothing, and `[ "" -lt 2 ]` is an error, not a "not yet".
+    let body = format!(
+        r#"{STAMP_RUN}case "$PWD" in
   *.c1)
-    i=0
-    while [ "$(grep -c '^end c2$' BIN/order 2>/dev/null)" -lt 2 ]; do
-      i=$((i + 1)); [ "$i" -le 550 ] || break; sleep 0.1
-    done
-    [ "$(grep -c '^end c2$' BIN/order 2>/dev/null)" -lt 2 ] || echo "c2 ended first" >> BIN/proof
+    until [ -f BIN/order ] && [ "$(grep -c '^end c2$' BIN/order)" -ge 2 ]; do sleep 0.1; done
+    echo "c2 ended first" >> BIN/proof
     sleep 300 ;;
 esac
-test "$(bash add.sh 2 2)" = 4 && echo "end ${PWD##*.}" >> BIN/order
-"#,
+test "$(bash add.sh 2 2)" = 4 && echo "end $k" >> BIN/order
+"#
     );
+    let check = check_script(&repo, "hang.sh", &body);
     let agent = candidate_agent(&repo, &format!("*) {HONEST} ;;"));
     let dir = repo.init_loop(&agent, &[&check], &["--candidates", "2"]);
     let out = repo.run_loop(
@@ -1107,23 +1192,23 @@ test "$(bash add.sh 2 2)" = 4 && echo "end ${PWD##*.}" >> BIN/order
         &[],
         &[
             ("CHECK_JOBS", "2"),
-            ("CHECK_TIMEOUT", "60"),
+            ("CHECK_TIMEOUT", "20"),
             ("KILL_GRACE", "1"),
         ],
     );
     assert_ok(&out, "DONE with the candidate whose checks ended");
-    // Should it fail, what the checks wrote, in order, and the runner's account of them.
+    // Should it fail, the checks' runs in time, and the runner's account of them.
     assert_eq!(
         bin_lines(&repo, "proof"),
         ["c2 ended first"],
-        "candidate 2's checks ran while candidate 1's hung (the checks' ends: {:?})\n{}",
-        bin_lines(&repo, "order"),
+        "candidate 2's checks ran while candidate 1's hung (the checks' runs in time:\n{})\n{}",
+        runs_stamped(&repo),
         fs::read_to_string(dir.join("runner.log")).unwrap_or_default()
     );
     let hung = cand_env(&dir, 1, 1);
     assert_eq!(hung["CHECKS_PASSED"], "0", "{hung:?}");
     let verify = fs::read_to_string(dir.join("iterations/000001/candidates/1/verify.log")).unwrap();
-    assert!(verify.contains("timed out after 60s"), "{verify}");
+    assert!(verify.contains("timed out after 20s"), "{verify}");
     assert_eq!(cand_env(&dir, 1, 2)["PASS_K_RUNS"], "2");
     let sel = events_named(&dir, "survivor_selected");
     assert!(

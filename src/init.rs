@@ -636,6 +636,47 @@ fn sources(cfg: &LoopConfig) -> Vec<Source> {
     out
 }
 
+/// The paths under `/tmp` (or `TMPDIR`) the commands of a sandboxed loop's checks and judge
+/// name, outside the repository and the loop's workspace, as (command, path): the sandbox
+/// gives each run those directories as its own private, empty ones, so such a check cannot
+/// find its program there.
+pub fn paths_the_sandbox_hides(cfg: &LoopConfig, repo: &Path) -> Vec<(String, String)> {
+    let mut hidden_dirs = vec!["/tmp".to_string()];
+    if let Ok(t) = std::env::var("TMPDIR") {
+        let t = t.trim_end_matches('/').to_string();
+        if t.starts_with('/') && t.len() > 1 && !hidden_dirs.contains(&t) {
+            hidden_dirs.push(t);
+        }
+    }
+    let mut seen_dirs: Vec<String> = vec![repo.display().to_string()];
+    if let Ok(c) = fs::canonicalize(repo) {
+        seen_dirs.push(c.display().to_string());
+    }
+    let ws = Path::new(&cfg.workspace);
+    seen_dirs.push(if ws.is_absolute() {
+        ws.display().to_string()
+    } else {
+        repo.join(ws).display().to_string()
+    });
+    let under = |p: &str, d: &str| p == d || p.starts_with(&format!("{d}/"));
+    let mut out = Vec::new();
+    for src in sources(cfg) {
+        let words = src
+            .cmd
+            .split(|c: char| c.is_whitespace() || "\'\";|&()<>`=".contains(c))
+            .filter(|w| w.starts_with('/'));
+        for w in words {
+            if hidden_dirs.iter().any(|d| under(w, d))
+                && !seen_dirs.iter().any(|d| under(w, d))
+                && !out.iter().any(|(_, p): &(String, String)| p == w)
+            {
+                out.push((src.cmd.clone(), w.to_string()));
+            }
+        }
+    }
+    out
+}
+
 /// The repository scripts the loop's judge command runs that none of its protect globs
 /// covers: the judge would run the agent's copy of each.
 pub fn unprotected_judge_scripts(cfg: &LoopConfig) -> Vec<String> {
@@ -1002,6 +1043,14 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
         crate::config::Sandbox::Bwrap => Ok(()),
         crate::config::Sandbox::Auto => crate::sandbox::probe().map(|_| ()),
     };
+    if sandboxed_here.is_ok() {
+        for (cmd, path) in paths_the_sandbox_hides(&cfg, &repo) {
+            eprintln!(
+                "orbit: warning: {} names {path}, under a directory the sandbox gives every run as its own private, empty one: the check will not find it there, and the loop stops at its first run. Move the program into the repository (and call it by its path there), or run without the sandbox (--sandbox none)",
+                crate::render::code_span(&cmd)
+            );
+        }
+    }
     for line in protect_lines(&cfg, &found) {
         println!("{line}");
     }

@@ -19,5 +19,8 @@ net_result() { :; }
 net_red_gate_begin() { :; }
 net_red_gate_end() { :; }
 
+# net_cannot_reach_v LINE: status 1: a refused connection is never the sandbox's network.
+net_cannot_reach_v() { return 1; }
+
 # net_prompt_note N: nothing for the prompt.
 net_prompt_note() { :; }

@@ -12,5 +12,8 @@ sandbox_on() { return 1; }
 # sandbox_preflight: nothing to check before the run.
 sandbox_preflight() { :; }
 
+# sandbox_hides_v PATH: status 1: no run is sandboxed, nothing is hidden from it.
+sandbox_hides_v() { return 1; }
+
 # sandbox_prepare KIND: the next run starts as it is (SANDBOX_ARGV stays empty).
 sandbox_prepare() { :; }

@@ -442,6 +442,39 @@ net_red_gate_end() {
   finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "the checks reached for $refused on the untouched tree, which the sandbox's network allowlist refuses (sandbox-network = \"allowlist\"; see iterations/baseline/net.log and verify.log). Allow what a check needs: allow-hosts = [$quoted] in loop.toml, then orbit init --force (orbit init --allow-host ${refused%% *} for a new loop); or set sandbox-network = \"open\""
 }
 
+# net_cannot_reach_v LINE: status 0 when the connection a check's output says was refused or
+# unreachable (LINE) is the sandbox's network, not the project: the checks ran fenced (their
+# own network, only the proxy reachable), and the host is one no fenced run can reach
+# straight (a network unreachable), or a loopback HOST:PORT that this machine does serve
+# (the runner connects to it, and closes at once). REPLY is the host and the fix.
+net_cannot_reach_v() {
+  local line=$1 hp='' h='' p='' re_tcp='/dev/tcp/([^/ ]+)/([0-9]+)' re_curl='Failed to connect to ([^ ]+) port ([0-9]+)'
+  local re_py="host='([^']+)', port=([0-9]+)"
+  REPLY=''
+  sandbox_on || return 1
+  if [[ $line =~ $re_tcp || $line =~ $re_curl || $line =~ $re_py ]]; then
+    h=${BASH_REMATCH[1]} p=${BASH_REMATCH[2]}
+    h=${h#[} h=${h%]}
+  fi
+  if [[ $h == 127.* || $h == localhost || $h == ::1 ]]; then
+    # A service of this machine's loopback: there when the runner reaches it.
+    (exec 3<>"/dev/tcp/$h/$p") 2>/dev/null || return 1
+  elif [[ $line != *'Network is unreachable'* ]]; then
+    return 1
+  fi
+  if [[ -n $h ]]; then
+    hp=$h:$p
+    [[ $h == *:* ]] && hp="[$h]:$p"
+    net_host_ok "$hp" || hp=''
+  fi
+  if [[ -n $hp ]]; then
+    REPLY="It connects to $hp straight, not through the sandbox's proxy: each sandboxed run has a network of its own (sandbox-network = \"allowlist\"), with nothing at $hp. A client that honours HTTPS_PROXY/HTTP_PROXY reaches an allowed host: allow-hosts = [\"$hp\"] in loop.toml, then orbit init --force (orbit init --allow-host $hp for a new loop); one that does not (a database driver, a raw socket) needs sandbox-network = \"open\" in loop.toml (orbit init --sandbox-network open)."
+  else
+    REPLY="Each sandboxed run has a network of its own (sandbox-network = \"allowlist\"), which reaches hosts only through the sandbox's proxy. A client that honours HTTPS_PROXY/HTTP_PROXY reaches a host allow-hosts names in loop.toml (orbit init --allow-host HOST:PORT); one that does not needs sandbox-network = \"open\" in loop.toml (orbit init --sandbox-network open)."
+  fi
+  return 0
+}
+
 # net_prompt_note N: the prompt's word on the hosts the sandbox refused in iteration N-1
 # (nothing when none).
 net_prompt_note() {

@@ -119,6 +119,25 @@ sandbox_under() {
   return 1
 }
 
+# sandbox_hides_v PATH: status 0 when the sandbox hid PATH from a run that did not find it
+# (a check's program or interpreter): PATH is there on this machine, but not as a sandboxed
+# run sees the file system. REPLY says why: under one of SANDBOX_TMPFS (/tmp, TMPDIR),
+# each run's own private, empty directory; else a path the sandbox hides.
+sandbox_hides_v() {
+  local t
+  REPLY=''
+  sandbox_on || return 1
+  [[ -e $1 || -L $1 ]] || return 1
+  for t in "${SANDBOX_TMPFS[@]}"; do
+    if [[ $1 == "$t"/* ]]; then
+      REPLY="it lies under $t, which the sandbox gives every run as its own private, empty directory"
+      return 0
+    fi
+  done
+  REPLY="a path the sandbox hides from the checks"
+  return 0
+}
+
 # sandbox_tmpdir_ok DIR: DIR may become a private tmpfs: an absolute directory that holds
 # none of the places a run needs (a TMPDIR that did would hide them).
 sandbox_tmpdir_ok() {

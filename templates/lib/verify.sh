@@ -49,23 +49,62 @@ run_check() {
 }
 
 # check_cannot_run_v RC TIMED_OUT: REPLY is "cannot-run: WHY" when the failed check's output
-# (VERIFY_OUT) says it could not run at all (a program not found, exit 127; its test
-# runner's module missing), else "".
+# (VERIFY_OUT) says it could not run at all, else "": a program not found (exit 127: on PATH,
+# or by an absolute path outside the workspace, such as one under /tmp, which the sandbox
+# gives each run empty), a script's interpreter missing (126/127, env's "No such file"), a
+# python script outside the workspace missing, its test runner's module missing; or, with
+# WHY "net: ...", a connection refused or unreachable that the runner judges (the sandbox's
+# network, lib/sandbox-net.sh). A path in the workspace that is not there is the agent's to
+# make: a red start.
 check_cannot_run_v() {
-  local line=''
+  local line='' l p
   REPLY=''
   (($2 == 0)) || return 0
   if (($1 == 127)); then
-    # bash's "X: command not found", sh's (dash, as npm runs scripts) "sh: 1: X: not found".
-    line=$(grep -a -m 1 -E -- ': command not found|^sh: [0-9]+: .+: not found$' "$VERIFY_OUT" 2>/dev/null) || line=''
+    # bash's "X: command not found", sh's (dash, as npm runs scripts) "sh: 1: X: not found",
+    # bash's "./x: cannot execute: required file not found" (its #! interpreter missing),
+    # env's "/usr/bin/env: 'X': No such file or directory" (#!/usr/bin/env X; its quotes
+    # the locale's).
+    line=$(grep -a -m 1 -E -- ": command not found|^sh: [0-9]+: .+: not found$|: cannot execute: required file not found$|^(/usr)?(/bin/)?env: .+: No such file or directory$" "$VERIFY_OUT" 2>/dev/null) || line=''
   elif (($1 == 126)); then
     # A program there that cannot be executed (its mode, its interpreter).
-    line=$(grep -a -m 1 -E -- ': Permission denied$|: cannot execute' "$VERIFY_OUT" 2>/dev/null) || line=''
+    line=$(grep -a -m 1 -E -- ': Permission denied$|: cannot execute|: bad interpreter: ' "$VERIFY_OUT" 2>/dev/null) || line=''
+  fi
+  if [[ -z $line ]] && (($1 == 127 || $1 == 2)); then
+    # A program (127) or python's script (2) named by an absolute path outside the
+    # workspace, not there as the check sees the file system.
+    while IFS= read -r l; do
+      if [[ $l == *": No such file or directory" ]]; then
+        p=${l%: No such file or directory}
+        p=${p##*: }
+      else
+        p=${l#*"can't open file '"}
+        p=${p%%"'"*}
+      fi
+      if [[ $p == /* && $p != "$PWD" && $p != "$PWD"/* && ! -e $p ]]; then
+        line=$l
+        break
+      fi
+    done < <(if (($1 == 127)); then
+      grep -a -E -- ': No such file or directory$' "$VERIFY_OUT"
+    else
+      grep -a -E -- "can't open file '/[^']+': \[Errno 2\]" "$VERIFY_OUT"
+    fi 2>/dev/null | head -n 20 || true)
   fi
   if [[ -z $line ]]; then
     line=$(grep -a -m 1 -E -- "No module named '?(pytest|unittest|nose2|tox)'?($|[^.[:alnum:]_])" "$VERIFY_OUT" 2>/dev/null) || line=''
   fi
-  [[ -n $line ]] || return 0
+  if [[ -z $line ]]; then
+    # A connection refused or a network unreachable: the runner knows whether the sandbox's
+    # network made it so (and probes a loopback host the check names), never the check.
+    # A line that names the host first (bash's /dev/tcp, curl, python's urllib3).
+    line=$(grep -a -m 1 -E -- "/dev/tcp/[^ ]+: (Connection refused|Network is unreachable)|Failed to connect to |host='.*(Connection refused|Network is unreachable)" "$VERIFY_OUT" 2>/dev/null) ||
+      line=$(grep -a -m 1 -E -- 'Connection refused|Network is unreachable' "$VERIFY_OUT" 2>/dev/null) || line=''
+    [[ -n $line ]] || return 0
+    line=${line//[[:cntrl:]]/ }
+    REPLY="cannot-run: net: ${line:0:160}"
+    return 0
+  fi
   line=${line//[[:cntrl:]]/ }
   REPLY="cannot-run: ${line:0:160}"
 }

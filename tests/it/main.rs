@@ -3,6 +3,7 @@
 //! agents first on PATH, no network, and a timeout on every child.
 
 mod audit;
+mod cannot_run;
 mod contract;
 mod counts;
 mod engines;

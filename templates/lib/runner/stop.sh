@@ -241,20 +241,94 @@ red_gate_differences_v() {
   fi
 }
 
-# red_gate_can_run: a check that could not run at all on the untouched tree (its program not
-# found, its test runner's module missing) is the environment's, not a red start: the loop
-# stops in preflight, naming the check and what it said, before any agent runs.
+# cannot_run_fix_v LINE: REPLY is what to do about a check that could not run, from the line
+# of its output that said so (LINE): the program or #! interpreter it names by a path that
+# the sandbox hides (one under its private /tmp) or that does not exist on this machine;
+# else, what it needs installed. REPLY_HAND is 1 when running verify.sh by hand shows it
+# (nothing the sandbox hides).
+cannot_run_fix_v() {
+  local line=$1 p='' what='The program' first=''
+  REPLY_HAND=1
+  case $line in
+    *': cannot execute: required file not found')
+      # A script whose #! interpreter is missing: its first line names it.
+      p=${line%: cannot execute: required file not found}
+      p=${p##*: }
+      [[ $p == /* ]] || p=$WS/$p
+      if [[ -f $p && ! -L $p ]]; then
+        IFS= read -r first <"$p" 2>/dev/null || true
+      fi
+      p=''
+      if [[ $first == '#!'* ]]; then
+        first=${first#'#!'}
+        first=${first#"${first%%[![:space:]]*}"}
+        p=${first%%[[:space:]]*}
+        what="The #! interpreter"
+      fi
+      ;;
+    *': bad interpreter: '*)
+      p=${line%%: bad interpreter: *}
+      p=${p##*: }
+      what="The #! interpreter"
+      ;;
+    env:\ *': No such file or directory' | */env:\ *': No such file or directory')
+      # env's quotes are the locale's (ASCII, or typographic ones): what is not a name goes.
+      p=${line#*env: }
+      p=${p%: No such file or directory}
+      p=${p#"${p%%[/A-Za-z0-9._+-]*}"}
+      p=${p%"${p##*[/A-Za-z0-9._+-]}"}
+      what="The #!/usr/bin/env interpreter"
+      ;;
+    *': No such file or directory') p=${line%: No such file or directory} p=${p##*: } ;;
+    *"can't open file '/"*) p=${line#*"can't open file '"} p=${p%%"'"*} ;;
+  esac
+  p=${p//[[:cntrl:]]/?}
+  if [[ $p == /* ]] && sandbox_hides_v "$p"; then
+    REPLY_HAND=0
+    REPLY="$what $p is on this machine, but the sandbox does not show it to the checks (${REPLY:-a path it hides}). Move the program into the repository (commit it, and call it by its path there), or run the loop without the sandbox: sandbox = \"none\" in loop.toml, then orbit init --force (orbit init --sandbox none for a new loop)."
+  elif [[ $p == /* && ! -e $p && ! -L $p ]]; then
+    REPLY="$what $p does not exist on this machine: fix the check (or install it there)."
+  elif [[ $what != 'The program' && -n $p && $p != /* ]]; then
+    REPLY="$what $p is not on this machine's PATH: install it (or fix the #! line)."
+  else
+    REPLY="Install what it needs (or run it through the project's environment, or make it with a --setup)."
+  fi
+}
+
+# red_gate_can_run: a check that could not run at all on the untouched tree (its program or
+# interpreter not found, or hidden by the sandbox; its test runner's module missing; a host
+# the sandbox's network does not give it) is the environment's, not a red start: the loop
+# stops in preflight, naming the check, what it said and the fix, before any agent runs.
 red_gate_can_run() {
-  local word name why
+  local word name why cause fix hand=1
   tally_counts_v
   [[ ${REPLY#* } != 0 ]] || return 0
   while read -r word name why; do
     [[ $word == FAIL && $why == cannot-run:* ]] || continue
+    why=${why#cannot-run: }
+    if [[ $why == net:* ]]; then
+      # A refused or unreachable connection: the sandbox's network only when the runner
+      # finds it so; else an honest failure.
+      why=${why#net: }
+      net_cannot_reach_v "$why" || continue
+      fix=$REPLY
+      hand=0
+    else
+      cannot_run_fix_v "$why"
+      fix=$REPLY
+      hand=$REPLY_HAND
+    fi
     orbit_event verify_fail 0 run red_gate code "$CODE_CHECK_CANNOT_RUN" failing "$name"
-    orbit_cut_v "${why#cannot-run: }" 160
-    local cause=$REPLY
-    red_gate_differences_v
-    finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "the check $name cannot run on the untouched tree ($cause): it would fail whatever the agent did. Install what it needs (or run it through the project's environment, or make it with a --setup), check it by hand with bash $LOOP_DIR/verify.sh, then run again (see iterations/baseline/verify.log).$REPLY"
+    orbit_cut_v "$why" 160
+    cause=$REPLY
+    REPLY=''
+    if ((hand)); then
+      red_gate_differences_v
+      fix+=" Check it by hand with bash $LOOP_DIR/verify.sh, then run again"
+    else
+      fix+=" Then run again"
+    fi
+    finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "the check $name cannot run on the untouched tree ($cause): it would fail whatever the agent did. $fix (see iterations/baseline/verify.log).$REPLY"
   done <"$VERIFY_TALLY_FILE"
 }
 

@@ -828,6 +828,14 @@ impl Audit<'_> {
                     self.recover("--repin"),
                 );
             }
+            StopReason::PermissionHijack if self.check_home(cp) => {}
+            StopReason::PermissionHijack => self.add(
+                FindingClass::PermissionHijack,
+                Severity::P1,
+                cp.evidence(state_key::STOP_REASON),
+                "the loop stopped on permission_hijack and stays ABORTED, though the pins and what it holds outside the repository (pins.home) are as its first run held them now",
+                self.recover(""),
+            ),
             reason => self.add(
                 pin_class(reason),
                 Severity::P1,
@@ -836,6 +844,65 @@ impl Audit<'_> {
                 self.recover("--restore-pinned"),
             ),
         }
+    }
+
+    /// A `permission_hijack` stop no pin explains: what the runner holds outside the
+    /// repository (pins.home: the engine's user-level files, the env file) against what is
+    /// there now, each changed path a P0 naming what was added where that can be told, with
+    /// the recover that takes exactly that away, else what to review. Whether it reported
+    /// something (a change, or that it cannot compare).
+    fn check_home(&mut self, cp: &Checkpoint) -> bool {
+        let Some(record) = crate::home::Record::read(self.dir) else {
+            return false;
+        };
+        let changes = match record.changes() {
+            Ok(c) if c.is_empty() => return false,
+            Ok(c) => c,
+            Err(why) => {
+                self.add(
+                    FindingClass::PermissionHijack,
+                    Severity::P1,
+                    cp.evidence(state_key::STOP_REASON),
+                    format!(
+                        "the loop stopped on permission_hijack; whether what it holds outside the repository (pins.home: the engine's user-level files, the env file) changed cannot be told here: {why}"
+                    ),
+                    format!("install perl, then orbit audit {}", self.shown),
+                );
+                return true;
+            }
+        };
+        for c in changes {
+            let (message, fix) = if c.undo.is_some() {
+                (
+                    format!(
+                        "{} (permission_hijack): it is outside the repository, and what it names runs in the engine's next runs, the loop's and yours. The fix takes exactly that away (the old copy goes to the backup) and the loop goes on; if you put it there, accept it with {}",
+                        c.describe(),
+                        self.recover("--repin")
+                    ),
+                    self.recover("--restore-pinned"),
+                )
+            } else {
+                (
+                    format!(
+                        "{} (permission_hijack): it is outside the repository, and what it names runs in the engine's next runs, the loop's and yours; pins.home keeps only hashes, so there is no copy to put back",
+                        c.describe()
+                    ),
+                    format!(
+                        "review {} and undo what you did not put there, then: {}",
+                        crate::shell::paste_word(&c.path),
+                        self.recover("--repin")
+                    ),
+                )
+            };
+            self.add(
+                FindingClass::PermissionHijack,
+                Severity::P0,
+                format!("{}:{}", crate::contract::PINS_HOME, c.line),
+                message,
+                fix,
+            );
+        }
+        true
     }
 
     /// events.jsonl (or its absence after a run) and progress.md.

@@ -31,6 +31,16 @@ pub fn sha256_hex(data: &[u8]) -> String {
 /// fsync of the directory. A crash leaves either the old file or the new one, never a mix.
 /// Never follows a symlink at `path`: the rename replaces the link itself.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    write_atomic_opt(path, data, None)
+}
+
+/// [`write_atomic`] with the new file's mode set before it takes the old one's place (a
+/// user's file rewritten keeps its mode: never readable by others for a moment).
+pub fn write_atomic_mode(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    write_atomic_opt(path, data, Some(mode))
+}
+
+fn write_atomic_opt(path: &Path, data: &[u8], mode: Option<u32>) -> Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -42,7 +52,15 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
         .into_owned();
     let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
     let result = (|| -> std::io::Result<()> {
-        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let mut opts = OpenOptions::new();
+        opts.write(true).create_new(true);
+        if mode.is_some() {
+            std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        }
+        let mut f = opts.open(&tmp)?;
+        if let Some(m) = mode {
+            f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(m))?;
+        }
         f.write_all(data)?;
         f.sync_all()?;
         drop(f);

@@ -16,6 +16,7 @@ pub mod error;
 pub mod events;
 pub mod fsx;
 pub mod goal;
+pub mod home;
 pub mod init;
 pub mod ledger;
 pub mod locate;

@@ -828,6 +828,14 @@ impl Audit<'_> {
                     self.recover("--repin"),
                 );
             }
+            StopReason::PermissionHijack if self.check_home(cp) => {}
+            StopReason::PermissionHijack => self.add(
+                FindingClass::PermissionHijack,
+                Severity::P1,
+                cp.evidence(state_key::STOP_REASON),
+                "the loop stopped on permission_hijack and stays ABORTED, though the pins and what it holds outside the repository (pins.home) are as its first run held them now",
+                self.recover(""),
+            ),
             reason => self.add(
                 pin_class(reason),
                 Severity::P1,
@@ -836,6 +844,65 @@ impl Audit<'_> {
                 self.recover("--restore-pinned"),
             ),
         }
+    }
+
+    /// A `permission_hijack` stop no pin explains: what the runner holds outside the
+    /// repository (pins.home: the engine's user-level files, the env file) against what is
+    /// there now, each changed path a P0 naming what was added where that can be told, with
+    /// the recover that takes exactly that away, else what to review. Whether it reported
+    /// something (a change, or that it cannot compare).
+    fn check_home(&mut self, cp: &Checkpoint) -> bool {
+        let Some(record) = crate::home::Record::read(self.dir) else {
+            return false;
+        };
+        let changes = match record.changes() {
+            Ok(c) if c.is_empty() => return false,
+            Ok(c) => c,
+            Err(why) => {
+                self.add(
+                    FindingClass::PermissionHijack,
+                    Severity::P1,
+                    cp.evidence(state_key::STOP_REASON),
+                    format!(
+                        "the loop stopped on permission_hijack; whether what it holds outside the repository (pins.home: the engine's user-level files, the env file) changed cannot be told here: {why}"
+                    ),
+                    format!("install perl, then orbit audit {}", self.shown),
+                );
+                return true;
+            }
+        };
+        for c in changes {
+            let (message, fix) = if c.undo.is_some() {
+                (
+                    format!(
+                        "{} (permission_hijack): it is outside the repository, and what it names runs in the engine's next runs, the loop's and yours. The fix takes exactly that away (the old copy goes to the backup) and the loop goes on; if you put it there, accept it with {}",
+                        c.describe(),
+                        self.recover("--repin")
+                    ),
+                    self.recover("--restore-pinned"),
+                )
+            } else {
+                (
+                    format!(
+                        "{} (permission_hijack): it is outside the repository, and what it names runs in the engine's next runs, the loop's and yours; pins.home keeps only hashes, so there is no copy to put back",
+                        c.describe()
+                    ),
+                    format!(
+                        "review {} and undo what you did not put there, then: {}",
+                        crate::shell::paste_word(&c.path),
+                        self.recover("--repin")
+                    ),
+                )
+            };
+            self.add(
+                FindingClass::PermissionHijack,
+                Severity::P0,
+                format!("{}:{}", crate::contract::PINS_HOME, c.line),
+                message,
+                fix,
+            );
+        }
+        true
     }
 
     /// events.jsonl (or its absence after a run) and progress.md.
@@ -1639,6 +1706,7 @@ impl Audit<'_> {
         self.check_circuit(cp, last);
         self.check_stop_reason(cp, last);
         self.check_exhausted(l, cp);
+        self.check_loop_timeout(l, cp);
         self.check_signatures(l, &cp.state);
         self.check_done(l.running, cp, last);
     }
@@ -1815,6 +1883,68 @@ impl Audit<'_> {
         );
     }
 
+    /// The loop's wall-clock limit reached (BLOCKED, `loop_timeout`): it counts from the
+    /// first iteration (STARTED_AT), so every later run stops again at once until a human
+    /// raises it, as for EXHAUSTED. When loop.toml's limit is none or longer than the loop
+    /// has run, a lower LOOP_TIMEOUT in the run's environment stopped it, and a plain run
+    /// goes on.
+    fn check_loop_timeout(&mut self, l: &Loop, cp: &Checkpoint) {
+        let s = &cp.state;
+        if l.running || (s.last_status, s.stop_reason) != (Status::Blocked, StopReason::LoopTimeout)
+        {
+            return;
+        }
+        let shown = self.shown;
+        let now = fsx::now_epoch();
+        let ran = now.saturating_sub(s.started_at);
+        let stop = l
+            .events
+            .as_ref()
+            .and_then(|ev| {
+                let k = ev.events.iter().rposition(|e| {
+                    e.is(EventName::LoopStop)
+                        && EventsWindow::str_field(e, "reason") == StopReason::LoopTimeout.as_str()
+                })?;
+                Some(format!(" (its loop_stop: {})", ev.evidence(k)))
+            })
+            .unwrap_or_default();
+        let configured = l.cfg.as_ref().map(|c| {
+            (
+                c.loop_timeout.clone(),
+                parse_duration("loop-timeout", &c.loop_timeout).unwrap_or(0),
+            )
+        });
+        let (message, fix) = match configured {
+            Some((text, limit)) if limit == 0 || limit > ran => (
+                format!(
+                    "the loop stopped on a wall-clock limit{stop} after {} since its first iteration, though loop.toml allows more (loop-timeout {text}): a lower LOOP_TIMEOUT in its run's environment stopped it",
+                    super::age(now, s.started_at)
+                ),
+                format!("orbit run {shown}"),
+            ),
+            configured => (
+                format!(
+                    "the loop's wall-clock limit{} is reached{stop}: it has run {} since its first iteration (STARTED_AT), and the limit counts from there, so every run stops again at once, running nothing, until it is raised",
+                    configured
+                        .map(|(text, _)| format!(" (loop-timeout {text})"))
+                        .unwrap_or_default(),
+                    super::age(now, s.started_at)
+                ),
+                format!(
+                    "raise loop-timeout in {shown}/loop.toml to {} or more (0: none), then: orbit init --force --dir {shown} && orbit run {shown}",
+                    rounded_up(ran + 1)
+                ),
+            ),
+        };
+        self.add(
+            FindingClass::LoopTimeout,
+            Severity::P1,
+            cp.evidence(state_key::STOP_REASON),
+            message,
+            fix,
+        );
+    }
+
     /// The signature log, where the state does not already say it.
     fn check_signatures(&mut self, l: &Loop, state: &State) {
         if !(l.running || state.last_status == Status::Continue)
@@ -1978,6 +2108,17 @@ fn failure_text(message: &str) -> String {
         _ => message,
     };
     m.chars().take(160).collect()
+}
+
+/// A duration rounded up to the unit `age` shows it in: `10h` for 9h0m1s, `2m` for 61s.
+fn rounded_up(secs: u64) -> String {
+    let unit = match secs {
+        0..=59 => 1,
+        60..=3599 => 60,
+        3600..=86_399 => 3600,
+        _ => 86_400,
+    };
+    crate::goal::format_duration(secs.div_ceil(unit).max(1) * unit)
 }
 
 fn pin_class(reason: StopReason) -> FindingClass {

@@ -186,6 +186,9 @@ impl FindingClass {
             FindingClass::Exhausted => {
                 "`max-iterations` used up without a verified DONE: raise the cap or change course."
             }
+            FindingClass::LoopTimeout => {
+                "The loop is BLOCKED on its wall-clock cap (`loop-timeout`): nothing runs until the cap is raised (or a lower `LOOP_TIMEOUT` of the run's environment goes away)."
+            }
             FindingClass::Unsandboxed => {
                 "The agent and check runs are not under the OS sandbox: a tamper is caught after the run, not refused, and nothing the agent can read is secret."
             }

@@ -407,6 +407,10 @@ vocabulary! {
         /// The loop used every iteration max-iterations allows without a verified DONE
         /// (the EXHAUSTED verdict): it waits for a human to raise the cap or change course.
         Exhausted = "EXHAUSTED",
+        /// The loop stopped on its wall-clock limit (BLOCKED, `loop_timeout`, exit 11): the
+        /// limit counts from its first iteration, so nothing runs again until a human
+        /// raises `loop-timeout` (or a lower LOOP_TIMEOUT of the run's environment goes).
+        LoopTimeout = "LOOP_TIMEOUT",
         /// The loop's agent and check runs are not under the OS sandbox (`sandbox = "none"`,
         /// or `auto` on a machine where bubblewrap cannot run): a tamper is caught after the
         /// run, not refused, and nothing the agent can read is secret (contract section 7).

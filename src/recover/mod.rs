@@ -49,6 +49,9 @@ pub struct Plan {
     /// Files removed after their copy went to the backup (a permission file that appeared,
     /// a file added to a protected set: `--restore-pinned` has no pinned copy of them).
     pub removes: Vec<PathBuf>,
+    /// Files outside the repository rewritten by `--restore-pinned` (a held file of the
+    /// engine's in HOME without what was added to it): path, bytes, the file's mode, kept.
+    pub home_writes: Vec<(PathBuf, Vec<u8>, u32)>,
     /// Files moved: from, to. Destinations inside `backups/` are filled in at apply time.
     pub moves: Vec<(PathBuf, MoveTo)>,
     pub events_cut: Option<usize>,
@@ -80,6 +83,7 @@ impl Plan {
         self.new_state.is_none()
             && self.git.is_empty()
             && self.writes.is_empty()
+            && self.home_writes.is_empty()
             && self.removes.is_empty()
             && self.moves.is_empty()
             && self.events_cut.is_none()
@@ -373,6 +377,9 @@ pub fn plan(lp: &LoopRef, args: &RecoverArgs) -> Result<Plan> {
         None
     };
     let broken = p.pins()?;
+    if args.restore_pinned && !args.repin {
+        p.restore_home(checkpoint.old.as_ref())?;
+    }
     p.clear_stall()?;
     p.move_strays()?;
     if args.prune_candidates {
@@ -1286,6 +1293,63 @@ impl Planner<'_> {
         }
     }
 
+    /// `--restore-pinned` of what the runner holds outside the repository (pins.home), for
+    /// a loop ABORTED on `permission_hijack`: what was added to a held file since the first
+    /// run is taken away exactly (a JSON file rewritten without the entries whose removal
+    /// gives the recorded hash again, checked before; files added to a held directory, or a
+    /// held file that was absent, removed), each old copy to the backup. A change that
+    /// cannot be told (the record keeps only hashes) is refused, with what to do instead.
+    fn restore_home(&mut self, old: Option<&State>) -> Result<()> {
+        if !old.is_some_and(|s| {
+            s.last_status == Status::Aborted && s.stop_reason == StopReason::PermissionHijack
+        }) {
+            return Ok(());
+        }
+        let Some(record) = crate::home::Record::read(&self.lp.dir) else {
+            return Ok(());
+        };
+        let shown = crate::shell::paste_word(&self.lp.dir.display().to_string());
+        let changes = record.changes().map_err(|why| {
+            Error::Refused(format!(
+                "--restore-pinned cannot check what the loop holds outside the repository ({}): {why}",
+                crate::contract::PINS_HOME
+            ))
+        })?;
+        for c in changes {
+            match c.undo.clone() {
+                Some(crate::home::Undo::Rewrite(bytes)) => {
+                    // Through a link (a dotfiles manager's), its target is rewritten.
+                    let path = fs::canonicalize(&c.path)
+                        .map_err(|e| Error::io(format!("cannot read {}", c.path), e))?;
+                    let mode = fs::metadata(&path)
+                        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
+                        .map_err(|e| Error::io(format!("cannot read {}", c.path), e))?;
+                    self.repair(format!(
+                        "{} rewritten without {} (--restore-pinned: what the loop's first run held of it is as it was; the old copy to the backup)",
+                        c.path,
+                        c.added.join(", ")
+                    ));
+                    self.plan.home_writes.push((path, bytes, mode));
+                }
+                Some(crate::home::Undo::Remove(paths)) => {
+                    self.repair(format!(
+                        "{}: removed {} (--restore-pinned: it was not there at the loop's first run; a copy to the backup)",
+                        c.path,
+                        c.added.join(", ")
+                    ));
+                    self.plan.removes.extend(paths);
+                }
+                None => {
+                    return Err(Error::Refused(format!(
+                        "--restore-pinned cannot restore {}. pins.home keeps only hashes of what is outside the repository, so there is no copy to put back: review it, undo what you did not put there, then accept it as it is with orbit recover {shown} --repin",
+                        c.describe()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// `--repin`: every pin takes its file's current hash; pinned loop files are copied
     /// to `.pins/`.
     /// `--repin` of what the runner holds outside the repository (pins.home: the engine's
@@ -1850,7 +1914,9 @@ fn backup_name(lp: &LoopRef, path: &Path) -> PathBuf {
     }
     match path.strip_prefix(&lp.repo) {
         Ok(rel) => Path::new("repo").join(rel),
-        Err(_) => Path::new("other").join(path.file_name().unwrap_or_default()),
+        // Elsewhere (the engine's files in HOME): under their whole path, so that two
+        // files of one name never share a backup.
+        Err(_) => Path::new("other").join(path.strip_prefix("/").unwrap_or(path)),
     }
 }
 
@@ -1970,6 +2036,7 @@ fn back_up(lp: &LoopRef, plan: &Plan, bdir: &Path) -> Result<()> {
     let dir = &lp.dir;
     let mut to_back: Vec<PathBuf> = plan.writes.iter().map(|(p, _, _)| p.clone()).collect();
     to_back.extend(plan.removes.iter().cloned());
+    to_back.extend(plan.home_writes.iter().map(|(p, _, _)| p.clone()));
     to_back.push(dir.join("progress.md"));
     to_back.push(dir.join("events.jsonl"));
     if plan.new_state.is_some() {
@@ -2050,6 +2117,9 @@ fn write_files(plan: &Plan) -> Result<()> {
         } else {
             fsx::write_atomic(path, data)?;
         }
+    }
+    for (path, data, mode) in &plan.home_writes {
+        fsx::write_atomic_mode(path, data, *mode)?;
     }
     Ok(())
 }
@@ -2203,6 +2273,9 @@ fn print_dry_run(lp: &LoopRef, plan: &Plan, flags: &[&str]) {
     }
     for g in &plan.git {
         println!("git: {}", g.describe());
+    }
+    for (p, _, _) in &plan.home_writes {
+        println!("write: {} (the old copy to backups/)", p.display());
     }
     for (p, _, _) in &plan.writes {
         println!(

@@ -1,7 +1,8 @@
 # ---- the record of the files held outside the repository (contract section 7): the
 # ---- engine's user-level files that name commands, permissions, hooks, servers, skills,
 # ---- plugins or agents, and the env file. Shared by the runner (lib/runner/home.sh holds
-# ---- and checks them) and recover.sh (--restore-pinned, --repin). The record, pins.home in
+# ---- and checks them) and orbit audit and recover (src/home.rs runs these subroutines, and
+# ---- tells from them what was added and takes it away). The record, pins.home in
 # ---- the loop directory, is written at the loop's first run: a header line per held path
 # ---- (`#<TAB>KIND<TAB>PATH<TAB>ARG`), then `VALUE  PATH` lines. KIND is `file` (the file,
 # ---- through a symlink), `dir` (the directory and every entry under it but directories, each
@@ -85,21 +86,27 @@ sub keyed {
   return \%o;
 }
 sub digest { return "keys:" . hx(JSON::PP->new->utf8->canonical->encode($_[0])); }
+our @CLAUDE_PROJECT_KEYS = qw(mcpServers allowedTools enabledMcpjsonServers disabledMcpjsonServers enableAllProjectMcpServers hasTrustDialogAccepted);
+sub claude_projects {
+  my ($j, $ws) = @_;
+  my $pr = $j->{projects};
+  return () unless ref $pr eq "HASH";
+  return grep { ($_ eq $ws || index($ws, $_ eq "/" ? "/" : "$_/") == 0) && ref $pr->{$_} eq "HASH" } sort keys %$pr;
+}
+sub claude_proj {
+  my ($j, $ws) = @_;
+  my $o = keyed($j, "mcpServers");
+  for my $k (claude_projects($j, $ws)) {
+    my $s = keyed($j->{projects}{$k}, @CLAUDE_PROJECT_KEYS);
+    $o->{projects}{$k} = $s if %$s;
+  }
+  return $o;
+}
 sub claude_json {
   my ($p, $ws) = @_;
   my $j = json_of($p);
   return "unparsable" unless defined $j;
-  my $o = keyed($j, "mcpServers");
-  my $pr = $j->{projects};
-  if (ref $pr eq "HASH") {
-    for my $k (sort keys %$pr) {
-      next unless $k eq $ws || index($ws, $k eq "/" ? "/" : "$k/") == 0;
-      next unless ref $pr->{$k} eq "HASH";
-      my $s = keyed($pr->{$k}, qw(mcpServers allowedTools enabledMcpjsonServers disabledMcpjsonServers enableAllProjectMcpServers hasTrustDialogAccepted));
-      $o->{projects}{$k} = $s if %$s;
-    }
-  }
-  return digest($o);
+  return digest(claude_proj($j, $ws));
 }
 sub json_keys {
   my ($p, $keys) = @_;

@@ -607,6 +607,107 @@ fn iterations_used_up_under_a_lower_cap_of_the_environment_is_exhausted_and_a_ru
     assert_eq!(state_value(&dir, "NEXT_ITERATION"), "3");
 }
 
+/// A loop stopped on its wall-clock limit (BLOCKED, loop_timeout, exit 11) waits for a human
+/// as an exhausted one does: a finding with the state's line and the journal's `loop_stop`,
+/// exit 1, and a fix that, followed, resumes it. The limit is reached by a loop that started
+/// nine hours ago under an 8h limit (its STARTED_AT moved back, as a clock step would), not
+/// by a sleep.
+#[test]
+fn a_loop_stopped_on_its_loop_timeout_is_a_finding_and_its_fix_resumes_it() {
+    let (repo, dir) = one_tick();
+    let now = orbit::fsx::now_epoch();
+    crate::reliability::set_started_at(&dir, now - 9 * 3600);
+    assert_code(&repo.run_loop(&dir, &[], &[]), 11, "the loop timeout");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "BLOCKED");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "loop_timeout");
+    let v = gallery(
+        "loop_timeout",
+        &repo,
+        "BLOCKED",
+        &[("LOOP_TIMEOUT", "P1")],
+        1,
+    );
+    let f = finding(&v, "LOOP_TIMEOUT");
+    assert_eq!(
+        f["evidence"],
+        format!("state.env:{}", state_key_line(&dir, "STOP_REASON"))
+    );
+    let events = fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let stop_line = events
+        .lines()
+        .collect::<Vec<_>>()
+        .iter()
+        .rposition(|e| e.contains("\"loop_stop\"") && e.contains("loop_timeout"))
+        .expect("the runner journaled its stop")
+        + 1;
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("events.jsonl:{stop_line}"))
+            && message.contains("loop-timeout 8h")
+            && message.contains("9h"),
+        "{f}"
+    );
+    let fix = f["fix"].as_str().unwrap();
+    assert_eq!(
+        fix,
+        format!(
+            "raise loop-timeout in {LOOP}/loop.toml to 10h or more (0: none), then: orbit init --force --dir {LOOP} && orbit run {LOOP}"
+        )
+    );
+    // Until then every run stops again, running nothing.
+    assert_code(&repo.run_loop(&dir, &[], &[]), 11, "still the loop timeout");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2");
+    // The fix, followed: the loop runs its next iteration.
+    edit(&dir.join("loop.toml"), |t| {
+        t.replace("loop-timeout = \"8h\"\n", "loop-timeout = \"20h\"\n")
+    });
+    apply_orbit_fix(&repo, &format!("orbit init --force --dir {LOOP}"));
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "the next tick after the fix",
+    );
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "3");
+    let out = orbit_nc(&repo, &["audit", "--json", LOOP]);
+    assert!(
+        !classes(&json_of(&out))
+            .iter()
+            .any(|(c, _)| c == "LOOP_TIMEOUT"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// A run whose environment set a lower LOOP_TIMEOUT than loop.toml's: loop.toml allows
+/// more, so the fix is a plain run.
+#[test]
+fn a_loop_timeout_of_the_runs_environment_is_a_finding_and_a_plain_run_goes_on() {
+    let (repo, dir) = one_tick();
+    let now = orbit::fsx::now_epoch();
+    crate::reliability::set_started_at(&dir, now - 2 * 3600);
+    assert_code(
+        &repo.run_loop(&dir, &[], &[("LOOP_TIMEOUT", "1h")]),
+        11,
+        "the environment's loop timeout",
+    );
+    let out = orbit_nc(&repo, &["audit", "--json", LOOP]);
+    assert_code(&out, 1, "orbit audit");
+    let v = json_of(&out);
+    assert_eq!(v["loops"][0]["verdict"], "BLOCKED");
+    let f = finding(&v, "LOOP_TIMEOUT");
+    assert_eq!(f["severity"], "P1");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("loop.toml allows more"),
+        "{f}"
+    );
+    assert_eq!(f["fix"], format!("orbit run {LOOP}"));
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 10, "the next tick");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "3");
+}
+
 #[test]
 fn rate_limited_loop_is_paused() {
     let (repo, dir) = new_loop(

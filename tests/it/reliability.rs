@@ -1321,7 +1321,7 @@ fn without_shasum_either_openssl_seals_the_state() {
 }
 
 /// Rewrites STARTED_AT (and reseals), as a clock step would look to the runner.
-fn set_started_at(dir: &Path, started: u64) {
+pub(crate) fn set_started_at(dir: &Path, started: u64) {
     let text = fs::read_to_string(dir.join("state.env")).unwrap();
     let old = state_of(&text, "STARTED_AT");
     let new = text.replace(

@@ -108,8 +108,9 @@ home_env_unchanged() {
 }
 
 # home_stop_msg_v FILE: REPLY is the stop's message when FILE is the held path that changed
-# (status 1 otherwise): no pinned copy of a file outside the repository exists to restore.
+# (status 1 otherwise): no copy of a file outside the repository is kept, only its record;
+# what was added can be told from it (orbit audit names it) and taken away exactly.
 home_stop_msg_v() {
   [[ -n $HOME_BAD && $1 == "$HOME_BAD" ]] || return 1
-  REPLY="$REASON_PERMISSION_HIJACK: $HOME_BAD changed since the loop's first run held it ($HOME_WANT, now $HOME_HAVE): it is outside the repository (the engine's user-level files, the env file), and what it names runs in the engine's next runs, the loop's and yours; review it and remove what you did not put there, then 'orbit recover --repin' to hold it as it is ('--restore-pinned' has no copy of it to put back)"
+  REPLY="$REASON_PERMISSION_HIJACK: $HOME_BAD changed since the loop's first run held it ($HOME_WANT, now $HOME_HAVE): it is outside the repository (the engine's user-level files, the env file), and what it names runs in the engine's next runs, the loop's and yours; 'orbit audit' names what was added where that can be told, and 'orbit recover --restore-pinned' then takes exactly that away; else review it, remove what you did not put there, and 'orbit recover --repin' holds it as it is"
 }

@@ -707,6 +707,13 @@ pub struct InitArgs {
     #[arg(long = "holdout", value_name = "CMD")]
     pub holdout: Vec<String>,
 
+    /// Under the sandbox, accept a holdout check that reads the holdout ($ORBIT_HOLDOUT_DIR)
+    /// and runs the project's code without run_hidden, so that code can read the answers
+    /// (a hidden test file that imports the project, say): recorded in loop.toml
+    /// (holdout-unmasked = true). Without it, orbit init refuses such a check.
+    #[arg(long)]
+    pub holdout_unmasked: bool,
+
     /// A file the holdout checks read, copied into the loop directory's holdout/ (pinned;
     /// $ORBIT_HOLDOUT_DIR names it when they run). Repeatable.
     #[arg(long = "holdout-file", value_name = "FILE")]

@@ -45,6 +45,11 @@ pub struct LoopConfig {
     pub regression: Vec<String>,
     /// Holdout checks: run only in the DONE gate, from holdout.sh, never shown to the agent.
     pub holdout: Vec<String>,
+    /// The user's word that, under the sandbox, a holdout check may read the holdout and run
+    /// the project's code without `run_hidden` (so that code can read the answers): without
+    /// it, `orbit init` refuses such a check. Not written when false.
+    #[serde(skip_serializing_if = "is_false")]
+    pub holdout_unmasked: bool,
     /// The workspace's setup: shell commands run once in each new work tree of the loop (the
     /// workspace, a candidate's worktree, the clean checkout) before any check runs there,
     /// such as `npm ci` or making a virtual environment. What they create is never part of
@@ -893,6 +898,7 @@ mod tests {
             cost_estimate_usd: Some(Usd(1)),
             candidates: 2,
             fanout_early_stop: true,
+            holdout_unmasked: true,
             check_jobs: 2,
             allow_hosts: vec!["api.example.com".into()],
             auto_protect: vec!["**/conftest.py".into()],

@@ -124,6 +124,7 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         memory: None,
         candidates: args.candidates,
         fanout_early_stop: false,
+        holdout_unmasked: false,
         check_jobs: None,
         protect: vec!["tests/**".into()],
         no_auto_protect: false,

@@ -780,6 +780,7 @@ fn config_from_args(
         ..LoopConfig::default()
     };
     cfg.fanout_early_stop = args.fanout_early_stop;
+    cfg.holdout_unmasked = args.holdout_unmasked;
     if let Some(j) = args.check_jobs {
         cfg.check_jobs = j;
     }
@@ -1007,6 +1008,15 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
     let (mut cfg, secrets, found) = config_from_args(args, &cwd, &repo, name)?;
     cfg.workspace = resolve_workspace(&cwd, &repo, &dir, args.workspace.as_deref(), &cfg.name)?;
     let holdout_files = read_holdout_files(&args.holdout_file, &cfg, &repo)?;
+    // Whether runs will be sandboxed here: bwrap says so (the runner refuses to start where
+    // it cannot run), none says not, auto asks the runner's probe.
+    let sandboxed_here = match cfg.sandbox {
+        crate::config::Sandbox::None => Err("sandbox = \"none\"".to_string()),
+        crate::config::Sandbox::Bwrap => Ok(()),
+        crate::config::Sandbox::Auto => crate::sandbox::probe().map(|_| ()),
+    };
+    let unmasked = holdout_unmasked_checks(&cfg, &holdout_files);
+    holdout_masking_refusal(&cfg, &unmasked, sandboxed_here.is_ok())?;
     let view = View::new(&cfg, &goal, &rel);
     let files = render::render_all(&view)?;
     if args.dry_run {
@@ -1036,13 +1046,6 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
             println!("    {role}: {}", render::code_span(cmd));
         }
     }
-    // Whether runs will be sandboxed here: bwrap says so (the runner refuses to start where
-    // it cannot run), none says not, auto asks the runner's probe.
-    let sandboxed_here = match cfg.sandbox {
-        crate::config::Sandbox::None => Err("sandbox = \"none\"".to_string()),
-        crate::config::Sandbox::Bwrap => Ok(()),
-        crate::config::Sandbox::Auto => crate::sandbox::probe().map(|_| ()),
-    };
     if sandboxed_here.is_ok() {
         for (cmd, path) in paths_the_sandbox_hides(&cfg, &repo) {
             eprintln!(
@@ -1075,13 +1078,12 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
             cfg.holdout.len(),
             holdout_files.len()
         );
-        let unmasked: Vec<String> = cfg
-            .holdout
-            .iter()
-            .filter(|c| !c.contains("run_hidden"))
-            .map(|c| crate::render::code_span(c))
-            .collect();
-        if !unmasked.is_empty() {
+        if !unmasked.is_empty() && sandboxed_here.is_ok() {
+            eprintln!(
+                "orbit: warning: holdout-unmasked: {} read(s) the holdout and run(s) the project's code without run_hidden: that code can read the answers while it is judged (recorded in loop.toml: holdout-unmasked = true)",
+                unmasked.join(", ")
+            );
+        } else if !unmasked.is_empty() {
             println!(
                 "  holdout: {} does not use run_hidden: the code it runs can read the holdout; run the project's code through run_hidden CMD so it cannot look the answers up (docs/guide.md, Holdout checks)",
                 unmasked.join(", ")
@@ -1173,6 +1175,55 @@ pub fn initial_progress(cfg: &LoopConfig, now: u64) -> String {
 
 /// The folder of the loop directory that holds the holdout checks' files.
 pub const HOLDOUT_DIR: &str = "holdout";
+
+/// The holdout checks that read the holdout (they name `ORBIT_HOLDOUT_DIR`, so they run
+/// unmasked) and do not run the project's code through `run_hidden`: neither their command
+/// nor a holdout file it names uses it. Each as `holdout-N (`CMD`)`. A check that does not
+/// read the holdout is never one: it runs masked as a whole.
+fn holdout_unmasked_checks(cfg: &LoopConfig, files: &[(String, Vec<u8>)]) -> Vec<String> {
+    let uses_run_hidden = |b: &[u8]| b.windows(10).any(|w| w == b"run_hidden");
+    cfg.holdout
+        .iter()
+        .enumerate()
+        .filter(|(_, cmd)| {
+            crate::render::holdout_check_reads(cmd)
+                && !cmd.contains("run_hidden")
+                && !files
+                    .iter()
+                    .any(|(name, bytes)| cmd.contains(name.as_str()) && uses_run_hidden(bytes))
+        })
+        .map(|(i, cmd)| format!("holdout-{} ({})", i + 1, crate::render::code_span(cmd)))
+        .collect()
+}
+
+/// Under the sandbox, a holdout check that reads the holdout and runs the project's code
+/// unmasked (`unmasked`, from [`holdout_unmasked_checks`]) is refused, unless the loop says
+/// `holdout-unmasked = true` (`--holdout-unmasked`): the code it runs could read the
+/// answers while it is judged. Without the sandbox nothing is sealed anyway (said apart).
+fn holdout_masking_refusal(cfg: &LoopConfig, unmasked: &[String], sandboxed: bool) -> Result<()> {
+    if unmasked.is_empty() || !sandboxed || cfg.holdout_unmasked {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "{} read(s) the holdout ($ORBIT_HOLDOUT_DIR) and run(s) the project's code without run_hidden: under the sandbox that code could read the answers while it is judged. Run the project's code through run_hidden CMD [ARG...] (docs/guide.md, Holdout checks); or leave $ORBIT_HOLDOUT_DIR out of the check, which then runs masked as a whole; or, where the code cannot be masked (a hidden test file that imports the project), accept it with --holdout-unmasked (loop.toml: holdout-unmasked = true)",
+        unmasked.join(", ")
+    )))
+}
+
+/// The files of a loop directory's holdout/ (name, content), for the checks that name them.
+fn loop_holdout_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let Ok(entries) = fs::read_dir(dir.join(HOLDOUT_DIR)) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            Some((name, fs::read(e.path()).ok()?))
+        })
+        .collect()
+}
 
 /// The files given with `--holdout-file`: (name in holdout/, content). Each must be a
 /// regular file with a plain name, not one git tracks in the repository (the workspace, a
@@ -1428,6 +1479,13 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
         )));
     }
     let cfg = LoopConfig::load(&cfg_path)?;
+    let sandboxed = match cfg.sandbox {
+        crate::config::Sandbox::None => false,
+        crate::config::Sandbox::Bwrap => true,
+        crate::config::Sandbox::Auto => crate::sandbox::probe().is_ok(),
+    };
+    let unmasked = holdout_unmasked_checks(&cfg, &loop_holdout_files(&dir));
+    holdout_masking_refusal(&cfg, &unmasked, sandboxed)?;
     // A loop that already runs keeps working: a protect glob that stopped matching (or that
     // an older orbit let through) is said, not refused; its pins are its first run's.
     for g in &cfg.protect {

@@ -391,6 +391,18 @@ pub struct CheckView {
     /// tree, passes at the end), `regression` (passes on the base tree and stays green) or
     /// `holdout` (run only in the DONE gate, from holdout.sh).
     pub role: &'static str,
+    /// A holdout check that reads the holdout (names `ORBIT_HOLDOUT_DIR`): it runs unmasked
+    /// and runs the project's code through `run_hidden` itself; every other holdout check
+    /// runs masked as a whole. False for the visible checks.
+    pub reads_holdout: bool,
+}
+
+/// Whether a holdout check's command reads the holdout: it names `ORBIT_HOLDOUT_DIR`, the
+/// only way a check finds `holdout/`. One that does not runs masked as a whole (what it
+/// starts never sees the holdout); one that does sees it, and must run the project's code
+/// through `run_hidden`.
+pub fn holdout_check_reads(cmd: &str) -> bool {
+    cmd.contains("ORBIT_HOLDOUT_DIR")
 }
 
 /// The role of an acceptance check (`--verify`).
@@ -508,6 +520,7 @@ impl View {
                 cmd: (*cmd).clone(),
                 code: code_span(cmd),
                 role,
+                reads_holdout: false,
             })
             .collect();
         let names_of = |role: &str| {
@@ -529,6 +542,7 @@ impl View {
                 cmd: cmd.clone(),
                 code: code_span(cmd),
                 role: ROLE_HOLDOUT,
+                reads_holdout: holdout_check_reads(cmd),
             })
             .collect();
         let texts = cfg.setting_texts();

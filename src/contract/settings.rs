@@ -287,6 +287,10 @@ pub const SETTINGS: &[Setting] = &[
     flag("fanout-early-stop", "0").identity(
         "1: the fan-out stops at the first candidate that passes everything; 0: it waits for all.",
     ),
+    flag("holdout-unmasked", "0").identity(
+        "1: under the sandbox, a holdout check may read the holdout and run the project's code\n\
+         without run_hidden (that code can read the answers); 0: orbit init refuses such a check.",
+    ),
 ];
 
 /// The setting named `key` (a loop.toml key).

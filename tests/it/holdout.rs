@@ -503,9 +503,15 @@ fn init_refuses_holdout_files_without_a_holdout_check_and_files_git_tracks() {
     assert!(!repo.join(".orbit/g").exists(), "nothing rendered");
 
     // A holdout loop without files: holdout.sh runs by hand from the loop directory, in
-    // the workspace git names, with ORBIT_HOLDOUT_DIR beside it.
+    // the workspace git names, with ORBIT_HOLDOUT_DIR beside it. (Without the sandbox: under
+    // it, a check that reads the holdout without run_hidden is refused.)
     let mut args = base.to_vec();
-    args.extend(["--holdout", "test -n \"$ORBIT_HOLDOUT_DIR\""]);
+    args.extend([
+        "--holdout",
+        "test -n \"$ORBIT_HOLDOUT_DIR\"",
+        "--sandbox",
+        "none",
+    ]);
     let out = repo.orbit(&args);
     assert_ok(&out, "orbit init --holdout");
     let held = repo.join(".orbit/g/holdout.sh");
@@ -527,7 +533,7 @@ fn sandboxed_holdout_loop(leak: &str, extra: &[&str]) -> (Repo, PathBuf) {
     let repo = add_repo();
     let agent = claiming_agent(&repo, "honest", "echo $(($1 + $2))");
     let cases = cases_file(&repo).display().to_string();
-    let check = holdout_check();
+    let check = hidden_holdout_check();
     let mut args = vec![
         "--holdout",
         &check,
@@ -614,7 +620,7 @@ fn a_holdout_without_the_sandbox_is_said_to_be_unsealed_at_init_and_by_the_audit
         "--verify",
         VISIBLE,
         "--holdout",
-        &check,
+        &hidden_holdout_check(),
         "--sandbox",
         "bwrap",
     ]);
@@ -634,8 +640,9 @@ fn what_the_agents_code_writes_during_the_holdout_run_never_reaches_a_later_run(
     let marker = repo.bin.path().join("leaked");
     // The agent's add.sh adds, and, run by the holdout with ORBIT_HOLDOUT_DIR set (without
     // the sandbox nothing hides it), copies the answers into the workspace for the next run.
+    // (The variable's name is put together, as the DONE gate stops a change that names it.)
     let body = format!(
-        "[ -n \"${{ORBIT_HOLDOUT_DIR:-}}\" ] && cat \"$ORBIT_HOLDOUT_DIR\"/* > answers.txt && echo leaked >> {}; echo $(($1 + $2))",
+        "v=ORBIT_HOLD; v=${{v}}OUT_DIR; [ -n \"${{!v:-}}\" ] && cat \"${{!v}}\"/* > answers.txt && echo leaked >> {}; echo $(($1 + $2))",
         marker.display()
     );
     let agent = claiming_agent(&repo, "leaker", &body);
@@ -726,32 +733,44 @@ fn a_loop_of_reproduction_and_regression_checks_alone_has_no_validator_gap() {
 }
 
 /// An agent whose add.sh looks the holdout's answers up wherever the code it runs under
-/// could find them (ORBIT_HOLDOUT_DIR, the loop directory beside the workspace, any
-/// process's environment that names it), answers 2 + 2 and what it found, and says on
-/// stderr which way it found them (the holdout log keeps it).
+/// could find them: the variable that names the holdout (its name put together, so that no
+/// line of the change names it), any folder beside the workspace that looks like a holdout,
+/// any process's environment that names one, and its own stdin (rewound: a check that reads
+/// its cases in a `while read` loop hands it the whole file). It answers what it found, else
+/// 2 + 2, and says on stderr each place it tried and what it found (holdout.log keeps it).
 fn answer_finding_agent(repo: &Repo) -> PathBuf {
     repo.agent(
         "finder",
         r#"[ "$ORBIT_PHASE" = work ] || exit 0
 cat > add.sh <<'ADD'
-found=''
-for f in "${ORBIT_HOLDOUT_DIR:-/nonexistent}/cases.txt" ../../test-goal/holdout/cases.txt; do
-  [ -r "$f" ] && { found=$f; break; }
-done
-if [ -z "$found" ]; then
-  for e in /proc/[0-9]*/environ; do
-    d=$(tr '\0' '\n' < "$e" 2>/dev/null | sed -n 's/^ORBIT_HOLDOUT_DIR=//p')
-    [ -n "$d" ] && [ -r "$d/cases.txt" ] && { found=$d/cases.txt; break; }
+A=$1 B=$2
+look() {
+  printf '%s\n' "$1" | while read -r a b s; do
+    if [ "$a" = "$A" ] && [ "$b" = "$B" ]; then echo "$s"; break; fi
   done
-fi
-if [ -n "$found" ]; then
-  echo "add.sh found the answers in $found" >&2
-  while read -r a b sum; do
-    [ "$a" = "$1" ] && [ "$b" = "$2" ] && { echo "$sum"; exit 0; }
-  done < "$found"
-else
-  echo "add.sh found no answers" >&2
-fi
+}
+answer() {
+  local s
+  s=$(look "$2")
+  if [ -n "$s" ]; then echo "add.sh found the answers in $1" >&2; echo "$s"; exit 0; fi
+}
+v=ORBIT_HOLD
+v=${v}OUT_DIR
+echo "add.sh tried \$$v: '${!v:-}'" >&2
+for f in "${!v:-/nonexistent}"/* ../../*/h?ldout/*; do
+  echo "add.sh tried $f" >&2
+  [ -f "$f" ] && answer "$f" "$(cat "$f" 2>/dev/null)"
+done
+for e in /proc/[0-9]*/environ; do
+  d=$(tr '\0' '\n' < "$e" 2>/dev/null | sed -n "s/^$v=//p")
+  if [ -n "$d" ]; then
+    echo "add.sh tried $e: $d" >&2
+    for f in "$d"/*; do [ -f "$f" ] && answer "$e" "$(cat "$f" 2>/dev/null)"; done
+  fi
+done
+echo "add.sh tried its stdin" >&2
+answer stdin "$(perl -e 'seek(STDIN, 0, 0) or exit 0; print <STDIN>' 2>/dev/null)"
+echo "add.sh found no answers" >&2
 echo 4
 ADD
 echo "add.sh adds" > "$ORBIT_AGENT_DIR/done.md"
@@ -767,22 +786,145 @@ fn hidden_holdout_check() -> String {
     )
 }
 
+/// A holdout check that runs the project's code directly, its answers in its own command
+/// (it reads no holdout file; the loop has one all the same: `cases.txt`).
+const DIRECT_HOLDOUT: &str = "test \"$(bash add.sh 3 5)\" = 8 && test \"$(bash add.sh 10 -4)\" = 6";
+
 fn holdout_loop_with(repo: &Repo, agent: &Path, check: &str, sandbox: &str) -> PathBuf {
+    holdout_loop_flags(repo, agent, &[check], sandbox, &[])
+}
+
+/// A loop of the visible check, the holdout checks `checks`, the holdout file `cases.txt`,
+/// the sandbox `sandbox`, one iteration, and the flags `extra`.
+fn holdout_loop_flags(
+    repo: &Repo,
+    agent: &Path,
+    checks: &[&str],
+    sandbox: &str,
+    extra: &[&str],
+) -> PathBuf {
     let cases = cases_file(repo).display().to_string();
-    repo.init_loop(
-        agent,
-        &[VISIBLE],
-        &[
+    let mut args: Vec<&str> = Vec::new();
+    for c in checks {
+        args.extend_from_slice(&["--holdout", c]);
+    }
+    args.extend_from_slice(&[
+        "--holdout-file",
+        &cases,
+        "--sandbox",
+        sandbox,
+        "--max-iterations",
+        "1",
+    ]);
+    args.extend_from_slice(extra);
+    repo.init_loop(agent, &[VISIBLE], &args)
+}
+
+/// The holdout log of iteration 1.
+fn holdout_log(dir: &Path) -> String {
+    fs::read_to_string(dir.join("iterations/000001/holdout.log")).unwrap_or_default()
+}
+
+#[test]
+fn under_the_sandbox_a_holdout_check_that_runs_the_code_directly_hides_the_answers_from_it() {
+    if !bwrap_available() {
+        return;
+    }
+    // The check runs add.sh as is (no run_hidden); the loop directory holds the cases. The
+    // agent's add.sh looks them up everywhere it could, and answers only what it finds.
+    let repo = add_repo();
+    let agent = answer_finding_agent(&repo);
+    let dir = holdout_loop_flags(&repo, &agent, &[DIRECT_HOLDOUT], "bwrap", &[]);
+    assert!(
+        fs::read_to_string(dir.join("holdout/cases.txt"))
+            .unwrap()
+            .contains("3 5 8"),
+        "the answers are in the loop directory"
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    let held = holdout_log(&dir);
+    // The attack was made, every way: the variable, the folder beside the workspace, the
+    // processes' environments, its stdin; it found nothing.
+    for tried in [
+        "add.sh tried $ORBIT_HOLDOUT_DIR: ''",
+        "add.sh tried ../../*/h?ldout/*",
+        "add.sh tried its stdin",
+        "add.sh found no answers",
+    ] {
+        assert!(held.contains(tried), "'{tried}' not in:\n{held}");
+    }
+    assert!(!held.contains("found the answers"), "{held}");
+    assert!(held.contains("[FAIL] holdout-1"), "{held}");
+    assert_ne!(state_value(&dir, "LAST_STATUS"), "DONE", "{}", text(&out));
+    let r = read_kv(&dir.join("iterations/000001/result.env"));
+    assert!(r["DONE_VERDICT"].starts_with("holdout"), "{r:?}");
+}
+
+#[test]
+fn under_the_sandbox_init_refuses_a_holdout_check_that_reads_the_holdout_but_runs_the_code_unmasked()
+ {
+    if !bwrap_available() {
+        return;
+    }
+    // A check that reads the cases and runs add.sh as is: under the sandbox it is refused,
+    // with what to do; nothing is written.
+    let repo = add_repo();
+    let agent = answer_finding_agent(&repo);
+    let exec = agent.display().to_string();
+    let cases = cases_file(&repo).display().to_string();
+    let check = holdout_check();
+    let init = |extra: &[&str]| {
+        let mut args = vec![
+            "init",
+            "test goal",
+            "--engine",
+            "custom",
+            "--exec",
+            &exec,
+            "--verify",
+            VISIBLE,
             "--holdout",
-            check,
+            &check,
             "--holdout-file",
             &cases,
             "--sandbox",
-            sandbox,
+            "bwrap",
             "--max-iterations",
             "1",
-        ],
-    )
+        ];
+        args.extend_from_slice(extra);
+        repo.orbit(&args)
+    };
+    let refused = init(&[]);
+    assert_code(&refused, 2, "orbit init refuses the unmasked holdout check");
+    let said = text(&refused);
+    assert!(
+        said.contains("holdout-1")
+            && said.contains("run_hidden")
+            && said.contains("--holdout-unmasked"),
+        "{said}"
+    );
+    assert!(!repo.join(".orbit/test-goal").exists(), "nothing written");
+
+    // Told so, init takes it, says it, and records it; the code then reads the answers,
+    // as it was told it could (the same attack reaches DONE: the opt-out is real).
+    let taken = init(&["--holdout-unmasked"]);
+    assert_ok(&taken, "orbit init --holdout-unmasked");
+    assert!(
+        text(&taken).contains("holdout-unmasked") && text(&taken).contains("can read"),
+        "{}",
+        text(&taken)
+    );
+    let dir = repo.join(".orbit/test-goal");
+    let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
+    assert!(toml.contains("holdout-unmasked = true"), "{toml}");
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert!(
+        holdout_log(&dir).contains("add.sh found the answers in"),
+        "{}",
+        holdout_log(&dir)
+    );
+    assert_code(&out, 0, "DONE on looked-up answers, as the opt-out said");
 }
 
 #[test]
@@ -790,48 +932,20 @@ fn under_the_sandbox_the_code_a_holdout_runs_through_run_hidden_cannot_look_the_
     if !bwrap_available() {
         return;
     }
-    // The attack is real: a holdout check that runs the code as is hands it the answers,
-    // and the loop ends DONE on code that answers only what it looked up.
-    let repo = add_repo();
-    let agent = answer_finding_agent(&repo);
-    let dir = holdout_loop_with(&repo, &agent, &holdout_check(), "bwrap");
-    let out = repo.run_loop(&dir, &[], &[]);
-    let held = fs::read_to_string(dir.join("iterations/000001/holdout.log")).unwrap();
-    assert!(held.contains("add.sh found the answers in"), "{held}");
-    assert_code(&out, 0, "DONE on looked-up answers");
-
-    // Through run_hidden the same code finds nothing, and the holdout rejects the claim.
+    // The check reads the cases in a `while read` loop and runs the code through
+    // run_hidden: the code finds nothing, not even through its stdin (the cases file, which
+    // the loop reads from), and the holdout rejects the claim.
     let repo = add_repo();
     let agent = answer_finding_agent(&repo);
     let dir = holdout_loop_with(&repo, &agent, &hidden_holdout_check(), "bwrap");
     assert_script_clean(&dir.join("holdout.sh"));
-    let exec = agent.display().to_string();
-    let check = hidden_holdout_check();
-    let init = repo.orbit(&[
-        "init",
-        "h",
-        "--engine",
-        "custom",
-        "--exec",
-        &exec,
-        "--verify",
-        VISIBLE,
-        "--holdout",
-        &check,
-    ]);
-    assert_ok(&init, "orbit init --holdout with run_hidden");
-    assert!(
-        text(&init).contains("holdout: 1 check(s)")
-            && !text(&init).contains("does not use run_hidden"),
-        "{}",
-        text(&init)
-    );
     let out = repo.run_loop(&dir, &[], &[]);
-    let held = fs::read_to_string(dir.join("iterations/000001/holdout.log")).unwrap();
+    let held = holdout_log(&dir);
     assert!(
-        held.contains("add.sh found no answers") && !held.contains("found the answers"),
+        held.contains("add.sh tried its stdin") && held.contains("add.sh found no answers"),
         "{held}"
     );
+    assert!(!held.contains("found the answers"), "{held}");
     assert!(held.contains("[FAIL] holdout-1"), "{held}");
     assert_ne!(state_value(&dir, "LAST_STATUS"), "DONE", "{}", text(&out));
     let r = read_kv(&dir.join("iterations/000001/result.env"));
@@ -848,10 +962,60 @@ fn an_honest_agent_passes_a_holdout_that_runs_its_code_through_run_hidden_with_o
     for sandbox in sandboxes {
         let repo = add_repo();
         let agent = claiming_agent(&repo, "honest", "echo $(($1 + $2))");
-        let dir = holdout_loop_with(&repo, &agent, &hidden_holdout_check(), sandbox);
+        // Both kinds: one that reads the cases and hands the code its arguments through
+        // run_hidden, one that runs the code directly (masked as a whole).
+        let hidden = hidden_holdout_check();
+        let dir = holdout_loop_flags(&repo, &agent, &[&hidden, DIRECT_HOLDOUT], sandbox, &[]);
         let out = repo.run_loop(&dir, &[], &[]);
         assert_code(&out, 0, &format!("DONE with sandbox = {sandbox}"));
-        let held = fs::read_to_string(dir.join("iterations/000001/holdout.log")).unwrap();
-        assert!(held.contains("[PASS] holdout-1"), "{sandbox}: {held}");
+        let held = holdout_log(&dir);
+        assert!(
+            held.contains("[PASS] holdout-1") && held.contains("[PASS] holdout-2"),
+            "{sandbox}: {held}"
+        );
+    }
+}
+
+#[test]
+fn a_change_that_names_the_holdout_is_stopped_as_a_reward_hack() {
+    // Each change adds, and names the holdout in one line: its variable, a hidden file's
+    // name, the holdout folder's path. Nothing of the holdout runs: the DONE gate stops the
+    // loop as a reward hack and records the lines.
+    for (what, line) in [
+        ("the variable", "echo $(($1 + $2)) # not ORBIT_HOLDOUT_DIR"),
+        ("a hidden file", "echo $(($1 + $2)) # cases.txt is not read"),
+        (
+            "the folder",
+            "echo $(($1 + $2)) # ../../test-goal/holdout/ is not read",
+        ),
+    ] {
+        let repo = add_repo();
+        let agent = claiming_agent(&repo, "namer", line);
+        let dir = holdout_loop_with(&repo, &agent, &hidden_holdout_check(), "none");
+        let out = repo.run_loop(&dir, &[], &[]);
+        assert_code(&out, 3, &format!("{what}: ABORTED"));
+        assert_eq!(state_value(&dir, "LAST_STATUS"), "ABORTED", "{what}");
+        assert_eq!(state_value(&dir, "STOP_REASON"), "reward_hack", "{what}");
+        let refs = fs::read_to_string(dir.join("iterations/000001/holdout-refs.txt"))
+            .unwrap_or_else(|e| panic!("{what}: no holdout-refs.txt ({e}): {}", text(&out)));
+        assert!(
+            refs.contains("add.sh") && refs.contains(line),
+            "{what}: {refs}"
+        );
+        assert!(
+            !dir.join("iterations/000001/holdout.log").exists(),
+            "{what}: the holdout did not run"
+        );
+        let r = read_kv(&dir.join("iterations/000001/result.env"));
+        assert!(
+            r["SUMMARY"].contains("names the holdout") && r["SUMMARY"].contains("holdout-refs.txt"),
+            "{what}: {r:?}"
+        );
+        let fails = crate::support::events_named(&dir, "integrity_fail");
+        assert!(
+            fails.iter().any(|e| e.value["code"] == "reward_hack"
+                && e.value["file"].as_str().unwrap_or("").ends_with("add.sh")),
+            "{what}: {fails:?}"
+        );
     }
 }

@@ -8,7 +8,7 @@ done_gate() {
   local n=$1 dir=$2 step
   GATE_VERDICT=
   GATE_TREE=$3
-  for step in gate_passes gate_clean gate_placeholders gate_pins gate_holdout gate_judge gate_confirm; do
+  for step in gate_passes gate_clean gate_placeholders gate_holdout_refs gate_pins gate_holdout gate_judge gate_confirm; do
     "$step" "$n" "$dir"
     [[ -z $GATE_VERDICT ]] || return 0
   done
@@ -121,6 +121,25 @@ gate_placeholders() {
     printf '%s\n' "$added" >"$dir/placeholders.txt"
     return 0
   fi
+}
+
+# gate_holdout_refs N DIR: no added line of the loop's change (gate_placeholders' diff,
+# ORBIT_TMP/added.diff) names the holdout: its variable, its folder, a hidden file. Code
+# that looks the answers up is a reward hack, as a changed check is: the loop stops
+# ABORTED (reward_hack) and DIR/holdout-refs.txt keeps the lines. A scan that cannot run
+# rejects the claim.
+gate_holdout_refs() {
+  local n=$1 dir=$2
+  ((HOLDOUT_CHECKS > 0)) || return 0
+  if ! holdout_refs_v "$ORBIT_TMP/added.diff"; then
+    GATE_VERDICT="the holdout reference scan could not run (see runner.log)"
+    return 0
+  fi
+  [[ -n $REPLY ]] || return 0
+  printf '%s\n' "$REPLY" >"$dir/holdout-refs.txt"
+  integrity_reward_hack "holdout reference scan" "$HOLDOUT_REFS_FILE" \
+    "no line of the change naming the holdout" "a line naming it (iteration $n's holdout-refs.txt)"
+  GATE_VERDICT="integrity"
 }
 
 # gate_pins: every pin intact, and nothing the runner holds changed.

@@ -161,3 +161,43 @@ confirm_feedback() {
     "$(orbit_json_str "$text")" "${R[ATTEMPTS]}" "$n" >"$dir/feedback.json"
   printf 'The checks passed, but the DONE claim was not confirmed by a fresh-context run:\n    %s\n' "$text" >"$dir/feedback.txt"
 }
+
+# holdout_refs_v DIFF: the added lines of DIFF (git diff -U0, as gate_placeholders makes it)
+# that name the holdout: ORBIT_HOLDOUT_DIR, the holdout folder (<loop directory's name>/holdout)
+# or the name of a file in holdout/ (of 4 characters or more), each as a whole word. REPLY
+# holds them, "PATH:LINE: TEXT" each ("" for none), HOLDOUT_REFS_FILE the first one's PATH.
+# Returns 1 when the scan could not run.
+HOLDOUT_REFS_FILE=
+holdout_refs_v() {
+  local diff=$1 hnames="$ORBIT_TMP/holdout-names" located="$ORBIT_TMP/added.located" f b rc=0
+  REPLY='' HOLDOUT_REFS_FILE=''
+  {
+    printf '%s\n' ORBIT_HOLDOUT_DIR "${LOOP_DIR##*/}/holdout"
+    for f in "$LOOP_DIR/holdout"/*; do
+      b=${f##*/}
+      if [[ -f $f && ! -L $f && ${#b} -ge 4 ]]; then
+        printf '%s\n' "$b"
+      fi
+    done
+  } >"$hnames"
+  # Each added line after its file's path and its line number in the new tree.
+  awk '/^diff --git / { hunk = 0; next }
+    !hunk && /^\+\+\+ / { path = substr($0, 5); sub(/^b\//, "", path); next }
+    /^@@/ { hunk = 1; split($3, at, ","); line = substr(at[1], 2) + 0; next }
+    hunk && /^\+/ { print path ":" line ": " substr($0, 2); line++ }' "$diff" >"$located" 2>>"$ORBIT_LOG_FILE" || return 1
+  REPLY=$(grep -aFw -m 20 -f "$hnames" -- "$located" 2>>"$ORBIT_LOG_FILE") || rc=$?
+  ((rc <= 1)) || return 1
+  if [[ -n $REPLY ]]; then
+    f=${REPLY%%$'\n'*}
+    HOLDOUT_REFS_FILE=${f%%:[0-9]*}
+  fi
+  return 0
+}
+
+# holdout_stop_msg_v FILE DIR: REPLY is the stop's summary when FILE is the one the holdout
+# reference scan found naming the holdout (the lines in DIR/holdout-refs.txt); 1 otherwise.
+# It names no line: the summary reaches progress.md.
+holdout_stop_msg_v() {
+  [[ -n $HOLDOUT_REFS_FILE && $1 == "$HOLDOUT_REFS_FILE" && -f $2/holdout-refs.txt ]] || return 1
+  REPLY="reward_hack: the change names the holdout in $1 (the lines: ${2#"$LOOP_DIR"/}/holdout-refs.txt): code that looks the hidden checks' answers up is a reward hack; review the change, take it out of the workspace, then orbit recover"
+}

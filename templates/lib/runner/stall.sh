@@ -92,7 +92,8 @@ record_abort() {
   R[STOP_REASON]=$INTEGRITY_REASON
   R[EXIT_CODE]=$EXIT_INTEGRITY
   R[SUMMARY]="$INTEGRITY_REASON: $PIN_BAD changed"
-  if schedule_stop_msg_v "$PIN_BAD" || home_stop_msg_v "$PIN_BAD" || userrefs_stop_msg_v "$PIN_BAD"; then
+  if schedule_stop_msg_v "$PIN_BAD" || home_stop_msg_v "$PIN_BAD" || userrefs_stop_msg_v "$PIN_BAD" ||
+    holdout_stop_msg_v "$PIN_BAD" "$dir"; then
     R[SUMMARY]=$REPLY
   fi
   if [[ $INTEGRITY_REASON == "$REASON_GIT_TAMPER" && $PIN_BAD == "$WS" ]]; then

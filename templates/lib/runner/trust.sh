@@ -365,6 +365,17 @@ integrity_gate() {
 }
 INTEGRITY_REASON=
 
+# integrity_reward_hack WHEN FILE WANT HAVE: a reward hack the DONE gate found in the change
+# itself rather than in a pin (a line that names the holdout), recorded as integrity_gate
+# records a broken pin, INTEGRITY_REASON reward_hack (the caller stops ABORTED,
+# EXIT_INTEGRITY).
+integrity_reward_hack() {
+  pin_finding "$2" "$3" "$4"
+  orbit_event integrity_fail "$CUR_ITER" when "$1" code "$REASON_REWARD_HACK" file "$2" expected "$3" actual "$4"
+  orbit_log "integrity: $2 ($REASON_REWARD_HACK): expected $3, found $4"
+  INTEGRITY_REASON=$REASON_REWARD_HACK
+}
+
 # workspace_intact: the workspace is still the worktree the run found: not a symlink, and its
 # .git file names the same git directory. An agent that swaps it for a link (to the user's
 # checkout, say) would have the loop's git calls, and its commits, land there. (Read with

@@ -25,6 +25,7 @@ pub mod ops;
 pub mod otlp;
 pub mod pins;
 pub mod progress;
+pub mod protect;
 pub mod recover;
 pub mod reference;
 pub mod render;

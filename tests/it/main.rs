@@ -12,6 +12,7 @@ mod evidence;
 mod fanout;
 mod feedback;
 mod guards;
+mod hidden;
 mod holdout;
 mod home;
 mod hostile;

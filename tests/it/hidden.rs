@@ -1,8 +1,11 @@
-//! What an agent hides from git (contract 7): an ignore rule it writes decides nothing of a
-//! protected set.
+//! What an agent hides from git (contract 3 and 7): an ignore rule it writes decides nothing
+//! of a protected set, and its folder `.orbit-agent` made anything but a directory (a link,
+//! a file, a FIFO) never enters a snapshot or a commit and is named in the iteration's
+//! record.
 
 use crate::support::*;
 use std::fs;
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 /// A repository with a protected test directory, committed.
@@ -155,6 +158,127 @@ fn audit_classes(repo: &Repo, dir: &Path) -> (String, Vec<String>) {
         .map(|f| f["class"].as_str().unwrap().to_string())
         .collect();
     (l["verdict"].as_str().unwrap().to_string(), classes)
+}
+
+// ---- the agent's folder, made something else (contract 3: never committed)
+
+/// An agent that, at iteration 1, puts `what` (bash, `$F` is the folder's path) where its
+/// folder was; at iteration 2 it says whether its folder came back whole.
+fn replaced_folder(what: &str, kind: &str) {
+    let repo = Repo::new();
+    let out_dir = tempfile::tempdir().unwrap();
+    let o = out_dir.path().display().to_string();
+    let agent = repo.agent(
+        "replacer",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" | tr 0-9 a-j >> work.txt
+F=$ORBIT_AGENT_DIR
+if [ "$ORBIT_ITERATION" = 1 ]; then
+  rm -rf "$F"
+  {what}
+  if [ -L "$F" ] || [ -f "$F" ] || [ -p "$F" ]; then echo made > '{o}/replaced'; fi
+else
+  [ -d "$F" ] && [ ! -L "$F" ] && [ -f "$F/goal.md" ] && echo whole > '{o}/refilled'
+fi"#
+        ),
+    );
+    let loop_dir = repo.join(".orbit/test-goal");
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    assert_eq!(dir, loop_dir);
+    let etc_before: Vec<_> = ["goal.md", "prompt.md", "notes.md", "verify.sh"]
+        .iter()
+        .map(|f| Path::new("/etc").join(f).exists())
+        .collect();
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert!(
+        out_dir.path().join("replaced").exists(),
+        "the attack was made ({kind})\n{}",
+        text(&out)
+    );
+    // The loop goes on: the folder is the agent's own, and nothing of it is taken.
+    assert_code(&out, 10, &format!("{kind}: the loop continues"));
+    let paths = branch_paths(&repo);
+    assert!(
+        paths.contains(&"work.txt".to_string()),
+        "iteration 1 was committed: {paths:?}"
+    );
+    assert!(
+        !paths
+            .iter()
+            .any(|p| p == ".orbit-agent" || p.starts_with(".orbit-agent/")),
+        "{kind}: .orbit-agent is never committed: {paths:?}"
+    );
+    let result = read_kv(&dir.join("iterations/000001/result.env"));
+    let found = result.get("AGENT_FOLDER").cloned().unwrap_or_default();
+    assert!(
+        found.contains(kind),
+        "{kind}: result.env AGENT_FOLDER names it: {result:?}"
+    );
+    let pg = fs::read_to_string(dir.join("progress.md")).unwrap();
+    assert!(
+        pg.contains("- agent's folder: ") && pg.contains(kind),
+        "{kind}: progress.md names it\n{pg}"
+    );
+    // The next run refills the folder (never writing through what stood there).
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, &format!("{kind}: iteration 2"));
+    assert!(
+        out_dir.path().join("refilled").exists(),
+        "{kind}: the folder came back whole\n{}",
+        text(&out)
+    );
+    let paths = branch_paths(&repo);
+    assert!(
+        !paths
+            .iter()
+            .any(|p| p == ".orbit-agent" || p.starts_with(".orbit-agent/")),
+        "{kind}: {paths:?}"
+    );
+    let etc_after: Vec<_> = ["goal.md", "prompt.md", "notes.md", "verify.sh"]
+        .iter()
+        .map(|f| Path::new("/etc").join(f).exists())
+        .collect();
+    assert_eq!(etc_before, etc_after, "nothing written into /etc");
+    assert!(dir.join("goal.md").is_file() && dir.join("run-loop.sh").is_file());
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "CONTINUE");
+    let ws_entry = fs::symlink_metadata(repo.ws().join(".orbit-agent")).map(|m| m.file_type());
+    if let Ok(t) = ws_entry {
+        assert!(!t.is_fifo() && !t.is_symlink(), "{kind}: {t:?}");
+    }
+}
+
+#[test]
+fn an_agent_folder_replaced_by_a_symlink_to_etc_is_never_committed_and_is_recorded() {
+    replaced_folder(r#"ln -s /etc "$F""#, "symlink to /etc");
+}
+
+#[test]
+fn an_agent_folder_replaced_by_a_symlink_to_the_loop_directory_is_never_committed() {
+    replaced_folder(
+        r#"ln -s "$ORBIT_WORKSPACE/../../test-goal" "$F""#,
+        "symlink to ",
+    );
+}
+
+#[test]
+fn an_agent_folder_replaced_by_a_regular_file_is_never_committed_and_is_recorded() {
+    replaced_folder(r#"echo "$PWD" > "$F""#, "a regular file");
+}
+
+#[test]
+fn an_agent_folder_replaced_by_a_fifo_is_never_committed_and_is_recorded() {
+    replaced_folder(r#"mkfifo "$F""#, "a FIFO");
+}
+
+#[test]
+fn an_agent_folder_made_a_file_and_unignored_by_the_agents_gitignore_is_never_committed() {
+    // A .gitignore's rule wins over info/exclude's: the snapshot itself leaves the folder out.
+    replaced_folder(
+        r#"printf '!/.orbit-agent\n!/.orbit-agent/\n' >> .gitignore; echo "$PWD" > "$F"; ! git check-ignore -q .orbit-agent"#,
+        "a regular file",
+    );
 }
 
 /// The paths of a NUL-separated listing, sorted, each once.

@@ -26,6 +26,7 @@ pub mod ops;
 pub mod otlp;
 pub mod pins;
 pub mod progress;
+pub mod protect;
 pub mod recover;
 pub mod reference;
 pub mod render;

@@ -179,10 +179,12 @@ fn class(p: &[u8], at: usize, c: Option<u8>) -> Option<(bool, usize)> {
     Some((ok, i + 1))
 }
 
-/// The paths protect glob `glob` matches in `dir` (a workspace, or the repository), as the
-/// runner lists them for pins.sets: `git -C <dir> ls-files -z --cached --others
-/// --exclude-standard -- ':(glob)<glob>'`, sorted bytewise, each once (`LC_ALL=C sort -zu`). `None`
-/// when git cannot list them. Git runs no fsmonitor and takes no optional lock.
+/// The paths protect glob `glob` matches in the user's repository `dir`, for `orbit init`'s
+/// look at a glob (the user's own ignore files are the rules there): `git -C <dir> ls-files
+/// -z --cached --others --exclude-standard -- ':(glob)<glob>'`, sorted bytewise, each once.
+/// A loop's protect set is listed by `crate::protect::set_files`, never with the workspace's
+/// ignore files. `None` when git cannot list them. Git runs no fsmonitor and takes no
+/// optional lock.
 pub fn glob_files(dir: &Path, glob: &str) -> Option<Vec<Vec<u8>>> {
     let out = std::process::Command::new("git")
         .arg("-C")

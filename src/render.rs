@@ -61,6 +61,7 @@ pub const LIB_ENGINE_COPILOT: &str = include_str!("../templates/lib/engines/copi
 pub const LIB_ENGINE_CUSTOM: &str = include_str!("../templates/lib/engines/custom.sh");
 pub const LIB_WORKSPACE: &str = include_str!("../templates/lib/workspace.sh");
 pub const LIB_LOCK: &str = include_str!("../templates/lib/lock.sh");
+pub const LIB_PROTECT: &str = include_str!("../templates/lib/protect.sh");
 /// The runner's parts, one responsibility each, in the order run-loop.sh holds them.
 pub const LIB_RUNNER_WORKSPACE: &str = include_str!("../templates/lib/runner/workspace.sh");
 pub const LIB_RUNNER_LOCK: &str = include_str!("../templates/lib/runner/lock.sh");
@@ -145,6 +146,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/workspace.sh", LIB_RUNNER_WORKSPACE),
     ("lib/runner/agent_dir.sh", LIB_RUNNER_AGENT_DIR),
     ("lib/lock.sh", LIB_LOCK),
+    ("lib/protect.sh", LIB_PROTECT),
     ("lib/runner/lock.sh", LIB_RUNNER_LOCK),
     ("lib/runner/sweep.sh", LIB_RUNNER_SWEEP),
     ("lib/runner/reaper.sh", LIB_RUNNER_REAPER),
@@ -325,6 +327,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_RUNNER_SWEEP),
             Part::Always(LIB_RUNNER_RESUME),
             Part::Always(LIB_RUNNER_NOTIFY),
+            Part::Always(LIB_PROTECT),
             Part::Always(LIB_RUNNER_PINS),
             Part::Always(LIB_RUNNER_TRUST),
             Part::Always(LIB_RUNNER_SCHEDULE),
@@ -362,6 +365,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_HOME_RECORD),
             Part::Always(LIB_RECOVER_ARGS),
             Part::Always(LIB_RECOVER_EVIDENCE),
+            Part::Always(LIB_PROTECT),
             Part::Always(LIB_RECOVER_PINS),
             Part::Always(LIB_RECOVER_WORKSPACE),
             Part::Always(LIB_RECOVER_PLAN),

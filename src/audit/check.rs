@@ -631,7 +631,7 @@ impl Audit<'_> {
         }
         let mut changed = false;
         for set in pins::parse_sets(&bytes) {
-            let Some(now) = pins::glob_files(Path::new(ws), &set.glob) else {
+            let Some(now) = crate::protect::set_files(Path::new(ws), &set.glob, self.dir) else {
                 continue;
             };
             if pins::set_sha(&now) == set.sha256 {

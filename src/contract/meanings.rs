@@ -470,6 +470,9 @@ pub fn result_key_meaning(key: &str) -> Option<&'static str> {
         "VERIFY_STREAK" => "The verify streak after the iteration.",
         "CB_SIG" => "The breaker's failure signature after the iteration.",
         "AGENT_MESSAGE" => "What the engine said of a failed run (a rate limit's message).",
+        "AGENT_FOLDER" => {
+            "What stood in place of the agent's folder `.orbit-agent/` after the iteration's agent runs when it was not a directory (`a symlink to /etc`, `a regular file`, `a FIFO`): removed by the runner, never committed; empty otherwise."
+        }
         "NET_REFUSED" => {
             "The `HOST:PORT` words the sandbox's network allowlist refused to the iteration's runs (their log: the iteration's net.log)."
         }

@@ -757,6 +757,10 @@ pub const RESULT_KEYS: &[(&str, bool)] = &[
     // The HOST:PORT words the sandbox's network allowlist refused to the iteration's runs
     // (empty when none; the runs are in the iteration's net.log).
     ("NET_REFUSED", false),
+    // What stood where the agent's folder `.orbit-agent` was after the iteration's runs when
+    // that was no directory ("a symlink to /etc", "a regular file", "a FIFO"; empty when it
+    // was one): removed by the runner, never committed.
+    ("AGENT_FOLDER", false),
 ];
 
 /// Files orbit pins when it renders a loop; goal.md, the protected paths and the agent
@@ -816,8 +820,9 @@ pub const LOOP_DIRS: &[&str] = &["iterations", ".pins", "backups", "holdout"];
 
 /// The pinned protect sets (contract 7), beside pins.sha256: one line per protect glob,
 /// `<sha256>  <glob>`, the sha256 of the NUL-terminated, byte-sorted list of the paths the
-/// glob matches in the workspace (`git ls-files -z --cached --others --exclude-standard --
-/// ':(glob)<glob>' | LC_ALL=C sort -z`), written at the first run.
+/// glob matches in the workspace (`crate::protect::set_files`, the runner's `protect_list`:
+/// the index, and every other file but what the user's and the base commit's ignore rules
+/// ignore), written at the first run.
 pub const PINS_SETS: &str = "pins.sets";
 
 /// What the runner holds outside the repository (contract 7), beside pins.sha256: the

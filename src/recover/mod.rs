@@ -1095,10 +1095,13 @@ impl Planner<'_> {
             None => Vec::new(),
         };
         let ws = self.ws_dir().map(Path::to_path_buf);
+        let dir = self.lp.dir.clone();
         Ok(sets
             .drain(..)
             .map(|s| {
-                let now = ws.as_deref().and_then(|w| pins::glob_files(w, &s.glob));
+                let now = ws
+                    .as_deref()
+                    .and_then(|w| crate::protect::set_files(w, &s.glob, &dir));
                 (s, now)
             })
             .collect())
@@ -1199,7 +1202,7 @@ impl Planner<'_> {
             if let Some(ws) = self.ws_dir().map(Path::to_path_buf) {
                 let mut files: Vec<Vec<u8>> = Vec::new();
                 for g in &self.lp.protect {
-                    files.extend(pins::glob_files(&ws, g).unwrap_or_default());
+                    files.extend(crate::protect::set_files(&ws, g, &dir).unwrap_or_default());
                 }
                 files.extend(
                     pins::permission_files_in(&ws, Some(self.lp.engine))

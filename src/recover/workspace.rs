@@ -174,7 +174,7 @@ fn exclude_write(lp: &LoopRef, ws: &str) -> Result<Option<(PathBuf, Vec<u8>)>> {
     };
     let path = common.join("info").join("exclude");
     let mut text = String::from_utf8_lossy(&read_opt(&path)?.unwrap_or_default()).into_owned();
-    let mut wants = vec!["/.orbit-agent/".to_string()];
+    let mut wants = vec!["/.orbit-agent".to_string()];
     if let Ok(rel) = Path::new(ws).strip_prefix(&lp.repo) {
         wants.push(format!("/{}/", rel.display()));
     }

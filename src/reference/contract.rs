@@ -319,7 +319,13 @@ pub fn fill(doc: &str) -> Result<String, String> {
             .find(&tail)
             .ok_or_else(|| format!("the table '{name}' has no `{tail}`"))?;
         let text = block(name).ok_or_else(|| {
-            format!("docs/contract.md has a table '{name}' that orbit does not generate")
+            if BLOCKS.contains(&name) {
+                format!(
+                    "the table '{name}' names a key with no meaning: add it in src/contract/meanings.rs"
+                )
+            } else {
+                format!("docs/contract.md has a table '{name}' that orbit does not generate")
+            }
         })?;
         let _ = write!(out, "{head}\n\n{text}\n{tail}");
         seen.push(name.to_string());

@@ -131,7 +131,7 @@ fi
 # repository's excludes when it first makes the workspace, and a fresh checkout lacks it.
 exclude=$(git rev-parse --git-path info/exclude)
 mkdir -p -- "$(dirname -- "$exclude")"
-grep -qxF '/.orbit-agent/' -- "$exclude" 2>/dev/null || echo '/.orbit-agent/' >>"$exclude"
+grep -qxF '/.orbit-agent' -- "$exclude" 2>/dev/null || echo '/.orbit-agent' >>"$exclude"
 # Who the loop's commits are by.
 git config user.name "github-actions[bot]"
 git config user.email "41898282+github-actions[bot]@users.noreply.github.com"

@@ -13,6 +13,7 @@ mod evidence;
 mod fanout;
 mod feedback;
 mod guards;
+mod hidden;
 mod holdout;
 mod home;
 mod hostile;

@@ -767,8 +767,15 @@ fn an_agent_folder_replaced_by_a_link_is_never_read_back_or_written_through() {
     let dir = repo.init_loop(&agent, &[&count_check(5)], &[]);
     let out = repo.run_loop(&dir, &["--once"], &[]);
     assert_code(&out, 10, "tick");
-    // The link was planted, and still stands after the run.
-    assert!(repo.ws().join(".orbit-agent").is_symlink());
+    // The link was planted (the iteration's record names it), and removed as a link after
+    // the run: the folder is made anew for the next run.
+    let result = crate::support::read_kv(&dir.join("iterations/000001/result.env"));
+    assert_eq!(
+        result.get("AGENT_FOLDER").map(String::as_str),
+        Some(format!("a symlink to {}", outside.path().display()).as_str()),
+        "{result:?}"
+    );
+    assert!(!repo.ws().join(".orbit-agent").is_symlink());
     // Nothing was taken from it or removed through it.
     for f in ["done.md", "notes.md", "cost"] {
         assert!(

@@ -171,22 +171,32 @@ rc_appeared_permission_files() {
 }
 
 # rc_protected_sets: each protect set of pins.sets against what its glob matches in the
-# workspace now (git ls-files -z --cached --others --exclude-standard, sorted bytewise,
-# hashed as the runner hashes it): a file added since the first run is reward_hack like an
-# edit. --restore-pinned removes each added file (no pinned copy; a copy goes to the
-# backup); a removed one is restored by its pin. Otherwise the first changed set is a broken
-# pin (orbit recover's protected_sets).
+# workspace now (protect_list, as the runner lists it: the index, and every other file but
+# what the user's ignore rules and the base commit's .gitignore files ignore, the checks'
+# known artifacts aside; sorted bytewise, hashed as the runner hashes it): a file added
+# since the first run is reward_hack like an edit. --restore-pinned removes each added file
+# (no pinned copy; a copy goes to the backup); a removed one is restored by its pin.
+# Otherwise the first changed set is a broken pin (orbit recover's protected_sets).
 rc_protected_sets() {
-  local line h g now pinned rel n=0 list
+  local line h g now pinned rel n=0 list base='' scratch
+  local -a aside=()
   [[ -f $RC_DIR/$ORBIT_PINS_SETS && -n $WS && -d $WS && ! -L $WS ]] || return 0
   pinned=$'\n'$(cat -- "$RC_DIR/pins.sha256" 2>/dev/null || true)$'\n'
-  list=$(mktemp "${TMPDIR:-/tmp}/orbit-set.XXXXXX")
+  if [[ -f $RC_DIR/.baseline-commit && ! -L $RC_DIR/.baseline-commit ]]; then
+    IFS= read -r base <"$RC_DIR/.baseline-commit" || true
+  fi
+  if [[ -f $RC_DIR/.check-artifacts && ! -L $RC_DIR/.check-artifacts ]]; then
+    while IFS= read -r line; do
+      [[ -z $line ]] || aside+=(":(exclude,literal)$line")
+    done <"$RC_DIR/.check-artifacts"
+  fi
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/orbit-set.XXXXXX")
+  list=$scratch/list
   while IFS= read -r line || [[ -n $line ]]; do
     n=$((n + 1))
     [[ $line =~ ^([0-9a-f]{64})\ \ (.+)$ ]] || continue
     h=${BASH_REMATCH[1]} g=${BASH_REMATCH[2]}
-    GIT_OPTIONAL_LOCKS=0 git -C "$WS" -c core.fsmonitor=false ls-files -z --cached --others \
-      --exclude-standard -- ":(glob)$g" 2>/dev/null | LC_ALL=C sort -zu >"$list" || continue
+    protect_list "$WS" "$base" "$g" "$scratch" ${aside[@]+"${aside[@]}"} | LC_ALL=C sort -zu >"$list" || continue
     now=$(orbit_sha256_stdin <"$list")
     [[ $now != "$h" ]] || continue
     while IFS= read -r -d '' rel; do
@@ -201,5 +211,5 @@ rc_protected_sets() {
       RC_BROKEN_REASON=$REASON_REWARD_HACK
     fi
   done <"$RC_DIR/$ORBIT_PINS_SETS"
-  rm -f -- "$list"
+  rm -rf -- "$scratch"
 }

@@ -58,11 +58,30 @@ agent_file_take() {
   rm -f -- "$src"
 }
 
+# agent_dir_odd: after an agent run, what stands where its folder was when that is no
+# directory (a link, a file, a FIFO) is named in the iteration's record (result.env
+# AGENT_FOLDER, its progress.md entry) and in runner.log, then removed (a link as a link,
+# never followed). The loop goes on: the folder is the agent's own, nothing of it is read
+# back, no tree holds it (tree_add) and the next run's folder is made anew.
+agent_dir_odd() {
+  local kind
+  [[ -L $AGENT_DIR || (-e $AGENT_DIR && ! -d $AGENT_DIR) ]] || return 0
+  kind=$(orbit_file_kind "$AGENT_DIR")
+  kind=${kind//[[:cntrl:]]/?}
+  kind=${kind:0:200}
+  orbit_log "the agent's folder $AGENT_DIR is $kind, not a directory: nothing is read back from it, it is removed and never committed"
+  if [[ ${R[AGENT_FOLDER]:-} != *"$kind"* ]]; then
+    R[AGENT_FOLDER]="${R[AGENT_FOLDER]:+${R[AGENT_FOLDER]}; }$kind"
+  fi
+  rm -f -- "$AGENT_DIR" 2>>"$ORBIT_LOG_FILE" || true
+}
+
 # agent_dir_collect COSTFILE: after an agent run, its notes back into the loop directory
 # and its cost into the iteration's record.
 agent_dir_collect() {
   local cfile=$1
   engine_after_run
+  agent_dir_odd
   # A fan-out candidate's notes are taken by the runner when it judges it (fanout_judge).
   if ((!FANOUT_CAND)) && agent_dir_real && [[ -f $AGENT_DIR/notes.md && ! -L $AGENT_DIR/notes.md ]]; then
     head -c "$AGENT_NOTES_MAX" -- "$AGENT_DIR/notes.md" >"$LOOP_DIR/.notes.md.tmp.$$" &&

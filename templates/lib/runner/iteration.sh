@@ -467,6 +467,9 @@ finalize_progress() {
     if [[ -n ${R[AGENT_MESSAGE]:-} ]]; then
       text+="- agent said: ${R[AGENT_MESSAGE]}"$'\n'
     fi
+    if [[ -n ${R[AGENT_FOLDER]:-} ]]; then
+      text+="- agent's folder: ${R[AGENT_FOLDER]} in place of .orbit-agent/ (removed; never committed)"$'\n'
+    fi
     text+="- decision: ${R[VERDICT]} (${R[STOP_REASON]}) — ${R[SUMMARY]}"$'\n'
     if [[ -f $dir/feedback.txt && ${R[VERIFY]:-} == "$VERIFY_FAIL" ]]; then
       text+="- feedback:"$'\n\n'

@@ -160,18 +160,33 @@ pins_check() {
   protected_sets_check
 }
 
-# protected_set_v GLOB: REPLY is the sha256 of the set of paths the glob matches now (git's
-# view of the workspace: tracked, and untracked but not ignored; what the setup made aside),
-# sorted, NUL-terminated.
+# protected_set_v GLOB: REPLY is the sha256 of the set of paths the glob matches now
+# (pins_set_list), sorted, NUL-terminated.
 # A file added to, removed from or renamed within the set changes it (contract section 7).
 protected_set_v() {
   local out
-  local -a aside=()
-  setup_aside_specs aside
-  out=$({ git -C "$WS" ls-files -z --cached --others --exclude-standard -- ":(glob)$1" "${aside[@]}" || echo 'orbit: git failed'; } |
-    LC_ALL=C sort -zu | orbit_sha256_stdin) || out=''
+  out=$({ pins_set_list "$1" || echo 'orbit: git failed'; } | LC_ALL=C sort -zu | orbit_sha256_stdin) || out=''
   REPLY=$out
   [[ $REPLY =~ ^[0-9a-f]{64}$ ]]
+}
+
+# pins_set_list GLOB: the paths GLOB matches in the workspace, NUL-terminated (protect_list:
+# the index, and every other file but what the user's ignore rules and the base commit's
+# .gitignore files ignore; never an ignore rule the agent wrote), what the setup made and the
+# checks' known artifacts (untracked) aside. Status 1 when git fails.
+pins_set_list() {
+  local base=''
+  local -a aside=()
+  setup_aside_specs aside
+  artifacts_load
+  for base in "${!ARTIFACT_NAMES[@]}"; do
+    aside+=(":(exclude,literal)$base")
+  done
+  base=''
+  if [[ -f $LOOP_DIR/.baseline-commit && ! -L $LOOP_DIR/.baseline-commit ]]; then
+    IFS= read -r base <"$LOOP_DIR/.baseline-commit" || true
+  fi
+  protect_list "$WS" "$base" "$1" "$ORBIT_TMP" ${aside[@]+"${aside[@]}"}
 }
 
 protected_sets_check() {
@@ -191,15 +206,13 @@ protected_sets_check() {
 # compared with the files the manifest pins (for the log, the event and the summary).
 protected_set_diff() {
   local f pinned=$'\n'$PIN_TEXT$'\n' now=$'\n'
-  local -a aside=()
-  setup_aside_specs aside
   while IFS= read -r -d '' f; do
     now+="$WS/$f"$'\n'
     if [[ $pinned != *"  $WS/$f"$'\n'* ]]; then
       PIN_BAD="$WS/$f" PIN_HAVE="added to the protected set '$1'"
       return 0
     fi
-  done < <(git -C "$WS" ls-files -z --cached --others --exclude-standard -- ":(glob)$1" "${aside[@]}" 2>/dev/null || true)
+  done < <(pins_set_list "$1" | LC_ALL=C sort -zu || true)
   while IFS= read -r line; do
     f=${line#*  }
     [[ $f == "$WS"/* ]] || continue

@@ -35,6 +35,10 @@ tree_add() {
       GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$dir" update-index --skip-worktree -z --stdin 2>>"$ORBIT_LOG_FILE" || return 1
   fi
   GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$dir" add -A -- . >/dev/null 2>>"$ORBIT_LOG_FILE" || rc=1
+  # The agent's folder never enters a tree, whatever stands there (a link, a file: a loop
+  # made before its exclude line matched any type has `/.orbit-agent/`, a directory's only).
+  GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$dir" rm -r -q -f --cached --ignore-unmatch -- \
+    ':(literal).orbit-agent' >/dev/null 2>>"$ORBIT_LOG_FILE" || rc=1
   ((${#links[@]})) || return "$rc"
   printf '%s\0' "${links[@]}" |
     GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$dir" update-index --no-skip-worktree -z --stdin 2>>"$ORBIT_LOG_FILE" || return 1

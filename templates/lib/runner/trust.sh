@@ -473,9 +473,6 @@ pins_sets_write() {
 
 # Files matched by one protect glob, NUL-separated, relative to the workspace's root.
 protected_files() {
-  local g=$1
-  local -a aside=()
-  setup_aside_specs aside
-  git -C "$WS" ls-files -z --cached --others --exclude-standard -- ":(glob)$g" "${aside[@]}" 2>/dev/null || true
+  pins_set_list "$1" || true
 }
 

@@ -87,11 +87,12 @@ workspace_git_facts() {
 
 # workspace_exclude: the agent's folder (and a workspace kept inside the user's checkout)
 # is never part of anyone's tree: one line each in the repository's info/exclude, which
-# every worktree reads. Added once, never duplicated. What the engine keeps at the root of
+# every worktree reads (the folder's without a trailing slash: git then matches it whatever
+# stands there, a directory, a link or a file; the snapshot leaves it out besides: tree_add). Added once, never duplicated. What the engine keeps at the root of
 # the workspace (aider's repository-map cache) stays out too (engine_workspace_excludes).
 workspace_exclude() {
   local ex="$GIT_COMMON_ABS/info/exclude" line want have=$'\n'
-  local -a wants=('/.orbit-agent/')
+  local -a wants=('/.orbit-agent')
   engine_workspace_excludes wants
   # Workspaces where orbit puts them by default share one line (another loop's first run
   # then finds it there and writes nothing: a write to info/exclude while this loop's agent

@@ -78,6 +78,8 @@ RUN_COST_START=0
 
 main() {
   main_args "$@"
+  # Whatever ends the run from here, it ends with its footer (on_exit: the last resort).
+  trap on_exit EXIT
   sweep_reaping
   main_setup
   main_open

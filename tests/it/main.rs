@@ -39,5 +39,6 @@ mod serve;
 mod setup;
 mod smalls;
 mod stopped;
+mod subscripts;
 mod support;
 mod workspace;

@@ -1,4 +1,8 @@
 # ---- state
+# The status and reason state.env holds as this run last read or wrote it ("STATUS REASON"):
+# the stop a run that fails unexpectedly journals, its state being that checkpoint.
+STATE_ON_DISK=
+
 load_state() {
   local rc=0
   state_load "$LOOP_DIR" || rc=$?
@@ -25,10 +29,12 @@ load_state() {
     lock_release
     exit "$EXIT_STATE_CORRUPT"
   fi
+  STATE_ON_DISK="${S[LAST_STATUS]} ${S[STOP_REASON]}"
 }
 
 save_state() {
   state_write "$LOOP_DIR" state_journal
+  STATE_ON_DISK="${S[LAST_STATUS]} ${S[STOP_REASON]}"
 }
 
 # state_journal TEXT: the journal's record of the state.env about to be written.
@@ -152,7 +158,7 @@ finish() {
   S[LAST_STATUS]=$status
   S[STOP_REASON]=$reason
   save_state
-  orbit_event loop_stop "$CUR_ITER" status "$status" reason "$reason" exit_code "$code"
+  stop_record "$status" "$reason" "$code"
   orbit_log "stop: $status ($reason), exit $code — $summary"
   # A stop is notified when it happens: a later tick that finds the loop still stopped for
   # the same reason, without running an iteration, says nothing again.

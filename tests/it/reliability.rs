@@ -417,6 +417,75 @@ fn an_expansion_error_that_skips_the_err_trap_still_ends_with_one_footer_and_a_r
     assert_records_agree(&dir);
 }
 
+/// A signal that comes once the stop is recorded (here while the runner waits for its DONE
+/// notification, which blocks until the signal was sent) only cuts that wait short:
+/// state.env keeps DONE, the journal its one loop_stop, the exit code 0, and the next
+/// `orbit run` starts no agent.
+fn a_signal_in_the_notification_wait_keeps_the_recorded_stop(sig: &str) {
+    let repo = Repo::new();
+    let started = repo.bin.path().join("notify-started");
+    let sent = repo.bin.path().join("signal-sent");
+    let runs = repo.bin.path().join("runs");
+    let agent = repo.agent(
+        "doer",
+        &format!(
+            "cat >/dev/null\necho \"$ORBIT_PHASE\" >> '{}'\ncase $ORBIT_PHASE in confirm) exit 0;; esac\ntouch work.txt\necho ok > \"$ORBIT_AGENT_DIR/done.md\"",
+            runs.display()
+        ),
+    );
+    let notify = format!(
+        "cmd:touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
+        started.display(),
+        sent.display()
+    );
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &["--notify", &notify]);
+    let runner = Runner::start(&repo, &dir, &[], &[]);
+    wait_for(
+        "the DONE notification to start",
+        Duration::from_secs(120),
+        || started.exists(),
+    );
+    assert_eq!(
+        state_value(&dir, "LAST_STATUS"),
+        "DONE",
+        "the stop is recorded"
+    );
+    let kill = command("kill")
+        .args([&format!("-{sig}"), &runner.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success(), "SIG{sig} sent");
+    fs::write(&sent, "").unwrap();
+    let out = runner.wait(Duration::from_secs(60));
+    assert_code(&out, 0, &format!("SIG{sig} in the notification wait"));
+    assert_eq!(one_footer(&out).0, "DONE");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "DONE");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "none");
+    let stops = events_named(&dir, "loop_stop");
+    assert_eq!(stops.len(), 1, "one loop_stop: {stops:?}");
+    assert_eq!(stops[0].value["status"], "DONE");
+    assert_eq!(stops[0].value["exit_code"], 0);
+    let ran = fs::read_to_string(&runs).unwrap();
+    let again = repo.orbit(&["run", ".orbit/test-goal"]);
+    assert_code(&again, 0, "orbit run of the DONE loop");
+    assert_eq!(
+        fs::read_to_string(&runs).unwrap(),
+        ran,
+        "orbit run started the agent again on finished work"
+    );
+    assert_no_process_left(&dir);
+}
+
+#[test]
+fn sigterm_in_the_notification_wait_keeps_the_recorded_done() {
+    a_signal_in_the_notification_wait_keeps_the_recorded_stop("TERM");
+}
+
+#[test]
+fn sigint_in_the_notification_wait_keeps_the_recorded_done() {
+    a_signal_in_the_notification_wait_keeps_the_recorded_stop("INT");
+}
+
 // ---- processes
 
 /// One tick with `body` as the agent; returns the repo and the loop directory after

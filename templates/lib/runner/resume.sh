@@ -145,7 +145,8 @@ result_record() {
   orbit_event iteration_result "${R[ITERATION]:-$CUR_ITER}" verdict "${R[VERDICT]:-}" reason "${R[STOP_REASON]:-}" sha256 "$REPLY"
 }
 
-# finish CODE STATUS REASON SUMMARY: record the stop, notify, print the footer, exit.
+# finish CODE STATUS REASON SUMMARY: record the stop, notify, print the footer, exit. From
+# its start the stop is this one: a signal only cuts the notification wait short.
 finish() {
   local code=$1 status=$2 reason=$3 summary=$4 fstatus=$STATUS_CONTINUE
   # A stop that waits for a human is named as audit, status and the report name it
@@ -155,6 +156,7 @@ finish() {
       summary="${ORBIT_STOP_NAME[$status:$reason]:-$status}: $summary"
       ;;
   esac
+  stop_hold_signals
   S[LAST_STATUS]=$status
   S[STOP_REASON]=$reason
   save_state

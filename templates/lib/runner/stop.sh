@@ -1,5 +1,5 @@
-# ---- the run's end: its one loop_stop (stop_record), the signals before the stop, and the
-# ---- last resort of a shell that dies without its footer (on_exit).
+# ---- the run's end: its one loop_stop (stop_record), the signals before the stop and once it
+# ---- is recorded, and the last resort of a shell that dies without its footer (on_exit).
 # Whether this run journaled its loop_stop (a run journals one).
 STOP_RECORDED=0
 
@@ -9,6 +9,15 @@ stop_record() {
   ((!STOP_RECORDED)) || return 0
   STOP_RECORDED=1
   orbit_event loop_stop "$CUR_ITER" status "$1" reason "$2" exit_code "$3" "${@:4}"
+}
+
+# stop_hold_signals: from here on the stop being recorded is the run's: a signal only cuts the
+# wait for notifications short (notify_cut); it never rewrites the stop, its journal or its
+# exit code.
+stop_hold_signals() {
+  trap 'notify_cut INT' INT
+  trap 'notify_cut TERM' TERM
+  trap 'notify_cut HUP' HUP
 }
 
 # stop_record_failure CODE WHAT: the loop_stop of a run that failed unexpectedly (exit CODE):

@@ -96,7 +96,7 @@ main_args() {
       --once) ONCE=1 ;;
       -h | --help)
         usage
-        return 0
+        exit "$EXIT_DONE"
         ;;
       *)
         usage >&2

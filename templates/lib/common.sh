@@ -340,8 +340,9 @@ orbit_log() {
   line="$REPLY $*"
   # stderr may be a terminal that is gone (a killed tmux pane): never fail on it.
   printf '%s\n' "$line" >&2 2>/dev/null || true
-  # Never through a link or into a FIFO an agent put in its place.
-  if [[ -n $ORBIT_LOG_FILE && ! -L $ORBIT_LOG_FILE && (-f $ORBIT_LOG_FILE || ! -e $ORBIT_LOG_FILE) ]]; then
+  # Never through a link (the file's or its directory's) or into a FIFO an agent put in its
+  # place.
+  if [[ -n $ORBIT_LOG_FILE && ! -L $ORBIT_LOG_FILE && ! -L ${ORBIT_LOG_FILE%/*} && (-f $ORBIT_LOG_FILE || ! -e $ORBIT_LOG_FILE) ]]; then
     printf '%s\n' "$line" >>"$ORBIT_LOG_FILE" 2>/dev/null || true
   fi
 }

@@ -99,15 +99,15 @@ fanout_protected_v() {
   REPLY=''
   while IFS= read -r line; do
     p=${line#*  }
-    if [[ $p == "$WS/"* ]]; then
-      pinned[${p#"$WS"/}]=1
-    fi
+    [[ $p == "$WS/"?* ]] || continue
+    p=${p#"$WS"/}
+    [[ -n $p ]] && pinned[$p]=1
   done <"$LOOP_DIR/pins.sha256"
   for p in "${PROTECT_GLOBS[@]}"; do
     specs+=(":(glob)$p")
   done
   while IFS= read -r -d '' p; do
-    if [[ -n ${pinned[$p]-} ]]; then
+    if [[ -n $p && -n ${pinned[$p]-} ]]; then
       REPLY=$p
       return 0
     fi

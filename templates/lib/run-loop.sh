@@ -78,6 +78,8 @@ RUN_COST_START=0
 
 main() {
   main_args "$@"
+  # Whatever ends the run from here, it ends with its footer (on_exit: the last resort).
+  trap on_exit EXIT
   sweep_reaping
   main_setup
   main_open
@@ -94,7 +96,7 @@ main_args() {
       --once) ONCE=1 ;;
       -h | --help)
         usage
-        return 0
+        exit "$EXIT_DONE"
         ;;
       *)
         usage >&2

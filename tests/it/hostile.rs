@@ -598,6 +598,142 @@ echo '# Goal: nothing' > "$L/.pins/goal.md""#,
     );
 }
 
+// ---- the loop directory itself removed, emptied or replaced by a link (contract 4, 7)
+
+/// The one footer a run printed (its status and summary); fails unless there is exactly one
+/// status line and one summary line.
+fn one_footer(out: &Output) -> (String, String) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let status: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("NEXUS_LOOP_STATUS: "))
+        .collect();
+    let summary: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("NEXUS_LOOP_SUMMARY: "))
+        .collect();
+    assert!(
+        status.len() == 1 && summary.len() == 1,
+        "expected exactly one footer, found {} status and {} summary line(s)\n{}",
+        status.len(),
+        summary.len(),
+        text(out)
+    );
+    (status[0].to_string(), summary[0].to_string())
+}
+
+/// A sha256 of every file under `dir` (its path, type and content), to prove nothing changed
+/// there: the same listing the attacking agent took right after it made the copy.
+const TREE_SUMS: &str = r#"cd "$1" && find . -printf '%y %p\n' | LC_ALL=C sort && find . -type f -exec sha256sum {} + | LC_ALL=C sort"#;
+
+fn tree_sums(h: &Hostile, dir: &Path) -> String {
+    let out = command("bash")
+        .arg(h.file("sums.sh"))
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The agent removes the whole loop directory. Nothing can be recorded there (and nothing
+/// is recreated: a half loop directory would be worse than none): the runner says so in its
+/// one footer and exits 3, as for any change to the loop directory.
+#[test]
+fn an_agent_that_deletes_the_loop_directory_ends_the_run_with_one_footer_and_exit_3() {
+    let h = Hostile::new();
+    let (dir, out) = h.tamper(
+        1,
+        r#"rm -rf "$L"
+test ! -e "$L""#,
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "exit 3 (integrity)\n{}",
+        text(&out)
+    );
+    let (status, summary) = one_footer(&out);
+    assert_eq!(status, "CONTINUE");
+    assert!(
+        summary.contains("loop_tamper") && summary.contains("removed"),
+        "the footer names what happened: {summary}"
+    );
+    assert!(!dir.exists(), "the runner recreated the loop directory");
+    h.assert_uncommitted(1);
+}
+
+/// The agent empties the loop directory. The directory is still the runner's to write: the
+/// stop is recorded there (ABORTED, loop_tamper, one loop_stop), with the one footer.
+#[test]
+fn an_agent_that_empties_the_loop_directory_is_loop_tamper_with_one_footer_and_one_stop() {
+    let h = Hostile::new();
+    let (dir, out) = h.tamper(
+        1,
+        r#"find "$L" -mindepth 1 -delete
+test -d "$L" && test -z "$(ls -A "$L")""#,
+        &[],
+    );
+    let (status, summary) = one_footer(&out);
+    assert_eq!(status, "CONTINUE");
+    assert!(
+        summary.contains("emptied"),
+        "the footer names what happened: {summary}"
+    );
+    assert_caught(&h, &dir, &out, "loop_tamper", 1);
+    let stops = events(&dir, "loop_stop");
+    assert_eq!(stops.len(), 1, "one loop_stop: {stops:?}");
+    assert_eq!(stops[0]["status"], "ABORTED");
+    assert_eq!(stops[0]["reason"], "loop_tamper");
+    assert_eq!(stops[0]["exit_code"], 3);
+}
+
+/// The agent copies the loop directory elsewhere and puts a symlink to the copy in its place.
+/// The runner never writes through a link: the copy is left exactly as the agent made it,
+/// the one footer says what happened, exit 3.
+#[test]
+fn an_agent_that_swaps_the_loop_directory_for_a_symlink_gets_nothing_written_through_it() {
+    let h = Hostile::new();
+    fs::write(h.file("sums.sh"), TREE_SUMS).unwrap();
+    let (dir, out) = h.tamper(
+        1,
+        r#"cp -a "$L" "$OUT/copy"
+rm -rf "$L"
+ln -s "$OUT/copy" "$L"
+test -L "$L"
+bash "$OUT/sums.sh" "$OUT/copy" > "$OUT/copy.sums""#,
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "exit 3 (integrity)\n{}",
+        text(&out)
+    );
+    let (status, summary) = one_footer(&out);
+    assert_eq!(status, "CONTINUE");
+    assert!(
+        summary.contains("loop_tamper") && summary.contains("symlink"),
+        "the footer names what happened: {summary}"
+    );
+    let copy = h.file("copy");
+    assert!(
+        fs::symlink_metadata(&dir).unwrap().file_type().is_symlink(),
+        "the agent's link is left in place, as evidence"
+    );
+    assert_eq!(
+        tree_sums(&h, &copy),
+        fs::read_to_string(h.file("copy.sums")).unwrap(),
+        "the runner wrote through the link into the copy"
+    );
+    h.assert_uncommitted(1);
+}
+
 #[test]
 fn an_agent_that_creates_claude_settings_is_permission_hijack() {
     caught(

@@ -41,5 +41,6 @@ mod serve;
 mod setup;
 mod smalls;
 mod stopped;
+mod subscripts;
 mod support;
 mod workspace;

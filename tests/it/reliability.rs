@@ -327,6 +327,165 @@ fn audit_after_each_fault_point_says_resumable_and_clean_after_the_rerun() {
     }
 }
 
+// ---- the footer and the recorded stop, however the run ends
+
+/// The one footer a run printed (its status and summary); fails unless there is exactly one
+/// status line and one summary line.
+fn one_footer(out: &Output) -> (String, String) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let status: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("NEXUS_LOOP_STATUS: "))
+        .collect();
+    let summary: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("NEXUS_LOOP_SUMMARY: "))
+        .collect();
+    assert!(
+        status.len() == 1 && summary.len() == 1,
+        "expected exactly one footer, found {} status and {} summary line(s)\n{}",
+        status.len(),
+        summary.len(),
+        text(out)
+    );
+    (status[0].to_string(), summary[0].to_string())
+}
+
+/// Replaces the loop's run-loop.sh with `text` and its line of pins.sha256 to match, so that
+/// the runner starts it as its own.
+fn repin_runner(dir: &Path, text: &str) {
+    fs::write(dir.join("run-loop.sh"), text).unwrap();
+    let hash = orbit::fsx::sha256_hex(text.as_bytes());
+    let pins = fs::read_to_string(dir.join("pins.sha256")).unwrap();
+    let pins: String = pins
+        .lines()
+        .map(|l| {
+            if l.ends_with("  run-loop.sh") {
+                format!("{hash}  run-loop.sh\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert!(pins.contains(&format!("{hash}  run-loop.sh")), "{pins}");
+    fs::write(dir.join("pins.sha256"), pins).unwrap();
+}
+
+/// An error bash raises while it expands a word (here an empty associative-array key under
+/// `set -u`) ends the shell at once and runs no ERR trap. The runner's EXIT trap still
+/// prints the one footer and records the stop (exit 1, state.env left as the last
+/// checkpoint), and a rerun of the real runner goes on from there. The error is put into
+/// the rendered runner (its pin updated to match) just before the agent would run: no fault
+/// point of the runner raises one.
+#[test]
+fn an_expansion_error_that_skips_the_err_trap_still_ends_with_one_footer_and_a_recorded_stop() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 1);
+    let dir = repo.init_loop(&agent, &[&count_check(1)], &[]);
+    let original = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
+    let hook = "  orbit_fault before_agent\n";
+    assert_eq!(original.matches(hook).count(), 1, "where the error goes");
+    let broken = original.replacen(
+        hook,
+        &format!(
+            "{hook}  local -A orbit_test_keys=()\n  local orbit_test_key=''\n  : \"${{orbit_test_keys[$orbit_test_key]}}\"\n"
+        ),
+        1,
+    );
+    repin_runner(&dir, &broken);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bad array subscript"),
+        "the expansion error was raised\n{}",
+        text(&out)
+    );
+    assert_code(&out, 1, "an internal failure");
+    let (status, summary) = one_footer(&out);
+    assert_eq!(status, "CONTINUE");
+    assert!(summary.contains("internal error"), "{summary}");
+    let stops = events_named(&dir, "loop_stop");
+    assert_eq!(stops.len(), 1, "one loop_stop: {stops:?}");
+    assert_eq!(stops[0].value["exit_code"], 1, "{:?}", stops[0].value);
+    assert_eq!(stops[0].value["status"], "CONTINUE", "{:?}", stops[0].value);
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "CONTINUE");
+    assert_eq!(state_value(&dir, "NEXT_ITERATION"), "1");
+    // Nothing made worse: the real runner, back in place, resumes and finishes.
+    repin_runner(&dir, &original);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "the rerun");
+    assert_eq!(one_footer(&out).0, "DONE");
+    assert_records_agree(&dir);
+}
+
+/// A signal that comes once the stop is recorded (here while the runner waits for its DONE
+/// notification, which blocks until the signal was sent) only cuts that wait short:
+/// state.env keeps DONE, the journal its one loop_stop, the exit code 0, and the next
+/// `orbit run` starts no agent.
+fn a_signal_in_the_notification_wait_keeps_the_recorded_stop(sig: &str) {
+    let repo = Repo::new();
+    let started = repo.bin.path().join("notify-started");
+    let sent = repo.bin.path().join("signal-sent");
+    let runs = repo.bin.path().join("runs");
+    let agent = repo.agent(
+        "doer",
+        &format!(
+            "cat >/dev/null\necho \"$ORBIT_PHASE\" >> '{}'\ncase $ORBIT_PHASE in confirm) exit 0;; esac\ntouch work.txt\necho ok > \"$ORBIT_AGENT_DIR/done.md\"",
+            runs.display()
+        ),
+    );
+    let notify = format!(
+        "cmd:touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
+        started.display(),
+        sent.display()
+    );
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &["--notify", &notify]);
+    let runner = Runner::start(&repo, &dir, &[], &[]);
+    wait_for(
+        "the DONE notification to start",
+        Duration::from_secs(120),
+        || started.exists(),
+    );
+    assert_eq!(
+        state_value(&dir, "LAST_STATUS"),
+        "DONE",
+        "the stop is recorded"
+    );
+    let kill = command("kill")
+        .args([&format!("-{sig}"), &runner.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success(), "SIG{sig} sent");
+    fs::write(&sent, "").unwrap();
+    let out = runner.wait(Duration::from_secs(60));
+    assert_code(&out, 0, &format!("SIG{sig} in the notification wait"));
+    assert_eq!(one_footer(&out).0, "DONE");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "DONE");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "none");
+    let stops = events_named(&dir, "loop_stop");
+    assert_eq!(stops.len(), 1, "one loop_stop: {stops:?}");
+    assert_eq!(stops[0].value["status"], "DONE");
+    assert_eq!(stops[0].value["exit_code"], 0);
+    let ran = fs::read_to_string(&runs).unwrap();
+    let again = repo.orbit(&["run", ".orbit/test-goal"]);
+    assert_code(&again, 0, "orbit run of the DONE loop");
+    assert_eq!(
+        fs::read_to_string(&runs).unwrap(),
+        ran,
+        "orbit run started the agent again on finished work"
+    );
+    assert_no_process_left(&dir);
+}
+
+#[test]
+fn sigterm_in_the_notification_wait_keeps_the_recorded_done() {
+    a_signal_in_the_notification_wait_keeps_the_recorded_stop("TERM");
+}
+
+#[test]
+fn sigint_in_the_notification_wait_keeps_the_recorded_done() {
+    a_signal_in_the_notification_wait_keeps_the_recorded_stop("INT");
+}
+
 // ---- processes
 
 /// One tick with `body` as the agent; returns the repo and the loop directory after

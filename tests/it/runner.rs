@@ -1123,3 +1123,26 @@ fn an_agent_named_like_a_shell_builtin_is_found_on_path() {
     assert_code(&out, 10, "one tick of an agent that changes nothing");
     assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2");
 }
+
+/// `run-loop.sh --help` prints its usage and exits 0: it never starts the loop (no agent
+/// run, not a byte of the loop directory changed).
+#[test]
+fn run_loop_help_prints_the_usage_and_runs_nothing() {
+    let repo = Repo::new();
+    let ran = repo.bin.path().join("ran");
+    let agent = repo.agent("a", &format!("cat >/dev/null\ntouch '{}'", ran.display()));
+    let dir = repo.init_loop(&agent, &["test -f work.txt"], &[]);
+    let before = dir_digest(&dir);
+    let out = repo.run_loop(&dir, &["--help"], &[]);
+    assert_code(&out, 0, "run-loop.sh --help");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("usage: run-loop.sh"),
+        "{}",
+        text(&out)
+    );
+    assert!(!ran.exists(), "--help ran the agent\n{}", text(&out));
+    assert!(
+        dir_digest(&dir) == before,
+        "--help changed the loop directory"
+    );
+}

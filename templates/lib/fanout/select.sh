@@ -29,7 +29,7 @@ fanout_read() {
   while IFS= read -r line || [[ -n $line ]]; do
     [[ $line == *=* ]] || continue
     k=${line%%=*} v=${line#*=}
-    [[ " ${FANOUT_KEYS[*]} " == *" $k "* ]] || continue
+    [[ -n $k && " ${FANOUT_KEYS[*]} " == *" $k "* ]] || continue
     if [[ $FANOUT_NUMERIC == *" $k "* ]] && ! orbit_is_uint "$v"; then
       v=0
     fi

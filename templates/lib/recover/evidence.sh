@@ -205,6 +205,7 @@ rc_read_progress() {
   rc_progress_chain "$file" "$limit"
   if [[ -n $RC_PG_BREAK_OFF ]]; then limit=$RC_PG_BREAK_OFF; fi
   while read -r n st; do
+    [[ -n $n ]] || continue
     PGV[$n]=$st
   done < <(head -c "$limit" -- "$file" | awk '
     index($0, "## Recovery — ") == 1 { cur = ""; next }

@@ -75,7 +75,8 @@ live_close() {
     kill -KILL "$LIVE_PID" 2>/dev/null || true
   fi
   LIVE_PID=
-  if [[ -n $line && -f $live && ! -L $live ]]; then
+  # (Never through a link: agent.live's, .run-tmp's or the loop directory's own.)
+  if [[ -n $line && -f $live && ! -L $live && ! -L $ORBIT_TMP ]] && loop_dir_whole; then
     if (($(tail -c 1 -- "$live" | tr -d '\n' | wc -c))); then
       printf '\n' >>"$live"
     fi

@@ -7,6 +7,8 @@ LOOP_DIR=
 REPO_ROOT=
 # The iteration's record, shared by every part: what the iteration did, as result.env has it.
 declare -A R=()
+# Whether this run printed its footer (a run prints exactly one: footer).
+FOOTER_DONE=0
 
 usage() {
   cat <<'USAGE'
@@ -218,8 +220,12 @@ settings_footer() {
   notify_stop_early "$NOTIFY_EVENT_PREFLIGHT_FAILED" "bad setting: $1"
 }
 
+# footer STATUS SUMMARY: the run's two footer lines (contract 4), once: a second call (a
+# failure on the way out after the footer) prints nothing, so a run has exactly one.
 footer() {
   local status=$1 summary=$2 REPLY
+  ((!FOOTER_DONE)) || return 0
+  FOOTER_DONE=1
   summary=${summary//[$'\n\r\t']/ }
   orbit_cut_v "$summary" 180
   summary=$REPLY

@@ -77,7 +77,7 @@ lock_take_from_stopped() {
     [[ $f -ef $lockfile ]] || continue
     p=${f#/proc/}
     p=${p%%/*}
-    [[ $p == "$$" || $p == "$BASHPID" || -n ${held[$p]:-} ]] && continue
+    [[ -z $p || $p == "$$" || $p == "$BASHPID" || -n ${held[$p]:-} ]] && continue
     cmd=$({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null) || return 1
     [[ $cmd == *"$LOOP_DIR/run-loop.sh"* ]] || return 1
     held[$p]=1
@@ -86,7 +86,7 @@ lock_take_from_stopped() {
   ((${#holders[@]})) || return 1
   for p in "${holders[@]}"; do
     pp=$(awk '$1 == "PPid:" { print $2 }' "/proc/$p/status" 2>/dev/null) || return 1
-    [[ -n ${held[$pp]:-} ]] || main=$p
+    [[ -n $pp && -n ${held[$pp]:-} ]] || main=$p
   done
   [[ -n $main && -r /proc/$main/stat ]] || return 1
   st=$(<"/proc/$main/stat")

@@ -2,6 +2,8 @@
 # ---- by NOTIFY_TIMEOUT), so a slow channel never holds the loop; the runner waits for what is
 # ---- still being delivered once, bounded, when it exits (notify_drain).
 NOTIFY_PIDS=()
+# Whether a signal came once the stop was recorded: the wait for notifications ends at once.
+NOTIFY_CUT=0
 
 # notify_script_v: REPLY is the notify.sh to run: the loop's own when it matches its pin in
 # pins.sha256, else the baseline copy .pins/notify.sh when that one does. Status 1, with a log
@@ -51,6 +53,13 @@ notify() {
   set +m
 }
 
+# notify_cut SIG: the trap of a signal once the stop is recorded (stop_hold_signals): the wait
+# for notifications (notify_drain) ends at once and stops what is still being delivered.
+notify_cut() {
+  NOTIFY_CUT=1
+  orbit_log "received SIG$1 after the stop was recorded: the notifications still being delivered are stopped; the stop stands"
+}
+
 # notify_drain: the one wait for notifications still being delivered: at most NOTIFY_TIMEOUT
 # plus a margin (notify.sh ends by then on its own), after which what is left is stopped.
 notify_drain() {
@@ -67,7 +76,7 @@ notify_drain() {
   fi
   limit=$((NOTIFY_TIMEOUT_S + 5))
   orbit_log "notify: waiting at most ${limit}s for ${#left[@]} notification(s) still being delivered"
-  while ((ticks < limit * 10)); do
+  while ((ticks < limit * 10 && !NOTIFY_CUT)); do
     alive=0
     for pid in "${left[@]}"; do
       if kill -0 "$pid" 2>/dev/null; then
@@ -96,6 +105,8 @@ notify_drain() {
 notify_stop_early() {
   trap - ERR
   set +e
+  # The run's end is decided: a signal only cuts the wait short.
+  stop_hold_signals
   if [[ -z $LOOP_DIR || ! -d $LOOP_DIR ]]; then
     return 0
   fi

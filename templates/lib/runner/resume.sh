@@ -1,4 +1,8 @@
 # ---- state
+# The status and reason state.env holds as this run last read or wrote it ("STATUS REASON"):
+# the stop a run that fails unexpectedly journals, its state being that checkpoint.
+STATE_ON_DISK=
+
 load_state() {
   local rc=0
   state_load "$LOOP_DIR" || rc=$?
@@ -25,10 +29,12 @@ load_state() {
     lock_release
     exit "$EXIT_STATE_CORRUPT"
   fi
+  STATE_ON_DISK="${S[LAST_STATUS]} ${S[STOP_REASON]}"
 }
 
 save_state() {
   state_write "$LOOP_DIR" state_journal
+  STATE_ON_DISK="${S[LAST_STATUS]} ${S[STOP_REASON]}"
 }
 
 # state_journal TEXT: the journal's record of the state.env about to be written.
@@ -139,7 +145,8 @@ result_record() {
   orbit_event iteration_result "${R[ITERATION]:-$CUR_ITER}" verdict "${R[VERDICT]:-}" reason "${R[STOP_REASON]:-}" sha256 "$REPLY"
 }
 
-# finish CODE STATUS REASON SUMMARY: record the stop, notify, print the footer, exit.
+# finish CODE STATUS REASON SUMMARY: record the stop, notify, print the footer, exit. From
+# its start the stop is this one: a signal only cuts the notification wait short.
 finish() {
   local code=$1 status=$2 reason=$3 summary=$4 fstatus=$STATUS_CONTINUE
   # A stop that waits for a human is named as audit, status and the report name it
@@ -149,10 +156,11 @@ finish() {
       summary="${ORBIT_STOP_NAME[$status:$reason]:-$status}: $summary"
       ;;
   esac
+  stop_hold_signals
   S[LAST_STATUS]=$status
   S[STOP_REASON]=$reason
   save_state
-  orbit_event loop_stop "$CUR_ITER" status "$status" reason "$reason" exit_code "$code"
+  stop_record "$status" "$reason" "$code"
   orbit_log "stop: $status ($reason), exit $code — $summary"
   # A stop is notified when it happens: a later tick that finds the loop still stopped for
   # the same reason, without running an iteration, says nothing again.

@@ -97,14 +97,14 @@ setup_record() {
   local -A before=()
   engine_workspace_excludes wants
   while IFS= read -r -d '' p; do
-    before[$p]=1
+    [[ -n $p ]] && before[$p]=1
   done <"$ORBIT_TMP/setup.before"
   setup_paths_file_v "$dir"
   f=$REPLY
   : >"$f.tmp"
   while IFS= read -r -d '' p; do
     skip=0
-    [[ -z ${before[$p]-} ]] || continue
+    [[ -n $p && -z ${before[$p]-} ]] || continue
     for w in "${wants[@]}"; do
       w=${w#/}
       [[ $p == "$w" || $p == "${w%/}" || $p == "$w"* ]] && skip=1

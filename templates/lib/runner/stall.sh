@@ -56,7 +56,7 @@ repeat_failure_check() {
     P=()
     while IFS= read -r line || [[ -n $line ]]; do
       k=${line%%=*} v=${line#*=}
-      P[$k]=$v
+      [[ -n $k ]] && P[$k]=$v
     done <"$d/result.env"
     [[ ${P[VERIFY]:-} == "$VERIFY_FAIL" && ${P[VERIFY_SIG]:-} == "${R[VERIFY_SIG]}" ]] || return 1
     [[ ${P[TREE_BEFORE]:-} != "${P[TREE_AFTER]:-}" ]] || return 1

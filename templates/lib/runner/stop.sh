@@ -1,3 +1,53 @@
+# ---- the run's end: its one loop_stop (stop_record), the signals before the stop and once it
+# ---- is recorded, and the last resort of a shell that dies without its footer (on_exit).
+# Whether this run journaled its loop_stop (a run journals one).
+STOP_RECORDED=0
+
+# stop_record STATUS REASON CODE [KEY VALUE]...: the run's one loop_stop in the journal; a
+# second call records nothing.
+stop_record() {
+  ((!STOP_RECORDED)) || return 0
+  STOP_RECORDED=1
+  orbit_event loop_stop "$CUR_ITER" status "$1" reason "$2" exit_code "$3" "${@:4}"
+}
+
+# stop_hold_signals: from here on the stop being recorded is the run's: a signal only cuts the
+# wait for notifications short (notify_cut); it never rewrites the stop, its journal or its
+# exit code.
+stop_hold_signals() {
+  trap 'notify_cut INT' INT
+  trap 'notify_cut TERM' TERM
+  trap 'notify_cut HUP' HUP
+}
+
+# stop_record_failure CODE WHAT: the loop_stop of a run that failed unexpectedly (exit CODE):
+# its state is the last checkpoint, which the journal's stop names (STATE_ON_DISK); nothing
+# when there is no state or journal yet, or the loop directory is not the runner's to write.
+stop_record_failure() {
+  [[ -n $STATE_ON_DISK && -n $EV_FILE ]] && loop_dir_whole || return 0
+  stop_record "${STATE_ON_DISK%% *}" "${STATE_ON_DISK#* }" "$1" error "$2"
+}
+
+# on_exit (the EXIT trap): the last resort of a run that ends without its footer. bash ends
+# the shell at once, running no ERR trap, on an error it raises while expanding a word (an
+# unbound variable, a bad array subscript): the footer is printed here and the stop journaled
+# as an internal failure, best effort (nothing here may fail, nor write where the runner
+# may not); the exit code is the shell's, or EXIT_FAILURE for a run that claimed success.
+# (An orbit_die that printed no footer ends here too, with its own exit code.)
+on_exit() {
+  local rc=$?
+  [[ $BASHPID == "$$" ]] && ((!FOOTER_DONE)) || return 0
+  trap - ERR
+  trap '' INT TERM HUP
+  set +eu
+  ((rc != 0)) || rc=$EXIT_FAILURE
+  orbit_log "internal error: the runner ended (exit $rc) without its footer (what it said last is above); a rerun resumes from the last checkpoint"
+  stop_record_failure "$rc" "the runner ended (exit $rc) without its footer"
+  { footer "$STATUS_CONTINUE" "internal error: the runner ended (exit $rc) without its footer; see runner.log, a rerun resumes from the last checkpoint" >&8; } 2>/dev/null ||
+    footer "$STATUS_CONTINUE" "internal error: the runner ended (exit $rc) without its footer; see runner.log, a rerun resumes from the last checkpoint"
+  exit "$rc"
+}
+
 # ---- signals: kill the agent's group, keep a resumable state, exit 128+n.
 on_signal() {
   local sig=$1 num=$2 text
@@ -24,7 +74,7 @@ on_signal() {
     S[LAST_STATUS]=$STATUS_CONTINUE
     S[STOP_REASON]=$REASON_SIGNAL
     save_state
-    orbit_event loop_stop "$CUR_ITER" status "$STATUS_CONTINUE" reason "$REASON_SIGNAL" exit_code "$((128 + num))" signal "$sig"
+    stop_record "$STATUS_CONTINUE" "$REASON_SIGNAL" "$((128 + num))" signal "$sig"
   fi
   lock_release
   footer "$STATUS_CONTINUE" "interrupted by SIG$sig; a rerun resumes at iteration ${S[NEXT_ITERATION]:-1}"
@@ -357,6 +407,7 @@ orbit_internal_error() {
     exit "$EXIT_STATE_CORRUPT"
   fi
   orbit_log "internal error: run-loop.sh line $1: '$2' failed (status $3)"
+  stop_record_failure "$EXIT_FAILURE" "run-loop.sh line $1 failed (status $3)"
   footer >&8 "$STATUS_CONTINUE" "internal error at run-loop.sh line $1; a rerun resumes from the last checkpoint"
   exit "$EXIT_FAILURE"
 }

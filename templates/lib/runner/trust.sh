@@ -205,8 +205,7 @@ trust_may_change() {
 # goal_drift, reward_hack, script_tamper; anything else is loop_tamper, git's files
 # git_tamper). Holds what it found either way.
 trust_check() {
-  local mode=$1 now line path ty why diffs bad='' bad_why='' pinned='' pinned_why=''
-  local -A before=() was=()
+  local mode=$1 now bad='' bad_why='' pinned='' pinned_why=''
   # An integrity gate's look (MODE gate) is a runner's look that does not take the user's
   # refs: they are taken by the look just before each run, and compared just after it.
   local refs=$mode
@@ -251,48 +250,14 @@ trust_check() {
   TRUST_GIT=$REPLY
   trust_loop_v
   now=$REPLY
+  # The loop directory itself removed, emptied or replaced (by a link, say): its listing is
+  # empty. The run stops here, before anything is written into it or through a link.
+  if [[ -z $now ]] || ! loop_dir_whole; then
+    trust_loop_lost "$mode"
+    return 1
+  fi
   if [[ $now != "$TRUST_LOOP" ]]; then
-    # Anything but a file or a directory, wherever it is, changed or not.
-    if [[ $'\n'$now == *$'\n'[!fd]' '* ]]; then
-      while IFS= read -r line; do
-        ty=${line%% *}
-        path=${line#* * * * * }
-        why=$(orbit_file_kind "$LOOP_DIR/$path")
-        [[ $ty == X ]] && why='a name with a newline'
-        trust_note "$path" "$why"
-      done < <(grep -av '^[fd] ' <<<"$now" || true)
-    fi
-    # Then only the lines that differ: a path on both sides changed, one only before was
-    # removed, one only now was created. The listings are in the file system's order: a
-    # line on both sides as it was (an entry the file system now gives in another place) is
-    # no change.
-    diffs=$(diff -- <(printf '%s\n' "$TRUST_LOOP") <(printf '%s\n' "$now") || true)
-    while IFS= read -r line; do
-      if [[ $line == '< '* ]]; then
-        before[${line#< * * * * * }]=1
-        was[${line#< }]=1
-      fi
-    done <<<"$diffs"
-    while IFS= read -r line; do
-      [[ $line == '> '* ]] || continue
-      path=${line#> * * * * * }
-      if [[ -n ${was[${line#> }]-} ]]; then
-        unset 'before[$path]'
-        continue
-      fi
-      if [[ $line == '> '[fd]' '* ]] && ! trust_may_change "$mode" "$path"; then
-        if [[ -n ${before[$path]-} ]]; then why=changed; else why=created; fi
-        trust_note "$path" "$why"
-      fi
-      unset 'before[$path]'
-    done <<<"$diffs"
-    while IFS= read -r line; do
-      [[ $line == '< '* ]] || continue
-      path=${line#< * * * * * }
-      if [[ -n ${before[$path]-} ]] && ! trust_may_change "$mode" "$path"; then
-        trust_note "$path" removed
-      fi
-    done <<<"$diffs"
+    trust_loop_changes "$mode" "$now"
   fi
   TRUST_LOOP=$now
   if [[ -n $pinned ]]; then
@@ -314,6 +279,100 @@ trust_check() {
   fi
   TRUST_ITER=$CUR_ITER
   return 0
+}
+
+# trust_loop_changes MODE NOW (trust_check's): what differs between the listing the runner
+# holds and NOW, each change not MODE's to make named through trust_note (into trust_check's
+# pinned and bad).
+trust_loop_changes() {
+  local mode=$1 now=$2 line key path ty why diffs
+  local -A before=() was=()
+  # Anything but a file or a directory, wherever it is, changed or not.
+  if [[ $'\n'$now == *$'\n'[!fd]' '* ]]; then
+    while IFS= read -r line; do
+      ty=${line%% *}
+      path=${line#* * * * * }
+      why=$(orbit_file_kind "$LOOP_DIR/$path")
+      [[ $ty == X ]] && why='a name with a newline'
+      trust_note "$path" "$why"
+    done < <(grep -av '^[fd] ' <<<"$now" || true)
+  fi
+  # Then only the lines that differ: a path on both sides changed, one only before was
+  # removed, one only now was created. The listings are in the file system's order: a
+  # line on both sides as it was (an entry the file system now gives in another place) is
+  # no change.
+  diffs=$(diff -- <(printf '%s\n' "$TRUST_LOOP") <(printf '%s\n' "$now") || true)
+  # (A key is never empty: bash ends the shell at once on an empty subscript.)
+  while IFS= read -r line; do
+    [[ $line == '< '* ]] || continue
+    key=${line#< } path=${line#< * * * * * }
+    [[ -n $key && -n $path ]] || continue
+    before[$path]=1
+    was[$key]=1
+  done <<<"$diffs"
+  while IFS= read -r line; do
+    [[ $line == '> '* ]] || continue
+    key=${line#> } path=${line#> * * * * * }
+    [[ -n $key && -n $path ]] || continue
+    if [[ -n ${was[$key]-} ]]; then
+      unset 'before[$path]'
+      continue
+    fi
+    if [[ $line == '> '[fd]' '* ]] && ! trust_may_change "$mode" "$path"; then
+      if [[ -n ${before[$path]-} ]]; then why=changed; else why=created; fi
+      trust_note "$path" "$why"
+    fi
+    unset 'before[$path]'
+  done <<<"$diffs"
+  while IFS= read -r line; do
+    [[ $line == '< '* ]] || continue
+    path=${line#< * * * * * }
+    [[ -n $path ]] || continue
+    if [[ -n ${before[$path]-} ]] && ! trust_may_change "$mode" "$path"; then
+      trust_note "$path" removed
+    fi
+  done <<<"$diffs"
+}
+
+# loop_dir_whole: the loop directory is still a directory of its own (not gone, not a link):
+# the runner may write into it.
+loop_dir_whole() {
+  [[ -d $LOOP_DIR && ! -L $LOOP_DIR ]]
+}
+
+# trust_loop_lost MODE (trust_check's): the loop directory was removed, emptied or replaced
+# since the runner last looked (loop_tamper, contract 7). An emptied directory is still the
+# runner's: the stop is recorded there as any other (ABORTED, exit 3). One that is gone or a
+# link records nothing (nothing is recreated, nothing written through a link, runner.log
+# included): the one footer says what happened and the run exits 3. In a subshell, the
+# caller stops (TRUST_BAD).
+trust_loop_lost() {
+  local what target
+  if [[ -L $LOOP_DIR ]]; then
+    target=$(readlink -- "$LOOP_DIR" 2>/dev/null) || target='?'
+    what="replaced by a symlink to ${target//[[:cntrl:]]/?}"
+  elif [[ ! -e $LOOP_DIR ]]; then
+    what=removed
+  elif [[ ! -d $LOOP_DIR ]]; then
+    what="replaced by $(orbit_file_kind "$LOOP_DIR")"
+  elif [[ ! -r $LOOP_DIR || ! -x $LOOP_DIR ]]; then
+    what='made unreadable'
+  else
+    what=emptied
+  fi
+  TRUST_REASON=$REASON_LOOP_TAMPER TRUST_BAD=$LOOP_DIR TRUST_WANT='the loop directory as the runner left it' TRUST_HAVE=$what
+  [[ $BASHPID == "$$" ]] || return 0
+  if [[ $what == emptied && -w $LOOP_DIR ]]; then
+    pin_finding "$LOOP_DIR" "$TRUST_WANT" "$what"
+    orbit_event integrity_fail "$CUR_ITER" when "after a run ($1)" code "$REASON_LOOP_TAMPER" file "$LOOP_DIR" expected "$TRUST_WANT" actual "$what"
+    orbit_log "integrity: the loop directory $LOOP_DIR was $what (loop_tamper)"
+    finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "$REASON_LOOP_TAMPER" "the loop directory was $what during the run; review what is left, restore it from a copy (or orbit init the loop again), then orbit recover" >&8
+  fi
+  orbit_log_to ''
+  orbit_log "integrity: the loop directory $LOOP_DIR was $what during the run (loop_tamper): nothing can be recorded in it; the run stops (exit $EXIT_INTEGRITY)"
+  sweep_env "ORBIT_OWNER=$LOOP_DIR" wait
+  footer "$STATUS_CONTINUE" "ABORTED (loop_tamper): the loop directory was $what; nothing could be recorded in it: restore it from a copy or orbit init the loop again" >&8
+  exit "$EXIT_INTEGRITY"
 }
 
 # trust_note PATH WHY (trust_check's): the first change to a pinned loop file, else the first

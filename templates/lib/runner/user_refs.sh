@@ -54,10 +54,12 @@ userrefs_check() {
   fi
   local -A refs_was=() refs_now=()
   while IFS= read -r line; do
-    [[ -n $line ]] && refs_was[${line#* }]=${line%% *}
+    ref=${line#* }
+    [[ -n $ref ]] && refs_was[$ref]=${line%% *}
   done <<<"$USERREFS"
   while IFS= read -r line; do
-    [[ -n $line ]] && refs_now[${line#* }]=${line%% *}
+    ref=${line#* }
+    [[ -n $ref ]] && refs_now[$ref]=${line%% *}
   done <<<"$now"
   USERREFS=$now
   for ref in "${!refs_was[@]}" "${!refs_now[@]}"; do

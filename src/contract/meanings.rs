@@ -237,7 +237,9 @@ impl EventName {
             EventName::Recovery => {
                 "`orbit recover` or recover.sh repaired the loop: `by`, `flags`, `repairs`, `next_iteration`, `status`, `reason`, `gen`, `backup`."
             }
-            EventName::LoopStop => "The run stopped: `status`, `reason`, `exit_code`. One per run.",
+            EventName::LoopStop => {
+                "The run stopped: `status`, `reason`, `exit_code`. At most one per run; on a stop recorded as an internal failure, `error` says what failed and `status`/`reason` are what state.env holds."
+            }
             EventName::WorkspaceCreated => "The workspace was made: `path`, `branch`, `base`.",
             EventName::WorkspaceRecreated => {
                 "A missing workspace was made again: `path`, `branch`."

@@ -785,6 +785,8 @@ impl Audit<'_> {
                     EventsWindow::str_field(e, "file").to_string(),
                     EventsWindow::str_field(e, "expected").to_string(),
                     EventsWindow::str_field(e, "actual").to_string(),
+                    EventsWindow::str_field(e, "when").to_string(),
+                    e.iteration,
                 )
             })
         });
@@ -794,7 +796,7 @@ impl Audit<'_> {
             .unwrap_or_else(|| cp.evidence(state_key::STOP_REASON));
         let file = fail.as_ref().map(|f| f.1.clone()).filter(|f| !f.is_empty());
         let seen = match &fail {
-            Some((_, _, want, have)) if !want.is_empty() || !have.is_empty() => {
+            Some((_, _, want, have, _, _)) if !want.is_empty() || !have.is_empty() => {
                 format!(" (expected {want}, found {have})")
             }
             _ => String::new(),
@@ -826,6 +828,25 @@ impl Audit<'_> {
                         "the loop stopped on git_tamper: {what} changed{seen}. Review `git -C {r} config --list --show-origin`, {r}/.git/hooks and {r}/.git/info (a hook, an alias, a filter or fsmonitor would run commands as you), undo what you did not make; then the fix accepts them as they are"
                     ),
                     self.recover("--repin"),
+                );
+            }
+            // The DONE gate found the change naming the holdout (its location, its variable,
+            // a hidden file): the lines are in the iteration's holdout-refs.txt.
+            StopReason::RewardHack
+                if fail
+                    .as_ref()
+                    .is_some_and(|f| f.4 == "holdout reference scan") =>
+            {
+                let n = fail.as_ref().map_or(0, |f| f.5);
+                let what = file.unwrap_or_else(|| "the change".into());
+                self.add(
+                    FindingClass::RewardHack,
+                    Severity::P0,
+                    evidence,
+                    format!(
+                        "the loop stopped on reward_hack: the change names the holdout in {what} (the lines: iterations/{n:06}/holdout-refs.txt): code that looks the hidden checks' answers up is a reward hack. Take that change out of the workspace (git restore it), then the fix goes on from the last iteration"
+                    ),
+                    self.recover(""),
                 );
             }
             StopReason::PermissionHijack if self.check_home(cp) => {}

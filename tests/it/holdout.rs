@@ -1017,5 +1017,25 @@ fn a_change_that_names_the_holdout_is_stopped_as_a_reward_hack() {
                 && e.value["file"].as_str().unwrap_or("").ends_with("add.sh")),
             "{what}: {fails:?}"
         );
+        // The audit says what stopped it and where the lines are, not "the pins hold".
+        let audit = repo.orbit(&["audit", "--json", &dir.display().to_string()]);
+        assert_code(&audit, 3, &format!("{what}: audit"));
+        let v: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+        let f = &v["loops"][0]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["class"] == "REWARD_HACK")
+            .cloned()
+            .unwrap_or_else(|| panic!("{what}: {v}"));
+        let message = f["message"].as_str().unwrap();
+        assert_eq!(f["severity"], "P0", "{what}: {f}");
+        assert!(
+            message.contains("names the holdout")
+                && message.contains("add.sh")
+                && message.contains("iterations/000001/holdout-refs.txt")
+                && !message.contains("pins hold"),
+            "{what}: {message}"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! The library's layout: no two modules depend on each other, directly or through others (a
 //! circle makes every module in it change with the others): neither the top-level modules, nor
-//! the files inside one module's folder (`src/serve/http.rs` and `src/serve/live.rs`, say).
+//! the files inside one module's folder (`src/serve/http.rs` and `src/serve/live.rs`, say); and
+//! a module with files of its own is laid out one way, as `NAME/mod.rs` beside them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -214,6 +215,26 @@ fn no_module_has_an_import_circle_inside() {
         circles.is_empty(),
         "import circle inside a module (move what both use into a file that uses neither):\n{}",
         circles.join("\n")
+    );
+}
+
+#[test]
+fn a_module_with_files_of_its_own_is_a_folder_with_mod_rs() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut two_ways = Vec::new();
+    for entry in walkdir::WalkDir::new(&src) {
+        let entry = entry.unwrap();
+        if entry.file_type().is_dir() && entry.path() != src {
+            let beside = entry.path().with_extension("rs");
+            if beside.exists() {
+                two_ways.push(beside.strip_prefix(&src).unwrap().display().to_string());
+            }
+        }
+    }
+    two_ways.sort();
+    assert!(
+        two_ways.is_empty(),
+        "a module beside its folder (move it into the folder as mod.rs, with git mv): {two_ways:?}"
     );
 }
 

@@ -1,18 +1,14 @@
 //! The requests: who may ask (the `Host`, the token, for a POST the `Origin`), what they
-//! may ask for (a closed set of routes, loops by number), and the headers every answer
-//! carries (a strict Content-Security-Policy, `nosniff`, no caching, no framing).
+//! may ask for (a closed set of routes, loops by number), and the answer to each, with the
+//! headers every answer carries (`headers`).
 
 use std::io::Cursor;
 use std::net::IpAddr;
 
 use tiny_http::{Header, Method, Request, Response, StatusCode};
 
-use super::{App, live, overview, pages};
-
-/// The policy of every page: nothing but what the server itself sends; its one script is
-/// `/static/app.js`. Styles may be inline because the report's pictures colour their cells
-/// with `style` attributes (every value the server's own, from a closed set of colours).
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+use super::headers::safety_headers;
+use super::{App, frame, live, overview, pages};
 
 /// The page's script and style sheet, compiled in.
 const APP_JS: &str = include_str!("app.js");
@@ -132,19 +128,6 @@ fn hdr(name: &str, value: &str) -> Header {
     Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("a header the server writes")
 }
 
-/// The headers of every answer.
-pub fn safety_headers() -> Vec<(&'static str, &'static str)> {
-    vec![
-        ("Content-Security-Policy", CSP),
-        ("X-Content-Type-Options", "nosniff"),
-        ("X-Frame-Options", "DENY"),
-        // Not `no-referrer`: with it a browser sends `Origin: null` with a form's POST.
-        ("Referrer-Policy", "same-origin"),
-        ("Cache-Control", "no-store"),
-        ("Cross-Origin-Resource-Policy", "same-origin"),
-    ]
-}
-
 /// An answer with a body of `content_type`.
 pub fn answer(code: u16, content_type: &str, body: String) -> Response<Cursor<Vec<u8>>> {
     let mut r = Response::from_data(body.into_bytes()).with_status_code(StatusCode(code));
@@ -161,7 +144,7 @@ fn html(code: u16, body: String) -> Response<Cursor<Vec<u8>>> {
 
 /// A refusal page: what was wrong, and what to do.
 fn refusal(code: u16, why: &str) -> Response<Cursor<Vec<u8>>> {
-    html(code, pages::message_page(&format!("{code}"), why))
+    html(code, frame::message_page(&format!("{code}"), why))
 }
 
 /// The answer when too many requests are being served.
@@ -254,7 +237,7 @@ pub fn handle(app: &App, rq: Request) {
         },
         Route::Stop(n) | Route::Resume(n) => {
             pages::press(app, n, matches!(route, Route::Stop(_)));
-            let mut r = html(303, pages::message_page("done", "see the loop's page"));
+            let mut r = html(303, frame::message_page("done", "see the loop's page"));
             r.add_header(hdr("Location", &format!("/loop/{n}")));
             r
         }

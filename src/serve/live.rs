@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tiny_http::Request;
 
 use super::App;
+use super::headers::safety_headers;
 use super::text::{self, LineCut};
 use crate::logs::{Followed, Sanitizer};
 
@@ -34,7 +35,7 @@ fn open_stream(rq: Request) -> io::Result<Box<dyn Write + Send>> {
     let mut head = String::from(
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nConnection: close\r\n",
     );
-    for (k, v) in super::http::safety_headers() {
+    for (k, v) in safety_headers() {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("\r\n");

@@ -14,6 +14,8 @@
 //! strict Content-Security-Policy and load only the server's own script.
 
 mod fleet;
+mod frame;
+mod headers;
 mod http;
 mod live;
 mod overview;

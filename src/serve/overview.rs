@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{App, Loop};
+use super::{App, Loop, frame};
 use crate::audit::{LoopReport, audit_loop, spend_cell};
 use crate::report::{esc, next_step, verdict_colour};
 use crate::state::State;
@@ -265,7 +265,7 @@ fn html_of(app: &App, which: &[usize], rows: &[Row]) -> String {
 /// The overview's page.
 pub fn page(app: &App) -> String {
     let all: Vec<usize> = (0..app.loops.len()).collect();
-    let mut h = super::pages::head("orbit serve");
+    let mut h = frame::head("orbit serve");
     let _ = write!(
         h,
         "<h1>orbit serve <span class=\"count\">{} loop(s)</span></h1>\n<p class=\"live\" id=\"feed\" data-src=\"/events\">Live: this page updates by itself (<span id=\"updated\">as loaded</span>).</p>\n",
@@ -286,6 +286,6 @@ pub fn page(app: &App) -> String {
             app.fleet.rows_html()
         );
     }
-    h.push_str(super::pages::TAIL);
+    h.push_str(frame::TAIL);
     h
 }

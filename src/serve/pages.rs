@@ -8,6 +8,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use super::frame::{TAIL, head};
 use super::{App, text};
 use crate::report::{self, esc};
 
@@ -17,26 +18,6 @@ const DIFF_MAX: u64 = 1 << 20;
 const GIT_LIMIT: Duration = Duration::from_secs(20);
 /// How long the stop button waits for a live runner to save its state (as `orbit stop`).
 const STOP_WAIT: &str = "60s";
-
-/// A page's start: the style sheet and the script come from the server's own paths.
-pub fn head(title: &str) -> String {
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><link rel=\"stylesheet\" href=\"/static/style.css\"><script src=\"/static/app.js\" defer></script></head><body>\n",
-        esc(title)
-    )
-}
-
-pub const TAIL: &str = "</body></html>\n";
-
-/// A page that says one thing (a refusal, a missing page).
-pub fn message_page(title: &str, message: &str) -> String {
-    format!(
-        "{}<h1>{}</h1><p>{}</p><p><a href=\"/\">overview</a></p>{TAIL}",
-        head(&format!("orbit serve: {title}")),
-        esc(title),
-        esc(message)
-    )
-}
 
 /// The navigation line of a loop's pages.
 fn nav(app: &App, n: usize) -> String {

@@ -654,7 +654,7 @@ mod tests {
         for (key, _, _) in SETTING_MEANINGS {
             assert!(
                 SETTINGS.iter().any(|s| s.key == *key),
-                "SETTING_MEANINGS in src/reference.rs describes '{key}', which is not in contract::SETTINGS"
+                "SETTING_MEANINGS in src/reference/mod.rs describes '{key}', which is not in contract::SETTINGS"
             );
         }
         let root = command_tree();
@@ -662,7 +662,7 @@ mod tests {
         for s in SETTINGS {
             assert!(
                 meaning(init, s).is_some(),
-                "the setting '{}' has no meaning for docs/settings.md: add it to SETTING_MEANINGS in src/reference.rs (or give it an `orbit init` flag of its name, whose help is used)",
+                "the setting '{}' has no meaning for docs/settings.md: add it to SETTING_MEANINGS in src/reference/mod.rs (or give it an `orbit init` flag of its name, whose help is used)",
                 s.key
             );
         }

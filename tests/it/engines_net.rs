@@ -237,7 +237,17 @@ fn copilot_reaches_its_mock_through_the_proxy_and_never_the_canary() {
     };
     let evil = Server::start("evil");
     let l = canary_loop("copilot", &bin, &evil);
-    let script = file_tool_script(&l, &evil, "create", ("path", "file_text"), "bash");
+    let mut script = file_tool_script(&l, &evil, "create", ("path", "file_text"), "bash");
+    // copilot's `bash` tool hands a command still running after its `initial_wait` (30 s by
+    // default) to the background and answers with its shell's id, not its output: on a busy
+    // machine the checks can take that long, so the call asks it to wait for the command's
+    // end (bounded by the run's own timeout).
+    let checks = script
+        .iter_mut()
+        .find(|c| c.name == "bash")
+        .expect("the script runs the checks");
+    checks.args["mode"] = "sync".into();
+    checks.args["initial_wait"] = 600.into();
     let mock = Mock::start(chat_answer(script, "All done."));
     let out = run_with(&l, &copilot_env(&mock.url));
     let bodies = mock.bodies();

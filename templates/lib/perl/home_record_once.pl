@@ -1,0 +1,3 @@
+binmode STDOUT;
+my $in = do { local $/; <STDIN> };
+print home_record(defined $in ? $in : "");

@@ -1,4 +1,4 @@
-use strict; $| = 1;
+use strict; use warnings; $| = 1;
 $SIG{INT} = $SIG{TERM} = $SIG{HUP} = "IGNORE";
 eval { require Digest::SHA; 1 } or exit 3;
 binmode STDIN; binmode STDOUT; print "ready\n";

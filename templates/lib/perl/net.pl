@@ -1,6 +1,7 @@
 use strict;
 # No module at start: the bridge runs before the command, and the run waits for each
-# millisecond it loads. Linux socket numbers (the sandbox is Linux only).
+# millisecond it loads (warnings.pm too: the tests compile this with warnings in force,
+# perl -Mwarnings -c). Linux socket numbers (the sandbox is Linux only).
 sub AF_UNIX () { 1 } sub AF_INET () { 2 } sub SOCK_STREAM () { 1 } sub SOL_SOCKET () { 1 } sub SO_REUSEADDR () { 2 }
 sub sun { pack("S a108", AF_UNIX, $_[0]) }
 sub sin_lo { pack("S n C4 x8", AF_INET, $_[0], 127, 0, 0, 1) }

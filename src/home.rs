@@ -339,22 +339,15 @@ fn hex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// The perl subroutines of the runner's record (lib/home_record.sh's `HOME_PERL_SUBS`).
+/// The perl subroutines of the runner's record (templates/lib/perl/home_record.pl, which
+/// lib/home_record.sh holds as `HOME_PERL_SUBS`).
 fn record_subs() -> &'static str {
-    let t = crate::render::LIB_HOME_RECORD;
-    let start = t
-        .find("HOME_PERL_SUBS='")
-        .map(|i| i + "HOME_PERL_SUBS='".len());
-    let code = start.and_then(|s| t[s..].find("\n'\n").map(|e| &t[s..s + e]));
-    code.expect("lib/home_record.sh holds HOME_PERL_SUBS in single quotes")
+    crate::render::PERL_HOME_RECORD
 }
 
 /// The runner's record program: the spec lines on stdin, the record on stdout.
 fn home_program() -> String {
-    format!(
-        "{}\nbinmode STDOUT;\nmy $in = do {{ local $/; <STDIN> }};\nprint home_record(defined $in ? $in : \"\");\n",
-        record_subs()
-    )
+    format!("{}{}", record_subs(), crate::render::PERL_HOME_RECORD_ONCE)
 }
 
 /// What a JSON projection's change is. Input lines `KIND<TAB>PATH<TAB>ARG<TAB>RECORDED`;
@@ -547,11 +540,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_runners_program_is_found_in_its_part() {
+    fn the_runners_program_is_the_one_its_part_holds() {
         let subs = record_subs();
         assert!(subs.contains("sub home_record"), "{subs}");
         assert!(subs.contains("sub claude_proj"), "{subs}");
-        assert!(!subs.contains("HOME_PERL_SUBS"), "{subs}");
+        let part = crate::render::LIB_HOME_RECORD;
+        assert!(
+            part.contains("HOME_PERL_SUBS='\n@perl:home_record.pl@\n'"),
+            "{part}"
+        );
+        assert!(part.contains("@perl:home_record_once.pl@"), "{part}");
     }
 
     #[test]

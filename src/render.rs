@@ -117,6 +117,89 @@ pub const LIB_RECOVER_PLAN: &str = include_str!("../templates/lib/recover/plan.s
 pub const LIB_RECOVER: &str = include_str!("../templates/lib/recover.sh");
 pub const LIB_NOTIFY: &str = include_str!("../templates/lib/notify.sh");
 
+/// The perl programs the bash parts run, one file each under templates/lib/perl/ (so that
+/// `perl -c` and the tests read them as perl): a part names one with the marker
+/// `@perl:NAME@` inside a single-quoted bash string, and [`place_perl`] puts the program
+/// there when the script is rendered. A marker is valid bash as it stands, so shellcheck
+/// reads the part as a file.
+pub const PERL_NET: &str = include_str!("../templates/lib/perl/net.pl");
+pub const PERL_HOME_RECORD: &str = include_str!("../templates/lib/perl/home_record.pl");
+pub const PERL_HOME_RECORD_ONCE: &str = include_str!("../templates/lib/perl/home_record_once.pl");
+pub const PERL_HASHER: &str = include_str!("../templates/lib/perl/hasher.pl");
+pub const PERL_REAPER: &str = include_str!("../templates/lib/perl/reaper.pl");
+
+/// Every perl program by its file name under templates/lib/perl/: what it is, for the tests.
+/// net.pl: the sandbox's network proxy and bridge (lib/sandbox-net.sh `NET_PL`);
+/// home_record.pl: the subroutines of the record of the held files (lib/home_record.sh
+/// `HOME_PERL_SUBS`, also run by orbit audit and recover); home_record_once.pl: that record
+/// computed once, spec lines on stdin (`HOME_PERL`); hasher.pl: the resident hashing
+/// coprocess (lib/common.sh `orbit_hasher_start`); reaper.pl: the runner's child-subreaper
+/// exec (lib/runner/reaper.sh `REAPER_PL`).
+pub const PERL_PROGRAMS: &[(&str, &str)] = &[
+    ("net.pl", PERL_NET),
+    ("home_record.pl", PERL_HOME_RECORD),
+    ("home_record_once.pl", PERL_HOME_RECORD_ONCE),
+    ("hasher.pl", PERL_HASHER),
+    ("reaper.pl", PERL_REAPER),
+];
+
+/// The marker a static part holds where a perl program goes.
+const PERL_MARKER: &str = "@perl:";
+
+/// `part` as a script holds it: every `@perl:NAME@` replaced by the program NAME of
+/// [`PERL_PROGRAMS`], its last newline left out and every line after the first indented as
+/// the marker's line is, so that the program reads in the script as it did when it was
+/// written there. Panics on a program that is not registered or that holds a single quote
+/// (it cannot be placed in a single-quoted bash string): the templates compiled into orbit
+/// are broken, which the tests see.
+pub fn place_perl(part: &str) -> std::borrow::Cow<'_, str> {
+    place_perl_from(part, PERL_PROGRAMS)
+}
+
+fn place_perl_from<'a>(part: &'a str, programs: &[(&str, &str)]) -> std::borrow::Cow<'a, str> {
+    if !part.contains(PERL_MARKER) {
+        return std::borrow::Cow::Borrowed(part);
+    }
+    let mut out = String::with_capacity(part.len() + 16 * 1024);
+    let mut rest = part;
+    while let Some(at) = rest.find(PERL_MARKER) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + PERL_MARKER.len()..];
+        let end = after.find('@').unwrap_or_else(|| {
+            panic!("a static part holds {PERL_MARKER} without its closing @: the templates compiled into orbit are broken")
+        });
+        let name = &after[..end];
+        let text = programs
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| *t)
+            .unwrap_or_else(|| {
+                panic!("a static part names the perl program {name}, which is not in PERL_PROGRAMS: the templates compiled into orbit are broken")
+            });
+        assert!(
+            !text.contains('\''),
+            "templates/lib/perl/{name} holds a single quote ('), and the program is placed in a single-quoted bash string: the templates compiled into orbit are broken; write the quote another way (q{{}}, \\x27, a double-quoted string)"
+        );
+        let body = text.strip_suffix('\n').unwrap_or_else(|| {
+            panic!("templates/lib/perl/{name} does not end with a newline: the templates compiled into orbit are broken")
+        });
+        let line = &out[out.rfind('\n').map_or(0, |i| i + 1)..];
+        let indent = line[..line.len() - line.trim_start_matches([' ', '\t']).len()].to_string();
+        for (i, l) in body.split('\n').enumerate() {
+            if i > 0 {
+                out.push('\n');
+                if !l.is_empty() {
+                    out.push_str(&indent);
+                }
+            }
+            out.push_str(l);
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Every static part by its path under templates/, for the tests and the reference.
 pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/common.sh", LIB_COMMON),
@@ -725,7 +808,7 @@ pub fn environment() -> Environment<'static> {
 }
 
 /// Renders one file of the table: the template, then (for scripts) the contract's prelude
-/// and the static parts, verbatim.
+/// and the static parts, verbatim but for the perl programs they name ([`place_perl`]).
 pub fn render_file(env: &Environment<'_>, file: &LoopFile, view: &View) -> Result<String> {
     let tmpl = env
         .get_template(file.template)
@@ -745,7 +828,7 @@ pub fn render_file(env: &Environment<'_>, file: &LoopFile, view: &View) -> Resul
             out.push('\n');
         }
         out.push('\n');
-        out.push_str(part);
+        out.push_str(&place_perl(part));
     }
     Ok(out)
 }
@@ -839,6 +922,70 @@ mod tests {
             );
         }
         assert_eq!(files, STATIC_PARTS.len(), "a registered part has no file");
+    }
+
+    #[test]
+    fn every_perl_program_is_registered_and_placed_by_some_part() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/lib/perl");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        let mut registered: Vec<String> =
+            PERL_PROGRAMS.iter().map(|(n, _)| n.to_string()).collect();
+        registered.sort();
+        assert_eq!(files, registered, "templates/lib/perl/ and PERL_PROGRAMS");
+        for (name, text) in PERL_PROGRAMS {
+            let marker = format!("{PERL_MARKER}{name}@");
+            let holders: Vec<&str> = STATIC_PARTS
+                .iter()
+                .filter(|(_, part)| part.contains(&marker))
+                .map(|(n, _)| *n)
+                .collect();
+            assert_eq!(holders.len(), 1, "{name} is placed by {holders:?}");
+            let (_, part) = STATIC_PARTS.iter().find(|(n, _)| *n == holders[0]).unwrap();
+            let placed = place_perl(part);
+            assert!(!placed.contains(PERL_MARKER), "{}", holders[0]);
+            // Every line of the program is in the part as placed.
+            for line in text.lines() {
+                assert!(placed.contains(line), "{name}: {line}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_part_without_perl_is_placed_as_it_is() {
+        assert!(matches!(
+            place_perl(LIB_STATE),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn a_program_is_placed_with_its_markers_indentation_and_without_its_last_newline() {
+        let programs = [("p.pl", "use strict;\n\nprint 1;\n")];
+        assert_eq!(
+            place_perl_from("A='\n@perl:p.pl@\n'\n", &programs),
+            "A='\nuse strict;\n\nprint 1;\n'\n"
+        );
+        assert_eq!(
+            place_perl_from("  exec perl -e '\n    @perl:p.pl@' x\n", &programs),
+            "  exec perl -e '\n    use strict;\n\n    print 1;' x\n"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "templates/lib/perl/q.pl holds a single quote")]
+    fn a_program_with_a_single_quote_is_refused() {
+        let programs = [("q.pl", "print 'x';\n")];
+        let _ = place_perl_from("A='@perl:q.pl@'\n", &programs);
+    }
+
+    #[test]
+    #[should_panic(expected = "names the perl program nope.pl, which is not in PERL_PROGRAMS")]
+    fn a_program_that_is_not_registered_is_refused() {
+        let _ = place_perl("A='@perl:nope.pl@'\n");
     }
 
     #[test]

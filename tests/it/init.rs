@@ -33,7 +33,11 @@ fn summarise_static(mut text: String) -> String {
         "[static part the contract prelude, included verbatim]\n",
     );
     for (name, part) in orbit::render::STATIC_PARTS {
-        text = text.replace(part, &format!("[static part {name}, included verbatim]\n"));
+        let placed = orbit::render::place_perl(part);
+        text = text.replace(
+            &*placed,
+            &format!("[static part {name}, included verbatim]\n"),
+        );
     }
     text
 }
@@ -125,7 +129,7 @@ fn check_chosen_parts(repo: &Repo, dir: &Path, engine: &str, fanout: bool, sandb
             .iter()
             .find(|(n, _)| *n == name)
             .unwrap_or_else(|| panic!("{name} is not a static part"));
-        runner.contains(part)
+        runner.contains(&*orbit::render::place_perl(part))
     };
     for e in orbit::contract::Engine::ALL {
         let name = format!("lib/engines/{e}.sh");

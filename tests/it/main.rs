@@ -25,6 +25,7 @@ mod naming;
 mod net;
 mod ops;
 mod otlp;
+mod perl;
 mod projects;
 mod protect;
 mod recover;

@@ -384,7 +384,9 @@ pub fn write_prelude(dir: &Path) -> PathBuf {
 
 /// `bash -c` over the contract prelude and the named static parts of templates/lib (as a
 /// rendered script has them, in that order), then `body`; the caller adds the positional
-/// arguments ($1, ...). The prelude is written into `work`.
+/// arguments ($1, ...). The prelude is written into `work`, and so is a part that runs a
+/// perl program (templates/lib/perl/), with the program placed as a rendered script holds
+/// it (under `work`/.placed-parts/); the others are sourced where they are.
 pub fn bash_with_parts(work: &Path, parts: &[&str], body: &str) -> Command {
     let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/lib");
     let mut script = format!(
@@ -392,10 +394,22 @@ pub fn bash_with_parts(work: &Path, parts: &[&str], body: &str) -> Command {
         write_prelude(work).display()
     );
     for part in parts {
-        script.push_str(&format!(
-            "source '{}'\n",
-            lib.join(format!("{part}.sh")).display()
-        ));
+        let rel = format!("lib/{part}.sh");
+        let (_, text) = orbit::render::STATIC_PARTS
+            .iter()
+            .find(|(n, _)| *n == rel)
+            .unwrap_or_else(|| panic!("{rel} is not a static part"));
+        let placed = orbit::render::place_perl(text);
+        let path = if placed == *text {
+            lib.join(format!("{part}.sh"))
+        } else {
+            let dir = work.join(".placed-parts");
+            fs::create_dir_all(&dir).unwrap();
+            let p = dir.join(format!("{}.sh", part.replace('/', "-")));
+            fs::write(&p, &*placed).unwrap();
+            p
+        };
+        script.push_str(&format!("source '{}'\n", path.display()));
     }
     script.push_str(body);
     let mut cmd = command("bash");

@@ -12,7 +12,7 @@
 # ---- process group and the mark are what is swept.
 
 # shellcheck disable=SC2016  # perl code, not shell
-REAPER_PL='$ENV{ORBIT_SUBREAPER} = 1 if syscall(shift(@ARGV) + 0, 36, 1, 0, 0, 0) == 0; exec {$ARGV[0]} @ARGV; exit 127;'
+REAPER_PL='@perl:reaper.pl@'
 
 # reaper_nr_v: REPLY, prctl's syscall number on this machine ("" where it is not known).
 reaper_nr_v() {

@@ -1,0 +1,370 @@
+//! The perl programs the scripts run (templates/lib/perl/, placed into the bash parts when a
+//! loop is rendered): each compiles under `use strict; use warnings` with nothing said, and
+//! each does on its own what the scripts rely on: the record of the held files, the resident
+//! hasher's answers, the subreaper exec, the network proxy's refusal.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use crate::support::command;
+
+/// Whether perl is here (skipped with a notice, required under ORBIT_REQUIRE_PERL=1).
+fn perl_here() -> bool {
+    let ok = command("perl")
+        .args(["-e", "1"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    crate::support::present_or_skipped(ok, "ORBIT_REQUIRE_PERL", "perl")
+}
+
+fn perl_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/lib/perl")
+}
+
+/// `perl -c` of the file `path` with strict and warnings in force: Err with what perl said
+/// (naming the file) when it does not compile or warns.
+fn perl_check(path: &Path) -> Result<(), String> {
+    let out = command("perl")
+        .args(["-Mstrict", "-Mwarnings", "-c"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() && said == format!("{} syntax OK\n", path.display()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: perl -Mstrict -Mwarnings -c says:\n{said}",
+            path.display()
+        ))
+    }
+}
+
+#[test]
+fn every_perl_program_compiles_with_strict_and_warnings_and_says_nothing() {
+    if !perl_here() {
+        return;
+    }
+    let mut checked = 0;
+    for (name, text) in orbit::render::PERL_PROGRAMS {
+        let path = perl_dir().join(name);
+        assert_eq!(&fs::read_to_string(&path).unwrap(), text, "{name}");
+        if let Err(e) = perl_check(&path) {
+            panic!("{e}");
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 5);
+}
+
+/// The check fails, naming the file, on a program that does not compile, on one whose only
+/// fault is a warning, and on one strict refuses.
+#[test]
+fn the_perl_check_fails_on_a_broken_program_and_on_a_warning() {
+    if !perl_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text, says) in [
+        ("broken.pl", "sub f { print 1;\n", "Missing right curly"),
+        (
+            "warns.pl",
+            "my $x = 1; my $x = 2;\n",
+            "masks earlier declaration",
+        ),
+        ("loose.pl", "$y = 1;\n", "Global symbol \"$y\""),
+    ] {
+        let p = dir.path().join(name);
+        fs::write(&p, text).unwrap();
+        let e = perl_check(&p).expect_err(name);
+        assert!(e.starts_with(&p.display().to_string()), "{e}");
+        assert!(e.contains(says), "{e}");
+    }
+    let fine = dir.path().join("fine.pl");
+    fs::write(&fine, "my $x = 1; print $x;\n").unwrap();
+    perl_check(&fine).unwrap();
+}
+
+/// The record program (home_record.pl, then home_record_once.pl, as `HOME_PERL` is) of a
+/// spec on stdin.
+fn record_of(specs: &str) -> String {
+    let program = format!(
+        "{}{}",
+        orbit::render::PERL_HOME_RECORD,
+        orbit::render::PERL_HOME_RECORD_ONCE
+    );
+    let mut child = command("perl")
+        .arg("-e")
+        .arg(program)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(specs.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn sha(data: &str) -> String {
+    orbit::fsx::sha256_hex(data.as_bytes())
+}
+
+/// A HOME of codex's config.toml, claude's settings and ~/.claude.json, and the spec lines
+/// that hold them.
+fn fixture_home(h: &Path) -> String {
+    fs::create_dir_all(h.join(".codex")).unwrap();
+    fs::write(
+        h.join(".codex/config.toml"),
+        "model = \"o3\"\napproval_policy = \"never\"\n[projects.\"/w\"]\ntrust_level = \"trusted\"\n[mcp_servers.x]\ncommand = \"evil\"\n  model = \"kept\"\n[notice]\nhide = true\n",
+    )
+    .unwrap();
+    fs::create_dir_all(h.join(".claude")).unwrap();
+    fs::write(
+        h.join(".claude/settings.json"),
+        "{\"model\": \"x\", \"permissions\": {\"allow\": [\"Bash(*)\"]}, \"hooks\": {}}",
+    )
+    .unwrap();
+    fs::write(
+        h.join(".claude.json"),
+        "{\"mcpServers\": {}, \"numStartups\": 3, \"projects\": {\"/w\": {\"allowedTools\": [\"Bash\"], \"history\": [1]}, \"/other\": {\"allowedTools\": [\"x\"]}}}",
+    )
+    .unwrap();
+    let h = h.display();
+    format!(
+        "toml\t{h}/.codex/config.toml\t\njson\t{h}/.claude/settings.json\tpermissions,hooks\njson-projects\t{h}/.claude.json\t/w/sub\nfile\t{h}/.claude/settings.json\t\nfile\t{h}/absent\t\n"
+    )
+}
+
+/// The record of a codex TOML and claude JSON fixture is what the record's rules give, worked
+/// out here independently: the TOML without the tables codex writes and the model it
+/// remembers, the JSON projections with keys sorted and empty values left out.
+#[test]
+fn the_record_program_on_its_own_gives_the_record_its_rules_say() {
+    if !perl_here() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let specs = fixture_home(home.path());
+    let h = home.path().display();
+    let settings = fs::read_to_string(home.path().join(".claude/settings.json")).unwrap();
+    let toml = sha("approval_policy = \"never\"\n[mcp_servers.x]\ncommand = \"evil\"\n");
+    let keys = sha("{\"permissions\":{\"allow\":[\"Bash(*)\"]}}");
+    let projects = sha("{\"projects\":{\"/w\":{\"allowedTools\":[\"Bash\"]}}}");
+    let mut want: String = specs.lines().map(|l| format!("#\t{l}\n")).collect();
+    want.push_str(&format!(
+        "toml:{toml}  {h}/.codex/config.toml\nkeys:{keys}  {h}/.claude/settings.json\nkeys:{projects}  {h}/.claude.json\n{}  {h}/.claude/settings.json\nabsent  {h}/absent\n",
+        sha(&settings)
+    ));
+    assert_eq!(record_of(&specs), want);
+}
+
+/// The same record through the bash part as a rendered script holds it (home_record_v, the
+/// program run once, with the resident hasher off and on).
+#[test]
+fn the_record_program_on_its_own_gives_what_the_runners_part_computes() {
+    if !perl_here() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let home = work.path().join("h");
+    let specs = fixture_home(&home);
+    let body = r#"
+specs=$(cat "$1")
+ORBIT_NO_HASHER=1 orbit_hasher_start
+home_record_v "$specs" || exit 3
+printf '%s\n' "$REPLY" >"$2"
+orbit_hasher_start
+orbit_hasher_home_v "$specs" || exit 4
+printf '%s\n' "$REPLY" >"$3"
+"#;
+    fs::write(work.path().join("specs"), &specs).unwrap();
+    let out = crate::support::bash_with_parts(work.path(), &["common", "home_record"], body)
+        .arg(work.path().join("specs"))
+        .arg(work.path().join("once"))
+        .arg(work.path().join("resident"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let own = record_of(&specs);
+    assert_eq!(fs::read_to_string(work.path().join("once")).unwrap(), own);
+    assert_eq!(
+        fs::read_to_string(work.path().join("resident")).unwrap(),
+        own
+    );
+}
+
+/// The resident hasher on its own: ready, then a string's hash, a file's, "-" for a file it
+/// cannot open, the record of held paths (its length, then the record without its last
+/// newline), and an end at a request it does not know, with nothing on stderr.
+#[test]
+fn the_hasher_answers_each_request_as_the_scripts_read_it() {
+    if !perl_here() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("f");
+    fs::write(&file, "file bytes\n").unwrap();
+    let specs = fixture_home(&work.path().join("h"));
+    let path = file.display().to_string();
+    let mut req = format!("S 3\nabcF {}\n{path}F 8\n/nonexis", path.len());
+    req.push_str(&format!("H {}\n{specs}", specs.len()));
+    req.push_str("X 1\nz");
+    let mut child = command("perl")
+        .arg("-e")
+        .arg(orbit::render::PERL_HASHER)
+        .arg(orbit::render::PERL_HOME_RECORD)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(req.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let record = record_of(&specs);
+    let record = record.trim_end_matches('\n');
+    let want = format!(
+        "ready\n{}\n{}\n-\n{}\n{record}",
+        sha("abc"),
+        sha("file bytes\n"),
+        record.len()
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+    assert_eq!(out.status.code(), Some(4), "a request it does not know");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+/// prctl's syscall number where the runner knows it (lib/runner/reaper.sh `reaper_nr_v`).
+fn prctl_nr() -> Option<&'static str> {
+    match std::env::consts::ARCH {
+        "x86_64" => Some("157"),
+        "aarch64" | "riscv64" => Some("167"),
+        _ => None,
+    }
+}
+
+/// The subreaper exec on its own: granted, the command runs with ORBIT_SUBREAPER=1 as the
+/// same process (its arguments intact); with a number that is not prctl's, it runs with
+/// ORBIT_SUBREAPER as it was; a command that cannot start ends it with 127 and nothing said.
+#[test]
+fn the_reaper_execs_the_command_marked_when_granted_and_silently_fails_with_127() {
+    if !perl_here() {
+        return;
+    }
+    let Some(nr) = prctl_nr() else {
+        eprintln!("notice: no prctl number known on this machine; skipping");
+        return;
+    };
+    let run = |nr: &str, cmd: &[&str]| {
+        command("perl")
+            .arg("-e")
+            .arg(orbit::render::PERL_REAPER)
+            .arg(nr)
+            .args(cmd)
+            .env("ORBIT_SUBREAPER", "0")
+            .output()
+            .unwrap()
+    };
+    let sh = [
+        "/bin/sh",
+        "-c",
+        "echo \"$ORBIT_SUBREAPER $0 $1\"",
+        "a b",
+        "c",
+    ];
+    let out = run(nr, &sh);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1 a b c\n");
+    assert!(out.status.success() && out.stderr.is_empty());
+    // getpid (39 on x86_64, 172 on aarch64) answers a pid, not 0: nothing granted.
+    let getpid = if nr == "157" { "39" } else { "172" };
+    let out = run(getpid, &sh);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0 a b c\n");
+    let out = run(nr, &["/nonexistent/orbit-no-such-command"]);
+    assert_eq!(out.status.code(), Some(127));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "nothing said");
+}
+
+/// The network proxy on its own: a CONNECT to a host off its allowlist is refused with 403
+/// and one line in its log (when, the run's label, the host and port), and it ends when its
+/// stdin (the launcher's pipe) closes, its log holding that line alone.
+#[test]
+fn the_proxy_refuses_a_host_off_its_allowlist_and_logs_only_that() {
+    if !perl_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("proxy.sock");
+    let log = dir.path().join("net.log");
+    let mut proxy = command("perl")
+        .arg("-e")
+        .arg(orbit::render::PERL_NET)
+        .args(["proxy"])
+        .arg(&sock)
+        .arg(&log)
+        .args(["3:agent", "api.example.com"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(
+            fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .unwrap(),
+        )
+        .spawn()
+        .unwrap();
+    // The socket appears (renamed into place) once the proxy listens.
+    let mut stream = None;
+    for _ in 0..200 {
+        if let Ok(s) = std::os::unix::net::UnixStream::connect(&sock) {
+            stream = Some(s);
+            break;
+        }
+        if proxy.try_wait().unwrap().is_some() {
+            panic!("the proxy ended: {}", fs::read_to_string(&log).unwrap());
+        }
+        std::thread::park_timeout(std::time::Duration::from_millis(25));
+    }
+    let mut s = stream.expect("the proxy listens");
+    s.write_all(b"CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{reply}");
+    assert!(
+        reply.contains("orbit init --allow-host evil.example:443"),
+        "{reply}"
+    );
+    drop(proxy.stdin.take());
+    let status = proxy.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let logged = fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = logged.lines().collect();
+    assert_eq!(lines.len(), 1, "{logged}");
+    let (when, rest) = lines[0].split_once(' ').unwrap();
+    assert!(when.parse::<u64>().is_ok(), "{logged}");
+    assert_eq!(rest, "3:agent refused evil.example:443");
+    assert!(!sock.exists(), "the proxy takes its socket away");
+}

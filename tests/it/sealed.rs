@@ -86,3 +86,26 @@ fn every_child_of_the_suite_is_made_sealed() {
         "make children with support::command(), not Command::new: {found:?}"
     );
 }
+
+#[test]
+fn a_bounded_command_that_overruns_names_what_its_children_in_other_groups_were_doing() {
+    // A runner starts its bounded runs in process groups of their own: when the command
+    // overruns, the failure lists them too, not only the command's own group.
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("child.pid");
+    let mut cmd = command("bash");
+    cmd.args([
+        "-c",
+        "setsid sleep 127.5 & echo $! > \"$1\"; wait",
+        "bash",
+        pid_file.to_str().unwrap(),
+    ]);
+    let err = crate::support::try_bounded(cmd, std::time::Duration::from_secs(2))
+        .expect_err("the command waits on its child for two minutes");
+    let child = std::fs::read_to_string(&pid_file).unwrap();
+    let _ = command("kill").arg(child.trim()).status();
+    assert!(
+        err.contains("sleep 127.5") && err.contains(child.trim()),
+        "{err}"
+    );
+}

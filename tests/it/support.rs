@@ -318,7 +318,7 @@ pub fn try_bounded(mut cmd: Command, limit: Duration) -> Result<Output, String> 
             let _ = exit_rx.recv_timeout(Duration::from_secs(10));
             let (out, err) = (join_bounded(&out_rx), join_bounded(&err_rx));
             return Err(format!(
-                "its process group then:\n{group}--- stdout\n{}\n--- stderr\n{}",
+                "its process group and their children then:\n{group}--- stdout\n{}\n--- stderr\n{}",
                 String::from_utf8_lossy(&out),
                 String::from_utf8_lossy(&err)
             ));
@@ -331,16 +331,40 @@ pub fn try_bounded(mut cmd: Command, limit: Duration) -> Result<Output, String> 
     })
 }
 
-/// The processes of group `pgid` (pid, parent, state, age, command line), as ps shows them.
+/// The processes of group `pgid` and every descendant of one (a bounded run the runner
+/// starts has a group of its own): group, pid, parent, state, what the kernel has it wait
+/// on, age and command line, as ps shows them.
 fn group_processes(pgid: u32) -> String {
     let out = command("ps")
-        .args(["-eo", "pgid=,pid=,ppid=,stat=,etime=,args="])
+        .args(["-eo", "pgid=,pid=,ppid=,stat=,wchan:24=,etime=,args="])
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
-    out.lines()
-        .filter(|l| l.split_whitespace().next() == Some(pgid.to_string().as_str()))
-        .map(|l| format!("{l}\n"))
+    let rows: Vec<(Vec<&str>, &str)> = out
+        .lines()
+        .map(|l| (l.split_whitespace().take(3).collect::<Vec<&str>>(), l))
+        .filter(|(f, _)| f.len() == 3)
+        .collect();
+    let target = pgid.to_string();
+    let mut pids: std::collections::BTreeSet<&str> = rows
+        .iter()
+        .filter(|(f, _)| f[0] == target)
+        .map(|(f, _)| f[1])
+        .collect();
+    loop {
+        let more: Vec<&str> = rows
+            .iter()
+            .filter(|(f, _)| pids.contains(f[2]) && !pids.contains(f[1]))
+            .map(|(f, _)| f[1])
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        pids.extend(more);
+    }
+    rows.iter()
+        .filter(|(f, _)| pids.contains(f[1]))
+        .map(|(_, l)| format!("{l}\n"))
         .collect()
 }
 

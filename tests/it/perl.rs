@@ -335,9 +335,10 @@ fn the_proxy_refuses_a_host_off_its_allowlist_and_logs_only_that() {
         )
         .spawn()
         .unwrap();
-    // The socket appears (renamed into place) once the proxy listens.
+    // The socket appears (renamed into place) once the proxy listens: looked for every
+    // 25 ms, for a minute at most (a safety net for a busy machine, not a measure).
     let mut stream = None;
-    for _ in 0..200 {
+    for _ in 0..2400 {
         if let Ok(s) = std::os::unix::net::UnixStream::connect(&sock) {
             stream = Some(s);
             break;

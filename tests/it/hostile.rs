@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::support::{Repo, command, orbit_bin, read_kv, sealed_home, text, try_bounded};
+use crate::support::{
+    Repo, command, one_footer, orbit_bin, read_kv, sealed_home, text, try_bounded,
+};
 
 // ---- the scenario's harness
 
@@ -599,28 +601,6 @@ echo '# Goal: nothing' > "$L/.pins/goal.md""#,
 }
 
 // ---- the loop directory itself removed, emptied or replaced by a link (contract 4, 7)
-
-/// The one footer a run printed (its status and summary); fails unless there is exactly one
-/// status line and one summary line.
-fn one_footer(out: &Output) -> (String, String) {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let status: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("NEXUS_LOOP_STATUS: "))
-        .collect();
-    let summary: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("NEXUS_LOOP_SUMMARY: "))
-        .collect();
-    assert!(
-        status.len() == 1 && summary.len() == 1,
-        "expected exactly one footer, found {} status and {} summary line(s)\n{}",
-        status.len(),
-        summary.len(),
-        text(out)
-    );
-    (status[0].to_string(), summary[0].to_string())
-}
 
 /// A sha256 of every file under `dir` (its path, type and content), to prove nothing changed
 /// there: the same listing the attacking agent took right after it made the copy.

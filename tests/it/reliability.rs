@@ -329,28 +329,6 @@ fn audit_after_each_fault_point_says_resumable_and_clean_after_the_rerun() {
 
 // ---- the footer and the recorded stop, however the run ends
 
-/// The one footer a run printed (its status and summary); fails unless there is exactly one
-/// status line and one summary line.
-fn one_footer(out: &Output) -> (String, String) {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let status: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("NEXUS_LOOP_STATUS: "))
-        .collect();
-    let summary: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("NEXUS_LOOP_SUMMARY: "))
-        .collect();
-    assert!(
-        status.len() == 1 && summary.len() == 1,
-        "expected exactly one footer, found {} status and {} summary line(s)\n{}",
-        status.len(),
-        summary.len(),
-        text(out)
-    );
-    (status[0].to_string(), summary[0].to_string())
-}
-
 /// Replaces the loop's run-loop.sh with `text` and its line of pins.sha256 to match, so that
 /// the runner starts it as its own.
 fn repin_runner(dir: &Path, text: &str) {

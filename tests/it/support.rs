@@ -932,3 +932,25 @@ pub fn announce_records(dir: &Path) {
         *lines = out;
     });
 }
+
+/// The one footer a run printed (its status and summary); fails unless there is exactly one
+/// status line and one summary line.
+pub fn one_footer(out: &Output) -> (String, String) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let status: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("NEXUS_LOOP_STATUS: "))
+        .collect();
+    let summary: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("NEXUS_LOOP_SUMMARY: "))
+        .collect();
+    assert!(
+        status.len() == 1 && summary.len() == 1,
+        "expected exactly one footer, found {} status and {} summary line(s)\n{}",
+        status.len(),
+        summary.len(),
+        text(out)
+    );
+    (status[0].to_string(), summary[0].to_string())
+}

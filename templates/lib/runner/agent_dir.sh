@@ -4,11 +4,11 @@
 # ---- are read back, and at most a bounded size.
 AGENT_NOTES_MAX=1048576
 # With memory = "feedback" the folder holds no progress.md and no notes.md: only the goal,
-# verify.sh, the prompt and the last failure's feedback (an agent's notes are still kept in
+# verify.sh (and lib.sh, which it loads), the prompt and the last failure's feedback (an agent's notes are still kept in
 # the loop directory, never given back).
 agent_dir_fill() {
   local prompt=$1 fb=$2 d
-  local -a files=("$LOOP_DIR/goal.md" "$LOOP_DIR/verify.sh")
+  local -a files=("$LOOP_DIR/goal.md" "$LOOP_DIR/verify.sh" "$LOOP_DIR/lib.sh")
   rm -rf -- "$AGENT_DIR"
   mkdir -- "$AGENT_DIR"
   if [[ ${prompt##*/} == prompt.md ]]; then

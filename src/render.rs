@@ -94,6 +94,7 @@ pub const LIB_RUNNER_COMMIT: &str = include_str!("../templates/lib/runner/commit
 pub const LIB_RUNNER_STALL: &str = include_str!("../templates/lib/runner/stall.sh");
 pub const LIB_RUNNER_ITERATION: &str = include_str!("../templates/lib/runner/iteration.sh");
 pub const LIB_RUNNER_STOP: &str = include_str!("../templates/lib/runner/stop.sh");
+pub const LIB_RUNNER_ENVELOPE: &str = include_str!("../templates/lib/runner/envelope.sh");
 pub const LIB_RUN_LOOP: &str = include_str!("../templates/lib/run-loop.sh");
 /// The fan-out, rendered into a loop of candidates > 1 only; a loop of one agent holds its
 /// stand-in.
@@ -256,6 +257,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/commit.sh", LIB_RUNNER_COMMIT),
     ("lib/runner/stall.sh", LIB_RUNNER_STALL),
     ("lib/runner/iteration.sh", LIB_RUNNER_ITERATION),
+    ("lib/runner/envelope.sh", LIB_RUNNER_ENVELOPE),
     ("lib/runner/stop.sh", LIB_RUNNER_STOP),
     ("lib/run-loop.sh", LIB_RUN_LOOP),
     ("lib/counts.sh", LIB_COUNTS),
@@ -432,6 +434,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_RUNNER_COMMIT),
             Part::Always(LIB_RUNNER_STALL),
             Part::Always(LIB_RUNNER_ITERATION),
+            Part::Always(LIB_RUNNER_ENVELOPE),
             Part::Always(LIB_RUNNER_STOP),
             Part::Always(LIB_RUN_LOOP),
         ],

@@ -554,6 +554,7 @@ stop_for_verdict() {
         fanout_done_prune
       fi
       clean_checkout_remove
+      envelope_record "$CUR_ITER"
       if project_defaults_note_v "${R[SUMMARY]}"; then
         R[SUMMARY]=$REPLY
       fi

@@ -340,9 +340,18 @@ fn hex(s: &str) -> Option<Vec<u8>> {
 }
 
 /// The perl subroutines of the runner's record (templates/lib/perl/home_record.pl, which
-/// lib/home_record.sh holds as `HOME_PERL_SUBS`).
-fn record_subs() -> &'static str {
-    crate::render::PERL_HOME_RECORD
+/// lib/home_record.sh holds as `HOME_PERL_SUBS`), then every engine's reader of its own
+/// kinds (a loop's scripts hold their engine's alone; a record read here may be any
+/// engine's): the same files the scripts hold.
+fn record_subs() -> String {
+    [
+        crate::render::PERL_HOME_RECORD,
+        crate::render::PERL_HOME_JSON,
+        crate::render::PERL_HOME_CLAUDE,
+        crate::render::PERL_HOME_CODEX,
+        crate::render::PERL_HOME_COPILOT,
+    ]
+    .concat()
 }
 
 /// The runner's record program: the spec lines on stdin, the record on stdout.
@@ -543,13 +552,35 @@ mod tests {
     fn the_runners_program_is_the_one_its_part_holds() {
         let subs = record_subs();
         assert!(subs.contains("sub home_record"), "{subs}");
-        assert!(subs.contains("sub claude_proj"), "{subs}");
+        for kind in ["json-projects", "toml", "json"] {
+            assert!(
+                subs.contains(&format!("home_reader(\"{kind}\", ")),
+                "{kind}: {subs}"
+            );
+        }
         let part = crate::render::LIB_HOME_RECORD;
         assert!(
-            part.contains("HOME_PERL_SUBS='\n@perl:home_record.pl@\n'"),
+            part.contains("HOME_PERL_SUBS='\n@perl:home_record.pl@\n'${HOME_PERL_ENGINE-}"),
             "{part}"
         );
         assert!(part.contains("@perl:home_record_once.pl@"), "{part}");
+        // Each engine's part places its reader as orbit reads it.
+        for (engine, readers) in [
+            (
+                crate::render::LIB_ENGINE_CLAUDE,
+                "@perl:home_json.pl@\n@perl:home_claude.pl@",
+            ),
+            (crate::render::LIB_ENGINE_CODEX, "@perl:home_codex.pl@"),
+            (
+                crate::render::LIB_ENGINE_COPILOT,
+                "@perl:home_json.pl@\n@perl:home_copilot.pl@",
+            ),
+        ] {
+            assert!(
+                engine.contains(&format!("HOME_PERL_ENGINE='\n{readers}\n'")),
+                "{engine}"
+            );
+        }
     }
 
     #[test]

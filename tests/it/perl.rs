@@ -57,7 +57,8 @@ fn every_perl_program_compiles_with_strict_and_warnings_and_says_nothing() {
         }
         checked += 1;
     }
-    assert_eq!(checked, 5);
+    assert_eq!(checked, orbit::render::PERL_PROGRAMS.len());
+    assert!(checked >= 9, "{checked} programs");
 }
 
 /// The check fails, naming the file, on a program that does not compile, on one whose only
@@ -88,35 +89,47 @@ fn the_perl_check_fails_on_a_broken_program_and_on_a_warning() {
     perl_check(&fine).unwrap();
 }
 
-/// The record program (home_record.pl, then home_record_once.pl, as `HOME_PERL` is) of a
-/// spec on stdin.
-fn record_of(specs: &str) -> String {
-    let program = format!(
-        "{}{}",
+/// The shared subroutines of the record (home_record.pl), then every engine's reader, as
+/// orbit audit and recover hold them.
+fn all_readers() -> String {
+    [
         orbit::render::PERL_HOME_RECORD,
-        orbit::render::PERL_HOME_RECORD_ONCE
-    );
-    let mut child = command("perl")
-        .arg("-e")
-        .arg(program)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(specs.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        orbit::render::PERL_HOME_JSON,
+        orbit::render::PERL_HOME_CLAUDE,
+        orbit::render::PERL_HOME_CODEX,
+        orbit::render::PERL_HOME_COPILOT,
+    ]
+    .concat()
+}
+
+/// The record program `subs` then home_record_once.pl (as `HOME_PERL` is) of a spec on
+/// stdin, bounded (a read that blocks fails the test, naming it).
+fn record_with(subs: &str, specs: &str) -> String {
+    let work = tempfile::tempdir().unwrap();
+    let input = work.path().join("specs");
+    fs::write(&input, specs).unwrap();
+    let prog = work.path().join("record.pl");
+    fs::write(
+        &prog,
+        format!("{subs}{}", orbit::render::PERL_HOME_RECORD_ONCE),
+    )
+    .unwrap();
+    let mut cmd = command("bash");
+    cmd.args(["-c", "exec perl \"$1\" <\"$2\"", "record"])
+        .arg(&prog)
+        .arg(&input);
+    let out = crate::support::run_bounded(cmd, std::time::Duration::from_secs(60));
     assert!(
         out.status.success() && out.stderr.is_empty(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// The record of a spec with every engine's reader.
+fn record_of(specs: &str) -> String {
+    record_with(&all_readers(), specs)
 }
 
 fn sha(data: &str) -> String {
@@ -172,17 +185,78 @@ fn the_record_program_on_its_own_gives_the_record_its_rules_say() {
     assert_eq!(record_of(&specs), want);
 }
 
-/// The same record through the bash part as a rendered script holds it (home_record_v, the
-/// program run once, with the resident hasher off and on).
+/// The engines whose part places a reader, the kind it reads and the perl files it places
+/// after home_record.pl (each engine's part `HOME_PERL_ENGINE`).
+const READERS: &[(&str, &str, &[&str])] = &[
+    (
+        "claude",
+        "json-projects",
+        &["home_json.pl", "home_claude.pl"],
+    ),
+    ("codex", "toml", &["home_codex.pl"]),
+    ("copilot", "json", &["home_json.pl", "home_copilot.pl"]),
+];
+
+fn program(name: &str) -> &'static str {
+    orbit::render::PERL_PROGRAMS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("{name} is not a registered perl program"))
+        .1
+}
+
+/// Each engine's reader on its own (home_record.pl and the files its part places): of the
+/// fixture it gives the value every reader together gives for its kind, and for the other
+/// engines' kinds `unknown-kind` (it does not hold their readers).
 #[test]
-fn the_record_program_on_its_own_gives_what_the_runners_part_computes() {
+fn each_engines_reader_on_its_own_reads_its_kind_and_no_other() {
     if !perl_here() {
         return;
     }
-    let work = tempfile::tempdir().unwrap();
-    let home = work.path().join("h");
-    let specs = fixture_home(&home);
-    let body = r#"
+    let home = tempfile::tempdir().unwrap();
+    let specs = fixture_home(home.path());
+    let all = record_of(&specs);
+    for (engine, kind, files) in READERS {
+        let mut subs = orbit::render::PERL_HOME_RECORD.to_string();
+        for f in *files {
+            subs.push_str(program(f));
+        }
+        let header = all.lines().filter(|l| l.starts_with('#'));
+        let kinds: Vec<&str> = header
+            .clone()
+            .map(|l| l.split('\t').nth(1).unwrap())
+            .collect();
+        let values = all.lines().filter(|l| !l.starts_with('#'));
+        let mut want: String = header.map(|l| format!("{l}\n")).collect();
+        for (k, line) in kinds.iter().zip(values) {
+            if ["file", "dir", kind].contains(k) {
+                want.push_str(&format!("{line}\n"));
+            } else {
+                let (_, path) = line.split_once("  ").unwrap();
+                want.push_str(&format!("unknown-kind  {path}\n"));
+            }
+        }
+        assert_eq!(record_with(&subs, &specs), want, "{engine}'s reader");
+    }
+}
+
+/// The record through the bash parts of each engine's loop (lib/home_record.sh after the
+/// engine's part, home_record_v with the resident hasher off and on) is the record of every
+/// reader together: each engine's part places its reader.
+#[test]
+fn the_runners_part_of_each_engine_computes_what_its_reader_gives() {
+    if !perl_here() {
+        return;
+    }
+    for (engine, kind, _) in READERS {
+        let work = tempfile::tempdir().unwrap();
+        let home = work.path().join("h");
+        let specs: String = fixture_home(&home)
+            .lines()
+            .filter(|l| l.starts_with(&format!("{kind}\t")) || l.starts_with("file\t"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let body = r#"
 specs=$(cat "$1")
 ORBIT_NO_HASHER=1 orbit_hasher_start
 home_record_v "$specs" || exit 3
@@ -191,23 +265,132 @@ orbit_hasher_start
 orbit_hasher_home_v "$specs" || exit 4
 printf '%s\n' "$REPLY" >"$3"
 "#;
-    fs::write(work.path().join("specs"), &specs).unwrap();
-    let out = crate::support::bash_with_parts(work.path(), &["common", "home_record"], body)
-        .arg(work.path().join("specs"))
-        .arg(work.path().join("once"))
-        .arg(work.path().join("resident"))
+        fs::write(work.path().join("specs"), &specs).unwrap();
+        let part = format!("engines/{engine}");
+        let out =
+            crate::support::bash_with_parts(work.path(), &["common", &part, "home_record"], body)
+                .arg(work.path().join("specs"))
+                .arg(work.path().join("once"))
+                .arg(work.path().join("resident"))
+                .output()
+                .unwrap();
+        assert!(
+            out.status.success(),
+            "{engine}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let own = record_of(&specs);
+        assert!(own.contains(&format!("#\t{kind}\t")), "{own}");
+        let once = fs::read_to_string(work.path().join("once")).unwrap();
+        assert_eq!(once, own, "{engine}: the program run once");
+        let resident = fs::read_to_string(work.path().join("resident")).unwrap();
+        assert_eq!(resident, own, "{engine}: the resident hasher");
+    }
+}
+
+/// Every engine's loop reads every kind its engine holds (engine_home_held, as the runner's
+/// home_specs_v lists them): no held path of any engine is `unknown-kind` in its own loop.
+#[test]
+fn every_engines_loop_reads_every_kind_it_holds() {
+    if !perl_here() {
+        return;
+    }
+    for engine in orbit::contract::Engine::ALL {
+        let work = tempfile::tempdir().unwrap();
+        let home = work.path().join("h");
+        fs::create_dir_all(&home).unwrap();
+        let body = r#"
+HOME=$1 WS=/w ENV_FILE=
+home_specs_v
+specs=$REPLY
+home_record_v "$specs" || exit 3
+printf '%s' "$REPLY"
+"#;
+        let part = format!("engines/{engine}");
+        let out = crate::support::bash_with_parts(
+            work.path(),
+            &["common", &part, "home_record", "runner/home"],
+            body,
+        )
+        .arg(&home)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{engine}: {said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let held = said.lines().filter(|l| l.starts_with('#')).count();
+        if *engine != orbit::contract::Engine::Custom {
+            assert!(held > 0, "{engine}: {said}");
+        }
+        assert!(!said.contains("unknown-kind"), "{engine}: {said}");
+    }
+}
+
+/// What each reader makes of a file it cannot read as its kind: claude's and copilot's
+/// JSON that does not parse, is not an object or is not a regular file is `unparsable`
+/// (an empty file is an empty object; a JSONC file with comment lines is read); codex's
+/// TOML is hashed line by line as it stands (not parsed), and a path that is not a regular
+/// file is `other` at once: a FIFO there (a hostile agent's) does not hold the record.
+#[test]
+fn each_reader_says_what_a_malformed_file_is() {
+    if !perl_here() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let p = |n: &str| d.path().join(n).display().to_string();
+    fs::write(d.path().join("cut.json"), "{\"mcpServers\": {\"x\": ").unwrap();
+    fs::write(d.path().join("list.json"), "[1, 2]").unwrap();
+    fs::write(d.path().join("empty.json"), "").unwrap();
+    fs::create_dir(d.path().join("dir.json")).unwrap();
+    fs::write(
+        d.path().join("c.json"),
+        "// copilot writes comments\n{\"trusted_folders\": [\"/w\"], \"other\": 1}\n",
+    )
+    .unwrap();
+    fs::write(
+        d.path().join("bad.toml"),
+        "x = [\n[[[ broken\nmodel = \"m\"\n",
+    )
+    .unwrap();
+    fs::create_dir(d.path().join("dir.toml")).unwrap();
+    let fifo = d.path().join("fifo.toml");
+    let made = command("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let specs = format!(
+        "json-projects\t{}\t/w\njson\t{}\tk\njson-projects\t{}\t/w\njson-projects\t{}\t/w\njson\t{}\ttrusted_folders\ntoml\t{}\t\ntoml\t{}\t\ntoml\t{}\t\ntoml\t{}\t\n",
+        p("cut.json"),
+        p("list.json"),
+        p("empty.json"),
+        p("dir.json"),
+        p("c.json"),
+        p("bad.toml"),
+        p("dir.toml"),
+        p("fifo.toml"),
+        p("none.toml"),
     );
-    let own = record_of(&specs);
-    assert_eq!(fs::read_to_string(work.path().join("once")).unwrap(), own);
+    let record = record_of(&specs);
+    let values: Vec<&str> = record
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_once("  ").unwrap().0)
+        .collect();
     assert_eq!(
-        fs::read_to_string(work.path().join("resident")).unwrap(),
-        own
+        values,
+        [
+            "unparsable".to_string(),
+            "unparsable".to_string(),
+            format!("keys:{}", sha("{}")),
+            "unparsable".to_string(),
+            format!("keys:{}", sha("{\"trusted_folders\":[\"/w\"]}")),
+            format!("toml:{}", sha("x = [\n[[[ broken\n")),
+            "other".to_string(),
+            "other".to_string(),
+            "absent".to_string(),
+        ],
+        "{record}"
     );
 }
 
@@ -230,7 +413,7 @@ fn the_hasher_answers_each_request_as_the_scripts_read_it() {
     let mut child = command("perl")
         .arg("-e")
         .arg(orbit::render::PERL_HASHER)
-        .arg(orbit::render::PERL_HOME_RECORD)
+        .arg(all_readers())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -184,6 +184,15 @@ engine_home_held() {
   )
 }
 
+# HOME_PERL_ENGINE: the perl reader of claude's held files that are neither a file nor a
+# directory (`json-projects`: the JSON projection of ~/.claude.json), placed after the shared subroutines of the record (lib/home_record.sh
+# `HOME_PERL_SUBS`): a loop of claude holds no other engine's reader.
+# shellcheck disable=SC2016,SC2034  # perl code, not shell; read by lib/home_record.sh
+HOME_PERL_ENGINE='
+@perl:home_json.pl@
+@perl:home_claude.pl@
+'
+
 # engine_migrate_note: what a loop of claude written under contract 1.0 is told besides
 # `orbit recover --migrate`: nothing.
 engine_migrate_note() { :; }

@@ -129,6 +129,7 @@ pub const PERL_HOME_JSON: &str = include_str!("../templates/lib/perl/home_json.p
 pub const PERL_HOME_CLAUDE: &str = include_str!("../templates/lib/perl/home_claude.pl");
 pub const PERL_HOME_CODEX: &str = include_str!("../templates/lib/perl/home_codex.pl");
 pub const PERL_HOME_COPILOT: &str = include_str!("../templates/lib/perl/home_copilot.pl");
+pub const PERL_HOME_EXPLAIN: &str = include_str!("../templates/lib/perl/home_explain.pl");
 pub const PERL_HASHER: &str = include_str!("../templates/lib/perl/hasher.pl");
 pub const PERL_REAPER: &str = include_str!("../templates/lib/perl/reaper.pl");
 
@@ -140,7 +141,8 @@ pub const PERL_REAPER: &str = include_str!("../templates/lib/perl/reaper.pl");
 /// home_copilot.pl: each engine's reader of its own kinds (its part's `HOME_PERL_ENGINE`, so
 /// that a loop holds its engine's reader alone; orbit audit and recover hold them all);
 /// home_record_once.pl: that record computed once, spec lines on stdin (`HOME_PERL`);
-/// hasher.pl: the resident hashing
+/// home_explain.pl: what a changed JSON projection added, run by orbit audit and recover
+/// alone ([`PERL_RUN_BY_ORBIT`]); hasher.pl: the resident hashing
 /// coprocess (lib/common.sh `orbit_hasher_start`); reaper.pl: the runner's child-subreaper
 /// exec (lib/runner/reaper.sh `REAPER_PL`).
 pub const PERL_PROGRAMS: &[(&str, &str)] = &[
@@ -153,7 +155,11 @@ pub const PERL_PROGRAMS: &[(&str, &str)] = &[
     ("home_copilot.pl", PERL_HOME_COPILOT),
     ("hasher.pl", PERL_HASHER),
     ("reaper.pl", PERL_REAPER),
+    ("home_explain.pl", PERL_HOME_EXPLAIN),
 ];
+
+/// The perl programs of [`PERL_PROGRAMS`] that orbit runs itself and no script holds.
+pub const PERL_RUN_BY_ORBIT: &[&str] = &["home_explain.pl"];
 
 /// The marker a static part holds where a perl program goes.
 const PERL_MARKER: &str = "@perl:";
@@ -955,6 +961,13 @@ mod tests {
                 .filter(|(_, part)| part.contains(&marker))
                 .map(|(n, _)| *n)
                 .collect();
+            if PERL_RUN_BY_ORBIT.contains(name) {
+                assert!(
+                    holders.is_empty(),
+                    "{name} is run by orbit, yet placed by {holders:?}"
+                );
+                continue;
+            }
             assert!(!holders.is_empty(), "{name} is placed by no part");
             for holder in holders {
                 let (_, part) = STATIC_PARTS.iter().find(|(n, _)| *n == holder).unwrap();

@@ -1,7 +1,10 @@
 //! The perl programs the scripts run (templates/lib/perl/, placed into the bash parts when a
-//! loop is rendered): each compiles under `use strict; use warnings` with nothing said, and
-//! each does on its own what the scripts rely on: the record of the held files, the resident
-//! hasher's answers, the subreaper exec, the network proxy's refusal.
+//! loop is rendered) and the one orbit runs itself (home_explain.pl): each compiles under
+//! `use strict; use warnings` with nothing said, alone and as put together, and each does on
+//! its own what the scripts rely on: the record of the held files (every engine's reader,
+//! alone and in its loop's parts, and what each makes of a malformed file), the explanation
+//! of a changed JSON projection, the resident hasher's answers, the subreaper exec (the
+//! kernel's answer), the network proxy's pass and refusal.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -43,22 +46,79 @@ fn perl_check(path: &Path) -> Result<(), String> {
     }
 }
 
+/// Every perl program compiles under strict and warnings with nothing said, and says both
+/// itself, so that they are in force when the scripts run it too (but for the proxy, which
+/// loads no module at start, warnings.pm neither: its header says so); every file of
+/// templates/lib/perl/ is one of them.
 #[test]
 fn every_perl_program_compiles_with_strict_and_warnings_and_says_nothing() {
     if !perl_here() {
         return;
     }
-    let mut checked = 0;
     for (name, text) in orbit::render::PERL_PROGRAMS {
         let path = perl_dir().join(name);
         assert_eq!(&fs::read_to_string(&path).unwrap(), text, "{name}");
         if let Err(e) = perl_check(&path) {
             panic!("{e}");
         }
-        checked += 1;
+        let says = |line: &str| text.lines().any(|l| l.starts_with(line));
+        assert!(says("use strict;"), "{name} says no use strict");
+        if *name == "net.pl" {
+            assert!(text.contains("No module at start"), "{name}");
+        } else {
+            assert!(
+                says("use strict; use warnings;"),
+                "{name} says no use warnings"
+            );
+        }
     }
-    assert_eq!(checked, orbit::render::PERL_PROGRAMS.len());
-    assert!(checked >= 9, "{checked} programs");
+    let files = fs::read_dir(perl_dir())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension() == Some("pl".as_ref()))
+        .count();
+    assert_eq!(
+        files,
+        orbit::render::PERL_PROGRAMS.len(),
+        "a file not checked"
+    );
+}
+
+/// The programs as they are put together to run (the record of each engine's loop and of
+/// orbit, the explanation after every reader) compile with nothing said: no subroutine
+/// defined twice, no `our` declared twice.
+#[test]
+fn the_programs_as_put_together_compile_with_nothing_said() {
+    if !perl_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let once = orbit::render::PERL_HOME_RECORD_ONCE;
+    let mut programs = vec![(
+        "record of an engine without a reader".to_string(),
+        format!("{}{once}", orbit::render::PERL_HOME_RECORD),
+    )];
+    for (engine, _, files) in READERS {
+        let mut text = orbit::render::PERL_HOME_RECORD.to_string();
+        for f in *files {
+            text.push_str(program(f));
+        }
+        programs.push((
+            format!("record of a {engine} loop"),
+            format!("{text}{once}"),
+        ));
+    }
+    programs.push(("record of orbit".into(), format!("{}{once}", all_readers())));
+    programs.push((
+        "explanation of orbit".into(),
+        format!("{}{}", all_readers(), orbit::render::PERL_HOME_EXPLAIN),
+    ));
+    for (i, (what, text)) in programs.iter().enumerate() {
+        let path = dir.path().join(format!("{i}.pl"));
+        fs::write(&path, text).unwrap();
+        if let Err(e) = perl_check(&path) {
+            panic!("{what}: {e}");
+        }
+    }
 }
 
 /// The check fails, naming the file, on a program that does not compile, on one whose only
@@ -566,8 +626,9 @@ fn prctl_nr() -> Option<&'static str> {
 }
 
 /// The subreaper exec on its own: granted, the command runs with ORBIT_SUBREAPER=1 as the
-/// same process (its arguments intact); with a number that is not prctl's, it runs with
-/// ORBIT_SUBREAPER as it was; a command that cannot start ends it with 127 and nothing said.
+/// same process (its arguments intact), and the kernel says that process is a child
+/// subreaper; with a number that is not prctl's, it runs with ORBIT_SUBREAPER as it was and
+/// is none; a command that cannot start ends it with 127 and nothing said.
 #[test]
 fn the_reaper_execs_the_command_marked_when_granted_and_silently_fails_with_127() {
     if !perl_here() {
@@ -601,29 +662,47 @@ fn the_reaper_execs_the_command_marked_when_granted_and_silently_fails_with_127(
     let getpid = if nr == "157" { "39" } else { "172" };
     let out = run(getpid, &sh);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "0 a b c\n");
+    // What the kernel says of the process the command runs as (the same pid, after exec):
+    // prctl(PR_GET_CHILD_SUBREAPER = 37) answers 1 when the reaper was granted, 0 when not.
+    let perl = String::from_utf8(
+        command("bash")
+            .args(["-c", "type -P perl"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let ask = format!(
+        "my $v = pack(\"i\", 7); syscall({nr}, 37, $v, 0, 0, 0) == 0 or die \"prctl: $!\"; print unpack(\"i\", $v), \" $ENV{{ORBIT_SUBREAPER}}\\n\""
+    );
+    let asked = run(nr, &[perl.trim(), "-e", &ask]);
+    assert_eq!(
+        String::from_utf8_lossy(&asked.stdout),
+        "1 1\n",
+        "{}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
+    let asked = run(getpid, &[perl.trim(), "-e", &ask]);
+    assert_eq!(String::from_utf8_lossy(&asked.stdout), "0 0\n");
     let out = run(nr, &["/nonexistent/orbit-no-such-command"]);
     assert_eq!(out.status.code(), Some(127));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "", "nothing said");
 }
 
-/// The network proxy on its own: a CONNECT to a host off its allowlist is refused with 403
-/// and one line in its log (when, the run's label, the host and port), and it ends when its
-/// stdin (the launcher's pipe) closes, its log holding that line alone.
-#[test]
-fn the_proxy_refuses_a_host_off_its_allowlist_and_logs_only_that() {
-    if !perl_here() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("proxy.sock");
-    let log = dir.path().join("net.log");
-    let mut proxy = command("perl")
+/// The network proxy on its own, started as the launcher starts it (`proxy SOCKET LOG LABEL
+/// ALLOWED...`, its stdin a pipe held here, its stderr into the log): the proxy, its socket
+/// and its log.
+fn start_proxy(dir: &Path, allow: &[&str]) -> (std::process::Child, PathBuf, PathBuf) {
+    let sock = dir.join("proxy.sock");
+    let log = dir.join("net.log");
+    let proxy = command("perl")
         .arg("-e")
         .arg(orbit::render::PERL_NET)
         .args(["proxy"])
         .arg(&sock)
         .arg(&log)
-        .args(["3:agent", "api.example.com"])
+        .arg("3:agent")
+        .args(allow)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(
@@ -635,20 +714,58 @@ fn the_proxy_refuses_a_host_off_its_allowlist_and_logs_only_that() {
         )
         .spawn()
         .unwrap();
-    // The socket appears (renamed into place) once the proxy listens: looked for every
-    // 25 ms, for a minute at most (a safety net for a busy machine, not a measure).
-    let mut stream = None;
+    (proxy, sock, log)
+}
+
+/// A connection to the proxy's socket, which appears (renamed into place) once it listens:
+/// looked for every 25 ms, for a minute at most (a safety net for a busy machine, not a
+/// measure); reads on it give up after a minute.
+fn proxy_connect(
+    proxy: &mut std::process::Child,
+    sock: &Path,
+    log: &Path,
+) -> std::os::unix::net::UnixStream {
     for _ in 0..2400 {
-        if let Ok(s) = std::os::unix::net::UnixStream::connect(&sock) {
-            stream = Some(s);
-            break;
+        if let Ok(s) = std::os::unix::net::UnixStream::connect(sock) {
+            s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+                .unwrap();
+            return s;
         }
         if proxy.try_wait().unwrap().is_some() {
-            panic!("the proxy ended: {}", fs::read_to_string(&log).unwrap());
+            panic!("the proxy ended: {}", fs::read_to_string(log).unwrap());
         }
         std::thread::park_timeout(std::time::Duration::from_millis(25));
     }
-    let mut s = stream.expect("the proxy listens");
+    panic!(
+        "the proxy does not listen: {}",
+        fs::read_to_string(log).unwrap()
+    );
+}
+
+/// The proxy's log lines, each without its time (checked to be one).
+fn proxy_log(log: &Path) -> Vec<String> {
+    fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (when, rest) = l.split_once(' ').unwrap();
+            assert!(when.parse::<u64>().is_ok(), "{l}");
+            rest.to_string()
+        })
+        .collect()
+}
+
+/// The network proxy on its own: a CONNECT to a host off its allowlist is refused with 403
+/// and one line in its log (when, the run's label, the host and port), and it ends when its
+/// stdin (the launcher's pipe) closes, its log holding that line alone.
+#[test]
+fn the_proxy_refuses_a_host_off_its_allowlist_and_logs_only_that() {
+    if !perl_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (mut proxy, sock, log) = start_proxy(dir.path(), &["api.example.com"]);
+    let mut s = proxy_connect(&mut proxy, &sock, &log);
     s.write_all(b"CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n")
         .unwrap();
     let mut reply = String::new();
@@ -661,11 +778,94 @@ fn the_proxy_refuses_a_host_off_its_allowlist_and_logs_only_that() {
     drop(proxy.stdin.take());
     let status = proxy.wait().unwrap();
     assert!(status.success(), "{status:?}");
-    let logged = fs::read_to_string(&log).unwrap();
-    let lines: Vec<&str> = logged.lines().collect();
-    assert_eq!(lines.len(), 1, "{logged}");
-    let (when, rest) = lines[0].split_once(' ').unwrap();
-    assert!(when.parse::<u64>().is_ok(), "{logged}");
-    assert_eq!(rest, "3:agent refused evil.example:443");
+    assert_eq!(proxy_log(&log), ["3:agent refused evil.example:443"]);
     assert!(!sock.exists(), "the proxy takes its socket away");
+}
+
+/// The proxy lets a host on its allowlist through, both ways: a CONNECT tunnel to a server
+/// here (127.0.0.1 on the port allowed) carries bytes each way, and an http:// request
+/// reaches it as an origin request (its path alone, the proxy's own headers left out, the
+/// connection closed after it); the same host on another port is refused. Only the refusal
+/// is logged.
+#[test]
+fn the_proxy_passes_a_host_on_its_allowlist_both_ways_and_logs_nothing_of_it() {
+    if !perl_here() {
+        return;
+    }
+    let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = upstream.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let minute = Some(std::time::Duration::from_secs(60));
+        // The tunnel: "ping" in, "pong" out.
+        let (mut c, _) = upstream.accept().unwrap();
+        c.set_read_timeout(minute).unwrap();
+        let mut ping = [0u8; 4];
+        c.read_exact(&mut ping).unwrap();
+        c.write_all(b"pong").unwrap();
+        drop(c);
+        // The http:// request: its head sent back as the body.
+        let (mut c, _) = upstream.accept().unwrap();
+        c.set_read_timeout(minute).unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            c.read_exact(&mut b).unwrap();
+            head.push(b[0]);
+        }
+        c.write_all(b"HTTP/1.0 200 OK\r\n\r\n").unwrap();
+        c.write_all(&head).unwrap();
+        ping
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = format!("127.0.0.1:{port}");
+    let (mut proxy, sock, log) = start_proxy(dir.path(), &["api.example.com", &allowed]);
+
+    let mut s = proxy_connect(&mut proxy, &sock, &log);
+    s.write_all(format!("CONNECT {allowed} HTTP/1.1\r\nHost: {allowed}\r\n\r\n").as_bytes())
+        .unwrap();
+    let established = b"HTTP/1.1 200 Connection established\r\n\r\n";
+    let mut got = vec![0u8; established.len()];
+    s.read_exact(&mut got).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(established)
+    );
+    s.write_all(b"ping").unwrap();
+    let mut pong = String::new();
+    s.read_to_string(&mut pong).unwrap();
+    assert_eq!(pong, "pong");
+    drop(s);
+
+    let mut s = proxy_connect(&mut proxy, &sock, &log);
+    s.write_all(
+        format!(
+            "GET http://{allowed}/a?b=1 HTTP/1.1\r\nHost: {allowed}\r\nProxy-Authorization: Basic c2VjcmV0\r\nProxy-Connection: keep-alive\r\nAccept: */*\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert_eq!(
+        reply,
+        format!(
+            "HTTP/1.0 200 OK\r\n\r\nGET /a?b=1 HTTP/1.1\r\nHost: {allowed}\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        )
+    );
+    assert_eq!(&server.join().unwrap(), b"ping");
+
+    let other = format!("127.0.0.1:{}", if port == 65535 { 1 } else { port + 1 });
+    let mut s = proxy_connect(&mut proxy, &sock, &log);
+    s.write_all(format!("CONNECT {other} HTTP/1.1\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut refused = String::new();
+    s.read_to_string(&mut refused).unwrap();
+    assert!(
+        refused.starts_with("HTTP/1.1 403 Forbidden\r\n"),
+        "{refused}"
+    );
+
+    drop(proxy.stdin.take());
+    assert!(proxy.wait().unwrap().success());
+    assert_eq!(proxy_log(&log), [format!("3:agent refused {other}")]);
 }

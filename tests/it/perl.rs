@@ -571,6 +571,114 @@ fn the_explanation_names_what_was_added_to_a_held_json_and_writes_it_back_withou
     assert_eq!(blocks[2], "U \n.\n", "{said}");
 }
 
+/// A bin directory whose `perl` is this machine's but cannot load JSON::PP (a module of
+/// that name in front of it dies), as a perl without its full core would.
+fn perl_without_json_pp(dir: &Path) -> PathBuf {
+    let real = String::from_utf8(
+        command("bash")
+            .args(["-c", "type -P perl"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let fake = dir.join("fake-lib/JSON");
+    fs::create_dir_all(&fake).unwrap();
+    fs::write(
+        fake.join("PP.pm"),
+        "die \"JSON::PP is not installed here\\n\";\n",
+    )
+    .unwrap();
+    let bin = dir.join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    fs::write(
+        bin.join("perl"),
+        format!(
+            "#!/bin/sh\nexec '{}' -I'{}' \"$@\"\n",
+            real.trim(),
+            dir.join("fake-lib").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(bin.join("perl"), fs::Permissions::from_mode(0o755)).unwrap();
+    let loads = command(bin.join("perl"))
+        .args(["-MJSON::PP", "-e", "1"])
+        .output()
+        .unwrap();
+    assert!(!loads.status.success(), "the fake perl loads JSON::PP");
+    bin
+}
+
+/// JSON::PP is needed by the loops whose engine holds JSON files (claude, copilot) alone: with
+/// a perl that lacks it, `orbit init` warns of it for those and not for a codex loop, whose
+/// parts compute their record with that perl, while a claude loop's parts cannot.
+#[test]
+fn only_the_engines_that_hold_json_files_need_json_pp() {
+    if !perl_here() {
+        return;
+    }
+    // The engines the contract says hold JSON files are those whose part places the JSON
+    // reader and names its modules for the preflight.
+    for engine in orbit::contract::Engine::ALL {
+        let part = orbit::render::engine_part(*engine);
+        let json = orbit::contract::runtime::holds_json(*engine);
+        assert_eq!(part.contains("@perl:home_json.pl@"), json, "{engine}");
+        assert_eq!(
+            part.contains("HOME_PERL_MODULES=(\"${ORBIT_PERL_JSON_MODULES[@]}\")"),
+            json,
+            "{engine}"
+        );
+    }
+    let work = tempfile::tempdir().unwrap();
+    let bin = perl_without_json_pp(work.path());
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let repo = crate::support::Repo::new();
+    for engine in ["codex", "claude", "copilot", "gemini"] {
+        let mut cmd = command(crate::support::orbit_bin());
+        cmd.args(["init", &format!("goal {engine}"), "--engine", engine])
+            .args(["--verify", "exit 1", "--sandbox", "none"])
+            .current_dir(repo.path())
+            .env("PATH", &path);
+        let out = crate::support::run_bounded(cmd, std::time::Duration::from_secs(60));
+        crate::support::assert_ok(&out, "orbit init");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let json = ["claude", "copilot"].contains(&engine);
+        assert_eq!(
+            err.contains("this machine's perl lacks JSON::PP"),
+            json,
+            "{engine}: {err}"
+        );
+    }
+    let home = work.path().join("h");
+    let specs = fixture_home(&home);
+    for (engine, kind, computes) in [("codex", "toml", true), ("claude", "json-projects", false)] {
+        let spec: String = specs
+            .lines()
+            .filter(|l| l.starts_with(&format!("{kind}\t")))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let body = r#"
+ORBIT_NO_HASHER=1 orbit_hasher_start
+if home_record_v "$1"; then printf '%s\n' "$REPLY"; else echo "no record"; fi
+"#;
+        let part = format!("engines/{engine}");
+        let out =
+            crate::support::bash_with_parts(work.path(), &["common", &part, "home_record"], body)
+                .arg(&spec)
+                .env("PATH", &path)
+                .output()
+                .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{engine}: {said}");
+        if computes {
+            assert_eq!(said, record_of(&spec), "{engine}");
+        } else {
+            assert_eq!(said, "no record\n", "{engine}");
+        }
+    }
+}
+
 /// The resident hasher on its own: ready, then a string's hash, a file's, "-" for a file it
 /// cannot open, the record of held paths (its length, then the record without its last
 /// newline), and an end at a request it does not know, with nothing on stderr.

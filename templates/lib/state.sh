@@ -355,10 +355,25 @@ events_open() {
   fi
 }
 
+# Where orbit_event writes instead of the journal ("" for the journal): a subshell that must
+# not write it (a fan-out candidate's checks or probe, which run beside the others) has its
+# events queued there, each as its count of fields then the fields, NUL-terminated, for the
+# runner to journal (fanout_check_take_v); /dev/null drops them.
+EV_SINK=
+
+# orbit_event_sink FILE: this shell's events go to FILE from now on (EV_SINK).
+orbit_event_sink() {
+  EV_SINK=$1
+}
+
 # orbit_event NAME ITERATION [KEY VALUE]...: values that look like integers or booleans are
 # written as JSON numbers/booleans, everything else as strings.
 orbit_event() {
   local name=$1 iter=$2 fields='' k v line ts
+  if [[ -n $EV_SINK ]]; then
+    printf '%s\0' "$#" "$@" >>"$EV_SINK"
+    return 0
+  fi
   shift 2
   while (($# >= 2)); do
     k=$1 v=$2

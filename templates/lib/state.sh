@@ -324,6 +324,14 @@ records_at() {
   PG_FILE=$1/progress.md
 }
 
+# events_restart FILE: the journal is FILE (recover's rebuilt copy), its chain from the
+# start when it is empty, else from its end (events_open).
+events_restart() {
+  EV_SEQ=0
+  EV_PREV=0000000000000000000000000000000000000000000000000000000000000000
+  events_open "$1"
+}
+
 # events_open FILE: find the chain's end; a torn last line (no newline) is trimmed.
 events_open() {
   # Byte lengths, not characters: the torn line may hold multibyte UTF-8.
@@ -399,6 +407,12 @@ orbit_event() {
 # ---- progress.md: entries closed by chained end markers (see orbit's progress module).
 PG_PREV=0000000000000000000000000000000000000000000000000000000000000000
 PG_FILE=
+
+# progress_chain_at FILE PREV: progress.md is FILE (recover's rebuilt copy), its chain
+# going on from the end marker's hash PREV.
+progress_chain_at() {
+  PG_FILE=$1 PG_PREV=$2
+}
 
 # progress_open FILE: find the chain's end; a torn tail (an entry without its end marker)
 # is trimmed, since the runner rewrites that entry in full from the iteration's record.

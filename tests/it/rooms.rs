@@ -23,10 +23,7 @@ const PART_EXCEPTIONS: &[(&str, usize)] = &[];
 
 /// Functions still over FUNCTION_MAX, with the size they may not pass: cut them into named
 /// steps, then remove their line.
-const FUNCTION_EXCEPTIONS: &[(&str, &str, usize)] = &[
-    ("lib/recover/plan.sh", "rc_plan", 214),
-    ("lib/recover.sh", "rc_apply", 160),
-];
+const FUNCTION_EXCEPTIONS: &[(&str, &str, usize)] = &[];
 
 /// Globals every part may assign: the reply of a `_v` function (REPLY, and REPLY_* where
 /// it has several parts) and the shared records.
@@ -38,28 +35,7 @@ fn shared(name: &str) -> bool {
 
 /// Globals a part assigns though another part of its script declares them: the part, the
 /// global, and why it still does.
-const GLOBAL_EXCEPTIONS: &[(&str, &str, &str)] = &[
-    (
-        "lib/recover.sh",
-        "EV_SEQ",
-        "recover rebuilds the journal's and progress.md's chains itself",
-    ),
-    (
-        "lib/recover.sh",
-        "EV_PREV",
-        "recover rebuilds the journal's and progress.md's chains itself",
-    ),
-    (
-        "lib/recover.sh",
-        "PG_FILE",
-        "recover rebuilds the journal's and progress.md's chains itself",
-    ),
-    (
-        "lib/recover.sh",
-        "PG_PREV",
-        "recover rebuilds the journal's and progress.md's chains itself",
-    ),
-];
+const GLOBAL_EXCEPTIONS: &[(&str, &str, &str)] = &[];
 
 /// The static parts, by their path under templates/.
 fn parts() -> Vec<(String, String)> {

@@ -104,15 +104,20 @@ envelope_blob_sha_v() {
   REPLY_SHA=$(repo_git cat-file blob "$1:$2" | orbit_sha256_stdin)
 }
 
-# envelope_check_list: verify.sh's checks, NAME, COMMAND and ROLE each followed by a NUL: its
-# checks function (pinned with verify.sh, checked before every run) read with run_check
-# printing instead of running, in a subshell.
+# envelope_check_list: verify.sh's checks, NAME, COMMAND and ROLE each followed by a NUL: the
+# run_check lines of its checks function (pinned with verify.sh, checked before every run),
+# each line's words as bash quotes them (orbit renders every word quoted: the assignment
+# runs nothing), never the function itself.
 envelope_check_list() {
-  (
-    eval "$(sed -n '/^checks() {$/,/^}$/p' "$LOOP_DIR/verify.sh")"
-    run_check() { printf '%s\0%s\0%s\0' "$1" "$2" "${3:-acceptance}"; }
-    checks
-  ) 2>>"$ORBIT_LOG_FILE"
+  local line
+  local -a words
+  while IFS= read -r line; do
+    [[ $line =~ ^[[:space:]]+run_check[[:space:]] ]] || continue
+    words=()
+    eval "words=(${line#*run_check })" 2>>"$ORBIT_LOG_FILE" || continue
+    ((${#words[@]} >= 2)) || continue
+    printf '%s\0%s\0%s\0' "${words[0]}" "${words[1]}" "${words[2]:-acceptance}"
+  done < <(sed -n '/^checks() {$/,/^}$/p' "$LOOP_DIR/verify.sh" 2>>"$ORBIT_LOG_FILE")
 }
 
 # envelope_checks_v DIR COMMIT: REPLY is the checks' JSON array: each check's name, command,

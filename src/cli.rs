@@ -157,6 +157,30 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     (
+        "verify",
+        &[
+            (
+                "orbit verify",
+                "the only loop's branch against its DONE envelope, nothing run",
+            ),
+            (
+                "orbit verify orbit/fix-login --json",
+                "a branch handed over (a fresh clone: git fetch origin 'refs/notes/*:refs/notes/*' first)",
+            ),
+            (
+                "orbit verify --rerun",
+                "and run the checks again, PASS_K times, in a clean checkout",
+            ),
+        ],
+    ),
+    (
+        "merge",
+        &[(
+            "orbit merge",
+            "verify the only loop, then merge its branch into the branch it started from",
+        )],
+    ),
+    (
         "logs",
         &[
             (
@@ -313,6 +337,15 @@ pub enum Command {
     /// A markdown report of a loop: status, iterations, spend, remaining work.
     #[command(after_help = examples_help("report"))]
     Report(ReportArgs),
+    /// Check a loop's hand-off: the DONE envelope (the commit's note under refs/notes/orbit,
+    /// or the loop's envelope.json) matches the commit, its checks' files and the journal.
+    /// Exit 0 on pass, 3 on a failure (its code says which), 2 on bad input.
+    #[command(after_help = examples_help("verify"))]
+    Verify(VerifyArgs),
+    /// Verify a DONE loop, then merge its branch into the branch it started from (checked
+    /// out), fast-forward where it can.
+    #[command(after_help = examples_help("merge"))]
+    Merge(MergeArgs),
     /// The agent's output and the verify output of recent iterations; with -f, the live
     /// output of a running loop.
     #[command(after_help = examples_help("logs"))]
@@ -566,6 +599,30 @@ pub struct CompletionsArgs {
     /// bash, zsh, fish, elvish or powershell.
     #[arg(value_name = "SHELL")]
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// A loop (its directory, or its name under .orbit/; default: the only loop), checked on
+    /// its branch's head; or a git ref or commit (a branch handed over, a fresh clone's).
+    #[arg(value_name = "TARGET")]
+    pub target: Option<String>,
+
+    /// One JSON object: verdict, verify_failure_code, why, loop, ref, commit, digest, next.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also run verify.sh (and holdout.sh) PASS_K times in a clean checkout of the commit
+    /// (needs the loop directory).
+    #[arg(long)]
+    pub rerun: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The loop directory, or its name under .orbit/ (default: the only loop).
+    #[arg(value_name = "LOOP")]
+    pub target: Option<String>,
 }
 
 #[derive(Debug, Args)]

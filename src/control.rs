@@ -19,11 +19,11 @@ use crate::{events, fsx};
 
 /// The loop's lock, held while this process changes its state: a runner that starts
 /// meanwhile finds it taken and exits 20. Released when dropped (closing the file).
-struct Held {
+pub(crate) struct Held {
     _file: fs::File,
 }
 
-fn hold_lock(dir: &Path) -> Result<Held> {
+pub(crate) fn hold_lock(dir: &Path) -> Result<Held> {
     let path = dir.join(".run-loop.lock");
     let file = fsx::open_append_regular(&path)?;
     match file.try_lock() {
@@ -101,13 +101,23 @@ fn write_state(dir: &Path, mut state: State, by: &str) -> Result<State> {
 
 /// Appends one event to the hash chain of events.jsonl; a torn last line (a crash mid
 /// append) is dropped first, as the runner does at its start.
-fn append_event(
+pub(crate) fn append_event(
     dir: &Path,
     name: EventName,
     iteration: u64,
     fields: &[(&str, String)],
 ) -> Result<()> {
-    let path = dir.join("events.jsonl");
+    append_event_at(&dir.join("events.jsonl"), name, iteration, fields)
+}
+
+/// Appends one event to the hash chain of the journal at `path` (created when missing).
+pub(crate) fn append_event_at(
+    path: &Path,
+    name: EventName,
+    iteration: u64,
+    fields: &[(&str, String)],
+) -> Result<()> {
+    let path = path.to_path_buf();
     let mut bytes = fsx::read_regular_opt(&path)?.unwrap_or_default();
     if !bytes.is_empty() && !bytes.ends_with(b"\n") {
         let keep = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);

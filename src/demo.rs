@@ -192,5 +192,27 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         "            git -C {}/.orbit/.workspaces/calc log --oneline",
         repo.display()
     );
+    if code == 0 {
+        hand_off(&repo, &loop_dir)?;
+    }
     Ok(u8::try_from(code).unwrap_or(1))
+}
+
+/// The receiver's side of a DONE: `orbit verify` of the loop's branch against the envelope
+/// the runner left (envelope.json, and the DONE commit's note), as whoever takes the branch
+/// runs it; it names `orbit merge` next.
+fn hand_off(repo: &Path, loop_dir: &Path) -> Result<()> {
+    println!(
+        "\norbit demo: the hand-off, checked as its receiver would (envelope {}/envelope.json, and the note of the DONE commit under refs/notes/orbit)",
+        loop_dir.display()
+    );
+    let me = std::env::current_exe().map_err(|e| Error::io("cannot find orbit itself", e))?;
+    // Its verdict and what to run next are its own lines; a failure is said there.
+    Command::new(me)
+        .arg("verify")
+        .arg("orbit/calc")
+        .current_dir(repo)
+        .status()
+        .map_err(|e| Error::io("cannot run orbit verify", e))?;
+    Ok(())
 }

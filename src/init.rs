@@ -93,7 +93,9 @@ pub fn program_found(program: &str) -> bool {
 /// `contract::runtime`): one sentence per missing program or perl module set. The loop may
 /// run on another machine, so `orbit init` only warns; the runner's preflight stops there.
 pub fn runtime_missing(cfg: &LoopConfig) -> Vec<String> {
-    use crate::contract::runtime::{CORE_TOOLS, PERL_HOME_MODULES, PERL_NET_MODULES};
+    use crate::contract::runtime::{
+        CORE_TOOLS, PERL_HOME_MODULES, PERL_JSON_MODULES, PERL_NET_MODULES, holds_json,
+    };
     let mut missing = Vec::new();
     let bash = std::process::Command::new("bash")
         .args(["-c", "echo \"${BASH_VERSINFO[0]} ${BASH_VERSINFO[1]}\""])
@@ -143,11 +145,15 @@ pub fn runtime_missing(cfg: &LoopConfig) -> Vec<String> {
             .collect()
     };
     if cfg.engine != Engine::Custom || !cfg.env_file.is_empty() {
-        let lacks = perl_lacks(PERL_HOME_MODULES);
+        let mut needs = PERL_HOME_MODULES.to_vec();
+        if holds_json(cfg.engine) {
+            needs.extend(PERL_JSON_MODULES);
+        }
+        let lacks = perl_lacks(&needs);
         if !lacks.is_empty() {
             missing.push(format!(
                 "holding the engine's user-level files and the env file needs perl with {}, and this machine's perl lacks {}",
-                PERL_HOME_MODULES.join(", "),
+                needs.join(", "),
                 lacks.join(", ")
             ));
         }

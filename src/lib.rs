@@ -13,6 +13,7 @@ pub mod control;
 pub mod counts;
 pub mod demo;
 pub mod engine;
+pub mod envelope;
 pub mod error;
 pub mod events;
 pub mod fsx;
@@ -23,6 +24,7 @@ pub mod ledger;
 pub mod locate;
 pub mod logs;
 pub mod manual;
+pub mod merge;
 pub mod ops;
 pub mod otlp;
 pub mod pins;
@@ -40,6 +42,7 @@ pub mod serve;
 pub mod shell;
 pub mod sigs;
 pub mod state;
+pub mod verify;
 
 use std::process::ExitCode;
 
@@ -59,6 +62,8 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Resume(args) => control::resume(&args),
         cli::Command::Report(args) => report::report(&args),
         cli::Command::Logs(args) => logs::run(&args),
+        cli::Command::Verify(args) => verify::run(&args),
+        cli::Command::Merge(args) => merge::run(&args),
         cli::Command::Serve(args) => serve::run(&args),
         cli::Command::Export(args) => match args.format {
             cli::ExportFormat::Otlp => otlp::run(&args),

@@ -94,6 +94,7 @@ pub const LIB_RUNNER_COMMIT: &str = include_str!("../templates/lib/runner/commit
 pub const LIB_RUNNER_STALL: &str = include_str!("../templates/lib/runner/stall.sh");
 pub const LIB_RUNNER_ITERATION: &str = include_str!("../templates/lib/runner/iteration.sh");
 pub const LIB_RUNNER_STOP: &str = include_str!("../templates/lib/runner/stop.sh");
+pub const LIB_RUNNER_ENVELOPE: &str = include_str!("../templates/lib/runner/envelope.sh");
 pub const LIB_RUN_LOOP: &str = include_str!("../templates/lib/run-loop.sh");
 /// The fan-out, rendered into a loop of candidates > 1 only; a loop of one agent holds its
 /// stand-in.
@@ -125,23 +126,41 @@ pub const LIB_NOTIFY: &str = include_str!("../templates/lib/notify.sh");
 pub const PERL_NET: &str = include_str!("../templates/lib/perl/net.pl");
 pub const PERL_HOME_RECORD: &str = include_str!("../templates/lib/perl/home_record.pl");
 pub const PERL_HOME_RECORD_ONCE: &str = include_str!("../templates/lib/perl/home_record_once.pl");
+pub const PERL_HOME_JSON: &str = include_str!("../templates/lib/perl/home_json.pl");
+pub const PERL_HOME_CLAUDE: &str = include_str!("../templates/lib/perl/home_claude.pl");
+pub const PERL_HOME_CODEX: &str = include_str!("../templates/lib/perl/home_codex.pl");
+pub const PERL_HOME_COPILOT: &str = include_str!("../templates/lib/perl/home_copilot.pl");
+pub const PERL_HOME_EXPLAIN: &str = include_str!("../templates/lib/perl/home_explain.pl");
 pub const PERL_HASHER: &str = include_str!("../templates/lib/perl/hasher.pl");
 pub const PERL_REAPER: &str = include_str!("../templates/lib/perl/reaper.pl");
 
 /// Every perl program by its file name under templates/lib/perl/: what it is, for the tests.
 /// net.pl: the sandbox's network proxy and bridge (lib/sandbox-net.sh `NET_PL`);
-/// home_record.pl: the subroutines of the record of the held files (lib/home_record.sh
-/// `HOME_PERL_SUBS`, also run by orbit audit and recover); home_record_once.pl: that record
-/// computed once, spec lines on stdin (`HOME_PERL`); hasher.pl: the resident hashing
+/// home_record.pl: the subroutines of the record of the held files every engine shares
+/// (lib/home_record.sh `HOME_PERL_SUBS`, also run by orbit audit and recover); home_json.pl:
+/// the JSON projection claude's and copilot's readers share; home_claude.pl, home_codex.pl,
+/// home_copilot.pl: each engine's reader of its own kinds (its part's `HOME_PERL_ENGINE`, so
+/// that a loop holds its engine's reader alone; orbit audit and recover hold them all);
+/// home_record_once.pl: that record computed once, spec lines on stdin (`HOME_PERL`);
+/// home_explain.pl: what a changed JSON projection added, run by orbit audit and recover
+/// alone ([`PERL_RUN_BY_ORBIT`]); hasher.pl: the resident hashing
 /// coprocess (lib/common.sh `orbit_hasher_start`); reaper.pl: the runner's child-subreaper
 /// exec (lib/runner/reaper.sh `REAPER_PL`).
 pub const PERL_PROGRAMS: &[(&str, &str)] = &[
     ("net.pl", PERL_NET),
     ("home_record.pl", PERL_HOME_RECORD),
     ("home_record_once.pl", PERL_HOME_RECORD_ONCE),
+    ("home_json.pl", PERL_HOME_JSON),
+    ("home_claude.pl", PERL_HOME_CLAUDE),
+    ("home_codex.pl", PERL_HOME_CODEX),
+    ("home_copilot.pl", PERL_HOME_COPILOT),
     ("hasher.pl", PERL_HASHER),
     ("reaper.pl", PERL_REAPER),
+    ("home_explain.pl", PERL_HOME_EXPLAIN),
 ];
+
+/// The perl programs of [`PERL_PROGRAMS`] that orbit runs itself and no script holds.
+pub const PERL_RUN_BY_ORBIT: &[&str] = &["home_explain.pl"];
 
 /// The marker a static part holds where a perl program goes.
 const PERL_MARKER: &str = "@perl:";
@@ -256,6 +275,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/commit.sh", LIB_RUNNER_COMMIT),
     ("lib/runner/stall.sh", LIB_RUNNER_STALL),
     ("lib/runner/iteration.sh", LIB_RUNNER_ITERATION),
+    ("lib/runner/envelope.sh", LIB_RUNNER_ENVELOPE),
     ("lib/runner/stop.sh", LIB_RUNNER_STOP),
     ("lib/run-loop.sh", LIB_RUN_LOOP),
     ("lib/counts.sh", LIB_COUNTS),
@@ -432,6 +452,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_RUNNER_COMMIT),
             Part::Always(LIB_RUNNER_STALL),
             Part::Always(LIB_RUNNER_ITERATION),
+            Part::Always(LIB_RUNNER_ENVELOPE),
             Part::Always(LIB_RUNNER_STOP),
             Part::Always(LIB_RUN_LOOP),
         ],
@@ -1113,13 +1134,22 @@ mod tests {
                 .filter(|(_, part)| part.contains(&marker))
                 .map(|(n, _)| *n)
                 .collect();
-            assert_eq!(holders.len(), 1, "{name} is placed by {holders:?}");
-            let (_, part) = STATIC_PARTS.iter().find(|(n, _)| *n == holders[0]).unwrap();
-            let placed = place_perl(part);
-            assert!(!placed.contains(PERL_MARKER), "{}", holders[0]);
-            // Every line of the program is in the part as placed.
-            for line in text.lines() {
-                assert!(placed.contains(line), "{name}: {line}");
+            if PERL_RUN_BY_ORBIT.contains(name) {
+                assert!(
+                    holders.is_empty(),
+                    "{name} is run by orbit, yet placed by {holders:?}"
+                );
+                continue;
+            }
+            assert!(!holders.is_empty(), "{name} is placed by no part");
+            for holder in holders {
+                let (_, part) = STATIC_PARTS.iter().find(|(n, _)| *n == holder).unwrap();
+                let placed = place_perl(part);
+                assert!(!placed.contains(PERL_MARKER), "{holder}");
+                // Every line of the program is in the part as placed.
+                for line in text.lines() {
+                    assert!(placed.contains(line), "{name} in {holder}: {line}");
+                }
             }
         }
     }

@@ -101,6 +101,11 @@ fn render() -> String {
     );
     array(
         &mut out,
+        "ORBIT_PERL_JSON_MODULES",
+        super::runtime::PERL_JSON_MODULES,
+    );
+    array(
+        &mut out,
         "ORBIT_PERL_NET_MODULES",
         super::runtime::PERL_NET_MODULES,
     );

@@ -5,7 +5,7 @@
 
 use super::{
     AgentOutcome, CbState, CheckCode, CostKind, CostSource, EventName, FaultPoint, FindingClass,
-    NotifyEvent, Phase, Severity, Status, StopReason, Verdict, VerifyOutcome,
+    NotifyEvent, Phase, Severity, Status, StopReason, Verdict, VerifyFailure, VerifyOutcome,
 };
 
 impl Status {
@@ -211,9 +211,11 @@ impl EventName {
             EventName::AgentExit => {
                 "An agent run ended: `phase`, `attempt`, `exit_code`, `outcome` (work) or `timed_out` (confirm, wrap-up), `seconds`, `cost_microusd`, `cost_kind`; `tokens_in` and `tokens_out` where the engine counted them, `model` where it named one; `candidate` in a fan-out."
             }
-            EventName::VerifyPass => "verify.sh passed: `run`, `streak`.",
+            EventName::VerifyPass => {
+                "verify.sh passed: `run`, `streak`. Written by `orbit verify` (`by`): the hand-off verified: `ref`, `commit`, `digest`, `rerun`."
+            }
             EventName::VerifyFail => {
-                "verify.sh failed: `run`, `failing` (check names), `signature`."
+                "verify.sh failed: `run`, `failing` (check names), `signature`. Written by `orbit verify` (`by`): the hand-off refused: `ref`, `commit`, `verify_failure_code`, `why`."
             }
             EventName::IntegrityPass => "The trust check held: `when`.",
             EventName::IntegrityFail => {
@@ -274,6 +276,41 @@ impl EventName {
             }
             EventName::SetupFail => {
                 "A setup command failed, timed out or changed a tracked file: `where`, `why`."
+            }
+            EventName::EnvelopeWrite => {
+                "A DONE's envelope written (envelope.json and the DONE commit's note): `commit`, `digest`, `signed`."
+            }
+        }
+    }
+}
+
+impl VerifyFailure {
+    /// Why `orbit verify` refused a hand-off, and what to do.
+    pub const fn meaning(self) -> &'static str {
+        match self {
+            VerifyFailure::Unverified => {
+                "No envelope for the commit (a loop from before envelopes, or not a DONE): never a pass; `orbit verify --rerun --record` makes one when every check passes PASS_K times."
+            }
+            VerifyFailure::TreeMoved => {
+                "The commit is a descendant of the DONE commit: work was added after DONE; verify the DONE commit, or run the loop again."
+            }
+            VerifyFailure::IntegrityMismatch => {
+                "The commit is not the DONE commit nor after it (amended, rebased, rewritten), the DONE commit's tree is not the recorded one, or the envelope is not the one the journal recorded."
+            }
+            VerifyFailure::ChecksChanged => {
+                "A file that defines a check (verify.sh, a check's script, a protected test-tool configuration, the holdout's definitions) does not hash as the envelope records."
+            }
+            VerifyFailure::EnvelopeCorrupt => {
+                "The envelope is not one line of JSON whose digest matches (truncated, edited, a forged note)."
+            }
+            VerifyFailure::EnvelopeVersion => {
+                "The envelope's format or contract major version is one this orbit does not read: update orbit."
+            }
+            VerifyFailure::JournalBroken => {
+                "The loop's journal (events.jsonl) does not chain, or does not hold the head the envelope records."
+            }
+            VerifyFailure::RerunFailed => {
+                "`--rerun`: a check failed in a clean checkout of the commit within PASS_K runs."
             }
         }
     }

@@ -581,6 +581,23 @@ vocabulary! {
         SetupDone = "setup_done",
         /// A setup command failed, timed out or changed a tracked file (`where`, `why`).
         SetupFail = "setup_fail",
+        /// A DONE's envelope written (`commit`, `digest`, `signed`).
+        EnvelopeWrite = "envelope_write",
+    }
+}
+
+vocabulary! {
+    /// The `verify_failure_code` of `orbit verify`'s `verify_fail` event, and the failure
+    /// `orbit verify` and `orbit merge` print: why a hand-off did not verify.
+    pub enum VerifyFailure {
+        Unverified = "UNVERIFIED",
+        TreeMoved = "TREE_MOVED",
+        IntegrityMismatch = "INTEGRITY_MISMATCH",
+        ChecksChanged = "CHECKS_CHANGED",
+        EnvelopeCorrupt = "ENVELOPE_CORRUPT",
+        EnvelopeVersion = "ENVELOPE_VERSION",
+        JournalBroken = "JOURNAL_BROKEN",
+        RerunFailed = "RERUN_FAILED",
     }
 }
 
@@ -814,6 +831,7 @@ pub const LOOP_FILES: &[&str] = &[
     "systemd.log",
     "notify.secrets",
     "schedule.installed",
+    "envelope.json",
 ];
 
 /// The directories of a loop directory that the files above live beside: each must be a

@@ -25,7 +25,17 @@ pub const CORE_TOOLS: &[&str] = &[
 
 /// perl's core modules the user-level record needs (the engine's own files and the env
 /// file, held from the loop's first run): every built-in engine, and any loop with an env file.
-pub const PERL_HOME_MODULES: &[&str] = &["Cwd", "Digest::SHA", "File::Find", "JSON::PP"];
+pub const PERL_HOME_MODULES: &[&str] = &["Cwd", "Digest::SHA", "File::Find"];
+
+/// perl's core modules the record needs besides in a loop whose engine holds JSON files
+/// ([`holds_json`]: their reader reads them as JSON).
+pub const PERL_JSON_MODULES: &[&str] = &["JSON::PP"];
+
+/// Whether `engine`'s held user-level files include JSON ones its reader parses (claude's
+/// ~/.claude.json, copilot's config.json; its part places templates/lib/perl/home_json.pl).
+pub fn holds_json(engine: super::Engine) -> bool {
+    matches!(engine, super::Engine::Claude | super::Engine::Copilot)
+}
 
 /// perl's core modules the sandbox's network proxy needs (`sandbox-network = "allowlist"`).
 pub const PERL_NET_MODULES: &[&str] = &["IO::Socket::INET"];
@@ -58,8 +68,13 @@ pub const NEEDS: &[Need] = &[
         without: "each hash is one sha256sum (or shasum) call: slower, the same bytes",
     },
     Need {
-        what: "perl 5 with Digest::SHA, JSON::PP, File::Find and Cwd",
+        what: "perl 5 with Digest::SHA, File::Find and Cwd",
         when: "a built-in engine's loop (its user-level files are held), or an env file",
+        without: "the preflight stops (exit 2), naming the missing module",
+    },
+    Need {
+        what: "perl 5 with JSON::PP besides",
+        when: "a claude or copilot loop (their held JSON files are read as JSON)",
         without: "the preflight stops (exit 2), naming the missing module",
     },
     Need {

@@ -192,6 +192,37 @@ impl<'f> Builder<'f> {
         self.spans.len() - 1
     }
 
+    /// A hand-off verified by `orbit verify` (its events carry `by`): a span of its own under
+    /// the loop, never a check run of an iteration.
+    fn handoff_verify(&mut self, e: &Event, ts: u64, passed: bool) {
+        let mut s = Span::new(
+            self.path("handoff", e),
+            Some(ROOT),
+            "verify_handoff".into(),
+            Kind::Internal,
+            ts,
+        );
+        s.closed = true;
+        for (key, attr) in [
+            ("by", "orbit.handoff.by"),
+            ("ref", "orbit.handoff.ref"),
+            ("commit", "orbit.handoff.commit"),
+            ("digest", "orbit.handoff.digest"),
+        ] {
+            if let Some(v) = str_of(e, key).filter(|v| !v.is_empty()) {
+                s.set(attr, Value::Str(v.to_string()));
+            }
+        }
+        if passed {
+            s.status = StatusCode::Ok;
+        } else {
+            let code = str_of(e, "verify_failure_code").unwrap_or("verify failed");
+            s.set("orbit.handoff.failure_code", Value::Str(code.to_string()));
+            s.error(code);
+        }
+        self.push(s);
+    }
+
     /// The innermost open span a check run belongs to: the gate, the iteration, the loop.
     fn check_parent(&self, e: &Event) -> usize {
         if let Some(g) = self.open.gate {
@@ -319,6 +350,9 @@ impl<'f> Builder<'f> {
                 self.iterations += 1;
             }
             EventName::AgentExit => self.agent_run(e, ts),
+            EventName::VerifyPass | EventName::VerifyFail if str_of(e, "by").is_some() => {
+                self.handoff_verify(e, ts, name == EventName::VerifyPass)
+            }
             EventName::VerifyPass | EventName::VerifyFail => {
                 let passed = name == EventName::VerifyPass;
                 let run = text_of(e, "run").unwrap_or_default();
@@ -774,6 +808,49 @@ mod tests {
             model: Some("opus".into()),
             ledger: crate::ledger::parse(b"1\t20000\treported\n"),
         }
+    }
+
+    #[test]
+    fn a_handoff_verified_after_done_is_its_own_span_not_a_check_run() {
+        let ev = events(&[
+            ("loop_start", 1, &[("engine", "claude")]),
+            ("iteration_start", 1, &[]),
+            ("verify_pass", 1, &[("run", "1"), ("streak", "1")]),
+            (
+                "loop_stop",
+                1,
+                &[("status", "DONE"), ("reason", "none"), ("exit_code", "0")],
+            ),
+            (
+                "verify_fail",
+                1,
+                &[
+                    ("by", "orbit verify"),
+                    ("ref", "orbit/calc"),
+                    ("commit", "abc"),
+                    ("verify_failure_code", "TREE_MOVED"),
+                    ("why", "a commit after DONE"),
+                ],
+            ),
+        ]);
+        let spans = build(&ev, &facts());
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "invoke_workflow calc",
+                "iteration 1",
+                "verify 1",
+                "verify_handoff"
+            ]
+        );
+        let h = spans.iter().find(|s| s.name == "verify_handoff").unwrap();
+        assert_eq!(h.parent.as_deref(), Some("loop"));
+        assert_eq!(
+            h.attr("orbit.handoff.failure_code"),
+            Some(&Value::Str("TREE_MOVED".into()))
+        );
+        assert!(h.attr("orbit.check.run").is_none());
     }
 
     #[test]

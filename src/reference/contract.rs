@@ -22,7 +22,7 @@ use crate::contract::{
     AgentOutcome, CONTRACT_VERSION, CbState, CheckCode, CostKind, CostSource, EventName, ExitCode,
     FaultPoint, FindingClass, INIT_PINNED, LOOP_DIRS, LOOP_FILES, NotifyEvent, PERMISSION_FILES,
     Phase, RESULT_KEYS, SETTINGS, STATE_KEYS, Severity, Status, StopReason, ValueType, Verdict,
-    VerifyOutcome, engine_permission_files,
+    VerifyFailure, VerifyOutcome, engine_permission_files,
 };
 
 /// The contract as committed (and compiled into this build): its prose is the source.
@@ -43,6 +43,7 @@ pub const BLOCKS: &[&str] = &[
     "fault-points",
     "agent-outcomes",
     "check-codes",
+    "verify-failures",
     "result-keys",
     "cost-ledger",
     "integrity-codes",
@@ -204,6 +205,11 @@ pub fn block(name: &str) -> Option<String> {
             &mut out,
             ("`code`", "Meaning"),
             CheckCode::ALL.iter().map(|c| (c.as_str(), c.meaning())),
+        ),
+        "verify-failures" => table(
+            &mut out,
+            ("`verify_failure_code`", "Meaning"),
+            VerifyFailure::ALL.iter().map(|c| (c.as_str(), c.meaning())),
         ),
         "result-keys" => {
             out.push_str("| Key | Whole number | Meaning |\n|---|---|---|\n");
@@ -454,6 +460,7 @@ mod tests {
             .chain(Verdict::ALL.iter().map(|v| v.as_str()))
             .chain(FaultPoint::ALL.iter().map(|f| f.as_str()))
             .chain(CheckCode::ALL.iter().map(|c| c.as_str()))
+            .chain(VerifyFailure::ALL.iter().map(|c| c.as_str()))
             .chain(STATE_KEYS.iter().map(|(k, _)| *k))
             .chain(RESULT_KEYS.iter().map(|(k, _)| *k))
             .chain(LOOP_FILES.iter().copied())

@@ -458,27 +458,37 @@ orbit_hasher_v() {
 }
 
 # orbit_hasher_files FILE...: ORBIT_HASHES holds each file's hash, or "-" for a file that
-# cannot be read. All requests go out before the first answer is read (one round trip).
-# Status 1 (ORBIT_HASHES empty) if there is no hasher.
+# cannot be read. Requests go out in batches of ORBIT_HASH_BATCH, each batch's answers read
+# before the next goes out (a round trip per batch): the answers of a batch (65 bytes each)
+# fit in a pipe, so the hasher never waits to write while the runner waits to write too (a
+# write has no timeout: both would wait for ever). Status 1 (ORBIT_HASHES empty) if there is
+# no hasher.
 ORBIT_HASHES=()
+ORBIT_HASH_BATCH=256
 orbit_hasher_files() {
-  local LC_ALL=C f req='' i
+  local LC_ALL=C f req='' i=0 from=0
+  local -a files=("$@")
   ORBIT_HASHES=()
   orbit_hasher_alive || return 1
-  for f in "$@"; do
-    req+="F ${#f}"$'\n'"$f"
-  done
-  if ! printf '%s' "$req" >&"${ORBIT_HASHER[1]}"; then
-    orbit_hasher_stop
-    return 1
-  fi
-  for ((i = 0; i < $#; i++)); do
-    if ! read -r -t 30 "ORBIT_HASHES[i]" <&"${ORBIT_HASHER[0]}" ||
-      [[ ! ${ORBIT_HASHES[i]} =~ ^([0-9a-f]{64}|-)$ ]]; then
+  while ((from < ${#files[@]})); do
+    req=''
+    for f in "${files[@]:from:ORBIT_HASH_BATCH}"; do
+      req+="F ${#f}"$'\n'"$f"
+    done
+    if ! printf '%s' "$req" >&"${ORBIT_HASHER[1]}"; then
       orbit_hasher_stop
       ORBIT_HASHES=()
       return 1
     fi
+    for ((i = from; i < from + ORBIT_HASH_BATCH && i < ${#files[@]}; i++)); do
+      if ! read -r -t 30 "ORBIT_HASHES[i]" <&"${ORBIT_HASHER[0]}" ||
+        [[ ! ${ORBIT_HASHES[i]} =~ ^([0-9a-f]{64}|-)$ ]]; then
+        orbit_hasher_stop
+        ORBIT_HASHES=()
+        return 1
+      fi
+    done
+    from=$i
   done
 }
 

@@ -36,6 +36,23 @@ ENGINE_FIX=
 ENGINE_RESUME_AT=
 # The installed CLI's version, recorded in the loop_start event.
 ENGINE_VERSION=
+# What the last agent run cost, in micro-dollars, and how it is known (COST_*): the
+# engine's report (its part's engine_cost_v), else what cost_of_run found instead.
+RUN_COST_M=0
+RUN_COST_KIND=
+
+# cost_run_is MICRO_USD KIND: the last run's cost, as cost_of_run found it, or as its caller
+# took it elsewhere (the fan-out's, whose candidates' costs are in the ledger already).
+cost_run_is() {
+  RUN_COST_M=$1 RUN_COST_KIND=$2
+}
+
+# engine_said_forget: what the CLI said of the last run (its message, a limit's reset, why a
+# failure is permanent) is forgotten: it was said of another run (a fan-out's candidate).
+engine_said_forget() {
+  ENGINE_MESSAGE='' ENGINE_RESUME_AT=''
+  permanent_why_is ''
+}
 
 # engine_unescape_v TEXT: REPLY is a JSON string body as text on one line (\n, \t as
 # blanks, \" and \\ and \/ and \uXXXX decoded; control characters dropped).
@@ -250,7 +267,7 @@ engine_unattended() {
 engine_permanent() {
   local what=$1
   engine_clip_v "$ENGINE_MESSAGE"
-  PERMANENT_WHY="$ENGINE: $what: \"$REPLY\": $ENGINE_FIX"
+  permanent_why_is "$ENGINE: $what: \"$REPLY\": $ENGINE_FIX"
   REPLY=$OUTCOME_PERMANENT
 }
 
@@ -267,7 +284,8 @@ engine_rate_limited() {
 # or a built-in one that printed nothing structured, goes by the generic rules.
 engine_classify_v() {
   local log=$1 rc=$2 to=$3
-  ENGINE_MESSAGE='' ENGINE_FIX='' ENGINE_RESUME_AT='' PERMANENT_WHY=''
+  ENGINE_MESSAGE='' ENGINE_FIX='' ENGINE_RESUME_AT=''
+  permanent_why_is ''
   engine_classify_own_v "$@" && return 0
   classify_v "$log" "$rc" "$to"
   if [[ $REPLY == "$OUTCOME_RATE_LIMITED" ]]; then

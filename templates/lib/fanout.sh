@@ -9,8 +9,6 @@
 FANOUT_N=1
 # The candidates' pids (the subshells that run them), for on_signal.
 declare -a FANOUT_PIDS=()
-# Set inside a candidate's subshell: run_agent then writes nothing outside .run-tmp.
-FANOUT_CAND=0
 
 # fanout_ws_v K: REPLY is candidate K's worktree.
 fanout_ws_v() { REPLY="$WS_MAIN.c$1"; }
@@ -36,7 +34,8 @@ fanout_intact() {
 # fanout_prepare K BASE_COMMIT BASE_TREE: candidate K's worktree exists and holds exactly
 # BASE_TREE (created detached at BASE_COMMIT the first time; later a forced checkout and a
 # clean, which touch only what changed, and ignored files such as build caches stay).
-# Status 1 with PIN_BAD set when the worktree is not one the runner can trust.
+# Status 1 when the worktree is not one the runner can trust: REPLY is its path, REPLY_WANT
+# and REPLY_HAVE what was expected and found.
 fanout_prepare() {
   local k=$1 commit=$2 tree=$3 cws
   fanout_ws_v "$k"
@@ -48,7 +47,7 @@ fanout_prepare() {
     setup_forget "$cws"
   fi
   if ! fanout_intact "$cws"; then
-    PIN_BAD=$cws PIN_WANT="a worktree of $GIT_COMMON_ABS" PIN_HAVE='something else'
+    REPLY=$cws REPLY_WANT="a worktree of $GIT_COMMON_ABS" REPLY_HAVE='something else'
     return 1
   fi
   local -a kept=()
@@ -118,47 +117,47 @@ fanout_protected_v() {
   return 0
 }
 
-# fanout_agent K N DIR FB: the subshell of candidate K: its attempts (run_agent with the
-# candidate's worktree, folder and scratch, same timeout, retries and sweep as a single
-# run), one line per attempt on standard output for the runner:
+# fanout_agent K N DIR FB: the subshell of candidate K: its attempts (agent_attempts with the
+# candidate's number, worktree, folder and scratch, same timeout, retries and sweep as a
+# single run), one line per attempt on standard output for the runner:
 #   A <attempt> <exit> <timed_out> <seconds> <micro_usd> <cost_kind> <outcome>
 # then `E <deadline_hit> <tree>` (its worktree's tree when its runs ended; end.index, the
-# snapshot's index, is there once it is taken). It writes nothing outside .run-tmp/c<K>/ (its siblings' checks of
-# the loop directory would take it for tampering); the runner records everything after.
+# snapshot's index, is there once it is taken). It writes nothing outside .run-tmp/c<K>/ (its
+# siblings' checks of the loop directory would take it for tampering); the runner records
+# everything after. Its own state, in its subshell: the lines so far, the descriptor they go
+# out on, its scratch, the attempt running and when it started (for a stop, a trap).
 FANOUT_LINES=
 FANOUT_OUT=
+FANOUT_TMP=
+FANOUT_ATTEMPT=0
 FANOUT_T0=0
 fanout_agent() {
-  local k=$1 n=$2 cdir=$3 fb=$4
+  local k=$1 n=$2 cdir=$3 fb=$4 cws
   trap - ERR
-  FANOUT_LINES='' FANOUT_T0=$SECONDS ATTEMPT=0
+  fanout_ws_v "$k"
+  cws=$REPLY
+  FANOUT_LINES='' FANOUT_T0=$SECONDS FANOUT_ATTEMPT=0 FANOUT_TMP=$ORBIT_TMP/c$k
   exec {FANOUT_OUT}>&1
   trap 'fanout_agent_stop' INT TERM HUP
-  FANOUT_CAND=$k
-  ORBIT_FAULT=
-  fanout_ws_v "$k"
-  WS=$REPLY
-  AGENT_DIR=$WS/.orbit-agent
-  ORBIT_TMP="$ORBIT_TMP/c$k"
-  ORBIT_CANDIDATE_N=$k
   {
-    agent_attempts "$n" "$cdir/prompt.md" "$ORBIT_TMP/agent.log" "$ORBIT_TMP/cost.usd" "$fb" fanout_attempt_start fanout_attempt_line
+    agent_attempts "$k" "$cws" "$cws/.orbit-agent" "$FANOUT_TMP" \
+      "$n" "$cdir/prompt.md" "$FANOUT_TMP/agent.log" "$FANOUT_TMP/cost.usd" "$fb" fanout_attempt_start fanout_attempt_line
   } >/dev/null 2>>"$ORBIT_LOG_FILE"
   # Its tree as its runs left it: the one it is judged on (a later change is another's).
   local end=''
   if [[ -f $LOOP_DIR/.tree-index.c$k && ! -L $LOOP_DIR/.tree-index.c$k ]]; then
-    cp -p -- "$LOOP_DIR/.tree-index.c$k" "$ORBIT_TMP/end.index.tmp" 2>/dev/null || true
+    cp -p -- "$LOOP_DIR/.tree-index.c$k" "$FANOUT_TMP/end.index.tmp" 2>/dev/null || true
   fi
-  if fanout_tree_v "$k" "$ORBIT_TMP/end.index.tmp" && [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]]; then
+  if fanout_tree_v "$k" "$FANOUT_TMP/end.index.tmp" && [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]]; then
     end=$REPLY
-    mv -f -- "$ORBIT_TMP/end.index.tmp" "$ORBIT_TMP/end.index"
+    mv -f -- "$FANOUT_TMP/end.index.tmp" "$FANOUT_TMP/end.index"
   fi
   printf '%sE %s %s\n' "$FANOUT_LINES" "$DEADLINE_HIT" "$end" 1>&"$FANOUT_OUT"
 }
 
-# fanout_attempt_start ATTEMPT: a candidate's attempt starts (its time, for a stop).
+# fanout_attempt_start ATTEMPT: a candidate's attempt starts (its number and time, for a stop).
 fanout_attempt_start() {
-  FANOUT_T0=$SECONDS
+  FANOUT_ATTEMPT=$1 FANOUT_T0=$SECONDS
 }
 
 # fanout_attempt_line ATTEMPT OUTCOME: a candidate's attempt, as a line for the runner
@@ -227,10 +226,10 @@ fanout_agent_stop() {
   trap '' INT TERM HUP
   if [[ -n $ORBIT_CHILD_PID ]]; then
     orbit_kill_group "$ORBIT_CHILD_PID" "$KILL_GRACE_S"
-    if ((ATTEMPT > 0)); then
-      cat -- "$ORBIT_TMP/agent.raw" "$ORBIT_TMP/agent.head" "$ORBIT_TMP/agent.tail" >"$ORBIT_TMP/agent.log" 2>/dev/null || true
-      printf '\n[orbit: stopped by the runner after %ss]\n' $((SECONDS - FANOUT_T0)) >>"$ORBIT_TMP/agent.log"
-      FANOUT_LINES+="A $ATTEMPT $((128 + 15)) 0 $((SECONDS - FANOUT_T0)) 0 $COST_UNKNOWN $OUTCOME_STOPPED - - -"$'\n'
+    if ((FANOUT_ATTEMPT > 0)); then
+      cat -- "$FANOUT_TMP/agent.raw" "$FANOUT_TMP/agent.head" "$FANOUT_TMP/agent.tail" >"$FANOUT_TMP/agent.log" 2>/dev/null || true
+      printf '\n[orbit: stopped by the runner after %ss]\n' $((SECONDS - FANOUT_T0)) >>"$FANOUT_TMP/agent.log"
+      FANOUT_LINES+="A $FANOUT_ATTEMPT $((128 + 15)) 0 $((SECONDS - FANOUT_T0)) 0 $COST_UNKNOWN $OUTCOME_STOPPED - - -"$'\n'
     fi
   fi
   if [[ -n $ORBIT_WATCHDOG_PID ]]; then
@@ -291,21 +290,51 @@ fanout_recorded_passer_v() {
   done
 }
 
+# What the fan-out of an iteration reports, a record the iteration (its owner) takes as a
+# single agent's run: OUTCOME (the survivor's), ATTEMPTS, EXIT, SECONDS and TIMED_OUT (its
+# last run's), COST_KIND (the last run's cost kind). What it starts as is what the iteration
+# sees when the fan-out stops early (TRUST_BAD: the loop stops).
+declare -A FANOUT_RUN=()
+# An iteration's fan-out as it goes, between its steps: the candidates that run (not kept
+# from before an interruption), what each one's subshell said (a candidate with an entry is
+# taken: run, or stopped before it ran), its descriptor and pid while it runs, the tree its
+# runs left, and the candidate that passed everything first (fanout-early-stop; 0 for none).
+declare -a FANOUT_TODO=()
+declare -A FANOUT_RES=() FANOUT_FD=() FANOUT_PID=() FANOUT_END=()
+FANOUT_PASSER=0
+
+# fanout_iteration N DIR BASE_TREE FEEDBACK: the fan-out of iteration N. FANOUT_RUN holds the
+# survivor's run as a single agent's would be; the survivor's prompt and log are the
+# iteration's, its claim in the workspace's agent folder; TRUST_BAD when anything changed the
+# loop directory or git's control files (the caller stops the loop as for a single agent).
 fanout_iteration() {
-  local n=$1 dir=$2 base=$3 fb=$4 commit k cdir j fd line outcome att secs rc cost passer=0
-  local -a todo=() kept=() f=() checked=() kids_before=()
-  local -A fds=() res=() pids=() ends=()
-  # What the iteration sees when the fan-out stops early (TRUST_BAD: the loop stops).
-  FANOUT_OUTCOME=$OUTCOME_AGENT_ERROR FANOUT_ATTEMPTS=1 AGENT_RC=0 AGENT_SECS=0 AGENT_TIMED_OUT=0
-  RUN_COST_M=0 RUN_COST_KIND=$COST_UNKNOWN
+  local n=$1 dir=$2 base=$3 fb=$4 commit
+  FANOUT_RUN=([OUTCOME]=$OUTCOME_AGENT_ERROR [ATTEMPTS]=1 [EXIT]=0 [SECONDS]=0 [TIMED_OUT]=0 [COST_KIND]=$COST_UNKNOWN)
+  FANOUT_TODO=() FANOUT_RES=() FANOUT_FD=() FANOUT_PID=() FANOUT_END=()
   commit=$(git_q rev-parse HEAD)
   mkdir -p -- "$dir/candidates"
   fanout_recorded_passer_v "$n" "$dir"
-  passer=$REPLY
+  FANOUT_PASSER=$REPLY
+  fanout_start_all "$n" "$dir" "$commit" "$base" "$fb" || return 0
+  if ((${#FANOUT_TODO[@]})); then
+    fanout_run_all "$n" "$dir" "$fb" "$base" || return 0
+    fanout_runs_record "$n" "$dir" || return 0
+    orbit_fault fanout_after_agents
+    fanout_judge_all "$n" "$dir" "$commit" "$base" || return 0
+  fi
+  fanout_survivor "$n" "$dir" "$base"
+}
+
+# fanout_start_all N DIR BASE_COMMIT BASE_TREE FEEDBACK: each candidate of iteration N not
+# recorded before an interruption gets its folder (an older one set aside), its worktree at
+# the base and its prompt (FANOUT_TODO); with a passer recorded, the others are taken as
+# stopped before they ran. Status 1 when a worktree is not one the runner can trust
+# (TRUST_BAD).
+fanout_start_all() {
+  local n=$1 dir=$2 commit=$3 base=$4 fb=$5 k cdir j
   for ((k = 1; k <= FANOUT_N; k++)); do
     cdir=$dir/candidates/$k
     if [[ -f $cdir/candidate.env ]] && fanout_record_trusted "$n" "$k" "$cdir/candidate.env"; then
-      kept+=("$k")
       orbit_log "iteration $n: candidate $k was recorded before the interruption: kept"
       continue
     fi
@@ -318,171 +347,168 @@ fanout_iteration() {
     git_q update-ref -d "$REPLY" 2>/dev/null || true
     mkdir -- "$cdir"
     if ! fanout_prepare "$k" "$commit" "$base"; then
-      INTEGRITY_REASON=$REASON_GIT_TAMPER TRUST_BAD=$PIN_BAD TRUST_REASON=$REASON_GIT_TAMPER
-      TRUST_WANT=$PIN_WANT TRUST_HAVE=$PIN_HAVE
-      return 0
+      pin_finding "$REPLY" "$REPLY_WANT" "$REPLY_HAVE"
+      trust_broken "$REPLY" "$REASON_GIT_TAMPER" "$REPLY_WANT" "$REPLY_HAVE" 1
+      return 1
     fi
     build_prompt "$n" "$PHASE_WORK" 1 "$cdir/prompt.md" "$fb"
     printf '\n## Candidate\n\nYou are candidate %s of %s: other agents work on the same goal from the same start, each in its own copy, and the harness keeps the best change. Work independently; take the approach you judge best.\n' \
       "$k" "$FANOUT_N" >>"$cdir/prompt.md"
     rm -rf -- "$ORBIT_TMP/c$k"
     mkdir -- "$ORBIT_TMP/c$k"
-    todo+=("$k")
-    if ((passer)); then
-      res[$k]=''
+    FANOUT_TODO+=("$k")
+    if ((FANOUT_PASSER)); then
+      FANOUT_RES[$k]=''
     fi
   done
-  if ((${#todo[@]})); then
-    for k in "${todo[@]}"; do
-      [[ -z ${res[$k]+set} ]] || continue
-      orbit_event candidate_start "$n" candidate "$k" of "$FANOUT_N" path "$WS.c$k"
-    done
-    orbit_log "iteration $n: ${#todo[@]} candidate(s) start in parallel (${todo[*]})"
-    # What the runner holds from here: anything but the candidates' scratch that changes
-    # while they run is someone else's write.
-    if ! trust_check runner; then
-      return 0
-    fi
-    FANOUT_PIDS=()
-    orbit_kids_into kids_before "$$"
-    for k in "${todo[@]}"; do
-      [[ -z ${res[$k]+set} ]] || continue
-      exec {fd}< <(fanout_agent "$k" "$n" "$dir/candidates/$k" "$fb")
-      fds[$k]=$fd
-      pids[$k]=$!
-      FANOUT_PIDS+=("$!")
-    done
-    if ((FANOUT_EARLY_STOP)) && ((passer == 0)); then
-      # Each candidate looked at as soon as its runs end; the first that passes everything
-      # stops the others (they report what they ran, as stopped).
-      while ((passer == 0)); do
-        j=0
-        for k in "${todo[@]}"; do
-          [[ -z ${res[$k]+set} ]] || continue
-          if kill -0 "${pids[$k]}" 2>/dev/null; then
-            j=1
-            continue
-          fi
-          fd=${fds[$k]}
-          fanout_take_v "$fd" "${pids[$k]}"
-          res[$k]=$REPLY
-          exec {fd}<&-
-          if fanout_probe "$k" "$n" "$base"; then
-            passer=$k
-            break
-          fi
-        done
-        ((j)) || break
-        ((passer)) || sleep 0.2
-      done
-      if ((passer)); then
-        orbit_log "iteration $n: candidate $passer passes everything: the others still running are stopped (fanout-early-stop)"
-        for k in "${todo[@]}"; do
-          if [[ -z ${res[$k]+set} ]]; then
-            kill -TERM "${pids[$k]}" 2>/dev/null || true
-          fi
-        done
+}
+
+# fanout_run_all N DIR FEEDBACK BASE_TREE: the candidates of FANOUT_TODO not yet taken run
+# in parallel, each in its subshell (fanout_agent); FANOUT_RES holds what each one said once
+# all have ended (with fanout-early-stop, the first to pass everything stops the others).
+# Status 1 when the runner's own look before they start finds a change (TRUST_BAD).
+fanout_run_all() {
+  local n=$1 dir=$2 fb=$3 base=$4 k fd
+  local -a kids_before=()
+  for k in "${FANOUT_TODO[@]}"; do
+    [[ -z ${FANOUT_RES[$k]+set} ]] || continue
+    orbit_event candidate_start "$n" candidate "$k" of "$FANOUT_N" path "$WS.c$k"
+  done
+  orbit_log "iteration $n: ${#FANOUT_TODO[@]} candidate(s) start in parallel (${FANOUT_TODO[*]})"
+  # What the runner holds from here: anything but the candidates' scratch that changes
+  # while they run is someone else's write.
+  if ! trust_check runner; then
+    return 1
+  fi
+  FANOUT_PIDS=()
+  orbit_kids_into kids_before "$$"
+  for k in "${FANOUT_TODO[@]}"; do
+    [[ -z ${FANOUT_RES[$k]+set} ]] || continue
+    exec {fd}< <(fanout_agent "$k" "$n" "$dir/candidates/$k" "$fb")
+    FANOUT_FD[$k]=$fd
+    FANOUT_PID[$k]=$!
+    FANOUT_PIDS+=("$!")
+  done
+  if ((FANOUT_EARLY_STOP)) && ((FANOUT_PASSER == 0)); then
+    fanout_early_stop "$n" "$base"
+  fi
+  for k in "${FANOUT_TODO[@]}"; do
+    [[ -z ${FANOUT_RES[$k]+set} ]] || continue
+    fanout_take "$k"
+  done
+  FANOUT_PIDS=()
+  orbit_reaped_sweep "${kids_before[@]}" "${FANOUT_PID[@]}"
+}
+
+# fanout_take K: what candidate K's subshell said, into FANOUT_RES (its descriptor closed).
+fanout_take() {
+  local k=$1 fd=${FANOUT_FD[$1]}
+  fanout_take_v "$fd" "${FANOUT_PID[$k]}"
+  FANOUT_RES[$k]=$REPLY
+  exec {fd}<&-
+}
+
+# fanout_early_stop N BASE_TREE: each candidate looked at as soon as its runs end; the
+# first that passes everything (FANOUT_PASSER) stops the others (they report what they ran,
+# as stopped).
+fanout_early_stop() {
+  local n=$1 base=$2 k live
+  while ((FANOUT_PASSER == 0)); do
+    live=0
+    for k in "${FANOUT_TODO[@]}"; do
+      [[ -z ${FANOUT_RES[$k]+set} ]] || continue
+      if kill -0 "${FANOUT_PID[$k]}" 2>/dev/null; then
+        live=1
+        continue
       fi
-    fi
-    for k in "${todo[@]}"; do
-      [[ -z ${res[$k]+set} ]] || continue
-      fd=${fds[$k]}
-      fanout_take_v "$fd" "${pids[$k]}"
-      res[$k]=$REPLY
-      exec {fd}<&-
-    done
-    FANOUT_PIDS=()
-    orbit_reaped_sweep "${kids_before[@]}" "${pids[@]}"
-    # What any candidate changed outside its worktree, before the runner writes again.
-    if ! trust_check agent; then
-      orbit_log "a candidate changed $TRUST_BAD ($TRUST_REASON): nothing of the fan-out is taken"
-    fi
-    # Every run's cost, first: a crash from here on loses none of it.
-    for k in "${todo[@]}"; do
-      cdir=$dir/candidates/$k
-      for line in "$ORBIT_TMP/c$k"/agent*.log "$ORBIT_TMP/c$k"/cost.usd; do
-        if [[ -f $line && ! -L $line ]]; then
-          mv -f -- "$line" "$cdir/"
-        fi
-      done
-      outcome=$OUTCOME_AGENT_ERROR
-      att=0 secs=0 rc=1 cost=0
-      while IFS=' ' read -r -a f; do
-        case ${f[0]:-} in
-          A)
-            ((${#f[@]} == 11)) || continue
-            for j in 1 2 3 4 5; do orbit_is_uint "${f[$j]}" || continue 2; done
-            [[ ${f[6]} =~ $ORBIT_RE_COST_KIND && ${f[7]} =~ ^[a-z_]{1,32}$ ]] || continue
-            att=${f[1]} rc=${f[2]} secs=${f[4]} outcome=${f[7]} cost=$((cost + f[5]))
-            RUN_COST_KIND=${f[6]}
-            fanout_attempt_record "$n" "$k" "${f[@]:1}"
-            ;;
-          E)
-            [[ ${f[1]:-0} == 1 ]] && DEADLINE_HIT=1
-            [[ ${f[2]:-} =~ ^[0-9a-f]{40,64}$ ]] && ends[$k]=${f[2]}
-            ;;
-        esac
-      done <<<"${res[$k]}"
-      # Stopped before it ran (or before it could say what it ran): another passed first.
-      if ((att == 0 && passer > 0)); then
-        outcome=$OUTCOME_STOPPED rc=0
+      fanout_take "$k"
+      if fanout_probe "$k" "$n" "$base"; then
+        FANOUT_PASSER=$k
+        break
       fi
-      printf 'OUTCOME=%s\nEXIT=%s\nATTEMPTS=%s\nSECONDS=%s\nCOST_MICROUSD=%s\n' "$outcome" "$rc" "$att" "$secs" "$cost" >"$cdir/run.env"
     done
-    [[ -z $TRUST_BAD ]] || return 0
-    orbit_fault fanout_after_agents
-    for k in "${todo[@]}"; do
-      fanout_run_read "$dir/candidates/$k"
-      C[END_TREE]=${ends[$k]-}
-      fanout_look "$n" "$k" "$dir/candidates/$k" "$base" || return 0
-      if ((FANOUT_LOOK_CHECK[$k])); then checked+=("$k"); fi
-    done
-    fanout_checks_run "$n" ${checked[@]+"${checked[@]}"} || return 0
-    orbit_fault fanout_after_checks
-    for k in "${todo[@]}"; do
-      fanout_run_read "$dir/candidates/$k"
-      fanout_judge "$n" "$k" "$dir/candidates/$k" "$commit" "$base" || return 0
-      orbit_fault fanout_after_candidate
+    ((live)) || break
+    ((FANOUT_PASSER)) || sleep 0.2
+  done
+  if ((FANOUT_PASSER)); then
+    orbit_log "iteration $n: candidate $FANOUT_PASSER passes everything: the others still running are stopped (fanout-early-stop)"
+    for k in "${FANOUT_TODO[@]}"; do
+      if [[ -z ${FANOUT_RES[$k]+set} ]]; then
+        kill -TERM "${FANOUT_PID[$k]}" 2>/dev/null || true
+      fi
     done
   fi
-  fanout_select "$n"
-  if ((passer > 0 && SURVIVOR == passer)); then
-    SURVIVOR_WHY='the first to pass everything; the others were stopped (fanout-early-stop)'
+}
+
+# fanout_runs_record N DIR: once every candidate's runs ended, the runner's look at what
+# they changed outside their worktrees, then every run's cost and record first (a crash from
+# here on loses none of it): each candidate's logs into its folder, its attempts into the
+# ledger and the journal, its run.env, the tree its runs left (FANOUT_END). Status 1 when
+# the look found a change (TRUST_BAD: nothing of the fan-out is taken).
+fanout_runs_record() {
+  local n=$1 dir=$2 k line
+  if ! trust_check agent; then
+    orbit_log "a candidate changed $TRUST_BAD ($TRUST_REASON): nothing of the fan-out is taken"
   fi
-  printf '%s\n' "$SURVIVOR" >"$dir/survivor.txt"
-  if ! grep -qF -- "\"event\":\"survivor_selected\",\"iteration\":$n," "$EV_FILE" 2>/dev/null; then
-    orbit_event survivor_selected "$n" candidate "$SURVIVOR" of "$FANOUT_N" reason "$SURVIVOR_WHY"
+  for k in "${FANOUT_TODO[@]}"; do
+    for line in "$ORBIT_TMP/c$k"/agent*.log "$ORBIT_TMP/c$k"/cost.usd; do
+      if [[ -f $line && ! -L $line ]]; then
+        mv -f -- "$line" "$dir/candidates/$k/"
+      fi
+    done
+    fanout_run_lines "$n" "$k" "$dir/candidates/$k"
+  done
+  [[ -z $TRUST_BAD ]]
+}
+
+# fanout_run_lines N K CDIR: candidate K's lines (FANOUT_RES: A per attempt, checked, then E)
+# recorded: each attempt (fanout_attempt_record), a deadline it hit the loop's, the tree its
+# runs left, and its run's record (CDIR/run.env).
+fanout_run_lines() {
+  local n=$1 k=$2 cdir=$3 outcome=$OUTCOME_AGENT_ERROR att=0 secs=0 rc=1 cost=0 j
+  local -a f=()
+  while IFS=' ' read -r -a f; do
+    case ${f[0]:-} in
+      A)
+        ((${#f[@]} == 11)) || continue
+        for j in 1 2 3 4 5; do orbit_is_uint "${f[$j]}" || continue 2; done
+        [[ ${f[6]} =~ $ORBIT_RE_COST_KIND && ${f[7]} =~ ^[a-z_]{1,32}$ ]] || continue
+        att=${f[1]} rc=${f[2]} secs=${f[4]} outcome=${f[7]} cost=$((cost + f[5]))
+        FANOUT_RUN[COST_KIND]=${f[6]}
+        fanout_attempt_record "$n" "$k" "${f[@]:1}"
+        ;;
+      E)
+        if [[ ${f[1]:-0} == 1 ]]; then deadline_hit; fi
+        [[ ${f[2]:-} =~ ^[0-9a-f]{40,64}$ ]] && FANOUT_END[$k]=${f[2]}
+        ;;
+    esac
+  done <<<"${FANOUT_RES[$k]}"
+  # Stopped before it ran (or before it could say what it ran): another passed first.
+  if ((att == 0 && FANOUT_PASSER > 0)); then
+    outcome=$OUTCOME_STOPPED rc=0
   fi
-  orbit_log "iteration $n: survivor: candidate $SURVIVOR ($SURVIVOR_WHY)"
-  orbit_fault fanout_before_apply
-  rm -rf -- "$AGENT_DIR"
-  mkdir -- "$AGENT_DIR"
-  if ((SURVIVOR == 0)); then
-    # Nothing is applied: the workspace stays at the base, the iteration an agent error.
-    fanout_apply "$base" || orbit_die "$EXIT_BLOCKED" "cannot put the workspace back to the base tree $base (see runner.log)"
-    FANOUT_ATTEMPTS=1 AGENT_RC=1 AGENT_SECS=0
-    cp -f -- "$dir/candidates/1/prompt.md" "$dir/prompt.md" 2>/dev/null || true
-    printf 'orbit: every candidate of iteration %s was disqualified (see candidates/*/candidate.env)\n' "$n" >"$dir/agent.log"
-    return 0
-  fi
-  cdir=$dir/candidates/$SURVIVOR
-  fanout_read "$cdir/candidate.env"
-  if ! fanout_apply "${C[TREE]}"; then
-    orbit_die "$EXIT_BLOCKED" "cannot apply candidate $SURVIVOR's change (${C[TREE]}) to the workspace (see runner.log)"
-  fi
-  cp -f -- "$cdir/prompt.md" "$dir/prompt.md"
-  cp -f -- "$cdir/agent.log" "$dir/agent.log" 2>/dev/null || : >"$dir/agent.log"
-  if [[ -f $cdir/done.md.claim ]]; then
-    cp -f -- "$cdir/done.md.claim" "$AGENT_DIR/done.md"
-  fi
-  if [[ -f $cdir/notes.md ]]; then
-    cp -f -- "$cdir/notes.md" "$LOOP_DIR/notes.md"
-  fi
-  fanout_survivor_checks "$cdir"
-  FANOUT_ATTEMPTS=${C[ATTEMPTS]:-1} AGENT_RC=${C[EXIT]:-0} AGENT_SECS=${C[SECONDS]:-0}
-  orbit_is_uint "$FANOUT_ATTEMPTS" || FANOUT_ATTEMPTS=1
-  FANOUT_OUTCOME=${C[OUTCOME]:-$OUTCOME_AGENT_ERROR}
-  orbit_fault fanout_after_apply
+  printf 'OUTCOME=%s\nEXIT=%s\nATTEMPTS=%s\nSECONDS=%s\nCOST_MICROUSD=%s\n' "$outcome" "$rc" "$att" "$secs" "$cost" >"$cdir/run.env"
+}
+
+# fanout_judge_all N DIR BASE_COMMIT BASE_TREE: the runner's look at each candidate that ran,
+# the checks of those not disqualified nor stopped, then each one judged and recorded.
+# Status 1 when a look or the checks found a change (TRUST_BAD).
+fanout_judge_all() {
+  local n=$1 dir=$2 commit=$3 base=$4 k
+  local -a checked=()
+  for k in "${FANOUT_TODO[@]}"; do
+    fanout_run_read "$dir/candidates/$k"
+    C[END_TREE]=${FANOUT_END[$k]-}
+    fanout_look "$n" "$k" "$dir/candidates/$k" "$base" || return 1
+    if ((FANOUT_LOOK_CHECK[$k])); then checked+=("$k"); fi
+  done
+  fanout_checks_run "$n" ${checked[@]+"${checked[@]}"} || return 1
+  orbit_fault fanout_after_checks
+  for k in "${FANOUT_TODO[@]}"; do
+    fanout_run_read "$dir/candidates/$k"
+    fanout_judge "$n" "$k" "$dir/candidates/$k" "$commit" "$base" || return 1
+    orbit_fault fanout_after_candidate
+  done
 }
 
 # fanout_progress_v DIR: REPLY holds progress.md's lines for a fan-out iteration's

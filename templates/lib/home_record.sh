@@ -16,12 +16,17 @@
 # ---- `absent`, `dir`, `other`, `unreadable`, `link:<sha256 of its target>:<what it
 # ---- reaches>`, `keys:<sha256>` (a JSON projection: keys sorted, empty values left out, so
 # ---- that a file the engine creates or rewrites with its own bookkeeping holds the same),
-# ---- `toml:<sha256>` or `unparsable`. One perl program (core modules only) computes it, so
-# ---- that the runner, recover.sh and orbit audit compute the same record.
+# ---- `toml:<sha256>` or `unparsable` (`unknown-kind` for a kind no reader here reads).
+# ---- One perl program (core modules only) computes it, so that the runner and orbit
+# ---- audit and recover compute the same record: the shared subroutines here, then the
+# ---- reader of the engine's own kinds, which its part holds (HOME_PERL_ENGINE: claude's
+# ---- json-projects, codex's toml, copilot's json; none for an engine that holds files and
+# ---- directories only, and none in recover.sh, which holds no engine's part and computes
+# ---- no record).
 # shellcheck disable=SC2016  # perl code, not shell
 HOME_PERL_SUBS='
 @perl:home_record.pl@
-'
+'${HOME_PERL_ENGINE-}
 # The program run once: the spec lines on stdin, the record on stdout.
 # shellcheck disable=SC2016  # perl code, not shell
 HOME_PERL=$HOME_PERL_SUBS'

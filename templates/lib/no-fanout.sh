@@ -4,8 +4,9 @@
 # ---- (fanout_iteration, fanout_budget, fanout_done_prune, and what they read) are
 # ---- reached only where FANOUT_N > 1, and are not here.
 FANOUT_N=1
-# Never inside a candidate's subshell.
-FANOUT_CAND=0
+# The fan-out's report of an iteration: none without a fan-out (fanout_iteration is never
+# called).
+declare -A FANOUT_RUN=()
 
 # fanout_settings: one agent: nothing to read from the settings.
 fanout_settings() { :; }

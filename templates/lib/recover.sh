@@ -1,4 +1,5 @@
 # ---- apply: backups, moves, flag writes, progress, events, then the checkpoint.
+# rc_backup FILE BACKUP_DIR: a copy of FILE (when it is one) under BACKUP_DIR, by its path.
 rc_backup() {
   local src=$1 bdir=$2 rel
   [[ -f $src ]] || return 0
@@ -15,17 +16,37 @@ rc_backup() {
   mv -f -- "$bdir/$rel.tmp.$$" "$bdir/$rel"
 }
 
+# rc_apply: the plan applied: every file it changes backed up first (backups/<stamp>/), the
+# files moved, restored and written, progress.md's Recovery entry, the journal's recovery
+# event, then the checkpoint; what was done said on standard output.
 rc_apply() {
-  local now stamp bdir brel k f i dest text tmp iter r flags_text
+  local now bdir brel iter r flags_text
   now=$(orbit_now)
-  stamp=$(TZ=UTC0 printf '%(%Y%m%dT%H%M%SZ)T' "$now")
+  rc_backups_v "$now"
+  bdir=$REPLY
+  brel=${bdir#"$RC_DIR"/}
+  rc_apply_files "$bdir"
+  iter=$((S[NEXT_ITERATION] > 0 ? S[NEXT_ITERATION] - 1 : 0))
+  flags_text=${RC_FLAGS[*]:-}
+  rc_apply_progress "$now" "$brel" "$iter" "$flags_text"
+  rc_apply_journal "$now" "$brel" "$iter" "$flags_text"
+  printf 'recover.sh: recovered %s\n' "$RC_DIR"
+  for r in "${RC_REPAIRS[@]}"; do printf '  - %s\n' "$r"; done
+  for r in "${RC_NOTES[@]}"; do printf '  note: %s\n' "$r"; done
+  printf '  backups: %s\n  %s\n' "$brel" "$(rc_resume_hint)"
+}
+
+# rc_backups_v NOW: REPLY is a new backup directory (backups/<stamp>[-K]/) holding a copy of
+# every file the plan changes.
+rc_backups_v() {
+  local stamp bdir k f
+  stamp=$(TZ=UTC0 printf '%(%Y%m%dT%H%M%SZ)T' "$1")
   bdir="$RC_DIR/backups/$stamp"
   k=2
   while [[ -e $bdir ]]; do
     bdir="$RC_DIR/backups/$stamp-$k"
     k=$((k + 1))
   done
-  brel=${bdir#"$RC_DIR"/}
   mkdir -p -- "$bdir"
   if [[ -n $RC_BH_WRITE ]]; then rc_backup "$RC_DIR/.branch-head" "$bdir"; fi
   if ((RC_PINS_WRITE)); then rc_backup "$RC_DIR/pins.sha256" "$bdir"; fi
@@ -38,6 +59,14 @@ rc_apply() {
     rc_backup "$RC_DIR/state.env" "$bdir"
     rc_backup "$RC_DIR/state.env.sha256" "$bdir"
   fi
+  REPLY=$bdir
+}
+
+# rc_apply_files BACKUP_DIR: the workspace recreated, .branch-head, the moves (BACKUP/ ones
+# into BACKUP_DIR), pins.sha256, the goal's pinned copy, the change signatures, the
+# restored and removed files (--restore-pinned) and their index entries.
+rc_apply_files() {
+  local bdir=$1 i f dest
   if [[ -n $RC_WS_ADD ]]; then
     mkdir -p -- "${RC_WS_ADD%/*}"
     rmdir -- "$RC_WS_ADD" 2>/dev/null || true
@@ -90,6 +119,12 @@ rc_apply() {
     GIT_LITERAL_PATHSPECS=1 git -C "$WS" -c core.fsmonitor=false reset -q -- "${ws_paths[@]}" ||
       orbit_die "$EXIT_FAILURE" "git reset in $WS failed (the files are restored; their index entries are not)"
   fi
+}
+
+# rc_apply_progress NOW BACKUP ITER FLAGS: progress.md with its torn tail trimmed, a broken
+# chain sealed, stray lines dropped, and the Recovery entry appended (one atomic rename).
+rc_apply_progress() {
+  local now=$1 brel=$2 iter=$3 flags_text=$4 tmp f prev r text
   # progress.md: the torn tail trimmed, the Recovery entry appended; one atomic rename.
   tmp="$RC_DIR/.progress.md.tmp.$$"
   : >"$tmp"
@@ -112,14 +147,12 @@ rc_apply() {
       mv -f -- "$tmp.cut" "$tmp"
     fi
   fi
-  PG_FILE=$tmp
-  PG_PREV=0000000000000000000000000000000000000000000000000000000000000000
+  prev=0000000000000000000000000000000000000000000000000000000000000000
   f=$(grep -a -E '^<!-- orbit:end iteration=[0-9]+ sha256=[0-9a-f]{64} -->$' -- "$tmp" | tail -n 1 || true)
   if [[ $f =~ sha256=([0-9a-f]{64}) ]]; then
-    PG_PREV=${BASH_REMATCH[1]}
+    prev=${BASH_REMATCH[1]}
   fi
-  iter=$((S[NEXT_ITERATION] > 0 ? S[NEXT_ITERATION] - 1 : 0))
-  flags_text=${RC_FLAGS[*]:-}
+  progress_chain_at "$tmp" "$prev"
   text="## Recovery — $(orbit_iso "$now")"$'\n'
   text+="- by: recover.sh${flags_text:+ $flags_text}"$'\n'
   text+="- evidence: last completed iteration $RC_LAST"$'\n'
@@ -131,18 +164,21 @@ rc_apply() {
   text+="- backups: $brel/"$'\n'
   progress_append "$iter" "$text"
   mv -f -- "$tmp" "$RC_DIR/progress.md"
+}
+
+# rc_apply_journal NOW BACKUP ITER FLAGS: events.jsonl with its torn line trimmed and the
+# recovery event appended (one atomic rename), then the checkpoint, last.
+rc_apply_journal() {
+  local now=$1 brel=$2 iter=$3 flags_text=$4 tmp text state_sha=''
   # events.jsonl: the torn line trimmed, the recovery event appended; one atomic rename.
   tmp="$RC_DIR/.events.jsonl.tmp.$$"
   : >"$tmp"
   if [[ -f $RC_DIR/events.jsonl ]]; then
     head -c "$RC_EV_KEEP" -- "$RC_DIR/events.jsonl" >"$tmp"
   fi
-  EV_SEQ=0
-  EV_PREV=0000000000000000000000000000000000000000000000000000000000000000
-  events_open "$tmp"
+  events_restart "$tmp"
   # The state.env the loop will have (written below, its text fixed now; or the one kept):
   # the event carries its sha256, so that audit and recover can check state.env against it.
-  local state_sha=''
   local -a extra=()
   if ((RC_STATE_WRITE)); then
     S[LAST_UPDATED_AT]=$now
@@ -170,10 +206,6 @@ rc_apply() {
     orbit_write_file "$RC_DIR/state.env.sha256" "$(state_sidecar_text "$text" "${S[GEN]}")" ||
       orbit_die "$EXIT_FAILURE" "cannot write state.env.sha256: run recover.sh again once the disk has room"
   fi
-  printf 'recover.sh: recovered %s\n' "$RC_DIR"
-  for r in "${RC_REPAIRS[@]}"; do printf '  - %s\n' "$r"; done
-  for r in "${RC_NOTES[@]}"; do printf '  note: %s\n' "$r"; done
-  printf '  backups: %s\n  %s\n' "$brel" "$(rc_resume_hint)"
 }
 
 main() {

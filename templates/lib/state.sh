@@ -324,6 +324,14 @@ records_at() {
   PG_FILE=$1/progress.md
 }
 
+# events_restart FILE: the journal is FILE (recover's rebuilt copy), its chain from the
+# start when it is empty, else from its end (events_open).
+events_restart() {
+  EV_SEQ=0
+  EV_PREV=0000000000000000000000000000000000000000000000000000000000000000
+  events_open "$1"
+}
+
 # events_open FILE: find the chain's end; a torn last line (no newline) is trimmed.
 events_open() {
   # Byte lengths, not characters: the torn line may hold multibyte UTF-8.
@@ -355,10 +363,25 @@ events_open() {
   fi
 }
 
+# Where orbit_event writes instead of the journal ("" for the journal): a subshell that must
+# not write it (a fan-out candidate's checks or probe, which run beside the others) has its
+# events queued there, each as its count of fields then the fields, NUL-terminated, for the
+# runner to journal (fanout_check_take_v); /dev/null drops them.
+EV_SINK=
+
+# orbit_event_sink FILE: this shell's events go to FILE from now on (EV_SINK).
+orbit_event_sink() {
+  EV_SINK=$1
+}
+
 # orbit_event NAME ITERATION [KEY VALUE]...: values that look like integers or booleans are
 # written as JSON numbers/booleans, everything else as strings.
 orbit_event() {
   local name=$1 iter=$2 fields='' k v line ts
+  if [[ -n $EV_SINK ]]; then
+    printf '%s\0' "$#" "$@" >>"$EV_SINK"
+    return 0
+  fi
   shift 2
   while (($# >= 2)); do
     k=$1 v=$2
@@ -384,6 +407,12 @@ orbit_event() {
 # ---- progress.md: entries closed by chained end markers (see orbit's progress module).
 PG_PREV=0000000000000000000000000000000000000000000000000000000000000000
 PG_FILE=
+
+# progress_chain_at FILE PREV: progress.md is FILE (recover's rebuilt copy), its chain
+# going on from the end marker's hash PREV.
+progress_chain_at() {
+  PG_FILE=$1 PG_PREV=$2
+}
 
 # progress_open FILE: find the chain's end; a torn tail (an entry without its end marker)
 # is trimmed, since the runner rewrites that entry in full from the iteration's record.

@@ -1317,6 +1317,23 @@ fn a_built_in_engines_loop_without_perls_modules_names_what_is_missing() {
     );
 }
 
+/// What works without perl (contract section 1): a custom agent's loop with no env file and
+/// no network allowlist runs its iteration, its hashes each a sha256sum call.
+#[test]
+fn a_custom_loop_without_an_env_file_or_an_allowlist_runs_without_perl() {
+    let repo = Repo::new();
+    let agent = repo.agent("worker", "cat >/dev/null\necho step >> work.txt");
+    let dir = repo.init_loop(&agent, &["exit 1"], &["--sandbox", "none"]);
+    let path = path_without(&repo, &["perl"]);
+    let out = repo.run_loop(&dir, &["--once"], &[("PATH", &path)]);
+    assert_code(&out, 10, "no perl, nothing that needs it");
+    assert!(
+        dir.join("iterations/000001").exists(),
+        "the iteration ran: {}",
+        text(&out)
+    );
+}
+
 #[test]
 fn a_scheduler_environment_without_git_or_with_a_bad_tmpdir_is_a_preflight_error_naming_it() {
     let repo = Repo::new();

@@ -368,11 +368,6 @@ fn the_resident_perl_computes_the_home_record_byte_for_byte_as_the_program() {
         "{\"numStartups\": 3, \"mcpServers\": {\"x\": {\"command\": \"y\"}}, \"projects\": {\"/w\": {\"allowedTools\": [\"Bash\"]}}}\n",
     )
     .unwrap();
-    fs::write(
-        h.join("config.toml"),
-        "model = \"m\"\n[mcp_servers.z]\ncommand = \"c\"\n",
-    )
-    .unwrap();
     std::os::unix::fs::symlink(h.join(".claude/settings.json"), h.join("link.json")).unwrap();
     fs::write(h.join("caf\u{e9} name"), "bytes\n").unwrap();
     let bin = work.path().join("bin");
@@ -399,8 +394,8 @@ fn the_resident_perl_computes_the_home_record_byte_for_byte_as_the_program() {
     let body = r#"
 H=$1
 specs=$(printf '%s\t%s\t%s\n' file "$H/.claude/settings.json" '' dir "$H/.claude" sessions \
-  json-projects "$H/.claude.json" /w/sub json "$H/.claude.json" mcpServers,numStartups \
-  toml "$H/config.toml" '' file "$H/link.json" '' file "$H/café name" '' file "$H/absent" '')
+  json-projects "$H/.claude.json" /w/sub \
+  file "$H/link.json" '' file "$H/café name" '' file "$H/absent" '')
 once=$(perl -e "$HOME_PERL" <<<"$specs")
 : >"$2"
 orbit_hasher_start
@@ -422,7 +417,12 @@ home_record_v "$specs"
 echo "without it: $(wc -l <"$2") perl started"
 echo "$once"
 "#;
-    let mut cmd = crate::support::bash_with_parts(work.path(), &["common", "home_record"], body);
+    // A claude loop's parts: its engine's reader (json-projects) beside the shared ones.
+    let mut cmd = crate::support::bash_with_parts(
+        work.path(),
+        &["common", "engines/claude", "home_record"],
+        body,
+    );
     cmd.arg(&h).arg(&started);
     cmd.env(
         "PATH",
@@ -443,7 +443,6 @@ echo "$once"
     assert!(said.contains("/.claude/skills/one/SKILL.md"), "{said}");
     assert!(!said.contains("sessions/s"), "{said}");
     assert!(said.contains("keys:"), "{said}");
-    assert!(said.contains("toml:"), "{said}");
     assert!(said.contains("link:"), "{said}");
     assert!(
         said.contains(&format!("absent  {}/absent", h.display())),

@@ -170,6 +170,7 @@ fn check_chosen_parts(repo: &Repo, dir: &Path, engine: &str, fanout: bool, sandb
         !sandbox,
         "{engine} loop: lib/no-sandbox.sh"
     );
+    check_home_readers(dir, engine);
     let shown = dir.display().to_string();
     let out = repo.orbit(&["init", "--force", "--dir", &shown]);
     assert_ok(&out, "orbit init --force");
@@ -183,6 +184,38 @@ fn check_chosen_parts(repo: &Repo, dir: &Path, engine: &str, fanout: bool, sandb
         lib,
         "{engine} loop: --force renders the same library"
     );
+}
+
+/// The perl readers of the held files that are neither a file nor a directory, each with
+/// the engines whose held files need it: a subroutine each reader defines, and the engines.
+const HOME_READERS: &[(&str, &[&str])] = &[
+    ("sub claude_json ", &["claude"]),
+    ("sub claude_proj ", &["claude"]),
+    ("sub codex_toml ", &["codex"]),
+    ("sub json_keys ", &["copilot"]),
+    ("sub json_of ", &["claude", "copilot"]),
+];
+
+/// Asserts that the scripts of an `engine` loop hold its engine's readers of the held files
+/// and no other engine's (a claude loop holds no TOML reader, a codex loop no JSON one).
+fn check_home_readers(dir: &Path, engine: &str) {
+    let mut scripts = String::new();
+    for name in [
+        "run-loop.sh",
+        "recover.sh",
+        "verify.sh",
+        "holdout.sh",
+        "notify.sh",
+    ] {
+        scripts.push_str(&fs::read_to_string(dir.join(name)).unwrap());
+    }
+    for (sub, engines) in HOME_READERS {
+        assert_eq!(
+            scripts.contains(sub),
+            engines.contains(&engine),
+            "{engine} loop: the reader {sub:?} (of {engines:?})"
+        );
+    }
 }
 
 #[test]

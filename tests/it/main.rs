@@ -9,6 +9,7 @@ mod counts;
 mod engines;
 mod engines_more;
 mod engines_net;
+mod envelope;
 mod evidence;
 mod fanout;
 mod feedback;

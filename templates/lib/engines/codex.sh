@@ -206,6 +206,15 @@ engine_home_held() {
   )
 }
 
+# HOME_PERL_ENGINE: the perl reader of codex's held files that are neither a file nor a
+# directory (`toml`: ~/.codex/config.toml read line by line), placed after the shared
+# subroutines of the record (lib/home_record.sh `HOME_PERL_SUBS`): a loop of codex holds
+# no other engine's reader.
+# shellcheck disable=SC2016,SC2034  # perl code, not shell; read by lib/home_record.sh
+HOME_PERL_ENGINE='
+@perl:home_codex.pl@
+'
+
 # engine_migrate_note: what a loop of codex written under contract 1.0 is told besides
 # `orbit recover --migrate`: nothing.
 engine_migrate_note() { :; }

@@ -177,6 +177,19 @@ engine_home_held() {
   )
 }
 
+# HOME_PERL_ENGINE: the perl reader of copilot's held files that are neither a file nor a
+# directory (`json`: the JSON projection of ~/.copilot/config.json), placed after the
+# shared subroutines of the record (lib/home_record.sh `HOME_PERL_SUBS`): a loop of copilot
+# holds no other engine's reader. HOME_PERL_MODULES: the perl modules it needs besides the
+# record's own (lib/runner/home.sh names them when perl cannot compute the record).
+# shellcheck disable=SC2034  # read by lib/runner/home.sh
+HOME_PERL_MODULES=("${ORBIT_PERL_JSON_MODULES[@]}")
+# shellcheck disable=SC2016,SC2034  # perl code, not shell; read by lib/home_record.sh
+HOME_PERL_ENGINE='
+@perl:home_json.pl@
+@perl:home_copilot.pl@
+'
+
 # engine_migrate_note: what a loop of copilot written under contract 1.0 is told besides
 # `orbit recover --migrate`: nothing.
 engine_migrate_note() { :; }

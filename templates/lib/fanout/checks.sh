@@ -72,29 +72,29 @@ fanout_checks_run() {
 # runs, holdout, judge (- for none), deadline hit. Nothing else of the loop directory is
 # written (the runner compares it, for all of them, once they have ended).
 fanout_check_one() {
-  local n=$1 k=$2 cws passed=0 total=0 runs=0 hold=- judge=- p
+  local n=$1 k=$2 cws sc=$ORBIT_TMP/j$2
   trap - ERR
   trap 'fanout_check_stop' INT TERM HUP
   fanout_ws_v "$k"
   cws=$REPLY
-  local WS=$cws ORBIT_TMP=$ORBIT_TMP/j$k ORBIT_FAULT=''
-  local VERIFY_SCRATCH=$ORBIT_TMP rec=$ORBIT_TMP/rec
   # The candidate's own index, stat data and all: a fresh one would hash every file again.
   if [[ -f $LOOP_DIR/.tree-index.c$k && ! -L $LOOP_DIR/.tree-index.c$k ]]; then
-    cp -p -- "$LOOP_DIR/.tree-index.c$k" "$VERIFY_SCRATCH/index" 2>/dev/null || true
+    cp -p -- "$LOOP_DIR/.tree-index.c$k" "$sc/index" 2>/dev/null || true
   fi
-  orbit_event() {
-    printf '%s\0' "$#" "$@" >>"$ORBIT_TMP/events.q"
-  }
-  trust_check() {
-    TRUST_BAD=
-    return 0
-  }
-  trust_hold_loop() { :; }
-  orbit_die() {
-    orbit_log "candidate $k's checks stopped: ${2-}"
-    exit "$EXIT_BLOCKED"
-  }
+  # Its events are queued for the runner, its looks at what the runner holds are the
+  # runner's (around all of them), and a stop ends this subshell alone.
+  orbit_event_sink "$sc/events.q"
+  trust_defer
+  FANOUT_CHECK_K=$k
+  orbit_die_hook fanout_check_died
+  checks_in "$cws" "$sc" fanout_check_steps "$n" "$k" "$sc"
+}
+
+# fanout_check_steps N K SCRATCH: candidate K's checks (in its worktree: checks_in): verify.sh
+# PASS_K times while it passes, the holdout checks and the judge, their records into
+# SCRATCH/rec, the artifacts' names learnt and the result (fanout_check_one's).
+fanout_check_steps() {
+  local n=$1 k=$2 sc=$3 rec=$3/rec passed=0 total=0 runs=0 hold=- judge=- p
   run_verify "$rec" "candidate $k"
   tally_counts_v
   passed=${REPLY% *} total=${REPLY#* }
@@ -124,9 +124,18 @@ fanout_check_one() {
   fi
   for p in "${!ARTIFACT_NAMES[@]}"; do
     printf '%s\n' "$p"
-  done >"$ORBIT_TMP/artifacts.names"
-  printf '%s %s %s %s %s %s\n' "$passed" "$total" "$runs" "$hold" "$judge" "$DEADLINE_HIT" >"$ORBIT_TMP/result.tmp" &&
-    mv -f -- "$ORBIT_TMP/result.tmp" "$ORBIT_TMP/result"
+  done >"$sc/artifacts.names"
+  printf '%s %s %s %s %s %s\n' "$passed" "$total" "$runs" "$hold" "$judge" "$DEADLINE_HIT" >"$sc/result.tmp" &&
+    mv -f -- "$sc/result.tmp" "$sc/result"
+}
+
+# The candidate whose checks this subshell runs (for fanout_check_died).
+FANOUT_CHECK_K=0
+# fanout_check_died MESSAGE: orbit_die's last word in a candidate's check subshell: the
+# candidate's checks stopped, this subshell alone exits (the runner finds no result).
+fanout_check_died() {
+  orbit_log "candidate $FANOUT_CHECK_K's checks stopped: $1"
+  exit "$EXIT_BLOCKED"
 }
 
 # fanout_check_stop: a candidate's check subshell signalled (the runner stops): the run it

@@ -50,7 +50,7 @@ declare -A FANOUT_LOOK_TREE=() FANOUT_LOOK_BAD=() FANOUT_LOOK_CLAIM=() FANOUT_LO
 # its claim and notes taken out of its folder. Status 1 when its worktree changed after its
 # runs ended (TRUST_BAD set: another candidate wrote it).
 fanout_look() {
-  local n=$1 k=$2 cdir=$3 base=$4 cws tree bad='' claim=0 agent_main=$AGENT_DIR
+  local n=$1 k=$2 cdir=$3 base=$4 cws tree bad='' claim=0
   fanout_ws_v "$k"
   cws=$REPLY
   if ! fanout_intact "$cws"; then
@@ -64,9 +64,8 @@ fanout_look() {
     # running) wrote it. Tampering, as a write to the loop directory during the fan-out: it
     # is never judged on that tree.
     if [[ -n ${C[END_TREE]:-} && $tree != "${C[END_TREE]}" ]]; then
-      TRUST_BAD=$cws TRUST_REASON=$REASON_LOOP_TAMPER
-      TRUST_WANT="the tree candidate $k's runs left (${C[END_TREE]:0:12})"
-      TRUST_HAVE="another tree (${tree:0:12}), written after candidate $k's runs ended"
+      trust_broken "$cws" "$REASON_LOOP_TAMPER" "the tree candidate $k's runs left (${C[END_TREE]:0:12})" \
+        "another tree (${tree:0:12}), written after candidate $k's runs ended"
       orbit_log "candidate $k's worktree $cws changed after its runs ended (another candidate wrote it?): it is not judged on that tree"
       return 1
     fi
@@ -76,12 +75,10 @@ fanout_look() {
     fi
   fi
   # The claim and the notes, out of its folder (regular files only, bounded).
-  AGENT_DIR=$cws/.orbit-agent
-  if agent_file_take done.md "$cdir/done.md.claim"; then
+  if agent_file_take done.md "$cdir/done.md.claim" "$cws/.orbit-agent"; then
     claim=1
   fi
-  agent_file_take notes.md "$cdir/notes.md" || true
-  AGENT_DIR=$agent_main
+  agent_file_take notes.md "$cdir/notes.md" "$cws/.orbit-agent" || true
   FANOUT_LOOK_TREE[$k]=$tree FANOUT_LOOK_BAD[$k]=$bad FANOUT_LOOK_CLAIM[$k]=$claim FANOUT_LOOK_CHECK[$k]=0
   if [[ -z $bad && ${C[OUTCOME]:-} != "$OUTCOME_STOPPED" ]]; then
     FANOUT_LOOK_CHECK[$k]=1
@@ -241,54 +238,94 @@ fanout_survivor_checks() {
 # everything survivor selection weighs (no pinned or protected path changed, every check
 # PASS_K times, the holdout, the judge): with fanout-early-stop, whether the others are
 # stopped. Only that: a look in a subshell that writes nothing but its own scratch
-# (.run-tmp/probe.K) while the other candidates still run: no record, no event. Every
-# candidate is judged for the record (fanout_judge) once all runs have ended, so what the
-# probe saw is never evidence.
+# (.run-tmp/probe.K) while the other candidates still run: no record, no event (its events
+# go nowhere: orbit_event_sink). Every candidate is judged for the record (fanout_judge) once
+# all runs have ended, so what the probe saw is never evidence; the loop directory is
+# compared, for the record, once every run has ended too (trust_defer).
 fanout_probe() {
   (
     trap - ERR
-    orbit_event() { :; }
-    # The loop directory is compared, for the record, once every run has ended.
-    trust_check() {
-      TRUST_BAD=
-      return 0
-    }
+    orbit_event_sink /dev/null
+    trust_defer
     fanout_probe_look "$@"
   ) >/dev/null 2>>"$ORBIT_LOG_FILE"
 }
 # fanout_probe_look K N BASE_TREE: fanout_probe's look (in its subshell).
 fanout_probe_look() {
-  local k=$1 n=$2 base=$3 r cws ORBIT_FAULT='' ORBIT_TMP=$ORBIT_TMP/probe.$1
-  rm -rf -- "$ORBIT_TMP"
-  mkdir -- "$ORBIT_TMP"
+  local k=$1 n=$2 base=$3 cws sc=$ORBIT_TMP/probe.$1
+  rm -rf -- "$sc"
+  mkdir -- "$sc"
   fanout_ws_v "$k"
   cws=$REPLY
   fanout_intact "$cws" || return 1
-  fanout_tree_v "$k" "$ORBIT_TMP/index"
+  fanout_tree_v "$k" "$sc/index"
   [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]] || return 1
   fanout_protected_v "$base" "$REPLY"
   [[ -z $REPLY ]] || return 1
   # The checks run in the candidate's worktree.
-  local WS=$cws VERIFY_SCRATCH=$ORBIT_TMP
+  checks_in "$cws" "$sc" fanout_probe_checks "$n" "$sc"
+}
+
+# fanout_probe_checks N SCRATCH: the probe's checks (in the candidate's worktree:
+# checks_in): status 0 when verify.sh passes PASS_K times, the holdout and the judge too.
+fanout_probe_checks() {
+  local n=$1 sc=$2 r
   for ((r = 1; r <= PASS_K; r++)); do
-    run_verify "$ORBIT_TMP" "probe"
+    run_verify "$sc" "probe"
     ((VERIFY_OK)) || return 1
   done
   if ((HOLDOUT_CHECKS > 0)); then
-    run_holdout "$n" "$ORBIT_TMP"
+    run_holdout "$n" "$sc"
     ((HOLDOUT_OK)) || return 1
   fi
   if [[ -n $JUDGE_CMD ]]; then
-    run_judge "$n" "$ORBIT_TMP"
+    run_judge "$n" "$sc"
     ((JUDGE_OK)) || return 1
   fi
   return 0
 }
 
-# fanout_iteration N DIR BASE_TREE FEEDBACK: the fan-out of iteration N. Sets FANOUT_OUTCOME
-# to the survivor's outcome, FANOUT_ATTEMPTS, AGENT_RC and AGENT_SECS as a single run would, the
-# survivor's prompt and log as the iteration's, its claim in the workspace's agent folder;
-# TRUST_BAD when anything changed the loop directory or git's control files (the caller
-# stops the loop as for a single agent).
-FANOUT_ATTEMPTS=1
-FANOUT_OUTCOME=
+# fanout_survivor N DIR BASE_TREE: the survivor selected and journalled, its change applied
+# to the workspace (none: the workspace stays at the base), its prompt, log, claim and notes
+# the iteration's, its run FANOUT_RUN.
+fanout_survivor() {
+  local n=$1 dir=$2 base=$3 cdir
+  fanout_select "$n"
+  if ((FANOUT_PASSER > 0 && SURVIVOR == FANOUT_PASSER)); then
+    SURVIVOR_WHY='the first to pass everything; the others were stopped (fanout-early-stop)'
+  fi
+  printf '%s\n' "$SURVIVOR" >"$dir/survivor.txt"
+  if ! grep -qF -- "\"event\":\"survivor_selected\",\"iteration\":$n," "$EV_FILE" 2>/dev/null; then
+    orbit_event survivor_selected "$n" candidate "$SURVIVOR" of "$FANOUT_N" reason "$SURVIVOR_WHY"
+  fi
+  orbit_log "iteration $n: survivor: candidate $SURVIVOR ($SURVIVOR_WHY)"
+  orbit_fault fanout_before_apply
+  rm -rf -- "$AGENT_DIR"
+  mkdir -- "$AGENT_DIR"
+  if ((SURVIVOR == 0)); then
+    # Nothing is applied: the workspace stays at the base, the iteration an agent error.
+    fanout_apply "$base" || orbit_die "$EXIT_BLOCKED" "cannot put the workspace back to the base tree $base (see runner.log)"
+    FANOUT_RUN[ATTEMPTS]=1 FANOUT_RUN[EXIT]=1 FANOUT_RUN[SECONDS]=0
+    cp -f -- "$dir/candidates/1/prompt.md" "$dir/prompt.md" 2>/dev/null || true
+    printf 'orbit: every candidate of iteration %s was disqualified (see candidates/*/candidate.env)\n' "$n" >"$dir/agent.log"
+    return 0
+  fi
+  cdir=$dir/candidates/$SURVIVOR
+  fanout_read "$cdir/candidate.env"
+  if ! fanout_apply "${C[TREE]}"; then
+    orbit_die "$EXIT_BLOCKED" "cannot apply candidate $SURVIVOR's change (${C[TREE]}) to the workspace (see runner.log)"
+  fi
+  cp -f -- "$cdir/prompt.md" "$dir/prompt.md"
+  cp -f -- "$cdir/agent.log" "$dir/agent.log" 2>/dev/null || : >"$dir/agent.log"
+  if [[ -f $cdir/done.md.claim ]]; then
+    cp -f -- "$cdir/done.md.claim" "$AGENT_DIR/done.md"
+  fi
+  if [[ -f $cdir/notes.md ]]; then
+    cp -f -- "$cdir/notes.md" "$LOOP_DIR/notes.md"
+  fi
+  fanout_survivor_checks "$cdir"
+  FANOUT_RUN[ATTEMPTS]=${C[ATTEMPTS]:-1} FANOUT_RUN[EXIT]=${C[EXIT]:-0} FANOUT_RUN[SECONDS]=${C[SECONDS]:-0}
+  orbit_is_uint "${FANOUT_RUN[ATTEMPTS]}" || FANOUT_RUN[ATTEMPTS]=1
+  FANOUT_RUN[OUTCOME]=${C[OUTCOME]:-$OUTCOME_AGENT_ERROR}
+  orbit_fault fanout_after_apply
+}

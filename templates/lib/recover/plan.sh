@@ -1,11 +1,34 @@
 # ---- the plan
+# The plan's working record, between rc_plan's steps: the last iteration's VERDICT and the
+# record it is read from (SOURCE), whether it is retried (RETRY), whether the loop has ended
+# done (ENDED), why its DONE is not trusted (WHY), the NEXT iteration, whether the loop RAN
+# at all, the STATUS and REASON, the circuit breaker (CB_STATE, CB_FAILS, CB_SIG,
+# CB_OPENED), the COST, and who the loop is (STARTED, ORIGIN, IB, CV, WS).
+declare -A RC_PLAN=()
+
+# rc_plan: what recover would do, from the records: the last iteration and the next one,
+# the retry of a failed one and what is set aside, the pins, the leftovers, and the state to
+# write (S, RC_STATE_WRITE), with every repair (RC_REPAIRS), note and move said.
 rc_plan() {
-  local ev_max=0 pg_max=0 git_max n verdict='' source='' retry=0 done=0 next k f idir
-  local cost status reason started origin ib cv cb_state cb_fails cb_sig cb_opened ran=0 b ws
+  RC_PLAN=()
   rc_read_old
   rc_read_events
   rc_read_progress
   rc_distrust_unrecorded_state
+  rc_plan_last
+  rc_plan_retry
+  rc_pins
+  rc_plan_leftovers
+  rc_plan_status
+  rc_plan_identity
+  rc_plan_state
+}
+
+# rc_plan_last: the last iteration on record (RC_LAST: the journal's, progress.md's or a
+# commit trailer's, the highest), its verdict, whether it is retried (ABORTED or BLOCKED)
+# or DONE (when every record of it agrees), and the next iteration.
+rc_plan_last() {
+  local ev_max=0 pg_max=0 git_max n verdict='' source='' retry=0 done=0 next why=''
   for n in "${!EVV[@]}"; do
     if ((n > ev_max)); then ev_max=$n; fi
   done
@@ -29,7 +52,6 @@ rc_plan() {
   rc_set_aside_untrusted "$verdict"
   # DONE only when every record of it agrees (orbit recover's done_distrusted); otherwise
   # the iteration runs again.
-  local why=''
   if ((RC_LAST > 0)) && [[ ${EVV[$RC_LAST]:-} == "$STATUS_DONE" ]]; then
     rc_done_distrust_v "$RC_LAST"
     why=$REPLY
@@ -42,6 +64,15 @@ rc_plan() {
   else
     next=$((RC_LAST + 1))
   fi
+  RC_PLAN[VERDICT]=$verdict RC_PLAN[SOURCE]=$source RC_PLAN[RETRY]=$retry RC_PLAN[ENDED]=$done
+  RC_PLAN[WHY]=$why RC_PLAN[NEXT]=$next
+}
+
+# rc_plan_retry: a retried iteration's old attempt is moved aside (retried.K/), an
+# untrusted DONE set aside, and an iteration recorded but not closed noted.
+rc_plan_retry() {
+  local k f idir verdict=${RC_PLAN[VERDICT]} retry=${RC_PLAN[RETRY]} done=${RC_PLAN[ENDED]}
+  local why=${RC_PLAN[WHY]} next=${RC_PLAN[NEXT]}
   idir=$(rc_iter_dir "$RC_LAST")
   if ((retry)) && [[ -f $idir/result.env ]]; then
     k=1
@@ -57,14 +88,19 @@ rc_plan() {
     RC_NOTES+=("iteration $RC_LAST's DONE is not trusted: $why; it runs again")
     rc_set_aside_record "$RC_LAST" "its DONE is not trusted: $why" ''
   fi
-  if ((!retry && !done && RC_LAST > 0)) && [[ -z $why && -f $(rc_iter_dir "$next")/result.env ]]; then
+  if ((!retry && !done && RC_LAST > 0)) && [[ -n $next && -z $why && -f $(rc_iter_dir "$next")/result.env ]]; then
     if [[ -n $RC_FIRST_IR && -z ${EVR[$next]:-} ]] && ((next >= RC_FIRST_IR)); then
       RC_NOTES+=("iteration $next was recorded (iterations/$(printf '%06d' "$next")/result.env) but never announced (no iteration_result): the runner died right after writing it, and the next run does the iteration again")
     else
       RC_NOTES+=("iteration $next was recorded (iterations/$(printf '%06d' "$next")/result.env) but not closed: the next run completes it without running it again")
     fi
   fi
-  rc_pins
+}
+
+# rc_plan_leftovers: the change signatures cleared (--clear-stall), and what an interrupted
+# write left (*.tmp.*) moved to the backup.
+rc_plan_leftovers() {
+  local f
   if ((F_STALL)) && [[ -s $RC_DIR/.action-sig.log ]]; then
     RC_SIG_CLEAR=1
     RC_REPAIRS+=("change signatures cleared (--clear-stall); the old ones are in the backup")
@@ -74,21 +110,29 @@ rc_plan() {
     RC_MOVES_TO+=("BACKUP/${f##*/}")
     RC_REPAIRS+=("${f##*/}: a leftover of an interrupted write, moved to the backup")
   done < <(find "$RC_DIR" -mindepth 1 -maxdepth 1 -type f -name '*.tmp.*' | LC_ALL=C sort)
+}
 
-  # ---- the state
+# rc_plan_status: the spend, the circuit breaker (reset with --reset-circuit), and the
+# status and stop reason the loop is left in.
+rc_plan_status() {
+  local status reason b retry=${RC_PLAN[RETRY]} done=${RC_PLAN[ENDED]} cb_state ran=0
   rc_spend_v
-  cost=$REPLY
+  RC_PLAN[COST]=$REPLY
   if ((RC_OLD_OK && !F_RESET)); then
-    cb_state=${O[CB_STATE]} cb_fails=${O[CB_FAILS]} cb_sig=${O[CB_SIG]} cb_opened=${O[CB_OPENED_AT]}
+    cb_state=${O[CB_STATE]}
+    RC_PLAN[CB_FAILS]=${O[CB_FAILS]} RC_PLAN[CB_SIG]=${O[CB_SIG]} RC_PLAN[CB_OPENED]=${O[CB_OPENED_AT]}
   else
-    cb_state=$CB_CLOSED cb_fails=0 cb_sig='' cb_opened=0
+    cb_state=$CB_CLOSED
+    RC_PLAN[CB_FAILS]=0 RC_PLAN[CB_SIG]='' RC_PLAN[CB_OPENED]=0
   fi
+  RC_PLAN[CB_STATE]=$cb_state
   if ((F_RESET && RC_OLD_OK)) && [[ ${O[CB_STATE]} != "$CB_CLOSED" || ${O[CB_FAILS]} != 0 ]]; then
     RC_REPAIRS+=("circuit breaker reset to CLOSED (--reset-circuit)")
   fi
   if ((RC_LAST > 0)) || [[ -f $RC_DIR/.baseline-commit ]]; then
     ran=1
   fi
+  RC_PLAN[RAN]=$ran
   if ((done)); then
     status=$STATUS_DONE reason=$REASON_NONE
   elif [[ -n $RC_BROKEN ]]; then
@@ -122,6 +166,13 @@ rc_plan() {
   else
     status=$STATUS_READY reason=$REASON_NONE
   fi
+  RC_PLAN[STATUS]=$status RC_PLAN[REASON]=$reason
+}
+
+# rc_plan_identity: who the loop is: when it started, its origin and iteration branches, its
+# contract version (migrated with --migrate) and its workspace (checked).
+rc_plan_identity() {
+  local started origin ib cv ws ran=${RC_PLAN[RAN]}
   if ((RC_OLD_OK)); then
     started=${O[STARTED_AT]} origin=${O[ORIGIN_BRANCH]} ib=${O[ITER_BRANCH]}
   else
@@ -164,30 +215,38 @@ rc_plan() {
   if ! rc_older_major "$cv"; then
     rc_ws_check "$ws" "$ib"
   fi
+  RC_PLAN[STARTED]=$started RC_PLAN[ORIGIN]=$origin RC_PLAN[IB]=$ib RC_PLAN[CV]=$cv RC_PLAN[WS]=$ws
+}
+
+# rc_plan_state: the state the plan leaves (S), each change from the old one a repair, and
+# whether it is written (RC_STATE_WRITE: not when it is the old one, whole), its GEN one past
+# the highest seen.
+rc_plan_state() {
+  local b next=${RC_PLAN[NEXT]} status=${RC_PLAN[STATUS]} reason=${RC_PLAN[REASON]} cost=${RC_PLAN[COST]}
   S=()
-  S[CONTRACT_VERSION]=$cv
+  S[CONTRACT_VERSION]=${RC_PLAN[CV]}
   S[GEN]=${O[GEN]:-0}
   S[NEXT_ITERATION]=$next
   S[LAST_STATUS]=$status
   S[STOP_REASON]=$reason
-  S[STARTED_AT]=$started
+  S[STARTED_AT]=${RC_PLAN[STARTED]}
   S[LAST_UPDATED_AT]=${O[LAST_UPDATED_AT]:-0}
-  S[ORIGIN_BRANCH]=$origin
-  S[ITER_BRANCH]=$ib
+  S[ORIGIN_BRANCH]=${RC_PLAN[ORIGIN]}
+  S[ITER_BRANCH]=${RC_PLAN[IB]}
   S[COST_MICROUSD]=$cost
-  S[CB_STATE]=$cb_state
-  S[CB_FAILS]=$cb_fails
-  S[CB_SIG]=$cb_sig
-  S[CB_OPENED_AT]=$cb_opened
+  S[CB_STATE]=${RC_PLAN[CB_STATE]}
+  S[CB_FAILS]=${RC_PLAN[CB_FAILS]}
+  S[CB_SIG]=${RC_PLAN[CB_SIG]}
+  S[CB_OPENED_AT]=${RC_PLAN[CB_OPENED]}
   S[VERIFY_STREAK]=${O[VERIFY_STREAK]:-0}
   S[RESUME_AT]=${O[RESUME_AT]:-0}
-  S[WORKSPACE]=$ws
+  S[WORKSPACE]=${RC_PLAN[WS]}
   if ((RC_OLD_OK)); then
     if [[ ${O[NEXT_ITERATION]} != "$next" ]]; then
       if ((RC_LAST == 0)); then
         RC_REPAIRS+=("NEXT_ITERATION ${O[NEXT_ITERATION]} → $next (no iteration on record)")
       else
-        RC_REPAIRS+=("NEXT_ITERATION ${O[NEXT_ITERATION]} → $next ($source: iteration $RC_LAST ended ${verdict:-(committed)})")
+        RC_REPAIRS+=("NEXT_ITERATION ${O[NEXT_ITERATION]} → $next (${RC_PLAN[SOURCE]}: iteration $RC_LAST ended ${RC_PLAN[VERDICT]:-(committed)})")
       fi
     fi
     if [[ ${O[LAST_STATUS]} != "$status" || ${O[STOP_REASON]} != "$reason" ]]; then

@@ -91,6 +91,12 @@ AGENT_RC=0
 AGENT_TIMED_OUT=0
 AGENT_SECS=0
 ATTEMPT=0
+# agent_run_is RC TIMED_OUT SECONDS: the last agent run is one its caller ran elsewhere (the
+# fan-out's survivor, in its candidate's subshell).
+agent_run_is() {
+  AGENT_RC=$1 AGENT_TIMED_OUT=$2 AGENT_SECS=$3
+}
+
 # agent_capture LIVE_FD: the capture of an agent run's output, a process of its own that
 # agent_wrapper starts without the run's marker: the output goes to the live view (LIVE_FD)
 # and its first and last ORBIT_HALF bytes to ORBIT_OUT.head and ORBIT_OUT.tail. It ignores
@@ -220,13 +226,16 @@ agent_swept_log() {
   done <"$ORBIT_TMP/agent.swept"
 }
 
-# run_agent N PHASE ATTEMPT PROMPT LOG COSTFILE FEEDBACK: sets AGENT_RC, AGENT_TIMED_OUT, AGENT_SECS.
+# run_agent N PHASE ATTEMPT PROMPT LOG COSTFILE FEEDBACK [CANDIDATE]: sets AGENT_RC,
+# AGENT_TIMED_OUT, AGENT_SECS. CANDIDATE (0, the default: the loop's own agent) is the
+# fan-out candidate the run is, in its subshell: the runner's looks (trust_check) and its
+# timings are then the runner's to take, after every candidate ended.
 # The agent runs in the workspace in its own process group, stdin from the prompt (its
 # folder .orbit-agent/ filled first, its notes and cost read back after);
 # its output is capped to AGENT_LOG_MAX bytes (the first and last halves are kept) and
 # copied as it comes into the live view (live_open).
 run_agent() {
-  local n=$1 phase=$2 attempt=$3 prompt=$4 log=$5 cfile=$6 fb=$7 t0 limit half runid
+  local n=$1 phase=$2 attempt=$3 prompt=$4 log=$5 cfile=$6 fb=$7 cand=${8:-0} t0 limit half runid
   exec_limit_v
   local cut=0
   deadline_cap_v "$REPLY" || cut=1
@@ -248,7 +257,7 @@ run_agent() {
   # Nothing but the runner wrote since the last look: anything else stops before the agent.
   # (A fan-out candidate's subshell leaves these looks to the runner, which takes them
   # before the candidates start and after the last one ended: its siblings run meanwhile.)
-  if [[ -n $TRUST_BAD ]] || { ((!FANOUT_CAND)) && ! trust_check runner; }; then
+  if [[ -n $TRUST_BAD ]] || { ((!cand)) && ! trust_check runner; }; then
     AGENT_RC=0 AGENT_TIMED_OUT=0 AGENT_SECS=0
     orbit_log "the loop directory or git's control files changed before the agent ran: $TRUST_BAD ($TRUST_REASON)"
     return 0
@@ -275,7 +284,7 @@ run_agent() {
   orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
     "${SWEEP_REAPER[@]}" "$BASH" -c "$ORBIT_AGENT_WRAPPER" orbit-agent \
     ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
-    ORBIT_CANDIDATE="${ORBIT_CANDIDATE_N:-1}" ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
+    ORBIT_CANDIDATE="$((cand > 0 ? cand : 1))" ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
     ORBIT_COST_FILE="$AGENT_DIR/cost" \
     ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fbfile" \
     ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" ORBIT_LIVE_FD="$LIVE_FD" "${SANDBOX_AGENT_ENV[@]}" -- \
@@ -295,11 +304,11 @@ run_agent() {
   agent_swept_log
   sweep_env "ORBIT_RUN_ID=$runid"
   # What the agent changed outside its workspace, looked at before the runner writes again.
-  if ((!FANOUT_CAND)) && ! trust_check agent; then
+  if ((!cand)) && ! trust_check agent; then
     orbit_log "the agent changed $TRUST_BAD ($TRUST_REASON): nothing of its run is taken"
     [[ -L ${log%/*} || ! -d ${log%/*} ]] && return 0
   else
-    agent_dir_collect "$cfile"
+    agent_dir_collect "$cfile" "$cand"
   fi
   if [[ ! -s $raw && ! -s $tail ]]; then
     # All of the output fit in the first half (the usual case).
@@ -314,20 +323,28 @@ run_agent() {
     } >"$log"
   fi
   # (A fan-out candidate's timing is written by the runner, after every candidate ended.)
-  if ((!FANOUT_CAND)) && orbit_appendable "$LOOP_DIR/.iter-timings.log"; then
+  if ((!cand)) && orbit_appendable "$LOOP_DIR/.iter-timings.log"; then
     printf '%s\n' "$AGENT_SECS" >>"$LOOP_DIR/.iter-timings.log"
   fi
 }
 
-# agent_attempts N PROMPT LOG COSTFILE FB BEFORE AFTER: the attempts of one agent's work run
-# (the single agent's and each fan-out candidate's): run_agent, its cost and its engine's
+# agent_attempts CANDIDATE WORKSPACE AGENT_DIR SCRATCH N PROMPT LOG COSTFILE FB BEFORE AFTER:
+# the attempts of one agent's work run (the single agent's, CANDIDATE 0, with the runner's
+# WS, AGENT_DIR and ORBIT_TMP; each fan-out candidate's, in its subshell, with its worktree,
+# its folder and its scratch, which what the runs call reads as theirs, and no fault
+# injection): run_agent, its cost and its engine's
 # classification, retrying a transient failure up to RETRY_LIMIT times after a backoff
 # (slept in the background, so that a signal is taken at once). BEFORE ATTEMPT runs before
 # each attempt, AFTER ATTEMPT OUTCOME after it (the caller records it). An earlier
 # attempt's log is kept beside LOG as agent.attemptK.log. REPLY is the last outcome,
 # ATTEMPT the number of attempts made.
 agent_attempts() {
+  local cand=$1 WS=$2 AGENT_DIR=$3 ORBIT_TMP=$4
+  shift 4
   local n=$1 prompt=$2 log=$3 cfile=$4 fb=$5 before=$6 after=$7 attempt=0 outcome=$OUTCOME_AGENT_ERROR delay
+  if ((cand)); then
+    local ORBIT_FAULT=''
+  fi
   while ((attempt < RETRY_LIMIT)); do
     attempt=$((attempt + 1))
     ATTEMPT=$attempt
@@ -335,7 +352,7 @@ agent_attempts() {
     if [[ $attempt -gt 1 && -f $log ]]; then
       mv -f -- "$log" "${log%/*}/agent.attempt$((attempt - 1)).log"
     fi
-    run_agent "$n" "$PHASE_WORK" "$attempt" "$prompt" "$log" "$cfile" "$fb"
+    run_agent "$n" "$PHASE_WORK" "$attempt" "$prompt" "$log" "$cfile" "$fb" "$cand"
     # A run that left no log has an empty one (the fan-out's runner reads it), unless the
     # runner's trust is broken: then nothing is written.
     [[ -f $log || -n $TRUST_BAD ]] || : >"$log"
@@ -353,7 +370,7 @@ agent_attempts() {
       retry_delay_v "$attempt"
       delay=$REPLY
       # (A fan-out candidate's stderr is the runner's log already.)
-      ((FANOUT_CAND)) || orbit_log "iteration $n: agent attempt $attempt ended '$outcome' (exit $AGENT_RC); retrying in ${delay}s"
+      ((cand)) || orbit_log "iteration $n: agent attempt $attempt ended '$outcome' (exit $AGENT_RC); retrying in ${delay}s"
       if ((delay > 0)); then
         sleep "$delay" &
         wait "$!" || true

@@ -52,6 +52,11 @@ exec_limit_v() {
 # classify_v LOG RC TIMED_OUT: REPLY is ok | timeout | rate_limited | permanent | agent_error;
 # PERMANENT_WHY says why a permanent failure is one.
 PERMANENT_WHY=
+# permanent_why_is TEXT: why the last run's permanent failure is one (the engine's words, or
+# a rate limit's reset too far away), or "" for none.
+permanent_why_is() {
+  PERMANENT_WHY=$1
+}
 # The furthest a rate limit's reset is believed: anything later is not a pause but a stop.
 RATE_LIMIT_MAX_WAIT_S=$((7 * 86400))
 classify_v() {

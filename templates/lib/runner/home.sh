@@ -37,7 +37,7 @@ home_now_v() {
   REPLY=''
   [[ -n $1 ]] || return 0
   if ! home_record_v "$1"; then
-    preflight_perl_needs_v "holding the engine's user-level files and the env file" "${ORBIT_PERL_HOME_MODULES[@]}"
+    preflight_perl_needs_v "holding the engine's user-level files and the env file" "${ORBIT_PERL_HOME_MODULES[@]}" ${HOME_PERL_MODULES[@]+"${HOME_PERL_MODULES[@]}"}
     preflight_fail "cannot hold the engine's user-level files and the env file: ${REPLY:-perl could not compute their record}"
   fi
 }

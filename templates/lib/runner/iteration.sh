@@ -134,20 +134,22 @@ iteration_agent() {
     # N candidates instead of one agent: the survivor's change is in the workspace after
     # it, and the iteration goes on as a single agent's would.
     fanout_iteration "$n" "$dir" "$t_before" "$fb"
-    outcome=$FANOUT_OUTCOME
-    attempt=$FANOUT_ATTEMPTS
-    ENGINE_MESSAGE='' ENGINE_RESUME_AT='' PERMANENT_WHY=''
+    outcome=${FANOUT_RUN[OUTCOME]}
+    attempt=${FANOUT_RUN[ATTEMPTS]}
+    agent_run_is "${FANOUT_RUN[EXIT]}" "${FANOUT_RUN[TIMED_OUT]}" "${FANOUT_RUN[SECONDS]}"
+    cost_run_is 0 "${FANOUT_RUN[COST_KIND]}"
+    engine_said_forget
     if [[ -z $TRUST_BAD && ($outcome == "$OUTCOME_RATE_LIMITED" || $outcome == "$OUTCOME_PERMANENT") ]]; then
       # What the survivor's CLI said (when its limit lifts; its refusal and the fix) was
       # read in the candidate's subshell: read again here, from its log.
       engine_classify_v "$dir/agent.log" "$AGENT_RC" 0
       if [[ $REPLY != "$outcome" ]]; then
-        ENGINE_MESSAGE='' ENGINE_RESUME_AT='' PERMANENT_WHY=''
+        engine_said_forget
       fi
     fi
   else
     ITER_DIR=$dir ITER_FB=$fb
-    agent_attempts "$n" "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" "$fb" iteration_attempt_prompt iteration_attempt_record
+    agent_attempts 0 "$WS" "$AGENT_DIR" "$ORBIT_TMP" "$n" "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" "$fb" iteration_attempt_prompt iteration_attempt_record
     outcome=$REPLY
     attempt=$ATTEMPT
   fi
@@ -177,7 +179,7 @@ iteration_rate_limit() {
     else
       REPLY=$({ grep -aiE -m 1 'retry|try again|reset|limit' -- "$dir/agent.log" || true; } | cut -c1-120)
     fi
-    PERMANENT_WHY="rate limited until $(orbit_iso "$resume"), more than 7 days away: $REPLY"
+    permanent_why_is "rate limited until $(orbit_iso "$resume"), more than 7 days away: $REPLY"
     return 0
   fi
   S[RESUME_AT]=$resume
@@ -554,6 +556,7 @@ stop_for_verdict() {
         fanout_done_prune
       fi
       clean_checkout_remove
+      envelope_record "$CUR_ITER"
       if project_defaults_note_v "${R[SUMMARY]}"; then
         R[SUMMARY]=$REPLY
       fi

@@ -56,21 +56,19 @@ cost_to_micro() {
   awk -v x="$v" 'BEGIN { if (x < 0 || x > 1e9) exit 1; printf "%d", x * 1000000 + 0.5 }'
 }
 
-# What the last agent run cost, in micro-dollars, how it is known, and, when the agent's
-# cost file counted over the engine's own report, COST_SOURCE_AGENT ("" otherwise: the
+# When the agent's cost file counted over the engine's own report (the last run's cost:
+# RUN_COST_M and RUN_COST_KIND, the engine's), COST_SOURCE_AGENT ("" otherwise: the
 # engine's report for an engine that reports its cost, else the cost file, the estimate or
 # nothing, as the contract's three columns say).
-RUN_COST_M=0
-RUN_COST_KIND=
 RUN_COST_SOURCE=
+
 # cost_of_run LOG COSTFILE: sets RUN_COST_M, RUN_COST_KIND and RUN_COST_SOURCE. The
 # engine's own report (its part's engine_cost_v) counts; the agent's cost file can only
 # raise it, never lower it (an agent writing 0.0001 there does not make a $0.40 run
 # cheap). Without a report, the cost file, else the estimate (cost-estimate-usd).
 cost_of_run() {
   local log=$1 cfile=$2 v='' file_m=''
-  RUN_COST_M=0
-  RUN_COST_KIND=$COST_UNKNOWN
+  cost_run_is 0 "$COST_UNKNOWN"
   RUN_COST_SOURCE=
   engine_tokens_forget
   if [[ -s $cfile ]]; then
@@ -81,21 +79,20 @@ cost_of_run() {
   fi
   if [[ -f $log ]] && engine_cost_v "$log"; then
     if [[ -n $file_m ]] && ((file_m > RUN_COST_M)); then
-      RUN_COST_M=$file_m RUN_COST_KIND=$COST_REPORTED RUN_COST_SOURCE=$COST_SOURCE_AGENT
+      cost_run_is "$file_m" "$COST_REPORTED"
+      RUN_COST_SOURCE=$COST_SOURCE_AGENT
     elif [[ -n $file_m ]] && ((file_m < RUN_COST_M)); then
       orbit_log "the agent's cost file says \$$v, less than the engine's report: the report counts"
     fi
     return 0
   fi
-  RUN_COST_M=0
-  RUN_COST_KIND=$COST_UNKNOWN
+  cost_run_is 0 "$COST_UNKNOWN"
   if [[ -n $file_m ]]; then
-    RUN_COST_M=$file_m RUN_COST_KIND=$COST_REPORTED
+    cost_run_is "$file_m" "$COST_REPORTED"
     return 0
   fi
   if [[ -n $COST_ESTIMATE_M ]]; then
-    RUN_COST_M=$COST_ESTIMATE_M
-    RUN_COST_KIND=$COST_ESTIMATED
+    cost_run_is "$COST_ESTIMATE_M" "$COST_ESTIMATED"
   fi
 }
 

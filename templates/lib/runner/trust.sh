@@ -13,6 +13,25 @@ TRUST_BAD=
 TRUST_REASON=
 TRUST_WANT=
 TRUST_HAVE=
+# Set in a subshell whose looks the runner takes itself, around it (trust_defer).
+TRUST_DEFERRED=0
+
+# trust_defer: in this subshell (a fan-out candidate's checks or its probe, which run beside
+# the others) trust_check and trust_hold_loop look at nothing: the runner compares what it
+# holds before they start and after they have all ended.
+trust_defer() {
+  TRUST_DEFERRED=1
+}
+
+# trust_broken BAD REASON WANT HAVE [INTEGRITY]: a change the runner found by a look of its
+# own (a fan-out candidate's worktree), named in TRUST_* as trust_check names one; with
+# INTEGRITY 1, INTEGRITY_REASON is REASON too (the loop stops ABORTED).
+trust_broken() {
+  TRUST_BAD=$1 TRUST_REASON=$2 TRUST_WANT=$3 TRUST_HAVE=$4
+  if ((${5:-0})); then
+    INTEGRITY_REASON=$2
+  fi
+}
 
 # trust_loop_v: REPLY is the loop directory's listing, one program and in the order the
 # file system gives (compared as it is first; sorted only when it differs: trust_check).
@@ -173,6 +192,9 @@ trust_hold() {
 # trust_hold_loop: the loop directory as the runner left it just now (its own writes since
 # the last look, between two runs, were looked at by a trust_check runner first).
 trust_hold_loop() {
+  if ((TRUST_DEFERRED)); then
+    return 0
+  fi
   trust_loop_v
   TRUST_LOOP=$REPLY
 }
@@ -211,6 +233,9 @@ trust_check() {
   local refs=$mode
   [[ $mode == gate ]] && mode=runner
   TRUST_BAD=
+  if ((TRUST_DEFERRED)); then
+    return 0
+  fi
   if ! schedule_check; then
     TRUST_REASON=$REASON_SCRIPT_TAMPER TRUST_BAD=${SCHED_BAD:-the installed schedule} TRUST_WANT=$SCHED_WANT TRUST_HAVE=$SCHED_HAVE
     return 1

@@ -1,0 +1,307 @@
+//! The verified hand-off: a DONE writes envelope.json and the same bytes as the DONE
+//! commit's note under refs/notes/orbit; `orbit verify` passes on that commit and refuses
+//! a branch changed after DONE (amended, extended, rebased, its check script edited, its
+//! note forged) with the failure's code; `orbit merge` verifies first. Real git, the real
+//! generated runner.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::support::{Repo, assert_code, command, run_bounded, text};
+
+/// The check script the loop runs, committed in the repository: passes once work.txt is
+/// there, unless BREAK_IT is set (the code "no longer passes" where it runs).
+const CHECK_SH: &str = "test -f work.txt && test -z \"${BREAK_IT:-}\"\n";
+
+/// A repository whose loop reached DONE: its loop directory.
+fn done_loop(repo: &Repo) -> PathBuf {
+    repo.write("check.sh", CHECK_SH);
+    repo.write("log.txt", "");
+    repo.git(&["add", "check.sh", "log.txt"]);
+    repo.git(&["commit", "-qm", "the check"]);
+    let agent = repo.agent(
+        "worker",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo step >> work.txt
+echo step >> log.txt
+echo "every check holds" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(&agent, &["bash check.sh"], &[]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "the loop reaches DONE");
+    dir
+}
+
+fn verify(repo: &Repo, args: &[&str]) -> (i32, serde_json::Value) {
+    let mut all = vec!["verify", "--json"];
+    all.extend_from_slice(args);
+    let out = repo.orbit(&all);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("orbit verify --json printed no JSON ({e}): {}", text(&out)));
+    (out.status.code().unwrap_or(-1), v)
+}
+
+fn assert_fails(repo: &Repo, args: &[&str], code: &str) {
+    let (rc, v) = verify(repo, args);
+    assert_eq!(rc, 3, "{v}");
+    assert_eq!(v["verify_failure_code"], code, "{v}");
+}
+
+fn done_commit(repo: &Repo) -> String {
+    repo.git(&["rev-parse", "orbit/test-goal"])
+        .trim()
+        .to_string()
+}
+
+fn note(repo: &Repo, commit: &str) -> String {
+    repo.git(&["notes", "--ref=orbit", "show", commit])
+}
+
+#[test]
+fn done_writes_the_envelope_and_its_note_and_verify_passes_on_the_done_commit() {
+    let repo = Repo::new();
+    let dir = done_loop(&repo);
+    let commit = done_commit(&repo);
+    let bytes = fs::read_to_string(dir.join("envelope.json")).unwrap();
+    assert_eq!(
+        note(&repo, &commit),
+        bytes,
+        "the note holds envelope.json's bytes"
+    );
+    let e = orbit::envelope::parse(bytes.as_bytes()).expect("the envelope parses");
+    assert_eq!(e.commit.as_deref(), Some(commit.as_str()));
+    assert_eq!(e.loop_name, "test-goal");
+    assert_eq!(e.pass_k, 2);
+    let check = &e.checks[0];
+    assert_eq!(check.command, "bash check.sh");
+    assert!(check.passes.unwrap() >= 2, "{bytes}");
+    let script = check
+        .files
+        .iter()
+        .find(|f| f.path == "check.sh")
+        .expect("check.sh");
+    assert_eq!(script.sha256, orbit::fsx::sha256_hex(CHECK_SH.as_bytes()));
+    let vsh = check.files.iter().find(|f| f.path == "verify.sh").unwrap();
+    assert!(vsh.in_loop());
+    assert_eq!(vsh.sha256, crate::support::file_sha(&dir.join("verify.sh")));
+    let raw: serde_json::Value = serde_json::from_str(&bytes).unwrap();
+    assert!(
+        raw["model"].is_null(),
+        "the loop does not know its model: null"
+    );
+    let (rc, v) = verify(&repo, &[]);
+    assert_eq!(rc, 0, "{v}");
+    assert_eq!(v["verdict"], "pass");
+    assert_eq!(v["digest"], e.digest.as_str());
+    let (rc, v) = verify(&repo, &[&commit]);
+    assert_eq!(rc, 0, "the DONE commit by its hash: {v}");
+    // Each answer is journaled in the loop's chain.
+    let journal = orbit::events::read(&fs::read(dir.join("events.jsonl")).unwrap());
+    assert_eq!(journal.error, None);
+    let passes: Vec<_> = journal
+        .events
+        .iter()
+        .filter(|ev| ev.event == "verify_pass" && ev.value["by"] == "orbit verify")
+        .collect();
+    assert_eq!(passes.len(), 2);
+    // A commit without an envelope is never a pass.
+    assert_fails(&repo, &["main"], "UNVERIFIED");
+    let out = repo.orbit(&["verify", "no-such-ref"]);
+    assert_code(&out, 2, "a REF that does not exist is bad input");
+}
+
+#[test]
+fn an_amended_done_commit_is_an_integrity_mismatch() {
+    let repo = Repo::new();
+    done_loop(&repo);
+    let before = done_commit(&repo);
+    repo.ws_git(&[
+        "commit",
+        "-q",
+        "--amend",
+        "-m",
+        "orbit(test-goal): iteration 1\n\nOrbit-Loop: test-goal",
+    ]);
+    assert_ne!(done_commit(&repo), before, "the commit was rewritten");
+    assert_fails(&repo, &["orbit/test-goal"], "INTEGRITY_MISMATCH");
+    let out = repo.orbit(&["merge"]);
+    assert_code(&out, 3, "merge refuses");
+    assert!(text(&out).contains("INTEGRITY_MISMATCH"), "{}", text(&out));
+}
+
+#[test]
+fn a_commit_after_done_is_tree_moved() {
+    let repo = Repo::new();
+    done_loop(&repo);
+    fs::write(repo.ws().join("later.txt"), "not verified\n").unwrap();
+    repo.ws_git(&["add", "later.txt"]);
+    repo.ws_git(&["commit", "-qm", "after DONE"]);
+    assert_fails(&repo, &["orbit/test-goal"], "TREE_MOVED");
+    let out = repo.orbit(&["merge"]);
+    assert_code(&out, 3, "merge refuses");
+    assert!(text(&out).contains("TREE_MOVED"), "{}", text(&out));
+}
+
+#[test]
+fn a_rebase_onto_another_base_is_an_integrity_mismatch() {
+    let repo = Repo::new();
+    done_loop(&repo);
+    repo.write("other.txt", "another base\n");
+    repo.git(&["add", "other.txt"]);
+    repo.git(&["commit", "-qm", "main moves on"]);
+    let before = done_commit(&repo);
+    repo.ws_git(&["rebase", "-q", "main"]);
+    assert_ne!(done_commit(&repo), before, "the branch was rebased");
+    assert_fails(&repo, &["orbit/test-goal"], "INTEGRITY_MISMATCH");
+    assert_fails(&repo, &[], "INTEGRITY_MISMATCH");
+}
+
+#[test]
+fn an_edited_check_script_is_checks_changed() {
+    let repo = Repo::new();
+    done_loop(&repo);
+    fs::write(repo.ws().join("check.sh"), "true\n").unwrap();
+    repo.ws_git(&["commit", "-qam", "an easier check"]);
+    assert_fails(&repo, &["orbit/test-goal"], "CHECKS_CHANGED");
+    let out = repo.orbit(&["merge"]);
+    assert_code(&out, 3, "merge refuses");
+    assert!(text(&out).contains("CHECKS_CHANGED"), "{}", text(&out));
+}
+
+/// Writes `content` as the DONE commit's note, as a forger would.
+fn forge_note(repo: &Repo, commit: &str, content: &str) {
+    let f = repo.bin.path().join("forged.json");
+    fs::write(&f, content).unwrap();
+    repo.git(&[
+        "notes",
+        "--ref=orbit",
+        "add",
+        "-f",
+        "-F",
+        f.to_str().unwrap(),
+        commit,
+    ]);
+}
+
+#[test]
+fn a_forged_note_is_refused() {
+    let repo = Repo::new();
+    let dir = done_loop(&repo);
+    let commit = done_commit(&repo);
+    let real = note(&repo, &commit);
+    // Without the loop directory, the note is all the receiver has.
+    fs::rename(&dir, repo.bin.path().join("loop-away")).unwrap();
+    let (rc, _) = verify(&repo, &[&commit]);
+    assert_eq!(rc, 0, "the real note verifies on its own");
+    // An edited note whose digest was not recomputed.
+    let edited = real.replace("\"pass_k\":2", "\"pass_k\":1");
+    assert_ne!(edited, real);
+    forge_note(&repo, &commit, &edited);
+    assert_fails(&repo, &[&commit], "ENVELOPE_CORRUPT");
+    // A truncated one.
+    forge_note(&repo, &commit, &real[..real.len() / 2]);
+    assert_fails(&repo, &[&commit], "ENVELOPE_CORRUPT");
+    // One resealed with its digest recomputed: the loop's journal recorded another digest.
+    let line = edited.trim_end();
+    let at = line.rfind(",\"digest\":").unwrap();
+    let resealed = orbit::envelope::seal(&format!("{}}}", &line[..at]));
+    assert!(
+        orbit::envelope::parse(resealed.as_bytes()).is_ok(),
+        "the forgery parses"
+    );
+    forge_note(&repo, &commit, &resealed);
+    fs::rename(repo.bin.path().join("loop-away"), &dir).unwrap();
+    fs::remove_file(dir.join("envelope.json")).unwrap();
+    assert_fails(&repo, &[&commit], "INTEGRITY_MISMATCH");
+}
+
+#[test]
+fn rerun_fails_when_the_code_no_longer_passes() {
+    let repo = Repo::new();
+    done_loop(&repo);
+    let out = repo.orbit(&["verify", "--rerun"]);
+    assert_code(&out, 0, "the checks pass again in a clean checkout");
+    let mut cmd = command(crate::support::orbit_bin());
+    cmd.args(["verify", "--rerun", "--json"])
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("BREAK_IT", "1");
+    let out = run_bounded(cmd, std::time::Duration::from_secs(120));
+    assert_code(&out, 3, "the checks fail where they run now");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verify_failure_code"], "RERUN_FAILED", "{v}");
+}
+
+fn git_in(dir: &Path, args: &[&str]) -> Output {
+    let out = command("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    out
+}
+
+#[test]
+fn a_fresh_clone_with_the_notes_verifies_without_the_loop_directory() {
+    let repo = Repo::new();
+    done_loop(&repo);
+    let commit = done_commit(&repo);
+    let clone = tempfile::tempdir().unwrap();
+    let dst = clone.path().join("c");
+    git_in(
+        clone.path(),
+        &["clone", "-q", repo.path().to_str().unwrap(), "c"],
+    );
+    git_in(
+        &dst,
+        &["fetch", "-q", "origin", "refs/notes/*:refs/notes/*"],
+    );
+    assert!(
+        !dst.join(".orbit/test-goal").exists(),
+        "the loop directory stayed behind"
+    );
+    let mut cmd = command(crate::support::orbit_bin());
+    cmd.args(["verify", "--json", "origin/orbit/test-goal"])
+        .current_dir(&dst);
+    let out = run_bounded(cmd, std::time::Duration::from_secs(60));
+    assert_code(&out, 0, "the clone verifies");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["commit"], commit.as_str());
+    // Its answer is in the receiver's log.
+    let log = fs::read(dst.join(".git/orbit/verify.jsonl")).unwrap();
+    let j = orbit::events::read(&log);
+    assert_eq!(j.error, None);
+    assert_eq!(j.events.len(), 1);
+    assert_eq!(j.events[0].event, "verify_pass");
+}
+
+#[test]
+fn merge_needs_the_starting_branch_and_clean_touched_files_then_merges() {
+    let repo = Repo::new();
+    done_loop(&repo);
+    let commit = done_commit(&repo);
+    repo.git(&["switch", "-q", "-c", "elsewhere"]);
+    let out = repo.orbit(&["merge"]);
+    assert_code(&out, 2, "not on the starting branch");
+    assert!(text(&out).contains("git switch main"), "{}", text(&out));
+    repo.git(&["switch", "-q", "main"]);
+    // A tracked file the merge touches, changed and uncommitted.
+    repo.write("log.txt", "mine\n");
+    let out = repo.orbit(&["merge"]);
+    assert_code(&out, 2, "uncommitted changes the merge would touch");
+    assert!(text(&out).contains("log.txt"), "{}", text(&out));
+    repo.git(&["checkout", "--", "log.txt"]);
+    // Untracked files (the loop directory, a scratch file) are no obstacle.
+    repo.write("scratch.txt", "mine\n");
+    let out = repo.orbit(&["merge"]);
+    assert_code(&out, 0, "the verified branch merges");
+    assert_eq!(
+        repo.git(&["rev-parse", "main"]).trim(),
+        commit,
+        "fast-forward"
+    );
+}

@@ -1220,10 +1220,14 @@ if [ "$(wc -l < work.txt)" -ge 16 ]; then echo done > "$ORBIT_AGENT_DIR/done.md"
     );
     let dir = repo.init_loop(&agent, &[&count_check(16)], &["--loop-timeout", "8h"]);
     // Ticks until progress.md outgrows verify.sh, the largest file a run copies (into the
-    // agent's folder), so that the limit meets the progress append first.
+    // agent's folder: lib.sh is copied at the first run and kept), and leads events.jsonl by
+    // an iteration of events, so that the limit meets the progress append first.
     let vsize = fs::metadata(dir.join("verify.sh")).unwrap().len();
+    let size = |name: &str| fs::metadata(dir.join(name)).map_or(0, |m| m.len());
     let mut ticks = 0;
-    while ticks < 12 && fs::metadata(dir.join("progress.md")).map_or(0, |m| m.len()) < vsize + 2048
+    while ticks < 16
+        && (size("progress.md") < vsize + 2048
+            || size("progress.md") < size("events.jsonl") + 4096 + 1024)
     {
         let out = repo.run_loop(&dir, &["--once"], &[]);
         assert_code(&out, 10, "tick");

@@ -6,11 +6,23 @@ AGENT_NOTES_MAX=1048576
 # With memory = "feedback" the folder holds no progress.md and no notes.md: only the goal,
 # verify.sh (and lib.sh, which it loads), the prompt and the last failure's feedback (an agent's notes are still kept in
 # the loop directory, never given back).
+# The library (a third of a megabyte) is copied once: a copy the folder still holds with the
+# pinned bytes is kept (renamed aside and back, never rewritten), any other is replaced.
 agent_dir_fill() {
-  local prompt=$1 fb=$2 d
-  local -a files=("$LOOP_DIR/goal.md" "$LOOP_DIR/verify.sh" "$LOOP_DIR/lib.sh")
+  local prompt=$1 fb=$2 d kept=''
+  local -a files=("$LOOP_DIR/goal.md" "$LOOP_DIR/verify.sh")
+  if [[ -f $AGENT_DIR/lib.sh && ! -L $AGENT_DIR/lib.sh && -n $ORBIT_TMP ]] &&
+    orbit_sha256_file_v "$AGENT_DIR/lib.sh" && [[ $REPLY == "${ORBIT_LIB_SHA256-}" ]] &&
+    mv -f -- "$AGENT_DIR/lib.sh" "$ORBIT_TMP/agent-lib.sh" 2>/dev/null; then
+    kept=$ORBIT_TMP/agent-lib.sh
+  else
+    files+=("$LOOP_DIR/lib.sh")
+  fi
   rm -rf -- "$AGENT_DIR"
   mkdir -- "$AGENT_DIR"
+  if [[ -n $kept ]] && ! mv -f -- "$kept" "$AGENT_DIR/lib.sh" 2>/dev/null; then
+    files+=("$LOOP_DIR/lib.sh")
+  fi
   if [[ ${prompt##*/} == prompt.md ]]; then
     files+=("$prompt")
   else
@@ -39,20 +51,24 @@ agent_dir_fill() {
   fi
 }
 
-# agent_dir_real: the agent's folder is still a directory, not a link the agent put in its
-# place (the runner would read and remove files wherever it points).
+# agent_dir_real [DIR]: the agent's folder (AGENT_DIR, or DIR: a fan-out candidate's) is
+# still a directory, not a link the agent put in its place (the runner would read and remove
+# files wherever it points).
 agent_dir_real() {
-  [[ -d $AGENT_DIR && ! -L $AGENT_DIR ]] || {
-    orbit_log "the agent's folder $AGENT_DIR is not a directory any more (a link?): nothing is read back from it"
+  local d=${1:-$AGENT_DIR}
+  [[ -d $d && ! -L $d ]] || {
+    orbit_log "the agent's folder $d is not a directory any more (a link?): nothing is read back from it"
     return 1
   }
 }
 
-# agent_file_take NAME DEST: moves the agent's NAME out of its folder into DEST when it is a
-# regular file (never a symlink), cut to AGENT_NOTES_MAX bytes; status 1 when there is none.
+# agent_file_take NAME DEST [DIR]: moves the agent's NAME out of its folder (AGENT_DIR, or
+# DIR: a fan-out candidate's) into DEST when it is a regular file (never a symlink), cut to
+# AGENT_NOTES_MAX bytes; status 1 when there is none.
 agent_file_take() {
-  local src="$AGENT_DIR/$1"
-  agent_dir_real || return 1
+  local d=${3:-$AGENT_DIR}
+  local src="$d/$1"
+  agent_dir_real "$d" || return 1
   [[ -f $src && ! -L $src ]] || return 1
   head -c "$AGENT_NOTES_MAX" -- "$src" >"$2.tmp.$$" && mv -f -- "$2.tmp.$$" "$2"
   rm -f -- "$src"
@@ -76,14 +92,14 @@ agent_dir_odd() {
   rm -f -- "$AGENT_DIR" 2>>"$ORBIT_LOG_FILE" || true
 }
 
-# agent_dir_collect COSTFILE: after an agent run, its notes back into the loop directory
-# and its cost into the iteration's record.
+# agent_dir_collect COSTFILE [CANDIDATE]: after an agent run, its notes back into the loop
+# directory and its cost into the iteration's record. A fan-out candidate's notes (CANDIDATE
+# above 0) are taken by the runner when it judges it (fanout_look).
 agent_dir_collect() {
-  local cfile=$1
+  local cfile=$1 cand=${2:-0}
   engine_after_run
   agent_dir_odd
-  # A fan-out candidate's notes are taken by the runner when it judges it (fanout_judge).
-  if ((!FANOUT_CAND)) && agent_dir_real && [[ -f $AGENT_DIR/notes.md && ! -L $AGENT_DIR/notes.md ]]; then
+  if ((!cand)) && agent_dir_real && [[ -f $AGENT_DIR/notes.md && ! -L $AGENT_DIR/notes.md ]]; then
     head -c "$AGENT_NOTES_MAX" -- "$AGENT_DIR/notes.md" >"$LOOP_DIR/.notes.md.tmp.$$" &&
       mv -f -- "$LOOP_DIR/.notes.md.tmp.$$" "$LOOP_DIR/notes.md"
   fi

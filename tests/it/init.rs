@@ -206,6 +206,7 @@ fn check_home_readers(dir: &Path, engine: &str) {
         "verify.sh",
         "holdout.sh",
         "notify.sh",
+        "lib.sh",
     ] {
         scripts.push_str(&fs::read_to_string(dir.join(name)).unwrap());
     }

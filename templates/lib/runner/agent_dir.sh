@@ -9,18 +9,18 @@ AGENT_NOTES_MAX=1048576
 # The library (a third of a megabyte) is copied once: a copy the folder still holds with the
 # pinned bytes is kept (renamed aside and back, never rewritten), any other is replaced.
 agent_dir_fill() {
-  local prompt=$1 fb=$2 d kept=''
+  local prompt=$1 fb=$2 d lib_kept=''
   local -a files=("$LOOP_DIR/goal.md" "$LOOP_DIR/verify.sh")
   if [[ -f $AGENT_DIR/lib.sh && ! -L $AGENT_DIR/lib.sh && -n $ORBIT_TMP ]] &&
     orbit_sha256_file_v "$AGENT_DIR/lib.sh" && [[ $REPLY == "${ORBIT_LIB_SHA256-}" ]] &&
     mv -f -- "$AGENT_DIR/lib.sh" "$ORBIT_TMP/agent-lib.sh" 2>/dev/null; then
-    kept=$ORBIT_TMP/agent-lib.sh
+    lib_kept=$ORBIT_TMP/agent-lib.sh
   else
     files+=("$LOOP_DIR/lib.sh")
   fi
   rm -rf -- "$AGENT_DIR"
   mkdir -- "$AGENT_DIR"
-  if [[ -n $kept ]] && ! mv -f -- "$kept" "$AGENT_DIR/lib.sh" 2>/dev/null; then
+  if [[ -n $lib_kept ]] && ! mv -f -- "$lib_kept" "$AGENT_DIR/lib.sh" 2>/dev/null; then
     files+=("$LOOP_DIR/lib.sh")
   fi
   if [[ ${prompt##*/} == prompt.md ]]; then

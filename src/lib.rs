@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod autoprotect;
+pub mod bashstrip;
 pub mod cli;
 pub mod config;
 pub mod contract;

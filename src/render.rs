@@ -828,40 +828,210 @@ pub fn environment() -> Environment<'static> {
     env
 }
 
-/// Renders one file of the table: the template, then (for scripts) the contract's prelude
-/// and the static parts, verbatim but for the perl programs they name ([`place_perl`]).
-pub fn render_file(env: &Environment<'_>, file: &LoopFile, view: &View) -> Result<String> {
+/// Renders one file of the table: the template, then (for scripts) the parts the script
+/// holds itself ([`SCRIPT_OWN_PARTS`]), the loader of lib.sh (whose sha256 is `lib_sha256`)
+/// and the script's entry (its last part's `main "$@"`).
+pub fn render_file(
+    env: &Environment<'_>,
+    file: &LoopFile,
+    view: &View,
+    lib_sha256: &str,
+) -> Result<String> {
     let tmpl = env
         .get_template(file.template)
         .unwrap_or_else(|e| panic!("template {} missing: {e}", file.template));
     let mut out = tmpl
         .render(Value::from(minijinja::value::Serde(view)))
         .map_err(|e| Error::Usage(format!("cannot render {}: {e}", file.name)))?;
-    if !file.parts.is_empty() {
-        if !out.ends_with('\n') {
-            out.push('\n');
-        }
-        out.push('\n');
-        out.push_str(crate::contract::bash::prelude());
-    }
-    for part in file.parts_for(view) {
+    let parts = file.parts_for(view);
+    let Some(last) = parts.last() else {
+        return Ok(out);
+    };
+    for part in parts.iter().filter(|p| is_own_part(p)) {
         if !out.ends_with('\n') {
             out.push('\n');
         }
         out.push('\n');
         out.push_str(&place_perl(part));
     }
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push('\n');
+    out.push_str(&loader(file.name, lib_sha256));
+    out.push('\n');
+    out.push_str(split_entry(last).1);
     Ok(out)
 }
 
-/// Renders every file of the table.
+/// Renders every file of the table: lib.sh first, whose sha256 each script holds.
 pub fn render_all(view: &View) -> Result<Vec<(&'static str, String, bool)>> {
     let env = environment();
-    FILES
+    let lib = library(view);
+    let sha = crate::fsx::sha256_hex(lib.as_bytes());
+    let mut out: Vec<(&'static str, String, bool)> = FILES
         .iter()
-        .map(|f| Ok((f.name, render_file(&env, f, view)?, f.executable)))
-        .collect()
+        .map(|f| Ok((f.name, render_file(&env, f, view, &sha)?, f.executable)))
+        .collect::<Result<_>>()?;
+    out.push((LIB_FILE, lib, false));
+    Ok(out)
 }
+
+/// The loop directory's library: the code its scripts share, rendered once.
+pub const LIB_FILE: &str = "lib.sh";
+
+/// The parts a script holds itself, before it loads lib.sh: the runner's reaper, whose
+/// exec must come before anything else is read (lib/runner/reaper.sh).
+pub const SCRIPT_OWN_PARTS: &[&str] = &[LIB_RUNNER_REAPER];
+
+fn is_own_part(part: &str) -> bool {
+    SCRIPT_OWN_PARTS.iter().any(|p| std::ptr::eq(*p, part))
+}
+
+/// The lines that end a script's last part and run it: a script's entry, which the script
+/// holds itself (lib.sh only defines).
+const ENTRIES: &[&str] = &[
+    "\nmain \"$@\" 2>/dev/null || true\nexit\n",
+    "\nmain \"$@\"\nexit\n",
+];
+
+/// `part` split into what it defines and its entry (see [`ENTRIES`]; "" when it has none).
+/// The runner's reaper part ends with its own call, which stays with it (it is a part the
+/// script holds itself).
+pub fn split_entry(part: &str) -> (&str, &str) {
+    for entry in ENTRIES {
+        if let Some(defs) = part.strip_suffix(entry) {
+            return (&part[..defs.len() + 1], &entry[1..]);
+        }
+    }
+    (part, "")
+}
+
+/// The name of a registered part by its text.
+fn part_name(part: &str) -> &'static str {
+    STATIC_PARTS
+        .iter()
+        .find(|(_, t)| std::ptr::eq(*t, part))
+        .map(|(n, _)| *n)
+        .expect("every part of FILES is in STATIC_PARTS")
+}
+
+/// `part` as lib.sh holds it: its perl programs placed, its entry left out, then its
+/// comments, blank lines and indentation taken out ([`crate::bashstrip::strip`]).
+pub fn library_part(part: &str) -> String {
+    crate::bashstrip::strip(split_entry(&place_perl(part)).0)
+}
+
+/// Which script loads lib.sh: the script's name without `.sh` (`ORBIT_LIB_FOR`).
+fn lib_for(script: &str) -> &str {
+    script.strip_suffix(".sh").unwrap_or(script)
+}
+
+/// The parts lib.sh holds for the loop `view` describes, each once, in an order every
+/// script's own order agrees with, each with the scripts that load it.
+pub fn library_parts(view: &View) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut union: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    // The runner first: its order is the longest; the others' parts go in after the part
+    // before them in their own order.
+    let mut scripts: Vec<&LoopFile> = FILES.iter().filter(|f| !f.parts.is_empty()).collect();
+    scripts.sort_by_key(|f| f.name != "run-loop.sh");
+    for f in scripts {
+        let mut at = 0;
+        for part in f.parts_for(view) {
+            if is_own_part(part) {
+                continue;
+            }
+            match union.iter().position(|(p, _)| std::ptr::eq(*p, part)) {
+                Some(i) => {
+                    union[i].1.push(f.name);
+                    at = i + 1;
+                }
+                None => {
+                    union.insert(at, (part, vec![f.name]));
+                    at += 1;
+                }
+            }
+        }
+    }
+    for (_, users) in &mut union {
+        users.sort_by_key(|u| FILES.iter().position(|f| f.name == *u));
+    }
+    union
+}
+
+/// lib.sh: its header, the contract's prelude, then every part of [`library_parts`] under a
+/// line naming it; a part that not every script loads is run only for those that do
+/// (`case $ORBIT_LIB_FOR in ...`), so each script defines what it held before.
+pub fn library(view: &View) -> String {
+    let scripts = FILES.iter().filter(|f| !f.parts.is_empty()).count();
+    let mut out = format!(
+        "# lib.sh — the code this loop's scripts share (verify.sh, holdout.sh, run-loop.sh,\n\
+         # recover.sh, notify.sh), rendered once by orbit {v}; generated, never edited. Each script\n\
+         # reads it once, checks its sha256 against the pin the script holds and only then runs\n\
+         # those bytes: a change stops the loop (script_tamper), and verify.sh and holdout.sh fail.\n\
+         # Comments, blank lines and indentation are taken out; the commented source is orbit's\n\
+         # templates/lib (at orbit {v}), each part named below by its path there, and\n\
+         # `orbit reference contract` the contract's tables.\n\
+         # shellcheck shell=bash disable=SC2034,SC2153,SC2317\n",
+        v = view.orbit_version
+    );
+    out.push_str("# ---- the contract prelude\n");
+    out.push_str(&crate::bashstrip::strip(crate::contract::bash::prelude()));
+    for (part, users) in library_parts(view) {
+        out.push_str(&format!("# ---- {}\n", part_name(part)));
+        let text = library_part(part);
+        if users.len() == scripts {
+            out.push_str(&text);
+        } else {
+            let users: Vec<&str> = users.iter().map(|u| lib_for(u)).collect();
+            out.push_str(&format!("case $ORBIT_LIB_FOR in\n{})\n", users.join(" | ")));
+            out.push_str(&text);
+            out.push_str(";;\nesac\n");
+        }
+    }
+    out
+}
+
+/// The loader a script holds (see templates/loader.sh): lib.sh read once, its bytes' sha256
+/// checked against `sha256`, then those bytes evaluated; what the script does when they are
+/// not the library orbit rendered.
+pub fn loader(script: &str, sha256: &str) -> String {
+    assert!(sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit()));
+    let refused = match script {
+        "run-loop.sh" => LOADER_REFUSED_RUNNER
+            .replace(
+                "@EXIT@",
+                &crate::contract::ExitCode::Integrity.code().to_string(),
+            )
+            .replace(
+                "@STOP@",
+                crate::contract::Verdict::at_rest(
+                    crate::contract::Status::Aborted,
+                    crate::contract::StopReason::ScriptTamper,
+                )
+                .as_str(),
+            )
+            .replace("@STATUS@", crate::contract::Status::Aborted.as_str())
+            .replace(
+                "@REASON@",
+                crate::contract::StopReason::ScriptTamper.as_str(),
+            )
+            .replace("@FOOTER@", crate::contract::Status::Continue.as_str()),
+        "verify.sh" | "holdout.sh" => LOADER_REFUSED_CHECKS.to_string(),
+        _ => LOADER_REFUSED_OTHER.to_string(),
+    };
+    LOADER
+        .replace("@FOR@", lib_for(script))
+        .replace("@SHA256@", sha256)
+        .replace("@REFUSED@\n", &refused)
+}
+
+/// The loader every script ends with (templates/loader.sh), and what each does on a
+/// library that is not the one orbit rendered (templates/loader/*.sh).
+const LOADER: &str = include_str!("../templates/loader.sh");
+const LOADER_REFUSED_RUNNER: &str = include_str!("../templates/loader/runner.sh");
+const LOADER_REFUSED_CHECKS: &str = include_str!("../templates/loader/checks.sh");
+const LOADER_REFUSED_OTHER: &str = include_str!("../templates/loader/other.sh");
 
 /// The files of an existing loop rendered again from its settings and its goal.md (which
 /// is the user's and is not among them): what `orbit init --force` and

@@ -20,7 +20,7 @@ use serde::{Serialize, Serializer};
 pub use settings::{SETTINGS, Scope, Setting, SettingKind, setting};
 
 /// The version of the loop contract (`docs/contract.md`) this build writes.
-pub const CONTRACT_VERSION: &str = "2.2.0";
+pub const CONTRACT_VERSION: &str = "2.3.0";
 
 /// State keys a loop written under an older major version of the contract does not have,
 /// with the major version that added each: such a state parses without them, and the
@@ -790,6 +790,7 @@ pub const INIT_PINNED: &[&str] = &[
     "notify.sh",
     "loop.toml",
     "holdout.sh",
+    "lib.sh",
 ];
 
 /// The regular files a loop directory may hold at its top level (contract 3, and the
@@ -805,6 +806,7 @@ pub const LOOP_FILES: &[&str] = &[
     "recover.sh",
     "notify.sh",
     "holdout.sh",
+    "lib.sh",
     "state.env",
     "state.env.sha256",
     "pins.sha256",
@@ -851,7 +853,7 @@ pub const PINS_SETS: &str = "pins.sets";
 pub const PINS_HOME: &str = "pins.home";
 
 /// The scripts of the loop directory (a change to one, or to loop.toml, is `script_tamper`).
-pub const SCRIPTS: &[&str] = &["run-loop.sh", "recover.sh", "notify.sh"];
+pub const SCRIPTS: &[&str] = &["run-loop.sh", "recover.sh", "notify.sh", "lib.sh"];
 
 /// The agents' permission files as git pathspec globs relative to the repository root
 /// (contract 7): a change is `permission_hijack`, and one that appears is too.

@@ -632,15 +632,27 @@ fn regex_cases() -> Vec<(&'static str, String, bool)> {
     v
 }
 
-/// The prelude of one rendered script, evaluated by bash: every expression's value, and
+/// The prelude of one rendered script (in the lib.sh it loads, the one whose sha256 it
+/// holds, stripped of its comments), evaluated by bash: every expression's value, and
 /// whether each regex case matched.
 fn evaluate_prelude(script: &Path) -> Vec<String> {
     let text = fs::read_to_string(script).unwrap();
-    let prelude = contract::bash::prelude();
+    let lib_path = script.with_file_name("lib.sh");
+    let lib = fs::read_to_string(&lib_path).unwrap();
     assert!(
-        text.contains(prelude),
-        "{} carries the contract prelude verbatim",
+        text.contains(&format!(
+            "ORBIT_LIB_SHA256={}\n",
+            crate::support::file_sha(&lib_path)
+        )),
+        "{} loads the lib.sh beside it",
         script.display()
+    );
+    let stripped = orbit::bashstrip::strip(contract::bash::prelude());
+    let prelude = stripped.as_str();
+    assert!(
+        lib.contains(prelude),
+        "{} carries the contract prelude",
+        lib_path.display()
     );
     let mut body = String::from("set -Eeuo pipefail\nsource \"$1\"\nLC_ALL=C\n");
     for (expr, _) in expected_prelude_values() {

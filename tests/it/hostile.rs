@@ -2661,3 +2661,87 @@ fn a_line_the_agent_writes_into_the_excludes_or_attributes_file_the_users_git_co
         );
     }
 }
+
+/// lib.sh, the code the loop's scripts share, edited by the agent to run a command of its own
+/// (and re-pinned in pins.sha256, as a careful attacker would): the runner stops the loop on
+/// it (script_tamper) and no script ever evaluates the edited bytes. The scripts read lib.sh
+/// once, check the sha256 of what they read against the pin each holds, and only then
+/// evaluate it: the next tick stops before it loads anything (exit 3, one footer, a line in
+/// runner.log); verify.sh and holdout.sh run by hand fail, never pass; recover.sh and
+/// notify.sh refuse with the reason.
+#[test]
+fn an_agent_that_edits_lib_sh_is_script_tamper_and_its_edit_never_runs() {
+    let h = Hostile::new();
+    let (dir, out) = h.tamper(
+        1,
+        r#"printf '\ntouch %s/evaluated\n' "'$OUT'" >> "$L/lib.sh"
+pin lib.sh
+grep -q evaluated "$L/lib.sh""#,
+        &[],
+    );
+    let evaluated = h.file("evaluated");
+    assert!(!evaluated.exists(), "the edited lib.sh ran\n{}", text(&out));
+    assert_caught(&h, &dir, &out, "script_tamper", 1);
+    let edited = fs::read(dir.join("lib.sh")).unwrap();
+    // The next tick refuses before it loads anything.
+    let events = fs::read(dir.join("events.jsonl")).unwrap();
+    let again = h.run(&dir, &["--once"], &[]);
+    assert_eq!(again.status.code(), Some(3), "{}", text(&again));
+    let (status, summary) = one_footer(&again);
+    assert_eq!(status, "CONTINUE");
+    assert!(
+        summary.starts_with("ABORTED: script_tamper: lib.sh is not the library orbit rendered"),
+        "{summary}"
+    );
+    assert!(
+        !evaluated.exists(),
+        "the edited lib.sh ran\n{}",
+        text(&again)
+    );
+    assert!(
+        fs::read_to_string(dir.join("runner.log"))
+            .unwrap()
+            .lines()
+            .any(|l| l.contains("stop: ABORTED (script_tamper), exit 3")
+                && l.contains("lib.sh changed")),
+        "runner.log"
+    );
+    // Nothing else was written: the library that records a stop never ran.
+    assert_eq!(fs::read(dir.join("events.jsonl")).unwrap(), events);
+    assert_eq!(state(&dir, "STOP_REASON"), "script_tamper");
+    // The checks fail closed; the other scripts refuse.
+    for script in ["verify.sh", "holdout.sh"] {
+        let mut cmd = command("bash");
+        cmd.arg(dir.join(script)).current_dir(h.repo.path());
+        let out = watched(cmd, Duration::from_secs(30), script);
+        assert_eq!(out.status.code(), Some(1), "{script}\n{}", text(&out));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.contains("[FAIL] lib.sh (not run: "),
+            "{script}\n{said}"
+        );
+        assert!(said.contains("0 passed, 1 failed"), "{script}\n{said}");
+    }
+    for (script, args) in [
+        ("recover.sh", &["--dry-run"][..]),
+        ("notify.sh", &["x", "y"][..]),
+    ] {
+        let mut cmd = command("bash");
+        cmd.arg(dir.join(script))
+            .args(args)
+            .current_dir(h.repo.path());
+        let out = watched(cmd, Duration::from_secs(30), script);
+        assert_eq!(out.status.code(), Some(1), "{script}\n{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!("{script}: not run: ")),
+            "{script}\n{}",
+            text(&out)
+        );
+    }
+    assert!(!evaluated.exists(), "the edited lib.sh ran");
+    assert!(
+        fs::read(dir.join("lib.sh")).unwrap() == edited,
+        "the edit is still there"
+    );
+    assert!(!evaluated.exists(), "the edited lib.sh ran");
+}

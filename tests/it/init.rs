@@ -9,14 +9,16 @@ use crate::support::{
 };
 
 /// Every file of a fresh loop directory (contract section 3, before a first run).
-const FRESH_FILES: [&str; 12] = [
+const FRESH_FILES: [&str; 14] = [
     "goal.md",
     "loop.toml",
     "prompt.md",
     "verify.sh",
+    "holdout.sh",
     "run-loop.sh",
     "recover.sh",
     "notify.sh",
+    "lib.sh",
     "notes.md",
     "state.env",
     "state.env.sha256",
@@ -26,17 +28,22 @@ const FRESH_FILES: [&str; 12] = [
 
 /// The static bash parts, summarised in snapshots (they are tested by execution and
 /// shellcheck; the snapshot shows what is rendered around them, and which parts a loop of
-/// that shape holds).
+/// that shape holds): verbatim in a script (the runner's reaper), comments and indentation
+/// stripped in lib.sh.
 fn summarise_static(mut text: String) -> String {
     text = text.replace(
-        orbit::contract::bash::prelude(),
-        "[static part the contract prelude, included verbatim]\n",
+        &orbit::bashstrip::strip(orbit::contract::bash::prelude()),
+        "[static part the contract prelude, stripped]\n",
     );
     for (name, part) in orbit::render::STATIC_PARTS {
         let placed = orbit::render::place_perl(part);
         text = text.replace(
             &*placed,
             &format!("[static part {name}, included verbatim]\n"),
+        );
+        text = text.replace(
+            &orbit::render::library_part(part),
+            &format!("[static part {name}, stripped]\n"),
         );
     }
     text
@@ -87,7 +94,14 @@ fn check_fresh_loop(dir: &Path) {
             dir.display()
         );
     }
-    for script in ["verify.sh", "run-loop.sh", "recover.sh", "notify.sh"] {
+    for script in [
+        "verify.sh",
+        "holdout.sh",
+        "run-loop.sh",
+        "recover.sh",
+        "notify.sh",
+        "lib.sh",
+    ] {
         assert_script_clean(&dir.join(script));
     }
     let out = command("sha256sum")
@@ -124,12 +138,13 @@ const SNAPSHOT_LOOP: &str = ".orbit/make-cargo-test-pass-on-the-new-parser";
 /// (else their stand-ins), and the same again after `orbit init --force`.
 fn check_chosen_parts(repo: &Repo, dir: &Path, engine: &str, fanout: bool, sandbox: bool) {
     let runner = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
+    let lib = fs::read_to_string(dir.join("lib.sh")).unwrap();
     let holds = |name: &str| {
         let (_, part) = orbit::render::STATIC_PARTS
             .iter()
             .find(|(n, _)| *n == name)
             .unwrap_or_else(|| panic!("{name} is not a static part"));
-        runner.contains(&*orbit::render::place_perl(part))
+        lib.contains(&orbit::render::library_part(part))
     };
     for e in orbit::contract::Engine::ALL {
         let name = format!("lib/engines/{e}.sh");
@@ -164,6 +179,11 @@ fn check_chosen_parts(repo: &Repo, dir: &Path, engine: &str, fanout: bool, sandb
         runner,
         "{engine} loop: --force renders the same runner"
     );
+    assert_eq!(
+        fs::read_to_string(dir.join("lib.sh")).unwrap(),
+        lib,
+        "{engine} loop: --force renders the same library"
+    );
 }
 
 /// The perl readers of the held files that are neither a file nor a directory, each with
@@ -186,6 +206,7 @@ fn check_home_readers(dir: &Path, engine: &str) {
         "verify.sh",
         "holdout.sh",
         "notify.sh",
+        "lib.sh",
     ] {
         scripts.push_str(&fs::read_to_string(dir.join(name)).unwrap());
     }
@@ -942,5 +963,69 @@ fn force_warns_of_a_judge_script_in_loop_toml_that_nothing_protects() {
         !String::from_utf8_lossy(&out.stderr).contains("judge"),
         "{}",
         text(&out)
+    );
+}
+
+/// The loop directory's scripts are short and share one library: a plain claude loop (the
+/// default sandbox) holds at most 365 KB of bash in all (732 KB when each script carried its
+/// own copy of the shared code; see the figure in docs/guide.md), verify.sh and holdout.sh
+/// show their checks on their first screen and are at most 150 lines, and lib.sh holds
+/// each part once.
+#[test]
+fn a_plain_loops_scripts_are_short_and_share_one_library() {
+    let repo = Repo::new();
+    let out = repo.orbit(&[
+        "init",
+        "make it work",
+        "--engine",
+        "claude",
+        "--verify",
+        "true",
+    ]);
+    assert_ok(&out, "orbit init");
+    let dir = repo.join(".orbit/make-it-work");
+    let mut total = 0;
+    for name in [
+        "verify.sh",
+        "holdout.sh",
+        "run-loop.sh",
+        "recover.sh",
+        "notify.sh",
+        "lib.sh",
+    ] {
+        total += fs::metadata(dir.join(name)).unwrap().len();
+    }
+    assert!(total <= 365 * 1024, "the scripts and lib.sh: {total} bytes");
+    for name in ["verify.sh", "holdout.sh"] {
+        let script = fs::read_to_string(dir.join(name)).unwrap();
+        assert!(
+            script.lines().count() <= 150,
+            "{name}: {} lines",
+            script.lines().count()
+        );
+        let checks = script.lines().position(|l| l == "checks() {").unwrap();
+        assert!(
+            checks < 40,
+            "{name}: its checks start at line {}",
+            checks + 1
+        );
+    }
+    for name in ["run-loop.sh", "recover.sh", "notify.sh"] {
+        let script = fs::read_to_string(dir.join(name)).unwrap();
+        assert!(
+            script.lines().count() <= 250,
+            "{name}: {} lines",
+            script.lines().count()
+        );
+    }
+    let lib = fs::read_to_string(dir.join("lib.sh")).unwrap();
+    for (name, part) in orbit::render::STATIC_PARTS {
+        let text = orbit::render::library_part(part);
+        assert!(lib.matches(&text).count() <= 1, "{name} is twice in lib.sh");
+    }
+    assert_eq!(
+        lib.matches(&orbit::bashstrip::strip(orbit::contract::bash::prelude()))
+            .count(),
+        1
     );
 }

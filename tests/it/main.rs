@@ -20,6 +20,7 @@ mod home;
 mod hostile;
 mod init;
 mod layout;
+mod library;
 mod logs;
 mod manual;
 mod naming;

@@ -1733,11 +1733,23 @@ fn recover_migrate_moves_a_2_1_loop_to_this_contract_between_ticks() {
     let s = lp.assert_sealed();
     assert_eq!(s.contract_version, v);
     assert_eq!((s.last_status.as_str(), s.next_iteration), ("CONTINUE", 2));
+    // The new layout: the shared code in lib.sh, pinned, and the pin in run-loop.sh.
+    let lib = fs::read(lp.file("lib.sh")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&lib).contains(&format!("readonly ORBIT_CONTRACT_VERSION={v}\n"))
+    );
+    let sha = crate::support::file_sha(&lp.file("lib.sh"));
     assert!(
         fs::read_to_string(lp.file("run-loop.sh"))
             .unwrap()
-            .contains(&format!("readonly ORBIT_CONTRACT_VERSION={v}\n"))
+            .contains(&format!("ORBIT_LIB_SHA256={sha}\n"))
     );
+    assert!(
+        fs::read_to_string(lp.file("pins.sha256"))
+            .unwrap()
+            .contains(&format!("{sha}  lib.sh\n"))
+    );
+    assert_eq!(fs::read(lp.file(".pins/lib.sh")).unwrap(), lib);
     assert!(
         fs::read_to_string(lp.file("loop.toml"))
             .unwrap()

@@ -349,6 +349,30 @@ fn repin_runner(dir: &Path, text: &str) {
     fs::write(dir.join("pins.sha256"), pins).unwrap();
 }
 
+/// Replaces the loop's lib.sh with `text`, and the pins that hold it (its line of
+/// pins.sha256, the sha256 run-loop.sh loads it by, with run-loop.sh's own line) to match,
+/// so that the runner loads it as its own.
+fn repin_lib(dir: &Path, text: &str) {
+    let old = orbit::fsx::sha256_hex(&fs::read(dir.join("lib.sh")).unwrap());
+    let hash = orbit::fsx::sha256_hex(text.as_bytes());
+    fs::write(dir.join("lib.sh"), text).unwrap();
+    let runner = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
+    let line = format!("ORBIT_LIB_SHA256={old}\n");
+    assert_eq!(
+        runner.matches(&line).count(),
+        1,
+        "run-loop.sh loads lib.sh by its sha256"
+    );
+    repin_runner(
+        dir,
+        &runner.replace(&line, &format!("ORBIT_LIB_SHA256={hash}\n")),
+    );
+    let pins = fs::read_to_string(dir.join("pins.sha256")).unwrap();
+    let pins = pins.replace(&format!("{old}  lib.sh\n"), &format!("{hash}  lib.sh\n"));
+    assert!(pins.contains(&format!("{hash}  lib.sh\n")), "{pins}");
+    fs::write(dir.join("pins.sha256"), pins).unwrap();
+}
+
 /// An error bash raises while it expands a word (here an empty associative-array key under
 /// `set -u`) ends the shell at once and runs no ERR trap. The runner's EXIT trap still
 /// prints the one footer and records the stop (exit 1, state.env left as the last
@@ -360,17 +384,18 @@ fn an_expansion_error_that_skips_the_err_trap_still_ends_with_one_footer_and_a_r
     let repo = Repo::new();
     let agent = counting_agent(&repo, 1);
     let dir = repo.init_loop(&agent, &[&count_check(1)], &[]);
-    let original = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
-    let hook = "  orbit_fault before_agent\n";
+    // The runner's code is in lib.sh (stripped of its indentation).
+    let original = fs::read_to_string(dir.join("lib.sh")).unwrap();
+    let hook = "\norbit_fault before_agent\n";
     assert_eq!(original.matches(hook).count(), 1, "where the error goes");
     let broken = original.replacen(
         hook,
         &format!(
-            "{hook}  local -A orbit_test_keys=()\n  local orbit_test_key=''\n  : \"${{orbit_test_keys[$orbit_test_key]}}\"\n"
+            "{hook}local -A orbit_test_keys=()\nlocal orbit_test_key=''\n: \"${{orbit_test_keys[$orbit_test_key]}}\"\n"
         ),
         1,
     );
-    repin_runner(&dir, &broken);
+    repin_lib(&dir, &broken);
     let out = repo.run_loop(&dir, &["--once"], &[]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("bad array subscript"),
@@ -388,7 +413,7 @@ fn an_expansion_error_that_skips_the_err_trap_still_ends_with_one_footer_and_a_r
     assert_eq!(state_value(&dir, "LAST_STATUS"), "CONTINUE");
     assert_eq!(state_value(&dir, "NEXT_ITERATION"), "1");
     // Nothing made worse: the real runner, back in place, resumes and finishes.
-    repin_runner(&dir, &original);
+    repin_lib(&dir, &original);
     let out = repo.run_loop(&dir, &[], &[]);
     assert_code(&out, 0, "the rerun");
     assert_eq!(one_footer(&out).0, "DONE");
@@ -1195,10 +1220,14 @@ if [ "$(wc -l < work.txt)" -ge 16 ]; then echo done > "$ORBIT_AGENT_DIR/done.md"
     );
     let dir = repo.init_loop(&agent, &[&count_check(16)], &["--loop-timeout", "8h"]);
     // Ticks until progress.md outgrows verify.sh, the largest file a run copies (into the
-    // agent's folder), so that the limit meets the progress append first.
+    // agent's folder: lib.sh is copied at the first run and kept), and leads events.jsonl by
+    // an iteration of events, so that the limit meets the progress append first.
     let vsize = fs::metadata(dir.join("verify.sh")).unwrap().len();
+    let size = |name: &str| fs::metadata(dir.join(name)).map_or(0, |m| m.len());
     let mut ticks = 0;
-    while ticks < 12 && fs::metadata(dir.join("progress.md")).map_or(0, |m| m.len()) < vsize + 2048
+    while ticks < 16
+        && (size("progress.md") < vsize + 2048
+            || size("progress.md") < size("events.jsonl") + 4096 + 1024)
     {
         let out = repo.run_loop(&dir, &["--once"], &[]);
         assert_code(&out, 10, "tick");

@@ -4,13 +4,25 @@
 # ---- are read back, and at most a bounded size.
 AGENT_NOTES_MAX=1048576
 # With memory = "feedback" the folder holds no progress.md and no notes.md: only the goal,
-# verify.sh, the prompt and the last failure's feedback (an agent's notes are still kept in
+# verify.sh (and lib.sh, which it loads), the prompt and the last failure's feedback (an agent's notes are still kept in
 # the loop directory, never given back).
+# The library (a third of a megabyte) is copied once: a copy the folder still holds with the
+# pinned bytes is kept (renamed aside and back, never rewritten), any other is replaced.
 agent_dir_fill() {
-  local prompt=$1 fb=$2 d
+  local prompt=$1 fb=$2 d lib_kept=''
   local -a files=("$LOOP_DIR/goal.md" "$LOOP_DIR/verify.sh")
+  if [[ -f $AGENT_DIR/lib.sh && ! -L $AGENT_DIR/lib.sh && -n $ORBIT_TMP ]] &&
+    orbit_sha256_file_v "$AGENT_DIR/lib.sh" && [[ $REPLY == "${ORBIT_LIB_SHA256-}" ]] &&
+    mv -f -- "$AGENT_DIR/lib.sh" "$ORBIT_TMP/agent-lib.sh" 2>/dev/null; then
+    lib_kept=$ORBIT_TMP/agent-lib.sh
+  else
+    files+=("$LOOP_DIR/lib.sh")
+  fi
   rm -rf -- "$AGENT_DIR"
   mkdir -- "$AGENT_DIR"
+  if [[ -n $lib_kept ]] && ! mv -f -- "$lib_kept" "$AGENT_DIR/lib.sh" 2>/dev/null; then
+    files+=("$LOOP_DIR/lib.sh")
+  fi
   if [[ ${prompt##*/} == prompt.md ]]; then
     files+=("$prompt")
   else

@@ -33,7 +33,7 @@ pins_hold() {
     fi
   done <<<"$PIN_TEXT"
   # An emptied or cut manifest pins nothing: the loop's own files must each have a line.
-  for line in prompt.md verify.sh run-loop.sh recover.sh notify.sh loop.toml; do
+  for line in prompt.md verify.sh run-loop.sh recover.sh notify.sh lib.sh loop.toml; do
     if ! pin_want_v "$line"; then
       PIN_BAD=pins.sha256 PIN_WANT="a pin for $line" PIN_HAVE='none'
       return 1

@@ -209,7 +209,7 @@ trust_may_change() {
   esac
   [[ $1 == runner ]] || return 1
   case $2 in
-    goal.md | prompt.md | verify.sh | holdout.sh | run-loop.sh | recover.sh | notify.sh | loop.toml | pins.sha256 | pins.sets | pins.home | \
+    goal.md | prompt.md | verify.sh | holdout.sh | run-loop.sh | recover.sh | notify.sh | lib.sh | loop.toml | pins.sha256 | pins.sets | pins.home | \
       .pins | .pins/* | holdout | holdout/* | .baseline-commit | .baseline-tree | .origin-branch) return 1 ;;
     iterations/[0-9][0-9][0-9][0-9][0-9][0-9] | iterations/[0-9][0-9][0-9][0-9][0-9][0-9]/*)
       n=${2#iterations/}
@@ -404,7 +404,7 @@ trust_loop_lost() {
 # change of any other file, is the one reported.
 trust_note() {
   case $1 in
-    goal.md | prompt.md | verify.sh | holdout.sh | holdout/?* | run-loop.sh | recover.sh | notify.sh | loop.toml)
+    goal.md | prompt.md | verify.sh | holdout.sh | holdout/?* | run-loop.sh | recover.sh | notify.sh | lib.sh | loop.toml)
       if [[ -z $pinned ]]; then
         pinned=$1 pinned_why=$2
       fi

@@ -1,0 +1,257 @@
+//! lib.sh, the code a loop's scripts share, rendered once per loop directory: what it is
+//! rendered from is what the scripts ran before (real bash compares the definitions), and a
+//! script evaluates the very bytes whose sha256 it checked.
+
+use std::fs;
+use std::path::Path;
+
+use crate::support::{Repo, assert_ok, command, text};
+use orbit::config::{LoopConfig, Sandbox, SandboxNetwork};
+use orbit::render::{self, FILES, STATIC_PARTS, View};
+
+/// The bash that prints every function (`declare -f`) and every variable (`declare -p`)
+/// defined once `setup` ran, but bash's own (BASH*, RANDOM, LINENO, ...), which differ from
+/// one run to the next, and the loader's.
+const DEFINED: &str = r#"
+declare -f
+declare -p | grep -Ev '^declare -[-a-zA-Z]* (BASH[A-Z_]*|_|RANDOM|SRANDOM|SECONDS|EPOCHREALTIME|EPOCHSECONDS|LINENO|PIPESTATUS|FUNCNAME|GROUPS|PPID|SHLVL|SHELLOPTS|OLDPWD|PWD|COLUMNS|LINES|ORBIT_LIB_FOR|REPLY)='
+"#;
+
+/// What bash defines after `setup` (run with `file` as $1), by [`DEFINED`].
+fn defined(work: &Path, setup: &str, file: &str) -> String {
+    let out = command("bash")
+        .arg("-c")
+        .arg(format!("{setup}\n{DEFINED}"))
+        .arg("defined")
+        .arg(file)
+        .current_dir(work)
+        .env("ORBIT_SUBREAPER", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{setup}\n{}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The first line where `a` and `b` differ, for a readable failure.
+fn first_difference(a: &str, b: &str) -> String {
+    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+        if x != y {
+            return format!("line {}:\n  before: {x}\n  after:  {y}", i + 1);
+        }
+    }
+    format!(
+        "one is longer ({} and {} lines)",
+        a.lines().count(),
+        b.lines().count()
+    )
+}
+
+#[test]
+fn stripping_comments_and_indentation_leaves_every_part_and_the_prelude_as_bash_reads_it() {
+    let work = tempfile::tempdir().unwrap();
+    let prelude = orbit::contract::bash::prelude();
+    fs::write(work.path().join("prelude.sh"), prelude).unwrap();
+    let mut parts: Vec<(&str, String)> = vec![("the contract prelude", prelude.to_string())];
+    for (name, part) in STATIC_PARTS {
+        parts.push((
+            name,
+            render::split_entry(&render::place_perl(part)).0.to_string(),
+        ));
+    }
+    let mut stripped_bytes = 0;
+    let mut original_bytes = 0;
+    for (name, original) in parts {
+        let stripped = orbit::bashstrip::strip(&original);
+        assert!(stripped.len() < original.len(), "{name}: nothing stripped");
+        original_bytes += original.len();
+        stripped_bytes += stripped.len();
+        // The same path for both, so that nothing differs but the text.
+        let file = work.path().join("part.sh");
+        let setup = if name == "the contract prelude" {
+            "source \"$1\""
+        } else {
+            "source ./prelude.sh; source \"$1\""
+        };
+        fs::write(&file, &original).unwrap();
+        let before = defined(work.path(), setup, "part.sh");
+        fs::write(&file, &stripped).unwrap();
+        let after = defined(work.path(), setup, "part.sh");
+        assert!(
+            before.contains("() \n{") || name == "the contract prelude",
+            "{name}: no function seen: the test proves nothing\n{before}"
+        );
+        assert!(
+            before == after,
+            "{name}: bash reads the stripped text differently: {}",
+            first_difference(&before, &after)
+        );
+    }
+    assert!(
+        stripped_bytes * 10 < original_bytes * 8,
+        "{stripped_bytes} of {original_bytes}"
+    );
+}
+
+/// Each loop shape whose scripts hold different parts, as a view.
+fn shapes() -> Vec<View> {
+    let goal = orbit::goal::GoalText::new("goal".into()).unwrap();
+    let mut out = Vec::new();
+    for (engine, candidates, sandbox, net) in [
+        (
+            orbit::contract::Engine::Claude,
+            1,
+            Sandbox::Auto,
+            SandboxNetwork::Allowlist,
+        ),
+        (
+            orbit::contract::Engine::Codex,
+            3,
+            Sandbox::None,
+            SandboxNetwork::Open,
+        ),
+    ] {
+        let cfg = LoopConfig {
+            engine,
+            candidates,
+            sandbox,
+            sandbox_network: net,
+            ..LoopConfig::default()
+        };
+        out.push(View::new(&cfg, &goal, ".orbit/loop"));
+    }
+    out
+}
+
+#[test]
+fn each_script_defines_from_lib_sh_exactly_what_it_held_before() {
+    let work = tempfile::tempdir().unwrap();
+    fs::write(
+        work.path().join("prelude.sh"),
+        orbit::contract::bash::prelude(),
+    )
+    .unwrap();
+    for view in shapes() {
+        let lib = render::library(&view);
+        fs::write(work.path().join("lib.sh"), &lib).unwrap();
+        for f in FILES.iter().filter(|f| !f.parts.is_empty()) {
+            // As the script held them: the prelude, then its parts in order (without the
+            // part it still holds itself, and without its entry).
+            let mut old = String::from("source ./prelude.sh\n");
+            for (i, part) in f.parts_for(&view).into_iter().enumerate() {
+                if render::SCRIPT_OWN_PARTS
+                    .iter()
+                    .any(|p| std::ptr::eq(*p, part))
+                {
+                    continue;
+                }
+                let file = format!("{}-{i}.sh", f.name);
+                fs::write(
+                    work.path().join(&file),
+                    render::split_entry(&render::place_perl(part)).0,
+                )
+                .unwrap();
+                old.push_str(&format!("source ./{file}\n"));
+            }
+            let before = defined(work.path(), &old, "");
+            let new = format!(
+                "ORBIT_LIB_FOR={}\nIFS= read -r -d '' t <lib.sh || true\neval \"$t\"\nunset t",
+                f.name.trim_end_matches(".sh")
+            );
+            let after = defined(work.path(), &new, "");
+            assert!(before.contains("main () \n{"), "{}: no main", f.name);
+            // The functions: the same text.
+            let funcs = |s: &str| s.split("\ndeclare -").next().unwrap().to_string();
+            assert!(
+                funcs(&before) == funcs(&after),
+                "{} ({} loop): the functions differ: {}",
+                f.name,
+                view.engine,
+                first_difference(&funcs(&before), &funcs(&after))
+            );
+            assert!(
+                before == after,
+                "{} ({} loop): the variables differ: {}",
+                f.name,
+                view.engine,
+                first_difference(&before, &after)
+            );
+        }
+    }
+}
+
+/// The loader hashes the bytes it read and evaluates those same bytes: lib.sh rewritten
+/// between the read and the eval (by the hash tool itself, which runs between them) changes
+/// nothing of what runs. The rewritten lib.sh would write a marker; verify.sh still passes
+/// with the library it checked, and the marker never appears.
+#[test]
+fn the_loader_runs_the_bytes_it_hashed_even_when_lib_sh_is_swapped_after_the_read() {
+    let repo = Repo::new();
+    let out = repo.orbit(&[
+        "init",
+        "swap",
+        "--engine",
+        "custom",
+        "--exec",
+        "true",
+        "--verify",
+        "true",
+        "--sandbox",
+        "none",
+    ]);
+    assert_ok(&out, "orbit init");
+    let dir = repo.join(".orbit/swap");
+    let marker = repo.join("swapped-lib-ran");
+    let hostile = format!("touch '{}'\n", marker.display());
+    fs::write(repo.join("hostile-lib.sh"), &hostile).unwrap();
+    // A sha256sum that answers for what it was given, then swaps lib.sh.
+    let shim = repo.join("shim");
+    fs::create_dir(&shim).unwrap();
+    let real = String::from_utf8(
+        command("bash")
+            .args(["-c", "command -v sha256sum"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    fs::write(
+        shim.join("sha256sum"),
+        format!(
+            "#!/bin/sh\n'{}' \"$@\"\ncp '{}' '{}'\n",
+            real.trim(),
+            repo.join("hostile-lib.sh").display(),
+            dir.join("lib.sh").display()
+        ),
+    )
+    .unwrap();
+    command("chmod")
+        .arg("+x")
+        .arg(shim.join("sha256sum"))
+        .status()
+        .unwrap();
+    let path = format!("{}:{}", shim.display(), repo.path_env());
+    let out = command("bash")
+        .arg(dir.join("verify.sh"))
+        .current_dir(repo.path())
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        fs::read_to_string(dir.join("lib.sh")).unwrap(),
+        hostile,
+        "the swap was not made: the test proves nothing\n{}",
+        text(&out)
+    );
+    assert!(!marker.exists(), "the swapped lib.sh ran\n{}", text(&out));
+    assert_ok(&out, "verify.sh with the library it checked");
+    assert!(text(&out).contains("1 passed, 0 failed"), "{}", text(&out));
+    // Run again, the swapped lib.sh is refused.
+    let out = command("bash")
+        .arg(dir.join("verify.sh"))
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(!marker.exists(), "the swapped lib.sh ran\n{}", text(&out));
+}

@@ -829,13 +829,13 @@ pub fn environment() -> Environment<'static> {
 }
 
 /// Renders one file of the table: the template, then (for scripts) the parts the script
-/// holds itself ([`SCRIPT_OWN_PARTS`]), the loader of lib.sh (whose sha256 is `lib_sha256`)
-/// and the script's entry (its last part's `main "$@"`).
+/// holds itself ([`SCRIPT_OWN_PARTS`]), the loader of its sections of lib.sh (`lib`) and the
+/// script's entry (its last part's `main "$@"`).
 pub fn render_file(
     env: &Environment<'_>,
     file: &LoopFile,
     view: &View,
-    lib_sha256: &str,
+    lib: &Library,
 ) -> Result<String> {
     let tmpl = env
         .get_template(file.template)
@@ -858,7 +858,7 @@ pub fn render_file(
         out.push('\n');
     }
     out.push('\n');
-    out.push_str(&loader(file.name, lib_sha256));
+    out.push_str(&loader(file.name, lib));
     out.push('\n');
     out.push_str(split_entry(last).1);
     Ok(out)
@@ -867,13 +867,12 @@ pub fn render_file(
 /// Renders every file of the table: lib.sh first, whose sha256 each script holds.
 pub fn render_all(view: &View) -> Result<Vec<(&'static str, String, bool)>> {
     let env = environment();
-    let lib = library(view);
-    let sha = crate::fsx::sha256_hex(lib.as_bytes());
+    let lib = library_layout(view);
     let mut out: Vec<(&'static str, String, bool)> = FILES
         .iter()
-        .map(|f| Ok((f.name, render_file(&env, f, view, &sha)?, f.executable)))
+        .map(|f| Ok((f.name, render_file(&env, f, view, &lib)?, f.executable)))
         .collect::<Result<_>>()?;
-    out.push((LIB_FILE, lib, false));
+    out.push((LIB_FILE, lib.text, false));
     Ok(out)
 }
 
@@ -922,11 +921,6 @@ pub fn library_part(part: &str) -> String {
     crate::bashstrip::strip(split_entry(&place_perl(part)).0)
 }
 
-/// Which script loads lib.sh: the script's name without `.sh` (`ORBIT_LIB_FOR`).
-fn lib_for(script: &str) -> &str {
-    script.strip_suffix(".sh").unwrap_or(script)
-}
-
 /// The parts lib.sh holds for the loop `view` describes, each once, in an order every
 /// script's own order agrees with, each with the scripts that load it.
 pub fn library_parts(view: &View) -> Vec<(&'static str, Vec<&'static str>)> {
@@ -956,47 +950,157 @@ pub fn library_parts(view: &View) -> Vec<(&'static str, Vec<&'static str>)> {
     for (_, users) in &mut union {
         users.sort_by_key(|u| FILES.iter().position(|f| f.name == *u));
     }
+    // Grouped by the scripts that use them, in LIBRARY_GROUPS' order (each group keeps the
+    // order above, the runner's): each script's sections then lie in few ranges, and the
+    // checks' near the start, so that a script reads, slices and parses little beyond its own.
+    union.sort_by_key(|(part, users)| {
+        LIBRARY_GROUPS
+            .iter()
+            .position(|g| g.contains(&users.as_slice()))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{} is used by {users:?}, a set of scripts LIBRARY_GROUPS does not place",
+                    part_name(part)
+                )
+            })
+    });
     union
 }
 
+/// The order of lib.sh's sections by the scripts that use them (as FILES lists them): the
+/// shared helpers, the checks' parts (verify.sh's and holdout.sh's, run most often), the
+/// notifier's, the runner's in its own order (with those it shares with the recovery: some
+/// define at load what an earlier part of the runner gave them, as the engine's reader of
+/// held files), the recovery's own.
+const LIBRARY_GROUPS: &[&[&[&str]]] = &[
+    &[&[
+        "verify.sh",
+        "holdout.sh",
+        "run-loop.sh",
+        "recover.sh",
+        "notify.sh",
+    ]],
+    &[&["verify.sh", "holdout.sh", "run-loop.sh", "notify.sh"]],
+    &[&["verify.sh", "holdout.sh"]],
+    &[&["holdout.sh"]],
+    &[&["notify.sh"]],
+    &[&["run-loop.sh"], &["run-loop.sh", "recover.sh"]],
+    &[&["recover.sh"]],
+];
+
+/// lib.sh as rendered, and where each of its sections lies in its bytes.
+pub struct Library {
+    pub text: String,
+    /// Each section (the prelude, then each part): the scripts that load it, its first byte
+    /// and its length.
+    sections: Vec<(Vec<&'static str>, usize, usize)>,
+}
+
+impl Library {
+    /// How many bytes of lib.sh the script `name` reads: up to the end of its last section
+    /// (what follows is other scripts' only).
+    pub fn bytes(&self, name: &str) -> usize {
+        self.sections
+            .iter()
+            .filter(|(users, _, _)| users.contains(&name))
+            .map(|(_, start, len)| start + len)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The sha256 of lib.sh: every script's pin of the file.
+    pub fn sha256(&self) -> String {
+        crate::fsx::sha256_hex(self.text.as_bytes())
+    }
+
+    /// The sha256 of the bytes the script `name` reads ([`Library::bytes`]): its pin of what
+    /// it evaluates.
+    pub fn read_sha256(&self, name: &str) -> String {
+        crate::fsx::sha256_hex(&self.text.as_bytes()[..self.bytes(name)])
+    }
+
+    /// The byte ranges of lib.sh the script `name` evaluates, in order, as `START:LENGTH`
+    /// words (adjacent sections as one range): its prelude and its parts, nothing else.
+    pub fn ranges(&self, name: &str) -> String {
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        for (users, start, len) in &self.sections {
+            if !users.contains(&name) {
+                continue;
+            }
+            match ranges.last_mut() {
+                Some((s, l)) if *s + *l == *start => *l += len,
+                _ => ranges.push((*start, *len)),
+            }
+        }
+        ranges
+            .iter()
+            .map(|(s, l)| format!("{s}:{l}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 /// lib.sh: its header, the contract's prelude, then every part of [`library_parts`] under a
-/// line naming it; a part that not every script loads is run only for those that do
-/// (`case $ORBIT_LIB_FOR in ...`), so each script defines what it held before.
+/// line naming it, each part once. A script evaluates only its own sections (byte ranges it
+/// holds, [`Library::ranges`]), so each defines what it held before and parses no more.
 pub fn library(view: &View) -> String {
-    let scripts = FILES.iter().filter(|f| !f.parts.is_empty()).count();
+    library_layout(view).text
+}
+
+/// [`library`] with where each section lies.
+pub fn library_layout(view: &View) -> Library {
+    let scripts: Vec<&'static str> = FILES
+        .iter()
+        .filter(|f| !f.parts.is_empty())
+        .map(|f| f.name)
+        .collect();
     let mut out = format!(
         "# lib.sh — the code this loop's scripts share (verify.sh, holdout.sh, run-loop.sh,\n\
          # recover.sh, notify.sh), rendered once by orbit {v}; generated, never edited. Each script\n\
          # reads it once, checks its sha256 against the pin the script holds and only then runs\n\
-         # those bytes: a change stops the loop (script_tamper), and verify.sh and holdout.sh fail.\n\
+         # its own sections of those bytes (the byte ranges it holds): a change stops the loop\n\
+         # (script_tamper), and verify.sh and holdout.sh fail.\n\
          # Comments, blank lines and indentation are taken out; the commented source is orbit's\n\
          # templates/lib (at orbit {v}), each part named below by its path there, and\n\
          # `orbit reference contract` the contract's tables.\n\
          # shellcheck shell=bash disable=SC2034,SC2153,SC2317\n",
         v = view.orbit_version
     );
-    out.push_str("# ---- the contract prelude\n");
-    out.push_str(&crate::bashstrip::strip(crate::contract::bash::prelude()));
+    // Each section is its line naming it and its text: adjacent sections a script uses are
+    // one range of it.
+    let mut sections = Vec::new();
+    let prelude = format!(
+        "# ---- the contract prelude\n{}",
+        crate::bashstrip::strip(crate::contract::bash::prelude())
+    );
+    sections.push((scripts.clone(), out.len(), prelude.len()));
+    out.push_str(&prelude);
     for (part, users) in library_parts(view) {
-        out.push_str(&format!("# ---- {}\n", part_name(part)));
-        let text = library_part(part);
-        if users.len() == scripts {
-            out.push_str(&text);
-        } else {
-            let users: Vec<&str> = users.iter().map(|u| lib_for(u)).collect();
-            out.push_str(&format!("case $ORBIT_LIB_FOR in\n{})\n", users.join(" | ")));
-            out.push_str(&text);
-            out.push_str(";;\nesac\n");
+        let mut text = format!("# ---- {}\n{}", part_name(part), library_part(part));
+        if !text.ends_with('\n') {
+            text.push('\n');
         }
+        sections.push((users, out.len(), text.len()));
+        out.push_str(&text);
     }
-    out
+    // The loader reads a script's bytes with $( ), which takes off the trailing newlines,
+    // and hashes what it read and one newline: those bytes, as each ends with a section
+    // that ends with exactly one.
+    for (_, start, len) in &sections {
+        let end = &out[..start + len];
+        assert!(end.ends_with('\n') && !end.ends_with("\n\n"));
+    }
+    Library {
+        text: out,
+        sections,
+    }
 }
 
-/// The loader a script holds (see templates/loader.sh): lib.sh read once, its bytes' sha256
-/// checked against `sha256`, then those bytes evaluated; what the script does when they are
-/// not the library orbit rendered.
-pub fn loader(script: &str, sha256: &str) -> String {
-    assert!(sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit()));
+/// The loader a script holds (see templates/loader.sh): lib.sh's sha256 checked, then the
+/// bytes of `lib` the script uses ([`Library::bytes`]) read once, their sha256 checked, and
+/// the script's sections of those bytes ([`Library::ranges`]) evaluated; what the script
+/// does when they are not the library orbit rendered.
+pub fn loader(script: &str, lib: &Library) -> String {
     let refused = match script {
         "run-loop.sh" => LOADER_REFUSED_RUNNER
             .replace(
@@ -1021,8 +1125,10 @@ pub fn loader(script: &str, sha256: &str) -> String {
         _ => LOADER_REFUSED_OTHER.to_string(),
     };
     LOADER
-        .replace("@FOR@", lib_for(script))
-        .replace("@SHA256@", sha256)
+        .replace("@SHA256@", &lib.sha256())
+        .replace("@READ_SHA256@", &lib.read_sha256(script))
+        .replace("@BYTES@", &lib.bytes(script).to_string())
+        .replace("@RANGES@", &lib.ranges(script))
         .replace("@REFUSED@\n", &refused)
 }
 

@@ -1,62 +1,57 @@
-# ---- lib.sh: the code this script shares with the loop's other scripts, beside it. It is
-# ---- read once into memory, the sha256 of those bytes checked against the pin below (this
-# ---- script is pinned, and with it the pin), and only then are the same bytes run: a lib.sh
-# ---- changed, missing or unreadable runs nothing.
-ORBIT_LIB_FOR=@FOR@
+# ---- lib.sh, beside this script, holds the code it shares with the loop's other scripts.
+# ---- lib.sh's sha256 is checked against the pin below (this script is pinned, and with it
+# ---- the pin); its first ORBIT_LIB_BYTES bytes (all this script uses) are read once, their
+# ---- sha256 checked against their own pin, and only this script's ranges of those bytes
+# ---- are run (the prelude and its parts). Changed, missing or unreadable: nothing runs.
 ORBIT_LIB_SHA256=@SHA256@
-ORBIT_LIB_TEXT=
-ORBIT_LIB_WHY=
+ORBIT_LIB_READ_SHA256=@READ_SHA256@
+ORBIT_LIB_BYTES=@BYTES@
+ORBIT_LIB_RANGES=(@RANGES@)
+ORBIT_LIB_TEXT='' ORBIT_LIB_CODE='' ORBIT_LIB_WHY=''
 ORBIT_LIB_DIR=${BASH_SOURCE[0]:-$0}
-if [[ $ORBIT_LIB_DIR == */* ]]; then
-  ORBIT_LIB_DIR=${ORBIT_LIB_DIR%/*}
-else
-  ORBIT_LIB_DIR=.
-fi
+[[ $ORBIT_LIB_DIR == */* ]] && ORBIT_LIB_DIR=${ORBIT_LIB_DIR%/*} || ORBIT_LIB_DIR=.
 
-# orbit_lib_sha256_v TEXT: REPLY is the sha256 of TEXT ("" when no tool here computes one):
-# sha256sum, else shasum -a 256, else openssl (lib.sh's own hashing is not loaded yet).
+# orbit_lib_sha256_v FILE|-: REPLY is the sha256 of FILE, or (-) of ORBIT_LIB_TEXT and the
+# newline its read took off ("" when no tool here computes one).
 orbit_lib_sha256_v() {
-  local out=''
-  if command -v sha256sum >/dev/null 2>&1; then
-    out=$(printf '%s' "$1" | sha256sum) || out=''
-  elif command -v shasum >/dev/null 2>&1; then
-    out=$(printf '%s' "$1" | shasum -a 256) || out=''
-  elif command -v openssl >/dev/null 2>&1; then
-    out=$(printf '%s' "$1" | openssl dgst -sha256 -r) || out=''
+  local out='' tool
+  local -a cmd=()
+  for tool in sha256sum 'shasum -a 256' 'openssl dgst -sha256 -r'; do
+    command -v "${tool%% *}" >/dev/null 2>&1 && read -r -a cmd <<<"$tool" && break
+  done
+  if ((${#cmd[@]})) && [[ $1 == - ]]; then
+    out=$("${cmd[@]}" <<<"$ORBIT_LIB_TEXT") || out=''
+  elif ((${#cmd[@]})); then
+    out=$("${cmd[@]}" "$1") || out=''
   fi
   REPLY=${out%%[!0-9a-f]*}
   [[ ${#REPLY} == 64 ]] || REPLY=''
 }
 
-# orbit_lib_read: ORBIT_LIB_TEXT is ORBIT_LIB_DIR/lib.sh, read once, when the sha256 of the
-# bytes read is ORBIT_LIB_SHA256; else status 1, ORBIT_LIB_TEXT empty and ORBIT_LIB_WHY
-# saying what is wrong.
+# orbit_lib_read: ORBIT_LIB_CODE is this script's code from lib.sh, checked as said above;
+# else status 1 and ORBIT_LIB_WHY says what is wrong.
 orbit_lib_read() {
-  local f=$ORBIT_LIB_DIR/lib.sh REPLY
+  local f=$ORBIT_LIB_DIR/lib.sh REPLY LC_ALL=C r
+  ORBIT_LIB_CODE=
+  [[ -f $f ]] || { ORBIT_LIB_WHY="$f is missing or is not a regular file" && return 1; }
+  orbit_lib_sha256_v "$f"
+  [[ -n $REPLY ]] || { ORBIT_LIB_WHY="$f cannot be read, or no sha256sum, shasum or openssl here to check it" && return 1; }
+  [[ $REPLY == "$ORBIT_LIB_SHA256" ]] || { ORBIT_LIB_WHY="$f changed (sha256 $REPLY, pinned $ORBIT_LIB_SHA256)" && return 1; }
+  { ORBIT_LIB_TEXT=$(head -c "$ORBIT_LIB_BYTES" -- "$f"); } 2>/dev/null || { ORBIT_LIB_WHY="$f cannot be read" && return 1; }
+  orbit_lib_sha256_v -
+  if [[ $REPLY != "$ORBIT_LIB_READ_SHA256" ]]; then
+    ORBIT_LIB_TEXT=
+    ORBIT_LIB_WHY="$f changed while it was read (sha256 ${REPLY:-unknown}, pinned $ORBIT_LIB_READ_SHA256)"
+    return 1
+  fi
+  for r in "${ORBIT_LIB_RANGES[@]}"; do
+    ORBIT_LIB_CODE+=${ORBIT_LIB_TEXT:${r%:*}:${r#*:}}
+  done
   ORBIT_LIB_TEXT=
-  if [[ ! -f $f ]]; then
-    ORBIT_LIB_WHY="$f is missing or is not a regular file"
-    return 1
-  fi
-  if ! { IFS= read -r -d '' ORBIT_LIB_TEXT || true; } 2>/dev/null <"$f"; then
-    ORBIT_LIB_WHY="$f cannot be read"
-    return 1
-  fi
-  orbit_lib_sha256_v "$ORBIT_LIB_TEXT"
-  if [[ -z $REPLY ]]; then
-    ORBIT_LIB_TEXT=
-    ORBIT_LIB_WHY="no sha256sum, shasum or openssl here to check $f with"
-    return 1
-  fi
-  if [[ $REPLY != "$ORBIT_LIB_SHA256" ]]; then
-    ORBIT_LIB_TEXT=
-    ORBIT_LIB_WHY="$f changed (sha256 $REPLY, pinned $ORBIT_LIB_SHA256)"
-    return 1
-  fi
 }
 
 if ! orbit_lib_read; then
 @REFUSED@
 fi
-eval "$ORBIT_LIB_TEXT"
-ORBIT_LIB_TEXT=
+eval "$ORBIT_LIB_CODE"
+ORBIT_LIB_CODE=

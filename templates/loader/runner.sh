@@ -1,6 +1,5 @@
-  # The loop stops as for any script changed (@REASON@, exit @EXIT@, one footer). Nothing of
-  # lib.sh ran, and what records a stop (state.env, events.jsonl, the notification) is in
-  # it: stderr and runner.log say why, the next run stops the same way until it is restored.
+  # Stopped as for any script changed; what records a stop is in lib.sh: stderr and
+  # runner.log say why, and each run stops so until it is restored.
   ORBIT_LIB_SUMMARY="@STOP@: @REASON@: lib.sh is not the library orbit rendered; nothing of it was run: review it, then 'orbit recover --restore-pinned' puts the pinned copy back"
   TZ=UTC0 printf -v ORBIT_LIB_WHY '%(%Y-%m-%dT%H:%M:%SZ)T stop: %s (%s), exit %s — %s; nothing of it was run' -1 @STATUS@ @REASON@ @EXIT@ "$ORBIT_LIB_WHY"
   printf '%s\n' "$ORBIT_LIB_WHY" >&2 2>/dev/null || true

@@ -14,7 +14,7 @@ use orbit::render::{self, FILES, STATIC_PARTS, View};
 /// one run to the next, and the loader's.
 const DEFINED: &str = r#"
 declare -f
-declare -p | grep -Ev '^declare -[-a-zA-Z]* (BASH[A-Z_]*|_|RANDOM|SRANDOM|SECONDS|EPOCHREALTIME|EPOCHSECONDS|LINENO|PIPESTATUS|FUNCNAME|GROUPS|PPID|SHLVL|SHELLOPTS|OLDPWD|PWD|COLUMNS|LINES|ORBIT_LIB_FOR|REPLY)='
+declare -p | grep -Ev '^declare -[-a-zA-Z]* (BASH[A-Z_]*|_|RANDOM|SRANDOM|SECONDS|EPOCHREALTIME|EPOCHSECONDS|LINENO|PIPESTATUS|FUNCNAME|GROUPS|PPID|SHLVL|SHELLOPTS|OLDPWD|PWD|COLUMNS|LINES|REPLY)='
 "#;
 
 /// What bash defines after `setup` (run with `file` as $1), by [`DEFINED`].
@@ -131,8 +131,8 @@ fn each_script_defines_from_lib_sh_exactly_what_it_held_before() {
     )
     .unwrap();
     for view in shapes() {
-        let lib = render::library(&view);
-        fs::write(work.path().join("lib.sh"), &lib).unwrap();
+        let layout = render::library_layout(&view);
+        fs::write(work.path().join("lib.sh"), &layout.text).unwrap();
         for f in FILES.iter().filter(|f| !f.parts.is_empty()) {
             // As the script held them: the prelude, then its parts in order (without the
             // part it still holds itself, and without its entry).
@@ -153,11 +153,12 @@ fn each_script_defines_from_lib_sh_exactly_what_it_held_before() {
                 old.push_str(&format!("source ./{file}\n"));
             }
             let before = defined(work.path(), &old, "");
-            let new = format!(
-                "ORBIT_LIB_FOR={}\nIFS= read -r -d '' t <lib.sh || true\neval \"$t\"\nunset t",
-                f.name.trim_end_matches(".sh")
-            );
-            let after = defined(work.path(), &new, "");
+            // The script's own loader, as it ends the script: its sections of lib.sh, its
+            // own variables and functions then taken out.
+            let loader = render::loader(f.name, &layout);
+            fs::write(work.path().join("loader.sh"), &loader).unwrap();
+            let new = "source ./loader.sh\nunset -f orbit_lib_sha256_v orbit_lib_read\nunset ORBIT_LIB_SHA256 ORBIT_LIB_READ_SHA256 ORBIT_LIB_BYTES ORBIT_LIB_RANGES ORBIT_LIB_TEXT ORBIT_LIB_CODE ORBIT_LIB_WHY ORBIT_LIB_DIR";
+            let after = defined(work.path(), new, "");
             assert!(before.contains("main () \n{"), "{}: no main", f.name);
             // The functions: the same text.
             let funcs = |s: &str| s.split("\ndeclare -").next().unwrap().to_string();
@@ -203,7 +204,8 @@ fn the_loader_runs_the_bytes_it_hashed_even_when_lib_sh_is_swapped_after_the_rea
     let marker = repo.join("swapped-lib-ran");
     let hostile = format!("touch '{}'\n", marker.display());
     fs::write(repo.join("hostile-lib.sh"), &hostile).unwrap();
-    // A sha256sum that answers for what it was given, then swaps lib.sh.
+    // A sha256sum that answers for what it was given, then, asked for the bytes the script
+    // read (on its input: the file itself is named as an argument), swaps lib.sh.
     let shim = repo.join("shim");
     fs::create_dir(&shim).unwrap();
     let real = String::from_utf8(
@@ -217,7 +219,7 @@ fn the_loader_runs_the_bytes_it_hashed_even_when_lib_sh_is_swapped_after_the_rea
     fs::write(
         shim.join("sha256sum"),
         format!(
-            "#!/bin/sh\n'{}' \"$@\"\ncp '{}' '{}'\n",
+            "#!/bin/sh\n'{}' \"$@\"\n[ $# -gt 0 ] || cp '{}' '{}'\n",
             real.trim(),
             repo.join("hostile-lib.sh").display(),
             dir.join("lib.sh").display()
@@ -253,5 +255,37 @@ fn the_loader_runs_the_bytes_it_hashed_even_when_lib_sh_is_swapped_after_the_rea
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(!marker.exists(), "the swapped lib.sh ran\n{}", text(&out));
+    // Swapped after the file's check and before the read (by the hash tool asked for the
+    // file): what was read is not what was checked, and is refused.
+    fs::copy(dir.join(".pins/lib.sh"), dir.join("lib.sh")).unwrap();
+    fs::write(
+        shim.join("sha256sum"),
+        format!(
+            "#!/bin/sh\n'{}' \"$@\"\n[ $# -eq 0 ] || cp '{}' '{}'\n",
+            real.trim(),
+            repo.join("hostile-lib.sh").display(),
+            dir.join("lib.sh").display()
+        ),
+    )
+    .unwrap();
+    let out = command("bash")
+        .arg(dir.join("verify.sh"))
+        .current_dir(repo.path())
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        fs::read_to_string(dir.join("lib.sh")).unwrap(),
+        hostile,
+        "the swap was not made: the test proves nothing\n{}",
+        text(&out)
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("changed while it was read"),
+        "{}",
+        text(&out)
+    );
     assert!(!marker.exists(), "the swapped lib.sh ran\n{}", text(&out));
 }

@@ -37,6 +37,20 @@ impl Outcome {
         self.failure.is_none()
     }
 
+    /// The verdict in one word: `verified`, or the failure's code.
+    pub fn verdict_word(&self) -> &'static str {
+        self.failure.map_or("verified", |f| f.as_str())
+    }
+
+    /// The line the report and the dashboard show: `envelope sha256:<digest> (<verdict>)`,
+    /// `envelope none (UNVERIFIED)` without one.
+    pub fn line(&self) -> String {
+        match &self.digest {
+            Some(d) => format!("envelope sha256:{d} ({})", self.verdict_word()),
+            None => format!("envelope none ({})", self.verdict_word()),
+        }
+    }
+
     /// What to do next, in words.
     pub fn next(&self) -> String {
         let loop_arg = self
@@ -479,6 +493,33 @@ pub(crate) fn check(t: &mut Target) -> Result<Outcome> {
             &done[..12]
         ),
     )
+}
+
+/// A loop directory's hand-off as `orbit verify` checks it without `--rerun`, journaling
+/// nothing (the report and the dashboard show it). `None` when the loop has no branch yet
+/// or is not in a git repository.
+pub fn loop_outcome(dir: &Path) -> Option<Outcome> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    let repo = locate::repo_root(&dir).ok()?;
+    let reference = format!("refs/heads/{}", loop_branch(&dir));
+    let commit = git_line(
+        &repo,
+        &[
+            "rev-parse",
+            "--verify",
+            "-q",
+            "--end-of-options",
+            &format!("{reference}^{{commit}}"),
+        ],
+    )
+    .filter(|c| !c.is_empty())?;
+    let mut t = Target {
+        repo,
+        reference,
+        commit,
+        loop_dir: Some(dir),
+    };
+    check(&mut t).ok()
 }
 
 /// Journals the outcome: the loop's events.jsonl under its lock when the loop directory is

@@ -15,7 +15,7 @@ use crate::support::{Repo, assert_code, command, run_bounded, text};
 const CHECK_SH: &str = "test -f work.txt && test -z \"${BREAK_IT:-}\"\n";
 
 /// A repository whose loop reached DONE: its loop directory.
-fn done_loop(repo: &Repo) -> PathBuf {
+pub(crate) fn done_loop(repo: &Repo) -> PathBuf {
     repo.write("check.sh", CHECK_SH);
     repo.write("log.txt", "");
     repo.git(&["add", "check.sh", "log.txt"]);
@@ -304,4 +304,75 @@ fn merge_needs_the_starting_branch_and_clean_touched_files_then_merges() {
         commit,
         "fast-forward"
     );
+}
+
+/// The verify events `orbit verify` wrote (verify_pass, verify_fail by orbit verify) in the
+/// loop's journal.
+fn verify_events(dir: &Path) -> usize {
+    let journal = orbit::events::read(&fs::read(dir.join("events.jsonl")).unwrap());
+    journal
+        .events
+        .iter()
+        .filter(|ev| ev.event == "verify_pass" || ev.event == "verify_fail")
+        .filter(|ev| ev.value["by"] == "orbit verify")
+        .count()
+}
+
+#[test]
+fn the_report_shows_the_envelopes_digest_and_verdict_and_says_orbit_merge_next() {
+    let repo = Repo::new();
+    let dir = done_loop(&repo);
+    let bytes = fs::read_to_string(dir.join("envelope.json")).unwrap();
+    let e = orbit::envelope::parse(bytes.as_bytes()).unwrap();
+    let line = format!("envelope sha256:{} (verified)", e.digest);
+    let md = text(&repo.orbit(&["report"]));
+    assert!(md.contains(&format!("- {line}\n")), "{md}");
+    assert!(md.contains("next: `orbit merge .orbit/test-goal`"), "{md}");
+    let html = text(&repo.orbit(&["report", "--html"]));
+    assert!(html.contains(&line), "{html}");
+    assert!(
+        html.contains("<code class=\"next\">orbit merge .orbit/test-goal</code>"),
+        "{html}"
+    );
+    let out = repo.orbit(&["report", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["envelope_digest"], e.digest.as_str(), "{v}");
+    assert_eq!(v["envelope_verdict"], "verified", "{v}");
+    assert_eq!(v["next"], "orbit merge .orbit/test-goal", "{v}");
+    // The report computes the verdict as orbit verify does, but journals nothing.
+    assert_eq!(
+        verify_events(&dir),
+        0,
+        "the report journaled a verify event"
+    );
+    // A commit after DONE: the report says the code, and orbit verify is next.
+    fs::write(repo.ws().join("later.txt"), "not verified\n").unwrap();
+    repo.ws_git(&["add", "later.txt"]);
+    repo.ws_git(&["commit", "-qm", "after DONE"]);
+    let md = text(&repo.orbit(&["report"]));
+    assert!(
+        md.contains(&format!("- envelope sha256:{} (TREE_MOVED)", e.digest)),
+        "{md}"
+    );
+    assert!(!md.contains("next: `orbit merge"), "{md}");
+    let out = repo.orbit(&["report", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["envelope_verdict"], "TREE_MOVED", "{v}");
+    assert_eq!(
+        verify_events(&dir),
+        0,
+        "the report journaled a verify event"
+    );
+    // Without any envelope (a loop from before envelopes): UNVERIFIED, no digest.
+    fs::remove_file(dir.join("envelope.json")).unwrap();
+    repo.git(&["update-ref", "-d", "refs/notes/orbit"]);
+    let md = text(&repo.orbit(&["report"]));
+    assert!(md.contains("- envelope none (UNVERIFIED)"), "{md}");
+    let out = repo.orbit(&["report", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["envelope_verdict"], "UNVERIFIED", "{v}");
+    assert!(v["envelope_digest"].is_null(), "{v}");
+    // The count above sees what orbit verify journals.
+    assert_code(&repo.orbit(&["verify"]), 3, "UNVERIFIED");
+    assert_eq!(verify_events(&dir), 1, "orbit verify journals its answer");
 }

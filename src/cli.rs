@@ -608,7 +608,8 @@ pub struct VerifyArgs {
     #[arg(value_name = "TARGET")]
     pub target: Option<String>,
 
-    /// One JSON object: verdict, verify_failure_code, why, loop, ref, commit, digest, next.
+    /// One JSON object: verdict, verify_failure_code, why, loop, ref, commit, digest,
+    /// signature, signer, next.
     #[arg(long)]
     pub json: bool,
 
@@ -616,6 +617,16 @@ pub struct VerifyArgs {
     /// (needs the loop directory).
     #[arg(long)]
     pub rerun: bool,
+
+    /// The allowed-signers file (ssh-keygen's format) the envelope's signature is checked
+    /// against [default: git config gpg.ssh.allowedSignersFile].
+    #[arg(long, value_name = "FILE")]
+    pub allowed_signers: Option<PathBuf>,
+
+    /// Fail (SIGNATURE_MISSING) when the envelope carries no signature (needs an
+    /// allowed-signers file).
+    #[arg(long)]
+    pub require_signature: bool,
 }
 
 #[derive(Debug, Args)]

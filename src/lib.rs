@@ -39,6 +39,7 @@ pub mod sandbox;
 pub mod schedule;
 pub mod serve;
 pub mod shell;
+pub mod signature;
 pub mod sigs;
 pub mod state;
 pub mod verify;

@@ -618,6 +618,11 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub rerun: bool,
 
+    /// With --rerun, for a DONE loop from before envelopes (no envelope.json): write its
+    /// envelope and note only when every check passes PASS_K times in the clean checkout.
+    #[arg(long)]
+    pub record: bool,
+
     /// The allowed-signers file (ssh-keygen's format) the envelope's signature is checked
     /// against [default: git config gpg.ssh.allowedSignersFile].
     #[arg(long, value_name = "FILE")]

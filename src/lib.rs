@@ -29,6 +29,7 @@ pub mod otlp;
 pub mod pins;
 pub mod progress;
 pub mod protect;
+pub mod record;
 pub mod recover;
 pub mod reference;
 pub mod render;

@@ -91,7 +91,7 @@ impl Outcome {
         match self.failure {
             None => format!("orbit merge {loop_arg}"),
             Some(VerifyFailure::Unverified) => format!(
-                "fetch the notes (git fetch origin 'refs/notes/*:refs/notes/*'); a loop that reached DONE before envelopes has none: run it again to DONE under this orbit ({loop_arg})"
+                "fetch the notes (git fetch origin 'refs/notes/*:refs/notes/*'); a loop that reached DONE before envelopes has none: orbit verify --rerun --record {loop_arg} runs its checks PASS_K times in a clean checkout and records one when every run passes"
             ),
             Some(VerifyFailure::TreeMoved) => {
                 "hand over the DONE commit itself, or run the loop again on the new work".into()
@@ -665,8 +665,14 @@ fn record(t: &Target, o: &Outcome, rerun: bool) -> Result<String> {
 }
 
 /// `--rerun`: verify.sh (and holdout.sh, where it has checks) in a clean checkout of the
-/// commit, PASS_K times each; the first failure, in words.
-fn rerun(t: &Target, e: &Envelope) -> Result<Option<String>> {
+/// commit, PASS_K times each; the first failure, in words. `after` reads the checkout when
+/// every run passed (`--record`: the files the protect globs match).
+fn rerun(
+    t: &Target,
+    pass_k: u64,
+    holdout: bool,
+    after: &mut dyn FnMut(&Path),
+) -> Result<Option<String>> {
     let Some(dir) = &t.loop_dir else {
         return Err(Error::Usage(
             "--rerun needs the loop directory (its verify.sh): run it where the loop lives".into(),
@@ -689,19 +695,22 @@ fn rerun(t: &Target, e: &Envelope) -> Result<Option<String>> {
             t.commit
         )));
     }
-    let result = rerun_in(&tmp, dir, e);
+    let result = rerun_in(&tmp, dir, pass_k, holdout);
+    if let Ok(None) = result {
+        after(&tmp);
+    }
     let _ = git(&t.repo, &["worktree", "remove", "--force", &tmp_s]);
     let _ = std::fs::remove_dir_all(&tmp);
     result
 }
 
-fn rerun_in(ws: &Path, dir: &Path, e: &Envelope) -> Result<Option<String>> {
+fn rerun_in(ws: &Path, dir: &Path, pass_k: u64, holdout: bool) -> Result<Option<String>> {
     let mut scripts = vec!["verify.sh"];
-    if e.holdout.is_some() {
+    if holdout {
         scripts.push("holdout.sh");
     }
     for script in scripts {
-        for k in 1..=e.pass_k.max(1) {
+        for k in 1..=pass_k.max(1) {
             let out = Command::new("bash")
                 .arg(dir.join(script))
                 .current_dir(ws)
@@ -719,13 +728,52 @@ fn rerun_in(ws: &Path, dir: &Path, e: &Envelope) -> Result<Option<String>> {
                     .collect();
                 return Ok(Some(format!(
                     "{script} failed on run {k} of {} in a clean checkout: {}",
-                    e.pass_k,
+                    pass_k,
                     failing.join("; ")
                 )));
             }
         }
     }
     Ok(None)
+}
+
+/// `--rerun --record`: a loop without an envelope (from before envelopes) gets one when its
+/// checks pass PASS_K times in a clean checkout; then the outcome is the check's again.
+/// Otherwise the rerun's failure, and nothing written.
+fn record_envelope(t: &mut Target, o: Outcome) -> Result<Outcome> {
+    if o.failure != Some(VerifyFailure::Unverified) || o.envelope.is_some() {
+        return Err(Error::Usage(format!(
+            "{} has an envelope already ({}): nothing to record; orbit verify checks it",
+            t.reference,
+            o.failure.map_or("it verifies", |f| f.as_str())
+        )));
+    }
+    let h = crate::record::Handoff {
+        repo: &t.repo,
+        reference: &t.reference,
+        commit: &t.commit,
+        loop_dir: t.loop_dir.as_deref(),
+    };
+    let plan = crate::record::plan(&h)?;
+    let dir = t.loop_dir.clone().expect("plan checked the loop directory");
+    let mut protected = Vec::new();
+    if let Some(why) = rerun(t, plan.pass_k, plan.holdout, &mut |ws| {
+        protected = crate::record::protected_in(ws, &dir);
+    })? {
+        return Ok(Outcome {
+            failure: Some(VerifyFailure::RerunFailed),
+            why: format!("{why}: nothing recorded (no envelope, no note)"),
+            ..o
+        });
+    }
+    let h = crate::record::Handoff {
+        repo: &t.repo,
+        reference: &t.reference,
+        commit: &t.commit,
+        loop_dir: t.loop_dir.as_deref(),
+    };
+    crate::record::write(&h, &plan, &protected)?;
+    check(t)
 }
 
 /// `orbit verify`.
@@ -746,10 +794,17 @@ pub fn run(args: &VerifyArgs) -> Result<u8> {
         ));
     }
     t.require_signature = args.require_signature;
+    if args.record && !args.rerun {
+        return Err(Error::Usage(
+            "--record writes the envelope only from a rerun: orbit verify --rerun --record".into(),
+        ));
+    }
     let mut o = check(&mut t)?;
-    if args.rerun && o.passed() {
+    if args.record {
+        o = record_envelope(&mut t, o)?;
+    } else if args.rerun && o.passed() {
         let e = o.envelope.clone().expect("a passed check has its envelope");
-        if let Some(why) = rerun(&t, &e)? {
+        if let Some(why) = rerun(&t, e.pass_k, e.holdout.is_some(), &mut |_| {})? {
             o.failure = Some(VerifyFailure::RerunFailed);
             o.why = why;
         }

@@ -278,7 +278,7 @@ impl EventName {
                 "A setup command failed, timed out or changed a tracked file: `where`, `why`."
             }
             EventName::EnvelopeWrite => {
-                "A DONE's envelope written (envelope.json and the DONE commit's note): `commit`, `digest`, `signed` (envelope.json.sig written); `unsigned_why` where the user's git configuration signs with SSH but the runner could not (a key that needs a passphrase no ssh-agent holds)."
+                "A DONE's envelope written (envelope.json and the DONE commit's note): `commit`, `digest`, `signed` (envelope.json.sig written); `unsigned_why` where the user's git configuration signs with SSH but the runner could not (a key that needs a passphrase no ssh-agent holds); `by` `orbit verify --record` when `orbit verify --rerun --record` wrote it."
             }
         }
     }

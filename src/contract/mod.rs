@@ -582,7 +582,8 @@ vocabulary! {
         /// A setup command failed, timed out or changed a tracked file (`where`, `why`).
         SetupFail = "setup_fail",
         /// A DONE's envelope written (`commit`, `digest`, `signed`; `unsigned_why` where the
-        /// user's git configuration signs with SSH but the runner could not).
+        /// user's git configuration signs with SSH but the runner could not; `by` when
+        /// `orbit verify --rerun --record` wrote it).
         EnvelopeWrite = "envelope_write",
     }
 }

@@ -171,6 +171,14 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "orbit verify --rerun",
                 "and run the checks again, PASS_K times, in a clean checkout",
             ),
+            (
+                "orbit verify --rerun --record",
+                "a loop DONE before envelopes: its envelope, written only when every run passes",
+            ),
+            (
+                "orbit verify --allowed-signers ~/.config/git/allowed_signers --require-signature",
+                "and its SSH signature, checked against the allowed signers",
+            ),
         ],
     ),
     (

@@ -292,6 +292,7 @@ envelope_key_hide() {
 # unsigned, ENVELOPE_UNSIGNED_WHY and runner.log saying why.
 envelope_sign() {
   local file=$1 key work out sig='' why
+  local -a detach=()
   ENVELOPE_SIGNED=false ENVELOPE_UNSIGNED_WHY=
   envelope_signing_key_v || return 0
   key=$REPLY
@@ -304,9 +305,13 @@ envelope_sign() {
   fi
   cp -- "$file" "$work/envelope.json" || return 0
   out=$work/ssh-keygen.out
+  # Its own session, without the user's terminal, where setsid is there (util-linux).
+  if command -v setsid >/dev/null 2>&1; then
+    detach=(setsid -w)
+  fi
   orbit_run_bounded "$ENVELOPE_SIGN_TIMEOUT_S" 1 /dev/null "$out" \
     env -u SSH_ASKPASS -u DISPLAY -u WAYLAND_DISPLAY SSH_ASKPASS_REQUIRE=never \
-    setsid -w ssh-keygen -Y sign -f "$key" -n "$ENVELOPE_SIG_NAMESPACE" "$work/envelope.json"
+    "${detach[@]}" ssh-keygen -Y sign -f "$key" -n "$ENVELOPE_SIG_NAMESPACE" "$work/envelope.json"
   if ((ORBIT_RC == 0 && ORBIT_TIMED_OUT == 0)) && orbit_regular "$work/envelope.json.sig"; then
     sig=$(cat -- "$work/envelope.json.sig")
   fi

@@ -171,6 +171,14 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "orbit verify --rerun",
                 "and run the checks again, PASS_K times, in a clean checkout",
             ),
+            (
+                "orbit verify --rerun --record",
+                "a loop DONE before envelopes: its envelope, written only when every run passes",
+            ),
+            (
+                "orbit verify --allowed-signers ~/.config/git/allowed_signers --require-signature",
+                "and its SSH signature, checked against the allowed signers",
+            ),
         ],
     ),
     (
@@ -608,7 +616,8 @@ pub struct VerifyArgs {
     #[arg(value_name = "TARGET")]
     pub target: Option<String>,
 
-    /// One JSON object: verdict, verify_failure_code, why, loop, ref, commit, digest, next.
+    /// One JSON object: verdict, verify_failure_code, why, loop, ref, commit, digest,
+    /// signature, signer, next.
     #[arg(long)]
     pub json: bool,
 
@@ -616,6 +625,21 @@ pub struct VerifyArgs {
     /// (needs the loop directory).
     #[arg(long)]
     pub rerun: bool,
+
+    /// With --rerun, for a DONE loop from before envelopes (no envelope.json): write its
+    /// envelope and note only when every check passes PASS_K times in the clean checkout.
+    #[arg(long)]
+    pub record: bool,
+
+    /// The allowed-signers file (ssh-keygen's format) the envelope's signature is checked
+    /// against [default: git config gpg.ssh.allowedSignersFile].
+    #[arg(long, value_name = "FILE")]
+    pub allowed_signers: Option<PathBuf>,
+
+    /// Fail (SIGNATURE_MISSING) when the envelope carries no signature (needs an
+    /// allowed-signers file).
+    #[arg(long)]
+    pub require_signature: bool,
 }
 
 #[derive(Debug, Args)]

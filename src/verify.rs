@@ -14,6 +14,7 @@ use crate::cli::VerifyArgs;
 use crate::contract::{EventName, VerifyFailure};
 use crate::envelope::{self, DefFile, Envelope, Unreadable};
 use crate::error::{Error, Result};
+use crate::signature::{self, Signature};
 use crate::{events, fsx, locate, state};
 
 /// The exit status of a hand-off that did not verify.
@@ -30,11 +31,54 @@ pub struct Outcome {
     pub commit: String,
     pub digest: Option<String>,
     pub envelope: Option<Envelope>,
+    /// The envelope's signature, as checked (`None` before the envelope was read).
+    pub signature: Option<Signature>,
+    /// Whether an allowed-signers file was at hand to check a signature against.
+    pub allowed_signers: bool,
+    /// Why the runner left the envelope unsigned where git signs with SSH (its journal's
+    /// envelope_write `unsigned_why`).
+    pub unsigned_why: Option<String>,
 }
 
 impl Outcome {
     pub fn passed(&self) -> bool {
         self.failure.is_none()
+    }
+
+    /// The verdict in one word: `verified`, or the failure's code.
+    pub fn verdict_word(&self) -> &'static str {
+        self.failure.map_or("verified", |f| f.as_str())
+    }
+
+    /// The line the report and the dashboard show: `envelope sha256:<digest> (<verdict>)`,
+    /// `envelope none (UNVERIFIED)` without one, then what its signature says, if anything.
+    pub fn line(&self) -> String {
+        let mut line = match &self.digest {
+            Some(d) => format!("envelope sha256:{d} ({})", self.verdict_word()),
+            None => format!("envelope none ({})", self.verdict_word()),
+        };
+        if let Some(said) = self.signature_text() {
+            line.push_str(", ");
+            line.push_str(&said);
+        }
+        line
+    }
+
+    /// What the signature says in words; `None` for an unsigned envelope nobody asked to be
+    /// signed (no allowed-signers file, no signing key that failed).
+    pub fn signature_text(&self) -> Option<String> {
+        match self.signature.as_ref()? {
+            Signature::Good(p) => Some(format!("signed by {p}")),
+            Signature::Bad(why) => Some(format!("signature bad: {why}")),
+            Signature::NotChecked => {
+                Some("signed, not checked (no allowed-signers file: git config gpg.ssh.allowedSignersFile or --allowed-signers)".into())
+            }
+            Signature::Unsigned => match (&self.unsigned_why, self.allowed_signers) {
+                (Some(why), _) => Some(format!("unsigned: {why}")),
+                (None, true) => Some("unsigned".into()),
+                (None, false) => None,
+            },
+        }
     }
 
     /// What to do next, in words.
@@ -47,7 +91,7 @@ impl Outcome {
         match self.failure {
             None => format!("orbit merge {loop_arg}"),
             Some(VerifyFailure::Unverified) => format!(
-                "fetch the notes (git fetch origin 'refs/notes/*:refs/notes/*'); a loop that reached DONE before envelopes has none: run it again to DONE under this orbit ({loop_arg})"
+                "fetch the notes (git fetch origin 'refs/notes/*:refs/notes/*'); a loop that reached DONE before envelopes has none: orbit verify --rerun --record {loop_arg} runs its checks PASS_K times in a clean checkout and records one when every run passes"
             ),
             Some(VerifyFailure::TreeMoved) => {
                 "hand over the DONE commit itself, or run the loop again on the new work".into()
@@ -67,6 +111,12 @@ impl Outcome {
             Some(VerifyFailure::RerunFailed) => {
                 "the code no longer passes its checks: run the loop again".into()
             }
+            Some(VerifyFailure::SignatureBad) => {
+                "do not take this hand-off: the envelope is not what its signer signed (or the signer is not in the allowed-signers file); fetch the notes again, or run the loop again".into()
+            }
+            Some(VerifyFailure::SignatureMissing) => {
+                "the envelope is unsigned: run the loop where git signs with SSH (gpg.format ssh, user.signingkey), or verify without --require-signature".into()
+            }
         }
     }
 
@@ -80,6 +130,9 @@ impl Outcome {
             "ref": self.reference,
             "commit": self.commit,
             "digest": self.digest,
+            "signature": self.signature.as_ref().map(|s| s.word()),
+            "signer": self.signature.as_ref().and_then(|s| s.signer()),
+            "unsigned_why": self.unsigned_why,
             "next": self.next(),
         })
     }
@@ -110,6 +163,10 @@ pub(crate) struct Target {
     pub reference: String,
     pub commit: String,
     pub loop_dir: Option<PathBuf>,
+    /// The allowed-signers file a signature is checked against, if any.
+    pub allowed_signers: Option<PathBuf>,
+    /// `--require-signature`: an unsigned envelope fails.
+    pub require_signature: bool,
 }
 
 /// The loop directory named `arg` (a directory, or a name under .orbit/), if it is one.
@@ -178,6 +235,8 @@ pub(crate) fn resolve(arg: Option<&str>) -> Result<Target> {
         )),
     })?;
     Ok(Target {
+        allowed_signers: signature::configured_allowed_signers(&repo),
+        require_signature: false,
         repo,
         reference,
         commit,
@@ -203,18 +262,26 @@ fn noted_commits(repo: &Path) -> Vec<(String, String)> {
 /// else the note of the nearest commit of REF's history that has one; else the note of any
 /// commit whose envelope names the loop REF's commit says it belongs to (its Orbit-Loop
 /// trailer), so that a rewritten branch is told from an unverified one.
-fn find_envelope(t: &mut Target) -> Result<Option<(Vec<u8>, String)>> {
-    if let Some(dir) = &t.loop_dir {
+fn find_envelope(t: &mut Target) -> Result<Option<Found>> {
+    let from_file = |dir: &Path| -> Result<Option<Found>> {
         let path = dir.join(envelope::FILE);
-        if let Some(bytes) = fsx::read_regular_opt(&path)? {
-            return Ok(Some((bytes, path.display().to_string())));
-        }
+        let Some(bytes) = fsx::read_regular_opt(&path)? else {
+            return Ok(None);
+        };
+        let sig = fsx::read_regular_opt(&dir.join(signature::FILE))?;
+        Ok(Some((bytes, path.display().to_string(), sig)))
+    };
+    if let Some(dir) = &t.loop_dir
+        && let Some(found) = from_file(dir)?
+    {
+        return Ok(Some(found));
     }
     let notes = noted_commits(&t.repo);
     if notes.is_empty() {
         return Ok(None);
     }
     let show = |commit: &str| git(&t.repo, &["notes", "--ref=orbit", "show", commit]);
+    let sig_of = |commit: &str| git(&t.repo, &["notes", "--ref=orbit-sig", "show", commit]);
     let noted: std::collections::HashMap<&str, &str> = notes
         .iter()
         .map(|(c, n)| (c.as_str(), n.as_str()))
@@ -222,7 +289,7 @@ fn find_envelope(t: &mut Target) -> Result<Option<(Vec<u8>, String)>> {
     if let Some(list) = git(&t.repo, &["rev-list", "--max-count=100000", &t.commit]) {
         for c in String::from_utf8_lossy(&list).lines() {
             if noted.contains_key(c) {
-                return Ok(show(c).map(|b| (b, format!("the note of {c}"))));
+                return Ok(show(c).map(|b| (b, format!("the note of {c}"), sig_of(c))));
             }
         }
     }
@@ -238,22 +305,43 @@ fn find_envelope(t: &mut Target) -> Result<Option<(Vec<u8>, String)>> {
     if t.loop_dir.is_none() {
         t.loop_dir = loop_named(&t.repo, name);
         if let Some(dir) = &t.loop_dir
-            && let Some(bytes) = fsx::read_regular_opt(&dir.join(envelope::FILE))?
+            && let Some(found) = from_file(dir)?
         {
-            return Ok(Some((
-                bytes,
-                dir.join(envelope::FILE).display().to_string(),
-            )));
+            return Ok(Some(found));
         }
     }
     for (c, _) in &notes {
         if let Some(bytes) = show(c)
             && envelope::parse(&bytes).is_ok_and(|e| e.loop_name == name)
         {
-            return Ok(Some((bytes, format!("the note of {c}"))));
+            return Ok(Some((bytes, format!("the note of {c}"), sig_of(c))));
         }
     }
     Ok(None)
+}
+
+/// An envelope's bytes, where they came from, and its signature's bytes (if signed).
+type Found = (Vec<u8>, String, Option<Vec<u8>>);
+
+/// The envelope's signature checked against `t`'s allowed-signers file.
+fn signature_of(t: &Target, bytes: &[u8], sig: Option<&[u8]>) -> Signature {
+    match (sig, &t.allowed_signers) {
+        (None, _) => Signature::Unsigned,
+        (Some(_), None) => Signature::NotChecked,
+        (Some(sig), Some(allowed)) => signature::check(bytes, sig, allowed),
+    }
+}
+
+/// The `unsigned_why` of the loop journal's envelope_write of `digest`, where the runner
+/// could not sign.
+fn unsigned_why(dir: &Path, digest: &str) -> Option<String> {
+    let bytes = fsx::read_regular_opt(&dir.join("events.jsonl")).ok()??;
+    events::read(&bytes)
+        .events
+        .iter()
+        .filter(|ev| ev.is(EventName::EnvelopeWrite))
+        .filter(|ev| ev.value.get("digest").and_then(|d| d.as_str()) == Some(digest))
+        .find_map(|ev| ev.value.get("unsigned_why")?.as_str().map(str::to_string))
 }
 
 /// The sha256 of the file `path` in `commit`'s tree, or None when it holds none there.
@@ -360,6 +448,9 @@ pub(crate) fn check(t: &mut Target) -> Result<Outcome> {
         commit: t.commit.clone(),
         digest: None,
         envelope: None,
+        signature: None,
+        allowed_signers: t.allowed_signers.is_some(),
+        unsigned_why: None,
     };
     let found = find_envelope(t)?;
     out.loop_dir = t.loop_dir.clone();
@@ -368,7 +459,7 @@ pub(crate) fn check(t: &mut Target) -> Result<Outcome> {
         o.why = why;
         Ok(o)
     };
-    let Some((bytes, source)) = found else {
+    let Some((bytes, source, sig)) = found else {
         return fail(
             out,
             VerifyFailure::Unverified,
@@ -403,6 +494,31 @@ pub(crate) fn check(t: &mut Target) -> Result<Outcome> {
     if out.loop_dir.is_none() {
         t.loop_dir = loop_named(&t.repo, &e.loop_name);
         out.loop_dir = t.loop_dir.clone();
+    }
+    let signed = signature_of(t, &bytes, sig.as_deref());
+    out.signature = Some(signed.clone());
+    if signed == Signature::Unsigned {
+        out.unsigned_why = t
+            .loop_dir
+            .as_deref()
+            .and_then(|d| unsigned_why(d, &e.digest));
+    }
+    match signed {
+        Signature::Bad(why) => {
+            return fail(out, VerifyFailure::SignatureBad, format!("{source}: {why}"));
+        }
+        Signature::Unsigned if t.require_signature => {
+            return fail(
+                out,
+                VerifyFailure::SignatureMissing,
+                format!(
+                    "{source} carries no signature ({} in the loop directory, or a note under {} on its commit), and --require-signature asks for one",
+                    signature::FILE,
+                    signature::NOTES_REF
+                ),
+            );
+        }
+        _ => {}
     }
     let Some(done) = e.commit.clone() else {
         return fail(
@@ -481,6 +597,35 @@ pub(crate) fn check(t: &mut Target) -> Result<Outcome> {
     )
 }
 
+/// A loop directory's hand-off as `orbit verify` checks it without `--rerun`, journaling
+/// nothing (the report and the dashboard show it). `None` when the loop has no branch yet
+/// or is not in a git repository.
+pub fn loop_outcome(dir: &Path) -> Option<Outcome> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    let repo = locate::repo_root(&dir).ok()?;
+    let reference = format!("refs/heads/{}", loop_branch(&dir));
+    let commit = git_line(
+        &repo,
+        &[
+            "rev-parse",
+            "--verify",
+            "-q",
+            "--end-of-options",
+            &format!("{reference}^{{commit}}"),
+        ],
+    )
+    .filter(|c| !c.is_empty())?;
+    let mut t = Target {
+        allowed_signers: signature::configured_allowed_signers(&repo),
+        require_signature: false,
+        repo,
+        reference,
+        commit,
+        loop_dir: Some(dir),
+    };
+    check(&mut t).ok()
+}
+
 /// Journals the outcome: the loop's events.jsonl under its lock when the loop directory is
 /// at hand and no runner holds it, else the receiver's log in git's directory.
 fn record(t: &Target, o: &Outcome, rerun: bool) -> Result<String> {
@@ -520,8 +665,14 @@ fn record(t: &Target, o: &Outcome, rerun: bool) -> Result<String> {
 }
 
 /// `--rerun`: verify.sh (and holdout.sh, where it has checks) in a clean checkout of the
-/// commit, PASS_K times each; the first failure, in words.
-fn rerun(t: &Target, e: &Envelope) -> Result<Option<String>> {
+/// commit, PASS_K times each; the first failure, in words. `after` reads the checkout when
+/// every run passed (`--record`: the files the protect globs match).
+fn rerun(
+    t: &Target,
+    pass_k: u64,
+    holdout: bool,
+    after: &mut dyn FnMut(&Path),
+) -> Result<Option<String>> {
     let Some(dir) = &t.loop_dir else {
         return Err(Error::Usage(
             "--rerun needs the loop directory (its verify.sh): run it where the loop lives".into(),
@@ -544,19 +695,22 @@ fn rerun(t: &Target, e: &Envelope) -> Result<Option<String>> {
             t.commit
         )));
     }
-    let result = rerun_in(&tmp, dir, e);
+    let result = rerun_in(&tmp, dir, pass_k, holdout);
+    if let Ok(None) = result {
+        after(&tmp);
+    }
     let _ = git(&t.repo, &["worktree", "remove", "--force", &tmp_s]);
     let _ = std::fs::remove_dir_all(&tmp);
     result
 }
 
-fn rerun_in(ws: &Path, dir: &Path, e: &Envelope) -> Result<Option<String>> {
+fn rerun_in(ws: &Path, dir: &Path, pass_k: u64, holdout: bool) -> Result<Option<String>> {
     let mut scripts = vec!["verify.sh"];
-    if e.holdout.is_some() {
+    if holdout {
         scripts.push("holdout.sh");
     }
     for script in scripts {
-        for k in 1..=e.pass_k.max(1) {
+        for k in 1..=pass_k.max(1) {
             let out = Command::new("bash")
                 .arg(dir.join(script))
                 .current_dir(ws)
@@ -574,7 +728,7 @@ fn rerun_in(ws: &Path, dir: &Path, e: &Envelope) -> Result<Option<String>> {
                     .collect();
                 return Ok(Some(format!(
                     "{script} failed on run {k} of {} in a clean checkout: {}",
-                    e.pass_k,
+                    pass_k,
                     failing.join("; ")
                 )));
             }
@@ -583,13 +737,74 @@ fn rerun_in(ws: &Path, dir: &Path, e: &Envelope) -> Result<Option<String>> {
     Ok(None)
 }
 
+/// `--rerun --record`: a loop without an envelope (from before envelopes) gets one when its
+/// checks pass PASS_K times in a clean checkout; then the outcome is the check's again.
+/// Otherwise the rerun's failure, and nothing written.
+fn record_envelope(t: &mut Target, o: Outcome) -> Result<Outcome> {
+    if o.failure != Some(VerifyFailure::Unverified) || o.envelope.is_some() {
+        return Err(Error::Usage(format!(
+            "{} has an envelope already ({}): nothing to record; orbit verify checks it",
+            t.reference,
+            o.failure.map_or("it verifies", |f| f.as_str())
+        )));
+    }
+    let h = crate::record::Handoff {
+        repo: &t.repo,
+        reference: &t.reference,
+        commit: &t.commit,
+        loop_dir: t.loop_dir.as_deref(),
+    };
+    let plan = crate::record::plan(&h)?;
+    let dir = t.loop_dir.clone().expect("plan checked the loop directory");
+    let mut protected = Vec::new();
+    if let Some(why) = rerun(t, plan.pass_k, plan.holdout, &mut |ws| {
+        protected = crate::record::protected_in(ws, &dir);
+    })? {
+        return Ok(Outcome {
+            failure: Some(VerifyFailure::RerunFailed),
+            why: format!("{why}: nothing recorded (no envelope, no note)"),
+            ..o
+        });
+    }
+    let h = crate::record::Handoff {
+        repo: &t.repo,
+        reference: &t.reference,
+        commit: &t.commit,
+        loop_dir: t.loop_dir.as_deref(),
+    };
+    crate::record::write(&h, &plan, &protected)?;
+    check(t)
+}
+
 /// `orbit verify`.
 pub fn run(args: &VerifyArgs) -> Result<u8> {
     let mut t = resolve(args.target.as_deref())?;
+    if let Some(f) = &args.allowed_signers {
+        if !f.is_file() {
+            return Err(Error::Usage(format!(
+                "--allowed-signers {}: no such file (ssh-keygen's allowed-signers format: one `PRINCIPAL KEY` a line)",
+                f.display()
+            )));
+        }
+        t.allowed_signers = Some(f.clone());
+    }
+    if args.require_signature && t.allowed_signers.is_none() {
+        return Err(Error::Usage(
+            "--require-signature needs an allowed-signers file to check the signature against: --allowed-signers FILE, or git config gpg.ssh.allowedSignersFile FILE".into(),
+        ));
+    }
+    t.require_signature = args.require_signature;
+    if args.record && !args.rerun {
+        return Err(Error::Usage(
+            "--record writes the envelope only from a rerun: orbit verify --rerun --record".into(),
+        ));
+    }
     let mut o = check(&mut t)?;
-    if args.rerun && o.passed() {
+    if args.record {
+        o = record_envelope(&mut t, o)?;
+    } else if args.rerun && o.passed() {
         let e = o.envelope.clone().expect("a passed check has its envelope");
-        if let Some(why) = rerun(&t, &e)? {
+        if let Some(why) = rerun(&t, e.pass_k, e.holdout.is_some(), &mut |_| {})? {
             o.failure = Some(VerifyFailure::RerunFailed);
             o.why = why;
         }
@@ -601,6 +816,9 @@ pub fn run(args: &VerifyArgs) -> Result<u8> {
         println!("{v}");
     } else if o.passed() {
         println!("orbit verify: PASS — {}", o.why);
+        if let Some(said) = o.signature_text() {
+            println!("  signature: {said}");
+        }
         println!("  next: {}", o.next());
     } else {
         let code = o.failure.map(|f| f.as_str()).unwrap_or_default();

@@ -278,7 +278,7 @@ impl EventName {
                 "A setup command failed, timed out or changed a tracked file: `where`, `why`."
             }
             EventName::EnvelopeWrite => {
-                "A DONE's envelope written (envelope.json and the DONE commit's note): `commit`, `digest`, `signed`."
+                "A DONE's envelope written (envelope.json and the DONE commit's note): `commit`, `digest`, `signed` (envelope.json.sig written); `unsigned_why` where the user's git configuration signs with SSH but the runner could not (a key that needs a passphrase no ssh-agent holds); `by` `orbit verify --record` when `orbit verify --rerun --record` wrote it."
             }
         }
     }
@@ -311,6 +311,12 @@ impl VerifyFailure {
             }
             VerifyFailure::RerunFailed => {
                 "`--rerun`: a check failed in a clean checkout of the commit within PASS_K runs."
+            }
+            VerifyFailure::SignatureBad => {
+                "The envelope's SSH signature (envelope.json.sig, or the note under refs/notes/orbit-sig) does not verify against the allowed-signers file for any principal it names: the envelope was changed after it was signed, or signed by a key the file does not allow."
+            }
+            VerifyFailure::SignatureMissing => {
+                "`--require-signature`: the envelope carries no signature."
             }
         }
     }

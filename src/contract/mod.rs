@@ -581,7 +581,9 @@ vocabulary! {
         SetupDone = "setup_done",
         /// A setup command failed, timed out or changed a tracked file (`where`, `why`).
         SetupFail = "setup_fail",
-        /// A DONE's envelope written (`commit`, `digest`, `signed`).
+        /// A DONE's envelope written (`commit`, `digest`, `signed`; `unsigned_why` where the
+        /// user's git configuration signs with SSH but the runner could not; `by` when
+        /// `orbit verify --rerun --record` wrote it).
         EnvelopeWrite = "envelope_write",
     }
 }
@@ -598,6 +600,8 @@ vocabulary! {
         EnvelopeVersion = "ENVELOPE_VERSION",
         JournalBroken = "JOURNAL_BROKEN",
         RerunFailed = "RERUN_FAILED",
+        SignatureBad = "SIGNATURE_BAD",
+        SignatureMissing = "SIGNATURE_MISSING",
     }
 }
 
@@ -832,6 +836,7 @@ pub const LOOP_FILES: &[&str] = &[
     "notify.secrets",
     "schedule.installed",
     "envelope.json",
+    "envelope.json.sig",
 ];
 
 /// The directories of a loop directory that the files above live beside: each must be a

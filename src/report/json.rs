@@ -31,6 +31,13 @@ pub struct JsonReport<'a> {
     pub origin_branch: Option<&'a str>,
     pub workspace: Option<&'a str>,
     pub sandbox: Option<&'static str>,
+    /// The envelope's digest (`null` without one) and the hand-off's verdict as `orbit
+    /// verify` finds it without `--rerun`: `verified`, or its failure code (`null` when the
+    /// loop is not DONE and has no envelope).
+    pub envelope_digest: Option<&'a str>,
+    pub envelope_verdict: Option<&'static str>,
+    /// Why, in words (`null` with the verdict).
+    pub envelope_why: Option<&'a str>,
     pub next: &'a str,
     pub next_why: &'a str,
     /// Where the work is and how to take it, in order: each step's `what` and `command`
@@ -130,6 +137,9 @@ pub fn render_json(f: &Facts) -> String {
         origin_branch: f.branch.as_ref().map(|b| b.1.as_str()),
         workspace: f.workspace.as_deref(),
         sandbox: f.sandbox,
+        envelope_digest: f.envelope.as_ref().and_then(|e| e.digest.as_deref()),
+        envelope_verdict: f.envelope.as_ref().map(|e| e.verdict_word()),
+        envelope_why: f.envelope.as_ref().map(|e| e.why.as_str()),
         next: &f.next,
         next_why: &f.next_why,
         work: f

@@ -537,6 +537,9 @@ pub struct Facts {
     pub test_counts: Vec<crate::counts::CheckCounts>,
     /// loop.toml's allow-fewer-tests.
     pub allow_fewer_tests: Vec<String>,
+    /// The hand-off as `orbit verify` (without `--rerun`) finds it, for a DONE loop or one
+    /// with an envelope.json: `None` otherwise.
+    pub envelope: Option<crate::verify::Outcome>,
 }
 
 /// An iteration's result.env through the one result.env reader; `None` when it is absent
@@ -614,17 +617,19 @@ pub fn next_step(audit: &LoopReport, state: &State, shown: &str) -> (String, Str
         ),
         Verdict::Ready => (format!("orbit run {d}"), "the loop has not run yet".into()),
         Verdict::Idle => (format!("orbit run {d}"), "work remains".into()),
-        Verdict::Done => {
-            let range = match (state.origin_branch.as_str(), state.iter_branch.as_str()) {
-                ("", "") => "HEAD".to_string(),
-                ("", b) => b.to_string(),
-                (o, b) => format!("{o}..{b}"),
-            };
-            (
-                format!("git log --stat {}", crate::shell::paste_word(&range)),
-                "verified DONE: review the loop's commits".into(),
-            )
-        }
+        Verdict::Done => (
+            format!("orbit merge {d}"),
+            match (state.origin_branch.as_str(), state.iter_branch.as_str()) {
+                ("", _) | (_, "") => {
+                    "verified DONE: orbit merge checks its envelope, then merges its branch"
+                        .to_string()
+                }
+                (o, b) => format!(
+                    "verified DONE: orbit merge checks its envelope, then merges {b} into {o} (git log --stat {} shows its commits)",
+                    crate::shell::paste_word(&format!("{o}..{b}"))
+                ),
+            },
+        ),
         Verdict::Exhausted => (
             edit("max-iterations"),
             "every allowed iteration was used without DONE".into(),
@@ -916,7 +921,22 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
     } else {
         notes
     };
-    let (next, next_why) = next_step(&audit, &state, shown);
+    let (mut next, mut next_why) = next_step(&audit, &state, shown);
+    let envelope = (audit.verdict == Verdict::Done || dir.join(crate::envelope::FILE).is_file())
+        .then(|| crate::verify::loop_outcome(dir))
+        .flatten();
+    if let Some(o) = &envelope
+        && audit.verdict == Verdict::Done
+        && next.starts_with("orbit merge ")
+        && let Some(code) = o.failure
+    {
+        next = format!("orbit verify {}", crate::shell::paste_word(shown));
+        next_why = format!(
+            "DONE, but the hand-off does not verify: {code}: {}; {}",
+            o.why,
+            o.next()
+        );
+    }
     let workspace = audit
         .summary
         .workspace
@@ -962,6 +982,7 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         notes,
         test_counts: crate::counts::read(dir, state.next_iteration, &cfg.allow_fewer_tests),
         allow_fewer_tests: cfg.allow_fewer_tests.clone(),
+        envelope,
     })
 }
 
@@ -1224,6 +1245,9 @@ pub fn render_text(f: &Facts) -> String {
     }
     if let Some(sandbox) = f.sandbox {
         let _ = writeln!(out, "- sandbox: {sandbox}");
+    }
+    if let Some(e) = &f.envelope {
+        let _ = writeln!(out, "- {}", e.line());
     }
 
     out.push_str("\n## Why it stopped\n\n");
@@ -1883,6 +1907,9 @@ pub fn render_html_body(f: &Facts) -> String {
     }
     if let Some(sandbox) = f.sandbox {
         item("sandbox", sandbox.to_string());
+    }
+    if let Some(e) = &f.envelope {
+        item("hand-off", e.line());
     }
     h.push_str("</dl>\n");
 

@@ -234,6 +234,8 @@ sandbox_prepare() {
       a+=(--ro-bind "$p" "$p")
     fi
   done
+  # The key the runner signs the envelope with, and ssh-agent's socket: no run's to read.
+  envelope_key_hide a
   if [[ -n $home ]]; then
     sandbox_home_paths "$kind"
     for p in "${REPLY_RW[@]}"; do

@@ -15,7 +15,7 @@ use crate::support::{Repo, assert_code, command, run_bounded, text};
 const CHECK_SH: &str = "test -f work.txt && test -z \"${BREAK_IT:-}\"\n";
 
 /// A repository whose loop reached DONE: its loop directory.
-fn done_loop(repo: &Repo) -> PathBuf {
+pub(crate) fn done_loop(repo: &Repo) -> PathBuf {
     repo.write("check.sh", CHECK_SH);
     repo.write("log.txt", "");
     repo.git(&["add", "check.sh", "log.txt"]);
@@ -304,4 +304,166 @@ fn merge_needs_the_starting_branch_and_clean_touched_files_then_merges() {
         commit,
         "fast-forward"
     );
+}
+
+/// The verify events `orbit verify` wrote (verify_pass, verify_fail by orbit verify) in the
+/// loop's journal.
+fn verify_events(dir: &Path) -> usize {
+    let journal = orbit::events::read(&fs::read(dir.join("events.jsonl")).unwrap());
+    journal
+        .events
+        .iter()
+        .filter(|ev| ev.event == "verify_pass" || ev.event == "verify_fail")
+        .filter(|ev| ev.value["by"] == "orbit verify")
+        .count()
+}
+
+#[test]
+fn the_report_shows_the_envelopes_digest_and_verdict_and_says_orbit_merge_next() {
+    let repo = Repo::new();
+    let dir = done_loop(&repo);
+    let bytes = fs::read_to_string(dir.join("envelope.json")).unwrap();
+    let e = orbit::envelope::parse(bytes.as_bytes()).unwrap();
+    let line = format!("envelope sha256:{} (verified)", e.digest);
+    let md = text(&repo.orbit(&["report"]));
+    assert!(md.contains(&format!("- {line}\n")), "{md}");
+    assert!(md.contains("next: `orbit merge .orbit/test-goal`"), "{md}");
+    let html = text(&repo.orbit(&["report", "--html"]));
+    assert!(html.contains(&line), "{html}");
+    assert!(
+        html.contains("<code class=\"next\">orbit merge .orbit/test-goal</code>"),
+        "{html}"
+    );
+    let out = repo.orbit(&["report", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["envelope_digest"], e.digest.as_str(), "{v}");
+    assert_eq!(v["envelope_verdict"], "verified", "{v}");
+    assert_eq!(v["next"], "orbit merge .orbit/test-goal", "{v}");
+    // The report computes the verdict as orbit verify does, but journals nothing.
+    assert_eq!(
+        verify_events(&dir),
+        0,
+        "the report journaled a verify event"
+    );
+    // A commit after DONE: the report says the code, and orbit verify is next.
+    fs::write(repo.ws().join("later.txt"), "not verified\n").unwrap();
+    repo.ws_git(&["add", "later.txt"]);
+    repo.ws_git(&["commit", "-qm", "after DONE"]);
+    let md = text(&repo.orbit(&["report"]));
+    assert!(
+        md.contains(&format!("- envelope sha256:{} (TREE_MOVED)", e.digest)),
+        "{md}"
+    );
+    assert!(!md.contains("next: `orbit merge"), "{md}");
+    let out = repo.orbit(&["report", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["envelope_verdict"], "TREE_MOVED", "{v}");
+    assert_eq!(
+        verify_events(&dir),
+        0,
+        "the report journaled a verify event"
+    );
+    // Without any envelope (a loop from before envelopes): UNVERIFIED, no digest.
+    fs::remove_file(dir.join("envelope.json")).unwrap();
+    repo.git(&["update-ref", "-d", "refs/notes/orbit"]);
+    let md = text(&repo.orbit(&["report"]));
+    assert!(md.contains("- envelope none (UNVERIFIED)"), "{md}");
+    let out = repo.orbit(&["report", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["envelope_verdict"], "UNVERIFIED", "{v}");
+    assert!(v["envelope_digest"].is_null(), "{v}");
+    // The count above sees what orbit verify journals.
+    assert_code(&repo.orbit(&["verify"]), 3, "UNVERIFIED");
+    assert_eq!(verify_events(&dir), 1, "orbit verify journals its answer");
+}
+
+/// Strips a DONE loop's envelope as a loop from before envelopes has none: no
+/// envelope.json, no note, no envelope_write in its journal.
+fn strip_envelope(repo: &Repo, dir: &Path) {
+    fs::remove_file(dir.join("envelope.json")).unwrap();
+    repo.git(&["update-ref", "-d", "refs/notes/orbit"]);
+    crate::support::rewrite_events(dir, |lines| {
+        lines.retain(|l| !l.contains("\"event\":\"envelope_write\""));
+    });
+}
+
+#[test]
+fn rerun_record_gives_a_loop_from_before_envelopes_its_envelope_and_merge_then_takes_it() {
+    let repo = Repo::new();
+    let dir = done_loop(&repo);
+    let commit = done_commit(&repo);
+    strip_envelope(&repo, &dir);
+    let out = repo.orbit(&["verify"]);
+    assert_code(&out, 3, "no envelope");
+    assert!(text(&out).contains("UNVERIFIED"), "{}", text(&out));
+    assert!(
+        text(&out).contains("orbit verify --rerun --record"),
+        "the UNVERIFIED answer names the command: {}",
+        text(&out)
+    );
+    let out = repo.orbit(&["merge"]);
+    assert_code(&out, 3, "merge refuses until then");
+    assert!(text(&out).contains("UNVERIFIED"), "{}", text(&out));
+    let out = repo.orbit(&["verify", "--record"]);
+    assert_code(&out, 2, "--record needs --rerun");
+    let out = repo.orbit(&["verify", "--rerun", "--record"]);
+    assert_code(&out, 0, "every check passes PASS_K times: recorded");
+    let bytes = fs::read_to_string(dir.join("envelope.json")).unwrap();
+    assert_eq!(
+        note(&repo, &commit),
+        bytes,
+        "the note holds envelope.json's bytes"
+    );
+    let e = orbit::envelope::parse(bytes.as_bytes()).expect("the envelope parses");
+    assert_eq!(e.commit.as_deref(), Some(commit.as_str()));
+    assert_eq!(e.pass_k, 2);
+    let check = &e.checks[0];
+    assert_eq!(check.command, "bash check.sh");
+    assert_eq!(check.passes, Some(2));
+    let script = check.files.iter().find(|f| f.path == "check.sh").unwrap();
+    assert_eq!(script.sha256, orbit::fsx::sha256_hex(CHECK_SH.as_bytes()));
+    let raw: serde_json::Value = serde_json::from_str(&bytes).unwrap();
+    assert!(raw["judge"].is_null() && raw["confirm"].is_null(), "{raw}");
+    let writes = crate::support::events_named(&dir, "envelope_write");
+    assert_eq!(writes.len(), 1);
+    assert_eq!(writes[0].value["digest"], e.digest.as_str());
+    assert_eq!(writes[0].value["by"], "orbit verify --record");
+    let (rc, v) = verify(&repo, &[]);
+    assert_eq!(rc, 0, "{v}");
+    let out = repo.orbit(&["verify", "--rerun", "--record"]);
+    assert_code(&out, 2, "an envelope is there already: nothing to record");
+    let out = repo.orbit(&["merge"]);
+    assert_code(&out, 0, "the recorded hand-off merges");
+    assert_eq!(repo.git(&["rev-parse", "main"]).trim(), commit);
+}
+
+#[test]
+fn rerun_record_writes_nothing_when_the_code_no_longer_passes() {
+    let repo = Repo::new();
+    let dir = done_loop(&repo);
+    strip_envelope(&repo, &dir);
+    let before = fs::read(dir.join("events.jsonl")).unwrap();
+    let mut cmd = command(crate::support::orbit_bin());
+    cmd.args(["verify", "--rerun", "--record"])
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("BREAK_IT", "1");
+    let out = run_bounded(cmd, std::time::Duration::from_secs(120));
+    assert_code(&out, 3, "the checks fail where they run now");
+    assert!(text(&out).contains("RERUN_FAILED"), "{}", text(&out));
+    assert!(text(&out).contains("nothing recorded"), "{}", text(&out));
+    assert!(!dir.join("envelope.json").exists(), "no envelope written");
+    assert!(
+        repo.git(&["notes", "--ref=orbit", "list"])
+            .trim()
+            .is_empty(),
+        "no note written"
+    );
+    let after = fs::read(dir.join("events.jsonl")).unwrap();
+    assert!(
+        after.starts_with(&before),
+        "the journal only grew (the verify_fail)"
+    );
+    assert!(crate::support::events_named(&dir, "envelope_write").is_empty());
+    assert_code(&repo.orbit(&["merge"]), 3, "merge still refuses");
 }

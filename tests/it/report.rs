@@ -109,7 +109,11 @@ fn the_text_report_tells_each_iteration_the_claims_the_spend_and_the_next_step()
         "{t}"
     );
     assert!(
-        t.contains("next: `git log --stat main..orbit/test-goal`"),
+        t.contains("next: `orbit merge .orbit/test-goal`\n(verified DONE: orbit merge checks its envelope, then merges orbit/test-goal into main (git log --stat main..orbit/test-goal shows its commits))"),
+        "{t}"
+    );
+    assert!(
+        t.contains("- envelope sha256:") && t.contains(" (verified)\n"),
         "{t}"
     );
     // Where the work is, and how a DONE loop's branch is taken: merged from the user's
@@ -177,7 +181,7 @@ fn the_html_report_is_one_escaped_page_with_the_same_facts() {
     // The state, the stop and the next command.
     assert!(h.contains(">DONE</span></h1>"), "{h}");
     assert!(
-        h.contains("<code class=\"next\">git log --stat main..orbit/test-goal</code>"),
+        h.contains("<code class=\"next\">orbit merge .orbit/test-goal</code>"),
         "{h}"
     );
     assert!(

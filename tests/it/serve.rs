@@ -767,3 +767,19 @@ fn headless_chromium_draws_the_overview() {
         colours.len()
     );
 }
+
+#[test]
+fn a_done_loops_page_shows_its_envelopes_digest_and_verdict() {
+    let repo = Repo::new();
+    let dir = crate::envelope::done_loop(&repo);
+    let bytes = fs::read_to_string(dir.join("envelope.json")).unwrap();
+    let e = orbit::envelope::parse(bytes.as_bytes()).unwrap();
+    let served = serve(&repo, &[]);
+    let (code, _, page) = get(&served, &format!("/loop/0?token={}", served.token), "");
+    assert_eq!(code, 200, "{page}");
+    assert!(
+        page.contains(&format!("envelope sha256:{} (verified)", e.digest)),
+        "{page}"
+    );
+    assert!(page.contains("orbit merge"), "{page}");
+}

@@ -6,6 +6,12 @@
 # The envelope's format version (its "envelope" member).
 readonly ENVELOPE_FORMAT=1
 readonly ENVELOPE_NOTES_REF=refs/notes/orbit
+# The envelope's SSH signature (where git signs with SSH): ssh-keygen -Y sign's namespace,
+# the DONE commit's notes ref that carries it (a ref of its own, so that the envelope's note
+# stays byte for byte envelope.json), and how long ssh-keygen may take.
+readonly ENVELOPE_SIG_NAMESPACE=orbit-envelope
+readonly ENVELOPE_SIG_NOTES_REF=refs/notes/orbit-sig
+readonly ENVELOPE_SIGN_TIMEOUT_S=30
 
 # envelope_record N: iteration N reached DONE: its envelope, written once (a rerun after a
 # crash finds it and only puts back a missing note), then the note on its commit. Nothing
@@ -25,25 +31,37 @@ envelope_record() {
       return 0
     }
     envelope_sign "$file"
-    orbit_event envelope_write "$n" commit "${commit:-none}" digest "$ENVELOPE_DIGEST" signed "$ENVELOPE_SIGNED"
+    if [[ -n $ENVELOPE_UNSIGNED_WHY ]]; then
+      orbit_event envelope_write "$n" commit "${commit:-none}" digest "$ENVELOPE_DIGEST" signed "$ENVELOPE_SIGNED" unsigned_why "$ENVELOPE_UNSIGNED_WHY"
+    else
+      orbit_event envelope_write "$n" commit "${commit:-none}" digest "$ENVELOPE_DIGEST" signed "$ENVELOPE_SIGNED"
+    fi
   fi
-  [[ -n $commit ]] && envelope_note "$file" "$commit"
+  if [[ -n $commit ]]; then
+    envelope_note "$file" "$commit" "$ENVELOPE_NOTES_REF"
+    if orbit_regular "$file.sig"; then
+      envelope_note "$file.sig" "$commit" "$ENVELOPE_SIG_NOTES_REF"
+    fi
+  fi
   return 0
 }
 ENVELOPE_DIGEST=
 ENVELOPE_SIGNED=false
+# Why an envelope the user's git configuration would sign is not signed (empty otherwise).
+ENVELOPE_UNSIGNED_WHY=
 
-# envelope_note FILE COMMIT: FILE's bytes as COMMIT's note under refs/notes/orbit in the
-# user's repository, unless that note holds them already.
+# envelope_note FILE COMMIT REF: FILE's bytes as COMMIT's note under the notes ref REF
+# (refs/notes/orbit: the envelope; refs/notes/orbit-sig: its signature) in the user's
+# repository, unless that note holds them already.
 envelope_note() {
-  local file=$1 commit=$2 have
-  have=$(repo_git notes --ref=orbit show "$commit" 2>/dev/null) || have=
+  local file=$1 commit=$2 ref=$3 have
+  have=$(repo_git notes --ref="$ref" show "$commit" 2>/dev/null) || have=
   [[ $have == "$(cat -- "$file")" ]] && return 0
-  if ! repo_git -c core.hooksPath=/dev/null notes --ref=orbit add -f -F "$file" "$commit" >>"$ORBIT_LOG_FILE" 2>&1; then
-    orbit_log "envelope: the note on $commit could not be written (git notes failed; see above): envelope.json holds it"
+  if ! repo_git -c core.hooksPath=/dev/null notes --ref="$ref" add -f -F "$file" "$commit" >>"$ORBIT_LOG_FILE" 2>&1; then
+    orbit_log "envelope: the note on $commit under $ref could not be written (git notes failed; see above): ${file##*/} holds it"
     return 0
   fi
-  orbit_log "envelope: written to envelope.json and as the note of $commit ($ENVELOPE_NOTES_REF)"
+  orbit_log "envelope: written to ${file##*/} and as the note of $commit ($ref)"
 }
 
 # envelope_json_v N DIR COMMIT: REPLY is the envelope's line (without its newline) of the
@@ -224,7 +242,97 @@ envelope_run_v() {
   REPLY+=",\"iterations\":$1,\"cost_reported_microusd\":${LEDGER_TOTAL:-0}"
 }
 
-# envelope_sign FILE: nothing yet: the envelope is an integrity record (ENVELOPE_SIGNED false).
+# envelope_signing_key_v: where the user's git configuration signs with SSH (gpg.format ssh
+# and user.signingkey, as git reads them for the repository), REPLY is the key: a key file's
+# path (~ expanded, a relative one from the repository's root) with REPLY_LITERAL 0, or a
+# literal public key (`key::ssh-...`, its private half in ssh-agent) with REPLY_LITERAL 1.
+# Status 1 when git does not sign with SSH.
+envelope_signing_key_v() {
+  local fmt='' key=''
+  fmt=$(repo_git config --get gpg.format 2>/dev/null) || fmt=
+  [[ $fmt == ssh ]] || return 1
+  key=$(repo_git config --path --get user.signingkey 2>/dev/null) || key=
+  [[ -n $key ]] || return 1
+  REPLY_LITERAL=1
+  case $key in
+    key::*) REPLY=${key#key::} ;;
+    ssh-* | ecdsa-* | sk-*) REPLY=$key ;;
+    /*) REPLY=$key REPLY_LITERAL=0 ;;
+    *) REPLY=$REPO_ROOT/$key REPLY_LITERAL=0 ;;
+  esac
+}
+REPLY_LITERAL=0
+
+# envelope_key_hide ARRAY: where the loop signs its envelope, the mounts that keep the key
+# from a sandboxed run (the agent's, the checks'), into the array named by $1: an empty
+# read-only directory over the key file's directory where that is a directory of keys (its
+# name .ssh, or below HOME, and holding nothing a run needs: not HOME, the repository, the
+# loop, the agent), else the null device over the key file itself; and the null device over
+# ssh-agent's socket (SSH_AUTH_SOCK), which would sign for whoever asks.
+envelope_key_hide() {
+  local -n hide_key=$1
+  local key dir p home=${HOME:-/} cover=1
+  envelope_signing_key_v || return 0
+  if ((REPLY_LITERAL == 0)) && key=$(realpath -e -- "$REPLY" 2>/dev/null) && [[ -f $key ]]; then
+    dir=${key%/*}
+    [[ $dir == */.ssh || $dir == "${home%/}"/?* ]] || cover=0
+    for p in "$home" "$REPO_ROOT" "$GIT_COMMON_ABS" "$AGENT_ABS" "$WS" "$LOOP_DIR"; do
+      [[ $p == "$dir" || $p == "$dir"/* ]] && cover=0
+    done
+    if ((cover)); then
+      hide_key+=(--tmpfs "$dir" --remount-ro "$dir")
+    else
+      hide_key+=(--ro-bind /dev/null "$key")
+    fi
+  fi
+  if [[ -n ${SSH_AUTH_SOCK:-} && -S $SSH_AUTH_SOCK ]]; then
+    hide_key+=(--ro-bind /dev/null "$SSH_AUTH_SOCK")
+  fi
+}
+
+# envelope_sign FILE: where the user's git configuration signs with SSH, FILE signed by the
+# runner (outside the sandbox) with ssh-keygen -Y sign into FILE.sig (ENVELOPE_SIGNED true).
+# Never a prompt nor a stop: no terminal (setsid), stdin the null device, no askpass
+# program, bounded; a key that needs a passphrase no ssh-agent holds leaves the envelope
+# unsigned, ENVELOPE_UNSIGNED_WHY and runner.log saying why.
 envelope_sign() {
-  ENVELOPE_SIGNED=false
+  local file=$1 key work out sig='' why
+  local -a detach=()
+  ENVELOPE_SIGNED=false ENVELOPE_UNSIGNED_WHY=
+  envelope_signing_key_v || return 0
+  key=$REPLY
+  work=$ORBIT_TMP/envelope-sign
+  rm -rf -- "$work"
+  mkdir -m 700 -- "$work" || return 0
+  if ((REPLY_LITERAL)); then
+    printf '%s\n' "$key" >"$work/key.pub"
+    key=$work/key.pub
+  fi
+  cp -- "$file" "$work/envelope.json" || return 0
+  out=$work/ssh-keygen.out
+  # Its own session, without the user's terminal, where setsid is there (util-linux).
+  if command -v setsid >/dev/null 2>&1; then
+    detach=(setsid -w)
+  fi
+  orbit_run_bounded "$ENVELOPE_SIGN_TIMEOUT_S" 1 /dev/null "$out" \
+    env -u SSH_ASKPASS -u DISPLAY -u WAYLAND_DISPLAY SSH_ASKPASS_REQUIRE=never \
+    "${detach[@]}" ssh-keygen -Y sign -f "$key" -n "$ENVELOPE_SIG_NAMESPACE" "$work/envelope.json"
+  if ((ORBIT_RC == 0 && ORBIT_TIMED_OUT == 0)) && orbit_regular "$work/envelope.json.sig"; then
+    sig=$(cat -- "$work/envelope.json.sig")
+  fi
+  if [[ $sig == "-----BEGIN SSH SIGNATURE-----"* ]] && orbit_write_file "$file.sig" "$sig"$'\n'; then
+    ENVELOPE_SIGNED=true
+    orbit_log "envelope: signed with ${REPLY:0:60} ($ENVELOPE_SIG_NAMESPACE): ${file##*/}.sig"
+  else
+    why=$(tr '\n' ' ' <"$out" 2>/dev/null | cut -c1-300)
+    if ((ORBIT_TIMED_OUT)); then
+      ENVELOPE_UNSIGNED_WHY="ssh-keygen did not sign within ${ENVELOPE_SIGN_TIMEOUT_S}s"
+    elif [[ $why == *passphrase* ]]; then
+      ENVELOPE_UNSIGNED_WHY="the signing key needs a passphrase and no ssh-agent holds it"
+    else
+      ENVELOPE_UNSIGNED_WHY="ssh-keygen could not sign: ${why:-exit $ORBIT_RC}"
+    fi
+    orbit_log "envelope: not signed ($ENVELOPE_UNSIGNED_WHY; ssh-keygen said: ${why:-nothing}): the envelope is an integrity record only"
+  fi
+  rm -rf -- "$work"
 }

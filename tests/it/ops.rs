@@ -485,8 +485,8 @@ fn a_preflight_failure_or_a_corrupt_state_notifies_once_and_keeps_its_exit_code(
     let canary = repo.join("CANARY");
     let script = fs::read_to_string(dir.join("notify.sh")).unwrap();
     let tampered = script.replacen(
-        "\nmain() {",
-        &format!("\ntouch '{}'\nmain() {{", canary.display()),
+        "\nset -Euo pipefail\n",
+        &format!("\nset -Euo pipefail\ntouch '{}'\n", canary.display()),
         1,
     );
     assert_ne!(script, tampered);

@@ -618,7 +618,7 @@ fn the_agent_gets_the_contract_environment_in_its_workspace() {
         "{seen}"
     );
     assert!(
-        runs[0].contains("goal.md notes.md progress.md prompt.md verify.sh \n"),
+        runs[0].contains("goal.md lib.sh notes.md progress.md prompt.md verify.sh \n"),
         "what the agent's folder holds on a first iteration: {seen}"
     );
     assert!(
@@ -627,7 +627,7 @@ fn the_agent_gets_the_contract_environment_in_its_workspace() {
     );
     assert!(
         runs[1].contains(
-            "feedback.json feedback.txt goal.md last-verify.log notes.md progress.md prompt.md verify.sh \n"
+            "feedback.json feedback.txt goal.md last-verify.log lib.sh notes.md progress.md prompt.md verify.sh \n"
         ),
         "the last failure's feedback and full verify log: {seen}"
     );

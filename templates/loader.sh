@@ -19,10 +19,11 @@ orbit_lib_sha256_v() {
   for tool in sha256sum 'shasum -a 256' 'openssl dgst -sha256 -r'; do
     command -v "${tool%% *}" >/dev/null 2>&1 && read -r -a cmd <<<"$tool" && break
   done
+  # Pipes: a big here-string is a file (ulimit -f); a named file may print escaped.
   if ((${#cmd[@]})) && [[ $1 == - ]]; then
-    out=$("${cmd[@]}" <<<"$ORBIT_LIB_TEXT") || out=''
+    out=$(printf '%s\n' "$ORBIT_LIB_TEXT" | "${cmd[@]}") || out=''
   elif ((${#cmd[@]})); then
-    out=$("${cmd[@]}" "$1") || out=''
+    out=$("${cmd[@]}" <"$1") || out=''
   fi
   REPLY=${out%%[!0-9a-f]*}
   [[ ${#REPLY} == 64 ]] || REPLY=''

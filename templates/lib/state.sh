@@ -306,10 +306,15 @@ ORBIT_TORN_REPAIRED=0
 # checkpoint the next start re-seals, and a torn tail of events.jsonl or progress.md is
 # trimmed and the iteration completed from its result.env on the next start.
 orbit_records_fail() {
-  if declare -F footer >/dev/null && { : >&8; } 2>/dev/null; then
-    footer "$STATUS_CONTINUE" "cannot write $(basename -- "$1") (disk full?): free space, then rerun; it resumes from the last checkpoint" >&8
+  local rec_why="disk full?" rec_fix="free space"
+  # Under a file-size limit (ulimit -f) the limit may be the cause: it is named too.
+  if [[ $(ulimit -f) != unlimited ]]; then
+    rec_why="disk full, or over the file-size limit (ulimit -f $(ulimit -f))?" rec_fix="free space or raise the limit"
   fi
-  orbit_die "$EXIT_STATE_CORRUPT" "cannot write $1 (disk full or file too large?): the last checkpoint is intact; free space, then rerun"
+  if declare -F footer >/dev/null && { : >&8; } 2>/dev/null; then
+    footer "$STATUS_CONTINUE" "cannot write $(basename -- "$1") ($rec_why): $rec_fix, then rerun; it resumes from the last checkpoint" >&8
+  fi
+  orbit_die "$EXIT_STATE_CORRUPT" "cannot write $1 ($rec_why): the last checkpoint is intact; $rec_fix, then rerun"
 }
 
 # ---- events.jsonl: one JSON object per line, hash-chained. `hash` is the sha256 of the line

@@ -205,7 +205,7 @@ fn the_loader_runs_the_bytes_it_hashed_even_when_lib_sh_is_swapped_after_the_rea
     let hostile = format!("touch '{}'\n", marker.display());
     fs::write(repo.join("hostile-lib.sh"), &hostile).unwrap();
     // A sha256sum that answers for what it was given, then, asked for the bytes the script
-    // read (on its input: the file itself is named as an argument), swaps lib.sh.
+    // read (through a pipe: the file itself comes on its input as the file), swaps lib.sh.
     let shim = repo.join("shim");
     fs::create_dir(&shim).unwrap();
     let real = String::from_utf8(
@@ -219,10 +219,10 @@ fn the_loader_runs_the_bytes_it_hashed_even_when_lib_sh_is_swapped_after_the_rea
     fs::write(
         shim.join("sha256sum"),
         format!(
-            "#!/bin/sh\n'{}' \"$@\"\n[ $# -gt 0 ] || cp '{}' '{}'\n",
-            real.trim(),
-            repo.join("hostile-lib.sh").display(),
-            dir.join("lib.sh").display()
+            "#!/bin/sh\nif [ -p /dev/stdin ]; then '{r}' \"$@\"; cp '{h}' '{l}'; else '{r}' \"$@\"; fi\n",
+            r = real.trim(),
+            h = repo.join("hostile-lib.sh").display(),
+            l = dir.join("lib.sh").display()
         ),
     )
     .unwrap();
@@ -262,10 +262,10 @@ fn the_loader_runs_the_bytes_it_hashed_even_when_lib_sh_is_swapped_after_the_rea
     fs::write(
         shim.join("sha256sum"),
         format!(
-            "#!/bin/sh\n'{}' \"$@\"\n[ $# -eq 0 ] || cp '{}' '{}'\n",
-            real.trim(),
-            repo.join("hostile-lib.sh").display(),
-            dir.join("lib.sh").display()
+            "#!/bin/sh\nif [ -p /dev/stdin ]; then '{r}' \"$@\"; else '{r}' \"$@\"; cp '{h}' '{l}'; fi\n",
+            r = real.trim(),
+            h = repo.join("hostile-lib.sh").display(),
+            l = dir.join("lib.sh").display()
         ),
     )
     .unwrap();

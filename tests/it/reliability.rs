@@ -353,20 +353,67 @@ fn repin_runner(dir: &Path, text: &str) {
 /// pins.sha256, the sha256 run-loop.sh loads it by, with run-loop.sh's own line) to match,
 /// so that the runner loads it as its own.
 fn repin_lib(dir: &Path, text: &str) {
-    let old = orbit::fsx::sha256_hex(&fs::read(dir.join("lib.sh")).unwrap());
+    let before = fs::read(dir.join("lib.sh")).unwrap();
+    let old = orbit::fsx::sha256_hex(&before);
     let hash = orbit::fsx::sha256_hex(text.as_bytes());
     fs::write(dir.join("lib.sh"), text).unwrap();
-    let runner = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
+    // Where the text changed, and by how much: the runner's byte ranges of lib.sh move with it.
+    let at = before
+        .iter()
+        .zip(text.as_bytes())
+        .position(|(a, b)| a != b)
+        .unwrap_or(before.len().min(text.len()));
+    let delta = text.len() as i64 - before.len() as i64;
+    let moved = |n: usize| (n as i64 + delta) as usize;
+    let mut runner = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
     let line = format!("ORBIT_LIB_SHA256={old}\n");
     assert_eq!(
         runner.matches(&line).count(),
         1,
         "run-loop.sh loads lib.sh by its sha256"
     );
-    repin_runner(
-        dir,
-        &runner.replace(&line, &format!("ORBIT_LIB_SHA256={hash}\n")),
-    );
+    runner = runner.replace(&line, &format!("ORBIT_LIB_SHA256={hash}\n"));
+    let value = |runner: &str, key: &str| {
+        let from = runner.find(&format!("\n{key}=")).unwrap() + key.len() + 2;
+        runner[from..from + runner[from..].find('\n').unwrap()].to_string()
+    };
+    let bytes: usize = value(&runner, "ORBIT_LIB_BYTES").parse().unwrap();
+    let new_bytes = if at < bytes { moved(bytes) } else { bytes };
+    let ranges: Vec<String> = value(&runner, "ORBIT_LIB_RANGES")
+        .trim_matches(['(', ')'])
+        .split(' ')
+        .map(|r| {
+            let (s, l) = r.split_once(':').unwrap();
+            let (s, l): (usize, usize) = (s.parse().unwrap(), l.parse().unwrap());
+            if s > at {
+                format!("{}:{l}", moved(s))
+            } else if at < s + l {
+                format!("{s}:{}", moved(l))
+            } else {
+                format!("{s}:{l}")
+            }
+        })
+        .collect();
+    runner = runner
+        .replace(
+            &format!("ORBIT_LIB_BYTES={bytes}\n"),
+            &format!("ORBIT_LIB_BYTES={new_bytes}\n"),
+        )
+        .replace(
+            &format!("ORBIT_LIB_RANGES={}\n", value(&runner, "ORBIT_LIB_RANGES")),
+            &format!("ORBIT_LIB_RANGES=({})\n", ranges.join(" ")),
+        )
+        .replace(
+            &format!(
+                "ORBIT_LIB_READ_SHA256={}\n",
+                value(&runner, "ORBIT_LIB_READ_SHA256")
+            ),
+            &format!(
+                "ORBIT_LIB_READ_SHA256={}\n",
+                orbit::fsx::sha256_hex(&text.as_bytes()[..new_bytes])
+            ),
+        );
+    repin_runner(dir, &runner);
     let pins = fs::read_to_string(dir.join("pins.sha256")).unwrap();
     let pins = pins.replace(&format!("{old}  lib.sh\n"), &format!("{hash}  lib.sh\n"));
     assert!(pins.contains(&format!("{hash}  lib.sh\n")), "{pins}");

@@ -4,6 +4,9 @@
 //! `digest`, is the sha256 of the line with its `,"digest":"<64 hex>"` member removed, as a
 //! journal line's `hash` is.
 
+use std::path::Path;
+use std::process::{Command, Stdio};
+
 use serde::Deserialize;
 
 use crate::fsx;
@@ -167,6 +170,24 @@ pub fn parse(bytes: &[u8]) -> Result<Envelope, Unreadable> {
     }
     serde_json::from_value(value)
         .map_err(|e| Unreadable::Corrupt(format!("the envelope lacks a member ({e})")))
+}
+
+/// Runs git in `repo` (the reads of a hand-off: its notes, commits and blobs); its stdout, or None when it fails.
+pub(crate) fn git(repo: &Path, args: &[&str]) -> Option<Vec<u8>> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status.success().then_some(out.stdout)
+}
+
+/// git's answer as one trimmed line.
+pub(crate) fn git_line(repo: &Path, args: &[&str]) -> Option<String> {
+    git(repo, args).map(|b| String::from_utf8_lossy(&b).trim().to_string())
 }
 
 #[cfg(test)]

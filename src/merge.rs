@@ -8,8 +8,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::cli::MergeArgs;
+use crate::envelope::{git, git_line};
 use crate::error::{Error, Result};
-use crate::verify::{self, git, git_line};
+use crate::verify;
 
 /// The paths with uncommitted changes to tracked files (staged or not).
 fn dirty_tracked(repo: &Path) -> Vec<String> {

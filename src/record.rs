@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 
 use crate::config::LoopConfig;
 use crate::contract::EventName;
+use crate::envelope::{git, git_line};
 use crate::error::{Error, Result};
 use crate::{envelope, events, fsx, state};
 
@@ -19,24 +20,6 @@ pub struct Handoff<'a> {
     pub reference: &'a str,
     pub commit: &'a str,
     pub loop_dir: Option<&'a Path>,
-}
-
-/// Runs git in `repo`; its stdout, or None when it fails.
-fn git(repo: &Path, args: &[&str]) -> Option<Vec<u8>> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    out.status.success().then_some(out.stdout)
-}
-
-/// git's answer as one trimmed line.
-fn git_line(repo: &Path, args: &[&str]) -> Option<String> {
-    git(repo, args).map(|b| String::from_utf8_lossy(&b).trim().to_string())
 }
 
 /// What `--record` needs of the loop, read before anything runs.

@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use crate::cli::VerifyArgs;
 use crate::contract::{EventName, VerifyFailure};
 use crate::envelope::{self, DefFile, Envelope, Unreadable};
+use crate::envelope::{git, git_line};
 use crate::error::{Error, Result};
 use crate::signature::{self, Signature};
 use crate::{events, fsx, locate, state};
@@ -136,24 +137,6 @@ impl Outcome {
             "next": self.next(),
         })
     }
-}
-
-/// Runs git in `repo`; its stdout, or None when it fails.
-pub(crate) fn git(repo: &Path, args: &[&str]) -> Option<Vec<u8>> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    out.status.success().then_some(out.stdout)
-}
-
-/// git's answer as one trimmed line.
-pub(crate) fn git_line(repo: &Path, args: &[&str]) -> Option<String> {
-    git(repo, args).map(|b| String::from_utf8_lossy(&b).trim().to_string())
 }
 
 /// What `orbit verify` was asked about: the repository, the commit, and the loop directory

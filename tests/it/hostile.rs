@@ -2745,3 +2745,49 @@ grep -q evaluated "$L/lib.sh""#,
     );
     assert!(!evaluated.exists(), "the edited lib.sh ran");
 }
+
+/// The agent's folder keeps its copy of lib.sh between runs only while it holds the pinned
+/// bytes: a copy the agent edited is replaced before its next run, so the verify.sh it is
+/// given loads again.
+#[test]
+fn a_lib_sh_copy_the_agent_edited_in_its_folder_is_replaced_before_its_next_run() {
+    let repo = Repo::new();
+    let seen = repo.bin.path().join("seen");
+    let agent = repo.agent(
+        "lib-editor",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo "step $ORBIT_ITERATION" >> work.txt
+printf '%s %s\n' "$ORBIT_ITERATION" "$(sha256sum < "$ORBIT_AGENT_DIR/lib.sh" | cut -d' ' -f1)" >> '{seen}'
+if [ "$ORBIT_ITERATION" = 1 ]; then
+  echo 'echo edited' >> "$ORBIT_AGENT_DIR/lib.sh"
+  printf 'edited %s\n' "$(sha256sum < "$ORBIT_AGENT_DIR/lib.sh" | cut -d' ' -f1)" >> '{seen}'
+fi
+if [ "$ORBIT_ITERATION" = 2 ]; then
+  case $(bash "$ORBIT_AGENT_DIR/verify.sh" 2>&1) in *"not run"*) echo "verify refused" ;; *"passed,"*) echo "verify ran" ;; esac >> '{seen}'
+fi"#,
+            seen = seen.display()
+        ),
+    );
+    let dir = repo.init_loop(&agent, &[&crate::support::count_check(3)], &[]);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "2")]);
+    let seen = fs::read_to_string(&seen).unwrap_or_else(|_| panic!("{}", text(&out)));
+    let pinned = crate::support::file_sha(&dir.join("lib.sh"));
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(
+        lines.first(),
+        Some(&format!("1 {pinned}").as_str()),
+        "{seen}"
+    );
+    let edited = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("edited "))
+        .unwrap_or_else(|| panic!("{seen}"));
+    assert_ne!(edited, pinned, "the edit was made: {seen}");
+    assert!(lines.contains(&format!("2 {pinned}").as_str()), "{seen}");
+    assert!(
+        lines.contains(&"verify ran"),
+        "the copy loads and runs its checks: {seen}"
+    );
+}

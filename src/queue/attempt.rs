@@ -188,6 +188,7 @@ pub fn what_was_tried(dir: &Path) -> String {
         .entries
         .iter()
         .rev()
+        .filter(|e| !e.text.starts_with("## Iteration 0 "))
         .take(3)
         .map(|e| e.text.trim().to_string())
         .collect::<Vec<_>>()
@@ -197,11 +198,22 @@ pub fn what_was_tried(dir: &Path) -> String {
     if last.is_empty() {
         return "(no progress recorded)".into();
     }
-    let text = last.join("\n").replace("\n## ", "\n### ");
-    let text = text
-        .strip_prefix("## ")
-        .map_or(text.clone(), |t| format!("### {t}"));
-    tail(&text, 40)
+    // The heading and the lines that say what the agent did and what came of it.
+    let keep = ["- agent:", "- verify:", "- changed:", "- decision:"];
+    let text: Vec<String> = last
+        .join("\n")
+        .lines()
+        .filter_map(|l| {
+            if let Some(h) = l.strip_prefix("## ") {
+                Some(format!("- {h}"))
+            } else if keep.iter().any(|k| l.starts_with(k)) {
+                Some(format!("  {l}"))
+            } else {
+                None
+            }
+        })
+        .collect();
+    tail(&text.join("\n"), 40)
 }
 
 /// A task's failure section for attempt `n`: the final one when the budget is spent.

@@ -114,6 +114,10 @@ pub fn exit_status(sub: Option<&str>) -> Vec<(String, String)> {
         }
         Some("audit") | Some("status") => rows(&findings),
         Some("stop") | Some("resume") | Some("report") => rows(&state),
+        Some("queue") => crate::contract::queue::QueueExit::ALL
+            .iter()
+            .map(|e| (e.code().to_string(), e.meaning().to_string()))
+            .collect(),
         Some(_) => rows(&plain),
     }
 }

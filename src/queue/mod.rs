@@ -9,6 +9,7 @@ pub mod attempt;
 pub mod land;
 pub mod plan;
 pub mod poller;
+pub mod start;
 pub mod status;
 pub mod store;
 pub mod task;

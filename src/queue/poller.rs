@@ -7,12 +7,13 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use super::attempt::{self, Stop};
 use super::land::{self, Landed};
 use super::plan;
+use super::start::{finish_pending, integration_branch, spawn};
 use super::store::{Found, Lock, Queue, State};
 use super::task::Task;
 use crate::cli::QueueRunArgs;
@@ -99,58 +100,6 @@ pub fn run(args: &QueueRunArgs) -> Result<u8> {
         std::thread::sleep(Duration::from_millis(100));
     }
     p.exit_code(args.once)
-}
-
-/// The integration branch: made at the first run from the branch checked out (or
-/// `--onto`), never moving the user's branch; later runs keep it.
-fn integration_branch(q: &Queue, st: &mut State, onto: Option<&str>) -> Result<String> {
-    if let (Some(b), Some(name)) = (&st.integration_branch, &st.name) {
-        if let Some(o) = onto.filter(|o| *o != name) {
-            return Err(Error::Usage(format!(
-                "the queue was made onto {name} (its branch {b}), not {o}: run without --onto"
-            )));
-        }
-        if land::head_of(&q.repo, b).is_none() {
-            return Err(Error::Refused(format!(
-                "the queue's integration branch {b} is gone: recreate it (git branch {b} {name}) or remove .orbit/queue/queue.json to start over"
-            )));
-        }
-        return Ok(b.clone());
-    }
-    let name = match onto {
-        Some(o) => o.to_string(),
-        None => crate::envelope::git_line(&q.repo, &["symbolic-ref", "-q", "--short", "HEAD"])
-            .filter(|b| !b.is_empty())
-            .ok_or_else(|| {
-                Error::Usage(
-                    "HEAD is detached: check out the branch the queue builds on, or name it with --onto BRANCH".into(),
-                )
-            })?,
-    };
-    let base = land::head_of(&q.repo, &name)
-        .ok_or_else(|| Error::Usage(format!("--onto {name}: no such branch")))?;
-    let branch = format!("orbit/queue/{name}");
-    if land::head_of(&q.repo, &branch).is_none() {
-        let ok = Command::new("git")
-            .arg("-C")
-            .arg(&q.repo)
-            .args(["branch", &branch, &base])
-            .stdin(Stdio::null())
-            .status()
-            .map_err(|e| Error::io("cannot run git", e))?;
-        if !ok.success() {
-            return Err(Error::Git(format!(
-                "cannot make the integration branch {branch}"
-            )));
-        }
-    }
-    println!(
-        "orbit queue: integration branch {branch}, from {name} at {}",
-        &base[..12]
-    );
-    st.name = Some(name);
-    st.integration_branch = Some(branch.clone());
-    Ok(branch)
 }
 
 impl Poller {
@@ -409,7 +358,7 @@ impl Poller {
 
     /// Records the end of a task's attempt in two steps: queue.json first holds the task
     /// file's new text (and no running attempt), then the file is written and the text
-    /// dropped. A crash between the two is finished by the next run ([`finish_pending`]).
+    /// dropped. A crash between the two is finished by the next run ([`finish_pending`](super::start::finish_pending)).
     fn record(
         &mut self,
         name: &str,
@@ -479,47 +428,4 @@ impl Poller {
         );
         Ok(QueueExit::NotAllDone.code())
     }
-}
-
-/// Writes the task files queue.json holds for them (an attempt's end recorded, its file
-/// not yet written), then drops them from queue.json.
-fn finish_pending(q: &Queue, st: &mut State) -> Result<()> {
-    let pending: Vec<(String, String)> = st
-        .tasks
-        .iter()
-        .filter_map(|(n, t)| t.pending.clone().map(|p| (n.clone(), p)))
-        .collect();
-    if pending.is_empty() {
-        return Ok(());
-    }
-    for (name, text) in &pending {
-        fsx::write_atomic(&q.task_path(name), text.as_bytes())?;
-        st.task(name).pending = None;
-    }
-    q.save_state(st)
-}
-
-/// A child `orbit run DIR` (a real loop), its output into the queue's log of that loop.
-fn spawn(q: &Queue, dir: &Path) -> Result<Child> {
-    let logs = q.work_dir().join("logs");
-    fs::create_dir_all(&logs).map_err(|e| Error::io("cannot create the queue's logs/", e))?;
-    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("loop");
-    let log = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(logs.join(format!("{name}.log")))
-        .map_err(|e| Error::io("cannot open a loop's log", e))?;
-    let exe = std::env::current_exe().map_err(|e| Error::io("cannot find orbit itself", e))?;
-    Command::new(exe)
-        .arg("run")
-        .arg(dir)
-        .current_dir(&q.repo)
-        .stdin(Stdio::null())
-        .stdout(
-            log.try_clone()
-                .map_err(|e| Error::io("cannot open a loop's log", e))?,
-        )
-        .stderr(log)
-        .spawn()
-        .map_err(|e| Error::io("cannot start orbit run", e))
 }

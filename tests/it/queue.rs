@@ -207,8 +207,14 @@ fn a_task_that_needs_three_attempts_carries_its_failures_to_the_next_prompt() {
     for n in [1, 2] {
         assert!(file.contains(&format!("## Attempt {n} failure")), "{file}");
     }
-    assert!(file.contains("MISSING-OK-FILE at README.md try-1.txt"), "{file}");
-    assert!(file.contains("MISSING-OK-FILE at README.md try-2.txt"), "{file}");
+    assert!(
+        file.contains("MISSING-OK-FILE at README.md try-1.txt"),
+        "{file}"
+    );
+    assert!(
+        file.contains("MISSING-OK-FILE at README.md try-2.txt"),
+        "{file}"
+    );
     assert!(file.contains("max_iterations"), "{file}");
     // What the agent tried, from its loop's progress.
     assert!(file.contains("- decision:"), "{file}");
@@ -221,7 +227,10 @@ fn a_task_that_needs_three_attempts_carries_its_failures_to_the_next_prompt() {
     let third = q.prompt("thrice", 3);
     assert!(third.contains("## Attempt 1 failure"), "{third}");
     assert!(third.contains("## Attempt 2 failure"), "{third}");
-    assert!(third.contains("MISSING-OK-FILE at README.md try-2.txt"), "{third}");
+    assert!(
+        third.contains("MISSING-OK-FILE at README.md try-2.txt"),
+        "{third}"
+    );
     let j = q.task_json("thrice");
     assert_eq!(j["attempts"], 2);
     assert_eq!(j["last_verdict"], "done");

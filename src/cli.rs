@@ -617,12 +617,13 @@ pub struct VerifyArgs {
     pub target: Option<String>,
 
     /// One JSON object: verdict, verify_failure_code, why, loop, ref, commit, digest,
-    /// signature, signer, next.
+    /// signature, signer, rerun_sandbox, next.
     #[arg(long)]
     pub json: bool,
 
-    /// Also run verify.sh (and holdout.sh) PASS_K times in a clean checkout of the commit
-    /// (needs the loop directory).
+    /// Also run verify.sh (and holdout.sh) PASS_K times in a clean checkout of the commit,
+    /// under the loop's sandbox (bubblewrap; refused where it cannot run, unless the loop
+    /// runs with sandbox = "none"); needs the loop directory.
     #[arg(long)]
     pub rerun: bool,
 

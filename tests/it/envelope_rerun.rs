@@ -243,3 +243,16 @@ fn the_rerun_program_is_clean_bash_with_and_without_the_sandbox() {
         }
     }
 }
+
+#[test]
+fn rerun_runs_in_the_clean_checkout_not_in_the_loops_workspace() {
+    let (repo, _dir) = hostile_done_loop("none");
+    // The loop's workspace no longer holds what the commit holds: a check run there fails.
+    fs::remove_file(repo.ws().join("work.txt")).unwrap();
+    let out = repo.orbit(&["verify", "--rerun"]);
+    assert_code(
+        &out,
+        0,
+        "the checks ran on the commit's tree, in a clean checkout",
+    );
+}

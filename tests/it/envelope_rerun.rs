@@ -15,7 +15,8 @@ use crate::support::{Repo, assert_code, bwrap_available, command, run_bounded, t
 /// once work.txt is there. Under ATTACK=1 (the receiver's rerun) it is hostile: it finds
 /// the user's repository through git, and writes into it, into HOME and into the loop
 /// directory, and reads the holdout's secret. It passes only when every write was refused
-/// by a read-only file system and the holdout was not there to read: a pass proves the
+/// by a read-only file system, the holdout was not there to read and, given NET_PORT, the
+/// port on the host's loopback could not be reached: a pass proves the
 /// attack ran and failed; a failure names what went through. Under ATTACK=prove it fails
 /// with exit 9 where it would pass: the answer shows the attack ran.
 const HOSTILE_CHECK: &str = r#"test -f work.txt || exit 1
@@ -37,6 +38,10 @@ if secret=$(cat "$loop/holdout/secret.txt" 2>/dev/null) && [ -n "$secret" ]; the
   echo "READ THE HOLDOUT: $secret"
   bad=1
 fi
+if [ -n "${NET_PORT:-}" ] && (echo hi >"/dev/tcp/127.0.0.1/$NET_PORT") 2>/dev/null; then
+  echo "REACHED 127.0.0.1:$NET_PORT"
+  bad=1
+fi
 [ "$bad" = 0 ] && [ "$ATTACK" = prove ] && exit 9
 exit "$bad"
 "#;
@@ -45,6 +50,11 @@ exit "$bad"
 /// holdout/secret.txt) reached DONE with the hostile check: the repository and the loop
 /// directory.
 fn hostile_done_loop(sandbox: &str) -> (Repo, PathBuf) {
+    hostile_done_loop_with(sandbox, &[])
+}
+
+/// The same, with `extra` arguments to orbit init.
+fn hostile_done_loop_with(sandbox: &str, extra: &[&str]) -> (Repo, PathBuf) {
     let repo = Repo::new();
     repo.write("check.sh", HOSTILE_CHECK);
     repo.git(&["add", "check.sh"]);
@@ -59,18 +69,16 @@ echo step >> work.txt
 echo "every check holds" > "$ORBIT_AGENT_DIR/done.md""#,
     );
     let secret_s = secret.display().to_string();
-    let dir = repo.init_loop(
-        &agent,
-        &["bash check.sh"],
-        &[
-            "--sandbox",
-            sandbox,
-            "--holdout",
-            "grep -q s3cret \"$ORBIT_HOLDOUT_DIR/secret.txt\" && run_hidden bash check.sh",
-            "--holdout-file",
-            &secret_s,
-        ],
-    );
+    let mut args = vec![
+        "--sandbox",
+        sandbox,
+        "--holdout",
+        "grep -q s3cret \"$ORBIT_HOLDOUT_DIR/secret.txt\" && run_hidden bash check.sh",
+        "--holdout-file",
+        &secret_s,
+    ];
+    args.extend_from_slice(extra);
+    let dir = repo.init_loop(&agent, &["bash check.sh"], &args);
     assert!(dir.join("holdout/secret.txt").is_file(), "the holdout file");
     let out = repo.run_loop(&dir, &[], &[]);
     assert_code(&out, 0, "the loop reaches DONE");
@@ -92,6 +100,21 @@ fn own_home(repo: &Repo) -> PathBuf {
 /// `orbit verify ARGS` under ATTACK=1, with HOME `home` and PATH `path`.
 fn attacked_verify(repo: &Repo, home: &Path, path: &str, args: &[&str]) -> std::process::Output {
     attacked_verify_as(repo, home, path, args, "1")
+}
+
+/// `orbit verify --rerun --json` under ATTACK=1 with NET_PORT `port`: its answer.
+fn net_attacked_verify(repo: &Repo, port: u16) -> serde_json::Value {
+    let home = own_home(repo);
+    let mut cmd = command(crate::support::orbit_bin());
+    cmd.args(["verify", "--rerun", "--json"])
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("HOME", &home)
+        .env("GIT_CONFIG_GLOBAL", home.join(".gitconfig"))
+        .env("ATTACK", "1")
+        .env("NET_PORT", port.to_string());
+    let out = run_bounded(cmd, Duration::from_secs(180));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {}", text(&out)))
 }
 
 /// The same under ATTACK=`attack`.
@@ -255,4 +278,23 @@ fn rerun_runs_in_the_clean_checkout_not_in_the_loops_workspace() {
         0,
         "the checks ran on the commit's tree, in a clean checkout",
     );
+}
+
+#[test]
+fn rerun_of_an_allowlist_loop_has_no_network_and_of_an_open_one_the_users() {
+    if !bwrap_available() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // The network open: the hostile check reaches the host's loopback (the attack is real).
+    let (repo, _dir) = hostile_done_loop_with("bwrap", &["--sandbox-network", "open"]);
+    let v = net_attacked_verify(&repo, port);
+    assert_eq!(v["verify_failure_code"], "RERUN_FAILED", "{v}");
+    assert_eq!(v["rerun_sandbox"], "bwrap", "{v}");
+    // The allowlist: the runner's proxy is not there, and the rerun has no network at all.
+    let (repo, _dir) = hostile_done_loop_with("bwrap", &["--sandbox-network", "allowlist"]);
+    let v = net_attacked_verify(&repo, port);
+    assert_eq!(v["verdict"], "pass", "the port was not reached: {v}");
+    drop(listener);
 }

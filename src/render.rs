@@ -59,6 +59,9 @@ pub const LIB_ENGINE_AIDER: &str = include_str!("../templates/lib/engines/aider.
 pub const LIB_ENGINE_OPENCODE: &str = include_str!("../templates/lib/engines/opencode.sh");
 pub const LIB_ENGINE_COPILOT: &str = include_str!("../templates/lib/engines/copilot.sh");
 pub const LIB_ENGINE_CUSTOM: &str = include_str!("../templates/lib/engines/custom.sh");
+/// What tokens cost by TOKEN_PRICES, for the engines whose CLI reports tokens, not a cost
+/// ([`engine_tokens_part`]).
+pub const LIB_ENGINE_TOKENS: &str = include_str!("../templates/lib/engine-tokens.sh");
 pub const LIB_WORKSPACE: &str = include_str!("../templates/lib/workspace.sh");
 pub const LIB_LOCK: &str = include_str!("../templates/lib/lock.sh");
 pub const LIB_PROTECT: &str = include_str!("../templates/lib/protect.sh");
@@ -81,6 +84,10 @@ pub const LIB_HOME_RECORD: &str = include_str!("../templates/lib/home_record.sh"
 pub const LIB_RUNNER_HOME: &str = include_str!("../templates/lib/runner/home.sh");
 pub const LIB_RUNNER_EVIDENCE: &str = include_str!("../templates/lib/runner/evidence.sh");
 pub const LIB_RUNNER_SETUP: &str = include_str!("../templates/lib/runner/setup.sh");
+/// The setup's runs, rendered into a loop with setup commands only; the others hold its
+/// stand-in lib/no-setup.sh.
+pub const LIB_RUNNER_SETUP_RUN: &str = include_str!("../templates/lib/runner/setup_run.sh");
+pub const LIB_NO_SETUP: &str = include_str!("../templates/lib/no-setup.sh");
 pub const LIB_RUNNER_FIRST_RUN: &str = include_str!("../templates/lib/runner/first_run.sh");
 pub const LIB_RUNNER_RECORD: &str = include_str!("../templates/lib/runner/record.sh");
 pub const LIB_RUNNER_PROMPT: &str = include_str!("../templates/lib/runner/prompt.sh");
@@ -89,7 +96,11 @@ pub const LIB_RUNNER_DEADLINE: &str = include_str!("../templates/lib/runner/dead
 pub const LIB_RUNNER_COUNTS: &str = include_str!("../templates/lib/runner/counts.sh");
 pub const LIB_RUNNER_CHECKS: &str = include_str!("../templates/lib/runner/checks.sh");
 pub const LIB_RUNNER_GATE: &str = include_str!("../templates/lib/runner/gate.sh");
+/// The holdout checks' runs in the DONE gate, rendered into a loop with holdout checks only;
+/// the others hold its stand-in lib/no-holdout.sh.
 pub const LIB_RUNNER_HOLDOUT: &str = include_str!("../templates/lib/runner/holdout.sh");
+pub const LIB_NO_HOLDOUT: &str = include_str!("../templates/lib/no-holdout.sh");
+pub const LIB_RUNNER_JUDGE: &str = include_str!("../templates/lib/runner/judge.sh");
 pub const LIB_RUNNER_COMMIT: &str = include_str!("../templates/lib/runner/commit.sh");
 pub const LIB_RUNNER_STALL: &str = include_str!("../templates/lib/runner/stall.sh");
 pub const LIB_RUNNER_ITERATION: &str = include_str!("../templates/lib/runner/iteration.sh");
@@ -107,7 +118,7 @@ pub const LIB_VERIFY: &str = include_str!("../templates/lib/verify.sh");
 /// against the base tree's (verify.sh and holdout.sh).
 pub const LIB_COUNTS: &str = include_str!("../templates/lib/counts.sh");
 /// run_hidden: how a holdout check runs the project's code with the holdout masked
-/// (holdout.sh only).
+/// (holdout.sh only, of a loop with holdout checks).
 pub const LIB_HIDDEN: &str = include_str!("../templates/lib/hidden.sh");
 /// recover.sh's parts, in the order it holds them; lib/recover.sh applies and has main.
 pub const LIB_RECOVER_ARGS: &str = include_str!("../templates/lib/recover/args.sh");
@@ -238,6 +249,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/engines/opencode.sh", LIB_ENGINE_OPENCODE),
     ("lib/engines/copilot.sh", LIB_ENGINE_COPILOT),
     ("lib/engines/custom.sh", LIB_ENGINE_CUSTOM),
+    ("lib/engine-tokens.sh", LIB_ENGINE_TOKENS),
     ("lib/fanout.sh", LIB_FANOUT),
     ("lib/fanout/select.sh", LIB_FANOUT_SELECT),
     ("lib/fanout/checks.sh", LIB_FANOUT_CHECKS),
@@ -263,6 +275,8 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/home.sh", LIB_RUNNER_HOME),
     ("lib/runner/evidence.sh", LIB_RUNNER_EVIDENCE),
     ("lib/runner/setup.sh", LIB_RUNNER_SETUP),
+    ("lib/runner/setup_run.sh", LIB_RUNNER_SETUP_RUN),
+    ("lib/no-setup.sh", LIB_NO_SETUP),
     ("lib/runner/first_run.sh", LIB_RUNNER_FIRST_RUN),
     ("lib/runner/record.sh", LIB_RUNNER_RECORD),
     ("lib/runner/prompt.sh", LIB_RUNNER_PROMPT),
@@ -272,6 +286,8 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/checks.sh", LIB_RUNNER_CHECKS),
     ("lib/runner/gate.sh", LIB_RUNNER_GATE),
     ("lib/runner/holdout.sh", LIB_RUNNER_HOLDOUT),
+    ("lib/no-holdout.sh", LIB_NO_HOLDOUT),
+    ("lib/runner/judge.sh", LIB_RUNNER_JUDGE),
     ("lib/runner/commit.sh", LIB_RUNNER_COMMIT),
     ("lib/runner/stall.sh", LIB_RUNNER_STALL),
     ("lib/runner/iteration.sh", LIB_RUNNER_ITERATION),
@@ -308,6 +324,15 @@ pub fn engine_part(engine: Engine) -> &'static str {
     }
 }
 
+/// The part that prices `engine`'s tokens by TOKEN_PRICES, for an engine whose CLI reports
+/// tokens, not a cost (None for the others).
+pub fn engine_tokens_part(engine: Engine) -> Option<&'static str> {
+    match engine {
+        Engine::Codex | Engine::Gemini | Engine::Qwen | Engine::Opencode => Some(LIB_ENGINE_TOKENS),
+        Engine::Claude | Engine::Aider | Engine::Copilot | Engine::Custom => None,
+    }
+}
+
 /// A static part of a script, as the template table lists it: one every loop holds, or a
 /// choice made from the loop's settings when it is rendered, so that a loop's script holds
 /// only the code it can run (its engine's, and the fan-out and the sandbox when it uses
@@ -317,6 +342,8 @@ pub enum Part {
     Always(&'static str),
     /// The loop's engine's part ([`engine_part`]).
     Engine,
+    /// The pricing of its tokens, for an engine that needs it ([`engine_tokens_part`]).
+    EngineTokens,
     /// lib/fanout.sh for a loop of candidates > 1, else its stand-in lib/no-fanout.sh.
     Fanout,
     /// A part of the fan-out (lib/fanout/select.sh, lib/fanout/checks.sh) for a loop of
@@ -324,6 +351,14 @@ pub enum Part {
     FanoutOnly(&'static str),
     /// lib/sandbox.sh for a sandboxed loop, else its stand-in lib/no-sandbox.sh.
     Sandbox,
+    /// lib/runner/holdout.sh for a loop with holdout checks, else its stand-in
+    /// lib/no-holdout.sh.
+    Holdout,
+    /// A part of the holdout (lib/hidden.sh) for a loop with holdout checks, else nothing.
+    HoldoutOnly(&'static str),
+    /// lib/runner/setup_run.sh for a loop with setup commands, else its stand-in
+    /// lib/no-setup.sh.
+    Setup,
     /// lib/sandbox-net.sh for a sandboxed loop of sandbox-network = "allowlist", else its
     /// stand-in lib/no-sandbox-net.sh.
     SandboxNet,
@@ -336,10 +371,17 @@ impl Part {
         Some(match self {
             Part::Always(text) => text,
             Part::Engine => engine_part(view.engine),
+            Part::EngineTokens => return engine_tokens_part(view.engine),
             Part::Fanout if view.candidates > 1 => LIB_FANOUT,
             Part::Fanout => LIB_NO_FANOUT,
             Part::FanoutOnly(text) if view.candidates > 1 => text,
             Part::FanoutOnly(_) => return None,
+            Part::Holdout if view.holdout_checks.is_empty() => LIB_NO_HOLDOUT,
+            Part::Holdout => LIB_RUNNER_HOLDOUT,
+            Part::HoldoutOnly(_) if view.holdout_checks.is_empty() => return None,
+            Part::HoldoutOnly(text) => text,
+            Part::Setup if view.setup.is_empty() => LIB_NO_SETUP,
+            Part::Setup => LIB_RUNNER_SETUP_RUN,
             Part::Sandbox => match view.sandbox {
                 Sandbox::Bwrap | Sandbox::Auto => LIB_SANDBOX,
                 Sandbox::None => LIB_NO_SANDBOX,
@@ -399,7 +441,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_COMMON),
             Part::Always(LIB_PROC),
             Part::Always(LIB_COUNTS),
-            Part::Always(LIB_HIDDEN),
+            Part::HoldoutOnly(LIB_HIDDEN),
             Part::Always(LIB_VERIFY),
         ],
         executable: true,
@@ -416,6 +458,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Sandbox,
             Part::SandboxNet,
             Part::Always(LIB_ENGINE),
+            Part::EngineTokens,
             Part::Engine,
             Part::Fanout,
             Part::FanoutOnly(LIB_FANOUT_SELECT),
@@ -440,6 +483,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_RUNNER_HOME),
             Part::Always(LIB_RUNNER_EVIDENCE),
             Part::Always(LIB_RUNNER_SETUP),
+            Part::Setup,
             Part::Always(LIB_RUNNER_FIRST_RUN),
             Part::Always(LIB_RUNNER_RECORD),
             Part::Always(LIB_RUNNER_PROMPT),
@@ -448,7 +492,8 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_RUNNER_COUNTS),
             Part::Always(LIB_RUNNER_CHECKS),
             Part::Always(LIB_RUNNER_GATE),
-            Part::Always(LIB_RUNNER_HOLDOUT),
+            Part::Holdout,
+            Part::Always(LIB_RUNNER_JUDGE),
             Part::Always(LIB_RUNNER_COMMIT),
             Part::Always(LIB_RUNNER_STALL),
             Part::Always(LIB_RUNNER_ITERATION),
@@ -1083,9 +1128,8 @@ pub fn library_layout(view: &View) -> Library {
         sections.push((users, out.len(), text.len()));
         out.push_str(&text);
     }
-    // The loader reads a script's bytes with $( ), which takes off the trailing newlines,
-    // and hashes what it read and one newline: those bytes, as each ends with a section
-    // that ends with exactly one.
+    // Each section ends with exactly one newline: a script's bytes and its ranges, joined,
+    // are whole lines of bash.
     for (_, start, len) in &sections {
         let end = &out[..start + len];
         assert!(end.ends_with('\n') && !end.ends_with("\n\n"));
@@ -1097,9 +1141,9 @@ pub fn library_layout(view: &View) -> Library {
 }
 
 /// The loader a script holds (see templates/loader.sh): lib.sh's sha256 checked, then the
-/// bytes of `lib` the script uses ([`Library::bytes`]) read once, their sha256 checked, and
-/// the script's sections of those bytes ([`Library::ranges`]) evaluated; what the script
-/// does when they are not the library orbit rendered.
+/// bytes of `lib` the script uses ([`Library::bytes`]) read once (bash's read), their
+/// sha256 checked, and the script's sections of those bytes ([`Library::ranges`])
+/// evaluated; what the script does when they are not the library orbit rendered.
 pub fn loader(script: &str, lib: &Library) -> String {
     let refused = match script {
         "run-loop.sh" => LOADER_REFUSED_RUNNER
@@ -1172,7 +1216,8 @@ mod tests {
     }
 
     /// A view of every shape of loop whose scripts hold different parts: each engine, with
-    /// and without the fan-out, with and without the sandbox.
+    /// and without the fan-out (the fan-out's with holdout checks and setup commands), with
+    /// and without the sandbox.
     fn every_shape() -> Vec<View> {
         let goal = GoalText::new("goal".into()).unwrap();
         let mut views = Vec::new();
@@ -1185,6 +1230,16 @@ mod tests {
                             candidates,
                             sandbox,
                             sandbox_network,
+                            holdout: if candidates > 1 {
+                                vec!["true".into()]
+                            } else {
+                                Vec::new()
+                            },
+                            setup: if candidates > 1 {
+                                vec!["true".into()]
+                            } else {
+                                Vec::new()
+                            },
                             ..LoopConfig::default()
                         };
                         views.push(View::new(&cfg, &goal, ".orbit/loop"));

@@ -1,8 +1,7 @@
-# ---- lib.sh, beside this script, holds the code it shares with the loop's other scripts.
-# ---- lib.sh's sha256 is checked against the pin below (this script is pinned, and with it
-# ---- the pin); its first ORBIT_LIB_BYTES bytes (all this script uses) are read once, their
-# ---- sha256 checked against their own pin, and only this script's ranges of those bytes
-# ---- are run (the prelude and its parts). Changed, missing or unreadable: nothing runs.
+# ---- lib.sh, beside this script, holds the code it shares with the loop's other scripts:
+# ---- its sha256 is checked against the pin below (this script is pinned, and with it the
+# ---- pin), its first ORBIT_LIB_BYTES bytes read once into memory, checked against their
+# ---- own pin, and only this script's ranges of them run.
 ORBIT_LIB_SHA256=@SHA256@
 ORBIT_LIB_READ_SHA256=@READ_SHA256@
 ORBIT_LIB_BYTES=@BYTES@
@@ -11,17 +10,19 @@ ORBIT_LIB_TEXT='' ORBIT_LIB_CODE='' ORBIT_LIB_WHY=''
 ORBIT_LIB_DIR=${BASH_SOURCE[0]:-$0}
 [[ $ORBIT_LIB_DIR == */* ]] && ORBIT_LIB_DIR=${ORBIT_LIB_DIR%/*} || ORBIT_LIB_DIR=.
 
-# orbit_lib_sha256_v FILE|-: REPLY is the sha256 of FILE, or (-) of ORBIT_LIB_TEXT and the
-# newline its read took off ("" when no tool here computes one).
+# orbit_lib_sha256_v FILE|-: REPLY is the sha256 of FILE, or (-) of ORBIT_LIB_TEXT ("" if no
+# tool here computes one): one process, fed the file on its input or the text by a pipe.
 orbit_lib_sha256_v() {
-  local out='' tool
+  local out='' tool lp=0
   local -a cmd=()
   for tool in sha256sum 'shasum -a 256' 'openssl dgst -sha256 -r'; do
     command -v "${tool%% *}" >/dev/null 2>&1 && read -r -a cmd <<<"$tool" && break
   done
-  # Pipes: a big here-string is a file (ulimit -f); a named file may print escaped.
   if ((${#cmd[@]})) && [[ $1 == - ]]; then
-    out=$(printf '%s\n' "$ORBIT_LIB_TEXT" | "${cmd[@]}") || out=''
+    shopt -q lastpipe && lp=1
+    shopt -s lastpipe
+    printf '%s' "$ORBIT_LIB_TEXT" | "${cmd[@]}" 2>/dev/null | IFS= read -r out || out=''
+    ((lp)) || shopt -u lastpipe
   elif ((${#cmd[@]})); then
     out=$("${cmd[@]}" <"$1") || out=''
   fi
@@ -32,13 +33,25 @@ orbit_lib_sha256_v() {
 # orbit_lib_read: ORBIT_LIB_CODE is this script's code from lib.sh, checked as said above;
 # else status 1 and ORBIT_LIB_WHY says what is wrong.
 orbit_lib_read() {
-  local f=$ORBIT_LIB_DIR/lib.sh REPLY LC_ALL=C r
+  local f=$ORBIT_LIB_DIR/lib.sh REPLY LC_ALL=C r fd=''
+  local -a whole=()
   ORBIT_LIB_CODE=
   [[ -f $f ]] || { ORBIT_LIB_WHY="$f is missing or is not a regular file" && return 1; }
   orbit_lib_sha256_v "$f"
   [[ -n $REPLY ]] || { ORBIT_LIB_WHY="$f cannot be read, or no sha256sum, shasum or openssl here to check it" && return 1; }
   [[ $REPLY == "$ORBIT_LIB_SHA256" ]] || { ORBIT_LIB_WHY="$f changed (sha256 $REPLY, pinned $ORBIT_LIB_SHA256)" && return 1; }
-  { ORBIT_LIB_TEXT=$(head -c "$ORBIT_LIB_BYTES" -- "$f"); } 2>/dev/null || { ORBIT_LIB_WHY="$f cannot be read" && return 1; }
+  { exec {fd}<"$f"; } 2>/dev/null || { ORBIT_LIB_WHY="$f cannot be read" && return 1; }
+  # From what was opened, a regular file: read -N for a few bytes, mapfile (quicker) for many.
+  if [[ ! -f /dev/fd/$fd ]]; then
+    ORBIT_LIB_TEXT=
+  elif ((ORBIT_LIB_BYTES < 65536)); then
+    IFS= read -r -d '' -N "$ORBIT_LIB_BYTES" -u "$fd" ORBIT_LIB_TEXT 2>/dev/null || true
+  else
+    mapfile -n 1 -d '' -u "$fd" whole 2>/dev/null || true
+    ORBIT_LIB_TEXT=${whole[0]-} whole=()
+  fi
+  exec {fd}<&-
+  ORBIT_LIB_TEXT=${ORBIT_LIB_TEXT:0:ORBIT_LIB_BYTES}
   orbit_lib_sha256_v -
   if [[ $REPLY != "$ORBIT_LIB_READ_SHA256" ]]; then
     ORBIT_LIB_TEXT=

@@ -496,11 +496,6 @@ progress_open() {
   fi
 }
 
-# progress_has ITERATION: whether a closed entry for ITERATION exists.
-progress_has() {
-  grep -q "^<!-- orbit:end iteration=$1 sha256=" -- "$PG_FILE" 2>/dev/null
-}
-
 # progress_append ITERATION TEXT: TEXT starts with its heading and ends with a newline.
 progress_append() {
   local iter=$1 text=$2 hash

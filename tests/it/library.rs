@@ -92,7 +92,8 @@ fn stripping_comments_and_indentation_leaves_every_part_and_the_prelude_as_bash_
     );
 }
 
-/// Each loop shape whose scripts hold different parts, as a view.
+/// Each loop shape whose scripts hold different parts, as a view (the second with holdout
+/// checks and setup commands).
 fn shapes() -> Vec<View> {
     let goal = orbit::goal::GoalText::new("goal".into()).unwrap();
     let mut out = Vec::new();
@@ -115,6 +116,16 @@ fn shapes() -> Vec<View> {
             candidates,
             sandbox,
             sandbox_network: net,
+            holdout: if candidates > 1 {
+                vec!["true".into()]
+            } else {
+                Vec::new()
+            },
+            setup: if candidates > 1 {
+                vec!["true".into()]
+            } else {
+                Vec::new()
+            },
             ..LoopConfig::default()
         };
         out.push(View::new(&cfg, &goal, ".orbit/loop"));
@@ -288,4 +299,114 @@ fn the_loader_runs_the_bytes_it_hashed_even_when_lib_sh_is_swapped_after_the_rea
         text(&out)
     );
     assert!(!marker.exists(), "the swapped lib.sh ran\n{}", text(&out));
+}
+
+/// The loader reads the bytes a script uses with bash's own read, from one open of a regular
+/// file, after the file's sha256 is checked: a lib.sh with one byte more (what a growing file
+/// is when it is read) is refused; a FIFO named lib.sh is refused without a wait for a
+/// writer; a NUL byte put into the bytes verify.sh reads (bash's read drops it, and would
+/// read the pinned text around it) is refused as a changed file; and under a file-size limit
+/// of one block the library still loads (nothing is written to read or hash it).
+#[test]
+fn the_loader_refuses_a_grown_lib_sh_a_fifo_or_a_nul_byte_and_loads_under_a_file_size_limit() {
+    let repo = Repo::new();
+    let out = repo.orbit(&[
+        "init",
+        "odd",
+        "--engine",
+        "custom",
+        "--exec",
+        "true",
+        "--verify",
+        "true",
+        "--sandbox",
+        "none",
+    ]);
+    assert_ok(&out, "orbit init");
+    let dir = repo.join(".orbit/odd");
+    let lib = dir.join("lib.sh");
+    let pinned = fs::read(dir.join(".pins/lib.sh")).unwrap();
+    let verify = |shell: Option<&str>| {
+        let mut cmd = command("bash");
+        match shell {
+            Some(s) => cmd.args(["-c", s, "_"]).arg(dir.join("verify.sh")),
+            None => cmd.arg(dir.join("verify.sh")),
+        };
+        cmd.current_dir(repo.path()).env("PATH", repo.path_env());
+        crate::support::try_bounded(cmd, std::time::Duration::from_secs(30))
+            .unwrap_or_else(|hung| panic!("hung: verify.sh\n{hung}"))
+    };
+    let refused = |out: &std::process::Output, why: &str| {
+        assert_eq!(out.status.code(), Some(1), "{}", text(out));
+        assert!(text(out).contains(why), "{why}\n{}", text(out));
+        assert!(text(out).contains("0 passed, 1 failed"), "{}", text(out));
+    };
+    // One byte more than the pinned file, past the bytes verify.sh reads.
+    let mut grown = pinned.clone();
+    grown.push(b'\n');
+    fs::write(&lib, &grown).unwrap();
+    refused(&verify(None), "lib.sh changed (sha256 ");
+    // A FIFO: refused at once, never waited on.
+    fs::remove_file(&lib).unwrap();
+    assert!(command("mkfifo").arg(&lib).status().unwrap().success());
+    refused(&verify(None), "is missing or is not a regular file");
+    fs::remove_file(&lib).unwrap();
+    // A NUL byte inside the bytes verify.sh reads: what bash reads there is the pinned text,
+    // and it is refused all the same.
+    let reads: usize = {
+        let script = fs::read_to_string(dir.join("verify.sh")).unwrap();
+        let from = script.find("\nORBIT_LIB_BYTES=").unwrap() + "\nORBIT_LIB_BYTES=".len();
+        script[from..from + script[from..].find('\n').unwrap()]
+            .parse()
+            .unwrap()
+    };
+    let at = pinned[..reads / 2]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .unwrap()
+        + 1;
+    let mut nul = pinned[..at].to_vec();
+    nul.push(0);
+    nul.extend_from_slice(&pinned[at..]);
+    fs::write(&lib, &nul).unwrap();
+    refused(&verify(None), "lib.sh changed (sha256 ");
+    // A file-size limit of one block: the library loads, the check passes.
+    fs::write(&lib, &pinned).unwrap();
+    let out = verify(Some(r#"trap '' XFSZ; ulimit -f 1; exec bash "$1""#));
+    assert_ok(&out, "verify.sh under ulimit -f 1");
+    assert!(text(&out).contains("1 passed, 0 failed"), "{}", text(&out));
+}
+
+/// lib.sh holds only what the loop's settings, as rendered, can use: a plain loop (no
+/// holdout checks, no setup commands, claude) holds neither the holdout checks' runs nor
+/// `run_hidden`, nor the setup's runs, nor the pricing of tokens, only their stand-ins; a
+/// loop with holdout checks and setup commands (codex, whose CLI reports tokens) holds them.
+#[test]
+fn lib_sh_holds_the_holdout_the_setup_and_the_token_pricing_only_for_a_loop_that_uses_them() {
+    let views = shapes();
+    let (plain, full) = (render::library(&views[0]), render::library(&views[1]));
+    for (text, name) in [
+        (render::LIB_RUNNER_HOLDOUT, "lib/runner/holdout.sh"),
+        (render::LIB_HIDDEN, "lib/hidden.sh"),
+        (render::LIB_RUNNER_SETUP_RUN, "lib/runner/setup_run.sh"),
+        (render::LIB_ENGINE_TOKENS, "lib/engine-tokens.sh"),
+    ] {
+        let part = render::library_part(text);
+        assert!(!plain.contains(&part), "a plain loop holds {name}");
+        assert!(full.contains(&part), "a loop that uses it lacks {name}");
+    }
+    for (text, name) in [
+        (render::LIB_NO_HOLDOUT, "lib/no-holdout.sh"),
+        (render::LIB_NO_SETUP, "lib/no-setup.sh"),
+    ] {
+        let part = render::library_part(text);
+        assert!(
+            plain.contains(&part),
+            "a plain loop lacks the stand-in {name}"
+        );
+        assert!(
+            !full.contains(&part),
+            "a loop that uses it holds the stand-in {name}"
+        );
+    }
 }

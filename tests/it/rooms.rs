@@ -752,6 +752,7 @@ fn scripts() -> Vec<Vec<String>> {
                         .filter_map(|p| match p {
                             Part::Always(t) => Some(*t),
                             Part::Engine => Some(orbit::render::engine_part(*engine)),
+                            Part::EngineTokens => orbit::render::engine_tokens_part(*engine),
                             Part::Fanout if fans_out => Some(orbit::render::LIB_FANOUT),
                             Part::Fanout => Some(orbit::render::LIB_NO_FANOUT),
                             Part::FanoutOnly(t) => fans_out.then_some(*t),
@@ -759,6 +760,12 @@ fn scripts() -> Vec<Vec<String>> {
                             Part::Sandbox => Some(orbit::render::LIB_NO_SANDBOX),
                             Part::SandboxNet if fenced => Some(orbit::render::LIB_SANDBOX_NET),
                             Part::SandboxNet => Some(orbit::render::LIB_NO_SANDBOX_NET),
+                            // The fan-out's shapes with holdout checks and setup commands too.
+                            Part::Holdout if fans_out => Some(orbit::render::LIB_RUNNER_HOLDOUT),
+                            Part::Holdout => Some(orbit::render::LIB_NO_HOLDOUT),
+                            Part::HoldoutOnly(t) => fans_out.then_some(*t),
+                            Part::Setup if fans_out => Some(orbit::render::LIB_RUNNER_SETUP_RUN),
+                            Part::Setup => Some(orbit::render::LIB_NO_SETUP),
                         })
                         .map(name)
                         .collect();

@@ -6,6 +6,43 @@
 # ---- around them all, as around the candidates' agent runs; then it takes each one's
 # ---- records in candidate order (fanout_check_take_v), so that the records and the journal
 # ---- read as if they had run one after another.
+# checks_keep_pass CDIR: a candidate's last verify run, all passing, kept in its record for
+# the workspace's runs on the same tree (checks_reuse_verify).
+checks_keep_pass() {
+  cp -f -- "$LAST_VERIFY_OUT" "$1/verify.pass.out" && cp -f -- "$VERIFY_TALLY_FILE" "$1/verify.pass.tally"
+}
+
+# checks_in WORKTREE SCRATCH CMD [ARG]...: CMD (the checks' runs: run_verify, run_holdout,
+# run_judge, or steps made of them) for a worktree other than the workspace (a fan-out
+# candidate's, in a subshell of its own): what they call runs in WORKTREE, with SCRATCH as
+# their scratch and VERIFY_SCRATCH (the private index there, nothing of the loop directory
+# written), and no fault injection.
+checks_in() {
+  local WS=$1 ORBIT_TMP=$2 VERIFY_SCRATCH=$2 ORBIT_FAULT=''
+  shift 2
+  "$@"
+}
+
+# setup_clean_args DIR ARRAY: `git clean -e` patterns that keep what the setup made in the work
+# tree DIR, into the array named ARRAY.
+setup_clean_args() {
+  local -n clean_out=$2
+  local p
+  clean_out=()
+  ((${#SETUP_CMDS[@]})) || return 0
+  setup_paths_file_v "$1"
+  [[ -f $REPLY && ! -L $REPLY ]] || return 0
+  while IFS= read -r -d '' p; do
+    [[ -n $p ]] || continue
+    # As an ignore pattern: anchored, its wildcards taken literally.
+    p=${p//\\/\\\\}
+    p=${p//\*/\\*}
+    p=${p//\?/\\?}
+    p=${p//\[/\\[}
+    clean_out+=(-e "/$p")
+  done <"$REPLY"
+}
+
 
 # The candidates' check subshells running (their pids), for a stop to end them.
 FANOUT_CHECK_PIDS=()

@@ -69,23 +69,6 @@ checks_reuse_verify() {
   return 0
 }
 
-# checks_keep_pass CDIR: a candidate's last verify run, all passing, kept in its record for
-# the workspace's runs on the same tree (checks_reuse_verify).
-checks_keep_pass() {
-  cp -f -- "$LAST_VERIFY_OUT" "$1/verify.pass.out" && cp -f -- "$VERIFY_TALLY_FILE" "$1/verify.pass.tally"
-}
-
-# checks_in WORKTREE SCRATCH CMD [ARG]...: CMD (the checks' runs: run_verify, run_holdout,
-# run_judge, or steps made of them) for a worktree other than the workspace (a fan-out
-# candidate's, in a subshell of its own): what they call runs in WORKTREE, with SCRATCH as
-# their scratch and VERIFY_SCRATCH (the private index there, nothing of the loop directory
-# written), and no fault injection.
-checks_in() {
-  local WS=$1 ORBIT_TMP=$2 VERIFY_SCRATCH=$2 ORBIT_FAULT=''
-  shift 2
-  "$@"
-}
-
 # run_verify N LABEL: runs verify.sh into iterations/N/verify.log; sets VERIFY_OK.
 run_verify() {
   local dir=$1 label=$2 out

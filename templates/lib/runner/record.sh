@@ -19,16 +19,6 @@ result_read() {
   done <"$1"
 }
 
-# result_write FILE KEY...: the KEYs' values in R as FILE's KEY=VALUE lines, atomically.
-result_write() {
-  local file=$1 k text=''
-  shift
-  for k in "$@"; do
-    text+="$k=${R[$k]:-}"$'\n'
-  done
-  orbit_write_file "$file" "$text" || orbit_die "$EXIT_STATE_CORRUPT" "cannot write $file"
-}
-
 # Move what an interrupted attempt left in an iteration directory aside (never deleted).
 iter_prepare() {
   local dir=$1 k=1 f

@@ -1,0 +1,16 @@
+# ---- no setup commands (loop.toml setup = []): rendered instead of lib/runner/setup_run.sh
+# ---- into a loop without them. SETUP_CMDS is the loop's identity, rendered into the pinned
+# ---- run-loop.sh: it is empty here, and a setup asked for all the same fails closed.
+
+# setup_run DIR LOG UNTRUSTED: nothing to run; status 1 with REPLY the fix should this loop's
+# SETUP_CMDS hold a command it was not rendered with.
+setup_run() {
+  ((${#SETUP_CMDS[@]})) || return 0
+  REPLY="this loop was rendered without setup commands: set setup in loop.toml and re-render with orbit init --force"
+  return 1
+}
+
+# setup_workspace: nothing to set up (preflight fails as setup_run says otherwise).
+setup_workspace() {
+  setup_run || preflight_fail "$REPLY"
+}

@@ -33,6 +33,8 @@ pub const LONG_HUNK: usize = 1000;
 
 /// What adequacy found, per unit, as the report and `--json` show it.
 pub struct Findings {
+    /// The loop directory the findings are of.
+    pub loop_dir: Option<std::path::PathBuf>,
     pub base: String,
     pub commit: String,
     pub reference: String,
@@ -420,6 +422,7 @@ pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
     let deadline = Instant::now() + budget;
     let verdicts = run::run_units(&plan, &units, jobs, deadline)?;
     Ok(Findings {
+        loop_dir: Some(dir.clone()),
         base: base.clone(),
         commit: t.commit.clone(),
         reference: t.reference.clone(),
@@ -435,7 +438,124 @@ pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
     })
 }
 
-/// `orbit adequacy`: prints the findings; exit 0 when they were measured.
+/// The record a loop directory keeps of its last measure (contract: `adequacy.json`).
+pub const FILE: &str = "adequacy.json";
+/// The record's format.
+pub const FORMAT: u64 = 1;
+
+/// What adequacy.json says, as readers (audit, report) need it.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Record {
+    pub adequacy: u64,
+    pub commit: String,
+    pub base: String,
+    pub envelope_digest: Option<String>,
+    pub hunks_needed: u64,
+    pub hunks_tried: u64,
+    pub mutants_killed: u64,
+    pub mutants_tried: u64,
+    pub details_sha256: String,
+    pub details: Value,
+}
+
+impl Record {
+    /// The record in `dir`, when there is one that parses and whose details hash as it says.
+    pub fn read(dir: &Path) -> Option<Record> {
+        let bytes = crate::fsx::read_regular_opt(&dir.join(FILE)).ok()??;
+        let r: Record = serde_json::from_slice(&bytes).ok()?;
+        let details = serde_json::to_string(&r.details).ok()?;
+        (r.adequacy == FORMAT && crate::fsx::sha256_hex(details.as_bytes()) == r.details_sha256)
+            .then_some(r)
+    }
+
+    pub fn summary(&self) -> String {
+        format!(
+            "the checks need {} of {} changed hunks; {} of {} mutants killed",
+            self.hunks_needed, self.hunks_tried, self.mutants_killed, self.mutants_tried
+        )
+    }
+
+    /// The hunks no check needed, as `file:lines`.
+    pub fn unneeded(&self) -> Vec<String> {
+        self.details["hunks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|h| h["result"] == "not-needed")
+            .map(|h| match h["lines"].as_str() {
+                Some(l) => format!("{}:{l}", h["file"].as_str().unwrap_or("")),
+                None => format!("{} (whole)", h["file"].as_str().unwrap_or("")),
+            })
+            .collect()
+    }
+
+    /// The mutants that survived, as `file:line operator: text`.
+    pub fn survivors(&self) -> Vec<String> {
+        self.details["mutants"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["result"] == "survived")
+            .map(|m| {
+                format!(
+                    "{}:{} {}: {}",
+                    m["file"].as_str().unwrap_or(""),
+                    m["line"],
+                    m["operator"].as_str().unwrap_or(""),
+                    m["text"].as_str().unwrap_or("").trim()
+                )
+            })
+            .collect()
+    }
+}
+
+/// Writes adequacy.json for a measure of the loop's branch head and journals
+/// `adequacy_measured`, under the loop's lock; `Ok(false)` when a runner holds it.
+fn record(dir: &Path, f: &Findings) -> Result<bool> {
+    let Ok(_held) = crate::control::hold_lock(dir) else {
+        return Ok(false);
+    };
+    let details = f.json();
+    let details_text = serde_json::to_string(&details)
+        .map_err(|e| Error::Usage(format!("cannot write the findings: {e}")))?;
+    let details_sha256 = crate::fsx::sha256_hex(details_text.as_bytes());
+    let envelope_digest = std::fs::read(dir.join(envelope::FILE))
+        .ok()
+        .and_then(|b| envelope::parse(&b).ok())
+        .filter(|e| e.commit.as_deref() == Some(f.commit.as_str()))
+        .map(|e| e.digest);
+    let (n, h, k, m) = f.figures();
+    let rec = json!({
+        "adequacy": FORMAT,
+        "commit": f.commit,
+        "base": f.base,
+        "envelope_digest": envelope_digest,
+        "hunks_needed": n, "hunks_tried": h, "mutants_killed": k, "mutants_tried": m,
+        "details_sha256": details_sha256,
+        "details": details,
+    });
+    crate::fsx::write_atomic(&dir.join(FILE), format!("{rec}\n").as_bytes())?;
+    let iteration = state::State::parse_file(&dir.join("state.env"))
+        .map(|s| s.next_iteration.saturating_sub(1))
+        .unwrap_or(0);
+    crate::control::append_event(
+        dir,
+        crate::contract::EventName::AdequacyMeasured,
+        iteration,
+        &[
+            ("commit", crate::events::value(&f.commit)),
+            ("hunks_needed", n.to_string()),
+            ("hunks_tried", h.to_string()),
+            ("mutants_killed", k.to_string()),
+            ("mutants_tried", m.to_string()),
+            ("details_sha256", crate::events::value(&details_sha256)),
+        ],
+    )?;
+    Ok(true)
+}
+
+/// `orbit adequacy`: prints the findings and records them in the loop directory; exit 0
+/// when they were measured.
 pub fn run(args: &AdequacyArgs) -> Result<u8> {
     let f = match measure(args) {
         Err(Error::Refused(why)) => {
@@ -448,10 +568,19 @@ pub fn run(args: &AdequacyArgs) -> Result<u8> {
         }
         other => other?,
     };
+    let recorded = match &f.loop_dir {
+        Some(dir) => record(dir, &f)?,
+        None => false,
+    };
     if args.json {
         println!("{}", f.json());
     } else {
         print!("{}", f.text());
+        if !recorded {
+            println!(
+                "not recorded: a runner holds the loop; run orbit adequacy again when it is idle"
+            );
+        }
     }
     Ok(0)
 }

@@ -20,7 +20,7 @@ use serde::{Serialize, Serializer};
 pub use settings::{SETTINGS, Scope, Setting, SettingKind, setting};
 
 /// The version of the loop contract (`docs/contract.md`) this build writes.
-pub const CONTRACT_VERSION: &str = "2.3.0";
+pub const CONTRACT_VERSION: &str = "2.4.0";
 
 /// State keys a loop written under an older major version of the contract does not have,
 /// with the major version that added each: such a state parses without them, and the
@@ -419,6 +419,9 @@ vocabulary! {
         /// (`sandbox-network = "open"`, a loop.toml older than the allowlist included): the
         /// agent and the code its checks run may reach any host (contract section 7).
         NetworkOpen = "NETWORK_OPEN",
+        /// A DONE's change has hunks no check needs: with each reverted alone, every check
+        /// still passed (adequacy.json, written by `orbit adequacy`).
+        UnneededHunks = "UNNEEDED_HUNKS",
     }
 }
 
@@ -585,6 +588,10 @@ vocabulary! {
         /// user's git configuration signs with SSH but the runner could not; `by` when
         /// `orbit verify --rerun --record` wrote it).
         EnvelopeWrite = "envelope_write",
+        /// `orbit adequacy` measured the loop's branch head and wrote adequacy.json
+        /// (`commit`, `hunks_needed`, `hunks_tried`, `mutants_killed`, `mutants_tried`,
+        /// `details_sha256`).
+        AdequacyMeasured = "adequacy_measured",
     }
 }
 
@@ -837,6 +844,7 @@ pub const LOOP_FILES: &[&str] = &[
     "schedule.installed",
     "envelope.json",
     "envelope.json.sig",
+    "adequacy.json",
 ];
 
 /// The directories of a loop directory that the files above live beside: each must be a

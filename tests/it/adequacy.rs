@@ -125,6 +125,60 @@ fn a_superfluous_hunk_is_not_needed_and_an_unpinned_branch_keeps_its_mutants() {
             .all(|l| l["file"] != "test_calc.py"),
         "the test file is not part of the change: {v:#}"
     );
+    // The measure is recorded beside the envelope and journaled, and the audit notes the
+    // hunk no check needs (P2); the journal still chains.
+    let rec = orbit::adequacy::Record::read(&dir).expect("adequacy.json reads back");
+    assert_eq!(rec.commit, head);
+    assert_eq!((rec.hunks_needed, rec.hunks_tried), (1, 2));
+    assert_eq!(rec.unneeded(), vec!["util.py:2".to_string()]);
+    let measured = crate::support::events_named(&dir, "adequacy_measured");
+    assert_eq!(measured.len(), 1);
+    let out = repo.orbit(&["audit", "--json"]);
+    let audit: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let findings = audit["loops"][0]["findings"].as_array().unwrap();
+    let f = findings
+        .iter()
+        .find(|f| f["class"] == "UNNEEDED_HUNKS")
+        .unwrap_or_else(|| panic!("no UNNEEDED_HUNKS finding: {audit:#}"));
+    assert_eq!(f["severity"], "P2");
+    assert_eq!(f["evidence"], "adequacy.json:1");
+    assert!(
+        f["message"].as_str().unwrap().contains(": util.py:2"),
+        "{f}"
+    );
+    assert!(
+        findings.iter().all(|f| f["severity"] == "P2"),
+        "the record is no tamper and the journal still chains: {audit:#}"
+    );
+    // The report shows the line, the hunk no check needs and the survivors.
+    let report = repo.orbit(&["report"]);
+    let md = text(&report);
+    assert!(
+        md.contains("- adequacy: the checks need 1 of 2 changed hunks;"),
+        "{md}"
+    );
+    assert!(
+        md.contains("  - a hunk no check needs: `util.py:2`"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "a mutant the checks do not kill: `calc.py:2 comparison-loosened: if a >= 100:`"
+        ),
+        "{md}"
+    );
+    let rj: Value = serde_json::from_slice(&repo.orbit(&["report", "--json"]).stdout).unwrap();
+    assert_eq!(rj["adequacy_unneeded"], serde_json::json!(["util.py:2"]));
+    // The runner's next tick takes the record as one of the loop's files, not a tamper.
+    let again = repo.run_loop(&dir, &[], &[]);
+    assert_code(&again, 0, "a DONE loop's next tick after adequacy");
+    assert!(!text(&again).contains("tamper"), "{}", text(&again));
+    // A record whose details were edited is not read.
+    let edited = std::fs::read_to_string(dir.join("adequacy.json"))
+        .unwrap()
+        .replace("\"not-needed\"", "\"needed\"");
+    std::fs::write(dir.join("adequacy.json"), edited).unwrap();
+    assert!(orbit::adequacy::Record::read(&dir).is_none());
     // Nothing of the loop moved: its branch and workspace are as DONE left them.
     assert_eq!(workspace_head(&repo, &dir), head);
     assert_eq!(

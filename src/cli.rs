@@ -202,6 +202,28 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         )],
     ),
     (
+        "queue",
+        &[
+            (
+                "orbit queue add \"Add a login page\" --verify 'cargo test login' --max-iterations 10",
+                "a task in .orbit/queue/add-a-login-page.md",
+            ),
+            (
+                "orbit queue add \"Log failed logins\" --verify 'cargo test audit' --after add-a-login-page",
+                "a task that waits for another to be done",
+            ),
+            (
+                "orbit queue import backlog.md",
+                "one task per ## section of a markdown backlog",
+            ),
+            (
+                "orbit queue run --jobs 3",
+                "run the tasks, three loops at once, until none is left to run",
+            ),
+            ("orbit queue status --json", "every task, for a program"),
+        ],
+    ),
+    (
         "logs",
         &[
             (
@@ -384,6 +406,11 @@ pub enum Command {
     /// the running agent's output, stop and resume buttons), on 127.0.0.1 behind a token.
     #[command(after_help = examples_help("serve"))]
     Serve(ServeArgs),
+    /// A queue of goals: tasks as files under .orbit/queue/, each run as loops (at most
+    /// --jobs at once) until it is verified, merged into the integration branch
+    /// orbit/queue/<branch> and green there; failed attempts are appended to the task.
+    #[command(after_help = examples_help("queue"))]
+    Queue(QueueArgs),
     /// Run an end-to-end loop in a temporary repository with a built-in simulated agent.
     #[command(after_help = examples_help("demo"))]
     Demo(DemoArgs),
@@ -950,6 +977,121 @@ pub struct InitArgs {
     /// HOST:PORT, *.example.com for its subdomains, [IPv6]:PORT. Repeatable.
     #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
     pub allow_host: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct QueueArgs {
+    #[command(subcommand)]
+    pub command: QueueCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Add a task: .orbit/queue/<name>.md, ready.
+    Add(Box<QueueAddArgs>),
+    /// Add every task of a markdown backlog (one `## Title` section per task, with the
+    /// same `**Field:** value` lines), or none when one does not parse.
+    Import(QueueImportArgs),
+    /// Run the queue's tasks until none is left to run (exit 0 when every task is done,
+    /// 24 when some is not, 20 when another run holds the queue).
+    Run(QueueRunArgs),
+    /// Each task's status, attempts, last verdict, cost, branch and merged commit.
+    Status(QueueStatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct QueueAddArgs {
+    /// The task's goal, in words: what each attempt's agent reads.
+    #[arg(value_name = "GOAL")]
+    pub goal: String,
+
+    /// The task's verifier: a shell command that exits 0 when the task is done (the loop's
+    /// acceptance check, and run again on the merged tree).
+    #[arg(long, value_name = "CMD")]
+    pub verify: String,
+
+    /// The task's name [default: from the goal's words].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+
+    /// A task that must be done (merged) before this one starts. Repeatable.
+    #[arg(long = "after", value_name = "TASK")]
+    pub after: Vec<String>,
+
+    /// Attempts before the task is failed [default: 5].
+    #[arg(long, value_name = "M")]
+    pub max_attempts: Option<u32>,
+
+    /// Of the ready tasks, the highest priority starts first, then the oldest [default: 0].
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    pub priority: Option<i64>,
+
+    /// The agent of each attempt's loop (see orbit init --engine).
+    #[arg(long, value_name = "NAME", value_enum)]
+    pub engine: Option<crate::engine::Engine>,
+
+    /// The agent command for --engine custom.
+    #[arg(long = "exec", value_name = "CMD ARGS")]
+    pub exec: Option<String>,
+
+    /// Each attempt loop's cap of iterations.
+    #[arg(long, value_name = "N")]
+    pub max_iterations: Option<u64>,
+
+    /// Each agent run's timeout, e.g. 10m.
+    #[arg(long, value_name = "DUR")]
+    pub exec_timeout: Option<String>,
+
+    /// Each attempt loop's wall-clock cap.
+    #[arg(long, value_name = "DUR")]
+    pub loop_timeout: Option<String>,
+
+    /// Each attempt loop's spend cap, in USD.
+    #[arg(long, value_name = "X")]
+    pub usd_cap: Option<String>,
+
+    /// Consecutive verify passes required for DONE.
+    #[arg(long, value_name = "K")]
+    pub pass_k: Option<u32>,
+
+    /// The OS sandbox of each attempt's loop (see orbit init --sandbox).
+    #[arg(long, value_name = "KIND", value_enum)]
+    pub sandbox: Option<crate::config::Sandbox>,
+
+    /// A path (glob) the agent must not change. Repeatable.
+    #[arg(long = "protect", value_name = "GLOB")]
+    pub protect: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct QueueImportArgs {
+    /// The backlog: a markdown file, one `## Title` section per task.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct QueueRunArgs {
+    /// How many attempts run at once, each its own loop.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub jobs: u32,
+
+    /// Start what is ready now (up to --jobs), run those attempts to their stop, then exit
+    /// (10 when tasks are left to run).
+    #[arg(long)]
+    pub once: bool,
+
+    /// The branch the integration branch is made from at the queue's first run [default:
+    /// the branch checked out]. That branch itself is never moved.
+    #[arg(long, value_name = "BRANCH")]
+    pub onto: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct QueueStatusArgs {
+    /// One JSON object (docs/queue.md lists its fields).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -31,6 +31,7 @@ pub mod otlp;
 pub mod pins;
 pub mod progress;
 pub mod protect;
+pub mod queue;
 pub mod record;
 pub mod recover;
 pub mod reference;
@@ -59,6 +60,7 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Audit(args) => audit::run(&args),
         cli::Command::Status(args) => audit::status(&args),
         cli::Command::Recover(args) => recover::run(&args),
+        cli::Command::Queue(args) => queue::run(&args),
         cli::Command::Demo(args) => demo::demo(&args),
         cli::Command::Schedule(args) => ops::schedule(&args),
         cli::Command::Stop(args) => control::stop(&args),

@@ -136,6 +136,10 @@ pub fn exit_status(sub: Option<&str>) -> Vec<(String, String)> {
                 "A usage error, a refusal (the message says why), or a file that cannot be read.",
             ),
         ]),
+        Some("queue") => crate::contract::queue::QueueExit::ALL
+            .iter()
+            .map(|e| (e.code().to_string(), e.meaning().to_string()))
+            .collect(),
         Some(_) => rows(&plain),
     }
 }

@@ -3,6 +3,7 @@
 //! not compile (each `meaning` is an exhaustive match) and a meaning cannot drift from the
 //! name it describes.
 
+use super::queue::{QueueExit, TaskStatus};
 use super::{
     AgentOutcome, CbState, CheckCode, CostKind, CostSource, EventName, FaultPoint, FindingClass,
     NotifyEvent, Phase, Severity, Status, StopReason, Verdict, VerifyFailure, VerifyOutcome,
@@ -529,6 +530,49 @@ pub fn result_key_meaning(key: &str) -> Option<&'static str> {
         }
         _ => return None,
     })
+}
+
+impl TaskStatus {
+    /// What the status says of the task.
+    pub const fn meaning(self) -> &'static str {
+        match self {
+            TaskStatus::Ready => {
+                "Waiting for its turn: every task it comes after done, then by priority and age."
+            }
+            TaskStatus::Running => {
+                "An attempt's loop is running (or was, when the queue's runner died: the next `orbit queue run` resumes that loop)."
+            }
+            TaskStatus::Done => {
+                "Its loop reached a verified DONE, `orbit verify` passed, its branch merged into the integration branch and its verifier passed on the merged tree (`**Merged:**` names that commit). Terminal."
+            }
+            TaskStatus::Failed => {
+                "Its attempts are used up (`## Attempt N (final) — budget exhausted`). Raise `**Max-Attempts:**` and set `**Status:** ready` to try again."
+            }
+            TaskStatus::Blocked => {
+                "A task it comes after failed, is blocked or does not parse (`**Reason:**` says which); ready again when that is mended."
+            }
+        }
+    }
+}
+
+impl QueueExit {
+    /// What the exit of `orbit queue run` says.
+    pub const fn meaning(self) -> &'static str {
+        match self {
+            QueueExit::AllDone => "Every task of the queue is done.",
+            QueueExit::Failure => "An unexpected failure of orbit itself.",
+            QueueExit::Usage => {
+                "Bad input: a refused command line, a cycle, an `--after` naming no task; nothing ran."
+            }
+            QueueExit::Remaining => "`--once`: the round ended with tasks still to run.",
+            QueueExit::Locked => {
+                "Another `orbit queue run` holds the queue's lock (its pid is named)."
+            }
+            QueueExit::NotAllDone => {
+                "Nothing is left to run and some task is not done: failed, blocked, or a file that does not parse."
+            }
+        }
+    }
 }
 
 #[cfg(test)]

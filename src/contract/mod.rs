@@ -104,6 +104,8 @@ macro_rules! vocabulary {
     };
 }
 
+pub mod queue;
+
 vocabulary! {
     /// The agent engine of a loop (loop.toml `engine`, `orbit init --engine`): a built-in CLI
     /// whose own output the runner reads, or `custom`, an agent of the user's own that the

@@ -25,6 +25,8 @@ use crate::contract::{
     VerifyFailure, VerifyOutcome, engine_permission_files,
 };
 
+use crate::contract::queue::{QUEUE_FILES, QueueExit, TASK_FIELDS, TaskStatus};
+
 /// The contract as committed (and compiled into this build): its prose is the source.
 pub const COMMITTED: &str = include_str!("../../docs/contract.md");
 
@@ -53,6 +55,10 @@ pub const BLOCKS: &[&str] = &[
     "severities",
     "finding-classes",
     "settings",
+    "queue-statuses",
+    "queue-fields",
+    "queue-files",
+    "queue-exit-codes",
 ];
 
 fn begin(name: &str) -> String {
@@ -283,6 +289,24 @@ pub fn block(name: &str) -> Option<String> {
             ("Class", "Meaning"),
             FindingClass::ALL.iter().map(|c| (c.as_str(), c.meaning())),
         ),
+        "queue-statuses" => table(
+            &mut out,
+            ("Status", "Meaning"),
+            TaskStatus::ALL.iter().map(|s| (s.as_str(), s.meaning())),
+        ),
+        "queue-fields" => {
+            let _ = writeln!(out, "| Field | Holds |\n|---|---|");
+            for (name, meaning) in TASK_FIELDS {
+                let _ = writeln!(out, "| `**{name}:**` | {} |", md(meaning));
+            }
+        }
+        "queue-files" => table(&mut out, ("File", "Holds"), QUEUE_FILES.iter().copied()),
+        "queue-exit-codes" => {
+            let _ = writeln!(out, "| Exit | Meaning |\n|---|---|");
+            for e in QueueExit::ALL {
+                let _ = writeln!(out, "| {} | {} |", e.code(), md(e.meaning()));
+            }
+        }
         "settings" => {
             out.push_str(
                 "| Setting | Kind and bounds | Default | Environment |\n|---|---|---|---|\n",
@@ -465,7 +489,8 @@ mod tests {
             .chain(RESULT_KEYS.iter().map(|(k, _)| *k))
             .chain(LOOP_FILES.iter().copied())
             .chain(SETTINGS.iter().map(|s| s.key))
-            .chain(ExitCode::ALL.iter().map(|e| e.bash_name()));
+            .chain(ExitCode::ALL.iter().map(|e| e.bash_name()))
+            .chain(TaskStatus::ALL.iter().map(|s| s.as_str()));
         for n in names {
             assert!(
                 text.contains(&format!("`{n}`")),

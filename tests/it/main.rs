@@ -32,6 +32,7 @@ mod otlp;
 mod perl;
 mod projects;
 mod protect;
+mod queue;
 mod recover;
 mod reference;
 mod reliability;

@@ -1,0 +1,137 @@
+//! The queue's vocabulary (`orbit queue`, docs/queue.md): a task's statuses, the fields of a
+//! task file, the queue's own files and the exit codes of `orbit queue run`. Each name's
+//! meaning is in meanings.rs; docs/contract.md's queue tables are generated from here.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+vocabulary! {
+    /// A task's `**Status:**` (its file under `.orbit/queue/`).
+    pub enum TaskStatus {
+        Ready = "ready",
+        Running = "running",
+        Done = "done",
+        Failed = "failed",
+        Blocked = "blocked",
+    }
+}
+
+/// The fields of a task file, one `**Field:** value` line each, in the order the queue
+/// writes them, with what each holds.
+pub const TASK_FIELDS: &[(&str, &str)] = &[
+    (
+        "Verifier",
+        "The task's oracle: a shell command, exit 0 when the task is done. The loop's acceptance check, and run again on the merged tree. Required.",
+    ),
+    ("Status", "One of the task statuses; `ready` when added."),
+    (
+        "Attempts",
+        "Attempts ended without the task done; 0 when added.",
+    ),
+    (
+        "Max-Attempts",
+        "Attempts allowed before the task is `failed` (default 5).",
+    ),
+    (
+        "Priority",
+        "An integer, default 0: of the ready tasks, the highest runs first (then the oldest).",
+    ),
+    (
+        "After",
+        "Tasks (by name, comma-separated) that must be done before this one starts.",
+    ),
+    (
+        "Engine",
+        "The agent (`orbit init --engine`), for each attempt's loop.",
+    ),
+    ("Exec", "The agent command of `Engine: custom` (`--exec`)."),
+    (
+        "Max-Iterations",
+        "Each attempt loop's cap of iterations (`--max-iterations`).",
+    ),
+    (
+        "Exec-Timeout",
+        "Each agent run's timeout (`--exec-timeout`).",
+    ),
+    (
+        "Loop-Timeout",
+        "Each attempt loop's wall-clock cap (`--loop-timeout`).",
+    ),
+    ("Usd-Cap", "Each attempt loop's spend cap (`--usd-cap`)."),
+    ("Pass-K", "Verify passes required for DONE (`--pass-k`)."),
+    ("Sandbox", "`auto`, `bwrap` or `none` (`--sandbox`)."),
+    (
+        "Protect",
+        "A glob the agent must not change (`--protect`); one line per glob.",
+    ),
+    (
+        "Reason",
+        "Written by the queue: why the task is blocked or failed.",
+    ),
+    (
+        "Merged",
+        "Written by the queue: the integration branch's commit that made the task done.",
+    ),
+];
+
+/// The queue's files, relative to the repository root, with what each holds.
+pub const QUEUE_FILES: &[(&str, &str)] = &[
+    (
+        ".orbit/queue/<task>.md",
+        "A task: its description (what each attempt's agent reads), its fields, then the queue's `## Attempt N failure` sections. Human-readable and hand-editable.",
+    ),
+    (
+        ".orbit/queue/queue.json",
+        "The queue's state (written atomically): the integration branch, each task's running attempt (its loop, the pinned sha256 of its file), merged commit, verdict, cost.",
+    ),
+    (
+        ".orbit/queue/queue.lock",
+        "Held (flock) by the one `orbit queue run` of the queue; holds its pid. A lock of a dead process is taken over.",
+    ),
+    (
+        ".orbit/queue/pinned/<task>.md",
+        "The task file as its running attempt pinned it (what the attempt runs and is judged by).",
+    ),
+    (
+        ".orbit/queue/changed/<task>.attempt-<N>.md",
+        "A task file as it was found changed during attempt N: set aside, not taken.",
+    ),
+    (
+        ".orbit/queue/work/",
+        "The queue's private worktrees: `merge` (the integration branch's merges) and `check` (the clean checkout of the merged tree the verifier runs in).",
+    ),
+];
+
+/// The exit codes of `orbit queue run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueExit {
+    AllDone,
+    Failure,
+    Usage,
+    Remaining,
+    Locked,
+    NotAllDone,
+}
+
+impl QueueExit {
+    pub const ALL: &'static [QueueExit] = &[
+        QueueExit::AllDone,
+        QueueExit::Failure,
+        QueueExit::Usage,
+        QueueExit::Remaining,
+        QueueExit::Locked,
+        QueueExit::NotAllDone,
+    ];
+
+    pub const fn code(self) -> u8 {
+        match self {
+            QueueExit::AllDone => 0,
+            QueueExit::Failure => 1,
+            QueueExit::Usage => 2,
+            QueueExit::Remaining => 10,
+            QueueExit::Locked => 20,
+            QueueExit::NotAllDone => 24,
+        }
+    }
+}

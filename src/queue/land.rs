@@ -1,0 +1,183 @@
+//! Landing a DONE attempt: `orbit verify`'s check of its envelope, the merge of its branch
+//! onto the integration branch's head in the queue's private worktree (never the user's
+//! checkout), and the task's verifier on the merged tree in a clean checkout. Only when all
+//! three hold does the integration branch move (compare-and-swap on its old head).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::attempt::{OUTPUT_LINES, tail};
+use super::store::Queue;
+use crate::envelope::git_line;
+use crate::error::{Error, Result};
+
+/// How a landing ended.
+#[derive(Debug)]
+pub enum Landed {
+    /// Merged and green: the integration branch's new head.
+    Merged(String),
+    /// Refused: why, in one line, and the output that shows it (conflict, red tree).
+    Refused { why: String, output: String },
+}
+
+/// Runs git in `dir`, its output (stdout then stderr) and whether it succeeded.
+fn git_in(dir: &Path, args: &[&str]) -> Result<(bool, String)> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::io("cannot run git", e))?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    Ok((out.status.success(), text))
+}
+
+fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
+    let (ok, text) = git_in(dir, args)?;
+    if !ok {
+        return Err(Error::Git(format!(
+            "git {} failed in {}: {}",
+            args.join(" "),
+            dir.display(),
+            text.trim()
+        )));
+    }
+    Ok(text)
+}
+
+/// A private detached worktree of the queue at `commit` (made anew: what a crash left of
+/// an earlier one is removed first).
+fn worktree_at(q: &Queue, name: &str, commit: &str) -> Result<PathBuf> {
+    let path = q.work_dir().join(name);
+    if path.exists() {
+        let _ = git_in(
+            &q.repo,
+            &["worktree", "remove", "--force", &path.display().to_string()],
+        );
+        let _ = fs::remove_dir_all(&path);
+    }
+    let _ = git_in(&q.repo, &["worktree", "prune"]);
+    fs::create_dir_all(q.work_dir())
+        .map_err(|e| Error::io(format!("cannot create {}", q.work_dir().display()), e))?;
+    git_ok(
+        &q.repo,
+        &[
+            "worktree",
+            "add",
+            "--detach",
+            "--force",
+            &path.display().to_string(),
+            commit,
+        ],
+    )?;
+    Ok(path)
+}
+
+/// Removes a private worktree of the queue.
+fn drop_worktree(q: &Queue, path: &Path) {
+    let _ = git_in(
+        &q.repo,
+        &["worktree", "remove", "--force", &path.display().to_string()],
+    );
+}
+
+/// The integration branch's head.
+pub fn head_of(repo: &Path, branch: &str) -> Option<String> {
+    git_line(
+        repo,
+        &[
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("refs/heads/{branch}^{{commit}}"),
+        ],
+    )
+    .filter(|c| !c.is_empty())
+}
+
+/// Lands the DONE loop at `loop_dir` onto `integration`, judged by `verifier`.
+pub fn land(q: &Queue, loop_dir: &Path, integration: &str, verifier: &str) -> Result<Landed> {
+    let Some(outcome) = crate::verify::loop_outcome(loop_dir) else {
+        return Ok(Landed::Refused {
+            why: "orbit verify found no hand-off to check (the loop has no branch)".into(),
+            output: String::new(),
+        });
+    };
+    if let Some(code) = outcome.failure {
+        return Ok(Landed::Refused {
+            why: format!(
+                "orbit verify refused the hand-off: {code} — {}",
+                outcome.why
+            ),
+            output: String::new(),
+        });
+    }
+    let head = head_of(&q.repo, integration)
+        .ok_or_else(|| Error::Git(format!("the integration branch {integration} is gone")))?;
+    let merge_wt = worktree_at(q, "merge", &head)?;
+    let msg = format!(
+        "Merge {} into {integration} (orbit queue: verified, envelope {})",
+        outcome.reference.trim_start_matches("refs/heads/"),
+        outcome.digest.as_deref().map_or("none", |d| &d[..12])
+    );
+    let (ok, text) = git_in(
+        &merge_wt,
+        &["merge", "--no-ff", "--no-edit", "-m", &msg, &outcome.commit],
+    )?;
+    if !ok {
+        let (_, conflicts) = git_in(&merge_wt, &["diff", "--name-only", "--diff-filter=U"])?;
+        let (_, diff) = git_in(&merge_wt, &["diff"])?;
+        let _ = git_in(&merge_wt, &["merge", "--abort"]);
+        drop_worktree(q, &merge_wt);
+        return Ok(Landed::Refused {
+            why: format!(
+                "the branch does not merge into {integration} at {}: conflicts in {}",
+                &head[..12],
+                conflicts.split_whitespace().collect::<Vec<_>>().join(", ")
+            ),
+            output: tail(&format!("{text}\n{diff}"), OUTPUT_LINES),
+        });
+    }
+    let merged = git_ok(&merge_wt, &["rev-parse", "HEAD"])?
+        .trim()
+        .to_string();
+    drop_worktree(q, &merge_wt);
+    let check_wt = worktree_at(q, "check", &merged)?;
+    let run = Command::new("bash")
+        .arg("-c")
+        .arg(verifier)
+        .current_dir(&check_wt)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::io("cannot run bash for the verifier", e))?;
+    drop_worktree(q, &check_wt);
+    let mut output = String::from_utf8_lossy(&run.stdout).into_owned();
+    output.push_str(&String::from_utf8_lossy(&run.stderr));
+    if !run.status.success() {
+        return Ok(Landed::Refused {
+            why: format!(
+                "the verifier fails on the merged tree ({} on {integration}): exit {}",
+                &merged[..12],
+                run.status
+                    .code()
+                    .map_or("by a signal".to_string(), |c| c.to_string())
+            ),
+            output: tail(&output, OUTPUT_LINES),
+        });
+    }
+    git_ok(
+        &q.repo,
+        &[
+            "update-ref",
+            "-m",
+            "orbit queue: merged",
+            &format!("refs/heads/{integration}"),
+            &merged,
+            &head,
+        ],
+    )?;
+    Ok(Landed::Merged(merged))
+}

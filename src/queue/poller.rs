@@ -1,0 +1,431 @@
+//! `orbit queue run`: the poller. It takes the queue's lock, makes the integration branch
+//! at its first run, resumes attempts a dead runner left running, starts ready tasks (at
+//! most `--jobs` at once, each a real loop run by a child `orbit run`), and lands or fails
+//! each attempt as its loop stops. Every record is written atomically; the task file first,
+//! then queue.json, so a crash between the two is seen and not done twice.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::Duration;
+
+use super::attempt::{self, Stop};
+use super::land::{self, Landed};
+use super::plan;
+use super::start::{finish_pending, integration_branch, spawn};
+use super::store::{Found, Lock, Queue, State};
+use super::task::Task;
+use crate::cli::QueueRunArgs;
+use crate::contract::queue::{QueueExit, TaskStatus};
+use crate::error::{Error, Result};
+use crate::fsx;
+
+/// An attempt this run watches: its child `orbit run`, or none yet (one to resume, or a
+/// loop another process still runs).
+struct Live {
+    name: String,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+/// The poller's state for one `orbit queue run`.
+struct Poller {
+    q: Queue,
+    st: State,
+    integration: String,
+    live: Vec<Live>,
+    shown: BTreeMap<String, String>,
+}
+
+/// `orbit queue run`.
+pub fn run(args: &QueueRunArgs) -> Result<u8> {
+    let q = Queue::here()?;
+    std::env::set_current_dir(&q.repo)
+        .map_err(|e| Error::io(format!("cannot enter {}", q.repo.display()), e))?;
+    let _lock = match Lock::take(&q)? {
+        Ok(l) => l,
+        Err(holder) => {
+            eprintln!(
+                "orbit queue run: refused: {holder} holds the queue ({}): one runner per queue; wait for it to end, or see orbit queue status",
+                q.dir.join("queue.lock").display()
+            );
+            return Ok(QueueExit::Locked.code());
+        }
+    };
+    let jobs = args.jobs.max(1) as usize;
+    let mut st = q.load_state()?;
+    finish_pending(&q, &mut st)?;
+    let integration = integration_branch(&q, &mut st, args.onto.as_deref())?;
+    q.save_state(&st)?;
+    let mut p = Poller {
+        live: st
+            .tasks
+            .iter()
+            .filter_map(|(n, t)| t.running.as_ref().map(|r| (n, r)))
+            .map(|(n, r)| Live {
+                name: n.clone(),
+                dir: q.repo.join(&r.loop_dir),
+                child: None,
+            })
+            .collect(),
+        q,
+        st,
+        integration,
+        shown: BTreeMap::new(),
+    };
+    for l in &p.live {
+        println!(
+            "orbit queue: {}: resuming its running attempt ({})",
+            l.name,
+            l.dir.display()
+        );
+    }
+    let mut round = 0;
+    loop {
+        p.reap()?;
+        let startable = p.scan()?;
+        if !(args.once && round > 0) {
+            for name in startable
+                .into_iter()
+                .take(jobs.saturating_sub(p.live.len()))
+            {
+                p.start(&name)?;
+            }
+        }
+        round += 1;
+        if p.live.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    p.exit_code(args.once)
+}
+
+impl Poller {
+    /// Finishes the attempts whose loop stopped; (re)starts a resumed attempt's loop.
+    fn reap(&mut self) -> Result<()> {
+        let mut i = 0;
+        while i < self.live.len() {
+            let l = &mut self.live[i];
+            let over = match &mut l.child {
+                Some(c) => c
+                    .try_wait()
+                    .map_err(|e| Error::io("cannot wait for a loop", e))?
+                    .is_some(),
+                None if crate::locate::lock_held(&l.dir) => false,
+                None if attempt::stop_of(&l.dir).is_some_and(|s| s.at_rest()) => true,
+                None => {
+                    l.child = Some(spawn(&self.q, &l.dir)?);
+                    false
+                }
+            };
+            if over {
+                let l = self.live.remove(i);
+                self.finish(&l.name, &l.dir)?;
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads every task, shows (once each) those that cannot run, marks tasks blocked or
+    /// ready again, and returns the tasks that may start, in order.
+    fn scan(&mut self) -> Result<Vec<String>> {
+        let found = self.q.tasks()?;
+        let problems = plan::problems(&found);
+        for (n, why) in &problems {
+            if self.shown.get(n) != Some(why) {
+                eprintln!("orbit queue: {n}: not run: {why}");
+                self.shown.insert(n.clone(), why.clone());
+            }
+        }
+        let status: BTreeMap<String, TaskStatus> = found
+            .iter()
+            .filter_map(|f| f.task.as_ref().ok().map(|t| (f.name.clone(), t.status)))
+            .collect();
+        let mut ready = Vec::new();
+        for f in &found {
+            let Ok(t) = &f.task else { continue };
+            if problems.contains_key(&f.name) || self.live.iter().any(|l| l.name == f.name) {
+                continue;
+            }
+            if !matches!(
+                t.status,
+                TaskStatus::Ready | TaskStatus::Blocked | TaskStatus::Running
+            ) {
+                continue;
+            }
+            match plan::deps_state(t, &status, &problems) {
+                Err(why) => self.set_blocked(f, t, Some(why))?,
+                Ok(deps_done) => {
+                    if t.status == TaskStatus::Blocked {
+                        self.set_blocked(f, t, None)?;
+                    }
+                    if deps_done {
+                        ready.push((f.name.clone(), t.priority));
+                    }
+                }
+            }
+        }
+        plan::order(&mut ready, &mut self.st);
+        Ok(ready.into_iter().map(|(n, _)| n).collect())
+    }
+
+    /// Marks a task blocked for `why`, or ready again with `None`.
+    fn set_blocked(&mut self, f: &Found, t: &Task, why: Option<String>) -> Result<()> {
+        let mut t = t.clone();
+        let (status, reason) = match why {
+            Some(w) => (TaskStatus::Blocked, Some(w)),
+            None => (TaskStatus::Ready, None),
+        };
+        if t.status == status && t.reason == reason {
+            return Ok(());
+        }
+        match &reason {
+            Some(r) => println!("orbit queue: {}: blocked: {r}", f.name),
+            None => println!("orbit queue: {}: ready again", f.name),
+        }
+        t.status = status;
+        t.reason = reason;
+        self.q.write_task(&f.name, &t)?;
+        Ok(())
+    }
+
+    /// Starts the next attempt of task `name` from the integration branch's head.
+    fn start(&mut self, name: &str) -> Result<()> {
+        let f = self.q.read_task(name, &self.q.task_path(name));
+        let Ok(mut task) = f.task else {
+            return Ok(());
+        };
+        if task.attempts >= task.max_attempts {
+            task.status = TaskStatus::Failed;
+            task.reason = Some(format!(
+                "{} attempt(s) of {} used",
+                task.attempts, task.max_attempts
+            ));
+            println!("orbit queue: {name}: failed: its attempts are used up");
+            self.q.write_task(name, &task)?;
+            return Ok(());
+        }
+        let n = task.attempts + 1;
+        let head = land::head_of(&self.q.repo, &self.integration).ok_or_else(|| {
+            Error::Git(format!(
+                "the integration branch {} is gone",
+                self.integration
+            ))
+        })?;
+        let (dir, branch) =
+            match attempt::make_loop(&self.q, name, &task, n, &head, &self.integration) {
+                Ok(made) => made,
+                Err(e) => {
+                    let why = format!("orbit init refused the attempt's loop: {e}");
+                    return self.fail(name, task, n, &why, "", "(no loop was made)", None);
+                }
+            };
+        task.status = TaskStatus::Running;
+        task.reason = None;
+        let sha = self.q.write_task(name, &task)?;
+        let pinned = self.q.pinned_path(name);
+        fs::create_dir_all(pinned.parent().expect("under the queue"))
+            .map_err(|e| Error::io("cannot create the queue's pinned/", e))?;
+        fsx::write_atomic(&pinned, task.print().as_bytes())?;
+        let rec = attempt::running(n, &dir, &self.q, branch.clone(), &head, &sha);
+        let ts = self.st.task(name);
+        ts.running = Some(rec);
+        ts.branch = Some(branch);
+        self.q.save_state(&self.st)?;
+        println!(
+            "orbit queue: {name}: attempt {n} of {} started ({}, from {} at {})",
+            task.max_attempts,
+            dir.strip_prefix(&self.q.repo).unwrap_or(&dir).display(),
+            self.integration,
+            &head[..12]
+        );
+        let child = spawn(&self.q, &dir)?;
+        self.live.push(Live {
+            name: name.to_string(),
+            dir,
+            child: Some(child),
+        });
+        Ok(())
+    }
+
+    /// An attempt's loop stopped: land it (DONE) or record its failure.
+    fn finish(&mut self, name: &str, dir: &Path) -> Result<()> {
+        let Some(rec) = self.st.tasks.get(name).and_then(|t| t.running.clone()) else {
+            return Ok(());
+        };
+        let pinned_bytes = fsx::read_regular(&self.q.pinned_path(name))?;
+        let pinned = Task::parse(&String::from_utf8_lossy(&pinned_bytes), 1).map_err(|e| {
+            Error::Refused(format!(
+                "the queue's pinned copy of {name} does not parse (line {}: {})",
+                e.line, e.reason
+            ))
+        })?;
+        let now = self.q.read_task(name, &self.q.task_path(name));
+        let changed =
+            (now.sha256 != rec.pinned_sha256).then(|| self.set_aside(name, &now, rec.attempt));
+        let stop = attempt::stop_of(dir).unwrap_or(Stop {
+            status: "unknown".into(),
+            reason: "state.env unreadable".into(),
+            cost_microusd: 0,
+        });
+        let ts = self.st.task(name);
+        ts.cost_microusd += stop.cost_microusd;
+        let mut task = pinned;
+        if stop.done() {
+            match land::land(&self.q, dir, &self.integration, &task.verifier)? {
+                Landed::Merged(commit) => {
+                    task.status = TaskStatus::Done;
+                    task.merged = Some(commit.clone());
+                    task.reason = None;
+                    if let Some(note) = &changed {
+                        task.history = format!("{}\n\n{note}", task.history.trim_end());
+                    }
+                    self.record(name, &task, |ts| {
+                        ts.merged_commit = Some(commit.clone());
+                        ts.last_verdict = Some("done".into());
+                    })?;
+                    println!(
+                        "orbit queue: {name}: done: attempt {} merged into {} at {}",
+                        rec.attempt,
+                        self.integration,
+                        &commit[..12]
+                    );
+                    return Ok(());
+                }
+                Landed::Refused { why, output } => {
+                    let tried = attempt::what_was_tried(dir);
+                    return self.fail(name, task, rec.attempt, &why, &output, &tried, changed);
+                }
+            }
+        }
+        let why = format!(
+            "the loop stopped {} ({}) without a verified DONE",
+            stop.status, stop.reason
+        );
+        let output = attempt::last_verify_output(dir);
+        let tried = attempt::what_was_tried(dir);
+        self.fail(name, task, rec.attempt, &why, &output, &tried, changed)
+    }
+
+    /// Records a failed attempt `n`: its section, the count, ready again or failed.
+    #[allow(clippy::too_many_arguments)]
+    fn fail(
+        &mut self,
+        name: &str,
+        mut task: Task,
+        n: u32,
+        why: &str,
+        output: &str,
+        tried: &str,
+        changed: Option<String>,
+    ) -> Result<()> {
+        let last = n >= task.max_attempts;
+        let mut section = attempt::failure_section(n, last, why, output, tried);
+        if let Some(note) = changed {
+            section.push('\n');
+            section.push_str(&note);
+        }
+        task.history = if task.history.trim().is_empty() {
+            section
+        } else {
+            format!("{}\n\n{section}", task.history.trim_end())
+        };
+        task.attempts = n;
+        task.status = if last {
+            TaskStatus::Failed
+        } else {
+            TaskStatus::Ready
+        };
+        task.reason = last.then(|| why.to_string());
+        self.record(name, &task, |ts| ts.last_verdict = Some(why.to_string()))?;
+        if last {
+            println!(
+                "orbit queue: {name}: failed: attempt {n} of {} — {why}; budget exhausted",
+                task.max_attempts
+            );
+        } else {
+            println!(
+                "orbit queue: {name}: attempt {n} of {} failed — {why}; ready again",
+                task.max_attempts
+            );
+        }
+        Ok(())
+    }
+
+    /// Records the end of a task's attempt in two steps: queue.json first holds the task
+    /// file's new text (and no running attempt), then the file is written and the text
+    /// dropped. A crash between the two is finished by the next run ([`finish_pending`](super::start::finish_pending)).
+    fn record(
+        &mut self,
+        name: &str,
+        task: &Task,
+        update: impl FnOnce(&mut super::store::TaskState),
+    ) -> Result<()> {
+        let text = task.print();
+        let ts = self.st.task(name);
+        update(ts);
+        ts.running = None;
+        ts.pending = Some(text);
+        self.q.save_state(&self.st)?;
+        finish_pending(&self.q, &mut self.st)
+    }
+
+    /// A task file changed during attempt `n`: set aside, named, not taken. The note for
+    /// the task's section.
+    fn set_aside(&self, name: &str, now: &Found, n: u32) -> String {
+        let dir = self.q.dir.join("changed");
+        let aside = dir.join(format!("{name}.attempt-{n}.md"));
+        let _ = fs::create_dir_all(&dir);
+        if let Ok(bytes) = fs::read(&now.path) {
+            let _ = fsx::write_atomic(&aside, &bytes);
+        }
+        let rel = aside
+            .strip_prefix(&self.q.repo)
+            .unwrap_or(&aside)
+            .display()
+            .to_string();
+        println!(
+            "orbit queue: {name}: its task file changed during attempt {n} (sha256 {}): not taken for this attempt; the changed file is kept at {rel}",
+            if now.sha256.is_empty() {
+                "none"
+            } else {
+                &now.sha256[..12]
+            }
+        );
+        format!(
+            "### The task file changed during attempt {n}\n\nNot taken: the attempt ran and was judged by the file as pinned when it started. The changed file is kept at {rel}; edit a task while none of its attempts runs.\n"
+        )
+    }
+
+    /// The exit code: every task done, tasks left (`--once`), or some not done.
+    fn exit_code(&mut self, once: bool) -> Result<u8> {
+        let found = self.q.tasks()?;
+        let all_done = found
+            .iter()
+            .all(|f| matches!(&f.task, Ok(t) if t.status == TaskStatus::Done));
+        if all_done {
+            println!("orbit queue: every task is done ({})", found.len());
+            return Ok(QueueExit::AllDone.code());
+        }
+        if once && !self.scan()?.is_empty() {
+            return Ok(QueueExit::Remaining.code());
+        }
+        let left: Vec<String> = found
+            .iter()
+            .filter_map(|f| match &f.task {
+                Ok(t) if t.status == TaskStatus::Done => None,
+                Ok(t) => Some(format!("{} ({})", f.name, t.status)),
+                Err(_) => Some(format!("{} (does not parse)", f.name)),
+            })
+            .collect();
+        println!(
+            "orbit queue: nothing left to run; not done: {}",
+            left.join(", ")
+        );
+        Ok(QueueExit::NotAllDone.code())
+    }
+}

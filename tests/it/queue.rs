@@ -1,0 +1,545 @@
+//! `orbit queue`: tasks as files, run as real loops (child `orbit run`s of real bash) from
+//! the integration branch, landed only when verified, merged and green on the merged tree.
+//! The fake agent knows its task and attempt from its prompt (the goal the queue wrote),
+//! records every prompt it is given, and waits on files, never on time.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use crate::support::*;
+
+/// A repository for a queue, a record directory outside it, and the agent's path.
+struct Q {
+    repo: Repo,
+    rec: tempfile::TempDir,
+    agent: PathBuf,
+}
+
+/// The fake agent: its task (`$task`) and attempt (`$n`) from the prompt, which it keeps in
+/// REC/prompt-<task>-<n>.txt; then `body` (bash) runs in the workspace. A body that is done
+/// writes `done.md` with `claim_done`.
+fn queue(body: &str) -> Q {
+    let repo = Repo::new();
+    let rec = tempfile::tempdir().unwrap();
+    let script = format!(
+        r#"prompt=$(cat)
+case ${{ORBIT_PHASE:-}} in confirm|wrapup) exit 0;; esac
+REC={rec}
+re='This is task `([a-z0-9-]+)` of an orbit queue, attempt ([0-9]+) of'
+[[ $prompt =~ $re ]] || {{ echo "no task in the prompt" >&2; exit 1; }}
+task=${{BASH_REMATCH[1]}} n=${{BASH_REMATCH[2]}}
+printf '%s\n' "$prompt" > "$REC/prompt-$task-$n.txt"
+claim_done() {{ echo "the verifier holds" > "$ORBIT_AGENT_DIR/done.md"; }}
+# wait_for FILE-TEST...: polls until the test holds, 60 s at most (then exit 1).
+wait_for() {{ local i; for ((i = 0; i < 1200; i++)); do "$@" && return 0; sleep 0.05; done; exit 1; }}
+{body}
+"#,
+        rec = rec.path().display()
+    );
+    let agent = repo.agent("qagent", &script);
+    Q { repo, rec, agent }
+}
+
+impl Q {
+    /// `orbit queue add GOAL --verify CMD` with the fake agent, small caps, no sandbox.
+    fn add(&self, name: &str, goal: &str, verify: &str, extra: &[&str]) {
+        let exec = self.agent.display().to_string();
+        let mut args = vec![
+            "queue",
+            "add",
+            goal,
+            "--name",
+            name,
+            "--verify",
+            verify,
+            "--engine",
+            "custom",
+            "--exec",
+            &exec,
+            "--sandbox",
+            "none",
+        ];
+        if !extra.contains(&"--max-iterations") {
+            args.extend_from_slice(&["--max-iterations", "2"]);
+        }
+        args.extend_from_slice(extra);
+        assert_ok(&self.repo.orbit(&args), "orbit queue add");
+    }
+
+    /// The fields every backlog section of these tests carries.
+    fn fields(&self) -> String {
+        format!(
+            "**Engine:** custom\n**Exec:** {}\n**Max-Iterations:** 2\n**Sandbox:** none\n",
+            self.agent.display()
+        )
+    }
+
+    fn run_cmd(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = command(orbit_bin());
+        cmd.arg("queue")
+            .arg("run")
+            .args(args)
+            .current_dir(self.repo.path())
+            .env("PATH", self.repo.path_env())
+            .env("RETRY_BASE_DELAY", "0")
+            .env("KILL_GRACE", "1");
+        cmd
+    }
+
+    /// `orbit queue run ARGS`, bounded.
+    fn run(&self, args: &[&str]) -> Output {
+        run_bounded(self.run_cmd(args), Duration::from_secs(600))
+    }
+
+    fn task(&self, name: &str) -> String {
+        self.repo.read(&format!(".orbit/queue/{name}.md"))
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let out = self.repo.orbit(&["queue", "status", "--json"]);
+        assert_ok(&out, "orbit queue status --json");
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn task_json(&self, name: &str) -> serde_json::Value {
+        self.status()["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no task {name}"))
+    }
+
+    fn prompt(&self, task: &str, n: u32) -> String {
+        fs::read_to_string(self.rec.path().join(format!("prompt-{task}-{n}.txt")))
+            .unwrap_or_else(|e| panic!("the prompt of {task} attempt {n}: {e}"))
+    }
+
+    fn rec(&self) -> &Path {
+        self.rec.path()
+    }
+
+    /// A file of the integration branch's tree, if there.
+    fn on_integration(&self, path: &str) -> Option<String> {
+        let out = command("git")
+            .arg("-C")
+            .arg(self.repo.path())
+            .args(["show", &format!("orbit/queue/main:{path}")])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+/// Writes `<task>.txt` and claims DONE: every test task's plain work.
+const MAKE_OWN_FILE: &str = r#"echo "$task" > "$task.txt"; claim_done"#;
+
+#[test]
+fn a_backlog_of_six_tasks_with_dependencies_runs_to_done() {
+    let q = queue(MAKE_OWN_FILE);
+    let main_before = q.repo.git(&["rev-parse", "main"]);
+    let f = q.fields();
+    // base <- (left, right) <- join <- top; solo alone. A dependent's verifier needs the
+    // files of what it comes after: it holds only on a tree where those were merged first.
+    let backlog = format!(
+        "# Backlog\n\n## Base\nLay the base.\n**Verifier:** test -f base.txt\n{f}\n\
+         ## Left\n**Verifier:** test -f left.txt && test -f base.txt\n**After:** base\n{f}\n\
+         ## Right\n**Verifier:** test -f right.txt && test -f base.txt\n**After:** base\n**Priority:** 5\n{f}\n\
+         ## Join\n**Verifier:** test -f join.txt && test -f left.txt && test -f right.txt\n**After:** left, right\n{f}\n\
+         ## Top\n**Verifier:** test -f top.txt && test -f join.txt\n**After:** join\n{f}\n\
+         ## Solo\n**Verifier:** test -f solo.txt\n{f}"
+    );
+    let backlog_path = q.rec().join("backlog.md");
+    fs::write(&backlog_path, backlog).unwrap();
+    let out = q
+        .repo
+        .orbit(&["queue", "import", backlog_path.to_str().unwrap()]);
+    assert_ok(&out, "orbit queue import");
+    assert!(text(&out).contains("imported 6 task(s)"), "{}", text(&out));
+    let out = q.run(&[]);
+    assert_code(&out, 0, "orbit queue run");
+    let s = q.status();
+    for t in s["tasks"].as_array().unwrap() {
+        assert_eq!(t["status"], "done", "{t}\n{}", text(&out));
+        assert_eq!(t["attempts"], 0, "{t}");
+        let merged = t["merged_commit"].as_str().unwrap();
+        // The merged commit is on the integration branch.
+        q.repo
+            .git(&["merge-base", "--is-ancestor", merged, "orbit/queue/main"]);
+    }
+    for n in ["base", "left", "right", "join", "top", "solo"] {
+        assert_eq!(
+            q.on_integration(&format!("{n}.txt")).as_deref(),
+            Some(format!("{n}\n").as_str())
+        );
+    }
+    // The user's branch never moved, and their checkout holds none of it.
+    assert_eq!(q.repo.git(&["rev-parse", "main"]), main_before);
+    assert!(!q.repo.join("base.txt").exists());
+    // Right (priority 5) started before left, both after base.
+    let o = String::from_utf8_lossy(&out.stdout).into_owned();
+    let at = |s: &str| o.find(s).unwrap_or_else(|| panic!("no '{s}' in\n{o}"));
+    assert!(at("base: done") < at("right: attempt 1"));
+    assert!(at("right: attempt 1") < at("left: attempt 1"), "{o}");
+}
+
+#[test]
+fn a_task_that_needs_three_attempts_carries_its_failures_to_the_next_prompt() {
+    let q = queue(
+        r#"if ((n >= 3)); then echo ok > ok.txt; claim_done; else echo "try $n" > "try-$n.txt"; fi"#,
+    );
+    q.add(
+        "thrice",
+        "Make ok.txt appear",
+        r#"test -f ok.txt || { echo "MISSING-OK-FILE at $(ls | tr '\n' ' ')"; exit 1; }"#,
+        &["--max-iterations", "1"],
+    );
+    let out = q.run(&[]);
+    assert_code(&out, 0, "orbit queue run");
+    let file = q.task("thrice");
+    assert!(file.contains("**Status:** done"), "{file}");
+    assert!(file.contains("**Attempts:** 2"), "{file}");
+    for n in [1, 2] {
+        assert!(file.contains(&format!("## Attempt {n} failure")), "{file}");
+    }
+    assert!(
+        file.contains("MISSING-OK-FILE at README.md try-1.txt"),
+        "{file}"
+    );
+    assert!(
+        file.contains("MISSING-OK-FILE at README.md try-2.txt"),
+        "{file}"
+    );
+    assert!(file.contains("max_iterations"), "{file}");
+    // What the agent tried, from its loop's progress.
+    assert!(file.contains("- decision:"), "{file}");
+    // The first prompt had no failure; the third had both, with their verify output.
+    assert!(
+        !q.prompt("thrice", 1).contains("## Attempt"),
+        "{}",
+        q.prompt("thrice", 1)
+    );
+    let third = q.prompt("thrice", 3);
+    assert!(third.contains("## Attempt 1 failure"), "{third}");
+    assert!(third.contains("## Attempt 2 failure"), "{third}");
+    assert!(
+        third.contains("MISSING-OK-FILE at README.md try-2.txt"),
+        "{third}"
+    );
+    let j = q.task_json("thrice");
+    assert_eq!(j["attempts"], 2);
+    assert_eq!(j["last_verdict"], "done");
+}
+
+#[test]
+fn a_task_that_exhausts_its_attempts_is_failed_and_blocks_its_dependent() {
+    let q = queue(r#"echo "no luck $n" > "luck-$n.txt""#);
+    q.add(
+        "hopeless",
+        "Never works",
+        "test -f never.txt",
+        &["--max-iterations", "1", "--max-attempts", "2"],
+    );
+    q.add("after-it", "Comes after", "true", &["--after", "hopeless"]);
+    let out = q.run(&[]);
+    assert_code(&out, 24, "orbit queue run with a failed task");
+    let file = q.task("hopeless");
+    assert!(file.contains("**Status:** failed"), "{file}");
+    assert!(file.contains("**Attempts:** 2"), "{file}");
+    assert!(file.contains("## Attempt 1 failure"), "{file}");
+    assert!(
+        file.contains("## Attempt 2 (final) — budget exhausted"),
+        "{file}"
+    );
+    let dep = q.task("after-it");
+    assert!(dep.contains("**Status:** blocked"), "{dep}");
+    assert!(dep.contains("**Reason:** hopeless failed"), "{dep}");
+    assert!(
+        !q.repo.join(".orbit/after-it-a1").exists(),
+        "the dependent never started"
+    );
+    assert!(
+        text(&out).contains("not done: after-it (blocked), hopeless (failed)"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn two_conflicting_tasks_the_second_is_retried_from_the_new_head_and_merged() {
+    // one writes shared.txt; two (attempt 1) waits until one is merged, then writes its own
+    // shared.txt: a conflict. Its attempt 2 starts from the new head and appends.
+    let q = queue(
+        r#"case $task in
+one) echo one > shared.txt ;;
+two) if ((n == 1)); then
+       wait_for git rev-parse -q --verify orbit/queue/main:shared.txt
+       echo two > shared.txt
+     else
+       echo two >> shared.txt
+     fi ;;
+esac
+claim_done"#,
+    );
+    q.add("one", "Write one", "grep -q one shared.txt", &[]);
+    q.add("two", "Write two", "grep -q two shared.txt", &[]);
+    let out = q.run(&["--jobs", "2"]);
+    assert_code(&out, 0, "orbit queue run --jobs 2");
+    let two = q.task("two");
+    assert!(two.contains("## Attempt 1 failure"), "{two}");
+    assert!(two.contains("conflicts in shared.txt"), "{two}");
+    assert!(two.contains("**Status:** done"), "{two}");
+    assert_eq!(
+        q.on_integration("shared.txt").as_deref(),
+        Some("one\ntwo\n")
+    );
+    // Attempt 2 started from the head one's merge made.
+    let one_merged = q.task_json("one")["merged_commit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        q.repo.read(".orbit/two-a2/.baseline-commit").trim(),
+        one_merged
+    );
+    assert!(q.prompt("two", 2).contains("conflicts in shared.txt"));
+}
+
+#[test]
+fn a_task_green_in_its_loop_but_red_on_the_merged_tree_is_never_done() {
+    let q = queue(
+        r#"case $task in
+first) echo a > a.txt ;;
+second) wait_for git rev-parse -q --verify orbit/queue/main:a.txt; echo b > b.txt ;;
+esac
+claim_done"#,
+    );
+    q.add("first", "Make a", "test -f a.txt", &[]);
+    q.add(
+        "second",
+        "Make b alone",
+        "test -f b.txt && test ! -f a.txt",
+        &["--max-attempts", "1"],
+    );
+    let out = q.run(&["--jobs", "2"]);
+    assert_code(&out, 24, "orbit queue run");
+    // Its own loop reached a verified DONE...
+    assert_eq!(
+        state_value(&q.repo.join(".orbit/second-a1"), "LAST_STATUS"),
+        "DONE"
+    );
+    // ...but the merged tree is red: failed, never done, never merged.
+    let second = q.task("second");
+    assert!(second.contains("**Status:** failed"), "{second}");
+    assert!(
+        second.contains("the verifier fails on the merged tree"),
+        "{second}"
+    );
+    assert!(!second.contains("**Merged:**"), "{second}");
+    assert_eq!(q.on_integration("b.txt"), None);
+}
+
+#[test]
+fn a_kill_9_of_queue_run_loses_nothing_and_the_rerun_resumes_the_running_loop() {
+    use std::os::unix::process::CommandExt;
+    let q = queue(
+        r#"echo "$n" >> "$REC/starts"
+wait_for test -f "$REC/release"
+echo x > x.txt; claim_done"#,
+    );
+    q.add("long", "A long task", "test -f x.txt", &[]);
+    let mut cmd = q.run_cmd(&[]);
+    cmd.process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let starts = q.rec().join("starts");
+    wait_for("the agent's start", Duration::from_secs(120), || {
+        starts.exists()
+    });
+    // A second runner of the same queue is refused while the first holds it.
+    let second = q.run(&[]);
+    assert_code(&second, 20, "a second orbit queue run");
+    assert!(
+        text(&second).contains(&format!("pid {}", child.id())),
+        "{}",
+        text(&second)
+    );
+    // The whole group (the queue, its orbit run, the runner, the agent) dies at once.
+    let _ = command("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .status();
+    let _ = child.wait();
+    assert!(q.task("long").contains("**Status:** running"));
+    assert_eq!(q.task_json("long")["running_loop"], ".orbit/long-a1");
+    fs::write(q.rec().join("release"), "").unwrap();
+    let out = q.run(&[]);
+    assert_code(&out, 0, "the rerun");
+    assert!(
+        text(&out).contains("long: resuming its running attempt"),
+        "{}",
+        text(&out)
+    );
+    let file = q.task("long");
+    assert!(file.contains("**Status:** done"), "{file}");
+    assert!(file.contains("**Attempts:** 0"), "{file}");
+    // The same loop ran on: its agent started twice, attempt 1 both times; no attempt 2.
+    assert_eq!(fs::read_to_string(&starts).unwrap(), "1\n1\n");
+    assert!(!q.repo.join(".orbit/long-a2").exists());
+}
+
+#[test]
+fn jobs_3_runs_three_attempts_at_once() {
+    // Each agent marks its start and goes on only when all three have started: with fewer
+    // than three at once, none is done (the wait gives up and the attempt fails).
+    let q = queue(
+        r#"touch "$REC/start-$task"
+wait_for test -f "$REC/start-j1" -a -f "$REC/start-j2" -a -f "$REC/start-j3"
+echo "$task" > "$task.txt"; claim_done"#,
+    );
+    for n in ["j1", "j2", "j3"] {
+        q.add(
+            n,
+            &format!("Job {n}"),
+            &format!("test -f {n}.txt"),
+            &["--max-attempts", "1"],
+        );
+    }
+    let out = q.run(&["--jobs", "3"]);
+    assert_code(&out, 0, "orbit queue run --jobs 3");
+    for n in ["j1", "j2", "j3"] {
+        assert_eq!(q.task_json(n)["status"], "done");
+    }
+}
+
+#[test]
+fn a_hand_edited_task_is_taken_and_a_malformed_one_is_named_and_not_run() {
+    let q = queue(MAKE_OWN_FILE);
+    q.add("edited", "Make the edited file", "test -f nothing.txt", &[]);
+    // A human mends the verifier by hand; another writes a task file from scratch, and one
+    // with a field that does not parse.
+    let path = q.repo.join(".orbit/queue/edited.md");
+    let text_now = fs::read_to_string(&path).unwrap();
+    fs::write(
+        &path,
+        text_now.replace("test -f nothing.txt", "test -f edited.txt"),
+    )
+    .unwrap();
+    q.repo.write(
+        ".orbit/queue/by-hand.md",
+        &format!(
+            "Written by hand.\n\n**Verifier:** test -f by-hand.txt\n{}",
+            q.fields()
+        ),
+    );
+    q.repo.write(
+        ".orbit/queue/broken.md",
+        "Broken.\n\n**Verifier:** true\n**Attempts:** lots\n",
+    );
+    let out = q.run(&[]);
+    assert_code(&out, 24, "orbit queue run with a malformed task");
+    assert!(
+        text(&out).contains("broken: not run:")
+            && text(&out).contains("broken.md:4: **Attempts:** 'lots' is not a whole number"),
+        "{}",
+        text(&out)
+    );
+    assert!(!q.repo.join(".orbit/broken-a1").exists());
+    assert_eq!(q.task_json("edited")["status"], "done");
+    assert_eq!(q.task_json("by-hand")["status"], "done");
+    assert!(
+        q.task_json("broken")["error"]
+            .as_str()
+            .unwrap()
+            .contains("line 4")
+    );
+}
+
+#[test]
+fn a_cycle_or_an_after_naming_no_task_is_refused() {
+    let q = queue(MAKE_OWN_FILE);
+    let f = q.fields();
+    let cycle_path = q.rec().join("cycle.md");
+    fs::write(
+        &cycle_path,
+        format!("## Alpha\n**Verifier:** true\n**After:** beta\n{f}\n## Beta\n**Verifier:** true\n**After:** alpha\n{f}"),
+    )
+    .unwrap();
+    let out = q
+        .repo
+        .orbit(&["queue", "import", cycle_path.to_str().unwrap()]);
+    assert_code(&out, 2, "a backlog with a cycle");
+    assert!(
+        text(&out).contains("cycle: alpha → beta → alpha"),
+        "{}",
+        text(&out)
+    );
+    assert!(!q.repo.join(".orbit/queue/alpha.md").exists());
+    let exec = q.agent.display().to_string();
+    let out = q.repo.orbit(&[
+        "queue", "add", "x", "--verify", "true", "--engine", "custom", "--exec", &exec, "--after",
+        "ghost",
+    ]);
+    assert_code(&out, 2, "--after naming no task");
+    assert!(
+        text(&out).contains("--after ghost names no task"),
+        "{}",
+        text(&out)
+    );
+    // A cycle made by hand is named at run time and not run.
+    q.repo.write(
+        ".orbit/queue/p.md",
+        &format!("P\n\n**Verifier:** true\n**After:** r\n{f}"),
+    );
+    q.repo.write(
+        ".orbit/queue/r.md",
+        &format!("R\n\n**Verifier:** true\n**After:** p\n{f}"),
+    );
+    let out = q.run(&[]);
+    assert_code(&out, 24, "a queue with a cycle");
+    assert!(
+        text(&out).contains("in a dependency cycle: p → r → p"),
+        "{}",
+        text(&out)
+    );
+    assert!(!q.repo.join(".orbit/p-a1").exists());
+}
+
+#[test]
+fn a_task_file_changed_during_its_attempt_is_named_and_not_taken() {
+    // The agent (no sandbox here) rewrites its own task file: a hostile edit of the
+    // definition it is judged by.
+    let q = queue(
+        r#"root=$(cd "$(git rev-parse --git-common-dir)/.." && pwd)
+f="$root/.orbit/queue/$task.md"
+sed -i 's/^Make it\./EVIL: Make it./; s/^\*\*Max-Attempts:\*\* .*/**Max-Attempts:** 99/' "$f"
+grep -q EVIL "$f" && touch "$REC/edited"
+echo y > y.txt; claim_done"#,
+    );
+    q.add("guarded", "Make it.", "test -f y.txt", &[]);
+    let out = q.run(&[]);
+    assert_code(&out, 0, "orbit queue run");
+    assert!(
+        q.rec().join("edited").exists(),
+        "the agent did edit its task file"
+    );
+    assert!(
+        text(&out).contains("guarded: its task file changed during attempt 1"),
+        "{}",
+        text(&out)
+    );
+    let file = q.task("guarded");
+    assert!(!file.contains("EVIL"), "{file}");
+    assert!(file.contains("**Max-Attempts:** 5"), "{file}");
+    assert!(
+        file.contains("### The task file changed during attempt 1"),
+        "{file}"
+    );
+    let aside = q.repo.read(".orbit/queue/changed/guarded.attempt-1.md");
+    assert!(aside.contains("EVIL"), "{aside}");
+}

@@ -36,9 +36,12 @@
 //!    sample) and a later one, and the server's CPU over an idle interval (its own
 //!    /proc/PID/stat ticks), with no page open and with one overview page's live feed open.
 //!
+//! 10. `orbit verify` without `--rerun` of a DONE loop in the 20,000-file repository (the
+//!     fixture of 2 and 5), from the loop directory and from the branch alone.
+//!
 //! Set ORBIT_BENCH_RUNS to change the number of samples (default 15), ORBIT_BENCH_ONLY to
-//! one of init, runner, audit, status, fanout, clean, sandbox, done, serve to run a single
-//! part.
+//! one of init, runner, audit, status, fanout, clean, sandbox, done, verify, serve to run a
+//! single part.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -1365,6 +1368,64 @@ echo done > \"$ORBIT_AGENT_DIR/done.md\"
     }
 }
 
+/// `orbit verify` without `--rerun` of a DONE loop's branch in the 20,000-file repository:
+/// the envelope parsed, the journal read, the check definition files hashed from the
+/// commit's tree, the answer journaled. Nothing runs; the target is well under a second.
+fn bench_verify(rows: &mut Vec<Row>) {
+    let r = repo(20_000);
+    let bin = tempfile::tempdir().unwrap();
+    let agent = bin.path().join("done-agent");
+    fs::write(
+        &agent,
+        "#!/usr/bin/env bash\ncat >/dev/null\ncase ${ORBIT_PHASE-} in\n  confirm) echo CONFIRMED > \"$ORBIT_AGENT_DIR/confirm.md\"; exit 0 ;;\n  wrapup) exit 0 ;;\nesac\necho x >> bench.txt\necho 'every check holds' > \"$ORBIT_AGENT_DIR/done.md\"\n",
+    )
+    .unwrap();
+    sh(bin.path(), "chmod +x done-agent");
+    let exec = agent.display().to_string();
+    init_loop(r.path(), &exec, ".orbit/bench");
+    let dir = r.path().join(".orbit/bench");
+    let out = Command::new("bash")
+        .arg(dir.join("run-loop.sh"))
+        .current_dir(r.path())
+        .env("ALLOW_GREEN_START", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        state_value(&dir, "LAST_STATUS"),
+        "DONE",
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let verify = |target: &str| {
+        let out = Command::new(orbit())
+            .args(["verify", "--json", target])
+            .current_dir(r.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "orbit verify {target}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    };
+    for (target, what) in [
+        (".orbit/bench", "the loop directory at hand"),
+        ("orbit/bench", "its branch, the envelope from its note"),
+    ] {
+        let m = median((0..runs()).map(|_| time(|| verify(target))).collect());
+        rows.push(Row {
+            name: format!("orbit verify, 20,000 files ({what})"),
+            value: ms(m),
+            note: format!(
+                "no --rerun: envelope, journal, check files hashed from the tree; well under 1 s: {}",
+                verdict(m < Duration::from_millis(250))
+            ),
+        });
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -1392,6 +1453,9 @@ fn main() {
     }
     if part("done") {
         bench_done(&mut rows);
+    }
+    if part("verify") {
+        bench_verify(&mut rows);
     }
     if part("audit") {
         bench_audit(&mut rows);

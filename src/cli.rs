@@ -434,6 +434,7 @@ pub enum Command {
 // Flags that need --kubernetes require this group: clap takes `requires = "kubernetes"` as
 // met when another member of "how" (--cron) is given.
 #[command(group(clap::ArgGroup::new("kube").args(["kubernetes"])))]
+#[command(group(clap::ArgGroup::new("gha").args(["github_actions"])))]
 pub struct ScheduleArgs {
     /// The loop directory (default: the only loop under .orbit/).
     #[arg(value_name = "DIR")]
@@ -462,6 +463,16 @@ pub struct ScheduleArgs {
     /// must be committed, before its first run.
     #[arg(long, conflicts_with_all = ["install", "remove", "list"])]
     pub github_actions: bool,
+
+    /// With --github-actions: the https address of the git repository of orbit the runner
+    /// builds (cargo install --locked) to verify a DONE loop's hand-off before its pull
+    /// request; orbit publishes no prebuilt binary.
+    #[arg(long, value_name = "URL", requires = "gha")]
+    pub orbit_git: Option<String>,
+
+    /// With --github-actions: the commit or tag of --orbit-git to build.
+    #[arg(long, value_name = "REV", requires = "gha")]
+    pub orbit_rev: Option<String>,
 
     /// The interval for --cron, --systemd, --kubernetes and --github-actions: minutes that
     /// divide the hour (1m..30m; GitHub Actions: 5m at least) or hours that divide the day
@@ -661,12 +672,13 @@ pub struct VerifyArgs {
     pub target: Option<String>,
 
     /// One JSON object: verdict, verify_failure_code, why, loop, ref, commit, digest,
-    /// signature, signer, next.
+    /// signature, signer, rerun_sandbox, next.
     #[arg(long)]
     pub json: bool,
 
-    /// Also run verify.sh (and holdout.sh) PASS_K times in a clean checkout of the commit
-    /// (needs the loop directory).
+    /// Also run verify.sh (and holdout.sh) PASS_K times in a clean checkout of the commit,
+    /// under the loop's sandbox (bubblewrap; refused where it cannot run, unless the loop
+    /// runs with sandbox = "none"); needs the loop directory.
     #[arg(long)]
     pub rerun: bool,
 

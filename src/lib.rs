@@ -37,6 +37,7 @@ pub mod recover;
 pub mod reference;
 pub mod render;
 pub mod report;
+pub mod rerun;
 pub mod result_env;
 pub mod run;
 pub mod sandbox;

@@ -3,12 +3,12 @@
 //! parses with its digest, names exactly the commit handed over, the files that define its
 //! checks hash as recorded there, and, where the loop directory is at hand, the journal
 //! chains through the head the envelope records and recorded this envelope. `--rerun` runs
-//! the checks again in a clean checkout of the commit, PASS_K times. Every answer is
+//! the checks again in a clean checkout of the commit, PASS_K times, under the loop's
+//! sandbox (src/rerun.rs). Every answer is
 //! journaled: `verify_pass` / `verify_fail` in the loop's events.jsonl, or in the
 //! receiver's log (`<git dir>/orbit/verify.jsonl`) without a loop directory.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use crate::cli::VerifyArgs;
 use crate::contract::{EventName, VerifyFailure};
@@ -16,7 +16,7 @@ use crate::envelope::{self, DefFile, Envelope, Unreadable};
 use crate::envelope::{git, git_line};
 use crate::error::{Error, Result};
 use crate::signature::{self, Signature};
-use crate::{events, fsx, locate, state};
+use crate::{events, fsx, locate, rerun, state};
 
 /// The exit status of a hand-off that did not verify.
 pub const EXIT_FAIL: u8 = 3;
@@ -39,6 +39,8 @@ pub struct Outcome {
     /// Why the runner left the envelope unsigned where git signs with SSH (its journal's
     /// envelope_write `unsigned_why`).
     pub unsigned_why: Option<String>,
+    /// How `--rerun` ran the checks (under bubblewrap or not), when it ran them.
+    pub rerun: Option<rerun::Mode>,
 }
 
 impl Outcome {
@@ -134,6 +136,7 @@ impl Outcome {
             "signature": self.signature.as_ref().map(|s| s.word()),
             "signer": self.signature.as_ref().and_then(|s| s.signer()),
             "unsigned_why": self.unsigned_why,
+            "rerun_sandbox": self.rerun.map(|m| m.word()),
             "next": self.next(),
         })
     }
@@ -434,6 +437,7 @@ pub(crate) fn check(t: &mut Target) -> Result<Outcome> {
         signature: None,
         allowed_signers: t.allowed_signers.is_some(),
         unsigned_why: None,
+        rerun: None,
     };
     let found = find_envelope(t)?;
     out.loop_dir = t.loop_dir.clone();
@@ -648,12 +652,14 @@ fn record(t: &Target, o: &Outcome, rerun: bool) -> Result<String> {
 }
 
 /// `--rerun`: verify.sh (and holdout.sh, where it has checks) in a clean checkout of the
-/// commit, PASS_K times each; the first failure, in words. `after` reads the checkout when
-/// every run passed (`--record`: the files the protect globs match).
+/// commit, PASS_K times each, under the loop's sandbox (src/rerun.rs); the first failure,
+/// in words. `after` reads the checkout when every run passed (`--record`: the files the
+/// protect globs match). `mode` is set to how the checks ran before any runs.
 fn rerun(
     t: &Target,
     pass_k: u64,
     holdout: bool,
+    mode: &mut Option<rerun::Mode>,
     after: &mut dyn FnMut(&Path),
 ) -> Result<Option<String>> {
     let Some(dir) = &t.loop_dir else {
@@ -661,11 +667,14 @@ fn rerun(
             "--rerun needs the loop directory (its verify.sh): run it where the loop lives".into(),
         ));
     };
+    let how = rerun::Mode::of_loop(dir)?;
+    *mode = Some(how);
     let tmp = std::env::temp_dir().join(format!(
         "orbit-verify-{}-{}",
         std::process::id(),
         fsx::now_epoch()
     ));
+    let scratch = tmp.with_extension("scratch");
     let tmp_s = tmp.display().to_string();
     if git(
         &t.repo,
@@ -678,30 +687,34 @@ fn rerun(
             t.commit
         )));
     }
-    let result = rerun_in(&tmp, dir, pass_k, holdout);
+    let result = std::fs::create_dir(&scratch)
+        .map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))
+        .and_then(|()| rerun_in(how, &t.repo, &tmp, &scratch, dir, pass_k, holdout));
     if let Ok(None) = result {
         after(&tmp);
     }
     let _ = git(&t.repo, &["worktree", "remove", "--force", &tmp_s]);
     let _ = std::fs::remove_dir_all(&tmp);
+    let _ = std::fs::remove_dir_all(&scratch);
     result
 }
 
-fn rerun_in(ws: &Path, dir: &Path, pass_k: u64, holdout: bool) -> Result<Option<String>> {
-    let mut scripts = vec!["verify.sh"];
+fn rerun_in(
+    how: rerun::Mode,
+    repo: &Path,
+    ws: &Path,
+    scratch: &Path,
+    dir: &Path,
+    pass_k: u64,
+    holdout: bool,
+) -> Result<Option<String>> {
+    let mut scripts = vec![("verify.sh", "check")];
     if holdout {
-        scripts.push("holdout.sh");
+        scripts.push(("holdout.sh", "holdout"));
     }
-    for script in scripts {
+    for (script, kind) in scripts {
         for k in 1..=pass_k.max(1) {
-            let out = Command::new("bash")
-                .arg(dir.join(script))
-                .current_dir(ws)
-                .env("ORBIT_REPO_ROOT", ws)
-                .env("ORBIT_HOLDOUT_DIR", dir.join("holdout"))
-                .stdin(Stdio::null())
-                .output()
-                .map_err(|err| Error::io("cannot run bash", err))?;
+            let out = rerun::run(how, kind, dir, ws, repo, scratch)?;
             if !out.status.success() {
                 let text = String::from_utf8_lossy(&out.stdout);
                 let failing: Vec<&str> = text
@@ -709,10 +722,16 @@ fn rerun_in(ws: &Path, dir: &Path, pass_k: u64, holdout: bool) -> Result<Option<
                     .filter(|l| l.starts_with("[FAIL]"))
                     .take(3)
                     .collect();
-                return Ok(Some(format!(
-                    "{script} failed on run {k} of {} in a clean checkout: {}",
-                    pass_k,
+                let failing = if failing.is_empty() {
+                    let err = String::from_utf8_lossy(&out.stderr);
+                    let last = err.lines().last().unwrap_or("").to_string();
+                    format!("{} ({last})", out.status)
+                } else {
                     failing.join("; ")
+                };
+                return Ok(Some(format!(
+                    "{script} failed on run {k} of {} in a clean checkout: {failing}",
+                    pass_k,
                 )));
             }
         }
@@ -740,12 +759,14 @@ fn record_envelope(t: &mut Target, o: Outcome) -> Result<Outcome> {
     let plan = crate::record::plan(&h)?;
     let dir = t.loop_dir.clone().expect("plan checked the loop directory");
     let mut protected = Vec::new();
-    if let Some(why) = rerun(t, plan.pass_k, plan.holdout, &mut |ws| {
+    let mut mode = None;
+    if let Some(why) = rerun(t, plan.pass_k, plan.holdout, &mut mode, &mut |ws| {
         protected = crate::record::protected_in(ws, &dir);
     })? {
         return Ok(Outcome {
             failure: Some(VerifyFailure::RerunFailed),
             why: format!("{why}: nothing recorded (no envelope, no note)"),
+            rerun: mode,
             ..o
         });
     }
@@ -756,7 +777,9 @@ fn record_envelope(t: &mut Target, o: Outcome) -> Result<Outcome> {
         loop_dir: t.loop_dir.as_deref(),
     };
     crate::record::write(&h, &plan, &protected)?;
-    check(t)
+    let mut o = check(t)?;
+    o.rerun = mode;
+    Ok(o)
 }
 
 /// `orbit verify`.
@@ -787,7 +810,10 @@ pub fn run(args: &VerifyArgs) -> Result<u8> {
         o = record_envelope(&mut t, o)?;
     } else if args.rerun && o.passed() {
         let e = o.envelope.clone().expect("a passed check has its envelope");
-        if let Some(why) = rerun(&t, e.pass_k, e.holdout.is_some(), &mut |_| {})? {
+        let mut mode = None;
+        let failed = rerun(&t, e.pass_k, e.holdout.is_some(), &mut mode, &mut |_| {})?;
+        o.rerun = mode;
+        if let Some(why) = failed {
             o.failure = Some(VerifyFailure::RerunFailed);
             o.why = why;
         }
@@ -802,10 +828,16 @@ pub fn run(args: &VerifyArgs) -> Result<u8> {
         if let Some(said) = o.signature_text() {
             println!("  signature: {said}");
         }
+        if let Some(mode) = o.rerun {
+            println!("  rerun: {}", mode.said());
+        }
         println!("  next: {}", o.next());
     } else {
         let code = o.failure.map(|f| f.as_str()).unwrap_or_default();
         println!("orbit verify: FAIL {code} — {}", o.why);
+        if let Some(mode) = o.rerun {
+            println!("  rerun: {}", mode.said());
+        }
         println!("  next: {}", o.next());
     }
     Ok(if o.passed() { 0 } else { EXIT_FAIL })

@@ -5,7 +5,13 @@
 //! directory (its `.gitignore` keeps `notify.secrets` out). The work travels on the loop's
 //! branch `orbit/<name>`, pushed after every run, from which the runner makes its workspace
 //! again. The first run takes the loop directory as committed on the branch it runs on.
-//! A run that finds the loop DONE opens a pull request from `orbit/<name>` (once).
+//! A run that finds the loop DONE, with no pull request yet, builds orbit (`cargo install
+//! --locked` from the git repository and revision given at render time: orbit publishes no
+//! prebuilt binary), verifies the hand-off with `orbit verify` and, when it verifies, opens
+//! a pull request from `orbit/<name>` (once). The envelopes (git notes under
+//! refs/notes/orbit and refs/notes/orbit-sig) are fetched before the tick and pushed with
+//! the loop's branch, so that the DONE commit's note outlives the run and reaches the
+//! receiver.
 //!
 //! Every script in the workflow is static text; the values (paths, names, the key's name)
 //! reach it as step variables, placed by the YAML serializer. The agent's step sees the
@@ -26,6 +32,8 @@ use crate::error::{Error, Result};
 pub const MIN_EVERY_MINUTES: u64 = 5;
 /// The longest a job may run on a GitHub-hosted runner (minutes).
 pub const MAX_JOB_MINUTES: u64 = 360;
+/// The condition of the steps that verify a hand-off.
+const HANDOFF_IF: &str = "steps.handoff.outputs.verify == 'true'";
 /// The prefix of the branch that carries a loop's state between runs.
 pub const STATE_PREFIX: &str = "orbit-state/";
 
@@ -127,6 +135,12 @@ fi
 if git rev-parse --quiet --verify "refs/remotes/origin/$LOOP_BRANCH" >/dev/null; then
   git branch --force "$LOOP_BRANCH" "refs/remotes/origin/$LOOP_BRANCH"
 fi
+# The envelopes as the remote has them (git notes): the runner adds the DONE commit's note
+# to them, and the save step pushes them back with the loop's branch.
+auth=$(printf 'x-access-token:%s' "$GITHUB_TOKEN" | base64 | tr -d '\n')
+echo "::add-mask::$auth"
+git -c "http.$GITHUB_SERVER_URL/.extraheader=AUTHORIZATION: basic $auth" \
+  fetch --quiet origin '+refs/notes/orbit*:refs/notes/orbit*'
 # The agent's folder stays out of every commit: the runner writes this line into the
 # repository's excludes when it first makes the workspace, and a fresh checkout lacks it.
 exclude=$(git rev-parse --git-path info/exclude)
@@ -145,8 +159,28 @@ echo "::add-mask::$auth"
 push() {
   git -c "http.$GITHUB_SERVER_URL/.extraheader=AUTHORIZATION: basic $auth" push --quiet origin "$@"
 }
+# The envelopes (the notes the runner writes at DONE) go with the branch. Another loop's
+# run may have pushed notes since this run fetched them: then theirs and ours are merged
+# (each note is on a commit of its own loop) and pushed again.
+refs=()
 if git rev-parse --quiet --verify "refs/heads/$LOOP_BRANCH" >/dev/null; then
-  push "refs/heads/$LOOP_BRANCH:refs/heads/$LOOP_BRANCH"
+  refs+=("refs/heads/$LOOP_BRANCH:refs/heads/$LOOP_BRANCH")
+fi
+notes=()
+for ref in refs/notes/orbit refs/notes/orbit-sig; do
+  if git rev-parse --quiet --verify "$ref" >/dev/null; then
+    notes+=("$ref")
+    refs+=("$ref:$ref")
+  fi
+done
+if [ "${#refs[@]}" -gt 0 ] && ! push "${refs[@]}"; then
+  for ref in "${notes[@]}"; do
+    theirs="refs/notes/remote-${ref#refs/notes/}"
+    git -c "http.$GITHUB_SERVER_URL/.extraheader=AUTHORIZATION: basic $auth" \
+      fetch --quiet origin "+$ref:$theirs" || continue
+    git notes --ref="$ref" merge --quiet --strategy=cat_sort_uniq "$theirs"
+  done
+  push "${refs[@]}"
 fi
 git_dir=$(git rev-parse --absolute-git-dir)
 tree=$(
@@ -167,6 +201,30 @@ else
   commit=$(git commit-tree -m "orbit: the state of $LOOP_NAME" "$tree")
 fi
 push "$commit:refs/heads/$STATE_BRANCH"
+"#;
+
+/// Whether this run has a hand-off to verify: the loop is DONE and no pull request from its
+/// branch exists yet (step output `verify`).
+pub const HANDOFF_SH: &str = r#"if grep -qx 'LAST_STATUS=DONE' "$LOOP_DIR/state.env" &&
+  [ -z "$(gh pr list --head "$LOOP_BRANCH" --state all --json number --jq '.[].number')" ]; then
+  echo "verify=true" >>"$GITHUB_OUTPUT"
+fi
+"#;
+
+/// Builds orbit on the runner from the git repository and revision given at render time
+/// (orbit publishes no prebuilt binary).
+pub const INSTALL_ORBIT_SH: &str =
+    "cargo install --locked --quiet --git \"$ORBIT_GIT\" --rev \"$ORBIT_REV\" orbit\n";
+
+/// Verifies the DONE loop's hand-off as its receiver will (its envelope, the note on the
+/// DONE commit): a hand-off that does not verify (exit 3) fails the run, and no pull
+/// request is opened.
+pub const VERIFY_SH: &str = r#"rc=0
+orbit verify "$LOOP_DIR" || rc=$?
+if [ "$rc" -eq 3 ]; then
+  echo "::error::the hand-off of $LOOP_BRANCH does not verify (orbit verify, above): no pull request"
+fi
+exit "$rc"
 "#;
 
 /// Opens the pull request of a DONE loop, once (a closed one is not opened again).
@@ -211,8 +269,46 @@ fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Where the workflow builds orbit from: a git repository (https) and a revision of it.
+pub struct OrbitSource {
+    pub git: String,
+    pub rev: String,
+}
+
+impl OrbitSource {
+    /// `--orbit-git` and `--orbit-rev`, both needed: orbit publishes no prebuilt binary, so
+    /// the runner builds the one the user names.
+    pub fn from_args(git: Option<&str>, rev: Option<&str>) -> Result<OrbitSource> {
+        let (Some(git), Some(rev)) = (git, rev) else {
+            return Err(Error::Usage(
+                "--github-actions verifies a DONE loop's hand-off with orbit verify on the runner before it opens the pull request, and orbit publishes no prebuilt binary to download: name the orbit to build there with --orbit-git URL --orbit-rev REV (the https address of a git repository of orbit and a commit or tag of it; the runner runs cargo install --locked --git URL --rev REV orbit)".into(),
+            ));
+        };
+        if !git.starts_with("https://") || git.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(Error::Usage(format!(
+                "--orbit-git {git}: give the https address of a git repository of orbit (the runner has no key for ssh), such as https://example.org/you/orbit.git"
+            )));
+        }
+        if rev.is_empty()
+            || rev.starts_with('-')
+            || !rev
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/'))
+        {
+            return Err(Error::Usage(format!(
+                "--orbit-rev {rev}: give a commit (its hash) or a tag of --orbit-git, such as v0.1.0"
+            )));
+        }
+        Ok(OrbitSource {
+            git: git.to_string(),
+            rev: rev.to_string(),
+        })
+    }
+}
+
 /// The workflow file for the loop.
-pub fn render(shipped: &Shipped, every: &str) -> Result<String> {
+pub fn render(shipped: &Shipped, every: &str, orbit: &OrbitSource) -> Result<String> {
     let cfg = &shipped.cfg;
     let cron = schedule(every)?;
     let loop_branch = shipped.loop_branch();
@@ -294,10 +390,12 @@ pub fn render(shipped: &Shipped, every: &str) -> Result<String> {
             format!("${{{{ secrets.{} }}}}", cfg.notify_webhook_env),
         );
     }
+    let mut restore_env = env(&loop_env);
+    restore_env.insert("GITHUB_TOKEN".into(), "${{ github.token }}".into());
     steps.push(Step {
         name: "Bring back the loop's state",
         id: Some("restore"),
-        env: env(&loop_env),
+        env: restore_env,
         run: Some(RESTORE_SH.into()),
         ..Step::default()
     });
@@ -306,6 +404,30 @@ pub fn render(shipped: &Shipped, every: &str) -> Result<String> {
         id: Some("tick"),
         env: tick_env,
         run: Some(tick_step_sh()),
+        ..Step::default()
+    });
+    let mut handoff_env = env(&loop_env);
+    handoff_env.insert("GH_TOKEN".into(), "${{ github.token }}".into());
+    steps.push(Step {
+        name: "Is there a hand-off to verify",
+        id: Some("handoff"),
+        env: handoff_env,
+        run: Some(HANDOFF_SH.into()),
+        ..Step::default()
+    });
+    steps.push(Step {
+        name: "Build orbit",
+        condition: Some(HANDOFF_IF),
+        env: env(&[("ORBIT_GIT", &orbit.git), ("ORBIT_REV", &orbit.rev)]),
+        run: Some(INSTALL_ORBIT_SH.into()),
+        ..Step::default()
+    });
+    steps.push(Step {
+        name: "Verify the hand-off",
+        id: Some("verify"),
+        condition: Some(HANDOFF_IF),
+        env: env(&loop_env),
+        run: Some(VERIFY_SH.into()),
         ..Step::default()
     });
     let mut save_env = env(&loop_env);
@@ -326,7 +448,8 @@ pub fn render(shipped: &Shipped, every: &str) -> Result<String> {
         "${{ github.event.repository.default_branch }}".into(),
     );
     steps.push(Step {
-        name: "Open a pull request when the loop is DONE",
+        name: "Open a pull request when the loop is DONE and verified",
+        condition: Some("steps.verify.outcome == 'success'"),
         env: pr_env,
         run: Some(PULL_REQUEST_SH.into()),
         ..Step::default()
@@ -386,7 +509,9 @@ fn header(shipped: &Shipped) -> Vec<String> {
         format!(
             "State: the branch {STATE_PREFIX}{name}; the work: orbit/{name}, a pull request when DONE"
         ),
-        "(Settings, Actions, General: allow GitHub Actions to create pull requests).".into(),
+        "and verified (Settings, Actions, General: allow GitHub Actions to create pull requests).".into(),
+        "At DONE the runner builds orbit (cargo install --locked from ORBIT_GIT at ORBIT_REV below)".into(),
+        "and runs orbit verify; the envelopes (refs/notes/orbit*) are pushed with the branch.".into(),
     ]);
     lines
 }
@@ -394,7 +519,8 @@ fn header(shipped: &Shipped) -> Vec<String> {
 /// `orbit schedule --github-actions`.
 pub fn run(args: &ScheduleArgs) -> Result<u8> {
     let shipped = super::shipped(args.dir.as_deref(), args.branch.as_deref())?;
-    let text = render(&shipped, &args.every)?;
+    let orbit = OrbitSource::from_args(args.orbit_git.as_deref(), args.orbit_rev.as_deref())?;
+    let text = render(&shipped, &args.every, &orbit)?;
     super::emit(&text, args.output.as_deref())?;
     Ok(0)
 }

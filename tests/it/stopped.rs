@@ -19,8 +19,10 @@ fn a_stopped_runner_is_reported_and_a_tick_past_the_loops_limit_takes_over() {
         ),
     );
     let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    // The runner that gets stopped has time to start its agent however slow the machine
+    // is; the ticks after it judge it by their own, short limit.
+    let mut child = repo.spawn_loop(&dir, &["--once"], &[("LOOP_TIMEOUT", "1h")]);
     let env = [("LOOP_TIMEOUT", "3s")];
-    let mut child = repo.spawn_loop(&dir, &["--once"], &env);
     wait_for("the agent to start", Duration::from_secs(60), || {
         started.is_file()
     });

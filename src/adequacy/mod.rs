@@ -380,10 +380,11 @@ pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
         notes,
         capped: mutants_capped,
     } = units_of(&files, &cfg, args.max_mutants);
-    let mut scripts = vec!["verify.sh"];
+    let mut scripts = vec!["check"];
     if !cfg.holdout.is_empty() {
-        scripts.push("holdout.sh");
+        scripts.push("holdout");
     }
+    let mode = crate::rerun::Mode::of_loop(&dir)?;
     let check_timeout = goal::parse_duration("check-timeout", &cfg.check_timeout)?;
     let mut plan = Plan {
         repo: &t.repo,
@@ -391,6 +392,7 @@ pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
         base: &base,
         commit: &t.commit,
         scripts,
+        mode,
         files: &files,
         run_timeout: Duration::from_secs(check_timeout.max(1)),
     };

@@ -7,7 +7,7 @@
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Mutex;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -48,7 +48,10 @@ pub struct Plan<'a> {
     pub loop_dir: &'a Path,
     pub base: &'a str,
     pub commit: &'a str,
+    /// What to run: `check` (verify.sh) and, where the loop has a holdout, `holdout`.
     pub scripts: Vec<&'static str>,
+    /// The loop's sandbox, as `orbit verify --rerun` runs its checks.
+    pub mode: crate::rerun::Mode,
     pub files: &'a [FileChange],
     /// The longest one run of the scripts may take.
     pub run_timeout: Duration,
@@ -188,7 +191,16 @@ pub fn run_scripts(plan: &Plan, ws: &Path) -> Result<Verdict> {
                 .lines()
                 .find_map(|l| l.strip_prefix("[FAIL] "))
                 .map(|s| s.split_whitespace().next().unwrap_or(s).to_string())
-                .unwrap_or_else(|| format!("{script} (it ended before naming a check)"));
+                .unwrap_or_else(|| {
+                    format!(
+                        "{}.sh (it ended before naming a check)",
+                        if *script == "holdout" {
+                            "holdout"
+                        } else {
+                            "verify"
+                        }
+                    )
+                });
             let timed = text.lines().any(|l| {
                 l.starts_with("[FAIL] ") && (l.contains("timed out") || l.contains("timeout"))
             });
@@ -213,26 +225,28 @@ fn run_one(plan: &Plan, ws: &Path, script: &str) -> Result<(bool, bool, Vec<u8>)
         .map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))?;
     let here = std::fs::canonicalize(plan.loop_dir)
         .map_err(|e| Error::io(format!("cannot resolve {}", plan.loop_dir.display()), e))?;
-    let mut child = Command::new("bash")
-        .arg(plan.loop_dir.join(script))
-        .current_dir(ws)
-        .env("ORBIT_VERIFY_FOR", &here)
-        .env("ORBIT_VERIFY_TMP", &scratch)
-        .env("ORBIT_REPO_ROOT", ws)
-        .env("ORBIT_HOLDOUT_DIR", plan.loop_dir.join("holdout"))
+    // The code run is the agent's: under the loop's own sandbox, as `orbit verify --rerun`
+    // runs it (the checkout writable; the user's repository, HOME and the loop directory
+    // read-only; the holdout hidden from verify.sh).
+    let mut child = crate::rerun::command(plan.mode, script, &here, ws, plan.repo, &scratch)
         .env("CHECK_TIMEOUT", format!("{per_check}s"))
         .env("KILL_GRACE", "2s")
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
         .map_err(|e| Error::io("cannot run bash", e))?;
     let pid = child.id() as i32;
     let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
     let reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
         let _ = stdout.read_to_end(&mut buf);
+        buf
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf);
         buf
     });
     let (tx, rx) = mpsc::channel();
@@ -257,6 +271,10 @@ fn run_one(plan: &Plan, ws: &Path, script: &str) -> Result<(bool, bool, Vec<u8>)
         libc::kill(-pid, libc::SIGKILL);
     }
     let out = reader.join().unwrap_or_default();
+    let err = err_reader.join().unwrap_or_default();
+    if let Some(refused) = crate::rerun::refused(status.as_ref().and_then(|s| s.code()), &err) {
+        return Err(refused);
+    }
     let ok = !timed_out && status.is_some_and(|s| s.success());
     Ok((timed_out, ok, out))
 }
@@ -339,7 +357,11 @@ mod tests {
             loop_dir: &dir,
             base: "HEAD",
             commit: "HEAD",
-            scripts: vec!["verify.sh"],
+            scripts: vec!["check"],
+            mode: crate::rerun::Mode {
+                sandboxed: false,
+                network: true,
+            },
             files: &files,
             run_timeout: Duration::from_secs(1),
         };

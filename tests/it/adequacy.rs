@@ -368,3 +368,63 @@ fn a_mutant_that_makes_the_code_hang_is_stopped_and_counts_as_killed() {
     assert_eq!(hang["result"], "killed", "{v:#}");
     assert_eq!(hang["check"], "timeout", "{v:#}");
 }
+
+/// calc.py as a hostile agent leaves it: right, and, whenever it is imported, trying to
+/// write into the user's repository (found through git), swallowing the refusal.
+const HOSTILE_CALC: &str = r#"import os, subprocess
+def _reach_out():
+    try:
+        common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+                                capture_output=True, text=True).stdout.strip()
+        with open(os.path.join(os.path.dirname(common), "into-repo.txt"), "a") as f:
+            f.write("pwned\n")
+    except OSError:
+        pass
+_reach_out()
+def add(a, b):
+    return a + b
+"#;
+
+/// Adequacy runs the agent's code many times: under the loop's sandbox, as its checks ran,
+/// that code cannot write into the user's repository; a loop without the sandbox reruns
+/// it as it ran (the same code then does write there, which proves the attack is made).
+#[test]
+fn the_code_adequacy_runs_is_held_in_the_loops_sandbox() {
+    if !crate::support::present_or_skipped(
+        crate::support::bwrap_available(),
+        "ORBIT_REQUIRE_BWRAP",
+        "bubblewrap",
+    ) {
+        return;
+    }
+    for sandbox in ["none", "bwrap"] {
+        let repo = Repo::new();
+        project(&repo);
+        let mut body =
+            String::from("cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\n");
+        body.push_str(&format!("cat > calc.py <<'EOF'\n{HOSTILE_CALC}EOF\n"));
+        body.push_str("echo \"the tests pass\" > \"$ORBIT_AGENT_DIR/done.md\"\n");
+        let agent = repo.agent("worker", &body);
+        let dir = repo.init_loop(
+            &agent,
+            &["python3 test_calc.py"],
+            &["--protect", "test_*.py", "--sandbox", sandbox],
+        );
+        assert_code(&repo.run_loop(&dir, &[], &[]), 0, "the loop reaches DONE");
+        let planted = repo.join("into-repo.txt");
+        let _ = std::fs::remove_file(&planted);
+        let v = adequacy(&repo, &[]);
+        assert_eq!(v["hunks_needed"], 1, "{v:#}");
+        if sandbox == "none" {
+            assert!(
+                planted.is_file(),
+                "without the sandbox the code reached the repository"
+            );
+        } else {
+            assert!(
+                !planted.exists(),
+                "under the sandbox the code wrote into the repository"
+            );
+        }
+    }
+}

@@ -182,6 +182,19 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     (
+        "adequacy",
+        &[
+            (
+                "orbit adequacy",
+                "which hunks of the only loop's change its checks need, and which mutants they kill",
+            ),
+            (
+                "orbit adequacy fix-parser --budget 10m --json",
+                "the same for one loop, with more time, as JSON",
+            ),
+        ],
+    ),
+    (
         "merge",
         &[(
             "orbit merge",
@@ -372,6 +385,10 @@ pub enum Command {
     /// Exit 0 on pass, 3 on a failure (its code says which), 2 on bad input.
     #[command(after_help = examples_help("verify"))]
     Verify(VerifyArgs),
+    /// Which part of a loop's change its checks need: each hunk reverted alone, and small
+    /// mutants of the added lines, run against the loop's own checks in clean checkouts.
+    #[command(after_help = examples_help("adequacy"))]
+    Adequacy(AdequacyArgs),
     /// Verify a DONE loop, then merge its branch into the branch it started from (checked
     /// out), fast-forward where it can.
     #[command(after_help = examples_help("merge"))]
@@ -679,6 +696,36 @@ pub struct VerifyArgs {
     /// allowed-signers file).
     #[arg(long)]
     pub require_signature: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AdequacyArgs {
+    /// The loop (its directory, or its name under .orbit/; default: the only loop), measured
+    /// on its branch's head.
+    #[arg(value_name = "LOOP")]
+    pub target: Option<String>,
+
+    /// The commit the change is measured from [default: the envelope's base, else where the
+    /// loop's branch left the branch it started from].
+    #[arg(long, value_name = "REV")]
+    pub base: Option<String>,
+
+    /// One JSON object: the figures, each hunk and each mutant with its result.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The most time to spend, e.g. 5m [default: twice the checks' time for PASS_K runs on
+    /// the unchanged commit]; what it leaves untried is said.
+    #[arg(long, value_name = "DURATION")]
+    pub budget: Option<String>,
+
+    /// How many checkouts run at once [default: the loop's check-jobs].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub jobs: Option<u64>,
+
+    /// The most mutants to try, spread over the added lines.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub max_mutants: usize,
 }
 
 #[derive(Debug, Args)]

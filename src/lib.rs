@@ -3,6 +3,7 @@
 //! `orbit init` renders a self-contained loop directory (see `docs/contract.md`); its
 //! `run-loop.sh` drives the agent, and the harness, never the agent, decides DONE.
 
+pub mod adequacy;
 pub mod audit;
 pub mod autoprotect;
 pub mod bashstrip;
@@ -68,6 +69,7 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Report(args) => report::report(&args),
         cli::Command::Logs(args) => logs::run(&args),
         cli::Command::Verify(args) => verify::run(&args),
+        cli::Command::Adequacy(args) => adequacy::run(&args),
         cli::Command::Merge(args) => merge::run(&args),
         cli::Command::Serve(args) => serve::run(&args),
         cli::Command::Export(args) => match args.format {

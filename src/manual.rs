@@ -114,6 +114,28 @@ pub fn exit_status(sub: Option<&str>) -> Vec<(String, String)> {
         }
         Some("audit") | Some("status") => rows(&findings),
         Some("stop") | Some("resume") | Some("report") => rows(&state),
+        Some("verify") | Some("merge") => rows(&[
+            ("0", "The hand-off verified (orbit merge: and was merged)."),
+            (
+                "3",
+                "The hand-off did not verify: the failure code says why and what to do.",
+            ),
+            (
+                "2",
+                "A usage error, a refusal (the message says why), or a file that cannot be read.",
+            ),
+        ]),
+        Some("adequacy") => rows(&[
+            ("0", "Measured: the report says what the checks need."),
+            (
+                "3",
+                "The checks fail on the commit itself, so nothing can be measured.",
+            ),
+            (
+                "2",
+                "A usage error, a refusal (the message says why), or a file that cannot be read.",
+            ),
+        ]),
         Some("queue") => crate::contract::queue::QueueExit::ALL
             .iter()
             .map(|e| (e.code().to_string(), e.meaning().to_string()))

@@ -86,19 +86,19 @@ pub fn program(mode: Mode) -> String {
     p
 }
 
-/// `script_kind` (`check`: verify.sh, `holdout`: holdout.sh) of the loop `dir` run in the
-/// clean checkout `ws` of `repo`, with `scratch` its scratch directory. Refused (nothing
-/// ran) when the loop is sandboxed and bubblewrap cannot run here.
-pub fn run(
+/// The command that runs `kind` (`check`: verify.sh, `holdout`: holdout.sh) of the loop
+/// `dir` in the clean checkout `ws` of `repo`, with `scratch` its scratch directory, under
+/// the loop's sandbox: stdin from /dev/null, the rest the caller's to set.
+pub fn command(
     mode: Mode,
     kind: &str,
     dir: &Path,
     ws: &Path,
     repo: &Path,
     scratch: &Path,
-) -> Result<Output> {
-    let out = Command::new("bash")
-        .arg("-c")
+) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
         .arg(program(mode))
         .arg("orbit-rerun")
         .arg(kind)
@@ -108,16 +108,38 @@ pub fn run(
         .arg(scratch)
         .arg(if mode.network { "open" } else { "none" })
         .current_dir(ws)
-        .stdin(Stdio::null())
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// The refusal a run's exit says, when the loop is sandboxed and bubblewrap could not run
+/// here (nothing ran).
+pub fn refused(status: Option<i32>, stderr: &[u8]) -> Option<Error> {
+    if status != Some(NO_SANDBOX_EXIT) {
+        return None;
+    }
+    let err = String::from_utf8_lossy(stderr);
+    let why = err.lines().find_map(|l| l.strip_prefix(NO_SANDBOX_MARK))?;
+    Some(Error::Refused(format!(
+        "the handed-over code runs under bubblewrap, as the loop's own check runs (sandbox = \"bwrap\" or \"auto\"), and {why}: nothing ran. Fix it, or verify without --rerun (the envelope's checks need no sandbox)"
+    )))
+}
+
+/// [`command`], run to its end. Refused (nothing ran) when the loop is sandboxed and
+/// bubblewrap cannot run here.
+pub fn run(
+    mode: Mode,
+    kind: &str,
+    dir: &Path,
+    ws: &Path,
+    repo: &Path,
+    scratch: &Path,
+) -> Result<Output> {
+    let out = command(mode, kind, dir, ws, repo, scratch)
         .output()
         .map_err(|err| Error::io("cannot run bash", err))?;
-    if out.status.code() == Some(NO_SANDBOX_EXIT) {
-        let err = String::from_utf8_lossy(&out.stderr);
-        if let Some(why) = err.lines().find_map(|l| l.strip_prefix(NO_SANDBOX_MARK)) {
-            return Err(Error::Refused(format!(
-                "--rerun runs the handed-over code under bubblewrap, as the loop's own check runs (sandbox = \"bwrap\" or \"auto\"), and {why}: nothing ran. Fix it, or verify without --rerun (the envelope's checks need no sandbox)"
-            )));
-        }
+    if let Some(e) = refused(out.status.code(), &out.stderr) {
+        return Err(e);
     }
     Ok(out)
 }

@@ -187,6 +187,7 @@ pub fn audit_loop(dir: &Path, name: &str) -> LoopReport {
     if !l.running && !crashed {
         a.check_drift(&l, cp, recovered);
     }
+    a.check_adequacy(&cp.state);
     a.check_status(&l, cp, last.as_ref());
     let verdict = verdict(l.running, crashed, &cp.state);
     a.report(name, verdict, Some(&cp.state), summary)
@@ -1216,6 +1217,49 @@ impl Audit<'_> {
             format!(
                 "set sandbox-network = \"allowlist\" in {}/loop.toml (with allow-hosts = [\"HOST:PORT\", ...] for what the checks need), then orbit init --force --dir {}",
                 self.shown, self.shown
+            ),
+        );
+    }
+
+    /// A DONE whose change has hunks no check needs, as `orbit adequacy` measured the
+    /// loop's branch head (adequacy.json): a note (P2). A record of another commit (the
+    /// branch moved since) or one whose details do not hash as it says is not read.
+    fn check_adequacy(&mut self, state: &State) {
+        if state.last_status != Status::Done {
+            return;
+        }
+        let Some(r) = crate::adequacy::Record::read(self.dir) else {
+            return;
+        };
+        let branch = crate::verify::loop_branch(self.dir);
+        let head = crate::envelope::git_line(
+            self.dir,
+            &[
+                "rev-parse",
+                "--verify",
+                "-q",
+                &format!("refs/heads/{branch}^{{commit}}"),
+            ],
+        );
+        if head.as_deref() != Some(r.commit.as_str()) || r.hunks_needed >= r.hunks_tried {
+            return;
+        }
+        let unneeded = r.unneeded();
+        let shown: Vec<&str> = unneeded.iter().take(3).map(String::as_str).collect();
+        self.add(
+            FindingClass::UnneededHunks,
+            Severity::P2,
+            format!("{}:1", crate::adequacy::FILE),
+            format!(
+                "{}: {} of the DONE's changed hunks no check needs (every check passes with each reverted alone): {}{}",
+                r.summary(),
+                r.hunks_tried - r.hunks_needed,
+                shown.join(", "),
+                if unneeded.len() > 3 { ", ..." } else { "" }
+            ),
+            format!(
+                "read them (orbit adequacy {}): drop a change no one needs, or add a check that fails without it",
+                self.shown
             ),
         );
     }

@@ -193,6 +193,9 @@ impl FindingClass {
             FindingClass::Unsandboxed => {
                 "The agent and check runs are not under the OS sandbox: a tamper is caught after the run, not refused, and nothing the agent can read is secret."
             }
+            FindingClass::UnneededHunks => {
+                "A DONE's change has hunks no check needs: each reverted alone, every check still passed (orbit adequacy)."
+            }
             FindingClass::NetworkOpen => {
                 "The runs are sandboxed with the network open (`sandbox-network = \"open\"`)."
             }
@@ -280,6 +283,9 @@ impl EventName {
             }
             EventName::EnvelopeWrite => {
                 "A DONE's envelope written (envelope.json and the DONE commit's note): `commit`, `digest`, `signed` (envelope.json.sig written); `unsigned_why` where the user's git configuration signs with SSH but the runner could not (a key that needs a passphrase no ssh-agent holds); `by` `orbit verify --record` when `orbit verify --rerun --record` wrote it."
+            }
+            EventName::AdequacyMeasured => {
+                "`orbit adequacy` measured the loop's branch head and wrote adequacy.json: `commit`, `hunks_needed`, `hunks_tried`, `mutants_killed`, `mutants_tried`, `details_sha256`."
             }
         }
     }

@@ -421,6 +421,9 @@ vocabulary! {
         /// (`sandbox-network = "open"`, a loop.toml older than the allowlist included): the
         /// agent and the code its checks run may reach any host (contract section 7).
         NetworkOpen = "NETWORK_OPEN",
+        /// A DONE's change has hunks no check needs: with each reverted alone, every check
+        /// still passed (adequacy.json, written by `orbit adequacy`).
+        UnneededHunks = "UNNEEDED_HUNKS",
     }
 }
 
@@ -587,6 +590,10 @@ vocabulary! {
         /// user's git configuration signs with SSH but the runner could not; `by` when
         /// `orbit verify --rerun --record` wrote it).
         EnvelopeWrite = "envelope_write",
+        /// `orbit adequacy` measured the loop's branch head and wrote adequacy.json
+        /// (`commit`, `hunks_needed`, `hunks_tried`, `mutants_killed`, `mutants_tried`,
+        /// `details_sha256`).
+        AdequacyMeasured = "adequacy_measured",
     }
 }
 
@@ -839,6 +846,7 @@ pub const LOOP_FILES: &[&str] = &[
     "schedule.installed",
     "envelope.json",
     "envelope.json.sig",
+    "adequacy.json",
 ];
 
 /// The directories of a loop directory that the files above live beside: each must be a

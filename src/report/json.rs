@@ -38,6 +38,11 @@ pub struct JsonReport<'a> {
     pub envelope_verdict: Option<&'static str>,
     /// Why, in words (`null` with the verdict).
     pub envelope_why: Option<&'a str>,
+    /// `orbit adequacy`'s last measure of the branch head (`null` without one): its one
+    /// line, the hunks no check needs and the mutants that survived.
+    pub adequacy: Option<String>,
+    pub adequacy_unneeded: Vec<String>,
+    pub adequacy_survivors: Vec<String>,
     pub next: &'a str,
     pub next_why: &'a str,
     /// Where the work is and how to take it, in order: each step's `what` and `command`
@@ -140,6 +145,17 @@ pub fn render_json(f: &Facts) -> String {
         envelope_digest: f.envelope.as_ref().and_then(|e| e.digest.as_deref()),
         envelope_verdict: f.envelope.as_ref().map(|e| e.verdict_word()),
         envelope_why: f.envelope.as_ref().map(|e| e.why.as_str()),
+        adequacy: f.adequacy.as_ref().map(|a| a.summary()),
+        adequacy_unneeded: f
+            .adequacy
+            .as_ref()
+            .map(|a| a.unneeded())
+            .unwrap_or_default(),
+        adequacy_survivors: f
+            .adequacy
+            .as_ref()
+            .map(|a| a.survivors())
+            .unwrap_or_default(),
         next: &f.next,
         next_why: &f.next_why,
         work: f

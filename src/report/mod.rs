@@ -540,6 +540,9 @@ pub struct Facts {
     /// The hand-off as `orbit verify` (without `--rerun`) finds it, for a DONE loop or one
     /// with an envelope.json: `None` otherwise.
     pub envelope: Option<crate::verify::Outcome>,
+    /// What `orbit adequacy` last measured of the loop's branch head (adequacy.json), when
+    /// it is of that head.
+    pub adequacy: Option<crate::adequacy::Record>,
 }
 
 /// An iteration's result.env through the one result.env reader; `None` when it is absent
@@ -951,6 +954,21 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
     if let Some(step) = project_defaults_step(dir, &state.iter_branch) {
         work.insert(0, step);
     }
+    let head = (!state.iter_branch.is_empty())
+        .then(|| {
+            crate::envelope::git_line(
+                dir,
+                &[
+                    "rev-parse",
+                    "--verify",
+                    "-q",
+                    &format!("refs/heads/{}^{{commit}}", state.iter_branch),
+                ],
+            )
+        })
+        .flatten();
+    let adequacy =
+        crate::adequacy::Record::read(dir).filter(|r| head.as_deref() == Some(r.commit.as_str()));
     Ok(Facts {
         name: cfg.name.clone(),
         goal: title,
@@ -983,6 +1001,7 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
         test_counts: crate::counts::read(dir, state.next_iteration, &cfg.allow_fewer_tests),
         allow_fewer_tests: cfg.allow_fewer_tests.clone(),
         envelope,
+        adequacy,
     })
 }
 
@@ -1248,6 +1267,20 @@ pub fn render_text(f: &Facts) -> String {
     }
     if let Some(e) = &f.envelope {
         let _ = writeln!(out, "- {}", e.line());
+    }
+    if let Some(a) = &f.adequacy {
+        let _ = writeln!(out, "- adequacy: {}", a.summary());
+        for (what, list) in [
+            ("a hunk no check needs", a.unneeded()),
+            ("a mutant the checks do not kill", a.survivors()),
+        ] {
+            for item in list.iter().take(20) {
+                let _ = writeln!(out, "  - {what}: `{}`", item.replace('`', "'"));
+            }
+            if list.len() > 20 {
+                let _ = writeln!(out, "  - ... and {} more (orbit adequacy)", list.len() - 20);
+            }
+        }
     }
 
     out.push_str("\n## Why it stopped\n\n");
@@ -1910,6 +1943,15 @@ pub fn render_html_body(f: &Facts) -> String {
     }
     if let Some(e) = &f.envelope {
         item("hand-off", e.line());
+    }
+    if let Some(a) = &f.adequacy {
+        item("adequacy", a.summary());
+        for u in a.unneeded().iter().take(20) {
+            item("not needed", u.clone());
+        }
+        for m in a.survivors().iter().take(20) {
+            item("survived", m.clone());
+        }
     }
     h.push_str("</dl>\n");
 

@@ -2,6 +2,7 @@
 //! binary and the real generated bash in temporary git repositories, with scripted fake
 //! agents first on PATH, no network, and a timeout on every child.
 
+mod adequacy;
 mod audit;
 mod cannot_run;
 mod contract;

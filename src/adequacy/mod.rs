@@ -1,0 +1,588 @@
+//! `orbit adequacy [LOOP|REF]`: which part of a loop's change its checks need. Each hunk of
+//! the change outside the protected paths is reverted alone in a clean checkout of the
+//! commit and the loop's checks run (verify.sh, and holdout.sh where the loop has a
+//! holdout): a hunk is *needed* when a check then fails, *not needed* when every check still
+//! passes. Then small mutants of the added lines run the same way: *killed* or *survived*.
+//! Runs side by side up to the loop's check-jobs and stops at a budget, saying what it did
+//! not try; it never touches the loop's workspace or branch.
+
+pub mod diff;
+pub mod mutants;
+pub mod run;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::cli::AdequacyArgs;
+use crate::config::LoopConfig;
+use crate::envelope::{self, git_line};
+use crate::error::{Error, Result};
+use crate::{goal, pins, state, verify};
+use diff::{FileChange, FileKind};
+use mutants::{Lang, Mutant};
+use run::{Plan, Unit, Verdict};
+
+/// The exit status when the checks fail on the commit itself (nothing can be measured).
+pub const EXIT_CHECKS_FAIL: u8 = 3;
+/// At most this many mutants are tried by default (`--max-mutants`).
+pub const DEFAULT_MAX_MUTANTS: usize = 200; // the default of `--max-mutants` (src/cli.rs)
+/// A hunk longer than this is still reverted as one unit, and said.
+pub const LONG_HUNK: usize = 1000;
+
+/// What adequacy found, per unit, as the report and `--json` show it.
+pub struct Findings {
+    /// The loop directory the findings are of.
+    pub loop_dir: Option<std::path::PathBuf>,
+    pub base: String,
+    pub commit: String,
+    pub reference: String,
+    pub budget: Duration,
+    pub baseline: Duration,
+    pub elapsed: Duration,
+    pub files: Vec<FileChange>,
+    pub units: Vec<Unit>,
+    pub verdicts: Vec<Option<Verdict>>,
+    /// Files left out of the hunks, with why (protected, the loop's own).
+    pub left_out: Vec<(String, String)>,
+    /// Things said about the change (a long hunk, a file not mutated and why).
+    pub notes: Vec<String>,
+    /// Mutants the cap left out.
+    pub mutants_capped: usize,
+}
+
+impl Findings {
+    fn count(&self, mutants: bool, hit: bool) -> (usize, usize) {
+        let mut tried = 0;
+        let mut hits = 0;
+        for (u, v) in self.units.iter().zip(&self.verdicts) {
+            if matches!(u, Unit::Mutant { .. }) != mutants {
+                continue;
+            }
+            let Some(v) = v else { continue };
+            if matches!(v, Verdict::NotApplied(_)) {
+                continue;
+            }
+            tried += 1;
+            if (v != &Verdict::Passed) == hit {
+                hits += 1;
+            }
+        }
+        (hits, tried)
+    }
+
+    /// (hunks needed, hunks tried, mutants killed, mutants tried).
+    pub fn figures(&self) -> (usize, usize, usize, usize) {
+        let (n, h) = self.count(false, true);
+        let (k, m) = self.count(true, true);
+        (n, h, k, m)
+    }
+
+    /// The one line: "the checks need 5 of 7 changed hunks; 14 of 18 mutants killed".
+    pub fn summary(&self) -> String {
+        let (n, h, k, m) = self.figures();
+        format!("the checks need {n} of {h} changed hunks; {k} of {m} mutants killed")
+    }
+
+    fn untried(&self, mutants: bool) -> usize {
+        self.units
+            .iter()
+            .zip(&self.verdicts)
+            .filter(|(u, v)| matches!(u, Unit::Mutant { .. }) == mutants && v.is_none())
+            .count()
+    }
+
+    fn unit_json(&self, u: &Unit, v: &Option<Verdict>) -> Value {
+        let (check, build, why) = match v {
+            Some(Verdict::Failed { check, build }) => (Some(check.clone()), *build, None),
+            Some(Verdict::TimedOut) => (Some("timeout".to_string()), false, None),
+            Some(Verdict::NotApplied(w)) => (None, false, Some(w.clone())),
+            _ => (None, false, None),
+        };
+        let result = match v {
+            None => "not-tried",
+            Some(Verdict::NotApplied(_)) => "not-applied",
+            Some(Verdict::Passed) => match u {
+                Unit::Mutant { .. } => "survived",
+                _ => "not-needed",
+            },
+            Some(_) => match u {
+                Unit::Mutant { .. } => "killed",
+                _ => "needed",
+            },
+        };
+        match u {
+            Unit::Hunk { file, hunk } => json!({
+                "file": self.files[*file].path, "kind": "hunk",
+                "lines": hunk.new_range(), "start": hunk.new_start + 1, "len": hunk.new_len,
+                "result": result, "check": check, "build_failure": build, "why": why,
+            }),
+            Unit::File { file } => {
+                let f = &self.files[*file];
+                json!({
+                    "file": f.path, "old_file": f.old_path, "kind": f.kind.name(),
+                    "result": result, "check": check, "build_failure": build, "why": why,
+                })
+            }
+            Unit::Mutant { file, mutant } => json!({
+                "file": self.files[*file].path, "line": mutant.line + 1,
+                "operator": mutant.operator.name(), "text": mutant.text,
+                "result": result, "check": check, "build_failure": build, "why": why,
+            }),
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        let (n, h, k, m) = self.figures();
+        let (hunks, muts): (Vec<_>, Vec<_>) = self
+            .units
+            .iter()
+            .zip(&self.verdicts)
+            .partition(|(u, _)| !matches!(u, Unit::Mutant { .. }));
+        json!({
+            "ref": self.reference,
+            "commit": self.commit,
+            "base": self.base,
+            "summary": self.summary(),
+            "hunks_needed": n, "hunks_tried": h, "mutants_killed": k, "mutants_tried": m,
+            "budget_s": self.budget.as_secs_f64(),
+            "baseline_s": self.baseline.as_secs_f64(),
+            "elapsed_s": self.elapsed.as_secs_f64(),
+            "not_tried": {"hunks": self.untried(false), "mutants": self.untried(true) + self.mutants_capped},
+            "hunks": hunks.iter().map(|(u, v)| self.unit_json(u, v)).collect::<Vec<_>>(),
+            "mutants": muts.iter().map(|(u, v)| self.unit_json(u, v)).collect::<Vec<_>>(),
+            "left_out": self.left_out.iter().map(|(f, w)| json!({"file": f, "why": w})).collect::<Vec<_>>(),
+            "notes": self.notes,
+        })
+    }
+
+    pub fn text(&self) -> String {
+        let short = |c: &str| c.chars().take(12).collect::<String>();
+        let mut out = format!(
+            "adequacy of {} at {} (base {})\n{}\n",
+            self.reference,
+            short(&self.commit),
+            short(&self.base),
+            self.summary()
+        );
+        for (u, v) in self.units.iter().zip(&self.verdicts) {
+            let j = self.unit_json(u, v);
+            let result = j["result"].as_str().unwrap_or("");
+            let shown = match result {
+                "not-needed" => "NOT NEEDED",
+                "survived" => "SURVIVED",
+                other => other,
+            };
+            let by = match (j["check"].as_str(), j["build_failure"].as_bool()) {
+                (Some(c), Some(true)) => format!("  (check {c} failed: a build failure)"),
+                (Some("timeout"), _) => "  (a check timed out)".to_string(),
+                (Some(c), _) => format!("  (check {c} failed)"),
+                _ => match j["why"].as_str() {
+                    Some(w) => format!("  ({w})"),
+                    None => String::new(),
+                },
+            };
+            let what = match u {
+                Unit::Hunk { .. } => format!(
+                    "{}:{}",
+                    j["file"].as_str().unwrap_or(""),
+                    j["lines"].as_str().unwrap_or("")
+                ),
+                Unit::File { file } => format!(
+                    "{} ({} file, whole)",
+                    self.files[*file].path,
+                    self.files[*file].kind.name()
+                ),
+                Unit::Mutant { mutant, file } => format!(
+                    "{}:{} {}: {}",
+                    self.files[*file].path,
+                    mutant.line + 1,
+                    mutant.operator.name(),
+                    mutant.text.trim()
+                ),
+            };
+            out.push_str(&format!("  {shown:<11} {what}{by}\n"));
+        }
+        let (uh, um) = (self.untried(false), self.untried(true));
+        if uh + um > 0 {
+            out.push_str(&format!(
+                "not tried: {uh} hunks and {um} mutants: the budget ({}s) ran out; raise it with --budget\n",
+                self.budget.as_secs()
+            ));
+        }
+        if self.mutants_capped > 0 {
+            out.push_str(&format!(
+                "not tried: {} more mutants past --max-mutants\n",
+                self.mutants_capped
+            ));
+        }
+        for (f, why) in &self.left_out {
+            out.push_str(&format!("left out: {f} ({why})\n"));
+        }
+        for n in &self.notes {
+            out.push_str(&format!("note: {n}\n"));
+        }
+        out
+    }
+}
+
+/// The commit the change is measured from: `--base`, else the envelope's base when it is
+/// this commit's, else where the loop's branch left the branch it started from.
+fn base_of(repo: &Path, dir: &Path, commit: &str, given: Option<&str>) -> Result<String> {
+    let rev = |r: &str| {
+        git_line(
+            repo,
+            &[
+                "rev-parse",
+                "--verify",
+                "-q",
+                "--end-of-options",
+                &format!("{r}^{{commit}}"),
+            ],
+        )
+        .filter(|c| !c.is_empty())
+    };
+    if let Some(g) = given {
+        return rev(g)
+            .ok_or_else(|| Error::Usage(format!("--base {g}: not a commit of this repository")));
+    }
+    if let Ok(bytes) = std::fs::read(dir.join(envelope::FILE))
+        && let Ok(e) = envelope::parse(&bytes)
+        && e.commit.as_deref() == Some(commit)
+        && let Some(b) = e.base_commit.as_deref().and_then(rev)
+    {
+        return Ok(b);
+    }
+    let origin = state::State::parse_file(&dir.join("state.env"))
+        .ok()
+        .map(|s| s.origin_branch)
+        .filter(|b| !b.is_empty());
+    origin
+        .and_then(|o| git_line(repo, &["merge-base", "--end-of-options", &o, commit]))
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "cannot tell which commit {} started from: give it with --base REV",
+                dir.display()
+            ))
+        })
+}
+
+/// The units of a change, with what is left out of them and what is said of them.
+struct Units {
+    units: Vec<Unit>,
+    left_out: Vec<(String, String)>,
+    notes: Vec<String>,
+    /// Mutants past the cap.
+    capped: usize,
+}
+
+/// The units of the change and what is left out of it.
+fn units_of(files: &[FileChange], cfg: &LoopConfig, max_mutants: usize) -> Units {
+    let globs = cfg.protect_globs();
+    let mut units = Vec::new();
+    let mut left_out = Vec::new();
+    let mut notes = Vec::new();
+    let mut all_mutants: Vec<(usize, Mutant)> = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let paths = [Some(f.path.as_str()), f.old_path.as_deref()];
+        if paths.iter().flatten().any(|p| p.starts_with(".orbit/")) {
+            left_out.push((f.path.clone(), "the loop's own files".into()));
+            continue;
+        }
+        if let Some(g) = globs
+            .iter()
+            .find(|g| paths.iter().flatten().any(|p| pins::glob_match(g, p)))
+        {
+            left_out.push((
+                f.path.clone(),
+                format!("protected by {g}: the checks' own files"),
+            ));
+            continue;
+        }
+        if f.kind != FileKind::Text {
+            units.push(Unit::File { file: i });
+            if f.kind != FileKind::Deleted {
+                notes.push(format!(
+                    "{}: reverted whole ({}), never mutated",
+                    f.path,
+                    f.kind.name()
+                ));
+            }
+            continue;
+        }
+        let lang = Lang::of(&f.path);
+        if lang.is_none() && f.hunks.iter().any(|h| h.new_len > 0) {
+            notes.push(format!(
+                "{}: not source code orbit's operators know, so its lines are not mutated",
+                f.path
+            ));
+        }
+        let new_lines = diff::lines(&f.new);
+        for h in &f.hunks {
+            units.push(Unit::Hunk { file: i, hunk: *h });
+            if h.new_len > LONG_HUNK {
+                notes.push(format!(
+                    "{}:{}: a hunk of {} lines, reverted as one",
+                    f.path,
+                    h.new_range(),
+                    h.new_len
+                ));
+            }
+            let Some(lang) = lang else { continue };
+            let added = new_lines
+                .iter()
+                .enumerate()
+                .skip(h.new_start)
+                .take(h.new_len);
+            for (n, line) in added {
+                let line = String::from_utf8_lossy(line);
+                for m in mutants::of_line(&f.path, n, &line, lang) {
+                    all_mutants.push((i, m));
+                }
+            }
+        }
+    }
+    let (picked, capped) = mutants::spread(
+        all_mutants.into_iter().map(|(_, m)| m).collect(),
+        max_mutants,
+    );
+    for m in picked {
+        let file = files
+            .iter()
+            .position(|f| f.path == m.path)
+            .expect("a mutant is made from a file of the change");
+        units.push(Unit::Mutant { file, mutant: m });
+    }
+    Units {
+        units,
+        left_out,
+        notes,
+        capped,
+    }
+}
+
+/// Measures `args.target`'s change (see the module's doc).
+pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
+    let t = verify::resolve(args.target.as_deref())?;
+    let Some(dir) = t.loop_dir.clone() else {
+        return Err(Error::Usage(
+            "adequacy runs a loop's own checks: name the loop (its directory, or its name under .orbit/)".into(),
+        ));
+    };
+    let cfg = LoopConfig::load(&dir.join("loop.toml"))?;
+    let base = base_of(&t.repo, &dir, &t.commit, args.base.as_deref())?;
+    let files = diff::changes(&t.repo, &base, &t.commit)?;
+    let Units {
+        units,
+        left_out,
+        notes,
+        capped: mutants_capped,
+    } = units_of(&files, &cfg, args.max_mutants);
+    let mut scripts = vec!["check"];
+    if !cfg.holdout.is_empty() {
+        scripts.push("holdout");
+    }
+    let mode = crate::rerun::Mode::of_loop(&dir)?;
+    let check_timeout = goal::parse_duration("check-timeout", &cfg.check_timeout)?;
+    let mut plan = Plan {
+        repo: &t.repo,
+        loop_dir: &dir,
+        base: &base,
+        commit: &t.commit,
+        scripts,
+        mode,
+        files: &files,
+        run_timeout: Duration::from_secs(check_timeout.max(1)),
+    };
+    let started = Instant::now();
+    // The commit itself must pass: otherwise no failure below would mean anything.
+    let first = run::Checkout::new(&t.repo, &t.commit, 0)?;
+    let baseline_verdict = run::run_scripts(&plan, &first.path)?;
+    let baseline = started.elapsed();
+    drop(first);
+    if baseline_verdict != Verdict::Passed {
+        return Err(Error::Refused(format!(
+            "the checks do not pass on {} itself ({baseline_verdict:?}): adequacy measures nothing there; run `orbit verify --rerun` to see why",
+            t.commit
+        )));
+    }
+    // A run of a unit may take three times the unchanged one's (a mutant that loops is
+    // stopped there, and counts as caught), never more than the loop's check-timeout.
+    plan.run_timeout = (baseline * 3)
+        .max(Duration::from_secs(10))
+        .min(plan.run_timeout);
+    let budget = match &args.budget {
+        Some(b) => Duration::from_secs(goal::parse_duration("--budget", b)?),
+        None => baseline * 2 * cfg.pass_k.max(1),
+    };
+    let jobs = args
+        .jobs
+        .map_or(cfg.check_jobs as usize, |j| j as usize)
+        .max(1);
+    let deadline = Instant::now() + budget;
+    let verdicts = run::run_units(&plan, &units, jobs, deadline)?;
+    Ok(Findings {
+        loop_dir: Some(dir.clone()),
+        base: base.clone(),
+        commit: t.commit.clone(),
+        reference: t.reference.clone(),
+        budget,
+        baseline,
+        elapsed: started.elapsed(),
+        files,
+        units,
+        verdicts,
+        left_out,
+        notes,
+        mutants_capped,
+    })
+}
+
+/// The record a loop directory keeps of its last measure (contract: `adequacy.json`).
+pub const FILE: &str = "adequacy.json";
+/// The record's format.
+pub const FORMAT: u64 = 1;
+
+/// What adequacy.json says, as readers (audit, report) need it.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Record {
+    pub adequacy: u64,
+    pub commit: String,
+    pub base: String,
+    pub envelope_digest: Option<String>,
+    pub hunks_needed: u64,
+    pub hunks_tried: u64,
+    pub mutants_killed: u64,
+    pub mutants_tried: u64,
+    pub details_sha256: String,
+    pub details: Value,
+}
+
+impl Record {
+    /// The record in `dir`, when there is one that parses and whose details hash as it says.
+    pub fn read(dir: &Path) -> Option<Record> {
+        let bytes = crate::fsx::read_regular_opt(&dir.join(FILE)).ok()??;
+        let r: Record = serde_json::from_slice(&bytes).ok()?;
+        let details = serde_json::to_string(&r.details).ok()?;
+        (r.adequacy == FORMAT && crate::fsx::sha256_hex(details.as_bytes()) == r.details_sha256)
+            .then_some(r)
+    }
+
+    pub fn summary(&self) -> String {
+        format!(
+            "the checks need {} of {} changed hunks; {} of {} mutants killed",
+            self.hunks_needed, self.hunks_tried, self.mutants_killed, self.mutants_tried
+        )
+    }
+
+    /// The hunks no check needed, as `file:lines`.
+    pub fn unneeded(&self) -> Vec<String> {
+        self.details["hunks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|h| h["result"] == "not-needed")
+            .map(|h| match h["lines"].as_str() {
+                Some(l) => format!("{}:{l}", h["file"].as_str().unwrap_or("")),
+                None => format!("{} (whole)", h["file"].as_str().unwrap_or("")),
+            })
+            .collect()
+    }
+
+    /// The mutants that survived, as `file:line operator: text`.
+    pub fn survivors(&self) -> Vec<String> {
+        self.details["mutants"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["result"] == "survived")
+            .map(|m| {
+                format!(
+                    "{}:{} {}: {}",
+                    m["file"].as_str().unwrap_or(""),
+                    m["line"],
+                    m["operator"].as_str().unwrap_or(""),
+                    m["text"].as_str().unwrap_or("").trim()
+                )
+            })
+            .collect()
+    }
+}
+
+/// Writes adequacy.json for a measure of the loop's branch head and journals
+/// `adequacy_measured`, under the loop's lock; `Ok(false)` when a runner holds it.
+fn record(dir: &Path, f: &Findings) -> Result<bool> {
+    let Ok(_held) = crate::control::hold_lock(dir) else {
+        return Ok(false);
+    };
+    let details = f.json();
+    let details_text = serde_json::to_string(&details)
+        .map_err(|e| Error::Usage(format!("cannot write the findings: {e}")))?;
+    let details_sha256 = crate::fsx::sha256_hex(details_text.as_bytes());
+    let envelope_digest = std::fs::read(dir.join(envelope::FILE))
+        .ok()
+        .and_then(|b| envelope::parse(&b).ok())
+        .filter(|e| e.commit.as_deref() == Some(f.commit.as_str()))
+        .map(|e| e.digest);
+    let (n, h, k, m) = f.figures();
+    let rec = json!({
+        "adequacy": FORMAT,
+        "commit": f.commit,
+        "base": f.base,
+        "envelope_digest": envelope_digest,
+        "hunks_needed": n, "hunks_tried": h, "mutants_killed": k, "mutants_tried": m,
+        "details_sha256": details_sha256,
+        "details": details,
+    });
+    crate::fsx::write_atomic(&dir.join(FILE), format!("{rec}\n").as_bytes())?;
+    let iteration = state::State::parse_file(&dir.join("state.env"))
+        .map(|s| s.next_iteration.saturating_sub(1))
+        .unwrap_or(0);
+    crate::control::append_event(
+        dir,
+        crate::contract::EventName::AdequacyMeasured,
+        iteration,
+        &[
+            ("commit", crate::events::value(&f.commit)),
+            ("hunks_needed", n.to_string()),
+            ("hunks_tried", h.to_string()),
+            ("mutants_killed", k.to_string()),
+            ("mutants_tried", m.to_string()),
+            ("details_sha256", crate::events::value(&details_sha256)),
+        ],
+    )?;
+    Ok(true)
+}
+
+/// `orbit adequacy`: prints the findings and records them in the loop directory; exit 0
+/// when they were measured.
+pub fn run(args: &AdequacyArgs) -> Result<u8> {
+    let f = match measure(args) {
+        Err(Error::Refused(why)) => {
+            if args.json {
+                println!("{}", json!({"error": why}));
+            } else {
+                eprintln!("orbit: {why}");
+            }
+            return Ok(EXIT_CHECKS_FAIL);
+        }
+        other => other?,
+    };
+    let recorded = match &f.loop_dir {
+        Some(dir) => record(dir, &f)?,
+        None => false,
+    };
+    if args.json {
+        println!("{}", f.json());
+    } else {
+        print!("{}", f.text());
+        if !recorded {
+            println!(
+                "not recorded: a runner holds the loop; run orbit adequacy again when it is idle"
+            );
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,430 @@
+//! `orbit adequacy`: which part of a DONE's change the loop's own checks need. Real git, a
+//! real loop run to DONE by a scripted agent, real python checks: each hunk reverted alone
+//! and each mutant of the added lines is run in a clean checkout, never in the workspace.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use std::time::Duration;
+
+use crate::support::{Repo, assert_code, command, orbit_bin, run_bounded, text};
+
+/// The project before the agent: `add` is wrong, `greet` has no test.
+fn project(repo: &Repo) {
+    repo.write("calc.py", "def add(a, b):\n    return 0\n");
+    repo.write("util.py", "def greet():\n    return 'hi'\n");
+    repo.write(
+        "test_calc.py",
+        "import os, time\nfrom calc import add\nassert add(2, 3) == 5, add(2, 3)\nassert add(-1, 1) == 0\ntime.sleep(float(os.environ.get('CHECK_SLEEP', '0')))\nprint('1 passed')\n",
+    );
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-qm", "the project"]);
+}
+
+/// A loop whose agent writes `files` (path, text) and says done; run to DONE.
+fn done_with(repo: &Repo, files: &[(&str, &str)]) -> PathBuf {
+    let mut body =
+        String::from("cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\n");
+    for (path, content) in files {
+        body.push_str(&format!("cat > {path} <<'EOF'\n{content}EOF\n"));
+    }
+    body.push_str("echo \"the tests pass\" > \"$ORBIT_AGENT_DIR/done.md\"\n");
+    let agent = repo.agent("worker", &body);
+    let dir = repo.init_loop(
+        &agent,
+        &["python3 test_calc.py"],
+        &["--protect", "test_*.py"],
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "the loop reaches DONE");
+    dir
+}
+
+fn adequacy(repo: &Repo, args: &[&str]) -> Value {
+    let mut all = vec!["adequacy", "--json", "--budget", "10m"];
+    all.extend_from_slice(args);
+    let out = repo.orbit(&all);
+    assert_code(&out, 0, "orbit adequacy");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {}", text(&out)))
+}
+
+fn results<'a>(v: &'a Value, list: &str, file: &str) -> Vec<&'a Value> {
+    v[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["file"] == file)
+        .collect()
+}
+
+fn workspace_head(repo: &Repo, dir: &Path) -> String {
+    let _ = dir;
+    repo.git(&["rev-parse", "orbit/test-goal"])
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn a_superfluous_hunk_is_not_needed_and_an_unpinned_branch_keeps_its_mutants() {
+    let repo = Repo::new();
+    project(&repo);
+    let dir = done_with(
+        &repo,
+        &[
+            (
+                "calc.py",
+                "def add(a, b):\n    if a > 100:\n        return a\n    return a + b\n",
+            ),
+            ("util.py", "def greet():\n    return 'hello'\n"),
+        ],
+    );
+    let head = workspace_head(&repo, &dir);
+    let v = adequacy(&repo, &[]);
+    // The fix's hunk is needed; the tidy-up of greet, which no check reaches, is not.
+    let calc = results(&v, "hunks", "calc.py");
+    assert_eq!(calc.len(), 1, "{v:#}");
+    assert_eq!(calc[0]["result"], "needed", "{v:#}");
+    assert_eq!(calc[0]["check"], "python3-test-calc-py", "{v:#}");
+    let util = results(&v, "hunks", "util.py");
+    assert_eq!(util[0]["result"], "not-needed", "{v:#}");
+    assert_eq!(v["hunks_needed"], 1);
+    assert_eq!(v["hunks_tried"], 2);
+    // The branch for a > 100 is not pinned by any test: loosening its bound survives, and
+    // so does its early return's value; flipping the comparison breaks add(2, 3).
+    let m = results(&v, "mutants", "calc.py");
+    let find = |op: &str, line: u64| {
+        m.iter()
+            .find(|x| x["operator"] == op && x["line"] == line)
+            .unwrap_or_else(|| panic!("no {op} mutant of line {line}: {v:#}"))
+    };
+    assert_eq!(find("comparison-loosened", 2)["result"], "survived");
+    assert_eq!(find("integer-off-by-one", 2)["result"], "survived");
+    assert_eq!(find("return-default", 3)["result"], "survived");
+    assert_eq!(find("comparison-flipped", 2)["result"], "killed");
+    assert_eq!(find("return-default", 4)["result"], "killed");
+    // greet's new string is masked (never mutated inside); returning None instead of it
+    // survives, as its hunk does.
+    let greet = results(&v, "mutants", "util.py");
+    assert_eq!(greet.len(), 1, "{v:#}");
+    assert_eq!(greet[0]["operator"], "return-default");
+    assert_eq!(greet[0]["result"], "survived");
+    assert!(
+        v["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("the checks need 1 of 2 changed hunks;"),
+        "{v:#}"
+    );
+    // The protected test file is left out, and said.
+    assert!(
+        v["left_out"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["file"] != "test_calc.py"),
+        "the test file is not part of the change: {v:#}"
+    );
+    // The measure is recorded beside the envelope and journaled, and the audit notes the
+    // hunk no check needs (P2); the journal still chains.
+    let rec = orbit::adequacy::Record::read(&dir).expect("adequacy.json reads back");
+    assert_eq!(rec.commit, head);
+    assert_eq!((rec.hunks_needed, rec.hunks_tried), (1, 2));
+    assert_eq!(rec.unneeded(), vec!["util.py:2".to_string()]);
+    let measured = crate::support::events_named(&dir, "adequacy_measured");
+    assert_eq!(measured.len(), 1);
+    let out = repo.orbit(&["audit", "--json"]);
+    let audit: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let findings = audit["loops"][0]["findings"].as_array().unwrap();
+    let f = findings
+        .iter()
+        .find(|f| f["class"] == "UNNEEDED_HUNKS")
+        .unwrap_or_else(|| panic!("no UNNEEDED_HUNKS finding: {audit:#}"));
+    assert_eq!(f["severity"], "P2");
+    assert_eq!(f["evidence"], "adequacy.json:1");
+    assert!(
+        f["message"].as_str().unwrap().contains(": util.py:2"),
+        "{f}"
+    );
+    assert!(
+        findings.iter().all(|f| f["severity"] == "P2"),
+        "the record is no tamper and the journal still chains: {audit:#}"
+    );
+    // The report shows the line, the hunk no check needs and the survivors.
+    let report = repo.orbit(&["report"]);
+    let md = text(&report);
+    assert!(
+        md.contains("- adequacy: the checks need 1 of 2 changed hunks;"),
+        "{md}"
+    );
+    assert!(
+        md.contains("  - a hunk no check needs: `util.py:2`"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "a mutant the checks do not kill: `calc.py:2 comparison-loosened: if a >= 100:`"
+        ),
+        "{md}"
+    );
+    let rj: Value = serde_json::from_slice(&repo.orbit(&["report", "--json"]).stdout).unwrap();
+    assert_eq!(rj["adequacy_unneeded"], serde_json::json!(["util.py:2"]));
+    // The runner's next tick takes the record as one of the loop's files, not a tamper.
+    let again = repo.run_loop(&dir, &[], &[]);
+    assert_code(&again, 0, "a DONE loop's next tick after adequacy");
+    assert!(!text(&again).contains("tamper"), "{}", text(&again));
+    // A record whose details were edited is not read.
+    let edited = std::fs::read_to_string(dir.join("adequacy.json"))
+        .unwrap()
+        .replace("\"not-needed\"", "\"needed\"");
+    std::fs::write(dir.join("adequacy.json"), edited).unwrap();
+    assert!(orbit::adequacy::Record::read(&dir).is_none());
+    // Nothing of the loop moved: its branch and workspace are as DONE left them.
+    assert_eq!(workspace_head(&repo, &dir), head);
+    assert_eq!(
+        repo.git(&[
+            "-C",
+            &repo.ws().display().to_string(),
+            "status",
+            "--porcelain"
+        ]),
+        ""
+    );
+    assert_eq!(
+        repo.git(&["worktree", "list", "--porcelain"])
+            .matches("orbit-adequacy")
+            .count(),
+        0,
+        "the clean checkouts are gone"
+    );
+}
+
+#[test]
+fn a_fully_pinned_fix_has_every_hunk_needed_and_every_mutant_killed() {
+    let repo = Repo::new();
+    project(&repo);
+    done_with(&repo, &[("calc.py", "def add(a, b):\n    return a + b\n")]);
+    let v = adequacy(&repo, &[]);
+    assert_eq!(v["hunks_needed"], 1, "{v:#}");
+    assert_eq!(v["hunks_tried"], 1, "{v:#}");
+    let tried = v["mutants_tried"].as_u64().unwrap();
+    assert!(tried >= 1, "{v:#}");
+    assert_eq!(v["mutants_killed"].as_u64().unwrap(), tried, "{v:#}");
+    assert_eq!(v["not_tried"]["mutants"], 0);
+    let out = repo.orbit(&["adequacy", "--budget", "10m"]);
+    assert_code(&out, 0, "orbit adequacy");
+    assert!(
+        text(&out).contains(&format!(
+            "the checks need 1 of 1 changed hunks; {tried} of {tried} mutants killed"
+        )),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn a_budget_that_runs_out_says_what_it_did_not_try() {
+    let repo = Repo::new();
+    project(&repo);
+    done_with(
+        &repo,
+        &[(
+            "calc.py",
+            "def add(a, b):\n    if a > 100 and b > 100:\n        return a + b + 0\n    return a + b\n",
+        )],
+    );
+    // Each run of the check takes at least two seconds here, so a one-second budget lets
+    // one worker start one unit after the unchanged commit's run, and no second.
+    let slow = |json: bool| {
+        let mut cmd = command(orbit_bin());
+        cmd.args(["adequacy", "--budget", "1s", "--jobs", "1"])
+            .args(json.then_some("--json"))
+            .current_dir(repo.path())
+            .env("PATH", repo.path_env())
+            .env("CHECK_SLEEP", "2");
+        run_bounded(cmd, Duration::from_secs(120))
+    };
+    let out = slow(true);
+    assert_code(&out, 0, "orbit adequacy");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let not_tried = v["not_tried"]["mutants"].as_u64().unwrap();
+    assert!(not_tried > 0, "{v:#}");
+    let listed = v["mutants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["result"] == "not-tried")
+        .count() as u64;
+    assert_eq!(listed, not_tried, "each untried mutant is listed: {v:#}");
+    assert_eq!(v["hunks_tried"], 1, "one unit ran, the first hunk: {v:#}");
+    let out = slow(false);
+    assert!(
+        text(&out).contains("the budget (1s) ran out; raise it with --budget"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn binary_renamed_deleted_generated_and_huge_changes_are_each_handled_and_said() {
+    let repo = Repo::new();
+    project(&repo);
+    repo.write("old_name.py", "X = 1\n");
+    repo.write("gone.txt", "unused\n");
+    repo.write("generated.py", "# @generated by a tool\nVALUE = 2\n");
+    repo.write("table.py", "TABLE = []\n");
+    std::fs::write(repo.join("logo.bin"), b"\x00\x01\x02").unwrap();
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-qm", "more files"]);
+    let mut table = String::from("TABLE = [\n");
+    for i in 0..3000 {
+        table.push_str(&format!("    {i},\n"));
+    }
+    table.push_str("]\n");
+    let agent = repo.agent(
+        "worker",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+printf 'def add(a, b):\n    return a + b\n' > calc.py
+printf '\x00\x03\x04' > logo.bin
+printf 'new\x00\x01' > added.bin
+git mv old_name.py new_name.py
+git rm -q gone.txt
+printf '# @generated by a tool\nVALUE = 3\n' > generated.py
+cat > table.py <<'TABLE'
+{table}TABLE
+echo "the tests pass" > "$ORBIT_AGENT_DIR/done.md""#
+        ),
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["python3 test_calc.py"],
+        &["--protect", "test_*.py"],
+    );
+    assert_code(&repo.run_loop(&dir, &[], &[]), 0, "the loop reaches DONE");
+    let v = adequacy(&repo, &["--max-mutants", "4"]);
+    let kind = |file: &str| {
+        let h = results(&v, "hunks", file);
+        assert_eq!(h.len(), 1, "{file}: {v:#}");
+        (
+            h[0]["kind"].as_str().unwrap().to_string(),
+            h[0]["result"].as_str().unwrap().to_string(),
+        )
+    };
+    let not_needed = |k: &str| (k.to_string(), "not-needed".to_string());
+    assert_eq!(kind("logo.bin"), not_needed("binary"));
+    assert_eq!(kind("added.bin"), not_needed("added"));
+    assert_eq!(kind("new_name.py"), not_needed("renamed"));
+    assert_eq!(kind("gone.txt"), not_needed("deleted"));
+    assert_eq!(kind("generated.py"), not_needed("generated"));
+    assert_eq!(kind("table.py"), not_needed("hunk"));
+    assert_eq!(kind("calc.py"), ("hunk".into(), "needed".into()));
+    assert_eq!(
+        results(&v, "hunks", "new_name.py")[0]["old_file"],
+        "old_name.py"
+    );
+    assert_eq!(results(&v, "hunks", "table.py")[0]["len"], 3002);
+    // Mutants spread: calc.py's line first, then the table's first lines; the cap's rest
+    // are counted as not tried. Neither the binary nor the generated file is mutated.
+    let m = v["mutants"].as_array().unwrap();
+    assert_eq!(m.len(), 4, "{v:#}");
+    assert_eq!(m[0]["file"], "calc.py", "{v:#}");
+    assert!(
+        m.iter()
+            .all(|m| m["file"] == "calc.py" || m["file"] == "table.py"),
+        "{v:#}"
+    );
+    assert!(v["not_tried"]["mutants"].as_u64().unwrap() > 2990, "{v:#}");
+    let notes = v["notes"].to_string();
+    for said in [
+        "logo.bin: reverted whole (binary), never mutated",
+        "generated.py: reverted whole (generated), never mutated",
+        "new_name.py: reverted whole (renamed), never mutated",
+        "table.py:1-3002: a hunk of 3002 lines, reverted as one",
+    ] {
+        assert!(notes.contains(said), "{said}: {v:#}");
+    }
+}
+
+#[test]
+fn a_mutant_that_makes_the_code_hang_is_stopped_and_counts_as_killed() {
+    let repo = Repo::new();
+    project(&repo);
+    done_with(
+        &repo,
+        &[(
+            "calc.py",
+            "def add(a, b):\n    i = 0\n    while i != 3:\n        i += 1\n    return a + b + i - 3\n",
+        )],
+    );
+    let v = adequacy(&repo, &[]);
+    let m = results(&v, "mutants", "calc.py");
+    let hang = m
+        .iter()
+        .find(|x| x["operator"] == "integer-off-by-one" && x["line"] == 4)
+        .unwrap_or_else(|| panic!("no mutant of i += 1: {v:#}"));
+    assert_eq!(hang["text"], "        i += 2");
+    assert_eq!(hang["result"], "killed", "{v:#}");
+    assert_eq!(hang["check"], "timeout", "{v:#}");
+}
+
+/// calc.py as a hostile agent leaves it: right, and, whenever it is imported, trying to
+/// write into the user's repository (found through git), swallowing the refusal.
+const HOSTILE_CALC: &str = r#"import os, subprocess
+def _reach_out():
+    try:
+        common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+                                capture_output=True, text=True).stdout.strip()
+        with open(os.path.join(os.path.dirname(common), "into-repo.txt"), "a") as f:
+            f.write("pwned\n")
+    except OSError:
+        pass
+_reach_out()
+def add(a, b):
+    return a + b
+"#;
+
+/// Adequacy runs the agent's code many times: under the loop's sandbox, as its checks ran,
+/// that code cannot write into the user's repository; a loop without the sandbox reruns
+/// it as it ran (the same code then does write there, which proves the attack is made).
+#[test]
+fn the_code_adequacy_runs_is_held_in_the_loops_sandbox() {
+    if !crate::support::present_or_skipped(
+        crate::support::bwrap_available(),
+        "ORBIT_REQUIRE_BWRAP",
+        "bubblewrap",
+    ) {
+        return;
+    }
+    for sandbox in ["none", "bwrap"] {
+        let repo = Repo::new();
+        project(&repo);
+        let mut body =
+            String::from("cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\n");
+        body.push_str(&format!("cat > calc.py <<'EOF'\n{HOSTILE_CALC}EOF\n"));
+        body.push_str("echo \"the tests pass\" > \"$ORBIT_AGENT_DIR/done.md\"\n");
+        let agent = repo.agent("worker", &body);
+        let dir = repo.init_loop(
+            &agent,
+            &["python3 test_calc.py"],
+            &["--protect", "test_*.py", "--sandbox", sandbox],
+        );
+        assert_code(&repo.run_loop(&dir, &[], &[]), 0, "the loop reaches DONE");
+        let planted = repo.join("into-repo.txt");
+        let _ = std::fs::remove_file(&planted);
+        let v = adequacy(&repo, &[]);
+        assert_eq!(v["hunks_needed"], 1, "{v:#}");
+        if sandbox == "none" {
+            assert!(
+                planted.is_file(),
+                "without the sandbox the code reached the repository"
+            );
+        } else {
+            assert!(
+                !planted.exists(),
+                "under the sandbox the code wrote into the repository"
+            );
+        }
+    }
+}

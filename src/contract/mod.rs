@@ -20,7 +20,7 @@ use serde::{Serialize, Serializer};
 pub use settings::{SETTINGS, Scope, Setting, SettingKind, setting};
 
 /// The version of the loop contract (`docs/contract.md`) this build writes.
-pub const CONTRACT_VERSION: &str = "2.3.0";
+pub const CONTRACT_VERSION: &str = "2.4.0";
 
 /// State keys a loop written under an older major version of the contract does not have,
 /// with the major version that added each: such a state parses without them, and the

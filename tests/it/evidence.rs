@@ -185,7 +185,7 @@ echo "work.txt holds done" > "$ORBIT_AGENT_DIR/done.md""#,
         "the spec\n"
     );
     assert!(
-        !repo.join(".orbit/.workspaces/test-goal.clean").exists(),
+        !repo.ws_sibling(".clean").exists(),
         "the clean checkout goes at DONE"
     );
 }

@@ -996,8 +996,9 @@ fn a_plain_loops_scripts_are_short_and_share_one_library() {
         total += fs::metadata(dir.join(name)).unwrap().len();
     }
     // A budget the loop may not outgrow unnoticed (732 KB before the library; the envelope's
-    // signing since): the aim is 300 KB.
-    assert!(total <= 368 * 1024, "the scripts and lib.sh: {total} bytes");
+    // signing since, and the default workspace under the data directory with the
+    // sandbox's hiding of every other loop's workspace): the aim is 300 KB.
+    assert!(total <= 370 * 1024, "the scripts and lib.sh: {total} bytes");
     for name in ["verify.sh", "holdout.sh"] {
         let script = fs::read_to_string(dir.join(name)).unwrap();
         assert!(

@@ -1039,7 +1039,10 @@ fn the_report_tells_status_iterations_spend_and_remaining_work() {
     assert!(report.contains("I changed work.txt"), "{report}");
     // Not DONE: the work is read in the workspace.
     assert!(
-        report.contains("the loop's commits, in its workspace: `git -C .orbit/.workspaces/test-goal log --oneline`"),
+        report.contains(&format!(
+            "the loop's commits, in its workspace: `git -C {} log --oneline`",
+            repo.ws().display()
+        )),
         "{report}"
     );
     assert!(report.contains("    - next: handle | pipes"), "{report}");

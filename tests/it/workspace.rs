@@ -796,3 +796,34 @@ fn an_agent_folder_replaced_by_a_link_is_never_read_back_or_written_through() {
     assert_code(&out, 10, "tick 2");
     assert!(outside.path().join("done.md").is_file());
 }
+
+/// The runner and orbit name the default workspace alike (templates/lib/workspace.sh,
+/// src/locate/workspace.rs), for a checkout whose name holds a space and a non-ASCII
+/// letter: what orbit predicts before the first run is where the runner makes it, and
+/// what `orbit status` shows after.
+#[test]
+fn the_runner_makes_the_default_workspace_where_orbit_names_it() {
+    let repo = Repo::with_prefix("orbit it \u{e9}t\u{e9}-");
+    let agent = counting_agent(&repo, 5);
+    let dir = repo.init_loop(&agent, &[&count_check(5)], &[]);
+    let predicted = repo.ws();
+    let id = predicted.parent().unwrap().file_name().unwrap();
+    assert!(
+        id.to_string_lossy().starts_with("orbit-it-"),
+        "{}",
+        predicted.display()
+    );
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick");
+    assert_eq!(
+        state_value(&dir, "WORKSPACE"),
+        predicted.display().to_string()
+    );
+    assert!(predicted.join(".git").is_file());
+    let status = repo.orbit(&["status"]);
+    assert!(
+        text(&status).contains(&predicted.display().to_string()),
+        "{}",
+        text(&status)
+    );
+}

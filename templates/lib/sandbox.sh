@@ -181,7 +181,8 @@ sandbox_hide_holdout() {
 }
 
 # sandbox_workspace_roots_v: REPLY_ROOTS, the directories that hold the loops' workspaces
-# (the canonical paths of those that exist, none a link): the data directory's
+# (the canonical paths of those that exist, none a link; one under a private tmpfs too, as
+# a directory bound again, the repository's, may show it): the data directory's
 # orbit/workspaces (lib/workspace.sh), the one this loop's workspace lies under when
 # another environment named it, and the repository's .orbit/.workspaces (the default
 # before contract 2.4). A sandboxed run gets each as an empty, read-only directory holding
@@ -201,7 +202,6 @@ sandbox_workspace_roots_v() {
   for p in "${roots_wanted[@]}"; do
     [[ -d $p && ! -L $p ]] || continue
     p=$(cd -P -- "$p" 2>/dev/null && pwd -P) || continue
-    sandbox_under "$p" && continue
     for q in "${REPLY_ROOTS[@]}"; do
       [[ $q != "$p" ]] || continue 2
     done

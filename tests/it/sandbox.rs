@@ -1084,12 +1084,13 @@ fn under_the_sandbox_an_agent_can_neither_read_nor_write_another_loops_workspace
     fs::write(other.join("secret.txt"), "other\n").unwrap();
     let _cleanup_other = HomeWorkspaces(root.join("other-000000000000"));
 
-    let init = |name: &str, agent: &Path, check: &str| {
+    let init = |name: &str, agent: &Path, check: &str, extra: &[&str]| {
         let exec = agent.display().to_string();
         let mut cmd = with_home_data(crate::support::orbit_bin(), &repo);
         cmd.args(["init", name, "--engine", "custom", "--exec", &exec])
             .args(["--verify", check, "--sandbox", "bwrap"])
-            .args(["--dir", &format!(".orbit/{name}")]);
+            .args(["--dir", &format!(".orbit/{name}")])
+            .args(extra);
         let out = crate::support::run_bounded(cmd, Duration::from_secs(120));
         assert_ok(&out, "orbit init");
         repo.join(&format!(".orbit/{name}"))
@@ -1105,7 +1106,7 @@ fn under_the_sandbox_an_agent_can_neither_read_nor_write_another_loops_workspace
         "agent-b",
         "case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho b-secret > secret.txt\necho step >> work.txt",
     );
-    let b = init("loop-b", &b_agent, "test -f work.txt");
+    let b = init("loop-b", &b_agent, "test -f work.txt", &[]);
     let out = tick(&b);
     assert!(
         matches!(out.status.code(), Some(0 | 10)),
@@ -1117,12 +1118,35 @@ fn under_the_sandbox_an_agent_can_neither_read_nor_write_another_loops_workspace
         "b-secret\n"
     );
     let b_readme = fs::read(ws_b.join("README.md")).unwrap();
+    // Loop C's workspace is where --workspace put it, in the checkout (as every loop's was
+    // before contract 2.4): hidden the same way.
+    let ws_c = fs::canonicalize(repo.path())
+        .unwrap()
+        .join(".orbit/.workspaces/loop-c");
+    let c = init(
+        "loop-c",
+        &b_agent,
+        "test -f work.txt",
+        &["--workspace", ".orbit/.workspaces/loop-c"],
+    );
+    let out = tick(&c);
+    assert!(
+        matches!(out.status.code(), Some(0 | 10)),
+        "loop C's tick: {}",
+        text(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(ws_c.join("secret.txt")).unwrap(),
+        "b-secret\n"
+    );
 
     // Loop A's agent goes for B's workspace, and for another repository's.
     let body = r#"case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
-B='@B@'; O='@O@'
+B='@B@'; O='@O@'; C='@C@'
 @TRY@
 try write-b sh -c "echo planted > '$B/planted.txt'"
+try write-c sh -c "echo planted > '$C/planted.txt'"
+try read-c cat "$C/secret.txt"
 try append-b sh -c "echo planted >> '$B/README.md'"
 try write-other sh -c "echo planted > '$O/planted.txt'"
 try read-b cat "$B/secret.txt"
@@ -1132,6 +1156,7 @@ echo mine > own.txt
 echo step >> work.txt"#
         .replace("@B@", &ws_b.display().to_string())
         .replace("@O@", &other.display().to_string())
+        .replace("@C@", &ws_c.display().to_string())
         .replace("@MINE@", &mine.display().to_string())
         .replace("@TRY@", TRY_WRITE);
     let a_agent = repo.agent("agent-a", &body);
@@ -1142,7 +1167,7 @@ echo step >> work.txt"#
         ws_b.display(),
         ws_b.display()
     );
-    let a = init("loop-a", &a_agent, &check);
+    let a = init("loop-a", &a_agent, &check, &[]);
     let out = tick(&a);
     assert!(
         matches!(out.status.code(), Some(0 | 10)),
@@ -1150,7 +1175,15 @@ echo step >> work.txt"#
         text(&out)
     );
     let attempts = fs::read_to_string(ws_a.join("attempts.txt")).unwrap();
-    for label in ["write-b", "append-b", "write-other", "read-b", "read-other"] {
+    for label in [
+        "write-b",
+        "append-b",
+        "write-other",
+        "read-b",
+        "read-other",
+        "write-c",
+        "read-c",
+    ] {
         let line = attempt(&attempts, label);
         assert!(
             !line.ends_with("WROTE")
@@ -1161,6 +1194,7 @@ echo step >> work.txt"#
     }
     assert!(!ws_b.join("planted.txt").exists());
     assert!(!other.join("planted.txt").exists());
+    assert!(!ws_c.join("planted.txt").exists());
     assert_eq!(fs::read(ws_b.join("README.md")).unwrap(), b_readme);
     // The agent saw its own workspace under the root, and only that; so did its check.
     assert_eq!(

@@ -26,6 +26,12 @@ fn orbit_nc(repo: &Repo, args: &[&str]) -> Output {
 /// Replaces what changes from run to run: temp paths, times, hashes, ages.
 fn scrub(text: &str, repo: &Repo) -> String {
     let mut s = text.to_string();
+    // The default workspaces' directory, under the suite's data directory.
+    let workspaces = workspaces_of(repo.path());
+    s = s.replace(
+        &workspaces.display().to_string(),
+        "[DATA]/orbit/workspaces/[REPO-ID]",
+    );
     for (p, name) in [(repo.path(), "[REPO]"), (repo.bin.path(), "[BIN]")] {
         if let Ok(c) = fs::canonicalize(p) {
             s = s.replace(&c.display().to_string(), name);

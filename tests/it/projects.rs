@@ -2,7 +2,8 @@
 //! a real fix: a Node project with a lockfile (`npm ci`), a Python src-layout package in a
 //! virtual environment with an editable install, and a Rust crate whose path dependency is a
 //! git submodule. Each project is made from the files under `tests/fixtures/projects/`, and
-//! each carries the trap a fresh checkout inside the user's own checkout falls into: the
+//! each carries the trap a fresh checkout inside the user's own checkout (where
+//! `--workspace` may put the workspace; by default it is outside) falls into: the
 //! user's `node_modules` one directory up, the user's venv with the user's copy of the
 //! package installed, a submodule whose origin is gone.
 //!
@@ -108,8 +109,8 @@ fn node_available() -> bool {
 /// The Node project (its dependency `greet` 2.0.0 is a `file:` package in the repository,
 /// so `npm ci` installs it with no registry), with the trap: the user's own checkout has a
 /// `node_modules` (ignored) holding greet 1.4.2, whose greeting the tests do not accept.
-/// The workspace is inside the user's checkout, so a `require('greet')` there that finds no
-/// `node_modules` of its own walks up to the user's.
+/// A workspace inside the user's checkout that has no `node_modules` of its own resolves
+/// `require('greet')` from the user's, above it.
 fn node_project() -> Repo {
     let repo = project_repo("node");
     copy_tree(

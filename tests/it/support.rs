@@ -209,7 +209,13 @@ impl Repo {
     /// runs with the ORBIT_* environment of contract section 5.1. Asked to confirm a DONE
     /// claim (`ORBIT_PHASE=confirm`), a fake agent agrees: it writes `CONFIRMED` into
     /// `.orbit-agent/confirm.md` before its body runs (a body may write another verdict).
+    /// A body may name the loop directories as `$ORBIT_WORKSPACE/../..` (where they were when
+    /// the workspace was `.orbit/.workspaces/<name>`): that names the repository's `.orbit`
+    /// by its path, wherever the workspace is.
     pub fn agent(&self, name: &str, body: &str) -> PathBuf {
+        let loops = fs::canonicalize(self.path()).unwrap().join(".orbit");
+        let body = body.replace("$ORBIT_WORKSPACE/../..", &loops.display().to_string());
+        let body = body.as_str();
         let p = self.bin.path().join(name);
         fs::write(
             &p,

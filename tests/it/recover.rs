@@ -168,6 +168,20 @@ impl Loop {
             .status()
             .unwrap();
         assert!(st.success());
+        // The default workspaces, under the data directory, as the copy's own (as a workspace
+        // in the checkout was copied with it).
+        let from = crate::support::workspaces_of(self.repo.path());
+        if from.exists() {
+            let to = crate::support::workspaces_of(repo.path());
+            fs::create_dir_all(&to).unwrap();
+            let st = command("cp")
+                .arg("-a")
+                .arg(format!("{}/.", from.display()))
+                .arg(&to)
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
         let rel = self
             .dir
             .strip_prefix(self.repo.path())
@@ -261,6 +275,10 @@ fn twin_states(a: &Loop, b: &Loop) -> (String, String) {
     let norm = |t: String| {
         let mut t = without_updated(&t);
         for r in [a.repo.path(), b.repo.path()] {
+            t = t.replace(
+                &format!("={}/", crate::support::workspaces_of(r).display()),
+                "=<WORKSPACES>/",
+            );
             t = t.replace(&format!("={}/", r.display()), "=<REPO>/");
         }
         t
@@ -392,6 +410,12 @@ fn copy_tree(src: &Path, dst: &Path) {
 fn recover_in_turn(lp: &Loop, flags: &[&str], check: impl Fn(&Loop, &str)) -> State {
     let before = tempfile::tempdir().unwrap();
     copy_tree(lp.repo.path(), before.path());
+    // The default workspaces too, outside the repository.
+    let workspaces = crate::support::workspaces_of(lp.repo.path());
+    let before_ws = tempfile::tempdir().unwrap();
+    if workspaces.exists() {
+        copy_tree(&workspaces, before_ws.path());
+    }
     let mut states = Vec::new();
     for tool in ["orbit recover", "recover.sh"] {
         let out = if tool == "recover.sh" {
@@ -416,6 +440,9 @@ fn recover_in_turn(lp: &Loop, flags: &[&str], check: impl Fn(&Loop, &str)) -> St
         );
         if tool == "orbit recover" {
             copy_tree(before.path(), lp.repo.path());
+            if workspaces.exists() {
+                copy_tree(before_ws.path(), &workspaces);
+            }
         }
     }
     assert_eq!(

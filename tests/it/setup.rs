@@ -586,8 +586,9 @@ fn a_regression_check_red_on_the_base_tree_names_what_differs_from_the_users_che
     repo.write(".gitignore", "node_modules/\n");
     repo.git(&["add", ".gitignore"]);
     repo.git(&["commit", "-q", "-m", "ignore node_modules"]);
-    // The user's own installed dependency, broken: the workspace (inside the checkout) has
-    // none, so Node walks up the directory tree and finds this one.
+    // The user's own installed dependency, broken: a workspace inside the checkout (where
+    // --workspace still puts it) has none, so Node walks up the directory tree and finds
+    // this one.
     repo.write(
         "node_modules/dep/index.js",
         "throw new Error('the dep of your checkout');\n",
@@ -596,7 +597,12 @@ fn a_regression_check_red_on_the_base_tree_names_what_differs_from_the_users_che
     let dir = repo.init_loop(
         &agent,
         &["true"],
-        &["--regression", "node -e 'require(\"dep\")'"],
+        &[
+            "--regression",
+            "node -e 'require(\"dep\")'",
+            "--workspace",
+            ".orbit/.workspaces/test-goal",
+        ],
     );
     let out = repo.run_loop(&dir, &[], &[("ALLOW_GREEN_START", "1")]);
     assert_code(&out, 2, "the regression check is red before any agent");

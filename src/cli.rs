@@ -25,7 +25,7 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
             ),
             (
                 "orbit init \"Fix the flaky login test\" --verify 'npm test' --workspace ../login-loop",
-                "put the loop's git worktree beside the repository instead of under .orbit/.workspaces",
+                "put the loop's git worktree beside the repository instead of under your data directory",
             ),
         ],
     ),
@@ -967,7 +967,9 @@ pub struct InitArgs {
     pub dry_run: bool,
 
     /// Where the loop's git worktree (its workspace) goes [default:
-    /// .orbit/.workspaces/<name>]; outside the loop directory. Created at the first run.
+    /// $XDG_DATA_HOME/orbit/workspaces/<repo-id>/<name>, ~/.local/share without
+    /// XDG_DATA_HOME: outside your checkout, so no tool that walks up from it finds your own
+    /// files]; outside the loop directory. Created at the first run.
     #[arg(long, value_name = "PATH")]
     pub workspace: Option<PathBuf>,
 

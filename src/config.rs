@@ -133,7 +133,10 @@ pub struct LoopConfig {
     pub notify_ntfy: Vec<String>,
     pub notify_timeout: String,
     /// The loop's workspace, a git worktree on `orbit/<name>`: relative to the repository
-    /// root, or absolute. Empty means the default, `.orbit/.workspaces/<name>`.
+    /// root, or absolute. Empty means the default: under the user's data directory
+    /// (`$XDG_DATA_HOME/orbit/workspaces/<repo-id>/<name>`) from contract 2.4.0,
+    /// `.orbit/.workspaces/<name>` in a loop.toml of an older contract
+    /// ([`LoopConfig::workspace_setting`]).
     pub workspace: String,
     /// The OS sandbox every agent and check runs in. Part of what the loop is, like its
     /// workspace: no environment variable overrides it. A loop.toml without the key was
@@ -594,12 +597,41 @@ impl LoopConfig {
             .map(|s| {
                 // A key left out of loop.toml (an amount of none, a value at its default
                 // that is not written) is the table's default.
-                let text = table
-                    .get(s.key)
-                    .map_or_else(|| s.default.to_string(), bash_text);
+                let text = if s.key == "workspace" {
+                    self.workspace_setting()
+                } else {
+                    table
+                        .get(s.key)
+                        .map_or_else(|| s.default.to_string(), bash_text)
+                };
                 (s, text)
             })
             .collect()
+    }
+
+    /// The `workspace` setting as it reads at this loop's contract version: loop.toml's,
+    /// and for an empty one in a loop.toml older than 2.4.0 the default it had then,
+    /// `.orbit/.workspaces/<name>` (empty from 2.4.0: the data directory's default, which
+    /// the runner computes where it runs).
+    pub fn workspace_setting(&self) -> String {
+        if self.workspace.is_empty()
+            && !crate::locate::workspace::empty_means_data_dir(&self.contract_version)
+        {
+            crate::locate::workspace::legacy_default(&self.name)
+        } else {
+            self.workspace.clone()
+        }
+    }
+
+    /// The workspace this loop.toml names, as an absolute path from the repository root
+    /// `repo` (the default computed on this machine when it names none).
+    pub fn workspace_path(&self, repo: &Path) -> String {
+        crate::locate::workspace::from_setting(
+            repo,
+            &self.workspace,
+            &self.name,
+            &self.contract_version,
+        )
     }
 
     /// Checks every value, so a hand-edited loop.toml fails here with a clear message

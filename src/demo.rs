@@ -184,14 +184,20 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
             loop_dir.display()
         );
     }
-    println!(
-        "  the work: {}/.orbit/.workspaces/calc   (the loop's own git worktree; the project's checkout was never touched)",
-        repo.display()
-    );
-    println!(
-        "            git -C {}/.orbit/.workspaces/calc log --oneline",
-        repo.display()
-    );
+    // The workspace as the loop records it (its state's WORKSPACE, set at its first run).
+    let ws =
+        crate::state::State::parse(&std::fs::read(loop_dir.join("state.env")).unwrap_or_default())
+            .map(|s| s.workspace)
+            .unwrap_or_default();
+    if !ws.is_empty() {
+        println!(
+            "  the work: {ws}   (the loop's own git worktree, outside the project's checkout, which was never touched)"
+        );
+        println!(
+            "            git -C {} log --oneline",
+            crate::shell::paste_word(&ws)
+        );
+    }
     if code == 0 {
         hand_off(&repo, &loop_dir)?;
     }

@@ -394,26 +394,16 @@ fn resolve_dir(cwd: &Path, repo: &Path, dir: &Path) -> Result<(PathBuf, String)>
     Ok((real, rel_text))
 }
 
-/// The default workspace of a loop, relative to the repository root: beside the loop
-/// directories, never inside one (a loop name never starts with '.').
-pub fn default_workspace(name: &str) -> String {
-    format!(".orbit/.workspaces/{name}")
-}
-
-/// The workspace as loop.toml records it: `--workspace` (relative to the current directory)
-/// or the default, repository-relative when it is inside the repository. Refused inside the
-/// loop directory, around it, or at the repository root.
-fn resolve_workspace(
-    cwd: &Path,
-    repo: &Path,
-    dir: &Path,
-    given: Option<&Path>,
-    name: &str,
-) -> Result<String> {
-    let abs = match given {
-        Some(p) => absolutize(cwd, p)?,
-        None => repo.join(default_workspace(name)),
+/// The workspace as loop.toml records it: `--workspace` (relative to the current directory),
+/// repository-relative when it is inside the repository; empty without it (the default,
+/// under the user's data directory, computed where the loop runs:
+/// [`crate::locate::workspace`]). Refused inside the loop directory, around it, or at the
+/// repository root.
+fn resolve_workspace(cwd: &Path, repo: &Path, dir: &Path, given: Option<&Path>) -> Result<String> {
+    let Some(given) = given else {
+        return Ok(String::new());
     };
+    let abs = absolutize(cwd, given)?;
     let shown = abs.display().to_string();
     if abs.starts_with(dir) {
         return Err(Error::Usage(format!(
@@ -437,6 +427,24 @@ fn resolve_workspace(
         )));
     }
     Ok(text)
+}
+
+/// The workspace as init's summary names it, and why it is there: `--workspace` as loop.toml
+/// records it, else the default this machine gives the loop.
+fn workspace_shown(cfg: &LoopConfig, repo: &Path) -> (String, &'static str) {
+    if !cfg.workspace.is_empty() {
+        return (cfg.workspace.clone(), "");
+    }
+    match crate::locate::workspace::data_default(repo, &cfg.name) {
+        Some(p) => (
+            p.display().to_string(),
+            "\n          (outside your checkout, under your data directory: no tool that walks up from it finds your own files)",
+        ),
+        None => (
+            format!("$XDG_DATA_HOME/orbit/workspaces/<repository>/{}", cfg.name),
+            "\n          (neither XDG_DATA_HOME nor HOME names an absolute directory here: set one before the first run)",
+        ),
+    }
 }
 
 fn loop_name_of(rel: &str) -> String {
@@ -1012,7 +1020,8 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
         goal.slug()
     };
     let (mut cfg, secrets, found) = config_from_args(args, &cwd, &repo, name)?;
-    cfg.workspace = resolve_workspace(&cwd, &repo, &dir, args.workspace.as_deref(), &cfg.name)?;
+    cfg.workspace = resolve_workspace(&cwd, &repo, &dir, args.workspace.as_deref())?;
+    let (ws_shown, ws_why) = workspace_shown(&cfg, &repo);
     let holdout_files = read_holdout_files(&args.holdout_file, &cfg, &repo)?;
     // Whether runs will be sandboxed here: bwrap says so (the runner refuses to start where
     // it cannot run), none says not, auto asks the runner's probe.
@@ -1032,8 +1041,8 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
         println!("orbit: loop rendered in {rel}");
     }
     println!(
-        "  work:   git worktree {} on branch orbit/{} (created at the first run; your checkout is never touched)",
-        cfg.workspace, cfg.name
+        "  work:   git worktree {ws_shown} on branch orbit/{} (created at the first run; your checkout is never touched){ws_why}",
+        cfg.name
     );
     println!("  engine: {} ({})", cfg.engine, cfg.argv.join(" "));
     let taken = ProjectDefaults::load(&repo)?.taken(args);
@@ -1103,9 +1112,8 @@ pub fn init(args: &InitArgs) -> Result<InitOutcome> {
     }
     if cfg.candidates > 1 {
         println!(
-            "  candidates: {} per iteration, each in its own worktree next to the workspace ({}.c1 ...), memory {}",
+            "  candidates: {} per iteration, each in its own worktree next to the workspace ({ws_shown}.c1 ...), memory {}",
             cfg.candidates,
-            cfg.workspace,
             cfg.memory.name()
         );
     }

@@ -415,22 +415,14 @@ fn workspace_of(l: &Loop) -> String {
     configured_workspace(l)
 }
 
-/// loop.toml's `workspace` (or the default) from the repository root: where the first run
-/// makes the workspace.
+/// loop.toml's `workspace` (or its contract's default) from the repository root: where the
+/// first run makes the workspace.
 fn configured_workspace(l: &Loop) -> String {
     let Some(cfg) = &l.cfg else {
         return String::new();
     };
-    let rel = if cfg.workspace.is_empty() {
-        crate::init::default_workspace(&cfg.name)
-    } else {
-        cfg.workspace.clone()
-    };
-    if Path::new(&rel).is_absolute() {
-        return rel;
-    }
     crate::locate::repo_by_dot_git(&l.canonical)
-        .map(|r| r.join(rel).display().to_string())
+        .map(|r| cfg.workspace_path(&r))
         .unwrap_or_default()
 }
 

@@ -4,6 +4,7 @@
 //! command's module for it.
 
 pub mod probe;
+pub mod workspace;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -112,19 +112,15 @@ pub struct LoopRef {
 }
 
 /// The workspace loop.toml names, as an absolute path (the runner's `workspace_path_v`):
-/// relative to the repository root, the default `.orbit/.workspaces/<name>` when unset.
+/// relative to the repository root; unset, its contract's default (the data directory's
+/// from 2.4.0, `.orbit/.workspaces/<name>` before).
 pub fn workspace_of(lp: &LoopRef) -> String {
-    let setting = if lp.workspace_setting.is_empty() {
-        crate::init::default_workspace(&lp.name)
-    } else {
-        lp.workspace_setting.clone()
-    };
-    let p = if setting.starts_with('/') {
-        setting
-    } else {
-        format!("{}/{setting}", lp.repo.display())
-    };
-    p.trim_end_matches('/').to_string()
+    crate::locate::workspace::from_setting(
+        &lp.repo,
+        &lp.workspace_setting,
+        &lp.name,
+        &lp.loop_contract,
+    )
 }
 
 fn resolve(dir: Option<&Path>) -> Result<LoopRef> {

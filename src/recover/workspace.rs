@@ -257,7 +257,8 @@ pub fn needs_migration(lp: &LoopRef, old: Option<&State>) -> bool {
 }
 
 /// `--migrate`'s first step, for every loop of an older contract: loop.toml at this
-/// contract (and the default workspace when it names none), the scripts re-rendered as
+/// contract (an empty `workspace` of an older contract written as the default it had then,
+/// `.orbit/.workspaces/<name>`), the scripts re-rendered as
 /// `orbit init --force` does (with their pins and baseline copies), the pins of repository
 /// files moved to the workspace (same hashes: a 1.0 loop's), and `.baseline` to the
 /// backup. Each file is written only when it changes, and the plan says which. The
@@ -266,10 +267,11 @@ pub fn restamp(lp: &LoopRef, plan: &mut Plan) -> Result<String> {
     let dir = &lp.dir;
     // loop.toml.
     let mut cfg = LoopConfig::load(&dir.join("loop.toml"))?;
+    // The workspace stays where it is: an empty setting of an older contract meant
+    // .orbit/.workspaces/<name>, and says so now (at this contract, empty means the data
+    // directory's default).
+    cfg.workspace = cfg.workspace_setting();
     cfg.contract_version = config::CONTRACT_VERSION.to_string();
-    if cfg.workspace.is_empty() {
-        cfg.workspace = crate::init::default_workspace(&cfg.name);
-    }
     let toml = cfg.to_toml();
     let ws = workspace_of(&LoopRef {
         dir: lp.dir.clone(),

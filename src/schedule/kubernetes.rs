@@ -1,8 +1,8 @@
 //! `orbit schedule --kubernetes`: the manifests that run a loop in a cluster.
 //!
 //! - A PersistentVolumeClaim holds the clone of the repository: the loop directory (as
-//!   committed), its workspace (`.orbit/.workspaces/<name>`, the default) and the agent's
-//!   home. State lives there between ticks; the runner's lock lives there too, so one
+//!   committed), and the agent's home, which holds the workspace (by default under the
+//!   home's data directory, `.local/share/orbit/workspaces/`). State lives there between ticks; the runner's lock lives there too, so one
 //!   volume runs the loop at most once at a time.
 //! - A CronJob runs one tick (`bash DIR/run-loop.sh --once`, the crontab line's runner) at
 //!   each interval, never two at once (`concurrencyPolicy: Forbid`), without retries of its

@@ -317,8 +317,8 @@ pub fn shipped(dir: Option<&Path>, branch: Option<&str>) -> Result<Shipped> {
     if cfg.workspace.starts_with('/') {
         return Err(Error::Refused(format!(
             "{rel}/loop.toml puts the workspace at {}, outside the repository: on another machine only a workspace inside the clone works. \
-             Set workspace = \"\" in loop.toml (the default, .orbit/.workspaces/{}), run orbit init --force --dir '{rel}' and commit",
-            cfg.workspace, cfg.name
+             Set workspace = \"\" in loop.toml (the default: under the data directory of the machine that runs it), run orbit init --force --dir '{rel}' and commit",
+            cfg.workspace
         )));
     }
     let goal = committed("goal.md")?.unwrap_or_default();

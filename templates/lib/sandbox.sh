@@ -180,6 +180,35 @@ sandbox_hide_holdout() {
   done
 }
 
+# sandbox_workspace_roots_v: REPLY_ROOTS, the directories that hold the loops' workspaces
+# (the canonical paths of those that exist, none a link; one under a private tmpfs too, as
+# a directory bound again, the repository's, may show it): the data directory's
+# orbit/workspaces (lib/workspace.sh), the one this loop's workspace lies under when
+# another environment named it, and the repository's .orbit/.workspaces (the default
+# before contract 2.4). A sandboxed run gets each as an empty, read-only directory holding
+# its own workspace alone: no loop's run reads or writes another's.
+sandbox_workspace_roots_v() {
+  local data=${XDG_DATA_HOME:-} p q
+  local -a roots_wanted=()
+  REPLY_ROOTS=()
+  if [[ $data != /* && ${HOME:-} == /* ]]; then
+    data=${HOME%/}/.local/share
+  fi
+  [[ $data != /* ]] || roots_wanted+=("${data%/}/orbit/workspaces")
+  p=${WS_MAIN%/*}
+  p=${p%/*}
+  [[ $p != */orbit/workspaces ]] || roots_wanted+=("$p")
+  roots_wanted+=("$REPO_ROOT/.orbit/.workspaces")
+  for p in "${roots_wanted[@]}"; do
+    [[ -d $p && ! -L $p ]] || continue
+    p=$(cd -P -- "$p" 2>/dev/null && pwd -P) || continue
+    for q in "${REPLY_ROOTS[@]}"; do
+      [[ $q != "$p" ]] || continue 2
+    done
+    REPLY_ROOTS+=("$p")
+  done
+}
+
 # The git index and object store the agent's git writes in the sandbox (SANDBOX_AGENT_ENV,
 # their variables), where git's control files are read-only: a copy of the workspace's index
 # and an empty object directory (the repository's objects its alternate) in a directory of
@@ -216,7 +245,7 @@ sandbox_agent_index() {
 # mount covers an earlier one at and below its path.
 sandbox_prepare() {
   local kind=$1 p e home=${HOME:-} secrets
-  local -a a=() REPLY_RW REPLY_RO REPLY_SCRATCH
+  local -a a=() REPLY_RW REPLY_RO REPLY_SCRATCH REPLY_ROOTS
   SANDBOX_ARGV=() SANDBOX_AGENT_ENV=()
   sandbox_on || return 0
   sandbox_base_args a
@@ -267,6 +296,12 @@ sandbox_prepare() {
       fi
     done
   fi
+  # Every loop's workspace: hidden, but the run's own, bound below (the roots are made
+  # read-only after that, when bwrap has made the directories it is bound on).
+  sandbox_workspace_roots_v
+  for p in "${REPLY_ROOTS[@]}"; do
+    a+=(--tmpfs "$p")
+  done
   # git's control files: read-only, whatever covered them above.
   a+=(--ro-bind "$GIT_COMMON_ABS" "$GIT_COMMON_ABS")
   if [[ $kind == agent ]]; then
@@ -305,6 +340,9 @@ sandbox_prepare() {
   if [[ -f $WS/.git && ! -L $WS/.git ]]; then
     a+=(--ro-bind "$WS/.git" "$WS/.git")
   fi
+  for p in "${REPLY_ROOTS[@]}"; do
+    a+=(--remount-ro "$p")
+  done
   a+=(--chdir "$WS")
   # With the network allowlist, the launcher starts the run's proxy, and the bridge the command.
   if net_fence "$kind" a; then

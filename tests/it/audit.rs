@@ -12,8 +12,6 @@ use std::time::{Duration, Instant};
 use crate::support::*;
 
 const LOOP: &str = ".orbit/test-goal";
-/// The loop's workspace, relative to the repository (the default of `orbit init`).
-const WORKSPACE: &str = ".orbit/.workspaces/test-goal";
 
 /// `orbit ARGS` in the repository with colour off.
 fn orbit_nc(repo: &Repo, args: &[&str]) -> Output {
@@ -28,6 +26,12 @@ fn orbit_nc(repo: &Repo, args: &[&str]) -> Output {
 /// Replaces what changes from run to run: temp paths, times, hashes, ages.
 fn scrub(text: &str, repo: &Repo) -> String {
     let mut s = text.to_string();
+    // The default workspaces' directory, under the suite's data directory.
+    let workspaces = workspaces_of(repo.path());
+    s = s.replace(
+        &workspaces.display().to_string(),
+        "[DATA]/orbit/workspaces/[REPO-ID]",
+    );
     for (p, name) in [(repo.path(), "[REPO]"), (repo.bin.path(), "[BIN]")] {
         if let Ok(c) = fs::canonicalize(p) {
             s = s.replace(&c.display().to_string(), name);
@@ -224,10 +228,11 @@ fn done_loop() {
     // status says how to take the work: merge the loop branch.
     let status = orbit_nc(&repo, &["status"]);
     let t = String::from_utf8_lossy(&status.stdout);
+    let ws = repo.ws().display().to_string();
     assert!(
-        t.contains(
-            "  orbit/test-goal  .orbit/.workspaces/test-goal  next: git merge orbit/test-goal  "
-        ),
+        t.contains(&format!(
+            "  orbit/test-goal  {ws}  next: git merge orbit/test-goal  "
+        )),
         "{t}"
     );
 }
@@ -426,10 +431,12 @@ fn permission_file_edit_is_permission_hijack() {
         "run-loop --once",
     );
     // Under contract 2.0 the pinned file is the workspace's, where the agent works.
-    repo.write(
-        &format!("{WORKSPACE}/.claude/settings.json"),
+    fs::create_dir_all(repo.ws().join(".claude")).unwrap();
+    fs::write(
+        repo.ws().join(".claude/settings.json"),
         "{\"permissions\":{\"allow\":[\"Bash(*)\"]}}\n",
-    );
+    )
+    .unwrap();
     let v = gallery(
         "permission_hijack",
         &repo,
@@ -944,9 +951,17 @@ fn finding(v: &serde_json::Value, class: &str) -> serde_json::Value {
         .clone()
 }
 
+/// Writes a file of the test loop's workspace.
+fn write_ws(repo: &Repo, rel: &str, content: &str) {
+    let p = repo.ws().join(rel);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, content).unwrap();
+}
+
 /// `git -C <workspace> ARGS`.
 fn ws_git(repo: &Repo, args: &[&str]) -> String {
-    let mut all = vec!["-C", WORKSPACE];
+    let ws = repo.ws().display().to_string();
+    let mut all = vec!["-C", ws.as_str()];
     all.extend_from_slice(args);
     repo.git(&all)
 }
@@ -954,7 +969,7 @@ fn ws_git(repo: &Repo, args: &[&str]) -> String {
 #[test]
 fn a_deleted_workspace_is_missing_and_its_fix_brings_it_back_from_the_branch() {
     let (repo, dir) = one_tick();
-    fs::remove_dir_all(repo.join(WORKSPACE)).unwrap();
+    fs::remove_dir_all(repo.ws()).unwrap();
     let v = gallery(
         "workspace_missing",
         &repo,
@@ -970,7 +985,7 @@ fn a_deleted_workspace_is_missing_and_its_fix_brings_it_back_from_the_branch() {
     );
     assert_eq!(classes(&v).len(), 1, "{v}");
     apply_fix(&repo, f["fix"].as_str().unwrap());
-    assert_eq!(repo.read(&format!("{WORKSPACE}/work.txt")), "work 1\n");
+    assert_eq!(repo.ws_read("work.txt"), "work 1\n");
     let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
     assert!(classes(&v).is_empty(), "{v}");
     assert_code(
@@ -983,7 +998,7 @@ fn a_deleted_workspace_is_missing_and_its_fix_brings_it_back_from_the_branch() {
 #[test]
 fn a_workspace_that_is_another_repository_is_broken() {
     let (repo, _dir) = one_tick();
-    let ws = repo.join(WORKSPACE);
+    let ws = repo.ws();
     fs::remove_dir_all(&ws).unwrap();
     fs::create_dir_all(&ws).unwrap();
     let mut init = command("git");
@@ -1002,7 +1017,7 @@ fn a_workspace_that_is_another_repository_is_broken() {
     let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
     assert!(classes(&v).is_empty(), "{v}");
     assert!(
-        repo.join(&format!("{WORKSPACE}.moved/.git")).is_dir(),
+        repo.ws_sibling(".moved/.git").is_dir(),
         "moved, not deleted"
     );
 }
@@ -1056,11 +1071,8 @@ fn state_key_line(dir: &Path, key: &str) -> usize {
 #[test]
 fn a_hand_edit_in_the_workspace_between_iterations_is_dirty() {
     let (repo, _dir) = one_tick();
-    repo.write(
-        &format!("{WORKSPACE}/README.md"),
-        "edited in the workspace\n",
-    );
-    repo.write(&format!("{WORKSPACE}/scratch.txt"), "new\n");
+    write_ws(&repo, "README.md", "edited in the workspace\n");
+    write_ws(&repo, "scratch.txt", "new\n");
     let v = gallery(
         "workspace_dirty",
         &repo,
@@ -1086,7 +1098,7 @@ fn a_hand_edit_in_the_workspace_between_iterations_is_dirty() {
 fn a_commit_added_by_hand_is_not_a_move_but_a_reset_is() {
     let (repo, dir) = one_tick();
     // A commit on top of the loop's: the branch only grew.
-    repo.write(&format!("{WORKSPACE}/hint.txt"), "try the parser first\n");
+    write_ws(&repo, "hint.txt", "try the parser first\n");
     ws_git(&repo, &["add", "hint.txt"]);
     ws_git(&repo, &["commit", "-q", "-m", "a hint"]);
     let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
@@ -1108,7 +1120,7 @@ fn a_commit_added_by_hand_is_not_a_move_but_a_reset_is() {
 #[test]
 fn files_where_a_ready_loop_would_make_its_workspace_are_reported_before_the_first_run() {
     let (repo, dir) = new_loop(WORKER, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
-    repo.write(&format!("{WORKSPACE}/notes.txt"), "someone's files\n");
+    write_ws(&repo, "notes.txt", "someone's files\n");
     let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));
     assert_eq!(
         classes(&v),
@@ -1485,12 +1497,15 @@ fn status_prints_one_line_per_loop() {
     assert!(lines[1].ends_with(" ago"), "{t}");
     // Where the work is: the loop branch, the workspace, the command to see the commits;
     // nothing yet for a loop that has not run.
+    let ws = repo.ws().display().to_string();
     assert!(
-        lines[1].contains("  orbit/test-goal  .orbit/.workspaces/test-goal  next: git -C .orbit/.workspaces/test-goal log --oneline  "),
+        lines[1].contains(&format!(
+            "  orbit/test-goal  {ws}  next: git -C {ws} log --oneline  "
+        )),
         "{t}"
     );
     assert!(
-        !lines[0].contains("next:") && !lines[0].contains(".workspaces"),
+        !lines[0].contains("next:") && !lines[0].contains("/workspaces/"),
         "{t}"
     );
     let json = json_of(&orbit_nc(&repo, &["audit", "--json"]));
@@ -1818,7 +1833,7 @@ fn a_git_tamper_stop_is_git_tamper_and_its_fix_says_what_to_review() {
     );
     let dir = repo.init_loop(&agent, &["test -f ok.txt"], &["--loop-timeout", "8h"]);
     assert_code(&repo.run_loop(&dir, &["--once"], &[]), 3, "swapped");
-    fs::remove_file(repo.join(WORKSPACE)).unwrap();
+    fs::remove_file(repo.ws()).unwrap();
     // The workspace comes back; the stop stays (only --repin moves a git_tamper on).
     assert_ok(&orbit_nc(&repo, &["recover", LOOP]), "recover");
     assert_eq!(state_value(&dir, "STOP_REASON"), "git_tamper");
@@ -1922,7 +1937,7 @@ fn a_permission_file_that_appeared_is_permission_hijack_and_its_fix_removes_it()
     );
     assert_code(&repo.run_loop(&dir, &["--once"], &[]), 10, "tick 1");
     assert_code(&repo.run_loop(&dir, &["--once"], &[]), 3, "tick 2");
-    let planted = fs::canonicalize(repo.join(WORKSPACE))
+    let planted = fs::canonicalize(repo.ws())
         .unwrap()
         .join(".claude/settings.local.json");
     let v = json_of(&orbit_nc(&repo, &["audit", "--json", LOOP]));

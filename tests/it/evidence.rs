@@ -185,7 +185,7 @@ echo "work.txt holds done" > "$ORBIT_AGENT_DIR/done.md""#,
         "the spec\n"
     );
     assert!(
-        !repo.join(".orbit/.workspaces/test-goal.clean").exists(),
+        !repo.ws_sibling(".clean").exists(),
         "the clean checkout goes at DONE"
     );
 }
@@ -415,11 +415,15 @@ fn a_candidate_whose_code_writes_the_runners_tally_file_counts_nothing() {
     let marker = repo.bin.path().join("forged");
     // Without the sandbox the loop directory is the user's: candidate 2's code finds the
     // check names in verify.sh and appends a PASS for each to the tally file, by its path.
+    let lp = fs::canonicalize(repo.path())
+        .unwrap()
+        .join(".orbit/test-goal");
     let forger = format!(
-        "t=../../test-goal/.run-tmp/verify.tally\n\
-         grep -o '^  run_check [^ ]*' ../../test-goal/verify.sh | sed 's/^  run_check /PASS /' >> \"$t\" && echo forged >> '{}'\n\
+        "t='{lp}/.run-tmp/verify.tally'\n\
+         grep -o '^  run_check [^ ]*' '{lp}/verify.sh' | sed 's/^  run_check /PASS /' >> \"$t\" && echo forged >> '{}'\n\
          echo 0\n",
-        marker.display()
+        marker.display(),
+        lp = lp.display()
     );
     let forger_file = repo.bin.path().join("forger.sh");
     fs::write(&forger_file, forger).unwrap();

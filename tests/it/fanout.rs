@@ -138,7 +138,7 @@ fn the_honest_candidate_survives_an_idle_and_an_overfitting_one_and_the_holdout_
     );
     assert!(progress.contains("- survivor: candidate 3 ("), "{progress}");
     // DONE prunes the candidates' worktrees; their refs stay for review.
-    assert!(!repo.join(".orbit/.workspaces/test-goal.c1").exists());
+    assert!(!repo.ws_sibling(".c1").exists());
     assert_eq!(
         repo.git(&["for-each-ref", "--format=%(refname)", "refs/orbit/"]),
         "refs/orbit/test-goal/1/1\nrefs/orbit/test-goal/1/2\nrefs/orbit/test-goal/1/3\n"
@@ -415,7 +415,7 @@ fn recover_prune_candidates_removes_the_refs_and_worktrees_once_and_dry_run_writ
     );
     assert_eq!(candidate_worktrees(&repo).len(), 2);
     // A directory named like a candidate that is no worktree of this repository stays.
-    let stranger = repo.join(".orbit/.workspaces/test-goal.c5");
+    let stranger = repo.ws_sibling(".c5");
     fs::create_dir_all(&stranger).unwrap();
     fs::write(stranger.join("keep.txt"), "mine\n").unwrap();
     let events_before = fs::read_to_string(dir.join("events.jsonl")).unwrap();
@@ -445,8 +445,8 @@ fn recover_prune_candidates_removes_the_refs_and_worktrees_once_and_dry_run_writ
     assert_code(&out, 0, "the prune");
     assert_eq!(repo.git(&["for-each-ref", "refs/orbit/"]), "", "refs gone");
     assert!(candidate_worktrees(&repo).is_empty(), "worktrees gone");
-    assert!(!repo.join(".orbit/.workspaces/test-goal.c1").exists());
-    assert!(!repo.join(".orbit/.workspaces/test-goal.c2").exists());
+    assert!(!repo.ws_sibling(".c1").exists());
+    assert!(!repo.ws_sibling(".c2").exists());
     assert!(stranger.join("keep.txt").exists(), "the stranger stays");
     assert!(repo.ws().join("add.sh").exists(), "the workspace stays");
     let progress = fs::read_to_string(dir.join("progress.md")).unwrap();
@@ -520,7 +520,7 @@ fn audit_notes_candidate_worktrees_beyond_the_setting_and_stops_on_a_foreign_one
         "two candidates of two are the loop's own: {f:?}"
     );
     // A third worktree, left by a wider fan-out, is a note.
-    let c3 = repo.join(".orbit/.workspaces/test-goal.c3");
+    let c3 = repo.ws_sibling(".c3");
     repo.git(&["worktree", "add", "-q", "--detach", c3.to_str().unwrap()]);
     let (_, f) = audit_findings(&repo, &dir);
     let drift: Vec<_> = f.iter().filter(|x| x[0] == "STATE_DRIFT").collect();
@@ -530,7 +530,7 @@ fn audit_notes_candidate_worktrees_beyond_the_setting_and_stops_on_a_foreign_one
     assert_eq!(drift[0][3], prune);
     // Candidate 1's .git pointed at another repository is a stop.
     let other = Repo::new();
-    let c1 = repo.join(".orbit/.workspaces/test-goal.c1");
+    let c1 = repo.ws_sibling(".c1");
     fs::write(
         c1.join(".git"),
         format!("gitdir: {}\n", other.path().join(".git").display()),
@@ -562,7 +562,7 @@ fn audit_keeps_quiet_on_the_refs_kept_after_done_and_notes_a_worktree_left_until
         "kept for review: {f:?}"
     );
     // A worktree the runner did not get to remove (it stopped between DONE and the prune).
-    let left = repo.join(".orbit/.workspaces/test-goal.c2");
+    let left = repo.ws_sibling(".c2");
     repo.git(&[
         "worktree",
         "add",
@@ -821,7 +821,7 @@ fn under_the_sandbox_a_candidate_cannot_write_into_a_siblings_worktree_or_the_lo
         &repo,
         "1) echo tried > marks.txt; \
            printf 'echo 5\\n' > ../test-goal.c2/add.sh 2>/dev/null && echo sibling >> marks.txt; \
-           echo forged > ../../test-goal/forged.txt 2>/dev/null && echo loop >> marks.txt; true ;;\n\
+           echo forged > \"$ORBIT_WORKSPACE/../../test-goal/forged.txt\" 2>/dev/null && echo loop >> marks.txt; true ;;\n\
          2) printf '%s\\n' 'echo $(($1 + $2))' > add.sh ;;",
     );
     let dir = fanout_loop(&repo, &agent, "2", &["--sandbox", "bwrap"]);

@@ -554,7 +554,7 @@ fn under_the_sandbox_a_visible_check_cannot_read_the_holdout() {
     }
     // A visible check that tries to copy the holdout into the workspace (what code the
     // agent wrote could do while verify.sh runs it).
-    let leak = "cat ../../test-goal/holdout/* ../../test-goal/holdout.sh ../../test-goal/loop.toml ../../test-goal/.pins/holdout/* > leak.txt 2>/dev/null; true";
+    let leak = "L=$(git rev-parse --path-format=absolute --git-common-dir)/../.orbit/test-goal; cat \"$L\"/holdout/* \"$L/holdout.sh\" \"$L/loop.toml\" \"$L\"/.pins/holdout/* > leak.txt 2>/dev/null; true";
     let (repo, dir) = sandboxed_holdout_loop(leak, &[]);
     let out = repo.run_loop(&dir, &[], &[]);
     // What the check wrote is its artifact, kept in the record of its run.
@@ -688,7 +688,7 @@ fn under_the_sandbox_a_candidates_check_cannot_read_a_siblings_holdout_log() {
     }
     // A visible check that copies every candidate's holdout log it can read (what the code
     // of a later candidate could do while its checks run).
-    let leak = "cat ../../test-goal/iterations/*/candidates/*/holdout.log > leak.txt 2>/dev/null; echo \"$PWD\" >> leak.txt; true";
+    let leak = "L=$(git rev-parse --path-format=absolute --git-common-dir)/../.orbit/test-goal; cat \"$L\"/iterations/*/candidates/*/holdout.log > leak.txt 2>/dev/null; echo \"$PWD\" >> leak.txt; true";
     let (repo, dir) = sandboxed_holdout_loop(leak, &["--candidates", "2"]);
     let out = repo.run_loop(&dir, &["--once"], &[]);
     assert!(

@@ -624,10 +624,19 @@ fn the_crontab_line_is_printed_installed_idempotently_and_runs_under_cron_s_envi
     assert!(line.starts_with("*/10 * * * * cd / && PATH="), "{line}");
     assert!(!line.contains('%'));
     snapshot("schedule_cron_line", &line, &repo);
-    // The command part, as cron runs it: /bin/sh, an empty environment, from /.
+    // The command part, as cron runs it: /bin/sh, from /, an environment of nothing but
+    // the HOME cron gives its commands (the user's: the data directory, where the default
+    // workspace goes, is found from it; here the suite's, named as such).
     let cron_command = line.splitn(6, ' ').nth(5).unwrap();
     let mut cmd = command("env");
-    cmd.args(["-i", "sh", "-c", cron_command]).current_dir("/");
+    cmd.args(["-i"])
+        .arg(format!("HOME={}", crate::support::sealed_home().display()))
+        .arg(format!(
+            "XDG_DATA_HOME={}",
+            crate::support::sealed_data().display()
+        ))
+        .args(["sh", "-c", cron_command])
+        .current_dir("/");
     let out = run_bounded(cmd, Duration::from_secs(120));
     assert_code(&out, 10, "the crontab command (one tick, work remains)");
     assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2", "one tick ran");
@@ -699,7 +708,14 @@ fn a_path_with_a_quote_is_quoted_for_cron_not_refused() {
     assert!(line.contains("o'\\''q-"), "{line}");
     let cron_command = line.splitn(6, ' ').nth(5).unwrap();
     let mut cmd = command("env");
-    cmd.args(["-i", "sh", "-c", cron_command]).current_dir("/");
+    cmd.args(["-i"])
+        .arg(format!("HOME={}", crate::support::sealed_home().display()))
+        .arg(format!(
+            "XDG_DATA_HOME={}",
+            crate::support::sealed_data().display()
+        ))
+        .args(["sh", "-c", cron_command])
+        .current_dir("/");
     let out = run_bounded(cmd, Duration::from_secs(120));
     assert_code(&out, 10, "the crontab command from a path with a quote");
     assert_eq!(state_value(&dir, "NEXT_ITERATION"), "2");
@@ -1039,7 +1055,10 @@ fn the_report_tells_status_iterations_spend_and_remaining_work() {
     assert!(report.contains("I changed work.txt"), "{report}");
     // Not DONE: the work is read in the workspace.
     assert!(
-        report.contains("the loop's commits, in its workspace: `git -C .orbit/.workspaces/test-goal log --oneline`"),
+        report.contains(&format!(
+            "the loop's commits, in its workspace: `git -C {} log --oneline`",
+            repo.ws().display()
+        )),
         "{report}"
     );
     assert!(report.contains("    - next: handle | pipes"), "{report}");

@@ -2,7 +2,8 @@
 //! a real fix: a Node project with a lockfile (`npm ci`), a Python src-layout package in a
 //! virtual environment with an editable install, and a Rust crate whose path dependency is a
 //! git submodule. Each project is made from the files under `tests/fixtures/projects/`, and
-//! each carries the trap a fresh checkout inside the user's own checkout falls into: the
+//! each carries the trap a fresh checkout inside the user's own checkout (where
+//! `--workspace` may put the workspace; by default it is outside) falls into: the
 //! user's `node_modules` one directory up, the user's venv with the user's copy of the
 //! package installed, a submodule whose origin is gone.
 //!
@@ -108,8 +109,8 @@ fn node_available() -> bool {
 /// The Node project (its dependency `greet` 2.0.0 is a `file:` package in the repository,
 /// so `npm ci` installs it with no registry), with the trap: the user's own checkout has a
 /// `node_modules` (ignored) holding greet 1.4.2, whose greeting the tests do not accept.
-/// The workspace is inside the user's checkout, so a `require('greet')` there that finds no
-/// `node_modules` of its own walks up to the user's.
+/// A workspace inside the user's checkout that has no `node_modules` of its own resolves
+/// `require('greet')` from the user's, above it.
 fn node_project() -> Repo {
     let repo = project_repo("node");
     copy_tree(
@@ -206,21 +207,27 @@ fn node_loop(extra: &[&str]) -> (Repo, PathBuf) {
 }
 
 #[test]
-fn without_the_setup_the_node_projects_checks_find_the_users_stale_node_modules() {
+fn without_the_setup_a_workspace_in_the_checkout_finds_the_users_node_modules_and_the_default_one_does_not()
+ {
     if !node_available() {
         return;
     }
-    // The trap the setup guards against: the same project, agent and fix, no setup. The
-    // workspace has no node_modules of its own, so node resolves greet from the user's
-    // checkout above it (1.4.2), and the real fix fails.
+    // The trap of a workspace inside the user's checkout (the default before contract 2.4,
+    // and where --workspace still may put it): the same project, agent and fix, no setup.
+    // The workspace has no node_modules of its own, so node resolves greet from the user's
+    // checkout above it (1.4.2), and the real fix fails on the user's copy.
     let repo = node_project();
     let agent = repo.agent("fixer", NODE_AGENT);
-    let dir = repo.init_loop(&agent, &["npm test"], &[]);
+    let inside = repo.join(".orbit/.workspaces/test-goal");
+    let dir = repo.init_loop(
+        &agent,
+        &["npm test"],
+        &["--workspace", ".orbit/.workspaces/test-goal"],
+    );
     let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1")]);
     assert_code(&out, 16, "never DONE on the user's greet");
     assert!(
-        repo.ws_read("src/welcome.js")
-            .contains("greet(typed.trim())"),
+        read(&inside.join("src/welcome.js")).contains("greet(typed.trim())"),
         "the fix was made"
     );
     let log = read(&dir.join("iterations/000001/verify.log"));
@@ -228,6 +235,26 @@ fn without_the_setup_the_node_projects_checks_find_the_users_stale_node_modules(
         log.contains("not ok 1 - greets by name") && log.contains("'Hi Ada'"),
         "the checks ran the user's greet 1.4.2: {log}"
     );
+    assert!(!inside.join("node_modules").exists());
+
+    // The default workspace is outside the checkout: nothing of the user's is above it.
+    // Without the setup, greet is not there at all, and the red gate says so.
+    let repo = node_project();
+    let agent = repo.agent("fixer", NODE_AGENT);
+    let dir = repo.init_loop(&agent, &["npm test"], &[]);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1")]);
+    assert!(
+        !repo.ws().starts_with(repo.path()),
+        "{}",
+        repo.ws().display()
+    );
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    assert!(
+        base.contains("Cannot find module 'greet'") && !base.contains("Hi Ada"),
+        "the red gate ran without the user's node_modules: {base}"
+    );
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+    assert_ne!(state_value(&dir, "LAST_STATUS"), "DONE");
     assert!(!repo.ws().join("node_modules").exists());
 }
 
@@ -860,4 +887,96 @@ echo "solution.txt holds the library's answer" > "$ORBIT_AGENT_DIR/done.md""#,
         repo.git(&["ls-tree", "main", "vendor/lib"]),
         "the submodule's commit is the project's"
     );
+}
+
+// ---- cargo: the configuration of the user's checkout
+
+/// A crate whose tests want 42 and fail when it was built with the rustflags of the user's
+/// own `.cargo/config.toml` (ignored, in the user's checkout: a local setting), and that
+/// configuration. cargo reads every `.cargo/config.toml` from the directory it runs in up
+/// to the root.
+fn cargo_config_project() -> Repo {
+    let repo = Repo::new();
+    repo.write(
+        "Cargo.toml",
+        "[package]\nname = \"answer\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n[lints.rust]\nunexpected_cfgs = \"allow\"\n",
+    );
+    repo.write(
+        "src/lib.rs",
+        r#"/// The answer.
+pub fn answer() -> u32 {
+    41
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_answer_is_42() {
+        assert_eq!(super::answer(), 42);
+    }
+
+    #[test]
+    fn built_with_the_projects_own_configuration() {
+        assert!(!cfg!(users_config), "built with the rustflags of the user's .cargo/config.toml");
+    }
+}
+"#,
+    );
+    repo.write(".gitignore", "/target/\n/.cargo/\n");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "the answer crate"]);
+    repo.write(
+        ".cargo/config.toml",
+        "[build]\nrustflags = [\"--cfg\", \"users_config\"]\n",
+    );
+    assert_eq!(
+        repo.git(&["status", "--porcelain"]),
+        "",
+        "the user's config is ignored"
+    );
+    repo
+}
+
+/// The fix: 42.
+const ANSWER_AGENT: &str = r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+sed -i 's/^    41$/    42/' src/lib.rs
+echo "cargo test passes: the answer is 42" > "$ORBIT_AGENT_DIR/done.md""#;
+
+#[test]
+fn a_workspace_in_the_checkout_builds_with_the_users_cargo_config_and_the_default_one_does_not() {
+    const LEAK: &str = "built with the rustflags of the user's .cargo/config.toml";
+    // In the checkout: cargo finds the user's .cargo/config.toml above the workspace, and the
+    // right fix fails the check for ever.
+    let repo = cargo_config_project();
+    let agent = repo.agent("fixer", ANSWER_AGENT);
+    let dir = repo.init_loop(
+        &agent,
+        &["cargo test --offline"],
+        &["--workspace", ".orbit/.workspaces/test-goal"],
+    );
+    let path = cargo_path(&repo);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1"), ("PATH", &path)]);
+    assert_code(&out, 16, "never DONE with the user's rustflags");
+    let log = read(&dir.join("iterations/000001/verify.log"));
+    assert!(
+        log.contains(LEAK) && log.contains("test tests::the_answer_is_42 ... ok"),
+        "the fix passed, the user's configuration failed it: {log}"
+    );
+
+    // The default workspace is outside the checkout: the build is the project's own.
+    let repo = cargo_config_project();
+    let agent = repo.agent("fixer", ANSWER_AGENT);
+    let dir = repo.init_loop(&agent, &["cargo test --offline"], &[]);
+    let path = cargo_path(&repo);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3"), ("PATH", &path)]);
+    assert_code(&out, 0, "DONE on the project's own configuration");
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    assert!(
+        base.contains("test tests::built_with_the_projects_own_configuration ... ok")
+            && base.contains("test tests::the_answer_is_42 ... FAILED")
+            && !base.contains(LEAK),
+        "the red gate failed for the bug alone: {base}"
+    );
+    assert!(!read(&dir.join("iterations/000001/verify.log")).contains(LEAK));
 }

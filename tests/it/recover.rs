@@ -20,12 +20,13 @@ use crate::support::{
 /// nothing, `edit-goal` makes it edit goal.md, `edit-protected` a protected file.
 const AGENT: &str = r#"
 BIN=$(dirname -- "$0")
+REPO=$(<"$BIN/repo-root")
 if [[ -f $BIN/fail ]]; then echo "agent failure"; exit 1; fi
 echo 0.01 >"$ORBIT_COST_FILE"
-if [[ -f $BIN/edit-goal ]]; then echo "agent was here" >>"$ORBIT_WORKSPACE/../../test-goal/goal.md"; fi
+if [[ -f $BIN/edit-goal ]]; then echo "agent was here" >>"$REPO/.orbit/test-goal/goal.md"; fi
 if [[ -f $BIN/edit-protected ]]; then echo "weakened" >>tests/guard.txt; fi
 if [[ -f $BIN/add-permission ]]; then mkdir -p .claude; echo '{"permissions":{"allow":["Bash(*)"]}}' >.claude/settings.local.json; fi
-if [[ -f $BIN/swap-workspace ]]; then rm -f "$BIN/swap-workspace"; ws=$ORBIT_WORKSPACE; cd /; rm -rf "$ws"; ln -s "${ws%/.orbit/.workspaces/*}" "$ws"; exit 0; fi
+if [[ -f $BIN/swap-workspace ]]; then rm -f "$BIN/swap-workspace"; ws=$ORBIT_WORKSPACE; cd /; rm -rf "$ws"; ln -s "$REPO" "$ws"; exit 0; fi
 if [[ -f $BIN/idle ]]; then exit 0; fi
 if [[ -f $BIN/finish ]]; then echo "every criterion holds" >"$ORBIT_AGENT_DIR/done.md"; fi
 echo "iteration $ORBIT_ITERATION attempt $ORBIT_ATTEMPT" >>work.txt
@@ -53,6 +54,12 @@ impl Loop {
         repo.git(&["add", "tests/guard.txt"]);
         repo.git(&["commit", "-q", "-m", "guard"]);
         let agent = repo.agent("agent", AGENT);
+        // The agent finds the user's checkout here (its workspace is outside it).
+        fs::write(
+            repo.bin.path().join("repo-root"),
+            repo.path().display().to_string(),
+        )
+        .unwrap();
         let dir = repo.init_loop(&agent, &[check], extra);
         let lp = Loop { repo, dir };
         for i in 0..ticks {
@@ -75,9 +82,23 @@ impl Loop {
         }
     }
 
-    /// The loop's workspace (the default of `orbit init`): where the agent works.
+    /// The loop's workspace: where the agent works. The state's once the loop ran; before,
+    /// the one loop.toml names: in the checkout for a loop of an older contract (the
+    /// fixture's), else the default, under the data directory.
     fn ws(&self) -> PathBuf {
-        self.repo.path().join(".orbit/.workspaces/test-goal")
+        let state = fs::read_to_string(self.file("state.env")).unwrap_or_default();
+        if let Some(ws) = state
+            .lines()
+            .find_map(|l| l.strip_prefix("WORKSPACE="))
+            .filter(|w| !w.is_empty())
+        {
+            return PathBuf::from(ws);
+        }
+        let toml = fs::read_to_string(self.file("loop.toml")).unwrap_or_default();
+        if toml.contains("workspace = \".orbit/.workspaces/test-goal\"") {
+            return self.repo.join(".orbit/.workspaces/test-goal");
+        }
+        self.repo.ws()
     }
 
     fn file(&self, name: &str) -> PathBuf {
@@ -147,6 +168,20 @@ impl Loop {
             .status()
             .unwrap();
         assert!(st.success());
+        // The default workspaces, under the data directory, as the copy's own (as a workspace
+        // in the checkout was copied with it).
+        let from = crate::support::workspaces_of(self.repo.path());
+        if from.exists() {
+            let to = crate::support::workspaces_of(repo.path());
+            fs::create_dir_all(&to).unwrap();
+            let st = command("cp")
+                .arg("-a")
+                .arg(format!("{}/.", from.display()))
+                .arg(&to)
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
         let rel = self
             .dir
             .strip_prefix(self.repo.path())
@@ -240,6 +275,10 @@ fn twin_states(a: &Loop, b: &Loop) -> (String, String) {
     let norm = |t: String| {
         let mut t = without_updated(&t);
         for r in [a.repo.path(), b.repo.path()] {
+            t = t.replace(
+                &format!("={}/", crate::support::workspaces_of(r).display()),
+                "=<WORKSPACES>/",
+            );
             t = t.replace(&format!("={}/", r.display()), "=<REPO>/");
         }
         t
@@ -371,6 +410,12 @@ fn copy_tree(src: &Path, dst: &Path) {
 fn recover_in_turn(lp: &Loop, flags: &[&str], check: impl Fn(&Loop, &str)) -> State {
     let before = tempfile::tempdir().unwrap();
     copy_tree(lp.repo.path(), before.path());
+    // The default workspaces too, outside the repository.
+    let workspaces = crate::support::workspaces_of(lp.repo.path());
+    let before_ws = tempfile::tempdir().unwrap();
+    if workspaces.exists() {
+        copy_tree(&workspaces, before_ws.path());
+    }
     let mut states = Vec::new();
     for tool in ["orbit recover", "recover.sh"] {
         let out = if tool == "recover.sh" {
@@ -395,6 +440,9 @@ fn recover_in_turn(lp: &Loop, flags: &[&str], check: impl Fn(&Loop, &str)) -> St
         );
         if tool == "orbit recover" {
             copy_tree(before.path(), lp.repo.path());
+            if workspaces.exists() {
+                copy_tree(before_ws.path(), &workspaces);
+            }
         }
     }
     assert_eq!(
@@ -1303,6 +1351,10 @@ fn recover_output_snapshot() {
                 " LAST_UPDATED_AT=[EPOCH]",
             ),
             (r"=/\S*/\.orbit/\.workspaces/", "=[REPO]/.orbit/.workspaces/"),
+            (
+                r"=/\S*/orbit/workspaces/[^/\s]+/",
+                "=[DATA]/orbit/workspaces/[REPO-ID]/",
+            ),
             (r"\b[0-9a-f]{64}\b", "[SHA256]"),
             (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[UTC]"),
             (r"\d{8}T\d{6}Z(-\d+)?", "[STAMP]"),
@@ -1791,6 +1843,21 @@ fn recover_migrate_moves_a_2_1_loop_to_this_contract_between_ticks() {
             .lines()
             .count(),
         3
+    );
+    // Its workspace stayed where the loop made it, in the checkout (the default of its
+    // contract): --migrate does not move it, and loop.toml still names it.
+    assert_eq!(
+        fs::canonicalize(lp.ws()).unwrap(),
+        fs::canonicalize(lp.repo.join(".orbit/.workspaces/test-goal")).unwrap()
+    );
+    assert!(
+        fs::read_to_string(lp.file("loop.toml"))
+            .unwrap()
+            .contains("workspace = \".orbit/.workspaces/test-goal\"\n")
+    );
+    assert!(
+        !lp.repo.ws().exists(),
+        "nothing made under the data directory"
     );
     let (verdict, _) = lp.audit();
     assert_eq!(verdict, "DONE");

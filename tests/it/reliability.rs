@@ -1839,7 +1839,7 @@ fn every_hostile_goal_runs_a_full_loop_to_done() {
         assert!(!repo.join("CANARY").exists(), "{name}: canary");
         assert!(!dir.join("CANARY").exists(), "{name}: canary");
         assert!(
-            !repo.join(".orbit/.workspaces/hostile/CANARY").exists(),
+            !repo.ws_of("hostile").join("CANARY").exists(),
             "{name}: canary"
         );
         let prompt = fs::read_to_string(dir.join("iterations/000001/prompt.md")).unwrap();

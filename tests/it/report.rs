@@ -119,9 +119,10 @@ fn the_text_report_tells_each_iteration_the_claims_the_spend_and_the_next_step()
     // Where the work is, and how a DONE loop's branch is taken: merged from the user's
     // checkout, or pushed for a pull request.
     assert!(
-        t.contains(
-            "- branch: orbit/test-goal (from main)\n- workspace: .orbit/.workspaces/test-goal\n"
-        ),
+        t.contains(&format!(
+            "- branch: orbit/test-goal (from main)\n- workspace: {}\n",
+            repo.ws().display()
+        )),
         "{t}"
     );
     assert!(
@@ -185,7 +186,10 @@ fn the_html_report_is_one_escaped_page_with_the_same_facts() {
         "{h}"
     );
     assert!(
-        h.contains("<dt>workspace</dt><dd>.orbit/.workspaces/test-goal</dd>"),
+        h.contains(&format!(
+            "<dt>workspace</dt><dd>{}</dd>",
+            repo.ws().display()
+        )),
         "{h}"
     );
     assert!(

@@ -582,8 +582,7 @@ fn the_agent_gets_the_contract_environment_in_its_workspace() {
     let out = repo.run_loop(&dir, &["--once"], &[]);
     assert_code(&out, 10, "tick 2");
     let seen = fs::read_to_string(&seen).unwrap();
-    let root = fs::canonicalize(repo.path()).unwrap().display().to_string();
-    let ws = format!("{root}/.orbit/.workspaces/test-goal");
+    let ws = fs::canonicalize(repo.ws()).unwrap().display().to_string();
     let agent_dir = format!("{ws}/.orbit-agent");
     let runs: Vec<&str> = seen
         .split(&format!("RUN in {ws}\n"))
@@ -818,7 +817,7 @@ fn only_a_written_confirmed_confirms() {
         if body.contains("said-yes") {
             // The attempt was made: the linked file says CONFIRMED.
             assert_eq!(
-                fs::read_to_string(repo.join(".orbit/.workspaces/said-yes")).unwrap(),
+                fs::read_to_string(repo.ws_sibling("/../said-yes")).unwrap(),
                 "CONFIRMED\n"
             );
         }

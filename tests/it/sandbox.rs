@@ -1041,3 +1041,169 @@ fn under_the_sandbox_the_workspaces_copy_of_the_loop_and_orbit_toml_are_still_th
         }
     }
 }
+
+/// A command of the suite with the data directory left to its default, the sealed HOME's
+/// `.local/share`: outside /tmp, as a user's is (the sandbox gives every run its own /tmp,
+/// which would hide a data directory there whatever the sandbox meant to do).
+fn with_home_data(program: impl AsRef<std::ffi::OsStr>, repo: &Repo) -> std::process::Command {
+    let mut cmd = crate::support::command(program);
+    cmd.env_remove("XDG_DATA_HOME")
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("RETRY_BASE_DELAY", "0");
+    cmd
+}
+
+/// Removes a repository's workspaces under the sealed HOME's data directory when the test
+/// ends, however it ends.
+struct HomeWorkspaces(PathBuf);
+
+impl Drop for HomeWorkspaces {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Several loops share the data directory's `orbit/workspaces`: each run of one loop (its
+/// agent's and its checks') has its own workspace there and nothing else of it, so a
+/// hostile agent can neither read another loop's workspace nor write into it.
+#[test]
+fn under_the_sandbox_an_agent_can_neither_read_nor_write_another_loops_workspace() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = Repo::new();
+    let common = git_dir(&repo);
+    let root = crate::support::sealed_home().join(".local/share/orbit/workspaces");
+    let mine = root.join(orbit::locate::workspace::repo_id(&common));
+    let _cleanup = HomeWorkspaces(mine.clone());
+    let (ws_a, ws_b) = (mine.join("loop-a"), mine.join("loop-b"));
+    // Another repository's workspace under the same root: none of this loop's either.
+    let other = root.join("other-000000000000/x");
+    fs::create_dir_all(&other).unwrap();
+    fs::write(other.join("secret.txt"), "other\n").unwrap();
+    let _cleanup_other = HomeWorkspaces(root.join("other-000000000000"));
+
+    let init = |name: &str, agent: &Path, check: &str, extra: &[&str]| {
+        let exec = agent.display().to_string();
+        let mut cmd = with_home_data(crate::support::orbit_bin(), &repo);
+        cmd.args(["init", name, "--engine", "custom", "--exec", &exec])
+            .args(["--verify", check, "--sandbox", "bwrap"])
+            .args(["--dir", &format!(".orbit/{name}")])
+            .args(extra);
+        let out = crate::support::run_bounded(cmd, Duration::from_secs(120));
+        assert_ok(&out, "orbit init");
+        repo.join(&format!(".orbit/{name}"))
+    };
+    let tick = |dir: &Path| {
+        let mut cmd = with_home_data("bash", &repo);
+        cmd.arg(dir.join("run-loop.sh")).arg("--once");
+        crate::support::run_bounded(cmd, Duration::from_secs(180))
+    };
+
+    // Loop B runs first: its workspace holds what its agent wrote.
+    let b_agent = repo.agent(
+        "agent-b",
+        "case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\necho b-secret > secret.txt\necho step >> work.txt",
+    );
+    let b = init("loop-b", &b_agent, "test -f work.txt", &[]);
+    let out = tick(&b);
+    assert!(
+        matches!(out.status.code(), Some(0 | 10)),
+        "loop B's tick: {}",
+        text(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(ws_b.join("secret.txt")).unwrap(),
+        "b-secret\n"
+    );
+    let b_readme = fs::read(ws_b.join("README.md")).unwrap();
+    // Loop C's workspace is where --workspace put it, in the checkout (as every loop's was
+    // before contract 2.4): hidden the same way.
+    let ws_c = fs::canonicalize(repo.path())
+        .unwrap()
+        .join(".orbit/.workspaces/loop-c");
+    let c = init(
+        "loop-c",
+        &b_agent,
+        "test -f work.txt",
+        &["--workspace", ".orbit/.workspaces/loop-c"],
+    );
+    let out = tick(&c);
+    assert!(
+        matches!(out.status.code(), Some(0 | 10)),
+        "loop C's tick: {}",
+        text(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(ws_c.join("secret.txt")).unwrap(),
+        "b-secret\n"
+    );
+
+    // Loop A's agent goes for B's workspace, and for another repository's.
+    let body = r#"case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+B='@B@'; O='@O@'; C='@C@'
+@TRY@
+try write-b sh -c "echo planted > '$B/planted.txt'"
+try write-c sh -c "echo planted > '$C/planted.txt'"
+try read-c cat "$C/secret.txt"
+try append-b sh -c "echo planted >> '$B/README.md'"
+try write-other sh -c "echo planted > '$O/planted.txt'"
+try read-b cat "$B/secret.txt"
+try read-other cat "$O/secret.txt"
+ls -A '@MINE@' > agent-saw.txt 2>&1 || true
+echo mine > own.txt
+echo step >> work.txt"#
+        .replace("@B@", &ws_b.display().to_string())
+        .replace("@O@", &other.display().to_string())
+        .replace("@C@", &ws_c.display().to_string())
+        .replace("@MINE@", &mine.display().to_string())
+        .replace("@TRY@", TRY_WRITE);
+    let a_agent = repo.agent("agent-a", &body);
+    // Its check looks too (a check runs the agent's code): it passes only where B's
+    // workspace is not there for it.
+    let check = format!(
+        "test -f work.txt && ! ls -A '{}' && ! cat '{}/secret.txt'",
+        ws_b.display(),
+        ws_b.display()
+    );
+    let a = init("loop-a", &a_agent, &check, &[]);
+    let out = tick(&a);
+    assert!(
+        matches!(out.status.code(), Some(0 | 10)),
+        "loop A's tick: {}",
+        text(&out)
+    );
+    let attempts = fs::read_to_string(ws_a.join("attempts.txt")).unwrap();
+    for label in [
+        "write-b",
+        "append-b",
+        "write-other",
+        "read-b",
+        "read-other",
+        "write-c",
+        "read-c",
+    ] {
+        let line = attempt(&attempts, label);
+        assert!(
+            !line.ends_with("WROTE")
+                && (line.contains("No such file or directory")
+                    || line.contains("Directory nonexistent")),
+            "{line}\n{attempts}"
+        );
+    }
+    assert!(!ws_b.join("planted.txt").exists());
+    assert!(!other.join("planted.txt").exists());
+    assert!(!ws_c.join("planted.txt").exists());
+    assert_eq!(fs::read(ws_b.join("README.md")).unwrap(), b_readme);
+    // The agent saw its own workspace under the root, and only that; so did its check.
+    assert_eq!(
+        fs::read_to_string(ws_a.join("agent-saw.txt")).unwrap(),
+        "loop-a\n"
+    );
+    let result = read_kv(&a.join("iterations/000001/result.env"));
+    assert_eq!(result["VERIFY"], "pass", "{result:?}");
+    // Its own workspace stayed its own to write: the runner committed its work.
+    assert_eq!(fs::read_to_string(ws_a.join("own.txt")).unwrap(), "mine\n");
+    assert_eq!(repo.git(&["show", "orbit/loop-a:work.txt"]), "step\n");
+}

@@ -1003,6 +1003,11 @@ struct Workflow {
 
 impl Workflow {
     fn run(&self) -> Vec<(String, Option<i32>)> {
+        // Each run is on a fresh machine: a new checkout, and a data directory without the
+        // last run's workspace (the runner makes it again from the loop's branch).
+        if self.checkout.exists() {
+            let _ = fs::remove_dir_all(crate::support::workspaces_of(&self.checkout));
+        }
         let _ = fs::remove_dir_all(&self.checkout);
         let out = command("git")
             .args(["clone", "-q"])

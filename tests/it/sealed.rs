@@ -19,6 +19,7 @@ fn children_see_only_the_sealed_environment() {
             [
                 "PATH",
                 "HOME",
+                "XDG_DATA_HOME",
                 "LANG",
                 "GIT_CONFIG_NOSYSTEM",
                 "GIT_CONFIG_GLOBAL",
@@ -30,6 +31,9 @@ fn children_see_only_the_sealed_environment() {
     }
     let home = sealed_home().display().to_string();
     assert!(text.contains(&format!("HOME={home}\n")), "{text}");
+    // The loops' default workspaces go under the suite's data directory, never the user's.
+    let data = crate::support::sealed_data().display().to_string();
+    assert!(text.contains(&format!("XDG_DATA_HOME={data}\n")), "{text}");
 }
 
 #[test]

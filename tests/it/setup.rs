@@ -85,8 +85,8 @@ fn the_setup_runs_before_the_red_gate_and_what_it_makes_is_never_committed() {
     let runs = read(&counter);
     let dirs: Vec<&str> = runs.lines().collect();
     assert_eq!(dirs.len(), 2, "setup runs: {runs}");
-    assert!(dirs[0].ends_with(".workspaces/test-goal"), "{runs}");
-    assert!(dirs[1].ends_with(".workspaces/test-goal.clean"), "{runs}");
+    assert!(dirs[0].ends_with("/test-goal"), "{runs}");
+    assert!(dirs[1].ends_with("/test-goal.clean"), "{runs}");
     let files = branch_files(&repo);
     assert!(files.contains(&"solution.txt".to_string()), "{files:?}");
     assert!(
@@ -250,17 +250,9 @@ echo "done" > "$ORBIT_AGENT_DIR/done.md""#,
     assert_code(&out, 0, "DONE in the second iteration");
     let runs = read(&counter);
     let count = |suffix: &str| runs.lines().filter(|l| l.ends_with(suffix)).count();
-    assert_eq!(count(".workspaces/test-goal"), 1, "{runs}");
-    assert_eq!(
-        count(".workspaces/test-goal.c1"),
-        1,
-        "once per candidate: {runs}"
-    );
-    assert_eq!(
-        count(".workspaces/test-goal.c2"),
-        1,
-        "once per candidate: {runs}"
-    );
+    assert_eq!(count("/test-goal"), 1, "{runs}");
+    assert_eq!(count("/test-goal.c1"), 1, "once per candidate: {runs}");
+    assert_eq!(count("/test-goal.c2"), 1, "once per candidate: {runs}");
     let wheres: Vec<String> = events_named(&dir, "setup_done")
         .iter()
         .map(|e| e.value["where"].as_str().unwrap_or_default().to_string())
@@ -299,7 +291,7 @@ fn under_the_sandbox_the_clean_checkouts_setup_runs_as_a_check_and_the_first_one
         1,
         "only the first setup, on the user's own tree, wrote outside its work tree: {runs}"
     );
-    assert!(runs.trim_end().ends_with(".workspaces/test-goal"), "{runs}");
+    assert!(runs.trim_end().ends_with("/test-goal"), "{runs}");
     let clean_log = read(&dir.join("iterations/000001/setup.log"));
     assert!(
         clean_log.contains("sandboxed: cannot write")
@@ -594,8 +586,9 @@ fn a_regression_check_red_on_the_base_tree_names_what_differs_from_the_users_che
     repo.write(".gitignore", "node_modules/\n");
     repo.git(&["add", ".gitignore"]);
     repo.git(&["commit", "-q", "-m", "ignore node_modules"]);
-    // The user's own installed dependency, broken: the workspace (inside the checkout) has
-    // none, so Node walks up the directory tree and finds this one.
+    // The user's own installed dependency, broken: a workspace inside the checkout (where
+    // --workspace still puts it) has none, so Node walks up the directory tree and finds
+    // this one.
     repo.write(
         "node_modules/dep/index.js",
         "throw new Error('the dep of your checkout');\n",
@@ -604,7 +597,12 @@ fn a_regression_check_red_on_the_base_tree_names_what_differs_from_the_users_che
     let dir = repo.init_loop(
         &agent,
         &["true"],
-        &["--regression", "node -e 'require(\"dep\")'"],
+        &[
+            "--regression",
+            "node -e 'require(\"dep\")'",
+            "--workspace",
+            ".orbit/.workspaces/test-goal",
+        ],
     );
     let out = repo.run_loop(&dir, &[], &[("ALLOW_GREEN_START", "1")]);
     assert_code(&out, 2, "the regression check is red before any agent");

@@ -36,10 +36,35 @@ pub fn sealed_home() -> &'static Path {
     })
 }
 
+/// The data directory (`XDG_DATA_HOME`) every command of the suite runs with: the loops'
+/// default workspaces are made under it, never under the developer's ~/.local/share. One
+/// per test process, in the system's temporary directory (outside any checkout, as a
+/// user's data directory is); each [`Repo`] removes its own workspaces from it when it
+/// goes.
+pub fn sealed_data() -> &'static Path {
+    static DATA: OnceLock<PathBuf> = OnceLock::new();
+    DATA.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("orbit-it-data-")
+            .tempdir()
+            .unwrap();
+        dir.keep()
+    })
+}
+
+/// Where the default workspaces of the repository at `repo` are, under [`sealed_data`] (as
+/// the runner names them: src/locate/workspace.rs).
+pub fn workspaces_of(repo: &Path) -> PathBuf {
+    let common = fs::canonicalize(repo.join(".git")).unwrap();
+    sealed_data()
+        .join("orbit/workspaces")
+        .join(orbit::locate::workspace::repo_id(&common))
+}
+
 /// A command sealed from the developer's machine: a cleared environment with only PATH,
-/// TMPDIR, a fixed locale, the sealed HOME and git configuration (no system file, the
-/// sealed global one). Every child of the suite is made here; a test adds what it means
-/// to set with `.env()`.
+/// TMPDIR, a fixed locale, the sealed HOME, data directory and git configuration (no system
+/// file, the sealed global one). Every child of the suite is made here; a test adds what
+/// it means to set with `.env()`.
 pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let home = sealed_home();
     let mut cmd = Command::new(program);
@@ -49,6 +74,7 @@ pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
             std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
         )
         .env("HOME", home)
+        .env("XDG_DATA_HOME", sealed_data())
         .env("LANG", "C.UTF-8")
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", home.join(".gitconfig"));
@@ -124,9 +150,21 @@ impl Repo {
     }
 
     /// The workspace of the test loop `init_loop` makes: its git worktree, where the agent
-    /// works and the checks run.
+    /// works and the checks run (by default under the data directory, outside the
+    /// repository).
     pub fn ws(&self) -> PathBuf {
-        self.join(".orbit/.workspaces/test-goal")
+        self.ws_of("test-goal")
+    }
+
+    /// A work tree beside the test loop's workspace: `.clean` (the clean checkout), `.c1`
+    /// (a candidate's) ...
+    pub fn ws_sibling(&self, suffix: &str) -> PathBuf {
+        PathBuf::from(format!("{}{suffix}", self.ws().display()))
+    }
+
+    /// The default workspace of this repository's loop `name`.
+    pub fn ws_of(&self, name: &str) -> PathBuf {
+        workspaces_of(self.path()).join(name)
     }
 
     /// A file of the test loop's workspace.
@@ -171,7 +209,13 @@ impl Repo {
     /// runs with the ORBIT_* environment of contract section 5.1. Asked to confirm a DONE
     /// claim (`ORBIT_PHASE=confirm`), a fake agent agrees: it writes `CONFIRMED` into
     /// `.orbit-agent/confirm.md` before its body runs (a body may write another verdict).
+    /// A body may name the loop directories as `$ORBIT_WORKSPACE/../..` (where they were when
+    /// the workspace was `.orbit/.workspaces/<name>`): that names the repository's `.orbit`
+    /// by its path, wherever the workspace is.
     pub fn agent(&self, name: &str, body: &str) -> PathBuf {
+        let loops = fs::canonicalize(self.path()).unwrap().join(".orbit");
+        let body = body.replace("$ORBIT_WORKSPACE/../..", &loops.display().to_string());
+        let body = body.as_str();
         let p = self.bin.path().join(name);
         fs::write(
             &p,
@@ -633,6 +677,21 @@ impl Repo {
         repo.git(&["add", "README.md"]);
         repo.git(&["commit", "-q", "-m", "init"]);
         repo
+    }
+}
+
+impl Drop for Repo {
+    /// The repository's default workspaces go with it.
+    fn drop(&mut self) {
+        if let Ok(common) = fs::canonicalize(self.join(".git"))
+            && common.is_dir()
+        {
+            let _ = fs::remove_dir_all(
+                sealed_data()
+                    .join("orbit/workspaces")
+                    .join(orbit::locate::workspace::repo_id(&common)),
+            );
+        }
     }
 }
 

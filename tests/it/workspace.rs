@@ -206,10 +206,11 @@ fn a_second_loop_rendered_mid_run_never_counts_as_the_first_loops_work() {
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 echo "step $ORBIT_ITERATION" >> work.txt
 if [ "$ORBIT_ITERATION" = 1 ]; then
-  (cd "$ORBIT_WORKSPACE/../../.." && '{orbit}' init "second goal" --engine custom --exec '{}' --verify false >/dev/null)
+  (cd '{repo}' && '{orbit}' init "second goal" --engine custom --exec '{}' --verify false >/dev/null)
 fi
 if [ "$ORBIT_ITERATION" -ge 2 ]; then echo "all hold" > "$ORBIT_AGENT_DIR/done.md"; fi"#,
-            exec_self.display()
+            exec_self.display(),
+            repo = repo.path().display(),
         ),
     );
     let dir = repo.init_loop(&agent, &[&count_check(2)], &[]);
@@ -305,12 +306,13 @@ fn the_workspace_is_a_locked_worktree_that_prune_keeps() {
         "{entry}"
     );
     assert!(entry.contains("locked orbit loop "), "{entry}");
-    // The agent's folder is excluded, never committed, and the user's status does not see
-    // the workspace either.
+    // The agent's folder is excluded, never committed, and the workspace is outside the
+    // user's checkout, where no tool that walks up from it finds the user's files.
     assert_eq!(repo.ws_git(&["status", "--porcelain"]), "");
-    assert_eq!(
-        repo.git(&["status", "--porcelain", "--", ".orbit/.workspaces"]),
-        ""
+    assert!(
+        !ws.starts_with(fs::canonicalize(repo.path()).unwrap()),
+        "{}",
+        ws.display()
     );
     assert!(
         repo.ws().join(".orbit-agent/goal.md").is_file(),
@@ -543,10 +545,8 @@ if [ "$ORBIT_ITERATION" -ge 2 ]; then echo "AC1: work.txt has two lines" > "$ORB
         orbit::config::CONTRACT_VERSION
     );
     let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
-    assert!(
-        toml.contains("workspace = \".orbit/.workspaces/test-goal\""),
-        "{toml}"
-    );
+    // No path: the default, computed where the loop runs (under the data directory).
+    assert!(toml.contains("workspace = \"\"\n"), "{toml}");
     for f in ["goal.md", "progress.md", "notes.md", "prompt.md"] {
         assert!(
             ws.join(".orbit-agent").join(f).is_file(),
@@ -795,4 +795,35 @@ fn an_agent_folder_replaced_by_a_link_is_never_read_back_or_written_through() {
     let out = repo.run_loop(&dir, &["--once"], &[]);
     assert_code(&out, 10, "tick 2");
     assert!(outside.path().join("done.md").is_file());
+}
+
+/// The runner and orbit name the default workspace alike (templates/lib/workspace.sh,
+/// src/locate/workspace.rs), for a checkout whose name holds a space and a non-ASCII
+/// letter: what orbit predicts before the first run is where the runner makes it, and
+/// what `orbit status` shows after.
+#[test]
+fn the_runner_makes_the_default_workspace_where_orbit_names_it() {
+    let repo = Repo::with_prefix("orbit it \u{e9}t\u{e9}-");
+    let agent = counting_agent(&repo, 5);
+    let dir = repo.init_loop(&agent, &[&count_check(5)], &[]);
+    let predicted = repo.ws();
+    let id = predicted.parent().unwrap().file_name().unwrap();
+    assert!(
+        id.to_string_lossy().starts_with("orbit-it-"),
+        "{}",
+        predicted.display()
+    );
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "tick");
+    assert_eq!(
+        state_value(&dir, "WORKSPACE"),
+        predicted.display().to_string()
+    );
+    assert!(predicted.join(".git").is_file());
+    let status = repo.orbit(&["status"]);
+    assert!(
+        text(&status).contains(&predicted.display().to_string()),
+        "{}",
+        text(&status)
+    );
 }

@@ -218,5 +218,11 @@ rc_locate() {
 }
 
 # rc_ws_path_v: REPLY is the workspace loop.toml names, as an absolute path (as the runner
-# reads it before its first run).
-rc_ws_path_v() { workspace_setting_path_v "$RC_WS_SETTING" "$RC_NAME" "$RC_REPO"; }
+# reads it before its first run): an empty setting is its contract's default.
+rc_ws_path_v() {
+  local s=$RC_WS_SETTING
+  if [[ -z $s ]] && workspace_empty_legacy "$RC_LOOP_CV"; then
+    s=.orbit/.workspaces/$RC_NAME
+  fi
+  workspace_setting_path_v "$s" "$RC_NAME" "$RC_REPO" || orbit_die "$EXIT_PREFLIGHT" "$REPLY"
+}

@@ -97,7 +97,7 @@ record_abort() {
     R[SUMMARY]=$REPLY
   fi
   if [[ $INTEGRITY_REASON == "$REASON_GIT_TAMPER" && $PIN_BAD == "$WS" ]]; then
-    R[SUMMARY]="git_tamper: the workspace $WS is no longer the loop's worktree ($PIN_HAVE); remove what is there, then 'orbit recover --repin' recreates it from $LOOP_BRANCH"
+    R[SUMMARY]="git_tamper: remove what is there, then 'orbit recover --repin' recreates the workspace $WS from $LOOP_BRANCH (it is no longer the loop's worktree: $PIN_HAVE)"
   fi
   printf -v 'R[ENDED_AT]' '%(%s)T' -1
   ledger_iter_sum_v "$n"

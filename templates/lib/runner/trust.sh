@@ -484,7 +484,7 @@ integrity_stop() {
   local msg
   msg="$INTEGRITY_REASON: $PIN_BAD changed; review it, then 'orbit recover --restore-pinned' to undo or 'orbit recover --repin' to accept"
   if [[ $INTEGRITY_REASON == "$REASON_GIT_TAMPER" && $PIN_BAD == "$WS" ]]; then
-    msg="git_tamper: the workspace $WS is no longer the loop's worktree ($PIN_HAVE); remove what is there, then 'orbit recover --repin' recreates it from $LOOP_BRANCH"
+    msg="git_tamper: remove what is there, then 'orbit recover --repin' recreates the workspace $WS from $LOOP_BRANCH (it is no longer the loop's worktree: $PIN_HAVE)"
   fi
   if [[ $INTEGRITY_REASON == "$REASON_GOAL_DRIFT" ]]; then
     msg="goal_drift: goal.md changed; review it, then 'orbit recover --repin-goal' to accept or '--restore-pinned' to undo"

@@ -10,12 +10,13 @@ COMMIT_PLUMBING=0
 COMMIT_HOOKS_PATH=
 
 # workspace_path_v: REPLY is the workspace's absolute path: the state's once the loop ran,
-# else loop.toml's `workspace` (relative to the repository root), else the default
-# .orbit/.workspaces/<name>. Refused when it is inside the loop directory or holds it.
+# else loop.toml's `workspace` (relative to the repository root), else the default under
+# the user's data directory (lib/workspace.sh). Refused when it is inside the loop directory
+# or holds it.
 workspace_path_v() {
   local p=${S[WORKSPACE]:-}
   if [[ -z $p ]]; then
-    workspace_setting_path_v "$WORKSPACE_SETTING" "$LOOP_NAME" "$REPO_ROOT"
+    workspace_setting_path_v "$WORKSPACE_SETTING" "$LOOP_NAME" "$REPO_ROOT" || preflight_fail "$REPLY"
     p=$REPLY
   fi
   # Without . and .. segments, so that the containment tests below mean what they say.

@@ -674,6 +674,12 @@ pub struct MergeArgs {
     /// The loop directory, or its name under .orbit/ (default: the only loop).
     #[arg(value_name = "LOOP")]
     pub target: Option<String>,
+
+    /// Merge the queue's integration branch (orbit/queue/<branch>) into the branch it was
+    /// made from, checked out: every done task's merge and envelope verified, nothing on
+    /// the branch that no task's merge brought, every done task's verifier green on its head.
+    #[arg(long, conflicts_with = "target")]
+    pub queue: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1044,6 +1044,13 @@ pub struct QueueRunArgs {
     /// the branch checked out]. That branch itself is never moved.
     #[arg(long, value_name = "BRANCH")]
     pub onto: Option<String>,
+
+    /// The queue's spend cap over all its attempts: no attempt starts that what is left
+    /// cannot cover at its engine's estimate (the mean spend of the engine's earlier
+    /// attempts, else the task's Usd-Cap), and each attempt's loop may spend at most what
+    /// is left.
+    #[arg(long, value_name = "USD")]
+    pub usd_cap: Option<String>,
 }
 
 #[derive(Debug, Args)]

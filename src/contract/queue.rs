@@ -83,7 +83,7 @@ pub const QUEUE_FILES: &[(&str, &str)] = &[
     ),
     (
         ".orbit/queue/queue.json",
-        "The queue's state (written atomically): the integration branch, each task's running attempt (its loop, the pinned sha256 of its file), merged commit, verdict, cost.",
+        "The queue's state (written atomically): the integration branch, each task's running attempt (its loop, the pinned sha256 of its file, its engine, the estimate `--usd-cap` held for it), merged commit, verdict, cost; the engines paused by a rate limit (`paused`: until when) and what each engine's finished attempts spent (`spend`).",
     ),
     (
         ".orbit/queue/queue.lock",

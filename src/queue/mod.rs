@@ -7,6 +7,7 @@
 
 pub mod attempt;
 pub mod land;
+pub mod limits;
 pub mod merge;
 pub mod plan;
 pub mod poller;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::support::*;
 
 mod home;
+mod limits;
 
 /// A repository for a queue, a record directory outside it, and the agent's path.
 pub(crate) struct Q {

@@ -536,6 +536,11 @@ pub struct ReportArgs {
     /// accounting) instead of markdown.
     #[arg(long)]
     pub json: bool,
+
+    /// The queue's report (orbit queue): the tasks done with their merged commits, failed
+    /// with why, blocked, the spend per task and in all, and what to run next.
+    #[arg(long, conflicts_with_all = ["dir", "html"])]
+    pub queue: bool,
 }
 
 #[derive(Debug, Args)]

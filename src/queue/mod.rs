@@ -11,6 +11,7 @@ pub mod limits;
 pub mod merge;
 pub mod plan;
 pub mod poller;
+pub mod report;
 pub mod start;
 pub mod status;
 pub mod store;

@@ -31,7 +31,7 @@ mod otlp;
 mod perl;
 mod projects;
 mod protect;
-mod queue;
+pub(crate) mod queue;
 mod recover;
 mod reference;
 mod reliability;

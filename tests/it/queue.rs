@@ -12,6 +12,7 @@ use crate::support::*;
 
 mod home;
 mod limits;
+pub(crate) mod night;
 
 /// A repository for a queue, a record directory outside it, and the agent's path.
 pub(crate) struct Q {

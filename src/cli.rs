@@ -497,6 +497,11 @@ pub struct ScheduleArgs {
     /// Remove this loop's schedules: of the kind given, or of every kind.
     #[arg(long)]
     pub remove: bool,
+
+    /// Schedule the repository's queue instead of a loop: each tick is `orbit queue run
+    /// --once` (with --cron, --systemd, or --tmux ticking at --every in a session).
+    #[arg(long, conflicts_with_all = ["dir", "kubernetes", "github_actions", "list"])]
+    pub queue: bool,
 }
 
 #[derive(Debug, Args)]

@@ -101,6 +101,14 @@ pub const QUEUE_FILES: &[(&str, &str)] = &[
         ".orbit/queue/work/",
         "The queue's private worktrees: `merge` (the integration branch's merges) and `check` (the clean checkout of the merged tree the verifier runs in).",
     ),
+    (
+        ".orbit/queue/cron.log",
+        "The output of the ticks of the queue's crontab line (`orbit schedule --queue --cron`), appended.",
+    ),
+    (
+        ".orbit/queue/systemd.log",
+        "The output of the ticks of the queue's systemd service (`orbit schedule --queue --systemd`), appended.",
+    ),
 ];
 
 /// The members of `orbit report --queue --json`'s object, with what each holds.

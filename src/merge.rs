@@ -42,9 +42,6 @@ pub(crate) fn blocking_changes(repo: &Path, commit: &str) -> Vec<String> {
 
 /// `orbit merge`.
 pub fn run(args: &MergeArgs) -> Result<u8> {
-    if args.queue {
-        return crate::queue::merge::run();
-    }
     let mut t =
         verify::resolve(Some(args.target.as_deref().unwrap_or("")).filter(|a| !a.is_empty()))?;
     let Some(dir) = t.loop_dir.clone() else {

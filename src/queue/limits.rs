@@ -6,17 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
+pub use super::store::EngineSpend;
 use super::store::{Queue, State};
 use super::task::Task;
-
-/// What the finished attempts on one engine spent.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct EngineSpend {
-    pub attempts: u64,
-    pub microusd: u64,
-}
 
 /// The engine a task's attempts run on, as a key the queue groups them by: the engine's
 /// name (`Engine:`, else the project's default, else claude); a custom engine with its

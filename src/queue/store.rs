@@ -66,6 +66,13 @@ pub struct TaskState {
     pub pending: Option<String>,
 }
 
+/// What the finished attempts on one engine spent (the spend cap's estimate).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct EngineSpend {
+    pub attempts: u64,
+    pub microusd: u64,
+}
+
 /// `queue.json`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct State {
@@ -81,7 +88,7 @@ pub struct State {
     pub paused: BTreeMap<String, u64>,
     /// What the finished attempts spent, by engine (the spend cap's estimate).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub spend: BTreeMap<String, super::limits::EngineSpend>,
+    pub spend: BTreeMap<String, EngineSpend>,
 }
 
 impl Queue {

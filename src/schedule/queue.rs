@@ -31,11 +31,17 @@ pub struct QueueTarget {
 
 /// The queue of the repository around the current directory.
 pub fn target() -> Result<QueueTarget> {
-    let q = crate::queue::store::Queue::here()?;
-    let repo = fs::canonicalize(&q.repo)
-        .map_err(|e| Error::io(format!("cannot resolve {}", q.repo.display()), e))?;
+    let cwd =
+        std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
+    let root = crate::locate::repo_root(&cwd)?;
+    let repo = fs::canonicalize(&root)
+        .map_err(|e| Error::io(format!("cannot resolve {}", root.display()), e))?;
     let dir = repo.join(".orbit").join("queue");
-    if q.tasks()?.is_empty() {
+    let has_task = fs::read_dir(&dir).is_ok_and(|rd| {
+        rd.filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().ends_with(".md"))
+    });
+    if !has_task {
         return Err(Error::Usage(format!(
             "{} has no task: orbit queue add \"GOAL\" --verify CMD first, then schedule the queue",
             dir.display()

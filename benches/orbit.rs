@@ -39,9 +39,14 @@
 //! 10. `orbit verify` without `--rerun` of a DONE loop in the 20,000-file repository (the
 //!     fixture of 2 and 5), from the loop directory and from the branch alone.
 //!
-//! Set ORBIT_BENCH_RUNS to change the number of samples (default 15), ORBIT_BENCH_ONLY to
-//! one of init, runner, audit, status, fanout, clean, sandbox, done, verify, serve to run a
-//! single part.
+//! 11. The queue's overhead per task beyond its loop: a queue of 4 trivial tasks (an agent
+//!     that writes a file and claims DONE, the verifier `true`) run by `orbit queue run`,
+//!     against the same 4 loops made by `orbit init` and run to DONE by their runner
+//!     directly, one after the other, on a small repository; the difference over 4.
+//!
+//! Set ORBIT_BENCH_RUNS to change the number of samples (default 15; 5 for the queue's),
+//! ORBIT_BENCH_ONLY to one of init, runner, audit, status, fanout, clean, sandbox, done,
+//! verify, serve, queue to run a single part.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -1424,6 +1429,151 @@ fn bench_verify(rows: &mut Vec<Row>) {
             ),
         });
     }
+/// The trivial task's agent: it writes a file of its own (named by its loop) and claims
+/// DONE; it agrees when asked to confirm.
+fn trivial_agent(bin: &Path) -> String {
+    let agent = bin.join("trivial.sh");
+    fs::write(
+        &agent,
+        "#!/bin/sh
+cat >/dev/null
+case \"$ORBIT_PHASE\" in
+  confirm) echo CONFIRMED > \"$ORBIT_AGENT_DIR/confirm.md\"; exit 0 ;;
+  wrapup) exit 0 ;;
+esac
+echo ok > \"$(basename \"$ORBIT_WORKSPACE\").txt\"
+echo done > \"$ORBIT_AGENT_DIR/done.md\"
+",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
+    agent.display().to_string()
+}
+
+const QUEUE_TASKS: usize = 4;
+
+/// 4 loops made by `orbit init` and run to DONE by their runner, one after the other.
+fn direct_loops(exec: &str) -> Duration {
+    let r = repo(1);
+    time(|| {
+        for i in 0..QUEUE_TASKS {
+            let rel = format!(".orbit/t{i}-a1");
+            run_ok(
+                Command::new(orbit())
+                    .args([
+                        "init",
+                        "trivial",
+                        "--engine",
+                        "custom",
+                        "--exec",
+                        exec,
+                        "--verify",
+                        "true",
+                        "--dir",
+                        &rel,
+                        "--sandbox",
+                        "none",
+                    ])
+                    .current_dir(r.path())
+                    .stdout(Stdio::null()),
+            );
+            run_ok(
+                Command::new("bash")
+                    .arg(r.path().join(&rel).join("run-loop.sh"))
+                    .current_dir(r.path())
+                    .env("RETRY_BASE_DELAY", "0")
+                    .env("ALLOW_GREEN_START", "1")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null()),
+            );
+            assert_eq!(state_value(&r.path().join(&rel), "LAST_STATUS"), "DONE");
+        }
+    })
+}
+
+/// The same 4 tasks as a queue (added untimed), run by `orbit queue run` to done.
+fn queued_loops(exec: &str) -> Duration {
+    let r = repo(1);
+    for i in 0..QUEUE_TASKS {
+        run_ok(
+            Command::new(orbit())
+                .args([
+                    "queue",
+                    "add",
+                    "trivial",
+                    "--name",
+                    &format!("t{i}"),
+                    "--verify",
+                    "true",
+                    "--engine",
+                    "custom",
+                    "--exec",
+                    exec,
+                    "--sandbox",
+                    "none",
+                ])
+                .current_dir(r.path())
+                .stdout(Stdio::null()),
+        );
+    }
+    let wall = time(|| {
+        run_ok(
+            Command::new(orbit())
+                .args(["queue", "run"])
+                .current_dir(r.path())
+                .env("RETRY_BASE_DELAY", "0")
+                .env("ALLOW_GREEN_START", "1")
+                .stdout(Stdio::null()),
+        )
+    });
+    let status = Command::new(orbit())
+        .args(["queue", "status", "--json"])
+        .current_dir(r.path())
+        .output()
+        .unwrap();
+    let done = String::from_utf8_lossy(&status.stdout)
+        .matches("\"status\":\"done\"")
+        .count();
+    assert_eq!(
+        done,
+        QUEUE_TASKS,
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+    wall
+}
+
+/// The queue's overhead per task beyond its loop (target: well under a second).
+fn bench_queue(rows: &mut Vec<Row>) {
+    let bin = tempfile::tempdir().unwrap();
+    let exec = trivial_agent(bin.path());
+    let n = std::env::var("ORBIT_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let (mut direct, mut queued) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        direct.push(direct_loops(&exec));
+        queued.push(queued_loops(&exec));
+    }
+    let (d, q) = (median(direct), median(queued));
+    let per = q.saturating_sub(d) / QUEUE_TASKS as u32;
+    rows.push(Row {
+        name: format!("{QUEUE_TASKS} trivial loops run directly (init + run to DONE)"),
+        value: ms(d),
+        note: format!("median of {n} (the queue's part: ORBIT_BENCH_RUNS, default 5)"),
+    });
+    rows.push(Row {
+        name: format!("the same {QUEUE_TASKS} as a queue (orbit queue run)"),
+        value: ms(q),
+        note: format!("median of {n}"),
+    });
+    rows.push(Row {
+        name: "queue overhead per task beyond its loop".into(),
+        value: ms(per),
+        note: format!("< 1 s: {}", verdict(per < Duration::from_secs(1))),
+    });
 }
 
 fn main() {
@@ -1465,6 +1615,9 @@ fn main() {
     }
     if part("serve") {
         bench_serve(&mut rows);
+    }
+    if part("queue") {
+        bench_queue(&mut rows);
     }
     let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(10);
     println!(

@@ -525,6 +525,11 @@ pub struct ScheduleArgs {
     /// Remove this loop's schedules: of the kind given, or of every kind.
     #[arg(long)]
     pub remove: bool,
+
+    /// Schedule the repository's queue instead of a loop: each tick is `orbit queue run
+    /// --once` (with --cron, --systemd, or --tmux ticking at --every in a session).
+    #[arg(long, conflicts_with_all = ["dir", "kubernetes", "github_actions", "list"])]
+    pub queue: bool,
 }
 
 #[derive(Debug, Args)]
@@ -564,6 +569,11 @@ pub struct ReportArgs {
     /// accounting) instead of markdown.
     #[arg(long)]
     pub json: bool,
+
+    /// The queue's report (orbit queue): the tasks done with their merged commits, failed
+    /// with why, blocked, the spend per task and in all, and what to run next.
+    #[arg(long, conflicts_with_all = ["dir", "html"])]
+    pub queue: bool,
 }
 
 #[derive(Debug, Args)]
@@ -733,6 +743,12 @@ pub struct MergeArgs {
     /// The loop directory, or its name under .orbit/ (default: the only loop).
     #[arg(value_name = "LOOP")]
     pub target: Option<String>,
+
+    /// Merge the queue's integration branch (orbit/queue/<branch>) into the branch it was
+    /// made from, checked out: every done task's merge and envelope verified, nothing on
+    /// the branch that no task's merge brought, every done task's verifier green on its head.
+    #[arg(long, conflicts_with = "target")]
+    pub queue: bool,
 }
 
 #[derive(Debug, Args)]
@@ -1099,6 +1115,13 @@ pub struct QueueRunArgs {
     /// the branch checked out]. That branch itself is never moved.
     #[arg(long, value_name = "BRANCH")]
     pub onto: Option<String>,
+
+    /// The queue's spend cap over all its attempts: no attempt starts that what is left
+    /// cannot cover at its engine's estimate (the mean spend of the engine's earlier
+    /// attempts, else the task's Usd-Cap), and each attempt's loop may spend at most what
+    /// is left.
+    #[arg(long, value_name = "USD")]
+    pub usd_cap: Option<String>,
 }
 
 #[derive(Debug, Args)]

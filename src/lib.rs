@@ -70,6 +70,7 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Logs(args) => logs::run(&args),
         cli::Command::Verify(args) => verify::run(&args),
         cli::Command::Adequacy(args) => adequacy::run(&args),
+        cli::Command::Merge(args) if args.queue => queue::merge::run(),
         cli::Command::Merge(args) => merge::run(&args),
         cli::Command::Serve(args) => serve::run(&args),
         cli::Command::Export(args) => match args.format {

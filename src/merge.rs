@@ -26,6 +26,20 @@ fn dirty_tracked(repo: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The dirty tracked files a merge of `commit` into HEAD would touch.
+pub(crate) fn blocking_changes(repo: &Path, commit: &str) -> Vec<String> {
+    let changed = git(repo, &["diff", "--name-only", "-z", "HEAD", commit]).unwrap_or_default();
+    let touched: Vec<String> = String::from_utf8_lossy(&changed)
+        .split('\0')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    dirty_tracked(repo)
+        .into_iter()
+        .filter(|p| touched.contains(p))
+        .collect()
+}
+
 /// `orbit merge`.
 pub fn run(args: &MergeArgs) -> Result<u8> {
     let mut t =
@@ -69,17 +83,7 @@ pub fn run(args: &MergeArgs) -> Result<u8> {
             }
         )));
     }
-    let changed =
-        git(&t.repo, &["diff", "--name-only", "-z", "HEAD", &t.commit]).unwrap_or_default();
-    let touched: Vec<String> = String::from_utf8_lossy(&changed)
-        .split('\0')
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect();
-    let blocking: Vec<String> = dirty_tracked(&t.repo)
-        .into_iter()
-        .filter(|p| touched.contains(p))
-        .collect();
+    let blocking = blocking_changes(&t.repo, &t.commit);
     if !blocking.is_empty() {
         return Err(Error::Refused(format!(
             "uncommitted changes to files the merge would touch: {}; commit or stash them, then orbit merge again",

@@ -111,6 +111,14 @@ pub fn schedules() -> Result<Vec<Found>> {
                     .map(|(d, _)| d.to_string())
             })
             .map(PathBuf::from)
+            .or_else(|| {
+                // A queue's unit: its tick in the repository it works in.
+                let tick = text.lines().find_map(|l| l.strip_prefix("ExecStart="))?;
+                tick.ends_with(schedule::queue::TICK).then_some(())?;
+                text.lines()
+                    .find_map(|l| l.strip_prefix("WorkingDirectory="))
+                    .map(|r| Path::new(r).join(".orbit").join("queue"))
+            })
             .unwrap_or_default();
         out.push(Found {
             kind: "systemd",
@@ -148,7 +156,10 @@ fn list() -> Result<u8> {
         return Ok(0);
     }
     for f in &found {
-        let gone = if f.kind != "tmux" && !f.dir.join("run-loop.sh").is_file() {
+        let gone = if f.kind != "tmux"
+            && !f.dir.join("run-loop.sh").is_file()
+            && !schedule::queue::is_queue_dir(&f.dir)
+        {
             "  (the loop directory is gone: orbit schedule --remove cannot find it; remove it by hand)"
         } else {
             ""
@@ -229,6 +240,9 @@ pub fn schedule(args: &ScheduleArgs) -> Result<u8> {
     }
     if args.github_actions {
         return schedule::github::run(args);
+    }
+    if args.queue {
+        return schedule::queue::run(args);
     }
     let t = target(args.dir.as_deref())?;
     if args.remove {

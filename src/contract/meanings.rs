@@ -564,12 +564,14 @@ impl QueueExit {
             QueueExit::Usage => {
                 "Bad input: a refused command line, a cycle, an `--after` naming no task; nothing ran."
             }
-            QueueExit::Remaining => "`--once`: the round ended with tasks still to run.",
+            QueueExit::Remaining => {
+                "`--once`: the round ended with tasks still to run (or an attempt paused by its engine's rate limit, resumed by a later run)."
+            }
             QueueExit::Locked => {
                 "Another `orbit queue run` holds the queue's lock (its pid is named)."
             }
             QueueExit::NotAllDone => {
-                "Nothing is left to run and some task is not done: failed, blocked, or a file that does not parse."
+                "Nothing is left to run and some task is not done: failed, blocked, a file that does not parse, or not started because `--usd-cap` has too little left."
             }
         }
     }

@@ -83,7 +83,7 @@ pub const QUEUE_FILES: &[(&str, &str)] = &[
     ),
     (
         ".orbit/queue/queue.json",
-        "The queue's state (written atomically): the integration branch, each task's running attempt (its loop, the pinned sha256 of its file), merged commit, verdict, cost.",
+        "The queue's state (written atomically): the integration branch, each task's running attempt (its loop, the pinned sha256 of its file, its engine, the estimate `--usd-cap` held for it), merged commit, verdict, cost; the engines paused by a rate limit (`paused`: until when) and what each engine's finished attempts spent (`spend`).",
     ),
     (
         ".orbit/queue/queue.lock",
@@ -100,6 +100,51 @@ pub const QUEUE_FILES: &[(&str, &str)] = &[
     (
         ".orbit/queue/work/",
         "The queue's private worktrees: `merge` (the integration branch's merges) and `check` (the clean checkout of the merged tree the verifier runs in).",
+    ),
+    (
+        ".orbit/queue/cron.log",
+        "The output of the ticks of the queue's crontab line (`orbit schedule --queue --cron`), appended.",
+    ),
+    (
+        ".orbit/queue/systemd.log",
+        "The output of the ticks of the queue's systemd service (`orbit schedule --queue --systemd`), appended.",
+    ),
+];
+
+/// The members of `orbit report --queue --json`'s object, with what each holds.
+pub const QUEUE_REPORT_FIELDS: &[(&str, &str)] = &[
+    (
+        "queue",
+        "The branch the queue was made from (null before its first run).",
+    ),
+    ("integration_branch", "`orbit/queue/<branch>`."),
+    (
+        "done",
+        "The done tasks: `name`, `merged_commit` (the integration branch's merge), `attempt` (the attempt that landed).",
+    ),
+    (
+        "failed",
+        "The failed tasks: `name`, `attempts`, `why` (the first lines of its last `## Attempt` section: its heading and reason).",
+    ),
+    (
+        "blocked",
+        "The blocked tasks: `name`, `reason` (the task in the way).",
+    ),
+    (
+        "other",
+        "The tasks neither done, failed nor blocked: `name`, `status` (null when the file does not parse), `why` (the running attempt's loop, or the parse error).",
+    ),
+    (
+        "spend",
+        "`tasks` (each task's `name`, `cost_usd`, `cost_microusd`: every attempt's loop), `total_usd`, `total_microusd`.",
+    ),
+    (
+        "paused",
+        "The engines paused by a rate limit: the epoch second each lifts.",
+    ),
+    (
+        "next",
+        "What to run next, in order: `orbit merge --queue` while the integration branch holds work its branch does not, what to do for a failed task, `orbit queue run` while tasks are left.",
     ),
 ];
 

@@ -133,9 +133,17 @@ pub struct Stop {
     pub status: String,
     pub reason: String,
     pub cost_microusd: u64,
+    pub resume_at: u64,
 }
 
 impl Stop {
+    /// When a loop paused by its provider's rate limit resumes; None for any other stop.
+    pub fn rate_paused(&self) -> Option<u64> {
+        (self.status == crate::contract::Status::Paused.as_str()
+            && self.reason == crate::contract::StopReason::RateLimit.as_str())
+        .then_some(self.resume_at)
+    }
+
     pub fn done(&self) -> bool {
         self.status == crate::contract::Status::Done.as_str()
     }
@@ -153,6 +161,7 @@ pub fn stop_of(dir: &Path) -> Option<Stop> {
         status: s.last_status.as_str().to_string(),
         reason: s.stop_reason.as_str().to_string(),
         cost_microusd: s.cost_microusd,
+        resume_at: s.resume_at,
     })
 }
 
@@ -243,5 +252,7 @@ pub fn running(n: u32, dir: &Path, q: &Queue, branch: String, base: &str, sha: &
         base: base.to_string(),
         pinned_sha256: sha.to_string(),
         started_at: fsx::now_epoch(),
+        engine: String::new(),
+        estimate_microusd: 0,
     }
 }

@@ -50,7 +50,7 @@ fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
 
 /// A private detached worktree of the queue at `commit` (made anew: what a crash left of
 /// an earlier one is removed first).
-fn worktree_at(q: &Queue, name: &str, commit: &str) -> Result<PathBuf> {
+pub(crate) fn worktree_at(q: &Queue, name: &str, commit: &str) -> Result<PathBuf> {
     let path = q.work_dir().join(name);
     if path.exists() {
         let _ = git_in(
@@ -77,7 +77,7 @@ fn worktree_at(q: &Queue, name: &str, commit: &str) -> Result<PathBuf> {
 }
 
 /// Removes a private worktree of the queue.
-fn drop_worktree(q: &Queue, path: &Path) {
+pub(crate) fn drop_worktree(q: &Queue, path: &Path) {
     let _ = git_in(
         &q.repo,
         &["worktree", "remove", "--force", &path.display().to_string()],

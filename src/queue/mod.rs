@@ -7,8 +7,11 @@
 
 pub mod attempt;
 pub mod land;
+pub mod limits;
+pub mod merge;
 pub mod plan;
 pub mod poller;
+pub mod report;
 pub mod start;
 pub mod status;
 pub mod store;

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::attempt::{self, Stop};
 use super::land::{self, Landed};
+use super::limits;
 use super::plan;
 use super::start::{finish_pending, integration_branch, spawn};
 use super::store::{Found, Lock, Queue, State};
@@ -27,6 +28,11 @@ struct Live {
     name: String,
     dir: PathBuf,
     child: Option<Child>,
+    /// The engine it runs on (the queue's key).
+    engine: String,
+    /// Paused by its provider's rate limit until then (epoch seconds): not running, not
+    /// holding a job, resumed at that time.
+    wait: Option<u64>,
 }
 
 /// The poller's state for one `orbit queue run`.
@@ -36,6 +42,8 @@ struct Poller {
     integration: String,
     live: Vec<Live>,
     shown: BTreeMap<String, String>,
+    /// `--usd-cap`, in micro-dollars.
+    usd_cap: Option<u64>,
 }
 
 /// `orbit queue run`.
@@ -54,6 +62,11 @@ pub fn run(args: &QueueRunArgs) -> Result<u8> {
         }
     };
     let jobs = args.jobs.max(1) as usize;
+    let usd_cap = args
+        .usd_cap
+        .as_deref()
+        .map(|c| crate::goal::parse_usd("--usd-cap", c))
+        .transpose()?;
     let mut st = q.load_state()?;
     finish_pending(&q, &mut st)?;
     let integration = integration_branch(&q, &mut st, args.onto.as_deref())?;
@@ -67,12 +80,15 @@ pub fn run(args: &QueueRunArgs) -> Result<u8> {
                 name: n.clone(),
                 dir: q.repo.join(&r.loop_dir),
                 child: None,
+                engine: r.engine.clone(),
+                wait: None,
             })
             .collect(),
         q,
         st,
         integration,
         shown: BTreeMap::new(),
+        usd_cap,
     };
     for l in &p.live {
         println!(
@@ -86,38 +102,74 @@ pub fn run(args: &QueueRunArgs) -> Result<u8> {
         p.reap()?;
         let startable = p.scan()?;
         if !(args.once && round > 0) {
-            for name in startable
-                .into_iter()
-                .take(jobs.saturating_sub(p.live.len()))
-            {
-                p.start(&name)?;
+            let mut free = jobs.saturating_sub(p.live.iter().filter(|l| l.wait.is_none()).count());
+            for name in startable {
+                if free == 0 {
+                    break;
+                }
+                if p.start(&name)? {
+                    free -= 1;
+                }
             }
         }
         round += 1;
-        if p.live.is_empty() {
+        let waiting = p.live.iter().all(|l| l.wait.is_some());
+        if p.live.is_empty() || (args.once && waiting) {
             break;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(if waiting { 500 } else { 100 }));
     }
-    p.exit_code(args.once)
+    let waiting = !p.live.is_empty();
+    p.exit_code(args.once, waiting)
 }
 
 impl Poller {
-    /// Finishes the attempts whose loop stopped; (re)starts a resumed attempt's loop.
+    /// Finishes the attempts whose loop stopped; (re)starts a resumed attempt's loop. A loop
+    /// paused by its provider's rate limit is not finished: its engine is paused, and the
+    /// loop is run again once the limit lifts.
     fn reap(&mut self) -> Result<()> {
+        let now = fsx::now_epoch();
         let mut i = 0;
         while i < self.live.len() {
+            if self.live[i].engine.is_empty() {
+                self.live[i].engine = self.engine_of(&self.live[i].name);
+            }
             let l = &mut self.live[i];
-            let over = match &mut l.child {
+            let exited = match &mut l.child {
                 Some(c) => c
                     .try_wait()
                     .map_err(|e| Error::io("cannot wait for a loop", e))?
                     .is_some(),
-                None if crate::locate::lock_held(&l.dir) => false,
-                None if attempt::stop_of(&l.dir).is_some_and(|s| s.at_rest()) => true,
-                None => {
-                    l.child = Some(spawn(&self.q, &l.dir)?);
-                    false
+                None => false,
+            };
+            if exited {
+                l.child = None;
+            }
+            let over = if l.child.is_some() || crate::locate::lock_held(&l.dir) {
+                false
+            } else {
+                let stop = attempt::stop_of(&l.dir);
+                match stop.as_ref().and_then(|s| s.rate_paused()) {
+                    Some(at) if at > now => {
+                        let (name, engine) = (l.name.clone(), l.engine.clone());
+                        l.wait = Some(at);
+                        self.rate_limited(&name, &engine, at)?;
+                        false
+                    }
+                    Some(_) => {
+                        l.wait = None;
+                        println!(
+                            "orbit queue: {}: the rate limit lifted: its loop resumes",
+                            l.name
+                        );
+                        l.child = Some(spawn(&self.q, &l.dir)?);
+                        false
+                    }
+                    None if exited || stop.as_ref().is_some_and(|s| s.at_rest()) => true,
+                    None => {
+                        l.child = Some(spawn(&self.q, &l.dir)?);
+                        false
+                    }
                 }
             };
             if over {
@@ -128,6 +180,31 @@ impl Poller {
             }
         }
         Ok(())
+    }
+
+    /// Task `name`'s loop is paused by its provider's rate limit until `at`: so is its
+    /// engine, for every task (said once per pause).
+    fn rate_limited(&mut self, name: &str, engine: &str, at: u64) -> Result<()> {
+        if limits::pause(&mut self.st, engine, at) {
+            self.q.save_state(&self.st)?;
+            println!(
+                "orbit queue: {name}: rate limited ({engine}) until {}: no attempt starts on {engine} before then; this attempt's loop resumes then (not a new attempt)",
+                crate::fsx::iso_utc(at)
+            );
+        }
+        Ok(())
+    }
+
+    /// The engine key of task `name`'s running attempt (its pinned file's, else its file's).
+    fn engine_of(&self, name: &str) -> String {
+        let pinned = self.q.read_task(name, &self.q.pinned_path(name));
+        let f = match pinned.task {
+            Ok(_) => pinned,
+            Err(_) => self.q.read_task(name, &self.q.task_path(name)),
+        };
+        f.task
+            .map(|t| limits::engine_key(&self.q, &t))
+            .unwrap_or_default()
     }
 
     /// Reads every task, shows (once each) those that cannot run, marks tasks blocked or
@@ -193,12 +270,41 @@ impl Poller {
         Ok(())
     }
 
-    /// Starts the next attempt of task `name` from the integration branch's head.
-    fn start(&mut self, name: &str) -> Result<()> {
+    /// Says once why task `name` does not start now (`key` tells the reasons apart).
+    fn held(&mut self, name: &str, why: String) {
+        let key = format!("held {name}");
+        if self.shown.get(&key) != Some(&why) {
+            println!("orbit queue: {name}: not started: {why}");
+            self.shown.insert(key, why);
+        }
+    }
+
+    /// Starts the next attempt of task `name` from the integration branch's head, unless
+    /// its engine is rate-limited or the queue's budget cannot cover it. Whether it started.
+    fn start(&mut self, name: &str) -> Result<bool> {
         let f = self.q.read_task(name, &self.q.task_path(name));
         let Ok(mut task) = f.task else {
-            return Ok(());
+            return Ok(false);
         };
+        let engine = limits::engine_key(&self.q, &task);
+        if let Some(at) = limits::paused_now(&mut self.st, fsx::now_epoch()).get(&engine) {
+            self.held(
+                name,
+                format!(
+                    "{engine} is rate-limited until {}",
+                    crate::fsx::iso_utc(*at)
+                ),
+            );
+            return Ok(false);
+        }
+        let (loop_cap, estimate) =
+            match limits::budget(&self.q, &self.st, self.usd_cap, &engine, &task) {
+                Ok(b) => b,
+                Err(why) => {
+                    self.held(name, why);
+                    return Ok(false);
+                }
+            };
         if task.attempts >= task.max_attempts {
             task.status = TaskStatus::Failed;
             task.reason = Some(format!(
@@ -207,7 +313,7 @@ impl Poller {
             ));
             println!("orbit queue: {name}: failed: its attempts are used up");
             self.q.write_task(name, &task)?;
-            return Ok(());
+            return Ok(false);
         }
         let n = task.attempts + 1;
         let head = land::head_of(&self.q.repo, &self.integration).ok_or_else(|| {
@@ -216,12 +322,18 @@ impl Poller {
                 self.integration
             ))
         })?;
+        // Under the queue's cap, the attempt's loop may spend at most what the queue has left.
+        let mut for_loop = task.clone();
+        if let Some(c) = loop_cap {
+            for_loop.usd_cap = Some(crate::goal::format_usd(c));
+        }
         let (dir, branch) =
-            match attempt::make_loop(&self.q, name, &task, n, &head, &self.integration) {
+            match attempt::make_loop(&self.q, name, &for_loop, n, &head, &self.integration) {
                 Ok(made) => made,
                 Err(e) => {
                     let why = format!("orbit init refused the attempt's loop: {e}");
-                    return self.fail(name, task, n, &why, "", "(no loop was made)", None);
+                    self.fail(name, task, n, &why, "", "(no loop was made)", None)?;
+                    return Ok(false);
                 }
             };
         task.status = TaskStatus::Running;
@@ -231,7 +343,9 @@ impl Poller {
         fs::create_dir_all(pinned.parent().expect("under the queue"))
             .map_err(|e| Error::io("cannot create the queue's pinned/", e))?;
         fsx::write_atomic(&pinned, task.print().as_bytes())?;
-        let rec = attempt::running(n, &dir, &self.q, branch.clone(), &head, &sha);
+        let mut rec = attempt::running(n, &dir, &self.q, branch.clone(), &head, &sha);
+        rec.engine = engine.clone();
+        rec.estimate_microusd = estimate;
         let ts = self.st.task(name);
         ts.running = Some(rec);
         ts.branch = Some(branch);
@@ -248,8 +362,10 @@ impl Poller {
             name: name.to_string(),
             dir,
             child: Some(child),
+            engine,
+            wait: None,
         });
-        Ok(())
+        Ok(true)
     }
 
     /// An attempt's loop stopped: land it (DONE) or record its failure.
@@ -271,9 +387,15 @@ impl Poller {
             status: "unknown".into(),
             reason: "state.env unreadable".into(),
             cost_microusd: 0,
+            resume_at: 0,
         });
-        let ts = self.st.task(name);
-        ts.cost_microusd += stop.cost_microusd;
+        self.st.task(name).cost_microusd += stop.cost_microusd;
+        let engine = if rec.engine.is_empty() {
+            self.engine_of(name)
+        } else {
+            rec.engine.clone()
+        };
+        limits::spent(&mut self.st, &engine, stop.cost_microusd);
         let mut task = pinned;
         if stop.done() {
             match land::land(&self.q, dir, &self.integration, &task.verifier)? {
@@ -401,8 +523,9 @@ impl Poller {
         )
     }
 
-    /// The exit code: every task done, tasks left (`--once`), or some not done.
-    fn exit_code(&mut self, once: bool) -> Result<u8> {
+    /// The exit code: every task done, tasks left (`--once`, or attempts paused by a rate
+    /// limit), or some not done.
+    fn exit_code(&mut self, once: bool, waiting: bool) -> Result<u8> {
         let found = self.q.tasks()?;
         let all_done = found
             .iter()
@@ -411,7 +534,7 @@ impl Poller {
             println!("orbit queue: every task is done ({})", found.len());
             return Ok(QueueExit::AllDone.code());
         }
-        if once && !self.scan()?.is_empty() {
+        if once && (waiting || !self.scan()?.is_empty()) {
             return Ok(QueueExit::Remaining.code());
         }
         let left: Vec<String> = found

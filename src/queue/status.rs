@@ -41,9 +41,20 @@ pub fn json(q: &Queue) -> Result<Value> {
         }
         tasks.push(o);
     }
+    let now = crate::fsx::now_epoch();
+    let paused: serde_json::Map<String, Value> = st
+        .paused
+        .iter()
+        .filter(|(_, at)| **at > now)
+        .map(|(e, at)| (e.clone(), json!(at)))
+        .collect();
+    let spent = super::limits::committed(q, &st);
     Ok(json!({
         "queue": st.name,
         "integration_branch": st.integration_branch,
+        "paused": paused,
+        "spent_usd": crate::goal::format_usd(spent),
+        "spent_microusd": spent,
         "tasks": tasks,
     }))
 }

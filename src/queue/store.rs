@@ -38,6 +38,13 @@ pub struct Running {
     pub base: String,
     pub pinned_sha256: String,
     pub started_at: u64,
+    /// The engine the attempt runs on (the queue's key for it: a custom engine with its
+    /// command).
+    #[serde(default)]
+    pub engine: String,
+    /// What the queue's spend cap held for the attempt when it started.
+    #[serde(default)]
+    pub estimate_microusd: u64,
 }
 
 /// What the queue records of one task beyond its file.
@@ -59,6 +66,13 @@ pub struct TaskState {
     pub pending: Option<String>,
 }
 
+/// What the finished attempts on one engine spent (the spend cap's estimate).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct EngineSpend {
+    pub attempts: u64,
+    pub microusd: u64,
+}
+
 /// `queue.json`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct State {
@@ -69,6 +83,12 @@ pub struct State {
     pub integration_branch: Option<String>,
     pub next_seq: u64,
     pub tasks: BTreeMap<String, TaskState>,
+    /// The engines rate-limited: when each limit lifts (epoch seconds).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub paused: BTreeMap<String, u64>,
+    /// What the finished attempts spent, by engine (the spend cap's estimate).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub spend: BTreeMap<String, EngineSpend>,
 }
 
 impl Queue {

@@ -25,7 +25,9 @@ use crate::contract::{
     VerifyFailure, VerifyOutcome, engine_permission_files,
 };
 
-use crate::contract::queue::{QUEUE_FILES, QueueExit, TASK_FIELDS, TaskStatus};
+use crate::contract::queue::{
+    QUEUE_FILES, QUEUE_REPORT_FIELDS, QueueExit, TASK_FIELDS, TaskStatus,
+};
 
 /// The contract as committed (and compiled into this build): its prose is the source.
 pub const COMMITTED: &str = include_str!("../../docs/contract.md");
@@ -59,6 +61,7 @@ pub const BLOCKS: &[&str] = &[
     "queue-fields",
     "queue-files",
     "queue-exit-codes",
+    "queue-report",
 ];
 
 fn begin(name: &str) -> String {
@@ -301,6 +304,11 @@ pub fn block(name: &str) -> Option<String> {
             }
         }
         "queue-files" => table(&mut out, ("File", "Holds"), QUEUE_FILES.iter().copied()),
+        "queue-report" => table(
+            &mut out,
+            ("Member", "Holds"),
+            QUEUE_REPORT_FIELDS.iter().copied(),
+        ),
         "queue-exit-codes" => {
             let _ = writeln!(out, "| Exit | Meaning |\n|---|---|");
             for e in QueueExit::ALL {

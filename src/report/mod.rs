@@ -2162,15 +2162,10 @@ fn shown_dir(given: Option<&Path>, dir: &Path) -> String {
 
 /// `orbit report`.
 pub fn report(args: &ReportArgs) -> Result<u8> {
-    let dir = pick_loop(args.dir.as_deref())?;
-    let shown = shown_dir(args.dir.as_deref(), &dir);
-    let f = facts(&dir, &shown)?;
-    let text = if args.html {
-        render_html(&f)
-    } else if args.json {
-        render_json(&f)
+    let text = if args.queue {
+        crate::queue::report::text(args.json)?
     } else {
-        render_text(&f)
+        loop_report(args)?
     };
     match &args.output {
         Some(path) => {
@@ -2180,6 +2175,20 @@ pub fn report(args: &ReportArgs) -> Result<u8> {
         None => print!("{text}"),
     }
     Ok(0)
+}
+
+/// The report of one loop, as `args` asks for it.
+fn loop_report(args: &ReportArgs) -> Result<String> {
+    let dir = pick_loop(args.dir.as_deref())?;
+    let shown = shown_dir(args.dir.as_deref(), &dir);
+    let f = facts(&dir, &shown)?;
+    Ok(if args.html {
+        render_html(&f)
+    } else if args.json {
+        render_json(&f)
+    } else {
+        render_text(&f)
+    })
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod github;
 pub mod installed;
 pub mod kubernetes;
 pub mod local;
+pub mod queue;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

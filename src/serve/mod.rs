@@ -20,6 +20,7 @@ mod http;
 mod live;
 mod overview;
 mod pages;
+mod queue;
 mod text;
 
 use std::collections::BTreeMap;

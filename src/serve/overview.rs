@@ -278,6 +278,7 @@ pub fn page(app: &App) -> String {
             rows_html(app, &all)
         );
     }
+    h.push_str(&super::queue::section(app));
     if app.fleet.is_some() {
         let _ = write!(
             h,

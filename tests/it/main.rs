@@ -33,7 +33,7 @@ mod otlp;
 mod perl;
 mod projects;
 mod protect;
-mod queue;
+pub(crate) mod queue;
 mod recover;
 mod reference;
 mod reliability;

@@ -10,17 +10,21 @@ use std::time::Duration;
 
 use crate::support::*;
 
+mod home;
+mod limits;
+pub(crate) mod night;
+
 /// A repository for a queue, a record directory outside it, and the agent's path.
-struct Q {
-    repo: Repo,
-    rec: tempfile::TempDir,
-    agent: PathBuf,
+pub(crate) struct Q {
+    pub(crate) repo: Repo,
+    pub(crate) rec: tempfile::TempDir,
+    pub(crate) agent: PathBuf,
 }
 
 /// The fake agent: its task (`$task`) and attempt (`$n`) from the prompt, which it keeps in
 /// REC/prompt-<task>-<n>.txt; then `body` (bash) runs in the workspace. A body that is done
 /// writes `done.md` with `claim_done`.
-fn queue(body: &str) -> Q {
+pub(crate) fn queue(body: &str) -> Q {
     let repo = Repo::new();
     let rec = tempfile::tempdir().unwrap();
     let script = format!(
@@ -44,7 +48,7 @@ wait_for() {{ local i; for ((i = 0; i < 1200; i++)); do "$@" && return 0; sleep 
 
 impl Q {
     /// `orbit queue add GOAL --verify CMD` with the fake agent, small caps, no sandbox.
-    fn add(&self, name: &str, goal: &str, verify: &str, extra: &[&str]) {
+    pub(crate) fn add(&self, name: &str, goal: &str, verify: &str, extra: &[&str]) {
         let exec = self.agent.display().to_string();
         let mut args = vec![
             "queue",
@@ -69,14 +73,14 @@ impl Q {
     }
 
     /// The fields every backlog section of these tests carries.
-    fn fields(&self) -> String {
+    pub(crate) fn fields(&self) -> String {
         format!(
             "**Engine:** custom\n**Exec:** {}\n**Max-Iterations:** 2\n**Sandbox:** none\n",
             self.agent.display()
         )
     }
 
-    fn run_cmd(&self, args: &[&str]) -> std::process::Command {
+    pub(crate) fn run_cmd(&self, args: &[&str]) -> std::process::Command {
         let mut cmd = command(orbit_bin());
         cmd.arg("queue")
             .arg("run")
@@ -89,21 +93,21 @@ impl Q {
     }
 
     /// `orbit queue run ARGS`, bounded.
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         run_bounded(self.run_cmd(args), Duration::from_secs(600))
     }
 
-    fn task(&self, name: &str) -> String {
+    pub(crate) fn task(&self, name: &str) -> String {
         self.repo.read(&format!(".orbit/queue/{name}.md"))
     }
 
-    fn status(&self) -> serde_json::Value {
+    pub(crate) fn status(&self) -> serde_json::Value {
         let out = self.repo.orbit(&["queue", "status", "--json"]);
         assert_ok(&out, "orbit queue status --json");
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
-    fn task_json(&self, name: &str) -> serde_json::Value {
+    pub(crate) fn task_json(&self, name: &str) -> serde_json::Value {
         self.status()["tasks"]
             .as_array()
             .unwrap()
@@ -113,17 +117,17 @@ impl Q {
             .unwrap_or_else(|| panic!("no task {name}"))
     }
 
-    fn prompt(&self, task: &str, n: u32) -> String {
+    pub(crate) fn prompt(&self, task: &str, n: u32) -> String {
         fs::read_to_string(self.rec.path().join(format!("prompt-{task}-{n}.txt")))
             .unwrap_or_else(|e| panic!("the prompt of {task} attempt {n}: {e}"))
     }
 
-    fn rec(&self) -> &Path {
+    pub(crate) fn rec(&self) -> &Path {
         self.rec.path()
     }
 
     /// A file of the integration branch's tree, if there.
-    fn on_integration(&self, path: &str) -> Option<String> {
+    pub(crate) fn on_integration(&self, path: &str) -> Option<String> {
         let out = command("git")
             .arg("-C")
             .arg(self.repo.path())
@@ -137,7 +141,7 @@ impl Q {
 }
 
 /// Writes `<task>.txt` and claims DONE: every test task's plain work.
-const MAKE_OWN_FILE: &str = r#"echo "$task" > "$task.txt"; claim_done"#;
+pub(crate) const MAKE_OWN_FILE: &str = r#"echo "$task" > "$task.txt"; claim_done"#;
 
 #[test]
 fn a_backlog_of_six_tasks_with_dependencies_runs_to_done() {

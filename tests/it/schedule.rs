@@ -13,6 +13,8 @@
 //! on a volume directory, and the workflow's steps over three runs that carry the loop's
 //! state from one fresh checkout to the next. Last, the fleet view: `--json-lines`.
 
+mod queue;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -40,7 +42,7 @@ fn validators_required() -> bool {
         || std::env::var("ORBIT_REQUIRE_VALIDATORS").as_deref() == Ok("1")
 }
 
-fn on_path(program: &str) -> Option<PathBuf> {
+pub(crate) fn on_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join(program))

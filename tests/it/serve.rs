@@ -4,6 +4,7 @@
 //! forged origin).
 
 mod cdp;
+mod queue;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};

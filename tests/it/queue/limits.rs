@@ -1,0 +1,142 @@
+//! The limits the queue's tasks share: one task's rate limit pauses its engine for every
+//! task (no new attempt on it before the reset; the paused loop resumed, not counted as an
+//! attempt), and `orbit queue run --usd-cap` starts no attempt the budget left cannot cover.
+
+use std::fs;
+
+use super::{MAKE_OWN_FILE, queue};
+use crate::support::*;
+
+/// Each agent call as `task epoch` lines of REC/calls.
+fn calls(rec: &std::path::Path) -> Vec<(String, u64)> {
+    fs::read_to_string(rec.join("calls"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let (t, at) = l.split_once(' ').unwrap();
+            (t.to_string(), at.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_rate_limit_of_one_task_pauses_its_engine_for_every_task_and_is_no_attempt() {
+    // Task a's provider refuses for its rate limit until RESUME (12 s after its first call,
+    // named the way providers name a reset: an epoch after '|'); then it works.
+    let q = queue(
+        r#"echo "$task $(date +%s)" >> "$REC/calls"
+if [[ $task == a ]]; then
+  [[ -e $REC/limited ]] || echo $(( $(date +%s) + 12 )) > "$REC/limited"
+  resume=$(<"$REC/limited")
+  if (( $(date +%s) < resume )); then echo "Error: rate limit reached, resets |$resume" >&2; exit 1; fi
+fi
+echo "$task" > "$task.txt"; claim_done"#,
+    );
+    // b runs on the same engine as a; c on another (its own custom command).
+    q.add("a", "Write a.txt", "test -f a.txt", &["--priority", "10"]);
+    q.add("b", "Write b.txt", "test -f b.txt", &["--priority", "5"]);
+    let other = q.repo.bin.path().join("other-agent");
+    fs::copy(&q.agent, &other).unwrap();
+    let exec = other.display().to_string();
+    let out = q.repo.orbit(&[
+        "queue",
+        "add",
+        "Write c.txt",
+        "--name",
+        "c",
+        "--verify",
+        "test -f c.txt",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--sandbox",
+        "none",
+        "--max-iterations",
+        "2",
+    ]);
+    assert_ok(&out, "orbit queue add c");
+    let out = q.run(&[]);
+    assert_code(&out, 0, "orbit queue run");
+    let o = text(&out);
+    assert!(o.contains("a: rate limited (custom "), "{o}");
+    let resume: u64 = fs::read_to_string(q.rec().join("limited"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let calls = calls(q.rec());
+    let first = |t: &str| calls.iter().find(|(n, _)| n == t).map(|(_, at)| *at);
+    // The attack on the shared limit was made: a was refused before the reset.
+    assert!(first("a").unwrap() < resume, "{calls:?}");
+    // b, on a's engine, never started before the reset; c, on another engine, did.
+    assert!(first("b").unwrap() >= resume, "{calls:?}\n{o}");
+    assert!(first("c").unwrap() < resume, "{calls:?}\n{o}");
+    assert!(o.contains("b: not started: custom "), "{o}");
+    // a's paused loop was resumed, not retried as a new attempt.
+    assert!(
+        calls.iter().any(|(t, at)| t == "a" && *at >= resume),
+        "{calls:?}"
+    );
+    let a = q.task("a");
+    assert!(a.contains("**Status:** done"), "{a}");
+    assert!(a.contains("**Attempts:** 0"), "{a}");
+    assert!(!a.contains("## Attempt"), "{a}");
+    assert!(q.repo.join(".orbit/a-a1").exists());
+    assert!(!q.repo.join(".orbit/a-a2").exists());
+    assert_eq!(
+        state_value(&q.repo.join(".orbit/a-a1"), "STOP_REASON"),
+        "none"
+    );
+}
+
+#[test]
+fn the_queues_usd_cap_starts_no_attempt_the_budget_left_cannot_cover() {
+    // Every agent run reports $0.40.
+    let q = queue(&format!(
+        r#"echo 0.40 > "$ORBIT_COST_FILE"; {MAKE_OWN_FILE}"#
+    ));
+    for t in ["t1", "t2", "t3", "t4"] {
+        q.add(
+            t,
+            &format!("Write {t}.txt"),
+            &format!("test -f {t}.txt"),
+            &[],
+        );
+    }
+    let out = q.run(&["--usd-cap", "1"]);
+    assert_code(&out, 24, "orbit queue run under a cap");
+    let o = text(&out);
+    // t1 starts with nothing known ($0 estimated), t2 at t1's $0.40 with $0.60 left; then
+    // $0.20 is left, less than the engine's mean of $0.40: t3 and t4 never start.
+    let s = q.status();
+    let status = |t: &str| {
+        s["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == t)
+            .unwrap()["status"]
+            .clone()
+    };
+    assert_eq!(status("t1"), "done", "{o}");
+    assert_eq!(status("t2"), "done", "{o}");
+    assert_eq!(status("t3"), "ready", "{o}");
+    assert_eq!(status("t4"), "ready", "{o}");
+    assert!(!q.repo.join(".orbit/t3-a1").exists());
+    assert!(!q.repo.join(".orbit/t4-a1").exists());
+    assert!(
+        o.contains("t3: not started: the queue's budget (--usd-cap 1) has $0.2 left, and an attempt on custom "),
+        "{o}"
+    );
+    assert!(o.contains("is estimated at $0.4"), "{o}");
+    // Each attempt's loop got the queue's remainder as its own cap.
+    let cap_of = |l: &str| q.repo.read(&format!(".orbit/{l}/loop.toml"));
+    assert!(cap_of("t2-a1").contains("0.6"), "{}", cap_of("t2-a1"));
+    assert_eq!(s["tasks"][0]["cost_microusd"], 400000);
+    assert_eq!(s["spent_microusd"], 800000);
+    assert_eq!(s["spent_usd"], "0.8");
+    // A higher cap takes the rest.
+    let out = q.run(&["--usd-cap", "5"]);
+    assert_code(&out, 0, "orbit queue run under a higher cap");
+}

@@ -1429,6 +1429,8 @@ fn bench_verify(rows: &mut Vec<Row>) {
             ),
         });
     }
+}
+
 /// The trivial task's agent: it writes a file of its own (named by its loop) and claims
 /// DONE; it agrees when asked to confirm.
 fn trivial_agent(bin: &Path) -> String {

@@ -136,7 +136,7 @@ pub fn exit_status(sub: Option<&str>) -> Vec<(String, String)> {
                 "A usage error, a refusal (the message says why), or a file that cannot be read.",
             ),
         ]),
-        Some("queue") => crate::contract::queue::QueueExit::ALL
+        Some("queue") | Some("queue run") => crate::contract::queue::QueueExit::ALL
             .iter()
             .map(|e| (e.code().to_string(), e.meaning().to_string()))
             .collect(),
@@ -259,6 +259,14 @@ pub fn pages() -> Result<Vec<(String, Vec<u8>)>> {
             format!("orbit-{}.1", sub.get_name()),
             page(sub, Some(sub.get_name()))?,
         ));
+        // A command with subcommands of its own (orbit queue) names a page for each.
+        for nested in sub.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let name = format!("{} {}", sub.get_name(), nested.get_name());
+            out.push((
+                format!("orbit-{}-{}.1", sub.get_name(), nested.get_name()),
+                page(nested, Some(&name))?,
+            ));
+        }
     }
     Ok(out)
 }

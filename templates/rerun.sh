@@ -38,6 +38,8 @@ NET_ARGV=()
 rerun_main() {
   local kind=$1 script=verify.sh common hidden_bw=''
   LOOP_DIR=$2 WS=$3 REPO_ROOT=$4 ORBIT_TMP=$5 RERUN_NET=$6 AGENT_ABS=''
+  # The sandbox names the loop's own workspace WS_MAIN (the runner's): here the checkout.
+  WS_MAIN=$WS
   [[ $kind == holdout ]] && script=holdout.sh
   common=$(repo_git rev-parse --git-common-dir) || {
     printf 'orbit-rerun: %s is not a git repository\n' "$REPO_ROOT" >&2

@@ -1,6 +1,7 @@
 //! Landing a DONE attempt: `orbit verify`'s check of its envelope, the merge of its branch
 //! onto the integration branch's head in the queue's private worktree (never the user's
-//! checkout), and the task's verifier on the merged tree in a clean checkout. Only when all
+//! checkout), and the task's verifier on the merged tree in a clean checkout, under the
+//! task loop's own sandbox (as `orbit verify --rerun` runs a loop's checks). Only when all
 //! three hold does the integration branch move (compare-and-swap on its old head).
 
 use std::fs;
@@ -98,8 +99,24 @@ pub fn head_of(repo: &Path, branch: &str) -> Option<String> {
     .filter(|c| !c.is_empty())
 }
 
-/// Lands the DONE loop at `loop_dir` onto `integration`, judged by `verifier`.
-pub fn land(q: &Queue, loop_dir: &Path, integration: &str, verifier: &str) -> Result<Landed> {
+/// The task's checks on the merged tree at `ws`: the attempt loop's verify.sh (which runs
+/// the task's verifier) under that loop's own sandbox, as `orbit verify --rerun` runs it;
+/// the code run is the agents', so it never runs as the user where the loop did not.
+fn verify_merged(q: &Queue, loop_dir: &Path, ws: &Path) -> Result<std::process::Output> {
+    let mode = crate::rerun::Mode::of_loop(loop_dir)?;
+    let scratch = ws.with_extension("scratch");
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))?;
+    let dir = std::fs::canonicalize(loop_dir)
+        .map_err(|e| Error::io(format!("cannot resolve {}", loop_dir.display()), e))?;
+    let out = crate::rerun::run(mode, "check", &dir, ws, &q.repo, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    out
+}
+
+/// Lands the DONE loop at `loop_dir` onto `integration`, judged by the task's verifier on
+/// the merged tree (the check the loop's verify.sh runs).
+pub fn land(q: &Queue, loop_dir: &Path, integration: &str) -> Result<Landed> {
     let Some(outcome) = crate::verify::loop_outcome(loop_dir) else {
         return Ok(Landed::Refused {
             why: "orbit verify found no hand-off to check (the loop has no branch)".into(),
@@ -146,14 +163,9 @@ pub fn land(q: &Queue, loop_dir: &Path, integration: &str, verifier: &str) -> Re
         .to_string();
     drop_worktree(q, &merge_wt);
     let check_wt = worktree_at(q, "check", &merged)?;
-    let run = Command::new("bash")
-        .arg("-c")
-        .arg(verifier)
-        .current_dir(&check_wt)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Error::io("cannot run bash for the verifier", e))?;
+    let run = verify_merged(q, loop_dir, &check_wt);
     drop_worktree(q, &check_wt);
+    let run = run?;
     let mut output = String::from_utf8_lossy(&run.stdout).into_owned();
     output.push_str(&String::from_utf8_lossy(&run.stderr));
     if !run.status.success() {

@@ -398,7 +398,7 @@ impl Poller {
         limits::spent(&mut self.st, &engine, stop.cost_microusd);
         let mut task = pinned;
         if stop.done() {
-            match land::land(&self.q, dir, &self.integration, &task.verifier)? {
+            match land::land(&self.q, dir, &self.integration)? {
                 Landed::Merged(commit) => {
                     task.status = TaskStatus::Done;
                     task.merged = Some(commit.clone());

@@ -547,3 +547,49 @@ echo y > y.txt; claim_done"#,
     let aside = q.repo.read(".orbit/queue/changed/guarded.attempt-1.md");
     assert!(aside.contains("EVIL"), "{aside}");
 }
+
+/// The verifier run on the merged tree runs the task's code, which an agent wrote: under
+/// the task's loop's sandbox, as the loop's own checks ran, it cannot write into the user's
+/// repository. (Run as the user, it could: this probe wrote there before.)
+#[test]
+fn the_verifier_on_the_merged_tree_runs_under_the_loops_sandbox() {
+    if !present_or_skipped(bwrap_available(), "ORBIT_REQUIRE_BWRAP", "bubblewrap") {
+        return;
+    }
+    let q = queue(
+        r#"cat > probe.sh <<'PROBE'
+common=$(git rev-parse --path-format=absolute --git-common-dir)
+echo pwned > "${common%/.git}/into-repo.txt" 2>/dev/null || echo "refused, as it should be"
+exit 0
+PROBE
+claim_done"#,
+    );
+    let exec = q.agent.display().to_string();
+    let out = q.repo.orbit(&[
+        "queue",
+        "add",
+        "Write the probe",
+        "--name",
+        "probe",
+        "--verify",
+        "bash probe.sh",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--sandbox",
+        "bwrap",
+        "--max-iterations",
+        "2",
+    ]);
+    assert_ok(&out, "orbit queue add");
+    let out = q.run(&[]);
+    assert_code(&out, 0, "orbit queue run");
+    let probe = q.task("probe");
+    assert!(probe.contains("**Status:** done"), "{probe}");
+    assert!(q.on_integration("probe.sh").is_some());
+    assert!(
+        !q.repo.join("into-repo.txt").exists(),
+        "the verifier on the merged tree wrote into the user's repository"
+    );
+}

@@ -30,12 +30,21 @@ fn the_queues_crontab_line_ticks_it_under_crons_environment_and_installs_once() 
         line.ends_with(&format!("# orbit:'{}/.orbit/queue'", repo.display())),
         "{line}"
     );
-    // The command part as cron runs it: /bin/sh, an empty environment, from /. Each tick
-    // runs one attempt to its stop: 10 (a task left), then 0 (every task done).
+    // The command part as cron runs it: /bin/sh, from /, in cron's environment (HOME and
+    // little else; the data directory, where the attempts' workspaces go, is found from it:
+    // here the suite's, named as such). Each tick runs one attempt to its stop: 10 (a task
+    // left), then 0 (every task done).
     let cron_command = line.splitn(6, ' ').nth(5).unwrap().to_string();
     let tick = || {
         let mut cmd = command("env");
-        cmd.args(["-i", "sh", "-c", &cron_command]).current_dir("/");
+        cmd.args(["-i"])
+            .arg(format!("HOME={}", crate::support::sealed_home().display()))
+            .arg(format!(
+                "XDG_DATA_HOME={}",
+                crate::support::sealed_data().display()
+            ))
+            .args(["sh", "-c", &cron_command])
+            .current_dir("/");
         run_bounded(cmd, Duration::from_secs(300))
     };
     assert_code(&tick(), 10, "the first tick (a task left)");
@@ -145,9 +154,16 @@ fn the_queues_systemd_units_pass_systemd_analyze_and_tick_it() {
         .trim_end_matches('"')
         .to_string();
     let argv: Vec<String> = exec.split(' ').map(str::to_string).collect();
+    // The unit's environment as a user's systemd gives it: HOME (and the data directory
+    // found from it: here the suite's, named as such).
     let mut cmd = command("env");
     cmd.arg("-i")
         .arg(format!("PATH={path}"))
+        .arg(format!("HOME={}", crate::support::sealed_home().display()))
+        .arg(format!(
+            "XDG_DATA_HOME={}",
+            crate::support::sealed_data().display()
+        ))
         .args(&argv)
         .current_dir(&workdir);
     assert_code(

@@ -102,7 +102,7 @@ pub fn head_of(repo: &Path, branch: &str) -> Option<String> {
 /// The task's checks on the merged tree at `ws`: the attempt loop's verify.sh (which runs
 /// the task's verifier) under that loop's own sandbox, as `orbit verify --rerun` runs it;
 /// the code run is the agents', so it never runs as the user where the loop did not.
-fn verify_merged(q: &Queue, loop_dir: &Path, ws: &Path) -> Result<std::process::Output> {
+pub(crate) fn verify_merged(q: &Queue, loop_dir: &Path, ws: &Path) -> Result<std::process::Output> {
     let mode = crate::rerun::Mode::of_loop(loop_dir)?;
     let scratch = ws.with_extension("scratch");
     std::fs::create_dir_all(&scratch)

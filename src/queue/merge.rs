@@ -216,7 +216,9 @@ fn check_envelope(q: &Queue, d: &DoneTask) -> Result<std::result::Result<(), Ref
     }
 }
 
-/// Every done task's verifier on `head` in a clean checkout.
+/// Every done task's verifier on `head` in a clean checkout: the task loop's verify.sh,
+/// which runs it, under that loop's own sandbox (the code is the agents'). A task whose
+/// loop directory is gone is refused: its checks cannot run as its loop ran them.
 fn check_verifiers(
     q: &Queue,
     head: &str,
@@ -227,13 +229,25 @@ fn check_verifiers(
     }
     let wt = land::worktree_at(q, "check", head)?;
     for d in done {
-        let run = Command::new("bash")
-            .arg("-c")
-            .arg(&d.verifier)
-            .current_dir(&wt)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| Error::io("cannot run bash for a verifier", e))?;
+        let Some(dir) = &d.loop_dir else {
+            land::drop_worktree(q, &wt);
+            return Ok(Err(refuse(
+                VerifyFailure::RerunFailed,
+                Some(&d.name),
+                format!(
+                    "its loop directory is gone, so its verifier ({}) cannot run under the loop's sandbox as its checks did: keep the task's last .orbit/<task>-aN until the queue is merged home",
+                    d.verifier
+                ),
+            )));
+        };
+        let run = land::verify_merged(q, dir, &wt);
+        let run = match run {
+            Ok(r) => r,
+            Err(e) => {
+                land::drop_worktree(q, &wt);
+                return Err(e);
+            }
+        };
         if !run.status.success() {
             land::drop_worktree(q, &wt);
             let mut output = String::from_utf8_lossy(&run.stdout).into_owned();

@@ -169,3 +169,50 @@ fn merge_queue_refuses_a_removed_or_forged_envelope_note() {
     ]);
     assert_ok(&q.repo.orbit(&["merge", "--queue"]), "orbit merge --queue");
 }
+
+/// `orbit merge --queue` runs every done task's checks on the integration head, that is
+/// the agents' code: under each task loop's sandbox, as its checks ran, it cannot write
+/// into the user's repository. (Run as the user, this probe wrote there.)
+#[test]
+fn merge_queue_runs_each_tasks_checks_under_its_loops_sandbox() {
+    if !present_or_skipped(bwrap_available(), "ORBIT_REQUIRE_BWRAP", "bubblewrap") {
+        return;
+    }
+    let q = queue(
+        r#"cat > probe.sh <<'PROBE'
+common=$(git rev-parse --path-format=absolute --git-common-dir)
+echo pwned > "${common%/.git}/into-repo.txt" 2>/dev/null || echo "refused, as it should be"
+exit 0
+PROBE
+claim_done"#,
+    );
+    let exec = q.agent.display().to_string();
+    let out = q.repo.orbit(&[
+        "queue",
+        "add",
+        "Write the probe",
+        "--name",
+        "probe",
+        "--verify",
+        "bash probe.sh",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--sandbox",
+        "bwrap",
+        "--max-iterations",
+        "2",
+    ]);
+    assert_ok(&out, "orbit queue add");
+    assert_code(&q.run(&[]), 0, "orbit queue run");
+    let planted = q.repo.join("into-repo.txt");
+    assert!(!planted.exists(), "landing ran the probe under the sandbox");
+    let out = q.repo.orbit(&["merge", "--queue"]);
+    assert_ok(&out, "orbit merge --queue");
+    assert!(
+        !planted.exists(),
+        "orbit merge --queue ran the task's code as the user: it wrote into the repository"
+    );
+    assert_eq!(q.repo.read("probe.sh").lines().count(), 3, "merged home");
+}

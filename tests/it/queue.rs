@@ -548,18 +548,20 @@ echo y > y.txt; claim_done"#,
     assert!(aside.contains("EVIL"), "{aside}");
 }
 
-/// The verifier run on the merged tree runs the task's code, which an agent wrote: under
-/// the task's loop's sandbox, as the loop's own checks ran, it cannot write into the user's
-/// repository. (Run as the user, it could: this probe wrote there before.)
-#[test]
-fn the_verifier_on_the_merged_tree_runs_under_the_loops_sandbox() {
-    if !present_or_skipped(bwrap_available(), "ORBIT_REQUIRE_BWRAP", "bubblewrap") {
-        return;
-    }
+/// A queue with one sandboxed task, `probe`, whose committed check (`bash probe.sh`) is
+/// hostile: it finds the user's repository through git and writes into it, and says so
+/// when the write is refused; it fails (exit 7, after its attempt) where PROBE_FAIL is
+/// set, so that a test can show the probe really ran where it says it did.
+pub(crate) fn probe_queue() -> Q {
     let q = queue(
         r#"cat > probe.sh <<'PROBE'
 common=$(git rev-parse --path-format=absolute --git-common-dir)
-echo pwned > "${common%/.git}/into-repo.txt" 2>/dev/null || echo "refused, as it should be"
+if echo pwned 2>/tmp/probe.err > "${common%/.git}/into-repo.txt"; then
+  echo "PROBE WROTE into the repository"
+else
+  echo "PROBE REFUSED: $(cat /tmp/probe.err)"
+fi
+[ -z "${PROBE_FAIL:-}" ] || exit 7
 exit 0
 PROBE
 claim_done"#,
@@ -583,6 +585,18 @@ claim_done"#,
         "2",
     ]);
     assert_ok(&out, "orbit queue add");
+    q
+}
+
+/// The verifier run on the merged tree runs the task's code, which an agent wrote: under
+/// the task's loop's sandbox, as the loop's own checks ran, it cannot write into the user's
+/// repository. (Run as the user, it could: this probe wrote there before.)
+#[test]
+fn the_verifier_on_the_merged_tree_runs_under_the_loops_sandbox() {
+    if !present_or_skipped(bwrap_available(), "ORBIT_REQUIRE_BWRAP", "bubblewrap") {
+        return;
+    }
+    let q = probe_queue();
     let out = q.run(&[]);
     assert_code(&out, 0, "orbit queue run");
     let probe = q.task("probe");

@@ -178,41 +178,32 @@ fn merge_queue_runs_each_tasks_checks_under_its_loops_sandbox() {
     if !present_or_skipped(bwrap_available(), "ORBIT_REQUIRE_BWRAP", "bubblewrap") {
         return;
     }
-    let q = queue(
-        r#"cat > probe.sh <<'PROBE'
-common=$(git rev-parse --path-format=absolute --git-common-dir)
-echo pwned > "${common%/.git}/into-repo.txt" 2>/dev/null || echo "refused, as it should be"
-exit 0
-PROBE
-claim_done"#,
-    );
-    let exec = q.agent.display().to_string();
-    let out = q.repo.orbit(&[
-        "queue",
-        "add",
-        "Write the probe",
-        "--name",
-        "probe",
-        "--verify",
-        "bash probe.sh",
-        "--engine",
-        "custom",
-        "--exec",
-        &exec,
-        "--sandbox",
-        "bwrap",
-        "--max-iterations",
-        "2",
-    ]);
-    assert_ok(&out, "orbit queue add");
+    let q = super::probe_queue();
     assert_code(&q.run(&[]), 0, "orbit queue run");
     let planted = q.repo.join("into-repo.txt");
     assert!(!planted.exists(), "landing ran the probe under the sandbox");
+    // The probe runs at merge --queue, and its write is refused there: made to fail after
+    // its attempt, it is the refusal's output.
+    let mut cmd = command(orbit_bin());
+    cmd.args(["merge", "--queue"])
+        .current_dir(q.repo.path())
+        .env("PATH", q.repo.path_env())
+        .env("PROBE_FAIL", "1");
+    let out = run_bounded(cmd, std::time::Duration::from_secs(300));
+    assert_code(&out, 3, "orbit merge --queue with the probe made to fail");
+    assert!(text(&out).contains("PROBE REFUSED"), "{}", text(&out));
+    assert!(
+        !planted.exists(),
+        "orbit merge --queue ran the task's code as the user"
+    );
     let out = q.repo.orbit(&["merge", "--queue"]);
     assert_ok(&out, "orbit merge --queue");
     assert!(
         !planted.exists(),
         "orbit merge --queue ran the task's code as the user: it wrote into the repository"
     );
-    assert_eq!(q.repo.read("probe.sh").lines().count(), 3, "merged home");
+    assert!(
+        q.repo.read("probe.sh").contains("PROBE REFUSED"),
+        "merged home"
+    );
 }

@@ -527,9 +527,16 @@ pub struct ScheduleArgs {
     pub remove: bool,
 
     /// Schedule the repository's queue instead of a loop: each tick is `orbit queue run
-    /// --once` (with --cron, --systemd, or --tmux ticking at --every in a session).
-    #[arg(long, conflicts_with_all = ["dir", "kubernetes", "github_actions", "list"])]
+    /// --once` (with --cron, --systemd, or --tmux ticking at --every in a session). With
+    /// --kubernetes or --github-actions, the queue across machines: one pod or job per
+    /// ready task (`orbit queue attempt`), then the merge step (`orbit queue land`).
+    #[arg(long, conflicts_with_all = ["dir", "list", "continuous"])]
     pub queue: bool,
+
+    /// With --queue and --kubernetes or --github-actions: how many tasks' attempts run at
+    /// once (the Indexed Job's parallelism, the matrix's max-parallel).
+    #[arg(long, value_name = "N", requires = "queue", default_value_t = 4)]
+    pub jobs: u32,
 }
 
 #[derive(Debug, Args)]
@@ -1027,6 +1034,53 @@ pub enum QueueCommand {
     Run(QueueRunArgs),
     /// Each task's status, attempts, last verdict, cost, branch and merged commit.
     Status(QueueStatusArgs),
+    /// Across machines (a pod or a CI job of `orbit schedule --queue --kubernetes` or
+    /// `--github-actions`): run the next attempt of TASK in this clone, from the remote's
+    /// integration branch, then (--push) push its branch orbit/TASK-aN and its envelope
+    /// (refs/notes/orbit-fleet/TASK-aN). Judged by `orbit queue land`, never here.
+    Attempt(QueueAttemptArgs),
+    /// Across machines, the merge step, in a clone of its own: fetch the attempts pushed to
+    /// REMOTE, land each (orbit verify of its envelope, the merge into the integration
+    /// branch, the task's checks on the merged tree under its sandbox), record each task's
+    /// status or failure section, and push the integration branch with the envelopes.
+    Land(QueueLandArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct QueueAttemptArgs {
+    /// The task (its file .orbit/queue/TASK.md on the remote's integration branch, else on
+    /// --onto).
+    #[arg(value_name = "TASK")]
+    pub task: String,
+
+    /// The branch the queue builds on: its integration branch is orbit/queue/BRANCH
+    /// [default: the branch checked out].
+    #[arg(long, value_name = "BRANCH")]
+    pub onto: Option<String>,
+
+    /// The remote the clone was made from, and where --push pushes.
+    #[arg(long, value_name = "REMOTE", default_value = "origin")]
+    pub remote: String,
+
+    /// Push the attempt's branch and envelope to --remote once its loop stops.
+    #[arg(long)]
+    pub push: bool,
+
+    /// Only push the attempt this clone ran (the agent's step ran without push access).
+    #[arg(long, requires = "push")]
+    pub only_push: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct QueueLandArgs {
+    /// The remote the attempts were pushed to; the integration branch is pushed back there.
+    #[arg(long = "from", value_name = "REMOTE", default_value = "origin")]
+    pub from: String,
+
+    /// The branch the queue builds on: its integration branch is orbit/queue/BRANCH
+    /// [default: the remote's default branch].
+    #[arg(long, value_name = "BRANCH")]
+    pub onto: Option<String>,
 }
 
 #[derive(Debug, Args)]

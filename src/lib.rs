@@ -63,6 +63,9 @@ pub fn run(cli: cli::Cli) -> Result<u8> {
         cli::Command::Recover(args) => recover::run(&args),
         cli::Command::Queue(args) => queue::run(&args),
         cli::Command::Demo(args) => demo::demo(&args),
+        cli::Command::Schedule(args) if args.queue && (args.kubernetes || args.github_actions) => {
+            queue::fleet::schedule(&args)
+        }
         cli::Command::Schedule(args) => ops::schedule(&args),
         cli::Command::Stop(args) => control::stop(&args),
         cli::Command::Resume(args) => control::resume(&args),

@@ -239,6 +239,37 @@ pub fn failure_section(n: u32, last: bool, why: &str, output: &str, tried: &str)
     )
 }
 
+/// Records failed attempt `n` in `task`: its section (and `note`, if any) appended, the
+/// count, and the task ready again or, at its last attempt, failed. Whether it was the last.
+pub fn record_failure(
+    task: &mut Task,
+    n: u32,
+    why: &str,
+    output: &str,
+    tried: &str,
+    note: Option<String>,
+) -> bool {
+    let last = n >= task.max_attempts;
+    let mut section = failure_section(n, last, why, output, tried);
+    if let Some(note) = note {
+        section.push('\n');
+        section.push_str(&note);
+    }
+    task.history = if task.history.trim().is_empty() {
+        section
+    } else {
+        format!("{}\n\n{section}", task.history.trim_end())
+    };
+    task.attempts = n;
+    task.status = if last {
+        crate::contract::queue::TaskStatus::Failed
+    } else {
+        crate::contract::queue::TaskStatus::Ready
+    };
+    task.reason = last.then(|| why.to_string());
+    last
+}
+
 /// The running record of a new attempt.
 pub fn running(n: u32, dir: &Path, q: &Queue, branch: String, base: &str, sha: &str) -> Running {
     Running {

@@ -23,7 +23,7 @@ pub enum Landed {
 }
 
 /// Runs git in `dir`, its output (stdout then stderr) and whether it succeeded.
-fn git_in(dir: &Path, args: &[&str]) -> Result<(bool, String)> {
+pub(crate) fn git_in(dir: &Path, args: &[&str]) -> Result<(bool, String)> {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -36,7 +36,7 @@ fn git_in(dir: &Path, args: &[&str]) -> Result<(bool, String)> {
     Ok((out.status.success(), text))
 }
 
-fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
+pub(crate) fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
     let (ok, text) = git_in(dir, args)?;
     if !ok {
         return Err(Error::Git(format!(
@@ -132,17 +132,38 @@ pub fn land(q: &Queue, loop_dir: &Path, integration: &str) -> Result<Landed> {
             output: String::new(),
         });
     }
+    merge_checked(
+        q,
+        loop_dir,
+        integration,
+        &outcome.commit,
+        outcome.reference.trim_start_matches("refs/heads/"),
+        outcome.digest.as_deref(),
+    )
+}
+
+/// The merge of a verified hand-off's `commit` (of the branch `label`, with the envelope
+/// `digest`) onto `integration`'s head in the queue's private worktree, and the task's checks
+/// on the merged tree through the loop at `loop_dir` (its verify.sh under its sandbox). The
+/// integration branch moves (compare-and-swap on its old head) only when both hold.
+pub fn merge_checked(
+    q: &Queue,
+    loop_dir: &Path,
+    integration: &str,
+    commit: &str,
+    label: &str,
+    digest: Option<&str>,
+) -> Result<Landed> {
     let head = head_of(&q.repo, integration)
         .ok_or_else(|| Error::Git(format!("the integration branch {integration} is gone")))?;
     let merge_wt = worktree_at(q, "merge", &head)?;
     let msg = format!(
-        "Merge {} into {integration} (orbit queue: verified, envelope {})",
-        outcome.reference.trim_start_matches("refs/heads/"),
-        outcome.digest.as_deref().map_or("none", |d| &d[..12])
+        "Merge {label} into {integration} (orbit queue: verified, envelope {})",
+        digest.map_or("none", |d| &d[..12])
     );
     let (ok, text) = git_in(
         &merge_wt,
-        &["merge", "--no-ff", "--no-edit", "-m", &msg, &outcome.commit],
+        &["merge", "--no-ff", "--no-edit", "-m", &msg, commit],
     )?;
     if !ok {
         let (_, conflicts) = git_in(&merge_wt, &["diff", "--name-only", "--diff-filter=U"])?;

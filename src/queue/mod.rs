@@ -6,6 +6,7 @@
 //! ([`status`]) shows them. docs/queue.md is the user's guide.
 
 pub mod attempt;
+pub mod fleet;
 pub mod land;
 pub mod limits;
 pub mod merge;
@@ -31,6 +32,8 @@ pub fn run(args: &QueueArgs) -> Result<u8> {
         QueueCommand::Import(a) => import(a),
         QueueCommand::Run(a) => poller::run(a),
         QueueCommand::Status(a) => status::run(a),
+        QueueCommand::Attempt(a) => fleet::attempt(a),
+        QueueCommand::Land(a) => fleet::land(a),
     }
 }
 

@@ -445,24 +445,7 @@ impl Poller {
         tried: &str,
         changed: Option<String>,
     ) -> Result<()> {
-        let last = n >= task.max_attempts;
-        let mut section = attempt::failure_section(n, last, why, output, tried);
-        if let Some(note) = changed {
-            section.push('\n');
-            section.push_str(&note);
-        }
-        task.history = if task.history.trim().is_empty() {
-            section
-        } else {
-            format!("{}\n\n{section}", task.history.trim_end())
-        };
-        task.attempts = n;
-        task.status = if last {
-            TaskStatus::Failed
-        } else {
-            TaskStatus::Ready
-        };
-        task.reason = last.then(|| why.to_string());
+        let last = attempt::record_failure(&mut task, n, why, output, tried, changed);
         self.record(name, &task, |ts| ts.last_verdict = Some(why.to_string()))?;
         if last {
             println!(

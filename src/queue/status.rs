@@ -11,6 +11,7 @@ use crate::error::Result;
 pub fn json(q: &Queue) -> Result<Value> {
     let st = q.load_state()?;
     let mut tasks = Vec::new();
+    let startable = super::fleet::startable(q)?;
     for f in q.tasks()? {
         let ts = st.tasks.get(&f.name).cloned().unwrap_or_default();
         let mut o = json!({
@@ -21,6 +22,7 @@ pub fn json(q: &Queue) -> Result<Value> {
             "branch": ts.branch,
             "running_loop": ts.running.as_ref().map(|r| r.loop_dir.clone()),
             "last_verdict": ts.last_verdict,
+            "startable": startable.contains(&f.name),
         });
         match &f.task {
             Ok(t) => {

@@ -15,6 +15,7 @@ pub mod installed;
 pub mod kubernetes;
 pub mod local;
 pub mod queue;
+pub mod queue_fleet;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -14,6 +14,7 @@
 //! state from one fresh checkout to the next. Last, the fleet view: `--json-lines`.
 
 mod queue;
+mod queue_fleet;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,356 @@
+//! `orbit schedule --queue --kubernetes | --github-actions`: the queue across machines.
+//! The rendered pods' commands run here for real, each in a directory of its own standing
+//! for its pod (its clone, its HOME), against a local bare remote: the only thing they share.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{URL, at, bare_remote, kubernetes_validate, strings, workflow_validate, yaml_docs};
+use crate::queue::{MAKE_OWN_FILE, Q, queue};
+use crate::support::*;
+
+/// Runs git in `dir`; its trimmed output (panics on failure).
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = command("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert_ok(&out, &format!("git {}", args.join(" ")));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A queue of `tasks` (each writes its own file; its verifier checks that file), the task
+/// files committed on main, and `orbit` on the PATH the pods get.
+fn fleet_queue(tasks: &[&str]) -> Q {
+    let q = queue(MAKE_OWN_FILE);
+    for t in tasks {
+        q.add(
+            t,
+            &format!("Write {t}.txt"),
+            &format!("test -f {t}.txt"),
+            &[],
+        );
+    }
+    q.repo.git(&["add", ".orbit/queue/"]);
+    q.repo
+        .git(&["reset", "-q", "--", ".orbit/queue/queue.json"]);
+    q.repo.git(&["commit", "-q", "-m", "the queue"]);
+    std::os::unix::fs::symlink(orbit_bin(), q.repo.bin.path().join("orbit")).unwrap();
+    q
+}
+
+/// A pod: `argv` (the container's command, `/work` its own directory `vol`) run with the
+/// container's HOME under `vol`, no global git configuration but its own, and `extra`.
+fn pod(q: &Q, vol: &Path, argv: &[String], extra: &[(&str, &str)]) -> Output {
+    fs::create_dir_all(vol).unwrap();
+    let mut cmd = command(&argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(vol)
+        .env("HOME", vol.join("home"))
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env_remove("GIT_CONFIG_GLOBAL")
+        .env("PATH", q.repo.path_env())
+        .env("RETRY_BASE_DELAY", "0")
+        .env("KILL_GRACE", "1");
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    run_bounded(cmd, Duration::from_secs(600))
+}
+
+/// The container command of `doc`'s pod at `path`, its clone URL made the local remote.
+fn command_of(doc: &Value, path: &str, remote: &Path) -> Vec<String> {
+    strings(&at(doc, path)["command"])
+        .into_iter()
+        .map(|a| {
+            if a == URL {
+                remote.display().to_string()
+            } else {
+                a
+            }
+        })
+        .collect()
+}
+
+/// The file `path` on branch `branch` of the bare `remote`.
+fn on_remote(remote: &Path, branch: &str, path: &str) -> Option<String> {
+    let out = command("git")
+        .arg("-C")
+        .arg(remote)
+        .args(["show", &format!("{branch}:{path}")])
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Three pods, each in a clone of its own, run one task's attempt and push; a fourth,
+/// hostile, pushes a branch that does the work with another task's genuine envelope as its
+/// note. The merge step, in a fourth clone, lands the three (each verified, merged, its
+/// checks green on the merged tree) and refuses the forgery as a failed attempt with its
+/// failure code in the task's section; the remote's integration branch holds the three
+/// merges, each with its envelope, and the tasks' records.
+#[test]
+fn pods_in_separate_clones_push_attempts_and_the_merge_step_lands_only_verified_ones() {
+    let q = fleet_queue(&["one", "two", "three", "forged"]);
+    let docs = yaml_docs(
+        &String::from_utf8(
+            q.repo
+                .orbit(&[
+                    "schedule",
+                    "--queue",
+                    "--kubernetes",
+                    "--image",
+                    "img",
+                    "--repo-url",
+                    URL,
+                    "--jobs",
+                    "3",
+                ])
+                .stdout,
+        )
+        .unwrap(),
+    );
+    assert_eq!(docs.len(), 2, "{docs:?}");
+    let job = &docs[0];
+    assert_eq!(job["kind"], "Job");
+    assert_eq!(at(job, "spec.completionMode"), "Indexed");
+    assert_eq!(at(job, "spec.completions"), 4);
+    assert_eq!(at(job, "spec.parallelism"), 3);
+    assert_eq!(at(job, "spec.backoffLimitPerIndex"), 0);
+    assert_eq!(docs[1]["kind"], "CronJob");
+
+    let work = tempfile::tempdir().unwrap();
+    let remote = bare_remote(&q.repo, work.path());
+    let attempt = command_of(job, "spec.template.spec.containers.0", &remote);
+    let tasks: Vec<&str> = attempt[4].split(' ').collect();
+    assert_eq!(tasks.len(), 4, "{attempt:?}");
+    // The pods of the three honest tasks, one clone each.
+    for (i, t) in tasks.iter().enumerate().filter(|(_, t)| **t != "forged") {
+        let vol = work.path().join(format!("pod-{t}"));
+        let out = pod(
+            &q,
+            &vol,
+            &attempt,
+            &[("JOB_COMPLETION_INDEX", &i.to_string())],
+        );
+        assert_code(&out, 0, &format!("the pod of {t}"));
+        assert!(
+            text(&out).contains(&format!("pushed orbit/{t}-a1")),
+            "{}",
+            text(&out)
+        );
+        assert!(vol.join("repo/.git").is_dir(), "its own clone");
+    }
+    for t in ["one", "two", "three"] {
+        git_in(
+            &remote,
+            &["rev-parse", "--verify", &format!("refs/heads/orbit/{t}-a1")],
+        );
+        git_in(
+            &remote,
+            &[
+                "rev-parse",
+                "--verify",
+                &format!("refs/notes/orbit-fleet/{t}-a1"),
+            ],
+        );
+    }
+    // The hostile pod: the work done, and task one's genuine envelope as its note.
+    let evil = work.path().join("pod-forged");
+    git_in(
+        work.path(),
+        &[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            evil.to_str().unwrap(),
+        ],
+    );
+    git_in(
+        &evil,
+        &["checkout", "-q", "-b", "orbit/forged-a1", "origin/main"],
+    );
+    fs::write(evil.join("forged.txt"), "forged\n").unwrap();
+    git_in(&evil, &["add", "forged.txt"]);
+    git_in(&evil, &["commit", "-q", "-m", "forged work"]);
+    git_in(
+        &evil,
+        &[
+            "fetch",
+            "-q",
+            "origin",
+            "refs/notes/orbit-fleet/one-a1:refs/notes/theirs",
+        ],
+    );
+    let one_done = git_in(&remote, &["rev-parse", "orbit/one-a1"]);
+    let genuine = git_in(
+        &evil,
+        &["notes", "--ref=refs/notes/theirs", "show", &one_done],
+    );
+    assert!(genuine.contains("\"digest\""), "{genuine}");
+    git_in(
+        &evil,
+        &["notes", "--ref=orbit", "add", "-m", &genuine, "HEAD"],
+    );
+    git_in(
+        &evil,
+        &[
+            "push",
+            "-q",
+            "origin",
+            "orbit/forged-a1",
+            "refs/notes/orbit:refs/notes/orbit-fleet/forged-a1",
+        ],
+    );
+
+    // The merge step, in a clone of its own.
+    let land = command_of(
+        &docs[1],
+        "spec.jobTemplate.spec.template.spec.containers.0",
+        &remote,
+    );
+    let out = pod(&q, &work.path().join("pod-land"), &land, &[]);
+    assert_code(&out, 0, "the merge step");
+    let said = text(&out);
+    for t in ["one", "two", "three"] {
+        assert!(
+            said.contains(&format!("{t}: done: attempt 1 merged")),
+            "{said}"
+        );
+    }
+    assert!(said.contains("forged: attempt 1 of 5 failed"), "{said}");
+
+    let integration = "orbit/queue/main";
+    let merges = git_in(
+        &remote,
+        &[
+            "log",
+            "--first-parent",
+            "--merges",
+            "--format=%s",
+            integration,
+        ],
+    );
+    for t in ["one", "two", "three"] {
+        assert!(
+            merges.contains(&format!("Merge orbit/{t}-a1 into {integration}")),
+            "{merges}"
+        );
+        assert_eq!(
+            on_remote(&remote, integration, &format!("{t}.txt")).as_deref(),
+            Some(format!("{t}\n").as_str())
+        );
+        let task = on_remote(&remote, integration, &format!(".orbit/queue/{t}.md")).unwrap();
+        assert!(task.contains("**Status:** done"), "{task}");
+        // Its envelope is on the remote, on the merged branch's DONE commit, and verifies
+        // in a fresh clone.
+        let done = git_in(&remote, &["rev-parse", &format!("orbit/{t}-a1")]);
+        git_in(&remote, &["notes", "--ref=orbit", "show", &done]);
+    }
+    assert!(!merges.contains("forged"), "{merges}");
+    assert_eq!(on_remote(&remote, integration, "forged.txt"), None);
+    let forged = on_remote(&remote, integration, ".orbit/queue/forged.md").unwrap();
+    assert!(forged.contains("**Status:** ready"), "{forged}");
+    assert!(forged.contains("**Attempts:** 1"), "{forged}");
+    assert!(forged.contains("## Attempt 1 failure"), "{forged}");
+    assert!(forged.contains("INTEGRITY_MISMATCH"), "{forged}");
+    assert!(forged.contains("forged work"), "what it tried: {forged}");
+
+    let check = work.path().join("receiver");
+    git_in(
+        work.path(),
+        &[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            check.to_str().unwrap(),
+        ],
+    );
+    git_in(
+        &check,
+        &["fetch", "-q", "origin", "refs/notes/orbit:refs/notes/orbit"],
+    );
+    for t in ["one", "two", "three"] {
+        let mut cmd = command(orbit_bin());
+        cmd.args(["verify", &format!("origin/orbit/{t}-a1")])
+            .current_dir(&check);
+        assert_ok(
+            &run_bounded(cmd, Duration::from_secs(60)),
+            "orbit verify in a fresh clone",
+        );
+    }
+
+    // The merge step again: nothing new was pushed, nothing moves.
+    let head = git_in(&remote, &["rev-parse", integration]);
+    let out = pod(&q, &work.path().join("pod-land-2"), &land, &[]);
+    assert_code(&out, 0, "the merge step again");
+    assert_eq!(git_in(&remote, &["rev-parse", integration]), head);
+    assert!(
+        text(&out).contains("ready to start: forged"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// The renders pass the official validators, as the single loop's do.
+#[test]
+fn the_queue_renders_pass_the_official_validators() {
+    let q = fleet_queue(&["one", "two"]);
+    let out_dir = tempfile::tempdir().unwrap();
+    let manifests = out_dir.path().join("queue.yaml");
+    assert_ok(
+        &q.repo.orbit(&[
+            "schedule",
+            "--queue",
+            "--kubernetes",
+            "--image",
+            "img",
+            "--repo-url",
+            URL,
+            "--namespace",
+            "team",
+            "--output",
+            manifests.to_str().unwrap(),
+        ]),
+        "render the manifests",
+    );
+    let wf_dir = out_dir.path().join("wf");
+    fs::create_dir_all(wf_dir.join(".github/workflows")).unwrap();
+    let wf: PathBuf = wf_dir.join(".github/workflows/orbit-queue.yml");
+    assert_ok(
+        &q.repo.orbit(&[
+            "schedule",
+            "--queue",
+            "--github-actions",
+            "--orbit-git",
+            super::ORBIT_GIT,
+            "--orbit-rev",
+            super::ORBIT_REV,
+            "--output",
+            wf.to_str().unwrap(),
+        ]),
+        "render the workflow",
+    );
+    let docs = yaml_docs(&fs::read_to_string(&wf).unwrap());
+    let jobs = &docs[0]["jobs"];
+    assert_eq!(at(jobs, "attempt.needs"), "list");
+    assert_eq!(
+        jobs["land"]["needs"],
+        serde_json::json!(["list", "attempt"])
+    );
+    super::assert_yaml11_agrees(&wf, &docs);
+    super::assert_yaml11_agrees(
+        &manifests,
+        &yaml_docs(&fs::read_to_string(&manifests).unwrap()),
+    );
+    kubernetes_validate(&[manifests], out_dir.path());
+    workflow_validate(&wf_dir);
+}

@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{URL, at, bare_remote, kubernetes_validate, strings, workflow_validate, yaml_docs};
+use super::{
+    URL, at, bare_remote, kubernetes_validate, run_step_script, strings, workflow_validate,
+    yaml_docs,
+};
 use crate::queue::{MAKE_OWN_FILE, Q, queue};
 use crate::support::*;
 
@@ -27,8 +30,8 @@ fn git_in(dir: &Path, args: &[&str]) -> String {
 
 /// A queue of `tasks` (each writes its own file; its verifier checks that file), the task
 /// files committed on main, and `orbit` on the PATH the pods get.
-fn fleet_queue(tasks: &[&str]) -> Q {
-    let q = queue(MAKE_OWN_FILE);
+fn fleet_queue(body: &str, tasks: &[&str]) -> Q {
+    let q = queue(body);
     for t in tasks {
         q.add(
             t,
@@ -99,7 +102,13 @@ fn on_remote(remote: &Path, branch: &str, path: &str) -> Option<String> {
 /// merges, each with its envelope, and the tasks' records.
 #[test]
 fn pods_in_separate_clones_push_attempts_and_the_merge_step_lands_only_verified_ones() {
-    let q = fleet_queue(&["one", "two", "three", "forged"]);
+    // The agent of `sneaky` also rewrites another task's file in its branch.
+    let q = fleet_queue(
+        &format!(
+            "if [[ $task == sneaky ]]; then printf '**Status:** done\\n' >> .orbit/queue/one.md; fi\n{MAKE_OWN_FILE}"
+        ),
+        &["one", "two", "three", "forged", "bare", "sneaky"],
+    );
     let docs = yaml_docs(
         &String::from_utf8(
             q.repo
@@ -122,7 +131,7 @@ fn pods_in_separate_clones_push_attempts_and_the_merge_step_lands_only_verified_
     let job = &docs[0];
     assert_eq!(job["kind"], "Job");
     assert_eq!(at(job, "spec.completionMode"), "Indexed");
-    assert_eq!(at(job, "spec.completions"), 4);
+    assert_eq!(at(job, "spec.completions"), 6);
     assert_eq!(at(job, "spec.parallelism"), 3);
     assert_eq!(at(job, "spec.backoffLimitPerIndex"), 0);
     assert_eq!(docs[1]["kind"], "CronJob");
@@ -131,9 +140,13 @@ fn pods_in_separate_clones_push_attempts_and_the_merge_step_lands_only_verified_
     let remote = bare_remote(&q.repo, work.path());
     let attempt = command_of(job, "spec.template.spec.containers.0", &remote);
     let tasks: Vec<&str> = attempt[4].split(' ').collect();
-    assert_eq!(tasks.len(), 4, "{attempt:?}");
-    // The pods of the three honest tasks, one clone each.
-    for (i, t) in tasks.iter().enumerate().filter(|(_, t)| **t != "forged") {
+    assert_eq!(tasks.len(), 6, "{attempt:?}");
+    // The pods of the three honest tasks and of sneaky, one clone each.
+    for (i, t) in tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !["forged", "bare"].contains(*t))
+    {
         let vol = work.path().join(format!("pod-{t}"));
         let out = pod(
             &q,
@@ -211,6 +224,29 @@ fn pods_in_separate_clones_push_attempts_and_the_merge_step_lands_only_verified_
         ],
     );
 
+    // The sneaky attempt's branch really carries the rewrite of another task's file.
+    let sneaky = git_in(&remote, &["show", "orbit/sneaky-a1:.orbit/queue/one.md"]);
+    assert!(sneaky.ends_with("**Status:** done"), "{sneaky}");
+    // A pod that pushes its work without an envelope.
+    let bare = work.path().join("pod-bare");
+    git_in(
+        work.path(),
+        &[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    git_in(
+        &bare,
+        &["checkout", "-q", "-b", "orbit/bare-a1", "origin/main"],
+    );
+    fs::write(bare.join("bare.txt"), "bare\n").unwrap();
+    git_in(&bare, &["add", "bare.txt"]);
+    git_in(&bare, &["commit", "-q", "-m", "bare work"]);
+    git_in(&bare, &["push", "-q", "origin", "orbit/bare-a1"]);
+
     // The merge step, in a clone of its own.
     let land = command_of(
         &docs[1],
@@ -226,7 +262,12 @@ fn pods_in_separate_clones_push_attempts_and_the_merge_step_lands_only_verified_
             "{said}"
         );
     }
-    assert!(said.contains("forged: attempt 1 of 5 failed"), "{said}");
+    for t in ["forged", "bare", "sneaky"] {
+        assert!(
+            said.contains(&format!("{t}: attempt 1 of 5 failed")),
+            "{said}"
+        );
+    }
 
     let integration = "orbit/queue/main";
     let merges = git_in(
@@ -255,8 +296,23 @@ fn pods_in_separate_clones_push_attempts_and_the_merge_step_lands_only_verified_
         let done = git_in(&remote, &["rev-parse", &format!("orbit/{t}-a1")]);
         git_in(&remote, &["notes", "--ref=orbit", "show", &done]);
     }
-    assert!(!merges.contains("forged"), "{merges}");
-    assert_eq!(on_remote(&remote, integration, "forged.txt"), None);
+    for t in ["forged", "bare", "sneaky"] {
+        assert!(!merges.contains(t), "{merges}");
+        assert_eq!(on_remote(&remote, integration, &format!("{t}.txt")), None);
+    }
+    let bare = on_remote(&remote, integration, ".orbit/queue/bare.md").unwrap();
+    assert!(
+        bare.contains("## Attempt 1 failure") && bare.contains("UNVERIFIED"),
+        "{bare}"
+    );
+    let sneaky = on_remote(&remote, integration, ".orbit/queue/sneaky.md").unwrap();
+    assert!(sneaky.contains("## Attempt 1 failure"), "{sneaky}");
+    assert!(
+        sneaky.contains("changes the queue's own files (.orbit/queue/one.md)"),
+        "{sneaky}"
+    );
+    let one = on_remote(&remote, integration, ".orbit/queue/one.md").unwrap();
+    assert_eq!(one.matches("**Status:**").count(), 1, "{one}");
     let forged = on_remote(&remote, integration, ".orbit/queue/forged.md").unwrap();
     assert!(forged.contains("**Status:** ready"), "{forged}");
     assert!(forged.contains("**Attempts:** 1"), "{forged}");
@@ -294,16 +350,95 @@ fn pods_in_separate_clones_push_attempts_and_the_merge_step_lands_only_verified_
     assert_code(&out, 0, "the merge step again");
     assert_eq!(git_in(&remote, &["rev-parse", integration]), head);
     assert!(
-        text(&out).contains("ready to start: forged"),
+        text(&out).contains("ready to start: bare, forged, sneaky"),
         "{}",
         text(&out)
     );
+
+    // The workflow's list step, run for real in a checkout of the remote: the matrix is
+    // the tasks the merge step left ready.
+    let wf = yaml_docs(
+        &String::from_utf8(
+            q.repo
+                .orbit(&[
+                    "schedule",
+                    "--queue",
+                    "--github-actions",
+                    "--orbit-git",
+                    super::ORBIT_GIT,
+                    "--orbit-rev",
+                    super::ORBIT_REV,
+                ])
+                .stdout,
+        )
+        .unwrap(),
+    );
+    let list = at(&wf[0], "jobs.list.steps.2");
+    assert_eq!(list["id"], "list");
+    let runner = work.path().join("runner");
+    git_in(
+        work.path(),
+        &[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            runner.to_str().unwrap(),
+        ],
+    );
+    let output = work.path().join("github-output");
+    let out = run_step_script(
+        list["run"].as_str().unwrap(),
+        &runner,
+        &[
+            ("ONTO", "main"),
+            ("GITHUB_OUTPUT", output.to_str().unwrap()),
+        ],
+    );
+    assert_ok(&out, "the list step");
+    assert_eq!(
+        fs::read_to_string(&output).unwrap(),
+        "tasks=[\"bare\",\"forged\",\"sneaky\"]\n"
+    );
+}
+
+/// The scripts inside the renders pass shellcheck.
+#[test]
+fn the_queue_renders_scripts_pass_shellcheck() {
+    if !shellcheck_available() {
+        return;
+    }
+    use orbit::schedule::queue_fleet as f;
+    let dir = tempfile::tempdir().unwrap();
+    for (name, shell, body) in [
+        ("attempt.sh", "sh", f::ATTEMPT_SH.to_string()),
+        ("land.sh", "sh", f::LAND_SH.to_string()),
+        ("list.sh", "bash", f::LIST_SH.to_string()),
+        (
+            "auth.sh",
+            "bash",
+            format!("{}orbit queue land\n", f::AUTH_SH),
+        ),
+        ("identity.sh", "bash", f::IDENTITY_SH.to_string()),
+    ] {
+        let p = dir.path().join(name);
+        fs::write(&p, body).unwrap();
+        let out = command("shellcheck")
+            .args(["-s", shell, "-S", "style"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "shellcheck {name}:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
 }
 
 /// The renders pass the official validators, as the single loop's do.
 #[test]
 fn the_queue_renders_pass_the_official_validators() {
-    let q = fleet_queue(&["one", "two"]);
+    let q = fleet_queue(MAKE_OWN_FILE, &["one", "two"]);
     let out_dir = tempfile::tempdir().unwrap();
     let manifests = out_dir.path().join("queue.yaml");
     assert_ok(

@@ -99,7 +99,7 @@ pub const QUEUE_FILES: &[(&str, &str)] = &[
     ),
     (
         ".orbit/queue/work/",
-        "The queue's private worktrees: `merge` (the integration branch's merges) and `check` (the clean checkout of the merged tree the verifier runs in).",
+        "The queue's private worktrees: `merge` (the integration branch's merges), `check` (the clean checkout of the merged tree the verifier runs in) and `records` (the merge step's commit of the tasks' records, `orbit queue land`); `fleet-tasks/` (the task files as committed at the integration branch, read by `orbit queue attempt` and `orbit schedule --queue --kubernetes | --github-actions`).",
     ),
     (
         ".orbit/queue/cron.log",

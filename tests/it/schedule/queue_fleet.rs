@@ -489,3 +489,50 @@ fn the_queue_renders_pass_the_official_validators() {
     kubernetes_validate(&[manifests], out_dir.path());
     workflow_validate(&wf_dir);
 }
+
+/// What cannot run across machines is refused, saying what to do: tasks not committed, no
+/// image, no task that may start, an attempt at a task that may not start (nothing run).
+#[test]
+fn the_queue_across_machines_refuses_what_it_cannot_run() {
+    let q = queue(MAKE_OWN_FILE);
+    q.add("one", "Write one.txt", "test -f one.txt", &[]);
+    let render = |q: &Q| {
+        q.repo.orbit(&[
+            "schedule",
+            "--queue",
+            "--kubernetes",
+            "--image",
+            "img",
+            "--repo-url",
+            URL,
+        ])
+    };
+    let out = render(&q);
+    assert_code(&out, 2, "tasks not committed");
+    assert!(
+        text(&out).contains("git add .orbit/queue/*.md"),
+        "{}",
+        text(&out)
+    );
+    q.repo.git(&["add", ".orbit/queue/one.md"]);
+    q.repo.git(&["commit", "-q", "-m", "the queue"]);
+    let out = q
+        .repo
+        .orbit(&["schedule", "--queue", "--kubernetes", "--repo-url", URL]);
+    assert_code(&out, 2, "no image");
+    assert!(text(&out).contains("--image"), "{}", text(&out));
+    // The task done, as the integration branch's records would say.
+    let file = q
+        .task("one")
+        .replace("**Status:** ready", "**Status:** done");
+    q.repo.write(".orbit/queue/one.md", &file);
+    q.repo.git(&["commit", "-q", "-am", "one is done"]);
+    let out = render(&q);
+    assert_code(&out, 2, "no task that may start");
+    assert!(text(&out).contains("orbit queue status"), "{}", text(&out));
+    std::os::unix::fs::symlink(orbit_bin(), q.repo.bin.path().join("orbit")).unwrap();
+    let out = q.repo.orbit(&["queue", "attempt", "one", "--onto", "main"]);
+    assert_code(&out, 2, "an attempt at a done task");
+    assert!(text(&out).contains("may not start"), "{}", text(&out));
+    assert!(!q.repo.join(".orbit/one-a1").exists(), "nothing was made");
+}

@@ -170,11 +170,24 @@ fn next_attempt(q: &Queue, base: &str, name: &str) -> Result<(Task, u32)> {
     Ok((task, n))
 }
 
+/// Refuses a repository whose own queue has run here (`orbit queue run` made its integration
+/// branch): the commands across machines move that branch and the checkout, so they run in
+/// a clone of their own.
+fn in_a_clone_of_its_own(q: &Queue, what: &str) -> Result<()> {
+    if let Some(b) = q.load_state()?.integration_branch {
+        return Err(Error::Refused(format!(
+            "{what} runs in a clone of its own (a pod, a CI job): this repository runs the queue itself (orbit queue run made {b}, .orbit/queue/queue.json); clone the remote and run it there"
+        )));
+    }
+    Ok(())
+}
+
 /// `orbit queue attempt TASK`: the task's next attempt as a loop of this clone, run to its
 /// stop (a pause for its provider's rate limit is waited out: not an attempt's end), then
 /// with `--push` its branch and envelope pushed. The verdict is the merge step's.
 pub fn attempt(a: &QueueAttemptArgs) -> Result<u8> {
     let q = Queue::here()?;
+    in_a_clone_of_its_own(&q, "orbit queue attempt")?;
     std::env::set_current_dir(&q.repo)
         .map_err(|e| Error::io(format!("cannot enter {}", q.repo.display()), e))?;
     let onto = onto_or_current(&q.repo, a.onto.as_deref())?;
@@ -286,6 +299,7 @@ struct Judged {
 /// `orbit queue land --from REMOTE`: the merge step.
 pub fn land(a: &QueueLandArgs) -> Result<u8> {
     let q = Queue::here()?;
+    in_a_clone_of_its_own(&q, "orbit queue land")?;
     std::env::set_current_dir(&q.repo)
         .map_err(|e| Error::io(format!("cannot enter {}", q.repo.display()), e))?;
     let remote = a.from.as_str();

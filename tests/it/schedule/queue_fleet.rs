@@ -535,4 +535,17 @@ fn the_queue_across_machines_refuses_what_it_cannot_run() {
     assert_code(&out, 2, "an attempt at a done task");
     assert!(text(&out).contains("may not start"), "{}", text(&out));
     assert!(!q.repo.join(".orbit/one-a1").exists(), "nothing was made");
+    // Where the queue runs itself, the merge step and the attempts move nothing of it.
+    let out = q.run(&[]);
+    assert_code(&out, 0, "orbit queue run here");
+    let before = q.repo.git(&["rev-parse", "orbit/queue/main"]);
+    for args in [
+        &["queue", "land", "--onto", "main"][..],
+        &["queue", "attempt", "one", "--onto", "main"][..],
+    ] {
+        let out = q.repo.orbit(args);
+        assert_code(&out, 2, &args.join(" "));
+        assert!(text(&out).contains("a clone of its own"), "{}", text(&out));
+    }
+    assert_eq!(q.repo.git(&["rev-parse", "orbit/queue/main"]), before);
 }

@@ -523,6 +523,16 @@ impl Poller {
         )
     }
 
+    /// Whether the queue's `--usd-cap` keeps task `name` from starting (so no later run
+    /// under the same cap starts it either).
+    fn held_by_cap(&self, name: &str) -> bool {
+        let Ok(task) = self.q.read_task(name, &self.q.task_path(name)).task else {
+            return false;
+        };
+        let engine = limits::engine_key(&self.q, &task);
+        limits::budget(&self.q, &self.st, self.usd_cap, &engine, &task).is_err()
+    }
+
     /// The exit code: every task done, tasks left (`--once`, or attempts paused by a rate
     /// limit), or some not done.
     fn exit_code(&mut self, once: bool, waiting: bool) -> Result<u8> {
@@ -534,7 +544,9 @@ impl Poller {
             println!("orbit queue: every task is done ({})", found.len());
             return Ok(QueueExit::AllDone.code());
         }
-        if once && (waiting || !self.scan()?.is_empty()) {
+        // A task the queue's budget holds is not left for a later tick: none can start it.
+        let startable = self.scan()?;
+        if once && (waiting || startable.iter().any(|n| !self.held_by_cap(n))) {
             return Ok(QueueExit::Remaining.code());
         }
         let left: Vec<String> = found

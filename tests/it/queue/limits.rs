@@ -140,3 +140,37 @@ fn the_queues_usd_cap_starts_no_attempt_the_budget_left_cannot_cover() {
     let out = q.run(&["--usd-cap", "5"]);
     assert_code(&out, 0, "orbit queue run under a higher cap");
 }
+
+#[test]
+fn once_with_every_ready_task_held_by_the_usd_cap_exits_24_not_10() {
+    let q = queue(MAKE_OWN_FILE);
+    // Each attempt is estimated at its own cap, $0.50: more than the queue's $0.10.
+    for t in ["c1", "c2"] {
+        q.add(
+            t,
+            &format!("Write {t}.txt"),
+            &format!("test -f {t}.txt"),
+            &["--usd-cap", "0.50"],
+        );
+    }
+    let out = q.run(&["--once", "--usd-cap", "0.10"]);
+    let o = text(&out);
+    // The cap really held both: neither started.
+    assert!(
+        o.contains("c1: not started: the queue's budget (--usd-cap 0.1)"),
+        "{o}"
+    );
+    assert!(
+        o.contains("c2: not started: the queue's budget (--usd-cap 0.1)"),
+        "{o}"
+    );
+    assert!(!q.repo.join(".orbit/c1-a1").exists());
+    // Another tick could start nothing: not "tasks still to run" (10) but "nothing left
+    // to run" (24), as without --once.
+    assert_code(
+        &out,
+        24,
+        "orbit queue run --once under a cap too small for any task",
+    );
+    assert!(o.contains("nothing left to run"), "{o}");
+}

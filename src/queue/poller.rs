@@ -396,33 +396,25 @@ impl Poller {
             rec.engine.clone()
         };
         limits::spent(&mut self.st, &engine, stop.cost_microusd);
-        let mut task = pinned;
-        if stop.done() {
-            match land::land(&self.q, dir, &self.integration)? {
-                Landed::Merged(commit) => {
-                    task.status = TaskStatus::Done;
-                    task.merged = Some(commit.clone());
-                    task.reason = None;
-                    if let Some(note) = &changed {
-                        task.history = format!("{}\n\n{note}", task.history.trim_end());
-                    }
-                    self.record(name, &task, |ts| {
-                        ts.merged_commit = Some(commit.clone());
-                        ts.last_verdict = Some("done".into());
-                    })?;
-                    println!(
-                        "orbit queue: {name}: done: attempt {} merged into {} at {}",
-                        rec.attempt,
-                        self.integration,
-                        &commit[..12]
-                    );
-                    return Ok(());
-                }
-                Landed::Refused { why, output } => {
-                    let tried = attempt::what_was_tried(dir);
-                    return self.fail(name, task, rec.attempt, &why, &output, &tried, changed);
-                }
+        let task = pinned;
+        // A loop with no change of its own (its goal met before its agent did anything, or a
+        // DONE with no commit) has nothing to merge: the task is met when its verifier
+        // passes on the integration branch's head.
+        let own = land::has_own_commit(&self.q, &rec.branch, &rec.base);
+        let landed = if !own && (stop.done() || stop.vacuous()) {
+            Some(land::met_already(&self.q, dir, &self.integration)?)
+        } else if stop.done() {
+            Some(land::land(&self.q, dir, &self.integration)?)
+        } else {
+            None
+        };
+        match landed {
+            Some(Landed::Refused { why, output }) => {
+                let tried = attempt::what_was_tried(dir);
+                return self.fail(name, task, rec.attempt, &why, &output, &tried, changed);
             }
+            Some(landed) => return self.done(name, task, rec.attempt, landed, changed),
+            None => {}
         }
         let why = format!(
             "the loop stopped {} ({}) without a verified DONE",
@@ -431,6 +423,51 @@ impl Poller {
         let output = attempt::last_verify_output(dir);
         let tried = attempt::what_was_tried(dir);
         self.fail(name, task, rec.attempt, &why, &output, &tried, changed)
+    }
+
+    /// Records task `name` done by attempt `n`: merged, or met already with nothing merged.
+    fn done(
+        &mut self,
+        name: &str,
+        mut task: Task,
+        n: u32,
+        landed: Landed,
+        changed: Option<String>,
+    ) -> Result<()> {
+        let (merged, met) = match landed {
+            Landed::Merged(c) => (Some(c), None),
+            Landed::Met(c) => (None, Some(c)),
+            Landed::Refused { .. } => unreachable!("a refused landing is a failed attempt"),
+        };
+        task.status = TaskStatus::Done;
+        task.merged = merged.clone();
+        task.verified_on = met.clone();
+        task.reason = None;
+        if let Some(note) = &changed {
+            task.history = format!("{}\n\n{note}", task.history.trim_end());
+        }
+        self.record(name, &task, |ts| {
+            ts.merged_commit = merged.clone();
+            ts.verified_on = met.clone();
+            ts.last_verdict = Some(match &met {
+                Some(_) => "done (met already: no merge of its own)".into(),
+                None => "done".into(),
+            });
+        })?;
+        match (&merged, &met) {
+            (Some(c), _) => println!(
+                "orbit queue: {name}: done: attempt {n} merged into {} at {}",
+                self.integration,
+                &c[..12]
+            ),
+            (None, Some(h)) => println!(
+                "orbit queue: {name}: done with no change of its own: its verifier passes on {} at {} (attempt {n}; nothing merged)",
+                self.integration,
+                &h[..12]
+            ),
+            (None, None) => {}
+        }
+        Ok(())
     }
 
     /// Records a failed attempt `n`: its section, the count, ready again or failed.

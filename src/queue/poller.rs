@@ -33,6 +33,9 @@ struct Live {
     /// Paused by its provider's rate limit until then (epoch seconds): not running, not
     /// holding a job, resumed at that time.
     wait: Option<u64>,
+    /// Stopped by the queue while it ran, because its engine was paused by another task's
+    /// rate limit: its loop is run on when the limit lifts, the attempt not over.
+    held: bool,
 }
 
 /// The poller's state for one `orbit queue run`.
@@ -82,6 +85,7 @@ pub fn run(args: &QueueRunArgs) -> Result<u8> {
                 child: None,
                 engine: r.engine.clone(),
                 wait: None,
+                held: false,
             })
             .collect(),
         q,
@@ -145,7 +149,28 @@ impl Poller {
             if exited {
                 l.child = None;
             }
+            let engine_paused = self
+                .st
+                .paused
+                .get(&l.engine)
+                .copied()
+                .filter(|at| *at > now);
             let over = if l.child.is_some() || crate::locate::lock_held(&l.dir) {
+                false
+            } else if l.held {
+                // Stopped by the queue for its engine's pause: on when it lifts.
+                match engine_paused {
+                    Some(at) => l.wait = Some(at),
+                    None => {
+                        l.held = false;
+                        l.wait = None;
+                        println!(
+                            "orbit queue: {}: the rate limit of {} lifted: its loop runs on",
+                            l.name, l.engine
+                        );
+                        l.child = Some(spawn(&self.q, &l.dir)?);
+                    }
+                }
                 false
             } else {
                 let stop = attempt::stop_of(&l.dir);
@@ -166,8 +191,16 @@ impl Poller {
                         false
                     }
                     None if exited || stop.as_ref().is_some_and(|s| s.at_rest()) => true,
+                    // A loop to run on (resumed after a dead runner) waits while its engine
+                    // is paused.
                     None => {
-                        l.child = Some(spawn(&self.q, &l.dir)?);
+                        match engine_paused {
+                            Some(at) => {
+                                l.held = true;
+                                l.wait = Some(at);
+                            }
+                            None => l.child = Some(spawn(&self.q, &l.dir)?),
+                        }
                         false
                     }
                 }
@@ -183,12 +216,33 @@ impl Poller {
     }
 
     /// Task `name`'s loop is paused by its provider's rate limit until `at`: so is its
-    /// engine, for every task (said once per pause).
+    /// engine, for every task (said once per pause): no attempt starts on it, and the
+    /// attempts running on it are stopped until then.
     fn rate_limited(&mut self, name: &str, engine: &str, at: u64) -> Result<()> {
         if limits::pause(&mut self.st, engine, at) {
             self.q.save_state(&self.st)?;
             println!(
                 "orbit queue: {name}: rate limited ({engine}) until {}: no attempt starts on {engine} before then; this attempt's loop resumes then (not a new attempt)",
+                crate::fsx::iso_utc(at)
+            );
+        }
+        for l in self.live.iter_mut() {
+            if l.engine != engine || l.name == name || l.child.is_none() || l.held {
+                continue;
+            }
+            // The child is the loop's runner (orbit run execs it): it saves a resumable
+            // state and exits (as orbit stop asks); the loop is run on when the limit
+            // lifts, the same attempt.
+            if let Some(c) = &l.child {
+                let _ = std::process::Command::new("kill")
+                    .args(["-TERM", &c.id().to_string()])
+                    .status();
+            }
+            l.held = true;
+            l.wait = Some(at);
+            println!(
+                "orbit queue: {}: stopped until the rate limit of {engine} lifts ({}): its loop runs on then (not a new attempt)",
+                l.name,
                 crate::fsx::iso_utc(at)
             );
         }
@@ -364,6 +418,7 @@ impl Poller {
             child: Some(child),
             engine,
             wait: None,
+            held: false,
         });
         Ok(true)
     }

@@ -174,3 +174,64 @@ fn once_with_every_ready_task_held_by_the_usd_cap_exits_24_not_10() {
     );
     assert!(o.contains("nothing left to run"), "{o}");
 }
+
+#[test]
+fn a_rate_limit_of_one_task_stops_a_running_attempt_on_the_same_engine_until_the_reset() {
+    // b starts and works on (its agent waits for a release that never comes); a, on the same
+    // engine, waits until b runs, then meets the provider's limit until RESUME (20 s on).
+    // b's agent says when it is stopped (TERM); its second call, after the reset, finishes.
+    let q = queue(
+        r#"echo "$task $(date +%s)" >> "$REC/calls"
+case $task in
+a)
+  [[ -e $REC/limited ]] || { wait_for test -e "$REC/b-running"; echo $(( $(date +%s) + 20 )) > "$REC/limited"; }
+  resume=$(<"$REC/limited")
+  if (( $(date +%s) < resume )); then echo "Error: rate limit reached, resets |$resume" >&2; exit 1; fi ;;
+b)
+  if [[ ! -e $REC/b-running ]]; then
+    trap 'echo "b-term $(date +%s)" >> "$REC/calls"; exit 143' TERM
+    touch "$REC/b-running"
+    wait_for test -e "$REC/never"
+  fi ;;
+esac
+echo "$task" > "$task.txt"; claim_done"#,
+    );
+    q.add("a", "Write a.txt", "test -f a.txt", &["--priority", "10"]);
+    q.add("b", "Write b.txt", "test -f b.txt", &["--priority", "5"]);
+    let out = q.run(&["--jobs", "2"]);
+    let o = text(&out);
+    assert_code(&out, 0, "orbit queue run --jobs 2");
+    let resume: u64 = fs::read_to_string(q.rec().join("limited"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let calls = calls(q.rec());
+    // The limit was met while b's attempt ran: b's first call came before it.
+    let b_calls: Vec<u64> = calls
+        .iter()
+        .filter(|(t, _)| t == "b")
+        .map(|(_, at)| *at)
+        .collect();
+    assert!(b_calls[0] < resume, "{calls:?}\n{o}");
+    // b's running attempt was stopped before the reset, and no agent of b ran until then.
+    let term = calls
+        .iter()
+        .find(|(t, _)| t == "b-term")
+        .map(|(_, at)| *at)
+        .unwrap_or_else(|| panic!("b's running agent was never stopped: {calls:?}\n{o}"));
+    assert!(term < resume, "{calls:?}\n{o}");
+    assert_eq!(b_calls.len(), 2, "{calls:?}\n{o}");
+    assert!(b_calls[1] >= resume, "{calls:?}\n{o}");
+    assert!(
+        o.contains("b: stopped until the rate limit of custom "),
+        "{o}"
+    );
+    // Stopped, then resumed: the same loop, no failed attempt.
+    let b = q.task("b");
+    assert!(b.contains("**Status:** done"), "{b}");
+    assert!(b.contains("**Attempts:** 0"), "{b}");
+    assert!(!b.contains("## Attempt"), "{b}");
+    assert!(!q.repo.join(".orbit/b-a2").exists());
+    assert!(q.task("a").contains("**Status:** done"));
+}

@@ -202,6 +202,7 @@ pub fn land(q: &Queue, loop_dir: &Path, integration: &str) -> Result<Landed> {
         .trim()
         .to_string();
     drop_worktree(q, &merge_wt);
+    super::kill_point("merging");
     let check_wt = worktree_at(q, "check", &merged)?;
     let run = verify_merged(q, loop_dir, &check_wt);
     drop_worktree(q, &check_wt);
@@ -231,5 +232,6 @@ pub fn land(q: &Queue, loop_dir: &Path, integration: &str) -> Result<Landed> {
             &head,
         ],
     )?;
+    super::kill_point("merged");
     Ok(Landed::Merged(merged))
 }

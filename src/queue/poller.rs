@@ -370,6 +370,7 @@ impl Poller {
             return Ok(false);
         }
         let n = task.attempts + 1;
+        super::kill_point("start");
         let head = land::head_of(&self.q.repo, &self.integration).ok_or_else(|| {
             Error::Git(format!(
                 "the integration branch {} is gone",
@@ -390,6 +391,7 @@ impl Poller {
                     return Ok(false);
                 }
             };
+        super::kill_point("made");
         task.status = TaskStatus::Running;
         task.reason = None;
         let sha = self.q.write_task(name, &task)?;
@@ -411,6 +413,7 @@ impl Poller {
             self.integration,
             &head[..12]
         );
+        super::kill_point("recorded");
         let child = spawn(&self.q, &dir)?;
         self.live.push(Live {
             name: name.to_string(),
@@ -420,6 +423,7 @@ impl Poller {
             wait: None,
             held: false,
         });
+        super::kill_point("spawned");
         Ok(true)
     }
 
@@ -455,6 +459,9 @@ impl Poller {
         // A loop with no change of its own (its goal met before its agent did anything, or a
         // DONE with no commit) has nothing to merge: the task is met when its verifier
         // passes on the integration branch's head.
+        if stop.done() {
+            super::kill_point("landing");
+        }
         let own = land::has_own_commit(&self.q, &rec.branch, &rec.base);
         let landed = if !own && (stop.done() || stop.vacuous()) {
             Some(land::met_already(&self.q, dir, &self.integration)?)
@@ -585,7 +592,10 @@ impl Poller {
         ts.running = None;
         ts.pending = Some(text);
         self.q.save_state(&self.st)?;
-        finish_pending(&self.q, &mut self.st)
+        super::kill_point("ending");
+        finish_pending(&self.q, &mut self.st)?;
+        super::kill_point("ended");
+        Ok(())
     }
 
     /// A task file changed during attempt `n`: set aside, named, not taken. The note for

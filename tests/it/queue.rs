@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::support::*;
 
+mod crash;
 mod home;
 mod limits;
 pub(crate) mod night;

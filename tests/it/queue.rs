@@ -442,6 +442,39 @@ fn a_done_loop_without_a_commit_of_its_own_is_done_without_a_merge() {
     already_met(&[("ALLOW_GREEN_START", "1")], true);
 }
 
+/// A loop's own green is not the queue's: a task whose verifier passes where its loop ran
+/// (so the red gate finds it met before the agent) but fails on the integration branch's
+/// head in the queue's clean checkout is a failed attempt, never done.
+#[test]
+fn a_task_met_only_in_its_own_workspace_is_not_done() {
+    let q = queue("claim_done");
+    // Green only in a directory whose path names the attempt's loop (its workspace).
+    q.add(
+        "mirage",
+        "Nothing to do, it seems",
+        r#"case $PWD in *mirage-a*) exit 0 ;; *) echo "RED AT $PWD"; exit 1 ;; esac"#,
+        &["--max-attempts", "1"],
+    );
+    let out = q.run(&[]);
+    let o = text(&out);
+    assert_code(&out, 24, "orbit queue run");
+    // The attack was made: the loop's red gate found the check green on the untouched tree.
+    assert_eq!(
+        state_value(&q.repo.join(".orbit/mirage-a1"), "STOP_REASON"),
+        "vacuous_verify"
+    );
+    let file = q.task("mirage");
+    assert!(file.contains("**Status:** failed"), "{file}\n{o}");
+    assert!(!file.contains("**Verified-On:**"), "{file}");
+    assert!(
+        file.contains(
+            "the loop made no change of its own, and the verifier fails on orbit/queue/main's head"
+        ),
+        "{file}"
+    );
+    assert!(file.contains("RED AT "), "{file}");
+}
+
 #[test]
 fn a_kill_9_of_queue_run_loses_nothing_and_the_rerun_resumes_the_running_loop() {
     use std::os::unix::process::CommandExt;

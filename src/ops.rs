@@ -3,7 +3,6 @@
 //! report of a loop's history: `report`).
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -13,7 +12,8 @@ use crate::error::{Error, Result};
 use crate::fsx;
 use crate::schedule;
 use crate::schedule::local::{
-    Found, Target, cron_line, schedule_name, sh_word, systemd_units, target, which,
+    Found, Kinds, Said, Target, cron_line, crontab_read, crontab_with, crontab_write,
+    new_tmux_session, remove_named, schedule_name, sh_word, systemd_units, target, unit_dir, which,
 };
 use crate::state::State;
 
@@ -27,51 +27,11 @@ pub fn runner_pid(dir: &Path) -> Option<u32> {
     }
 }
 
-fn crontab_read() -> Result<String> {
-    let out = Command::new("crontab")
-        .arg("-l")
-        .output()
-        .map_err(|e| Error::io("cannot run crontab (is cron installed?)", e))?;
-    // `crontab -l` fails when the user has no crontab yet: that is an empty one.
-    Ok(if out.status.success() {
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    } else {
-        String::new()
-    })
-}
-
-fn crontab_write(text: &str) -> Result<()> {
-    let mut child = Command::new("crontab")
-        .arg("-")
-        .stdin(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::io("cannot run crontab", e))?;
-    child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(text.as_bytes())
-        .map_err(|e| Error::io("cannot write the crontab", e))?;
-    let st = child.wait().map_err(|e| Error::io("crontab", e))?;
-    if !st.success() {
-        return Err(Error::Refused(
-            "crontab refused the new table; nothing was changed".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// The loop directory of an orbit crontab line, from its `# orbit:'DIR'` marker.
 fn cron_dir(line: &str) -> Option<PathBuf> {
     let quoted = line.rsplit_once(" # orbit:")?.1;
     let inner = quoted.strip_prefix('\'')?.strip_suffix('\'')?;
     Some(PathBuf::from(inner.replace("'\\''", "'")))
-}
-
-/// The user's systemd unit directory.
-fn unit_dir() -> Result<PathBuf> {
-    let home = std::env::var_os("HOME").ok_or_else(|| Error::Usage("HOME is not set".into()))?;
-    Ok(PathBuf::from(home).join(".config/systemd/user"))
 }
 
 /// Every orbit schedule of this user: crontab lines with orbit's marker, orbit's systemd
@@ -174,59 +134,23 @@ fn list() -> Result<u8> {
 /// kind given, or of every kind.
 fn remove(args: &ScheduleArgs, t: &Target) -> Result<u8> {
     let all = !(args.cron || args.systemd || args.tmux);
-    let mut removed = 0;
     schedule::installed::forget(&t.dir, all || args.cron, all || args.systemd)?;
-    if (all || args.cron) && which("crontab").is_some() {
-        let current = crontab_read()?;
-        let kept: Vec<&str> = current
-            .lines()
-            .filter(|l| cron_dir(l).as_deref() != Some(t.dir.as_path()))
-            .collect();
-        if kept.len() != current.lines().count() {
-            let mut table = kept.join("\n");
-            if !table.is_empty() {
-                table.push('\n');
-            }
-            crontab_write(&table)?;
-            println!("orbit: removed the crontab line of {}", t.dir.display());
-            removed += 1;
-        }
-    }
-    if all || args.systemd {
-        let unit = schedule_name(t);
-        let units = unit_dir()?;
-        let mut any = false;
-        for ext in ["timer", "service"] {
-            let p = units.join(format!("{unit}.{ext}"));
-            if p.is_file() {
-                fs::remove_file(&p)
-                    .map_err(|e| Error::io(format!("cannot remove {}", p.display()), e))?;
-                any = true;
-            }
-        }
-        if any {
-            println!(
-                "orbit: removed {0}/{unit}.service and .timer; if it was enabled: systemctl --user disable --now {unit}.timer && systemctl --user daemon-reload",
-                units.display()
-            );
-            removed += 1;
-        }
-    }
-    if (all || args.tmux) && which("tmux").is_some() {
-        let session = schedule_name(t);
-        let st = Command::new("tmux")
-            .args(["kill-session", "-t", &format!("={session}")])
-            .stderr(Stdio::null())
-            .status()
-            .map_err(|e| Error::io("cannot run tmux", e))?;
-        if st.success() {
-            println!("orbit: closed the tmux session {session} (a runner in it saved its state)");
-            removed += 1;
-        }
-    }
-    if removed == 0 {
-        println!("orbit: {} had no schedule to remove", t.dir.display());
-    }
+    let unit = schedule_name(t);
+    let dir = t.dir.display().to_string();
+    remove_named(
+        &unit,
+        |l| cron_dir(l).as_deref() == Some(t.dir.as_path()),
+        Kinds {
+            cron: all || args.cron,
+            systemd: all || args.systemd,
+            tmux: all || args.tmux,
+        },
+        Said {
+            cron: &format!("the crontab line of {dir}"),
+            tmux: " (a runner in it saved its state)",
+            none: &dir,
+        },
+    )?;
     Ok(0)
 }
 
@@ -260,11 +184,7 @@ pub fn schedule(args: &ScheduleArgs) -> Result<u8> {
             return Ok(0);
         }
         let marker = format!("# orbit:{}", sh_word(&t.dir.display().to_string())?);
-        let current = crontab_read()?;
-        let mut lines: Vec<&str> = current.lines().filter(|l| !l.ends_with(&marker)).collect();
-        lines.push(&line);
-        let mut table = lines.join("\n");
-        table.push('\n');
+        let (current, table) = crontab_with(&marker, &line)?;
         if table == current {
             schedule::installed::record_cron(&t.dir, &line)?;
             println!(
@@ -348,35 +268,14 @@ fn startable(t: &Target) -> Result<()> {
 /// the loop ends, until the user closes it.
 fn start_in_tmux(t: &Target) -> Result<u8> {
     startable(t)?;
-    // Exact session targets (`=name`), so orbit-a never matches orbit-ab.
     let session = schedule_name(t);
-    let has = Command::new("tmux")
-        .args(["has-session", "-t", &format!("={session}")])
-        .stderr(Stdio::null())
-        .status()
-        .map_err(|e| Error::io("cannot run tmux (is it installed?)", e))?;
-    if has.success() {
-        return Err(Error::Refused(format!(
-            "tmux session {session} already exists: tmux attach -t ={session} (or close it first)"
-        )));
-    }
     let cmd = format!(
         "PATH={} {} {}; printf '\\norbit: the loop has ended; press Enter to close this window\\n'; read -r _",
         sh_word(&t.path_env)?,
         sh_word(&t.bash.display().to_string())?,
         sh_word(&format!("{}/run-loop.sh", t.dir.display()))?
     );
-    let st = Command::new("tmux")
-        .args(["new-session", "-d", "-s", &session, "-c"])
-        .arg(&t.repo)
-        .arg(&cmd)
-        .status()
-        .map_err(|e| Error::io("cannot run tmux", e))?;
-    if !st.success() {
-        return Err(Error::Refused(format!(
-            "tmux could not start session {session}"
-        )));
-    }
+    new_tmux_session(&session, &t.repo, &cmd)?;
     // A second pane follows the agent's output live (`orbit logs -f`), waiting for the
     // runner to take the lock; it too stays open at the end until Enter.
     let exe =

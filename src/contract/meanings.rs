@@ -543,7 +543,7 @@ impl TaskStatus {
                 "An attempt's loop is running (or was, when the queue's runner died: the next `orbit queue run` resumes that loop)."
             }
             TaskStatus::Done => {
-                "Its loop reached a verified DONE, `orbit verify` passed, its branch merged into the integration branch and its verifier passed on the merged tree (`**Merged:**` names that commit). Terminal."
+                "Its loop reached a verified DONE, `orbit verify` passed, its branch merged into the integration branch and its verifier passed on the merged tree (`**Merged:**` names that commit); or its loop made no change of its own (the goal was met on the integration branch already) and its verifier passed on the integration branch's head (`**Verified-On:**` names it, no merge is made). Terminal."
             }
             TaskStatus::Failed => {
                 "Its attempts are used up (`## Attempt N (final) — budget exhausted`). Raise `**Max-Attempts:**` and set `**Status:** ready` to try again."

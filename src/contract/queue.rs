@@ -73,6 +73,10 @@ pub const TASK_FIELDS: &[(&str, &str)] = &[
         "Merged",
         "Written by the queue: the integration branch's commit that made the task done.",
     ),
+    (
+        "Verified-On",
+        "Written by the queue for a task done with no change of its own (its attempt's loop made no commit: the goal was met already): the integration branch's commit its verifier passed on. Such a task has no `**Merged:**`.",
+    ),
 ];
 
 /// The queue's files, relative to the repository root, with what each holds.
@@ -83,7 +87,7 @@ pub const QUEUE_FILES: &[(&str, &str)] = &[
     ),
     (
         ".orbit/queue/queue.json",
-        "The queue's state (written atomically): the integration branch, each task's running attempt (its loop, the pinned sha256 of its file, its engine, the estimate `--usd-cap` held for it), merged commit, verdict, cost; the engines paused by a rate limit (`paused`: until when) and what each engine's finished attempts spent (`spend`).",
+        "The queue's state (written atomically): the integration branch, each task's running attempt (its loop, the pinned sha256 of its file, its engine, the estimate `--usd-cap` held for it), merged commit (or, for a task met with no change of its own, `verified_on`: the commit its verifier passed on), verdict, cost; the engines paused by a rate limit (`paused`: until when) and what each engine's finished attempts spent (`spend`).",
     ),
     (
         ".orbit/queue/queue.lock",
@@ -120,7 +124,7 @@ pub const QUEUE_REPORT_FIELDS: &[(&str, &str)] = &[
     ("integration_branch", "`orbit/queue/<branch>`."),
     (
         "done",
-        "The done tasks: `name`, `merged_commit` (the integration branch's merge), `attempt` (the attempt that landed).",
+        "The done tasks: `name`, `merged_commit` (the integration branch's merge), `verified_on` (for a task done with no change of its own: the commit its verifier passed on; else null), `attempt` (the attempt that landed).",
     ),
     (
         "failed",

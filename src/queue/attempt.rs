@@ -148,6 +148,12 @@ impl Stop {
         self.status == crate::contract::Status::Done.as_str()
     }
 
+    /// Whether the loop's red gate found its checks passing on the untouched tree: the
+    /// goal was met before the agent did anything.
+    pub fn vacuous(&self) -> bool {
+        self.reason == crate::contract::StopReason::VacuousVerify.as_str()
+    }
+
     /// Whether the loop is at rest (stopped), so the attempt is over.
     pub fn at_rest(&self) -> bool {
         !matches!(self.status.as_str(), "READY" | "CONTINUE")

@@ -527,6 +527,17 @@ fn record(q: &Queue, judged: &[Judged]) -> Result<()> {
                     &c[..12]
                 );
             }
+            Landed::Met(c) => {
+                task.status = TaskStatus::Done;
+                task.verified_on = Some(c.clone());
+                task.reason = None;
+                println!(
+                    "orbit queue: {}: done: attempt {} met already on {}",
+                    j.name,
+                    j.n,
+                    &c[..12]
+                );
+            }
             Landed::Refused { why, output } => {
                 let tried = format!(
                     "The attempt ran on another machine; its commits:\n{}",

@@ -18,6 +18,9 @@ use crate::error::{Error, Result};
 pub enum Landed {
     /// Merged and green: the integration branch's new head.
     Merged(String),
+    /// Met already: the attempt's loop made no change of its own and the task's verifier
+    /// passes on the integration branch's head (this commit), which stays where it is.
+    Met(String),
     /// Refused: why, in one line, and the output that shows it (conflict, red tree).
     Refused { why: String, output: String },
 }
@@ -114,6 +117,43 @@ pub(crate) fn verify_merged(q: &Queue, loop_dir: &Path, ws: &Path) -> Result<std
     out
 }
 
+/// Whether the loop's branch holds a commit beyond `base` (the integration branch's head
+/// its attempt started from): a change of its own.
+pub fn has_own_commit(q: &Queue, branch: &str, base: &str) -> bool {
+    head_of(&q.repo, branch).is_some_and(|tip| {
+        git_line(&q.repo, &["rev-list", "--count", &format!("{base}..{tip}")])
+            .is_some_and(|n| n.trim() != "0")
+    })
+}
+
+/// A loop that ended with no change of its own (its goal met before its agent did anything,
+/// or a DONE with no commit): the task is met when its checks pass on the integration
+/// branch's head in a clean checkout, under the loop's own sandbox, as a merged tree's
+/// are run. Nothing is merged.
+pub fn met_already(q: &Queue, loop_dir: &Path, integration: &str) -> Result<Landed> {
+    let head = head_of(&q.repo, integration)
+        .ok_or_else(|| Error::Git(format!("the integration branch {integration} is gone")))?;
+    let check_wt = worktree_at(q, "check", &head)?;
+    let run = verify_merged(q, loop_dir, &check_wt);
+    drop_worktree(q, &check_wt);
+    let run = run?;
+    if run.status.success() {
+        return Ok(Landed::Met(head));
+    }
+    let mut output = String::from_utf8_lossy(&run.stdout).into_owned();
+    output.push_str(&String::from_utf8_lossy(&run.stderr));
+    Ok(Landed::Refused {
+        why: format!(
+            "the loop made no change of its own, and the verifier fails on {integration}'s head {}: exit {}",
+            &head[..12],
+            run.status
+                .code()
+                .map_or("by a signal".to_string(), |c| c.to_string())
+        ),
+        output: tail(&output, OUTPUT_LINES),
+    })
+}
+
 /// Lands the DONE loop at `loop_dir` onto `integration`, judged by the task's verifier on
 /// the merged tree (the check the loop's verify.sh runs).
 pub fn land(q: &Queue, loop_dir: &Path, integration: &str) -> Result<Landed> {
@@ -183,6 +223,7 @@ pub fn merge_checked(
         .trim()
         .to_string();
     drop_worktree(q, &merge_wt);
+    super::kill_point("merging");
     let check_wt = worktree_at(q, "check", &merged)?;
     let run = verify_merged(q, loop_dir, &check_wt);
     drop_worktree(q, &check_wt);
@@ -212,5 +253,6 @@ pub fn merge_checked(
             &head,
         ],
     )?;
+    super::kill_point("merged");
     Ok(Landed::Merged(merged))
 }

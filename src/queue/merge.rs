@@ -36,11 +36,14 @@ fn refuse(code: VerifyFailure, task: Option<&str>, why: String) -> Refusal {
     }
 }
 
-/// A done task: its name, its verifier, the integration branch's commit that merged it.
+/// A done task: its name, its verifier, the integration branch's commit that merged it (or,
+/// for a task met with no change of its own, the commit its verifier passed on: no merge).
 struct DoneTask {
     name: String,
     verifier: String,
     merged: String,
+    /// Met already: `merged` is the commit it was verified on, no merge of its own.
+    met: bool,
     loop_dir: Option<std::path::PathBuf>,
 }
 
@@ -66,11 +69,16 @@ fn done_tasks(q: &Queue) -> Result<std::result::Result<Vec<DoneTask>, Refusal>> 
             continue;
         }
         let ts = st.tasks.get(&f.name).cloned().unwrap_or_default();
-        let Some(merged) = t.merged.clone().or(ts.merged_commit.clone()) else {
+        let met = t.merged.is_none() && ts.merged_commit.is_none();
+        let recorded = t.merged.clone().or(ts.merged_commit.clone());
+        let Some(merged) = recorded
+            .or(t.verified_on.clone())
+            .or(ts.verified_on.clone())
+        else {
             return Ok(Err(refuse(
                 VerifyFailure::Unverified,
                 Some(&f.name),
-                "the task is done but records no merge (**Merged:**): the queue did not land it"
+                "the task is done but records no merge (**Merged:**) and no commit it was met on (**Verified-On:**): the queue did not land it"
                     .into(),
             )));
         };
@@ -84,6 +92,7 @@ fn done_tasks(q: &Queue) -> Result<std::result::Result<Vec<DoneTask>, Refusal>> 
             name: f.name.clone(),
             verifier: t.verifier.clone(),
             merged,
+            met,
             loop_dir,
         });
     }
@@ -100,6 +109,7 @@ fn check_history(
 ) -> std::result::Result<(), Refusal> {
     let by_merge: BTreeMap<&str, &str> = done
         .iter()
+        .filter(|d| !d.met)
         .map(|d| (d.merged.as_str(), d.name.as_str()))
         .collect();
     let chain = lines(
@@ -139,7 +149,12 @@ fn check_history(
                 VerifyFailure::IntegrityMismatch,
                 Some(&d.name),
                 format!(
-                    "its recorded merge {} is not on the integration branch (the branch was rewritten)",
+                    "its recorded {} {} is not on the integration branch (the branch was rewritten)",
+                    if d.met {
+                        "commit it was met on"
+                    } else {
+                        "merge"
+                    },
                     &d.merged[..12.min(d.merged.len())]
                 ),
             ));
@@ -151,6 +166,10 @@ fn check_history(
 /// The envelope of the commit task `d`'s merge brought in, checked as `orbit verify` checks
 /// it; and the note of its DONE commit must be that envelope.
 fn check_envelope(q: &Queue, d: &DoneTask) -> Result<std::result::Result<(), Refusal>> {
+    if d.met {
+        // No merge of its own: nothing it brought to check; its verifier runs on the head.
+        return Ok(Ok(()));
+    }
     let brought = git_line(
         &q.repo,
         &["rev-parse", "--verify", "-q", &format!("{}^2", d.merged)],

@@ -25,6 +25,31 @@ use crate::error::{Error, Result};
 use store::Queue;
 use task::Task;
 
+/// The points of a night where the tests kill `orbit queue run` (SIGKILL) to prove a rerun
+/// resumes with nothing lost, in the order an attempt meets them: the attempt chosen, its
+/// loop made, its start recorded, its loop spawned; its DONE seen before landing, the merge
+/// made in the private worktree, the integration branch moved; its end recorded in
+/// queue.json, the task file written.
+pub const KILL_POINTS: &[&str] = &[
+    "start", "made", "recorded", "spawned", "landing", "merging", "merged", "ending", "ended",
+];
+
+/// The tests' hook: with `ORBIT_QUEUE_KILL_AT=<point>` (one of [`KILL_POINTS`]), `orbit
+/// queue run` kills itself with SIGKILL when it reaches that point, as a `kill -9` from
+/// outside would at that moment.
+pub(crate) fn kill_point(point: &str) {
+    debug_assert!(KILL_POINTS.contains(&point), "{point} is no kill point");
+    if std::env::var_os("ORBIT_QUEUE_KILL_AT").is_some_and(|p| p == point) {
+        let me = std::process::id().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &me])
+            .status();
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
 /// `orbit queue ...`.
 pub fn run(args: &QueueArgs) -> Result<u8> {
     match &args.command {

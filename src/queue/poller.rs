@@ -33,6 +33,9 @@ struct Live {
     /// Paused by its provider's rate limit until then (epoch seconds): not running, not
     /// holding a job, resumed at that time.
     wait: Option<u64>,
+    /// Stopped by the queue while it ran, because its engine was paused by another task's
+    /// rate limit: its loop is run on when the limit lifts, the attempt not over.
+    held: bool,
 }
 
 /// The poller's state for one `orbit queue run`.
@@ -82,6 +85,7 @@ pub fn run(args: &QueueRunArgs) -> Result<u8> {
                 child: None,
                 engine: r.engine.clone(),
                 wait: None,
+                held: false,
             })
             .collect(),
         q,
@@ -145,7 +149,28 @@ impl Poller {
             if exited {
                 l.child = None;
             }
+            let engine_paused = self
+                .st
+                .paused
+                .get(&l.engine)
+                .copied()
+                .filter(|at| *at > now);
             let over = if l.child.is_some() || crate::locate::lock_held(&l.dir) {
+                false
+            } else if l.held {
+                // Stopped by the queue for its engine's pause: on when it lifts.
+                match engine_paused {
+                    Some(at) => l.wait = Some(at),
+                    None => {
+                        l.held = false;
+                        l.wait = None;
+                        println!(
+                            "orbit queue: {}: the rate limit of {} lifted: its loop runs on",
+                            l.name, l.engine
+                        );
+                        l.child = Some(spawn(&self.q, &l.dir)?);
+                    }
+                }
                 false
             } else {
                 let stop = attempt::stop_of(&l.dir);
@@ -166,8 +191,16 @@ impl Poller {
                         false
                     }
                     None if exited || stop.as_ref().is_some_and(|s| s.at_rest()) => true,
+                    // A loop to run on (resumed after a dead runner) waits while its engine
+                    // is paused.
                     None => {
-                        l.child = Some(spawn(&self.q, &l.dir)?);
+                        match engine_paused {
+                            Some(at) => {
+                                l.held = true;
+                                l.wait = Some(at);
+                            }
+                            None => l.child = Some(spawn(&self.q, &l.dir)?),
+                        }
                         false
                     }
                 }
@@ -183,12 +216,33 @@ impl Poller {
     }
 
     /// Task `name`'s loop is paused by its provider's rate limit until `at`: so is its
-    /// engine, for every task (said once per pause).
+    /// engine, for every task (said once per pause): no attempt starts on it, and the
+    /// attempts running on it are stopped until then.
     fn rate_limited(&mut self, name: &str, engine: &str, at: u64) -> Result<()> {
         if limits::pause(&mut self.st, engine, at) {
             self.q.save_state(&self.st)?;
             println!(
                 "orbit queue: {name}: rate limited ({engine}) until {}: no attempt starts on {engine} before then; this attempt's loop resumes then (not a new attempt)",
+                crate::fsx::iso_utc(at)
+            );
+        }
+        for l in self.live.iter_mut() {
+            if l.engine != engine || l.name == name || l.child.is_none() || l.held {
+                continue;
+            }
+            // The child is the loop's runner (orbit run execs it): it saves a resumable
+            // state and exits (as orbit stop asks); the loop is run on when the limit
+            // lifts, the same attempt.
+            if let Some(c) = &l.child {
+                let _ = std::process::Command::new("kill")
+                    .args(["-TERM", &c.id().to_string()])
+                    .status();
+            }
+            l.held = true;
+            l.wait = Some(at);
+            println!(
+                "orbit queue: {}: stopped until the rate limit of {engine} lifts ({}): its loop runs on then (not a new attempt)",
+                l.name,
                 crate::fsx::iso_utc(at)
             );
         }
@@ -316,6 +370,7 @@ impl Poller {
             return Ok(false);
         }
         let n = task.attempts + 1;
+        super::kill_point("start");
         let head = land::head_of(&self.q.repo, &self.integration).ok_or_else(|| {
             Error::Git(format!(
                 "the integration branch {} is gone",
@@ -336,6 +391,7 @@ impl Poller {
                     return Ok(false);
                 }
             };
+        super::kill_point("made");
         task.status = TaskStatus::Running;
         task.reason = None;
         let sha = self.q.write_task(name, &task)?;
@@ -357,6 +413,7 @@ impl Poller {
             self.integration,
             &head[..12]
         );
+        super::kill_point("recorded");
         let child = spawn(&self.q, &dir)?;
         self.live.push(Live {
             name: name.to_string(),
@@ -364,7 +421,9 @@ impl Poller {
             child: Some(child),
             engine,
             wait: None,
+            held: false,
         });
+        super::kill_point("spawned");
         Ok(true)
     }
 
@@ -396,33 +455,28 @@ impl Poller {
             rec.engine.clone()
         };
         limits::spent(&mut self.st, &engine, stop.cost_microusd);
-        let mut task = pinned;
+        let task = pinned;
+        // A loop with no change of its own (its goal met before its agent did anything, or a
+        // DONE with no commit) has nothing to merge: the task is met when its verifier
+        // passes on the integration branch's head.
         if stop.done() {
-            match land::land(&self.q, dir, &self.integration)? {
-                Landed::Merged(commit) => {
-                    task.status = TaskStatus::Done;
-                    task.merged = Some(commit.clone());
-                    task.reason = None;
-                    if let Some(note) = &changed {
-                        task.history = format!("{}\n\n{note}", task.history.trim_end());
-                    }
-                    self.record(name, &task, |ts| {
-                        ts.merged_commit = Some(commit.clone());
-                        ts.last_verdict = Some("done".into());
-                    })?;
-                    println!(
-                        "orbit queue: {name}: done: attempt {} merged into {} at {}",
-                        rec.attempt,
-                        self.integration,
-                        &commit[..12]
-                    );
-                    return Ok(());
-                }
-                Landed::Refused { why, output } => {
-                    let tried = attempt::what_was_tried(dir);
-                    return self.fail(name, task, rec.attempt, &why, &output, &tried, changed);
-                }
+            super::kill_point("landing");
+        }
+        let own = land::has_own_commit(&self.q, &rec.branch, &rec.base);
+        let landed = if !own && (stop.done() || stop.vacuous()) {
+            Some(land::met_already(&self.q, dir, &self.integration)?)
+        } else if stop.done() {
+            Some(land::land(&self.q, dir, &self.integration)?)
+        } else {
+            None
+        };
+        match landed {
+            Some(Landed::Refused { why, output }) => {
+                let tried = attempt::what_was_tried(dir);
+                return self.fail(name, task, rec.attempt, &why, &output, &tried, changed);
             }
+            Some(landed) => return self.done(name, task, rec.attempt, landed, changed),
+            None => {}
         }
         let why = format!(
             "the loop stopped {} ({}) without a verified DONE",
@@ -431,6 +485,51 @@ impl Poller {
         let output = attempt::last_verify_output(dir);
         let tried = attempt::what_was_tried(dir);
         self.fail(name, task, rec.attempt, &why, &output, &tried, changed)
+    }
+
+    /// Records task `name` done by attempt `n`: merged, or met already with nothing merged.
+    fn done(
+        &mut self,
+        name: &str,
+        mut task: Task,
+        n: u32,
+        landed: Landed,
+        changed: Option<String>,
+    ) -> Result<()> {
+        let (merged, met) = match landed {
+            Landed::Merged(c) => (Some(c), None),
+            Landed::Met(c) => (None, Some(c)),
+            Landed::Refused { .. } => unreachable!("a refused landing is a failed attempt"),
+        };
+        task.status = TaskStatus::Done;
+        task.merged = merged.clone();
+        task.verified_on = met.clone();
+        task.reason = None;
+        if let Some(note) = &changed {
+            task.history = format!("{}\n\n{note}", task.history.trim_end());
+        }
+        self.record(name, &task, |ts| {
+            ts.merged_commit = merged.clone();
+            ts.verified_on = met.clone();
+            ts.last_verdict = Some(match &met {
+                Some(_) => "done (met already: no merge of its own)".into(),
+                None => "done".into(),
+            });
+        })?;
+        match (&merged, &met) {
+            (Some(c), _) => println!(
+                "orbit queue: {name}: done: attempt {n} merged into {} at {}",
+                self.integration,
+                &c[..12]
+            ),
+            (None, Some(h)) => println!(
+                "orbit queue: {name}: done with no change of its own: its verifier passes on {} at {} (attempt {n}; nothing merged)",
+                self.integration,
+                &h[..12]
+            ),
+            (None, None) => {}
+        }
+        Ok(())
     }
 
     /// Records a failed attempt `n`: its section, the count, ready again or failed.
@@ -476,7 +575,10 @@ impl Poller {
         ts.running = None;
         ts.pending = Some(text);
         self.q.save_state(&self.st)?;
-        finish_pending(&self.q, &mut self.st)
+        super::kill_point("ending");
+        finish_pending(&self.q, &mut self.st)?;
+        super::kill_point("ended");
+        Ok(())
     }
 
     /// A task file changed during attempt `n`: set aside, named, not taken. The note for
@@ -506,6 +608,16 @@ impl Poller {
         )
     }
 
+    /// Whether the queue's `--usd-cap` keeps task `name` from starting (so no later run
+    /// under the same cap starts it either).
+    fn held_by_cap(&self, name: &str) -> bool {
+        let Ok(task) = self.q.read_task(name, &self.q.task_path(name)).task else {
+            return false;
+        };
+        let engine = limits::engine_key(&self.q, &task);
+        limits::budget(&self.q, &self.st, self.usd_cap, &engine, &task).is_err()
+    }
+
     /// The exit code: every task done, tasks left (`--once`, or attempts paused by a rate
     /// limit), or some not done.
     fn exit_code(&mut self, once: bool, waiting: bool) -> Result<u8> {
@@ -517,7 +629,9 @@ impl Poller {
             println!("orbit queue: every task is done ({})", found.len());
             return Ok(QueueExit::AllDone.code());
         }
-        if once && (waiting || !self.scan()?.is_empty()) {
+        // A task the queue's budget holds is not left for a later tick: none can start it.
+        let startable = self.scan()?;
+        if once && (waiting || startable.iter().any(|n| !self.held_by_cap(n))) {
             return Ok(QueueExit::Remaining.code());
         }
         let left: Vec<String> = found

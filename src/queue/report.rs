@@ -61,6 +61,7 @@ pub fn json(q: &Queue) -> Result<Value> {
             TaskStatus::Done => done.push(json!({
                 "name": f.name,
                 "merged_commit": t.merged.clone().or(ts.merged_commit.clone()),
+                "verified_on": t.verified_on.clone().or(ts.verified_on.clone()),
                 "attempt": t.attempts + 1,
             })),
             TaskStatus::Failed => failed.push(json!({
@@ -144,13 +145,25 @@ pub fn markdown(j: &Value) -> String {
         let _ = writeln!(out, "(none)");
     }
     for t in &done {
-        let _ = writeln!(
-            out,
-            "- {}: merged {} (attempt {})",
-            s(&t["name"]),
-            s(&t["merged_commit"]),
-            t["attempt"]
-        );
+        match t["verified_on"]
+            .as_str()
+            .filter(|_| t["merged_commit"].is_null())
+        {
+            Some(v) => writeln!(
+                out,
+                "- {}: met already on {v}, no merge of its own (attempt {})",
+                s(&t["name"]),
+                t["attempt"]
+            ),
+            None => writeln!(
+                out,
+                "- {}: merged {} (attempt {})",
+                s(&t["name"]),
+                s(&t["merged_commit"]),
+                t["attempt"]
+            ),
+        }
+        .ok();
     }
     let _ = writeln!(out, "\n## Failed\n");
     if failed.is_empty() {

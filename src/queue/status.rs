@@ -34,6 +34,7 @@ pub fn json(q: &Queue) -> Result<Value> {
                 o["verifier"] = json!(t.verifier);
                 o["reason"] = json!(t.reason);
                 o["merged_commit"] = json!(t.merged.clone().or(ts.merged_commit));
+                o["verified_on"] = json!(t.verified_on.clone().or(ts.verified_on));
                 o["error"] = Value::Null;
             }
             Err(e) => {
@@ -86,9 +87,11 @@ pub fn run(args: &QueueStatusArgs) -> Result<u8> {
             println!("  {:<32} does not parse: {err}", s("name"));
             continue;
         }
-        let merged = t["merged_commit"]
-            .as_str()
-            .map_or("-".into(), |c| c[..c.len().min(12)].to_string());
+        let merged = match (t["merged_commit"].as_str(), t["verified_on"].as_str()) {
+            (Some(c), _) => c[..c.len().min(12)].to_string(),
+            (None, Some(v)) => format!("none (met at {})", &v[..v.len().min(12)]),
+            (None, None) => "-".into(),
+        };
         println!(
             "  {:<32} {:<8} {}/{}  ${}  branch {}  merged {}  last: {}",
             s("name"),

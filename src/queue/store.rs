@@ -56,6 +56,10 @@ pub struct TaskState {
     /// The last attempt's loop branch.
     pub branch: Option<String>,
     pub merged_commit: Option<String>,
+    /// For a task done with no change of its own: the integration branch's commit its
+    /// verifier passed on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_on: Option<String>,
     /// The last attempt's verdict, in words (`done`, or why it failed).
     pub last_verdict: Option<String>,
     /// What every attempt's loop spent, in micro-dollars.

@@ -33,6 +33,9 @@ pub struct Task {
     pub protect: Vec<String>,
     pub reason: Option<String>,
     pub merged: Option<String>,
+    /// The integration branch's commit a task done with no change of its own was verified
+    /// on (its goal was met there already).
+    pub verified_on: Option<String>,
     /// The queue's history, verbatim: from the first `## ` heading to the end.
     pub history: String,
 }
@@ -66,6 +69,7 @@ impl Task {
             protect: Vec::new(),
             reason: None,
             merged: None,
+            verified_on: None,
             history: String::new(),
         }
     }
@@ -99,6 +103,9 @@ impl Task {
         }
         if let Some(m) = &self.merged {
             out.push(("Merged", m.clone()));
+        }
+        if let Some(v) = &self.verified_on {
+            out.push(("Verified-On", v.clone()));
         }
         out
     }
@@ -257,6 +264,7 @@ fn set_field(t: &mut Task, name: &str, value: &str) -> Result<(), String> {
         "Protect" => t.protect.push(value.to_string()),
         "Reason" => t.reason = Some(value.to_string()).filter(|v| !v.is_empty()),
         "Merged" => t.merged = Some(value.to_string()).filter(|v| !v.is_empty()),
+        "Verified-On" => t.verified_on = Some(value.to_string()).filter(|v| !v.is_empty()),
         _ => {
             return Err(format!(
                 "unknown field **{name}:**; the fields are {}",

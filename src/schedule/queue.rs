@@ -6,13 +6,15 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use crate::cli::ScheduleArgs;
 use crate::contract::queue::QueueExit;
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::schedule::local::{sh_word, which};
+use crate::schedule::local::{
+    Kinds, Said, TickService, crontab_with, crontab_write, new_tmux_session, remove_named, sh_word,
+    tick_units, unit_dir, unit_safe,
+};
 use crate::schedule::{self};
 
 /// The arguments of one tick.
@@ -94,58 +96,24 @@ pub fn cron_line(t: &QueueTarget, every: &str) -> Result<String> {
 
 /// The queue's systemd user service and timer.
 pub fn systemd_units(t: &QueueTarget, every: &str) -> Result<(String, String)> {
-    let (m, h) = schedule::interval(every)?;
-    let calendar = if m > 0 {
-        format!("*:0/{m}")
-    } else if h == 24 {
-        "daily".into()
-    } else {
-        format!("0/{h}:00")
-    };
     let repo = t.repo.display().to_string();
     let orbit = t.orbit.display().to_string();
-    for text in [&repo, &orbit, &t.path_env] {
-        if text
-            .chars()
-            .any(|c| c.is_control() || c == '"' || c == '\\' || c == '%' || c == ' ')
-        {
-            return Err(Error::Usage(format!(
-                "'{}' cannot be written into a systemd unit safely: use a plainer path",
-                text.escape_debug()
-            )));
-        }
-    }
-    let success: Vec<String> = success_codes().iter().map(u8::to_string).collect();
-    let service = format!(
-        "[Unit]\n\
-         Description=orbit queue of {repo}: one tick\n\
-         \n\
-         [Service]\n\
-         Type=oneshot\n\
-         WorkingDirectory={repo}\n\
-         Environment=\"PATH={path}\"\n\
-         ExecStart={orbit} {TICK}\n\
-         # Not failures: tasks left, another run holds the queue, or a task waits for a\n\
-         # human (failed or blocked). Failures: 1 (orbit), 2 (bad input).\n\
-         SuccessExitStatus={success}\n\
-         StandardOutput=append:{log}\n\
-         StandardError=append:{log}\n",
-        path = t.path_env,
-        success = success.join(" "),
-        log = t.dir.join("systemd.log").display(),
-    );
-    let timer = format!(
-        "[Unit]\n\
-         Description=orbit queue of {repo}: a tick every {every}\n\
-         \n\
-         [Timer]\n\
-         OnCalendar={calendar}\n\
-         Persistent=true\n\
-         \n\
-         [Install]\n\
-         WantedBy=timers.target\n"
-    );
-    Ok((service, timer))
+    unit_safe(&[&repo, &orbit, &t.path_env], true)?;
+    tick_units(
+        &TickService {
+            what: &format!("orbit queue of {repo}"),
+            workdir: &repo,
+            path_env: &t.path_env,
+            exec: &format!("{orbit} {TICK}"),
+            why: [
+                "Not failures: tasks left, another run holds the queue, or a task waits for a",
+                "human (failed or blocked). Failures: 1 (orbit), 2 (bad input).",
+            ],
+            success: &success_codes(),
+            log: &t.dir.join("systemd.log").display().to_string(),
+        },
+        every,
+    )
 }
 
 /// The tmux session's command: a tick every `every` until the queue needs nobody.
@@ -163,115 +131,25 @@ pub fn tmux_command(t: &QueueTarget, every: &str) -> Result<String> {
     ))
 }
 
-fn crontab(args: &[&str], input: Option<&str>) -> Result<String> {
-    let mut cmd = Command::new("crontab");
-    cmd.args(args)
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::io("cannot run crontab (is cron installed?)", e))?;
-    if let Some(text) = input {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .expect("piped")
-            .write_all(text.as_bytes())
-            .map_err(|e| Error::io("cannot write the crontab", e))?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| Error::io("crontab", e))?;
-    if input.is_some() && !out.status.success() {
-        return Err(Error::Refused(
-            "crontab refused the new table; nothing was changed".into(),
-        ));
-    }
-    // `crontab -l` fails when the user has no crontab yet: that is an empty one.
-    Ok(if out.status.success() {
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    } else {
-        String::new()
-    })
-}
-
-/// The crontab without the queue's line, and whether it had one.
-fn crontab_without(marker: &str) -> Result<(String, Vec<String>, bool)> {
-    let current = crontab(&["-l"], None)?;
-    let kept: Vec<String> = current
-        .lines()
-        .filter(|l| !l.ends_with(marker))
-        .map(str::to_string)
-        .collect();
-    let had = kept.len() != current.lines().count();
-    Ok((current, kept, had))
-}
-
-fn unit_dir() -> Result<PathBuf> {
-    let home = std::env::var_os("HOME").ok_or_else(|| Error::Usage("HOME is not set".into()))?;
-    Ok(PathBuf::from(home).join(".config/systemd/user"))
-}
-
 /// `orbit schedule --queue --remove [--cron|--systemd|--tmux]`.
 fn remove(args: &ScheduleArgs, t: &QueueTarget) -> Result<u8> {
     let all = !(args.cron || args.systemd || args.tmux);
-    let mut removed = 0;
     let name = queue_schedule_name(t);
-    if (all || args.cron) && which("crontab").is_some() {
-        let marker = format!("# orbit:{}", sh_word(&t.dir.display().to_string())?);
-        let (_, kept, had) = crontab_without(&marker)?;
-        if had {
-            let mut table = kept.join("\n");
-            if !table.is_empty() {
-                table.push('\n');
-            }
-            crontab(&["-"], Some(&table))?;
-            println!("orbit: removed the queue's crontab line");
-            removed += 1;
-        }
-    }
-    if all || args.systemd {
-        let units = unit_dir()?;
-        let mut any = false;
-        for ext in ["timer", "service"] {
-            let p = units.join(format!("{name}.{ext}"));
-            if p.is_file() {
-                fs::remove_file(&p)
-                    .map_err(|e| Error::io(format!("cannot remove {}", p.display()), e))?;
-                any = true;
-            }
-        }
-        if any {
-            println!(
-                "orbit: removed {0}/{name}.service and .timer; if it was enabled: systemctl --user disable --now {name}.timer && systemctl --user daemon-reload",
-                units.display()
-            );
-            removed += 1;
-        }
-    }
-    if (all || args.tmux) && which("tmux").is_some() {
-        let st = Command::new("tmux")
-            .args(["kill-session", "-t", &format!("={name}")])
-            .stderr(Stdio::null())
-            .status()
-            .map_err(|e| Error::io("cannot run tmux", e))?;
-        if st.success() {
-            println!("orbit: closed the tmux session {name}");
-            removed += 1;
-        }
-    }
-    if removed == 0 {
-        println!(
-            "orbit: the queue of {} had no schedule to remove",
-            t.repo.display()
-        );
-    }
+    let marker = format!("# orbit:{}", sh_word(&t.dir.display().to_string())?);
+    remove_named(
+        &name,
+        |l| l.ends_with(&marker),
+        Kinds {
+            cron: all || args.cron,
+            systemd: all || args.systemd,
+            tmux: all || args.tmux,
+        },
+        Said {
+            cron: "the queue's crontab line",
+            tmux: "",
+            none: &format!("the queue of {}", t.repo.display()),
+        },
+    )?;
     Ok(0)
 }
 
@@ -289,10 +167,7 @@ pub fn run(args: &ScheduleArgs) -> Result<u8> {
             return Ok(0);
         }
         let marker = format!("# orbit:{}", sh_word(&t.dir.display().to_string())?);
-        let (current, mut kept, _) = crontab_without(&marker)?;
-        kept.push(line.clone());
-        let mut table = kept.join("\n");
-        table.push('\n');
+        let (current, table) = crontab_with(&marker, &line)?;
         if table == current {
             println!(
                 "orbit: the crontab already ticks the queue every {}",
@@ -300,7 +175,7 @@ pub fn run(args: &ScheduleArgs) -> Result<u8> {
             );
             return Ok(0);
         }
-        crontab(&["-"], Some(&table))?;
+        crontab_write(&table)?;
         println!("orbit: installed in the crontab: {line}");
         return Ok(0);
     }
@@ -338,28 +213,8 @@ pub fn run(args: &ScheduleArgs) -> Result<u8> {
 
 /// A detached tmux session that ticks the queue.
 fn start_in_tmux(t: &QueueTarget, name: &str, every: &str) -> Result<u8> {
-    let has = Command::new("tmux")
-        .args(["has-session", "-t", &format!("={name}")])
-        .stderr(Stdio::null())
-        .status()
-        .map_err(|e| Error::io("cannot run tmux (is it installed?)", e))?;
-    if has.success() {
-        return Err(Error::Refused(format!(
-            "tmux session {name} already exists: tmux attach -t ={name} (or close it first)"
-        )));
-    }
     let cmd = tmux_command(t, every)?;
-    let st = Command::new("tmux")
-        .args(["new-session", "-d", "-s", name, "-c"])
-        .arg(&t.repo)
-        .arg(&cmd)
-        .status()
-        .map_err(|e| Error::io("cannot run tmux", e))?;
-    if !st.success() {
-        return Err(Error::Refused(format!(
-            "tmux could not start session {name}"
-        )));
-    }
+    new_tmux_session(name, &t.repo, &cmd)?;
     println!("orbit: the queue ticks every {every} in tmux session {name}: tmux attach -t ={name}");
     Ok(0)
 }

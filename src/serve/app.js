@@ -21,11 +21,12 @@
     const at = document.getElementById("updated");
     if (at) at.textContent = "last update " + new Date().toLocaleTimeString();
   }
-  // The rows of the overview (or of one loop): replaced whole at each change.
+  // The rows of the overview (or of one loop), its fleet lines and its queue section:
+  // each replaced whole at each change.
   const feed = document.getElementById("feed");
   if (feed && feed.dataset.src) {
     const source = new EventSource(feed.dataset.src);
-    for (const id of ["rows", "fleet"]) {
+    for (const id of ["rows", "fleet", "queue"]) {
       source.addEventListener(id, (e) => {
         const el = document.getElementById(id);
         if (el) el.innerHTML = e.data;

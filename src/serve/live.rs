@@ -1,5 +1,5 @@
-//! The live feeds, as server-sent events: the overview's rows (sent again when they
-//! change) and the running agent's output (`.run-tmp/agent.live`, as the runner's
+//! The live feeds, as server-sent events: the overview's rows, its fleet lines and its
+//! queue section (each sent again when it changes) and the running agent's output (`.run-tmp/agent.live`, as the runner's
 //! `live_open` writes it: a header line before each agent run, the output as it comes).
 //!
 //! A feed looks at the files a few times a second and sends only what changed; a reader
@@ -69,7 +69,7 @@ pub fn stream_rows(app: &App, rq: Request, only: Option<usize>) {
         None => (0..app.loops.len()).collect(),
     };
     let _ = (|| -> io::Result<()> {
-        let (mut rows, mut fleet) = (String::new(), String::new());
+        let (mut rows, mut fleet, mut queue) = (String::new(), String::new(), String::new());
         let mut seen = None;
         let mut quiet = Instant::now();
         loop {
@@ -88,6 +88,15 @@ pub fn stream_rows(app: &App, rq: Request, only: Option<usize>) {
                 if now_fleet != fleet {
                     send(&mut *w, "fleet", &now_fleet)?;
                     fleet = now_fleet;
+                    quiet = Instant::now();
+                }
+            }
+            // The queue's section: its task files and queue.json read again at each look.
+            if only.is_none() {
+                let now_queue = super::queue::section(app);
+                if now_queue != queue {
+                    send(&mut *w, "queue", &now_queue)?;
+                    queue = now_queue;
                     quiet = Instant::now();
                 }
             }

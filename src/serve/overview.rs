@@ -278,7 +278,8 @@ pub fn page(app: &App) -> String {
             rows_html(app, &all)
         );
     }
-    h.push_str(&super::queue::section(app));
+    // The queue's section, replaced whole by the feed's `queue` events.
+    let _ = writeln!(h, "<div id=\"queue\">{}</div>", super::queue::section(app));
     if app.fleet.is_some() {
         let _ = write!(
             h,

@@ -1,7 +1,8 @@
 //! The queue's section of the overview: for each repository of the served loops that has an
 //! `orbit queue`, its tasks with their status, attempts, spend, last verdict and a link to
 //! the page of each task's current loop (the running attempt's, else the last one's) when
-//! the server serves that loop. Every value is escaped: a task file is hand-editable.
+//! the server serves that loop, sent again by the overview's feed whenever it changes (live.rs).
+//! Every value is escaped: a task file is hand-editable.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

@@ -821,7 +821,7 @@ fn under_the_sandbox_a_candidate_cannot_write_into_a_siblings_worktree_or_the_lo
         &repo,
         "1) echo tried > marks.txt; \
            printf 'echo 5\\n' > ../test-goal.c2/add.sh 2>/dev/null && echo sibling >> marks.txt; \
-           echo forged > \"$ORBIT_WORKSPACE/../../test-goal/forged.txt\" 2>/dev/null && echo loop >> marks.txt; true ;;\n\
+           echo forged > \"@ORBIT_DIR@/test-goal/forged.txt\" 2>/dev/null && echo loop >> marks.txt; true ;;\n\
          2) printf '%s\\n' 'echo $(($1 + $2))' > add.sh ;;",
     );
     let dir = fanout_loop(&repo, &agent, "2", &["--sandbox", "bwrap"]);

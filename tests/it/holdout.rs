@@ -201,7 +201,7 @@ fn an_agent_that_edits_the_holdout_files_is_stopped_as_a_reward_hack() {
         "tamper",
         r#"[ "$ORBIT_PHASE" = work ] || exit 0
 echo 'echo 4' > add.sh
-echo '2 2 4' > "$ORBIT_WORKSPACE/../../test-goal/holdout/cases.txt"
+echo '2 2 4' > "@ORBIT_DIR@/test-goal/holdout/cases.txt"
 echo done > "$ORBIT_AGENT_DIR/done.md""#,
     );
     let dir = holdout_loop(&repo, &agent);

@@ -24,9 +24,10 @@ use crate::support::{
 
 /// The bash every hostile agent starts with (after the support preamble that writes
 /// CONFIRMED in the confirmation phase). `@OUT@` is the scenario's directory outside the
-/// repository; `L` is the loop directory, reached from the default workspace.
+/// repository; `L` is the loop directory (`@ORBIT_DIR@`: the repository's .orbit, named by
+/// its absolute path).
 const PRELUDE: &str = r#"OUT=@OUT@
-L="$ORBIT_WORKSPACE/../../test-goal"
+L="@ORBIT_DIR@/test-goal"
 echo "$ORBIT_ITERATION $ORBIT_PHASE $ORBIT_ATTEMPT" >> "$OUT/runs"
 # attempt NAME CMD...: runs CMD under errexit; marker-NAME says every step of it succeeded.
 attempt() {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::support::*;
 
+mod crash;
 mod home;
 mod limits;
 pub(crate) mod night;
@@ -346,6 +347,132 @@ claim_done"#,
     );
     assert!(!second.contains("**Merged:**"), "{second}");
     assert_eq!(q.on_integration("b.txt"), None);
+}
+
+/// A task whose goal an earlier merge already met: its agent changes nothing and claims
+/// DONE, so its loop hands off no commit. It is done with no merge of its own, once its
+/// verifier passes on the integration branch's head; the branch gets no empty merge, and
+/// `orbit merge --queue` still brings the night home.
+fn already_met(env: &[(&str, &str)], agent_runs: bool) {
+    let q = queue(
+        r#"case $task in
+first) echo x > x.txt ;;
+again) git status --porcelain > "$REC/again-status" ;;
+esac
+claim_done"#,
+    );
+    q.add("first", "Write x.txt", "test -f x.txt", &[]);
+    q.add(
+        "again",
+        "Make sure x.txt is there",
+        "test -f x.txt",
+        &["--after", "first", "--max-attempts", "2"],
+    );
+    let mut cmd = q.run_cmd(&[]);
+    cmd.envs(env.iter().copied());
+    let out = run_bounded(cmd, Duration::from_secs(600));
+    let o = text(&out);
+    assert_code(&out, 0, "orbit queue run");
+    // The agent really changed nothing: it ran and found a clean tree, and its loop ended
+    // DONE; or its loop's red gate found the goal met before any agent ran.
+    let loop_dir = q.repo.join(".orbit/again-a1");
+    if agent_runs {
+        assert_eq!(
+            fs::read_to_string(q.rec().join("again-status")).unwrap(),
+            ""
+        );
+        assert_eq!(state_value(&loop_dir, "LAST_STATUS"), "DONE");
+    } else {
+        assert!(!q.rec().join("again-status").exists());
+        assert_eq!(state_value(&loop_dir, "STOP_REASON"), "vacuous_verify");
+    }
+    assert_eq!(
+        q.repo.git(&["rev-parse", "orbit/again-a1"]).trim(),
+        q.repo.read(".orbit/again-a1/.baseline-commit").trim()
+    );
+    let first_merge = q.task_json("first")["merged_commit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        q.repo.read(".orbit/again-a1/.baseline-commit").trim(),
+        first_merge
+    );
+    let again = q.task("again");
+    assert!(again.contains("**Status:** done"), "{again}\n{o}");
+    assert!(again.contains("**Attempts:** 0"), "{again}\n{o}");
+    assert!(!again.contains("## Attempt"), "{again}\n{o}");
+    assert!(!again.contains("**Merged:**"), "{again}");
+    assert!(
+        again.contains(&format!("**Verified-On:** {first_merge}")),
+        "{again}"
+    );
+    assert!(!q.repo.join(".orbit/again-a2").exists());
+    let j = q.task_json("again");
+    assert_eq!(j["merged_commit"], serde_json::Value::Null);
+    assert_eq!(j["verified_on"], first_merge.as_str());
+    assert!(
+        o.contains(
+            "again: done with no change of its own: its verifier passes on orbit/queue/main at"
+        ),
+        "{o}"
+    );
+    // The integration branch holds first's merge only: no empty merge for again.
+    assert_eq!(
+        q.repo.git(&["rev-parse", "orbit/queue/main"]).trim(),
+        first_merge
+    );
+    // And the night comes home.
+    let out = q.repo.orbit(&["merge", "--queue"]);
+    assert_ok(&out, "orbit merge --queue");
+    assert_eq!(q.repo.git(&["rev-parse", "main"]).trim(), first_merge);
+}
+
+/// The loop's red gate finds the verifier green on the untouched tree (`vacuous_verify`):
+/// the goal is met before the agent runs.
+#[test]
+fn a_task_already_met_on_the_integration_branch_is_done_without_a_merge_of_its_own() {
+    already_met(&[], false);
+}
+
+/// With a green start allowed, the agent changes nothing and claims DONE: the loop ends DONE
+/// with no commit of its own.
+#[test]
+fn a_done_loop_without_a_commit_of_its_own_is_done_without_a_merge() {
+    already_met(&[("ALLOW_GREEN_START", "1")], true);
+}
+
+/// A loop's own green is not the queue's: a task whose verifier passes where its loop ran
+/// (so the red gate finds it met before the agent) but fails on the integration branch's
+/// head in the queue's clean checkout is a failed attempt, never done.
+#[test]
+fn a_task_met_only_in_its_own_workspace_is_not_done() {
+    let q = queue("claim_done");
+    // Green only in a directory whose path names the attempt's loop (its workspace).
+    q.add(
+        "mirage",
+        "Nothing to do, it seems",
+        r#"case $PWD in *mirage-a*) exit 0 ;; *) echo "RED AT $PWD"; exit 1 ;; esac"#,
+        &["--max-attempts", "1"],
+    );
+    let out = q.run(&[]);
+    let o = text(&out);
+    assert_code(&out, 24, "orbit queue run");
+    // The attack was made: the loop's red gate found the check green on the untouched tree.
+    assert_eq!(
+        state_value(&q.repo.join(".orbit/mirage-a1"), "STOP_REASON"),
+        "vacuous_verify"
+    );
+    let file = q.task("mirage");
+    assert!(file.contains("**Status:** failed"), "{file}\n{o}");
+    assert!(!file.contains("**Verified-On:**"), "{file}");
+    assert!(
+        file.contains(
+            "the loop made no change of its own, and the verifier fails on orbit/queue/main's head"
+        ),
+        "{file}"
+    );
+    assert!(file.contains("RED AT "), "{file}");
 }
 
 #[test]

@@ -1393,7 +1393,7 @@ fn a_full_disk_mid_iteration_stops_with_exit_4_and_the_rerun_resumes() {
         r#"cat >/dev/null
 case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
 echo "step $ORBIT_ITERATION" >> work.txt
-loop=$ORBIT_WORKSPACE/../../test-goal
+loop=@ORBIT_DIR@/test-goal
 if [ -e "$loop/fill-the-disk" ]; then
   head -c 400000000 /dev/zero > "$loop/filler" 2>/dev/null
 fi

@@ -117,6 +117,10 @@ pub fn orbit_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_orbit"))
 }
 
+/// The placeholder a fake agent's body ([`Repo::agent`]) names the repository's `.orbit`
+/// directory by (its loop directories): replaced by that directory's absolute path.
+pub const ORBIT_DIR: &str = "@ORBIT_DIR@";
+
 /// A temporary git repository with one commit, and a separate bin directory for fake
 /// agents (outside the repository, so they never show up as untracked files).
 pub struct Repo {
@@ -209,12 +213,16 @@ impl Repo {
     /// runs with the ORBIT_* environment of contract section 5.1. Asked to confirm a DONE
     /// claim (`ORBIT_PHASE=confirm`), a fake agent agrees: it writes `CONFIRMED` into
     /// `.orbit-agent/confirm.md` before its body runs (a body may write another verdict).
-    /// A body may name the loop directories as `$ORBIT_WORKSPACE/../..` (where they were when
-    /// the workspace was `.orbit/.workspaces/<name>`): that names the repository's `.orbit`
-    /// by its path, wherever the workspace is.
+    /// A body names the repository's `.orbit` directory (where the loop directories are) as
+    /// [`ORBIT_DIR`], which is replaced by its absolute path: the workspace is elsewhere
+    /// (under the data directory), so no path relative to it reaches the loops.
     pub fn agent(&self, name: &str, body: &str) -> PathBuf {
+        assert!(
+            !body.contains("$ORBIT_WORKSPACE/../.."),
+            "fake agent {name}: the workspace is not under .orbit; name the loops' directory as {ORBIT_DIR}"
+        );
         let loops = fs::canonicalize(self.path()).unwrap().join(".orbit");
-        let body = body.replace("$ORBIT_WORKSPACE/../..", &loops.display().to_string());
+        let body = body.replace(ORBIT_DIR, &loops.display().to_string());
         let body = body.as_str();
         let p = self.bin.path().join(name);
         fs::write(

@@ -140,3 +140,98 @@ fn the_queues_usd_cap_starts_no_attempt_the_budget_left_cannot_cover() {
     let out = q.run(&["--usd-cap", "5"]);
     assert_code(&out, 0, "orbit queue run under a higher cap");
 }
+
+#[test]
+fn once_with_every_ready_task_held_by_the_usd_cap_exits_24_not_10() {
+    let q = queue(MAKE_OWN_FILE);
+    // Each attempt is estimated at its own cap, $0.50: more than the queue's $0.10.
+    for t in ["c1", "c2"] {
+        q.add(
+            t,
+            &format!("Write {t}.txt"),
+            &format!("test -f {t}.txt"),
+            &["--usd-cap", "0.50"],
+        );
+    }
+    let out = q.run(&["--once", "--usd-cap", "0.10"]);
+    let o = text(&out);
+    // The cap really held both: neither started.
+    assert!(
+        o.contains("c1: not started: the queue's budget (--usd-cap 0.1)"),
+        "{o}"
+    );
+    assert!(
+        o.contains("c2: not started: the queue's budget (--usd-cap 0.1)"),
+        "{o}"
+    );
+    assert!(!q.repo.join(".orbit/c1-a1").exists());
+    // Another tick could start nothing: not "tasks still to run" (10) but "nothing left
+    // to run" (24), as without --once.
+    assert_code(
+        &out,
+        24,
+        "orbit queue run --once under a cap too small for any task",
+    );
+    assert!(o.contains("nothing left to run"), "{o}");
+}
+
+#[test]
+fn a_rate_limit_of_one_task_stops_a_running_attempt_on_the_same_engine_until_the_reset() {
+    // b starts and works on (its agent waits for a release that never comes); a, on the same
+    // engine, waits until b runs, then meets the provider's limit until RESUME (20 s on).
+    // b's agent says when it is stopped (TERM); its second call, after the reset, finishes.
+    let q = queue(
+        r#"echo "$task $(date +%s)" >> "$REC/calls"
+case $task in
+a)
+  [[ -e $REC/limited ]] || { wait_for test -e "$REC/b-running"; echo $(( $(date +%s) + 20 )) > "$REC/limited"; }
+  resume=$(<"$REC/limited")
+  if (( $(date +%s) < resume )); then echo "Error: rate limit reached, resets |$resume" >&2; exit 1; fi ;;
+b)
+  if [[ ! -e $REC/b-running ]]; then
+    trap 'echo "b-term $(date +%s)" >> "$REC/calls"; exit 143' TERM
+    touch "$REC/b-running"
+    wait_for test -e "$REC/never"
+  fi ;;
+esac
+echo "$task" > "$task.txt"; claim_done"#,
+    );
+    q.add("a", "Write a.txt", "test -f a.txt", &["--priority", "10"]);
+    q.add("b", "Write b.txt", "test -f b.txt", &["--priority", "5"]);
+    let out = q.run(&["--jobs", "2"]);
+    let o = text(&out);
+    assert_code(&out, 0, "orbit queue run --jobs 2");
+    let resume: u64 = fs::read_to_string(q.rec().join("limited"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let calls = calls(q.rec());
+    // The limit was met while b's attempt ran: b's first call came before it.
+    let b_calls: Vec<u64> = calls
+        .iter()
+        .filter(|(t, _)| t == "b")
+        .map(|(_, at)| *at)
+        .collect();
+    assert!(b_calls[0] < resume, "{calls:?}\n{o}");
+    // b's running attempt was stopped before the reset, and no agent of b ran until then.
+    let term = calls
+        .iter()
+        .find(|(t, _)| t == "b-term")
+        .map(|(_, at)| *at)
+        .unwrap_or_else(|| panic!("b's running agent was never stopped: {calls:?}\n{o}"));
+    assert!(term < resume, "{calls:?}\n{o}");
+    assert_eq!(b_calls.len(), 2, "{calls:?}\n{o}");
+    assert!(b_calls[1] >= resume, "{calls:?}\n{o}");
+    assert!(
+        o.contains("b: stopped until the rate limit of custom "),
+        "{o}"
+    );
+    // Stopped, then resumed: the same loop, no failed attempt.
+    let b = q.task("b");
+    assert!(b.contains("**Status:** done"), "{b}");
+    assert!(b.contains("**Attempts:** 0"), "{b}");
+    assert!(!b.contains("## Attempt"), "{b}");
+    assert!(!q.repo.join(".orbit/b-a2").exists());
+    assert!(q.task("a").contains("**Status:** done"));
+}

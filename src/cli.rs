@@ -916,6 +916,14 @@ pub struct InitArgs {
     #[arg(long = "setup", value_name = "CMD")]
     pub setup: Vec<String>,
 
+    /// Apply no setup: without it (and without --setup), under the sandbox, orbit init
+    /// applies the setup of the dependencies it finds (Cargo.lock, package-lock.json,
+    /// pnpm-lock.yaml, yarn.lock, uv.lock, poetry.lock, requirements*.txt, pyproject.toml,
+    /// go.sum), which fetches them with the network once, and makes the checks run offline
+    /// (loop.toml offline-env).
+    #[arg(long, conflicts_with = "setup")]
+    pub no_setup: bool,
+
     /// What the agent is given back of earlier iterations [default: notes]. notes: its
     /// notes.md and progress.md; feedback: only the goal and the last failure's feedback.
     #[arg(long, value_name = "POLICY", value_enum)]

@@ -158,6 +158,17 @@ pub struct LoopConfig {
         deserialize_with = "string_or_list"
     )]
     pub allow_hosts: Vec<String>,
+    /// The variables (`NAME=VALUE`) that make the project's dependency tools run offline
+    /// (`CARGO_NET_OFFLINE=true`, `npm_config_offline=true`, `GOPROXY=off`, ...), given to
+    /// every check, the agent's runs and a setup run on a tree the agent made: `orbit init`
+    /// writes them with the setup it applied for the ecosystems it found (crate::deps), so
+    /// that what the setup fetched with the network is all the checks need. Not written
+    /// when empty.
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "string_or_list"
+    )]
+    pub offline_env: Vec<String>,
     /// What tokens cost, for the engines that report tokens rather than dollars (codex,
     /// gemini): `model=input/cached/output` in USD per million tokens; `*` for any model
     /// not listed. A run's cost is then `estimated`, and the usd-cap holds.
@@ -687,6 +698,14 @@ impl LoopConfig {
         for host in &self.allow_hosts {
             check_allow_host(host)?;
         }
+        for var in &self.offline_env {
+            crate::deps::check_offline_var(var).map_err(|why| {
+                Error::Usage(format!(
+                    "offline-env: '{}' {why}: give NAME=VALUE, such as CARGO_NET_OFFLINE=true",
+                    var.escape_debug()
+                ))
+            })?;
+        }
         for url in &self.notify_webhook {
             if !is_http_url(url) {
                 return Err(Error::Usage(format!(
@@ -933,6 +952,7 @@ mod tests {
             holdout_unmasked: true,
             check_jobs: 2,
             allow_hosts: vec!["api.example.com".into()],
+            offline_env: vec!["CARGO_NET_OFFLINE=true".into()],
             auto_protect: vec!["**/conftest.py".into()],
             setup: vec!["npm ci".into()],
             check_name: [("cargo test".to_string(), "unit".to_string())].into(),

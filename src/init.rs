@@ -295,6 +295,33 @@ pub fn detect_setup(repo: &Path) -> Vec<(String, &'static str)> {
     out
 }
 
+/// Under the sandbox, with no setup given: the setup of the dependencies the repository's
+/// lockfiles and manifests name (crate::deps), which fetches them with the network on the
+/// untouched tree, and the offline switches that the checks then run with, put into `cfg`
+/// and said in one line.
+fn apply_dependency_setup(cfg: &mut LoopConfig, repo: &Path) {
+    let found = crate::deps::detect(repo);
+    if found.is_empty() {
+        return;
+    }
+    cfg.setup = found.iter().map(|e| e.setup.clone()).collect();
+    cfg.offline_env = crate::deps::offline_env(&found);
+    let what: Vec<String> = found
+        .iter()
+        .map(|e| format!("{} ({})", e.name, e.found))
+        .collect();
+    eprintln!(
+        "orbit: dependencies: {}: the setup {} fetches them with the network on your untouched tree (the workspace's first setup); the checks, the agent and every later setup then run offline ({}); --no-setup for none, --setup CMD for your own",
+        what.join(", "),
+        cfg.setup
+            .iter()
+            .map(|c| crate::render::code_span(c))
+            .collect::<Vec<_>>()
+            .join(" + "),
+        cfg.offline_env.join(" ")
+    );
+}
+
 /// Lexically normalises `path` against `base` (no filesystem access).
 fn absolutize(base: &Path, path: &Path) -> Result<PathBuf> {
     let joined = if path.is_absolute() {
@@ -867,6 +894,9 @@ fn config_from_args(
                 ));
             }
         }
+    }
+    if cfg.setup.is_empty() && !args.no_setup && cfg.sandbox != crate::config::Sandbox::None {
+        apply_dependency_setup(&mut cfg, repo);
     }
     if cfg.setup.is_empty() {
         let found = detect_setup(repo);

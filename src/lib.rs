@@ -13,6 +13,7 @@ pub mod contract;
 pub mod control;
 pub mod counts;
 pub mod demo;
+pub mod deps;
 pub mod engine;
 pub mod envelope;
 pub mod error;

@@ -604,6 +604,9 @@ pub struct View {
     pub holdout_checks: Vec<CheckView>,
     /// The workspace's setup commands, run once in each fresh checkout before any check.
     pub setup: Vec<String>,
+    /// The variables that make the dependency tools run offline (loop.toml `offline-env`),
+    /// which verify.sh and holdout.sh export to their checks.
+    pub offline_env: Vec<String>,
     /// Every protect glob, the user's then those protected by default (for scripts).
     pub protect: Vec<String>,
     /// The user's protect globs as markdown code spans (for goal.md and prompt.md).
@@ -727,6 +730,7 @@ impl View {
             regression_names,
             holdout_checks,
             setup: cfg.setup.clone(),
+            offline_env: cfg.offline_env.clone(),
             protect: cfg.protect_globs(),
             protect_md: cfg.protect.iter().map(|g| code_span(g)).collect(),
             auto_protect_md: cfg

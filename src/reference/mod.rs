@@ -319,6 +319,11 @@ pub const SETTING_MEANINGS: &[(&str, Option<&str>, &str)] = &[
         "The hosts every sandboxed run may reach under `sandbox-network = \"allowlist\"`, besides the engine's API for the agent: `HOST` (ports 80 and 443), `HOST:PORT`, `*.example.com` for its subdomains, `[IPv6]:PORT`. A host a check needs must be here: the red gate stops the loop (exit 2) when a check was refused one on the untouched tree.",
     ),
     (
+        "offline-env",
+        None,
+        "The variables (`NAME=VALUE`, no blanks) that make the project's dependency tools run offline: `CARGO_NET_OFFLINE=true`, `npm_config_offline=true`, `UV_OFFLINE=1`, `PIP_NO_INDEX=1`, `GOFLAGS=-mod=mod GOPROXY=off`, ... `orbit init` writes them with the setup it applies for the lockfiles it finds; verify.sh and holdout.sh export them to every check, and the runner gives them to the agent's runs and to a setup on a tree the agent made. A variable the shell, the loader or orbit obeys (`PATH`, `LD_*`, `BASH_ENV`, `ORBIT_*`, ...) is refused.",
+    ),
+    (
         "max-iterations",
         None,
         "The cap on iterations, counted across runs. Used up without DONE, the loop stops (exit 16), after a wrap-up run when `wrapup-on-limit` is on.",

@@ -168,6 +168,10 @@ main() {
   fi
   counts_base_load "$here"
   cd -- "$root" || orbit_die "$EXIT_PREFLIGHT" "cannot enter $root"
+  # The dependency tools' offline switches (loop.toml offline-env), for every check.
+  if ((${#OFFLINE_ENV[@]})); then
+    export "${OFFLINE_ENV[@]}"
+  fi
   checks
   # What the checks' summaries counted, for the runner's record (not holdout.sh's: its
   # checks leave no trace a later run could read).

@@ -7,6 +7,7 @@ mod audit;
 mod cannot_run;
 mod contract;
 mod counts;
+mod ecosystems;
 mod engines;
 mod engines_more;
 mod engines_net;

@@ -16,14 +16,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// A project's files as shipped, under `tests/fixtures/projects/`.
-fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/projects")
         .join(name)
 }
 
 /// Copies the directory `from` into `to`, recursively (files and directories only).
-fn copy_tree(from: &Path, to: &Path) {
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
     for entry in fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
@@ -37,7 +37,7 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// A repository holding the fixture project `name`, committed on main.
-fn project_repo(name: &str) -> Repo {
+pub(crate) fn project_repo(name: &str) -> Repo {
     let repo = Repo::new();
     copy_tree(&fixture(name), repo.path());
     repo.git(&["add", "-A"]);
@@ -53,14 +53,14 @@ fn branch_files(repo: &Repo) -> Vec<String> {
         .collect()
 }
 
-fn read(path: &Path) -> String {
+pub(crate) fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_default()
 }
 
 /// What a loop that reached DONE in one iteration says of its setup: it ran in the
 /// workspace (iterations/baseline/setup.log, a setup_done event) and in the clean checkout
 /// of the claim (the iteration's setup.log), and passed in both.
-fn assert_set_up_in_both(repo: &Repo, dir: &Path) {
+pub(crate) fn assert_set_up_in_both(repo: &Repo, dir: &Path) {
     let ws = repo.ws().display().to_string();
     let base = read(&dir.join("iterations/baseline/setup.log"));
     assert!(
@@ -82,7 +82,7 @@ fn assert_set_up_in_both(repo: &Repo, dir: &Path) {
 }
 
 /// A loop that ran its agents, checks and the setups after the first under bubblewrap.
-fn assert_sandboxed(dir: &Path) {
+pub(crate) fn assert_sandboxed(dir: &Path) {
     let log = read(&dir.join("runner.log"));
     assert!(
         log.contains("sandbox: every agent and check runs under bubblewrap"),
@@ -95,7 +95,7 @@ fn assert_sandboxed(dir: &Path) {
 /// Whether node (with its test runner) and npm are here. CI sets ORBIT_REQUIRE_NODE=1 to
 /// make them mandatory (.ci/run installs npm); elsewhere the Node project is skipped with a
 /// notice.
-fn node_available() -> bool {
+pub(crate) fn node_available() -> bool {
     let ok = ["node", "npm"].iter().all(|tool| {
         command(tool)
             .arg("--version")
@@ -444,7 +444,7 @@ fn python_loop(wheels: &Path, extra: &[&str]) -> (Repo, PathBuf) {
 /// PATH for a loop that runs cargo: the toolchain that builds this suite first (its cargo
 /// and rustc, not rustup's proxies, which would look for a toolchain in the sealed HOME),
 /// then the fake agents and the rest.
-fn cargo_path(repo: &Repo) -> String {
+pub(crate) fn cargo_path(repo: &Repo) -> String {
     let toolchain = Path::new(env!("CARGO")).parent().unwrap();
     format!("{}:{}", toolchain.display(), repo.path_env())
 }

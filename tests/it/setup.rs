@@ -301,6 +301,65 @@ fn under_the_sandbox_the_clean_checkouts_setup_runs_as_a_check_and_the_first_one
 }
 
 #[test]
+fn under_the_sandbox_init_applies_the_setup_of_the_dependencies_and_writes_their_offline_switches()
+{
+    let repo = Repo::new();
+    repo.write(
+        "Cargo.toml",
+        "[package]\nname = \"x\"\nversion = \"0.1.0\"\n",
+    );
+    repo.write("package-lock.json", "{\"lockfileVersion\":3}\n");
+    repo.write("requirements.txt", "pytest\n");
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "three ecosystems"]);
+    let agent = repo.agent("a", "cat >/dev/null");
+    let exec = agent.display().to_string();
+    let out = repo.orbit(&[
+        "init", "goal", "--engine", "custom", "--exec", &exec, "--verify", "true",
+    ]);
+    assert_ok(&out, "orbit init");
+    let said = text(&out);
+    let line: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with("orbit: dependencies: "))
+        .collect();
+    assert_eq!(line.len(), 1, "one line: {said}");
+    assert!(
+        line[0].contains("cargo (Cargo.toml), npm (package-lock.json), pip (requirements.txt)")
+            && line[0].contains("CARGO_NET_OFFLINE=true npm_config_offline=true PIP_NO_INDEX=1"),
+        "{said}"
+    );
+    let toml = read(&repo.join(".orbit/goal/loop.toml"));
+    assert!(
+        toml.contains("\"cargo fetch\"")
+            && toml.contains("\"npm ci --no-audit --no-fund\"")
+            && toml.contains("pip install --disable-pip-version-check -r requirements.txt")
+            && toml.contains(
+                "offline-env = [\"CARGO_NET_OFFLINE=true\", \"npm_config_offline=true\", \"PIP_NO_INDEX=1\"]"
+            ),
+        "{toml}"
+    );
+    // verify.sh exports them to its checks (it is pinned: the agent cannot drop them).
+    let verify = read(&repo.join(".orbit/goal/verify.sh"));
+    assert!(
+        verify.contains(
+            "OFFLINE_ENV=('CARGO_NET_OFFLINE=true' 'npm_config_offline=true' 'PIP_NO_INDEX=1')"
+        ),
+        "{verify}"
+    );
+    // A variable the shell obeys is refused in loop.toml.
+    let bad = toml.replace("PIP_NO_INDEX=1", "BASH_ENV=/tmp/x");
+    std::fs::write(repo.join(".orbit/goal/loop.toml"), bad).unwrap();
+    let force = repo.orbit(&["init", "--force", "--dir", ".orbit/goal"]);
+    assert_code(&force, 2, "offline-env refuses BASH_ENV");
+    assert!(
+        text(&force).contains("offline-env: 'BASH_ENV=/tmp/x'"),
+        "{}",
+        text(&force)
+    );
+}
+
+#[test]
 fn init_suggests_the_setup_a_lockfile_asks_for_and_records_the_one_given() {
     let repo = Repo::new();
     repo.write(
@@ -313,8 +372,17 @@ fn init_suggests_the_setup_a_lockfile_asks_for_and_records_the_one_given() {
     repo.git(&["commit", "-q", "-m", "node and python"]);
     let agent = repo.agent("a", "cat >/dev/null");
     let exec = agent.display().to_string();
+    // With --no-setup (or --sandbox none), init only suggests.
     let out = repo.orbit(&[
-        "init", "goal", "--engine", "custom", "--exec", &exec, "--verify", "true",
+        "init",
+        "goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "true",
+        "--no-setup",
     ]);
     assert_ok(&out, "orbit init");
     let err = String::from_utf8_lossy(&out.stderr);

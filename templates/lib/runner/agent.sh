@@ -281,13 +281,15 @@ run_agent() {
   fi
   sandbox_prepare agent
   sweep_reaper_v
+  local -a offline=()
+  settings_offline_env offline
   orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
     "${SWEEP_REAPER[@]}" "$BASH" -c "$ORBIT_AGENT_WRAPPER" orbit-agent \
     ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
     ORBIT_CANDIDATE="$((cand > 0 ? cand : 1))" ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
     ORBIT_COST_FILE="$AGENT_DIR/cost" \
     ORBIT_RUN_ID="$runid" GIT_TERMINAL_PROMPT=0 ORBIT_FB="$fbfile" \
-    ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" ORBIT_LIVE_FD="$LIVE_FD" "${SANDBOX_AGENT_ENV[@]}" -- \
+    ORBIT_HALF="$half" ORBIT_OUT="$ORBIT_TMP/agent" ORBIT_LIVE_FD="$LIVE_FD" "${SANDBOX_AGENT_ENV[@]}" "${offline[@]}" -- \
     "${SANDBOX_ARGV[@]}" "$AGENT_ABS" "${AGENT_ARGV[@]:1}"
   AGENT_RC=$ORBIT_RC
   AGENT_TIMED_OUT=$ORBIT_TIMED_OUT

@@ -154,6 +154,16 @@ net_host_ok() {
   [[ $p =~ ^[1-9][0-9]{0,4}$ ]] && ((p <= 65535))
 }
 
+# settings_offline_env ARRAY: the variables of loop.toml's offline-env (NAME=VALUE words,
+# each checked by orbit init; an identity setting, which no environment overrides), into
+# the array named ARRAY, for the runs that get them: the agent's
+# and a setup's on a tree the agent made (verify.sh exports them for the checks itself).
+settings_offline_env() {
+  local -n offline_out=$1
+  offline_out=()
+  read -ra offline_out <<<"${OFFLINE_ENV_SETTING:-}"
+}
+
 # settings_plain_path PATH: no control character, no . or .. segment, at most ORBIT_PATH_MAX
 # bytes (config.rs, is_plain_path).
 settings_plain_path() {

@@ -37,13 +37,18 @@ setup_record() {
 # project's files would be taken for the agent's change. Status 1 with REPLY the reason.
 setup_run() {
   local dir=$1 log=$2 untrusted=$3 cmd i=0 back=$PWD WS=$1
-  local -a pre=() changed=() jail=()
+  local -a pre=() changed=() jail=() offline=()
   ((${#SETUP_CMDS[@]})) || return 0
   if ((untrusted)); then
+    # On a tree the agent made, offline (loop.toml offline-env): what the first setup
+    # fetched with the network is read where it is, and no registry is asked.
+    settings_offline_env offline
     sandbox_prepare check
     jail=("${SANDBOX_ARGV[@]}")
     if ((${#jail[@]})); then
-      pre=("$SANDBOX_ENV" XDG_CACHE_HOME=/tmp/.orbit-setup-cache npm_config_cache=/tmp/.orbit-setup-cache/npm)
+      pre=("$SANDBOX_ENV" XDG_CACHE_HOME=/tmp/.orbit-setup-cache npm_config_cache=/tmp/.orbit-setup-cache/npm "${offline[@]}")
+    elif ((${#offline[@]})); then
+      pre=(env "${offline[@]}")
     fi
   fi
   orbit_iso_v -1

@@ -1,0 +1,342 @@
+//! More real ecosystems looped to DONE under the sandbox and its network allowlist, each
+//! from `orbit init` without `--setup`: the init finds the ecosystem from its lockfile,
+//! applies the setup that fetches the dependencies with the network (on the untouched tree,
+//! as the user's command) and writes the ecosystem's offline switches to loop.toml
+//! (`offline-env`); the checks, the agent and the clean checkout's setup then run offline.
+//! A Go module whose dependency comes from a module proxy (a `file://` one here, so the
+//! test needs no network), a Rust workspace of several members, a pnpm workspace and a uv
+//! project. Maven is not among them: its dependencies come from Maven Central, which this
+//! suite may not reach at test time, and orbit init applies no setup for it (crate::deps).
+
+use crate::projects::{
+    assert_sandboxed, assert_set_up_in_both, cargo_path, fixture, node_available, project_repo,
+    read,
+};
+use crate::support::*;
+use std::path::{Path, PathBuf};
+
+/// `orbit init` without --setup, under bubblewrap with the network allowlist (the
+/// default), the check `check`: the loop directory and what init said.
+fn init_detected(repo: &Repo, agent: &Path, check: &str, path: &str) -> (PathBuf, String) {
+    let exec = agent.display().to_string();
+    let mut cmd = command(orbit_bin());
+    cmd.args(["init", "test goal", "--engine", "custom", "--exec", &exec])
+        .args(["--verify", check, "--sandbox", "bwrap"])
+        .current_dir(repo.path())
+        .env("PATH", path);
+    let out = run_bounded(cmd, std::time::Duration::from_secs(60));
+    assert_ok(&out, "orbit init");
+    (repo.join(".orbit/test-goal"), text(&out))
+}
+
+/// What a loop set up by the detection shows: init said the ecosystem, its setup and its
+/// offline switches in one line and wrote them to loop.toml; the loop ran under bubblewrap
+/// with the network allowlist, reached DONE, and set up the workspace (with the network)
+/// and the clean checkout of the claim (offline).
+fn assert_detected_and_done(
+    repo: &Repo,
+    dir: &Path,
+    said: &str,
+    out: &std::process::Output,
+    (eco, setup, offline): (&str, &str, &str),
+) {
+    let line = said
+        .lines()
+        .find(|l| l.starts_with("orbit: dependencies: "))
+        .unwrap_or_else(|| panic!("init says what it found: {said}"));
+    assert!(
+        line.contains(eco) && line.contains(setup) && line.contains(offline),
+        "{line}"
+    );
+    let toml = read(&dir.join("loop.toml"));
+    assert!(
+        toml.contains(&format!("setup = [\"{setup}\"]")) && toml.contains(offline),
+        "{toml}"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "DONE: {}\n--- the first claim's verify.log\n{}",
+        text(out),
+        read(&dir.join("iterations/000001/verify.log"))
+    );
+    assert_sandboxed(dir);
+    let log = read(&dir.join("runner.log"));
+    assert!(log.contains("sandbox: network allowlist"), "{log}");
+    assert_set_up_in_both(repo, dir);
+    assert_records_agree(dir);
+}
+
+fn tool_on(path: &str, tool: &str) -> bool {
+    let mut cmd = command(tool);
+    cmd.arg(if tool == "go" { "version" } else { "--version" })
+        .env("PATH", path);
+    cmd.output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+// ---- Go: a module whose dependency is fetched from a module proxy
+
+const GO_AGENT: &str = r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+sed -i 's/sum += l.UnitPrice$/sum += l.UnitPrice.Times(l.Quantity)/' shop.go
+# The hostile part: plant a change in the module cache the checks read (its files are
+# writable by their mode here, -modcacherw): the sandbox shows HOME read-only.
+f=$HOME/go/pkg/mod/example.com/money@v1.0.0/money.go
+if [ -f "$f" ] && echo '// planted' >> "$f" 2>/dev/null; then echo "PLANT WRITTEN" >&2; else echo "PLANT REFUSED" >&2; fi
+echo "go test passes: Total multiplies by the quantity" > "$ORBIT_AGENT_DIR/done.md""#;
+
+#[test]
+fn a_go_module_is_set_up_by_the_detection_and_its_checks_build_offline_from_the_module_cache() {
+    let path = std::env::var("PATH").unwrap_or_default();
+    if !(present_or_skipped(tool_on(&path, "go"), "ORBIT_REQUIRE_GO", "go") && bwrap_available()) {
+        return;
+    }
+    let repo = project_repo("go");
+    let agent = repo.agent("fixer", GO_AGENT);
+    let (dir, said) = init_detected(&repo, &agent, "go test ./...", &repo.path_env());
+    // The module proxy is a directory (file://): the setup's `go mod download` reads it as
+    // it would read proxy.golang.org. A HOME of the test's own holds the module cache.
+    let home = tempfile::tempdir().unwrap();
+    let proxy = format!("file://{}", fixture("go-proxy").display());
+    let home_s = home.path().display().to_string();
+    let out = repo.run_loop(
+        &dir,
+        &[],
+        &[
+            ("MAX_ITERATIONS", "3"),
+            ("HOME", &home_s),
+            ("GOPROXY", &proxy),
+            ("GOSUMDB", "off"),
+            ("GOFLAGS", "-modcacherw"),
+        ],
+    );
+    assert_detected_and_done(
+        &repo,
+        &dir,
+        &said,
+        &out,
+        ("go (go.sum)", "go mod download", "GOPROXY=off"),
+    );
+    // The dependency is in the module cache the first setup filled, which the checks read
+    // (read-only) with no proxy at all.
+    assert!(
+        home.path()
+            .join("go/pkg/mod/example.com/money@v1.0.0/money.go")
+            .is_file()
+    );
+    let cached = read(
+        &home
+            .path()
+            .join("go/pkg/mod/example.com/money@v1.0.0/money.go"),
+    );
+    assert!(!cached.contains("planted"), "{cached}");
+    let agent_log = read(&dir.join("iterations/000001/agent.log"));
+    assert!(
+        agent_log.contains("PLANT REFUSED") && !agent_log.contains("PLANT WRITTEN"),
+        "the agent tried to plant in the module cache and was refused: {agent_log}"
+    );
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    assert!(
+        base.contains("--- FAIL: TestQuantityMultipliesThePrice")
+            && !base.contains("module lookup disabled"),
+        "the red gate ran on the fetched module, offline: {base}"
+    );
+    let fixed = repo.git(&["show", "orbit/test-goal:shop.go"]);
+    assert!(fixed.contains("Times(l.Quantity)"), "{fixed}");
+}
+
+#[test]
+fn with_no_setup_init_applies_none_and_writes_no_offline_switches() {
+    // --no-setup: the detection is said as a suggestion only; loop.toml holds no setup and
+    // no offline switches. With --sandbox none, the same.
+    let repo = project_repo("go");
+    let agent = repo.agent("fixer", GO_AGENT);
+    for (extra, dir) in [
+        (&["--sandbox", "bwrap", "--no-setup"][..], ".orbit/a"),
+        (&["--sandbox", "none"][..], ".orbit/b"),
+    ] {
+        let exec = agent.display().to_string();
+        let mut args = vec!["init", "goal", "--engine", "custom", "--exec", &exec];
+        args.extend_from_slice(&["--verify", "go test ./..."]);
+        args.extend_from_slice(&["--dir", dir]);
+        args.extend_from_slice(extra);
+        let out = repo.orbit(&args);
+        assert_ok(&out, "orbit init");
+        assert!(
+            !text(&out).contains("orbit: dependencies:"),
+            "{}",
+            text(&out)
+        );
+        let toml = read(&repo.join(dir).join("loop.toml"));
+        assert!(
+            !toml.contains("setup =") && !toml.contains("offline-env"),
+            "{toml}"
+        );
+    }
+    // --no-setup with --setup is refused.
+    let exec = agent.display().to_string();
+    let both = repo.orbit(&[
+        "init",
+        "goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "true",
+        "--dir",
+        ".orbit/c",
+        "--setup",
+        "make",
+        "--no-setup",
+    ]);
+    assert_code(&both, 2, "--setup and --no-setup");
+}
+
+// ---- Rust: a workspace of several members
+
+const RUST_WS_AGENT: &str = r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+sed -i 's/units::millimetres(m, 0)/units::millimetres(m, mm)/; s/&(m, _mm)/\&(m, mm)/' report/src/lib.rs
+echo "cargo test passes: the millimetres count" > "$ORBIT_AGENT_DIR/done.md""#;
+
+#[test]
+fn a_rust_workspace_of_several_members_is_set_up_by_the_detection_and_tested_offline() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = project_repo("rust-workspace");
+    let agent = repo.agent("fixer", RUST_WS_AGENT);
+    let path = cargo_path(&repo);
+    let (dir, said) = init_detected(&repo, &agent, "cargo test --workspace", &path);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3"), ("PATH", &path)]);
+    assert_detected_and_done(
+        &repo,
+        &dir,
+        &said,
+        &out,
+        (
+            "cargo (Cargo.lock)",
+            "cargo fetch",
+            "CARGO_NET_OFFLINE=true",
+        ),
+    );
+    // Both members were tested, in the workspace and in the clean checkout.
+    let log = read(&dir.join("iterations/000001/verify.log"));
+    assert!(
+        log.contains("Running unittests src/lib.rs (target/debug/deps/report-")
+            && log.contains("Running unittests src/lib.rs (target/debug/deps/units-")
+            && log.contains("### verify run: in a clean checkout of the tree to commit"),
+        "{log}"
+    );
+    let all = repo.git(&["log", "--name-only", "--format=", "main..orbit/test-goal"]);
+    assert_eq!(all.trim(), "report/src/lib.rs", "the loop's commits");
+}
+
+// ---- Node: a pnpm workspace
+
+/// PATH with pnpm (pinned, as .ci/run installs it into /opt/orbit-pnpm, or ORBIT_PNPM's
+/// directory) after the fake agents; None when pnpm or node is missing.
+fn pnpm_path(repo: &Repo) -> Option<String> {
+    let dir = std::env::var("ORBIT_PNPM").unwrap_or_else(|_| "/opt/orbit-pnpm/bin".into());
+    let path = format!("{}:{dir}", repo.path_env());
+    let ok = node_available() && tool_on(&path, "pnpm");
+    present_or_skipped(ok, "ORBIT_REQUIRE_PNPM", "pnpm (in /opt/orbit-pnpm/bin)").then_some(path)
+}
+
+const PNPM_AGENT: &str = r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+sed -i 's/greet(typed)/greet(typed.trim())/' packages/app/index.js
+echo "pnpm test passes: welcome() trims the typed name" > "$ORBIT_AGENT_DIR/done.md""#;
+
+#[test]
+fn a_pnpm_workspace_is_set_up_by_the_detection_and_its_members_link_each_other_offline() {
+    let repo = project_repo("pnpm-workspace");
+    let Some(path) = pnpm_path(&repo) else {
+        return;
+    };
+    if !bwrap_available() {
+        return;
+    }
+    let agent = repo.agent("fixer", PNPM_AGENT);
+    let (dir, said) = init_detected(&repo, &agent, "pnpm test", &path);
+    let out = repo.run_loop(
+        &dir,
+        &[],
+        &[
+            ("MAX_ITERATIONS", "3"),
+            ("PATH", &path),
+            ("npm_config_update_notifier", "false"),
+        ],
+    );
+    assert_detected_and_done(
+        &repo,
+        &dir,
+        &said,
+        &out,
+        (
+            "pnpm (pnpm-lock.yaml)",
+            "pnpm install --frozen-lockfile",
+            "npm_config_offline=true",
+        ),
+    );
+    // The member's dependency is the workspace's own other member, linked by pnpm.
+    let linked = std::fs::canonicalize(repo.ws().join("packages/app/node_modules/@shop/greet"));
+    assert_eq!(
+        linked.unwrap(),
+        std::fs::canonicalize(repo.ws().join("packages/greet")).unwrap()
+    );
+    let all = repo.git(&["log", "--name-only", "--format=", "main..orbit/test-goal"]);
+    assert_eq!(all.trim(), "packages/app/index.js", "the loop's commits");
+}
+
+// ---- Python: a uv project
+
+/// PATH with uv (pinned, as .ci/run installs it into /opt/orbit-uv, or ORBIT_UV's
+/// directory) after the fake agents; None when it is missing.
+fn uv_path(repo: &Repo) -> Option<String> {
+    let dir = std::env::var("ORBIT_UV").unwrap_or_else(|_| "/opt/orbit-uv/bin".into());
+    let path = format!("{}:{dir}", repo.path_env());
+    let ok = tool_on(&path, "uv");
+    present_or_skipped(ok, "ORBIT_REQUIRE_UV", "uv (in /opt/orbit-uv/bin)").then_some(path)
+}
+
+const UV_AGENT: &str = r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+sed -i 's|sum(values) // len(values)|sum(values) / len(values)|' tally.py
+echo "the tests pass: mean() divides without flooring" > "$ORBIT_AGENT_DIR/done.md""#;
+
+#[test]
+fn a_uv_project_is_set_up_by_the_detection_and_its_checks_run_in_its_venv_offline() {
+    let repo = project_repo("uv");
+    let Some(path) = uv_path(&repo) else {
+        return;
+    };
+    if !bwrap_available() {
+        return;
+    }
+    let agent = repo.agent("fixer", UV_AGENT);
+    let (dir, said) = init_detected(&repo, &agent, "uv run python -m unittest -v", &path);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3"), ("PATH", &path)]);
+    assert_detected_and_done(
+        &repo,
+        &dir,
+        &said,
+        &out,
+        ("uv (uv.lock)", "uv sync --frozen", "UV_OFFLINE=1"),
+    );
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    let line = |name: &str| {
+        base.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line("test_runs_in_the_projects_own_venv").ends_with("... ok")
+            && line("test_mean_keeps_the_fraction").ends_with("... FAIL"),
+        "the red gate ran in the workspace's own .venv: {base}"
+    );
+    let all = repo.git(&["log", "--name-only", "--format=", "main..orbit/test-goal"]);
+    assert_eq!(all.trim(), "tally.py", "the loop's commits");
+}

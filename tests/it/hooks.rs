@@ -272,6 +272,35 @@ fn framework_repo(pc: &Path) -> Repo {
     repo
 }
 
+/// The setup `orbit init` suggests for the pre-commit framework's installed hook (asked on
+/// a loop of its own, which is then removed).
+fn suggested_setup(repo: &Repo, agent: &Path) -> String {
+    let exec = agent.display().to_string();
+    let out = repo.orbit(&[
+        "init",
+        "probe goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "true",
+        "--dir",
+        ".orbit/probe",
+    ]);
+    crate::support::assert_ok(&out, "orbit init");
+    fs::remove_dir_all(repo.join(".orbit/probe")).unwrap();
+    let said = text(&out);
+    let cmd = said
+        .split("--setup '")
+        .skip(1)
+        .filter_map(|rest| rest.split('\'').next())
+        .find(|c| c.ends_with(" -m pre_commit install-hooks"))
+        .unwrap_or_else(|| panic!("no pre-commit setup suggested: {said}"));
+    assert!(said.contains("the pre-commit framework's hook"), "{said}");
+    cmd.to_string()
+}
+
 #[test]
 fn the_pre_commit_frameworks_refusal_is_feedback_under_the_sandbox_and_the_loop_reaches_done() {
     if !bwrap_available() {
@@ -280,7 +309,8 @@ fn the_pre_commit_frameworks_refusal_is_feedback_under_the_sandbox_and_the_loop_
     let Some(pc) = pre_commit() else { return };
     let repo = framework_repo(&pc);
     let agent = long_then_short(&repo);
-    let setup = format!("{} install-hooks", pc.display());
+    // The setup orbit init suggests installs the hook environments with the network.
+    let setup = suggested_setup(&repo, &agent);
     let dir = repo.init_loop(
         &agent,
         &["test -f work.txt"],

@@ -411,14 +411,15 @@ commit_hooks_check() {
       orbit_log "the pre-commit hook changed the tree to commit ($REPLY): taken, as a fixer's edits are"
       printf '[orbit] the hook changed the tree to commit (%s): taken\n' "$REPLY" >>"$log"
       tree=$fixed
-      ((COMMIT_HOOK_RC != 0)) || break
+      # Passed, or cut at its bound: not run again.
+      ((COMMIT_HOOK_RC != 0 && COMMIT_HOOK_RC != COMMIT_TIMED_OUT)) || break
     done
     COMMIT_HOOK_TREE="$base $tree"
   fi
   ((COMMIT_HOOK_RC == 0)) || COMMIT_HOOK_REFUSED=1
   {
     printf '==> check %s: the repository'"'"'s pre-commit hook\n' "$COMMIT_HOOK_CHECK"
-    cat -- "$log"
+    cat -- "$log" 2>/dev/null
     if ((COMMIT_HOOK_RC == 0)); then
       printf '[PASS] %s\n' "$COMMIT_HOOK_CHECK"
     elif ((COMMIT_HOOK_RC == COMMIT_TIMED_OUT)); then

@@ -97,8 +97,11 @@ pub struct LoopConfig {
     /// How long one auto-commit (with the repository's hooks) may take.
     pub commit_timeout: String,
     pub autocommit: bool,
-    /// Whether the loop's commits run the repository's commit hooks.
+    /// Whether the repository's commit hooks run, as checks in the sandbox.
     pub commit_hooks: bool,
+    /// Text put before the subject of the runner's commit messages (a ticket a commit-msg
+    /// hook wants).
+    pub commit_message_prefix: String,
     /// Read from loops written before workspaces (contract 1.0), never written: a loop
     /// always works on `orbit/<name>` in its own worktree now, so only `true` is accepted.
     #[serde(skip_serializing)]
@@ -775,12 +778,13 @@ impl LoopConfig {
                 )));
             }
             let reserved = name == "project-changed-by-checks"
+                || name == "commit-hooks"
                 || name
                     .strip_prefix("holdout-")
                     .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
             if !goal::is_check_name(name) || reserved {
                 return Err(Error::Usage(format!(
-                    "check-name: '{}' cannot name a check: use letters, digits, '.', '_' and '-' (at most 40, not starting with '-' or '.'; holdout-N and project-changed-by-checks are the runner's)",
+                    "check-name: '{}' cannot name a check: use letters, digits, '.', '_' and '-' (at most 40, not starting with '-' or '.'; holdout-N, project-changed-by-checks and commit-hooks are the runner's)",
                     name.escape_debug()
                 )));
             }

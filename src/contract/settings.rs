@@ -241,6 +241,7 @@ pub const SETTINGS: &[Setting] = &[
     duration("commit-timeout", 1, "2m"),
     flag("autocommit", "1"),
     flag("commit-hooks", "1"),
+    text("commit-message-prefix", ""),
     flag("squash-on-done", "0"),
     flag("allow-green-start", "0"),
     list("allow-fewer-tests"),

@@ -411,7 +411,12 @@ pub const SETTING_MEANINGS: &[(&str, Option<&str>, &str)] = &[
     (
         "commit-hooks",
         None,
-        "Run the repository's commit hooks (pre-commit, commit-msg...) for the loop's commits. A hook that refuses a commit stops the loop BLOCKED, with the hook's message: make it pass, or set this to false to commit without any hook (said in runner.log at each start).",
+        "Run the repository's commit hooks (those git finds at the run's start: core.hooksPath, .git/hooks, husky's, the pre-commit framework's) as checks, in the sandbox, on the tree about to be committed: a pre-commit hook's refusal is a failing check (`commit-hooks`) the agent hears, a fixer's edits are part of the tree checked and committed; a commit-msg hook that refuses the runner's message stops the loop BLOCKED with its words (see `commit-message-prefix`). The runner's own commits run no hook. false: no hook runs at all (said in runner.log at each start).",
+    ),
+    (
+        "commit-message-prefix",
+        None,
+        "Text put before the subject of the runner's commit messages (`PROJ-123 orbit(NAME): iteration N`), for a commit-msg hook that wants a ticket or a type; empty: none.",
     ),
     (
         "squash-on-done",

@@ -229,14 +229,18 @@ echo "work.txt holds done" > "$ORBIT_AGENT_DIR/done.md""#,
 }
 
 #[test]
-fn a_commit_hook_that_changes_the_committed_tree_stops_the_loop_blocked() {
+fn a_commit_hook_that_changes_the_tree_has_its_change_checked_and_committed() {
     let repo = Repo::new();
     let marker = repo.bin.path().join("hooked");
     let hook = repo.join(".git/hooks/pre-commit");
     fs::write(
         &hook,
         format!(
-            "#!/usr/bin/env bash\necho hooked >> work.txt\ngit add work.txt\necho ran >> '{}'\n",
+            "#!/usr/bin/env bash
+grep -q hooked work.txt || echo hooked >> work.txt
+git add work.txt
+echo ran >> '{}'
+",
             marker.display()
         ),
     )
@@ -246,24 +250,32 @@ fn a_commit_hook_that_changes_the_committed_tree_stops_the_loop_blocked() {
     let agent = counting_agent(&repo, 1);
     let dir = repo.init_loop(&agent, &[&count_check(1)], &[]);
     let out = repo.run_loop(&dir, &[], &[]);
-    // The attack was made: the hook ran and staged its own change.
+    // The attack was made: the hook ran and changed the tree (and staged its change).
     assert!(marker.exists(), "the hook ran: {}", text(&out));
     assert_code(
         &out,
-        14,
-        "BLOCKED: the verified tree was not what got committed",
+        0,
+        "DONE: the hook's change is part of the tree checked",
     );
     assert!(
-        text(&out).contains("a commit hook changed what was committed"),
-        "{}",
-        text(&out)
+        repo.git(&["show", "orbit/test-goal:work.txt"])
+            .contains("hooked"),
+        "the hook's change is committed"
     );
-    let log = repo.git(&["log", "--format=%s", "orbit/test-goal"]);
-    assert!(
-        !log.contains("iteration 1"),
-        "the hook's commit is undone: {log}"
+    // What was committed is the tree the checks ran on.
+    let result = fs::read_to_string(dir.join("iterations/000001/result.env")).unwrap();
+    let after = result
+        .lines()
+        .find_map(|l| l.strip_prefix("TREE_AFTER="))
+        .expect("TREE_AFTER")
+        .trim_matches('\'')
+        .to_string();
+    let tree = repo.git(&["rev-parse", "orbit/test-goal^{tree}"]);
+    assert_eq!(
+        tree.trim(),
+        after,
+        "the committed tree is the verified tree"
     );
-    assert_eq!(state(&dir, "LAST_STATUS"), "BLOCKED");
 }
 
 #[test]

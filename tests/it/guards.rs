@@ -575,9 +575,10 @@ fn assert_blocked_by_the_hook(repo: &Repo, dir: &Path, out: &Output, ran: &Path,
 }
 
 #[test]
-fn a_done_claim_whose_commit_a_pre_commit_hook_refuses_is_blocked_not_done() {
+fn a_done_claim_whose_commit_a_commit_msg_hook_refuses_is_blocked_not_done() {
+    // (A pre-commit hook's refusal is a failing check the agent hears: tests/it/hooks.rs.)
     let (repo, dir, ran) = refused_commit_loop(
-        "pre-commit",
+        "commit-msg",
         "echo 'lint: work.txt has no licence header' >&2\nexit 1",
         true,
     );
@@ -601,7 +602,7 @@ fn a_done_claim_whose_commit_a_pre_commit_hook_refuses_is_blocked_not_done() {
     assert!(!text(&report).contains("git merge"), "{}", text(&report));
     assert!(text(&report).contains("BLOCKED"), "{}", text(&report));
     // The hook is made to pass: the next run commits the verified change first.
-    install_hook(&repo, ".git/hooks", "pre-commit", "exit 0");
+    install_hook(&repo, ".git/hooks", "commit-msg", "exit 0");
     let out = repo.run_loop(&dir, &[], &[]);
     assert_code(&out, 0, "DONE once the hook passes");
     let trailers = repo.git(&[
@@ -620,7 +621,7 @@ fn a_done_claim_whose_commit_a_pre_commit_hook_refuses_is_blocked_not_done() {
 #[test]
 fn commit_hooks_off_commits_past_a_refusing_hook_and_says_so() {
     let (repo, dir, ran) = refused_commit_loop(
-        "pre-commit",
+        "commit-msg",
         "echo 'pre-commit install wants the network' >&2\nexit 1",
         true,
     );
@@ -696,12 +697,13 @@ fn planted_hook_entry_loop(extra: &[&str]) -> (Repo, PathBuf, PathBuf) {
 
 #[test]
 fn a_command_the_agent_plants_in_the_hooks_configuration_never_runs_in_the_runners_commit() {
-    // The attack, with the default protection turned off: the runner's commit runs it.
+    // The attack, with the default protection and the sandbox turned off: the hooks, run
+    // as checks, run it.
     let (repo, dir, escaped) = planted_hook_entry_loop(&["--no-auto-protect"]);
     repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "1")]);
     assert!(
         escaped.exists(),
-        "the planted entry ran in the runner's commit: the attack is real"
+        "the planted entry ran in the hooks' run: the attack is real"
     );
     // By default the hooks' configuration is protected: the change is a reward hack, found
     // before any commit.
@@ -743,19 +745,21 @@ fn a_held_index_lock_or_a_hanging_hook_does_not_wedge_the_loop() {
         "cat >/dev/null; echo \"$ORBIT_ITERATION\" | tr 0-9 a-j >> work.txt",
     );
     let dir = repo.init_loop(&agent, &["cat work.txt; exit 1"], &[]);
-    // A hook that waits for input forever.
+    // A hook that waits for input forever: bounded by commit-timeout, a failing check.
     install_hook(&repo, ".git/hooks", "pre-commit", "sleep 300");
     let out = repo.run_loop(&dir, &["--once"], &[("COMMIT_TIMEOUT", "2s")]);
-    // A hook that never finishes refuses every commit: the loop stops for a human.
-    assert_code(&out, 14, "tick with a hanging hook");
+    assert_code(&out, 10, "tick with a hanging hook");
     assert_eq!(
-        fs::read_to_string(dir.join("iterations/000001/commit.txt")).unwrap(),
-        "failed\n"
+        fs::read_to_string(dir.join("iterations/000001/commit.txt"))
+            .unwrap()
+            .len(),
+        41,
+        "the runner's commit runs no hook"
     );
+    let fb = fs::read_to_string(dir.join("iterations/000001/feedback.txt")).unwrap();
     assert!(
-        text(&out).contains("did not finish within 2s"),
-        "{}",
-        text(&out)
+        fb.contains("the pre-commit hook did not finish within 2s"),
+        "{fb}"
     );
     fs::remove_file(repo.join(".git/hooks/pre-commit")).unwrap();
     // A held index.lock (the workspace's: each worktree has its own index): retried, then

@@ -21,6 +21,7 @@ mod guards;
 mod hidden;
 mod holdout;
 mod home;
+mod hooks;
 mod hostile;
 mod init;
 mod layout;

@@ -85,6 +85,8 @@ run_verify() {
   # The tree the checks run on (git runs only once git's files are known as they were):
   # what the checks change of it is not theirs to change.
   artifacts_sweep "$dir"
+  # The repository's pre-commit hook first: what a fixer changes is the tree checked.
+  commit_hooks_check "$dir" "$out"
   if ! tree_here_v; then
     printf '[FAIL] verify.sh (not run: git could not take the tree to check; see runner.log)\n0 passed, 1 failed\n' >"$out"
     cat -- "$out" >>"$dir/verify.log"
@@ -95,7 +97,7 @@ run_verify() {
   # last run's lines.
   VERIFY_TALLY_FILE=$ORBIT_TMP/verify.tally
   : >"$VERIFY_TALLY_FILE"
-  if checks_reuse_verify "$dir" "$label" "$out"; then
+  if ((!COMMIT_HOOK_REFUSED)) && checks_reuse_verify "$dir" "$label" "$out"; then
     return 0
   fi
   trust_hold_loop
@@ -129,6 +131,10 @@ run_verify() {
     printf 'FAIL %s\n' "$CHECK_CHANGED_NAME" >>"$VERIFY_TALLY_FILE"
     VERIFY_RC=1
   else
+    if ((COMMIT_HOOK_REFUSED)); then
+      printf 'FAIL %s\n' "$COMMIT_HOOK_CHECK" >>"$VERIFY_TALLY_FILE"
+      VERIFY_RC=1
+    fi
     if [[ -n $CHECKS_CHANGED ]]; then
       printf '[FAIL] %s (a check changed the project it was checking: %s; put back as it was)\n' "$CHECK_CHANGED_NAME" "$CHECKS_CHANGED" >>"$out"
       printf 'FAIL %s\n' "$CHECK_CHANGED_NAME" >>"$VERIFY_TALLY_FILE"
@@ -170,7 +176,7 @@ tally_counts_v() {
       if ((k < ${#CHECK_NAMES[@]})) && [[ $name == "${CHECK_NAMES[k]}" && ($word == PASS || $word == FAIL) ]]; then
         [[ $word == FAIL ]] || passed=$((passed + 1))
         k=$((k + 1))
-      elif [[ $word == FAIL && $name == "$CHECK_CHANGED_NAME" ]]; then
+      elif [[ $word == FAIL && ($name == "$CHECK_CHANGED_NAME" || $name == "$COMMIT_HOOK_CHECK") ]]; then
         total=$((total + 1))
       else
         bad=$name

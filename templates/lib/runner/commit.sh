@@ -48,7 +48,12 @@ commit_iteration() {
   # The goal's title: line 3 of goal.md (under "# Goal"), at most 60 characters.
   goal_title_v
   title=$REPLY
-  msg="orbit($LOOP_NAME): iteration $n"$'\n\n'"Goal: ${title:-see goal.md}"$'\n\n'"Orbit-Loop: $LOOP_NAME"$'\n'"Orbit-Iteration: $n"
+  msg="${COMMIT_MESSAGE_PREFIX}orbit($LOOP_NAME): iteration $n"$'\n\n'"Goal: ${title:-see goal.md}"$'\n\n'"Orbit-Loop: $LOOP_NAME"$'\n'"Orbit-Iteration: $n"
+  if ! commit_msg_check "$dir" "$msg" "$tree"; then
+    orbit_log "commit of iteration $n refused by the commit-msg hook (see $dir/commit.log); the changes stay in the work tree"
+    printf 'failed\n' >"$dir/commit.txt"
+    return 0
+  fi
   while ((tries < 5)); do
     tries=$((tries + 1))
     rc=0
@@ -57,13 +62,14 @@ commit_iteration() {
       # whole work tree (the porcelain refreshes every index entry).
       commit_plumbing "$list" "$msg" "$before" "$tree" >>"$dir/commit.log" 2>&1 || rc=$?
     else
-      # Bounded: a hook that waits on a terminal must not wedge the loop.
+      # For a signature only (no hook runs here: they ran as checks, in the sandbox).
+      # Bounded: a signing program that waits on a terminal must not wedge the loop.
       # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
       GIT_LITERAL_PATHSPECS=1 GIT_TERMINAL_PROMPT=0 \
         orbit_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/commit.log" \
         "$BASH" -c 'cd -- "$1" || exit 1
-          git read-tree "$2" && git ${4:+-c "core.hooksPath=$4"} commit -q --no-edit -m "$3"' \
-        orbit-commit "$WS" "$tree" "$msg" "$COMMIT_HOOKS_PATH"
+          git read-tree "$2" && git -c core.hooksPath=/dev/null commit -q --no-verify --no-edit -m "$3"' \
+        orbit-commit "$WS" "$tree" "$msg"
       rc=$ORBIT_RC
       ((rc != 0)) || commit_is_tree "$tree" "$dir/commit.log" || rc=$?
       if ((ORBIT_TIMED_OUT)); then
@@ -143,10 +149,12 @@ commit_refusal_v() {
 # How a refused commit's summary begins (a rewritten record is known by it).
 readonly COMMIT_REFUSED_SAID='the commit of iteration'
 
-# commit_refused_fix_v: REPLY is what a human does about a refused commit.
+# commit_refused_fix_v DIR: REPLY is what a human does about iteration DIR's refused commit.
 commit_refused_fix_v() {
   if ((COMMIT_LOCKED)); then
     REPLY="finish or end the other git that holds .git/index.lock, then run the loop again (the change is committed first)"
+  elif grep -qF -- "orbit: $COMMIT_MSG_REFUSED_WORDS refused" "$1/commit.log" 2>/dev/null; then
+    REPLY="the message is the runner's: give it what the hook wants with commit-message-prefix (say commit-message-prefix = \"PROJ-123 \"), or make the hook pass, or set commit-hooks = false in loop.toml to commit without the hooks (then orbit init --force), then run the loop again (the change is committed first)"
   else
     REPLY="make the hook pass (see commit.log), or set commit-hooks = false in loop.toml to commit without the hooks (then orbit init --force), then run the loop again (the change is committed first)"
   fi
@@ -184,7 +192,7 @@ commit_retry_failed() {
     orbit_log "iteration $n's commit failed again ($why): the loop goes on, the change stays uncommitted"
     return 0
   fi
-  commit_refused_fix_v
+  commit_refused_fix_v "$dir"
   fix=$REPLY
   finish "$EXIT_BLOCKED" "$STATUS_BLOCKED" "$REASON_TOOL_FAILURE" "$COMMIT_REFUSED_SAID $n failed again: $why — its change stays uncommitted in the workspace; $fix"
 }
@@ -313,3 +321,129 @@ head_file_v() {
   fi
   [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]]
 }
+
+# ---- the repository's commit hooks, as checks: its pre-commit hook runs in the sandbox, on
+# ---- the tree about to be committed, before verify.sh (its refusal a failing check the
+# ---- agent hears; a fixer's edits part of the tree the checks then run on), and its
+# ---- commit-msg hook judges the runner's message there too. The hooks are the ones git
+# ---- resolved at the run's start (COMMIT_HOOKS_DIR), never the agent's; the runner's own
+# ---- commit runs none.
+# The name a refusal of the pre-commit hook is recorded under, among the checks.
+readonly COMMIT_HOOK_CHECK=commit-hooks
+# How many times a fixer's edits are taken before the hook must pass on the tree as it is.
+readonly COMMIT_HOOK_ROUNDS=3
+# The base and tree the pre-commit hook last judged, its status there (0: it passed) and its output;
+# whether the current verify run's hook refused (checks.sh records the failing check).
+COMMIT_HOOK_TREE=
+COMMIT_HOOK_RC=0
+COMMIT_HOOK_REFUSED=0
+# commit_hook_forget: no tree is known as judged (a new iteration, a hook that may pass now).
+commit_hook_forget() {
+  COMMIT_HOOK_TREE='' COMMIT_HOOK_RC=0
+}
+
+# commit_hook_run HOOK BASE TREE OUT [MSG]: runs the repository's hook HOOK (a path) in the
+# sandbox, in the workspace, under a private git directory of its own (HEAD the commit BASE,
+# the index TREE, the repository's objects to read and a private directory for the ones it
+# writes): it sees TREE staged on BASE, as in a commit, and leaves nothing of git's behind.
+# MSG, a file, is the message a commit-msg hook judges (its copy's path is the argument).
+# Bounded by commit-timeout; its output is appended to OUT; ORBIT_RC is its status.
+commit_hook_run() {
+  local hook=$1 base=$2 tree=$3 out=$4 msg=${5:-/dev/null}
+  sandbox_prepare check
+  # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
+  GIT_TERMINAL_PROMPT=0 GIT_EDITOR=: \
+    orbit_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" "$msg" "$out" "${SANDBOX_ARGV[@]}" "$BASH" -c '
+      hook=$1 common=$2 base=$3 tree=$4 kind=$5
+      cd -- "$6" || exit 1
+      t=$(mktemp -d "${TMPDIR:-/tmp}/orbit-hook.XXXXXX") || exit 1
+      trap '\''rm -rf -- "$t"'\'' EXIT
+      mkdir -p -- "$t/git/objects" && printf "%s\n" "$common" >"$t/git/commondir" &&
+        printf "%s\n" "$base" >"$t/git/HEAD" || exit 1
+      export GIT_DIR=$t/git GIT_WORK_TREE=$PWD GIT_OBJECT_DIRECTORY=$t/git/objects
+      export GIT_ALTERNATE_OBJECT_DIRECTORIES=$common/objects GIT_INDEX_FILE=$t/git/index
+      git read-tree "$tree" || exit 1
+      git update-index -q --refresh >/dev/null 2>&1
+      if [[ $kind == commit-msg ]]; then
+        cat >"$t/COMMIT_EDITMSG" && "$hook" "$t/COMMIT_EDITMSG" </dev/null
+      else
+        "$hook" </dev/null
+      fi' orbit-hook "$hook" "$GIT_COMMON_ABS" "$base" "$tree" "${hook##*/}" "$WS"
+}
+
+# commit_hook_base_v DIR: REPLY is the commit the iteration's change is committed onto
+# (DIR/head-before, else HEAD), "" when there is none.
+commit_hook_base_v() {
+  REPLY=''
+  if [[ -f $1/head-before ]]; then
+    IFS= read -r REPLY <"$1/head-before" || true
+  fi
+  [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]] || REPLY=$(git_q rev-parse -q --verify HEAD 2>/dev/null || true)
+}
+
+# commit_hooks_check DIR OUT: before a verify run in the workspace, the repository's
+# pre-commit hook judges the work tree as it would be committed onto the iteration's base
+# (nothing to commit, as on the untouched tree: nothing to judge). What a fixer changes is
+# taken, and the hook runs again on the tree it made (at most COMMIT_HOOK_ROUNDS times): the
+# checks then run on that tree, the one committed. Its output is written into OUT as a
+# check's section (COMMIT_HOOK_CHECK); on a refusal COMMIT_HOOK_REFUSED is 1.
+commit_hooks_check() {
+  local dir=$1 out=$2 hook=$COMMIT_HOOKS_DIR/pre-commit base tree fixed k=0 log="$ORBIT_TMP/commit-hook.out"
+  COMMIT_HOOK_REFUSED=0
+  [[ -n $COMMIT_HOOKS_DIR && -x $hook && $WS == "$WS_MAIN" && -z $VERIFY_SCRATCH ]] || return 0
+  commit_hook_base_v "$dir"
+  base=$REPLY
+  [[ -n $base ]] && tree_here_v || return 0
+  tree=$REPLY
+  [[ $tree != "$(git_q rev-parse -q --verify "$base^{tree}" 2>/dev/null)" ]] || return 0
+  if [[ "$base $tree" != "$COMMIT_HOOK_TREE" ]]; then
+    : >"$log"
+    while ((k < COMMIT_HOOK_ROUNDS)); do
+      k=$((k + 1))
+      printf '[orbit] %s, on the tree to commit (%s, round %s)\n' "$hook" "${tree:0:12}" "$k" >>"$log"
+      commit_hook_run "$hook" "$base" "$tree" "$log"
+      COMMIT_HOOK_RC=$ORBIT_RC
+      ((ORBIT_TIMED_OUT)) && COMMIT_HOOK_RC=$COMMIT_TIMED_OUT
+      tree_here_v || return 0
+      [[ $REPLY != "$tree" ]] || break
+      fixed=$REPLY
+      changes_v "$tree" "$fixed"
+      orbit_log "the pre-commit hook changed the tree to commit ($REPLY): taken, as a fixer's edits are"
+      printf '[orbit] the hook changed the tree to commit (%s): taken\n' "$REPLY" >>"$log"
+      tree=$fixed
+      # Passed, or cut at its bound: not run again.
+      ((COMMIT_HOOK_RC != 0 && COMMIT_HOOK_RC != COMMIT_TIMED_OUT)) || break
+    done
+    COMMIT_HOOK_TREE="$base $tree"
+  fi
+  ((COMMIT_HOOK_RC == 0)) || COMMIT_HOOK_REFUSED=1
+  {
+    printf '==> check %s: the repository'"'"'s pre-commit hook\n' "$COMMIT_HOOK_CHECK"
+    cat -- "$log" 2>/dev/null
+    if ((COMMIT_HOOK_RC == 0)); then
+      printf '[PASS] %s\n' "$COMMIT_HOOK_CHECK"
+    elif ((COMMIT_HOOK_RC == COMMIT_TIMED_OUT)); then
+      printf '[FAIL] %s (the pre-commit hook did not finish within %ss)\n' "$COMMIT_HOOK_CHECK" "$COMMIT_TIMEOUT_S"
+    else
+      printf '[FAIL] %s (the pre-commit hook refused the commit: exit %s)\n' "$COMMIT_HOOK_CHECK" "$COMMIT_HOOK_RC"
+    fi
+  } >>"$out"
+}
+
+# commit_msg_check DIR MSG TREE: the repository's commit-msg hook judges the runner's
+# message MSG for TREE, in the sandbox; status 1 when it refuses (its words, and what
+# shapes the message, in DIR/commit.log).
+commit_msg_check() {
+  local dir=$1 msg=$2 tree=$3 hook=$COMMIT_HOOKS_DIR/commit-msg file="$ORBIT_TMP/commit-msg"
+  [[ -n $COMMIT_HOOKS_DIR && -x $hook ]] || return 0
+  commit_hook_base_v "$dir"
+  [[ -n $REPLY ]] || return 0
+  printf '%s\n' "$msg" >"$file"
+  commit_hook_run "$hook" "$REPLY" "$tree" "$dir/commit.log" "$file"
+  ((ORBIT_RC != 0 || ORBIT_TIMED_OUT)) || return 0
+  printf 'orbit: %s refused the runner'"'"'s message (exit %s%s)\n' "$COMMIT_MSG_REFUSED_WORDS" "$ORBIT_RC" \
+    "$( ((ORBIT_TIMED_OUT)) && printf ', did not finish within %ss' "$COMMIT_TIMEOUT_S")" >>"$dir/commit.log"
+  return 1
+}
+# How commit.log says the commit-msg hook refused (commit_refused_fix_v knows it by them).
+readonly COMMIT_MSG_REFUSED_WORDS='the commit-msg hook'

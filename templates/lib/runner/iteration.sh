@@ -402,7 +402,7 @@ commit_refused() {
   if ((COMMIT_LOCKED)) && [[ $was != "$STATUS_DONE" ]]; then
     return 0
   fi
-  commit_refused_fix_v
+  commit_refused_fix_v "$dir"
   fix=$REPLY
   R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_TOOL_FAILURE R[EXIT_CODE]=$EXIT_BLOCKED
   if [[ $was == "$STATUS_DONE" ]]; then

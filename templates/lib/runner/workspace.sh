@@ -4,10 +4,10 @@
 # a signature to make).
 GIT_DIR_ABS=
 COMMIT_PLUMBING=0
-# The hooks directory the loop's commits use when a relative core.hooksPath names one only
-# the user's checkout has (husky's .husky/_, made by its install step): as git resolves it
-# there ("" otherwise).
-COMMIT_HOOKS_PATH=
+# The repository's hooks directory as git resolved it at the run's start (core.hooksPath, or
+# the git directory's hooks/): the checks run its pre-commit and commit-msg hooks, in the
+# sandbox (commit_hooks_check); "" with commit-hooks off.
+COMMIT_HOOKS_DIR=
 
 # workspace_path_v: REPLY is the workspace's absolute path: the state's once the loop ran,
 # else loop.toml's `workspace` (relative to the repository root), else the default under
@@ -34,48 +34,44 @@ workspace_path_v() {
 }
 
 # workspace_git_facts: the workspace's git directory (its HEAD, index and in-progress
-# operations), whether commits need the porcelain (a hook to run, a signature to make), and
-# no rebase or merge left half-done in it.
+# operations), whether commits need the porcelain (a signature to make), the hooks the
+# checks run (COMMIT_HOOKS_DIR), and no rebase or merge left half-done in it.
 workspace_git_facts() {
-  local out f hooks rel
+  local out f hooks rel off=0
   local -a facts=()
   out=$(git_q rev-parse --absolute-git-dir --git-path hooks 2>/dev/null) ||
     preflight_fail "the workspace $WS is not a git worktree: run orbit recover to recreate it"
   mapfile -t facts <<<"$out"
   GIT_DIR_ABS=${facts[0]} hooks=${facts[1]-}
-  COMMIT_HOOKS_PATH=
   if [[ $hooks != /* ]]; then
     rel=$(git_q config --get core.hooksPath 2>/dev/null || true)
     hooks=$WS/$hooks
-    # A relative core.hooksPath is the work tree's own: in the user's checkout, where an
-    # install step made it, the hooks run; a fresh workspace lacks that directory, and git
-    # would run none without a word. The loop's commits take the checkout's, as git there.
-    if [[ -n $rel && $rel != /* && $rel != '~'* && ! -d $hooks && -d $REPO_ROOT/$rel ]]; then
-      COMMIT_HOOKS_PATH=$REPO_ROOT/$rel
-      hooks=$COMMIT_HOOKS_PATH
+    # A relative core.hooksPath is the work tree's own. The hooks are your checkout's, as
+    # git there runs them (an install step such as husky's made them there): never the
+    # workspace's, which the agent writes; a fresh workspace may lack the directory besides.
+    if [[ -n $rel && $rel != /* && $rel != '~'* && -d $REPO_ROOT/$rel ]]; then
+      hooks=$REPO_ROOT/$rel
       if [[ ! -f $LOOP_DIR/.hooks-noted ]]; then
-        orbit_log "core.hooksPath is $rel (relative): the workspace has no such directory, your checkout has ($COMMIT_HOOKS_PATH, made by an install step such as husky's): the loop's commits run its hooks, as git does in your checkout"
+        orbit_log "core.hooksPath is $rel (relative): the checks run the hooks of your checkout ($hooks), as git does there, never the workspace's"
         : >"$LOOP_DIR/.hooks-noted"
       fi
     fi
   fi
-  # Commits go through the porcelain only when it has work to do there: a commit hook to
-  # run or a signature to make. Otherwise plumbing does the same commit without a rescan.
-  COMMIT_PLUMBING=1
+  # The repository's hooks run as checks, in the sandbox (commit_hooks_check), never in the
+  # runner's own commit: that one is made with plumbing, or with the porcelain (for a
+  # signature) told to run no hook. With commit-hooks off none runs at all.
+  COMMIT_PLUMBING=1 COMMIT_HOOKS_DIR=
   for f in pre-commit prepare-commit-msg commit-msg post-commit; do
     if [[ -x $hooks/$f ]]; then
       if orbit_true "$COMMIT_HOOKS"; then
-        COMMIT_PLUMBING=0
-      elif [[ $COMMIT_HOOKS_PATH != /dev/null ]]; then
-        # No hook runs, said at each start: the porcelain (for a signature) is told so too.
+        COMMIT_HOOKS_DIR=$hooks
+      elif ((!off)); then
+        # No hook runs, said at each start.
         orbit_log "commit-hooks is off: the loop's commits run none of the repository's hooks ($f and the others in $hooks)"
-        COMMIT_HOOKS_PATH=/dev/null
+        off=1
       fi
     fi
   done
-  if ! orbit_true "$COMMIT_HOOKS"; then
-    COMMIT_HOOKS_PATH=/dev/null
-  fi
   if [[ $(git_q config --bool --get commit.gpgsign 2>/dev/null || true) == true ]]; then
     COMMIT_PLUMBING=0
   fi

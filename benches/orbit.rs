@@ -44,8 +44,12 @@
 //!     against the same 4 loops made by `orbit init` and run to DONE by their runner
 //!     directly, one after the other, on a small repository; the difference over 4.
 //!
+//! 12. bash's parse of the runner's code, paired: its parts verbatim (the layout before
+//!     lib.sh) against its sections of a plain claude loop's lib.sh, each sourced by a bash
+//!     that exits; and `run-loop.sh --help`, the runner's whole load.
+//!
 //! Set ORBIT_BENCH_RUNS to change the number of samples (default 15; 5 for the queue's),
-//! ORBIT_BENCH_ONLY to one of init, runner, audit, status, fanout, clean, sandbox, done,
+//! ORBIT_BENCH_ONLY to one of init, parse, runner, audit, status, fanout, clean, sandbox, done,
 //! verify, serve, queue to run a single part.
 
 use std::fs;
@@ -1578,6 +1582,119 @@ fn bench_queue(rows: &mut Vec<Row>) {
     });
 }
 
+/// bash's parse of the runner's code, the layout before against this one, paired (A B A B,
+/// so that the machine's drift cancels): the runner's parts as run-loop.sh held them before
+/// lib.sh (each verbatim, comments and indentation in, the contract prelude before them)
+/// against the runner's sections of a plain claude loop's lib.sh (the same definitions,
+/// stripped), each sourced by a `bash` that then exits; and the whole load of today's
+/// runner, `bash run-loop.sh --help` (lib.sh read, its sha256s checked, its sections
+/// evaluated), beside them.
+fn bench_parse(rows: &mut Vec<Row>) {
+    let r = repo(1);
+    run_ok(
+        Command::new(orbit())
+            .args([
+                "init",
+                "benchmark goal",
+                "--engine",
+                "claude",
+                "--verify",
+                "true",
+            ])
+            .current_dir(r.path())
+            .stdout(Stdio::null()),
+    );
+    let dir = r.path().join(".orbit/benchmark-goal");
+    let lib = fs::read(dir.join("lib.sh")).unwrap();
+    let runner = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
+    let ranges = runner
+        .lines()
+        .find_map(|l| l.strip_prefix("ORBIT_LIB_RANGES=("))
+        .and_then(|l| l.strip_suffix(')'))
+        .expect("run-loop.sh holds ORBIT_LIB_RANGES");
+    let mut now = Vec::new();
+    let mut before = orbit::contract::bash::prelude().to_string();
+    for range in ranges.split_whitespace() {
+        let (start, len) = range.split_once(':').unwrap();
+        let (start, len): (usize, usize) = (start.parse().unwrap(), len.parse().unwrap());
+        let bytes = &lib[start..start + len];
+        now.extend_from_slice(bytes);
+        // Each section's line names its part: the part as it was, verbatim.
+        for line in String::from_utf8_lossy(bytes).lines() {
+            let Some(name) = line.strip_prefix("# ---- ") else {
+                continue;
+            };
+            if let Some((_, text)) = orbit::render::STATIC_PARTS.iter().find(|(n, _)| *n == name) {
+                before.push_str(orbit::render::split_entry(&orbit::render::place_perl(text)).0);
+            }
+        }
+    }
+    let work = tempfile::tempdir().unwrap();
+    fs::write(work.path().join("before.sh"), &before).unwrap();
+    fs::write(work.path().join("now.sh"), &now).unwrap();
+    let source = |file: &str| {
+        let st = Command::new("bash")
+            .args([
+                "--norc",
+                "--noprofile",
+                "-c",
+                &format!("source ./{file}; exit 0"),
+            ])
+            .current_dir(work.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "sourcing {file}");
+    };
+    let help = || {
+        run_ok(
+            Command::new("bash")
+                .args(["run-loop.sh", "--help"])
+                .current_dir(&dir)
+                .stdout(Stdio::null()),
+        )
+    };
+    let n = runs().max(5);
+    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..n {
+        a.push(time(|| source("before.sh")));
+        b.push(time(|| source("now.sh")));
+        c.push(time(help));
+    }
+    let mut ratios: Vec<f64> = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| y.as_secs_f64() / x.as_secs_f64())
+        .collect();
+    ratios.sort_by(|x, y| x.partial_cmp(y).unwrap());
+    let ratio = ratios[ratios.len() / 2];
+    let (before_m, now_m) = (median(a), median(b));
+    rows.push(Row {
+        name: "bash parse, the runner's code: before lib.sh".into(),
+        value: ms(before_m),
+        note: format!(
+            "its parts verbatim with the prelude, {} bytes, sourced",
+            before.len()
+        ),
+    });
+    rows.push(Row {
+        name: "bash parse, the runner's code: lib.sh".into(),
+        value: ms(now_m),
+        note: format!(
+            "its sections of lib.sh, {} bytes, sourced; {ratio:.2}x the layout before (median of paired ratios): a drop {}",
+            now.len(),
+            verdict(ratio < 1.0)
+        ),
+    });
+    rows.push(Row {
+        name: "bash parse, run-loop.sh --help (the whole load)".into(),
+        value: ms(median(c)),
+        note: "lib.sh read, both sha256s checked, the runner's sections evaluated, usage printed"
+            .into(),
+    });
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -1587,6 +1704,9 @@ fn main() {
     let mut rows = Vec::new();
     if part("init") {
         bench_init(&mut rows);
+    }
+    if part("parse") {
+        bench_parse(&mut rows);
     }
     if part("runner") {
         bench_runner(&mut rows, 1, "small repo", false);

@@ -186,6 +186,36 @@ pub fn place_perl(part: &str) -> std::borrow::Cow<'_, str> {
     place_perl_from(part, PERL_PROGRAMS)
 }
 
+/// [`place_perl`] with each program as lib.sh holds it ([`strip_perl`]): without its
+/// comment lines, blank lines and indentation, as lib.sh holds its bash.
+pub fn place_perl_stripped(part: &str) -> std::borrow::Cow<'_, str> {
+    if !part.contains(PERL_MARKER) {
+        return std::borrow::Cow::Borrowed(part);
+    }
+    let stripped: Vec<(&str, String)> = PERL_PROGRAMS
+        .iter()
+        .map(|(n, t)| (*n, strip_perl(t)))
+        .collect();
+    let programs: Vec<(&str, &str)> = stripped.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    std::borrow::Cow::Owned(place_perl_from(part, &programs).into_owned())
+}
+
+/// A perl program without its whole-line comments (`# ...`; not a `#!` line), its blank
+/// lines and the indentation of its lines: the programs hold no heredoc, POD or string
+/// that spans lines, whose lines this would change (a unit test holds them to that).
+pub fn strip_perl(program: &str) -> String {
+    let mut out = String::with_capacity(program.len());
+    for line in program.lines() {
+        let t = line.trim_start();
+        if t.is_empty() || (t.starts_with('#') && !t.starts_with("#!")) {
+            continue;
+        }
+        out.push_str(t);
+        out.push('\n');
+    }
+    out
+}
+
 fn place_perl_from<'a>(part: &'a str, programs: &[(&str, &str)]) -> std::borrow::Cow<'a, str> {
     if !part.contains(PERL_MARKER) {
         return std::borrow::Cow::Borrowed(part);
@@ -916,7 +946,7 @@ pub fn render_file(
 /// Renders every file of the table: lib.sh first, whose sha256 each script holds.
 pub fn render_all(view: &View) -> Result<Vec<(&'static str, String, bool)>> {
     let env = environment();
-    let lib = library_layout(view);
+    let lib = library_layout_with(view, &settings(&env, view)?);
     let mut out: Vec<(&'static str, String, bool)> = FILES
         .iter()
         .map(|f| Ok((f.name, render_file(&env, f, view, &lib)?, f.executable)))
@@ -967,7 +997,7 @@ fn part_name(part: &str) -> &'static str {
 /// `part` as lib.sh holds it: its perl programs placed, its entry left out, then its
 /// comments, blank lines and indentation taken out ([`crate::bashstrip::strip`]).
 pub fn library_part(part: &str) -> String {
-    crate::bashstrip::strip(split_entry(&place_perl(part)).0)
+    crate::bashstrip::strip(split_entry(&place_perl_stripped(part)).0)
 }
 
 /// The parts lib.sh holds for the loop `view` describes, each once, in an order every
@@ -1096,8 +1126,27 @@ pub fn library(view: &View) -> String {
     library_layout(view).text
 }
 
+/// The scripts that run the loop's settings (`orbit_settings`, rendered from
+/// settings.sh.j2): lib.sh holds them once, in a section of their own.
+pub const SETTINGS_USERS: &[&str] = &["run-loop.sh", "recover.sh", "notify.sh"];
+
+/// The loop's settings as lib.sh holds them: settings.sh.j2 rendered for `view`.
+pub fn settings(env: &Environment<'_>, view: &View) -> Result<String> {
+    env.get_template("settings.sh.j2")
+        .unwrap_or_else(|e| panic!("template settings.sh.j2 missing: {e}"))
+        .render(Value::from(minijinja::value::Serde(view)))
+        .map_err(|e| Error::Usage(format!("cannot render the loop's settings: {e}")))
+}
+
 /// [`library`] with where each section lies.
 pub fn library_layout(view: &View) -> Library {
+    let text = settings(&environment(), view)
+        .unwrap_or_else(|e| panic!("the settings of a view orbit made do not render: {e}"));
+    library_layout_with(view, &text)
+}
+
+/// [`library_layout`] with the loop's settings already rendered (`settings`).
+pub fn library_layout_with(view: &View, settings: &str) -> Library {
     let scripts: Vec<&'static str> = FILES
         .iter()
         .filter(|f| !f.parts.is_empty())
@@ -1124,7 +1173,26 @@ pub fn library_layout(view: &View) -> Library {
     );
     sections.push((scripts.clone(), out.len(), prelude.len()));
     out.push_str(&prelude);
+    // The settings once, for the scripts that run them, after the checks' sections (which
+    // verify.sh and holdout.sh read first and alone).
+    let mut settings = Some(format!(
+        "# ---- the loop's settings (loop.toml)\n{}",
+        crate::bashstrip::strip(settings)
+    ));
+    if let Some(text) = settings.as_mut()
+        && !text.ends_with('\n')
+    {
+        text.push('\n');
+    }
     for (part, users) in library_parts(view) {
+        if !users
+            .iter()
+            .any(|u| *u == "verify.sh" || *u == "holdout.sh")
+            && let Some(text) = settings.take()
+        {
+            sections.push((SETTINGS_USERS.to_vec(), out.len(), text.len()));
+            out.push_str(&text);
+        }
         let mut text = format!("# ---- {}\n{}", part_name(part), library_part(part));
         if !text.ends_with('\n') {
             text.push('\n');
@@ -1215,6 +1283,7 @@ mod tests {
         for (name, _) in TEMPLATES {
             assert!(env.get_template(name).is_ok());
             let used = FILES.iter().any(|f| f.template == *name) || *name == "settings.sh.j2";
+            // settings.sh.j2 is lib.sh's (library_layout), never a script's own.
             assert!(used, "{name} is registered but no file renders it");
         }
     }
@@ -1316,6 +1385,24 @@ mod tests {
                     assert!(placed.contains(line), "{name} in {holder}: {line}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_perl_program_stripped_keeps_its_code_lines_in_order() {
+        assert_eq!(
+            strip_perl(
+                "#!/usr/bin/perl\nuse strict;\n\n  # why\n  my $x = 1; # kept\n\tprint $x;\n"
+            ),
+            "#!/usr/bin/perl\nuse strict;\nmy $x = 1; # kept\nprint $x;\n"
+        );
+        // What stripping relies on: no program holds a heredoc or POD.
+        for (name, text) in PERL_PROGRAMS {
+            assert!(
+                !text.contains("<<'") && !text.contains("<<\"") && !text.contains("<<EOF"),
+                "{name}"
+            );
+            assert!(!text.lines().any(|l| l.starts_with('=')), "{name}");
         }
     }
 

@@ -715,7 +715,7 @@ fn rerunning_init_refuses_and_force_rerenders_keeping_state() {
         );
     }
     assert!(
-        fs::read_to_string(dir.join("run-loop.sh"))
+        fs::read_to_string(dir.join("lib.sh"))
             .unwrap()
             .contains("MAX_ITERATIONS=${MAX_ITERATIONS-'7'}")
     );
@@ -869,7 +869,7 @@ fn init_protects_what_changes_how_the_checks_run_even_files_that_do_not_exist_ye
             cfg.auto_protect
         );
     }
-    let runner = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
+    let runner = fs::read_to_string(dir.join("lib.sh")).unwrap();
     assert!(
         runner.contains("PROTECT_GLOBS=('tests/**' '**/conftest.py'"),
         "the runner pins every glob as a set"
@@ -917,8 +917,8 @@ fn no_auto_protect_and_orbit_toml_opt_out_and_older_loops_re_render_unchanged() 
     assert_ok(&out, "--force of an older loop");
     assert_eq!(repo.read(".orbit/c/loop.toml"), old, "loop.toml untouched");
     assert!(
-        repo.read(".orbit/c/run-loop.sh")
-            .contains("\n  PROTECT_GLOBS=()\n"),
+        repo.read(".orbit/c/lib.sh")
+            .contains("\nPROTECT_GLOBS=()\n"),
         "the runner of a loop without auto-protect protects nothing more"
     );
     assert_eq!(
@@ -984,23 +984,22 @@ fn a_plain_loops_scripts_are_short_and_share_one_library() {
     ]);
     assert_ok(&out, "orbit init");
     let dir = repo.join(".orbit/make-it-work");
+    // Every file orbit init leaves in the loop directory: the scripts, lib.sh, and the
+    // rendered goal.md, prompt.md, notes.md, loop.toml and the first state (not .pins/, the
+    // pinned copies of some of them).
     let mut total = 0;
-    for name in [
-        "verify.sh",
-        "holdout.sh",
-        "run-loop.sh",
-        "recover.sh",
-        "notify.sh",
-        "lib.sh",
-    ] {
-        total += fs::metadata(dir.join(name)).unwrap().len();
+    for entry in walkdir::WalkDir::new(&dir).max_depth(1) {
+        let entry = entry.unwrap();
+        if entry.file_type().is_file() {
+            total += entry.metadata().unwrap().len();
+        }
     }
-    // A budget the loop may not outgrow unnoticed (732 KB before the library; 376 KB with the
-    // envelope's signing, 366 KB since lib.sh holds only the parts the loop's settings can
-    // use, then the default workspace under the data directory with the sandbox's hiding of
-    // every other loop's workspace; 367 KB with the commit hooks run as checks, in the
-    // sandbox): the aim is 300 KB.
-    assert!(total <= 367 * 1024, "the scripts and lib.sh: {total} bytes");
+    // A budget the loop may not outgrow unnoticed (732 KB of scripts before the library;
+    // 376 KB with the envelope's signing, 366 KB since lib.sh holds only the parts the
+    // loop's settings can use; 376,083 bytes for the whole directory before lib.sh held the
+    // perl programs stripped and the settings once, 362,051 after; then the commit hooks run
+    // as checks and the dependencies' offline switches): the aim is 300,000.
+    assert!(total <= 400 * 1024, "the loop directory: {total} bytes");
     for name in ["verify.sh", "holdout.sh"] {
         let script = fs::read_to_string(dir.join(name)).unwrap();
         assert!(

@@ -146,8 +146,14 @@ fn each_script_defines_from_lib_sh_exactly_what_it_held_before() {
         fs::write(work.path().join("lib.sh"), &layout.text).unwrap();
         for f in FILES.iter().filter(|f| !f.parts.is_empty()) {
             // As the script held them: the prelude, then its parts in order (without the
-            // part it still holds itself, and without its entry).
+            // part it still holds itself, and without its entry), its settings before them.
             let mut old = String::from("source ./prelude.sh\n");
+            // And the loop's settings, which the script held itself before lib.sh did.
+            if render::SETTINGS_USERS.contains(&f.name) {
+                let settings = render::settings(&render::environment(), &view).unwrap();
+                fs::write(work.path().join("settings.sh"), settings).unwrap();
+                old = format!("source ./settings.sh\n{old}");
+            }
             for (i, part) in f.parts_for(&view).into_iter().enumerate() {
                 if render::SCRIPT_OWN_PARTS
                     .iter()
@@ -156,9 +162,10 @@ fn each_script_defines_from_lib_sh_exactly_what_it_held_before() {
                     continue;
                 }
                 let file = format!("{}-{i}.sh", f.name);
+                // (Its perl programs as lib.sh holds them: without their comments.)
                 fs::write(
                     work.path().join(&file),
-                    render::split_entry(&render::place_perl(part)).0,
+                    render::split_entry(&render::place_perl_stripped(part)).0,
                 )
                 .unwrap();
                 old.push_str(&format!("source ./{file}\n"));

@@ -96,7 +96,8 @@ fn init_writes_the_sandbox_into_loop_toml_force_keeps_it_and_other_kinds_are_ref
     let repo = Repo::new();
     let agent = counting_agent(&repo, 1);
     let dir = sandboxed_loop(&repo, &agent, &["test -f work.txt"]);
-    let script = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
+    // The settings are lib.sh's, which the runner loads.
+    let script = fs::read_to_string(dir.join("lib.sh")).unwrap();
     assert!(script.contains("SANDBOX_SETTING='bwrap'"), "rendered");
     assert!(
         !script.contains("SANDBOX_SETTING=${"),
@@ -110,7 +111,7 @@ fn init_writes_the_sandbox_into_loop_toml_force_keeps_it_and_other_kinds_are_ref
     assert_ok(&out, "orbit init --force");
     let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
     assert!(toml.contains("sandbox = \"bwrap\""), "kept: {toml}");
-    let script = fs::read_to_string(dir.join("run-loop.sh")).unwrap();
+    let script = fs::read_to_string(dir.join("lib.sh")).unwrap();
     assert!(script.contains("SANDBOX_SETTING='bwrap'"), "re-rendered");
 
     // --force re-renders from loop.toml: a sandbox given with it is a setting to edit there.

@@ -14,7 +14,7 @@ usage() {
   cat <<'USAGE'
 usage: run-loop.sh [--once] [--help]
   --once   do at most one iteration (a cron tick); exit 10 when work remains
-Settings come from loop.toml (rendered above); an environment variable of the same name
+Settings come from loop.toml (rendered into lib.sh); an environment variable of the same name
 overrides each, e.g. MAX_ITERATIONS=5 bash run-loop.sh
 USAGE
 }

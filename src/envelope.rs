@@ -62,6 +62,18 @@ pub struct Holdout {
     pub definitions: Vec<DefFile>,
 }
 
+/// What the DONE gate of `adequacy = "gate"` measured of the change (contract 6.2): an
+/// envelope written before it, or by a loop of another mode, has none.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct Adequacy {
+    pub hunks_needed: u64,
+    pub hunks_tried: u64,
+    pub mutants_killed: u64,
+    pub mutants_tried: u64,
+    /// The sha256 of the measure's details (adequacy.json's `details_sha256`).
+    pub details_sha256: String,
+}
+
 /// The envelope's members (those orbit verify reads; the rest stay in `raw`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct Envelope {
@@ -85,6 +97,8 @@ pub struct Envelope {
     pub holdout: Option<Holdout>,
     #[serde(default)]
     pub iterations: Option<u64>,
+    #[serde(default)]
+    pub adequacy: Option<Adequacy>,
     pub journal_head: Option<String>,
     pub digest: String,
 }

@@ -998,8 +998,9 @@ fn a_plain_loops_scripts_are_short_and_share_one_library() {
     // A budget the loop may not outgrow unnoticed (732 KB before the library; 376 KB with the
     // envelope's signing, 366 KB since lib.sh holds only the parts the loop's settings can
     // use, then the default workspace under the data directory with the sandbox's hiding of
-    // every other loop's workspace): the aim is 300 KB.
-    assert!(total <= 362 * 1024, "the scripts and lib.sh: {total} bytes");
+    // every other loop's workspace, then 370 KB with the adequacy measure of a DONE through
+    // the pinned orbit): the aim is 300 KB.
+    assert!(total <= 370 * 1024, "the scripts and lib.sh: {total} bytes");
     for name in ["verify.sh", "holdout.sh"] {
         let script = fs::read_to_string(dir.join(name)).unwrap();
         assert!(
@@ -1014,10 +1015,11 @@ fn a_plain_loops_scripts_are_short_and_share_one_library() {
             checks + 1
         );
     }
+    // 253: the adequacy settings' prelude lines (adequacy, its budget, its survivors).
     for name in ["run-loop.sh", "recover.sh", "notify.sh"] {
         let script = fs::read_to_string(dir.join(name)).unwrap();
         assert!(
-            script.lines().count() <= 250,
+            script.lines().count() <= 253,
             "{name}: {} lines",
             script.lines().count()
         );

@@ -239,4 +239,24 @@ mod tests {
         assert!(parse(b"\xff\xfe").is_err());
         assert!(parse(b"").is_err());
     }
+
+    #[test]
+    fn an_envelope_without_adequacy_figures_reads_as_unmeasured_and_one_with_them_reads_them() {
+        // An envelope written before the gate's figures, or by a loop of another mode.
+        assert_eq!(parse(sample().as_bytes()).unwrap().adequacy, None);
+        let with = seal(
+            r#"{"envelope":1,"contract":"2.4.0","loop":"x","commit":"a","tree":"b","checks":[],"pass_k":2,"adequacy":{"hunks_needed":1,"hunks_tried":2,"mutants_killed":3,"mutants_tried":4,"details_sha256":"ab"},"journal_head":null}"#,
+        );
+        let a = parse(with.as_bytes()).unwrap().adequacy.unwrap();
+        assert_eq!(
+            (
+                a.hunks_needed,
+                a.hunks_tried,
+                a.mutants_killed,
+                a.mutants_tried
+            ),
+            (1, 2, 3, 4)
+        );
+        assert_eq!(a.details_sha256, "ab");
+    }
 }

@@ -855,3 +855,32 @@ pub fn orbit_pin() -> Result<String> {
     }
     Ok(format!("{}  {path}\n", crate::fsx::sha256_hex(&bytes)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_test_path;
+
+    #[test]
+    fn test_files_are_told_by_the_test_tools_conventions() {
+        for t in [
+            "tests/test_big.py",
+            "test_calc.py",
+            "pkg/calc_test.go",
+            "src/__tests__/a.js",
+            "src/welcome.test.js",
+            "spec/models/user_spec.rb",
+            "web/app.spec.ts",
+        ] {
+            assert!(is_test_path(t), "{t}");
+        }
+        for c in [
+            "calc.py",
+            "src/lib.rs",
+            "src/testing.rs",
+            "contest.py",
+            "latest/x.js",
+        ] {
+            assert!(!is_test_path(c), "{c}");
+        }
+    }
+}

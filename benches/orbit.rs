@@ -1764,7 +1764,7 @@ fn bench_adequacy(rows: &mut Vec<Row>) {
             .stderr(Stdio::null()),
     );
     let to_done = started.elapsed();
-    adequacy_rows(rows, "the demo", &demo, to_done);
+    adequacy_rows(rows, "the demo", &demo.join("project"), to_done);
 
     // The Node fixture, as tests/it/projects.rs loops it.
     let node_ok = ["node", "npm"].iter().all(|t| {

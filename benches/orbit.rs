@@ -48,9 +48,17 @@
 //!     lib.sh) against its sections of a plain claude loop's lib.sh, each sourced by a bash
 //!     that exits; and `run-loop.sh --help`, the runner's whole load.
 //!
-//! Set ORBIT_BENCH_RUNS to change the number of samples (default 15; 5 for the queue's),
-//! ORBIT_BENCH_ONLY to one of init, parse, runner, audit, status, fanout, clean, sandbox, done,
-//! verify, serve, queue to run a single part.
+//! 13. Adequacy: what `adequacy = "report"` adds to a DONE, on the demo's project and on the
+//!     Node fixture (tests/fixtures/projects/node, set up by `npm ci`): the runner's time
+//!     to DONE with the measure in it, and the measure alone (`orbit adequacy` of that
+//!     DONE). Then orbit's own operators against cargo-mutants (`--tool cargo-mutants`) on
+//!     the same diff of a small Rust crate: time, killed and missed; skipped, saying why,
+//!     where cargo-mutants is not installed (.ci/run does not install it: too slow for its
+//!     budget).
+//!
+//! Set ORBIT_BENCH_RUNS to change the number of samples (default 15; 5 for the queue's and
+//! adequacy's), ORBIT_BENCH_ONLY to one of init, parse, runner, audit, status, fanout, clean,
+//! sandbox, done, verify, serve, queue, adequacy to run a single part.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -1741,6 +1749,9 @@ fn main() {
     if part("queue") {
         bench_queue(&mut rows);
     }
+    if part("adequacy") {
+        bench_adequacy(&mut rows);
+    }
     let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(10);
     println!(
         "\n{:w$}  {:>10}  note (medians of {} runs)",
@@ -1750,5 +1761,228 @@ fn main() {
     );
     for r in rows {
         println!("{:w$}  {:>10}  {}", r.name, r.value, r.note);
+    }
+}
+
+/// `orbit adequacy --json` of the only loop under `repo`: its wall time and JSON.
+fn adequacy_json(repo: &Path, extra: &[&str]) -> (Duration, serde_json::Value) {
+    let started = Instant::now();
+    let out = Command::new(orbit())
+        .args(["adequacy", "--json"])
+        .args(extra)
+        .current_dir(repo)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let wall = started.elapsed();
+    assert!(
+        out.status.success(),
+        "orbit adequacy {extra:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (wall, serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// A loop of `agent` with `checks` (and `setup`) in `repo`, run to DONE with the default
+/// `adequacy = "report"`: the wall time to the runner's exit (the measure included).
+fn done_with_report(repo: &Path, agent: &str, checks: &[&str], setup: &[&str]) -> Duration {
+    let mut args = vec![
+        "init",
+        "bench adequacy",
+        "--engine",
+        "custom",
+        "--exec",
+        agent,
+        "--sandbox",
+        "none",
+    ];
+    for c in checks {
+        args.extend_from_slice(&["--verify", c]);
+    }
+    for s in setup {
+        args.extend_from_slice(&["--setup", s]);
+    }
+    run_ok(
+        Command::new(orbit())
+            .args(&args)
+            .current_dir(repo)
+            .stdout(Stdio::null()),
+    );
+    let dir = repo.join(".orbit/bench-adequacy");
+    let started = Instant::now();
+    run_ok(
+        Command::new("bash")
+            .arg(dir.join("run-loop.sh"))
+            .current_dir(repo)
+            .env("RETRY_BASE_DELAY", "0")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let wall = started.elapsed();
+    assert_eq!(
+        state_value(&dir, "LAST_STATUS"),
+        "DONE",
+        "{}",
+        dir.display()
+    );
+    wall
+}
+
+/// An agent script in `bin` that runs `body` as its fix and claims DONE.
+fn fixing_agent(bin: &Path, body: &str) -> String {
+    let agent = bin.join("agent.sh");
+    fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\ncat >/dev/null\ncase \"$ORBIT_PHASE\" in\n  confirm) echo CONFIRMED > \"$ORBIT_AGENT_DIR/confirm.md\"; exit 0 ;;\n  wrapup) exit 0 ;;\nesac\n{body}\necho done > \"$ORBIT_AGENT_DIR/done.md\"\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
+    agent.display().to_string()
+}
+
+/// One row of what adequacy adds to a DONE: the runner's time to DONE with the report
+/// measure in it, and the measure alone (`orbit adequacy` of the same DONE, the median).
+fn adequacy_rows(rows: &mut Vec<Row>, label: &str, repo: &Path, to_done: Duration) {
+    let n = runs().min(5);
+    let mut walls = Vec::new();
+    let mut last = serde_json::Value::Null;
+    for _ in 0..n {
+        let (w, v) = adequacy_json(repo, &["--budget", "10m"]);
+        walls.push(w);
+        last = v;
+    }
+    let m = median(walls);
+    rows.push(Row {
+        name: format!("adequacy of a DONE, {label}"),
+        value: format!("{:.1} s", m.as_secs_f64()),
+        note: format!(
+            "{:.0}% of the {:.1} s to DONE that holds it (adequacy = \"report\"); {}",
+            100.0 * m.as_secs_f64() / to_done.as_secs_f64().max(1e-9),
+            to_done.as_secs_f64(),
+            last["summary"].as_str().unwrap_or("")
+        ),
+    });
+}
+
+/// The time adequacy adds to a DONE, on the demo's project and on the Node fixture
+/// (tests/fixtures/projects/node, set up by `npm ci`); then orbit's own operators against
+/// cargo-mutants on a Rust crate, when cargo-mutants is installed.
+fn bench_adequacy(rows: &mut Vec<Row>) {
+    // The demo: `orbit demo` runs its loop to DONE (the report measure in it).
+    let d = tempfile::tempdir().unwrap();
+    let demo = d.path().join("demo");
+    let started = Instant::now();
+    run_ok(
+        Command::new(orbit())
+            .args(["demo", "--dir"])
+            .arg(&demo)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let to_done = started.elapsed();
+    adequacy_rows(rows, "the demo", &demo.join("project"), to_done);
+
+    // The Node fixture, as tests/it/projects.rs loops it.
+    let node_ok = ["node", "npm"].iter().all(|t| {
+        Command::new(t)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if node_ok {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/projects");
+        let r = repo(0);
+        sh(
+            r.path(),
+            &format!(
+                "cp -R {}/. . && git add -A && git commit -q -m node && mkdir -p node_modules/greet && cp -R {}/. node_modules/greet/",
+                fixtures.join("node").display(),
+                fixtures.join("node-stale-greet").display()
+            ),
+        );
+        let bin = tempfile::tempdir().unwrap();
+        let agent = fixing_agent(
+            bin.path(),
+            "cat > src/welcome.js <<'EOF'\n'use strict';\n\nconst { greet } = require('greet');\n\nexports.welcome = (typed) => greet(typed.trim());\nEOF",
+        );
+        let to_done = done_with_report(
+            r.path(),
+            &agent,
+            &["npm test"],
+            &["npm ci --offline --no-audit --no-fund --no-update-notifier"],
+        );
+        adequacy_rows(rows, "the Node fixture", r.path(), to_done);
+    } else {
+        rows.push(Row {
+            name: "adequacy of a DONE, the Node fixture".into(),
+            value: "skipped".into(),
+            note: "node and npm are not installed here".into(),
+        });
+    }
+    bench_cargo_mutants(rows);
+}
+
+/// orbit's own operators against cargo-mutants on the same diff of a small Rust crate: time,
+/// killed, missed. Skipped, saying why, where cargo-mutants is not installed: .ci/run does
+/// not install it (building it from crates.io takes longer than CI's budget allows).
+fn bench_cargo_mutants(rows: &mut Vec<Row>) {
+    let here = Command::new("cargo")
+        .args(["mutants", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !here {
+        rows.push(Row {
+            name: "adequacy: orbit's operators vs cargo-mutants".into(),
+            value: "skipped".into(),
+            note: "cargo-mutants is not installed here (cargo install cargo-mutants); .ci/run does not install it, as building it takes longer than CI's budget allows".into(),
+        });
+        return;
+    }
+    let r = repo(0);
+    fs::create_dir_all(r.path().join("src")).unwrap();
+    fs::write(
+        r.path().join("Cargo.toml"),
+        "[package]\nname = \"fees\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    fs::write(
+        r.path().join("src/lib.rs"),
+        "pub fn fee(cents: u64) -> u64 {\n    0\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn small() {\n        assert_eq!(super::fee(100), 1);\n    }\n}\n",
+    )
+    .unwrap();
+    sh(
+        r.path(),
+        "printf 'target\\n' > .gitignore && git add -A && git commit -q -m fees",
+    );
+    let bin = tempfile::tempdir().unwrap();
+    let agent = fixing_agent(
+        bin.path(),
+        "perl -0pi -e 's/pub fn fee\\(cents: u64\\) -> u64 \\{\\n    0\\n\\}/pub fn fee(cents: u64) -> u64 {\\n    if cents > 10_000 {\\n        return 50;\\n    }\\n    cents \\/ 100\\n}/' src/lib.rs",
+    );
+    done_with_report(r.path(), &agent, &["cargo test --offline"], &[]);
+    for (label, extra) in [
+        ("orbit's operators", vec!["--budget", "30m"]),
+        (
+            "cargo-mutants",
+            vec!["--budget", "30m", "--tool", "cargo-mutants"],
+        ),
+    ] {
+        let (wall, v) = adequacy_json(r.path(), &extra);
+        let muts = v["mutants"].as_array().cloned().unwrap_or_default();
+        let killed = muts.iter().filter(|m| m["result"] == "killed").count();
+        let missed = muts.iter().filter(|m| m["result"] == "survived").count();
+        rows.push(Row {
+            name: format!("adequacy on a Rust crate, {label}"),
+            value: format!("{:.1} s", wall.as_secs_f64()),
+            note: format!("{killed} killed, {missed} missed, {} in all", muts.len()),
+        });
     }
 }

@@ -743,6 +743,44 @@ pub struct AdequacyArgs {
     /// The most mutants to try, spread over the added lines.
     #[arg(long, value_name = "N", default_value_t = 200)]
     pub max_mutants: usize,
+
+    /// Measure this commit of the repository (its change from --base) instead of the
+    /// loop's branch head: the DONE gate's claim, say.
+    #[arg(long, value_name = "REV")]
+    pub commit: Option<String>,
+
+    /// Judge the measure as the DONE gate of `adequacy = "gate"` does: exit 4 when a hunk
+    /// of the change no check needs, or more than N mutants survive, saying which.
+    #[arg(long, value_name = "N")]
+    pub gate: Option<u64>,
+
+    /// Write the record (adequacy.json), its figures (adequacy.figures) and, with --gate, the
+    /// feedback of a rejection (adequacy-feedback.txt) into DIR instead of the loop
+    /// directory: for the runner, which holds the loop's lock and journals the measure.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
+
+    /// Read the results of an ecosystem's own mutation tool on the diff instead of orbit's
+    /// operators (cargo-mutants: its mutants of the diff, from mutants.out/outcomes.json);
+    /// for a loop whose checks run unsandboxed only.
+    #[arg(long, value_name = "TOOL")]
+    pub tool: Option<MutationTool>,
+}
+
+/// A mutation tool `orbit adequacy --tool` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "kebab-case")]
+pub enum MutationTool {
+    /// cargo-mutants (Rust).
+    CargoMutants,
+}
+
+impl MutationTool {
+    pub fn name(self) -> &'static str {
+        match self {
+            MutationTool::CargoMutants => "cargo-mutants",
+        }
+    }
 }
 
 #[derive(Debug, Args)]

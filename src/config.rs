@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::contract::ValueType;
 use crate::contract::settings::{
-    DURATION_MAX_SECS, MEMORY_POLICIES, SANDBOX_NETWORKS, SANDBOXES, SETTINGS, Setting, SettingKind,
+    ADEQUACY_MODES, DURATION_MAX_SECS, MEMORY_POLICIES, SANDBOX_NETWORKS, SANDBOXES, SETTINGS,
+    Setting, SettingKind,
 };
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -180,6 +181,11 @@ pub struct LoopConfig {
     /// agent's environment: for cron and systemd, whose environment lacks the keys of the
     /// user's shell. Mode 0600, owned by the user, not a symlink; never sourced.
     pub env_file: String,
+    /// The most time the adequacy measure of a DONE may take (`0`: twice the DONE gate's own
+    /// check time, PASS_K runs of the checks on the commit).
+    pub adequacy_budget: String,
+    /// In `adequacy = "gate"`: the most mutants of the change that may survive its checks.
+    pub adequacy_max_survivors: u64,
     /// What the agent is given back of earlier iterations: its notes and the progress
     /// narrative (`notes`), or only the goal and the last failure's feedback (`feedback`).
     pub memory: Memory,
@@ -195,6 +201,10 @@ pub struct LoopConfig {
     /// that choice for wall-clock time and the stopped runs' remaining spend.
     #[serde(skip_serializing_if = "is_false")]
     pub fanout_early_stop: bool,
+    /// Whether a DONE's change is measured (`orbit adequacy`): `off`, `report` (after the
+    /// DONE is recorded, never changing it) or `gate` (the measure decides the claim). Part
+    /// of what the loop is: no environment variable overrides it.
+    pub adequacy: Adequacy,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -227,6 +237,29 @@ impl Memory {
     /// The name loop.toml and the runner give it: its word in the contract's table.
     pub fn name(self) -> &'static str {
         MEMORY_POLICIES[self as usize]
+    }
+}
+
+/// Whether and how a loop measures its DONE's change (loop.toml `adequacy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
+pub enum Adequacy {
+    /// Not measured.
+    Off,
+    /// Measured once the DONE is recorded, by the runner through the orbit pinned at init;
+    /// the DONE stands whatever it finds.
+    #[default]
+    Report,
+    /// Measured in the DONE gate: a hunk no check needs, or more surviving mutants than
+    /// `adequacy-max-survivors`, rejects the claim with feedback naming them.
+    Gate,
+}
+
+impl Adequacy {
+    /// The name loop.toml and the runner give it: its word in the contract's table.
+    pub fn name(self) -> &'static str {
+        ADEQUACY_MODES[self as usize]
     }
 }
 
@@ -1222,6 +1255,11 @@ mod tests {
         }
         assert_eq!(words::<Memory>(|m| m.name()), MEMORY_POLICIES);
         assert_eq!(words::<Sandbox>(|s| s.name()), SANDBOXES);
+        assert_eq!(words::<Adequacy>(|a| a.name()), ADEQUACY_MODES);
+        assert_eq!(
+            Adequacy::default().name(),
+            crate::contract::setting("adequacy").default
+        );
         assert_eq!(words::<SandboxNetwork>(|s| s.name()), SANDBOX_NETWORKS);
         assert_eq!(
             SandboxNetwork::default().name(),

@@ -62,6 +62,18 @@ pub struct Holdout {
     pub definitions: Vec<DefFile>,
 }
 
+/// What the DONE gate of `adequacy = "gate"` measured of the change (contract 6.2): an
+/// envelope written before it, or by a loop of another mode, has none.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct Adequacy {
+    pub hunks_needed: u64,
+    pub hunks_tried: u64,
+    pub mutants_killed: u64,
+    pub mutants_tried: u64,
+    /// The sha256 of the measure's details (adequacy.json's `details_sha256`).
+    pub details_sha256: String,
+}
+
 /// The envelope's members (those orbit verify reads; the rest stay in `raw`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct Envelope {
@@ -85,6 +97,8 @@ pub struct Envelope {
     pub holdout: Option<Holdout>,
     #[serde(default)]
     pub iterations: Option<u64>,
+    #[serde(default)]
+    pub adequacy: Option<Adequacy>,
     pub journal_head: Option<String>,
     pub digest: String,
 }
@@ -224,5 +238,25 @@ mod tests {
         assert!(matches!(parse(v2.as_bytes()), Err(Unreadable::Version(_))));
         assert!(parse(b"\xff\xfe").is_err());
         assert!(parse(b"").is_err());
+    }
+
+    #[test]
+    fn an_envelope_without_adequacy_figures_reads_as_unmeasured_and_one_with_them_reads_them() {
+        // An envelope written before the gate's figures, or by a loop of another mode.
+        assert_eq!(parse(sample().as_bytes()).unwrap().adequacy, None);
+        let with = seal(
+            r#"{"envelope":1,"contract":"2.4.0","loop":"x","commit":"a","tree":"b","checks":[],"pass_k":2,"adequacy":{"hunks_needed":1,"hunks_tried":2,"mutants_killed":3,"mutants_tried":4,"details_sha256":"ab"},"journal_head":null}"#,
+        );
+        let a = parse(with.as_bytes()).unwrap().adequacy.unwrap();
+        assert_eq!(
+            (
+                a.hunks_needed,
+                a.hunks_tried,
+                a.mutants_killed,
+                a.mutants_tried
+            ),
+            (1, 2, 3, 4)
+        );
+        assert_eq!(a.details_sha256, "ab");
     }
 }

@@ -1421,6 +1421,14 @@ fn populate(
     let mut all: Vec<(&str, &str, bool)> =
         files.iter().map(|(n, t, x)| (*n, t.as_str(), *x)).collect();
     all.push(("loop.toml", &toml, false));
+    // The orbit the runner calls to measure a DONE's change, pinned (contract 6.2).
+    let orbit_pin = match cfg.adequacy {
+        crate::config::Adequacy::Off => None,
+        _ => Some(crate::adequacy::orbit_pin()?),
+    };
+    if let Some(pin) = &orbit_pin {
+        all.push((crate::adequacy::ORBIT_PIN, pin, false));
+    }
     let pins_dir = tmp.join(".pins");
     fs::create_dir(&pins_dir).map_err(|e| Error::io("cannot create .pins", e))?;
     // The directory is not visible until it is renamed into place: each file is written
@@ -1599,6 +1607,19 @@ fn rerender(args: &InitArgs, cwd: &Path, repo: &Path) -> Result<InitOutcome> {
     let toml_bytes = fsx::read(&cfg_path)?;
     fsx::write_atomic(&dir.join(".pins").join("loop.toml"), &toml_bytes)?;
     new_pins.push(pins::pin_bytes("loop.toml", &toml_bytes));
+    // The orbit that re-renders is the one the runner calls from now on (contract 6.2).
+    let pin_path = dir.join(crate::adequacy::ORBIT_PIN);
+    if cfg.adequacy == crate::config::Adequacy::Off {
+        let _ = fs::remove_file(&pin_path);
+    } else {
+        let pin = crate::adequacy::orbit_pin()?;
+        fsx::write_atomic(&pin_path, pin.as_bytes())?;
+        fsx::write_atomic(
+            &dir.join(".pins").join(crate::adequacy::ORBIT_PIN),
+            pin.as_bytes(),
+        )?;
+        new_pins.push(pins::pin_bytes(crate::adequacy::ORBIT_PIN, pin.as_bytes()));
+    }
     // Keep the pins the first run added (goal.md, protected paths, permission files).
     let old = fs::read(dir.join("pins.sha256")).unwrap_or_default();
     let (old_pins, _) = pins::parse(&old);

@@ -132,6 +132,10 @@ pub fn exit_status(sub: Option<&str>) -> Vec<(String, String)> {
                 "The checks fail on the commit itself, so nothing can be measured.",
             ),
             (
+                "4",
+                "--gate N: a hunk of the change no check needs, or more than N mutants survived (the feedback names them).",
+            ),
+            (
                 "2",
                 "A usage error, a refusal (the message says why), or a file that cannot be read.",
             ),

@@ -96,6 +96,8 @@ pub const LIB_RUNNER_DEADLINE: &str = include_str!("../templates/lib/runner/dead
 pub const LIB_RUNNER_COUNTS: &str = include_str!("../templates/lib/runner/counts.sh");
 pub const LIB_RUNNER_CHECKS: &str = include_str!("../templates/lib/runner/checks.sh");
 pub const LIB_RUNNER_GATE: &str = include_str!("../templates/lib/runner/gate.sh");
+/// The adequacy measure of a DONE's change, through the pinned orbit (gate and report).
+pub const LIB_RUNNER_ADEQUACY: &str = include_str!("../templates/lib/runner/adequacy.sh");
 /// The holdout checks' runs in the DONE gate, rendered into a loop with holdout checks only;
 /// the others hold its stand-in lib/no-holdout.sh.
 pub const LIB_RUNNER_HOLDOUT: &str = include_str!("../templates/lib/runner/holdout.sh");
@@ -315,6 +317,7 @@ pub const STATIC_PARTS: &[(&str, &str)] = &[
     ("lib/runner/counts.sh", LIB_RUNNER_COUNTS),
     ("lib/runner/checks.sh", LIB_RUNNER_CHECKS),
     ("lib/runner/gate.sh", LIB_RUNNER_GATE),
+    ("lib/runner/adequacy.sh", LIB_RUNNER_ADEQUACY),
     ("lib/runner/holdout.sh", LIB_RUNNER_HOLDOUT),
     ("lib/no-holdout.sh", LIB_NO_HOLDOUT),
     ("lib/runner/judge.sh", LIB_RUNNER_JUDGE),
@@ -522,6 +525,7 @@ pub const FILES: &[LoopFile] = &[
             Part::Always(LIB_RUNNER_COUNTS),
             Part::Always(LIB_RUNNER_CHECKS),
             Part::Always(LIB_RUNNER_GATE),
+            Part::Always(LIB_RUNNER_ADEQUACY),
             Part::Holdout,
             Part::Always(LIB_RUNNER_JUDGE),
             Part::Always(LIB_RUNNER_COMMIT),

@@ -7,7 +7,8 @@
 # ---- a check run of the loop does (the checkout writable, the user's repository, HOME, the
 # ---- loop directory and git's control files read-only, the holdout hidden from verify.sh,
 # ---- a private /tmp, the signing key hidden), and no second copy of that policy exists.
-# ---- Arguments: KIND (check: verify.sh; holdout: holdout.sh), the loop directory, the clean
+# ---- Arguments: KIND (check: verify.sh; holdout: holdout.sh; setup: the loop's setup
+# ---- command in ORBIT_RERUN_SETUP), the loop directory, the clean
 # ---- checkout, the repository's root, a scratch directory, and the network (open: as the
 # ---- user has it; none: a loop of sandbox-network = "allowlist", whose proxy is the
 # ---- runner's: the rerun gets no network at all). Exit: the script's; 125 with a line
@@ -53,6 +54,14 @@ rerun_main() {
       exit 125
     fi
     hidden_bw=$SANDBOX_BWRAP
+  fi
+  if [[ $kind == setup ]]; then
+    # One setup command of the loop (ORBIT_RERUN_SETUP), sandboxed as a check, as the
+    # runner's setup runs are.
+    sandbox_prepare check
+    cd -- "$WS"
+    ORBIT_REPO_ROOT="$WS" ORBIT_SETUP=1 \
+      exec "${SANDBOX_ARGV[@]}" "$BASH" -c "$ORBIT_RERUN_SETUP" </dev/null
   fi
   sandbox_prepare "$kind"
   cd -- "$WS"

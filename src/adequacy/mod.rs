@@ -9,6 +9,7 @@
 pub mod diff;
 pub mod mutants;
 pub mod run;
+pub mod tool;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -26,6 +27,17 @@ use run::{Plan, Unit, Verdict};
 
 /// The exit status when the checks fail on the commit itself (nothing can be measured).
 pub const EXIT_CHECKS_FAIL: u8 = 3;
+/// The exit status of `--gate` when the change has a hunk no check needs, or more surviving
+/// mutants than the gate allows.
+pub const EXIT_INADEQUATE: u8 = 4;
+/// The loop directory's pin of the orbit binary the runner calls (contract: `orbit.sha256`):
+/// one line, `<sha256>  <absolute path>`, written by `orbit init`.
+pub const ORBIT_PIN: &str = "orbit.sha256";
+/// What `--out DIR` writes: the record, its figures (one line: hunks needed, hunks tried,
+/// mutants killed, mutants tried, the details' sha256), and a rejection's feedback.
+pub const OUT_RECORD: &str = "adequacy.json";
+pub const OUT_FIGURES: &str = "adequacy.figures";
+pub const OUT_FEEDBACK: &str = "adequacy-feedback.txt";
 /// At most this many mutants are tried by default (`--max-mutants`).
 pub const DEFAULT_MAX_MUTANTS: usize = 200; // the default of `--max-mutants` (src/cli.rs)
 /// A hunk longer than this is still reverted as one unit, and said.
@@ -35,6 +47,8 @@ pub const LONG_HUNK: usize = 1000;
 pub struct Findings {
     /// The loop directory the findings are of.
     pub loop_dir: Option<std::path::PathBuf>,
+    /// The repository the commit is of.
+    pub repo: std::path::PathBuf,
     pub base: String,
     pub commit: String,
     pub reference: String,
@@ -77,6 +91,63 @@ impl Findings {
         let (n, h) = self.count(false, true);
         let (k, m) = self.count(true, true);
         (n, h, k, m)
+    }
+
+    /// The gate's judgement (`--gate N`): `None` when every hunk tried is needed and at most
+    /// `max_survivors` mutants survive, else the feedback that names them. A unit the
+    /// budget left untried never rejects.
+    pub fn gate_feedback(&self, max_survivors: u64) -> Option<String> {
+        let d = self.json();
+        let list = |key: &str, result: &str| -> Vec<String> {
+            d[key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|u| u["result"] == result)
+                .map(|u| match (key, u["lines"].as_str()) {
+                    ("hunks", Some(l)) => format!("{}:{l}", u["file"].as_str().unwrap_or("")),
+                    ("hunks", None) => format!(
+                        "{} (the whole file's change)",
+                        u["file"].as_str().unwrap_or("")
+                    ),
+                    _ => format!(
+                        "{}:{} {}: {}",
+                        u["file"].as_str().unwrap_or(""),
+                        u["line"],
+                        u["operator"].as_str().unwrap_or(""),
+                        u["text"].as_str().unwrap_or("").trim()
+                    ),
+                })
+                .collect()
+        };
+        let unneeded = list("hunks", "not-needed");
+        let survivors = list("mutants", "survived");
+        let too_many = survivors.len() as u64 > max_survivors;
+        if unneeded.is_empty() && !too_many {
+            return None;
+        }
+        let mut out = format!(
+            "The DONE claim was rejected: the loop's checks do not need all of the change ({}).\n",
+            self.summary()
+        );
+        if !unneeded.is_empty() {
+            out.push_str("Each of these hunks was reverted alone, and every check still passed:\n");
+            for u in &unneeded {
+                out.push_str(&format!("  - {u}\n"));
+            }
+            out.push_str("Remove the change, or make a check need it: a new test counts only when it fails without the change.\n");
+        }
+        if too_many {
+            out.push_str(&format!(
+                "These mutants of the lines you added survived every check ({} survived, at most {max_survivors} may):\n",
+                survivors.len()
+            ));
+            for m in &survivors {
+                out.push_str(&format!("  - {m}\n"));
+            }
+            out.push_str("Make a check fail on each of them (a test of the behaviour the line decides), or remove the code no check needs.\n");
+        }
+        Some(out)
     }
 
     /// The one line: "the checks need 5 of 7 changed hunks; 14 of 18 mutants killed".
@@ -269,6 +340,29 @@ fn base_of(repo: &Path, dir: &Path, commit: &str, given: Option<&str>) -> Result
         })
 }
 
+/// Whether `path` names a test file by the conventions of the common test tools: a folder
+/// `tests`, `test`, `__tests__`, `spec` or `testdata` on its way, or a file named
+/// `test_*`, `*_test.*`, `*.test.*`, `*_spec.*` or `*.spec.*`. A test inside a source file
+/// (a Rust `#[cfg(test)]` module) is not told apart: its hunk reads as not needed.
+pub fn is_test_path(path: &str) -> bool {
+    let mut parts = path.split('/').collect::<Vec<_>>();
+    let Some(name) = parts.pop() else {
+        return false;
+    };
+    if parts
+        .iter()
+        .any(|d| matches!(*d, "tests" | "test" | "__tests__" | "spec" | "testdata"))
+    {
+        return true;
+    }
+    let stem = name.split('.').next().unwrap_or(name);
+    name.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with("_spec")
+        || name.contains(".test.")
+        || name.contains(".spec.")
+}
+
 /// The units of a change, with what is left out of them and what is said of them.
 struct Units {
     units: Vec<Unit>,
@@ -289,6 +383,15 @@ fn units_of(files: &[FileChange], cfg: &LoopConfig, max_mutants: usize) -> Units
         let paths = [Some(f.path.as_str()), f.old_path.as_deref()];
         if paths.iter().flatten().any(|p| p.starts_with(".orbit/")) {
             left_out.push((f.path.clone(), "the loop's own files".into()));
+            continue;
+        }
+        // A test the change added is what a check runs, never what it needs: reverted, the
+        // checks pass (they run one test fewer), which says nothing of the code.
+        if paths.iter().flatten().all(|p| is_test_path(p)) {
+            left_out.push((
+                f.path.clone(),
+                "a test file: what the checks run, not what they need".into(),
+            ));
             continue;
         }
         if let Some(g) = globs
@@ -363,9 +466,64 @@ fn units_of(files: &[FileChange], cfg: &LoopConfig, max_mutants: usize) -> Units
     }
 }
 
+/// The mutants `tool` made of the change and what it said of each, as units of the
+/// change's files (a mutant of a file outside the change is left out).
+fn tool_units(plan: &Plan, tool: tool::Tool, repo: &Path) -> Result<Vec<(Unit, Verdict)>> {
+    let co = run::Checkout::new(repo, plan.commit, 999)?;
+    let scratch = co.path.with_extension("scratch");
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))?;
+    let diff = scratch.join("change.diff");
+    let text = crate::envelope::git(
+        repo,
+        &[
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            plan.base,
+            plan.commit,
+        ],
+    )
+    .ok_or_else(|| Error::Git(format!("cannot diff {} against {}", plan.commit, plan.base)))?;
+    std::fs::write(&diff, text).map_err(|e| Error::io("cannot write the diff", e))?;
+    let found = match tool {
+        tool::Tool::CargoMutants => {
+            tool::run_cargo_mutants(&co.path, &diff, &scratch, plan.run_timeout.as_secs())?
+        }
+    };
+    Ok(found
+        .into_iter()
+        .filter_map(|m| {
+            let file = plan.files.iter().position(|f| f.path == m.file)?;
+            let mutant = Mutant {
+                path: m.file,
+                line: m.line.saturating_sub(1),
+                operator: mutants::Operator::CargoMutants,
+                text: m.text,
+            };
+            Some((Unit::Mutant { file, mutant }, m.verdict))
+        })
+        .collect())
+}
+
 /// Measures `args.target`'s change (see the module's doc).
 pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
-    let t = verify::resolve(args.target.as_deref())?;
+    let mut t = verify::resolve(args.target.as_deref())?;
+    if let Some(c) = &args.commit {
+        t.commit = git_line(
+            &t.repo,
+            &[
+                "rev-parse",
+                "--verify",
+                "-q",
+                "--end-of-options",
+                &format!("{c}^{{commit}}"),
+            ],
+        )
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| Error::Usage(format!("--commit {c}: not a commit of this repository")))?;
+        t.reference = c.clone();
+    }
     let Some(dir) = t.loop_dir.clone() else {
         return Err(Error::Usage(
             "adequacy runs a loop's own checks: name the loop (its directory, or its name under .orbit/)".into(),
@@ -380,11 +538,31 @@ pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
         notes,
         capped: mutants_capped,
     } = units_of(&files, &cfg, args.max_mutants);
+    // With a tool, its mutants are read instead of orbit's.
+    let (units, mutants_capped) = match args.tool {
+        Some(_) => (
+            units
+                .into_iter()
+                .filter(|u| !matches!(u, Unit::Mutant { .. }))
+                .collect(),
+            0,
+        ),
+        None => (units, mutants_capped),
+    };
+    let mode = crate::rerun::Mode::of_loop(&dir)?;
+    if let Some(tool) = args.tool
+        && mode.sandboxed
+    {
+        return Err(Error::Usage(format!(
+            "--tool {}: the tool runs the project's tests with your rights, and this loop runs its checks under its sandbox (sandbox = \"{}\"): run orbit adequacy without --tool, or on a loop of sandbox = \"none\"",
+            tool.name(),
+            cfg.sandbox.name()
+        )));
+    }
     let mut scripts = vec!["check"];
     if !cfg.holdout.is_empty() {
         scripts.push("holdout");
     }
-    let mode = crate::rerun::Mode::of_loop(&dir)?;
     let check_timeout = goal::parse_duration("check-timeout", &cfg.check_timeout)?;
     let mut plan = Plan {
         repo: &t.repo,
@@ -395,6 +573,7 @@ pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
         mode,
         files: &files,
         run_timeout: Duration::from_secs(check_timeout.max(1)),
+        setup: cfg.setup.clone(),
     };
     let started = Instant::now();
     // The commit itself must pass: otherwise no failure below would mean anything.
@@ -422,9 +601,17 @@ pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
         .map_or(cfg.check_jobs as usize, |j| j as usize)
         .max(1);
     let deadline = Instant::now() + budget;
-    let verdicts = run::run_units(&plan, &units, jobs, deadline)?;
+    let mut units = units;
+    let mut verdicts = run::run_units(&plan, &units, jobs, deadline)?;
+    if let Some(tool) = args.tool {
+        for (unit, verdict) in tool_units(&plan, tool, &t.repo)? {
+            units.push(unit);
+            verdicts.push(Some(verdict));
+        }
+    }
     Ok(Findings {
         loop_dir: Some(dir.clone()),
+        repo: t.repo.clone(),
         base: base.clone(),
         commit: t.commit.clone(),
         reference: t.reference.clone(),
@@ -452,6 +639,11 @@ pub struct Record {
     pub commit: String,
     pub base: String,
     pub envelope_digest: Option<String>,
+    /// The commit's tree (records written before it have none): a record of the DONE
+    /// gate's claim, measured on a commit of its own, is of the DONE commit that holds the
+    /// same tree.
+    #[serde(default)]
+    pub tree: Option<String>,
     pub hunks_needed: u64,
     pub hunks_tried: u64,
     pub mutants_killed: u64,
@@ -475,6 +667,21 @@ impl Record {
             "the checks need {} of {} changed hunks; {} of {} mutants killed",
             self.hunks_needed, self.hunks_tried, self.mutants_killed, self.mutants_tried
         )
+    }
+
+    /// The loop's record when it is of `head` (a commit of the repository at `repo`): its
+    /// commit, or a commit of the same tree (the DONE gate measured the claim on a commit
+    /// of its own, from the loop's base).
+    pub fn of_head(dir: &Path, repo: &Path, head: &str) -> Option<Record> {
+        let r = Record::read(dir)?;
+        if r.commit == head {
+            return Some(r);
+        }
+        let tree = git_line(
+            repo,
+            &["rev-parse", "--verify", "-q", &format!("{head}^{{tree}}")],
+        )?;
+        (r.tree.as_deref() == Some(tree.as_str())).then_some(r)
     }
 
     /// The hunks no check needed, as `file:lines`.
@@ -511,12 +718,9 @@ impl Record {
     }
 }
 
-/// Writes adequacy.json for a measure of the loop's branch head and journals
-/// `adequacy_measured`, under the loop's lock; `Ok(false)` when a runner holds it.
-fn record(dir: &Path, f: &Findings) -> Result<bool> {
-    let Ok(_held) = crate::control::hold_lock(dir) else {
-        return Ok(false);
-    };
+/// The record of a measure (adequacy.json's line, without its newline) and its figures:
+/// (needed, tried, killed, tried, details' sha256).
+fn record_of(dir: &Path, repo: &Path, f: &Findings) -> Result<(String, [usize; 4], String)> {
     let details = f.json();
     let details_text = serde_json::to_string(&details)
         .map_err(|e| Error::Usage(format!("cannot write the findings: {e}")))?;
@@ -527,15 +731,35 @@ fn record(dir: &Path, f: &Findings) -> Result<bool> {
         .filter(|e| e.commit.as_deref() == Some(f.commit.as_str()))
         .map(|e| e.digest);
     let (n, h, k, m) = f.figures();
+    let tree = git_line(
+        repo,
+        &[
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("{}^{{tree}}", f.commit),
+        ],
+    );
     let rec = json!({
         "adequacy": FORMAT,
         "commit": f.commit,
         "base": f.base,
+        "tree": tree,
         "envelope_digest": envelope_digest,
         "hunks_needed": n, "hunks_tried": h, "mutants_killed": k, "mutants_tried": m,
         "details_sha256": details_sha256,
         "details": details,
     });
+    Ok((rec.to_string(), [n, h, k, m], details_sha256))
+}
+
+/// Writes adequacy.json for a measure of the loop's branch head and journals
+/// `adequacy_measured`, under the loop's lock; `Ok(false)` when a runner holds it.
+fn record(dir: &Path, repo: &Path, f: &Findings) -> Result<bool> {
+    let Ok(_held) = crate::control::hold_lock(dir) else {
+        return Ok(false);
+    };
+    let (rec, [n, h, k, m], details_sha256) = record_of(dir, repo, f)?;
     crate::fsx::write_atomic(&dir.join(FILE), format!("{rec}\n").as_bytes())?;
     let iteration = state::State::parse_file(&dir.join("state.env"))
         .map(|s| s.next_iteration.saturating_sub(1))
@@ -570,19 +794,93 @@ pub fn run(args: &AdequacyArgs) -> Result<u8> {
         }
         other => other?,
     };
+    let feedback = args.gate.and_then(|max| f.gate_feedback(max));
+    let code = if feedback.is_some() {
+        EXIT_INADEQUATE
+    } else {
+        0
+    };
+    if let Some(out) = &args.out {
+        // For the runner: the record, its figures and the feedback, into its own folder.
+        let dir = f.loop_dir.as_deref().expect("a measure is of a loop");
+        let (rec, [n, h, k, m], sha) = record_of(dir, &f.repo, &f)?;
+        crate::fsx::write_atomic(&out.join(OUT_RECORD), format!("{rec}\n").as_bytes())?;
+        crate::fsx::write_atomic(
+            &out.join(OUT_FIGURES),
+            format!("{n} {h} {k} {m} {sha} {}\n", f.commit).as_bytes(),
+        )?;
+        let fb = out.join(OUT_FEEDBACK);
+        match &feedback {
+            Some(text) => crate::fsx::write_atomic(&fb, text.as_bytes())?,
+            None => {
+                let _ = std::fs::remove_file(&fb);
+            }
+        }
+    }
     let recorded = match &f.loop_dir {
-        Some(dir) => record(dir, &f)?,
-        None => false,
+        Some(dir) if args.out.is_none() && args.commit.is_none() => record(dir, &f.repo, &f)?,
+        _ => false,
     };
     if args.json {
         println!("{}", f.json());
     } else {
         print!("{}", f.text());
-        if !recorded {
+        if let Some(text) = &feedback {
+            print!("{text}");
+        }
+        if !recorded && args.out.is_none() && args.commit.is_none() {
             println!(
                 "not recorded: a runner holds the loop; run orbit adequacy again when it is idle"
             );
         }
     }
-    Ok(0)
+    Ok(code)
+}
+
+/// The pin of this orbit binary that `orbit init` writes into a loop (`orbit.sha256`): its
+/// sha256 and absolute path, which the runner checks before it runs it (and runs a copy it
+/// hashed, never the path itself, and never an `orbit` found on PATH).
+pub fn orbit_pin() -> Result<String> {
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| Error::io("cannot find this orbit's own binary", e))?;
+    let bytes =
+        std::fs::read(&exe).map_err(|e| Error::io(format!("cannot read {}", exe.display()), e))?;
+    let path = exe.display().to_string();
+    if path.contains(['\n', '\r']) {
+        return Err(Error::Usage(format!(
+            "orbit's binary is at a path with a line break ({}): move it",
+            path.escape_debug()
+        )));
+    }
+    Ok(format!("{}  {path}\n", crate::fsx::sha256_hex(&bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_test_path;
+
+    #[test]
+    fn test_files_are_told_by_the_test_tools_conventions() {
+        for t in [
+            "tests/test_big.py",
+            "test_calc.py",
+            "pkg/calc_test.go",
+            "src/__tests__/a.js",
+            "src/welcome.test.js",
+            "spec/models/user_spec.rb",
+            "web/app.spec.ts",
+        ] {
+            assert!(is_test_path(t), "{t}");
+        }
+        for c in [
+            "calc.py",
+            "src/lib.rs",
+            "src/testing.rs",
+            "contest.py",
+            "latest/x.js",
+        ] {
+            assert!(!is_test_path(c), "{c}");
+        }
+    }
 }

@@ -20,6 +20,8 @@ pub enum Operator {
     BooleanFlipped,
     /// `return e` → `return` the language's default value.
     ReturnDefault,
+    /// A mutant of cargo-mutants (`--tool cargo-mutants`): its own description says what.
+    CargoMutants,
 }
 
 impl Operator {
@@ -42,6 +44,7 @@ impl Operator {
             Operator::IntegerOffByOne => "integer-off-by-one",
             Operator::BooleanFlipped => "boolean-flipped",
             Operator::ReturnDefault => "return-default",
+            Operator::CargoMutants => "cargo-mutants",
         }
     }
 }

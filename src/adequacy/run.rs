@@ -55,6 +55,9 @@ pub struct Plan<'a> {
     pub files: &'a [FileChange],
     /// The longest one run of the scripts may take.
     pub run_timeout: Duration,
+    /// The loop's setup commands, run in each checkout before its checks (as the runner
+    /// sets up each new work tree), sandboxed as a check.
+    pub setup: Vec<String>,
 }
 
 /// A throwaway detached checkout of the commit, removed when dropped.
@@ -180,8 +183,18 @@ const BUILD_SIGNS: &[&str] = &[
 
 /// Runs the plan's scripts once in `ws`: the first check that failed, or passed.
 pub fn run_scripts(plan: &Plan, ws: &Path) -> Result<Verdict> {
+    for (i, cmd) in plan.setup.iter().enumerate() {
+        let (timed_out, ok, _) = run_one(plan, ws, "setup", Some(cmd))?;
+        if timed_out || !ok {
+            // What the unit changed broke the setup (an install, a build): the checks need it.
+            return Ok(Verdict::Failed {
+                check: format!("setup {}", i + 1),
+                build: true,
+            });
+        }
+    }
     for script in &plan.scripts {
-        let (timed_out, ok, out) = run_one(plan, ws, script)?;
+        let (timed_out, ok, out) = run_one(plan, ws, script, None)?;
         if timed_out {
             return Ok(Verdict::TimedOut);
         }
@@ -215,7 +228,12 @@ pub fn run_scripts(plan: &Plan, ws: &Path) -> Result<Verdict> {
 }
 
 /// One script's run: (stopped at the timeout, exited 0, its output).
-fn run_one(plan: &Plan, ws: &Path, script: &str) -> Result<(bool, bool, Vec<u8>)> {
+fn run_one(
+    plan: &Plan,
+    ws: &Path,
+    script: &str,
+    setup: Option<&str>,
+) -> Result<(bool, bool, Vec<u8>)> {
     let per_check = plan.run_timeout.as_secs().max(1);
     // verify.sh runs its checks where its runner says (ORBIT_VERIFY_FOR naming this loop
     // directory, with a scratch folder), else in the workspace its state names: here the
@@ -228,7 +246,11 @@ fn run_one(plan: &Plan, ws: &Path, script: &str) -> Result<(bool, bool, Vec<u8>)
     // The code run is the agent's: under the loop's own sandbox, as `orbit verify --rerun`
     // runs it (the checkout writable; the user's repository, HOME and the loop directory
     // read-only; the holdout hidden from verify.sh).
-    let mut child = crate::rerun::command(plan.mode, script, &here, ws, plan.repo, &scratch)
+    let mut cmd = crate::rerun::command(plan.mode, script, &here, ws, plan.repo, &scratch);
+    if let Some(s) = setup {
+        cmd.env("ORBIT_RERUN_SETUP", s);
+    }
+    let mut child = cmd
         .env("CHECK_TIMEOUT", format!("{per_check}s"))
         .env("KILL_GRACE", "2s")
         .stdout(Stdio::piped())
@@ -364,6 +386,7 @@ mod tests {
             },
             files: &files,
             run_timeout: Duration::from_secs(1),
+            setup: Vec::new(),
         };
         let unit = Unit::Mutant {
             file: 0,

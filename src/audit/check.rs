@@ -1220,9 +1220,6 @@ impl Audit<'_> {
         if state.last_status != Status::Done {
             return;
         }
-        let Some(r) = crate::adequacy::Record::read(self.dir) else {
-            return;
-        };
         let branch = crate::verify::loop_branch(self.dir);
         let head = crate::envelope::git_line(
             self.dir,
@@ -1233,7 +1230,13 @@ impl Audit<'_> {
                 &format!("refs/heads/{branch}^{{commit}}"),
             ],
         );
-        if head.as_deref() != Some(r.commit.as_str()) || r.hunks_needed >= r.hunks_tried {
+        let Some(r) = head
+            .as_deref()
+            .and_then(|h| crate::adequacy::Record::of_head(self.dir, self.dir, h))
+        else {
+            return;
+        };
+        if r.hunks_needed >= r.hunks_tried {
             return;
         }
         let unneeded = r.unneeded();

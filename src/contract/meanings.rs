@@ -285,7 +285,7 @@ impl EventName {
                 "A DONE's envelope written (envelope.json and the DONE commit's note): `commit`, `digest`, `signed` (envelope.json.sig written); `unsigned_why` where the user's git configuration signs with SSH but the runner could not (a key that needs a passphrase no ssh-agent holds); `by` `orbit verify --record` when `orbit verify --rerun --record` wrote it."
             }
             EventName::AdequacyMeasured => {
-                "`orbit adequacy` measured the loop's branch head and wrote adequacy.json: `commit`, `hunks_needed`, `hunks_tried`, `mutants_killed`, `mutants_tried`, `details_sha256`."
+                "`orbit adequacy` measured the loop's branch head and wrote adequacy.json, or the runner measured a DONE's change through the pinned orbit (`mode` `gate`: the DONE gate's claim; `report`: once the DONE was recorded): `commit`, `hunks_needed`, `hunks_tried`, `mutants_killed`, `mutants_tried`, `details_sha256`."
             }
         }
     }

@@ -804,6 +804,7 @@ pub const INIT_PINNED: &[&str] = &[
     "loop.toml",
     "holdout.sh",
     "lib.sh",
+    "orbit.sha256",
 ];
 
 /// The regular files a loop directory may hold at its top level (contract 3, and the
@@ -847,6 +848,7 @@ pub const LOOP_FILES: &[&str] = &[
     "envelope.json",
     "envelope.json.sig",
     "adequacy.json",
+    "orbit.sha256",
 ];
 
 /// The directories of a loop directory that the files above live beside: each must be a

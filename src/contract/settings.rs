@@ -195,6 +195,10 @@ pub const SANDBOXES: &[&str] = &["none", "bwrap", "auto"];
 /// The words of `sandbox-network`: what a sandboxed run may reach of the network.
 pub const SANDBOX_NETWORKS: &[&str] = &["open", "allowlist"];
 
+/// The words of `adequacy`: whether a DONE's change is measured (`orbit adequacy`) and
+/// whether the measure decides the DONE.
+pub const ADEQUACY_MODES: &[&str] = &["off", "report", "gate"];
+
 /// The placeholder scan of the DONE gate: an extended regular expression matched against
 /// the lines the loop added.
 pub const DEFAULT_PLACEHOLDER_PATTERN: &str = r"TODO|FIXME|XXX|todo!\(|unimplemented!\(|NotImplementedError|raise NotImplemented|not yet implemented";
@@ -260,6 +264,8 @@ pub const SETTINGS: &[Setting] = &[
     duration("notify-timeout", 1, "10s"),
     list("token-prices"),
     text("env-file", ""),
+    duration("adequacy-budget", 0, "0"),
+    count("adequacy-max-survivors", 0, 1_000_000, "0"),
     // The loop's identity.
     text("workspace", "").identity(
         "The workspace is the loop's identity, never overridden from the environment (CI\n\
@@ -288,6 +294,9 @@ pub const SETTINGS: &[Setting] = &[
     ),
     flag("fanout-early-stop", "0").identity(
         "1: the fan-out stops at the first candidate that passes everything; 0: it waits for all.",
+    ),
+    choice("adequacy", ADEQUACY_MODES, "report").identity(
+        "orbit adequacy of a DONE: off, report (after it) or gate (in the DONE gate); fixed here.",
     ),
     flag("holdout-unmasked", "0").identity(
         "1: under the sandbox, a holdout check may read the holdout and run the project's code\n\

@@ -605,6 +605,28 @@ impl<'f> Builder<'f> {
                     attrs,
                 });
             }
+            EventName::AdequacyMeasured => {
+                // The loop's last measure of its change: its figures on the loop's span.
+                let root = self.root();
+                for k in [
+                    "hunks_needed",
+                    "hunks_tried",
+                    "mutants_killed",
+                    "mutants_tried",
+                ] {
+                    if let Some(n) = text_of(e, k).and_then(|t| t.parse::<i64>().ok()) {
+                        root.set(&format!("orbit.adequacy.{k}"), Value::Int(n));
+                    }
+                }
+                for k in ["details_sha256", "commit"] {
+                    if let Some(v) = str_of(e, k) {
+                        root.set(&format!("orbit.adequacy.{k}"), Value::Str(v.to_string()));
+                    }
+                }
+                // `gate`, `report` (the runner's), or `command` (orbit adequacy's own).
+                let mode = str_of(e, "mode").unwrap_or("command").to_string();
+                root.set("orbit.adequacy.mode", Value::Str(mode));
+            }
             _ => {}
         }
     }

@@ -399,6 +399,21 @@ pub const SETTING_MEANINGS: &[(&str, Option<&str>, &str)] = &[
         "The wait between TERM and KILL when a run is stopped (a timeout, a signal, `orbit stop`).",
     ),
     (
+        "adequacy",
+        None,
+        "Whether a DONE's change is measured (`orbit adequacy`: each hunk reverted alone, mutants of the added lines, against the loop's own checks). off: never; report: once the DONE is recorded, by the runner through the orbit binary pinned at init (orbit.sha256), into adequacy.json, never changing the DONE; gate: in the DONE gate, after the holdout: a hunk no check needs, or more surviving mutants than `adequacy-max-survivors`, rejects the claim with feedback naming them. Not overridden from the environment.",
+    ),
+    (
+        "adequacy-budget",
+        None,
+        "The most time one adequacy measure of a DONE may take (0: twice the DONE gate's own check time, PASS_K runs of the checks on the commit); what it leaves untried is said, and in gate mode an untried unit never rejects.",
+    ),
+    (
+        "adequacy-max-survivors",
+        None,
+        "With `adequacy = \"gate\"`: how many mutants of the change may survive its checks before the claim is rejected (0: none may).",
+    ),
+    (
         "commit-timeout",
         None,
         "The limit of `git commit`, used when the repository has a commit hook or signs commits (otherwise the runner commits by git plumbing).",

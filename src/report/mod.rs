@@ -967,8 +967,9 @@ pub fn facts(dir: &Path, shown: &str) -> Result<Facts> {
             )
         })
         .flatten();
-    let adequacy =
-        crate::adequacy::Record::read(dir).filter(|r| head.as_deref() == Some(r.commit.as_str()));
+    let adequacy = head
+        .as_deref()
+        .and_then(|h| crate::adequacy::Record::of_head(dir, dir, h));
     Ok(Facts {
         name: cfg.name.clone(),
         goal: title,

@@ -82,6 +82,9 @@ pub fn loop_page(app: &App, n: usize) -> String {
             h.push_str("</ul>\n<div class=\"report\">\n");
             h.push_str(&report::render_html_body(&f));
             h.push_str("</div>\n");
+            if let Some(a) = &f.adequacy {
+                h.push_str(&adequacy_html(a));
+            }
         }
         Err(e) => {
             let _ = writeln!(
@@ -93,6 +96,56 @@ pub fn loop_page(app: &App, n: usize) -> String {
         }
     }
     h.push_str(TAIL);
+    h
+}
+
+/// The adequacy measure of the loop's branch head (adequacy.json): its one line, then each
+/// hunk of the change marked needed or not needed (with the check that failed) and each
+/// mutant marked killed or survived, as `orbit adequacy` found them.
+fn adequacy_html(a: &crate::adequacy::Record) -> String {
+    let mut h = format!(
+        "<h2>What the checks need of the change</h2>\n<p id=\"adequacy\">{}</p>\n<ul class=\"adequacy\">",
+        esc(&a.summary())
+    );
+    let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+    for u in a.details["hunks"].as_array().into_iter().flatten() {
+        let what = match u["lines"].as_str() {
+            Some(l) => format!("{}:{l}", s(&u["file"])),
+            None => format!("{} (whole file)", s(&u["file"])),
+        };
+        let mark = match u["result"].as_str() {
+            Some("needed") => "&#10003; needed",
+            Some("not-needed") => "&#10007; NOT NEEDED",
+            _ => "&#8943; not tried",
+        };
+        let by = u["check"]
+            .as_str()
+            .map(|c| format!(" (check {} failed)", esc(c)))
+            .unwrap_or_default();
+        let _ = write!(
+            h,
+            "<li class=\"{}\">{mark} <code>{}</code>{by}</li>",
+            esc(&s(&u["result"])),
+            esc(&what)
+        );
+    }
+    for m in a.details["mutants"].as_array().into_iter().flatten() {
+        let mark = match m["result"].as_str() {
+            Some("killed") => "&#10003; killed",
+            Some("survived") => "&#10007; SURVIVED",
+            _ => "&#8943; not tried",
+        };
+        let _ = write!(
+            h,
+            "<li class=\"{}\">{mark} <code>{}:{} {}: {}</code></li>",
+            esc(&s(&m["result"])),
+            esc(&s(&m["file"])),
+            m["line"],
+            esc(&s(&m["operator"])),
+            esc(s(&m["text"]).trim())
+        );
+    }
+    h.push_str("</ul>\n");
     h
 }
 

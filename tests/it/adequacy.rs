@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::support::{Repo, assert_code, command, orbit_bin, run_bounded, text};
 
 /// The project before the agent: `add` is wrong, `greet` has no test.
-fn project(repo: &Repo) {
+pub(crate) fn project(repo: &Repo) {
     repo.write("calc.py", "def add(a, b):\n    return 0\n");
     repo.write("util.py", "def greet():\n    return 'hi'\n");
     repo.write(
@@ -23,7 +23,7 @@ fn project(repo: &Repo) {
 }
 
 /// A loop whose agent writes `files` (path, text) and says done; run to DONE.
-fn done_with(repo: &Repo, files: &[(&str, &str)]) -> PathBuf {
+pub(crate) fn done_with(repo: &Repo, files: &[(&str, &str)]) -> PathBuf {
     let mut body =
         String::from("cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\n");
     for (path, content) in files {
@@ -131,8 +131,16 @@ fn a_superfluous_hunk_is_not_needed_and_an_unpinned_branch_keeps_its_mutants() {
     assert_eq!(rec.commit, head);
     assert_eq!((rec.hunks_needed, rec.hunks_tried), (1, 2));
     assert_eq!(rec.unneeded(), vec!["util.py:2".to_string()]);
+    // The runner measured the DONE once it was recorded (adequacy = "report", the
+    // default), then orbit adequacy measured it again.
     let measured = crate::support::events_named(&dir, "adequacy_measured");
-    assert_eq!(measured.len(), 1);
+    assert_eq!(measured.len(), 2, "{measured:?}");
+    assert_eq!(measured[0].value["mode"], "report");
+    assert_eq!(measured[0].value["commit"], head.as_str());
+    assert!(
+        measured[1].value.get("mode").is_none(),
+        "orbit adequacy's own"
+    );
     let out = repo.orbit(&["audit", "--json"]);
     let audit: Value = serde_json::from_slice(&out.stdout).unwrap();
     let findings = audit["loops"][0]["findings"].as_array().unwrap();
@@ -427,4 +435,220 @@ fn the_code_adequacy_runs_is_held_in_the_loops_sandbox() {
             );
         }
     }
+}
+
+/// The project of the gate's tests: `add` is wrong; its test is protected, and a new test
+/// goes beside it (tests/test_*.py, each run by the protected run_tests.sh).
+fn gate_project(repo: &Repo) {
+    repo.write("calc.py", "def add(a, b):\n    return 0\n");
+    repo.write(
+        "tests/test_calc.py",
+        "from calc import add\nassert add(2, 3) == 5, add(2, 3)\nassert add(-1, 1) == 0\n",
+    );
+    repo.write(
+        "run_tests.sh",
+        "for t in tests/test_*.py; do PYTHONPATH=. python3 \"$t\" || exit 1; done\necho ok\n",
+    );
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-qm", "the project"]);
+}
+
+/// The fix whose early return no test pins: its mutants survive the checks.
+const UNPINNED_FIX: &str = "cat > calc.py <<'EOF'\ndef add(a, b):\n    if a > 100:\n        return a\n    return a + b\nEOF\n";
+
+/// The loop of `agent` on the gate's project, rendered again with `adequacy = "gate"` by
+/// `orbit` (the binary the loop pins).
+fn gate_loop(repo: &Repo, agent: &Path, orbit: &Path, extra: &[&str]) -> PathBuf {
+    let exec = agent.display().to_string();
+    let mut args = vec![
+        "init",
+        "test goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "bash run_tests.sh",
+        "--protect",
+        "tests/test_calc.py",
+        "--protect",
+        "run_tests.sh",
+        "--sandbox",
+        "none",
+    ];
+    args.extend_from_slice(extra);
+    let by = |args: &[&str]| {
+        let mut cmd = command(orbit);
+        cmd.args(args)
+            .current_dir(repo.path())
+            .env("PATH", repo.path_env());
+        run_bounded(cmd, Duration::from_secs(120))
+    };
+    assert_code(&by(&args), 0, "orbit init");
+    let dir = repo.join(".orbit/test-goal");
+    let toml = std::fs::read_to_string(dir.join("loop.toml")).unwrap();
+    assert!(
+        toml.contains("adequacy = \"report\""),
+        "the default: {toml}"
+    );
+    std::fs::write(
+        dir.join("loop.toml"),
+        toml.replace("adequacy = \"report\"", "adequacy = \"gate\"")
+            .replace("adequacy-budget = \"0\"", "adequacy-budget = \"10m\""),
+    )
+    .unwrap();
+    let d = dir.display().to_string();
+    assert_code(
+        &by(&["init", "--force", "--dir", &d]),
+        0,
+        "orbit init --force",
+    );
+    dir
+}
+
+#[test]
+fn gate_mode_turns_a_surviving_mutant_into_feedback_and_the_next_iteration_fixes_it() {
+    let repo = Repo::new();
+    gate_project(&repo);
+    let seen = repo.bin.path().join("prompts");
+    std::fs::create_dir_all(&seen).unwrap();
+    // Iteration 1 claims DONE with the unpinned fix; from iteration 2 on, when the prompt
+    // names a survivor, it adds a test that needs the early return and claims again.
+    let body = format!(
+        "cat > {seen}/prompt.$ORBIT_ITERATION.$ORBIT_PHASE.md\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\n{UNPINNED_FIX}\
+         if grep -q 'survived every check' {seen}/prompt.$ORBIT_ITERATION.$ORBIT_PHASE.md; then\n\
+         printf 'from calc import add\\nassert add(150, 1) == 150\\nassert add(100, 1) == 101\\nassert add(101, 1) == 101\\n' > tests/test_big.py\nfi\n\
+         echo \"the tests pass\" > \"$ORBIT_AGENT_DIR/done.md\"\n",
+        seen = seen.display()
+    );
+    let agent = repo.agent("worker", &body);
+    let dir = gate_loop(&repo, &agent, &orbit_bin(), &["--max-iterations", "3"]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE once a check needs the early return");
+    // Iteration 1's claim was rejected by the gate, naming the survivors.
+    let fb = std::fs::read_to_string(dir.join("iterations/000001/feedback.txt")).unwrap();
+    assert!(
+        fb.contains("calc.py:2 comparison-loosened: if a >= 100:"),
+        "{fb}"
+    );
+    assert!(fb.contains("calc.py:3 return-default"), "{fb}");
+    assert!(
+        fb.contains("make a check need it") || fb.contains("Make a check fail"),
+        "{fb}"
+    );
+    let prompt2 = std::fs::read_to_string(seen.join("prompt.2.work.md")).unwrap();
+    assert!(
+        prompt2.contains("calc.py:2 comparison-loosened"),
+        "the feedback reached the agent: {prompt2}"
+    );
+    // The gate measured twice: a reject, then every mutant killed; DONE at iteration 2.
+    let measured = crate::support::events_named(&dir, "adequacy_measured");
+    assert_eq!(measured.len(), 2, "{measured:?}");
+    let f = |i: usize, k: &str| measured[i].value[k].clone();
+    assert_eq!(f(0, "mode"), "gate");
+    assert_ne!(f(0, "mutants_killed"), f(0, "mutants_tried"));
+    assert_eq!(f(1, "mutants_killed"), f(1, "mutants_tried"));
+    assert_eq!(f(1, "hunks_needed"), f(1, "hunks_tried"));
+    // The envelope carries the figures and the details' digest, and still verifies.
+    let env = orbit::envelope::parse(&std::fs::read(dir.join("envelope.json")).unwrap()).unwrap();
+    let a = env.adequacy.expect("the envelope's adequacy member");
+    assert_eq!(a.mutants_killed, a.mutants_tried);
+    assert!(a.mutants_tried >= 5, "{a:?}");
+    assert_eq!(a.details_sha256, f(1, "details_sha256").as_str().unwrap());
+    assert_code(&repo.orbit(&["verify"]), 0, "orbit verify");
+    // The gate's record is the DONE's: the report and the audit read it.
+    let head = workspace_head(&repo, &dir);
+    let rec = orbit::adequacy::Record::of_head(&dir, repo.path(), &head).expect("the record");
+    assert_eq!(rec.details_sha256, a.details_sha256);
+    let md = text(&repo.orbit(&["report"]));
+    assert!(
+        md.contains("- adequacy: the checks need 1 of 1 changed hunks;"),
+        "{md}"
+    );
+    // The test file the agent added is left out of the hunks, and said.
+    assert!(
+        rec.details["left_out"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["file"] == "tests/test_big.py"),
+        "{:#}",
+        rec.details
+    );
+}
+
+/// A fake orbit that says all is well and leaves a mark where it ran.
+fn fake_orbit(at: &Path, mark: &Path) {
+    std::fs::write(at, format!("#!/bin/sh\ntouch {}\nexit 0\n", mark.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn gate_mode_refuses_an_orbit_swapped_at_its_pinned_path_or_planted_on_path() {
+    let repo = Repo::new();
+    gate_project(&repo);
+    // The loop pins a copy of orbit the agent can write to, as a user's ~/.cargo/bin/orbit
+    // is to an agent without the sandbox.
+    let own = tempfile::tempdir().unwrap();
+    let pinned = own.path().join("orbit");
+    std::fs::copy(orbit_bin(), &pinned).unwrap();
+    let mark = own.path().join("fake-ran");
+    let body = format!(
+        "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\n{UNPINNED_FIX}\
+         printf '#!/bin/sh\\ntouch {mark}\\nexit 0\\n' > {pinned}\nchmod 755 {pinned}\n\
+         cp {pinned} {bin}/orbit\n\
+         echo \"the tests pass\" > \"$ORBIT_AGENT_DIR/done.md\"\n",
+        mark = mark.display(),
+        pinned = pinned.display(),
+        bin = repo.bin.path().display(),
+    );
+    let agent = repo.agent("worker", &body);
+    let dir = gate_loop(&repo, &agent, &pinned, &["--max-iterations", "1"]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 16, "no DONE: the gate could not measure the claim");
+    // The attack was made: the pinned path and PATH's first orbit are the fake.
+    assert!(
+        std::fs::read_to_string(&pinned)
+            .unwrap()
+            .contains("fake-ran")
+    );
+    assert!(repo.bin.path().join("orbit").is_file());
+    assert!(!mark.exists(), "the fake orbit never ran");
+    let log = std::fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        log.contains("is not the one pinned at init"),
+        "the claim was refused for the swapped binary: {log}"
+    );
+    assert!(!dir.join("envelope.json").exists());
+}
+
+#[test]
+fn gate_mode_stops_an_agent_that_rewrites_the_orbit_pin() {
+    let repo = Repo::new();
+    gate_project(&repo);
+    let own = tempfile::tempdir().unwrap();
+    let fake = own.path().join("orbit");
+    let mark = own.path().join("fake-ran");
+    fake_orbit(&fake, &mark);
+    let sha = orbit::fsx::sha256_hex(&std::fs::read(&fake).unwrap());
+    let body = format!(
+        "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\n{UNPINNED_FIX}\
+         printf '%s  %s\\n' {sha} {fake} > \"$ORBIT_WORKSPACE/../../test-goal/orbit.sha256\"\n\
+         echo \"the tests pass\" > \"$ORBIT_AGENT_DIR/done.md\"\n",
+        fake = fake.display(),
+    );
+    let agent = repo.agent("worker", &body);
+    let dir = gate_loop(&repo, &agent, &orbit_bin(), &["--max-iterations", "2"]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    // The attack was made: the pin names the fake.
+    let pin = std::fs::read_to_string(dir.join("orbit.sha256")).unwrap();
+    assert!(pin.contains(&sha), "{pin}");
+    assert_code(
+        &out,
+        3,
+        "an integrity stop: the pin is one of the loop's pinned files",
+    );
+    assert!(!mark.exists(), "the fake orbit never ran");
+    assert!(!dir.join("envelope.json").exists());
 }

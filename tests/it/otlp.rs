@@ -241,6 +241,34 @@ fn a_loop_run_to_done_is_one_trace_whose_spans_are_its_journal() {
     assert_eq!(ra["gen_ai.workflow.name"], "test-goal");
     assert_eq!(ra["orbit.status"], "DONE");
     assert_eq!(ra["orbit.iterations"], "int:3");
+    // The runner measured the DONE's change once it was recorded (adequacy = "report"):
+    // the figures are on the loop's span, as the journal says them.
+    let measured = events_named(&dir, "adequacy_measured");
+    assert_eq!(measured.len(), 1, "{measured:?}");
+    let m = &measured[0].value;
+    for k in [
+        "hunks_needed",
+        "hunks_tried",
+        "mutants_killed",
+        "mutants_tried",
+    ] {
+        let n = m[k].to_string();
+        assert_eq!(
+            ra[&format!("orbit.adequacy.{k}")],
+            format!("int:{}", n.trim_matches('"')),
+            "{k}"
+        );
+    }
+    assert_eq!(
+        ra["orbit.adequacy.hunks_tried"], "int:1",
+        "work.txt, needed"
+    );
+    assert_eq!(ra["orbit.adequacy.hunks_needed"], "int:1");
+    assert_eq!(ra["orbit.adequacy.mode"], "report");
+    assert_eq!(
+        ra["orbit.adequacy.details_sha256"],
+        m["details_sha256"].as_str().unwrap()
+    );
     assert_eq!(
         root["startTimeUnixNano"],
         epoch_nanos(&journal.events[0].ts).as_str()

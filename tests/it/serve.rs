@@ -784,3 +784,38 @@ fn a_done_loops_page_shows_its_envelopes_digest_and_verdict() {
     );
     assert!(page.contains("orbit merge"), "{page}");
 }
+
+#[test]
+fn a_done_loops_page_marks_each_hunk_and_mutant_of_its_adequacy_measure() {
+    let repo = Repo::new();
+    crate::adequacy::project(&repo);
+    // The fix is needed; the tidy-up of greet no check reaches. The runner measures the
+    // DONE once it is recorded (adequacy = "report", the default).
+    let dir = crate::adequacy::done_with(
+        &repo,
+        &[
+            ("calc.py", "def add(a, b):\n    return a + b\n"),
+            ("util.py", "def greet():\n    return 'hello'\n"),
+        ],
+    );
+    assert!(dir.join("adequacy.json").is_file(), "the runner's measure");
+    let served = serve(&repo, &[]);
+    let (code, _, page) = get(&served, &format!("/loop/0?token={}", served.token), "");
+    assert_eq!(code, 200, "{page}");
+    assert!(
+        page.contains("What the checks need of the change"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<p id=\"adequacy\">the checks need 1 of 2 changed hunks;"),
+        "{page}"
+    );
+    assert!(
+        page.contains("&#10007; NOT NEEDED <code>util.py:2</code>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("&#10003; needed <code>calc.py:2</code> (check python3-test-calc-py failed)"),
+        "{page}"
+    );
+}

@@ -99,6 +99,8 @@ envelope_json_v() {
   j+=$REPLY
   envelope_run_v "$n"
   j+=$REPLY
+  envelope_adequacy_v "$n"
+  j+=$REPLY
   j+=",\"journal_head\":\"$EV_PREV\"}"
   orbit_sha256_str_v "$j"
   ENVELOPE_DIGEST=$REPLY

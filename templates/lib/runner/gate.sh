@@ -4,11 +4,13 @@
 # on (the confirmer's, when it changed the project).
 GATE_VERDICT=
 GATE_TREE=
+# The tree the DONE gate's clean checkout held: the tree the claim would commit.
+GATE_COMMIT_TREE=
 done_gate() {
   local n=$1 dir=$2 step
   GATE_VERDICT=
   GATE_TREE=$3
-  for step in gate_passes gate_clean gate_placeholders gate_holdout_refs gate_pins gate_holdout gate_judge gate_confirm; do
+  for step in gate_passes gate_clean gate_placeholders gate_holdout_refs gate_pins gate_holdout gate_adequacy gate_judge gate_confirm; do
     "$step" "$n" "$dir"
     [[ -z $GATE_VERDICT ]] || return 0
   done
@@ -48,6 +50,7 @@ gate_clean() {
     return 0
   fi
   tree=$REPLY
+  GATE_COMMIT_TREE=$tree
   if ! clean_checkout_v "$tree"; then
     GATE_VERDICT="the clean checkout of the tree to commit could not be made (see runner.log)"
     return 0
@@ -167,6 +170,38 @@ gate_holdout() {
       return 0
     fi
   fi
+}
+
+# gate_adequacy N DIR: with adequacy = "gate", the claim measured: the tree to commit
+# (gate_clean's) as a commit of its own on the loop's base, each hunk reverted and each
+# mutant run in clean checkouts under the loop's sandbox. A hunk no check needs, or more
+# surviving mutants than ADEQUACY_MAX_SURVIVORS, rejects the claim with feedback naming
+# them; a measure that cannot run rejects it too (fail closed).
+gate_adequacy() {
+  local n=$1 dir=$2 base='' commit=''
+  [[ ${ADEQUACY_SETTING:-off} == gate ]] || return 0
+  IFS= read -r base <"$LOOP_DIR/.baseline-commit" 2>/dev/null || true
+  if [[ -n $base && -n $GATE_COMMIT_TREE ]]; then
+    commit=$(git_q commit-tree "$GATE_COMMIT_TREE" -p "$base" -m "orbit adequacy: iteration $n's claim" 2>>"$ORBIT_LOG_FILE") || commit=
+  fi
+  if [[ -z $commit ]]; then
+    GATE_VERDICT="adequacy: the claim's commit could not be made (see runner.log)"
+    return 0
+  fi
+  adequacy_run "$n" "$dir" "$commit" "$base" --gate "$ADEQUACY_MAX_SURVIVORS"
+  if ! integrity_gate "after the adequacy measure"; then
+    GATE_VERDICT="integrity"
+    return 0
+  fi
+  case $ADEQUACY_RC in
+    0) ;;
+    4)
+      GATE_VERDICT="adequacy: the checks need ${ADEQUACY_FIGURES[0]} of ${ADEQUACY_FIGURES[1]} changed hunks; ${ADEQUACY_FIGURES[2]} of ${ADEQUACY_FIGURES[3]} mutants killed"
+      adequacy_feedback "$dir" "$n"
+      ;;
+    -1) GATE_VERDICT="adequacy: not measured: $ADEQUACY_WHY" ;;
+    *) GATE_VERDICT="adequacy: orbit adequacy failed (exit $ADEQUACY_RC; see ${dir#"$LOOP_DIR"/}/adequacy.log)" ;;
+  esac
 }
 
 # gate_judge N DIR: the judge approves, when the loop has one.

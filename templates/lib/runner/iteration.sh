@@ -557,6 +557,7 @@ stop_for_verdict() {
       fi
       clean_checkout_remove
       envelope_record "$CUR_ITER"
+      adequacy_after_done "$CUR_ITER"
       if project_defaults_note_v "${R[SUMMARY]}"; then
         R[SUMMARY]=$REPLY
       fi

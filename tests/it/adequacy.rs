@@ -634,9 +634,10 @@ fn gate_mode_stops_an_agent_that_rewrites_the_orbit_pin() {
     let sha = orbit::fsx::sha256_hex(&std::fs::read(&fake).unwrap());
     let body = format!(
         "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\n{UNPINNED_FIX}\
-         printf '%s  %s\\n' {sha} {fake} > \"$ORBIT_WORKSPACE/../../test-goal/orbit.sha256\"\n\
+         printf '%s  %s\\n' {sha} {fake} > \"{orbit_dir}/test-goal/orbit.sha256\"\n\
          echo \"the tests pass\" > \"$ORBIT_AGENT_DIR/done.md\"\n",
         fake = fake.display(),
+        orbit_dir = crate::support::ORBIT_DIR,
     );
     let agent = repo.agent("worker", &body);
     let dir = gate_loop(&repo, &agent, &orbit_bin(), &["--max-iterations", "2"]);

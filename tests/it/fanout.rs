@@ -904,7 +904,12 @@ fn the_survivors_checks_are_not_run_again_in_the_workspace_on_the_same_tree() {
     );
     let out = repo.run_loop(&dir, &[], &[]);
     assert_ok(&out, "DONE");
-    let runs = check_runs(&counter);
+    // The DONE's adequacy measure (adequacy = "report", the default) runs the checks in
+    // checkouts of its own after the DONE; what is counted here is the DONE's own runs.
+    let runs: Vec<String> = check_runs(&counter)
+        .into_iter()
+        .filter(|p| !p.contains("/orbit-adequacy-"))
+        .collect();
     let ws = repo.ws().canonicalize().unwrap().display().to_string();
     let in_ws = runs.iter().filter(|p| **p == ws).count();
     let in_c1 = runs.iter().filter(|p| p.ends_with("test-goal.c1")).count();

@@ -540,6 +540,17 @@ fn setting_values(s: &orbit::contract::Setting) -> (Vec<String>, Vec<String>) {
             // Free text: a command. Only a NUL byte is refused, and no environment
             // variable or rendered script can carry one to the runner.
             "judge-cmd" | "notify-cmd" => (vec![], v(&["./judge.sh --strict", ""])),
+            "offline-env" => (
+                v(&[
+                    "CARGO_NET_OFFLINE",
+                    "PATH=/x",
+                    "LD_PRELOAD=/x.so",
+                    "ORBIT_X=1",
+                    "1X=a",
+                    "A=b c",
+                ]),
+                v(&["CARGO_NET_OFFLINE=true", "GOFLAGS=-mod=mod", ""]),
+            ),
             // Free text put before the commit's subject.
             "commit-message-prefix" => (vec![], v(&["PROJ-123 ", "fix: ", ""])),
             key => panic!("setting {key}: give this walk the values its rule refuses"),

@@ -77,6 +77,7 @@ settings_check() {
 # channel's URL may be a secret: it is named by its place, never by its text.
 settings_rule() {
   local LC_ALL=C name=$1 value w i=0 bad='' url='^https?://[^[:space:][:cntrl:]]+$'
+  local -a words
   value=${!name-}
   REPLY=''
   case $name in
@@ -107,6 +108,15 @@ settings_rule() {
     ALLOW_HOSTS_SETTING)
       for w in $value; do
         net_host_ok "$w" || bad="'${w//[[:cntrl:]]/?}' is not HOST or HOST:PORT (such as api.example.com or 127.0.0.1:8080)"
+        [[ -z $bad ]] || break
+      done
+      ;;
+    OFFLINE_ENV_SETTING)
+      read -ra words <<<"$value"
+      for w in "${words[@]}"; do
+        # orbit's check_offline_var: NAME=VALUE, NAME not one the shell, the loader or orbit obeys.
+        [[ $w =~ ^([A-Za-z_][A-Za-z0-9_]*)=[^[:cntrl:]]*$ && ! ${BASH_REMATCH[1]} =~ ^(PATH|HOME|BASH_ENV|ENV|SHELLOPTS|BASHOPTS|IFS|CDPATH|PS4|LD_.*|ORBIT_.*)$ ]] ||
+          bad="'${w//[[:cntrl:]]/?}' is not NAME=VALUE of a variable that neither the shell, the loader nor orbit obeys, such as CARGO_NET_OFFLINE=true"
         [[ -z $bad ]] || break
       done
       ;;
@@ -155,7 +165,7 @@ net_host_ok() {
 }
 
 # settings_offline_env ARRAY: the variables of loop.toml's offline-env (NAME=VALUE words,
-# each checked by orbit init; an identity setting, which no environment overrides), into
+# checked by orbit init and settings_rule; an identity setting, which no environment overrides), into
 # the array named ARRAY, for the runs that get them: the agent's
 # and a setup's on a tree the agent made (verify.sh exports them for the checks itself).
 settings_offline_env() {

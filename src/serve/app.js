@@ -39,13 +39,16 @@
   const live = document.getElementById("live");
   if (live && live.dataset.src) {
     const source = new EventSource(live.dataset.src);
-    source.addEventListener("reset", () => { live.textContent = ""; });
-    source.addEventListener("out", (e) => {
+    // A reset replaces the text with the one it carries (a new file's first text), in one
+    // step: the view is never empty between a reset and what follows it.
+    function show(before, more) {
       const follow = live.scrollTop + live.clientHeight >= live.scrollHeight - 4;
-      let all = live.textContent + e.data;
+      let all = before + more;
       if (all.length > KEEP) all = all.slice(all.length - (KEEP * 3) / 4);
       live.textContent = all;
       if (follow) live.scrollTop = live.scrollHeight;
-    });
+    }
+    source.addEventListener("reset", (e) => show("", e.data));
+    source.addEventListener("out", (e) => show(live.textContent, e.data));
   }
 })();

@@ -110,8 +110,8 @@ pub fn stream_rows(app: &App, rq: Request, only: Option<usize>) {
     })();
 }
 
-/// The running agent's output: a `reset` then its tail, then what is written as it comes,
-/// a `reset` again when the runner starts a new file.
+/// The running agent's output: a `reset` holding its tail, then what is written as it
+/// comes, a `reset` again (with the new file's first text) when the runner starts a new file.
 pub fn stream_live(app: &App, rq: Request, n: usize) {
     let Ok(mut w) = open_stream(rq) else {
         return;
@@ -139,7 +139,10 @@ pub fn stream_live(app: &App, rq: Request, n: usize) {
                     LineCut::default()
                 };
                 clean = Sanitizer::default();
-                send(&mut *w, "reset", "")?;
+                // The file's tail comes with the reset, so that the view is replaced in one
+                // step and never shown empty between the two.
+                let out = clean.push(&cut.push(&f.read_new()?));
+                send(&mut *w, "reset", &out)?;
                 cur = Some(f);
                 quiet = Instant::now();
             }

@@ -962,6 +962,13 @@ pub struct InitArgs {
     #[arg(long, conflicts_with = "setup")]
     pub no_setup: bool,
 
+    /// Whether a DONE's change is measured (loop.toml adequacy) [default: report]. off: not
+    /// measured; report: measured once the DONE is recorded, the DONE stands whatever it
+    /// finds; gate: measured in the DONE gate, a hunk no check needs (or more surviving
+    /// mutants than adequacy-max-survivors) turns the claim into feedback.
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub adequacy: Option<crate::config::Adequacy>,
+
     /// What the agent is given back of earlier iterations [default: notes]. notes: its
     /// notes.md and progress.md; feedback: only the goal and the last failure's feedback.
     #[arg(long, value_name = "POLICY", value_enum)]

@@ -122,6 +122,7 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         holdout_file: Vec::new(),
         setup: Vec::new(),
         no_setup: true,
+        adequacy: None,
         memory: None,
         candidates: args.candidates,
         fanout_early_stop: false,

@@ -528,6 +528,7 @@ pub struct ProjectDefaults {
     pub notify: Option<Vec<String>>,
     pub sandbox: Option<crate::config::Sandbox>,
     pub sandbox_network: Option<crate::config::SandboxNetwork>,
+    pub adequacy: Option<crate::config::Adequacy>,
     pub allow_hosts: Option<Vec<String>>,
     pub judge_cmd: Option<String>,
     /// `true`: protect nothing by default (as `--no-auto-protect`).
@@ -584,6 +585,10 @@ impl ProjectDefaults {
         take(
             "sandbox-network",
             args.sandbox_network.is_none() && self.sandbox_network.is_some(),
+        );
+        take(
+            "adequacy",
+            args.adequacy.is_none() && self.adequacy.is_some(),
         );
         take(
             "allow-hosts",
@@ -888,6 +893,9 @@ fn config_from_args(
     }
     if let Some(network) = args.sandbox_network.or(d.sandbox_network) {
         cfg.sandbox_network = network;
+    }
+    if let Some(mode) = args.adequacy.or(d.adequacy) {
+        cfg.adequacy = mode;
     }
     cfg.allow_hosts = pick(&args.allow_host, &d.allow_hosts);
     for host in &cfg.allow_hosts {

@@ -31,10 +31,11 @@ pub(crate) fn done_with(repo: &Repo, files: &[(&str, &str)]) -> PathBuf {
     }
     body.push_str("echo \"the tests pass\" > \"$ORBIT_AGENT_DIR/done.md\"\n");
     let agent = repo.agent("worker", &body);
+    // The runner measures the DONE once it is recorded.
     let dir = repo.init_loop(
         &agent,
         &["python3 test_calc.py"],
-        &["--protect", "test_*.py"],
+        &["--protect", "test_*.py", "--adequacy", "report"],
     );
     let out = repo.run_loop(&dir, &[], &[]);
     assert_code(&out, 0, "the loop reaches DONE");

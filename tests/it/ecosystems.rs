@@ -21,7 +21,7 @@ fn init_detected(repo: &Repo, agent: &Path, check: &str, path: &str) -> (PathBuf
     let exec = agent.display().to_string();
     let mut cmd = command(orbit_bin());
     cmd.args(["init", "test goal", "--engine", "custom", "--exec", &exec])
-        .args(["--verify", check, "--sandbox", "bwrap"])
+        .args(["--verify", check, "--sandbox", "bwrap", "--adequacy", "off"])
         .current_dir(repo.path())
         .env("PATH", path);
     let out = run_bounded(cmd, std::time::Duration::from_secs(60));

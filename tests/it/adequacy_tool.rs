@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use crate::projects::{cargo_path, rust_project};
 use crate::support::{
-    Repo, assert_code, cargo_mutants_available, command, orbit_bin, run_bounded, text,
+    Repo, assert_code, bwrap_available, cargo_mutants_available, command, orbit_bin, run_bounded,
+    text,
 };
 
 /// The fix the fixture's loop makes: a line's quantity multiplies its unit price.
@@ -89,5 +90,166 @@ fn the_rust_fixtures_done_is_measured_in_checkouts_that_hold_its_submodule() {
     assert!(
         total[0]["why"].as_str().unwrap().contains("unviable"),
         "{v:#}"
+    );
+}
+
+/// What the agent adds beside the fix: a function no test decides, whose mutants survive.
+const IS_LARGE: &str = "cat >> src/lib.rs <<'EOF'
+
+/// Whether an invoice's total is large.
+pub fn is_large(total: Cents) -> bool {
+    total.0 > 10_000
+}
+EOF";
+
+#[test]
+fn the_changes_own_cargo_mutants_config_cannot_hide_its_survivors_and_the_users_is_kept() {
+    if !cargo_mutants_available() {
+        return;
+    }
+    // The user's own config (in the base) leaves out the mutants of `total`; the agent's
+    // change rewrites it to leave out those of the function it added, which no test decides.
+    let (repo, _dir) = rust_done(
+        |r| r.write(".cargo/mutants.toml", "exclude_re = [\"total\"]\n"),
+        &format!("{IS_LARGE}\nprintf 'exclude_re = [\"is_large\"]\\n' > .cargo/mutants.toml"),
+        &[],
+    );
+    // The attack was made: the DONE holds the agent's config.
+    assert!(
+        repo.git(&["show", "orbit/test-goal:.cargo/mutants.toml"])
+            .contains("is_large")
+    );
+    let v = measured(&adequacy(&repo, &["--tool", "cargo-mutants"]));
+    let large = mutants_of(&v, "is_large");
+    assert!(
+        !large.is_empty() && large.iter().all(|m| m["result"] == "survived"),
+        "the mutants of is_large are tried and survive: {v:#}"
+    );
+    assert!(
+        mutants_of(&v, "replace total").is_empty(),
+        "the user's config, as the base holds it, still leaves out total's: {v:#}"
+    );
+}
+
+#[test]
+fn a_change_cargo_mutants_finds_no_mutant_in_is_measured_with_none_and_says_so() {
+    if !cargo_mutants_available() {
+        return;
+    }
+    let (repo, _dir) = rust_done(|_| {}, "", &[]);
+    // A commit on the DONE that changes a comment alone: no line cargo-mutants mutates.
+    let wt = tempfile::tempdir().unwrap();
+    let at = wt.path().join("c");
+    let at_s = at.display().to_string();
+    repo.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        &at_s,
+        "orbit/test-goal",
+    ]);
+    let lib = at.join("src/lib.rs");
+    let code = std::fs::read_to_string(&lib).unwrap();
+    std::fs::write(
+        &lib,
+        code.replace("//! Invoice totals.", "//! Invoice totals, in cents."),
+    )
+    .unwrap();
+    let wgit = |args: &[&str]| {
+        let out = command("git")
+            .arg("-C")
+            .arg(&at)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    wgit(&["commit", "-qam", "a comment"]);
+    let sha = wgit(&["rev-parse", "HEAD"]);
+    let out = adequacy(
+        &repo,
+        &[
+            "--tool",
+            "cargo-mutants",
+            "--commit",
+            &sha,
+            "--base",
+            "orbit/test-goal",
+        ],
+    );
+    let v = measured(&out);
+    assert_eq!(v["mutants"].as_array().unwrap().len(), 0, "{v:#}");
+    assert_eq!(v["mutants_tried"], 0, "{v:#}");
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("cargo-mutants found no mutant"), "{v:#}");
+}
+
+#[test]
+fn cargo_mutants_runs_the_agents_code_under_the_loops_sandbox() {
+    if !cargo_mutants_available() || !bwrap_available() {
+        return;
+    }
+    for sandbox in ["none", "bwrap"] {
+        // A test the agent adds that, run by cargo-mutants (in its own copy of the tree),
+        // writes into the user's repository.
+        let repo_dir = tempfile::tempdir().unwrap();
+        let plant = repo_dir.path().join("planted.txt");
+        let more = format!(
+            "cat >> src/lib.rs <<'EOF'
+
+#[cfg(test)]
+mod planted {{
+    #[test]
+    fn writes_outside_its_tree() {{
+        if env!(\"CARGO_MANIFEST_DIR\").contains(\"cargo-mutants-\") {{
+            let _ = std::fs::write(\"{}\", \"cargo-mutants ran me\");
+        }}
+    }}
+}}
+EOF",
+            plant.display()
+        );
+        let (repo, _dir) = rust_done(|_| {}, &more, &["--sandbox", sandbox]);
+        let out = adequacy(&repo, &["--tool", "cargo-mutants"]);
+        let v = measured(&out);
+        assert_eq!(
+            mutants_of(&v, "replace total").len(),
+            1,
+            "cargo-mutants ran ({sandbox}): {v:#}"
+        );
+        if sandbox == "none" {
+            assert!(
+                plant.is_file(),
+                "without the sandbox the code cargo-mutants ran wrote outside its tree"
+            );
+        } else {
+            assert!(
+                !plant.exists(),
+                "under the loop's sandbox the code cargo-mutants ran wrote outside its tree"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_users_git_diff_settings_do_not_change_the_diff_cargo_mutants_reads() {
+    if !cargo_mutants_available() {
+        return;
+    }
+    let (repo, _dir) = rust_done(|_| {}, IS_LARGE, &[]);
+    // The user's git writes a diff's new side under new/, not b/: a diff cargo-mutants
+    // reads as naming no file of the crate, so no mutant at all.
+    repo.git(&["config", "diff.dstPrefix", "new/"]);
+    assert!(
+        repo.git(&["diff", "main", "orbit/test-goal"])
+            .contains("+++ new/src/lib.rs")
+    );
+    let v = measured(&adequacy(&repo, &["--tool", "cargo-mutants"]));
+    let large = mutants_of(&v, "is_large");
+    assert!(
+        large.iter().any(|m| m["result"] == "survived"),
+        "the mutants of is_large are tried: {v:#}"
     );
 }

@@ -480,17 +480,47 @@ fn base_file(repo: &Path, base: &str, path: &str) -> Option<Vec<u8>> {
     }
 }
 
+/// The lines of Rust the change added that mark code `mutants::skip` (`#[mutants::skip]`,
+/// or inside a `cfg_attr`, which needs no crate at all under a false condition): cargo-mutants
+/// makes no mutant of what they mark, so the change could exempt its own untested code. Each
+/// counts as a survivor (the gate rejects it as one), saying why; the base's own marks are
+/// the user's, and left alone.
+fn skips_added(files: &[FileChange]) -> Vec<(Unit, Verdict)> {
+    let mut out = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        if f.kind != FileKind::Text || !f.path.ends_with(".rs") {
+            continue;
+        }
+        let new = diff::lines(&f.new);
+        for h in &f.hunks {
+            for (n, line) in new.iter().enumerate().skip(h.new_start).take(h.new_len) {
+                let line = String::from_utf8_lossy(line);
+                if !line.contains("mutants::skip") || line.trim_start().starts_with("//") {
+                    continue;
+                }
+                let mutant = Mutant {
+                    path: f.path.clone(),
+                    line: n,
+                    operator: mutants::Operator::CargoMutants,
+                    text: format!(
+                        "{} (the change marks this code mutants::skip: cargo-mutants made no mutant of it)",
+                        line.trim()
+                    ),
+                };
+                out.push((Unit::Mutant { file: i, mutant }, Verdict::Passed));
+            }
+        }
+    }
+    out
+}
+
 /// The units a tool's run gives, each with its verdict, and what is said of the run.
 type ToolUnits = (Vec<(Unit, Verdict)>, Vec<String>);
 
 /// The mutants `tool` made of the change and what it said of each, as units of the
 /// change's files (a mutant of a file outside the change is left out), with what is said
 /// of the run.
-fn tool_units(
-    plan: &Plan,
-    tool: tool::Tool,
-    repo: &Path,
-) -> Result<ToolUnits> {
+fn tool_units(plan: &Plan, tool: tool::Tool, repo: &Path) -> Result<ToolUnits> {
     // The change's Rust files, as cargo-mutants reads a diff (b/ paths from the root),
     // whatever the user's git configuration says of prefixes, renames or text filters.
     let diff = crate::envelope::git(
@@ -546,7 +576,7 @@ fn tool_units(
         }
     };
     notes.extend(found.notes);
-    let units = found
+    let mut units: Vec<(Unit, Verdict)> = found
         .mutants
         .into_iter()
         .filter_map(|m| {
@@ -560,6 +590,7 @@ fn tool_units(
             Some((Unit::Mutant { file, mutant }, m.verdict))
         })
         .collect();
+    units.extend(skips_added(plan.files));
     Ok((units, notes))
 }
 

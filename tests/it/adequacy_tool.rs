@@ -253,3 +253,53 @@ fn the_users_git_diff_settings_do_not_change_the_diff_cargo_mutants_reads() {
         "the mutants of is_large are tried: {v:#}"
     );
 }
+
+#[test]
+fn code_the_change_marks_mutants_skip_counts_as_surviving() {
+    if !cargo_mutants_available() {
+        return;
+    }
+    // The mark needs no mutants crate under a condition that is never true, and
+    // cargo-mutants then makes no mutant of the function at all.
+    let marked = IS_LARGE.replace(
+        "pub fn is_large",
+        "#[cfg_attr(any(), mutants::skip)]\npub fn is_large",
+    );
+    let (repo, _dir) = rust_done(|_| {}, &marked, &[]);
+    assert!(
+        repo.git(&["show", "orbit/test-goal:src/lib.rs"])
+            .contains("#[cfg_attr(any(), mutants::skip)]")
+    );
+    let v = measured(&adequacy(&repo, &["--tool", "cargo-mutants"]));
+    let skipped = mutants_of(&v, "mutants::skip");
+    assert_eq!(skipped.len(), 1, "{v:#}");
+    assert_eq!(skipped[0]["result"], "survived", "{v:#}");
+    assert_eq!(skipped[0]["line"], 58, "{v:#}");
+}
+
+#[test]
+fn when_cargo_mutants_baseline_fails_the_refusal_quotes_what_it_said() {
+    if !cargo_mutants_available() {
+        return;
+    }
+    // A test that passes in the loop's checkouts and fails in cargo-mutants' copy.
+    let more = "cat >> src/lib.rs <<'EOF'
+
+#[cfg(test)]
+mod only_in_a_copy {
+    #[test]
+    fn fails_in_cargo_mutants_copy() {
+        assert!(!env!(\"CARGO_MANIFEST_DIR\").contains(\"cargo-mutants-\"));
+    }
+}
+EOF";
+    let (repo, _dir) = rust_done(|_| {}, more, &[]);
+    let out = adequacy(&repo, &["--tool", "cargo-mutants"]);
+    assert_code(&out, 3, "nothing measured");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let error = v["error"].as_str().unwrap();
+    assert!(
+        error.contains("unmutated") && error.contains("fails_in_cargo_mutants_copy"),
+        "{error}"
+    );
+}

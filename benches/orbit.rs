@@ -52,9 +52,11 @@
 //!     Node fixture (tests/fixtures/projects/node, set up by `npm ci`): the runner's time
 //!     to DONE with the measure in it, and the measure alone (`orbit adequacy` of that
 //!     DONE). Then orbit's own operators against cargo-mutants (`--tool cargo-mutants`) on
-//!     the same diff of a small Rust crate: time, killed and missed; skipped, saying why,
-//!     where cargo-mutants is not installed (.ci/run does not install it: too slow for its
-//!     budget).
+//!     the same diff of the Rust fixture (tests/fixtures/projects/rust, its library a git
+//!     submodule): its fix alone, and the fix with a function its tests decide in part;
+//!     each measured with the hunks alone, with orbit's operators and with cargo-mutants:
+//!     time, mutants made, tried, killed and survived; skipped, saying why, where
+//!     cargo-mutants is not installed (.ci/run does not install it: too slow for its budget).
 //!
 //! Set ORBIT_BENCH_RUNS to change the number of samples (default 15; 5 for the queue's and
 //! adequacy's), ORBIT_BENCH_ONLY to one of init, parse, runner, audit, status, fanout, clean,
@@ -1870,7 +1872,7 @@ fn adequacy_rows(rows: &mut Vec<Row>, label: &str, repo: &Path, to_done: Duratio
 
 /// The time adequacy adds to a DONE, on the demo's project and on the Node fixture
 /// (tests/fixtures/projects/node, set up by `npm ci`); then orbit's own operators against
-/// cargo-mutants on a Rust crate, when cargo-mutants is installed.
+/// cargo-mutants on the Rust fixture, when cargo-mutants is installed.
 fn bench_adequacy(rows: &mut Vec<Row>) {
     // The demo: `orbit demo` runs its loop to DONE (the report measure in it).
     let d = tempfile::tempdir().unwrap();
@@ -1928,9 +1930,62 @@ fn bench_adequacy(rows: &mut Vec<Row>) {
     bench_cargo_mutants(rows);
 }
 
-/// orbit's own operators against cargo-mutants on the same diff of a small Rust crate: time,
-/// killed, missed. Skipped, saying why, where cargo-mutants is not installed: .ci/run does
-/// not install it (building it from crates.io takes longer than CI's budget allows).
+/// The Rust fixture's fix, as tests/it/projects.rs's agent makes it: a line's quantity
+/// multiplies its unit price.
+const RUST_FIX: &str = "sed -i 's/map(|line| line.unit_price)/map(|line| line.unit_price.times(line.quantity))/' src/lib.rs";
+
+/// A function the fix adds in the second change, its tests deciding it only in part.
+const RUST_IS_LARGE: &str = "cat >> src/lib.rs <<'EOF'
+
+/// Whether an invoice's total is large: over 100.00, or of more than 10 lines.
+pub fn is_large(lines: &[Line]) -> bool {
+    total(lines).0 > 10_000 || lines.len() > 10
+}
+
+#[cfg(test)]
+mod large {
+    use super::*;
+
+    #[test]
+    fn a_total_over_a_hundred_is_large() {
+        let big = Line { quantity: 2, unit_price: Cents(6_000) };
+        assert!(is_large(&[big]));
+        assert!(!is_large(&[Line { quantity: 1, unit_price: Cents(100) }]));
+    }
+}
+EOF";
+
+/// The Rust fixture (tests/fixtures/projects/rust, its money library a git submodule made
+/// from tests/fixtures/projects/rust-money whose origin is then gone), in a new repository.
+fn rust_fixture() -> tempfile::TempDir {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/projects");
+    let r = repo(0);
+    let lib = tempfile::tempdir().unwrap();
+    sh(
+        lib.path(),
+        &format!(
+            "cp -R {}/. . && git init -q -b main && git add -A && git -c user.name=bench -c user.email=bench@orbit.invalid commit -q -m money",
+            fixtures.join("rust-money").display()
+        ),
+    );
+    sh(
+        r.path(),
+        &format!(
+            "cp -R {}/. . && git -c protocol.file.allow=always submodule add -q {} vendor/money && git add -A && git commit -q -m invoice",
+            fixtures.join("rust").display(),
+            lib.path().display()
+        ),
+    );
+    r
+}
+
+/// orbit's own operators against cargo-mutants on the Rust fixture, looped to DONE as
+/// tests/it/projects.rs loops it (the fix alone), and again with a change that adds a
+/// function its tests decide in part: for each change, `orbit adequacy` with the hunks
+/// alone (`--max-mutants 0`), with orbit's operators, and with cargo-mutants on the same
+/// diff (`--tool cargo-mutants`): wall time (the median), mutants made, tried (built),
+/// killed and survived. Skipped, saying why, where cargo-mutants is not installed: .ci/run
+/// does not install it (building it from crates.io takes longer than CI's budget allows).
 fn bench_cargo_mutants(rows: &mut Vec<Row>) {
     let here = Command::new("cargo")
         .args(["mutants", "--version"])
@@ -1946,43 +2001,42 @@ fn bench_cargo_mutants(rows: &mut Vec<Row>) {
         });
         return;
     }
-    let r = repo(0);
-    fs::create_dir_all(r.path().join("src")).unwrap();
-    fs::write(
-        r.path().join("Cargo.toml"),
-        "[package]\nname = \"fees\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
-    )
-    .unwrap();
-    fs::write(
-        r.path().join("src/lib.rs"),
-        "pub fn fee(cents: u64) -> u64 {\n    0\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn small() {\n        assert_eq!(super::fee(100), 1);\n    }\n}\n",
-    )
-    .unwrap();
-    sh(
-        r.path(),
-        "printf 'target\\n' > .gitignore && git add -A && git commit -q -m fees",
-    );
-    let bin = tempfile::tempdir().unwrap();
-    let agent = fixing_agent(
-        bin.path(),
-        "perl -0pi -e 's/pub fn fee\\(cents: u64\\) -> u64 \\{\\n    0\\n\\}/pub fn fee(cents: u64) -> u64 {\\n    if cents > 10_000 {\\n        return 50;\\n    }\\n    cents \\/ 100\\n}/' src/lib.rs",
-    );
-    done_with_report(r.path(), &agent, &["cargo test --offline"], &[]);
-    for (label, extra) in [
-        ("orbit's operators", vec!["--budget", "30m"]),
-        (
-            "cargo-mutants",
-            vec!["--budget", "30m", "--tool", "cargo-mutants"],
-        ),
-    ] {
-        let (wall, v) = adequacy_json(r.path(), &extra);
-        let muts = v["mutants"].as_array().cloned().unwrap_or_default();
-        let killed = muts.iter().filter(|m| m["result"] == "killed").count();
-        let missed = muts.iter().filter(|m| m["result"] == "survived").count();
-        rows.push(Row {
-            name: format!("adequacy on a Rust crate, {label}"),
-            value: format!("{:.1} s", wall.as_secs_f64()),
-            note: format!("{killed} killed, {missed} missed, {} in all", muts.len()),
-        });
+    let n = runs().min(3);
+    for (change, more) in [("the fix", ""), ("the fix and is_large", RUST_IS_LARGE)] {
+        let r = rust_fixture();
+        let bin = tempfile::tempdir().unwrap();
+        let agent = fixing_agent(bin.path(), &format!("{RUST_FIX}\n{more}"));
+        done_with_report(r.path(), &agent, &["cargo test --offline"], &[]);
+        for (label, extra) in [
+            ("hunks alone", vec!["--max-mutants", "0"]),
+            ("orbit's operators", vec![]),
+            ("cargo-mutants", vec!["--tool", "cargo-mutants"]),
+        ] {
+            let mut walls = Vec::new();
+            let mut v = serde_json::Value::Null;
+            for _ in 0..n {
+                let mut args = vec!["--budget", "30m"];
+                args.extend_from_slice(&extra);
+                let (wall, out) = adequacy_json(r.path(), &args);
+                walls.push(wall);
+                v = out;
+            }
+            let muts = v["mutants"].as_array().cloned().unwrap_or_default();
+            let count = |r: &str| muts.iter().filter(|m| m["result"] == r).count();
+            rows.push(Row {
+                name: format!("adequacy, Rust fixture ({change}), {label}"),
+                value: format!("{:.1} s", median(walls).as_secs_f64()),
+                note: format!(
+                    "{} mutants made, {} tried, {} killed, {} survived, {} not built; hunks: {} of {} needed",
+                    muts.len(),
+                    v["mutants_tried"],
+                    count("killed"),
+                    count("survived"),
+                    count("not-applied"),
+                    v["hunks_needed"],
+                    v["hunks_tried"]
+                ),
+            });
+        }
     }
 }

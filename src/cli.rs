@@ -761,8 +761,9 @@ pub struct AdequacyArgs {
     pub out: Option<std::path::PathBuf>,
 
     /// Read the results of an ecosystem's own mutation tool on the diff instead of orbit's
-    /// operators (cargo-mutants: its mutants of the diff, from mutants.out/outcomes.json);
-    /// for a loop whose checks run unsandboxed only.
+    /// operators (cargo-mutants: its mutants of the diff, from mutants.out/outcomes.json),
+    /// run under the loop's sandbox as its checks are, with the base's .cargo/mutants.toml
+    /// (never the change's).
     #[arg(long, value_name = "TOOL")]
     pub tool: Option<MutationTool>,
 }

@@ -466,32 +466,118 @@ fn units_of(files: &[FileChange], cfg: &LoopConfig, max_mutants: usize) -> Units
     }
 }
 
+/// A file of the base, when it holds one there (a regular file, never a link).
+fn base_file(repo: &Path, base: &str, path: &str) -> Option<Vec<u8>> {
+    let entry = crate::envelope::git(repo, &["ls-tree", "-z", base, "--", path])?;
+    let entry = String::from_utf8_lossy(&entry);
+    let (meta, at) = entry.trim_end_matches('\0').split_once('\t')?;
+    let meta: Vec<&str> = meta.split(' ').collect();
+    match meta.as_slice() {
+        ["100644" | "100755", "blob", sha] if at == path => {
+            crate::envelope::git(repo, &["cat-file", "blob", sha])
+        }
+        _ => None,
+    }
+}
+
+/// The lines of Rust the change added that mark code `mutants::skip` (`#[mutants::skip]`,
+/// or inside a `cfg_attr`, which needs no crate at all under a false condition): cargo-mutants
+/// makes no mutant of what they mark, so the change could exempt its own untested code. Each
+/// counts as a survivor (the gate rejects it as one), saying why; the base's own marks are
+/// the user's, and left alone.
+fn skips_added(files: &[FileChange]) -> Vec<(Unit, Verdict)> {
+    let mut out = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        if f.kind != FileKind::Text || !f.path.ends_with(".rs") {
+            continue;
+        }
+        let new = diff::lines(&f.new);
+        for h in &f.hunks {
+            for (n, line) in new.iter().enumerate().skip(h.new_start).take(h.new_len) {
+                let line = String::from_utf8_lossy(line);
+                if !line.contains("mutants::skip") || line.trim_start().starts_with("//") {
+                    continue;
+                }
+                let mutant = Mutant {
+                    path: f.path.clone(),
+                    line: n,
+                    operator: mutants::Operator::CargoMutants,
+                    text: format!(
+                        "{} (the change marks this code mutants::skip: cargo-mutants made no mutant of it)",
+                        line.trim()
+                    ),
+                };
+                out.push((Unit::Mutant { file: i, mutant }, Verdict::Passed));
+            }
+        }
+    }
+    out
+}
+
+/// The units a tool's run gives, each with its verdict, and what is said of the run.
+type ToolUnits = (Vec<(Unit, Verdict)>, Vec<String>);
+
 /// The mutants `tool` made of the change and what it said of each, as units of the
-/// change's files (a mutant of a file outside the change is left out).
-fn tool_units(plan: &Plan, tool: tool::Tool, repo: &Path) -> Result<Vec<(Unit, Verdict)>> {
-    let co = run::Checkout::new(repo, plan.commit, 999)?;
-    let scratch = co.path.with_extension("scratch");
-    std::fs::create_dir_all(&scratch)
-        .map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))?;
-    let diff = scratch.join("change.diff");
-    let text = crate::envelope::git(
+/// change's files (a mutant of a file outside the change is left out), with what is said
+/// of the run.
+fn tool_units(plan: &Plan, tool: tool::Tool, repo: &Path) -> Result<ToolUnits> {
+    // The change's Rust files, as cargo-mutants reads a diff (b/ paths from the root),
+    // whatever the user's git configuration says of prefixes, renames or text filters.
+    let diff = crate::envelope::git(
         repo,
         &[
             "diff",
             "--no-color",
             "--no-ext-diff",
+            "--no-textconv",
+            "--find-renames",
+            "--no-relative",
+            "--submodule=short",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
             plan.base,
             plan.commit,
+            "--",
+            "*.rs",
         ],
     )
     .ok_or_else(|| Error::Git(format!("cannot diff {} against {}", plan.commit, plan.base)))?;
-    std::fs::write(&diff, text).map_err(|e| Error::io("cannot write the diff", e))?;
+    let mut notes = Vec::new();
     let found = match tool {
+        tool::Tool::CargoMutants if diff.is_empty() => tool::ToolRun {
+            mutants: Vec::new(),
+            notes: vec![
+                "the change touches no Rust source file (.rs): cargo-mutants found no mutant to try"
+                    .into(),
+            ],
+        },
         tool::Tool::CargoMutants => {
-            tool::run_cargo_mutants(&co.path, &diff, &scratch, plan.run_timeout.as_secs())?
+            let co = run::Checkout::new(repo, plan.commit, 999)?;
+            let scratch = co.path.with_extension("scratch");
+            std::fs::create_dir_all(&scratch)
+                .map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))?;
+            // The user's configuration of the tool is the base's: the change's own
+            // .cargo/mutants.toml could leave out the very mutants that survive.
+            let config = base_file(repo, plan.base, ".cargo/mutants.toml");
+            notes.push(format!(
+                "cargo-mutants ran its own cargo test on each mutant (not the loop's checks), in its own copy of the tree{}, with {}",
+                if plan.mode.sandboxed {
+                    ", under the loop's sandbox"
+                } else {
+                    ", without a sandbox, as the loop's checks run"
+                },
+                if config.is_some() {
+                    "the base's .cargo/mutants.toml"
+                } else {
+                    "no .cargo/mutants.toml (the base has none; the change's is not read)"
+                }
+            ));
+            tool::run_cargo_mutants(plan, &co.path, &scratch, &diff, config.as_deref())?
         }
     };
-    Ok(found
+    notes.extend(found.notes);
+    let mut units: Vec<(Unit, Verdict)> = found
+        .mutants
         .into_iter()
         .filter_map(|m| {
             let file = plan.files.iter().position(|f| f.path == m.file)?;
@@ -503,7 +589,9 @@ fn tool_units(plan: &Plan, tool: tool::Tool, repo: &Path) -> Result<Vec<(Unit, V
             };
             Some((Unit::Mutant { file, mutant }, m.verdict))
         })
-        .collect())
+        .collect();
+    units.extend(skips_added(plan.files));
+    Ok((units, notes))
 }
 
 /// Measures `args.target`'s change (see the module's doc).
@@ -550,15 +638,6 @@ pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
         None => (units, mutants_capped),
     };
     let mode = crate::rerun::Mode::of_loop(&dir)?;
-    if let Some(tool) = args.tool
-        && mode.sandboxed
-    {
-        return Err(Error::Usage(format!(
-            "--tool {}: the tool runs the project's tests with your rights, and this loop runs its checks under its sandbox (sandbox = \"{}\"): run orbit adequacy without --tool, or on a loop of sandbox = \"none\"",
-            tool.name(),
-            cfg.sandbox.name()
-        )));
-    }
     let mut scripts = vec!["check"];
     if !cfg.holdout.is_empty() {
         scripts.push("holdout");
@@ -603,11 +682,14 @@ pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
     let deadline = Instant::now() + budget;
     let mut units = units;
     let mut verdicts = run::run_units(&plan, &units, jobs, deadline)?;
+    let mut notes = notes;
     if let Some(tool) = args.tool {
-        for (unit, verdict) in tool_units(&plan, tool, &t.repo)? {
+        let (found, said) = tool_units(&plan, tool, &t.repo)?;
+        for (unit, verdict) in found {
             units.push(unit);
             verdicts.push(Some(verdict));
         }
+        notes.extend(said);
     }
     Ok(Findings {
         loop_dir: Some(dir.clone()),

@@ -3,6 +3,7 @@
 //! agents first on PATH, no network, and a timeout on every child.
 
 mod adequacy;
+mod adequacy_tool;
 mod audit;
 mod cannot_run;
 mod contract;

@@ -459,7 +459,7 @@ echo "cargo test passes: total() multiplies by the quantity" > "$ORBIT_AGENT_DIR
 /// repository of its own that the user's checkout has initialized (its objects in
 /// .git/modules/vendor/money). The library's origin is gone before any loop runs: what a
 /// loop builds comes from .git/modules, or from nowhere.
-fn rust_project() -> Repo {
+pub(crate) fn rust_project() -> Repo {
     let lib = tempfile::Builder::new()
         .prefix("orbit-money-")
         .tempdir()

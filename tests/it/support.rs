@@ -521,6 +521,19 @@ pub fn present_or_skipped(ok: bool, require: &str, what: &str) -> bool {
     ok
 }
 
+/// Whether cargo-mutants is on the PATH this suite was started with (`cargo install
+/// cargo-mutants`): the tests of `orbit adequacy --tool cargo-mutants` run the real tool.
+/// .ci/run does not install it (building it takes longer than CI's budget allows), so it
+/// is skipped with a notice when absent; ORBIT_REQUIRE_CARGO_MUTANTS=1 makes it required.
+pub fn cargo_mutants_available() -> bool {
+    let ok = command("cargo-mutants")
+        .args(["mutants", "--version"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    present_or_skipped(ok, "ORBIT_REQUIRE_CARGO_MUTANTS", "cargo-mutants")
+}
+
 /// Whether perl with Digest::SHA is here (the runner's hashing coprocess).
 pub fn hasher_available() -> bool {
     let ok = command("perl")

@@ -56,9 +56,13 @@
 //!     where cargo-mutants is not installed (.ci/run does not install it: too slow for its
 //!     budget).
 //!
-//! Set ORBIT_BENCH_RUNS to change the number of samples (default 15; 5 for the queue's and
-//! adequacy's), ORBIT_BENCH_ONLY to one of init, parse, runner, audit, status, fanout, clean,
-//! sandbox, done, verify, serve, queue, adequacy to run a single part.
+//! 14. The setup's cache at a claim: the Node fixture (tests/fixtures/projects/node, set up by
+//!     `npm ci`) looped to DONE in one claim, with the setup run again in the claim's clean
+//!     checkout and with it copied from the cache (`--setup-input`): wall time to DONE each.
+//!
+//! Set ORBIT_BENCH_RUNS to change the number of samples (default 15; 5 for the queue's,
+//! adequacy's and the claim's), ORBIT_BENCH_ONLY to one of init, parse, runner, audit, status,
+//! fanout, clean, sandbox, done, verify, serve, queue, adequacy, claim to run a single part.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -1759,6 +1763,9 @@ fn main() {
     if part("adequacy") {
         bench_adequacy(&mut rows);
     }
+    if part("claim") {
+        bench_claim(&mut rows);
+    }
     let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(10);
     println!(
         "\n{:w$}  {:>10}  note (medians of {} runs)",
@@ -1834,6 +1841,113 @@ fn done_with_report(repo: &Path, agent: &str, checks: &[&str], setup: &[&str]) -
         dir.display()
     );
     wall
+}
+
+/// A claim's cost with and without the setup's cache, on the Node fixture: the loop to DONE
+/// in one claim (the adequacy measure after it in both), its setup `npm ci` run again in the claim's clean checkout,
+/// then copied there from the cache (`--setup-input package-lock.json package.json`).
+fn bench_claim(rows: &mut Vec<Row>) {
+    let node_ok = ["node", "npm"].iter().all(|t| {
+        Command::new(t)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !node_ok {
+        rows.push(Row {
+            name: "a claim's setup, the Node fixture".into(),
+            value: "skipped".into(),
+            note: "node and npm are not installed here".into(),
+        });
+        return;
+    }
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/projects");
+    let n = runs().min(5);
+    let mut walls: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    for _ in 0..n {
+        for (i, cached) in [false, true].into_iter().enumerate() {
+            let r = repo(0);
+            sh(
+                r.path(),
+                &format!(
+                    "cp -R {}/. . && git add -A && git commit -q -m node",
+                    fixtures.join("node").display()
+                ),
+            );
+            let bin = tempfile::tempdir().unwrap();
+            let agent = fixing_agent(
+                bin.path(),
+                "cat > src/welcome.js <<'EOF'\n'use strict';\n\nconst { greet } = require('greet');\n\nexports.welcome = (typed) => greet(typed.trim());\nEOF",
+            );
+            let mut args = vec![
+                "init",
+                "bench claim",
+                "--engine",
+                "custom",
+                "--exec",
+                &agent,
+                "--sandbox",
+                "none",
+                "--verify",
+                "npm test",
+                "--setup",
+                "npm ci --offline --no-audit --no-fund --no-update-notifier",
+            ];
+            if cached {
+                args.extend_from_slice(&[
+                    "--setup-input",
+                    "package-lock.json",
+                    "--setup-input",
+                    "package.json",
+                ]);
+            }
+            run_ok(
+                Command::new(orbit())
+                    .args(&args)
+                    .current_dir(r.path())
+                    .stdout(Stdio::null()),
+            );
+            let dir = r.path().join(".orbit/bench-claim");
+            let started = Instant::now();
+            run_ok(
+                Command::new("bash")
+                    .arg(dir.join("run-loop.sh"))
+                    .current_dir(r.path())
+                    .env("RETRY_BASE_DELAY", "0")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null()),
+            );
+            walls[i].push(started.elapsed());
+            assert_eq!(
+                state_value(&dir, "LAST_STATUS"),
+                "DONE",
+                "{}",
+                dir.display()
+            );
+            let log = fs::read_to_string(dir.join("iterations/000001/setup.log")).unwrap();
+            assert_eq!(
+                log.contains("copied from .setup-cache/"),
+                cached,
+                "the claim's setup: {log}"
+            );
+        }
+    }
+    let (plain, cache) = (median(walls[0].clone()), median(walls[1].clone()));
+    rows.push(Row {
+        name: "a claim, the Node fixture, npm ci in the clean checkout".into(),
+        value: ms(plain),
+        note: "wall time to DONE in one claim (its adequacy measure included), the setup run again in the claim's clean checkout".into(),
+    });
+    rows.push(Row {
+        name: "a claim, the Node fixture, the setup's cache".into(),
+        value: ms(cache),
+        note: format!(
+            "the same with --setup-input package-lock.json package.json: node_modules copied from .setup-cache/, {} less",
+            ms(plain.saturating_sub(cache))
+        ),
+    });
 }
 
 /// An agent script in `bin` that runs `body` as its fix and claims DONE.

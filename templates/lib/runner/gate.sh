@@ -95,7 +95,7 @@ gate_clean() {
   # never rests on what an agent left in the workspace's setup.
   cws=$REPLY
   setup_forget "$cws"
-  if ! setup_run "$cws" "$dir/setup.log" 1; then
+  if ! setup_clean_checkout "$cws" "$dir/setup.log" "$tree"; then
     local why=$REPLY
     orbit_event setup_fail "$n" where clean why "$why"
     S[VERIFY_STREAK]=0

@@ -955,6 +955,16 @@ pub struct InitArgs {
     #[arg(long = "setup", value_name = "CMD")]
     pub setup: Vec<String>,
 
+    /// A file the setup reads (a path from the repository's top, such as package-lock.json):
+    /// with the setup commands, the key of the setup's cache (loop.toml setup-inputs). What
+    /// the workspace's first setup made on the untouched tree is then copied into a claim's
+    /// clean checkout whose inputs are the same instead of running the setup there again.
+    /// Only for a setup whose output depends on these files alone and names no path of the
+    /// checkout it was made in (node_modules does; a Python virtual environment does not).
+    /// Repeatable.
+    #[arg(long = "setup-input", value_name = "FILE", requires = "setup")]
+    pub setup_input: Vec<String>,
+
     /// Apply no setup: without it (and without --setup), under the sandbox, orbit init
     /// applies the setup of the dependencies it finds (Cargo.lock, package-lock.json,
     /// pnpm-lock.yaml, yarn.lock, uv.lock, poetry.lock, requirements*.txt, pyproject.toml,

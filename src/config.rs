@@ -173,6 +173,17 @@ pub struct LoopConfig {
         deserialize_with = "string_or_list"
     )]
     pub offline_env: Vec<String>,
+    /// The files the setup reads (paths from the repository's top, no blanks): with the
+    /// setup commands, the key of its cache. What the workspace's first setup made on the
+    /// untouched tree is kept, and a claim's clean checkout whose inputs are the same takes a
+    /// copy of it instead of running the setup again. `orbit init` writes them with the setup
+    /// it applies for the lockfiles it finds (crate::deps); a setup given by hand is cached
+    /// only when they are given (`--setup-input`). Not written when empty.
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "string_or_list"
+    )]
+    pub setup_inputs: Vec<String>,
     /// What tokens cost, for the engines that report tokens rather than dollars (codex,
     /// gemini): `model=input/cached/output` in USD per million tokens; `*` for any model
     /// not listed. A run's cost is then `estimated`, and the usd-cap holds.
@@ -555,6 +566,19 @@ pub fn is_plain_path(p: &str) -> bool {
         && p.split('/').all(|seg| seg != "." && seg != "..")
 }
 
+/// A `setup-inputs` entry, checked: a plain path from the repository's top (no leading `/`,
+/// no `.` or `..` segment, no control character) without blanks (the runner reads the list
+/// as words).
+pub fn check_setup_input(p: &str) -> Result<()> {
+    if is_plain_path(p) && !p.starts_with('/') && !p.chars().any(char::is_whitespace) {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "setup-inputs: '{}' is not a path from the repository's top without blanks (no leading /, no . or .. segment), such as package-lock.json",
+        p.escape_debug()
+    )))
+}
+
 /// Whether `grep -E` takes `pattern` (its exit status 2 says it does not): the judge the
 /// runner's DONE gate asks, so that loop.toml and the runner refuse the same patterns. A
 /// grep that cannot be run here says nothing against it. Asked once per pattern and
@@ -741,6 +765,14 @@ impl LoopConfig {
                     var.escape_debug()
                 ))
             })?;
+        }
+        for p in &self.setup_inputs {
+            check_setup_input(p)?;
+        }
+        if !self.setup_inputs.is_empty() && self.setup.is_empty() {
+            return Err(Error::Usage(
+                "setup-inputs without setup: they key the setup's cache; give the setup too (--setup CMD) or drop them".into(),
+            ));
         }
         for url in &self.notify_webhook {
             if !is_http_url(url) {
@@ -990,6 +1022,7 @@ mod tests {
             check_jobs: 2,
             allow_hosts: vec!["api.example.com".into()],
             offline_env: vec!["CARGO_NET_OFFLINE=true".into()],
+            setup_inputs: vec!["package-lock.json".into()],
             auto_protect: vec!["**/conftest.py".into()],
             setup: vec!["npm ci".into()],
             check_name: [("cargo test".to_string(), "unit".to_string())].into(),

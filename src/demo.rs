@@ -121,6 +121,7 @@ pub fn demo(args: &DemoArgs) -> Result<u8> {
         holdout: Vec::new(),
         holdout_file: Vec::new(),
         setup: Vec::new(),
+        setup_input: Vec::new(),
         no_setup: true,
         adequacy: None,
         memory: None,

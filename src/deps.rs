@@ -200,9 +200,108 @@ pub fn check_offline_var(entry: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// The files the setup of `found` reads, which key its cache (loop.toml `setup-inputs`), or
+/// why it is not cached. The cached output is copied into another checkout, so it must
+/// depend on these files alone and name no path of the tree it was made in: node_modules
+/// (npm, pnpm, yarn) without lifecycle scripts of the project's own (they run its code) or
+/// workspaces (their members' manifests are read too); cargo and go with their lockfile
+/// (what they fetch is under HOME). A Python virtual environment names its interpreter by
+/// absolute path, so uv, poetry and pip are never cached.
+pub fn setup_inputs(repo: &Path, found: &[Ecosystem]) -> Result<Vec<String>, String> {
+    let mut inputs: Vec<String> = Vec::new();
+    let mut add = |files: &[&str]| {
+        for f in files {
+            if !inputs.iter().any(|i| i == f) {
+                inputs.push((*f).to_string());
+            }
+        }
+    };
+    for e in found {
+        match e.name {
+            "npm" | "pnpm" | "yarn" => {
+                node_cacheable(repo)?;
+                let extra: &[&str] = match e.name {
+                    "npm" => &[".npmrc"],
+                    "pnpm" => &[".npmrc", "pnpm-workspace.yaml"],
+                    _ => &[".npmrc", ".yarnrc", ".yarnrc.yml"],
+                };
+                add(&[e.found.as_str(), "package.json"]);
+                add(extra);
+            }
+            "cargo" if e.found == "Cargo.lock" => add(&["Cargo.lock", "Cargo.toml"]),
+            "go" if e.found == "go.sum" => add(&["go.sum", "go.mod"]),
+            "cargo" | "go" => {
+                return Err(format!(
+                    "{} without its lockfile: the setup writes one",
+                    e.name
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "{other}: a virtual environment names its interpreter by absolute path, so it is made in each checkout"
+                ));
+            }
+        }
+    }
+    Ok(inputs)
+}
+
+/// Whether the project's package.json lets its node_modules be copied from one checkout to
+/// another: no lifecycle script of its own that `npm ci` runs, no workspaces.
+fn node_cacheable(repo: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(repo.join("package.json"))
+        .map_err(|_| "no package.json to key the cache".to_string())?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|_| "package.json does not parse".to_string())?;
+    if json.get("workspaces").is_some() || repo.join("pnpm-workspace.yaml").exists() {
+        return Err("package.json has workspaces: their manifests are read too".into());
+    }
+    if let Some(scripts) = json.get("scripts").and_then(|s| s.as_object()) {
+        for hook in [
+            "preinstall",
+            "install",
+            "postinstall",
+            "prepublish",
+            "preprepare",
+            "prepare",
+            "postprepare",
+        ] {
+            if scripts.contains_key(hook) {
+                return Err(format!(
+                    "package.json's {hook} script runs the project's code in the setup"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_setup_is_keyed_by_the_lockfile_and_manifest_or_not_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let put = |f: &str, t: &str| std::fs::write(dir.path().join(f), t).unwrap();
+        put("package-lock.json", "{}");
+        put("package.json", r#"{"scripts":{"test":"node t.js"}}"#);
+        let found = detect(dir.path());
+        assert_eq!(
+            setup_inputs(dir.path(), &found).unwrap(),
+            ["package-lock.json", "package.json", ".npmrc"]
+        );
+        put(
+            "package.json",
+            r#"{"scripts":{"postinstall":"node build.js"}}"#,
+        );
+        let why = setup_inputs(dir.path(), &detect(dir.path())).unwrap_err();
+        assert!(why.contains("postinstall"), "{why}");
+        put("package.json", "{}");
+        put("uv.lock", "");
+        let why = setup_inputs(dir.path(), &detect(dir.path())).unwrap_err();
+        assert!(why.contains("absolute path"), "{why}");
+    }
 
     fn names(dir: &Path) -> Vec<(&'static str, String, String)> {
         detect(dir)

@@ -313,6 +313,18 @@ fn apply_dependency_setup(cfg: &mut LoopConfig, repo: &Path) {
     }
     cfg.setup = found.iter().map(|e| e.setup.clone()).collect();
     cfg.offline_env = crate::deps::offline_env(&found);
+    match crate::deps::setup_inputs(repo, &found) {
+        Ok(inputs) => {
+            eprintln!(
+                "orbit: the setup's output on your untouched tree is kept and copied into each claim's clean checkout while {} stay as they are (setup-inputs)",
+                inputs.join(", ")
+            );
+            cfg.setup_inputs = inputs;
+        }
+        Err(why) => eprintln!(
+            "orbit: the setup runs again in each claim's clean checkout (not cached: {why})"
+        ),
+    }
     let what: Vec<String> = found
         .iter()
         .map(|e| format!("{} ({})", e.name, e.found))
@@ -852,6 +864,7 @@ fn config_from_args(
         regression: args.regression.clone(),
         holdout: args.holdout.clone(),
         setup: pick(&args.setup, &d.setup),
+        setup_inputs: args.setup_input.clone(),
         check_name: check_names_given(&args.check_name)?,
         protect: pick(&args.protect, &d.protect),
         ..LoopConfig::default()

@@ -848,12 +848,13 @@ pub const LOOP_FILES: &[&str] = &[
     "envelope.json",
     "envelope.json.sig",
     "adequacy.json",
+    ".setup-cache.sum",
     "orbit.sha256",
 ];
 
 /// The directories of a loop directory that the files above live beside: each must be a
 /// directory (never a symlink to one).
-pub const LOOP_DIRS: &[&str] = &["iterations", ".pins", "backups", "holdout"];
+pub const LOOP_DIRS: &[&str] = &["iterations", ".pins", "backups", "holdout", ".setup-cache"];
 
 /// The pinned protect sets (contract 7), beside pins.sha256: one line per protect glob,
 /// `<sha256>  <glob>`, the sha256 of the NUL-terminated, byte-sorted list of the paths the

@@ -285,6 +285,7 @@ pub const SETTINGS: &[Setting] = &[
         "The hosts (HOST or HOST:PORT) every sandboxed run may reach under the allowlist.",
     ),
     list("offline-env").identity("The checks' offline variables."),
+    list("setup-inputs").identity("The files the setup reads: with its commands, its cache's key."),
     choice("memory", MEMORY_POLICIES, "notes").identity(
         "What the agent is given back of earlier iterations: notes (its notes.md and\n\
          progress.md) or feedback (only the goal and the last failure's feedback).",

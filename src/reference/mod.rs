@@ -324,6 +324,11 @@ pub const SETTING_MEANINGS: &[(&str, Option<&str>, &str)] = &[
         "The variables (`NAME=VALUE`, no blanks) that make the project's dependency tools run offline: `CARGO_NET_OFFLINE=true`, `npm_config_offline=true`, `UV_OFFLINE=1`, `PIP_NO_INDEX=1`, `GOFLAGS=-mod=mod GOPROXY=off`, ... `orbit init` writes them with the setup it applies for the lockfiles it finds; verify.sh and holdout.sh export them to every check, and the runner gives them to the agent's runs and to a setup on a tree the agent made. A variable the shell, the loader or orbit obeys (`PATH`, `LD_*`, `BASH_ENV`, `ORBIT_*`, ...) is refused.",
     ),
     (
+        "setup-inputs",
+        Some("--setup-input"),
+        "The files the setup reads (paths from the repository's top, no blanks), such as `package-lock.json package.json`: with the setup commands, the key of the setup's cache. What the workspace's first setup made on the untouched tree, before any agent ran, is kept in the loop directory's `.setup-cache/`; a claim's clean checkout whose inputs hash the same takes a copy of it (copy-on-write where the file system has it, never a hard link) instead of running the setup again, after its listing (every entry, each file's sha256) matched the one `.setup-cache.sum` holds; a cache that does not match is discarded and the setup runs. A changed input runs the setup, never cached (it ran the agent's tree). `orbit init` writes them with the setup it applies for the lockfiles it finds; a setup given by hand is cached only with them. Empty: the setup runs in each clean checkout.",
+    ),
+    (
         "max-iterations",
         None,
         "The cap on iterations, counted across runs. Used up without DONE, the loop stops (exit 16), after a wrap-up run when `wrapup-on-limit` is on.",

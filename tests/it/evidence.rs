@@ -638,3 +638,119 @@ echo "data.txt holds fixed" > "$ORBIT_AGENT_DIR/done.md""#,
         "the judge's report is its artifact, never committed"
     );
 }
+
+/// A one-candidate DONE with PASS_K = `pass_k`: its loop directory and where each of its
+/// check runs ran (the check writes its working directory into a file outside the
+/// repository), in order. The DONE's adequacy measure (adequacy = "report", the default)
+/// runs the checks after the DONE in checkouts of its own (temporary directories named
+/// orbit-adequacy-*): those are not the DONE's runs and are left out.
+fn done_check_runs(repo: &Repo, pass_k: usize) -> (std::path::PathBuf, Vec<String>) {
+    let counter = repo.bin.path().join("check-runs");
+    let agent = repo.agent(
+        "solver",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo 42 > solution.txt
+echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let check = format!(
+        "echo \"$PWD\" >> '{}'; grep -qx 42 solution.txt",
+        counter.display()
+    );
+    let dir = repo.init_loop(&agent, &[&check], &[]);
+    let out = repo.run_loop(&dir, &[], &[("PASS_K", &pass_k.to_string())]);
+    assert_code(&out, 0, "DONE");
+    let runs = fs::read_to_string(&counter)
+        .unwrap_or_default()
+        .lines()
+        .filter(|p| !p.contains("/orbit-adequacy-"))
+        .map(str::to_string)
+        .collect();
+    (dir, runs)
+}
+
+/// The red gate and PASS_K runs in all: the first PASS_K - 1 passes in the workspace, the
+/// last in the clean checkout of the tree about to be committed (no run after them).
+fn a_done_runs_the_checks_red_gate_plus_pass_k_times(pass_k: usize) {
+    let repo = Repo::new();
+    let (dir, runs) = done_check_runs(&repo, pass_k);
+    let ws = repo.ws().canonicalize().unwrap().display().to_string();
+    assert_eq!(runs.len(), 1 + pass_k, "red gate + PASS_K: {runs:?}");
+    assert!(
+        runs[..pass_k].iter().all(|p| *p == ws),
+        "the red gate and the first PASS_K - 1 passes in the workspace: {runs:?}"
+    );
+    assert!(
+        runs[pass_k].ends_with("/test-goal.clean"),
+        "the last pass in the clean checkout: {runs:?}"
+    );
+    let log = verify_log(&dir, 1);
+    let clean = run_section(
+        &log,
+        &format!("in a clean checkout of the tree to commit (pass {pass_k} of {pass_k})"),
+    );
+    assert!(clean.contains("1 passed, 0 failed"), "{log}");
+    assert_eq!(state(&dir, "VERIFY_STREAK"), pass_k.to_string());
+    assert_eq!(state(&dir, "LAST_STATUS"), "DONE");
+    assert_eq!(repo.git(&["show", "orbit/test-goal:solution.txt"]), "42\n");
+}
+
+#[test]
+fn a_done_with_pass_k_2_runs_the_checks_three_times_the_last_in_the_clean_checkout() {
+    a_done_runs_the_checks_red_gate_plus_pass_k_times(2);
+}
+
+#[test]
+fn a_done_with_pass_k_3_runs_the_checks_four_times_the_last_in_the_clean_checkout() {
+    a_done_runs_the_checks_red_gate_plus_pass_k_times(3);
+}
+
+#[test]
+fn when_the_tree_to_commit_is_not_the_one_the_passes_ran_on_the_clean_checkout_runs_once_more() {
+    // A scratch file of the user's in the workspace before the loop: the checks run with it,
+    // the commit leaves it out (not the agent's change). The clean checkout's tree is then
+    // not the passes' tree, so it cannot stand for one of them: all PASS_K run in the
+    // workspace and the clean checkout's run is one more, its record saying why.
+    let repo = Repo::new();
+    let counter = repo.bin.path().join("check-runs");
+    let agent = repo.agent(
+        "solver",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+test "$ORBIT_ITERATION" -ge 2 || exit 0
+echo 42 > solution.txt
+echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let check = format!(
+        "echo \"$PWD\" >> '{}'; grep -qx 42 solution.txt",
+        counter.display()
+    );
+    let dir = repo.init_loop(&agent, &[&check], &[]);
+    // The first tick: the red gate, then an iteration whose checks fail (no claim).
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "run-loop --once");
+    fs::write(repo.ws().join("scratch.txt"), "the user's\n").unwrap();
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE");
+    let runs: Vec<String> = fs::read_to_string(&counter)
+        .unwrap_or_default()
+        .lines()
+        .filter(|p| !p.contains("/orbit-adequacy-"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        !branch_files(&repo).contains(&"scratch.txt".to_string()),
+        "the attack point: the commit leaves the scratch file out"
+    );
+    assert_eq!(
+        runs.len(),
+        5,
+        "red gate + the first tick's failing run + PASS_K + one more: {runs:?}"
+    );
+    assert!(runs[4].ends_with("/test-goal.clean"), "{runs:?}");
+    let log = verify_log(&dir, 2);
+    assert!(
+        log.contains("### verify run: in a clean checkout of the tree to commit (one more run: the tree to commit is not the one the checks ran on"),
+        "{log}"
+    );
+}

@@ -157,6 +157,27 @@ fn under_the_sandbox_the_node_projects_clean_checkout_installs_and_tests_with_no
     }
 }
 
+#[test]
+fn the_node_projects_clean_checkout_copies_node_modules_from_the_setup_cache() {
+    // npm ci keyed by the lockfile and the manifest: the claim's clean checkout takes the
+    // untouched tree's node_modules (its link to its own vendor/greet) and npm test passes
+    // there.
+    if node_available() {
+        let (_repo, dir) = node_loop(&[
+            "--setup-input",
+            "package-lock.json",
+            "--setup-input",
+            "package.json",
+        ]);
+        let clean = read(&dir.join("iterations/000001/setup.log"));
+        assert!(
+            clean.contains("not run, its output on the untouched tree copied from .setup-cache/")
+                && !clean.contains("==> setup 1:"),
+            "npm ci did not run again: {clean}"
+        );
+    }
+}
+
 /// The Node project looped to DONE with its setup (and the init flags `extra`), and what
 /// that proves; the repository and the loop directory, for more.
 fn node_loop(extra: &[&str]) -> (Repo, PathBuf) {

@@ -770,3 +770,241 @@ fn a_check_whose_script_runner_or_program_is_missing_stops_in_preflight() {
     assert_code(&out, 2, "a script that cannot be executed: preflight");
     assert!(text(&out).contains("Permission denied"), "{}", text(&out));
 }
+
+// ---- the setup's cache (loop.toml setup-inputs): the workspace's first setup, on the
+// ---- untouched tree, kept in the loop directory's .setup-cache/ and copied into each
+// ---- claim's clean checkout whose inputs are the same.
+
+/// The setup of `project_with_deps` keyed by deps.lock (committed): it copies the lock too.
+fn cached_setup(repo: &Repo, counter: &Path) -> String {
+    repo.write("deps.lock", "v1\n");
+    repo.git(&["add", "deps.lock"]);
+    repo.git(&["commit", "-q", "-m", "the dependencies' lockfile"]);
+    let setup = project_with_deps(repo, counter);
+    setup.replacen("&& echo", "&& cp deps.lock .deps/lock && echo", 1)
+}
+
+/// The setup's runs the counter holds, without the DONE's adequacy measure's (its own
+/// checkouts, after the DONE).
+fn setup_runs(counter: &Path) -> Vec<String> {
+    read(counter)
+        .lines()
+        .filter(|l| !l.contains("/orbit-adequacy-"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// An agent that claims twice: its first claim holds a placeholder (rejected after the clean
+/// checkout's checks passed), its second does not. With `lock`, it rewrites deps.lock.
+fn two_claims(repo: &Repo, lock: Option<&str>) -> std::path::PathBuf {
+    let bump = lock
+        .map(|l| format!("echo '{l}' > deps.lock\n"))
+        .unwrap_or_default();
+    repo.agent(
+        "twice",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo 42 > solution.txt
+{bump}if [ "$ORBIT_ITERATION" = 1 ]; then echo 'TODO finish' > notes.txt; else rm -f notes.txt; fi
+echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#
+        ),
+    )
+}
+
+const COPIED: &str = "not run, its output on the untouched tree copied from .setup-cache/";
+
+#[test]
+fn each_claims_clean_checkout_takes_the_untouched_trees_setup_from_the_cache() {
+    let repo = Repo::new();
+    let counter = repo.bin.path().join("setup-runs");
+    let setup = cached_setup(&repo, &counter);
+    let agent = two_claims(&repo, None);
+    let dir = repo.init_loop(
+        &agent,
+        &[CHECK],
+        &["--setup", &setup, "--setup-input", "deps.lock"],
+    );
+    assert!(read(&dir.join("loop.toml")).contains("setup-inputs = [\"deps.lock\"]"));
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);
+    assert_code(&out, 0, "DONE at the second claim");
+    let rejected = events_named(&dir, "done_rejected");
+    assert_eq!(
+        rejected.len(),
+        1,
+        "the first claim was rejected: {rejected:?}"
+    );
+    // Two claims, two clean checkouts, and the setup ran once: in the workspace, before
+    // any agent.
+    let runs = setup_runs(&counter);
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert!(runs[0].ends_with("/test-goal"), "{runs:?}");
+    for n in [1, 2] {
+        let log = read(&dir.join(format!("iterations/{n:06}/setup.log")));
+        assert!(log.contains(COPIED), "claim {n}: {log}");
+        let verify = read(&dir.join(format!("iterations/{n:06}/verify.log")));
+        let clean = verify
+            .split("### verify run: in a clean checkout of the tree to commit")
+            .nth(1)
+            .unwrap_or_else(|| panic!("claim {n}: a clean checkout's run: {verify}"));
+        assert!(
+            clean.contains("1 passed, 0 failed") && !clean.lines().any(|l| l == "NO-SETUP"),
+            "claim {n}: the checks ran on the copied setup: {verify}"
+        );
+    }
+    assert!(
+        !dir.join(".setup-cache").exists() && !dir.join(".setup-cache.sum").exists(),
+        "the cache goes at DONE"
+    );
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_changed_setup_input_runs_the_setup_in_the_clean_checkout() {
+    let repo = Repo::new();
+    let counter = repo.bin.path().join("setup-runs");
+    let setup = cached_setup(&repo, &counter);
+    let agent = two_claims(&repo, Some("v2"));
+    let dir = repo.init_loop(
+        &agent,
+        &[CHECK],
+        &["--setup", &setup, "--setup-input", "deps.lock"],
+    );
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);
+    assert_code(&out, 0, "DONE");
+    let runs = setup_runs(&counter);
+    assert_eq!(
+        runs.len(),
+        3,
+        "the workspace's, then each claim's: {runs:?}"
+    );
+    assert!(
+        runs[1..].iter().all(|r| r.ends_with("/test-goal.clean")),
+        "{runs:?}"
+    );
+    for n in [1, 2] {
+        let log = read(&dir.join(format!("iterations/{n:06}/setup.log")));
+        assert!(
+            !log.contains(COPIED)
+                && log.contains("the setup's inputs differ from the untouched tree's"),
+            "claim {n}: {log}"
+        );
+    }
+    // The branch holds the agent's lockfile, and the checks that passed ran on its setup.
+    assert_eq!(repo.git(&["show", "orbit/test-goal:deps.lock"]), "v2\n");
+}
+
+#[test]
+fn a_setup_cache_changed_between_runs_is_refused_and_made_again_from_the_untouched_tree() {
+    let repo = Repo::new();
+    let counter = repo.bin.path().join("setup-runs");
+    let setup = cached_setup(&repo, &counter);
+    let agent = repo.agent(
+        "late",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+test "$ORBIT_ITERATION" -ge 2 || exit 0
+echo 42 > solution.txt
+echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &[CHECK],
+        &["--setup", &setup, "--setup-input", "deps.lock"],
+    );
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "the first tick: no claim");
+    // The attack: the cached test runner neutered (it passes anything) between runs.
+    let cached = dir.join(".setup-cache/files/.deps/runner.sh");
+    assert!(cached.is_file(), "the cache was made");
+    let marker = repo.bin.path().join("neutered-ran");
+    fs::write(
+        &cached,
+        format!("echo ran >> '{}'; exit 0\n", marker.display()),
+    )
+    .unwrap();
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);
+    assert_code(&out, 0, "DONE on the real runner");
+    assert!(!marker.exists(), "the neutered runner never ran");
+    let log = read(&dir.join("iterations/000002/setup.log"));
+    assert!(
+        log.contains("the setup cache's listing does not match what was kept (a file of it changed): discarded"),
+        "{log}"
+    );
+    assert!(log.contains(COPIED), "made again, then taken: {log}");
+    let runs = setup_runs(&counter);
+    assert_eq!(
+        runs.len(),
+        2,
+        "the workspace's, then one on the untouched tree in the clean checkout: {runs:?}"
+    );
+    assert!(runs[1].ends_with("/test-goal.clean"), "{runs:?}");
+    let runner_log = read(&dir.join("runner.log"));
+    assert!(runner_log.contains("discarded"), "{runner_log}");
+}
+
+#[test]
+fn under_the_sandbox_neither_the_agent_nor_a_check_can_write_the_setup_cache() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = Repo::new();
+    let counter = repo.bin.path().join("setup-runs");
+    let setup = cached_setup(&repo, &counter);
+    let setup = setup.replace(
+        &format!("echo \"$PWD\" >> '{}'", counter.display()),
+        &format!(
+            "{{ echo \"$PWD\" >> '{c}' 2>/dev/null || true; }}",
+            c = counter.display()
+        ),
+    );
+    // The loop directory init makes; its cache's copy of the test runner, the target.
+    let target = repo
+        .join(".orbit/test-goal")
+        .join(".setup-cache/files/.deps/runner.sh");
+    let agent = repo.agent(
+        "writer",
+        &format!(
+            r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+if printf 'exit 0\n' > '{t}' 2>/dev/null; then echo WROTE > attack.txt; else echo REFUSED > attack.txt; fi
+echo 42 > solution.txt
+echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#,
+            t = target.display()
+        ),
+    );
+    let check = format!(
+        "if printf 'exit 0\\n' > '{t}'; then echo CHECK-WROTE; exit 1; fi; {CHECK}",
+        t = target.display()
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &[&check],
+        &[
+            "--setup",
+            &setup,
+            "--setup-input",
+            "deps.lock",
+            "--sandbox",
+            "bwrap",
+        ],
+    );
+    assert_eq!(
+        dir.join(".setup-cache"),
+        target.parent().unwrap().parent().unwrap().parent().unwrap()
+    );
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);
+    assert_code(&out, 0, "DONE");
+    assert_eq!(
+        repo.git(&["show", "orbit/test-goal:attack.txt"]),
+        "REFUSED\n",
+        "the agent tried and could not write the cache"
+    );
+    let verify = read(&dir.join("iterations/000001/verify.log"));
+    assert!(
+        verify.contains("Read-only file system") && !verify.lines().any(|l| l == "CHECK-WROTE"),
+        "the check tried and could not write the cache: {verify}"
+    );
+    let log = read(&dir.join("iterations/000001/setup.log"));
+    assert!(log.contains(COPIED), "the cache held, checked: {log}");
+}

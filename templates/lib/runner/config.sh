@@ -120,6 +120,11 @@ settings_rule() {
         [[ -z $bad ]] || break
       done
       ;;
+    SETUP_INPUTS_SETTING)
+      for w in $value; do
+        [[ $w != /* ]] && settings_plain_path "$w" || bad="'${w//[[:cntrl:]]/?}' is not a path from the repository's top (no leading /, no . or .. segment)"
+      done
+      ;;
     ALLOW_FEWER_TESTS)
       for w in $value; do
         [[ " ${CHECK_NAMES[*]} " == *" $w "* ]] || bad="'$w' is not a check of this loop; its checks are: ${CHECK_NAMES[*]:-none}"

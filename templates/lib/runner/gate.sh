@@ -10,6 +10,8 @@ done_gate() {
   local n=$1 dir=$2 step
   GATE_VERDICT=
   GATE_TREE=$3
+  GATE_COMMIT_TREE=''
+  GATE_LAST_CLEAN=0 GATE_CLEAN_WHY=
   for step in gate_passes gate_clean gate_placeholders gate_holdout_refs gate_pins gate_holdout gate_adequacy gate_judge gate_confirm; do
     "$step" "$n" "$dir"
     [[ -z $GATE_VERDICT ]] || return 0
@@ -17,10 +19,24 @@ done_gate() {
   GATE_VERDICT=$STATUS_DONE
 }
 
-# gate_passes N DIR: the checks pass PASS_K times in a row (the first pass happened).
+# Whether the last of the PASS_K passes is the clean checkout's run (gate_passes decides), and
+# when it is not, why the clean checkout's run is one more (said in its verify.log header).
+GATE_LAST_CLEAN=0
+GATE_CLEAN_WHY=
+# gate_passes N DIR: the checks pass PASS_K times in a row (the first pass happened). The
+# last of them is the clean checkout's (gate_clean) when the tree to commit is the very tree
+# every earlier pass ran on; else they all run here and the clean checkout's run is one more.
 gate_passes() {
-  local n=$1 dir=$2 k
-  for ((k = 2; k <= PASS_K; k++)); do
+  local n=$1 dir=$2 k last=$PASS_K before=''
+  IFS= read -r before <"$dir/tree-before" 2>/dev/null || true
+  if ! commit_tree_v "$dir" "${before:-$GATE_TREE}" "$GATE_TREE"; then
+    GATE_VERDICT="the tree to commit could not be built (see runner.log)"
+    return 0
+  fi
+  GATE_COMMIT_TREE=$REPLY
+  gate_last_clean_decide
+  ((GATE_LAST_CLEAN)) && last=$((PASS_K - 1))
+  for ((k = 2; k <= last; k++)); do
     run_verify "$dir" "pass $k of $PASS_K"
     if ! integrity_gate "after verify pass $k"; then
       GATE_VERDICT="integrity"
@@ -36,21 +52,41 @@ gate_passes() {
       GATE_VERDICT="VERIFY_FLAKY: verify passed, then failed on pass $k of $PASS_K"
       return 0
     fi
+    if ((GATE_LAST_CLEAN)) && [[ $VERIFY_TREE != "$GATE_COMMIT_TREE" ]]; then
+      # The workspace's tree moved between passes: the clean checkout's tree is not the one
+      # the passes ran on, so every pass runs here and the clean checkout's run is one more.
+      GATE_LAST_CLEAN=0 last=$PASS_K
+      GATE_CLEAN_WHY="one more run: the workspace's tree changed between passes (pass $k ran on ${VERIFY_TREE:0:12})"
+      orbit_log "iteration $n: $GATE_CLEAN_WHY"
+    fi
   done
 }
 
-# gate_clean N DIR: the last check run before DONE, in a clean checkout of the tree about to
-# be committed (commit_tree_v's, from GATE_TREE): a solution that needs a file the branch will not hold (ignored,
-# untracked, left outside the tree) fails here.
-gate_clean() {
-  local n=$1 dir=$2 before='' tree cws
-  IFS= read -r before <"$dir/tree-before" 2>/dev/null || true
-  if ! commit_tree_v "$dir" "${before:-$GATE_TREE}" "$GATE_TREE"; then
-    GATE_VERDICT="the tree to commit could not be built (see runner.log)"
+# gate_last_clean_decide: GATE_LAST_CLEAN is 1 when the last pass can be the clean
+# checkout's: PASS_K is 2 or more, the tree to commit is the tree the first pass ran on (no
+# uncommitted change of an earlier start left out of it), and that pass ran here (a fan-out
+# survivor's ran in its own worktree). Else GATE_CLEAN_WHY says why not.
+gate_last_clean_decide() {
+  GATE_LAST_CLEAN=0 GATE_CLEAN_WHY=
+  if ((PASS_K < 2)); then
+    GATE_CLEAN_WHY="one more run: PASS_K is 1, its one pass ran before the claim was read"
+  elif [[ $GATE_COMMIT_TREE != "$GATE_TREE" || $VERIFY_TREE != "$GATE_TREE" ]]; then
+    GATE_CLEAN_WHY="one more run: the tree to commit is not the one the checks ran on (the iteration started on changes it does not commit)"
+  elif checks_reusable "$GATE_TREE"; then
+    GATE_CLEAN_WHY="one more run: the passes were the survivor's, in its own worktree"
+  else
+    GATE_LAST_CLEAN=1
     return 0
   fi
-  tree=$REPLY
-  GATE_COMMIT_TREE=$tree
+  orbit_log "iteration $CUR_ITER: the clean checkout's run is $GATE_CLEAN_WHY"
+}
+
+# gate_clean N DIR: a check run in a clean checkout of the tree about to be committed
+# (GATE_COMMIT_TREE, gate_passes'): a solution that needs a file the branch will not hold
+# (ignored, untracked, left outside the tree) fails here. It is the last of the PASS_K passes
+# when gate_passes found the tree to commit is the one they all ran on, else one more.
+gate_clean() {
+  local n=$1 dir=$2 tree=$GATE_COMMIT_TREE cws label
   if ! clean_checkout_v "$tree"; then
     GATE_VERDICT="the clean checkout of the tree to commit could not be made (see runner.log)"
     return 0
@@ -59,14 +95,16 @@ gate_clean() {
   # never rests on what an agent left in the workspace's setup.
   cws=$REPLY
   setup_forget "$cws"
-  if ! setup_run "$cws" "$dir/setup.log" 1; then
+  if ! setup_clean_checkout "$cws" "$dir/setup.log" "$tree"; then
     local why=$REPLY
     orbit_event setup_fail "$n" where clean why "$why"
     S[VERIFY_STREAK]=0
     GATE_VERDICT="the setup fails in a clean checkout of the tree to commit: $why (see ${dir#"$LOOP_DIR"/}/setup.log)"
     return 0
   fi
-  gate_clean_verify "$cws" "$dir"
+  label="in a clean checkout of the tree to commit ($GATE_CLEAN_WHY)"
+  ((GATE_LAST_CLEAN)) && label="in a clean checkout of the tree to commit (pass $PASS_K of $PASS_K)"
+  gate_clean_verify "$cws" "$dir" "$label"
   if ! integrity_gate "after the clean checkout's checks"; then
     GATE_VERDICT="integrity"
     return 0
@@ -76,6 +114,7 @@ gate_clean() {
     return 0
   fi
   if ((VERIFY_OK)); then
+    ((GATE_LAST_CLEAN)) && S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
     orbit_event verify_pass "$n" run clean streak "${S[VERIFY_STREAK]}"
     return 0
   fi
@@ -83,13 +122,16 @@ gate_clean() {
   feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
   orbit_event verify_fail "$n" run clean failing "$VERIFY_FAILING" code "$CODE_VERIFY_CLEAN"
   GATE_VERDICT="the checks fail in a clean checkout of the tree to commit (a file they need is ignored, untracked or outside the tree): $VERIFY_FAILING"
+  ((GATE_LAST_CLEAN)) &&
+    GATE_VERDICT="the checks fail in a clean checkout of the tree to commit, pass $PASS_K of $PASS_K, after passing here (a file they need is ignored, untracked or outside the tree, or a check is flaky): $VERIFY_FAILING"
+  return 0
 }
 
-# gate_clean_verify CWS DIR: the checks' run in the clean checkout CWS (WS names it for the
-# run only: what follows is about the workspace again).
+# gate_clean_verify CWS DIR LABEL: the checks' run in the clean checkout CWS (WS names it for
+# the run only: what follows is about the workspace again).
 gate_clean_verify() {
   local WS=$1
-  run_verify "$2" "in a clean checkout of the tree to commit"
+  run_verify "$2" "$3"
 }
 
 # gate_placeholders N DIR: no placeholder in the lines the loop added: the workspace now

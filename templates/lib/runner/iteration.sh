@@ -556,6 +556,7 @@ stop_for_verdict() {
         fanout_done_prune
       fi
       clean_checkout_remove
+      setup_cache_drop
       envelope_record "$CUR_ITER"
       adequacy_after_done "$CUR_ITER"
       if project_defaults_note_v "${R[SUMMARY]}"; then

@@ -38,12 +38,14 @@ trust_broken() {
 # The files the runner writes during every run, its scratch and its logs, are left out
 # while they are plain files (they may change at any look: trust_may_change), so that a run
 # that touched nothing else leaves the listing as it was; anything else there (a link, a
-# fifo) is listed as anywhere.
+# fifo) is listed as anywhere. The setup's cache (.setup-cache/, what a setup made: thousands
+# of files) is one line: its listing is checked against .setup-cache.sum before each use.
 trust_loop_v() {
   local q
   trust_glob_quote_v "$LOOP_DIR"
   q=$REPLY
   REPLY=$(find "$LOOP_DIR" -mindepth 1 \( -name $'*\n*' -printf 'X - - - - %P\n' -prune \) -o \
+    \( -path "$q/.setup-cache" -type d -printf 'd - - - - %P\n' -prune \) -o \
     \( -type f \( -path "$q/.run-tmp/*" -o -path "$q/runner.log" -o -path "$q/runner.log.1" \
     -o -path "$q/cron.log" -o -path "$q/cron.log.1" -o -path "$q/systemd.log" -o -path "$q/systemd.log.1" \
     -o -path "$q/notify.log" -o -path "$q/notify.log.1" \) \) -o \

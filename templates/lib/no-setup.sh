@@ -10,7 +10,7 @@ setup_run() {
   return 1
 }
 
-# setup_workspace: nothing to set up (preflight fails as setup_run says otherwise).
-setup_workspace() {
+# setup_run_workspace: nothing to set up (preflight fails as setup_run says otherwise).
+setup_run_workspace() {
   setup_run || preflight_fail "$REPLY"
 }

@@ -999,8 +999,9 @@ fn a_plain_loops_scripts_are_short_and_share_one_library() {
     // loop's settings can use; 376,083 bytes for the whole directory before lib.sh held the
     // perl programs stripped and the settings once, 362,051 after; then the commit hooks run
     // as checks, the dependencies' offline switches and the adequacy measure of a DONE
-    // through the pinned orbit): the aim is 300,000.
-    assert!(total <= 366 * 1024, "the loop directory: {total} bytes");
+    // through the pinned orbit; 378,000 once every function is named for its part): the aim
+    // is 300,000.
+    assert!(total <= 370 * 1024, "the loop directory: {total} bytes");
     for name in ["verify.sh", "holdout.sh"] {
         let script = fs::read_to_string(dir.join(name)).unwrap();
         assert!(

@@ -1,11 +1,11 @@
 # ---- the setup's runs (loop.toml `setup`), rendered into a loop with setup commands only;
 # ---- the others hold its stand-in lib/no-setup.sh. What the setup created is recorded per
 # ---- work tree (lib/runner/setup.sh reads the record).
-# setup_record DIR: what the setup left untracked in the work tree DIR (ignored or not; a
+# setup_run_record DIR: what the setup left untracked in the work tree DIR (ignored or not; a
 # directory as one entry) that was not there before it (ORBIT_TMP's setup.before: a workspace
 # set up after its agent ran keeps the agent's new files as the agent's) becomes DIR's list,
 # the agent's folder and the engine's own files aside.
-setup_record() {
+setup_run_record() {
   local dir=$1 f p skip w
   local -a wants=('/.orbit-agent/')
   local -A before=()
@@ -42,7 +42,7 @@ setup_run() {
   if ((untrusted)); then
     # On a tree the agent made, offline (loop.toml offline-env): what the first setup
     # fetched with the network is read where it is, and no registry is asked.
-    settings_offline_env offline
+    config_offline_env offline
     sandbox_prepare check
     jail=("${SANDBOX_ARGV[@]}")
     if ((${#jail[@]})); then
@@ -65,7 +65,7 @@ setup_run() {
     i=$((i + 1))
     printf '==> setup %s: %s\n' "$i" "$cmd" >>"$log"
     ORBIT_REPO_ROOT=$dir ORBIT_SETUP=1 \
-      orbit_run_bounded "$CHECK_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$log" "${pre[@]}" "${jail[@]}" "$BASH" -c "$cmd"
+      proc_run_bounded "$CHECK_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$log" "${pre[@]}" "${jail[@]}" "$BASH" -c "$cmd"
     if ((ORBIT_TIMED_OUT || ORBIT_RC)); then
       cd -- "$back" || true
       if ((ORBIT_TIMED_OUT)); then
@@ -93,17 +93,17 @@ setup_run() {
     printf '[FAIL] %s\n' "$REPLY" >>"$log"
     return 1
   fi
-  setup_record "$dir"
+  setup_run_record "$dir"
   printf '[PASS] setup (%s command(s))\n' "$i" >>"$log"
 }
 
-# setup_workspace: the workspace's setup, once per workspace (again for one recreated): after
+# setup_run_workspace: the workspace's setup, once per workspace (again for one recreated): after
 # the integrity gate of the start, before the red gate. On the untouched tree of the first
 # run it is the user's command; on a workspace recreated from the loop branch, a check's. A
 # failing setup stops the run in preflight (exit 2, nothing spent, tried again at the next
 # start) with the tail of iterations/baseline/setup.log. What it changed of git's files (a
 # hook it installed) is what the runner holds from then on.
-setup_workspace() {
+setup_run_workspace() {
   local dir="$LOOP_DIR/iterations/baseline" untrusted=0 tail why
   ((${#SETUP_CMDS[@]})) || return 0
   setup_paths_file_v "$WS_MAIN"
@@ -114,11 +114,11 @@ setup_workspace() {
   orbit_log "setting up the workspace $WS_MAIN (${#SETUP_CMDS[@]} setup command(s); output in iterations/baseline/setup.log)"
   if ! setup_run "$WS_MAIN" "$dir/setup.log" "$untrusted"; then
     why=$REPLY
-    orbit_event setup_fail "${S[NEXT_ITERATION]}" where workspace why "$why"
+    state_event setup_fail "${S[NEXT_ITERATION]}" where workspace why "$why"
     tail=$(tail -n 5 -- "$dir/setup.log" | orbit_clean_text | tr '\n' ' ' | cut -c1-300)
     preflight_fail "the workspace's setup failed: $why. Fix the setup in loop.toml (then orbit init --force), or the project, and run again; last lines of iterations/baseline/setup.log: $tail"
   fi
-  orbit_event setup_done "${S[NEXT_ITERATION]}" where workspace commands "${#SETUP_CMDS[@]}"
+  state_event setup_done "${S[NEXT_ITERATION]}" where workspace commands "${#SETUP_CMDS[@]}"
   # A hook the setup installed (husky's) is one the loop's commits run.
   workspace_git_facts
   trust_hold

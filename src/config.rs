@@ -334,7 +334,7 @@ impl SandboxNetwork {
 /// An `allow-hosts` entry, checked: `HOST` or `HOST:PORT`, where HOST is a DNS name (a
 /// leading `*.` for its subdomains), an IPv4 address or an IPv6 address in brackets, and
 /// PORT is from 1 to 65535. The runner's proxy matches the same shape (lib/sandbox-net.sh,
-/// `net_host_ok`).
+/// `config_host_ok`).
 pub fn check_allow_host(entry: &str) -> Result<()> {
     let bad = |why: &str| {
         Err(Error::Usage(format!(

@@ -235,7 +235,7 @@ fn verify(bytes: &[u8], anchor: Option<(String, u64)>) -> Journal {
     j
 }
 
-/// A field's value as the runner's `orbit_event` writes it: a whole number (no leading zero,
+/// A field's value as the runner's `state_event` writes it: a whole number (no leading zero,
 /// at most 18 digits, optionally negative) or `true`/`false` as JSON as such, anything else
 /// as a JSON string.
 pub fn value(v: &str) -> String {

@@ -48,6 +48,7 @@ pub mod shell;
 pub mod signature;
 pub mod sigs;
 pub mod state;
+pub mod submodules;
 pub mod verify;
 
 use std::process::ExitCode;

@@ -426,7 +426,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// The agent permission files the workspace holds now (contract 7's list, and the loop's
 /// engine's own, expanded at its root, regular files), relative to it: what the runner's
-/// `permission_files` finds.
+/// `pins_permission_files` finds.
 pub fn permission_files_in(ws: &Path, engine: Option<Engine>) -> Vec<String> {
     let mut out = Vec::new();
     let extra = engine.map_or(&[][..], crate::contract::engine_permission_files);

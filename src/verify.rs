@@ -687,6 +687,9 @@ fn rerun(
             t.commit
         )));
     }
+    // The commit's submodules, from the repository's own module objects, as the loop's
+    // checkouts hold them.
+    crate::submodules::checkout(&t.repo, &tmp);
     let result = std::fs::create_dir(&scratch)
         .map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))
         .and_then(|()| rerun_in(how, &t.repo, &tmp, &scratch, dir, pass_k, holdout));

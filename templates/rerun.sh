@@ -18,15 +18,15 @@
 # The loop's network for the rerun: open or none.
 RERUN_NET=open
 
-# repo_git ARG...: git in the user's repository, reading only (the runner's own, from
+# config_repo_git ARG...: git in the user's repository, reading only (the runner's own, from
 # lib/runner/config.sh, which the rerun does not hold).
-repo_git() { GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" "$@"; }
+config_repo_git() { GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" "$@"; }
 
-# net_fence KIND ARRAY: the network of the rerun's sandboxed run (lib/sandbox.sh calls it
+# sandbox_net_fence KIND ARRAY: the network of the rerun's sandboxed run (lib/sandbox.sh calls it
 # last): status 1 with the network open (sandbox_prepare builds the command); with none,
 # the bwrap options of ARRAY (named by $2) get a network namespace of their own, and
 # NET_ARGV is the sandbox's command line with them.
-net_fence() {
+sandbox_net_fence() {
   local -n rerun_fence=$2
   [[ $RERUN_NET == none ]] || return 1
   rerun_fence+=(--unshare-net)
@@ -42,7 +42,7 @@ rerun_main() {
   # The sandbox names the loop's own workspace WS_MAIN (the runner's): here the checkout.
   WS_MAIN=$WS
   [[ $kind == holdout ]] && script=holdout.sh
-  common=$(repo_git rev-parse --git-common-dir) || {
+  common=$(config_repo_git rev-parse --git-common-dir) || {
     printf 'orbit-rerun: %s is not a git repository\n' "$REPO_ROOT" >&2
     exit 2
   }

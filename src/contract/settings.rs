@@ -1,6 +1,6 @@
 //! The loop's settings: each key of loop.toml (named like its `orbit init` flag) that has a
 //! kind, a default and bounds, the loop's identity among them (its workspace, sandbox,
-//! memory and fan-out). `LoopConfig::validate` and the bash runner's `settings_check` both
+//! memory and fan-out). `LoopConfig::validate` and the bash runner's `config_settings_check` both
 //! check a value against this one table, so a setting means the same to both; loop.toml's
 //! defaults, the scripts' settings prelude and the templates' `s.check_timeout` are drawn
 //! from it.
@@ -213,7 +213,7 @@ pub const DEFAULT_PLACEHOLDER_PATTERN: &str = r"TODO|FIXME|XXX|todo!\(|unimpleme
 ///    variable may override it. From the row follow: loop.toml's default
 ///    (`LoopConfig::default`) and validation, the bash prelude's kind and bounds
 ///    (`ORBIT_SETTINGS`, `ORBIT_SETTING_KIND`/`_MIN`/`_MAX`/`_WORDS`, checked by the runner's
-///    `settings_check`), its line in the settings prelude (`NAME=${NAME-default}`, or
+///    `config_settings_check`), its line in the settings prelude (`NAME=${NAME-default}`, or
 ///    `NAME_SETTING=value` under its note) and the templates' `{{ s.key_in_snake_case }}`.
 /// 2. **A field of `LoopConfig`** (`src/config.rs`) named like the key, of the type its
 ///    kind reads as: a count `u64` or `u32`, a duration or text `String`, a bool `bool`, an

@@ -434,7 +434,7 @@ pub fn progress_tail(data: &[u8]) -> ProgressTail {
 }
 
 /// The hash the next progress entry chains on: the last end marker's (as the runner's
-/// `progress_open`), 64 zeros when there is none.
+/// `state_progress_open`), 64 zeros when there is none.
 pub fn progress_prev(data: &[u8]) -> String {
     let text = String::from_utf8_lossy(data);
     text.split('\n')
@@ -444,7 +444,7 @@ pub fn progress_prev(data: &[u8]) -> String {
 }
 
 /// The next seq and prev of events.jsonl (complete lines only), as the runner's
-/// `events_open` finds them.
+/// `state_events_open` finds them.
 pub fn events_tip(complete: &[u8]) -> (u64, String) {
     let text = String::from_utf8_lossy(complete);
     let Some(last) = text.split_terminator('\n').next_back() else {

@@ -1,6 +1,6 @@
 //! The live feeds, as server-sent events: the overview's rows, its fleet lines and its
 //! queue section (each sent again when it changes) and the running agent's output (`.run-tmp/agent.live`, as the runner's
-//! `live_open` writes it: a header line before each agent run, the output as it comes).
+//! `agent_live_open` writes it: a header line before each agent run, the output as it comes).
 //!
 //! A feed looks at the files a few times a second and sends only what changed; a reader
 //! that goes away ends it at the next write (a comment line every [`KEEPALIVE`] finds

@@ -203,7 +203,7 @@ orbit_pin_reason_v() {
   elif orbit_permission_file "$p"; then
     REPLY=$REASON_PERMISSION_HIJACK
   elif [[ -n $ORBIT_LOOP_COPY && $p == "$ORBIT_LOOP_COPY"/* ]]; then
-    # The loop directory's copy in the workspace (the runner's loop_copy_files).
+    # The loop directory's copy in the workspace (the runner's trust_loop_copy_files).
     REPLY=$REASON_SCRIPT_TAMPER
   else
     REPLY=$REASON_REWARD_HACK

@@ -1,9 +1,9 @@
 # ---- what an engine's tokens cost by TOKEN_PRICES: rendered into the loops of the engines
 # ---- whose CLI reports tokens, not a cost (codex, gemini, qwen, opencode), after lib/engine.sh.
-# engine_price_v MODEL: REPLY is "INPUT CACHED OUTPUT", USD per million tokens, for MODEL
+# engine_tokens_engine_price_v MODEL: REPLY is "INPUT CACHED OUTPUT", USD per million tokens, for MODEL
 # from TOKEN_PRICES (`model=input/cached/output` words): the model itself, else the
 # longest entry its name begins with, else `*`. Status 1 when none applies.
-engine_price_v() {
+engine_tokens_engine_price_v() {
   local model=$1 w key best='' bestlen=-1 star=''
   for w in $TOKEN_PRICES; do
     key=${w%%=*}
@@ -26,7 +26,7 @@ engine_price_v() {
 # micro-USD (input counts the cached tokens too, as both CLIs report it). Status 1 when no
 # price applies.
 engine_tokens_cost_v() {
-  engine_price_v "$1" || return 1
+  engine_tokens_engine_price_v "$1" || return 1
   local -a price
   read -r -a price <<<"$REPLY"
   REPLY=$(awk -v i="$2" -v c="$3" -v o="$4" -v pi="${price[0]}" -v pc="${price[1]}" -v po="${price[2]}" \

@@ -7,7 +7,7 @@
 # ----   engine_retrying_v LOG           whether it was retrying a 429 when the run ended
 # ----   engine_classify_own_v LOG RC TIMED_OUT
 # ----                                   the outcome its own output says (status 1: the
-# ----                                   generic rules, classify_v, decide)
+# ----                                   generic rules, deadline_classify_v, decide)
 # ----   engine_cost_v LOG               what the run cost, from its output, and the
 # ----                                   tokens it used where the output counts them
 # ----   engine_preflight                its version, its environment, its credentials
@@ -19,7 +19,7 @@
 # ----   engine_net_hosts                its API's hosts, for the sandbox's network allowlist
 # ----   engine_home_held                its user-level files that name commands, held
 # ----   engine_migrate_note             what a contract 1.0 loop of it is told
-# ---- and helpers of its own named after it (gemini_block_v, aider_tail_v, ...).
+# ---- and helpers of its own named after it (engine_gemini_block_v, engine_aider_tail_v, ...).
 #
 # Nothing here greps a number out of a transcript: each CLI's own last words are read where
 # only the CLI writes them (claude's and qwen's `{"type":"result",...}` line, codex's
@@ -37,13 +37,13 @@ ENGINE_RESUME_AT=
 # The installed CLI's version, recorded in the loop_start event.
 ENGINE_VERSION=
 # What the last agent run cost, in micro-dollars, and how it is known (COST_*): the
-# engine's report (its part's engine_cost_v), else what cost_of_run found instead.
+# engine's report (its part's engine_cost_v), else what record_cost_of_run found instead.
 RUN_COST_M=0
 RUN_COST_KIND=
 
-# cost_run_is MICRO_USD KIND: the last run's cost, as cost_of_run found it, or as its caller
+# engine_cost_run_is MICRO_USD KIND: the last run's cost, as record_cost_of_run found it, or as its caller
 # took it elsewhere (the fan-out's, whose candidates' costs are in the ledger already).
-cost_run_is() {
+engine_cost_run_is() {
   RUN_COST_M=$1 RUN_COST_KIND=$2
 }
 
@@ -51,7 +51,7 @@ cost_run_is() {
 # failure is permanent) is forgotten: it was said of another run (a fan-out's candidate).
 engine_said_forget() {
   ENGINE_MESSAGE='' ENGINE_RESUME_AT=''
-  permanent_why_is ''
+  deadline_permanent_why_is ''
 }
 
 # engine_unescape_v TEXT: REPLY is a JSON string body as text on one line (\n, \t as
@@ -267,7 +267,7 @@ engine_unattended() {
 engine_permanent() {
   local what=$1
   engine_clip_v "$ENGINE_MESSAGE"
-  permanent_why_is "$ENGINE: $what: \"$REPLY\": $ENGINE_FIX"
+  deadline_permanent_why_is "$ENGINE: $what: \"$REPLY\": $ENGINE_FIX"
   REPLY=$OUTCOME_PERMANENT
 }
 
@@ -285,11 +285,11 @@ engine_rate_limited() {
 engine_classify_v() {
   local log=$1 rc=$2 to=$3
   ENGINE_MESSAGE='' ENGINE_FIX='' ENGINE_RESUME_AT=''
-  permanent_why_is ''
+  deadline_permanent_why_is ''
   engine_classify_own_v "$@" && return 0
-  classify_v "$log" "$rc" "$to"
+  deadline_classify_v "$log" "$rc" "$to"
   if [[ $REPLY == "$OUTCOME_RATE_LIMITED" ]]; then
-    ENGINE_RESUME_AT=$(rate_limit_resume_at "$log")
+    ENGINE_RESUME_AT=$(deadline_rate_limit_resume_at "$log")
   fi
 }
 
@@ -379,7 +379,7 @@ engine_env_load() {
   [[ $mode =~ ^-rw?-{7}[.+@]?$ ]] || preflight_fail "env-file $f has mode ${mode:-unknown}: it holds secrets; run chmod 600 $f"
   [[ -r $f ]] || preflight_fail "env-file $f cannot be read: run chmod 600 $f"
   if ! home_env_unchanged; then
-    footer "$STATUS_CONTINUE" "permission_hijack: env-file $f changed since the loop's first run"
+    config_footer "$STATUS_CONTINUE" "permission_hijack: env-file $f changed since the loop's first run"
     orbit_die "$EXIT_INTEGRITY" "permission_hijack: env-file $f changed since the loop's first run held it (sha256 $HOME_WANT, now $HOME_HAVE): nothing of it is loaded; review it, then 'orbit recover --repin' to accept it"
   fi
   while IFS= read -r line || [[ -n $line ]]; do
@@ -435,7 +435,7 @@ engine_probe_v() {
   f=$(mktemp "${TMPDIR:-/tmp}/orbit-probe.XXXXXX") || return 1
   res=$(
     cd -- "${TMPDIR:-/tmp}" || exit "$EXIT_PREFLIGHT"
-    orbit_run_bounded "$limit" 1 /dev/null "$f" "$AGENT_ABS" "$@"
+    proc_run_bounded "$limit" 1 /dev/null "$f" "$AGENT_ABS" "$@"
     printf '%s %s' "$ORBIT_RC" "$ORBIT_TIMED_OUT"
   ) || res='1 0'
   # shellcheck disable=SC2034  # the probe's answer: each engine's preflight reads what it needs

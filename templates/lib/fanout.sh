@@ -7,7 +7,7 @@
 # ---- computes every fact it judges by (the tree, the checks, the pins) itself. Rendered
 # ---- into a loop of candidates > 1 only (lib/no-fanout.sh in the others).
 FANOUT_N=1
-# The candidates' pids (the subshells that run them), for on_signal.
+# The candidates' pids (the subshells that run them), for stop_on_signal.
 declare -a FANOUT_PIDS=()
 
 # fanout_ws_v K: REPLY is candidate K's worktree.
@@ -41,9 +41,9 @@ fanout_prepare() {
   fanout_ws_v "$k"
   cws=$REPLY
   if [[ ! -e $cws && ! -L $cws ]]; then
-    repo_git worktree add -q --detach --lock --reason "orbit loop $LOOP_DIR (candidate $k)" -- "$cws" "$commit" >>"$ORBIT_LOG_FILE" 2>&1 ||
+    config_repo_git worktree add -q --detach --lock --reason "orbit loop $LOOP_DIR (candidate $k)" -- "$cws" "$commit" >>"$ORBIT_LOG_FILE" 2>&1 ||
       orbit_die "$EXIT_BLOCKED" "cannot create the candidate worktree $cws (see runner.log)"
-    orbit_event candidate_worktree "$CUR_ITER" candidate "$k" path "$cws"
+    state_event candidate_worktree "$CUR_ITER" candidate "$k" path "$cws"
     setup_forget "$cws"
   fi
   if ! fanout_intact "$cws"; then
@@ -51,7 +51,7 @@ fanout_prepare() {
     return 1
   fi
   local -a kept=()
-  setup_clean_args "$cws" kept
+  fanout_setup_clean_args "$cws" kept
   if ! git -C "$cws" checkout -q -f --detach "$commit" -- >>"$ORBIT_LOG_FILE" 2>&1 ||
     ! git -C "$cws" clean -q -f -d "${kept[@]}" >>"$ORBIT_LOG_FILE" 2>&1; then
     orbit_die "$EXIT_BLOCKED" "cannot reset the candidate worktree $cws to $commit (see runner.log)"
@@ -61,17 +61,17 @@ fanout_prepare() {
     git -C "$cws" read-tree -u --reset "$tree" >>"$ORBIT_LOG_FILE" 2>&1 ||
       orbit_die "$EXIT_BLOCKED" "cannot reset the candidate worktree $cws to the tree $tree (see runner.log)"
   fi
-  modules_checkout "$cws"
+  setup_modules_checkout "$cws"
   # A new worktree is set up once, on the tree it starts from (a check's run: the tree may
   # be the agent's).
   setup_paths_file_v "$cws"
   if ((${#SETUP_CMDS[@]})) && [[ ! -f $REPLY ]]; then
     if ! setup_run "$cws" "$LOOP_DIR/iterations/baseline/setup.log" 1; then
       local why=$REPLY
-      orbit_event setup_fail "$CUR_ITER" where "candidate-$k" why "$why"
+      state_event setup_fail "$CUR_ITER" where "candidate-$k" why "$why"
       orbit_die "$EXIT_BLOCKED" "the setup failed in the candidate worktree $cws: $why (see iterations/baseline/setup.log)"
     fi
-    orbit_event setup_done "$CUR_ITER" where "candidate-$k" commands "${#SETUP_CMDS[@]}"
+    state_event setup_done "$CUR_ITER" where "candidate-$k" commands "${#SETUP_CMDS[@]}"
   fi
 }
 
@@ -110,9 +110,9 @@ fanout_protected_v() {
       REPLY=$p
       return 0
     fi
-  done < <(git_q diff --no-renames --name-only -z "$before" "$after" -- 2>/dev/null || true)
+  done < <(config_git_q diff --no-renames --name-only -z "$before" "$after" -- 2>/dev/null || true)
   if ((${#specs[@]})); then
-    IFS= read -r -d '' REPLY < <(git_q diff --no-renames --name-only -z "$before" "$after" -- "${specs[@]}" 2>/dev/null || true) || true
+    IFS= read -r -d '' REPLY < <(config_git_q diff --no-renames --name-only -z "$before" "$after" -- "${specs[@]}" 2>/dev/null || true) || true
   fi
   return 0
 }
@@ -180,8 +180,8 @@ fanout_attempt_record() {
   if [[ ${10} =~ ^[A-Za-z0-9][][A-Za-z0-9._:/@+-]{0,99}$ ]]; then
     tokens+=(model "${10}")
   fi
-  ledger_append "$n" "$5" "$6" "$k"
-  orbit_event agent_exit "$n" phase "$PHASE_WORK" attempt "$1" candidate "$k" exit_code "$2" outcome "$7" seconds "$4" cost_microusd "$5" cost_kind "$6" "${tokens[@]}"
+  record_ledger_append "$n" "$5" "$6" "$k"
+  state_event agent_exit "$n" phase "$PHASE_WORK" attempt "$1" candidate "$k" exit_code "$2" outcome "$7" seconds "$4" cost_microusd "$5" cost_kind "$6" "${tokens[@]}"
   if orbit_appendable "$LOOP_DIR/.iter-timings.log"; then
     printf '%s\n' "$4" >>"$LOOP_DIR/.iter-timings.log"
   fi
@@ -225,7 +225,7 @@ FANOUT_P=
 fanout_agent_stop() {
   trap '' INT TERM HUP
   if [[ -n $ORBIT_CHILD_PID ]]; then
-    orbit_kill_group "$ORBIT_CHILD_PID" "$KILL_GRACE_S"
+    proc_kill_group "$ORBIT_CHILD_PID" "$KILL_GRACE_S"
     if ((FANOUT_ATTEMPT > 0)); then
       cat -- "$FANOUT_TMP/agent.raw" "$FANOUT_TMP/agent.head" "$FANOUT_TMP/agent.tail" >"$FANOUT_TMP/agent.log" 2>/dev/null || true
       printf '\n[orbit: stopped by the runner after %ss]\n' $((SECONDS - FANOUT_T0)) >>"$FANOUT_TMP/agent.log"
@@ -247,7 +247,7 @@ fanout_agent_stop() {
   if [[ -n ${runid:-} ]]; then
     sweep_env "ORBIT_RUN_ID=$runid"
   fi
-  live_close
+  agent_live_close
   if [[ -n $FANOUT_OUT ]]; then
     { printf '%sE %s\n' "$FANOUT_LINES" "$DEADLINE_HIT" 1>&"$FANOUT_OUT"; } 2>/dev/null || true
   fi
@@ -311,7 +311,7 @@ fanout_iteration() {
   local n=$1 dir=$2 base=$3 fb=$4 commit
   FANOUT_RUN=([OUTCOME]=$OUTCOME_AGENT_ERROR [ATTEMPTS]=1 [EXIT]=0 [SECONDS]=0 [TIMED_OUT]=0 [COST_KIND]=$COST_UNKNOWN)
   FANOUT_TODO=() FANOUT_RES=() FANOUT_FD=() FANOUT_PID=() FANOUT_END=()
-  commit=$(git_q rev-parse HEAD)
+  commit=$(config_git_q rev-parse HEAD)
   mkdir -p -- "$dir/candidates"
   fanout_recorded_passer_v "$n" "$dir"
   FANOUT_PASSER=$REPLY
@@ -319,7 +319,7 @@ fanout_iteration() {
   if ((${#FANOUT_TODO[@]})); then
     fanout_run_all "$n" "$dir" "$fb" "$base" || return 0
     fanout_runs_record "$n" "$dir" || return 0
-    orbit_fault fanout_after_agents
+    state_fault fanout_after_agents
     fanout_judge_all "$n" "$dir" "$commit" "$base" || return 0
   fi
   fanout_survivor "$n" "$dir" "$base"
@@ -344,14 +344,14 @@ fanout_start_all() {
       mv -- "$cdir" "$dir/candidates/$k.interrupted.$j"
     fi
     fanout_ref_v "$n" "$k"
-    git_q update-ref -d "$REPLY" 2>/dev/null || true
+    config_git_q update-ref -d "$REPLY" 2>/dev/null || true
     mkdir -- "$cdir"
     if ! fanout_prepare "$k" "$commit" "$base"; then
-      pin_finding "$REPLY" "$REPLY_WANT" "$REPLY_HAVE"
+      pins_finding "$REPLY" "$REPLY_WANT" "$REPLY_HAVE"
       trust_broken "$REPLY" "$REASON_GIT_TAMPER" "$REPLY_WANT" "$REPLY_HAVE" 1
       return 1
     fi
-    build_prompt "$n" "$PHASE_WORK" 1 "$cdir/prompt.md" "$fb"
+    prompt_build "$n" "$PHASE_WORK" 1 "$cdir/prompt.md" "$fb"
     printf '\n## Candidate\n\nYou are candidate %s of %s: other agents work on the same goal from the same start, each in its own copy, and the harness keeps the best change. Work independently; take the approach you judge best.\n' \
       "$k" "$FANOUT_N" >>"$cdir/prompt.md"
     rm -rf -- "$ORBIT_TMP/c$k"
@@ -372,7 +372,7 @@ fanout_run_all() {
   local -a kids_before=()
   for k in "${FANOUT_TODO[@]}"; do
     [[ -z ${FANOUT_RES[$k]+set} ]] || continue
-    orbit_event candidate_start "$n" candidate "$k" of "$FANOUT_N" path "$WS.c$k"
+    state_event candidate_start "$n" candidate "$k" of "$FANOUT_N" path "$WS.c$k"
   done
   orbit_log "iteration $n: ${#FANOUT_TODO[@]} candidate(s) start in parallel (${FANOUT_TODO[*]})"
   # What the runner holds from here: anything but the candidates' scratch that changes
@@ -381,7 +381,7 @@ fanout_run_all() {
     return 1
   fi
   FANOUT_PIDS=()
-  orbit_kids_into kids_before "$$"
+  proc_kids_into kids_before "$$"
   for k in "${FANOUT_TODO[@]}"; do
     [[ -z ${FANOUT_RES[$k]+set} ]] || continue
     exec {fd}< <(fanout_agent "$k" "$n" "$dir/candidates/$k" "$fb")
@@ -397,7 +397,7 @@ fanout_run_all() {
     fanout_take "$k"
   done
   FANOUT_PIDS=()
-  orbit_reaped_sweep "${kids_before[@]}" "${FANOUT_PID[@]}"
+  proc_reaped_sweep "${kids_before[@]}" "${FANOUT_PID[@]}"
 }
 
 # fanout_take K: what candidate K's subshell said, into FANOUT_RES (its descriptor closed).
@@ -503,11 +503,11 @@ fanout_judge_all() {
     if ((FANOUT_LOOK_CHECK[$k])); then checked+=("$k"); fi
   done
   fanout_checks_run "$n" ${checked[@]+"${checked[@]}"} || return 1
-  orbit_fault fanout_after_checks
+  state_fault fanout_after_checks
   for k in "${FANOUT_TODO[@]}"; do
     fanout_run_read "$dir/candidates/$k"
     fanout_judge "$n" "$k" "$dir/candidates/$k" "$commit" "$base" || return 1
-    orbit_fault fanout_after_candidate
+    state_fault fanout_after_candidate
   done
 }
 
@@ -521,8 +521,8 @@ fanout_progress_v() {
   IFS= read -r surv <"$dir/survivor.txt" 2>/dev/null || true
   orbit_is_uint "$surv" || surv=0
   n=$((10#${dir##*/}))
-  journal_last_v "\"event\":\"survivor_selected\",\"iteration\":$n,"
-  event_field_v "$REPLY" reason
+  resume_journal_last_v "\"event\":\"survivor_selected\",\"iteration\":$n,"
+  resume_event_field_v "$REPLY" reason
   why=$REPLY
   for ((k = 1; k <= FANOUT_N; k++)); do
     [[ -f $dir/candidates/$k/candidate.env ]] || continue
@@ -559,12 +559,12 @@ fanout_done_prune() {
     fanout_ws_v "$k"
     cws=$REPLY
     if [[ -e $cws/.git ]] && fanout_intact "$cws"; then
-      repo_git worktree remove -f -f -- "$cws" >>"$ORBIT_LOG_FILE" 2>&1 || true
+      config_repo_git worktree remove -f -f -- "$cws" >>"$ORBIT_LOG_FILE" 2>&1 || true
       setup_forget "$cws"
     fi
     rm -f -- "$LOOP_DIR/.tree-index.c$k"
   done
-  orbit_event candidates_pruned "$CUR_ITER" reason "done" refs "kept"
+  state_event candidates_pruned "$CUR_ITER" reason "done" refs "kept"
 }
 
 # fanout_settings: FANOUT_N and FANOUT_EARLY_STOP (0 or 1) from the loop's identity

@@ -33,11 +33,11 @@ HOME_PERL=$HOME_PERL_SUBS'
 @perl:home_record_once.pl@
 '
 
-# orbit_hasher_home_v SPECS: REPLY is the record of the held paths SPECS name, computed by
+# home_record_hasher_home_v SPECS: REPLY is the record of the held paths SPECS name, computed by
 # the hasher (home_record.sh's code, as home_record_v runs it once): the same bytes as that
 # program's output. Status 1 when it cannot answer (no hasher, or its perl lacks a module):
 # the caller runs the program.
-orbit_hasher_home_v() {
+home_record_hasher_home_v() {
   local LC_ALL=C n
   orbit_hasher_alive || return 1
   if ! printf 'H %d\n%s' "${#1}" "$1" >&"${ORBIT_HASHER[1]}" || ! read -r -t 60 n <&"${ORBIT_HASHER[0]}"; then
@@ -63,12 +63,12 @@ orbit_hasher_home_v() {
 # perl, or no JSON::PP or Digest::SHA). The resident perl (orbit_hasher_start) computes it
 # without a program started per look; the same code is run once when it cannot.
 home_record_v() {
-  orbit_hasher_home_v "$1" && return 0
+  home_record_hasher_home_v "$1" && return 0
   REPLY=$(perl -e "$HOME_PERL" <<<"$1" 2>/dev/null) || return 1
 }
 
-# home_specs_of_v RECORD: REPLY is the spec lines of a record's header.
-home_specs_of_v() {
+# home_record_home_specs_of_v RECORD: REPLY is the spec lines of a record's header.
+home_record_home_specs_of_v() {
   local line
   REPLY=''
   while IFS= read -r line; do

@@ -19,11 +19,11 @@ lock_owner_alive() {
   fi
   pid=${owner%% *}
   start=${owner#* }
-  [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && [[ "$(proc_start "$pid")" == "$start" ]]
+  [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && [[ "$(lock_proc_start "$pid")" == "$start" ]]
 }
 
-# proc_start PID: the process's start time as ps prints it ("" when it is gone).
-proc_start() { ps -o lstart= -p "$1" 2>/dev/null | tr -s ' ' || true; }
+# lock_proc_start PID: the process's start time as ps prints it ("" when it is gone).
+lock_proc_start() { ps -o lstart= -p "$1" 2>/dev/null | tr -s ' ' || true; }
 
 # lock_held_v DIR: whether a runner holds the lock of the loop directory DIR, probed without
 # taking it (/proc/locks or `flock -n` for the flock, the owner's pid and start time for the

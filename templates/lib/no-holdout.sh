@@ -6,14 +6,14 @@ HOLDOUT_OK=0
 HOLDOUT_FAILING=
 HOLDOUT_REFS_FILE=
 
-# run_holdout N DIR: a loop rendered without holdout checks cannot run them: HOLDOUT_OK
+# holdout_run N DIR: a loop rendered without holdout checks cannot run them: HOLDOUT_OK
 # stays 0 (the claim is rejected), and runner.log says how to add them.
-run_holdout() {
+holdout_run() {
   HOLDOUT_OK=0 HOLDOUT_FAILING=holdout.sh
   orbit_log "the holdout checks were asked for, but this loop was rendered without any: add them to holdout in loop.toml and re-render with orbit init --force"
 }
 
-# holdout_feedback DIR N: nothing to say (run_holdout never passes here).
+# holdout_feedback DIR N: nothing to say (holdout_run never passes here).
 holdout_feedback() { :; }
 
 # holdout_refs_v DIFF: status 1, the scan cannot run without the holdout's names.

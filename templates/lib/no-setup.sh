@@ -10,15 +10,15 @@ setup_run() {
   return 1
 }
 
-# setup_clean_checkout CWS LOG TREE: nothing to set up (as setup_run).
-setup_clean_checkout() {
+# setup_run_clean_checkout CWS LOG TREE: nothing to set up (as setup_run).
+setup_run_clean_checkout() {
   setup_run
 }
 
-# setup_cache_drop: no setup, no cache.
-setup_cache_drop() { :; }
+# setup_run_cache_drop: no setup, no cache.
+setup_run_cache_drop() { :; }
 
-# setup_workspace: nothing to set up (preflight fails as setup_run says otherwise).
-setup_workspace() {
+# setup_run_workspace: nothing to set up (preflight fails as setup_run says otherwise).
+setup_run_workspace() {
   setup_run || preflight_fail "$REPLY"
 }

@@ -17,7 +17,7 @@ notify_channel() {
   local name=$1 infile=$2 out
   shift 2
   out=$(mktemp "${TMPDIR:-/tmp}/orbit-notify.XXXXXX")
-  orbit_run_bounded "$NOTIFY_TIMEOUT_S" 2 "$infile" "$out" "$@"
+  proc_run_bounded "$NOTIFY_TIMEOUT_S" 2 "$infile" "$out" "$@"
   # curl's -m and our bound are the same length: whichever fires first, it timed out.
   if ((ORBIT_TIMED_OUT)) || [[ $1 == curl && $ORBIT_RC == "$NOTIFY_CURL_TIMED_OUT" ]]; then
     orbit_log "notify: channel $name timed out after ${NOTIFY_TIMEOUT_S}s"

@@ -11,11 +11,11 @@ ORBIT_TIMED_OUT=0
 # its perl: lib/runner/sweep.sh): then what a bounded run left behind that the kernel gave
 # it is swept when the run ends.
 ORBIT_REAPING=0
-orbit_reaping_on() { ORBIT_REAPING=1; }
+proc_reaping_on() { ORBIT_REAPING=1; }
 
-# orbit_kids_v PID: REPLY_KIDS, the live children of PID (not a zombie: it runs nothing),
+# proc_kids_v PID: REPLY_KIDS, the live children of PID (not a zombie: it runs nothing),
 # from /proc (each thread's children), or ps where the kernel does not list them.
-orbit_kids_v() {
+proc_kids_v() {
   local f p st
   local -a listed=() kid_words=()
   REPLY_KIDS=()
@@ -43,19 +43,19 @@ orbit_kids_v() {
   done
 }
 
-# orbit_adopted_sweep PARENT KEPT...: what the subreaper PARENT was given (the children it
+# proc_adopted_sweep PARENT KEPT...: what the subreaper PARENT was given (the children it
 # did not start, all but KEPT and the shell running this), with everything below each: each
 # stopped as it is found (so that it starts nothing meanwhile), then KILLed and named in
 # REPLY_SWEPT ("PID COMMAND" each); again until none is left (one that forked before it was
 # stopped is given to PARENT in turn).
-orbit_adopted_sweep() {
+proc_adopted_sweep() {
   local parent=$1 p c round keep
   shift
   keep=" $BASHPID $* "
   local -a pending_kids=() stopped_kids=() REPLY_KIDS=()
   REPLY_SWEPT=()
   for ((round = 0; round < 20; round++)); do
-    orbit_kids_v "$parent"
+    proc_kids_v "$parent"
     pending_kids=()
     for p in "${REPLY_KIDS[@]}"; do
       [[ $keep == *" $p "* ]] || pending_kids+=("$p")
@@ -67,7 +67,7 @@ orbit_adopted_sweep() {
       pending_kids=("${pending_kids[@]:1}")
       kill -STOP "$p" 2>/dev/null || continue
       stopped_kids+=("$p")
-      orbit_kids_v "$p"
+      proc_kids_v "$p"
       pending_kids+=("${REPLY_KIDS[@]}")
     done
     for p in "${stopped_kids[@]}"; do
@@ -79,67 +79,67 @@ orbit_adopted_sweep() {
   done
 }
 
-# orbit_kids_into ARRAY PID: the live children of PID (orbit_kids_v) into the array named
+# proc_kids_into ARRAY PID: the live children of PID (proc_kids_v) into the array named
 # ARRAY.
 # shellcheck disable=SC2034  # kids_into is a nameref: the caller's array
-orbit_kids_into() {
+proc_kids_into() {
   local -n kids_into=$1
   local -a REPLY_KIDS=()
-  orbit_kids_v "$2"
+  proc_kids_v "$2"
   kids_into=("${REPLY_KIDS[@]}")
 }
 
-# orbit_reaped_sweep KEPT...: as the runner's subreaper, what it was given besides KEPT
+# proc_reaped_sweep KEPT...: as the runner's subreaper, what it was given besides KEPT
 # (its children before the run) is swept, each named in the log. A bounded run sweeps so
 # when it ends; a fan-out once every candidate has ended (the children before they started,
 # and the candidates, kept: what a candidate's check left is the runner's meanwhile).
-orbit_reaped_sweep() {
+proc_reaped_sweep() {
   local line c
   local -a REPLY_SWEPT=()
   ((ORBIT_REAPING)) && [[ $BASHPID == "$$" ]] || return 0
-  orbit_adopted_sweep "$$" "$@"
+  proc_adopted_sweep "$$" "$@"
   for line in "${REPLY_SWEPT[@]}"; do
     c=${line#* }
     orbit_log "sweeping leftover process ${line%% *} (${c//[^[:print:]]/?})"
   done
 }
 
-# orbit_group_alive PGID: a process of the group is alive. A zombie is not: a process whose
+# proc_group_alive PGID: a process of the group is alive. A zombie is not: a process whose
 # parent exited is reaped by PID 1, which in a container or a micro-VM may take its time
 # (or never come), and it runs nothing. Without ps, any member counts.
-orbit_group_alive() {
+proc_group_alive() {
   local out
   kill -0 -- "-$1" 2>/dev/null || return 1
   out=$(ps -A -o pgid= -o stat= 2>/dev/null) || return 0
   awk -v g="$1" '$1 == g && $2 !~ /^Z/ { found = 1 } END { exit !found }' <<<"$out"
 }
 
-# orbit_group_sweep PGID: KILLs what is left of a process group whose leader has exited,
+# proc_group_sweep PGID: KILLs what is left of a process group whose leader has exited,
 # naming each live member (pid and command line) in the log first, as every sweep does.
-orbit_group_sweep() {
+proc_group_sweep() {
   local g s p c
-  orbit_group_alive "$1" || return 0
+  proc_group_alive "$1" || return 0
   while read -r g s p c; do
     if [[ $g == "$1" && $s != Z* ]]; then
       orbit_log "sweeping leftover process $p (${c:0:80})"
     fi
   done < <(ps -A -o pgid= -o stat= -o pid= -o args= 2>/dev/null || true)
-  orbit_kill_group "$1" 1
+  proc_kill_group "$1" 1
 }
 
-# orbit_kill_group PID GRACE: TERM the process group, KILL it after GRACE seconds.
-orbit_kill_group() {
+# proc_kill_group PID GRACE: TERM the process group, KILL it after GRACE seconds.
+proc_kill_group() {
   local pid=$1 grace=$2 waited=0
   kill -TERM -- "-$pid" 2>/dev/null || return 0
-  while orbit_group_alive "$pid" && ((waited < grace * 10)); do
+  while proc_group_alive "$pid" && ((waited < grace * 10)); do
     sleep 0.1
     waited=$((waited + 1))
   done
   kill -KILL -- "-$pid" 2>/dev/null || true
 }
 
-# orbit_run_bounded TIMEOUT GRACE INFILE OUTFILE CMD...
-orbit_run_bounded() {
+# proc_run_bounded TIMEOUT GRACE INFILE OUTFILE CMD...
+proc_run_bounded() {
   local timeout=$1 grace=$2 infile=$3 outfile=$4 watchdog wd_status=0
   # The watchdog's own protocol with this function, not a loop exit code: it exits
   # wd_fired when it fired, wd_stopped when stopped early.
@@ -149,7 +149,7 @@ orbit_run_bounded() {
   ORBIT_TIMED_OUT=0
   local -a kept=()
   if ((ORBIT_REAPING)) && [[ $BASHPID == "$$" ]]; then
-    orbit_kids_into kept "$$"
+    proc_kids_into kept "$$"
   fi
   set -m
   "$@" <"$infile" >>"$outfile" 2>&1 7<&- 8>&- 9>&- &
@@ -163,7 +163,7 @@ orbit_run_bounded() {
     sleep "$timeout" &
     wait $! || exit "$wd_stopped"
     trap '' TERM
-    orbit_kill_group "$ORBIT_CHILD_PID" "$grace"
+    proc_kill_group "$ORBIT_CHILD_PID" "$grace"
     exit "$wd_fired"
   ) </dev/null >/dev/null 2>&1 7<&- 8>&- 9>&- &
   watchdog=$!
@@ -186,8 +186,8 @@ orbit_run_bounded() {
   fi
   # Sweep what the runner was given as its subreaper, then what the command left running in
   # its group.
-  orbit_reaped_sweep "${kept[@]}"
-  orbit_group_sweep "$ORBIT_CHILD_PID"
+  proc_reaped_sweep "${kept[@]}"
+  proc_group_sweep "$ORBIT_CHILD_PID"
   ORBIT_CHILD_PID=
   return 0
 }

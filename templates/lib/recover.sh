@@ -1,6 +1,6 @@
 # ---- apply: backups, moves, flag writes, progress, events, then the checkpoint.
-# rc_backup FILE BACKUP_DIR: a copy of FILE (when it is one) under BACKUP_DIR, by its path.
-rc_backup() {
+# recover_backup FILE BACKUP_DIR: a copy of FILE (when it is one) under BACKUP_DIR, by its path.
+recover_backup() {
   local src=$1 bdir=$2 rel
   [[ -f $src ]] || return 0
   # Loop files under their own path; repository files (the workspace's) under repo/.
@@ -16,29 +16,29 @@ rc_backup() {
   mv -f -- "$bdir/$rel.tmp.$$" "$bdir/$rel"
 }
 
-# rc_apply: the plan applied: every file it changes backed up first (backups/<stamp>/), the
+# recover_apply: the plan applied: every file it changes backed up first (backups/<stamp>/), the
 # files moved, restored and written, progress.md's Recovery entry, the journal's recovery
 # event, then the checkpoint; what was done said on standard output.
-rc_apply() {
+recover_apply() {
   local now bdir brel iter r flags_text
   now=$(orbit_now)
-  rc_backups_v "$now"
+  recover_backups_v "$now"
   bdir=$REPLY
   brel=${bdir#"$RC_DIR"/}
-  rc_apply_files "$bdir"
+  recover_apply_files "$bdir"
   iter=$((S[NEXT_ITERATION] > 0 ? S[NEXT_ITERATION] - 1 : 0))
   flags_text=${RC_FLAGS[*]:-}
-  rc_apply_progress "$now" "$brel" "$iter" "$flags_text"
-  rc_apply_journal "$now" "$brel" "$iter" "$flags_text"
+  recover_apply_progress "$now" "$brel" "$iter" "$flags_text"
+  recover_apply_journal "$now" "$brel" "$iter" "$flags_text"
   printf 'recover.sh: recovered %s\n' "$RC_DIR"
   for r in "${RC_REPAIRS[@]}"; do printf '  - %s\n' "$r"; done
   for r in "${RC_NOTES[@]}"; do printf '  note: %s\n' "$r"; done
-  printf '  backups: %s\n  %s\n' "$brel" "$(rc_resume_hint)"
+  printf '  backups: %s\n  %s\n' "$brel" "$(recover_resume_hint)"
 }
 
-# rc_backups_v NOW: REPLY is a new backup directory (backups/<stamp>[-K]/) holding a copy of
+# recover_backups_v NOW: REPLY is a new backup directory (backups/<stamp>[-K]/) holding a copy of
 # every file the plan changes.
-rc_backups_v() {
+recover_backups_v() {
   local stamp bdir k f
   stamp=$(TZ=UTC0 printf '%(%Y%m%dT%H%M%SZ)T' "$1")
   bdir="$RC_DIR/backups/$stamp"
@@ -48,36 +48,36 @@ rc_backups_v() {
     k=$((k + 1))
   done
   mkdir -p -- "$bdir"
-  if [[ -n $RC_BH_WRITE ]]; then rc_backup "$RC_DIR/.branch-head" "$bdir"; fi
-  if ((RC_PINS_WRITE)); then rc_backup "$RC_DIR/pins.sha256" "$bdir"; fi
-  if ((RC_GOAL_COPY)); then rc_backup "$RC_DIR/.pins/goal.md" "$bdir"; fi
-  if ((RC_SIG_CLEAR)); then rc_backup "$RC_DIR/.action-sig.log" "$bdir"; fi
-  for f in "${RC_RESTORE_TO[@]}" "${RC_REMOVES[@]}"; do rc_backup "$f" "$bdir"; done
-  rc_backup "$RC_DIR/progress.md" "$bdir"
-  rc_backup "$RC_DIR/events.jsonl" "$bdir"
+  if [[ -n $RC_BH_WRITE ]]; then recover_backup "$RC_DIR/.branch-head" "$bdir"; fi
+  if ((RC_PINS_WRITE)); then recover_backup "$RC_DIR/pins.sha256" "$bdir"; fi
+  if ((RC_GOAL_COPY)); then recover_backup "$RC_DIR/.pins/goal.md" "$bdir"; fi
+  if ((RC_SIG_CLEAR)); then recover_backup "$RC_DIR/.action-sig.log" "$bdir"; fi
+  for f in "${RC_RESTORE_TO[@]}" "${RC_REMOVES[@]}"; do recover_backup "$f" "$bdir"; done
+  recover_backup "$RC_DIR/progress.md" "$bdir"
+  recover_backup "$RC_DIR/events.jsonl" "$bdir"
   if ((RC_STATE_WRITE)); then
-    rc_backup "$RC_DIR/state.env" "$bdir"
-    rc_backup "$RC_DIR/state.env.sha256" "$bdir"
+    recover_backup "$RC_DIR/state.env" "$bdir"
+    recover_backup "$RC_DIR/state.env.sha256" "$bdir"
   fi
   REPLY=$bdir
 }
 
-# rc_apply_files BACKUP_DIR: the workspace recreated, .branch-head, the moves (BACKUP/ ones
+# recover_apply_files BACKUP_DIR: the workspace recreated, .branch-head, the moves (BACKUP/ ones
 # into BACKUP_DIR), pins.sha256, the goal's pinned copy, the change signatures, the
 # restored and removed files (--restore-pinned) and their index entries.
-rc_apply_files() {
+recover_apply_files() {
   local bdir=$1 i f dest
   if [[ -n $RC_WS_ADD ]]; then
     mkdir -p -- "${RC_WS_ADD%/*}"
     rmdir -- "$RC_WS_ADD" 2>/dev/null || true
     # A worktree deleted by hand is still registered, and locked: its entry goes (only its
     # own: a prune could take another loop's workspace being added).
-    rc_git worktree remove -f -f -- "$RC_WS_ADD" 2>/dev/null || true
+    recover_git worktree remove -f -f -- "$RC_WS_ADD" 2>/dev/null || true
     git -C "$RC_REPO" worktree add -q --lock --reason "orbit loop $RC_DIR" -- "$RC_WS_ADD" "$RC_WS_BRANCH" ||
       orbit_die "$EXIT_FAILURE" "cannot recreate the workspace $RC_WS_ADD from $RC_WS_BRANCH (nothing else was changed): see git's message above"
   fi
   if [[ -n $RC_BH_WRITE ]]; then
-    orbit_write_file "$RC_DIR/.branch-head" "$RC_BH_WRITE"$'\n' || orbit_die "$EXIT_FAILURE" "cannot write .branch-head"
+    state_write_file "$RC_DIR/.branch-head" "$RC_BH_WRITE"$'\n' || orbit_die "$EXIT_FAILURE" "cannot write .branch-head"
   fi
   for i in "${!RC_MOVES_FROM[@]}"; do
     dest=${RC_MOVES_TO[i]}
@@ -88,7 +88,7 @@ rc_apply_files() {
     mv -- "${RC_MOVES_FROM[i]}" "$dest" || orbit_die "$EXIT_FAILURE" "cannot move ${RC_MOVES_FROM[i]} to $dest"
   done
   if ((RC_PINS_WRITE)); then
-    orbit_write_file "$RC_DIR/pins.sha256" "$RC_PINS_NEW" || orbit_die "$EXIT_FAILURE" "cannot write pins.sha256"
+    state_write_file "$RC_DIR/pins.sha256" "$RC_PINS_NEW" || orbit_die "$EXIT_FAILURE" "cannot write pins.sha256"
   fi
   if ((RC_GOAL_COPY)); then
     mkdir -p -- "$RC_DIR/.pins"
@@ -96,7 +96,7 @@ rc_apply_files() {
     mv -f -- "$RC_DIR/.pins/.goal.md.tmp.$$" "$RC_DIR/.pins/goal.md"
   fi
   if ((RC_SIG_CLEAR)); then
-    orbit_write_file "$RC_DIR/.action-sig.log" '' || orbit_die "$EXIT_FAILURE" "cannot write .action-sig.log"
+    state_write_file "$RC_DIR/.action-sig.log" '' || orbit_die "$EXIT_FAILURE" "cannot write .action-sig.log"
   fi
   # --restore-pinned: each staged copy into place (temp beside it, then a rename), then the
   # removals (their copies are in the backup).
@@ -121,9 +121,9 @@ rc_apply_files() {
   fi
 }
 
-# rc_apply_progress NOW BACKUP ITER FLAGS: progress.md with its torn tail trimmed, a broken
+# recover_apply_progress NOW BACKUP ITER FLAGS: progress.md with its torn tail trimmed, a broken
 # chain sealed, stray lines dropped, and the Recovery entry appended (one atomic rename).
-rc_apply_progress() {
+recover_apply_progress() {
   local now=$1 brel=$2 iter=$3 flags_text=$4 tmp f prev r text
   # progress.md: the torn tail trimmed, the Recovery entry appended; one atomic rename.
   tmp="$RC_DIR/.progress.md.tmp.$$"
@@ -152,7 +152,7 @@ rc_apply_progress() {
   if [[ $f =~ sha256=([0-9a-f]{64}) ]]; then
     prev=${BASH_REMATCH[1]}
   fi
-  progress_chain_at "$tmp" "$prev"
+  state_progress_chain_at "$tmp" "$prev"
   text="## Recovery — $(orbit_iso "$now")"$'\n'
   text+="- by: recover.sh${flags_text:+ $flags_text}"$'\n'
   text+="- evidence: last completed iteration $RC_LAST"$'\n'
@@ -162,13 +162,13 @@ rc_apply_progress() {
   done
   text+="- state: NEXT_ITERATION=${S[NEXT_ITERATION]} LAST_STATUS=${S[LAST_STATUS]} STOP_REASON=${S[STOP_REASON]} GEN=${S[GEN]}"$'\n'
   text+="- backups: $brel/"$'\n'
-  progress_append "$iter" "$text"
+  state_progress_append "$iter" "$text"
   mv -f -- "$tmp" "$RC_DIR/progress.md"
 }
 
-# rc_apply_journal NOW BACKUP ITER FLAGS: events.jsonl with its torn line trimmed and the
+# recover_apply_journal NOW BACKUP ITER FLAGS: events.jsonl with its torn line trimmed and the
 # recovery event appended (one atomic rename), then the checkpoint, last.
-rc_apply_journal() {
+recover_apply_journal() {
   local now=$1 brel=$2 iter=$3 flags_text=$4 tmp text state_sha=''
   # events.jsonl: the torn line trimmed, the recovery event appended; one atomic rename.
   tmp="$RC_DIR/.events.jsonl.tmp.$$"
@@ -176,7 +176,7 @@ rc_apply_journal() {
   if [[ -f $RC_DIR/events.jsonl ]]; then
     head -c "$RC_EV_KEEP" -- "$RC_DIR/events.jsonl" >"$tmp"
   fi
-  events_restart "$tmp"
+  state_events_restart "$tmp"
   # The state.env the loop will have (written below, its text fixed now; or the one kept):
   # the event carries its sha256, so that audit and recover can check state.env against it.
   local -a extra=()
@@ -195,15 +195,15 @@ rc_apply_journal() {
   if [[ -n $RC_EV_BREAK_LINE ]]; then
     extra+=(journal_break "$RC_EV_BREAK_LINE" journal_break_why "$RC_EV_BREAK_WHY" journal_dropped "$RC_EV_DROPPED")
   fi
-  orbit_event recovery "$iter" by recover.sh flags "${flags_text:-none}" repairs "${#RC_REPAIRS[@]}" \
+  state_event recovery "$iter" by recover.sh flags "${flags_text:-none}" repairs "${#RC_REPAIRS[@]}" \
     next_iteration "${S[NEXT_ITERATION]}" status "${S[LAST_STATUS]}" reason "${S[STOP_REASON]}" \
     gen "${S[GEN]}" "${extra[@]}" backup "$brel"
   mv -f -- "$tmp" "$RC_DIR/events.jsonl"
   # The checkpoint, last.
   if ((RC_STATE_WRITE)); then
-    orbit_write_file "$RC_DIR/state.env" "$text" ||
+    state_write_file "$RC_DIR/state.env" "$text" ||
       orbit_die "$EXIT_FAILURE" "cannot write state.env (disk full or read-only?): the backup is in $brel"
-    orbit_write_file "$RC_DIR/state.env.sha256" "$(state_sidecar_text "$text" "${S[GEN]}")" ||
+    state_write_file "$RC_DIR/state.env.sha256" "$(state_sidecar_text "$text" "${S[GEN]}")" ||
       orbit_die "$EXIT_FAILURE" "cannot write state.env.sha256: run recover.sh again once the disk has room"
   fi
 }
@@ -214,12 +214,12 @@ main() {
   # checkpoint among its repairs.
   : "$ORBIT_TORN_REPAIRED"
   orbit_settings
-  rc_args "$@"
+  recover_args "$@"
   if ((F_HELP)); then
-    rc_usage
+    recover_usage
     return 0
   fi
-  rc_locate
+  recover_locate
   orbit_sha_detect
   # The staged copies of --restore-pinned are gone however recover.sh ends, and so is the
   # hashing coprocess (one process for the journal's many line hashes, where perl is).
@@ -228,17 +228,17 @@ main() {
   if lock_held_v "$RC_DIR"; then
     orbit_die "$EXIT_LOCKED" "$REPLY: recover.sh refuses to change a running loop. Stop the runner (or let it finish), then run it again."
   fi
-  rc_plan
+  recover_plan
   if ((F_DRY)); then
-    rc_dry_run
+    recover_dry_run
     return 0
   fi
-  if ! rc_plan_has_changes; then
-    printf 'recover.sh: nothing to repair in %s: state.env agrees with the evidence; %s\n' "$RC_DIR" "$(rc_resume_hint)"
+  if ! recover_plan_has_changes; then
+    printf 'recover.sh: nothing to repair in %s: state.env agrees with the evidence; %s\n' "$RC_DIR" "$(recover_resume_hint)"
     for r in "${RC_NOTES[@]}"; do printf '  note: %s\n' "$r"; done
     return 0
   fi
-  rc_apply
+  recover_apply
 }
 
 main "$@"

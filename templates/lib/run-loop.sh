@@ -5,7 +5,7 @@
 # ---- the file-system monitor a repository's config may name (core.fsmonitor is a command
 # ---- an agent could set): off, through the environment, which outranks every config file;
 # ---- nor does any read an object through a replace ref (GIT_NO_REPLACE_OBJECTS).
-git_env_set() {
+run_loop_git_env_set() {
   local v
   for v in GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT \
     GIT_OBJECT_DIRECTORY GIT_DIR GIT_WORK_TREE GIT_IMPLICIT_WORK_TREE GIT_GRAFT_FILE \
@@ -26,7 +26,7 @@ git_env_set() {
 # ---- first on Debian's and Ubuntu's PATH) before the same program further on PATH, outside
 # ---- them, is refused by the preflight (TOOLS_SHADOWED names each).
 TOOLS_SHADOWED=
-tools_pin() {
+run_loop_tools_pin() {
   local t d first outside home=${HOME:-}
   local -a dirs=()
   home=${home%/}
@@ -54,9 +54,9 @@ tools_pin() {
   done
 }
 
-# tools_refuse: a program the runner calls that PATH finds first in HOME or a relative
+# run_loop_tools_refuse: a program the runner calls that PATH finds first in HOME or a relative
 # directory, before the system's (contract section 7), stops the run before anything runs.
-tools_refuse() {
+run_loop_tools_refuse() {
   [[ -n $TOOLS_SHADOWED ]] || return 0
   preflight_fail "on PATH, a program the runner calls is found in HOME or a relative directory (which an agent can write) before the system's: $TOOLS_SHADOWED; remove it (or its directory from PATH) if you did not put it there, or put the directory after the system's"
 }
@@ -77,45 +77,45 @@ AGENT_DIR=
 RUN_COST_START=0
 
 main() {
-  main_args "$@"
-  # Whatever ends the run from here, it ends with its footer (on_exit: the last resort).
-  trap on_exit EXIT
+  run_loop_args "$@"
+  # Whatever ends the run from here, it ends with its footer (stop_on_exit: the last resort).
+  trap stop_on_exit EXIT
   sweep_reaping
-  main_setup
-  main_open
-  main_at_rest
-  main_start
-  main_iterations
+  run_loop_setup
+  run_loop_open
+  run_loop_at_rest
+  run_loop_start
+  run_loop_iterations
 }
 
-# main_args ARG...: --once, --help, or a usage error (exit 2 with the footer).
-main_args() {
+# run_loop_args ARG...: --once, --help, or a usage error (exit 2 with the footer).
+run_loop_args() {
   local arg
   for arg in "$@"; do
     case $arg in
       --once) ONCE=1 ;;
       -h | --help)
-        usage
+        config_usage
         exit "$EXIT_DONE"
         ;;
       *)
-        usage >&2
-        footer "$STATUS_CONTINUE" "usage error: unknown argument"
+        config_usage >&2
+        config_footer "$STATUS_CONTINUE" "usage error: unknown argument"
         exit "$EXIT_PREFLIGHT"
         ;;
     esac
   done
 }
 
-# main_setup: the runner's own environment, its settings, where things are, the preflight,
+# run_loop_setup: the runner's own environment, its settings, where things are, the preflight,
 # the lock and the scratch directory (everything before the state is read).
-main_setup() {
+run_loop_setup() {
   # The runner's own standard output, for the footer of an error raised while a block's
   # output is redirected (fd 8 is closed for the agent, the checks and their watchdogs).
   exec 8>&1
-  trap 'orbit_internal_error $LINENO "$BASH_COMMAND" $?' ERR
-  git_env_set
-  tools_pin
+  trap 'stop_internal_error $LINENO "$BASH_COMMAND" $?' ERR
+  run_loop_git_env_set
+  run_loop_tools_pin
   # A write to a pipe nobody reads (a hasher that died) fails instead of killing the
   # runner. A handler, not an ignore: the agent and the checks get the default back.
   trap ':' PIPE
@@ -124,16 +124,16 @@ main_setup() {
   orbit_settings
   # Before locate: a preflight failure checks notify.sh's pin before it notifies.
   orbit_sha_detect
-  locate
+  config_locate
   # A setting that does not parse still ends the run with the footer (and a notification).
-  orbit_die_hook settings_footer
-  settings_check
-  verify_budget
+  orbit_die_hook config_settings_footer
+  config_settings_check
+  config_verify_budget
   fanout_settings
   orbit_die_hook
 
   preflight
-  tools_refuse
+  run_loop_tools_refuse
   sandbox_preflight
   lock_acquire
   # The mark of this loop's processes, swept when a run ends or the next one starts: only
@@ -147,17 +147,17 @@ main_setup() {
     rm -rf -- "$ORBIT_TMP"
     mkdir -- "$ORBIT_TMP"
   fi
-  orbit_fault after_lock
-  trap 'on_signal INT 2' INT
-  trap 'on_signal TERM 15' TERM
-  trap 'on_signal HUP 1' HUP
+  state_fault after_lock
+  trap 'stop_on_signal INT 2' INT
+  trap 'stop_on_signal TERM 15' TERM
+  trap 'stop_on_signal HUP 1' HUP
   sweep_env "ORBIT_OWNER=$LOOP_DIR"
 }
 
-# main_open: the state, the workspace's path, the ledger, the journal and progress.md, read
+# run_loop_open: the state, the workspace's path, the ledger, the journal and progress.md, read
 # and cross-checked (a state the journal does not name stops with exit 4).
-main_open() {
-  load_state
+run_loop_open() {
+  resume_load_state
   START_STATUS=${S[LAST_STATUS]} START_REASON=${S[STOP_REASON]}
   LOOP_BRANCH=${S[ITER_BRANCH]:-orbit/$LOOP_NAME}
   workspace_path_v
@@ -165,77 +165,77 @@ main_open() {
   WS_MAIN=$WS
   AGENT_DIR=$WS/.orbit-agent
   engine_workspace_check
-  sched_logs_rotate
-  ledger_load
-  events_open "$EV_FILE"
-  if ! state_cross_check; then
+  stall_sched_logs_rotate
+  record_ledger_load
+  state_events_open "$EV_FILE"
+  if ! resume_state_cross_check; then
     local why=$REPLY
-    footer "$STATUS_CONTINUE" "state corrupt: state.env does not match the journal; run orbit recover"
+    config_footer "$STATUS_CONTINUE" "state corrupt: state.env does not match the journal; run orbit recover"
     orbit_log "state corrupt: $why"
     orbit_log "error: review the loop directory, then run 'orbit recover $LOOP_DIR' to rebuild state from the evidence"
     notify_stop_early "$NOTIFY_EVENT_STATE_CORRUPT" "state corrupt: state.env does not match the journal; run orbit recover"
     lock_release
     exit "$EXIT_STATE_CORRUPT"
   fi
-  progress_open "$PG_FILE"
+  state_progress_open "$PG_FILE"
   iteration_at "${S[NEXT_ITERATION]}"
 }
 
-# main_at_rest: a loop at rest (DONE, stopped, ABORTED, STALLED, paused by a rate limit that
+# run_loop_at_rest: a loop at rest (DONE, stopped, ABORTED, STALLED, paused by a rate limit that
 # has not lifted) ends the run here with its exit code, touching nothing.
-main_at_rest() {
+run_loop_at_rest() {
   local status
   status=${S[LAST_STATUS]}
   if [[ $status == "$STATUS_DONE" ]]; then
     lock_release
-    footer "$STATUS_DONE" "the loop is DONE (iteration $((S[NEXT_ITERATION] - 1))); nothing to do"
+    config_footer "$STATUS_DONE" "the loop is DONE (iteration $((S[NEXT_ITERATION] - 1))); nothing to do"
     exit "$EXIT_DONE"
   fi
   if [[ $status == "$STATUS_PAUSED" && ${S[STOP_REASON]} == "$REASON_STOPPED" ]]; then
     lock_release
-    footer "$STATUS_CONTINUE" "stopped by the user (orbit stop); nothing runs until orbit resume"
+    config_footer "$STATUS_CONTINUE" "stopped by the user (orbit stop); nothing runs until orbit resume"
     orbit_log "the loop is stopped (orbit stop): nothing runs until 'orbit resume $LOOP_DIR'"
     exit "$EXIT_STOPPED"
   fi
   if [[ $status == "$STATUS_ABORTED" ]]; then
     lock_release
-    footer "$STATUS_CONTINUE" "ABORTED (${S[STOP_REASON]}): review the change, then orbit recover"
+    config_footer "$STATUS_CONTINUE" "ABORTED (${S[STOP_REASON]}): review the change, then orbit recover"
     orbit_die "$EXIT_INTEGRITY" "the loop stopped on an integrity violation (${S[STOP_REASON]}): review it, then run 'orbit recover --restore-pinned' or 'orbit recover --repin'"
   fi
-  blocked_at_rest
+  stop_blocked_at_rest
   if [[ $status == "$STATUS_STALLED" ]]; then
     lock_release
-    footer "$STATUS_CONTINUE" "STALLED (${S[STOP_REASON]}): run orbit recover --clear-stall to go on"
+    config_footer "$STATUS_CONTINUE" "STALLED (${S[STOP_REASON]}): run orbit recover --clear-stall to go on"
     orbit_die "$EXIT_STALLED" "the loop is STALLED (${S[STOP_REASON]}): change the approach (goal.md, notes.md), then 'orbit recover --clear-stall'"
   fi
   if [[ $status == "$STATUS_PAUSED" && ${S[STOP_REASON]} == "$REASON_RATE_LIMIT" ]] && (($(orbit_now) < S[RESUME_AT])); then
     lock_release
-    footer "$STATUS_CONTINUE" "rate limited; resumes after $(orbit_iso "${S[RESUME_AT]}")"
+    config_footer "$STATUS_CONTINUE" "rate limited; resumes after $(orbit_iso "${S[RESUME_AT]}")"
     orbit_log "rate limited until $(orbit_iso "${S[RESUME_AT]}"): not calling the agent"
     exit "$EXIT_RATE_LIMITED"
   fi
 }
 
-# main_start: the run goes on: its start recorded, the first run's setup (or the workspace
+# run_loop_start: the run goes on: its start recorded, the first run's setup (or the workspace
 # made sure of), the integrity gate, the workspace's setup commands (once), an interrupted
 # iteration resumed, the red gate.
-main_start() {
+run_loop_start() {
   # A run that goes on starts the live view over (one that found nothing to do left it).
-  live_reset
-  orbit_event loop_start "${S[NEXT_ITERATION]}" pid "$$" once "$ONCE" resumed_from "${S[LAST_STATUS]}" torn_repaired "$ORBIT_TORN_REPAIRED" engine "$ENGINE" engine_version "$ENGINE_VERSION"
+  agent_live_reset
+  state_event loop_start "${S[NEXT_ITERATION]}" pid "$$" once "$ONCE" resumed_from "${S[LAST_STATUS]}" torn_repaired "$ORBIT_TORN_REPAIRED" engine "$ENGINE" engine_version "$ENGINE_VERSION"
   if ((S[STARTED_AT] == 0)); then
     first_run_setup
     S[LAST_STATUS]=$STATUS_CONTINUE
     S[STOP_REASON]=$REASON_NONE
-    save_state
+    resume_save_state
   else
     workspace_ensure
   fi
   engine_workspace_note
-  if ! integrity_gate "start"; then
-    integrity_stop
+  if ! trust_integrity_gate "start"; then
+    trust_integrity_stop
   fi
-  setup_workspace
+  setup_run_workspace
   RUN_COST_START=${S[COST_MICROUSD]}
   local red=0
   if ((S[NEXT_ITERATION] == 1)) && [[ ! -d $LOOP_DIR/iterations/000001 ]]; then
@@ -244,17 +244,17 @@ main_start() {
     # The base tree's test counts, taken by the red gate of an earlier run.
     counts_load
   fi
-  resume_pending
+  iteration_resume_pending
   if ((red)); then
-    red_gate
-    if ! integrity_gate "after the red gate"; then
-      integrity_stop
+    stop_red_gate
+    if ! trust_integrity_gate "after the red gate"; then
+      trust_integrity_stop
     fi
   fi
 }
 
-# main_iterations: iterations until a stop condition (each of which exits).
-main_iterations() {
+# run_loop_iterations: iterations until a stop condition (each of which exits).
+run_loop_iterations() {
   local log_checked=0
   while :; do
     # runner.log is rotated past 1 MiB: looked at on each start and every 20 iterations.
@@ -263,12 +263,12 @@ main_iterations() {
       mv -f -- "$ORBIT_LOG_FILE" "$ORBIT_LOG_FILE.1"
     fi
     log_checked=1
-    gates
-    run_iteration "${S[NEXT_ITERATION]}"
-    stop_for_verdict
+    stop_gates_check
+    iteration_run "${S[NEXT_ITERATION]}"
+    iteration_stop_for_verdict
     stop_gates
     if ((ONCE)); then
-      finish "$EXIT_CONTINUE" "$STATUS_CONTINUE" "$REASON_TICK" "one tick done (iteration $((S[NEXT_ITERATION] - 1))); work remains"
+      resume_finish "$EXIT_CONTINUE" "$STATUS_CONTINUE" "$REASON_TICK" "one tick done (iteration $((S[NEXT_ITERATION] - 1))); work remains"
     fi
   done
 }

@@ -39,7 +39,7 @@ NET_SOCK_WORD=orbit-net-socket
 # Where SANDBOX_LAUNCHER starts bwrap: the net launcher's own start goes before it.
 # shellcheck disable=SC2016  # the launcher's words, not expanded here
 NET_LAUNCH_AT='"$@" <&0 &'
-# The command line the next fenced run is prefixed with (net_fence).
+# The command line the next fenced run is prefixed with (sandbox_net_fence).
 NET_ARGV=()
 
 # The proxy (mode "proxy SOCKET LOG LABEL ALLOWED...") and the bridge (mode "bridge SOCKET
@@ -78,15 +78,15 @@ exec {w}>&-
 rm -rf -- "$d"
 exit "$rc"'
 
-# net_preflight: the allowlist needs perl with its core socket modules, allow-hosts that
+# sandbox_net_preflight: the allowlist needs perl with its core socket modules, allow-hosts that
 # parse, and a bubblewrap that can take a run's network away; else the run stops
 # (EXIT_PREFLIGHT) with the fix.
-net_preflight() {
+sandbox_net_preflight() {
   local h out rc=0
   local -a hosts=() probe=()
   read -ra hosts <<<"${ALLOW_HOSTS_SETTING:-}"
   for h in "${hosts[@]}"; do
-    net_host_ok "$h" || preflight_fail "allow-hosts: '$h' is not HOST or HOST:PORT (such as api.example.com or 127.0.0.1:8080): fix loop.toml, then orbit init --force"
+    config_host_ok "$h" || preflight_fail "allow-hosts: '$h' is not HOST or HOST:PORT (such as api.example.com or 127.0.0.1:8080): fix loop.toml, then orbit init --force"
   done
   NET_PERL=$(type -P perl 2>/dev/null || true)
   preflight_perl_needs_v "sandbox-network = \"allowlist\" (its network proxy)" "${ORBIT_PERL_NET_MODULES[@]}"
@@ -103,9 +103,9 @@ net_preflight() {
   orbit_log "sandbox: network allowlist: agent runs reach the engine's API and allow-hosts, the other runs allow-hosts only (${ALLOW_HOSTS_SETTING:-none}); the rest is refused"
 }
 
-# net_url_host_v URL: REPLY is the HOST:PORT of an http(s) URL (its port, else 80 or 443);
+# sandbox_net_url_host_v URL: REPLY is the HOST:PORT of an http(s) URL (its port, else 80 or 443);
 # status 1 when URL is none.
-net_url_host_v() {
+sandbox_net_url_host_v() {
   local u=$1 scheme auth port
   REPLY=
   [[ $u =~ ^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*) ]] || return 1
@@ -122,13 +122,13 @@ net_url_host_v() {
     auth+=:$port
   fi
   REPLY=$auth
-  net_host_ok "$REPLY"
+  config_host_ok "$REPLY"
 }
 
-# net_allowed_v KIND: REPLY_HOSTS, the hosts a run of KIND may reach: for the agent, the
+# sandbox_net_allowed_v KIND: REPLY_HOSTS, the hosts a run of KIND may reach: for the agent, the
 # engine's API hosts (its part's engine_net_hosts), the host of each of its base-URL
 # variables that is set, and allow-hosts; for the others, allow-hosts.
-net_allowed_v() {
+sandbox_net_allowed_v() {
   local v f
   local -a REPLY_URL_VARS=() REPLY_URL_FILES=()
   REPLY_HOSTS=()
@@ -138,7 +138,7 @@ net_allowed_v() {
   engine_net_hosts
   for v in "${REPLY_URL_VARS[@]}"; do
     if [[ -n ${!v:-} ]]; then
-      if net_url_host_v "${!v}"; then
+      if sandbox_net_url_host_v "${!v}"; then
         REPLY_HOSTS+=("$REPLY")
       else
         orbit_log "sandbox: $v is not an http(s) URL with a host: not allowed through the proxy"
@@ -149,17 +149,17 @@ net_allowed_v() {
   # base_url, an opencode provider's baseURL): files the home record holds, so a run starts
   # only with them as the loop's first run found them.
   for f in "${REPLY_URL_FILES[@]}"; do
-    net_config_urls "$f"
+    sandbox_net_config_urls "$f"
   done
   REPLY_HOSTS+=("${mine[@]}")
 }
 
-# net_config_urls FILE: adds to REPLY_HOSTS the host of every base URL FILE names (a
+# sandbox_net_config_urls FILE: adds to REPLY_HOSTS the host of every base URL FILE names (a
 # `base_url = "URL"` line of TOML, a `"baseURL": "URL"` member of JSON), read as text. Of a
 # TOML file only the lines the home record holds count: not those of the tables it leaves
 # out (a project's trust and the notices codex writes itself), whose headers it reads with
 # the same rule (lib/home_record.sh, codex_toml).
-net_config_urls() {
+sandbox_net_config_urls() {
   local line rest skip=0 toml=0
   local header='^[[:space:]]*\[\[?[[:space:]]*([^]]*)\]\]?[[:space:]]*(#.*)?$'
   local unheld='^(projects|notice)([[:space:]]*\.|[[:space:]]*$)'
@@ -175,7 +175,7 @@ net_config_urls() {
     rest=$line
     while [[ $rest =~ (base_url|baseURL)\"?[[:space:]]*[=:][[:space:]]*\"([^\"]*)\" ]]; do
       rest=${rest#*"${BASH_REMATCH[0]}"}
-      if net_url_host_v "${BASH_REMATCH[2]}"; then
+      if sandbox_net_url_host_v "${BASH_REMATCH[2]}"; then
         REPLY_HOSTS+=("$REPLY")
       else
         orbit_log "sandbox: a base URL in $1 is not an http(s) URL with a host: not allowed through the proxy"
@@ -184,11 +184,11 @@ net_config_urls() {
   done <"$1"
 }
 
-# net_fence KIND ARRAY: the network fence of the next run, KIND agent, check or holdout:
+# sandbox_net_fence KIND ARRAY: the network fence of the next run, KIND agent, check or holdout:
 # the bwrap options of ARRAY (named by $2) get --unshare-net and the proxy's socket, and
 # NET_ARGV is the launcher with the proxy before bwrap and the bridge before the
 # command. Status 0 (this part fences every sandboxed run).
-net_fence() {
+sandbox_net_fence() {
   local kind=$1 label
   local -n fence_args=$2
   local -a REPLY_HOSTS=()
@@ -198,7 +198,7 @@ net_fence() {
     : >"$NET_LOG"
     NET_LOG_FRESH=1
   fi
-  net_allowed_v "$kind"
+  sandbox_net_allowed_v "$kind"
   label=${NET_PHASE:-$CUR_ITER}:$kind
   fence_args+=(--unshare-net --ro-bind "$NET_SOCK_WORD" "$NET_DIR_IN")
   NET_ARGV=("$BASH" -c "${SANDBOX_LAUNCHER%%"$NET_LAUNCH_AT"*}$NET_LAUNCH" orbit-sandbox
@@ -209,15 +209,15 @@ net_fence() {
   return 0
 }
 
-# net_record_v N DIR: REPLY, the HOST:PORT words the proxy refused to the runs of N (an
+# sandbox_net_record_v N DIR: REPLY, the HOST:PORT words the proxy refused to the runs of N (an
 # iteration's number, or "baseline"), each once, in the order first refused; their lines
 # go into DIR/net.log, the record of which run asked for what.
-net_record_v() {
+sandbox_net_record_v() {
   local want=$1 dir=$2 ts label what hp seen=' ' lines=''
   REPLY=
   [[ -n $NET_LOG && -f $NET_LOG && ! -L $NET_LOG ]] || return 0
   while read -r ts label what hp _; do
-    if [[ $what != refused || ${label%%:*} != "$want" || ! $ts =~ ^[0-9]+$ || $hp == *\** ]] || ! net_host_ok "$hp"; then
+    if [[ $what != refused || ${label%%:*} != "$want" || ! $ts =~ ^[0-9]+$ || $hp == *\** ]] || ! config_host_ok "$hp"; then
       continue
     fi
     lines+="$ts $label $what $hp"$'\n'
@@ -226,48 +226,48 @@ net_record_v() {
     REPLY+="${REPLY:+ }$hp"
   done <"$NET_LOG"
   if [[ -n $lines ]]; then
-    orbit_write_file "$dir/net.log" "$lines" || orbit_records_fail "$dir/net.log"
+    state_write_file "$dir/net.log" "$lines" || state_records_fail "$dir/net.log"
   fi
 }
 
-# net_result: the refusals of the iteration R records, into R[NET_REFUSED] (and its
+# sandbox_net_result: the refusals of the iteration R records, into R[NET_REFUSED] (and its
 # net.log), before its result.env is written.
-net_result() {
+sandbox_net_result() {
   local dir
   printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "${R[ITERATION]:-$CUR_ITER}"
-  net_record_v "${R[ITERATION]:-$CUR_ITER}" "$dir"
+  sandbox_net_record_v "${R[ITERATION]:-$CUR_ITER}" "$dir"
   R[NET_REFUSED]=$REPLY
   if [[ -n $REPLY ]]; then
     orbit_log "iteration ${R[ITERATION]:-$CUR_ITER}: the sandbox refused $REPLY (allow a host with allow-hosts in loop.toml)"
   fi
 }
 
-# net_red_gate_begin / net_red_gate_end: the red gate's checks run on the untouched tree,
+# sandbox_net_red_gate_begin / sandbox_net_red_gate_end: the red gate's checks run on the untouched tree,
 # before any agent: a host one of them was refused is the user's checks needing the
 # network, and the loop stops before the first agent run (EXIT_PREFLIGHT) with the host
 # and the setting that allows it.
-net_red_gate_begin() {
+sandbox_net_red_gate_begin() {
   NET_PHASE=baseline
 }
-net_red_gate_end() {
+sandbox_net_red_gate_end() {
   local quoted='' hp refused
   NET_PHASE=
-  net_record_v baseline "$LOOP_DIR/iterations/baseline"
+  sandbox_net_record_v baseline "$LOOP_DIR/iterations/baseline"
   refused=$REPLY
   [[ -n $refused ]] || return 0
   for hp in $refused; do
     quoted+="${quoted:+, }\"$hp\""
   done
-  orbit_event verify_fail 0 run red_gate code "$CODE_NET_REFUSED" hosts "${refused// /,}"
-  finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "the checks reached for $refused on the untouched tree, which the sandbox's network allowlist refuses (sandbox-network = \"allowlist\"; see iterations/baseline/net.log and verify.log). Allow what a check needs: allow-hosts = [$quoted] in loop.toml, then orbit init --force (orbit init --allow-host ${refused%% *} for a new loop); or set sandbox-network = \"open\""
+  state_event verify_fail 0 run red_gate code "$CODE_NET_REFUSED" hosts "${refused// /,}"
+  resume_finish "$EXIT_PREFLIGHT" "$STATUS_BLOCKED" "$REASON_PREFLIGHT" "the checks reached for $refused on the untouched tree, which the sandbox's network allowlist refuses (sandbox-network = \"allowlist\"; see iterations/baseline/net.log and verify.log). Allow what a check needs: allow-hosts = [$quoted] in loop.toml, then orbit init --force (orbit init --allow-host ${refused%% *} for a new loop); or set sandbox-network = \"open\""
 }
 
-# net_cannot_reach_v LINE: status 0 when the connection a check's output says was refused or
+# sandbox_net_cannot_reach_v LINE: status 0 when the connection a check's output says was refused or
 # unreachable (LINE) is the sandbox's network, not the project: the checks ran fenced (their
 # own network, only the proxy reachable), and the host is one no fenced run can reach
 # straight (a network unreachable), or a loopback HOST:PORT that this machine does serve
 # (the runner connects to it, and closes at once). REPLY is the host and the fix.
-net_cannot_reach_v() {
+sandbox_net_cannot_reach_v() {
   local line=$1 hp='' h='' p='' re_tcp='/dev/tcp/([^/ ]+)/([0-9]+)' re_curl='Failed to connect to ([^ ]+) port ([0-9]+)'
   local re_py="host='([^']+)', port=([0-9]+)"
   REPLY=''
@@ -285,7 +285,7 @@ net_cannot_reach_v() {
   if [[ -n $h ]]; then
     hp=$h:$p
     [[ $h == *:* ]] && hp="[$h]:$p"
-    net_host_ok "$hp" || hp=''
+    config_host_ok "$hp" || hp=''
   fi
   if [[ -n $hp ]]; then
     REPLY="It connects to $hp straight, not through the sandbox's proxy: each sandboxed run has a network of its own (sandbox-network = \"allowlist\"), with nothing at $hp. A client that honours HTTPS_PROXY/HTTP_PROXY reaches an allowed host: allow-hosts = [\"$hp\"] in loop.toml, then orbit init --force (orbit init --allow-host $hp for a new loop); one that does not (a database driver, a raw socket) needs sandbox-network = \"open\" in loop.toml (orbit init --sandbox-network open)."
@@ -295,9 +295,9 @@ net_cannot_reach_v() {
   return 0
 }
 
-# net_prompt_note N: the prompt's word on the hosts the sandbox refused in iteration N-1
+# sandbox_net_prompt_note N: the prompt's word on the hosts the sandbox refused in iteration N-1
 # (nothing when none).
-net_prompt_note() {
+sandbox_net_prompt_note() {
   local n=$1 prev
   ((n > 1)) || return 0
   printf -v prev '%s/iterations/%06d/result.env' "$LOOP_DIR" $((n - 1))

@@ -98,7 +98,7 @@ sandbox_preflight() {
   if sandbox_probe_v; then
     SANDBOX_ACTIVE=1
     orbit_log "sandbox: every agent and check runs under bubblewrap ($SANDBOX_BWRAP, sandbox = $SANDBOX_SETTING)"
-    net_preflight
+    sandbox_net_preflight
     return 0
   fi
   if [[ $SANDBOX_SETTING == auto ]]; then
@@ -345,7 +345,7 @@ sandbox_prepare() {
   done
   a+=(--chdir "$WS")
   # With the network allowlist, the launcher starts the run's proxy, and the bridge the command.
-  if net_fence "$kind" a; then
+  if sandbox_net_fence "$kind" a; then
     SANDBOX_ARGV=("${NET_ARGV[@]}")
     return 0
   fi

@@ -7,7 +7,7 @@ STATE_ERR=
 ORBIT_FAULT=${ORBIT_FAULT:-}
 
 # A test hook: die by SIGKILL at a named point (ORBIT_FAULT=<point>).
-orbit_fault() {
+state_fault() {
   if [[ $ORBIT_FAULT == "$1" ]]; then
     orbit_log "fault injection: SIGKILL at $1"
     kill -KILL $$
@@ -117,13 +117,13 @@ state_print() {
   printf '%s' "$REPLY"
 }
 
-# result_parse FILE: fills RP with FILE's result.env record and returns 0 only when it parses
+# state_result_parse FILE: fills RP with FILE's result.env record and returns 0 only when it parses
 # by the rule of orbit's result_env module: KEY=VALUE lines, keys from ORBIT_RESULT_KEYS,
 # none twice, no control character, valid UTF-8 (where iconv can tell), a whole number of
 # at most ORBIT_UINT_DIGITS digits (or nothing) for each ORBIT_RESULT_NUMERIC key. A last
 # line without its newline keeps its value. Anything else returns 1 with RP emptied.
 declare -A RP=()
-result_parse() {
+state_result_parse() {
   local LC_ALL=C file=$1 content line k v
   RP=()
   [[ -f $file ]] || return 1
@@ -155,8 +155,8 @@ result_parse() {
   done <<<"${content%$'\n'}"
 }
 
-# orbit_write_file PATH CONTENT: atomic write (temp in the same directory, sync, rename).
-orbit_write_file() {
+# state_write_file PATH CONTENT: atomic write (temp in the same directory, sync, rename).
+state_write_file() {
   local path=$1 content=$2 tmp dir=.
   if [[ $path == */* ]]; then
     dir=${path%/*}
@@ -204,7 +204,7 @@ state_write() {
     tmp="$dir/.state.env.tmp.$$"
     half=$((${#text} / 2))
     printf '%s' "${text:0:half}" >"$tmp"
-    orbit_fault mid_state_write
+    state_fault mid_state_write
   fi
   # Both files are written and synced before either replaces its original (one sync for
   # the two): state.env first, then its sidecar.
@@ -214,21 +214,21 @@ state_write() {
   rm -f -- "$tmp" "$side"
   if ! printf '%s' "$text" >"$tmp"; then
     rm -f -- "$tmp"
-    orbit_records_fail "$dir/state.env"
+    state_records_fail "$dir/state.env"
   fi
   if ! printf '%s' "$REPLY" >"$side"; then
     rm -f -- "$tmp" "$side"
-    orbit_records_fail "$dir/state.env.sha256"
+    state_records_fail "$dir/state.env.sha256"
   fi
   sync -- "$tmp" "$side" 2>/dev/null || true
   if ! mv -f -- "$tmp" "$dir/state.env"; then
     rm -f -- "$tmp" "$side"
-    orbit_records_fail "$dir/state.env"
+    state_records_fail "$dir/state.env"
   fi
-  orbit_fault after_state_before_sidecar
+  state_fault after_state_before_sidecar
   if ! mv -f -- "$side" "$dir/state.env.sha256"; then
     rm -f -- "$side"
-    orbit_records_fail "$dir/state.env.sha256"
+    state_records_fail "$dir/state.env.sha256"
   fi
 }
 
@@ -271,7 +271,7 @@ state_load() {
     orbit_log "torn checkpoint (sidecar at gen $want_gen, state.env at gen ${S[GEN]}): re-sealed"
     state_print_v
     state_sidecar_v "$REPLY" "${S[GEN]}"
-    orbit_write_file "$dir/state.env.sha256" "$REPLY" ||
+    state_write_file "$dir/state.env.sha256" "$REPLY" ||
       orbit_die "$EXIT_STATE_CORRUPT" "cannot re-seal $dir/state.env.sha256"
     ORBIT_TORN_REPAIRED=1
     return 0
@@ -300,19 +300,19 @@ state_newer_major() {
 }
 ORBIT_TORN_REPAIRED=0
 
-# orbit_records_fail FILE: a write to a record failed (disk full, file too large). Going
+# state_records_fail FILE: a write to a record failed (disk full, file too large). Going
 # on would leave a hole in the record, so stop here. Every write is atomic or an append: a
 # state.env not replaced is the last checkpoint, a sidecar one generation behind is a torn
 # checkpoint the next start re-seals, and a torn tail of events.jsonl or progress.md is
 # trimmed and the iteration completed from its result.env on the next start.
-orbit_records_fail() {
+state_records_fail() {
   local rec_why="disk full?" rec_fix="free space"
   # Under a file-size limit (ulimit -f) the limit may be the cause: it is named too.
   if [[ $(ulimit -f) != unlimited ]]; then
     rec_why="disk full, or over the file-size limit (ulimit -f $(ulimit -f))?" rec_fix="free space or raise the limit"
   fi
-  if declare -F footer >/dev/null && { : >&8; } 2>/dev/null; then
-    footer "$STATUS_CONTINUE" "cannot write $(basename -- "$1") ($rec_why): $rec_fix, then rerun; it resumes from the last checkpoint" >&8
+  if declare -F config_footer >/dev/null && { : >&8; } 2>/dev/null; then
+    config_footer "$STATUS_CONTINUE" "cannot write $(basename -- "$1") ($rec_why): $rec_fix, then rerun; it resumes from the last checkpoint" >&8
   fi
   orbit_die "$EXIT_STATE_CORRUPT" "cannot write $1 ($rec_why): the last checkpoint is intact; $rec_fix, then rerun"
 }
@@ -322,23 +322,23 @@ orbit_records_fail() {
 EV_SEQ=0
 EV_PREV=0000000000000000000000000000000000000000000000000000000000000000
 EV_FILE=
-# records_at DIR: the journal and progress.md are DIR's (before either is opened: what
+# state_records_at DIR: the journal and progress.md are DIR's (before either is opened: what
 # runs before may name them).
-records_at() {
+state_records_at() {
   EV_FILE=$1/events.jsonl
   PG_FILE=$1/progress.md
 }
 
-# events_restart FILE: the journal is FILE (recover's rebuilt copy), its chain from the
-# start when it is empty, else from its end (events_open).
-events_restart() {
+# state_events_restart FILE: the journal is FILE (recover's rebuilt copy), its chain from the
+# start when it is empty, else from its end (state_events_open).
+state_events_restart() {
   EV_SEQ=0
   EV_PREV=0000000000000000000000000000000000000000000000000000000000000000
-  events_open "$1"
+  state_events_open "$1"
 }
 
-# events_open FILE: find the chain's end; a torn last line (no newline) is trimmed.
-events_open() {
+# state_events_open FILE: find the chain's end; a torn last line (no newline) is trimmed.
+state_events_open() {
   # Byte lengths, not characters: the torn line may hold multibyte UTF-8.
   local LC_ALL=C file=$1 last size keep
   EV_FILE=$file
@@ -368,20 +368,20 @@ events_open() {
   fi
 }
 
-# Where orbit_event writes instead of the journal ("" for the journal): a subshell that must
+# Where state_event writes instead of the journal ("" for the journal): a subshell that must
 # not write it (a fan-out candidate's checks or probe, which run beside the others) has its
 # events queued there, each as its count of fields then the fields, NUL-terminated, for the
 # runner to journal (fanout_check_take_v); /dev/null drops them.
 EV_SINK=
 
-# orbit_event_sink FILE: this shell's events go to FILE from now on (EV_SINK).
-orbit_event_sink() {
+# state_event_sink FILE: this shell's events go to FILE from now on (EV_SINK).
+state_event_sink() {
   EV_SINK=$1
 }
 
-# orbit_event NAME ITERATION [KEY VALUE]...: values that look like integers or booleans are
+# state_event NAME ITERATION [KEY VALUE]...: values that look like integers or booleans are
 # written as JSON numbers/booleans, everything else as strings.
-orbit_event() {
+state_event() {
   local name=$1 iter=$2 fields='' k v line ts
   if [[ -n $EV_SINK ]]; then
     printf '%s\0' "$#" "$@" >>"$EV_SINK"
@@ -405,7 +405,7 @@ orbit_event() {
   line="{\"seq\":$EV_SEQ,\"ts\":\"$ts\",\"event\":\"$name\",\"iteration\":$iter$fields,\"prev\":\"$EV_PREV\"}"
   orbit_sha256_str_v "$line"
   printf '%s\n' "${line%\}},\"hash\":\"$REPLY\"}" >>"$EV_FILE" ||
-    orbit_records_fail "$EV_FILE"
+    state_records_fail "$EV_FILE"
   EV_PREV=$REPLY
 }
 
@@ -413,18 +413,18 @@ orbit_event() {
 PG_PREV=0000000000000000000000000000000000000000000000000000000000000000
 PG_FILE=
 
-# progress_chain_at FILE PREV: progress.md is FILE (recover's rebuilt copy), its chain
+# state_progress_chain_at FILE PREV: progress.md is FILE (recover's rebuilt copy), its chain
 # going on from the end marker's hash PREV.
-progress_chain_at() {
+state_progress_chain_at() {
   PG_FILE=$1 PG_PREV=$2
 }
 
-# progress_open FILE: find the chain's end; a torn tail (an entry without its end marker)
+# state_progress_open FILE: find the chain's end; a torn tail (an entry without its end marker)
 # is trimmed, since the runner rewrites that entry in full from the iteration's record.
 # Only the file's last PG_WINDOW bytes are read, unless the last heading or marker is not
 # in them.
 PG_WINDOW=262144
-progress_open() {
+state_progress_open() {
   local LC_ALL=C file=$1 window=$PG_WINDOW out heading_line heading_off marker_line marker_hash
   local bytes ends_nl last size=''
   PG_FILE=$file
@@ -496,22 +496,22 @@ progress_open() {
   fi
 }
 
-# progress_append ITERATION TEXT: TEXT starts with its heading and ends with a newline.
-progress_append() {
+# state_progress_append ITERATION TEXT: TEXT starts with its heading and ends with a newline.
+state_progress_append() {
   local iter=$1 text=$2 hash
   orbit_appendable "$PG_FILE" || return 0
   orbit_sha256_str_v "$PG_PREV"$'\n'"$text"
   hash=$REPLY
   if [[ $ORBIT_FAULT == mid_progress_append ]]; then
     printf '%s' "${text:0:$((${#text} / 2))}" >>"$PG_FILE"
-    orbit_fault mid_progress_append
+    state_fault mid_progress_append
   fi
   printf '%s<!-- orbit:end iteration=%s sha256=%s -->\n\n' "$text" "$iter" "$hash" >>"$PG_FILE" ||
-    orbit_records_fail "$PG_FILE"
+    state_records_fail "$PG_FILE"
   PG_PREV=$hash
 }
 
 # Foreign text for an entry: cleaned, every line indented by four spaces.
-progress_quote() {
+state_progress_quote() {
   orbit_clean_text | sed 's/^/    /'
 }

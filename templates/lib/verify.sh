@@ -23,7 +23,7 @@ run_check() {
   fi
   : >"$VERIFY_OUT"
   # The check never holds the runner's tally (fd 6): what it prints is only its output.
-  orbit_run_bounded "$VERIFY_TIMEOUT_S" "$VERIFY_GRACE_S" /dev/null "$VERIFY_OUT" "${how[@]}" 6>&-
+  proc_run_bounded "$VERIFY_TIMEOUT_S" "$VERIFY_GRACE_S" /dev/null "$VERIFY_OUT" "${how[@]}" 6>&-
   cat -- "$VERIFY_OUT"
   if ((ORBIT_TIMED_OUT)); then
     status="timed out after ${VERIFY_TIMEOUT_S}s"
@@ -49,13 +49,13 @@ run_check() {
     VERIFY_FAILED=$((VERIFY_FAILED + 1))
     printf '[FAIL] %s (%s)\n' "$name" "$status"
     if ((VERIFY_TALLY)); then
-      check_cannot_run_v "$ORBIT_RC" "$ORBIT_TIMED_OUT"
+      verify_check_cannot_run_v "$ORBIT_RC" "$ORBIT_TIMED_OUT"
       printf 'FAIL %s %s\n' "$name" "${REPLY:-$status}" >&6
     fi
   fi
 }
 
-# check_cannot_run_v RC TIMED_OUT: REPLY is "cannot-run: WHY" when the failed check's output
+# verify_check_cannot_run_v RC TIMED_OUT: REPLY is "cannot-run: WHY" when the failed check's output
 # (VERIFY_OUT) says it could not run at all, else "": a program not found (exit 127: on PATH,
 # or by an absolute path outside the workspace, such as one under /tmp, which the sandbox
 # gives each run empty), a script's interpreter missing (126/127, env's "No such file"), a
@@ -63,7 +63,7 @@ run_check() {
 # WHY "net: ...", a connection refused or unreachable that the runner judges (the sandbox's
 # network, lib/sandbox-net.sh). A path in the workspace that is not there is the agent's to
 # make: a red start.
-check_cannot_run_v() {
+verify_check_cannot_run_v() {
   local line='' l p
   REPLY=''
   (($2 == 0)) || return 0

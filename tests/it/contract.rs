@@ -323,14 +323,14 @@ fn every_event_the_scripts_write_is_a_word_of_the_contract() {
     let mut seen = 0;
     for (name, text) in static_parts() {
         for (n, line) in text.lines().enumerate() {
-            let Some(rest) = line.trim_start().strip_prefix("orbit_event ") else {
+            let Some(rest) = line.trim_start().strip_prefix("state_event ") else {
                 continue;
             };
             let event = rest.split_whitespace().next().unwrap_or("");
             seen += 1;
             assert!(
                 contract::EventName::parse(event).is_some(),
-                "{name}:{}: orbit_event {event} is not in contract::EventName",
+                "{name}:{}: state_event {event} is not in contract::EventName",
                 n + 1
             );
         }
@@ -357,7 +357,7 @@ fn the_lint_finds_bare_codes_and_words_and_only_in_code() {
                [[ $s == DONE ]] && x\ncase $s in PAUSED) ;; esac\nR[STOP_REASON]=budget\n\
                [[ $r != circuit_open ]]\nS[CB_STATE]=HALF_OPEN\ncase $ENGINE in\n\
                [[ ${ENGINE} == x ]]\n[[ $e != aider ]]\n\
-               orbit_event verify_fail 0 code REGRESSION_RED\n";
+               state_event verify_fail 0 code REGRESSION_RED\n";
     let found = lint("t.sh", bad);
     for (line, what) in [
         (1, "bare exit code"),

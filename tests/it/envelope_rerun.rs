@@ -298,3 +298,68 @@ fn rerun_of_an_allowlist_loop_has_no_network_and_of_an_open_one_the_users() {
     assert_eq!(v["verdict"], "pass", "the port was not reached: {v}");
     drop(listener);
 }
+
+/// A repository whose check reads a file of its submodule (lib/, a repository of its own
+/// that the user's checkout initialized, its objects in .git/modules/lib; its origin gone),
+/// looped to DONE: the repository and the loop directory.
+fn submodule_done_loop() -> (Repo, PathBuf) {
+    let lib = tempfile::Builder::new()
+        .prefix("orbit-sublib-")
+        .tempdir()
+        .unwrap();
+    let lgit = |args: &[&str]| {
+        let out = command("git")
+            .arg("-C")
+            .arg(lib.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    };
+    lgit(&["init", "-q", "-b", "main"]);
+    fs::write(lib.path().join("VERSION"), "1.0\n").unwrap();
+    lgit(&["add", "-A"]);
+    lgit(&["commit", "-q", "-m", "the library"]);
+    let repo = Repo::new();
+    let url = lib.path().display().to_string();
+    repo.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        &url,
+        "lib",
+    ]);
+    repo.git(&["commit", "-qm", "the library as a submodule"]);
+    drop(lib);
+    let agent = repo.agent(
+        "worker",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+echo step > work.txt
+echo "the check holds" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &["test -f work.txt && grep -q 1.0 lib/VERSION"],
+        &[],
+    );
+    assert_code(&repo.run_loop(&dir, &[], &[]), 0, "the loop reaches DONE");
+    (repo, dir)
+}
+
+#[test]
+fn rerun_checks_out_the_commits_submodules_as_the_loop_did() {
+    let (repo, _dir) = submodule_done_loop();
+    let mut cmd = command(crate::support::orbit_bin());
+    cmd.args(["verify", "--rerun"])
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env());
+    let out = run_bounded(cmd, Duration::from_secs(120));
+    assert_code(
+        &out,
+        0,
+        "orbit verify --rerun of a DONE whose check reads its submodule",
+    );
+}

@@ -403,7 +403,7 @@ for i in 1 2 3 4 5; do
   home_record_v "$specs"
   [[ $REPLY == "$once" ]] || { echo "ask $i differs:"; diff <(echo "$once") <(echo "$REPLY"); exit 1; }
 done
-orbit_hasher_home_v "$specs" || { echo "the resident perl did not answer"; exit 1; }
+home_record_hasher_home_v "$specs" || { echo "the resident perl did not answer"; exit 1; }
 echo "asked: $(wc -l <"$2") perl started"
 # A file changed between asks is seen at the next ask.
 echo '{"permissions": {"allow": ["Bash(*)"]}}' >"$H/.claude/settings.json"

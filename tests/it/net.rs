@@ -414,7 +414,7 @@ fn the_runner_and_orbit_init_take_the_same_allow_hosts() {
         "h\nost",
     ];
     let work = tempfile::tempdir().unwrap();
-    let body = "for h in \"$@\"; do if net_host_ok \"$h\"; then echo 1; else echo 0; fi; done";
+    let body = "for h in \"$@\"; do if config_host_ok \"$h\"; then echo 1; else echo 0; fi; done";
     let mut cmd = crate::support::bash_with_parts(work.path(), &["runner/config"], body);
     cmd.args(corpus);
     let out = cmd.output().unwrap();
@@ -541,7 +541,7 @@ base_url = "http://profile.example/v1"
         r#"{"provider":{"p":{"options":{"baseURL":"http://json.example:8080/v1"}}}}"#,
     )
     .unwrap();
-    let body = "REPLY_HOSTS=(); net_config_urls \"$1\"; net_config_urls \"$2\"; printf '%s\\n' \"${REPLY_HOSTS[@]}\"";
+    let body = "REPLY_HOSTS=(); sandbox_net_config_urls \"$1\"; sandbox_net_config_urls \"$2\"; printf '%s\\n' \"${REPLY_HOSTS[@]}\"";
     let mut cmd =
         crate::support::bash_with_parts(work.path(), &["runner/config", "sandbox-net"], body);
     cmd.arg(&toml).arg(&json);

@@ -322,7 +322,7 @@ ORBIT_NO_HASHER=1 orbit_hasher_start
 home_record_v "$specs" || exit 3
 printf '%s\n' "$REPLY" >"$2"
 orbit_hasher_start
-orbit_hasher_home_v "$specs" || exit 4
+home_record_hasher_home_v "$specs" || exit 4
 printf '%s\n' "$REPLY" >"$3"
 "#;
         fs::write(work.path().join("specs"), &specs).unwrap();

@@ -2167,7 +2167,7 @@ orbit_hasher_stop
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
-    /// The runner's progress_open on a progress.md cut at any byte, reading the whole
+    /// The runner's state_progress_open on a progress.md cut at any byte, reading the whole
     /// file or only a small window of its end: what remains is a prefix of the original
     /// that the Rust parser finds whole, with every closed entry kept, and the runner
     /// chains on from the last one.
@@ -2197,7 +2197,7 @@ proptest! {
             &["common", "state"],
             r#"orbit_log() { :; }
 PG_WINDOW=$2
-progress_open "$1"
+state_progress_open "$1"
 printf '%s' "$PG_PREV""#,
         );
         cmd.arg(&file).arg(window.to_string());

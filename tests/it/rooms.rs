@@ -777,6 +777,117 @@ fn scripts() -> Vec<Vec<String>> {
     out
 }
 
+/// The prefix every function of a part starts with (its name is the prefix, or the prefix
+/// and `_` begin it): the part's file name (lib/runner/commit.sh: `commit`, lib/sandbox-net.sh:
+/// `sandbox_net`); a folder's parts the folder's (lib/recover/plan.sh: `recover`,
+/// lib/fanout/select.sh: `fanout`), but the runner's, named by their file; every engine's part
+/// `engine` (each answers the same calls); a stand-in lib/no-X.sh X's (it defines X's calls).
+fn function_prefix(part: &str) -> String {
+    let path = part.strip_prefix("lib/").unwrap_or(part);
+    let path = path.strip_suffix(".sh").unwrap_or(path);
+    let path = path.strip_prefix("runner/").unwrap_or(path);
+    let stem = match path.split_once('/') {
+        Some(("engines", _)) => "engine",
+        Some((folder, _)) => folder,
+        None => path.strip_prefix("no-").unwrap_or(path),
+    };
+    stem.replace('-', "_")
+}
+
+/// Parts whose functions carry another prefix than their own, with it: the helpers every
+/// script shares are orbit's. May only shrink.
+const PREFIX_EXCEPTIONS: &[(&str, &str)] = &[("lib/common.sh", "orbit")];
+
+/// Functions named for what calls them, not for their part: a script's entry, and the
+/// checks' helpers a user's check commands call by name (docs/contract.md). May only shrink.
+const NAME_EXCEPTIONS: &[&str] = &["main", "run_check", "run_hidden"];
+
+/// Every function whose name does not start with its part's prefix, as `file:line: what`,
+/// and the exceptions no longer needed.
+fn prefix_findings(parts: &[(String, String)]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut used_names = BTreeSet::new();
+    for (name, text) in parts {
+        let prefix = PREFIX_EXCEPTIONS
+            .iter()
+            .find(|(p, _)| p == name)
+            .map_or_else(|| function_prefix(name), |(_, x)| x.to_string());
+        let mut own = false;
+        for f in &read_part(text).functions {
+            if NAME_EXCEPTIONS.contains(&f.name.as_str()) {
+                used_names.insert(f.name.clone());
+                continue;
+            }
+            if f.name == prefix || f.name.starts_with(&format!("{prefix}_")) {
+                own |= PREFIX_EXCEPTIONS.iter().any(|(p, _)| p == name);
+                continue;
+            }
+            found.push(format!(
+                "templates/{name}:{}: {}() does not start with its part's prefix {prefix}_: rename it",
+                f.line, f.name
+            ));
+        }
+        if !own && PREFIX_EXCEPTIONS.iter().any(|(p, _)| p == name) {
+            found.push(format!(
+                "the prefix exception for {name} is no longer needed: remove it"
+            ));
+        }
+    }
+    for n in NAME_EXCEPTIONS {
+        if !used_names.contains(*n) {
+            found.push(format!(
+                "the name exception {n} is no longer needed: remove it"
+            ));
+        }
+    }
+    found
+}
+
+#[test]
+fn every_function_starts_with_its_parts_prefix() {
+    let found = prefix_findings(&parts());
+    assert!(
+        found.is_empty(),
+        "the names of the bash's functions:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_prefix_rule_finds_what_it_is_for() {
+    assert_eq!(function_prefix("lib/runner/commit.sh"), "commit");
+    assert_eq!(function_prefix("lib/sandbox-net.sh"), "sandbox_net");
+    assert_eq!(function_prefix("lib/no-sandbox-net.sh"), "sandbox_net");
+    assert_eq!(function_prefix("lib/recover/plan.sh"), "recover");
+    assert_eq!(function_prefix("lib/engines/codex.sh"), "engine");
+    let parts = vec![
+        (
+            "lib/runner/commit.sh".to_string(),
+            "commit() {\n  :\n}\ncommit_tree() {\n  :\n}\ntree_of_v() {\n  :\n}\ncommitted() {\n  :\n}\n"
+                .to_string(),
+        ),
+        (
+            "lib/common.sh".to_string(),
+            "orbit_now() {\n  :\n}\nmain() {\n  :\n}\n".to_string(),
+        ),
+    ];
+    let found = prefix_findings(&parts).join("\n");
+    assert!(
+        found.contains("templates/lib/runner/commit.sh:7: tree_of_v() does not start with its part's prefix commit_"),
+        "{found}"
+    );
+    assert!(found.contains("committed() does not start"), "{found}");
+    assert!(
+        !found.contains("commit_tree") && !found.contains("orbit_now"),
+        "{found}"
+    );
+    assert!(
+        found.contains("the name exception run_hidden is no longer needed"),
+        "{found}"
+    );
+    assert!(!found.contains("exception main"), "{found}");
+}
+
 #[test]
 fn every_part_and_function_is_of_reading_size_and_owns_its_globals() {
     let parts = parts();
@@ -798,7 +909,7 @@ fn the_rooms_lint_finds_what_it_is_for() {
     let long_fn = format!("big() {{\n{}}}\n", "  :\n".repeat(FUNCTION_MAX));
     let a = "# ---- a\nA_COUNT=0\nA_NAME=\na_set() {\n  A_COUNT=1\n  local B_X=2\n  B_X=3\n}\n";
     let b = "# ---- b\nB_FLAG=0\nb_run() {\n  A_COUNT=2\n  GIT_DIR=x git status\n  IFS= read -r B_FLAG C_NEW\n  printf -v A_NAME '%s' x\n  ((B_FLAG++))\n}\n";
-    let e = "# ---- e\nouter() {\n  function inner { :; }\n  (\n    orbit_event() {\n      :\n    }\n    inner\n  )\n  awk '\n    function num(s) { return s }\n  '\n}\n(\n  sub() { :; }\n)\n";
+    let e = "# ---- e\nouter() {\n  function inner { :; }\n  (\n    state_event() {\n      :\n    }\n    inner\n  )\n  awk '\n    function num(s) { return s }\n  '\n}\n(\n  sub() { :; }\n)\n";
     let parts = vec![
         ("lib/a.sh".to_string(), a.to_string()),
         ("lib/e.sh".to_string(), e.to_string()),
@@ -827,7 +938,7 @@ fn the_rooms_lint_finds_what_it_is_for() {
         "{found}"
     );
     assert!(
-        found.contains("lib/e.sh:5: defines orbit_event() inside outer()"),
+        found.contains("lib/e.sh:5: defines state_event() inside outer()"),
         "{found}"
     );
     assert!(

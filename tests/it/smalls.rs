@@ -599,7 +599,7 @@ fn orbit_init_and_the_runner_refuse_the_same_value_of_every_setting() {
     }
     let nul: LoopConfig = toml::from_str("judge-cmd = \"a\\u0000b\"").unwrap();
     assert!(nul.validate().is_err(), "a NUL byte in free text");
-    // The runner: every setting at its default but the one tried, through settings_check
+    // The runner: every setting at its default but the one tried, through config_settings_check
     // (and the token prices' check of its preflight).
     let work = tempfile::tempdir().unwrap();
     let list: String = cases
@@ -622,7 +622,7 @@ fn orbit_init_and_the_runner_refuse_the_same_value_of_every_setting() {
 while IFS=$'\t' read -r name value; do
   if (
 {defaults}    printf -v "$name" '%s' "$value"
-    settings_check
+    config_settings_check
     engine_prices_check || {{ echo "TOKEN_PRICES word '$REPLY' is bad" >&2; exit 2; }}
   ) >/dev/null 2>"$2"; then echo ok; else echo "err $(tr '\n' ' ' <"$2")"; fi
 done <"$1""#

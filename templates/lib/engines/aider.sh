@@ -5,12 +5,12 @@
 # ---- Rendered into a loop of this engine only; every engine's part defines the same
 # ---- functions (lib/engine.sh lists them and holds what they share).
 
-# aider_tail_v LOG: REPLY is what aider's output ended on: "error KIND MESSAGE" for
+# engine_aider_tail_v LOG: REPLY is what aider's output ended on: "error KIND MESSAGE" for
 # an error line (`litellm.KIND: MESSAGE`, its lines wrapped by aider joined again) after
 # which no reply came, "retry SECONDS" when its last words were `Retrying in N seconds...`
 # after such an error, "reply TEXT" for the last paragraph of its last reply (the one its
 # `Tokens:` line closes), or "" when there is none of these.
-aider_tail_v() {
+engine_aider_tail_v() {
   REPLY=$(awk '
     /^litellm\.[A-Za-z]+: / {
       kind = $1; sub(/^litellm\./, "", kind); sub(/:$/, "", kind)
@@ -37,7 +37,7 @@ aider_tail_v() {
 engine_last_message_v() {
   local log=$1
   REPLY=
-  if aider_tail_v "$log"; then
+  if engine_aider_tail_v "$log"; then
     case $REPLY in
       reply\ *) REPLY=${REPLY#reply } ;;
       error\ *) REPLY=${REPLY#error * } ;;
@@ -57,7 +57,7 @@ engine_login_fix_v() {
 engine_retrying_v() {
   REPLY=
   # Its last words: a rate limit, then "Retrying in 8.0 seconds...".
-  aider_tail_v "$1" || return 1
+  engine_aider_tail_v "$1" || return 1
   [[ $REPLY == "retry "* ]] || return 1
   REPLY=${REPLY#retry }
   REPLY=${REPLY%%.*}
@@ -84,7 +84,7 @@ engine_classify_own_v() {
     engine_permanent "the credentials are missing"
     return 0
   fi
-  aider_tail_v "$log" || return 1
+  engine_aider_tail_v "$log" || return 1
   case $REPLY in
     reply\ *)
       ((rc == 0)) || return 1
@@ -126,7 +126,7 @@ engine_cost_v() {
   # A model its price table does not know prints tokens only: no cost.
   engine_last_line_v "$log" 'Tokens: ' || return 1
   [[ $REPLY =~ \ Cost:\ \$[0-9.]+\ message,\ \$([0-9]*\.?[0-9]+)\ session\.$ ]] || return 1
-  RUN_COST_M=$(cost_to_micro "${BASH_REMATCH[1]}") || return 1
+  RUN_COST_M=$(record_cost_to_micro "${BASH_REMATCH[1]}") || return 1
   RUN_COST_KIND=$COST_REPORTED
   return 0
 }
@@ -187,7 +187,7 @@ engine_after_run() {
 # OpenRouter); its update check and model metadata (pypi.org, raw.githubusercontent.com)
 # are left out: aider goes on without them; and REPLY_URL_VARS, the variables whose URL's host is
 # its API when set (lib/sandbox-net.sh allows them too).
-# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+# shellcheck disable=SC2034  # read by sandbox_net_allowed_v (lib/sandbox-net.sh), in a fenced loop
 engine_net_hosts() {
   REPLY_HOSTS=(api.openai.com:443 api.anthropic.com:443 generativelanguage.googleapis.com:443 api.deepseek.com:443 openrouter.ai:443)
   REPLY_URL_VARS=(OPENAI_API_BASE OPENAI_BASE_URL ANTHROPIC_BASE_URL OLLAMA_API_BASE)

@@ -105,7 +105,7 @@ engine_cost_v() {
     fi
   fi
   engine_json_scalar_v "$line" total_cost_usd || return 1
-  RUN_COST_M=$(cost_to_micro "$REPLY") || return 1
+  RUN_COST_M=$(record_cost_to_micro "$REPLY") || return 1
   RUN_COST_KIND=$COST_REPORTED
   return 0
 }
@@ -145,7 +145,7 @@ engine_after_run() { :; }
 # network allowlist: the Messages API; its OAuth login and token refresh (console.anthropic.com,
 # platform.claude.com, claude.ai); and REPLY_URL_VARS, the variables whose URL's host is
 # its API when set (lib/sandbox-net.sh allows them too).
-# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+# shellcheck disable=SC2034  # read by sandbox_net_allowed_v (lib/sandbox-net.sh), in a fenced loop
 engine_net_hosts() {
   REPLY_HOSTS=(api.anthropic.com:443 console.anthropic.com:443 platform.claude.com:443 claude.ai:443)
   REPLY_URL_VARS=(ANTHROPIC_BASE_URL)

@@ -4,9 +4,9 @@
 # ---- Rendered into a loop of this engine only; every engine's part defines the same
 # ---- functions (lib/engine.sh lists them and holds what they share).
 
-# codex_model_v: REPLY is the model codex runs: -m/--model or -c model=... in the
+# engine_codex_model_v: REPLY is the model codex runs: -m/--model or -c model=... in the
 # argv, else `model` in $CODEX_HOME/config.toml (~/.codex), else "" (the `*` price).
-codex_model_v() {
+engine_codex_model_v() {
   local i a next='' f line
   REPLY=
   for ((i = 1; i < ${#AGENT_ARGV[@]}; i++)); do
@@ -122,7 +122,7 @@ engine_cost_v() {
   done < <(grep -a '^{"type":"turn.completed"' -- "$log" 2>/dev/null || true)
   ((any)) || return 1
   engine_tokens_seen "$in" "$out"
-  codex_model_v
+  engine_codex_model_v
   model=$REPLY
   engine_tokens_cost_v "$model" "$in" "$cached" "$out" || return 1
   RUN_COST_M=$REPLY
@@ -172,7 +172,7 @@ engine_after_run() { :; }
 # refresh (auth.openai.com); REPLY_URL_VARS, the variables whose URL's host is its API
 # when set, and REPLY_URL_FILES, its configuration, whose model providers' base_url hosts
 # are (lib/sandbox-net.sh allows them too).
-# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+# shellcheck disable=SC2034  # read by sandbox_net_allowed_v (lib/sandbox-net.sh), in a fenced loop
 engine_net_hosts() {
   REPLY_HOSTS=(api.openai.com:443 auth.openai.com:443 chatgpt.com:443)
   REPLY_URL_VARS=(OPENAI_BASE_URL)

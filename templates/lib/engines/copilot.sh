@@ -5,10 +5,10 @@
 # ---- Rendered into a loop of this engine only; every engine's part defines the same
 # ---- functions (lib/engine.sh lists them and holds what they share).
 
-# copilot_startup_error_v LOG: REPLY is the error copilot printed before any event
+# engine_copilot_startup_error_v LOG: REPLY is the error copilot printed before any event
 # (`Error: ...` on a line of its own, in text: its sign-in checks run before the session),
 # with the line after it when it names the cause. Status 1 when there is none.
-copilot_startup_error_v() {
+engine_copilot_startup_error_v() {
   REPLY=$(awk '/^Error: / { e = $0; getline n; if (n == "") getline n; if (n ~ /^  /) { sub(/^ +/, "", n); e = e " " n } } END { printf "%s", e }' "$1" 2>/dev/null) || REPLY=
   REPLY=${REPLY#Error: }
   [[ -n $REPLY ]]
@@ -21,7 +21,7 @@ engine_last_message_v() {
   REPLY=
   if engine_last_line_v "$log" '{"type":"session.error"'; then
     engine_json_str_v "$REPLY" message || true
-  elif copilot_startup_error_v "$log"; then
+  elif engine_copilot_startup_error_v "$log"; then
     :
   else
     local said
@@ -63,7 +63,7 @@ engine_classify_own_v() {
     return 0
   fi
   if ! engine_last_line_v "$log" '{"type":"session.error"'; then
-    if ! engine_last_line_v "$log" '{"type":"result"' && copilot_startup_error_v "$log"; then
+    if ! engine_last_line_v "$log" '{"type":"result"' && engine_copilot_startup_error_v "$log"; then
       ENGINE_MESSAGE=$REPLY
       msg=${REPLY,,}
       if [[ $msg == "no authentication information found"* || $msg == *"tokens (ghp_) are not supported"* ||
@@ -142,7 +142,7 @@ engine_after_run() { :; }
 # network allowlist: the Copilot API (api.githubcopilot.com and its plan's subdomains), and GitHub's
 # login and token exchange (github.com, api.github.com); and REPLY_URL_VARS, the variables whose URL's host is
 # its API when set (lib/sandbox-net.sh allows them too).
-# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+# shellcheck disable=SC2034  # read by sandbox_net_allowed_v (lib/sandbox-net.sh), in a fenced loop
 engine_net_hosts() {
   REPLY_HOSTS=(api.githubcopilot.com:443 '*.githubcopilot.com:443' api.github.com:443 github.com:443 copilot-proxy.githubusercontent.com:443 origin-tracker.githubusercontent.com:443)
   REPLY_URL_VARS=(COPILOT_PROVIDER_BASE_URL)

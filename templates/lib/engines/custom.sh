@@ -1,5 +1,5 @@
 # ---- engine: a custom agent (loop.toml's argv): its output has no form orbit knows, so
-# ---- the generic rules hold: classify_v and rate_limit_resume_at (lib/runner/deadline.sh)
+# ---- the generic rules hold: deadline_classify_v and deadline_rate_limit_resume_at (lib/runner/deadline.sh)
 # ---- classify a run, the last `"total_cost_usd"` it prints is its cost, and nothing is
 # ---- asked of it before the run (no version, no credentials it could be asked about).
 # ---- Rendered into a custom loop only; every engine's part defines the same functions
@@ -36,7 +36,7 @@ engine_cost_v() {
   v=${v##*$'\n'}
   v=${v##*:}
   v=${v##* }
-  if [[ -n $v ]] && RUN_COST_M=$(cost_to_micro "$v"); then
+  if [[ -n $v ]] && RUN_COST_M=$(record_cost_to_micro "$v"); then
     RUN_COST_KIND=$COST_REPORTED
     return 0
   fi
@@ -64,7 +64,7 @@ engine_after_run() { :; }
 
 # engine_net_hosts: a custom agent's API is unknown: no host (REPLY_HOSTS) but those of
 # allow-hosts, no base-URL variable (REPLY_URL_VARS).
-# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+# shellcheck disable=SC2034  # read by sandbox_net_allowed_v (lib/sandbox-net.sh), in a fenced loop
 engine_net_hosts() {
   REPLY_HOSTS=()
   REPLY_URL_VARS=()

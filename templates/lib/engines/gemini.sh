@@ -4,9 +4,9 @@
 # ---- Rendered into a loop of this engine only; every engine's part defines the same
 # ---- functions (lib/engine.sh lists them and holds what they share).
 
-# gemini_block_v LOG: REPLY is gemini's closing JSON object (`--output-format
+# engine_gemini_block_v LOG: REPLY is gemini's closing JSON object (`--output-format
 # json`): from the last line that is only `{` to the end. Status 1 when there is none.
-gemini_block_v() {
+engine_gemini_block_v() {
   REPLY=$(awk '/^\{$/ { buf = ""; on = 1 } on { buf = buf $0 "\n" } END { printf "%s", buf }' "$1" 2>/dev/null) || true
   [[ -n $REPLY ]]
 }
@@ -16,7 +16,7 @@ gemini_block_v() {
 engine_last_message_v() {
   local log=$1
   REPLY=
-  if gemini_block_v "$log"; then
+  if engine_gemini_block_v "$log"; then
     local block=$REPLY
     engine_json_str_v "$block" message || engine_json_str_v "$block" response || true
   fi
@@ -47,7 +47,7 @@ engine_classify_own_v() {
     engine_timeout_v "$log"
     return 0
   fi
-  if gemini_block_v "$log"; then
+  if engine_gemini_block_v "$log"; then
     block=$REPLY
   fi
   if [[ $block == *'"error": {'* ]]; then
@@ -94,7 +94,7 @@ engine_classify_own_v() {
 # each model priced by TOKEN_PRICES (estimated). Status 1 when the output holds no cost.
 engine_cost_v() {
   local log=$1 v in=0 cached=0 out=0 model total=0 any=0 priced=1 ins=0 outs=0
-  gemini_block_v "$log" || return 1
+  engine_gemini_block_v "$log" || return 1
   # Per model (6 spaces in, under "models"), its "tokens" object (8 spaces in).
   while read -r model v in cached out; do
     [[ $in =~ ^[0-9]+$ && $cached =~ ^[0-9]+$ && $out =~ ^[0-9]+$ ]] || continue
@@ -158,7 +158,7 @@ engine_after_run() { :; }
 # its token refresh and user info (oauth2, accounts, www.googleapis.com); Vertex AI's global
 # endpoint (a regional one is an allow-hosts entry); and REPLY_URL_VARS, the variables whose URL's host is
 # its API when set (lib/sandbox-net.sh allows them too).
-# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+# shellcheck disable=SC2034  # read by sandbox_net_allowed_v (lib/sandbox-net.sh), in a fenced loop
 engine_net_hosts() {
   REPLY_HOSTS=(generativelanguage.googleapis.com:443 cloudcode-pa.googleapis.com:443 oauth2.googleapis.com:443 accounts.google.com:443 www.googleapis.com:443 aiplatform.googleapis.com:443)
   REPLY_URL_VARS=(GOOGLE_GEMINI_BASE_URL GOOGLE_VERTEX_BASE_URL)

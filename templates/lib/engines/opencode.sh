@@ -5,9 +5,9 @@
 # ---- Rendered into a loop of this engine only; every engine's part defines the same
 # ---- functions (lib/engine.sh lists them and holds what they share).
 
-# opencode_failed_v LOG: REPLY is opencode's last `{"type":"error"}` event when no
+# engine_opencode_failed_v LOG: REPLY is opencode's last `{"type":"error"}` event when no
 # step finished after it (status 1 otherwise).
-opencode_failed_v() {
+engine_opencode_failed_v() {
   local last
   last=$(awk 'index($0, "{\"type\":\"error\"") == 1 { e = NR } index($0, "{\"type\":\"step_finish\"") == 1 { f = NR } END { print (e > f) ? "error" : "" }' "$1" 2>/dev/null) || last=
   [[ $last == error ]] || return 1
@@ -19,7 +19,7 @@ opencode_failed_v() {
 engine_last_message_v() {
   local log=$1
   REPLY=
-  if opencode_failed_v "$log"; then
+  if engine_opencode_failed_v "$log"; then
     engine_json_str_v "$REPLY" message || true
   elif engine_last_line_v "$log" '{"type":"text"'; then
     engine_json_str_v "${REPLY#*\"part\":}" text || true
@@ -49,7 +49,7 @@ engine_classify_own_v() {
     engine_timeout_v "$log"
     return 0
   fi
-  if ! opencode_failed_v "$log"; then
+  if ! engine_opencode_failed_v "$log"; then
     ((rc == 0)) || return 1
     engine_last_line_v "$log" '{"type":"step_finish"' || return 1
     REPLY=$OUTCOME_OK
@@ -99,7 +99,7 @@ engine_cost_v() {
   # opencode counts cached tokens apart from its input: input here counts them too.
   engine_tokens_seen "$((in + cached))" "$out"
   if awk -v u="$usd" 'BEGIN { exit !(u > 0) }'; then
-    RUN_COST_M=$(cost_to_micro "$usd") || return 1
+    RUN_COST_M=$(record_cost_to_micro "$usd") || return 1
     RUN_COST_KIND=$COST_REPORTED
   else
     engine_tokens_cost_v '' "$((in + cached))" "$cached" "$out" || return 1
@@ -180,7 +180,7 @@ engine_after_run() { :; }
 # whose URL's host is its API when set, and REPLY_URL_FILES, its user-level configuration,
 # whose providers' baseURL hosts are (lib/sandbox-net.sh allows them too; never the
 # workspace's opencode.json, which the agent writes).
-# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+# shellcheck disable=SC2034  # read by sandbox_net_allowed_v (lib/sandbox-net.sh), in a fenced loop
 engine_net_hosts() {
   REPLY_HOSTS=(api.anthropic.com:443 api.openai.com:443 console.anthropic.com:443 opencode.ai:443 models.dev:443 openrouter.ai:443)
   REPLY_URL_VARS=(ANTHROPIC_BASE_URL OPENAI_BASE_URL)

@@ -138,7 +138,7 @@ engine_after_run() { :; }
 # network allowlist: Qwen OAuth's device login and token refresh (chat.qwen.ai) and its API
 # (portal.qwen.ai); DashScope's OpenAI-compatible API; and REPLY_URL_VARS, the variables whose URL's host is
 # its API when set (lib/sandbox-net.sh allows them too).
-# shellcheck disable=SC2034  # read by net_allowed_v (lib/sandbox-net.sh), in a fenced loop
+# shellcheck disable=SC2034  # read by sandbox_net_allowed_v (lib/sandbox-net.sh), in a fenced loop
 engine_net_hosts() {
   REPLY_HOSTS=(chat.qwen.ai:443 portal.qwen.ai:443 dashscope.aliyuncs.com:443 dashscope-intl.aliyuncs.com:443)
   REPLY_URL_VARS=(OPENAI_BASE_URL)

@@ -6,26 +6,26 @@
 # ---- around them all, as around the candidates' agent runs; then it takes each one's
 # ---- records in candidate order (fanout_check_take_v), so that the records and the journal
 # ---- read as if they had run one after another.
-# checks_keep_pass CDIR: a candidate's last verify run, all passing, kept in its record for
+# fanout_checks_keep_pass CDIR: a candidate's last verify run, all passing, kept in its record for
 # the workspace's runs on the same tree (checks_reuse_verify).
-checks_keep_pass() {
+fanout_checks_keep_pass() {
   cp -f -- "$LAST_VERIFY_OUT" "$1/verify.pass.out" && cp -f -- "$VERIFY_TALLY_FILE" "$1/verify.pass.tally"
 }
 
-# checks_in WORKTREE SCRATCH CMD [ARG]...: CMD (the checks' runs: run_verify, run_holdout,
-# run_judge, or steps made of them) for a worktree other than the workspace (a fan-out
+# fanout_checks_in WORKTREE SCRATCH CMD [ARG]...: CMD (the checks' runs: checks_run_verify, holdout_run,
+# judge_run, or steps made of them) for a worktree other than the workspace (a fan-out
 # candidate's, in a subshell of its own): what they call runs in WORKTREE, with SCRATCH as
 # their scratch and VERIFY_SCRATCH (the private index there, nothing of the loop directory
 # written), and no fault injection.
-checks_in() {
+fanout_checks_in() {
   local WS=$1 ORBIT_TMP=$2 VERIFY_SCRATCH=$2 ORBIT_FAULT=''
   shift 2
   "$@"
 }
 
-# setup_clean_args DIR ARRAY: `git clean -e` patterns that keep what the setup made in the work
+# fanout_setup_clean_args DIR ARRAY: `git clean -e` patterns that keep what the setup made in the work
 # tree DIR, into the array named ARRAY.
-setup_clean_args() {
+fanout_setup_clean_args() {
   local -n clean_out=$2
   local p
   clean_out=()
@@ -120,44 +120,44 @@ fanout_check_one() {
   fi
   # Its events are queued for the runner, its looks at what the runner holds are the
   # runner's (around all of them), and a stop ends this subshell alone.
-  orbit_event_sink "$sc/events.q"
+  state_event_sink "$sc/events.q"
   trust_defer
   FANOUT_CHECK_K=$k
   orbit_die_hook fanout_check_died
-  checks_in "$cws" "$sc" fanout_check_steps "$n" "$k" "$sc"
+  fanout_checks_in "$cws" "$sc" fanout_check_steps "$n" "$k" "$sc"
 }
 
-# fanout_check_steps N K SCRATCH: candidate K's checks (in its worktree: checks_in): verify.sh
+# fanout_check_steps N K SCRATCH: candidate K's checks (in its worktree: fanout_checks_in): verify.sh
 # PASS_K times while it passes, the holdout checks and the judge, their records into
 # SCRATCH/rec, the artifacts' names learnt and the result (fanout_check_one's).
 fanout_check_steps() {
   local n=$1 k=$2 sc=$3 rec=$3/rec passed=0 total=0 runs=0 hold=- judge=- p
-  run_verify "$rec" "candidate $k"
-  tally_counts_v
+  checks_run_verify "$rec" "candidate $k"
+  checks_tally_counts_v
   passed=${REPLY% *} total=${REPLY#* }
   if ((VERIFY_OK)); then
     runs=1
     while ((runs < PASS_K)); do
-      run_verify "$rec" "candidate $k, pass $((runs + 1)) of $PASS_K"
+      checks_run_verify "$rec" "candidate $k, pass $((runs + 1)) of $PASS_K"
       ((VERIFY_OK)) || break
       runs=$((runs + 1))
     done
     if ((runs >= PASS_K)); then
-      checks_keep_pass "$rec" || true
+      fanout_checks_keep_pass "$rec" || true
     fi
     if ((HOLDOUT_CHECKS > 0)); then
-      run_holdout "$n" "$rec"
+      holdout_run "$n" "$rec"
       hold=$VERIFY_FAIL
       if ((HOLDOUT_OK)); then hold=$VERIFY_PASS; fi
     fi
     # The judge weighs only a candidate that passed everything else.
     if [[ -n $JUDGE_CMD && $hold != "$VERIFY_FAIL" ]] && ((runs >= PASS_K)); then
-      run_judge "$n" "$rec"
+      judge_run "$n" "$rec"
       judge=$VERIFY_FAIL
       if ((JUDGE_OK)); then judge=$VERIFY_PASS; fi
     fi
   else
-    feedback_write "$rec" "$n" 1
+    checks_feedback_write "$rec" "$n" 1
   fi
   for p in "${!ARTIFACT_NAMES[@]}"; do
     printf '%s\n' "$p"
@@ -180,7 +180,7 @@ fanout_check_died() {
 fanout_check_stop() {
   trap '' INT TERM HUP
   if [[ -n ${ORBIT_CHILD_PID:-} ]]; then
-    orbit_kill_group "$ORBIT_CHILD_PID" "$KILL_GRACE_S"
+    proc_kill_group "$ORBIT_CHILD_PID" "$KILL_GRACE_S"
   fi
   if [[ -n ${ORBIT_WATCHDOG_PID:-} ]]; then
     kill -KILL -- "-$ORBIT_WATCHDOG_PID" 2>/dev/null || true
@@ -230,12 +230,12 @@ fanout_check_take_v() {
         IFS= read -r -d '' p || break 2
         f+=("$p")
       done
-      if ((${#f[@]} >= 2)); then orbit_event "${f[@]}"; fi
+      if ((${#f[@]} >= 2)); then state_event "${f[@]}"; fi
     done <"$sc/events.q"
   fi
   if [[ -f $sc/artifacts.names ]]; then
     mapfile -t names <"$sc/artifacts.names"
-    ((${#names[@]} == 0)) || artifacts_remember "${names[@]}"
+    ((${#names[@]} == 0)) || evidence_artifacts_remember "${names[@]}"
   fi
   if ((res[5])); then
     deadline_hit

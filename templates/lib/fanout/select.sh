@@ -7,14 +7,14 @@
 fanout_record_trusted() {
   local want line
   line=$(grep -aF -- "\"event\":\"candidate_end\",\"iteration\":$1,\"candidate\":$2," "$EV_FILE" 2>/dev/null | tail -n 1 || true)
-  event_field_v "$line" sha256
+  resume_event_field_v "$line" sha256
   want=$REPLY
   [[ -n $want ]] && orbit_regular "$3" || return 1
   orbit_sha256_file_v "$3"
   [[ $REPLY == "$want" ]] || return 1
   fanout_read "$3"
   fanout_ref_v "$1" "$2"
-  [[ ${C[COMMIT]} =~ ^[0-9a-f]{40,64}$ && $(git_q rev-parse -q --verify "$REPLY" 2>/dev/null || true) == "${C[COMMIT]}" ]]
+  [[ ${C[COMMIT]} =~ ^[0-9a-f]{40,64}$ && $(config_git_q rev-parse -q --verify "$REPLY" 2>/dev/null || true) == "${C[COMMIT]}" ]]
 }
 
 # The keys of a candidate's record (candidate.env), the numeric ones checked when read.
@@ -22,7 +22,7 @@ FANOUT_KEYS=(CANDIDATE ITERATION OUTCOME EXIT ATTEMPTS SECONDS COST_MICROUSD TRE
 FANOUT_NUMERIC=' CANDIDATE ITERATION EXIT ATTEMPTS SECONDS COST_MICROUSD CHANGED CHECKS_PASSED CHECKS_TOTAL PASS_K_RUNS DONE_CLAIM '
 declare -A C=()
 
-# fanout_read FILE: a candidate record into C, never sourced (as result_read).
+# fanout_read FILE: a candidate record into C, never sourced (as record_result_read).
 fanout_read() {
   local line k v
   C=()
@@ -75,10 +75,10 @@ fanout_look() {
     fi
   fi
   # The claim and the notes, out of its folder (regular files only, bounded).
-  if agent_file_take done.md "$cdir/done.md.claim" "$cws/.orbit-agent"; then
+  if agent_dir_file_take done.md "$cdir/done.md.claim" "$cws/.orbit-agent"; then
     claim=1
   fi
-  agent_file_take notes.md "$cdir/notes.md" "$cws/.orbit-agent" || true
+  agent_dir_file_take notes.md "$cdir/notes.md" "$cws/.orbit-agent" || true
   FANOUT_LOOK_TREE[$k]=$tree FANOUT_LOOK_BAD[$k]=$bad FANOUT_LOOK_CLAIM[$k]=$claim FANOUT_LOOK_CHECK[$k]=0
   if [[ -z $bad && ${C[OUTCOME]:-} != "$OUTCOME_STOPPED" ]]; then
     FANOUT_LOOK_CHECK[$k]=1
@@ -102,21 +102,21 @@ fanout_judge() {
     read -r -a got <<<"$REPLY"
     passed=${got[0]} total=${got[1]} runs=${got[2]} hold=${got[3]/#-/} judge=${got[4]/#-/}
   fi
-  c=$(git_q commit-tree "$tree" -p "$commit" -m "orbit($LOOP_NAME): iteration $n, candidate $k"$'\n\n'"Orbit-Loop: $LOOP_NAME"$'\n'"Orbit-Iteration: $n"$'\n'"Orbit-Candidate: $k" 2>>"$ORBIT_LOG_FILE") ||
+  c=$(config_git_q commit-tree "$tree" -p "$commit" -m "orbit($LOOP_NAME): iteration $n, candidate $k"$'\n\n'"Orbit-Loop: $LOOP_NAME"$'\n'"Orbit-Iteration: $n"$'\n'"Orbit-Candidate: $k" 2>>"$ORBIT_LOG_FILE") ||
     orbit_die "$EXIT_BLOCKED" "cannot keep candidate $k's change as a commit (see runner.log)"
   fanout_ref_v "$n" "$k"
-  git_q update-ref -m "orbit: candidate $k of iteration $n" "$REPLY" "$c" 2>>"$ORBIT_LOG_FILE" ||
+  config_git_q update-ref -m "orbit: candidate $k of iteration $n" "$REPLY" "$c" 2>>"$ORBIT_LOG_FILE" ||
     orbit_die "$EXIT_BLOCKED" "cannot write the ref $REPLY (see runner.log)"
-  changes_v "$base" "$tree"
+  tree_changes_v "$base" "$tree"
   C[CANDIDATE]=$k C[ITERATION]=$n C[TREE]=$tree C[COMMIT]=$c C[CHANGED]=$CHANGES_COUNT
   C[CHECKS_PASSED]=$passed C[CHECKS_TOTAL]=$total C[PASS_K_RUNS]=$runs C[HOLDOUT]=$hold C[JUDGE]=$judge
   C[DISQUALIFIED]=${bad//[$'\n\r']/ } C[DONE_CLAIM]=$claim
   for key in "${FANOUT_KEYS[@]}"; do
     text+="$key=${C[$key]:-}"$'\n'
   done
-  orbit_write_file "$cdir/candidate.env" "$text" || orbit_die "$EXIT_STATE_CORRUPT" "cannot write $cdir/candidate.env"
+  state_write_file "$cdir/candidate.env" "$text" || orbit_die "$EXIT_STATE_CORRUPT" "cannot write $cdir/candidate.env"
   orbit_sha256_str_v "$text"
-  orbit_event candidate_end "$n" candidate "$k" outcome "${C[OUTCOME]}" checks_passed "$passed" checks_total "$total" \
+  state_event candidate_end "$n" candidate "$k" outcome "${C[OUTCOME]}" checks_passed "$passed" checks_total "$total" \
     pass_k_runs "$runs" holdout "$hold" judge "$judge" changed "${C[CHANGED]}" disqualified "${C[DISQUALIFIED]}" commit "$c" sha256 "$REPLY"
   if [[ -n $bad ]]; then
     orbit_log "iteration $n: candidate $k disqualified: $bad"
@@ -222,7 +222,7 @@ fanout_budget() {
   [[ $est =~ ^[0-9]+$ ]] || est=${COST_ESTIMATE_M:-0}
   ((est > 0)) || return 0
   if ((S[COST_MICROUSD] + est * FANOUT_N > USD_CAP_M)); then
-    finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap; the next iteration's $FANOUT_N candidates would cost about \$$(orbit_usd_text $((est * FANOUT_N))) (\$$(orbit_usd_text "$est") a run) and cross it: raise USD_CAP, or lower candidates, to go on"
+    resume_finish "$EXIT_BUDGET" "$STATUS_PAUSED" "$REASON_BUDGET" "spent \$$(orbit_usd_text "${S[COST_MICROUSD]}") of the \$$(orbit_usd_text "$USD_CAP_M") cap; the next iteration's $FANOUT_N candidates would cost about \$$(orbit_usd_text $((est * FANOUT_N))) (\$$(orbit_usd_text "$est") a run) and cross it: raise USD_CAP, or lower candidates, to go on"
   fi
 }
 
@@ -239,13 +239,13 @@ fanout_survivor_checks() {
 # PASS_K times, the holdout, the judge): with fanout-early-stop, whether the others are
 # stopped. Only that: a look in a subshell that writes nothing but its own scratch
 # (.run-tmp/probe.K) while the other candidates still run: no record, no event (its events
-# go nowhere: orbit_event_sink). Every candidate is judged for the record (fanout_judge) once
+# go nowhere: state_event_sink). Every candidate is judged for the record (fanout_judge) once
 # all runs have ended, so what the probe saw is never evidence; the loop directory is
 # compared, for the record, once every run has ended too (trust_defer).
 fanout_probe() {
   (
     trap - ERR
-    orbit_event_sink /dev/null
+    state_event_sink /dev/null
     trust_defer
     fanout_probe_look "$@"
   ) >/dev/null 2>>"$ORBIT_LOG_FILE"
@@ -263,23 +263,23 @@ fanout_probe_look() {
   fanout_protected_v "$base" "$REPLY"
   [[ -z $REPLY ]] || return 1
   # The checks run in the candidate's worktree.
-  checks_in "$cws" "$sc" fanout_probe_checks "$n" "$sc"
+  fanout_checks_in "$cws" "$sc" fanout_probe_checks "$n" "$sc"
 }
 
 # fanout_probe_checks N SCRATCH: the probe's checks (in the candidate's worktree:
-# checks_in): status 0 when verify.sh passes PASS_K times, the holdout and the judge too.
+# fanout_checks_in): status 0 when verify.sh passes PASS_K times, the holdout and the judge too.
 fanout_probe_checks() {
   local n=$1 sc=$2 r
   for ((r = 1; r <= PASS_K; r++)); do
-    run_verify "$sc" "probe"
+    checks_run_verify "$sc" "probe"
     ((VERIFY_OK)) || return 1
   done
   if ((HOLDOUT_CHECKS > 0)); then
-    run_holdout "$n" "$sc"
+    holdout_run "$n" "$sc"
     ((HOLDOUT_OK)) || return 1
   fi
   if [[ -n $JUDGE_CMD ]]; then
-    run_judge "$n" "$sc"
+    judge_run "$n" "$sc"
     ((JUDGE_OK)) || return 1
   fi
   return 0
@@ -296,10 +296,10 @@ fanout_survivor() {
   fi
   printf '%s\n' "$SURVIVOR" >"$dir/survivor.txt"
   if ! grep -qF -- "\"event\":\"survivor_selected\",\"iteration\":$n," "$EV_FILE" 2>/dev/null; then
-    orbit_event survivor_selected "$n" candidate "$SURVIVOR" of "$FANOUT_N" reason "$SURVIVOR_WHY"
+    state_event survivor_selected "$n" candidate "$SURVIVOR" of "$FANOUT_N" reason "$SURVIVOR_WHY"
   fi
   orbit_log "iteration $n: survivor: candidate $SURVIVOR ($SURVIVOR_WHY)"
-  orbit_fault fanout_before_apply
+  state_fault fanout_before_apply
   rm -rf -- "$AGENT_DIR"
   mkdir -- "$AGENT_DIR"
   if ((SURVIVOR == 0)); then
@@ -327,5 +327,5 @@ fanout_survivor() {
   FANOUT_RUN[ATTEMPTS]=${C[ATTEMPTS]:-1} FANOUT_RUN[EXIT]=${C[EXIT]:-0} FANOUT_RUN[SECONDS]=${C[SECONDS]:-0}
   orbit_is_uint "${FANOUT_RUN[ATTEMPTS]}" || FANOUT_RUN[ATTEMPTS]=1
   FANOUT_RUN[OUTCOME]=${C[OUTCOME]:-$OUTCOME_AGENT_ERROR}
-  orbit_fault fanout_after_apply
+  state_fault fanout_after_apply
 }

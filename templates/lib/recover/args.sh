@@ -64,7 +64,7 @@ declare -A EVL=()
 declare -A EVR=()
 declare -A PGV=()
 
-rc_usage() {
+recover_usage() {
   cat <<'USAGE'
 usage: recover.sh [--reset-circuit] [--clear-stall] [--repin-goal] [--restore-pinned] [--migrate] [--dry-run] [LOOP_DIR]
   Rebuilds state.env from the evidence (events.jsonl, progress.md, git commit trailers,
@@ -84,7 +84,7 @@ usage: recover.sh [--reset-circuit] [--clear-stall] [--repin-goal] [--restore-pi
 USAGE
 }
 
-rc_args() {
+recover_args() {
   local arg
   for arg in "$@"; do
     case $arg in
@@ -102,7 +102,7 @@ rc_args() {
         orbit_die "$EXIT_PREFLIGHT" "$arg needs the orbit binary: run 'orbit recover $arg' (recover.sh does the rebuild, --reset-circuit, --clear-stall, --repin-goal, --restore-pinned and --migrate)"
         ;;
       -*)
-        rc_usage >&2
+        recover_usage >&2
         orbit_die "$EXIT_PREFLIGHT" "unknown option '$arg'"
         ;;
       *)
@@ -115,10 +115,10 @@ rc_args() {
   done
 }
 
-# rc_what_v PATH: REPLY says what PATH is when it is there and is not a regular file (a
+# recover_what_v PATH: REPLY says what PATH is when it is there and is not a regular file (a
 # symlink, a FIFO, a socket, a device, a directory); empty otherwise. Tests only: nothing is
 # opened, so a FIFO never blocks (orbit's fsx::not_regular).
-rc_what_v() {
+recover_what_v() {
   local p=$1
   REPLY=''
   if [[ -L $p ]]; then
@@ -138,18 +138,18 @@ rc_what_v() {
   fi
 }
 
-# rc_refuse_tampered: a FIFO, a socket, a device, a directory or a symlink where a loop file
+# recover_refuse_tampered: a FIFO, a socket, a device, a directory or a symlink where a loop file
 # (or an iteration's result.env or commit.txt) belongs is a loop_tamper: refused before
 # anything is read (orbit recover's refuse_tampered, the same list and words).
-rc_refuse_tampered() {
+recover_refuse_tampered() {
   local f d found=() name
   for f in "${ORBIT_LOOP_FILES[@]}"; do
-    rc_what_v "$RC_DIR/$f"
+    recover_what_v "$RC_DIR/$f"
     if [[ -n $REPLY ]]; then found+=("$f is $REPLY"); fi
   done
   for d in "${ORBIT_LOOP_DIRS[@]}"; do
     if [[ -L $RC_DIR/$d || (-e $RC_DIR/$d && ! -d $RC_DIR/$d) ]]; then
-      rc_what_v "$RC_DIR/$d"
+      recover_what_v "$RC_DIR/$d"
       found+=("$d is ${REPLY:-not a regular file}")
     fi
   done
@@ -157,12 +157,12 @@ rc_refuse_tampered() {
     while IFS= read -r -d '' d; do
       name=${d##*/}
       if [[ -L $d || ! -d $d ]]; then
-        rc_what_v "$d"
+        recover_what_v "$d"
         found+=("iterations/$name is ${REPLY:-not a regular file}")
         continue
       fi
       for f in result.env commit.txt; do
-        rc_what_v "$d/$f"
+        recover_what_v "$d/$f"
         if [[ -n $REPLY ]]; then found+=("iterations/$name/$f is $REPLY"); fi
       done
     done < <(find "$RC_DIR/iterations" -mindepth 1 -maxdepth 1 -name '[0-9]*' ! -name '*[!0-9]*' -print0 | LC_ALL=C sort -z)
@@ -173,16 +173,16 @@ rc_refuse_tampered() {
   orbit_die "$EXIT_PREFLIGHT" "$RC_DIR: ${f//;/; }: the runner never writes such a file (loop_tamper), and recover reads none of them (a FIFO would block it). Remove $( ((${#found[@]} == 1)) && printf it || printf them), then run recover.sh again (nothing was changed)"
 }
 
-# rc_regular_or_die PATH: PATH is a regular file or missing; anything else stops recover.sh
+# recover_regular_or_die PATH: PATH is a regular file or missing; anything else stops recover.sh
 # before it reads it (a pinned workspace file, checked again at its read).
-rc_regular_or_die() {
-  rc_what_v "$1"
+recover_regular_or_die() {
+  recover_what_v "$1"
   if [[ -n $REPLY ]]; then
     orbit_die "$EXIT_PREFLIGHT" "$1 is $REPLY, not a regular file: nothing of a loop may be one (loop_tamper), and it is never read; remove it, then orbit recover"
   fi
 }
 
-rc_locate() {
+recover_locate() {
   local line
   if [[ -n $RC_ARG_DIR ]]; then
     RC_DIR=$(cd -P -- "$RC_ARG_DIR" 2>/dev/null && pwd -P) ||
@@ -192,7 +192,7 @@ rc_locate() {
   fi
   [[ -e $RC_DIR/loop.toml || -L $RC_DIR/loop.toml ]] ||
     orbit_die "$EXIT_PREFLIGHT" "$RC_DIR is not a loop directory (no loop.toml): give the directory orbit init created"
-  rc_refuse_tampered
+  recover_refuse_tampered
   RC_REPO=$(git -C "$RC_DIR" rev-parse --show-toplevel 2>/dev/null) ||
     orbit_die "$EXIT_PREFLIGHT" "$RC_DIR is not inside a git work tree"
   RC_REPO=$(cd -P -- "$RC_REPO" && pwd -P)
@@ -217,9 +217,9 @@ rc_locate() {
   fi
 }
 
-# rc_ws_path_v: REPLY is the workspace loop.toml names, as an absolute path (as the runner
+# recover_ws_path_v: REPLY is the workspace loop.toml names, as an absolute path (as the runner
 # reads it before its first run): an empty setting is its contract's default.
-rc_ws_path_v() {
+recover_ws_path_v() {
   local s=$RC_WS_SETTING
   if [[ -z $s ]] && workspace_empty_legacy "$RC_LOOP_CV"; then
     s=.orbit/.workspaces/$RC_NAME

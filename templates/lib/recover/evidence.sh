@@ -1,5 +1,5 @@
 # ---- the old checkpoint and its sidecar
-rc_read_old() {
+recover_read_old() {
   local k have
   RC_OLD_TEXT=
   if state_parse "$RC_DIR/state.env"; then
@@ -42,8 +42,8 @@ rc_read_old() {
   fi
 }
 
-# rc_iso_epoch TS: epoch seconds of YYYY-MM-DDTHH:MM:SSZ (years from 1970), or nothing.
-rc_iso_epoch() {
+# recover_iso_epoch TS: epoch seconds of YYYY-MM-DDTHH:MM:SSZ (years from 1970), or nothing.
+recover_iso_epoch() {
   local ts=$1 y m d hh mm ss era yoe mp doy doe
   [[ $ts =~ ^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z$ ]] || return 0
   y=$((10#${BASH_REMATCH[1]})) m=$((10#${BASH_REMATCH[2]})) d=$((10#${BASH_REMATCH[3]}))
@@ -66,13 +66,13 @@ rc_iso_epoch() {
   printf '%s' "$(((era * 146097 + doe - 719468) * 86400 + hh * 3600 + mm * 60 + ss))"
 }
 
-# rc_chain_check FILE: the journal's hash chain over its first RC_EV_KEEP bytes (complete
+# recover_chain_check FILE: the journal's hash chain over its first RC_EV_KEEP bytes (complete
 # lines), line by line as orbit recover's chain_break reads it: a line must be
 # {"seq":S,"ts":"...","event":"name","iteration":N[,...],"prev":"P","hash":"H"} with H the
 # sha256 of the line without its hash member, P the line before's H (64 zeros first) and S
 # one more than the line before's. At the first line that is not, the journal is sealed:
 # RC_EV_KEEP ends before it (the rest is not evidence; the backup keeps it).
-rc_chain_check() {
+recover_chain_check() {
   local LC_ALL=C file=$1 line i=0 off=0 why='' seq p h
   local prev=0000000000000000000000000000000000000000000000000000000000000000
   local re='^\{"seq":([0-9]{1,18}),"ts":"[^"]*","event":"[a-z_]+","iteration":[0-9]{1,18}(,.*)?,"prev":"([0-9a-f]{64})","hash":"([0-9a-f]{64})"\}$'
@@ -105,7 +105,7 @@ rc_chain_check() {
 }
 
 # ---- events.jsonl: a torn last line is not evidence (and is trimmed).
-rc_read_events() {
+recover_read_events() {
   local LC_ALL=C file="$RC_DIR/events.jsonl" size last line ts e n
   RC_EV_KEEP=0
   [[ -s $file ]] || return 0
@@ -117,7 +117,7 @@ rc_read_events() {
     RC_EV_TORN=1
     RC_REPAIRS+=("events.jsonl ends in a torn line (${#last} bytes): trimmed")
   fi
-  rc_chain_check "$file"
+  recover_chain_check "$file"
   while IFS= read -r line; do
     if [[ $line =~ ^([0-9]+):.*\"iteration\":([0-9]+),\"verdict\":\"([A-Z]+)\"$ ]]; then
       EVV[$((10#${BASH_REMATCH[2]}))]=${BASH_REMATCH[3]}
@@ -156,7 +156,7 @@ rc_read_events() {
   while IFS= read -r line; do
     ts=${line#*\"ts\":\"}
     ts=${ts%%\"*}
-    e=$(rc_iso_epoch "$ts")
+    e=$(recover_iso_epoch "$ts")
     if [[ -n $e ]]; then
       RC_FIRST_START=$e
       break
@@ -176,7 +176,7 @@ rc_read_events() {
 }
 
 # ---- progress.md: closed iteration entries, and the runner's torn-tail rule.
-rc_read_progress() {
+recover_read_progress() {
   local LC_ALL=C file="$RC_DIR/progress.md" n st tail_info limit
   [[ -f $file ]] || return 0
   tail_info=$(awk '
@@ -202,7 +202,7 @@ rc_read_progress() {
   esac
   limit=$(wc -c <"$file" | tr -d ' ')
   if [[ $RC_PG_TAIL == torn ]]; then limit=$RC_PG_CUT; fi
-  rc_progress_chain "$file" "$limit"
+  recover_progress_chain "$file" "$limit"
   if [[ -n $RC_PG_BREAK_OFF ]]; then limit=$RC_PG_BREAK_OFF; fi
   while read -r n st; do
     [[ -n $n ]] || continue
@@ -228,7 +228,7 @@ rc_read_progress() {
     }')
 }
 
-# rc_progress_chain FILE LIMIT: progress.md's first LIMIT bytes (a final newline added)
+# recover_progress_chain FILE LIMIT: progress.md's first LIMIT bytes (a final newline added)
 # checked as a chain, as orbit's progress module parses it: each closed entry's end-marker
 # hash must be the sha256 of the previous marker's hash, a newline and the entry's text.
 # From the first that is not (a rewritten history), progress.md is sealed
@@ -236,7 +236,7 @@ rc_read_progress() {
 # entry (RC_PG_STRAY, 1-based) are removed.
 RC_PG_BREAK_OFF=
 RC_PG_STRAY=()
-rc_progress_chain() {
+recover_progress_chain() {
   local LC_ALL=C file=$1 limit=$2 work kind line off hash f stray=() dropped
   work=$(mktemp -d "${TMPDIR:-/tmp}/orbit-progress.XXXXXX")
   while read -r kind line off hash f; do
@@ -305,14 +305,14 @@ rc_progress_chain() {
 }
 
 # Iterations committed with this loop's trailers whose record (result.env) is gone.
-rc_git_max() {
+recover_git_max() {
   local max=0 line name it
   while IFS= read -r line; do
     name=${line%%|*}
     it=${line#*|}
     if [[ $name == "$RC_NAME" && $it =~ ^[0-9]{1,9}$ ]]; then
       it=$((10#$it))
-      if [[ ! -f $(rc_iter_dir "$it")/result.env ]] && ((it > max)); then
+      if [[ ! -f $(recover_iter_dir "$it")/result.env ]] && ((it > max)); then
         max=$it
       fi
     fi
@@ -321,10 +321,10 @@ rc_git_max() {
   printf '%s' "$max"
 }
 
-# rc_older_major VERSION: status 0 when VERSION belongs to an older major version of the
+# recover_older_major VERSION: status 0 when VERSION belongs to an older major version of the
 # contract than this script's (contract::older_major).
-rc_older_major() {
+recover_older_major() {
   ((10#${1%%.*} < 10#${ORBIT_CONTRACT_VERSION%%.*}))
 }
 
-rc_iter_dir() { printf '%s/iterations/%06d' "$RC_DIR" "$1"; }
+recover_iter_dir() { printf '%s/iterations/%06d' "$RC_DIR" "$1"; }

@@ -1,12 +1,12 @@
 # ---- pins: --repin-goal, then the first broken pin as the pins will stand.
 RC_BROKEN=
 RC_BROKEN_REASON=
-rc_pins() {
+recover_pins() {
   local line h p f goal_hash='' pinned=0 have
   # The workspace by which a pinned workspace file is judged (orbit_pin_reason_v).
   WS=${O[WORKSPACE]:-}
   if [[ -z $WS ]]; then
-    rc_ws_path_v
+    recover_ws_path_v
     WS=$REPLY
   fi
   RC_PINS_NEW=
@@ -39,13 +39,13 @@ rc_pins() {
       # A 2.0 pin names a workspace file by its absolute path; loop files by name.
       f=$RC_DIR/$p
       if [[ $p == /* ]]; then f=$p; fi
-      rc_regular_or_die "$f"
+      recover_regular_or_die "$f"
       if [[ -f $f ]]; then
         have=$(orbit_sha256_file "$f")
       fi
       if [[ $have != "$h" ]]; then
         if ((F_RESTORE)); then
-          rc_stage_restore "$h" "$p" "$f"
+          recover_stage_restore "$h" "$p" "$f"
         elif [[ -z $RC_BROKEN ]]; then
           RC_BROKEN=$p
           orbit_pin_reason_v "$p"
@@ -54,14 +54,14 @@ rc_pins() {
       fi
     done <"$RC_DIR/pins.sha256"
   fi
-  rc_appeared_permission_files
-  rc_protected_sets
+  recover_appeared_permission_files
+  recover_protected_sets
   if ((F_GOAL)); then
     if ((pinned)); then
       if ! printf '%s' "$RC_PINS_NEW" | cmp -s - "$RC_DIR/pins.sha256"; then
         RC_PINS_WRITE=1
       fi
-      rc_regular_or_die "$RC_DIR/.pins/goal.md"
+      recover_regular_or_die "$RC_DIR/.pins/goal.md"
       if ! cmp -s -- "$RC_DIR/goal.md" "$RC_DIR/.pins/goal.md"; then
         RC_GOAL_COPY=1
       fi
@@ -71,10 +71,10 @@ rc_pins() {
   fi
 }
 
-# rc_stage_restore HASH PIN FILE: --restore-pinned of one changed pinned file: its content
+# recover_stage_restore HASH PIN FILE: --restore-pinned of one changed pinned file: its content
 # that matches the pin (a loop file from .pins/, a repository file from the baseline commit)
 # is staged for the apply; none is a refusal (orbit recover's restore_pinned).
-rc_stage_restore() {
+recover_stage_restore() {
   local h=$1 p=$2 f=$3 rel='' base='' staged exec=0
   if [[ -z $RC_STAGE ]]; then
     RC_STAGE=$(mktemp -d "${TMPDIR:-/tmp}/orbit-restore.XXXXXX")
@@ -86,21 +86,21 @@ rc_stage_restore() {
     if [[ $p == "${WS%/}"/?* ]]; then
       rel=${p#"${WS%/}"/}
     elif [[ $p != /* ]]; then
-      rc_repo_relative_v "$p" && rel=$REPLY
+      recover_repo_relative_v "$p" && rel=$REPLY
     fi
     [[ -n $rel ]] ||
       orbit_die "$EXIT_PREFLIGHT" "cannot restore $p: it is outside the repository and the workspace"
     if [[ -f $RC_DIR/.baseline-commit ]]; then
-      rc_regular_or_die "$RC_DIR/.baseline-commit"
+      recover_regular_or_die "$RC_DIR/.baseline-commit"
       base=$(tr -d '[:space:]' <"$RC_DIR/.baseline-commit")
     fi
     [[ -n $base ]] ||
       orbit_die "$EXIT_PREFLIGHT" "cannot restore $p: .baseline-commit is missing. Restore it by hand with git, or accept it with orbit recover --repin"
-    if ! rc_git show "$base:$rel" >"$staged" 2>/dev/null || [[ $(orbit_sha256_file "$staged") != "$h" ]]; then
+    if ! recover_git show "$base:$rel" >"$staged" 2>/dev/null || [[ $(orbit_sha256_file "$staged") != "$h" ]]; then
       orbit_die "$EXIT_PREFLIGHT" "cannot restore $p: the baseline commit ${base:0:12} holds no copy matching its pin. Restore it by hand, or accept it with orbit recover --repin"
     fi
   else
-    rc_regular_or_die "$RC_DIR/.pins/$p"
+    recover_regular_or_die "$RC_DIR/.pins/$p"
     if [[ ! -f $RC_DIR/.pins/$p ]] || [[ $(orbit_sha256_file "$RC_DIR/.pins/$p") != "$h" ]]; then
       orbit_die "$EXIT_PREFLIGHT" "cannot restore $p: .pins/$p is missing or does not match its pin. Restore it by hand (or orbit init --force for a script), or accept it with orbit recover --repin"
     fi
@@ -115,9 +115,9 @@ rc_stage_restore() {
   RC_REPAIRS+=("$p restored to its pinned content (--restore-pinned)")
 }
 
-# rc_repo_relative_v PIN: REPLY is a 1.0 pin path (relative to the loop directory, through
+# recover_repo_relative_v PIN: REPLY is a 1.0 pin path (relative to the loop directory, through
 # ../) as a path relative to the repository; status 1 when it climbs out of it.
-rc_repo_relative_v() {
+recover_repo_relative_v() {
   local -a parts=() out=()
   local part
   IFS=/ read -r -a out <<<"${RC_DIR#"$RC_REPO"/}"
@@ -136,11 +136,11 @@ rc_repo_relative_v() {
   REPLY=${out[*]}
 }
 
-# rc_appeared_permission_files: agent permission files in the workspace that pins.sha256
+# recover_appeared_permission_files: agent permission files in the workspace that pins.sha256
 # does not list, once the first run has pinned (it pinned every one there was): each
 # appeared since (permission_hijack). --restore-pinned removes each (no pinned copy to put
 # back; a copy goes to the backup); otherwise the first is a broken pin.
-rc_appeared_permission_files() {
+recover_appeared_permission_files() {
   local g f pinned had_nullglob=0 IFS=''
   local -a matches=() appeared=()
   [[ -f $RC_DIR/.baseline-commit && -n $WS && -d $WS && ! -L $WS ]] || return 0
@@ -160,7 +160,7 @@ rc_appeared_permission_files() {
   if ((!had_nullglob)); then shopt -u nullglob; fi
   for f in "${appeared[@]}"; do
     if ((F_RESTORE)); then
-      rc_regular_or_die "$f"
+      recover_regular_or_die "$f"
       RC_REMOVES+=("$f")
       RC_REPAIRS+=("$f appeared after the first run and has no pinned copy to restore: removed (--restore-pinned; the copy is in the backup)")
     elif [[ -z $RC_BROKEN ]]; then
@@ -170,14 +170,14 @@ rc_appeared_permission_files() {
   done
 }
 
-# rc_protected_sets: each protect set of pins.sets against what its glob matches in the
+# recover_protected_sets: each protect set of pins.sets against what its glob matches in the
 # workspace now (protect_list, as the runner lists it: the index, and every other file but
 # what the user's ignore rules and the base commit's .gitignore files ignore, the checks'
 # known artifacts aside; sorted bytewise, hashed as the runner hashes it): a file added
 # since the first run is reward_hack like an edit. --restore-pinned removes each added file
 # (no pinned copy; a copy goes to the backup); a removed one is restored by its pin.
 # Otherwise the first changed set is a broken pin (orbit recover's protected_sets).
-rc_protected_sets() {
+recover_protected_sets() {
   local line h g now pinned rel n=0 list base='' scratch
   local -a aside=()
   [[ -f $RC_DIR/$ORBIT_PINS_SETS && -n $WS && -d $WS && ! -L $WS ]] || return 0
@@ -201,7 +201,7 @@ rc_protected_sets() {
     [[ $now != "$h" ]] || continue
     while IFS= read -r -d '' rel; do
       if [[ $pinned != *[0-9a-f]"  ${WS%/}/$rel"$'\n'* ]] && ((F_RESTORE)); then
-        rc_regular_or_die "${WS%/}/$rel"
+        recover_regular_or_die "${WS%/}/$rel"
         RC_REMOVES+=("${WS%/}/$rel")
         RC_REPAIRS+=("${WS%/}/$rel was added to the protected set '$g' after the first run and has no pinned copy: removed (--restore-pinned; the copy is in the backup)")
       fi

@@ -1,33 +1,33 @@
 # ---- the plan
-# The plan's working record, between rc_plan's steps: the last iteration's VERDICT and the
+# The plan's working record, between recover_plan's steps: the last iteration's VERDICT and the
 # record it is read from (SOURCE), whether it is retried (RETRY), whether the loop has ended
 # done (ENDED), why its DONE is not trusted (WHY), the NEXT iteration, whether the loop RAN
 # at all, the STATUS and REASON, the circuit breaker (CB_STATE, CB_FAILS, CB_SIG,
 # CB_OPENED), the COST, and who the loop is (STARTED, ORIGIN, IB, CV, WS).
 declare -A RC_PLAN=()
 
-# rc_plan: what recover would do, from the records: the last iteration and the next one,
+# recover_plan: what recover would do, from the records: the last iteration and the next one,
 # the retry of a failed one and what is set aside, the pins, the leftovers, and the state to
 # write (S, RC_STATE_WRITE), with every repair (RC_REPAIRS), note and move said.
-rc_plan() {
+recover_plan() {
   RC_PLAN=()
-  rc_read_old
-  rc_read_events
-  rc_read_progress
-  rc_distrust_unrecorded_state
-  rc_plan_last
-  rc_plan_retry
-  rc_pins
-  rc_plan_leftovers
-  rc_plan_status
-  rc_plan_identity
-  rc_plan_state
+  recover_read_old
+  recover_read_events
+  recover_read_progress
+  recover_distrust_unrecorded_state
+  recover_plan_last
+  recover_plan_retry
+  recover_pins
+  recover_plan_leftovers
+  recover_plan_status
+  recover_plan_identity
+  recover_plan_state
 }
 
-# rc_plan_last: the last iteration on record (RC_LAST: the journal's, progress.md's or a
+# recover_plan_last: the last iteration on record (RC_LAST: the journal's, progress.md's or a
 # commit trailer's, the highest), its verdict, whether it is retried (ABORTED or BLOCKED)
 # or DONE (when every record of it agrees), and the next iteration.
-rc_plan_last() {
+recover_plan_last() {
   local ev_max=0 pg_max=0 git_max n verdict='' source='' retry=0 done=0 next why=''
   for n in "${!EVV[@]}"; do
     if ((n > ev_max)); then ev_max=$n; fi
@@ -35,7 +35,7 @@ rc_plan_last() {
   for n in "${!PGV[@]}"; do
     if ((n > pg_max)); then pg_max=$n; fi
   done
-  git_max=$(rc_git_max)
+  git_max=$(recover_git_max)
   RC_LAST=$ev_max
   if ((pg_max > RC_LAST)); then RC_LAST=$pg_max; fi
   if ((git_max > RC_LAST)); then RC_LAST=$git_max; fi
@@ -49,11 +49,11 @@ rc_plan_last() {
   if ((RC_LAST > 0)) && [[ $verdict == "$STATUS_ABORTED" || $verdict == "$STATUS_BLOCKED" ]]; then
     retry=1
   fi
-  rc_set_aside_untrusted "$verdict"
+  recover_set_aside_untrusted "$verdict"
   # DONE only when every record of it agrees (orbit recover's done_distrusted); otherwise
   # the iteration runs again.
   if ((RC_LAST > 0)) && [[ ${EVV[$RC_LAST]:-} == "$STATUS_DONE" ]]; then
-    rc_done_distrust_v "$RC_LAST"
+    recover_done_distrust_v "$RC_LAST"
     why=$REPLY
     if [[ -z $why ]]; then done=1; fi
   fi
@@ -68,12 +68,12 @@ rc_plan_last() {
   RC_PLAN[WHY]=$why RC_PLAN[NEXT]=$next
 }
 
-# rc_plan_retry: a retried iteration's old attempt is moved aside (retried.K/), an
+# recover_plan_retry: a retried iteration's old attempt is moved aside (retried.K/), an
 # untrusted DONE set aside, and an iteration recorded but not closed noted.
-rc_plan_retry() {
+recover_plan_retry() {
   local k f idir verdict=${RC_PLAN[VERDICT]} retry=${RC_PLAN[RETRY]} done=${RC_PLAN[ENDED]}
   local why=${RC_PLAN[WHY]} next=${RC_PLAN[NEXT]}
-  idir=$(rc_iter_dir "$RC_LAST")
+  idir=$(recover_iter_dir "$RC_LAST")
   if ((retry)) && [[ -f $idir/result.env ]]; then
     k=1
     while [[ -e $idir/retried.$k ]]; do k=$((k + 1)); done
@@ -86,9 +86,9 @@ rc_plan_retry() {
   fi
   if [[ -n $why ]]; then
     RC_NOTES+=("iteration $RC_LAST's DONE is not trusted: $why; it runs again")
-    rc_set_aside_record "$RC_LAST" "its DONE is not trusted: $why" ''
+    recover_set_aside_record "$RC_LAST" "its DONE is not trusted: $why" ''
   fi
-  if ((!retry && !done && RC_LAST > 0)) && [[ -n $next && -z $why && -f $(rc_iter_dir "$next")/result.env ]]; then
+  if ((!retry && !done && RC_LAST > 0)) && [[ -n $next && -z $why && -f $(recover_iter_dir "$next")/result.env ]]; then
     if [[ -n $RC_FIRST_IR && -z ${EVR[$next]:-} ]] && ((next >= RC_FIRST_IR)); then
       RC_NOTES+=("iteration $next was recorded (iterations/$(printf '%06d' "$next")/result.env) but never announced (no iteration_result): the runner died right after writing it, and the next run does the iteration again")
     else
@@ -97,9 +97,9 @@ rc_plan_retry() {
   fi
 }
 
-# rc_plan_leftovers: the change signatures cleared (--clear-stall), and what an interrupted
+# recover_plan_leftovers: the change signatures cleared (--clear-stall), and what an interrupted
 # write left (*.tmp.*) moved to the backup.
-rc_plan_leftovers() {
+recover_plan_leftovers() {
   local f
   if ((F_STALL)) && [[ -s $RC_DIR/.action-sig.log ]]; then
     RC_SIG_CLEAR=1
@@ -112,11 +112,11 @@ rc_plan_leftovers() {
   done < <(find "$RC_DIR" -mindepth 1 -maxdepth 1 -type f -name '*.tmp.*' | LC_ALL=C sort)
 }
 
-# rc_plan_status: the spend, the circuit breaker (reset with --reset-circuit), and the
+# recover_plan_status: the spend, the circuit breaker (reset with --reset-circuit), and the
 # status and stop reason the loop is left in.
-rc_plan_status() {
+recover_plan_status() {
   local status reason b retry=${RC_PLAN[RETRY]} done=${RC_PLAN[ENDED]} cb_state ran=0
-  rc_spend_v
+  recover_spend_v
   RC_PLAN[COST]=$REPLY
   if ((RC_OLD_OK && !F_RESET)); then
     cb_state=${O[CB_STATE]}
@@ -140,7 +140,7 @@ rc_plan_status() {
     if [[ $RC_BROKEN == goal.md ]]; then b=-goal; fi
     RC_NOTES+=("the pin of $RC_BROKEN is still broken ($RC_BROKEN_REASON): review the change, then --repin$b or --restore-pinned")
     status=$STATUS_ABORTED reason=$RC_BROKEN_REASON
-  elif rc_holds_git_tamper; then
+  elif recover_holds_git_tamper; then
     status=$STATUS_ABORTED reason=$REASON_GIT_TAMPER
   elif [[ $cb_state == "$CB_OPEN" ]]; then
     status=$STATUS_BLOCKED reason=$REASON_CIRCUIT_OPEN
@@ -169,9 +169,9 @@ rc_plan_status() {
   RC_PLAN[STATUS]=$status RC_PLAN[REASON]=$reason
 }
 
-# rc_plan_identity: who the loop is: when it started, its origin and iteration branches, its
+# recover_plan_identity: who the loop is: when it started, its origin and iteration branches, its
 # contract version (migrated with --migrate) and its workspace (checked).
-rc_plan_identity() {
+recover_plan_identity() {
   local started origin ib cv ws ran=${RC_PLAN[RAN]}
   if ((RC_OLD_OK)); then
     started=${O[STARTED_AT]} origin=${O[ORIGIN_BRANCH]} ib=${O[ITER_BRANCH]}
@@ -198,30 +198,30 @@ rc_plan_identity() {
   # sets it at the first run from the same setting).
   if ((RC_OLD_OK)); then
     ws=${O[WORKSPACE]}
-  elif ((ran)) && ! rc_older_major "$cv"; then
-    rc_ws_path_v
+  elif ((ran)) && ! recover_older_major "$cv"; then
+    recover_ws_path_v
     ws=$REPLY
   else
     ws=''
   fi
-  if ((F_MIGRATE)) && { rc_older_major "${O[CONTRACT_VERSION]:-$RC_LOOP_CV}" || rc_older_major "$RC_LOOP_CV"; }; then
-    rc_migrate_check "$ran"
+  if ((F_MIGRATE)) && { recover_older_major "${O[CONTRACT_VERSION]:-$RC_LOOP_CV}" || recover_older_major "$RC_LOOP_CV"; }; then
+    recover_migrate_check "$ran"
     ws=''
     if ((ran)); then
-      rc_ws_path_v
+      recover_ws_path_v
       ws=$REPLY
     fi
   fi
-  if ! rc_older_major "$cv"; then
-    rc_ws_check "$ws" "$ib"
+  if ! recover_older_major "$cv"; then
+    recover_ws_check "$ws" "$ib"
   fi
   RC_PLAN[STARTED]=$started RC_PLAN[ORIGIN]=$origin RC_PLAN[IB]=$ib RC_PLAN[CV]=$cv RC_PLAN[WS]=$ws
 }
 
-# rc_plan_state: the state the plan leaves (S), each change from the old one a repair, and
+# recover_plan_state: the state the plan leaves (S), each change from the old one a repair, and
 # whether it is written (RC_STATE_WRITE: not when it is the old one, whole), its GEN one past
 # the highest seen.
-rc_plan_state() {
+recover_plan_state() {
   local b next=${RC_PLAN[NEXT]} status=${RC_PLAN[STATUS]} reason=${RC_PLAN[REASON]} cost=${RC_PLAN[COST]}
   S=()
   S[CONTRACT_VERSION]=${RC_PLAN[CV]}
@@ -272,10 +272,10 @@ rc_plan_state() {
   fi
 }
 
-# rc_holds_git_tamper: a loop stopped on git_tamper (by its state, or by its last loop_stop
+# recover_holds_git_tamper: a loop stopped on git_tamper (by its state, or by its last loop_stop
 # when there is no state to ask) stays ABORTED until orbit recover --repin accepts git's
 # config, hooks and excludes after a review (orbit recover's holds_git_tamper).
-rc_holds_git_tamper() {
+recover_holds_git_tamper() {
   if ((RC_OLD_OK)); then
     [[ ${O[LAST_STATUS]} == "$STATUS_ABORTED" && ${O[STOP_REASON]} == "$REASON_GIT_TAMPER" ]] || return 1
   else
@@ -287,7 +287,7 @@ rc_holds_git_tamper() {
 
 # Whether the plan changes anything. A progress.md whose last marker only lacks its final
 # newline is no change by itself (the runner adds it); it is mended when recover writes.
-rc_plan_has_changes() {
+recover_plan_has_changes() {
   [[ -n $RC_WS_ADD || -n $RC_BH_WRITE ]] ||
     ((RC_STATE_WRITE || RC_PINS_WRITE || RC_GOAL_COPY || RC_SIG_CLEAR || RC_EV_TORN || ${#RC_MOVES_FROM[@]} > 0)) ||
     [[ -n $RC_EV_BREAK_LINE || -n $RC_PG_BREAK_OFF ]] || ((${#RC_PG_STRAY[@]} > 0)) ||
@@ -295,7 +295,7 @@ rc_plan_has_changes() {
     [[ $RC_PG_TAIL == torn ]]
 }
 
-rc_resume_hint() {
+recover_resume_hint() {
   case ${S[LAST_STATUS]} in
     "$STATUS_DONE") printf 'the loop is DONE' ;;
     "$STATUS_ABORTED") printf 'still ABORTED (%s): review the change, then --repin or --restore-pinned' "${S[STOP_REASON]}" ;;
@@ -303,11 +303,11 @@ rc_resume_hint() {
   esac
 }
 
-rc_dry_run() {
+recover_dry_run() {
   local r i old new
   printf 'recover.sh --dry-run %s%s: the plan (nothing is written)\n' "$RC_DIR" "${RC_FLAGS[*]:+ ${RC_FLAGS[*]}}"
-  if ! rc_plan_has_changes; then
-    printf 'nothing to repair: state.env agrees with the evidence; %s\n' "$(rc_resume_hint)"
+  if ! recover_plan_has_changes; then
+    printf 'nothing to repair: state.env agrees with the evidence; %s\n' "$(recover_resume_hint)"
     return 0
   fi
   if ((RC_STATE_WRITE)); then
@@ -341,10 +341,10 @@ rc_dry_run() {
   printf 'append: a ## Recovery entry to progress.md and a recovery event to events.jsonl\n'
 }
 
-# rc_spend_v: COST_MICROUSD, the sum of cost.ledger, never lowered: a ledger that lost lines
+# recover_spend_v: COST_MICROUSD, the sum of cost.ledger, never lowered: a ledger that lost lines
 # (emptied, cut) is not a refund, and the old state, one the journal records, holds what was
 # paid (said in the notes).
-rc_spend_v() {
+recover_spend_v() {
   local sum
   orbit_ledger_sum_v "$RC_DIR/cost.ledger" ||
     orbit_die "$EXIT_FAILURE" "cannot read $RC_DIR/cost.ledger: check its permissions, then run recover.sh again"

@@ -67,7 +67,7 @@ adequacy_run() {
     ADEQUACY_RC=-1 ADEQUACY_WHY="cannot enter $REPO_ROOT"
     return 0
   fi
-  orbit_run_bounded "$bound" "$KILL_GRACE_S" /dev/null "$dir/adequacy.log" \
+  proc_run_bounded "$bound" "$KILL_GRACE_S" /dev/null "$dir/adequacy.log" \
     "$bin" adequacy "$LOOP_DIR" --commit "$commit" --base "$base" --out "$dir" "${budget[@]}" "$@"
   cd -- "$back" || true
   ADEQUACY_RC=$ORBIT_RC
@@ -77,7 +77,7 @@ adequacy_run() {
   if ((ADEQUACY_RC == 0 || ADEQUACY_RC == 4)) && IFS= read -r line <"$dir/adequacy.figures" 2>/dev/null &&
     [[ $line =~ ^([0-9]+)\ ([0-9]+)\ ([0-9]+)\ ([0-9]+)\ ([0-9a-f]{64})\  ]]; then
     ADEQUACY_FIGURES=("${BASH_REMATCH[@]:1:5}")
-    orbit_event adequacy_measured "$n" commit "$commit" hunks_needed "${ADEQUACY_FIGURES[0]}" \
+    state_event adequacy_measured "$n" commit "$commit" hunks_needed "${ADEQUACY_FIGURES[0]}" \
       hunks_tried "${ADEQUACY_FIGURES[1]}" mutants_killed "${ADEQUACY_FIGURES[2]}" \
       mutants_tried "${ADEQUACY_FIGURES[3]}" details_sha256 "${ADEQUACY_FIGURES[4]}" mode "${mode:-report}"
   elif ((ADEQUACY_RC >= 0)); then
@@ -116,14 +116,14 @@ adequacy_after_done() {
     gate) ;;
     *) return 0 ;;
   esac
-  if ! orbit_regular "$dir/adequacy.json" || ! orbit_write_file "$LOOP_DIR/adequacy.json" "$(<"$dir/adequacy.json")"$'\n'; then
+  if ! orbit_regular "$dir/adequacy.json" || ! state_write_file "$LOOP_DIR/adequacy.json" "$(<"$dir/adequacy.json")"$'\n'; then
     orbit_log "adequacy: the DONE's measure was not put in adequacy.json"
   fi
 }
 
-# envelope_adequacy_v N: REPLY is the envelope's adequacy member when the DONE gate measured
+# adequacy_envelope_v N: REPLY is the envelope's adequacy member when the DONE gate measured
 # the claim (adequacy = "gate"): its figures and the details' sha256; "" otherwise.
-envelope_adequacy_v() {
+adequacy_envelope_v() {
   local dir line=''
   REPLY=''
   [[ ${ADEQUACY_SETTING:-off} == gate ]] || return 0

@@ -7,18 +7,18 @@
 LIVE_FD=
 LIVE_PID=
 
-# live_reset: a new, empty agent.live (a new file: a follower holding the old one sees it).
-live_reset() {
+# agent_live_reset: a new, empty agent.live (a new file: a follower holding the old one sees it).
+agent_live_reset() {
   rm -f -- "$ORBIT_TMP/agent.live.tmp"
   : >"$ORBIT_TMP/agent.live.tmp"
   mv -f -- "$ORBIT_TMP/agent.live.tmp" "$ORBIT_TMP/agent.live"
 }
 
-# live_copy CAP FILE: appends at most CAP bytes of standard input to FILE as they come,
+# agent_live_copy CAP FILE: appends at most CAP bytes of standard input to FILE as they come,
 # then a note if there was more, and reads the rest to its end (the writer never meets a
 # closed pipe). head buffers what it writes to a file: unbuffered through stdbuf, else dd
 # copies byte by byte (slower, as live).
-live_copy() {
+agent_live_copy() {
   local cap=$1 live=$2 c
   trap - ERR
   trap '' INT TERM HUP
@@ -33,25 +33,25 @@ live_copy() {
   fi
 }
 
-# live_open N PHASE ATTEMPT: the header line, then the copy on the descriptor LIVE_FD.
-live_open() {
+# agent_live_open N PHASE ATTEMPT: the header line, then the copy on the descriptor LIVE_FD.
+agent_live_open() {
   local live="$ORBIT_TMP/agent.live"
   if [[ ! -f $live || -L $live ]] || (($(wc -c <"$live") > AGENT_LOG_MAX)); then
-    live_reset
+    agent_live_reset
   fi
   printf '=== orbit: iteration %s, %s, attempt %s, started %s ===\n' "$1" "$2" "$3" "$(orbit_iso_now)" >>"$live"
   # Nothing of the runner's but the pipe: not its lock, nor its output (a caller that
   # waits for the runner's output to end must not wait for this copy too).
   exec {LIVE_FD}> >(
     exec 7<&- 8>&- 9>&- >/dev/null 2>&1
-    live_copy "$AGENT_LOG_MAX" "$live"
+    agent_live_copy "$AGENT_LOG_MAX" "$live"
   )
   LIVE_PID=$!
 }
 
-# live_close [LINE]: closes the copy's descriptor, gives it up to 5 s to write what is left
+# agent_live_close [LINE]: closes the copy's descriptor, gives it up to 5 s to write what is left
 # in the pipe, then appends LINE (on a line of its own).
-live_close() {
+agent_live_close() {
   local line=${1:-} live="$ORBIT_TMP/agent.live" i
   if [[ -z $LIVE_FD ]]; then
     return 0
@@ -76,7 +76,7 @@ live_close() {
   fi
   LIVE_PID=
   # (Never through a link: agent.live's, .run-tmp's or the loop directory's own.)
-  if [[ -n $line && -f $live && ! -L $live && ! -L $ORBIT_TMP ]] && loop_dir_whole; then
+  if [[ -n $line && -f $live && ! -L $live && ! -L $ORBIT_TMP ]] && trust_loop_dir_whole; then
     if (($(tail -c 1 -- "$live" | tr -d '\n' | wc -c))); then
       printf '\n' >>"$live"
     fi
@@ -119,7 +119,7 @@ agent_capture() {
 # exit into a timeout nor keeps the output from ending; each one is named (pid and command
 # line) in $ORBIT_OUT.swept, which the runner logs. Started through the subreaper's perl
 # (ORBIT_SUBREAPER set: sweep_reaper_v), the wrapper is the subreaper of everything the
-# agent starts, and what it adopted is stopped too (orbit_adopted_sweep): a daemon that
+# agent starts, and what it adopted is stopped too (proc_adopted_sweep): a daemon that
 # shed both the group and the mark. A TERM (the timeout) is passed on to the agent's group.
 agent_wrapper() {
   local live cap cpid apid rc f p i g st c swept mark seen reaping=${ORBIT_SUBREAPER:-}
@@ -189,7 +189,7 @@ agent_wrapper() {
     kill -KILL "$p" 2>/dev/null && printf "%s %s\n" "$p" "$c" >>"$swept"
   done
   if [[ $reaping == 1 ]]; then
-    orbit_adopted_sweep "$BASHPID" "$cpid"
+    proc_adopted_sweep "$BASHPID" "$cpid"
     for c in "${REPLY_SWEPT[@]}"; do
       printf "%s\n" "$c" >>"$swept"
     done
@@ -212,7 +212,7 @@ agent_wrapper() {
 }
 
 # The wrapper's script: the two functions above and the call, for `bash -c`.
-ORBIT_AGENT_WRAPPER="$(declare -f agent_capture orbit_kids_v orbit_adopted_sweep agent_wrapper)"$'\nagent_wrapper "$@"'
+ORBIT_AGENT_WRAPPER="$(declare -f agent_capture proc_kids_v proc_adopted_sweep agent_wrapper)"$'\nagent_wrapper "$@"'
 
 # agent_swept_log: logs what the wrapper swept when the agent exited, as sweep_env logs
 # what it sweeps (one line each, at most 100).
@@ -226,23 +226,23 @@ agent_swept_log() {
   done <"$ORBIT_TMP/agent.swept"
 }
 
-# run_agent N PHASE ATTEMPT PROMPT LOG COSTFILE FEEDBACK [CANDIDATE]: sets AGENT_RC,
+# agent_run N PHASE ATTEMPT PROMPT LOG COSTFILE FEEDBACK [CANDIDATE]: sets AGENT_RC,
 # AGENT_TIMED_OUT, AGENT_SECS. CANDIDATE (0, the default: the loop's own agent) is the
 # fan-out candidate the run is, in its subshell: the runner's looks (trust_check) and its
 # timings are then the runner's to take, after every candidate ended.
 # The agent runs in the workspace in its own process group, stdin from the prompt (its
 # folder .orbit-agent/ filled first, its notes and cost read back after);
 # its output is capped to AGENT_LOG_MAX bytes (the first and last halves are kept) and
-# copied as it comes into the live view (live_open).
-run_agent() {
+# copied as it comes into the live view (agent_live_open).
+agent_run() {
   local n=$1 phase=$2 attempt=$3 prompt=$4 log=$5 cfile=$6 fb=$7 cand=${8:-0} t0 limit half runid
-  exec_limit_v
+  deadline_exec_limit_v
   local cut=0
   deadline_cap_v "$REPLY" || cut=1
   limit=$REPLY
   half=$((AGENT_LOG_MAX / 2))
   runid="$LOOP_NAME.$n.$attempt.$phase.$$.$RANDOM"
-  verify_settled_clear
+  checks_verify_settled_clear
   # The output is caught in scratch files (each truncated here), then becomes $log.
   local raw="$ORBIT_TMP/agent.raw" head="$ORBIT_TMP/agent.head" tail="$ORBIT_TMP/agent.tail"
   if [[ -e $cfile ]]; then
@@ -253,7 +253,7 @@ run_agent() {
   : >"$head"
   : >"$tail"
   : >"$ORBIT_TMP/agent.swept"
-  orbit_fault before_agent
+  state_fault before_agent
   # Nothing but the runner wrote since the last look: anything else stops before the agent.
   # (A fan-out candidate's subshell leaves these looks to the runner, which takes them
   # before the candidates start and after the last one ended: its siblings run meanwhile.)
@@ -269,7 +269,7 @@ run_agent() {
     : >"$log"
     return 0
   fi
-  live_open "$n" "$phase" "$attempt"
+  agent_live_open "$n" "$phase" "$attempt"
   t0=$SECONDS
   # The variables reach the agent through its wrapper alone, as its arguments: nothing of
   # the run's is exported around the bounded call (no watchdog or trap carries the run's
@@ -282,8 +282,8 @@ run_agent() {
   sandbox_prepare agent
   sweep_reaper_v
   local -a offline=()
-  settings_offline_env offline
-  orbit_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
+  config_offline_env offline
+  proc_run_bounded "$limit" "$KILL_GRACE_S" "$prompt" "$raw" \
     "${SWEEP_REAPER[@]}" "$BASH" -c "$ORBIT_AGENT_WRAPPER" orbit-agent \
     ORBIT_WORKSPACE="$WS" ORBIT_AGENT_DIR="$AGENT_DIR" ORBIT_ITERATION="$n" ORBIT_ATTEMPT="$attempt" \
     ORBIT_CANDIDATE="$((cand > 0 ? cand : 1))" ORBIT_PHASE="$phase" ORBIT_PROMPT_FILE="$AGENT_DIR/prompt.md" \
@@ -299,9 +299,9 @@ run_agent() {
     orbit_log "the agent was stopped at the loop's wall-clock limit ($LOOP_TIMEOUT)"
   fi
   if ((AGENT_TIMED_OUT)); then
-    live_close "=== orbit: the agent timed out after ${AGENT_SECS}s ==="
+    agent_live_close "=== orbit: the agent timed out after ${AGENT_SECS}s ==="
   else
-    live_close "=== orbit: the agent exited $AGENT_RC after ${AGENT_SECS}s ==="
+    agent_live_close "=== orbit: the agent exited $AGENT_RC after ${AGENT_SECS}s ==="
   fi
   agent_swept_log
   sweep_env "ORBIT_RUN_ID=$runid"
@@ -334,7 +334,7 @@ run_agent() {
 # the attempts of one agent's work run (the single agent's, CANDIDATE 0, with the runner's
 # WS, AGENT_DIR and ORBIT_TMP; each fan-out candidate's, in its subshell, with its worktree,
 # its folder and its scratch, which what the runs call reads as theirs, and no fault
-# injection): run_agent, its cost and its engine's
+# injection): agent_run, its cost and its engine's
 # classification, retrying a transient failure up to RETRY_LIMIT times after a backoff
 # (slept in the background, so that a signal is taken at once). BEFORE ATTEMPT runs before
 # each attempt, AFTER ATTEMPT OUTCOME after it (the caller records it). An earlier
@@ -354,11 +354,11 @@ agent_attempts() {
     if [[ $attempt -gt 1 && -f $log ]]; then
       mv -f -- "$log" "${log%/*}/agent.attempt$((attempt - 1)).log"
     fi
-    run_agent "$n" "$PHASE_WORK" "$attempt" "$prompt" "$log" "$cfile" "$fb" "$cand"
+    agent_run "$n" "$PHASE_WORK" "$attempt" "$prompt" "$log" "$cfile" "$fb" "$cand"
     # A run that left no log has an empty one (the fan-out's runner reads it), unless the
     # runner's trust is broken: then nothing is written.
     [[ -f $log || -n $TRUST_BAD ]] || : >"$log"
-    cost_of_run "$log" "$cfile"
+    record_cost_of_run "$log" "$cfile"
     engine_classify_v "$log" "$AGENT_RC" "$AGENT_TIMED_OUT"
     outcome=$REPLY
     "$after" "$attempt" "$outcome"
@@ -369,7 +369,7 @@ agent_attempts() {
       "$OUTCOME_OK" | "$OUTCOME_PERMANENT" | "$OUTCOME_RATE_LIMITED") break ;;
     esac
     if ((attempt < RETRY_LIMIT)); then
-      retry_delay_v "$attempt"
+      deadline_retry_delay_v "$attempt"
       delay=$REPLY
       # (A fan-out candidate's stderr is the runner's log already.)
       ((cand)) || orbit_log "iteration $n: agent attempt $attempt ended '$outcome' (exit $AGENT_RC); retrying in ${delay}s"

@@ -62,10 +62,10 @@ agent_dir_real() {
   }
 }
 
-# agent_file_take NAME DEST [DIR]: moves the agent's NAME out of its folder (AGENT_DIR, or
+# agent_dir_file_take NAME DEST [DIR]: moves the agent's NAME out of its folder (AGENT_DIR, or
 # DIR: a fan-out candidate's) into DEST when it is a regular file (never a symlink), cut to
 # AGENT_NOTES_MAX bytes; status 1 when there is none.
-agent_file_take() {
+agent_dir_file_take() {
   local d=${3:-$AGENT_DIR}
   local src="$d/$1"
   agent_dir_real "$d" || return 1
@@ -103,5 +103,5 @@ agent_dir_collect() {
     head -c "$AGENT_NOTES_MAX" -- "$AGENT_DIR/notes.md" >"$LOOP_DIR/.notes.md.tmp.$$" &&
       mv -f -- "$LOOP_DIR/.notes.md.tmp.$$" "$LOOP_DIR/notes.md"
   fi
-  agent_file_take cost "$cfile" || true
+  agent_dir_file_take cost "$cfile" || true
 }

@@ -9,13 +9,13 @@ VERIFY_SIG=
 # The tree the last verify run checked.
 VERIFY_TREE=
 # The work tree as the last verify run left it, when that is the tree it checked (its changes
-# and new files put back: checks_settle), and the iteration it ran in: nothing but the runner
+# and new files put back: evidence_checks_settle), and the iteration it ran in: nothing but the runner
 # has run in the workspace since, so that tree is the one the iteration ends on (no second
 # snapshot of the same files).
 VERIFY_SETTLED=
 VERIFY_SETTLED_ITER=0
-# verify_settled_clear: an iteration starts or an agent runs: the work tree is no longer known.
-verify_settled_clear() {
+# checks_verify_settled_clear: an iteration starts or an agent runs: the work tree is no longer known.
+checks_verify_settled_clear() {
   VERIFY_SETTLED='' VERIFY_SETTLED_ITER=0
 }
 # The name a verify run's own failure is recorded under when a check changed the project.
@@ -69,8 +69,16 @@ checks_reuse_verify() {
   return 0
 }
 
-# run_verify N LABEL: runs verify.sh into iterations/N/verify.log; sets VERIFY_OK.
-run_verify() {
+# checks_failed_restore FAILING KEPT: an earlier failed run's outcome made the last run's
+# again (a run since passed, to tell what that failure was): its output, a copy at KEPT, and
+# its failing checks FAILING.
+checks_failed_restore() {
+  cp -- "$2" "$LAST_VERIFY_OUT"
+  VERIFY_OK=0 VERIFY_FAILING=$1
+}
+
+# checks_run_verify N LABEL: runs verify.sh into iterations/N/verify.log; sets VERIFY_OK.
+checks_run_verify() {
   local dir=$1 label=$2 out
   out="$ORBIT_TMP/verify.out"
   VERIFY_OK=0 VERIFY_RC=1 VERIFY_TO=0 VERIFY_SETTLED='' VERIFY_SETTLED_ITER=0
@@ -84,7 +92,7 @@ run_verify() {
   fi
   # The tree the checks run on (git runs only once git's files are known as they were):
   # what the checks change of it is not theirs to change.
-  artifacts_sweep "$dir"
+  evidence_artifacts_sweep "$dir"
   # The repository's pre-commit hook first: what a fixer changes is the tree checked.
   commit_hooks_check "$dir" "$out"
   if ! tree_here_v; then
@@ -113,7 +121,7 @@ run_verify() {
   sandbox_prepare check
   ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" \
     ORBIT_VERIFY_TMP="$ORBIT_TMP" ORBIT_VERIFY_TALLY=6 ORBIT_BASE_COUNTS="$BASE_COUNTS" \
-    orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/verify.sh" 6>"$VERIFY_TALLY_FILE"
+    proc_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/verify.sh" 6>"$VERIFY_TALLY_FILE"
   VERIFY_RC=$ORBIT_RC
   VERIFY_TO=$ORBIT_TIMED_OUT
   if ((VERIFY_TO && cut)); then
@@ -126,7 +134,7 @@ run_verify() {
   fi
   # The counts first: they are read from verify.sh's own closing block.
   counts_take "$dir" "$label"
-  if ! checks_settle "$dir" "$VERIFY_TREE"; then
+  if ! evidence_checks_settle "$dir" "$VERIFY_TREE"; then
     printf '[FAIL] %s (the work tree could not be put back to the tree the checks ran on; see runner.log)\n' "$CHECK_CHANGED_NAME" >>"$out"
     printf 'FAIL %s\n' "$CHECK_CHANGED_NAME" >>"$VERIFY_TALLY_FILE"
     VERIFY_RC=1
@@ -165,11 +173,11 @@ LAST_VERIFY_OUT=
 # WHY" per check (WHY: "exit N", "timed out ...", or "cannot-run: ..." when the check could
 # not run at all), never the checks' output.
 VERIFY_TALLY_FILE=
-# tally_counts_v: REPLY is "PASSED TOTAL" of the last verify run, from the tally. verify.sh
+# checks_tally_counts_v: REPLY is "PASSED TOTAL" of the last verify run, from the tally. verify.sh
 # writes one line per check in CHECK_NAMES order (a run cut short, a prefix of them); the
 # runner may add its own FAIL line. Any other shape was not written by verify.sh alone: no
 # check counts as passed (and the log says so).
-tally_counts_v() {
+checks_tally_counts_v() {
   local word name passed=0 total=${#CHECK_NAMES[@]} k=0 bad=''
   if [[ -f $VERIFY_TALLY_FILE && ! -L $VERIFY_TALLY_FILE ]]; then
     while read -r word name _; do
@@ -191,9 +199,9 @@ tally_counts_v() {
   REPLY="$passed $total"
 }
 
-# check_role_v NAME: REPLY is the role of verify.sh's check NAME: reproduction, regression or
+# checks_role_v NAME: REPLY is the role of verify.sh's check NAME: reproduction, regression or
 # acceptance.
-check_role_v() {
+checks_role_v() {
   local c
   REPLY=acceptance
   for c in "${CHECKS_REPRODUCTION[@]}"; do
@@ -205,13 +213,13 @@ check_role_v() {
   return 0
 }
 
-# feedback_write DIR N ATTEMPT: the localized feedback of the verify run in LAST_VERIFY_OUT.
+# checks_feedback_write DIR N ATTEMPT: the localized feedback of the verify run in LAST_VERIFY_OUT.
 # It names the roles that failed (failing_roles) and, in feedback.txt, each failing check
 # with what its failure means: a regression broke, a reproduction still fails, an acceptance
 # check fails. The tests, the loci and the output tail are read from the failing checks'
 # own output (feedback_failing_output), never from what a passing check printed after
 # them; the loci start with where the failing tests panicked, then every other file:line.
-feedback_write() {
+checks_feedback_write() {
   local dir=$1 n=$2 attempt=$3 failing tailtext loci name j_failing='' j_loci='' sig
   local j_roles='' roles=' ' role_lines='' own="$ORBIT_TMP/verify.failing"
   failing=$(grep -aoE '^\[FAIL\] [A-Za-z0-9._-]+' -- "$LAST_VERIFY_OUT" | cut -c8- | sort -u | tr '\n' ' ' || true)
@@ -240,7 +248,7 @@ feedback_write() {
   ' | head -n 20 || true)
   for name in $failing; do
     j_failing+="${j_failing:+,}$(orbit_json_str "$name")"
-    check_role_v "$name"
+    checks_role_v "$name"
     if [[ $roles != *" $REPLY "* ]]; then
       roles+="$REPLY "
       j_roles+="${j_roles:+,}\"$REPLY\""

@@ -13,7 +13,7 @@ commit_iteration() {
   # Idempotent: a crash after the commit and before the state write must not commit twice.
   # (An iteration this process just ran commits after its result.env: none can exist yet.)
   line=''
-  ((fresh)) || line=$(git_q log -n 50 --format='%H %(trailers:key=Orbit-Loop,valueonly,separator=%x2C)|%(trailers:key=Orbit-Iteration,valueonly,separator=%x2C)' 2>/dev/null || true)
+  ((fresh)) || line=$(config_git_q log -n 50 --format='%H %(trailers:key=Orbit-Loop,valueonly,separator=%x2C)|%(trailers:key=Orbit-Iteration,valueonly,separator=%x2C)' 2>/dev/null || true)
   while IFS= read -r line; do
     if [[ ${line#* } == "$LOOP_NAME|$n" ]]; then
       existing=${line%% *}
@@ -29,7 +29,7 @@ commit_iteration() {
     printf '%s\n' "$existing" >"$dir/commit.txt"
     return 0
   fi
-  changes_v "$before" "$after"
+  tree_changes_v "$before" "$after"
   list=$CHANGES_FILE
   if ! commit_tree_v "$dir" "$before" "$after"; then
     orbit_log "commit of iteration $n: git could not build the tree to commit (see runner.log)"
@@ -39,14 +39,14 @@ commit_iteration() {
   tree=$REPLY
   # No change, and HEAD holds the tree to commit: nothing to commit. (HEAD moved by the
   # agent away from that tree is committed back to it.)
-  if [[ ! -s $list ]] && head_tree && [[ $HEAD_TREE == "$tree" ]]; then
+  if [[ ! -s $list ]] && commit_head_tree && [[ $HEAD_TREE == "$tree" ]]; then
     printf 'none\n' >"$dir/commit.txt"
     [[ $list == "$CHANGES_FILE" ]] || rm -f -- "$list"
     return 0
   fi
-  orbit_fault before_commit
+  state_fault before_commit
   # The goal's title: line 3 of goal.md (under "# Goal"), at most 60 characters.
-  goal_title_v
+  commit_goal_title_v
   title=$REPLY
   msg="${COMMIT_MESSAGE_PREFIX}orbit($LOOP_NAME): iteration $n"$'\n\n'"Goal: ${title:-see goal.md}"$'\n\n'"Orbit-Loop: $LOOP_NAME"$'\n'"Orbit-Iteration: $n"
   if ! commit_msg_check "$dir" "$msg" "$tree"; then
@@ -66,7 +66,7 @@ commit_iteration() {
       # Bounded: a signing program that waits on a terminal must not wedge the loop.
       # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
       GIT_LITERAL_PATHSPECS=1 GIT_TERMINAL_PROMPT=0 \
-        orbit_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/commit.log" \
+        proc_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$dir/commit.log" \
         "$BASH" -c 'cd -- "$1" || exit 1
           git read-tree "$2" && git -c core.hooksPath=/dev/null commit -q --no-verify --no-edit -m "$3"' \
         orbit-commit "$WS" "$tree" "$msg"
@@ -91,7 +91,7 @@ commit_iteration() {
     break
   done
   # git commit failing can mean the same: the agent committed the changes itself.
-  if ((rc != 0 && rc != COMMIT_NOTHING && rc != COMMIT_TIMED_OUT && !COMMIT_PLUMBING)) && head_tree &&
+  if ((rc != 0 && rc != COMMIT_NOTHING && rc != COMMIT_TIMED_OUT && !COMMIT_PLUMBING)) && commit_head_tree &&
     [[ $HEAD_TREE == "$tree" ]]; then
     rc=$COMMIT_NOTHING
   fi
@@ -111,13 +111,13 @@ commit_iteration() {
     # git commit runs git's automatic housekeeping (packing loose objects when there are
     # many): so does this, every 100 iterations (gc --auto where maintenance is too old).
     if ((n % 100 == 0)); then
-      git_q maintenance run --auto --quiet >>"$dir/commit.log" 2>&1 ||
-        git_q gc --auto --quiet >>"$dir/commit.log" 2>&1 || true
+      config_git_q maintenance run --auto --quiet >>"$dir/commit.log" 2>&1 ||
+        config_git_q gc --auto --quiet >>"$dir/commit.log" 2>&1 || true
     fi
   else
-    git_q rev-parse HEAD >"$dir/commit.txt"
+    config_git_q rev-parse HEAD >"$dir/commit.txt"
   fi
-  orbit_fault after_commit
+  state_fault after_commit
   [[ $list == "$CHANGES_FILE" ]] || rm -f -- "$list"
 }
 
@@ -169,8 +169,8 @@ commit_retry_failed() {
   ((n >= 1)) && [[ ${S[LAST_STATUS]} == "$STATUS_BLOCKED" && ${S[STOP_REASON]} == "$REASON_TOOL_FAILURE" ]] || return 0
   printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
   [[ -f $dir/commit.txt ]] && IFS= read -r line <"$dir/commit.txt" && [[ $line == failed ]] || return 0
-  result_trusted "$n" "$dir/result.env" || return 0
-  result_read "$dir/result.env"
+  resume_result_trusted "$n" "$dir/result.env" || return 0
+  record_result_read "$dir/result.env"
   iteration_at "$n"
   mv -f -- "$dir/commit.txt" "$dir/commit.failed.txt"
   mv -f -- "$dir/commit.log" "$dir/commit.failed.log" 2>/dev/null || true
@@ -182,7 +182,7 @@ commit_retry_failed() {
   # What the runner wrote into the iteration's record is its own.
   trust_hold
   if [[ $line =~ ^[0-9a-f]{40,64}$ ]]; then
-    branch_head_record "$line"
+    workspace_branch_head_record "$line"
     orbit_log "iteration $n is committed now ($line): the loop goes on"
     return 0
   fi
@@ -194,11 +194,11 @@ commit_retry_failed() {
   fi
   commit_refused_fix_v "$dir"
   fix=$REPLY
-  finish "$EXIT_BLOCKED" "$STATUS_BLOCKED" "$REASON_TOOL_FAILURE" "$COMMIT_REFUSED_SAID $n failed again: $why — its change stays uncommitted in the workspace; $fix"
+  resume_finish "$EXIT_BLOCKED" "$STATUS_BLOCKED" "$REASON_TOOL_FAILURE" "$COMMIT_REFUSED_SAID $n failed again: $why — its change stays uncommitted in the workspace; $fix"
 }
 
 # The goal's one-line title (line 3 of goal.md), at most 60 characters, into REPLY.
-goal_title_v() {
+commit_goal_title_v() {
   local -a lines=()
   mapfile -t -n 3 lines <"$LOOP_DIR/goal.md" 2>/dev/null || true
   orbit_cut_v "${lines[2]-}" 60
@@ -222,20 +222,20 @@ commit_forget_last() {
 commit_plumbing() {
   local list=$1 msg=$2 before=$3 after=$4 head base tree
   COMMIT_ID=''
-  head_tree || return 1
+  commit_head_tree || return 1
   head=$HEAD_ID base=$HEAD_TREE tree=$after
   if [[ $tree == "$base" ]]; then
     echo "nothing to commit: HEAD holds these changes already"
     return "$COMMIT_NOTHING"
   fi
-  COMMIT_ID=$(git_q commit-tree "$tree" -p "$head" <<<"$msg") || return 1
+  COMMIT_ID=$(config_git_q commit-tree "$tree" -p "$head" <<<"$msg") || return 1
   if [[ $base == "$before" ]]; then
     (cd -- "$WS" && git update-index --add --remove --replace -z --stdin <"$list") || return 1
   else
     # HEAD moved during the iteration (the agent committed): the index becomes the tree.
-    git_q read-tree "$tree" || return 1
+    config_git_q read-tree "$tree" || return 1
   fi
-  git_q update-ref -m "commit: ${msg%%$'\n'*}" HEAD "$COMMIT_ID" "$head" || return 1
+  config_git_q update-ref -m "commit: ${msg%%$'\n'*}" HEAD "$COMMIT_ID" "$head" || return 1
   LAST_COMMIT_ID=$COMMIT_ID LAST_COMMIT_TREE=$tree
 }
 
@@ -244,28 +244,28 @@ commit_plumbing() {
 # hook changed, and the status is 1: the commit failed.
 commit_is_tree() {
   local tree=$1 log=$2 out
-  out=$(git_q rev-parse HEAD 'HEAD^{tree}' 2>/dev/null) || return 1
+  out=$(config_git_q rev-parse HEAD 'HEAD^{tree}' 2>/dev/null) || return 1
   [[ ${out#*$'\n'} == "$tree" ]] && return 0
-  changes_v "$tree" "${out#*$'\n'}"
+  tree_changes_v "$tree" "${out#*$'\n'}"
   {
     printf 'orbit: a commit hook changed what was committed (%s): the checks ran on another tree, so the commit is undone\n' "$REPLY"
   } >>"$log"
-  git_q update-ref -m "orbit: undo a commit whose tree is not the checked one" HEAD "${out%%$'\n'*}^" "${out%%$'\n'*}" >>"$log" 2>&1 || true
-  git_q read-tree "${out%%$'\n'*}^" >>"$log" 2>&1 || true
+  config_git_q update-ref -m "orbit: undo a commit whose tree is not the checked one" HEAD "${out%%$'\n'*}^" "${out%%$'\n'*}" >>"$log" 2>&1 || true
+  config_git_q read-tree "${out%%$'\n'*}^" >>"$log" 2>&1 || true
   return 1
 }
 
-# head_tree: HEAD_ID and HEAD_TREE, from what this run committed last while HEAD still
+# commit_head_tree: HEAD_ID and HEAD_TREE, from what this run committed last while HEAD still
 # names it, else from git.
 HEAD_ID=
 HEAD_TREE=
-head_tree() {
+commit_head_tree() {
   local out
-  if [[ -n $LAST_COMMIT_ID ]] && head_file_v && [[ $REPLY == "$LAST_COMMIT_ID" ]]; then
+  if [[ -n $LAST_COMMIT_ID ]] && commit_head_file_v && [[ $REPLY == "$LAST_COMMIT_ID" ]]; then
     HEAD_ID=$LAST_COMMIT_ID HEAD_TREE=$LAST_COMMIT_TREE
     return 0
   fi
-  out=$(git_q rev-parse HEAD 'HEAD^{tree}') || return 1
+  out=$(config_git_q rev-parse HEAD 'HEAD^{tree}') || return 1
   HEAD_ID=${out%%$'\n'*} HEAD_TREE=${out#*$'\n'}
 }
 
@@ -279,17 +279,17 @@ commit_tree_v() {
   if [[ -f $dir/head-before ]]; then
     IFS= read -r head <"$dir/head-before" || true
   fi
-  base=$(git_q rev-parse -q --verify "${head:-HEAD}^{tree}" 2>/dev/null) || base=''
+  base=$(config_git_q rev-parse -q --verify "${head:-HEAD}^{tree}" 2>/dev/null) || base=''
   if [[ -z $base || $base == "$before" ]]; then
     REPLY=$after
     return 0
   fi
   rm -f -- "$idx"
-  GIT_INDEX_FILE=$idx git_q read-tree "$base" 2>>"$ORBIT_LOG_FILE" || return 1
+  GIT_INDEX_FILE=$idx config_git_q read-tree "$base" 2>>"$ORBIT_LOG_FILE" || return 1
   # diff-tree -z: ":oldmode newmode oldsha newsha status" NUL path NUL, as index-info lines
   # (mode 0 removes the path).
-  commit_index_info "$before" "$after" | GIT_INDEX_FILE=$idx git_q update-index -z --index-info 2>>"$ORBIT_LOG_FILE" || return 1
-  REPLY=$(GIT_INDEX_FILE=$idx git_q write-tree 2>>"$ORBIT_LOG_FILE") || return 1
+  commit_index_info "$before" "$after" | GIT_INDEX_FILE=$idx config_git_q update-index -z --index-info 2>>"$ORBIT_LOG_FILE" || return 1
+  REPLY=$(GIT_INDEX_FILE=$idx config_git_q write-tree 2>>"$ORBIT_LOG_FILE") || return 1
   rm -f -- "$idx"
 }
 
@@ -304,12 +304,12 @@ commit_index_info() {
     else
       printf '%s %s\t%s\0' "$nm" "$ns" "$path"
     fi
-  done < <(git_q diff-tree -r --no-renames -z "$1" "$2" 2>>"$ORBIT_LOG_FILE")
+  done < <(config_git_q diff-tree -r --no-renames -z "$1" "$2" 2>>"$ORBIT_LOG_FILE")
 }
 
-# head_file_v: REPLY is the commit HEAD names, read from the files git keeps it in (a loose
+# commit_head_file_v: REPLY is the commit HEAD names, read from the files git keeps it in (a loose
 # branch ref, or a detached HEAD); status 1 where that takes git (packed refs, reftable).
-head_file_v() {
+commit_head_file_v() {
   local line ref
   REPLY=''
   IFS= read -r line <"$GIT_DIR_ABS/HEAD" 2>/dev/null || return 1
@@ -353,7 +353,7 @@ commit_hook_run() {
   sandbox_prepare check
   # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
   GIT_TERMINAL_PROMPT=0 GIT_EDITOR=: \
-    orbit_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" "$msg" "$out" "${SANDBOX_ARGV[@]}" "$BASH" -c '
+    proc_run_bounded "$COMMIT_TIMEOUT_S" "$KILL_GRACE_S" "$msg" "$out" "${SANDBOX_ARGV[@]}" "$BASH" -c '
       hook=$1 common=$2 base=$3 tree=$4 kind=$5
       cd -- "$6" || exit 1
       t=$(mktemp -d "${TMPDIR:-/tmp}/orbit-hook.XXXXXX") || exit 1
@@ -378,7 +378,7 @@ commit_hook_base_v() {
   if [[ -f $1/head-before ]]; then
     IFS= read -r REPLY <"$1/head-before" || true
   fi
-  [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]] || REPLY=$(git_q rev-parse -q --verify HEAD 2>/dev/null || true)
+  [[ $REPLY =~ ^[0-9a-f]{40,64}$ ]] || REPLY=$(config_git_q rev-parse -q --verify HEAD 2>/dev/null || true)
 }
 
 # commit_hooks_check DIR OUT: before a verify run in the workspace, the repository's
@@ -395,7 +395,7 @@ commit_hooks_check() {
   base=$REPLY
   [[ -n $base ]] && tree_here_v || return 0
   tree=$REPLY
-  [[ $tree != "$(git_q rev-parse -q --verify "$base^{tree}" 2>/dev/null)" ]] || return 0
+  [[ $tree != "$(config_git_q rev-parse -q --verify "$base^{tree}" 2>/dev/null)" ]] || return 0
   if [[ "$base $tree" != "$COMMIT_HOOK_TREE" ]]; then
     : >"$log"
     while ((k < COMMIT_HOOK_ROUNDS)); do
@@ -407,7 +407,7 @@ commit_hooks_check() {
       tree_here_v || return 0
       [[ $REPLY != "$tree" ]] || break
       fixed=$REPLY
-      changes_v "$tree" "$fixed"
+      tree_changes_v "$tree" "$fixed"
       orbit_log "the pre-commit hook changed the tree to commit ($REPLY): taken, as a fixer's edits are"
       printf '[orbit] the hook changed the tree to commit (%s): taken\n' "$REPLY" >>"$log"
       tree=$fixed

@@ -10,7 +10,7 @@ declare -A R=()
 # Whether this run printed its footer (a run prints exactly one: footer).
 FOOTER_DONE=0
 
-usage() {
+config_usage() {
   cat <<'USAGE'
 usage: run-loop.sh [--once] [--help]
   --once   do at most one iteration (a cron tick); exit 10 when work remains
@@ -20,8 +20,8 @@ USAGE
 }
 
 # ---- settings: validated once, before any value reaches arithmetic.
-# What settings_check computes: the seconds of each duration, the micro-dollars of each
-# amount ("" for none), and verify_budget the bounds of verify.sh and holdout.sh.
+# What config_settings_check computes: the seconds of each duration, the micro-dollars of each
+# amount ("" for none), and config_verify_budget the bounds of verify.sh and holdout.sh.
 EXEC_TIMEOUT_S=0
 LOOP_TIMEOUT_S=0
 CHECK_TIMEOUT_S=0
@@ -35,12 +35,12 @@ USD_PER_RUN_CAP_M=
 USD_PER_ITER_CAP_M=
 COST_ESTIMATE_M=
 VERIFY_BUDGET_S=0
-# settings_check: every setting of the contract (ORBIT_SETTINGS, the loop's identity among
+# config_settings_check: every setting of the contract (ORBIT_SETTINGS, the loop's identity among
 # them) by its kind and bounds, the ones loop.toml is validated by; the first bad one stops
 # the run (EXIT_PREFLIGHT, nothing run, nothing written). Sets the values the runner
 # computes with: NAME_S, the seconds of a duration, and NAME_M, the micro-dollars of an
 # amount ("" for none).
-settings_check() {
+config_settings_check() {
   local name grep_rc
   for name in "${ORBIT_SETTINGS[@]}"; do
     orbit_setting_v "$name" || orbit_die "$EXIT_PREFLIGHT" "$ORBIT_SETTING_ERR"
@@ -67,15 +67,15 @@ settings_check() {
         fi
         ;;
     esac
-    settings_rule "$name" || orbit_die "$EXIT_PREFLIGHT" "$REPLY"
+    config_settings_rule "$name" || orbit_die "$EXIT_PREFLIGHT" "$REPLY"
   done
 }
 
-# settings_rule NAME: the rule beyond its kind that loop.toml's validation holds the setting
+# config_settings_rule NAME: the rule beyond its kind that loop.toml's validation holds the setting
 # NAME to (LoopConfig::validate), so that a value from the environment is refused as orbit
 # init refuses it in loop.toml. Status 1 with REPLY saying what to do. A
 # channel's URL may be a secret: it is named by its place, never by its text.
-settings_rule() {
+config_settings_rule() {
   local LC_ALL=C name=$1 value w i=0 bad='' url='^https?://[^[:space:][:cntrl:]]+$'
   local -a words
   value=${!name-}
@@ -98,16 +98,16 @@ settings_rule() {
         bad="'$value' is not the name of an environment variable, such as SLACK_WEBHOOK_URL"
       ;;
     ENV_FILE)
-      [[ -z $value ]] || { [[ $value == /* ]] && settings_plain_path "$value"; } ||
+      [[ -z $value ]] || { [[ $value == /* ]] && config_settings_plain_path "$value"; } ||
         bad="'${value//[[:cntrl:]]/?}' is not the absolute path of a file of KEY=VALUE lines (no control character, no . or .. segment)"
       ;;
     WORKSPACE_SETTING)
-      [[ -z $value ]] || settings_plain_path "$value" ||
+      [[ -z $value ]] || config_settings_plain_path "$value" ||
         bad="'${value//[[:cntrl:]]/?}' is not a plain path (no control character, no . or .. segment)"
       ;;
     ALLOW_HOSTS_SETTING)
       for w in $value; do
-        net_host_ok "$w" || bad="'${w//[[:cntrl:]]/?}' is not HOST or HOST:PORT (such as api.example.com or 127.0.0.1:8080)"
+        config_host_ok "$w" || bad="'${w//[[:cntrl:]]/?}' is not HOST or HOST:PORT (such as api.example.com or 127.0.0.1:8080)"
         [[ -z $bad ]] || break
       done
       ;;
@@ -122,7 +122,7 @@ settings_rule() {
       ;;
     SETUP_INPUTS_SETTING)
       for w in $value; do
-        [[ $w != /* ]] && settings_plain_path "$w" || bad="'${w//[[:cntrl:]]/?}' is not a path from the repository's top (no leading /, no . or .. segment)"
+        [[ $w != /* ]] && config_settings_plain_path "$w" || bad="'${w//[[:cntrl:]]/?}' is not a path from the repository's top (no leading /, no . or .. segment)"
       done
       ;;
     ALLOW_FEWER_TESTS)
@@ -143,10 +143,10 @@ settings_rule() {
   return 1
 }
 
-# net_host_ok ENTRY: status 0 when ENTRY is HOST or HOST:PORT as loop.toml's allow-hosts
+# config_host_ok ENTRY: status 0 when ENTRY is HOST or HOST:PORT as loop.toml's allow-hosts
 # takes it (orbit's check_allow_host): a DNS name (a leading "*." for its subdomains), an
 # IPv4 address or a bracketed IPv6 address, and a port from 1 to 65535.
-net_host_ok() {
+config_host_ok() {
   local e=$1 h p='' l v6='^[[]([0-9A-Fa-f:.]+)[]](:([0-9]+))?$' name='^([^]:/[]+)(:([0-9]+))?$'
   local -a labels
   if [[ $e =~ $v6 ]]; then
@@ -169,33 +169,33 @@ net_host_ok() {
   [[ $p =~ ^[1-9][0-9]{0,4}$ ]] && ((p <= 65535))
 }
 
-# settings_offline_env ARRAY: the variables of loop.toml's offline-env (NAME=VALUE words,
-# checked by orbit init and settings_rule; an identity setting, which no environment overrides), into
+# config_offline_env ARRAY: the variables of loop.toml's offline-env (NAME=VALUE words,
+# checked by orbit init and config_settings_rule; an identity setting, which no environment overrides), into
 # the array named ARRAY, for the runs that get them: the agent's
 # and a setup's on a tree the agent made (verify.sh exports them for the checks itself).
-settings_offline_env() {
+config_offline_env() {
   local -n offline_out=$1
   offline_out=()
   read -ra offline_out <<<"${OFFLINE_ENV_SETTING:-}"
 }
 
-# settings_plain_path PATH: no control character, no . or .. segment, at most ORBIT_PATH_MAX
+# config_settings_plain_path PATH: no control character, no . or .. segment, at most ORBIT_PATH_MAX
 # bytes (config.rs, is_plain_path).
-settings_plain_path() {
+config_settings_plain_path() {
   local LC_ALL=C p=$1
   [[ -n $p && ${#p} -le ORBIT_PATH_MAX && $p != *[[:cntrl:]]* && /$p/ != */./* && /$p/ != */../* ]]
 }
 
-# settings_notify_timeout: NOTIFY_TIMEOUT_S from its setting before settings_check ran (a
+# config_settings_notify_timeout: NOTIFY_TIMEOUT_S from its setting before config_settings_check ran (a
 # stop that notifies before it); the default when it does not parse.
-settings_notify_timeout() {
+config_settings_notify_timeout() {
   if [[ $NOTIFY_TIMEOUT_S == 10 ]] && orbit_setting_v NOTIFY_TIMEOUT 2>/dev/null; then
     NOTIFY_TIMEOUT_S=$REPLY
   fi
 }
 
-# verify_budget: VERIFY_BUDGET_S, verify.sh's own bound: every check's timeout plus a margin.
-verify_budget() {
+# config_verify_budget: VERIFY_BUDGET_S, verify.sh's own bound: every check's timeout plus a margin.
+config_verify_budget() {
   local checks
   checks=$(grep -c '^  run_check ' -- "$LOOP_DIR/verify.sh" || true)
   [[ $checks =~ ^[0-9]+$ ]] || checks=0
@@ -213,7 +213,7 @@ HOLDOUT_CHECKS=0
 HOLDOUT_BUDGET_S=0
 
 # ---- where things are: the loop directory is where this script lives.
-locate() {
+config_locate() {
   local src=${BASH_SOURCE[0]}
   if [[ $src == */* ]]; then
     src=${src%/*}
@@ -237,17 +237,17 @@ locate() {
   if [[ $LOOP_DIR$REPO_ROOT == *[[:cntrl:]]* ]]; then
     preflight_fail "the path of the repository or the loop directory holds a newline or another control character (${LOOP_DIR//[[:cntrl:]]/?}): rename or move the repository to a plain path, then run again"
   fi
-  records_at "$LOOP_DIR"
+  state_records_at "$LOOP_DIR"
 }
 
-settings_footer() {
-  footer "$STATUS_CONTINUE" "bad setting: $1"
+config_settings_footer() {
+  config_footer "$STATUS_CONTINUE" "bad setting: $1"
   notify_stop_early "$NOTIFY_EVENT_PREFLIGHT_FAILED" "bad setting: $1"
 }
 
-# footer STATUS SUMMARY: the run's two footer lines (contract 4), once: a second call (a
+# config_footer STATUS SUMMARY: the run's two footer lines (contract 4), once: a second call (a
 # failure on the way out after the footer) prints nothing, so a run has exactly one.
-footer() {
+config_footer() {
   local status=$1 summary=$2 REPLY
   ((!FOOTER_DONE)) || return 0
   FOOTER_DONE=1
@@ -257,7 +257,7 @@ footer() {
   printf 'NEXUS_LOOP_STATUS: %s\nNEXUS_LOOP_SUMMARY: %s\n' "$status" "$summary" 2>/dev/null || true
 }
 
-# git in the workspace (the loop's own worktree); repo_git in the user's checkout, for what
+# git in the workspace (the loop's own worktree); config_repo_git in the user's checkout, for what
 # only reads it (its HEAD at the first run, the repository's common directory).
-git_q() { GIT_OPTIONAL_LOCKS=0 git -C "$WS" "$@"; }
-repo_git() { GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" "$@"; }
+config_git_q() { GIT_OPTIONAL_LOCKS=0 git -C "$WS" "$@"; }
+config_repo_git() { GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" "$@"; }

@@ -33,7 +33,7 @@ counts_take() {
     IFS=$'\t' read -r -a f <<<"$line"
     case ${f[6]} in
       zero | fewer | allowed)
-        orbit_event test_count_drop "$CUR_ITER" check "${f[0]}" run "$label" verdict "${f[6]}" \
+        state_event test_count_drop "$CUR_ITER" check "${f[0]}" run "$label" verdict "${f[6]}" \
           ran "${f[1]}" base_ran "${f[7]}" skipped "${f[4]}" base_skipped "${f[8]}" unit "${f[5]}" \
           allowed "$([[ ${f[6]} == allowed ]] && echo true || echo false)"
         ;;
@@ -48,7 +48,7 @@ counts_take() {
     }' "$LAST_VERIFY_OUT" 2>/dev/null)
   LAST_COUNTS=$text
   if [[ -n $text ]] && orbit_appendable "$dir/counts.tsv"; then
-    printf '%s' "$text" >>"$dir/counts.tsv" || orbit_records_fail "$dir/counts.tsv"
+    printf '%s' "$text" >>"$dir/counts.tsv" || state_records_fail "$dir/counts.tsv"
   fi
 }
 
@@ -72,7 +72,7 @@ counts_base_take() {
     IFS=$'\t' read -r -a f <<<"$line"
     text+="${text:+ }${f[1]}=${f[2]}/${f[5]}"
   done <<<"$BASE_COUNTS"
-  orbit_event test_counts_base 0 sha256 "$sum" counts "$text"
+  state_event test_counts_base 0 sha256 "$sum" counts "$text"
 }
 
 # counts_load: the base tree's counts of a loop whose red gate ran in an earlier run: the
@@ -82,7 +82,7 @@ counts_load() {
   local file="$LOOP_DIR/iterations/baseline/counts.tsv" line want have=absent
   BASE_COUNTS=
   line=$(grep -aF '"event":"test_counts_base"' -- "$EV_FILE" 2>/dev/null | tail -n 1 || true)
-  event_field_v "$line" sha256
+  resume_event_field_v "$line" sha256
   want=${REPLY:-absent}
   if [[ -e $file || -L $file ]]; then
     have=unreadable
@@ -92,8 +92,8 @@ counts_load() {
     fi
   fi
   if [[ $have != "$want" ]]; then
-    orbit_event integrity_fail "$CUR_ITER" when start code "$REASON_LOOP_TAMPER" file "$file" expected "$want" actual "$have"
-    finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "$REASON_LOOP_TAMPER" "loop_tamper: $file is not the base tree's test counts the runner recorded (expected $want, found $have); restore it (the journal's test_counts_base event holds its counts), then run again"
+    state_event integrity_fail "$CUR_ITER" when start code "$REASON_LOOP_TAMPER" file "$file" expected "$want" actual "$have"
+    resume_finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "$REASON_LOOP_TAMPER" "loop_tamper: $file is not the base tree's test counts the runner recorded (expected $want, found $have); restore it (the journal's test_counts_base event holds its counts), then run again"
   fi
   if [[ $have != absent ]]; then
     BASE_COUNTS=$(head -c 65536 -- "$file")

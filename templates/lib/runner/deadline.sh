@@ -31,7 +31,7 @@ deadline_cap_v() {
 
 # The per-run limit: EXEC_TIMEOUT, or twice the median of the last five runs when
 # ADAPTIVE_TIMEOUT=1, bounded to [EXEC_TIMEOUT, 3 x EXEC_TIMEOUT].
-exec_limit_v() {
+deadline_exec_limit_v() {
   local med
   if orbit_true "$ADAPTIVE_TIMEOUT" && [[ -s $LOOP_DIR/.iter-timings.log ]]; then
     med=$(tail -n 5 -- "$LOOP_DIR/.iter-timings.log" | grep -E '^[0-9]+$' | sort -n |
@@ -49,17 +49,17 @@ exec_limit_v() {
   fi
 }
 
-# classify_v LOG RC TIMED_OUT: REPLY is ok | timeout | rate_limited | permanent | agent_error;
+# deadline_classify_v LOG RC TIMED_OUT: REPLY is ok | timeout | rate_limited | permanent | agent_error;
 # PERMANENT_WHY says why a permanent failure is one.
 PERMANENT_WHY=
-# permanent_why_is TEXT: why the last run's permanent failure is one (the engine's words, or
+# deadline_permanent_why_is TEXT: why the last run's permanent failure is one (the engine's words, or
 # a rate limit's reset too far away), or "" for none.
-permanent_why_is() {
+deadline_permanent_why_is() {
   PERMANENT_WHY=$1
 }
 # The furthest a rate limit's reset is believed: anything later is not a pause but a stop.
 RATE_LIMIT_MAX_WAIT_S=$((7 * 86400))
-classify_v() {
+deadline_classify_v() {
   local log=$1 rc=$2 to=$3 tailtext
   if ((to)); then
     REPLY=$OUTCOME_TIMEOUT
@@ -109,7 +109,7 @@ classify_v() {
 }
 
 # When a rate limit lifts: an epoch after '|', "retry/try again in N unit", "retry-after: N".
-rate_limit_resume_at() {
+deadline_rate_limit_resume_at() {
   local log=$1 now tailtext secs=900 n unit
   printf -v now '%(%s)T' -1
   tailtext=$(tail -n 40 -- "$log" 2>/dev/null | tr '[:upper:]' '[:lower:]' || true)
@@ -131,9 +131,9 @@ rate_limit_resume_at() {
   printf '%s' "$((now + secs))"
 }
 
-# retry_delay_v ATTEMPT: REPLY is the pause in seconds before the attempt after ATTEMPT:
+# deadline_retry_delay_v ATTEMPT: REPLY is the pause in seconds before the attempt after ATTEMPT:
 # RETRY_BASE_DELAY_S doubled per attempt, plus up to as much again at random (jitter).
-retry_delay_v() {
+deadline_retry_delay_v() {
   REPLY=$((RETRY_BASE_DELAY_S * (1 << ($1 - 1))))
   if ((REPLY > 0)); then
     REPLY=$((REPLY + RANDOM % (REPLY + 1)))

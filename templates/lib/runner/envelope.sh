@@ -26,15 +26,15 @@ envelope_record() {
       orbit_log "envelope: not written ($REPLY)"
       return 0
     fi
-    orbit_write_file "$file" "$REPLY"$'\n' || {
+    state_write_file "$file" "$REPLY"$'\n' || {
       orbit_log "envelope: cannot write $file"
       return 0
     }
     envelope_sign "$file"
     if [[ -n $ENVELOPE_UNSIGNED_WHY ]]; then
-      orbit_event envelope_write "$n" commit "${commit:-none}" digest "$ENVELOPE_DIGEST" signed "$ENVELOPE_SIGNED" unsigned_why "$ENVELOPE_UNSIGNED_WHY"
+      state_event envelope_write "$n" commit "${commit:-none}" digest "$ENVELOPE_DIGEST" signed "$ENVELOPE_SIGNED" unsigned_why "$ENVELOPE_UNSIGNED_WHY"
     else
-      orbit_event envelope_write "$n" commit "${commit:-none}" digest "$ENVELOPE_DIGEST" signed "$ENVELOPE_SIGNED"
+      state_event envelope_write "$n" commit "${commit:-none}" digest "$ENVELOPE_DIGEST" signed "$ENVELOPE_SIGNED"
     fi
   fi
   if [[ -n $commit ]]; then
@@ -55,9 +55,9 @@ ENVELOPE_UNSIGNED_WHY=
 # repository, unless that note holds them already.
 envelope_note() {
   local file=$1 commit=$2 ref=$3 have
-  have=$(repo_git notes --ref="$ref" show "$commit" 2>/dev/null) || have=
+  have=$(config_repo_git notes --ref="$ref" show "$commit" 2>/dev/null) || have=
   [[ $have == "$(cat -- "$file")" ]] && return 0
-  if ! repo_git -c core.hooksPath=/dev/null notes --ref="$ref" add -f -F "$file" "$commit" >>"$ORBIT_LOG_FILE" 2>&1; then
+  if ! config_repo_git -c core.hooksPath=/dev/null notes --ref="$ref" add -f -F "$file" "$commit" >>"$ORBIT_LOG_FILE" 2>&1; then
     orbit_log "envelope: the note on $commit under $ref could not be written (git notes failed; see above): ${file##*/} holds it"
     return 0
   fi
@@ -71,7 +71,7 @@ envelope_json_v() {
   local n=$1 dir=$2 commit=$3 tree='' base='' j
   base=$(cat -- "$LOOP_DIR/.baseline-commit" 2>/dev/null) || base=
   if [[ -n $commit ]]; then
-    tree=$(repo_git rev-parse --verify -q "$commit^{tree}" 2>/dev/null) || {
+    tree=$(config_repo_git rev-parse --verify -q "$commit^{tree}" 2>/dev/null) || {
       REPLY="the tree of $commit cannot be read"
       return 1
     }
@@ -99,7 +99,7 @@ envelope_json_v() {
   j+=$REPLY
   envelope_run_v "$n"
   j+=$REPLY
-  envelope_adequacy_v "$n"
+  adequacy_envelope_v "$n"
   j+=$REPLY
   j+=",\"journal_head\":\"$EV_PREV\"}"
   orbit_sha256_str_v "$j"
@@ -120,8 +120,8 @@ envelope_str_v() {
 # when COMMIT holds no file there.
 envelope_blob_sha_v() {
   [[ -n $1 ]] || return 1
-  [[ $(repo_git cat-file -t "$1:$2" 2>/dev/null) == blob ]] || return 1
-  REPLY_SHA=$(repo_git cat-file blob "$1:$2" | orbit_sha256_stdin)
+  [[ $(config_repo_git cat-file -t "$1:$2" 2>/dev/null) == blob ]] || return 1
+  REPLY_SHA=$(config_repo_git cat-file blob "$1:$2" | orbit_sha256_stdin)
 }
 
 # envelope_check_list: verify.sh's checks, NAME, COMMAND and ROLE each followed by a NUL: the
@@ -200,7 +200,7 @@ envelope_protected_v() {
       envelope_blob_sha_v "$commit" "$f" || continue
       orbit_json_v "$f"
       arr+="${arr:+,}{\"path\":$REPLY,\"sha256\":\"$REPLY_SHA\"}"
-    done < <(protected_files "$g")
+    done < <(trust_protected_files "$g")
   done
   REPLY="[$arr]"
 }
@@ -251,9 +251,9 @@ envelope_run_v() {
 # Status 1 when git does not sign with SSH.
 envelope_signing_key_v() {
   local fmt='' key=''
-  fmt=$(repo_git config --get gpg.format 2>/dev/null) || fmt=
+  fmt=$(config_repo_git config --get gpg.format 2>/dev/null) || fmt=
   [[ $fmt == ssh ]] || return 1
-  key=$(repo_git config --path --get user.signingkey 2>/dev/null) || key=
+  key=$(config_repo_git config --path --get user.signingkey 2>/dev/null) || key=
   [[ -n $key ]] || return 1
   REPLY_LITERAL=1
   case $key in
@@ -316,13 +316,13 @@ envelope_sign() {
   if command -v setsid >/dev/null 2>&1; then
     detach=(setsid -w)
   fi
-  orbit_run_bounded "$ENVELOPE_SIGN_TIMEOUT_S" 1 /dev/null "$out" \
+  proc_run_bounded "$ENVELOPE_SIGN_TIMEOUT_S" 1 /dev/null "$out" \
     env -u SSH_ASKPASS -u DISPLAY -u WAYLAND_DISPLAY SSH_ASKPASS_REQUIRE=never \
     "${detach[@]}" ssh-keygen -Y sign -f "$key" -n "$ENVELOPE_SIG_NAMESPACE" "$work/envelope.json"
   if ((ORBIT_RC == 0 && ORBIT_TIMED_OUT == 0)) && orbit_regular "$work/envelope.json.sig"; then
     sig=$(cat -- "$work/envelope.json.sig")
   fi
-  if [[ $sig == "-----BEGIN SSH SIGNATURE-----"* ]] && orbit_write_file "$file.sig" "$sig"$'\n'; then
+  if [[ $sig == "-----BEGIN SSH SIGNATURE-----"* ]] && state_write_file "$file.sig" "$sig"$'\n'; then
     ENVELOPE_SIGNED=true
     orbit_log "envelope: signed with ${REPLY:0:60} ($ENVELOPE_SIG_NAMESPACE): ${file##*/}.sig"
   else

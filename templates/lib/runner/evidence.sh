@@ -20,9 +20,9 @@ VERIFY_SCRATCH=
 # The most artifact files a run's record keeps, and the largest one it keeps (bytes).
 readonly ARTIFACTS_KEPT_MAX=50 ARTIFACT_KEPT_BYTES=1048576
 
-# artifacts_load: ARTIFACT_NAMES from the loop directory's .check-artifacts (the runner's
+# evidence_artifacts_load: ARTIFACT_NAMES from the loop directory's .check-artifacts (the runner's
 # own file: the trust checks hold it like every other).
-artifacts_load() {
+evidence_artifacts_load() {
   local p
   ((ARTIFACTS_READ)) && return 0
   ARTIFACTS_READ=1
@@ -32,10 +32,10 @@ artifacts_load() {
   done <"$LOOP_DIR/.check-artifacts"
 }
 
-# artifacts_remember PATH...: the names join .check-artifacts (at most 200 are kept).
-artifacts_remember() {
+# evidence_artifacts_remember PATH...: the names join .check-artifacts (at most 200 are kept).
+evidence_artifacts_remember() {
   local p new=0
-  artifacts_load
+  evidence_artifacts_load
   for p in "$@"; do
     [[ $p != *$'\n'* && -z ${ARTIFACT_NAMES[$p]-} ]] || continue
     ((${#ARTIFACT_NAMES[@]} < 200)) || break
@@ -47,17 +47,17 @@ artifacts_remember() {
   mv -f -- "$LOOP_DIR/.check-artifacts.tmp" "$LOOP_DIR/.check-artifacts"
 }
 
-# artifacts_sweep DIR: the known artifacts present in the work tree $WS that its HEAD does
+# evidence_artifacts_sweep DIR: the known artifacts present in the work tree $WS that its HEAD does
 # not hold are removed before the tree is taken (an agent or a confirmer that ran the
 # checks made them again); their names go to DIR/artifacts.swept. ARTIFACTS_SWEPT: whether
 # it removed any.
 ARTIFACTS_SWEPT=0
-artifacts_sweep() {
+evidence_artifacts_sweep() {
   local dir=$1 p
   local -a here=() tracked=()
   local -A in_head=()
   ARTIFACTS_SWEPT=0
-  artifacts_load
+  evidence_artifacts_load
   ((${#ARTIFACT_NAMES[@]})) || return 0
   for p in "${!ARTIFACT_NAMES[@]}"; do
     [[ -e $WS/$p || -L $WS/$p ]] && here+=("$p")
@@ -74,13 +74,13 @@ artifacts_sweep() {
   done
 }
 
-# checks_settle DIR TREE [KEEP]: after a check run in $WS, which began on TREE: CHECKS_CHANGED
+# evidence_checks_settle DIR TREE [KEEP]: after a check run in $WS, which began on TREE: CHECKS_CHANGED
 # names what it changed of TREE (put back as it was), its new files are moved into
 # DIR/artifacts/ (the first ARTIFACTS_KEPT_MAX of at most ARTIFACT_KEPT_BYTES each; the rest
 # removed) and remembered; with KEEP 0 (a holdout run: nothing of it may reach a later run)
 # they are removed and not remembered. Status 1 when the work tree could not be put back to TREE (the
 # verdict must not be taken).
-checks_settle() {
+evidence_checks_settle() {
   local dir=$1 tree=$2 keep=${3:-1} now st p stored=0 size parent
   local -a changed=() created=()
   CHECKS_CHANGED='' CHECKS_ARTIFACTS=0
@@ -92,7 +92,7 @@ checks_settle() {
       A) created+=("$p") ;;
       *) changed+=("$p") ;;
     esac
-  done < <(git_q diff --no-renames --name-status -z "$tree" "$now" -- 2>>"$ORBIT_LOG_FILE")
+  done < <(config_git_q diff --no-renames --name-status -z "$tree" "$now" -- 2>>"$ORBIT_LOG_FILE")
   if ((${#changed[@]})); then
     orbit_cut_v "${changed[*]:0:10}" 300
     CHECKS_CHANGED=${REPLY//[[:cntrl:]]/?}
@@ -125,7 +125,7 @@ checks_settle() {
     rm -f -- "$WS/$p"
   done
   if ((${#created[@]} && keep)); then
-    artifacts_remember "${created[@]}"
+    evidence_artifacts_remember "${created[@]}"
     orbit_log "a check run left ${#created[@]} file(s) of its own ($stored kept in ${dir#"$LOOP_DIR"/}/artifacts/): never part of the tree"
   fi
   tree_here_v || return 1
@@ -138,13 +138,13 @@ checks_settle() {
 # ---- the clean checkout: the last check run before DONE happens in a throwaway work tree
 # ---- that holds the tree about to be committed and nothing else (nothing ignored, nothing
 # ---- untracked), so a solution that needs a file the branch will not hold is never DONE.
-# clean_checkout_v TREE: REPLY is the clean checkout (a worktree beside the workspace,
+# evidence_clean_checkout_v TREE: REPLY is the clean checkout (a worktree beside the workspace,
 # <workspace>.clean, made once and refilled each time) holding exactly TREE. Status 1 when
 # git cannot make it (said in runner.log).
-clean_checkout_v() {
+evidence_clean_checkout_v() {
   local tree=$1 cws=$WS_MAIN.clean gd
   if [[ ! -e $cws && ! -L $cws ]]; then
-    repo_git worktree add -q --detach --no-checkout --lock --reason "orbit loop $LOOP_DIR (clean checkout)" -- "$cws" HEAD >>"$ORBIT_LOG_FILE" 2>&1 || return 1
+    config_repo_git worktree add -q --detach --no-checkout --lock --reason "orbit loop $LOOP_DIR (clean checkout)" -- "$cws" HEAD >>"$ORBIT_LOG_FILE" 2>&1 || return 1
   fi
   [[ -d $cws && ! -L $cws && -f $cws/.git && ! -L $cws/.git ]] || return 1
   gd=$(git -C "$cws" rev-parse --absolute-git-dir 2>>"$ORBIT_LOG_FILE") || return 1
@@ -153,19 +153,19 @@ clean_checkout_v() {
   git -C "$cws" read-tree "$tree" 2>>"$ORBIT_LOG_FILE" &&
     git -C "$cws" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE" &&
     git -C "$cws" checkout-index -a -f -u 2>>"$ORBIT_LOG_FILE" || return 1
-  modules_checkout "$cws"
+  setup_modules_checkout "$cws"
   cp -p -- "$gd/index" "$LOOP_DIR/.tree-index.clean" || return 1
   REPLY=$cws
 }
 
-# clean_checkout_remove: a DONE loop's clean checkout goes (it holds nothing the branch does
+# evidence_clean_checkout_remove: a DONE loop's clean checkout goes (it holds nothing the branch does
 # not), when it is the worktree the runner made.
-clean_checkout_remove() {
+evidence_clean_checkout_remove() {
   local cws=$WS_MAIN.clean line=''
   [[ -f $cws/.git && ! -L $cws/.git && ! -L $cws ]] || return 0
   IFS= read -r line <"$cws/.git" 2>/dev/null || true
   [[ $line == "gitdir: $GIT_COMMON_ABS/worktrees/"* ]] || return 0
-  repo_git worktree remove -f -f -- "$cws" >>"$ORBIT_LOG_FILE" 2>&1 || true
+  config_repo_git worktree remove -f -f -- "$cws" >>"$ORBIT_LOG_FILE" 2>&1 || true
   rm -f -- "$LOOP_DIR/.tree-index.clean"
   setup_forget "$cws"
 }

@@ -8,17 +8,17 @@ first_run_setup() {
   if [[ -f $LOOP_DIR/.baseline-commit ]]; then
     base=$(<"$LOOP_DIR/.baseline-commit")
   else
-    base=$(repo_git rev-parse HEAD)
+    base=$(config_repo_git rev-parse HEAD)
   fi
   # A loop branch an earlier loop of the same name left is not this loop's: its commits
   # would be taken for a fresh start. Only one at this loop's base (made by this first run
   # before a crash) is.
-  tip=$(repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)
+  tip=$(config_repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)
   if [[ -n $tip && $tip != "$base" ]]; then
     preflight_fail "the branch $LOOP_BRANCH exists already (an earlier loop's?) and is not at the commit this loop starts from: merge what you want of it, delete it (git branch -D $LOOP_BRANCH), then rerun; or render this loop under another name (orbit init --dir .orbit/OTHER)"
   fi
   if [[ ! -f $LOOP_DIR/.baseline-commit ]]; then
-    repo_git symbolic-ref --short -q HEAD >"$LOOP_DIR/.origin-branch" || true
+    config_repo_git symbolic-ref --short -q HEAD >"$LOOP_DIR/.origin-branch" || true
     printf '%s\n' "$base" >"$LOOP_DIR/.baseline-commit.tmp"
     mv -f -- "$LOOP_DIR/.baseline-commit.tmp" "$LOOP_DIR/.baseline-commit"
   fi
@@ -41,18 +41,18 @@ first_run_setup() {
       preflight_fail "cannot create the workspace $WS on $LOOP_BRANCH (see runner.log)${REPLY:-: is the branch checked out elsewhere?}"
     fi
     setup_forget "$WS"
-    modules_checkout "$WS"
+    setup_modules_checkout "$WS"
     orbit_log "workspace $WS on branch $LOOP_BRANCH (from ${branch:-a detached HEAD} at ${base:0:12})"
-    orbit_event workspace_created "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH" base "$base"
+    state_event workspace_created "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH" base "$base"
   fi
   workspace_git_facts
-  if ! ws_on_branch; then
+  if ! workspace_ws_on_branch; then
     workspace_head_restore "first run"
   fi
   if [[ ! -f $LOOP_DIR/.baseline-tree ]]; then
-    first_run_pins
-    git_q rev-parse "HEAD^{tree}" >"$LOOP_DIR/.baseline-tree.tmp"
+    trust_first_run_pins
+    config_git_q rev-parse "HEAD^{tree}" >"$LOOP_DIR/.baseline-tree.tmp"
     mv -f -- "$LOOP_DIR/.baseline-tree.tmp" "$LOOP_DIR/.baseline-tree"
   fi
-  branch_head_record
+  workspace_branch_head_record
 }

@@ -1,12 +1,12 @@
 # ---- the DONE gate (contract section 6).
-# done_gate N DIR TREE: the gate of iteration N's claim, on the tree TREE its checks passed
+# gate_done N DIR TREE: the gate of iteration N's claim, on the tree TREE its checks passed
 # on. GATE_VERDICT is DONE or the rejection's reason; GATE_TREE the tree the iteration ends
 # on (the confirmer's, when it changed the project).
 GATE_VERDICT=
 GATE_TREE=
 # The tree the DONE gate's clean checkout held: the tree the claim would commit.
 GATE_COMMIT_TREE=
-done_gate() {
+gate_done() {
   local n=$1 dir=$2 step
   GATE_VERDICT=
   GATE_TREE=$3
@@ -37,18 +37,18 @@ gate_passes() {
   gate_last_clean_decide
   ((GATE_LAST_CLEAN)) && last=$((PASS_K - 1))
   for ((k = 2; k <= last; k++)); do
-    run_verify "$dir" "pass $k of $PASS_K"
-    if ! integrity_gate "after verify pass $k"; then
+    checks_run_verify "$dir" "pass $k of $PASS_K"
+    if ! trust_integrity_gate "after verify pass $k"; then
       GATE_VERDICT="integrity"
       return 0
     fi
     if ((VERIFY_OK)); then
       S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
-      orbit_event verify_pass "$n" run "$k" streak "${S[VERIFY_STREAK]}"
+      state_event verify_pass "$n" run "$k" streak "${S[VERIFY_STREAK]}"
     else
       S[VERIFY_STREAK]=0
-      feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
-      orbit_event verify_fail "$n" run "$k" failing "$VERIFY_FAILING" flaky true code "$CODE_VERIFY_FLAKY"
+      checks_feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
+      state_event verify_fail "$n" run "$k" failing "$VERIFY_FAILING" flaky true code "$CODE_VERIFY_FLAKY"
       GATE_VERDICT="VERIFY_FLAKY: verify passed, then failed on pass $k of $PASS_K"
       return 0
     fi
@@ -87,7 +87,7 @@ gate_last_clean_decide() {
 # when gate_passes found the tree to commit is the one they all ran on, else one more.
 gate_clean() {
   local n=$1 dir=$2 tree=$GATE_COMMIT_TREE cws label
-  if ! clean_checkout_v "$tree"; then
+  if ! evidence_clean_checkout_v "$tree"; then
     GATE_VERDICT="the clean checkout of the tree to commit could not be made (see runner.log)"
     return 0
   fi
@@ -95,9 +95,9 @@ gate_clean() {
   # never rests on what an agent left in the workspace's setup.
   cws=$REPLY
   setup_forget "$cws"
-  if ! setup_clean_checkout "$cws" "$dir/setup.log" "$tree"; then
+  if ! setup_run_clean_checkout "$cws" "$dir/setup.log" "$tree"; then
     local why=$REPLY
-    orbit_event setup_fail "$n" where clean why "$why"
+    state_event setup_fail "$n" where clean why "$why"
     S[VERIFY_STREAK]=0
     GATE_VERDICT="the setup fails in a clean checkout of the tree to commit: $why (see ${dir#"$LOOP_DIR"/}/setup.log)"
     return 0
@@ -105,7 +105,7 @@ gate_clean() {
   label="in a clean checkout of the tree to commit ($GATE_CLEAN_WHY)"
   ((GATE_LAST_CLEAN)) && label="in a clean checkout of the tree to commit (pass $PASS_K of $PASS_K)"
   gate_clean_verify "$cws" "$dir" "$label"
-  if ! integrity_gate "after the clean checkout's checks"; then
+  if ! trust_integrity_gate "after the clean checkout's checks"; then
     GATE_VERDICT="integrity"
     return 0
   fi
@@ -115,23 +115,45 @@ gate_clean() {
   fi
   if ((VERIFY_OK)); then
     ((GATE_LAST_CLEAN)) && S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
-    orbit_event verify_pass "$n" run clean streak "${S[VERIFY_STREAK]}"
+    state_event verify_pass "$n" run clean streak "${S[VERIFY_STREAK]}"
     return 0
   fi
   S[VERIFY_STREAK]=0
-  feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
-  orbit_event verify_fail "$n" run clean failing "$VERIFY_FAILING" code "$CODE_VERIFY_CLEAN"
+  checks_feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
+  state_event verify_fail "$n" run clean failing "$VERIFY_FAILING" code "$CODE_VERIFY_CLEAN"
   GATE_VERDICT="the checks fail in a clean checkout of the tree to commit (a file they need is ignored, untracked or outside the tree): $VERIFY_FAILING"
-  ((GATE_LAST_CLEAN)) &&
-    GATE_VERDICT="the checks fail in a clean checkout of the tree to commit, pass $PASS_K of $PASS_K, after passing here (a file they need is ignored, untracked or outside the tree, or a check is flaky): $VERIFY_FAILING"
+  ((GATE_LAST_CLEAN)) && gate_clean_or_flaky "$n" "$dir"
   return 0
+}
+
+# gate_clean_or_flaky N DIR: the last pass failed in the clean checkout after every earlier
+# one passed here. The checks run here once more to tell the two apart: they fail here too,
+# on the same tree, and the check is flaky (VERIFY_FLAKY, as a pass here that fails is); they
+# pass here again, and the tree to commit lacks a file they need (the clean checkout's
+# verdict, its run and feedback kept).
+gate_clean_or_flaky() {
+  local n=$1 dir=$2 failing=$VERIFY_FAILING kept="$ORBIT_TMP/verify.clean.out"
+  cp -- "$LAST_VERIFY_OUT" "$kept"
+  checks_run_verify "$dir" "pass $PASS_K of $PASS_K again here, after it failed in the clean checkout"
+  if ! trust_integrity_gate "after verify pass $PASS_K here"; then
+    GATE_VERDICT="integrity"
+    return 0
+  fi
+  if ((VERIFY_OK)); then
+    checks_failed_restore "$failing" "$kept"
+    GATE_VERDICT="the checks fail in a clean checkout of the tree to commit and pass here again (a file they need is ignored, untracked or outside the tree): $failing"
+    return 0
+  fi
+  checks_feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
+  state_event verify_fail "$n" run "$PASS_K" failing "$VERIFY_FAILING" flaky true code "$CODE_VERIFY_FLAKY"
+  GATE_VERDICT="VERIFY_FLAKY: verify passed, then failed on pass $PASS_K of $PASS_K"
 }
 
 # gate_clean_verify CWS DIR LABEL: the checks' run in the clean checkout CWS (WS names it for
 # the run only: what follows is about the workspace again).
 gate_clean_verify() {
   local WS=$1
-  run_verify "$2" "$3"
+  checks_run_verify "$2" "$3"
 }
 
 # gate_placeholders N DIR: no placeholder in the lines the loop added: the workspace now
@@ -146,7 +168,7 @@ gate_placeholders() {
   base=$(cat -- "$LOOP_DIR/.baseline-tree" 2>/dev/null || cat -- "$LOOP_DIR/.baseline-commit")
   tree_snapshot
   now_tree=$REPLY
-  GIT_NO_REPLACE_OBJECTS=1 git_q diff --no-color --no-ext-diff --no-textconv --text --no-relative \
+  GIT_NO_REPLACE_OBJECTS=1 config_git_q diff --no-color --no-ext-diff --no-textconv --text --no-relative \
     --src-prefix=a/ --dst-prefix=b/ -U0 "$base" "$now_tree" -- >"$ORBIT_TMP/added.diff" 2>>"$ORBIT_LOG_FILE" || rc=$?
   if ((rc != 0)); then
     GATE_VERDICT="the placeholder scan could not run: git diff failed (exit $rc; see runner.log)"
@@ -182,14 +204,14 @@ gate_holdout_refs() {
   fi
   [[ -n $REPLY ]] || return 0
   printf '%s\n' "$REPLY" >"$dir/holdout-refs.txt"
-  integrity_reward_hack "holdout reference scan" "$HOLDOUT_REFS_FILE" \
+  trust_integrity_reward_hack "holdout reference scan" "$HOLDOUT_REFS_FILE" \
     "no line of the change naming the holdout" "a line naming it (iteration $n's holdout-refs.txt)"
   GATE_VERDICT="integrity"
 }
 
 # gate_pins: every pin intact, and nothing the runner holds changed.
 gate_pins() {
-  if ! integrity_gate "done gate"; then
+  if ! trust_integrity_gate "done gate"; then
     GATE_VERDICT="integrity"
     return 0
   fi
@@ -199,8 +221,8 @@ gate_pins() {
 # only here.
 gate_holdout() {
   if ((HOLDOUT_CHECKS > 0)); then
-    run_holdout "$1" "$2"
-    if ! integrity_gate "after the holdout checks"; then
+    holdout_run "$1" "$2"
+    if ! trust_integrity_gate "after the holdout checks"; then
       GATE_VERDICT="integrity"
       return 0
     fi
@@ -224,14 +246,14 @@ gate_adequacy() {
   [[ ${ADEQUACY_SETTING:-off} == gate ]] || return 0
   IFS= read -r base <"$LOOP_DIR/.baseline-commit" 2>/dev/null || true
   if [[ -n $base && -n $GATE_COMMIT_TREE ]]; then
-    commit=$(git_q commit-tree "$GATE_COMMIT_TREE" -p "$base" -m "orbit adequacy: iteration $n's claim" 2>>"$ORBIT_LOG_FILE") || commit=
+    commit=$(config_git_q commit-tree "$GATE_COMMIT_TREE" -p "$base" -m "orbit adequacy: iteration $n's claim" 2>>"$ORBIT_LOG_FILE") || commit=
   fi
   if [[ -z $commit ]]; then
     GATE_VERDICT="adequacy: the claim's commit could not be made (see runner.log)"
     return 0
   fi
   adequacy_run "$n" "$dir" "$commit" "$base" --gate "$ADEQUACY_MAX_SURVIVORS"
-  if ! integrity_gate "after the adequacy measure"; then
+  if ! trust_integrity_gate "after the adequacy measure"; then
     GATE_VERDICT="integrity"
     return 0
   fi
@@ -249,8 +271,8 @@ gate_adequacy() {
 # gate_judge N DIR: the judge approves, when the loop has one.
 gate_judge() {
   if [[ -n $JUDGE_CMD ]]; then
-    run_judge "$1" "$2"
-    if ! integrity_gate "after the judge"; then
+    judge_run "$1" "$2"
+    if ! trust_integrity_gate "after the judge"; then
       GATE_VERDICT="integrity"
       return 0
     fi
@@ -272,14 +294,14 @@ gate_confirm() {
   for ((k = 1; k <= CONFIRM_RUNS; k++)); do
     tree_snapshot
     t_before=$REPLY
-    build_prompt "$n" "$PHASE_CONFIRM" "$k" "$dir/confirm.$k.prompt.md" ""
-    run_agent "$n" "$PHASE_CONFIRM" "$k" "$dir/confirm.$k.prompt.md" "$dir/confirm.$k.log" "$dir/confirm.$k.cost" ""
-    cost_of_run "$dir/confirm.$k.log" "$dir/confirm.$k.cost"
-    ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND" "" "$RUN_COST_SOURCE"
-    run_usage
-    orbit_event agent_exit "$n" phase "$PHASE_CONFIRM" attempt "$k" exit_code "$AGENT_RC" timed_out "$AGENT_TIMED_OUT" seconds "$AGENT_SECS" "${RUN_USAGE[@]}"
+    prompt_build "$n" "$PHASE_CONFIRM" "$k" "$dir/confirm.$k.prompt.md" ""
+    agent_run "$n" "$PHASE_CONFIRM" "$k" "$dir/confirm.$k.prompt.md" "$dir/confirm.$k.log" "$dir/confirm.$k.cost" ""
+    record_cost_of_run "$dir/confirm.$k.log" "$dir/confirm.$k.cost"
+    record_ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND" "" "$RUN_COST_SOURCE"
+    record_run_usage
+    state_event agent_exit "$n" phase "$PHASE_CONFIRM" attempt "$k" exit_code "$AGENT_RC" timed_out "$AGENT_TIMED_OUT" seconds "$AGENT_SECS" "${RUN_USAGE[@]}"
     verdict=''
-    if agent_file_take confirm.md "$dir/confirm.$k.md"; then
+    if agent_dir_file_take confirm.md "$dir/confirm.$k.md"; then
       IFS= read -r verdict <"$dir/confirm.$k.md" || true
     fi
     # One line of text, as a record holds it: no control character, at most 200 bytes.
@@ -288,41 +310,41 @@ gate_confirm() {
     orbit_cut_v "$verdict" 200
     verdict=$REPLY
     # git runs only once the workspace and git's files are known to be as they were.
-    if ! integrity_gate "after confirm"; then
+    if ! trust_integrity_gate "after confirm"; then
       GATE_VERDICT="integrity"
       return 0
     fi
-    artifacts_sweep "$dir"
+    evidence_artifacts_sweep "$dir"
     tree_snapshot
     t_after=$REPLY
     if ((AGENT_RC != 0 || AGENT_TIMED_OUT)); then
       GATE_VERDICT="the confirmation run failed (exit $AGENT_RC)"
-      confirm_feedback "$dir" "$n" "$GATE_VERDICT"
+      judge_confirm_feedback "$dir" "$n" "$GATE_VERDICT"
       return 0
     fi
     if [[ $t_before != "$t_after" ]]; then
       GATE_VERDICT="the confirmation run changed the project"
       GATE_TREE=$t_after
-      changes_v "$t_before" "$t_after"
-      confirm_feedback "$dir" "$n" "the confirmation run changed the project ($REPLY): it was asked to change nothing"
+      tree_changes_v "$t_before" "$t_after"
+      judge_confirm_feedback "$dir" "$n" "the confirmation run changed the project ($REPLY): it was asked to change nothing"
       return 0
     fi
     case $verdict in
       CONFIRMED) ;;
       "NOT CONFIRMED:"*)
         GATE_VERDICT="not confirmed:${verdict#NOT CONFIRMED:}"
-        confirm_feedback "$dir" "$n" "$GATE_VERDICT"
+        judge_confirm_feedback "$dir" "$n" "$GATE_VERDICT"
         return 0
         ;;
       '')
         GATE_VERDICT="no confirmation verdict (.orbit-agent/confirm.md missing or empty)"
-        confirm_feedback "$dir" "$n" "$GATE_VERDICT"
+        judge_confirm_feedback "$dir" "$n" "$GATE_VERDICT"
         return 0
         ;;
       *)
         orbit_cut_v "$verdict" 80
         GATE_VERDICT="the confirmation verdict is neither CONFIRMED nor NOT CONFIRMED: $REPLY"
-        confirm_feedback "$dir" "$n" "$GATE_VERDICT"
+        judge_confirm_feedback "$dir" "$n" "$GATE_VERDICT"
         return 0
         ;;
     esac

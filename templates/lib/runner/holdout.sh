@@ -5,7 +5,7 @@
 # ---- run through run_hidden never sees the holdout (lib/hidden.sh).
 HOLDOUT_OK=0
 HOLDOUT_FAILING=
-run_holdout() {
+holdout_run() {
   local n=$1 dir=$2 out="$ORBIT_TMP/holdout.out" budget cut=0
   HOLDOUT_OK=0 HOLDOUT_FAILING=
   rm -f -- "$out"
@@ -45,7 +45,7 @@ run_holdout() {
   fi
   ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" ORBIT_VERIFY_TMP="$ORBIT_TMP" \
     ORBIT_HOLDOUT_DIR="$LOOP_DIR/holdout" ORBIT_HIDDEN_BWRAP="$hidden_bw" \
-    orbit_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/holdout.sh"
+    proc_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/holdout.sh"
   local rc=$ORBIT_RC to=$ORBIT_TIMED_OUT
   if ((to && cut)); then
     deadline_hit
@@ -54,7 +54,7 @@ run_holdout() {
     orbit_log "the holdout checks changed $TRUST_BAD ($TRUST_REASON): their verdict is not taken"
     return 0
   fi
-  if ! checks_settle "$dir" "$tree" 0; then
+  if ! evidence_checks_settle "$dir" "$tree" 0; then
     rc=1
     printf '[FAIL] holdout.sh (the work tree could not be put back to the tree it ran on)\n' >>"$out"
   elif [[ -n $CHECKS_CHANGED ]]; then
@@ -74,9 +74,9 @@ run_holdout() {
   HOLDOUT_FAILING=${HOLDOUT_FAILING// /,}
   if ((rc == 0 && to == 0)); then
     HOLDOUT_OK=1
-    orbit_event holdout_pass "$n"
+    state_event holdout_pass "$n"
   else
-    orbit_event holdout_fail "$n" failing "${HOLDOUT_FAILING:-holdout.sh}"
+    state_event holdout_fail "$n" failing "${HOLDOUT_FAILING:-holdout.sh}"
   fi
   return 0
 }

@@ -58,7 +58,7 @@ home_load() {
     home_specs_v
     home_now_v "$REPLY"
     HOME_TEXT=$REPLY
-    orbit_write_file "$f" "${HOME_TEXT:+$HOME_TEXT$'\n'}" || orbit_records_fail "$f"
+    state_write_file "$f" "${HOME_TEXT:+$HOME_TEXT$'\n'}" || state_records_fail "$f"
     orbit_log "held from now on: $(grep -c '^#' <<<"$HOME_TEXT" || true) user-level path(s) of $ENGINE and the env file (pins.home)"
   fi
   HOME_LOADED=1
@@ -70,7 +70,7 @@ home_check() {
   local line diffs entry path
   HOME_BAD=
   home_load
-  home_specs_of_v "$HOME_TEXT"
+  home_record_home_specs_of_v "$HOME_TEXT"
   home_now_v "$REPLY"
   [[ $REPLY == "$HOME_TEXT" ]] && return 0
   diffs=$(diff <(printf '%s\n' "$HOME_TEXT") <(printf '%s\n' "$REPLY") || true)

@@ -17,7 +17,7 @@ iteration_at() {
   CUR_ITER=$1
 }
 
-run_iteration() {
+iteration_run() {
   local n=$1 dir fb t_before t_after
   printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
   iteration_begin "$n" "$dir"
@@ -27,11 +27,11 @@ run_iteration() {
   iteration_agent "$n" "$dir" "$t_before" "$fb"
   iteration_rate_limit "$n" "$dir"
   # No git runs before the workspace and git's files are known to be as they were.
-  if ! integrity_gate "after agent"; then
+  if ! trust_integrity_gate "after agent"; then
     iteration_abort "$n" "$dir" "$t_before"
     return 0
   fi
-  if ! ws_on_branch; then
+  if ! workspace_ws_on_branch; then
     workspace_head_restore "after the agent"
   fi
   if [[ ${R[AGENT_OUTCOME]} == "$OUTCOME_PERMANENT" ]]; then
@@ -40,14 +40,14 @@ run_iteration() {
     R[SUMMARY]="the agent could not be run: $PERMANENT_WHY"
   fi
   if [[ -z ${R[VERDICT]:-} ]]; then
-    run_verify "$dir" "after the agent"
-    if ! integrity_gate "after verify"; then
+    checks_run_verify "$dir" "after the agent"
+    if ! trust_integrity_gate "after verify"; then
       iteration_abort "$n" "$dir" "$t_before"
       return 0
     fi
     iteration_verdict "$n" "$dir"
   fi
-  artifacts_sweep "$dir"
+  evidence_artifacts_sweep "$dir"
   # The tree the iteration ends on: the one its checks verified when they were the last to
   # run in the workspace and left it as that tree (nothing swept since), else a snapshot.
   if [[ -n $VERIFY_SETTLED ]] && ((VERIFY_SETTLED_ITER == n && !ARTIFACTS_SWEPT)); then
@@ -68,22 +68,22 @@ iteration_begin() {
   local n=$1 dir=$2 started fb
   RAN_ITERATION=1
   CUR_ITER=$n
-  iter_prepare "$dir"
+  record_iter_prepare "$dir"
   IN_ITERATION=1
   printf -v started '%(%s)T' -1
   CLAIM_NUDGE=0
-  if ((n > 1)) && passed_without_claim $((n - 1)); then
+  if ((n > 1)) && prompt_passed_without_claim $((n - 1)); then
     CLAIM_NUDGE=1
   fi
   R=()
   # What a fan-out's survivor's checks established holds for this iteration only, and the
   # tree the last checks left is not this iteration's.
   checks_reuse_clear
-  verify_settled_clear
+  checks_verify_settled_clear
   R[ITERATION]=$n
   R[STARTED_AT]=$started
   R[PHASE]=$PHASE_WORK
-  last_feedback_v "$n"
+  prompt_last_feedback_v "$n"
   fb=$REPLY
   if [[ -n $fb ]]; then
     cp -- "$fb" "$dir/input-feedback.json"
@@ -91,7 +91,7 @@ iteration_begin() {
     cp -- "${fb%/*}/verify.log" "$dir/input-verify.log" 2>/dev/null || true
     fb="$dir/input-feedback.json"
   fi
-  orbit_event iteration_start "$n" max_iterations "$MAX_ITERATIONS"
+  state_event iteration_start "$n" max_iterations "$MAX_ITERATIONS"
   orbit_log "iteration $n of at most $MAX_ITERATIONS: the agent starts"
   REPLY=$fb
 }
@@ -115,8 +115,8 @@ iteration_tree_before() {
   local h=''
   if [[ -f $dir/interrupted.1/head-before ]]; then
     h=$(<"$dir/interrupted.1/head-before")
-  elif ! head_file_v; then
-    REPLY=$(git_q rev-parse -q --verify HEAD 2>/dev/null || true)
+  elif ! commit_head_file_v; then
+    REPLY=$(config_git_q rev-parse -q --verify HEAD 2>/dev/null || true)
   fi
   h=${h:-$REPLY}
   if [[ $h =~ ^[0-9a-f]{40,64}$ ]]; then
@@ -137,7 +137,7 @@ iteration_agent() {
     outcome=${FANOUT_RUN[OUTCOME]}
     attempt=${FANOUT_RUN[ATTEMPTS]}
     agent_run_is "${FANOUT_RUN[EXIT]}" "${FANOUT_RUN[TIMED_OUT]}" "${FANOUT_RUN[SECONDS]}"
-    cost_run_is 0 "${FANOUT_RUN[COST_KIND]}"
+    engine_cost_run_is 0 "${FANOUT_RUN[COST_KIND]}"
     engine_said_forget
     if [[ -z $TRUST_BAD && ($outcome == "$OUTCOME_RATE_LIMITED" || $outcome == "$OUTCOME_PERMANENT") ]]; then
       # What the survivor's CLI said (when its limit lifts; its refusal and the fix) was
@@ -179,26 +179,26 @@ iteration_rate_limit() {
     else
       REPLY=$({ grep -aiE -m 1 'retry|try again|reset|limit' -- "$dir/agent.log" || true; } | cut -c1-120)
     fi
-    permanent_why_is "rate limited until $(orbit_iso "$resume"), more than 7 days away: $REPLY"
+    deadline_permanent_why_is "rate limited until $(orbit_iso "$resume"), more than 7 days away: $REPLY"
     return 0
   fi
   S[RESUME_AT]=$resume
-  iter_prepare "$dir"
+  record_iter_prepare "$dir"
   IN_ITERATION=0
-  orbit_event rate_limited "$n" resume_at "${S[RESUME_AT]}"
+  state_event rate_limited "$n" resume_at "${S[RESUME_AT]}"
   if [[ -n $ENGINE_MESSAGE ]]; then
     engine_clip_v "$ENGINE_MESSAGE"
     said=" ($REPLY)"
   fi
-  finish "$EXIT_RATE_LIMITED" "$STATUS_PAUSED" "$REASON_RATE_LIMIT" "rate limited by the agent's provider$said; resumes after $(orbit_iso "${S[RESUME_AT]}")"
+  resume_finish "$EXIT_RATE_LIMITED" "$STATUS_PAUSED" "$REASON_RATE_LIMIT" "rate limited by the agent's provider$said; resumes after $(orbit_iso "${S[RESUME_AT]}")"
 }
 
 # iteration_abort N DIR TREE_BEFORE: an integrity violation after the agent or a check run
 # ends the iteration (nothing of it verified, nothing committed).
 iteration_abort() {
   R[VERIFY]=$VERIFY_SKIP
-  abort_snapshot_v "$3"
-  record_abort "$1" "$2" "$3" "$REPLY"
+  stall_abort_snapshot_v "$3"
+  stall_record_abort "$1" "$2" "$3" "$REPLY"
 }
 
 # iteration_verdict N DIR: the checks' verdict after the agent, into R and the verify streak;
@@ -208,14 +208,14 @@ iteration_verdict() {
   if ((VERIFY_OK)); then
     R[VERIFY]=$VERIFY_PASS
     S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
-    orbit_event verify_pass "$n" run 1 streak "${S[VERIFY_STREAK]}"
+    state_event verify_pass "$n" run 1 streak "${S[VERIFY_STREAK]}"
   else
     R[VERIFY]=$VERIFY_FAIL
     S[VERIFY_STREAK]=0
-    feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
+    checks_feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
     R[VERIFY_FAILING]=$VERIFY_FAILING
     R[VERIFY_SIG]=$VERIFY_SIG
-    orbit_event verify_fail "$n" run 1 failing "$VERIFY_FAILING" signature "$VERIFY_SIG"
+    state_event verify_fail "$n" run 1 failing "$VERIFY_FAILING" signature "$VERIFY_SIG"
   fi
 }
 
@@ -228,14 +228,14 @@ iteration_claim() {
   local n=$1 dir=$2 t_before=$3 verdict
   REPLY=$4
   R[DONE_CLAIM]=0
-  [[ -z ${R[VERDICT]:-} ]] && agent_file_take done.md "$dir/done.md.claim" || return 0
+  [[ -z ${R[VERDICT]:-} ]] && agent_dir_file_take done.md "$dir/done.md.claim" || return 0
   R[DONE_CLAIM]=1
-  orbit_event done_claim "$n"
+  state_event done_claim "$n"
   verdict="verify failed"
   if [[ ${R[VERIFY]} == "$VERIFY_PASS" ]]; then
-    done_gate "$n" "$dir" "$4"
+    gate_done "$n" "$dir" "$4"
     if [[ $GATE_VERDICT == integrity ]]; then
-      record_abort "$n" "$dir" "$t_before" "$GATE_TREE"
+      stall_record_abort "$n" "$dir" "$t_before" "$GATE_TREE"
       REPLY=
       return 0
     fi
@@ -248,7 +248,7 @@ iteration_claim() {
     mv -- "$dir/done.md.claim" "$dir/done.md"
   else
     mv -- "$dir/done.md.claim" "$dir/done.md.rejected"
-    orbit_event done_rejected "$n" reason "$verdict"
+    state_event done_rejected "$n" reason "$verdict"
     orbit_log "iteration $n: done.md rejected: $verdict"
   fi
   REPLY=$GATE_TREE
@@ -261,38 +261,38 @@ iteration_close() {
   local n=$1 dir=$2
   R[TREE_BEFORE]=$3
   R[TREE_AFTER]=$4
-  changes_v "$3" "$4"
+  tree_changes_v "$3" "$4"
   R[CHANGED]=$CHANGES_COUNT
-  ledger_iter_sum_v "$n"
+  record_ledger_iter_sum_v "$n"
   R[COST_MICROUSD]=$REPLY
-  ledger_iter_kind_v
+  record_ledger_iter_kind_v
   R[COST_KIND]=$REPLY
-  decide "$n"
+  iteration_decide "$n"
   R[CB_FAILS]=${S[CB_FAILS]}
   R[VERIFY_STREAK]=${S[VERIFY_STREAK]}
   R[CB_SIG]=$CB_OPEN_SIG
   printf -v 'R[ENDED_AT]' '%(%s)T' -1
-  result_record "$dir"
-  finalize "$n" 1
+  resume_result_record "$dir"
+  iteration_finalize "$n" 1
 }
 
 # iteration_attempt_prompt ATTEMPT: the prompt of a single agent's attempt, into the
 # iteration's record and the agent's folder.
 iteration_attempt_prompt() {
-  build_prompt "$CUR_ITER" "$PHASE_WORK" "$1" "$ITER_DIR/prompt.md" "$ITER_FB"
+  prompt_build "$CUR_ITER" "$PHASE_WORK" "$1" "$ITER_DIR/prompt.md" "$ITER_FB"
 }
 
 # iteration_attempt_record ATTEMPT OUTCOME: a single agent's attempt, into the ledger and
 # the journal (with its cost, and the tokens it used where its engine counts them).
 iteration_attempt_record() {
-  ledger_append "$CUR_ITER" "$RUN_COST_M" "$RUN_COST_KIND" "" "$RUN_COST_SOURCE"
-  run_usage
-  orbit_event agent_exit "$CUR_ITER" phase "$PHASE_WORK" attempt "$1" exit_code "$AGENT_RC" outcome "$2" seconds "$AGENT_SECS" "${RUN_USAGE[@]}"
-  orbit_fault after_agent
+  record_ledger_append "$CUR_ITER" "$RUN_COST_M" "$RUN_COST_KIND" "" "$RUN_COST_SOURCE"
+  record_run_usage
+  state_event agent_exit "$CUR_ITER" phase "$PHASE_WORK" attempt "$1" exit_code "$AGENT_RC" outcome "$2" seconds "$AGENT_SECS" "${RUN_USAGE[@]}"
+  state_fault after_agent
 }
 
-# decide N: the verdict of an iteration without a verdict yet, in the contract's order.
-decide() {
+# iteration_decide N: the verdict of an iteration without a verdict yet, in the contract's order.
+iteration_decide() {
   local n=$1 st
   if [[ -n ${R[VERDICT]:-} ]]; then
     return 0
@@ -310,7 +310,7 @@ decide() {
     CB_OPEN_SIG=$(orbit_sha256_str "agent:${R[AGENT_OUTCOME]}:${R[AGENT_EXIT]}")
     return 0
   fi
-  sig_record "$n" "${R[TREE_AFTER]}"
+  stall_sig_record "$n" "${R[TREE_AFTER]}"
   stall_check_v
   st=$REPLY
   if [[ -n $st ]]; then
@@ -322,7 +322,7 @@ decide() {
     fi
     return 0
   fi
-  if [[ ${R[VERIFY]} == "$VERIFY_FAIL" ]] && repeat_failure_check "$n"; then
+  if [[ ${R[VERIFY]} == "$VERIFY_FAIL" ]] && stall_repeat_failure_check "$n"; then
     R[ITERATION]=$n
     R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_CIRCUIT_OPEN R[EXIT_CODE]=$EXIT_BLOCKED
     R[SUMMARY]="the same verify failure three iterations in a row while the tree kept changing"
@@ -342,12 +342,12 @@ decide() {
 }
 CB_OPEN_SIG=
 
-# finalize N: from iterations/N/result.env, idempotently: commit, progress entry, events,
+# iteration_finalize N: from iterations/N/result.env, idempotently: commit, progress entry, events,
 # state. A rerun after a crash anywhere in here completes what is missing.
-finalize() {
+iteration_finalize() {
   local n=$1 fresh=${2:-0} dir commit
   printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
-  result_read "$dir/result.env"
+  record_result_read "$dir/result.env"
   CUR_ITER=$n
   if [[ ! -f $dir/commit.txt ]]; then
     commit_iteration "$n" "$dir" "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" "$fresh"
@@ -358,20 +358,20 @@ finalize() {
     IFS= read -r commit <"$dir/commit.txt" || true
   fi
   if [[ $commit =~ ^[0-9a-f]{40,64}$ ]]; then
-    branch_head_record "$commit"
+    workspace_branch_head_record "$commit"
   fi
   if [[ $commit == failed ]]; then
-    commit_refused "$n" "$dir"
+    iteration_commit_refused "$n" "$dir"
   fi
   if [[ ${R[VERDICT]} != "$STATUS_ABORTED" ]]; then
-    sig_record "$n" "${R[TREE_AFTER]}"
+    stall_sig_record "$n" "${R[TREE_AFTER]}"
   fi
-  finalize_progress "$n" "$dir" "$fresh" "$commit"
+  iteration_finalize_progress "$n" "$dir" "$fresh" "$commit"
   # The journal's record of the iteration, unless an earlier attempt wrote it already.
   if ((fresh)) || ! grep -q "\"event\":\"iteration_end\",\"iteration\":$n," -- "$EV_FILE" 2>/dev/null; then
-    orbit_event iteration_end "$n" verdict "${R[VERDICT]}" reason "${R[STOP_REASON]}" commit "$commit" changed "${R[CHANGED]:-0}"
+    state_event iteration_end "$n" verdict "${R[VERDICT]}" reason "${R[STOP_REASON]}" commit "$commit" changed "${R[CHANGED]:-0}"
   fi
-  finalize_checkpoint "$n"
+  iteration_finalize_checkpoint "$n"
   IN_ITERATION=0
   LAST_TREE=${R[TREE_AFTER]:-}
   orbit_log "iteration $n: ${R[VERDICT]} — ${R[SUMMARY]}"
@@ -380,20 +380,20 @@ finalize() {
   if [[ ${R[VERDICT]} == "$STATUS_CONTINUE" ]]; then
     S[STOP_REASON]=$REASON_NONE
   fi
-  save_state
+  resume_save_state
   if orbit_true "$NOTIFY_EVERY_ITERATION" && [[ ${R[VERDICT]} == "$STATUS_CONTINUE" ]]; then
     notify "$NOTIFY_EVENT_ITERATION" "${R[SUMMARY]}"
   fi
   return 0
 }
 
-# commit_refused N DIR: iteration N's commit failed. A DONE is not DONE without its commit,
+# iteration_commit_refused N DIR: iteration N's commit failed. A DONE is not DONE without its commit,
 # and a loop whose commits are refused must not go on committing nothing: either stops the
 # loop BLOCKED (tool_failure) with what refused it and the fix, its record rewritten (its
 # claim rejected). An index held by another git is transient: only a DONE stops on it. An
 # iteration that stops the loop anyway keeps its own verdict. Idempotent (a rerun after a
 # crash finds the record rewritten already).
-commit_refused() {
+iteration_commit_refused() {
   local n=$1 dir=$2 was=${R[VERDICT]} why fix
   [[ ${R[SUMMARY]:-} != "$COMMIT_REFUSED_SAID"* ]] || return 0
   [[ $was == "$STATUS_DONE" || $was == "$STATUS_CONTINUE" ]] || return 0
@@ -408,21 +408,21 @@ commit_refused() {
   if [[ $was == "$STATUS_DONE" ]]; then
     R[DONE_VERDICT]="the commit failed: $why"
     mv -f -- "$dir/done.md" "$dir/done.md.rejected" 2>/dev/null || true
-    orbit_event done_rejected "$n" reason "${R[DONE_VERDICT]}"
+    state_event done_rejected "$n" reason "${R[DONE_VERDICT]}"
     R[SUMMARY]="$COMMIT_REFUSED_SAID $n failed, so it is not DONE: $why — the verified change stays uncommitted in the workspace; $fix"
   else
     R[SUMMARY]="$COMMIT_REFUSED_SAID $n failed: $why — its change stays uncommitted in the workspace and no later one would be committed; $fix"
   fi
   orbit_log "${R[SUMMARY]} (git's output: $dir/commit.log)"
-  result_record "$dir"
+  resume_result_record "$dir"
 }
 
-# finalize_progress N DIR FRESH COMMIT: iteration N's entry in progress.md (one final entry
+# iteration_finalize_progress N DIR FRESH COMMIT: iteration N's entry in progress.md (one final entry
 # per attempt of the iteration: the earlier ones recover set aside, retried.K/, have theirs
 # already), and its failure's line in .failures.log. Only the end of progress.md is read: an
 # iteration's entries are the newest ones, and a loop with a long history must not rescan
 # all of it each iteration.
-finalize_progress() {
+iteration_finalize_progress() {
   local n=$1 dir=$2 fresh=$3 commit=$4 retried=0 entries=0 closed=0 tail_text line text changed_list cost_line
   for line in "$dir"/retried.*; do
     if [[ -d $line ]]; then retried=$((retried + 1)); fi
@@ -441,7 +441,7 @@ finalize_progress() {
   if ((entries < retried + 1 || closed == 0)); then
     # awk reads to the end: `head` would leave tr to die of SIGPIPE (pipefail) as soon
     # as an iteration changes more names than fit in a pipe buffer.
-    changes_v "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}"
+    tree_changes_v "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}"
     changed_list=$REPLY
     cost_line="\$$(orbit_usd_text "${R[COST_MICROUSD]:-0}") (${R[COST_KIND]:-$COST_UNKNOWN})"
     if [[ ${R[COST_KIND]:-} == partial ]]; then
@@ -475,9 +475,9 @@ finalize_progress() {
     text+="- decision: ${R[VERDICT]} (${R[STOP_REASON]}) — ${R[SUMMARY]}"$'\n'
     if [[ -f $dir/feedback.txt && ${R[VERIFY]:-} == "$VERIFY_FAIL" ]]; then
       text+="- feedback:"$'\n\n'
-      text+="$(progress_quote <"$dir/feedback.txt")"$'\n'
+      text+="$(state_progress_quote <"$dir/feedback.txt")"$'\n'
     fi
-    progress_append "$n" "$text"
+    state_progress_append "$n" "$text"
     if [[ ${R[VERIFY]:-} == "$VERIFY_FAIL" && -n ${R[VERIFY_SIG]:-} ]] && orbit_appendable "$LOOP_DIR/.failures.log" && ! grep -q "^${R[VERIFY_SIG]}	" -- "$LOOP_DIR/.failures.log" 2>/dev/null; then
       printf '%s\titeration %s: %s — %s\n' "${R[VERIFY_SIG]}" "$n" "${R[VERIFY_FAILING]:-verify.sh}" \
         "$(sed -n '4,$p' "$dir/feedback.txt" 2>/dev/null | grep -v '^ *$' | tail -n 1 | sed 's/^ *//' | cut -c1-160)" >>"$LOOP_DIR/.failures.log"
@@ -485,9 +485,9 @@ finalize_progress() {
   fi
 }
 
-# finalize_checkpoint N: the state after iteration N (its record R): the next iteration,
+# iteration_finalize_checkpoint N: the state after iteration N (its record R): the next iteration,
 # the circuit, the streak and the spend.
-finalize_checkpoint() {
+iteration_finalize_checkpoint() {
   local n=$1
   S[NEXT_ITERATION]=$((n + 1))
   if [[ ${R[CB_FAILS]:-} =~ ^[0-9]{1,9}$ ]]; then
@@ -502,12 +502,12 @@ finalize_checkpoint() {
     "$STATUS_CONTINUE")
       if [[ ${S[CB_STATE]} == "$CB_HALF_OPEN" ]]; then
         S[CB_STATE]=$CB_CLOSED S[CB_SIG]='' S[CB_OPENED_AT]=0
-        orbit_event circuit_change "$n" from "$CB_HALF_OPEN" to "$CB_CLOSED"
+        state_event circuit_change "$n" from "$CB_HALF_OPEN" to "$CB_CLOSED"
       fi
       ;;
     "$STATUS_BLOCKED")
       if [[ ${R[STOP_REASON]} == "$REASON_CIRCUIT_OPEN" ]]; then
-        orbit_event circuit_change "$n" from "${S[CB_STATE]}" to "$CB_OPEN"
+        state_event circuit_change "$n" from "${S[CB_STATE]}" to "$CB_OPEN"
         S[CB_STATE]=$CB_OPEN S[CB_OPENED_AT]=$(orbit_now)
         if [[ ${R[CB_SIG]:-} =~ ^[0-9a-f]{64}$ ]]; then
           S[CB_SIG]=${R[CB_SIG]}
@@ -523,12 +523,12 @@ finalize_checkpoint() {
 
 # Complete an iteration whose record exists but whose checkpoint does not (a crash after
 # result.env was written): nothing is run again, nothing counted twice.
-resume_pending() {
+iteration_resume_pending() {
   local n=${S[NEXT_ITERATION]} dir
   commit_retry_failed
   printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
   [[ -e $dir/result.env || -L $dir/result.env ]] || return 0
-  if ! result_trusted "$n" "$dir/result.env"; then
+  if ! resume_result_trusted "$n" "$dir/result.env"; then
     # Not the runner's finished record (a run that died while writing it, or a record
     # someone else put there): the iteration is done again, the record kept aside.
     orbit_log "iteration $n has a result.env that the journal does not record as the runner's: the iteration is done again"
@@ -538,54 +538,54 @@ resume_pending() {
     return 0
   fi
   orbit_log "iteration $n was recorded but not checkpointed: completing it"
-  finalize "$n"
+  iteration_finalize "$n"
   # Its snapshot is from another process: the tree may have changed since.
   LAST_TREE=
-  stop_for_verdict
+  iteration_stop_for_verdict
 }
 
 # After finalize: stop when the iteration's verdict says so.
-stop_for_verdict() {
+iteration_stop_for_verdict() {
   case ${R[VERDICT]} in
     "$STATUS_CONTINUE") return 0 ;;
     "$STATUS_DONE")
       if [[ -n ${S[ITER_BRANCH]} ]] && orbit_true "$SQUASH_ON_DONE"; then
-        squash_on_done
+        iteration_squash_on_done
       fi
       if ((FANOUT_N > 1)); then
         fanout_done_prune
       fi
-      clean_checkout_remove
-      setup_cache_drop
+      evidence_clean_checkout_remove
+      setup_run_cache_drop
       envelope_record "$CUR_ITER"
       adequacy_after_done "$CUR_ITER"
-      if project_defaults_note_v "${R[SUMMARY]}"; then
+      if user_refs_project_defaults_note_v "${R[SUMMARY]}"; then
         R[SUMMARY]=$REPLY
       fi
-      finish "$EXIT_DONE" "$STATUS_DONE" "$REASON_NONE" "${R[SUMMARY]}"
+      resume_finish "$EXIT_DONE" "$STATUS_DONE" "$REASON_NONE" "${R[SUMMARY]}"
       ;;
     "$STATUS_ABORTED")
       if [[ ${R[SUMMARY]} == *"orbit recover"* ]]; then
-        finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "${R[STOP_REASON]}" "${R[SUMMARY]}"
+        resume_finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "${R[STOP_REASON]}" "${R[SUMMARY]}"
       fi
-      finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "${R[STOP_REASON]}" \
+      resume_finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "${R[STOP_REASON]}" \
         "${R[SUMMARY]} — review it, then orbit recover --restore-pinned (undo) or --repin (accept)"
       ;;
-    *) finish "${R[EXIT_CODE]}" "${R[VERDICT]}" "${R[STOP_REASON]}" "${R[SUMMARY]}" ;;
+    *) resume_finish "${R[EXIT_CODE]}" "${R[VERDICT]}" "${R[STOP_REASON]}" "${R[SUMMARY]}" ;;
   esac
 }
 
 # On DONE with branch isolation: one squashed commit on orbit/<name>-summary.
-squash_on_done() {
+iteration_squash_on_done() {
   local summary_branch="${S[ITER_BRANCH]}-summary" base title msg tree c
-  git_q rev-parse --verify -q "refs/heads/$summary_branch" >/dev/null && return 0
+  config_git_q rev-parse --verify -q "refs/heads/$summary_branch" >/dev/null && return 0
   base=$(cat -- "$LOOP_DIR/.baseline-commit")
-  goal_title_v
+  commit_goal_title_v
   title=$REPLY
   msg="orbit($LOOP_NAME): ${title:-goal reached} ($((S[NEXT_ITERATION] - 1)) iterations)"$'\n\nOrbit-Loop: '"$LOOP_NAME"
   {
-    tree=$(git_q rev-parse "HEAD^{tree}") &&
-      c=$(git_q commit-tree "$tree" -p "$base" -m "$msg") &&
-      git_q branch "$summary_branch" "$c"
+    tree=$(config_git_q rev-parse "HEAD^{tree}") &&
+      c=$(config_git_q commit-tree "$tree" -p "$base" -m "$msg") &&
+      config_git_q branch "$summary_branch" "$c"
   } >>"$ORBIT_LOG_FILE" 2>&1 || orbit_log "squash onto $summary_branch failed"
 }

@@ -1,11 +1,11 @@
 # ---- the judge and the confirmation runs' feedback: what the DONE gate asks after the
 # ---- checks (gate_judge, gate_confirm) in every loop (JUDGE_CMD may be set at run time).
-# run_judge N DIR: the judge hook (JUDGE_CMD) on the workspace (WS: a candidate's worktree in
+# judge_run N DIR: the judge hook (JUDGE_CMD) on the workspace (WS: a candidate's worktree in
 # survivor selection), bounded by EXEC_TIMEOUT and the loop's deadline, in the sandbox of a
 # check. JUDGE_OK=1 when it exits 0 in time; its output goes to DIR/judge.log unless the run
 # changed what the runner holds (TRUST_BAD then says what, and nothing of it is taken).
 JUDGE_OK=0
-run_judge() {
+judge_run() {
   local n=$1 dir=$2 jlimit tree
   JUDGE_OK=0 JUDGE_CHANGED=
   rm -f -- "$ORBIT_TMP/judge.out"
@@ -32,7 +32,7 @@ run_judge() {
   sandbox_prepare check
   # shellcheck disable=SC2016  # the single-quoted script expands in the child, by design
   ORBIT_LOOP_DIR="$LOOP_DIR" ORBIT_WORKSPACE="$WS" ORBIT_ITERATION="$n" ORBIT_REPO_ROOT="$WS" ORBIT_JUDGE="$JUDGE_CMD" \
-    orbit_run_bounded "$jlimit" "$KILL_GRACE_S" /dev/null "$ORBIT_TMP/judge.out" \
+    proc_run_bounded "$jlimit" "$KILL_GRACE_S" /dev/null "$ORBIT_TMP/judge.out" \
     "${SANDBOX_ARGV[@]}" "$BASH" -c 'cd -- "$ORBIT_REPO_ROOT" || exit 1; eval "$ORBIT_JUDGE"'
   if ! trust_check check; then
     orbit_log "the judge changed $TRUST_BAD ($TRUST_REASON): its verdict is not taken"
@@ -40,7 +40,7 @@ run_judge() {
   fi
   cp -- "$ORBIT_TMP/judge.out" "$dir/judge.log"
   local rc=$ORBIT_RC timed_out=$ORBIT_TIMED_OUT
-  if ! checks_settle "$dir" "$tree"; then
+  if ! evidence_checks_settle "$dir" "$tree"; then
     JUDGE_CHANGED='(the work tree could not be put back; see runner.log)'
   elif [[ -n $CHECKS_CHANGED ]]; then
     JUDGE_CHANGED=$CHECKS_CHANGED
@@ -57,9 +57,9 @@ run_judge() {
 # What the last judge run changed of the tree it judged ("" for nothing).
 JUDGE_CHANGED=
 
-# confirm_feedback DIR N TEXT: a rejected confirmation is the next iteration's feedback (the
+# judge_confirm_feedback DIR N TEXT: a rejected confirmation is the next iteration's feedback (the
 # checks passed: there is no verify failure to tell).
-confirm_feedback() {
+judge_confirm_feedback() {
   local dir=$1 n=$2 text=$3
   printf '{"failing":["confirmation"],"tests":[],"assertions":[],"loci":[],"output_tail":%s,"attempt":%s,"iteration":%s}\n' \
     "$(orbit_json_str "$text")" "${R[ATTEMPTS]}" "$n" >"$dir/feedback.json"

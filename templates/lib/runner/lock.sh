@@ -11,7 +11,7 @@ lock_acquire() {
     exec 9>>"$LOOP_DIR/.run-loop.lock"
     if ! flock -n 7 || ! flock -n 9; then
       if ! lock_take_from_stopped; then
-        footer "$STATUS_CONTINUE" "another runner holds the lock"
+        config_footer "$STATUS_CONTINUE" "another runner holds the lock"
         orbit_log "another runner holds $LOOP_DIR/.run-loop.lock: nothing to do"
         exit "$EXIT_LOCKED"
       fi
@@ -23,7 +23,7 @@ lock_acquire() {
   if ! mkdir -- "$lockdir" 2>/dev/null; then
     owner=$(lock_owner "$lockdir")
     if lock_owner_alive "$lockdir" "$owner"; then
-      footer "$STATUS_CONTINUE" "another runner holds the lock"
+      config_footer "$STATUS_CONTINUE" "another runner holds the lock"
       orbit_log "another runner (${owner:-starting}) holds $lockdir: nothing to do"
       exit "$EXIT_LOCKED"
     fi
@@ -34,22 +34,22 @@ lock_acquire() {
       if [[ -n $(find "$lockdir.takeover" -maxdepth 0 -mmin +1 2>/dev/null) ]]; then
         rmdir -- "$lockdir.takeover" 2>/dev/null || true
       fi
-      footer "$STATUS_CONTINUE" "another runner holds the lock"
+      config_footer "$STATUS_CONTINUE" "another runner holds the lock"
       orbit_log "another runner is taking over $lockdir: nothing to do"
       exit "$EXIT_LOCKED"
     fi
     if [[ "$(lock_owner "$lockdir")" != "$owner" ]] || ! rm -rf -- "$lockdir" || ! mkdir -- "$lockdir" 2>/dev/null; then
       rmdir -- "$lockdir.takeover" 2>/dev/null || true
-      footer "$STATUS_CONTINUE" "another runner holds the lock"
+      config_footer "$STATUS_CONTINUE" "another runner holds the lock"
       exit "$EXIT_LOCKED"
     fi
     orbit_log "stale lock $lockdir (owner '$owner' is gone): taken over"
-    printf '%s %s\n' "$$" "$(proc_start $$)" >"$lockdir/owner"
+    printf '%s %s\n' "$$" "$(lock_proc_start $$)" >"$lockdir/owner"
     rmdir -- "$lockdir.takeover" 2>/dev/null || true
     LOCK_MODE='mkdir'
     return 0
   fi
-  printf '%s %s\n' "$$" "$(proc_start $$)" >"$lockdir/owner.tmp.$$"
+  printf '%s %s\n' "$$" "$(lock_proc_start $$)" >"$lockdir/owner.tmp.$$"
   mv -f -- "$lockdir/owner.tmp.$$" "$lockdir/owner"
   LOCK_MODE='mkdir'
 }

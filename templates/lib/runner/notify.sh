@@ -110,7 +110,7 @@ notify_stop_early() {
   if [[ -z $LOOP_DIR || ! -d $LOOP_DIR ]]; then
     return 0
   fi
-  settings_notify_timeout
+  config_settings_notify_timeout
   notify "$1" "$2"
   notify_drain
   return 0

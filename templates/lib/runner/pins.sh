@@ -3,8 +3,8 @@
 PIN_BAD=
 PIN_WANT=
 PIN_HAVE=
-# pin_finding FILE [WANT HAVE]: the integrity finding is FILE ("": none).
-pin_finding() {
+# pins_finding FILE [WANT HAVE]: the integrity finding is FILE ("": none).
+pins_finding() {
   PIN_BAD=$1 PIN_WANT=${2:-} PIN_HAVE=${3:-}
 }
 # The manifest as the runner read it once, at the start of the run (contract section 7):
@@ -34,22 +34,22 @@ pins_hold() {
   done <<<"$PIN_TEXT"
   # An emptied or cut manifest pins nothing: the loop's own files must each have a line.
   for line in prompt.md verify.sh run-loop.sh recover.sh notify.sh lib.sh loop.toml; do
-    if ! pin_want_v "$line"; then
+    if ! pins_want_v "$line"; then
       PIN_BAD=pins.sha256 PIN_WANT="a pin for $line" PIN_HAVE='none'
       return 1
     fi
   done
-  if ((${HOLDOUT_SETTING:-0} > 0)) && ! pin_want_v holdout.sh; then
+  if ((${HOLDOUT_SETTING:-0} > 0)) && ! pins_want_v holdout.sh; then
     PIN_BAD=pins.sha256 PIN_WANT='a pin for holdout.sh' PIN_HAVE='none'
     return 1
   fi
-  if [[ -f $LOOP_DIR/.baseline-commit ]] && ! pin_want_v goal.md; then
+  if [[ -f $LOOP_DIR/.baseline-commit ]] && ! pins_want_v goal.md; then
     PIN_BAD=pins.sha256 PIN_WANT='a pin for goal.md' PIN_HAVE='none'
     return 1
   fi
   # notify.sh, held as text once it matches its pin: what later notifications run.
   f=$LOOP_DIR/notify.sh
-  if orbit_regular "$f" && pin_want_v notify.sh; then
+  if orbit_regular "$f" && pins_want_v notify.sh; then
     line=$(
       cat -- "$f"
       printf x
@@ -73,8 +73,8 @@ pins_hold() {
   PIN_HELD=1
 }
 
-# pin_want_v PATH: REPLY is the held pin of PATH (a loop file's name or an absolute path).
-pin_want_v() {
+# pins_want_v PATH: REPLY is the held pin of PATH (a loop file's name or an absolute path).
+pins_want_v() {
   local rest=$'\n'$PIN_TEXT$'\n' hit
   REPLY=''
   if [[ $rest == *"  $1"$'\n'* ]]; then
@@ -98,7 +98,7 @@ pins_check() {
       line=${out%%$'\n'*}
       path=${line%: FAILED*}
       PIN_BAD=$path
-      pin_want_v "$path" || true
+      pins_want_v "$path" || true
       PIN_WANT=$REPLY
       local file=$LOOP_DIR/$path
       if [[ $path == /* ]]; then
@@ -149,7 +149,7 @@ pins_check() {
   # the held manifest does not list, line for line.
   if [[ -f $LOOP_DIR/.baseline-commit ]]; then
     local f pinned=$'\n'$PIN_TEXT$'\n'
-    permission_files
+    pins_permission_files
     for f in "${PERMISSION_FOUND[@]}"; do
       if [[ $pinned != *[0-9a-f]"  $WS/$f"$'\n'* ]]; then
         PIN_BAD=$WS/$f PIN_WANT=absent PIN_HAVE=$(orbit_sha256_file "$WS/$f")
@@ -157,13 +157,13 @@ pins_check() {
       fi
     done
   fi
-  protected_sets_check
+  pins_protected_sets_check
 }
 
-# protected_set_v GLOB: REPLY is the sha256 of the set of paths the glob matches now
+# pins_protected_set_v GLOB: REPLY is the sha256 of the set of paths the glob matches now
 # (pins_set_list), sorted, NUL-terminated.
 # A file added to, removed from or renamed within the set changes it (contract section 7).
-protected_set_v() {
+pins_protected_set_v() {
   local out
   out=$({ pins_set_list "$1" || echo 'orbit: git failed'; } | LC_ALL=C sort -zu | orbit_sha256_stdin) || out=''
   REPLY=$out
@@ -178,7 +178,7 @@ pins_set_list() {
   local base=''
   local -a aside=()
   setup_aside_specs aside
-  artifacts_load
+  evidence_artifacts_load
   for base in "${!ARTIFACT_NAMES[@]}"; do
     aside+=(":(exclude,literal)$base")
   done
@@ -189,22 +189,22 @@ pins_set_list() {
   protect_list "$WS" "$base" "$1" "$ORBIT_TMP" ${aside[@]+"${aside[@]}"}
 }
 
-protected_sets_check() {
+pins_protected_sets_check() {
   local line g
   for line in "${PIN_SETS[@]}"; do
     g=${line#*  }
-    if ! protected_set_v "$g" || [[ $REPLY != "${line%%  *}" ]]; then
+    if ! pins_protected_set_v "$g" || [[ $REPLY != "${line%%  *}" ]]; then
       PIN_BAD="$WS/$g" PIN_WANT="the set of files pinned at the first run" PIN_HAVE="a different set"
-      protected_set_diff "$g"
+      pins_protected_set_diff "$g"
       return 1
     fi
   done
   return 0
 }
 
-# protected_set_diff GLOB: names the first path added to (or missing from) the glob's set,
+# pins_protected_set_diff GLOB: names the first path added to (or missing from) the glob's set,
 # compared with the files the manifest pins (for the log, the event and the summary).
-protected_set_diff() {
+pins_protected_set_diff() {
   local f pinned=$'\n'$PIN_TEXT$'\n' now=$'\n'
   while IFS= read -r -d '' f; do
     now+="$WS/$f"$'\n'
@@ -223,11 +223,11 @@ protected_set_diff() {
   done <<<"$PIN_TEXT"
 }
 
-# permission_files: PERMISSION_FOUND lists the agent permission files the workspace holds
+# pins_permission_files: PERMISSION_FOUND lists the agent permission files the workspace holds
 # now (ORBIT_PERMISSION_FILES expanded at its root, regular files only), relative to the
 # root. Names with blanks or glob characters are taken as they are.
 PERMISSION_FOUND=()
-permission_files() {
+pins_permission_files() {
   local g f had_nullglob=0 IFS=''
   local -a matches=()
   PERMISSION_FOUND=()

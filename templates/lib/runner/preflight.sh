@@ -44,7 +44,7 @@ preflight_perl_needs_v() {
 }
 
 preflight_fail() {
-  footer "$STATUS_CONTINUE" "preflight failed: $1"
+  config_footer "$STATUS_CONTINUE" "preflight failed: $1"
   orbit_log "error: preflight: $1"
   notify_stop_early "$NOTIFY_EVENT_PREFLIGHT_FAILED" "preflight failed: $1"
   exit "$EXIT_PREFLIGHT"
@@ -77,7 +77,7 @@ preflight() {
   # (status 1 without it).
   local -a git_facts=()
   rc=0
-  out=$(repo_git rev-parse --is-inside-work-tree --git-common-dir --absolute-git-dir --verify -q HEAD 2>/dev/null) || rc=$?
+  out=$(config_repo_git rev-parse --is-inside-work-tree --git-common-dir --absolute-git-dir --verify -q HEAD 2>/dev/null) || rc=$?
   mapfile -t git_facts <<<"$out"
   [[ ${git_facts[0]} == true || ${git_facts[0]} == false ]] || preflight_fail "$REPO_ROOT is not a git work tree"
   REPO_GIT_ABS=${git_facts[2]-}
@@ -101,7 +101,7 @@ preflight() {
   # someone other than the runner put it there. Nothing is read or written.
   f=$(find "$LOOP_DIR" \( -type p -o -type s -o -type b -o -type c \) -print -quit 2>/dev/null || true)
   if [[ -n $f ]]; then
-    footer "$STATUS_CONTINUE" "state corrupt: ${f#"$LOOP_DIR"/} is $(orbit_file_kind "$f"), not a file; remove it, then run orbit recover"
+    config_footer "$STATUS_CONTINUE" "state corrupt: ${f#"$LOOP_DIR"/} is $(orbit_file_kind "$f"), not a file; remove it, then run orbit recover"
     orbit_log "error: $f is $(orbit_file_kind "$f"), where only the runner's regular files belong: remove it, then run 'orbit recover $LOOP_DIR'"
     exit "$EXIT_STATE_CORRUPT"
   fi

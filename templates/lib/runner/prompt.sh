@@ -19,9 +19,9 @@ prompt_read_v() {
 }
 # (CLAIM_NUDGE, set by the iteration: the last iteration's checks passed but it made no
 # claim; contract 6: the next prompt asks for the claim, or for what is still missing.)
-# passed_without_claim N: status 0 when iteration N's record says verify passed and no
+# prompt_passed_without_claim N: status 0 when iteration N's record says verify passed and no
 # claim was made (read with bash alone; a record that is not a regular file says no).
-passed_without_claim() {
+prompt_passed_without_claim() {
   local d line v='' c=''
   printf -v d '%s/iterations/%06d/result.env' "$LOOP_DIR" "$1"
   [[ -f $d && ! -L $d ]] || return 1
@@ -33,7 +33,7 @@ passed_without_claim() {
   done <"$d"
   [[ $v == "$VERIFY_PASS" && $c == 0 ]]
 }
-build_prompt() {
+prompt_build() {
   local n=$1 phase=$2 attempt=$3 out=$4 fb=$5 remaining
   if [[ -n $USD_CAP_M ]]; then
     remaining="\$$(orbit_usd_text $((USD_CAP_M > S[COST_MICROUSD] ? USD_CAP_M - S[COST_MICROUSD] : 0))) of \$$(orbit_usd_text "$USD_CAP_M")"
@@ -87,7 +87,7 @@ build_prompt() {
         printf '\nThe full output of that verify run is in .orbit-agent/last-verify.log.\n'
       fi
     fi
-    net_prompt_note "$n"
+    sandbox_net_prompt_note "$n"
     if [[ $phase == "$PHASE_WORK" ]] && ((CLAIM_NUDGE)); then
       printf '\n# The checks pass\n\n'
       printf 'After the last iteration every check passed, but no DONE claim was made. If every\n'
@@ -107,7 +107,7 @@ build_prompt() {
 }
 
 # REPLY: the feedback of the latest failed verify before iteration N (a JSON file), if any.
-last_feedback_v() {
+prompt_last_feedback_v() {
   local n=$1 i d
   REPLY=''
   for ((i = n - 1; i >= 1 && i >= n - 3; i--)); do

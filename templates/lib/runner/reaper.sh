@@ -2,13 +2,13 @@
 # ---- a daemon that leaves both a run's process group and its mark (env -i setsid) is
 # ---- still a descendant, and Linux (3.4 and later) gives an orphan to its nearest ancestor
 # ---- that asked to be a child subreaper (prctl PR_SET_CHILD_SUBREAPER, which exec keeps):
-# ---- the runner sweeps what it was given when each run ends (orbit_run_bounded). Its very
+# ---- the runner sweeps what it was given when each run ends (proc_run_bounded). Its very
 # ---- first step, before bash reads the rest of the script: started afresh (ORBIT_SUBREAPER
 # ---- not set), it execs itself through a perl that asks for it (perl's core has no
 # ---- prctl: by the syscall's number on this machine), sets ORBIT_SUBREAPER to 1 when
 # ---- granted (0 when not) and execs bash on the script again, with the same arguments, pid
 # ---- and open files. The perl is the first on PATH outside HOME and relative directories
-# ---- (tools_pin's rule). Where perl, /proc or the number is missing, nothing is asked: the
+# ---- (run_loop_tools_pin's rule). Where perl, /proc or the number is missing, nothing is asked: the
 # ---- process group and the mark are what is swept.
 
 # shellcheck disable=SC2016  # perl code, not shell

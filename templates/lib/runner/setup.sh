@@ -44,11 +44,11 @@ setup_aside_specs() {
   done
 }
 
-# tree_write_v DIR INDEX: REPLY is the tree of the private index INDEX (just filled from the
+# setup_tree_write_v DIR INDEX: REPLY is the tree of the private index INDEX (just filled from the
 # work tree DIR) without what the setup created there (a virtual environment the project does
 # not ignore, say): those entries are dropped from a copy of INDEX, so INDEX keeps its stat
 # cache. Status 1 when git cannot say.
-tree_write_v() {
+setup_tree_write_v() {
   local dir=$1 idx=$2 rc=0
   local -a specs=()
   setup_specs "$dir" specs
@@ -73,7 +73,7 @@ setup_forget() {
   rm -f -- "$REPLY"
 }
 
-# modules_checkout DIR: the submodules of the work tree DIR, checked out at the commits its
+# setup_modules_checkout DIR: the submodules of the work tree DIR, checked out at the commits its
 # index records, from the repository's own module objects ($GIT_COMMON_ABS/modules/NAME:
 # what the user's checkout fetched), never the network: a fresh worktree has them empty. A
 # module the user's checkout never initialized stays empty, and runner.log says so. What
@@ -84,7 +84,7 @@ setup_forget() {
 # iteration): that one is a repository the checks and agents that ran there could write
 # (its configuration naming a filter or a hook path, its objects, a .git file naming
 # another repository), and the runner's git would obey it.
-modules_checkout() {
+setup_modules_checkout() {
   local dir=$1 key path name src meta entry sha
   [[ -f $dir/.gitmodules && ! -L $dir/.gitmodules ]] || return 0
   while read -r key path; do
@@ -100,7 +100,7 @@ modules_checkout() {
       orbit_log "the submodule $path is not initialized in your checkout (no $src): it stays empty in $dir; run git submodule update --init there first, or give a --setup that fetches it"
       continue
     fi
-    if ! path_plain "$dir" "$path"; then
+    if ! tree_path_plain "$dir" "$path"; then
       orbit_log "the submodule $path is not checked out in $dir: the path to it holds a symlink"
       continue
     fi

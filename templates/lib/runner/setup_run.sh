@@ -1,11 +1,11 @@
 # ---- the setup's runs (loop.toml `setup`), rendered into a loop with setup commands only;
 # ---- the others hold its stand-in lib/no-setup.sh. What the setup created is recorded per
 # ---- work tree (lib/runner/setup.sh reads the record).
-# setup_record DIR: what the setup left untracked in the work tree DIR (ignored or not; a
+# setup_run_record DIR: what the setup left untracked in the work tree DIR (ignored or not; a
 # directory as one entry) that was not there before it (ORBIT_TMP's setup.before: a workspace
 # set up after its agent ran keeps the agent's new files as the agent's) becomes DIR's list,
 # the agent's folder and the engine's own files aside.
-setup_record() {
+setup_run_record() {
   local dir=$1 f p skip w
   local -a wants=('/.orbit-agent/')
   local -A before=()
@@ -42,7 +42,7 @@ setup_run() {
   if ((untrusted)); then
     # On a tree the agent made, offline (loop.toml offline-env): what the first setup
     # fetched with the network is read where it is, and no registry is asked.
-    settings_offline_env offline
+    config_offline_env offline
     sandbox_prepare check
     jail=("${SANDBOX_ARGV[@]}")
     if ((${#jail[@]})); then
@@ -65,7 +65,7 @@ setup_run() {
     i=$((i + 1))
     printf '==> setup %s: %s\n' "$i" "$cmd" >>"$log"
     ORBIT_REPO_ROOT=$dir ORBIT_SETUP=1 \
-      orbit_run_bounded "$CHECK_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$log" "${pre[@]}" "${jail[@]}" "$BASH" -c "$cmd"
+      proc_run_bounded "$CHECK_TIMEOUT_S" "$KILL_GRACE_S" /dev/null "$log" "${pre[@]}" "${jail[@]}" "$BASH" -c "$cmd"
     if ((ORBIT_TIMED_OUT || ORBIT_RC)); then
       cd -- "$back" || true
       if ((ORBIT_TIMED_OUT)); then
@@ -93,17 +93,17 @@ setup_run() {
     printf '[FAIL] %s\n' "$REPLY" >>"$log"
     return 1
   fi
-  setup_record "$dir"
+  setup_run_record "$dir"
   printf '[PASS] setup (%s command(s))\n' "$i" >>"$log"
 }
 
-# setup_workspace: the workspace's setup, once per workspace (again for one recreated): after
+# setup_run_workspace: the workspace's setup, once per workspace (again for one recreated): after
 # the integrity gate of the start, before the red gate. On the untouched tree of the first
 # run it is the user's command; on a workspace recreated from the loop branch, a check's. A
 # failing setup stops the run in preflight (exit 2, nothing spent, tried again at the next
 # start) with the tail of iterations/baseline/setup.log. What it changed of git's files (a
 # hook it installed) is what the runner holds from then on.
-setup_workspace() {
+setup_run_workspace() {
   local dir="$LOOP_DIR/iterations/baseline" untrusted=0 tail why
   ((${#SETUP_CMDS[@]})) || return 0
   setup_paths_file_v "$WS_MAIN"
@@ -114,13 +114,13 @@ setup_workspace() {
   orbit_log "setting up the workspace $WS_MAIN (${#SETUP_CMDS[@]} setup command(s); output in iterations/baseline/setup.log)"
   if ! setup_run "$WS_MAIN" "$dir/setup.log" "$untrusted"; then
     why=$REPLY
-    orbit_event setup_fail "${S[NEXT_ITERATION]}" where workspace why "$why"
+    state_event setup_fail "${S[NEXT_ITERATION]}" where workspace why "$why"
     tail=$(tail -n 5 -- "$dir/setup.log" | orbit_clean_text | tr '\n' ' ' | cut -c1-300)
     preflight_fail "the workspace's setup failed: $why. Fix the setup in loop.toml (then orbit init --force), or the project, and run again; last lines of iterations/baseline/setup.log: $tail"
   fi
-  orbit_event setup_done "${S[NEXT_ITERATION]}" where workspace commands "${#SETUP_CMDS[@]}"
+  state_event setup_done "${S[NEXT_ITERATION]}" where workspace commands "${#SETUP_CMDS[@]}"
   # What it made on the untouched tree, before any agent, is what a clean checkout copies.
-  ((untrusted)) || setup_cache_store "$WS_MAIN"
+  ((untrusted)) || setup_run_cache_store "$WS_MAIN"
   # A hook the setup installed (husky's) is one the loop's commits run.
   workspace_git_facts
   trust_hold
@@ -139,11 +139,11 @@ setup_workspace() {
 # ---- against the sha256 .setup-cache.sum holds (a file the runner holds like its others): a
 # ---- cache that does not match is discarded and the setup runs.
 
-# setup_cache_key_v DIR: REPLY is the cache key of the work tree DIR: the sha256 of the setup
+# setup_run_cache_key_v DIR: REPLY is the cache key of the work tree DIR: the sha256 of the setup
 # commands and of each input as DIR holds it (its path and the sha256 of its bytes, or - when
 # it is not there). Status 1 when the loop names no inputs (its setup is never cached) or an
 # input is not a plain file reached through no symlink.
-setup_cache_key_v() {
+setup_run_cache_key_v() {
   local dir=$1 cmd p sum
   local -a inputs=()
   REPLY=''
@@ -159,7 +159,7 @@ setup_cache_key_v() {
     [[ -n $p && $p != /* && /$p/ != */../* ]] || return 1
     sum=-
     if [[ -e $dir/$p || -L $dir/$p ]]; then
-      path_plain "$dir" "$p" && [[ -f $dir/$p ]] || return 1
+      tree_path_plain "$dir" "$p" && [[ -f $dir/$p ]] || return 1
       sum=$(orbit_sha256_file "$dir/$p") || return 1
     fi
     printf 'input\0%s\0%s\0' "$p" "$sum" >>"$ORBIT_TMP/setup-cache.key" || return 1
@@ -168,17 +168,17 @@ setup_cache_key_v() {
   [[ -n $REPLY ]]
 }
 
-# setup_cache_drop: no setup cache (loop.toml setup-inputs): the loop directory's
+# setup_run_cache_drop: no setup cache (loop.toml setup-inputs): the loop directory's
 # .setup-cache/ and its sum go (a DONE loop's, or one that does not match).
-setup_cache_drop() {
+setup_run_cache_drop() {
   rm -f -- "$LOOP_DIR/.setup-cache.sum"
   [[ ! -e $LOOP_DIR/.setup-cache && ! -L $LOOP_DIR/.setup-cache ]] || rm -rf -- "$LOOP_DIR/.setup-cache"
 }
 
-# setup_cache_listing DIR: the listing of the directory DIR on stdout: each entry (type, mode,
+# setup_run_cache_listing DIR: the listing of the directory DIR on stdout: each entry (type, mode,
 # path; a link's target) and each file's sha256, in byte order. Anything but a directory, a
 # file or a link makes it fail.
-setup_cache_listing() {
+setup_run_cache_listing() {
   local dir=$1 entries=$ORBIT_TMP/setup-cache.entries
   LC_ALL=C find "$dir" -mindepth 1 \( -type d -o -type f \) -printf '%y %m %P\0' -o -type l -printf 'l %P\0%l\0' -o -printf '? %P\0' |
     LC_ALL=C sort -z >"$entries" || return 1
@@ -192,35 +192,35 @@ setup_cache_listing() {
   esac
 }
 
-# setup_cache_sum_v: REPLY is the sha256 of the cache's listing and of its list of paths;
+# setup_run_cache_sum_v: REPLY is the sha256 of the cache's listing and of its list of paths;
 # status 1 when it cannot be made (something there is neither a directory, a file nor a link).
-setup_cache_sum_v() {
+setup_run_cache_sum_v() {
   local c=$LOOP_DIR/.setup-cache
   REPLY=''
   [[ -d $c/files && ! -L $c && ! -L $c/files ]] || return 1
   [[ -f $c/paths && ! -L $c/paths ]] || return 1
-  setup_cache_listing "$c/files" >"$ORBIT_TMP/setup-cache.listing" || return 1
+  setup_run_cache_listing "$c/files" >"$ORBIT_TMP/setup-cache.listing" || return 1
   REPLY=$({ cat -- "$ORBIT_TMP/setup-cache.listing" && printf 'paths\0' && cat -- "$c/paths"; } | orbit_sha256_stdin)
 }
 
-# setup_cache_store DIR: after the setup's run on the untouched tree DIR (the workspace
+# setup_run_cache_store DIR: after the setup's run on the untouched tree DIR (the workspace
 # before any agent), what it made there (its recorded paths) is copied into the cache, its
 # key and listing's sha256 into .setup-cache.sum. Nothing when the loop names no inputs; a
 # copy that fails leaves no cache (said in runner.log).
-setup_cache_store() {
+setup_run_cache_store() {
   local dir=$1 key p c=$LOOP_DIR/.setup-cache sum
-  setup_cache_key_v "$dir" || return 0
+  setup_run_cache_key_v "$dir" || return 0
   key=$REPLY
-  setup_cache_drop
+  setup_run_cache_drop
   setup_paths_file_v "$dir"
-  if mkdir -p -- "$c/files" && cp -- "$REPLY" "$c/paths" && setup_cache_copy "$dir" "$c/files" "$c/paths" && setup_cache_sum_v; then
+  if mkdir -p -- "$c/files" && cp -- "$REPLY" "$c/paths" && setup_run_cache_copy "$dir" "$c/files" "$c/paths" && setup_run_cache_sum_v; then
     sum=$REPLY
     # An output that names the work tree it was made in (a virtual environment's scripts
     # name their interpreter by absolute path) would run the workspace's copy from another
     # checkout: it is made in each checkout.
     if grep -rqaF -- "$dir" "$c/files" 2>/dev/null || grep -qaF -- "$dir" "$ORBIT_TMP/setup-cache.listing"; then
       orbit_log "the setup's output names the workspace's path ($dir): not kept, every clean checkout runs the setup"
-      setup_cache_drop
+      setup_run_cache_drop
       return 0
     fi
     printf '%s %s\n' "$key" "$sum" >"$ORBIT_TMP/setup-cache.sum" &&
@@ -230,36 +230,36 @@ setup_cache_store() {
     }
   fi
   orbit_log "the setup's output could not be kept in .setup-cache/ (see above): every clean checkout runs the setup"
-  setup_cache_drop
+  setup_run_cache_drop
 }
 
-# setup_cache_copy FROM TO PATHS: each path PATHS lists (NUL-separated, as the setup's record
+# setup_run_cache_copy FROM TO PATHS: each path PATHS lists (NUL-separated, as the setup's record
 # has them) copied from the work tree FROM to TO, links as links, each file a copy of its own.
 # Status 1 when one cannot be: a path through a symlink, or one already at TO.
-setup_cache_copy() {
+setup_run_cache_copy() {
   local from=$1 to=$2 p
   while IFS= read -r -d '' p; do
     p=${p%/}
     [[ -n $p && /$p/ != */../* ]] || return 1
-    path_plain "$from" "$p" && path_plain "$to" "$p" || return 1
+    tree_path_plain "$from" "$p" && tree_path_plain "$to" "$p" || return 1
     [[ ! -e $to/$p && ! -L $to/$p ]] || return 1
     [[ $p != */* ]] || mkdir -p -- "$to/${p%/*}" || return 1
     cp -a --reflink=auto -- "$from/$p" "$to/$p" 2>>"$ORBIT_LOG_FILE" || return 1
   done <"$3"
 }
 
-# setup_cache_take_v CWS LOG: the clean checkout CWS takes the cache's copy instead of
+# setup_run_cache_take_v CWS LOG: the clean checkout CWS takes the cache's copy instead of
 # running the setup, when the cache's key is CWS's and its listing is the one kept (else a
 # cache that does not match is discarded). Status 1 when it did not (REPLY says why, for the
 # record): the setup runs.
-setup_cache_take_v() {
+setup_run_cache_take_v() {
   local cws=$1 log=$2 want='' key pathsf c=$LOOP_DIR/.setup-cache
   REPLY=''
   [[ -f $LOOP_DIR/.setup-cache.sum && ! -L $LOOP_DIR/.setup-cache.sum ]] || {
     REPLY="no setup cache"
     return 1
   }
-  if ! setup_cache_key_v "$cws"; then
+  if ! setup_run_cache_key_v "$cws"; then
     REPLY="an input of the setup is not a plain file in this tree"
     return 1
   fi
@@ -269,15 +269,15 @@ setup_cache_take_v() {
     REPLY="the setup's inputs differ from the untouched tree's (key ${key:0:12}, cached ${want:0:12})"
     return 1
   fi
-  if ! setup_cache_sum_v || [[ $REPLY != "${want#* }" ]]; then
+  if ! setup_run_cache_sum_v || [[ $REPLY != "${want#* }" ]]; then
     REPLY="the setup cache's listing does not match what was kept (a file of it changed): discarded"
     orbit_log "$REPLY"
-    setup_cache_drop
+    setup_run_cache_drop
     return 1
   fi
   setup_paths_file_v "$cws"
   pathsf=$REPLY
-  if ! setup_cache_copy "$c/files" "$cws" "$c/paths" || ! cp -- "$c/paths" "$pathsf"; then
+  if ! setup_run_cache_copy "$c/files" "$cws" "$c/paths" || ! cp -- "$c/paths" "$pathsf"; then
     REPLY="the setup cache could not be copied into the clean checkout (see runner.log)"
     return 1
   fi
@@ -286,27 +286,27 @@ setup_cache_take_v() {
   return 0
 }
 
-# setup_clean_checkout CWS LOG TREE: the setup of the clean checkout CWS, which holds TREE: the
+# setup_run_clean_checkout CWS LOG TREE: the setup of the clean checkout CWS, which holds TREE: the
 # cache's copy when it holds, else the setup's run as a check runs (setup_run's status and
 # REPLY). A cache discarded for not matching is made again first, by a setup run on the
 # untouched tree (the loop's base) in CWS, which is then refilled with TREE.
-setup_clean_checkout() {
+setup_run_clean_checkout() {
   local cws=$1 log=$2 tree=$3 base=''
   ((${#SETUP_CMDS[@]})) || return 0
-  setup_cache_take_v "$cws" "$log" && return 0
+  setup_run_cache_take_v "$cws" "$log" && return 0
   [[ $REPLY == "no setup cache" ]] || printf '[orbit] the setup cache is not taken: %s\n' "$REPLY" >>"$log"
   if [[ $REPLY == *": discarded" ]]; then
     IFS= read -r base <"$LOOP_DIR/.baseline-tree" 2>/dev/null || IFS= read -r base <"$LOOP_DIR/.baseline-commit" 2>/dev/null || true
     printf '[orbit] the setup cache is made again: the setup runs on the untouched tree (%s)\n' "${base:0:12}" >>"$log"
-    if [[ -n $base ]] && clean_checkout_v "$base" && setup_run "$cws" "$log" 1; then
-      setup_cache_store "$cws"
+    if [[ -n $base ]] && evidence_clean_checkout_v "$base" && setup_run "$cws" "$log" 1; then
+      setup_run_cache_store "$cws"
     fi
-    if ! clean_checkout_v "$tree"; then
+    if ! evidence_clean_checkout_v "$tree"; then
       REPLY="the clean checkout could not be refilled with the tree to commit (see runner.log)"
       return 1
     fi
     setup_forget "$cws"
-    setup_cache_take_v "$cws" "$log" && return 0
+    setup_run_cache_take_v "$cws" "$log" && return 0
   fi
   # What a failed copy left goes: the clean checkout holds TREE alone again.
   git -C "$cws" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE" || true

@@ -3,7 +3,7 @@
 # per run and then kept up to date in memory.
 SIG_TAIL=()
 SIG_TAIL_READ=0
-sig_record() {
+stall_sig_record() {
   local n=$1 sig=$2 last='' keep=$((CONVERGENCE_WINDOW > 6 ? CONVERGENCE_WINDOW : 6))
   if ((!SIG_TAIL_READ)); then
     mapfile -t SIG_TAIL < <(tail -n "$keep" -- "$LOOP_DIR/.action-sig.log" 2>/dev/null || true)
@@ -23,7 +23,7 @@ sig_record() {
   fi
 }
 
-# stall_check_v (after sig_record): REPLY is stalled, oscillating or nothing.
+# stall_check_v (after stall_sig_record): REPLY is stalled, oscillating or nothing.
 stall_check_v() {
   local -a sigs=("${SIG_TAIL[@]#*$'\t'}")
   local n=${#sigs[@]}
@@ -45,7 +45,7 @@ stall_check_v() {
 
 # The same verify failure three iterations in a row while the tree kept changing: this
 # iteration (in R) and the two before it (from their result.env).
-repeat_failure_check() {
+stall_repeat_failure_check() {
   local n=$1 i d line k v
   local -A P=()
   [[ ${R[VERIFY]:-} == "$VERIFY_FAIL" && -n ${R[VERIFY_SIG]:-} && ${R[TREE_BEFORE]:-} != "${R[TREE_AFTER]:-}" ]] || return 1
@@ -66,12 +66,12 @@ repeat_failure_check() {
 }
 REPEAT_SIG=
 
-# record_abort N DIR TREE_BEFORE TREE_AFTER: an integrity violation ends the iteration
+# stall_record_abort N DIR TREE_BEFORE TREE_AFTER: an integrity violation ends the iteration
 # ABORTED; its change is left in the work tree, uncommitted, for a human to review.
-# abort_snapshot_v BEFORE: REPLY is the tree the aborted iteration left, for its record; when
+# stall_abort_snapshot_v BEFORE: REPLY is the tree the aborted iteration left, for its record; when
 # git's own configuration is what changed, no git command of the runner's runs at all (a
 # planted filter, hook or monitor would run inside it): the record says BEFORE.
-abort_snapshot_v() {
+stall_abort_snapshot_v() {
   if [[ $INTEGRITY_REASON == "$REASON_GIT_TAMPER" ]]; then
     REPLY=$1
     return 0
@@ -79,7 +79,7 @@ abort_snapshot_v() {
   tree_snapshot
 }
 
-record_abort() {
+stall_record_abort() {
   local n=$1 dir=$2
   # An iteration directory the agent swapped for a link: the record goes into a real one.
   if [[ -L $dir ]]; then
@@ -92,7 +92,7 @@ record_abort() {
   R[STOP_REASON]=$INTEGRITY_REASON
   R[EXIT_CODE]=$EXIT_INTEGRITY
   R[SUMMARY]="$INTEGRITY_REASON: $PIN_BAD changed"
-  if schedule_stop_msg_v "$PIN_BAD" || home_stop_msg_v "$PIN_BAD" || userrefs_stop_msg_v "$PIN_BAD" ||
+  if schedule_stop_msg_v "$PIN_BAD" || home_stop_msg_v "$PIN_BAD" || user_refs_stop_msg_v "$PIN_BAD" ||
     holdout_stop_msg_v "$PIN_BAD" "$dir"; then
     R[SUMMARY]=$REPLY
   fi
@@ -100,19 +100,19 @@ record_abort() {
     R[SUMMARY]="git_tamper: remove what is there, then 'orbit recover --repin' recreates the workspace $WS from $LOOP_BRANCH (it is no longer the loop's worktree: $PIN_HAVE)"
   fi
   printf -v 'R[ENDED_AT]' '%(%s)T' -1
-  ledger_iter_sum_v "$n"
+  record_ledger_iter_sum_v "$n"
   R[COST_MICROUSD]=$REPLY
   R[COST_KIND]=$RUN_COST_KIND
   R[CB_FAILS]=${S[CB_FAILS]}
   R[VERIFY_STREAK]=${S[VERIFY_STREAK]}
-  result_record "$dir"
+  resume_result_record "$dir"
   printf 'withheld: integrity violation\n' >"$dir/commit.txt"
-  finalize "$n"
+  iteration_finalize "$n"
 }
 
-# sched_logs_rotate: the schedulers' logs of this loop (cron.log, systemd.log: every tick
+# stall_sched_logs_rotate: the schedulers' logs of this loop (cron.log, systemd.log: every tick
 # appends to them, a DONE loop's footer too) are kept under 1 MiB, the older part in .1.
-sched_logs_rotate() {
+stall_sched_logs_rotate() {
   local f
   for f in "$LOOP_DIR/cron.log" "$LOOP_DIR/systemd.log"; do
     if [[ -f $f && ! -L $f ]] && (($(wc -c <"$f") > 1048576)); then

@@ -29,7 +29,7 @@ sweep_env() {
 }
 
 # ---- the subreaper (lib/runner/reaper.sh): the agent's wrapper asks for it too, through the
-# ---- same perl (run_agent), so that what an agent run left is swept when the agent exits.
+# ---- same perl (agent_run), so that what an agent run left is swept when the agent exits.
 # SWEEP_REAPER is that perl's argv, empty where perl or the number is missing.
 SWEEP_REAPER=()
 SWEEP_REAPER_SET=0
@@ -45,9 +45,9 @@ sweep_reaper_v() {
   SWEEP_REAPER=("$perl" -e "$REAPER_PL" "$REPLY")
 }
 
-# sweep_reaping: the runner takes the kernel's answer to reaper_exec (orbit_reaping_on) and
+# sweep_reaping: the runner takes the kernel's answer to reaper_exec (proc_reaping_on) and
 # drops the variable, which nothing it runs gets.
 sweep_reaping() {
-  [[ ${ORBIT_SUBREAPER:-} == 1 ]] && orbit_reaping_on
+  [[ ${ORBIT_SUBREAPER:-} == 1 ]] && proc_reaping_on
   unset ORBIT_SUBREAPER
 }

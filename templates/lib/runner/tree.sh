@@ -13,7 +13,7 @@ tree_snapshot() {
   # The agent's folder stays out through info/exclude (an exclude pathspec naming an ignored
   # path makes git add fail).
   tree_add "$WS" "$idx"
-  tree_write_v "$WS" "$idx"
+  setup_tree_write_v "$WS" "$idx"
 }
 
 # tree_add DIR INDEX: `git add -A` of the work tree DIR into the private index INDEX, each
@@ -44,7 +44,7 @@ tree_add() {
     GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$dir" update-index --no-skip-worktree -z --stdin 2>>"$ORBIT_LOG_FILE" || return 1
   ((rc == 0)) || return 1
   for p in "${links[@]}"; do
-    if ! path_plain "$dir" "$p"; then
+    if ! tree_path_plain "$dir" "$p"; then
       gone+=("$p")
     elif [[ -e $dir/$p/.git || ! -d $dir/$p ]]; then
       update+=("$p")
@@ -59,8 +59,8 @@ tree_add() {
     GIT_INDEX_FILE=$idx GIT_OPTIONAL_LOCKS=0 git -C "$dir" update-index --add --remove -z --stdin 2>>"$ORBIT_LOG_FILE"
 }
 
-# path_plain DIR PATH: no component of PATH (relative, /-separated) under DIR is a symlink.
-path_plain() {
+# tree_path_plain DIR PATH: no component of PATH (relative, /-separated) under DIR is a symlink.
+tree_path_plain() {
   local at=$1 part
   local -a parts=()
   IFS=/ read -r -a parts <<<"$2"
@@ -72,17 +72,17 @@ path_plain() {
 
 # Changed paths between two trees, NUL-separated.
 tree_changes() {
-  git_q diff --no-renames --name-only -z "$1" "$2" -- 2>/dev/null || true
+  config_git_q diff --no-renames --name-only -z "$1" "$2" -- 2>/dev/null || true
 }
 
-# changes_v BEFORE AFTER: CHANGES_FILE lists the changed paths (NUL-separated, computed
+# tree_changes_v BEFORE AFTER: CHANGES_FILE lists the changed paths (NUL-separated, computed
 # once per pair of trees), CHANGES_COUNT counts them, and REPLY is the first 20 of them on
 # one line, cleaned for the record.
 CHANGES_KEY=
 CHANGES_FILE=
 CHANGES_COUNT=0
 CHANGES_SHOWN=
-changes_v() {
+tree_changes_v() {
   local LC_ALL=C
   local -a names=()
   if [[ $CHANGES_KEY != "$1 $2" ]]; then
@@ -105,7 +105,7 @@ changes_v() {
 # Status 1 when git cannot say.
 tree_at_v() {
   tree_add "$1" "$2" || return 1
-  tree_write_v "$1" "$2"
+  setup_tree_write_v "$1" "$2"
 }
 
 # tree_index_of_v DIR: REPLY is the private index the runner snapshots the work tree DIR

@@ -246,7 +246,7 @@ trust_check() {
     TRUST_REASON=$REASON_PERMISSION_HIJACK TRUST_BAD=${HOME_BAD:-the held files in HOME} TRUST_WANT=$HOME_WANT TRUST_HAVE=$HOME_HAVE
     return 1
   fi
-  if [[ $refs != gate ]] && ! userrefs_check "$mode"; then
+  if [[ $refs != gate ]] && ! user_refs_check "$mode"; then
     TRUST_REASON=$REASON_GIT_TAMPER TRUST_BAD=$USERREFS_BAD TRUST_WANT=$USERREFS_WANT TRUST_HAVE=$USERREFS_HAVE
     return 1
   fi
@@ -279,7 +279,7 @@ trust_check() {
   now=$REPLY
   # The loop directory itself removed, emptied or replaced (by a link, say): its listing is
   # empty. The run stops here, before anything is written into it or through a link.
-  if [[ -z $now ]] || ! loop_dir_whole; then
+  if [[ -z $now ]] || ! trust_loop_dir_whole; then
     trust_loop_lost "$mode"
     return 1
   fi
@@ -290,7 +290,7 @@ trust_check() {
   if [[ -n $pinned ]]; then
     orbit_pin_reason_v "$pinned"
     TRUST_REASON=$REPLY TRUST_BAD=$pinned
-    pin_want_v "$pinned" || REPLY=absent
+    pins_want_v "$pinned" || REPLY=absent
     TRUST_WANT=$REPLY TRUST_HAVE=missing
     if orbit_regular "$LOOP_DIR/$pinned"; then
       orbit_sha256_file_v "$LOOP_DIR/$pinned"
@@ -361,9 +361,9 @@ trust_loop_changes() {
   done <<<"$diffs"
 }
 
-# loop_dir_whole: the loop directory is still a directory of its own (not gone, not a link):
+# trust_loop_dir_whole: the loop directory is still a directory of its own (not gone, not a link):
 # the runner may write into it.
-loop_dir_whole() {
+trust_loop_dir_whole() {
   [[ -d $LOOP_DIR && ! -L $LOOP_DIR ]]
 }
 
@@ -390,15 +390,15 @@ trust_loop_lost() {
   TRUST_REASON=$REASON_LOOP_TAMPER TRUST_BAD=$LOOP_DIR TRUST_WANT='the loop directory as the runner left it' TRUST_HAVE=$what
   [[ $BASHPID == "$$" ]] || return 0
   if [[ $what == emptied && -w $LOOP_DIR ]]; then
-    pin_finding "$LOOP_DIR" "$TRUST_WANT" "$what"
-    orbit_event integrity_fail "$CUR_ITER" when "after a run ($1)" code "$REASON_LOOP_TAMPER" file "$LOOP_DIR" expected "$TRUST_WANT" actual "$what"
+    pins_finding "$LOOP_DIR" "$TRUST_WANT" "$what"
+    state_event integrity_fail "$CUR_ITER" when "after a run ($1)" code "$REASON_LOOP_TAMPER" file "$LOOP_DIR" expected "$TRUST_WANT" actual "$what"
     orbit_log "integrity: the loop directory $LOOP_DIR was $what (loop_tamper)"
-    finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "$REASON_LOOP_TAMPER" "the loop directory was $what during the run; review what is left, restore it from a copy (or orbit init the loop again), then orbit recover" >&8
+    resume_finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "$REASON_LOOP_TAMPER" "the loop directory was $what during the run; review what is left, restore it from a copy (or orbit init the loop again), then orbit recover" >&8
   fi
   orbit_log_to ''
   orbit_log "integrity: the loop directory $LOOP_DIR was $what during the run (loop_tamper): nothing can be recorded in it; the run stops (exit $EXIT_INTEGRITY)"
   sweep_env "ORBIT_OWNER=$LOOP_DIR" wait
-  footer "$STATUS_CONTINUE" "ABORTED (loop_tamper): the loop directory was $what; nothing could be recorded in it: restore it from a copy or orbit init the loop again" >&8
+  config_footer "$STATUS_CONTINUE" "ABORTED (loop_tamper): the loop directory was $what; nothing could be recorded in it: restore it from a copy or orbit init the loop again" >&8
   exit "$EXIT_INTEGRITY"
 }
 
@@ -419,24 +419,24 @@ trust_note() {
   esac
 }
 
-# integrity_gate WHEN: check every pin against the held manifest, then the loop directory
+# trust_integrity_gate WHEN: check every pin against the held manifest, then the loop directory
 # and git's control files against the runner's memory. What an agent or check run changed
-# was looked at as soon as it ended (run_agent, run_verify: TRUST_BAD), before the runner
+# was looked at as soon as it ended (agent_run, checks_run_verify: TRUST_BAD), before the runner
 # wrote anything; this looks at what changed since. On a mismatch, status 1 with
 # INTEGRITY_REASON set (the caller stops ABORTED, EXIT_INTEGRITY).
-integrity_gate() {
+trust_integrity_gate() {
   local when=$1 reason
-  if workspace_intact; then
+  if trust_workspace_intact; then
     # git's control files first (the pin check itself runs git), then the pins, then the
     # rest of the loop directory.
-    pin_finding ''
+    pins_finding ''
     if { [[ -z $TRUST_BAD ]] && trust_check gate; } && pins_check; then
-      orbit_event integrity_pass "$CUR_ITER" when "$when"
+      state_event integrity_pass "$CUR_ITER" when "$when"
       return 0
     fi
     if [[ -n $TRUST_BAD ]]; then
       reason=$TRUST_REASON
-      pin_finding "$TRUST_BAD" "$TRUST_WANT" "$TRUST_HAVE"
+      pins_finding "$TRUST_BAD" "$TRUST_WANT" "$TRUST_HAVE"
     else
       orbit_pin_reason_v "$PIN_BAD"
       reason=$REPLY
@@ -444,29 +444,29 @@ integrity_gate() {
   else
     reason=$REASON_GIT_TAMPER
   fi
-  orbit_event integrity_fail "$CUR_ITER" when "$when" code "$reason" file "$PIN_BAD" expected "$PIN_WANT" actual "$PIN_HAVE"
+  state_event integrity_fail "$CUR_ITER" when "$when" code "$reason" file "$PIN_BAD" expected "$PIN_WANT" actual "$PIN_HAVE"
   orbit_log "integrity: $PIN_BAD changed ($reason): expected $PIN_WANT, found $PIN_HAVE"
   INTEGRITY_REASON=$reason
   return 1
 }
 INTEGRITY_REASON=
 
-# integrity_reward_hack WHEN FILE WANT HAVE: a reward hack the DONE gate found in the change
-# itself rather than in a pin (a line that names the holdout), recorded as integrity_gate
+# trust_integrity_reward_hack WHEN FILE WANT HAVE: a reward hack the DONE gate found in the change
+# itself rather than in a pin (a line that names the holdout), recorded as trust_integrity_gate
 # records a broken pin, INTEGRITY_REASON reward_hack (the caller stops ABORTED,
 # EXIT_INTEGRITY).
-integrity_reward_hack() {
-  pin_finding "$2" "$3" "$4"
-  orbit_event integrity_fail "$CUR_ITER" when "$1" code "$REASON_REWARD_HACK" file "$2" expected "$3" actual "$4"
+trust_integrity_reward_hack() {
+  pins_finding "$2" "$3" "$4"
+  state_event integrity_fail "$CUR_ITER" when "$1" code "$REASON_REWARD_HACK" file "$2" expected "$3" actual "$4"
   orbit_log "integrity: $2 ($REASON_REWARD_HACK): expected $3, found $4"
   INTEGRITY_REASON=$REASON_REWARD_HACK
 }
 
-# workspace_intact: the workspace is still the worktree the run found: not a symlink, and its
+# trust_workspace_intact: the workspace is still the worktree the run found: not a symlink, and its
 # .git file names the same git directory. An agent that swaps it for a link (to the user's
 # checkout, say) would have the loop's git calls, and its commits, land there. (Read with
 # bash alone: this is asked before and after every agent run.)
-workspace_intact() {
+trust_workspace_intact() {
   local line=''
   if [[ -n $GIT_DIR_ABS && ! -L $WS && -f $WS/.git && ! -L $WS/.git ]]; then
     IFS= read -r line <"$WS/.git" 2>/dev/null || true
@@ -475,14 +475,14 @@ workspace_intact() {
     fi
   fi
   if [[ -L $WS ]]; then
-    pin_finding "$WS" "the worktree of $GIT_DIR_ABS" "a symlink to $(readlink -- "$WS" 2>/dev/null || true)"
+    pins_finding "$WS" "the worktree of $GIT_DIR_ABS" "a symlink to $(readlink -- "$WS" 2>/dev/null || true)"
   else
-    pin_finding "$WS" "the worktree of $GIT_DIR_ABS" "no worktree of this loop (${line:-no .git file})"
+    pins_finding "$WS" "the worktree of $GIT_DIR_ABS" "no worktree of this loop (${line:-no .git file})"
   fi
   return 1
 }
 
-integrity_stop() {
+trust_integrity_stop() {
   local msg
   msg="$INTEGRITY_REASON: $PIN_BAD changed; review it, then 'orbit recover --restore-pinned' to undo or 'orbit recover --repin' to accept"
   if [[ $INTEGRITY_REASON == "$REASON_GIT_TAMPER" && $PIN_BAD == "$WS" ]]; then
@@ -491,14 +491,14 @@ integrity_stop() {
   if [[ $INTEGRITY_REASON == "$REASON_GOAL_DRIFT" ]]; then
     msg="goal_drift: goal.md changed; review it, then 'orbit recover --repin-goal' to accept or '--restore-pinned' to undo"
   fi
-  if schedule_stop_msg_v "$PIN_BAD" || home_stop_msg_v "$PIN_BAD" || userrefs_stop_msg_v "$PIN_BAD"; then
+  if schedule_stop_msg_v "$PIN_BAD" || home_stop_msg_v "$PIN_BAD" || user_refs_stop_msg_v "$PIN_BAD"; then
     msg=$REPLY
   fi
-  finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "$INTEGRITY_REASON" "$msg"
+  resume_finish "$EXIT_INTEGRITY" "$STATUS_ABORTED" "$INTEGRITY_REASON" "$msg"
 }
 
 # The first run pins goal.md, every protected path and the agent permission files.
-first_run_pins() {
+trust_first_run_pins() {
   local pins_text g f
   pins_text=$(cat -- "$LOOP_DIR/pins.sha256")
   pins_text=$(printf '%s\n' "$pins_text" | grep -v '  goal\.md$' || true)
@@ -509,13 +509,13 @@ first_run_pins() {
     printf '%s  goal.md\n' "$(orbit_sha256_file "$LOOP_DIR/goal.md")"
     {
       for g in "${PROTECT_GLOBS[@]}"; do
-        protected_files "$g"
+        trust_protected_files "$g"
       done
-      permission_files
+      pins_permission_files
       for f in "${PERMISSION_FOUND[@]}"; do
         printf '%s\0' "$f"
       done
-      loop_copy_files
+      trust_loop_copy_files
     } | sort -zu | while IFS= read -r -d '' f; do
       if [[ $f == .orbit-agent/* ]]; then
         continue
@@ -528,37 +528,37 @@ first_run_pins() {
     done
   } >"$LOOP_DIR/.pins.sha256.tmp.$$"
   mv -f -- "$LOOP_DIR/.pins.sha256.tmp.$$" "$LOOP_DIR/pins.sha256"
-  pins_sets_write
+  trust_pins_sets_write
   mkdir -p -- "$LOOP_DIR/.pins"
   cp -p -- "$LOOP_DIR/goal.md" "$LOOP_DIR/.pins/goal.md"
 }
 
-# loop_copy_files: the files of the loop directory's copy in the workspace, NUL-separated,
+# trust_loop_copy_files: the files of the loop directory's copy in the workspace, NUL-separated,
 # relative to the workspace's root: a loop directory committed to the repository (as the
 # Kubernetes and GitHub Actions schedules need it) is in every checkout of the branch, and
 # its copy in the workspace is one the agent can write. The runner never reads or runs it;
 # pinned, a change to it stops the loop (script_tamper) before it could be committed and,
 # merged, become the loop's own run-loop.sh.
-loop_copy_files() {
+trust_loop_copy_files() {
   local rel
   [[ $LOOP_DIR == "$REPO_ROOT"/* ]] || return 0
   rel=${LOOP_DIR#"$REPO_ROOT"/}
   git -C "$WS" ls-files -z --cached -- ":(literal)$rel/" 2>/dev/null || true
 }
 
-# pins_sets_write: pins.sets, one line per protect glob: the sha256 of the set of paths it
-# matches (protected_set_v). Written at the first run (and by orbit recover --repin).
-pins_sets_write() {
+# trust_pins_sets_write: pins.sets, one line per protect glob: the sha256 of the set of paths it
+# matches (pins_protected_set_v). Written at the first run (and by orbit recover --repin).
+trust_pins_sets_write() {
   local g text=''
   for g in "${PROTECT_GLOBS[@]}"; do
-    protected_set_v "$g" || orbit_die "$EXIT_PREFLIGHT" "cannot list the files of the protect glob '$g' in $WS"
+    pins_protected_set_v "$g" || orbit_die "$EXIT_PREFLIGHT" "cannot list the files of the protect glob '$g' in $WS"
     text+="$REPLY  $g"$'\n'
   done
-  orbit_write_file "$LOOP_DIR/pins.sets" "$text" || orbit_records_fail "$LOOP_DIR/pins.sets"
+  state_write_file "$LOOP_DIR/pins.sets" "$text" || state_records_fail "$LOOP_DIR/pins.sets"
 }
 
 # Files matched by one protect glob, NUL-separated, relative to the workspace's root.
-protected_files() {
+trust_protected_files() {
   pins_set_list "$1" || true
 }
 

@@ -8,11 +8,11 @@
 USERREFS=
 USERREFS_HELD=0
 
-# userrefs_v: REPLY is the user's refs as they are: `OBJECT REF` lines, sorted, then the
+# user_refs_v: REPLY is the user's refs as they are: `OBJECT REF` lines, sorted, then the
 # checkout's `WHERE HEAD` (the branch it is on, or the commit it is detached at). One git
 # call: the checkout's HEAD is read from its file where it is one git writes plainly (a
 # branch or a commit id), with git otherwise (the reftable backend).
-userrefs_v() {
+user_refs_v() {
   local head='' line out
   out=$(git -C "$REPO_ROOT" for-each-ref --format='%(objectname) %(refname)' refs/heads refs/stash 2>/dev/null) || out=''
   REPLY=''
@@ -35,7 +35,7 @@ userrefs_v() {
   REPLY+=$'\n'"$head HEAD"
 }
 
-# userrefs_check MODE: after an agent or check run (MODE agent or check), status 1 when a
+# user_refs_check MODE: after an agent or check run (MODE agent or check), status 1 when a
 # ref of the user's moved during it, with USERREFS_BAD (the ref), USERREFS_WANT and
 # USERREFS_HAVE, and the fix in USERREFS_FIX; at the runner's own looks (MODE runner) the refs
 # are taken as they are.
@@ -43,10 +43,10 @@ USERREFS_BAD=
 USERREFS_WANT=
 USERREFS_HAVE=
 USERREFS_FIX=
-userrefs_check() {
+user_refs_check() {
   local mode=$1 now line ref old new
   USERREFS_BAD=
-  userrefs_v
+  user_refs_v
   now=$REPLY
   if ((!USERREFS_HELD)) || [[ $mode == runner || $now == "$USERREFS" ]]; then
     USERREFS=$now USERREFS_HELD=1
@@ -78,22 +78,22 @@ userrefs_check() {
   return 0
 }
 
-# userrefs_stop_msg_v FILE: REPLY is the stop's message when FILE is the user's ref that
+# user_refs_stop_msg_v FILE: REPLY is the stop's message when FILE is the user's ref that
 # moved (status 1 otherwise).
-userrefs_stop_msg_v() {
+user_refs_stop_msg_v() {
   [[ -n $USERREFS_BAD && $1 == "$USERREFS_BAD" ]] || return 1
   REPLY="$REASON_GIT_TAMPER: $USERREFS_BAD of your repository moved while the agent or a check ran ($USERREFS_WANT -> $USERREFS_HAVE): nothing of the loop moves it; if you did not, $USERREFS_FIX; then 'orbit recover --repin'"
 }
 
-# project_defaults_note_v SUMMARY: REPLY is a DONE's SUMMARY with a note when the loop's
+# user_refs_project_defaults_note_v SUMMARY: REPLY is a DONE's SUMMARY with a note when the loop's
 # branch changes orbit.toml, the project's defaults for orbit init (status 1 when it does
 # not): merged, it would set what the user's next orbit init renders (the sandbox, a
 # notification command), so it is one to review, not to take with the work.
-project_defaults_note_v() {
+user_refs_project_defaults_note_v() {
   local base
   base=$(cat -- "$LOOP_DIR/.baseline-commit" 2>/dev/null) || return 1
   [[ $base =~ ^[0-9a-f]{40,64}$ ]] || return 1
-  git_q diff --quiet "$base" HEAD -- orbit.toml 2>/dev/null && return 1
+  config_git_q diff --quiet "$base" HEAD -- orbit.toml 2>/dev/null && return 1
   orbit_log "note: the loop's branch changes orbit.toml (the project's defaults for orbit init): review it before you merge"
   REPLY="$1 (note: the branch changes orbit.toml, the project's defaults for orbit init: review it before you merge)"
 }

@@ -39,12 +39,12 @@ workspace_path_v() {
 workspace_git_facts() {
   local out f hooks rel off=0
   local -a facts=()
-  out=$(git_q rev-parse --absolute-git-dir --git-path hooks 2>/dev/null) ||
+  out=$(config_git_q rev-parse --absolute-git-dir --git-path hooks 2>/dev/null) ||
     preflight_fail "the workspace $WS is not a git worktree: run orbit recover to recreate it"
   mapfile -t facts <<<"$out"
   GIT_DIR_ABS=${facts[0]} hooks=${facts[1]-}
   if [[ $hooks != /* ]]; then
-    rel=$(git_q config --get core.hooksPath 2>/dev/null || true)
+    rel=$(config_git_q config --get core.hooksPath 2>/dev/null || true)
     hooks=$WS/$hooks
     # A relative core.hooksPath is the work tree's own. The hooks are your checkout's, as
     # git there runs them (an install step such as husky's made them there): never the
@@ -72,7 +72,7 @@ workspace_git_facts() {
       fi
     fi
   done
-  if [[ $(git_q config --bool --get commit.gpgsign 2>/dev/null || true) == true ]]; then
+  if [[ $(config_git_q config --bool --get commit.gpgsign 2>/dev/null || true) == true ]]; then
     COMMIT_PLUMBING=0
   fi
   for f in rebase-merge rebase-apply MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG; do
@@ -130,15 +130,15 @@ workspace_add() {
   # Another git of this repository (another loop making its worktree, a commit) may hold a
   # lock for a moment: a failed add that left nothing is tried again, three times in all.
   for try in 1 2 3; do
-    if repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" >/dev/null; then
-      repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -- "$WS" "$LOOP_BRANCH" >>"$ORBIT_LOG_FILE" 2>&1 && return 0
+    if config_repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" >/dev/null; then
+      config_repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -- "$WS" "$LOOP_BRANCH" >>"$ORBIT_LOG_FILE" 2>&1 && return 0
     else
-      repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -b "$LOOP_BRANCH" -- "$WS" "$1" >>"$ORBIT_LOG_FILE" 2>&1 && return 0
+      config_repo_git worktree add -q --lock --reason "orbit loop $LOOP_DIR" -b "$LOOP_BRANCH" -- "$WS" "$1" >>"$ORBIT_LOG_FILE" 2>&1 && return 0
     fi
     # One that failed checking the files out (an LFS object missing) leaves a worktree
     # behind: it goes, so that the next start, the cause fixed, makes it anew.
     if [[ -f $WS/.git ]]; then
-      repo_git worktree remove -f -f -- "$WS" >>"$ORBIT_LOG_FILE" 2>&1 || true
+      config_repo_git worktree remove -f -f -- "$WS" >>"$ORBIT_LOG_FILE" 2>&1 || true
       workspace_lfs_hint_v
       [[ -z $REPLY ]] || return 1
     fi
@@ -162,33 +162,33 @@ workspace_ensure() {
     if [[ -e $WS && -n $(ls -A -- "$WS" 2>/dev/null) ]]; then
       preflight_fail "the workspace $WS exists but is not a git worktree: move it away, then rerun (the loop recreates it from $LOOP_BRANCH)"
     fi
-    repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" >/dev/null ||
+    config_repo_git rev-parse --verify -q "refs/heads/$LOOP_BRANCH" >/dev/null ||
       preflight_fail "the workspace $WS and the loop branch $LOOP_BRANCH are both gone: run orbit recover"
     rmdir -- "$WS" 2>/dev/null || true
     # Its registration is locked (so that prune keeps a live loop's workspace): this one
     # registration goes (-f -f: missing and locked). Never a `git worktree prune`, which
     # could take another loop's workspace while that one is being added.
-    repo_git worktree remove -f -f -- "$WS" 2>>"$ORBIT_LOG_FILE" || true
+    config_repo_git worktree remove -f -f -- "$WS" 2>>"$ORBIT_LOG_FILE" || true
     if ! workspace_add "$LOOP_BRANCH"; then
       workspace_lfs_hint_v
       preflight_fail "cannot recreate the workspace $WS from $LOOP_BRANCH (see runner.log)$REPLY"
     fi
     setup_forget "$WS"
-    modules_checkout "$WS"
+    setup_modules_checkout "$WS"
     orbit_log "the workspace $WS was missing: recreated from $LOOP_BRANCH"
-    orbit_event workspace_recreated "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH"
+    state_event workspace_recreated "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH"
   fi
   workspace_git_facts
-  if ! ws_on_branch; then
+  if ! workspace_ws_on_branch; then
     workspace_head_restore "start"
   fi
   if [[ -f $LOOP_DIR/.branch-head ]]; then
     want=$(<"$LOOP_DIR/.branch-head")
-    head=$(git_q rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)
-    if [[ -n $want && $head != "$want" ]] && ! git_q merge-base --is-ancestor "$want" "$head" 2>/dev/null; then
-      footer "$STATUS_CONTINUE" "the loop branch $LOOP_BRANCH was moved by hand: run orbit audit, then orbit recover"
+    head=$(config_git_q rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)
+    if [[ -n $want && $head != "$want" ]] && ! config_git_q merge-base --is-ancestor "$want" "$head" 2>/dev/null; then
+      config_footer "$STATUS_CONTINUE" "the loop branch $LOOP_BRANCH was moved by hand: run orbit audit, then orbit recover"
       orbit_log "error: the loop branch $LOOP_BRANCH was moved by hand: it was at ${want:0:12}, it is at ${head:0:12}, which does not contain it. To go on from where it is now, run 'orbit recover $LOOP_DIR'; to undo the move, 'git branch -f $LOOP_BRANCH $want'"
-      orbit_event branch_moved "${S[NEXT_ITERATION]}" expected "$want" actual "$head"
+      state_event branch_moved "${S[NEXT_ITERATION]}" expected "$want" actual "$head"
       notify_stop_early "$NOTIFY_EVENT_PREFLIGHT_FAILED" "the loop branch $LOOP_BRANCH was moved by hand"
       lock_release
       exit "$EXIT_PREFLIGHT"
@@ -201,30 +201,30 @@ workspace_ensure() {
 # work tree is left as it is: whatever it holds is the agent's change, judged as such.
 workspace_head_restore() {
   local cur
-  cur=$(git_q symbolic-ref -q --short HEAD 2>/dev/null || git_q rev-parse --short HEAD 2>/dev/null || true)
+  cur=$(config_git_q symbolic-ref -q --short HEAD 2>/dev/null || config_git_q rev-parse --short HEAD 2>/dev/null || true)
   orbit_log "the workspace's HEAD is on '${cur:-?}', not the loop branch $LOOP_BRANCH ($1): pointing it back (the work tree is kept)"
-  orbit_event workspace_head_moved "$CUR_ITER" when "$1" found "${cur:-?}"
-  git_q symbolic-ref -m "orbit: back to the loop branch" HEAD "refs/heads/$LOOP_BRANCH" 2>>"$ORBIT_LOG_FILE" ||
+  state_event workspace_head_moved "$CUR_ITER" when "$1" found "${cur:-?}"
+  config_git_q symbolic-ref -m "orbit: back to the loop branch" HEAD "refs/heads/$LOOP_BRANCH" 2>>"$ORBIT_LOG_FILE" ||
     orbit_die "$EXIT_PREFLIGHT" "cannot point the workspace's HEAD back to $LOOP_BRANCH"
   commit_forget_last
 }
 
-# ws_on_branch: status 0 when the workspace's HEAD names the loop branch, read from the file
+# workspace_ws_on_branch: status 0 when the workspace's HEAD names the loop branch, read from the file
 # git keeps it in (no process: this is asked after every agent run).
-ws_on_branch() {
+workspace_ws_on_branch() {
   local line=''
   IFS= read -r line <"$GIT_DIR_ABS/HEAD" 2>/dev/null || true
   [[ $line == "ref: refs/heads/$LOOP_BRANCH" ]]
 }
 
-# branch_head_record [COMMIT]: the loop branch's head as the loop left it (COMMIT, the one it
+# workspace_branch_head_record [COMMIT]: the loop branch's head as the loop left it (COMMIT, the one it
 # just made, or git's answer), kept to tell a move by hand from the loop's own commits and
 # the agent's, which only add to it. Not synced: one lost on a crash leaves an older head,
 # still in the branch's history.
-branch_head_record() {
+workspace_branch_head_record() {
   local head=${1:-}
   if [[ -z $head ]]; then
-    head=$(git_q rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)
+    head=$(config_git_q rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)
   fi
   if [[ -n $head ]]; then
     { printf '%s\n' "$head" >"$LOOP_DIR/.branch-head.tmp" &&

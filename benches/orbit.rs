@@ -62,14 +62,24 @@
 //!     `npm ci`) looped to DONE in one claim, with the setup run again in the claim's clean
 //!     checkout and with it copied from the cache (`--setup-input`): wall time to DONE each.
 //!
+//! 15. Resume after kill -9 (benches/parts/resume.rs): a two-iteration loop killed by
+//!     SIGKILL (the runner's bash alone, or the whole run as a machine crash leaves it) at
+//!     random points of an agent run, a check run, the DONE gate and the commit, seeded
+//!     (ORBIT_BENCH_SEED), then restarted as a user would: resumes that lost nothing, the
+//!     time from the restart to the agent's next run, and the work repeated.
+//!
 //! Set ORBIT_BENCH_RUNS to change the number of samples (default 15; 5 for the queue's,
-//! adequacy's and the claim's), ORBIT_BENCH_ONLY to one of init, parse, runner, audit, status,
-//! fanout, clean, sandbox, done, verify, serve, queue, adequacy, claim to run a single part.
+//! adequacy's and the claim's; the resume's trials, 24 by default), ORBIT_BENCH_ONLY to one
+//! of init, parse, runner, audit, status, fanout, clean, sandbox, done, verify, serve, queue,
+//! adequacy, claim, resume to run a single part.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "parts/resume.rs"]
+mod resume;
 
 fn orbit() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_orbit"))
@@ -1767,6 +1777,9 @@ fn main() {
     }
     if part("claim") {
         bench_claim(&mut rows);
+    }
+    if part("resume") {
+        resume::bench_resume(&mut rows);
     }
     let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(10);
     println!(

@@ -101,7 +101,6 @@ impl<'a> Checkout<'a> {
     }
 }
 
-
 impl Drop for Checkout<'_> {
     fn drop(&mut self) {
         let p = self.path.display().to_string();

@@ -280,6 +280,84 @@ fn a_double_crash_resumes_without_repair_and_loses_nothing() {
     assert_eq!((a.verdict.as_str(), a.code), ("DONE", 0), "{}", a.json);
 }
 
+/// A sed first on PATH that, called by a subshell of the runner to indent quoted text (the
+/// checks' feedback for progress.md, in a command substitution), SIGKILLs the runner above
+/// that subshell once, waits until it is dead, then does its work: its write to the dead
+/// runner's pipe fails (SIGPIPE). It leaves its exit status in `mark`.
+fn sed_that_kills_the_runner(repo: &Repo, mark: &Path) {
+    let shim = repo.bin.path().join("sed");
+    fs::write(
+        &shim,
+        format!(
+            r#"#!/usr/bin/env bash
+real=$(PATH=${{PATH#*:}} command -v sed)
+runner='' p=$PPID
+while [[ -r /proc/$p/cmdline ]] && tr '\0' ' ' </proc/$p/cmdline | grep -q 'run-loop\.sh'; do
+  runner=$p
+  p=$(awk '{{print $4}}' /proc/$p/stat)
+done
+if [[ $1 == 's/^/    /' && -n $runner && $runner != "$PPID" && ! -e {mark} ]]; then
+  : >{mark}
+  kill -KILL "$runner"
+  while [[ -e /proc/$runner && $(awk '{{print $3}}' /proc/$runner/stat 2>/dev/null) != Z ]]; do :; done
+  "$real" "$@"
+  st=$?
+  echo "$st" >{mark}
+  exit "$st"
+fi
+exec "$real" "$@"
+"#,
+            mark = mark.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&shim, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// SIGKILL of the runner while a subshell of it works leaves that subshell running, and its
+/// next write to the dead runner's pipe fails. That failure is the kill's, not the run's:
+/// right after, the records show the crash (the audit's CRASHED), never an "internal error"
+/// in runner.log that the audit reads as a run that failed (TOOL_FAILURE, P1, "fix the
+/// cause"); the rerun resumes to DONE. (Found by the resume benchmark: a kill in the commit
+/// step, where progress.md's entry quotes the feedback.)
+#[test]
+fn sigkill_while_a_subshell_of_the_runner_works_is_a_crash_not_an_internal_error() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 2);
+    let dir = repo.init_loop(&agent, &[&count_check(2)], &["--loop-timeout", "8h"]);
+    let mark = repo.bin.path().join("sed-killed-the-runner");
+    sed_that_kills_the_runner(&repo, &mark);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_eq!(out.status.code(), None, "SIGKILL\n{}", text(&out));
+    // The kill was made under the subshell, and the subshell's write then failed.
+    wait_for(
+        "the orphaned subshell's sed",
+        Duration::from_secs(30),
+        || fs::read_to_string(&mark).is_ok_and(|s| s.ends_with('\n')),
+    );
+    assert_eq!(fs::read_to_string(&mark).unwrap(), "141\n", "SIGPIPE");
+    wait_for("the orphaned subshell", Duration::from_secs(30), || {
+        processes_with_env(&marker(&dir)).is_empty()
+    });
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(!log.contains("internal error"), "{log}");
+    let a = audit(&repo, &dir);
+    assert_eq!(a.verdict, "CRASHED", "{}", a.json);
+    assert!(
+        !a.findings.iter().any(|(c, _)| c == "TOOL_FAILURE"),
+        "{}",
+        a.json
+    );
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "the rerun");
+    assert_eq!(committed_iterations(&repo), [1, 2]);
+    assert_records_agree(&dir);
+    let a = audit(&repo, &dir);
+    assert_eq!((a.verdict.as_str(), a.code), ("DONE", 0), "{}", a.json);
+    assert_no_process_left(&dir);
+}
+
 /// After a SIGKILL at each fault point, the audit never calls the loop CORRUPT nor raises
 /// a P0, and every finding names a fix; after the rerun it is DONE and clean.
 #[test]
@@ -433,7 +511,7 @@ fn an_expansion_error_that_skips_the_err_trap_still_ends_with_one_footer_and_a_r
     let dir = repo.init_loop(&agent, &[&count_check(1)], &[]);
     // The runner's code is in lib.sh (stripped of its indentation).
     let original = fs::read_to_string(dir.join("lib.sh")).unwrap();
-    let hook = "\norbit_fault before_agent\n";
+    let hook = "\nstate_fault before_agent\n";
     assert_eq!(original.matches(hook).count(), 1, "where the error goes");
     let broken = original.replacen(
         hook,

@@ -132,16 +132,16 @@ gate_clean() {
 # pass here again, and the tree to commit lacks a file they need (the clean checkout's
 # verdict, its run and feedback kept).
 gate_clean_or_flaky() {
-  local n=$1 dir=$2 failing=$VERIFY_FAILING kept="$ORBIT_TMP/verify.clean.out"
-  cp -- "$LAST_VERIFY_OUT" "$kept"
+  local n=$1 dir=$2 clean_failing=$VERIFY_FAILING gate_kept_out="$ORBIT_TMP/verify.clean.out"
+  cp -- "$LAST_VERIFY_OUT" "$gate_kept_out"
   checks_run_verify "$dir" "pass $PASS_K of $PASS_K again here, after it failed in the clean checkout"
   if ! trust_integrity_gate "after verify pass $PASS_K here"; then
     GATE_VERDICT="integrity"
     return 0
   fi
   if ((VERIFY_OK)); then
-    checks_failed_restore "$failing" "$kept"
-    GATE_VERDICT="the checks fail in a clean checkout of the tree to commit and pass here again (a file they need is ignored, untracked or outside the tree): $failing"
+    checks_failed_restore "$clean_failing" "$gate_kept_out"
+    GATE_VERDICT="the checks fail in a clean checkout of the tree to commit and pass here again (a file they need is ignored, untracked or outside the tree): $clean_failing"
     return 0
   fi
   checks_feedback_write "$dir" "$n" "${R[ATTEMPTS]}"

@@ -382,6 +382,15 @@ stop_red_gate_can_run() {
   done <"$VERIFY_TALLY_FILE"
 }
 
+# stop_runner_gone: status 0 when the runner's own shell ($$) has died (no such process,
+# or a zombie), as seen from a subshell that outlived it.
+stop_runner_gone() {
+  local st='' rc=0
+  st=$(ps -o stat= -p "$$" 2>/dev/null) || rc=$?
+  st=${st//[[:space:]]/}
+  [[ $st == Z* ]] || { ((rc == 1)) && [[ -z $st ]]; }
+}
+
 # An unexpected failure: say where, keep the footer contract, exit 1. State on disk is
 # whatever the last atomic write left; a rerun resumes from it.
 stop_internal_error() {
@@ -390,6 +399,12 @@ stop_internal_error() {
   # In a subshell (a command substitution) the error is logged and the subshell exits:
   # its parent fails in turn and prints the one footer of the run.
   if [[ $BASHPID != "$$" ]]; then
+    # A SIGKILL of the runner leaves the subshells it had running; what then fails in one
+    # (a write to the dead runner's pipe: SIGPIPE) is the kill's doing, not an internal
+    # error: the subshell exits without a word, and the records show the crash it was.
+    if stop_runner_gone; then
+      exit "$EXIT_FAILURE"
+    fi
     orbit_log "internal error: run-loop.sh line $1: '$2' failed (status $3)"
     exit "$EXIT_FAILURE"
   fi

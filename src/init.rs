@@ -1709,12 +1709,25 @@ mod tests {
                 .get_possible_values()
                 .first()
                 .map_or_else(|| "1".to_string(), |v| v.get_name().to_string());
-            let given = if arg.get_action().takes_values() {
-                setting_flags_given(&parsed(&[&flag, &value]))
+            // A flag that needs another (--setup-input names what keys a --setup) is given
+            // with it, and both are refused.
+            let with: &[&str] = if long == "setup-input" {
+                &["--setup", "make"]
             } else {
-                setting_flags_given(&parsed(&[&flag]))
+                &[]
             };
-            assert_eq!(given, vec![flag.clone()], "{flag} with --force");
+            let mut args = with.to_vec();
+            args.push(&flag);
+            if arg.get_action().takes_values() {
+                args.push(&value);
+            }
+            let given = setting_flags_given(&parsed(&args));
+            let mut expected = vec![flag.clone()];
+            expected.extend(with.first().map(|w| w.to_string()));
+            expected.sort();
+            let mut given_sorted = given.clone();
+            given_sorted.sort();
+            assert_eq!(given_sorted, expected, "{flag} with --force");
             refused.push(long);
         }
         // Every setting of the contract's table that `orbit init` takes a flag for is among them.

@@ -551,6 +551,9 @@ fn setting_values(s: &orbit::contract::Setting) -> (Vec<String>, Vec<String>) {
                 ]),
                 v(&["CARGO_NET_OFFLINE=true", "GOFLAGS=-mod=mod", ""]),
             ),
+            // Paths from the repository's top; a path is taken only beside a setup, which
+            // this walk's loop has none of (loop.toml refuses setup-inputs alone).
+            "setup-inputs" => (v(&["/lock", "a/../b.lock", "./b.lock"]), v(&[""])),
             // Free text put before the commit's subject.
             "commit-message-prefix" => (vec![], v(&["PROJ-123 ", "fix: ", ""])),
             key => panic!("setting {key}: give this walk the values its rule refuses"),

@@ -122,18 +122,30 @@ gate_clean() {
   checks_feedback_write "$dir" "$n" "${R[ATTEMPTS]}"
   state_event verify_fail "$n" run clean failing "$VERIFY_FAILING" code "$CODE_VERIFY_CLEAN"
   GATE_VERDICT="the checks fail in a clean checkout of the tree to commit (a file they need is ignored, untracked or outside the tree): $VERIFY_FAILING"
-  ((GATE_LAST_CLEAN)) && gate_clean_or_flaky "$n" "$dir"
+  ((GATE_LAST_CLEAN)) && gate_clean_or_flaky "$n" "$dir" "$cws"
   return 0
 }
 
-# gate_clean_or_flaky N DIR: the last pass failed in the clean checkout after every earlier
-# one passed here. The checks run here once more to tell the two apart: they fail here too,
-# on the same tree, and the check is flaky (VERIFY_FLAKY, as a pass here that fails is); they
-# pass here again, and the tree to commit lacks a file they need (the clean checkout's
-# verdict, its run and feedback kept).
+# gate_clean_or_flaky N DIR CWS: the last pass failed in the clean checkout CWS after every
+# earlier one passed here. The checks run again to tell a flaky check from a tree that lacks
+# a file they need: once more in the clean checkout (a pass there: the same checkout gave two
+# answers, VERIFY_FLAKY), then here (a failure here too: VERIFY_FLAKY, as a pass here that
+# fails is; a pass here again: the tree to commit lacks a file, the clean checkout's verdict
+# and feedback kept). Runs only on a failure, never on the way to DONE.
 gate_clean_or_flaky() {
-  local n=$1 dir=$2 clean_failing=$VERIFY_FAILING gate_kept_out="$ORBIT_TMP/verify.clean.out"
+  local n=$1 dir=$2 cws=$3 clean_failing=$VERIFY_FAILING gate_kept_out="$ORBIT_TMP/verify.clean.out"
   cp -- "$LAST_VERIFY_OUT" "$gate_kept_out"
+  gate_clean_verify "$cws" "$dir" "in the clean checkout again, after pass $PASS_K of $PASS_K failed there"
+  if ! trust_integrity_gate "after the clean checkout's checks again"; then
+    GATE_VERDICT="integrity"
+    return 0
+  fi
+  if ((VERIFY_OK)); then
+    checks_failed_restore "$clean_failing" "$gate_kept_out"
+    state_event verify_fail "$n" run clean failing "$clean_failing" flaky true code "$CODE_VERIFY_FLAKY"
+    GATE_VERDICT="VERIFY_FLAKY: verify passed, then failed on pass $PASS_K of $PASS_K in the clean checkout, then passed there again"
+    return 0
+  fi
   checks_run_verify "$dir" "pass $PASS_K of $PASS_K again here, after it failed in the clean checkout"
   if ! trust_integrity_gate "after verify pass $PASS_K here"; then
     GATE_VERDICT="integrity"

@@ -1038,3 +1038,50 @@ fn a_plain_loops_scripts_are_short_and_share_one_library() {
         1
     );
 }
+
+#[test]
+fn the_adequacy_mode_is_chosen_at_init_or_by_orbit_toml_and_written_to_loop_toml() {
+    for mode in ["off", "report", "gate"] {
+        let repo = Repo::new();
+        let out = repo.orbit(&[
+            "init",
+            "goal",
+            "--verify",
+            "true",
+            "--sandbox",
+            "none",
+            "--adequacy",
+            mode,
+        ]);
+        assert_ok(&out, "orbit init --adequacy");
+        let toml = fs::read_to_string(repo.join(".orbit/goal/loop.toml")).unwrap();
+        assert!(toml.contains(&format!("adequacy = \"{mode}\"")), "{toml}");
+    }
+    // orbit.toml's default, said at init; a flag wins over it.
+    let repo = Repo::new();
+    repo.write("orbit.toml", "adequacy = \"off\"\n");
+    let out = repo.orbit(&["init", "goal", "--verify", "true", "--sandbox", "none"]);
+    assert_ok(&out, "orbit init with orbit.toml");
+    assert!(text(&out).contains("adequacy"), "{}", text(&out));
+    let toml = fs::read_to_string(repo.join(".orbit/goal/loop.toml")).unwrap();
+    assert!(toml.contains("adequacy = \"off\""), "{toml}");
+    let out = repo.orbit(&[
+        "init",
+        "other",
+        "--verify",
+        "true",
+        "--sandbox",
+        "none",
+        "--adequacy",
+        "gate",
+    ]);
+    assert_ok(&out, "orbit init --adequacy over orbit.toml");
+    let toml = fs::read_to_string(repo.join(".orbit/other/loop.toml")).unwrap();
+    assert!(toml.contains("adequacy = \"gate\""), "{toml}");
+    // A word that is no mode is refused.
+    assert_code(
+        &repo.orbit(&["init", "third", "--verify", "true", "--adequacy", "always"]),
+        2,
+        "an unknown mode",
+    );
+}

@@ -458,8 +458,20 @@ fn gate_project(repo: &Repo) {
 const UNPINNED_FIX: &str = "cat > calc.py <<'EOF'\ndef add(a, b):\n    if a > 100:\n        return a\n    return a + b\nEOF\n";
 
 /// The loop of `agent` on the gate's project, rendered again with `adequacy = "gate"` by
-/// `orbit` (the binary the loop pins).
+/// `orbit` (the binary the loop pins); without the sandbox unless `extra` names one or
+/// `default_sandbox` leaves it to orbit init's default.
 fn gate_loop(repo: &Repo, agent: &Path, orbit: &Path, extra: &[&str]) -> PathBuf {
+    gate_loop_in(repo, agent, orbit, false, extra)
+}
+
+/// [`gate_loop`], with orbit init's own default sandbox when `default_sandbox`.
+fn gate_loop_in(
+    repo: &Repo,
+    agent: &Path,
+    orbit: &Path,
+    default_sandbox: bool,
+    extra: &[&str],
+) -> PathBuf {
     let exec = agent.display().to_string();
     let mut args = vec![
         "init",
@@ -474,9 +486,10 @@ fn gate_loop(repo: &Repo, agent: &Path, orbit: &Path, extra: &[&str]) -> PathBuf
         "tests/test_calc.py",
         "--protect",
         "run_tests.sh",
-        "--sandbox",
-        "none",
     ];
+    if !default_sandbox && !extra.contains(&"--sandbox") {
+        args.extend_from_slice(&["--sandbox", "none"]);
+    }
     args.extend_from_slice(extra);
     let by = |args: &[&str]| {
         let mut cmd = command(orbit);
@@ -576,6 +589,91 @@ fn gate_mode_turns_a_surviving_mutant_into_feedback_and_the_next_iteration_fixes
         "{:#}",
         rec.details
     );
+}
+
+/// The gate under orbit init's default sandbox (auto: bubblewrap here): the claim is
+/// measured, its survivors become the agent's feedback, the next iteration adds the test
+/// that needs them and the loop reaches DONE; and the code the measure runs stays in the
+/// loop's sandbox. The agent adds a test that, run in one of the measure's checkouts,
+/// writes into the user's repository and the loop directory: the same loop without the
+/// sandbox shows the attack made (both files written by the measure's runs).
+#[test]
+fn gate_mode_under_the_default_sandbox_measures_in_it_and_the_next_iteration_fixes_the_survivor() {
+    if !crate::support::present_or_skipped(
+        crate::support::bwrap_available(),
+        "ORBIT_REQUIRE_BWRAP",
+        "bubblewrap",
+    ) {
+        return;
+    }
+    for default_sandbox in [false, true] {
+        let repo = Repo::new();
+        gate_project(&repo);
+        let dir_of = repo.join(".orbit/test-goal");
+        let into_repo = repo.join("into-repo.txt");
+        let into_loop = dir_of.join("into-loop.txt");
+        let probe = format!(
+            "import os\nif 'orbit-adequacy-' in os.getcwd():\n    for p in ({:?}, {:?}):\n        try:\n            with open(p, 'a') as f:\n                f.write(os.getcwd() + '\\n')\n        except OSError:\n            pass\n",
+            into_repo.display().to_string(),
+            into_loop.display().to_string(),
+        );
+        let body = format!(
+            "prompt=$(cat)\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\n{UNPINNED_FIX}\
+             cat > tests/test_probe.py <<'EOF'\n{probe}EOF\n\
+             if printf '%s' \"$prompt\" | grep -q 'survived every check'; then\n\
+             printf 'from calc import add\\nassert add(150, 1) == 150\\nassert add(100, 1) == 101\\nassert add(101, 1) == 101\\n' > tests/test_big.py\nfi\n\
+             echo \"the tests pass\" > \"$ORBIT_AGENT_DIR/done.md\"\n"
+        );
+        let agent = repo.agent("worker", &body);
+        let dir = gate_loop_in(
+            &repo,
+            &agent,
+            &orbit_bin(),
+            default_sandbox,
+            &["--max-iterations", "3"],
+        );
+        let toml = std::fs::read_to_string(dir.join("loop.toml")).unwrap();
+        let sandbox = if default_sandbox { "auto" } else { "none" };
+        assert!(toml.contains(&format!("sandbox = \"{sandbox}\"")), "{toml}");
+        let out = repo.run_loop(&dir, &[], &[]);
+        assert_code(&out, 0, "DONE once a check needs the early return");
+        let fb = std::fs::read_to_string(dir.join("iterations/000001/feedback.txt"))
+            .unwrap_or_else(|e| panic!("no feedback ({e}) ({sandbox}): {}", text(&out)));
+        assert!(
+            fb.contains("calc.py:2 comparison-loosened: if a >= 100:"),
+            "{sandbox}: {fb}"
+        );
+        // The feedback reached the agent: its test of the early return is in the DONE.
+        let done = repo.git(&["show", "orbit/test-goal:tests/test_big.py"]);
+        assert!(done.contains("add(150, 1)"), "{done}");
+        let measured = crate::support::events_named(&dir, "adequacy_measured");
+        assert_eq!(measured.len(), 2, "{sandbox}: {measured:?}");
+        let f = |i: usize, k: &str| measured[i].value[k].clone();
+        assert_eq!(f(0, "mode"), "gate");
+        assert_ne!(f(0, "mutants_killed"), f(0, "mutants_tried"), "{sandbox}");
+        assert_eq!(f(1, "mutants_killed"), f(1, "mutants_tried"), "{sandbox}");
+        let reached = |p: &Path| {
+            std::fs::read_to_string(p)
+                .unwrap_or_default()
+                .contains("orbit-adequacy-")
+        };
+        if default_sandbox {
+            let log = std::fs::read_to_string(dir.join("runner.log")).unwrap();
+            assert!(
+                log.contains("sandbox: every agent and check runs under bubblewrap"),
+                "the loop ran under bubblewrap: {log}"
+            );
+            assert!(
+                !into_repo.exists() && !into_loop.exists(),
+                "under the sandbox the measure's code wrote outside its checkout"
+            );
+        } else {
+            assert!(
+                reached(&into_repo) && reached(&into_loop),
+                "without the sandbox the measure's code wrote into the repository and the loop directory"
+            );
+        }
+    }
 }
 
 /// A fake orbit that says all is well and leaves a mark where it ran.

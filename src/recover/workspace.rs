@@ -322,6 +322,28 @@ pub fn restamp(lp: &LoopRef, plan: &mut Plan) -> Result<String> {
         new_pins.push(pins::pin_bytes(name, text.as_bytes()));
     }
     new_pins.push(pins::pin_bytes("loop.toml", toml.as_bytes()));
+    // The orbit that migrates is the one the runner calls from now on to measure a DONE's
+    // change (orbit.sha256, as `orbit init --force` pins it): a loop of an older contract
+    // has none, or one of an orbit that may be gone, and its adequacy gate could not run.
+    let orbit_pin = dir.join(crate::adequacy::ORBIT_PIN);
+    if cfg.adequacy == config::Adequacy::Off {
+        if orbit_pin.symlink_metadata().is_ok() {
+            plan.moves
+                .push((orbit_pin, MoveTo::Backup(crate::adequacy::ORBIT_PIN.into())));
+            plan.repairs
+                .push("orbit.sha256 moved to the backup: adequacy = \"off\" calls no orbit".into());
+        }
+    } else {
+        let pin = crate::adequacy::orbit_pin()?;
+        write_if(plan, orbit_pin, pin.clone().into_bytes(), false)?;
+        write_if(
+            plan,
+            dir.join(".pins").join(crate::adequacy::ORBIT_PIN),
+            pin.clone().into_bytes(),
+            false,
+        )?;
+        new_pins.push(pins::pin_bytes(crate::adequacy::ORBIT_PIN, pin.as_bytes()));
+    }
     new_pins.sort_by_key(|(_, p)| pins::INIT_PINNED.iter().position(|x| x == p));
     // The first run's pins: loop files kept, repository files named in the workspace.
     let old_pins = read_opt(&dir.join("pins.sha256"))?.unwrap_or_default();

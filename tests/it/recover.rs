@@ -1772,7 +1772,7 @@ fn recover_migrate_moves_a_2_1_loop_to_this_contract_between_ticks() {
     let progress = fs::read(lp.file("progress.md")).unwrap();
     let events = fs::read(lp.file("events.jsonl")).unwrap();
 
-    let out = lp.orbit_recover(&["--migrate"]);
+    let out = lp.orbit_recover(&["--migrate", "--repin"]);
     assert_ok(&out, "orbit recover --migrate");
     let said = text(&out);
     let v = orbit::config::CONTRACT_VERSION;
@@ -1862,6 +1862,93 @@ fn recover_migrate_moves_a_2_1_loop_to_this_contract_between_ticks() {
     let (verdict, _) = lp.audit();
     assert_eq!(verdict, "DONE");
     lp.assert_chains();
+}
+
+/// A loop of an older contract measures its DONE after `--migrate`: the migrated loop's
+/// adequacy is `report` (the default, its loop.toml had none), or `gate` where the user
+/// set it in loop.toml (reviewed with `--repin`, as the migration asks of an edited
+/// loop.toml); with a pin of an orbit binary that is gone. `--migrate` pins the orbit that
+/// migrates it (orbit.sha256, pinned in pins.sha256 and .pins/ as orbit init pins it), so
+/// the runner calls that orbit and the DONE is measured. With `adequacy = "off"` the loop
+/// calls no orbit: the stale pin goes to the backup.
+#[test]
+fn recover_migrate_pins_this_orbit_so_a_2_1_loops_done_is_measured_in_report_and_gate_mode() {
+    for mode in ["report", "gate", "off"] {
+        let lp = loop_v2_1();
+        let toml = fs::read_to_string(lp.file("loop.toml")).unwrap();
+        assert!(!toml.contains("adequacy"), "that release had no adequacy");
+        if mode != "report" {
+            fs::write(
+                lp.file("loop.toml"),
+                format!("{toml}adequacy = \"{mode}\"\nadequacy-budget = \"10m\"\n"),
+            )
+            .unwrap();
+        }
+        let stale = format!("{}  /nonexistent/orbit\n", "0".repeat(64));
+        fs::write(lp.file("orbit.sha256"), &stale).unwrap();
+        assert_ok(&lp.orbit_recover(&["--migrate"]), "orbit recover --migrate");
+        if mode != "report" {
+            // The edited loop.toml, reviewed: accepted as it is.
+            let out = lp.orbit_recover(&["--repin"]);
+            assert_ok(&out, "orbit recover --repin");
+        }
+        assert!(
+            fs::read_to_string(lp.file("loop.toml"))
+                .unwrap()
+                .contains(&format!("adequacy = \"{mode}\"")),
+            "{mode}"
+        );
+        if mode == "off" {
+            assert!(!lp.file("orbit.sha256").exists());
+            assert!(
+                !fs::read_to_string(lp.file("pins.sha256"))
+                    .unwrap()
+                    .contains("orbit.sha256")
+            );
+            let backups = lp.file("backups");
+            let kept = fs::read_dir(&backups).unwrap().flatten().any(|b| {
+                fs::read_to_string(b.path().join("orbit.sha256")).ok() == Some(stale.clone())
+            });
+            assert!(kept, "the stale pin is in the backup");
+            assert_code(&lp.repo.run_loop(&lp.dir, &[], &[]), 0, "DONE");
+            assert!(crate::support::events_named(&lp.dir, "adequacy_measured").is_empty());
+            continue;
+        }
+        // The pin names this orbit, by its sha256 and absolute path, and is itself pinned.
+        let exe = fs::canonicalize(crate::support::orbit_bin()).unwrap();
+        let want = format!("{}  {}\n", crate::support::file_sha(&exe), exe.display());
+        assert_eq!(fs::read_to_string(lp.file("orbit.sha256")).unwrap(), want);
+        assert_eq!(
+            fs::read_to_string(lp.file(".pins/orbit.sha256")).unwrap(),
+            want
+        );
+        let sha = orbit::fsx::sha256_hex(want.as_bytes());
+        assert!(
+            fs::read_to_string(lp.file("pins.sha256"))
+                .unwrap()
+                .contains(&format!("{sha}  orbit.sha256\n"))
+        );
+        assert_eq!(serious_findings(&lp), Vec::<String>::new(), "{mode}");
+        // The migrated loop's DONE is measured by that orbit.
+        let out = lp.repo.run_loop(&lp.dir, &[], &[]);
+        assert_code(&out, 0, "the migrated loop runs to DONE");
+        let measured = crate::support::events_named(&lp.dir, "adequacy_measured");
+        assert_eq!(measured.len(), 1, "{mode}: {measured:?}");
+        assert_eq!(measured[0].value["mode"], mode);
+        let log = fs::read_to_string(lp.file("runner.log")).unwrap();
+        assert!(!log.contains("not measured"), "{log}");
+        let head = lp.repo.git(&["rev-parse", "orbit/test-goal"]);
+        let rec = orbit::adequacy::Record::of_head(&lp.dir, lp.repo.path(), head.trim())
+            .expect("adequacy.json holds the DONE's measure");
+        assert_eq!(rec.hunks_needed, 1, "{:#}", rec.details);
+        if mode == "gate" {
+            let env = orbit::envelope::parse(&fs::read(lp.file("envelope.json")).unwrap()).unwrap();
+            assert!(
+                env.adequacy.is_some(),
+                "the envelope holds the gate's figures"
+            );
+        }
+    }
 }
 
 /// `orbit verify --json` of the loop `lp`: its exit code and answer.
@@ -2014,7 +2101,7 @@ fn recover_migrate_moves_a_1_0_loop_to_a_workspace() {
     assert!(text(&out).contains("--migrate"), "{}", text(&out));
     assert_eq!(lp.state_text(), state_before);
 
-    let out = lp.orbit_recover(&["--migrate"]);
+    let out = lp.orbit_recover(&["--migrate", "--repin"]);
     assert_ok(&out, "orbit recover --migrate");
     let s = lp.assert_sealed();
     let ws = lp.ws();

@@ -762,8 +762,9 @@ pub struct AdequacyArgs {
 
     /// Read the results of an ecosystem's own mutation tool on the diff instead of orbit's
     /// operators (cargo-mutants: its mutants of the diff, from mutants.out/outcomes.json),
-    /// run under the loop's sandbox as its checks are, with the base's .cargo/mutants.toml
-    /// (never the change's).
+    /// run under the loop's sandbox as its checks are, on each Cargo workspace the change's
+    /// Rust files are in (at the root or in a folder), with the base's .cargo/mutants.toml
+    /// (never the change's), stopped at the budget (its untried mutants listed).
     #[arg(long, value_name = "TOOL")]
     pub tool: Option<MutationTool>,
 }

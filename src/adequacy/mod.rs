@@ -466,20 +466,6 @@ fn units_of(files: &[FileChange], cfg: &LoopConfig, max_mutants: usize) -> Units
     }
 }
 
-/// A file of the base, when it holds one there (a regular file, never a link).
-fn base_file(repo: &Path, base: &str, path: &str) -> Option<Vec<u8>> {
-    let entry = crate::envelope::git(repo, &["ls-tree", "-z", base, "--", path])?;
-    let entry = String::from_utf8_lossy(&entry);
-    let (meta, at) = entry.trim_end_matches('\0').split_once('\t')?;
-    let meta: Vec<&str> = meta.split(' ').collect();
-    match meta.as_slice() {
-        ["100644" | "100755", "blob", sha] if at == path => {
-            crate::envelope::git(repo, &["cat-file", "blob", sha])
-        }
-        _ => None,
-    }
-}
-
 /// The lines of Rust the change added that mark code `mutants::skip` (`#[mutants::skip]`,
 /// or inside a `cfg_attr`, which needs no crate at all under a false condition): cargo-mutants
 /// makes no mutant of what they mark, so the change could exempt its own untested code. Each
@@ -514,83 +500,143 @@ fn skips_added(files: &[FileChange]) -> Vec<(Unit, Verdict)> {
     out
 }
 
-/// The units a tool's run gives, each with its verdict, and what is said of the run.
-type ToolUnits = (Vec<(Unit, Verdict)>, Vec<String>);
+/// The units a tool's run gives, each with its verdict (`None`: the budget left it
+/// untried), and what is said of the run.
+type ToolUnits = (Vec<(Unit, Option<Verdict>)>, Vec<String>);
+
+/// The change's diff of `paths` (the files of one Cargo workspace), as cargo-mutants reads
+/// a diff (a/ and b/ paths from the workspace's folder `root`, "" for the repository's
+/// root), whatever the user's git configuration says of prefixes, renames or text filters.
+fn workspace_diff(plan: &Plan, repo: &Path, root: &str, paths: &[&str]) -> Result<Vec<u8>> {
+    let relative = if root.is_empty() {
+        "--no-relative".to_string()
+    } else {
+        format!("--relative={root}/")
+    };
+    let mut args: Vec<String> = [
+        "diff",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--find-renames",
+        &relative,
+        "--submodule=short",
+        "--src-prefix=a/",
+        "--dst-prefix=b/",
+        plan.base,
+        plan.commit,
+        "--",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(paths.iter().map(|p| format!(":(literal){p}")));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    crate::envelope::git(repo, &args)
+        .ok_or_else(|| Error::Git(format!("cannot diff {} against {}", plan.commit, plan.base)))
+}
 
 /// The mutants `tool` made of the change and what it said of each, as units of the
 /// change's files (a mutant of a file outside the change is left out), with what is said
-/// of the run.
-fn tool_units(plan: &Plan, tool: tool::Tool, repo: &Path) -> Result<ToolUnits> {
-    // The change's Rust files, as cargo-mutants reads a diff (b/ paths from the root),
-    // whatever the user's git configuration says of prefixes, renames or text filters.
-    let diff = crate::envelope::git(
-        repo,
-        &[
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--find-renames",
-            "--no-relative",
-            "--submodule=short",
-            "--src-prefix=a/",
-            "--dst-prefix=b/",
-            plan.base,
-            plan.commit,
-            "--",
-            "*.rs",
-        ],
-    )
-    .ok_or_else(|| Error::Git(format!("cannot diff {} against {}", plan.commit, plan.base)))?;
+/// of the run. cargo-mutants runs once for each Cargo workspace the change's Rust files
+/// are in (pointed at its folder), until `deadline`.
+fn tool_units(plan: &Plan, tool: tool::Tool, repo: &Path, deadline: Instant) -> Result<ToolUnits> {
     let mut notes = Vec::new();
-    let found = match tool {
-        tool::Tool::CargoMutants if diff.is_empty() => tool::ToolRun {
-            mutants: Vec::new(),
-            notes: vec![
-                "the change touches no Rust source file (.rs): cargo-mutants found no mutant to try"
-                    .into(),
-            ],
-        },
-        tool::Tool::CargoMutants => {
-            let co = run::Checkout::new(repo, plan.commit, 999)?;
-            let scratch = co.path.with_extension("scratch");
-            std::fs::create_dir_all(&scratch)
-                .map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))?;
-            // The user's configuration of the tool is the base's: the change's own
-            // .cargo/mutants.toml could leave out the very mutants that survive.
-            let config = base_file(repo, plan.base, ".cargo/mutants.toml");
-            notes.push(format!(
-                "cargo-mutants ran its own cargo test on each mutant (not the loop's checks), in its own copy of the tree{}, with {}",
-                if plan.mode.sandboxed {
-                    ", under the loop's sandbox"
-                } else {
-                    ", without a sandbox, as the loop's checks run"
-                },
-                if config.is_some() {
-                    "the base's .cargo/mutants.toml"
-                } else {
-                    "no .cargo/mutants.toml (the base has none; the change's is not read)"
-                }
-            ));
-            tool::run_cargo_mutants(plan, &co.path, &scratch, &diff, config.as_deref())?
+    // The change's Rust files, by the folder of the Cargo workspace that builds them.
+    let mut roots: Vec<(String, Vec<&str>)> = Vec::new();
+    for f in plan.files.iter().filter(|f| f.kind != FileKind::Deleted) {
+        if !f.path.ends_with(".rs") {
+            continue;
         }
-    };
+        let Some(root) = tool::cargo_root(repo, plan.commit, &f.path) else {
+            notes.push(format!(
+                "{}: in no Cargo package (no Cargo.toml above it), so cargo-mutants makes no mutant of it",
+                f.path
+            ));
+            continue;
+        };
+        match roots.iter_mut().find(|(r, _)| *r == root) {
+            Some((_, paths)) => paths.push(&f.path),
+            None => roots.push((root, vec![&f.path])),
+        }
+    }
+    let mut found = tool::ToolRun::default();
+    match tool {
+        tool::Tool::CargoMutants if roots.is_empty() => found.notes.push(
+            "the change touches no Rust source file of a Cargo package (.rs): cargo-mutants found no mutant to try"
+                .into(),
+        ),
+        tool::Tool::CargoMutants => {
+            for (k, (root, paths)) in roots.iter().enumerate() {
+                let diff = workspace_diff(plan, repo, root, paths)?;
+                let co = run::Checkout::new(repo, plan.commit, 999 + k)?;
+                let scratch = co.path.with_extension("scratch");
+                std::fs::create_dir_all(&scratch)
+                    .map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))?;
+                // The user's configuration of the tool is the base's: the change's own
+                // .cargo/mutants.toml could leave out the very mutants that survive.
+                let config_path = if root.is_empty() {
+                    ".cargo/mutants.toml".to_string()
+                } else {
+                    format!("{root}/.cargo/mutants.toml")
+                };
+                let config = tool::blob_at(repo, plan.base, &config_path);
+                notes.push(format!(
+                    "cargo-mutants ran its own cargo test on each mutant (not the loop's checks), on the Cargo workspace in {}, in its own copy of the tree{}, with {}",
+                    if root.is_empty() { "the repository's root".to_string() } else { format!("{root}/") },
+                    if plan.mode.sandboxed {
+                        ", under the loop's sandbox"
+                    } else {
+                        ", without a sandbox, as the loop's checks run"
+                    },
+                    if config.is_some() {
+                        format!("the base's {config_path}")
+                    } else {
+                        format!("no {config_path} (the base has none; the change's is not read)")
+                    }
+                ));
+                let run = tool::run_cargo_mutants(
+                    plan,
+                    &co.path,
+                    &scratch,
+                    &diff,
+                    config.as_deref(),
+                    root,
+                    deadline,
+                )?;
+                found.mutants.extend(run.mutants);
+                found.untried.extend(run.untried);
+                found.notes.extend(run.notes);
+            }
+        }
+    }
     notes.extend(found.notes);
-    let mut units: Vec<(Unit, Verdict)> = found
+    let unit = |file: &str, line: usize, text: String| {
+        let i = plan.files.iter().position(|f| f.path == file)?;
+        let mutant = Mutant {
+            path: file.to_string(),
+            line: line.saturating_sub(1),
+            operator: mutants::Operator::CargoMutants,
+            text,
+        };
+        Some(Unit::Mutant { file: i, mutant })
+    };
+    let mut units: Vec<(Unit, Option<Verdict>)> = found
         .mutants
         .into_iter()
-        .filter_map(|m| {
-            let file = plan.files.iter().position(|f| f.path == m.file)?;
-            let mutant = Mutant {
-                path: m.file,
-                line: m.line.saturating_sub(1),
-                operator: mutants::Operator::CargoMutants,
-                text: m.text,
-            };
-            Some((Unit::Mutant { file, mutant }, m.verdict))
-        })
+        .filter_map(|m| Some((unit(&m.file, m.line, m.text)?, Some(m.verdict))))
         .collect();
-    units.extend(skips_added(plan.files));
+    units.extend(
+        found
+            .untried
+            .into_iter()
+            .filter_map(|l| Some((unit(&l.file, l.line, l.text)?, None))),
+    );
+    units.extend(
+        skips_added(plan.files)
+            .into_iter()
+            .map(|(u, v)| (u, Some(v))),
+    );
     Ok((units, notes))
 }
 
@@ -684,10 +730,10 @@ pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
     let mut verdicts = run::run_units(&plan, &units, jobs, deadline)?;
     let mut notes = notes;
     if let Some(tool) = args.tool {
-        let (found, said) = tool_units(&plan, tool, &t.repo)?;
+        let (found, said) = tool_units(&plan, tool, &t.repo, deadline)?;
         for (unit, verdict) in found {
             units.push(unit);
-            verdicts.push(Some(verdict));
+            verdicts.push(verdict);
         }
         notes.extend(said);
     }

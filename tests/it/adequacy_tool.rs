@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::projects::{cargo_path, rust_project};
+use crate::projects::{cargo_path, copy_tree, fixture, rust_project};
 use crate::support::{
     Repo, assert_code, bwrap_available, cargo_mutants_available, command, orbit_bin, run_bounded,
     text,
@@ -23,6 +23,16 @@ const FIX: &str = "sed -i 's/map(|line| line.unit_price)/map(|line| line.unit_pr
 /// anything), looped to DONE by an agent that makes the fix and then runs `more` (bash) in
 /// its workspace; `extra` are the init flags.
 fn rust_done(prep: impl FnOnce(&Repo), more: &str, extra: &[&str]) -> (Repo, PathBuf) {
+    rust_done_checked(prep, more, extra, "cargo test --offline")
+}
+
+/// [`rust_done`] with `check` the loop's one check.
+fn rust_done_checked(
+    prep: impl FnOnce(&Repo),
+    more: &str,
+    extra: &[&str],
+    check: &str,
+) -> (Repo, PathBuf) {
     let repo = rust_project();
     prep(&repo);
     if !repo.git(&["status", "--porcelain"]).trim().is_empty() {
@@ -33,7 +43,7 @@ fn rust_done(prep: impl FnOnce(&Repo), more: &str, extra: &[&str]) -> (Repo, Pat
         "cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\n{FIX}\n{more}\necho \"cargo test passes\" > \"$ORBIT_AGENT_DIR/done.md\"\n"
     );
     let agent = repo.agent("fixer", &body);
-    let dir = repo.init_loop(&agent, &["cargo test --offline"], extra);
+    let dir = repo.init_loop(&agent, &[check], extra);
     let path = cargo_path(&repo);
     let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3"), ("PATH", &path)]);
     assert_code(&out, 0, "the loop reaches DONE");
@@ -301,5 +311,195 @@ EOF";
     assert!(
         error.contains("unmutated") && error.contains("fails_in_cargo_mutants_copy"),
         "{error}"
+    );
+}
+
+/// `orbit adequacy ARGS` in the repository (cargo on PATH), spawned so that its pid is known:
+/// (its pid, its output).
+fn adequacy_spawned(repo: &Repo, args: &[&str]) -> (u32, Output) {
+    let mut cmd = command(orbit_bin());
+    cmd.arg("adequacy")
+        .args(args)
+        .current_dir(repo.path())
+        .env("PATH", cargo_path(repo))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = rx
+        .recv_timeout(Duration::from_secs(300))
+        .unwrap_or_else(|_| panic!("orbit adequacy {args:?} ran past 300 s"))
+        .unwrap();
+    (pid, out)
+}
+
+/// The processes still alive (not zombies) whose command line holds `word`.
+fn alive_with(word: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        if cmdline.contains(word) && !stat.contains(") Z ") {
+            found.push(format!("{}: {cmdline}", e.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+/// `--budget` holds for a `--tool cargo-mutants` run as a whole: the loop's check is quick
+/// (a grep of the fix), and a test the agent adds hangs in cargo-mutants' own copy of the
+/// tree (its baseline never ends, and its own timeout is longer than what is left), so the
+/// budget runs out while cargo-mutants runs: it is stopped with what it started, and each
+/// of its mutants it did not try is listed as not tried, as orbit's own are; without the
+/// sandbox and under it.
+#[test]
+fn the_budget_stops_a_cargo_mutants_run_and_lists_the_mutants_it_did_not_try() {
+    if !cargo_mutants_available() || !bwrap_available() {
+        return;
+    }
+    for sandbox in ["none", "bwrap"] {
+        let pid_file = tempfile::tempdir().unwrap();
+        let pid = pid_file.path().join("hang.pid");
+        let more = format!(
+            "cat >> src/lib.rs <<'EOF'
+
+#[cfg(test)]
+mod hangs {{
+    #[test]
+    fn in_cargo_mutants_copy() {{
+        if env!(\"CARGO_MANIFEST_DIR\").contains(\"cargo-mutants-\") {{
+            let _ = std::fs::write(\"{}\", std::process::id().to_string());
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }}
+    }}
+}}
+EOF",
+            pid.display()
+        );
+        let (repo, _dir) = rust_done_checked(
+            |_| {},
+            &more,
+            &["--sandbox", sandbox],
+            "grep -q 'unit_price.times(line.quantity)' src/lib.rs",
+        );
+        let args = ["--budget", "8s", "--tool", "cargo-mutants"];
+        let (orbit_pid, out) = adequacy_spawned(&repo, &[&args[..], &["--json"]].concat());
+        let v = measured(&out);
+        let listed: Vec<&Value> = v["mutants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["result"] == "not-tried")
+            .collect();
+        assert!(!listed.is_empty(), "{sandbox}: {v:#}");
+        assert_eq!(
+            v["not_tried"]["mutants"].as_u64().unwrap(),
+            listed.len() as u64,
+            "each untried mutant is listed: {v:#}"
+        );
+        assert!(
+            listed.iter().any(|m| m["file"] == "src/lib.rs"
+                && m["line"] == 14
+                && m["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("replace total -> Cents with Default::default()")),
+            "cargo-mutants' own mutant of the fixed line is listed, as it names it: {v:#}"
+        );
+        assert_eq!(v["mutants_tried"], 0, "{v:#}");
+        // Nothing of the run is left: no process of its checkouts and cargo-mutants' copies.
+        let word = format!("orbit-adequacy-{orbit_pid}-");
+        let gone = (0..100).any(|_| {
+            let left = alive_with(&word);
+            if !left.is_empty() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            left.is_empty()
+        });
+        assert!(gone, "{sandbox}: still running: {:?}", alive_with(&word));
+        if sandbox == "none" {
+            // The stop came while cargo-mutants ran (its baseline's hanging test had
+            // started; under the sandbox it cannot write the file that says so).
+            let p = std::fs::read_to_string(&pid).unwrap_or_else(|e| {
+                panic!(
+                    "cargo-mutants' baseline never reached its tests before the budget ({e}): {v:#}"
+                )
+            });
+            assert!(
+                !std::fs::read_to_string(format!("/proc/{}/stat", p.trim()))
+                    .is_ok_and(|s| !s.contains(") Z ")),
+                "the hanging test cargo-mutants ran is still running"
+            );
+        }
+        let (_, out) = adequacy_spawned(&repo, &args);
+        assert_code(&out, 0, "orbit adequacy");
+        assert!(
+            text(&out).contains("the budget (8s) ran out; raise it with --budget"),
+            "{}",
+            text(&out)
+        );
+    }
+}
+
+/// The agent's fix in the workspace under rust/, and a function beside it no test decides.
+const RUST_WS_AGENT: &str = r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+sed -i 's/units::millimetres(m, 0)/units::millimetres(m, mm)/; s/&(m, _mm)/\&(m, mm)/' rust/report/src/lib.rs
+cat >> rust/units/src/lib.rs <<'EOF'
+
+/// Whether a length is long.
+pub fn is_long(mm: u64) -> bool {
+    mm > 10_000
+}
+EOF
+echo "cargo test passes: the millimetres count" > "$ORBIT_AGENT_DIR/done.md""#;
+
+/// A Cargo workspace in a folder of the repository (rust/, beside other things), not at
+/// its root: cargo-mutants is pointed at it, reads the change's diff as paths of that
+/// workspace, and its mutants are shown by their paths in the repository.
+#[test]
+fn cargo_mutants_measures_a_cargo_workspace_in_a_folder_of_the_repository() {
+    if !cargo_mutants_available() {
+        return;
+    }
+    let repo = Repo::new();
+    copy_tree(&fixture("rust-workspace"), &repo.join("rust"));
+    repo.write(
+        "README.md",
+        "A repository whose Rust workspace is in rust/.\n",
+    );
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-qm", "the workspace in rust/"]);
+    assert!(!repo.join("Cargo.toml").exists());
+    let agent = repo.agent("fixer", RUST_WS_AGENT);
+    let dir = repo.init_loop(
+        &agent,
+        &["cd rust && cargo test --workspace --offline"],
+        &[],
+    );
+    let path = cargo_path(&repo);
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3"), ("PATH", &path)]);
+    assert_code(&out, 0, "the loop reaches DONE");
+    let v = measured(&adequacy(&repo, &["--tool", "cargo-mutants"]));
+    let total = mutants_of(&v, "replace total -> u64 with 0");
+    assert_eq!(total.len(), 1, "{v:#}");
+    assert_eq!(total[0]["file"], "rust/report/src/lib.rs", "{v:#}");
+    assert_eq!(total[0]["line"], 5, "{v:#}");
+    assert_eq!(total[0]["result"], "killed", "{v:#}");
+    let long = mutants_of(&v, "is_long");
+    assert!(
+        !long.is_empty()
+            && long
+                .iter()
+                .all(|m| m["file"] == "rust/units/src/lib.rs" && m["result"] == "survived"),
+        "the mutants of is_long, which no test decides, survive: {v:#}"
     );
 }

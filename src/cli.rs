@@ -736,7 +736,8 @@ pub struct AdequacyArgs {
     #[arg(long, value_name = "DURATION")]
     pub budget: Option<String>,
 
-    /// How many checkouts run at once [default: the loop's check-jobs].
+    /// How many checkouts run at once [default: the loop's check-jobs; 0 there: as many as the
+    /// CPUs].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
     pub jobs: Option<u64>,
 

@@ -721,10 +721,14 @@ pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
         Some(b) => Duration::from_secs(goal::parse_duration("--budget", b)?),
         None => baseline * 2 * cfg.pass_k.max(1),
     };
-    let jobs = args
-        .jobs
-        .map_or(cfg.check_jobs as usize, |j| j as usize)
-        .max(1);
+    // check-jobs 0 (its default) is as many as the CPUs, as for a fan-out's candidates.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let jobs = match (args.jobs, cfg.check_jobs) {
+        (Some(j), _) => j as usize,
+        (None, 0) => cpus,
+        (None, j) => j as usize,
+    }
+    .max(1);
     let deadline = Instant::now() + budget;
     let mut units = units;
     let mut verdicts = run::run_units(&plan, &units, jobs, deadline)?;

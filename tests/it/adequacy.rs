@@ -378,6 +378,93 @@ fn a_mutant_that_makes_the_code_hang_is_stopped_and_counts_as_killed() {
     assert_eq!(hang["check"], "timeout", "{v:#}");
 }
 
+/// What the measure runs beyond verify.sh, and how: the holdout's checks (a hunk only the
+/// holdout needs is needed, by the holdout's check), a unit that breaks the build (a file
+/// the change added and the code imports, reverted: needed, and said to be a build
+/// failure), and the units side by side up to check-jobs (its default, 0, is the CPUs):
+/// a check that, in a measure's checkout, waits for a second one to be running at once.
+#[test]
+fn the_holdout_a_build_failure_and_side_by_side_runs_are_each_measured_and_said() {
+    let repo = Repo::new();
+    project(&repo);
+    let seen = repo.bin.path().join("side-by-side");
+    std::fs::create_dir_all(&seen).unwrap();
+    let overlap = repo.bin.path().join("overlap");
+    repo.write(
+        "probe.sh",
+        &format!(
+            "case $PWD in *orbit-adequacy-*) ;; *) exit 0 ;; esac\n\
+             touch {seen}/$$\n\
+             end=$((SECONDS + 2))\n\
+             while [ $SECONDS -le $end ]; do\n\
+             \x20 if [ \"$(ls {seen} | wc -l)\" -ge 2 ]; then echo yes >> {overlap}; break; fi\n\
+             \x20 sleep 0.05\n\
+             done\n\
+             rm -f {seen}/$$\n",
+            seen = seen.display(),
+            overlap = overlap.display()
+        ),
+    );
+    repo.git(&["add", "probe.sh"]);
+    repo.git(&["commit", "-qm", "a probe of runs at once"]);
+    let files = [
+        (
+            "calc.py",
+            "from helpers import plus\ndef add(a, b):\n    return plus(a, b)\n",
+        ),
+        ("helpers.py", "def plus(a, b):\n    return a + b\n"),
+        ("util.py", "def greet():\n    return 'hello'\n"),
+    ];
+    let mut body =
+        String::from("cat >/dev/null\ncase $ORBIT_PHASE in confirm|wrapup) exit 0;; esac\n");
+    for (path, content) in files {
+        body.push_str(&format!("cat > {path} <<'EOF'\n{content}EOF\n"));
+    }
+    body.push_str("echo \"the tests pass\" > \"$ORBIT_AGENT_DIR/done.md\"\n");
+    let agent = repo.agent("worker", &body);
+    let dir = repo.init_loop(
+        &agent,
+        &["bash probe.sh", "python3 test_calc.py"],
+        &[
+            "--protect",
+            "test_*.py",
+            "--protect",
+            "probe.sh",
+            "--holdout",
+            "python3 -c 'import util; assert util.greet() == \"hello\"'",
+        ],
+    );
+    let cfg = orbit::config::LoopConfig::load(&dir.join("loop.toml")).unwrap();
+    assert_eq!(cfg.check_jobs, 0, "the default check-jobs");
+    assert_code(&repo.run_loop(&dir, &[], &[]), 0, "the loop reaches DONE");
+    let v = adequacy(&repo, &[]);
+    let calc = results(&v, "hunks", "calc.py");
+    assert!(calc.iter().all(|h| h["result"] == "needed"), "{v:#}");
+    // The added file the code imports, reverted whole: the checks never reach their tests.
+    let helpers = results(&v, "hunks", "helpers.py");
+    assert_eq!(helpers.len(), 1, "{v:#}");
+    assert_eq!(helpers[0]["kind"], "added", "{v:#}");
+    assert_eq!(helpers[0]["result"], "needed", "{v:#}");
+    assert_eq!(helpers[0]["build_failure"], true, "{v:#}");
+    // greet's change is needed by the holdout alone.
+    let util = results(&v, "hunks", "util.py");
+    assert_eq!(util[0]["result"], "needed", "{v:#}");
+    assert_eq!(util[0]["check"], "holdout-1", "the holdout's check: {v:#}");
+    let out = repo.orbit(&["adequacy", "--budget", "10m"]);
+    assert!(
+        text(&out).contains("helpers.py (added file, whole)")
+            && text(&out).contains("a build failure)"),
+        "{}",
+        text(&out)
+    );
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        assert!(
+            overlap.is_file(),
+            "two units of the measure ran at once (check-jobs 0: the CPUs)"
+        );
+    }
+}
+
 /// calc.py as a hostile agent leaves it: right, and, whenever it is imported, trying to
 /// write into the user's repository (found through git), swallowing the refusal.
 const HOSTILE_CALC: &str = r#"import os, subprocess

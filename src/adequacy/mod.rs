@@ -764,6 +764,10 @@ pub const FILE: &str = "adequacy.json";
 /// The record's format.
 pub const FORMAT: u64 = 1;
 
+/// A hunk of the change as the report shows it: what the checks said of it ("a hunk the
+/// checks need"), where it is with the check that failed, and the survivors of its lines.
+pub type MarkedHunk = (String, String, Vec<String>);
+
 /// What adequacy.json says, as readers (audit, report) need it.
 #[derive(Debug, Clone, serde::Deserialize)]
 pub struct Record {
@@ -828,6 +832,65 @@ impl Record {
                 None => format!("{} (whole)", h["file"].as_str().unwrap_or("")),
             })
             .collect()
+    }
+
+    /// The change as its hunks, each marked with what the checks said of it (`a hunk the
+    /// checks need`, `a hunk no check needs`, ...) and `file:lines` with the check that
+    /// failed, and under each the mutants of its lines that survived; then the survivors of
+    /// no hunk.
+    pub fn marked(&self) -> (Vec<MarkedHunk>, Vec<String>) {
+        let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+        let mut survivors: Vec<(&Value, String)> = self.details["mutants"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["result"] == "survived")
+            .map(|m| {
+                let text = format!(
+                    "{}:{} {}: {}",
+                    s(&m["file"]),
+                    m["line"],
+                    s(&m["operator"]),
+                    s(&m["text"]).trim()
+                );
+                (m, text)
+            })
+            .collect();
+        let mut hunks = Vec::new();
+        for h in self.details["hunks"].as_array().into_iter().flatten() {
+            let what = match h["result"].as_str() {
+                Some("needed") => "a hunk the checks need",
+                Some("not-needed") => "a hunk no check needs",
+                Some("not-applied") => "a hunk that could not be reverted",
+                _ => "a hunk not tried (the budget ran out)",
+            };
+            let at = match h["lines"].as_str() {
+                Some(l) => format!("{}:{l}", s(&h["file"])),
+                None => format!("{} (whole)", s(&h["file"])),
+            };
+            let by = match (h["check"].as_str(), h["build_failure"].as_bool()) {
+                (Some(c), Some(true)) => format!(" (check {c} failed: a build failure)"),
+                (Some(c), _) => format!(" (check {c} failed)"),
+                _ => String::new(),
+            };
+            let (start, len) = (h["start"].as_u64(), h["len"].as_u64());
+            let inside = |m: &Value| {
+                m["file"] == h["file"]
+                    && match (start, len, m["line"].as_u64()) {
+                        (Some(a), Some(n), Some(l)) => l >= a && l < a + n,
+                        _ => h["lines"].is_null(),
+                    }
+            };
+            let (mine, rest): (Vec<_>, Vec<_>) =
+                survivors.into_iter().partition(|(m, _)| inside(m));
+            survivors = rest;
+            hunks.push((
+                what.to_string(),
+                format!("{at}{by}"),
+                mine.into_iter().map(|(_, t)| t).collect(),
+            ));
+        }
+        (hunks, survivors.into_iter().map(|(_, t)| t).collect())
     }
 
     /// The mutants that survived, as `file:line operator: text`.

@@ -1271,16 +1271,31 @@ pub fn render_text(f: &Facts) -> String {
     }
     if let Some(a) = &f.adequacy {
         let _ = writeln!(out, "- adequacy: {}", a.summary());
-        for (what, list) in [
-            ("a hunk no check needs", a.unneeded()),
-            ("a mutant the checks do not kill", a.survivors()),
-        ] {
-            for item in list.iter().take(20) {
-                let _ = writeln!(out, "  - {what}: `{}`", item.replace('`', "'"));
+        // The change as its hunks, each marked, the survivors of its lines under it.
+        let (hunks, loose) = a.marked();
+        let code = |t: &str| format!("`{}`", t.replace('`', "'"));
+        for (what, at, survivors) in hunks.iter().take(40) {
+            let _ = writeln!(out, "  - {what}: {}", code(at));
+            for m in survivors.iter().take(20) {
+                let _ = writeln!(out, "    - a mutant the checks do not kill: {}", code(m));
             }
-            if list.len() > 20 {
-                let _ = writeln!(out, "  - ... and {} more (orbit adequacy)", list.len() - 20);
+            if survivors.len() > 20 {
+                let _ = writeln!(
+                    out,
+                    "    - ... and {} more (orbit adequacy)",
+                    survivors.len() - 20
+                );
             }
+        }
+        if hunks.len() > 40 {
+            let _ = writeln!(
+                out,
+                "  - ... and {} more hunks (orbit adequacy)",
+                hunks.len() - 40
+            );
+        }
+        for m in loose.iter().take(20) {
+            let _ = writeln!(out, "  - a mutant the checks do not kill: {}", code(m));
         }
     }
 
@@ -1947,10 +1962,21 @@ pub fn render_html_body(f: &Facts) -> String {
     }
     if let Some(a) = &f.adequacy {
         item("adequacy", a.summary());
-        for u in a.unneeded().iter().take(20) {
-            item("not needed", u.clone());
+        let (hunks, loose) = a.marked();
+        for (what, at, survivors) in hunks.iter().take(40) {
+            let mark = if what == "a hunk the checks need" {
+                "needed"
+            } else if what == "a hunk no check needs" {
+                "not needed"
+            } else {
+                "not tried"
+            };
+            item(mark, at.clone());
+            for m in survivors.iter().take(20) {
+                item("survived", m.clone());
+            }
         }
-        for m in a.survivors().iter().take(20) {
+        for m in loose.iter().take(20) {
             item("survived", m.clone());
         }
     }

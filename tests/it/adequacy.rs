@@ -159,9 +159,22 @@ fn a_superfluous_hunk_is_not_needed_and_an_unpinned_branch_keeps_its_mutants() {
         findings.iter().all(|f| f["severity"] == "P2"),
         "the record is no tamper and the journal still chains: {audit:#}"
     );
-    // The report shows the line, the hunk no check needs and the survivors.
+    // The report shows the line and the change as its hunks, each marked needed or not
+    // needed, with the survivors of its lines under it.
     let report = repo.orbit(&["report"]);
     let md = text(&report);
+    assert!(
+        md.contains(
+            "  - a hunk the checks need: `calc.py:2-4 (check python3-test-calc-py failed)`\n    - a mutant the checks do not kill: `calc.py:"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "  - a hunk no check needs: `util.py:2`\n    - a mutant the checks do not kill: `util.py:2 return-default"
+        ),
+        "{md}"
+    );
     assert!(
         md.contains("- adequacy: the checks need 1 of 2 changed hunks;"),
         "{md}"

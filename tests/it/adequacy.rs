@@ -189,6 +189,15 @@ fn a_superfluous_hunk_is_not_needed_and_an_unpinned_branch_keeps_its_mutants() {
         ),
         "{md}"
     );
+    let html = text(&repo.orbit(&["report", "--html"]));
+    for marked in [
+        "calc.py:2-4 (check python3-test-calc-py failed)",
+        "util.py:2",
+        "calc.py:2 comparison-loosened: if a &gt;= 100:",
+    ] {
+        assert!(html.contains(marked), "{marked}: {html}");
+    }
+    assert!(html.contains(">not needed<"), "{html}");
     let rj: Value = serde_json::from_slice(&repo.orbit(&["report", "--json"]).stdout).unwrap();
     assert_eq!(rj["adequacy_unneeded"], serde_json::json!(["util.py:2"]));
     // The runner's next tick takes the record as one of the loop's files, not a tamper.
@@ -285,6 +294,56 @@ fn a_budget_that_runs_out_says_what_it_did_not_try() {
         "{}",
         text(&out)
     );
+}
+
+/// `--gate N` (the runner passes adequacy-max-survivors): up to N surviving mutants pass,
+/// one more rejects with feedback naming each; a hunk no check needs rejects whatever N.
+#[test]
+fn the_gate_allows_up_to_its_number_of_survivors_and_never_a_hunk_no_check_needs() {
+    let repo = Repo::new();
+    project(&repo);
+    done_with(
+        &repo,
+        &[(
+            "calc.py",
+            "def add(a, b):\n    if a > 100:\n        return a\n    return a + b\n",
+        )],
+    );
+    let v = adequacy(&repo, &[]);
+    let survived = results(&v, "mutants", "calc.py")
+        .iter()
+        .filter(|m| m["result"] == "survived")
+        .count();
+    assert!(survived >= 2, "{v:#}");
+    assert_eq!(v["hunks_needed"], v["hunks_tried"], "{v:#}");
+    let gate = |n: usize| {
+        let n = n.to_string();
+        repo.orbit(&["adequacy", "--budget", "10m", "--gate", &n])
+    };
+    assert_code(&gate(survived), 0, "as many survivors as the gate allows");
+    let out = gate(survived - 1);
+    assert_code(&out, 4, "one survivor more than the gate allows");
+    assert!(
+        text(&out).contains(&format!(
+            "({survived} survived, at most {} may)",
+            survived - 1
+        )) && text(&out).contains("calc.py:2 comparison-loosened: if a >= 100:"),
+        "{}",
+        text(&out)
+    );
+    // A hunk no check needs rejects whatever the number.
+    let repo = Repo::new();
+    project(&repo);
+    done_with(
+        &repo,
+        &[
+            ("calc.py", "def add(a, b):\n    return a + b\n"),
+            ("util.py", "def greet():\n    return 'hello'\n"),
+        ],
+    );
+    let out = repo.orbit(&["adequacy", "--budget", "10m", "--gate", "1000"]);
+    assert_code(&out, 4, "a hunk no check needs");
+    assert!(text(&out).contains("  - util.py:2\n"), "{}", text(&out));
 }
 
 #[test]

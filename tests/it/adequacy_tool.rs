@@ -356,10 +356,11 @@ fn alive_with(word: &str) -> Vec<String> {
 
 /// `--budget` holds for a `--tool cargo-mutants` run as a whole: the loop's check is quick
 /// (a grep of the fix), and a test the agent adds hangs in cargo-mutants' own copy of the
-/// tree (its baseline never ends, and its own timeout is longer than what is left), so the
-/// budget runs out while cargo-mutants runs: it is stopped with what it started, and each
-/// of its mutants it did not try is listed as not tried, as orbit's own are; without the
-/// sandbox and under it.
+/// tree (its baseline never ends, and its own timeout, at least 10 s after that test
+/// starts, is always later than the 8 s budget), so the budget runs out while cargo-mutants
+/// runs (copying, building or testing its baseline; under a heavy load, before it starts):
+/// it is stopped with what it started, and each of its mutants it did not try is listed as
+/// not tried, as orbit's own are; without the sandbox and under it.
 #[test]
 fn the_budget_stops_a_cargo_mutants_run_and_lists_the_mutants_it_did_not_try() {
     if !cargo_mutants_available() || !bwrap_available() {
@@ -425,14 +426,10 @@ EOF",
             left.is_empty()
         });
         assert!(gone, "{sandbox}: still running: {:?}", alive_with(&word));
-        if sandbox == "none" {
-            // The stop came while cargo-mutants ran (its baseline's hanging test had
-            // started; under the sandbox it cannot write the file that says so).
-            let p = std::fs::read_to_string(&pid).unwrap_or_else(|e| {
-                panic!(
-                    "cargo-mutants' baseline never reached its tests before the budget ({e}): {v:#}"
-                )
-            });
+        // Under load the stop may come before its baseline reaches the hanging test (it is
+        // still building); when the test had started (without the sandbox it can say so),
+        // it is gone too.
+        if let Ok(p) = std::fs::read_to_string(&pid) {
             assert!(
                 !std::fs::read_to_string(format!("/proc/{}/stat", p.trim()))
                     .is_ok_and(|s| !s.contains(") Z ")),

@@ -315,6 +315,51 @@ claim_done"#,
     assert!(q.prompt("two", 2).contains("conflicts in shared.txt"));
 }
 
+/// A task's merge is judged by the verifiers of the merged tasks it names (its
+/// `**After:**`) as well as its own: a merge that undoes a task it comes after, its own
+/// verifier green, is a failed attempt, and the integration branch keeps the earlier work.
+#[test]
+fn a_merge_that_breaks_a_task_it_comes_after_is_never_done() {
+    let q = queue(
+        r#"case $task in
+base) echo base > base.txt ;;
+breaker) rm -f base.txt; echo b > breaker.txt ;;
+esac
+claim_done"#,
+    );
+    q.add("base", "Write base.txt", "test -f base.txt", &[]);
+    q.add(
+        "breaker",
+        "Write breaker.txt",
+        "test -f breaker.txt",
+        &["--after", "base", "--max-attempts", "1"],
+    );
+    let out = q.run(&[]);
+    let o = text(&out);
+    assert_code(&out, 24, "orbit queue run");
+    assert_eq!(q.task_json("base")["status"], "done", "{o}");
+    // The attack was made: breaker's own loop reached a verified DONE on a branch without
+    // base.txt.
+    let dir = q.repo.join(".orbit/breaker-a1");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "DONE", "{o}");
+    let listed = q.repo.git(&["ls-tree", "--name-only", "orbit/breaker-a1"]);
+    assert!(
+        listed.contains("breaker.txt") && !listed.contains("base.txt"),
+        "{listed}"
+    );
+    let file = q.task("breaker");
+    assert!(file.contains("**Status:** failed"), "{file}\n{o}");
+    assert!(
+        file.contains(
+            "the verifier of base (a task this one comes after) fails on the merged tree"
+        ),
+        "{file}"
+    );
+    assert!(!file.contains("**Merged:**"), "{file}");
+    assert_eq!(q.on_integration("base.txt").as_deref(), Some("base\n"));
+    assert_eq!(q.on_integration("breaker.txt"), None);
+}
+
 #[test]
 fn a_task_green_in_its_loop_but_red_on_the_merged_tree_is_never_done() {
     let q = queue(

@@ -401,6 +401,97 @@ fn pods_in_separate_clones_push_attempts_and_the_merge_step_lands_only_verified_
     );
 }
 
+/// The merge step judges a task's merge by the verifiers of the tasks it comes after as
+/// well as its own: a pushed attempt whose branch undoes such a task's work, its own
+/// verifier green, is a failed attempt, and the remote's integration branch keeps the work.
+#[test]
+fn the_merge_step_runs_the_verifiers_of_the_tasks_an_attempt_comes_after() {
+    let q = queue(
+        r#"case $task in
+base) echo base > base.txt ;;
+breaker) rm -f base.txt; echo b > breaker.txt ;;
+esac
+claim_done"#,
+    );
+    q.add("base", "Write base.txt", "test -f base.txt", &[]);
+    q.add(
+        "breaker",
+        "Write breaker.txt",
+        "test -f breaker.txt",
+        &["--after", "base"],
+    );
+    q.repo.git(&["add", ".orbit/queue/"]);
+    q.repo
+        .git(&["reset", "-q", "--", ".orbit/queue/queue.json"]);
+    q.repo.git(&["commit", "-q", "-m", "the queue"]);
+    std::os::unix::fs::symlink(orbit_bin(), q.repo.bin.path().join("orbit")).unwrap();
+    let docs = yaml_docs(
+        &String::from_utf8(
+            q.repo
+                .orbit(&[
+                    "schedule",
+                    "--queue",
+                    "--kubernetes",
+                    "--image",
+                    "img",
+                    "--repo-url",
+                    URL,
+                ])
+                .stdout,
+        )
+        .unwrap(),
+    );
+    let work = tempfile::tempdir().unwrap();
+    let remote = bare_remote(&q.repo, work.path());
+    let mut attempt = command_of(&docs[0], "spec.template.spec.containers.0", &remote);
+    assert_eq!(attempt[4], "base", "only base may start: {attempt:?}");
+    let land = command_of(
+        &docs[1],
+        "spec.jobTemplate.spec.template.spec.containers.0",
+        &remote,
+    );
+    let index = [("JOB_COMPLETION_INDEX", "0")];
+    assert_ok(
+        &pod(&q, &work.path().join("pod-base"), &attempt, &index),
+        "the pod of base",
+    );
+    assert_ok(
+        &pod(&q, &work.path().join("pod-land"), &land, &[]),
+        "the merge step",
+    );
+    // The next render's pod: breaker, from the integration branch with base merged.
+    attempt[4] = "breaker".into();
+    let out = pod(&q, &work.path().join("pod-breaker"), &attempt, &index);
+    assert_code(&out, 0, "the pod of breaker");
+    // The attack was made: breaker's pushed branch lacks base.txt and holds its own file.
+    let listed = git_in(&remote, &["ls-tree", "--name-only", "orbit/breaker-a1"]);
+    assert!(
+        listed.contains("breaker.txt") && !listed.contains("base.txt"),
+        "{listed}"
+    );
+    let out = pod(&q, &work.path().join("pod-land-2"), &land, &[]);
+    assert_code(&out, 0, "the merge step again");
+    let integration = "orbit/queue/main";
+    let breaker = on_remote(&remote, integration, ".orbit/queue/breaker.md").unwrap();
+    assert!(
+        breaker.contains("## Attempt 1 failure"),
+        "{breaker}\n{}",
+        text(&out)
+    );
+    assert!(
+        breaker.contains(
+            "the verifier of base (a task this one comes after) fails on the merged tree"
+        ),
+        "{breaker}"
+    );
+    assert!(!breaker.contains("**Merged:**"), "{breaker}");
+    assert_eq!(
+        on_remote(&remote, integration, "base.txt").as_deref(),
+        Some("base\n")
+    );
+    assert_eq!(on_remote(&remote, integration, "breaker.txt"), None);
+}
+
 /// The scripts inside the renders pass shellcheck.
 #[test]
 fn the_queue_renders_scripts_pass_shellcheck() {

@@ -837,6 +837,30 @@ fn a_hand_edited_task_is_taken_and_a_malformed_one_is_named_and_not_run() {
     );
 }
 
+/// A backlog with a section that does not parse is refused whole: the line (of the file
+/// given) and the reason named, no task added, not even the sections that parse.
+#[test]
+fn a_backlog_with_a_section_that_does_not_parse_adds_nothing_and_names_its_line() {
+    let q = queue(MAKE_OWN_FILE);
+    let f = q.fields();
+    let path = q.rec().join("bad.md");
+    fs::write(
+        &path,
+        format!("# Backlog\n\n## Good\n**Verifier:** true\n{f}\n## Bad\n**Verifier:** true\n**Priority:** high\n"),
+    )
+    .unwrap();
+    let out = q.repo.orbit(&["queue", "import", path.to_str().unwrap()]);
+    assert_code(&out, 2, "a backlog that does not parse");
+    let o = text(&out);
+    assert!(o.contains("does not parse, nothing added"), "{o}");
+    assert!(
+        o.contains("line 12: **Priority:** 'high' is not an integer (the section 'Bad')"),
+        "{o}"
+    );
+    assert!(!q.repo.join(".orbit/queue/good.md").exists());
+    assert!(!q.repo.join(".orbit/queue/bad.md").exists());
+}
+
 #[test]
 fn a_cycle_or_an_after_naming_no_task_is_refused() {
     let q = queue(MAKE_OWN_FILE);

@@ -492,6 +492,148 @@ claim_done"#,
     assert_eq!(on_remote(&remote, integration, "breaker.txt"), None);
 }
 
+/// The workflow's jobs, run for real, each in a checkout of its own against a local bare
+/// remote: the attempt job's agent step (which holds no token) runs the attempt and pushes
+/// nothing; its next step pushes the attempt's branch and envelope without running it
+/// again (`--only-push`); the land job merges it onto the remote's integration branch.
+#[test]
+fn the_workflows_attempt_and_land_jobs_run_for_real() {
+    let q = fleet_queue(
+        &format!("echo run >> \"$REC/runs-$task\"\n{MAKE_OWN_FILE}"),
+        &["one"],
+    );
+    let wf = yaml_docs(
+        &String::from_utf8(
+            q.repo
+                .orbit(&[
+                    "schedule",
+                    "--queue",
+                    "--github-actions",
+                    "--orbit-git",
+                    super::ORBIT_GIT,
+                    "--orbit-rev",
+                    super::ORBIT_REV,
+                ])
+                .stdout,
+        )
+        .unwrap(),
+    );
+    let step = |job: &str, name: &str| -> String {
+        wf[0]["jobs"][job]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"].as_str().is_some_and(|n| n.starts_with(name)))
+            .unwrap_or_else(|| panic!("no step '{name}' in job {job}"))["run"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let work = tempfile::tempdir().unwrap();
+    let remote = bare_remote(&q.repo, work.path());
+    // A job: a checkout of the remote (every branch, as actions/checkout with fetch-depth
+    // 0) and a HOME of its own; its steps run in order with the step's environment.
+    let job = |name: &str| -> (PathBuf, Vec<(String, String)>) {
+        let dir = work.path().join(name);
+        let home = work.path().join(format!("{name}-home"));
+        fs::create_dir_all(&home).unwrap();
+        git_in(
+            work.path(),
+            &[
+                "clone",
+                "-q",
+                remote.to_str().unwrap(),
+                dir.to_str().unwrap(),
+            ],
+        );
+        let env = vec![
+            ("HOME".to_string(), home.display().to_string()),
+            (
+                "GIT_CONFIG_GLOBAL".to_string(),
+                home.join(".gitconfig").display().to_string(),
+            ),
+            ("PATH".to_string(), q.repo.path_env()),
+            (
+                "GITHUB_SERVER_URL".to_string(),
+                "https://github.com".to_string(),
+            ),
+            ("GITHUB_TOKEN".to_string(), "not-a-token".to_string()),
+            ("RETRY_BASE_DELAY".to_string(), "0".to_string()),
+            ("KILL_GRACE".to_string(), "1".to_string()),
+            ("TASK".to_string(), "one".to_string()),
+            ("ONTO".to_string(), "main".to_string()),
+        ];
+        (dir, env)
+    };
+    let run = |dir: &Path, env: &[(String, String)], script: &str, what: &str| {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let out = run_step_script(script, dir, &env);
+        assert_ok(&out, what);
+        text(&out)
+    };
+    let (dir, env) = job("attempt");
+    run(
+        &dir,
+        &env,
+        &step("attempt", "Who the commits are by"),
+        "identity",
+    );
+    let said = run(
+        &dir,
+        &env,
+        &step("attempt", "The task's attempt"),
+        "the attempt step",
+    );
+    assert!(said.contains("one: attempt 1 of 5 started"), "{said}");
+    // The agent's step pushed nothing.
+    let pushed = || {
+        command("git")
+            .arg("-C")
+            .arg(&remote)
+            .args(["rev-parse", "--verify", "-q", "refs/heads/orbit/one-a1"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(!pushed(), "the step without a token pushed");
+    let said = run(
+        &dir,
+        &env,
+        &step("attempt", "Push the attempt's branch"),
+        "the push step",
+    );
+    assert!(said.contains("pushed orbit/one-a1"), "{said}");
+    assert!(pushed());
+    git_in(
+        &remote,
+        &["rev-parse", "--verify", "refs/notes/orbit-fleet/one-a1"],
+    );
+    // The push step ran no attempt of its own.
+    assert_eq!(
+        fs::read_to_string(q.rec().join("runs-one")).unwrap(),
+        "run\n"
+    );
+    let (dir, env) = job("land");
+    run(
+        &dir,
+        &env,
+        &step("land", "Who the commits are by"),
+        "identity",
+    );
+    let said = run(&dir, &env, &step("land", "The merge step"), "the land job");
+    assert!(said.contains("one: done: attempt 1 merged"), "{said}");
+    let integration = "orbit/queue/main";
+    assert_eq!(
+        on_remote(&remote, integration, "one.txt").as_deref(),
+        Some("one\n")
+    );
+    let task = on_remote(&remote, integration, ".orbit/queue/one.md").unwrap();
+    assert!(task.contains("**Status:** done"), "{task}");
+    let done = git_in(&remote, &["rev-parse", "orbit/one-a1"]);
+    git_in(&remote, &["notes", "--ref=orbit", "show", &done]);
+}
+
 /// The scripts inside the renders pass shellcheck.
 #[test]
 fn the_queue_renders_scripts_pass_shellcheck() {

@@ -783,7 +783,8 @@ claim_done"#
     );
     assert!(result.starts_with("REFUSED "), "{result}");
     let after = q.task("reach");
-    assert!(!after.contains("99"), "{after}");
+    assert!(!after.contains("**Max-Attempts:** 99"), "{after}");
+    assert!(after.contains("**Max-Attempts:** 5"), "{after}");
     assert_eq!(
         after
             .replace("**Status:** done", "**Status:** ready")

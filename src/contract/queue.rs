@@ -39,7 +39,7 @@ pub const TASK_FIELDS: &[(&str, &str)] = &[
     ),
     (
         "After",
-        "Tasks (by name, comma-separated) that must be done before this one starts.",
+        "Tasks (by name, comma-separated) that must be done before this one starts; their verifiers run again on this task's merged tree, which must keep them green.",
     ),
     (
         "Engine",

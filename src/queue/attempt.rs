@@ -293,3 +293,31 @@ pub fn running(n: u32, dir: &Path, q: &Queue, branch: String, base: &str, sha: &
         estimate_microusd: 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failure section carries the last verify output bounded: its last lines, and a line
+    /// that says how many were left out.
+    #[test]
+    fn the_last_verify_output_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        for (n, lines) in [("000001", 5), ("000002", 200)] {
+            let it = dir.path().join("iterations").join(n);
+            fs::create_dir_all(&it).unwrap();
+            let log: String = (1..=lines).map(|i| format!("{n} line {i}\n")).collect();
+            fs::write(it.join("verify.log"), log).unwrap();
+        }
+        let out = last_verify_output(dir.path());
+        assert_eq!(out.lines().count(), OUTPUT_LINES + 1, "{out}");
+        assert!(
+            out.starts_with("[… 140 earlier line(s) left out]\n"),
+            "{out}"
+        );
+        assert!(out.ends_with("000002 line 200"), "{out}");
+        assert!(!out.contains("000002 line 140\n"), "{out}");
+        let section = failure_section(2, false, "why", &out, "tried");
+        assert!(section.len() < 2000, "{section}");
+    }
+}

@@ -395,7 +395,9 @@ pub fn land(a: &QueueLandArgs) -> Result<u8> {
 /// The hand-off of attempt `n` of task `name` (the pushed commit `commit`), judged: its
 /// envelope from that attempt's own notes ref only, checked as `orbit verify` checks it and
 /// named for that attempt's loop; its branch leaves the queue's files alone; merged, and
-/// the task's checks green on the merged tree, through a loop made here from the task file.
+/// the task's checks green on the merged tree, through a loop made here from the task file,
+/// and so are those of each task it comes after (each through a loop made here from that
+/// task's file).
 fn judge(
     q: &Queue,
     integration: &str,
@@ -457,6 +459,17 @@ fn judge(
     let head = head_of(&q.repo, integration)
         .ok_or_else(|| Error::Git(format!("the integration branch {integration} is gone")))?;
     let (dir, _) = attempt::make_loop(q, name, task, n, &head, integration)?;
+    let mut after = Vec::new();
+    for d in &task.after {
+        let Ok(dt) = q.read_task(d, &q.task_path(d)).task else {
+            return refused(format!(
+                "the task {d} it comes after does not parse here, so its verifier cannot run on the merged tree"
+            ));
+        };
+        // The landed attempt of a done task: one after its failed ones.
+        let (ddir, _) = attempt::make_loop(q, d, &dt, dt.attempts + 1, &head, integration)?;
+        after.push((d.clone(), ddir));
+    }
     land::merge_checked(
         q,
         &dir,
@@ -464,6 +477,7 @@ fn judge(
         commit,
         &format!("orbit/{lname}"),
         outcome.digest.as_deref(),
+        &after,
     )
 }
 

@@ -117,6 +117,28 @@ pub(crate) fn verify_merged(q: &Queue, loop_dir: &Path, ws: &Path) -> Result<std
     out
 }
 
+/// The first red check on the merged tree at `ws`: the task's own (through `loop_dir`),
+/// then each of `after`'s; `None` when every one is green. A red one comes with the task it
+/// belongs to (`None` for the task's own) and its run.
+fn red_on(
+    q: &Queue,
+    loop_dir: &Path,
+    after: &[(String, PathBuf)],
+    ws: &Path,
+) -> Result<Option<(Option<String>, std::process::Output)>> {
+    let run = verify_merged(q, loop_dir, ws)?;
+    if !run.status.success() {
+        return Ok(Some((None, run)));
+    }
+    for (name, dir) in after {
+        let run = verify_merged(q, dir, ws)?;
+        if !run.status.success() {
+            return Ok(Some((Some(name.clone()), run)));
+        }
+    }
+    Ok(None)
+}
+
 /// Whether the loop's branch holds a commit beyond `base` (the integration branch's head
 /// its attempt started from): a change of its own.
 pub fn has_own_commit(q: &Queue, branch: &str, base: &str) -> bool {
@@ -154,9 +176,15 @@ pub fn met_already(q: &Queue, loop_dir: &Path, integration: &str) -> Result<Land
     })
 }
 
-/// Lands the DONE loop at `loop_dir` onto `integration`, judged by the task's verifier on
-/// the merged tree (the check the loop's verify.sh runs).
-pub fn land(q: &Queue, loop_dir: &Path, integration: &str) -> Result<Landed> {
+/// Lands the DONE loop at `loop_dir` onto `integration`, judged on the merged tree by the
+/// task's verifier (the check the loop's verify.sh runs) and by the verifiers of the merged
+/// tasks it comes after (`after`: each task's name and its loop, see [`merge_checked`]).
+pub fn land(
+    q: &Queue,
+    loop_dir: &Path,
+    integration: &str,
+    after: &[(String, PathBuf)],
+) -> Result<Landed> {
     let Some(outcome) = crate::verify::loop_outcome(loop_dir) else {
         return Ok(Landed::Refused {
             why: "orbit verify found no hand-off to check (the loop has no branch)".into(),
@@ -179,13 +207,17 @@ pub fn land(q: &Queue, loop_dir: &Path, integration: &str) -> Result<Landed> {
         &outcome.commit,
         outcome.reference.trim_start_matches("refs/heads/"),
         outcome.digest.as_deref(),
+        after,
     )
 }
 
 /// The merge of a verified hand-off's `commit` (of the branch `label`, with the envelope
 /// `digest`) onto `integration`'s head in the queue's private worktree, and the task's checks
-/// on the merged tree through the loop at `loop_dir` (its verify.sh under its sandbox). The
-/// integration branch moves (compare-and-swap on its old head) only when both hold.
+/// on the merged tree through the loop at `loop_dir` (its verify.sh under its sandbox), then
+/// the checks of each merged task it comes after (`after`: the task's name and a loop of its
+/// own, whose verify.sh runs that task's verifier under that loop's sandbox), so a merge
+/// that undoes earlier work is refused. The integration branch moves (compare-and-swap on
+/// its old head) only when the merge is clean and every check is green.
 pub fn merge_checked(
     q: &Queue,
     loop_dir: &Path,
@@ -193,6 +225,7 @@ pub fn merge_checked(
     commit: &str,
     label: &str,
     digest: Option<&str>,
+    after: &[(String, PathBuf)],
 ) -> Result<Landed> {
     let head = head_of(&q.repo, integration)
         .ok_or_else(|| Error::Git(format!("the integration branch {integration} is gone")))?;
@@ -225,15 +258,17 @@ pub fn merge_checked(
     drop_worktree(q, &merge_wt);
     super::kill_point("merging");
     let check_wt = worktree_at(q, "check", &merged)?;
-    let run = verify_merged(q, loop_dir, &check_wt);
+    let red = red_on(q, loop_dir, after, &check_wt);
     drop_worktree(q, &check_wt);
-    let run = run?;
-    let mut output = String::from_utf8_lossy(&run.stdout).into_owned();
-    output.push_str(&String::from_utf8_lossy(&run.stderr));
-    if !run.status.success() {
+    if let Some((whose, run)) = red? {
+        let mut output = String::from_utf8_lossy(&run.stdout).into_owned();
+        output.push_str(&String::from_utf8_lossy(&run.stderr));
         return Ok(Landed::Refused {
             why: format!(
-                "the verifier fails on the merged tree ({} on {integration}): exit {}",
+                "{} fails on the merged tree ({} on {integration}): exit {}",
+                whose.map_or("the verifier".to_string(), |t| format!(
+                    "the verifier of {t} (a task this one comes after)"
+                )),
                 &merged[..12],
                 run.status
                     .code()

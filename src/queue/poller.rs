@@ -466,7 +466,13 @@ impl Poller {
         let landed = if !own && (stop.done() || stop.vacuous()) {
             Some(land::met_already(&self.q, dir, &self.integration)?)
         } else if stop.done() {
-            Some(land::land(&self.q, dir, &self.integration)?)
+            match self.after_loops(&task) {
+                Ok(after) => Some(land::land(&self.q, dir, &self.integration, &after)?),
+                Err(why) => Some(Landed::Refused {
+                    why,
+                    output: String::new(),
+                }),
+            }
         } else {
             None
         };
@@ -485,6 +491,33 @@ impl Poller {
         let output = attempt::last_verify_output(dir);
         let tried = attempt::what_was_tried(dir);
         self.fail(name, task, rec.attempt, &why, &output, &tried, changed)
+    }
+
+    /// The loops whose checks run on `task`'s merged tree besides its own: for each task it
+    /// comes after, that task's last attempt's loop (its verify.sh runs its verifier under
+    /// its sandbox). A task the queue never ran (marked done by hand) has none. Why not,
+    /// when such a loop directory is gone.
+    fn after_loops(&self, task: &Task) -> std::result::Result<Vec<(String, PathBuf)>, String> {
+        let mut out = Vec::new();
+        for d in &task.after {
+            let Some(lname) = self
+                .st
+                .tasks
+                .get(d)
+                .and_then(|t| t.branch.as_deref())
+                .and_then(|b| b.strip_prefix("orbit/"))
+            else {
+                continue;
+            };
+            let dir = self.q.repo.join(".orbit").join(lname);
+            if !dir.join("run-loop.sh").is_file() {
+                return Err(format!(
+                    "the loop of {d} (a task this one comes after), .orbit/{lname}, is gone, so its verifier cannot run on the merged tree under its sandbox: keep a task's last loop until the queue is merged home"
+                ));
+            }
+            out.push((d.clone(), dir));
+        }
+        Ok(out)
     }
 
     /// Records task `name` done by attempt `n`: merged, or met already with nothing merged.

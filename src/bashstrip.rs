@@ -1,11 +1,13 @@
 //! Bash text without what bash itself throws away: whole-line comments, blank lines and
 //! the indentation of a line, taken out only where the line starts outside every quoted
 //! string and heredoc, and where it does not continue the line before (a backslash at its
-//! end). Everything else is kept byte for byte, a line inside a string or a heredoc whole,
-//! so the perl and awk programs of the parts' single-quoted strings are left as written.
+//! end); and a comment after code, where a blank comes before it in code. Everything else
+//! is kept byte for byte, a line inside a string or a heredoc whole, so the perl and awk
+//! programs of the parts' single-quoted strings are left as written.
 //!
 //! What lib.sh is rendered from (`render::library`): the commented source is the parts under
-//! templates/lib. A `# shellcheck` directive line is kept (shellcheck reads the library).
+//! templates/lib. A `# shellcheck` directive is kept (shellcheck reads the library), without
+//! the reason written after it.
 //! The lexer is conservative: where it cannot tell, it keeps a line as it is; tests/it
 //! (bash_strip) has bash compare `declare -f` and `declare -p` of every part and of the
 //! contract prelude before and after, which must be identical.
@@ -49,8 +51,10 @@ impl Lexer {
         matches!(self.stack.last(), None | Some(Ctx::Subst(_)))
     }
 
-    /// Reads one line (without its newline) and moves the state past it and its newline.
-    fn line(&mut self, line: &str) {
+    /// Reads one line (without its newline) and moves the state past it and its newline;
+    /// where a comment starts on it in code, the byte it starts at.
+    fn line(&mut self, line: &str) -> Option<usize> {
+        let mut comment = None;
         if let Some((delim, tabs)) = &self.body {
             let l = if *tabs {
                 line.trim_start_matches('\t')
@@ -63,7 +67,7 @@ impl Lexer {
                     self.body = Some(self.pending.remove(0));
                 }
             }
-            return;
+            return None;
         }
         self.continued = false;
         let b = line.as_bytes();
@@ -123,7 +127,10 @@ impl Lexer {
                     b'$' if b.get(i + 1) == Some(&b'(') => {
                         i += self.open_paren(b, i);
                     }
-                    b'#' if word_start(b, i) => break,
+                    b'#' if word_start(b, i) => {
+                        comment = Some(i);
+                        break;
+                    }
                     b'(' if b.get(i + 1) == Some(&b'(') && word_start(b, i) => {
                         self.stack.push(Ctx::Arith(0));
                         i += 1;
@@ -152,6 +159,7 @@ impl Lexer {
         if self.in_code() && !self.pending.is_empty() && !self.continued {
             self.body = Some(self.pending.remove(0));
         }
+        comment
     }
 
     /// At `$(` (b[i] is `$`): opens a command substitution or, at `$((`, arithmetic; the
@@ -217,8 +225,8 @@ fn word_start(b: &[u8], i: usize) -> bool {
         )
 }
 
-/// `text` without its whole-line comments (but `# shellcheck` directives), blank lines
-/// and the indentation of lines that start in code (module doc).
+/// `text` without its comments (but a `# shellcheck` directive, without the reason after
+/// it), blank lines and the indentation of lines that start in code (module doc).
 pub fn strip(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut lx = Lexer::default();
@@ -227,19 +235,44 @@ pub fn strip(text: &str) -> String {
             Some(b) => (b, "\n"),
             None => (line, ""),
         };
-        if lx.at_code() {
-            let code = body.trim_start_matches([' ', '\t']);
-            if code.is_empty() || (code.starts_with('#') && !code.starts_with("# shellcheck")) {
-                continue;
-            }
-            out.push_str(code);
+        let at_code = lx.at_code();
+        let kept = if at_code {
+            body.trim_start_matches([' ', '\t'])
         } else {
-            out.push_str(body);
+            body
+        };
+        let comment = lx.line(body);
+        let kept = match comment {
+            Some(at) => cut_comment(kept, at - (body.len() - kept.len())),
+            None => kept,
+        };
+        if at_code && kept.is_empty() {
+            continue;
         }
+        out.push_str(kept);
         out.push_str(nl);
-        lx.line(body);
     }
     out
+}
+
+/// `line` without the comment that starts at its byte `at` (and the blanks before it): a
+/// `# shellcheck` directive stays (without a second comment after it, its reason), and so
+/// does a comment after an escaped blank (`\ `), which the blanks before it end.
+fn cut_comment(line: &str, at: usize) -> &str {
+    let comment = &line[at..];
+    // Only after a blank: the lexer is surest there (`(#` may be a regular expression's).
+    if at > 0 && !line[..at].ends_with([' ', '\t']) {
+        return line;
+    }
+    if let Some(directive) = comment.strip_prefix("# shellcheck") {
+        let end = directive.find(" #").map_or(line.len(), |i| at + 12 + i);
+        return line[..end].trim_end_matches([' ', '\t']);
+    }
+    let code = line[..at].trim_end_matches([' ', '\t']);
+    if code.ends_with('\\') && code.len() < at {
+        return line;
+    }
+    code
 }
 
 #[cfg(test)]
@@ -251,7 +284,7 @@ mod tests {
         let text = "# a comment\n\nf() {\n  # inside\n  echo 'a\n  # kept\n  b' # it's\n  cat <<'EOF'\n  # body\n\nEOF\n    x=\"one\n  # two\"\n}\n";
         assert_eq!(
             strip(text),
-            "f() {\necho 'a\n  # kept\n  b' # it's\ncat <<'EOF'\n  # body\n\nEOF\nx=\"one\n  # two\"\n}\n"
+            "f() {\necho 'a\n  # kept\n  b'\ncat <<'EOF'\n  # body\n\nEOF\nx=\"one\n  # two\"\n}\n"
         );
     }
 
@@ -265,6 +298,15 @@ mod tests {
     }
 
     #[test]
+    fn a_comment_after_code_goes_but_a_directive_keeps_its_rule() {
+        let text = "a=1  # one\n# shellcheck disable=SC2016  # awk code\nb='#' c=\"# x\" # two\necho \\  # kept\nx=$(f # in\n)\n[[ $l =~ ^(#.*)?$ ]]\n";
+        assert_eq!(
+            strip(text),
+            "a=1\n# shellcheck disable=SC2016\nb='#' c=\"# x\"\necho \\  # kept\nx=$(f\n)\n[[ $l =~ ^(#.*)?$ ]]\n"
+        );
+    }
+
+    #[test]
     fn substitutions_nest_their_quotes() {
         let text = "x=\"$(printf '%s' \"a\n  # in the string\")\"\n  # out\n";
         assert_eq!(
@@ -274,6 +316,6 @@ mod tests {
         let ansi = "y=$'it\\'s\n  # in'\n  # out\n";
         assert_eq!(strip(ansi), "y=$'it\\'s\n  # in'\n");
         let hash = "n=${#a[@]} m=$# # it's a comment\n  # out\n";
-        assert_eq!(strip(hash), "n=${#a[@]} m=$# # it's a comment\n");
+        assert_eq!(strip(hash), "n=${#a[@]} m=$#\n");
     }
 }

@@ -169,11 +169,11 @@ run_loop_open() {
   record_ledger_load
   state_events_open "$EV_FILE"
   if ! resume_state_cross_check; then
-    local why=$REPLY
-    config_footer "$STATUS_CONTINUE" "state corrupt: state.env does not match the journal; run orbit recover"
+    local why=$REPLY msg="state corrupt: state.env does not match the journal; run orbit recover"
+    config_footer "$STATUS_CONTINUE" "$msg"
     orbit_log "state corrupt: $why"
     orbit_log "error: review the loop directory, then run 'orbit recover $LOOP_DIR' to rebuild state from the evidence"
-    notify_stop_early "$NOTIFY_EVENT_STATE_CORRUPT" "state corrupt: state.env does not match the journal; run orbit recover"
+    notify_stop_early "$NOTIFY_EVENT_STATE_CORRUPT" "$msg"
     lock_release
     exit "$EXIT_STATE_CORRUPT"
   fi

@@ -337,11 +337,6 @@ readonly COMMIT_HOOK_ROUNDS=3
 COMMIT_HOOK_TREE=
 COMMIT_HOOK_RC=0
 COMMIT_HOOK_REFUSED=0
-# commit_hook_forget: no tree is known as judged (a new iteration, a hook that may pass now).
-commit_hook_forget() {
-  COMMIT_HOOK_TREE='' COMMIT_HOOK_RC=0
-}
-
 # commit_hook_run HOOK BASE TREE OUT [MSG]: runs the repository's hook HOOK (a path) in the
 # sandbox, in the workspace, under a private git directory of its own (HEAD the commit BASE,
 # the index TREE, the repository's objects to read and a private directory for the ones it

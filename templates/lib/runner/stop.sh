@@ -35,16 +35,17 @@ stop_record_failure() {
 # may not); the exit code is the shell's, or EXIT_FAILURE for a run that claimed success.
 # (An orbit_die that printed no footer ends here too, with its own exit code.)
 stop_on_exit() {
-  local rc=$?
+  local rc=$? why
   [[ $BASHPID == "$$" ]] && ((!FOOTER_DONE)) || return 0
   trap - ERR
   trap '' INT TERM HUP
   set +eu
   ((rc != 0)) || rc=$EXIT_FAILURE
-  orbit_log "internal error: the runner ended (exit $rc) without its footer (what it said last is above); a rerun resumes from the last checkpoint"
-  stop_record_failure "$rc" "the runner ended (exit $rc) without its footer"
-  { config_footer "$STATUS_CONTINUE" "internal error: the runner ended (exit $rc) without its footer; see runner.log, a rerun resumes from the last checkpoint" >&8; } 2>/dev/null ||
-    config_footer "$STATUS_CONTINUE" "internal error: the runner ended (exit $rc) without its footer; see runner.log, a rerun resumes from the last checkpoint"
+  why="the runner ended (exit $rc) without its footer"
+  orbit_log "internal error: $why (what it said last is above); a rerun resumes from the last checkpoint"
+  stop_record_failure "$rc" "$why"
+  why="internal error: $why; see runner.log, a rerun resumes from the last checkpoint"
+  { config_footer "$STATUS_CONTINUE" "$why" >&8; } 2>/dev/null || config_footer "$STATUS_CONTINUE" "$why"
   exit "$rc"
 }
 

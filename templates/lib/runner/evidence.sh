@@ -203,22 +203,49 @@ evidence_clean_only() {
   done
 }
 
-# evidence_clean_move CWS GITDIR TREE: everything git does not track in the clean checkout
-# (ignored or not) gone, then the checkout moved to TREE (the files that differ from the
-# runner's index of it, or whose stat data does not match that index, written; what TREE does
-# not hold removed); then proven: nothing untracked, no tracked file that differs from TREE (content, mode, type,
-# a path through a symlink), the index TREE. Status 1 when it is not so.
+# evidence_clean_move CWS GITDIR TREE: the clean checkout moved to TREE: the entries of the
+# runner's index of it that differ from TREE set as TREE has them and those files written
+# (a fresh checkout, with no index yet: every file), everything git does not track there
+# (ignored or not, what TREE no longer holds) removed, and a tracked file whose stat data
+# does not match the index (changed since, a symlink, a mode) written again; then proven:
+# nothing untracked, no tracked file that differs from the index (content, mode, type, a
+# path through a symlink), the index TREE. Status 1 when it is not so.
 evidence_clean_move() {
-  local cws=$1 gd=$2 tree=$3 left=''
-  evidence_clean_git "$cws" "$gd" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE" &&
-    evidence_clean_git "$cws" "$gd" read-tree -u --reset "$tree" 2>>"$ORBIT_LOG_FILE" || return 1
+  local cws=$1 gd=$2 tree=$3 now='' left='' z=$ORBIT_TMP/clean.paths
+  local -a paths=()
+  if [[ ! -f $LOOP_DIR/.tree-index.clean ]]; then
+    evidence_clean_git "$cws" "$gd" read-tree "$tree" 2>>"$ORBIT_LOG_FILE" &&
+      evidence_clean_git "$cws" "$gd" checkout-index -a -f -u 2>>"$ORBIT_LOG_FILE" || return 1
+  else
+    now=$(evidence_clean_git "$cws" "$gd" write-tree 2>>"$ORBIT_LOG_FILE") || return 1
+  fi
+  if [[ -n $now && $now != "$tree" ]]; then
+    evidence_clean_git "$cws" "$gd" diff-tree -r -z --no-renames --name-only "$now" "$tree" >"$z" 2>>"$ORBIT_LOG_FILE" || return 1
+    mapfile -d '' -t paths <"$z"
+    if ((${#paths[@]} > 2000)); then
+      # Most of the tree differs: one pass over the whole index.
+      evidence_clean_git "$cws" "$gd" read-tree -u --reset "$tree" 2>>"$ORBIT_LOG_FILE" || return 1
+    else
+      evidence_clean_git "$cws" "$gd" update-index -z --force-remove --stdin <"$z" 2>>"$ORBIT_LOG_FILE" &&
+        GIT_LITERAL_PATHSPECS=1 evidence_clean_git "$cws" "$gd" ls-tree -r -z --full-tree "$tree" -- "${paths[@]}" >"$z" 2>>"$ORBIT_LOG_FILE" &&
+        evidence_clean_git "$cws" "$gd" update-index -z --index-info <"$z" 2>>"$ORBIT_LOG_FILE" &&
+        GIT_LITERAL_PATHSPECS=1 evidence_clean_git "$cws" "$gd" ls-tree -r -z --full-tree --name-only "$tree" -- "${paths[@]}" >"$z" 2>>"$ORBIT_LOG_FILE" &&
+        evidence_clean_git "$cws" "$gd" checkout-index -f -u -z --stdin <"$z" 2>>"$ORBIT_LOG_FILE" || return 1
+    fi
+  fi
+  evidence_clean_git "$cws" "$gd" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE" || return 1
+  evidence_clean_git "$cws" "$gd" diff-files --name-only -z --ignore-submodules >"$z" 2>>"$ORBIT_LOG_FILE" || return 1
+  if [[ -s $z ]]; then
+    evidence_clean_git "$cws" "$gd" checkout-index -f -u -z --stdin <"$z" 2>>"$ORBIT_LOG_FILE" &&
+      evidence_clean_git "$cws" "$gd" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE" || return 1
+  fi
   left=$(evidence_clean_git "$cws" "$gd" ls-files -o --directory -z 2>>"$ORBIT_LOG_FILE" | head -c 300 | tr '\0' ' ') || return 1
   if [[ -n $left ]]; then
     orbit_log "the clean checkout $cws still holds what git does not track after git clean: ${left//[[:cntrl:]]/?}"
     return 1
   fi
   if ! evidence_clean_git "$cws" "$gd" diff-files --quiet --ignore-submodules 2>>"$ORBIT_LOG_FILE"; then
-    orbit_log "the clean checkout $cws holds a tracked file that differs from the tree $tree after git read-tree"
+    orbit_log "the clean checkout $cws holds a tracked file that differs from the tree $tree"
     return 1
   fi
   left=$(evidence_clean_git "$cws" "$gd" write-tree 2>>"$ORBIT_LOG_FILE") || return 1

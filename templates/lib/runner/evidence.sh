@@ -211,7 +211,7 @@ evidence_clean_only() {
 # nothing untracked, no tracked file that differs from the index (content, mode, type, a
 # path through a symlink), the index TREE. Status 1 when it is not so.
 evidence_clean_move() {
-  local cws=$1 gd=$2 tree=$3 now='' left='' z=$ORBIT_TMP/clean.paths
+  local cws=$1 gd=$2 tree=$3 now='' stray='' z=$ORBIT_TMP/clean.paths
   local -a paths=()
   if [[ ! -f $LOOP_DIR/.tree-index.clean ]]; then
     evidence_clean_git "$cws" "$gd" read-tree "$tree" 2>>"$ORBIT_LOG_FILE" &&
@@ -239,17 +239,17 @@ evidence_clean_move() {
     evidence_clean_git "$cws" "$gd" checkout-index -f -u -z --stdin <"$z" 2>>"$ORBIT_LOG_FILE" &&
       evidence_clean_git "$cws" "$gd" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE" || return 1
   fi
-  left=$(evidence_clean_git "$cws" "$gd" ls-files -o --directory -z 2>>"$ORBIT_LOG_FILE" | head -c 300 | tr '\0' ' ') || return 1
-  if [[ -n $left ]]; then
-    orbit_log "the clean checkout $cws still holds what git does not track after git clean: ${left//[[:cntrl:]]/?}"
+  stray=$(evidence_clean_git "$cws" "$gd" ls-files -o --directory -z 2>>"$ORBIT_LOG_FILE" | head -c 300 | tr '\0' ' ') || return 1
+  if [[ -n $stray ]]; then
+    orbit_log "the clean checkout $cws still holds what git does not track after git clean: ${stray//[[:cntrl:]]/?}"
     return 1
   fi
   if ! evidence_clean_git "$cws" "$gd" diff-files --quiet --ignore-submodules 2>>"$ORBIT_LOG_FILE"; then
     orbit_log "the clean checkout $cws holds a tracked file that differs from the tree $tree"
     return 1
   fi
-  left=$(evidence_clean_git "$cws" "$gd" write-tree 2>>"$ORBIT_LOG_FILE") || return 1
-  [[ $left == "$tree" ]]
+  stray=$(evidence_clean_git "$cws" "$gd" write-tree 2>>"$ORBIT_LOG_FILE") || return 1
+  [[ $stray == "$tree" ]]
 }
 
 # evidence_clean_fresh CWS: the clean checkout made afresh: whatever is at CWS removed (and

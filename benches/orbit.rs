@@ -17,8 +17,9 @@
 //!    time (the candidates run in parallel), and the reset of a reused candidate worktree
 //!    (as the runner does it: `git checkout -f` + `git clean -fd`) against the floor (one
 //!    `git status --porcelain` of that repository).
-//! 6. The DONE gate's clean checkout: refilling it with the tree to commit, as the runner
-//!    does, against one plain `git worktree add` of that tree.
+//! 6. The DONE gate's clean checkout at a claim that changes a few files: the runner's own
+//!    code moving the kept checkout to the claim's tree and proving it clean, against one
+//!    plain `git worktree add` of that tree (a full checkout; target: at most a tenth).
 //!
 //! 7. The OS sandbox: a `--once` tick of a loop with `sandbox = "bwrap"` against the same
 //!    loop with `sandbox = "none"` in the same repository, ticks alternating; the difference
@@ -298,7 +299,7 @@ fn noop_agent() -> (tempfile::TempDir, String) {
 /// `targets`: whether the runner targets (< 300 ms; a tick within 6x the floor, a
 /// continuous iteration within 3x, since contract 2.0's workspaces) apply to this
 /// repository (they are set for the 20,000-file one). The first run's workspace creation
-/// is judged on both (no more than one `git worktree add`).
+/// is judged on both (at most 1.2x one `git worktree add`).
 fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str, targets: bool) {
     let r = repo(files);
     let (_bin, exec) = noop_agent();
@@ -488,9 +489,9 @@ fn bench_runner(rows: &mut Vec<Row>, files: usize, label: &str, targets: bool) {
         name: format!("first run, {label}: workspace"),
         value: ms(creation),
         note: format!(
-            "first --once run {} less the next tick and a verify run (median of {m}); {wt_ratio:.1}x one git worktree add; no more than 1x: {}",
+            "first --once run {} less the next tick and a verify run (median of {m}); {wt_ratio:.2}x one git worktree add; at most 1.2x: {}",
             ms(first_m),
-            verdict(wt_ratio <= 1.0)
+            verdict(wt_ratio <= 1.2)
         ),
     });
     rows.push(Row {
@@ -691,10 +692,6 @@ fn bench_fanout(rows: &mut Vec<Row>, files: usize, label: &str) {
     }
 }
 
-/// The DONE gate's clean checkout, as the runner refills it (its index set to the tree to
-/// commit, everything else removed, every file written), against one plain
-/// `git worktree add` of the same tree. Only a claim pays it: the gate is the one place the
-/// runner makes it.
 /// The OS sandbox's cost per agent or check run (see the header, part 7).
 fn bench_sandbox(rows: &mut Vec<Row>) {
     let name = "sandbox cost per agent or check run".to_string();
@@ -810,43 +807,108 @@ fn bench_sandbox(rows: &mut Vec<Row>) {
     });
 }
 
+/// The DONE gate's clean checkout at a claim that changes a few files: the runner's own
+/// `evidence_clean_checkout_v` (templates/lib/runner/evidence.sh, sourced by bash with the
+/// helpers it calls stubbed) moves the kept checkout between two trees that differ in 3
+/// files, with a report the last claim's checks left in it, and proves it clean; against a
+/// full checkout of the same tree (one plain `git worktree add`, its floor) and the refill
+/// every file of the layout before (read-tree, clean, checkout-index of every file). Only
+/// a claim pays it: the gate is the one place the runner makes it.
 fn bench_clean(rows: &mut Vec<Row>, files: usize, label: &str) {
     let r = repo(files);
     let n = runs();
     let git = |dir: &Path, args: &[&str]| {
-        run_ok(
-            Command::new("git")
-                .args(args)
-                .current_dir(dir)
-                .stdout(Stdio::null()),
-        )
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
-    let clean = r.path().join("..").join(format!(
-        "{}.clean",
-        r.path().file_name().unwrap().to_string_lossy()
+    let tree_a = git(r.path(), &["rev-parse", "HEAD^{tree}"]);
+    for f in ["README.md", "src/d000/f00000.txt", "src/d001/f00001.txt"] {
+        if r.path().join(f).exists() {
+            fs::write(r.path().join(f), "changed by the claim\n").unwrap();
+        }
+    }
+    fs::write(r.path().join("NEW.md"), "a new file\n").unwrap();
+    git(r.path(), &["add", "-A"]);
+    git(r.path(), &["commit", "-q", "-m", "a claim's change"]);
+    let tree_b = git(r.path(), &["rev-parse", "HEAD^{tree}"]);
+    let root = fs::canonicalize(r.path()).unwrap();
+    let ws = root.parent().unwrap().join(format!(
+        "{}.ws",
+        root.file_name().unwrap().to_string_lossy()
     ));
-    let clean_s = clean.display().to_string();
-    git(
-        r.path(),
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "--detach",
-            "--no-checkout",
-            &clean_s,
-            "HEAD",
-        ],
+    let ws = ws.display().to_string();
+    let clean = format!("{ws}.clean");
+    let loop_dir = tempfile::tempdir().unwrap();
+    let part = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/lib/runner/evidence.sh");
+    let driver = format!(
+        r#"set -u
+source '{part}'
+orbit_log() {{ printf '%s\n' "$*" >>"$ORBIT_LOG_FILE"; }}
+config_repo_git() {{ GIT_OPTIONAL_LOCKS=0 git -C "$REPO_ROOT" "$@"; }}
+setup_modules_checkout() {{ :; }}
+REPO_ROOT='{root}' WS_MAIN='{ws}' LOOP_DIR='{loop_dir}' ORBIT_LOG_FILE='{loop_dir}/runner.log'
+GIT_COMMON_ABS='{root}/.git' GIT_DIR_ABS='{root}/.git' ORBIT_TMP='{loop_dir}'
+for tree in "$@"; do
+  echo "report of the last claim's checks" > '{clean}/report.xml' 2>/dev/null || true
+  t0=$EPOCHREALTIME
+  evidence_clean_checkout_v "$tree" || {{ cat "$ORBIT_LOG_FILE" >&2; exit 1; }}
+  t1=$EPOCHREALTIME
+  echo $(( (${{t1/./}} - ${{t0/./}}) ))
+done
+"#,
+        part = part.display(),
+        root = root.display(),
+        loop_dir = loop_dir.path().display(),
     );
+    let move_to = |trees: &[&str]| -> Vec<Duration> {
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(&driver)
+            .arg("bench")
+            .args(trees)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| Duration::from_micros(l.trim().parse().unwrap()))
+            .collect()
+    };
+    // The first claim makes it (a full checkout); each later one moves it.
+    let first = move_to(&[&tree_a])[0];
+    let trees: Vec<&str> = (0..n)
+        .map(|i| {
+            if i % 2 == 0 {
+                tree_b.as_str()
+            } else {
+                tree_a.as_str()
+            }
+        })
+        .collect();
+    let move_m = median(move_to(&trees));
     let refill_m = median(
         (0..n)
             .map(|i| {
-                // What the checks of the last claim left behind.
-                fs::write(clean.join("report.xml"), format!("run {i}\n")).unwrap();
+                fs::write(Path::new(&clean).join("report.xml"), format!("run {i}\n")).unwrap();
                 time(|| {
-                    git(&clean, &["read-tree", "HEAD^{tree}"]);
-                    git(&clean, &["clean", "-q", "-f", "-f", "-d", "-x"]);
-                    git(&clean, &["checkout-index", "-a", "-f", "-u"]);
+                    git(Path::new(&clean), &["read-tree", "HEAD^{tree}"]);
+                    git(Path::new(&clean), &["clean", "-q", "-f", "-f", "-d", "-x"]);
+                    git(Path::new(&clean), &["checkout-index", "-a", "-f", "-u"]);
                 })
             })
             .collect(),
@@ -854,22 +916,36 @@ fn bench_clean(rows: &mut Vec<Row>, files: usize, label: &str) {
     let add_m = median(
         (0..n)
             .map(|i| {
-                let w = format!("{clean_s}.add{i}");
-                let d = time(|| git(r.path(), &["worktree", "add", "-q", "--detach", &w, "HEAD"]));
+                let w = format!("{clean}.add{i}");
+                let d = time(|| {
+                    git(r.path(), &["worktree", "add", "-q", "--detach", &w, "HEAD"]);
+                });
                 git(r.path(), &["worktree", "remove", "-f", "-f", &w]);
                 d
             })
             .collect(),
     );
-    git(r.path(), &["worktree", "remove", "-f", "-f", &clean_s]);
-    let ratio = refill_m.as_secs_f64() / add_m.as_secs_f64();
+    git(r.path(), &["worktree", "remove", "-f", "-f", &clean]);
+    let ratio = move_m.as_secs_f64() / add_m.as_secs_f64();
+    let to_refill = move_m.as_secs_f64() / refill_m.as_secs_f64();
+    // The target is set on 20,000 files; on a small repository the programs are the cost.
+    let judged = if files >= 20_000 {
+        format!("at most 0.1x: {}", verdict(ratio <= 0.1))
+    } else {
+        "no target on a small repository".to_string()
+    };
     rows.push(Row {
-        name: format!("clean checkout before DONE, {label}"),
-        value: ms(refill_m),
+        name: format!("clean checkout at a claim, {label}: full checkout"),
+        value: ms(add_m),
+        note: "the floor: one plain git worktree add of the tree".into(),
+    });
+    rows.push(Row {
+        name: format!("clean checkout at a claim, {label}"),
+        value: ms(move_m),
         note: format!(
-            "refilled with the tree to commit; {ratio:.2}x one plain git worktree add ({}); under one: {}; an iteration without a claim makes none",
-            ms(add_m),
-            verdict(ratio < 1.0)
+            "the kept checkout moved to a tree 3 files away and proven clean; {ratio:.2}x a full checkout; {judged}; its first claim {} (made afresh); every file written again in the same checkout, as before, {} ({to_refill:.2}x that)",
+            ms(first),
+            ms(refill_m)
         ),
     });
 }

@@ -6,6 +6,7 @@ mod adequacy;
 mod adequacy_tool;
 mod audit;
 mod cannot_run;
+mod clean_checkout;
 mod contract;
 mod counts;
 mod ecosystems;

@@ -135,27 +135,171 @@ evidence_checks_settle() {
   fi
 }
 
-# ---- the clean checkout: the last check run before DONE happens in a throwaway work tree
-# ---- that holds the tree about to be committed and nothing else (nothing ignored, nothing
-# ---- untracked), so a solution that needs a file the branch will not hold is never DONE.
-# evidence_clean_checkout_v TREE: REPLY is the clean checkout (a worktree beside the workspace,
-# <workspace>.clean, made once and refilled each time) holding exactly TREE. Status 1 when
-# git cannot make it (said in runner.log).
-evidence_clean_checkout_v() {
-  local tree=$1 cws=$WS_MAIN.clean gd
-  if [[ ! -e $cws && ! -L $cws ]]; then
-    config_repo_git worktree add -q --detach --no-checkout --lock --reason "orbit loop $LOOP_DIR (clean checkout)" -- "$cws" HEAD >>"$ORBIT_LOG_FILE" 2>&1 || return 1
-  fi
+# ---- the clean checkout: the last check run before DONE happens in a work tree that holds
+# ---- the tree about to be committed and nothing else (nothing ignored, nothing untracked),
+# ---- so a solution that needs a file the branch will not hold is never DONE. It is the
+# ---- runner's worktree beside the workspace (<workspace>.clean), kept from claim to claim
+# ---- and moved to each claim's tree (only the files that differ are written), then proven
+# ---- clean before every use: an earlier claim's checks ran there and could leave a file, a
+# ---- symlink, a mode, an index entry git skips, a configuration or a hook of that worktree,
+# ---- a .git of their own. What cannot be proven clean is thrown away and made afresh.
+# The clean checkout's git directory, as evidence_clean_checkout_v last proved it.
+CLEAN_GD=
+
+# evidence_clean_git CWS GITDIR ARGS...: git in the clean checkout CWS through its git directory
+# GITDIR and the runner's own index of it (.tree-index.clean in the loop directory), never
+# through what CWS holds (its .git), that worktree's own index or a setting that lets git
+# skip a file: no fsmonitor, no sparse checkout, no untracked cache, every stat field
+# compared, no hook.
+evidence_clean_git() {
+  local cws=$1 gd=$2
+  shift 2
+  GIT_DIR=$gd GIT_WORK_TREE=$cws GIT_INDEX_FILE=$LOOP_DIR/.tree-index.clean GIT_OPTIONAL_LOCKS=0 \
+    git -c core.fsmonitor=false -c core.sparseCheckout=false -c core.untrackedCache=false \
+    -c core.splitIndex=false -c index.sparse=false -c core.checkStat=default -c core.trustctime=true \
+    -c core.hooksPath=/dev/null -C "$cws" "$@"
+}
+
+# evidence_clean_gitdir_v CWS: REPLY is the git directory of the clean checkout CWS when it is
+# the one the runner made and holds nothing git would read that the runner did not put
+# there: CWS a directory whose .git file names exactly a directory of
+# $GIT_COMMON_ABS/worktrees/ whose gitdir names CWS back, that directory holding only HEAD
+# (a detached commit), commondir (the common directory), gitdir, locked, index, logs/HEAD
+# and an empty refs/ (no configuration, no hooks, no info/, no other ref). Status 1 else.
+evidence_clean_gitdir_v() {
+  local cws=$1 gd line='' e
   [[ -d $cws && ! -L $cws && -f $cws/.git && ! -L $cws/.git ]] || return 1
-  gd=$(git -C "$cws" rev-parse --absolute-git-dir 2>>"$ORBIT_LOG_FILE") || return 1
-  [[ $gd == "$GIT_COMMON_ABS/worktrees/"* ]] || return 1
-  # Its index becomes TREE (no stat cache), everything else goes, every file is written.
-  git -C "$cws" read-tree "$tree" 2>>"$ORBIT_LOG_FILE" &&
-    git -C "$cws" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE" &&
-    git -C "$cws" checkout-index -a -f -u 2>>"$ORBIT_LOG_FILE" || return 1
+  IFS= read -r line <"$cws/.git" 2>/dev/null || true
+  gd=${line#gitdir: }
+  [[ $line == "gitdir: $GIT_COMMON_ABS/worktrees/"* && $gd != */../* && $gd != */./* && ${gd#"$GIT_COMMON_ABS/worktrees/"} != */* ]] || return 1
+  [[ -d $gd && ! -L $gd && ! $gd -ef $GIT_DIR_ABS && -f $gd/gitdir && ! -L $gd/gitdir ]] || return 1
+  line=''
+  IFS= read -r line <"$gd/gitdir" 2>/dev/null || true
+  [[ $line == "$cws/.git" ]] || return 1
+  line=''
+  IFS= read -r line <"$gd/commondir" 2>/dev/null || true
+  [[ -f $gd/commondir && ! -L $gd/commondir && $line == ../.. ]] || return 1
+  line=''
+  IFS= read -r line <"$gd/HEAD" 2>/dev/null || true
+  [[ -f $gd/HEAD && ! -L $gd/HEAD && $line =~ ^[0-9a-f]{40,64}$ ]] || return 1
+  for e in "$gd"/* "$gd"/.[!.]* "$gd"/..?*; do
+    [[ -e $e || -L $e ]] || continue
+    case ${e##*/} in
+      HEAD | commondir | gitdir | locked | index) [[ -f $e && ! -L $e ]] || return 1 ;;
+      logs) [[ -d $e && ! -L $e ]] && evidence_clean_only "$e" HEAD || return 1 ;;
+      refs) [[ -d $e && ! -L $e ]] && evidence_clean_only "$e" || return 1 ;;
+      *) return 1 ;;
+    esac
+  done
+  REPLY=$gd
+}
+
+# evidence_clean_only DIR [NAME]: DIR holds nothing but the regular file NAME (or nothing).
+evidence_clean_only() {
+  local e
+  for e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+    [[ -e $e || -L $e ]] || continue
+    [[ -n ${2-} && ${e##*/} == "$2" && -f $e && ! -L $e ]] || return 1
+  done
+}
+
+# evidence_clean_move CWS GITDIR TREE: the clean checkout moved to TREE: the entries of the
+# runner's index of it that differ from TREE set as TREE has them and those files written
+# (a fresh checkout, with no index yet: every file), everything git does not track there
+# (ignored or not, what TREE no longer holds) removed, and a tracked file whose stat data
+# does not match the index (changed since, a symlink, a mode) written again; then proven:
+# nothing untracked, no tracked file that differs from the index (content, mode, type, a
+# path through a symlink), the index TREE. Status 1 when it is not so.
+evidence_clean_move() {
+  local cws=$1 gd=$2 tree=$3 now='' stray='' z=$ORBIT_TMP/clean.paths
+  local -a paths=()
+  if [[ ! -f $LOOP_DIR/.tree-index.clean ]]; then
+    evidence_clean_git "$cws" "$gd" read-tree "$tree" 2>>"$ORBIT_LOG_FILE" &&
+      evidence_clean_git "$cws" "$gd" checkout-index -a -f -u 2>>"$ORBIT_LOG_FILE" || return 1
+  else
+    now=$(evidence_clean_git "$cws" "$gd" write-tree 2>>"$ORBIT_LOG_FILE") || return 1
+  fi
+  if [[ -n $now && $now != "$tree" ]]; then
+    evidence_clean_git "$cws" "$gd" diff-tree -r -z --no-renames --name-only "$now" "$tree" >"$z" 2>>"$ORBIT_LOG_FILE" || return 1
+    mapfile -d '' -t paths <"$z"
+    if ((${#paths[@]} > 2000)); then
+      # Most of the tree differs: one pass over the whole index.
+      evidence_clean_git "$cws" "$gd" read-tree -u --reset "$tree" 2>>"$ORBIT_LOG_FILE" || return 1
+    else
+      evidence_clean_git "$cws" "$gd" update-index -z --force-remove --stdin <"$z" 2>>"$ORBIT_LOG_FILE" &&
+        GIT_LITERAL_PATHSPECS=1 evidence_clean_git "$cws" "$gd" ls-tree -r -z --full-tree "$tree" -- "${paths[@]}" >"$z" 2>>"$ORBIT_LOG_FILE" &&
+        evidence_clean_git "$cws" "$gd" update-index -z --index-info <"$z" 2>>"$ORBIT_LOG_FILE" &&
+        GIT_LITERAL_PATHSPECS=1 evidence_clean_git "$cws" "$gd" ls-tree -r -z --full-tree --name-only "$tree" -- "${paths[@]}" >"$z" 2>>"$ORBIT_LOG_FILE" &&
+        evidence_clean_git "$cws" "$gd" checkout-index -f -u -z --stdin <"$z" 2>>"$ORBIT_LOG_FILE" || return 1
+    fi
+  fi
+  evidence_clean_git "$cws" "$gd" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE" || return 1
+  evidence_clean_git "$cws" "$gd" diff-files --name-only -z --ignore-submodules >"$z" 2>>"$ORBIT_LOG_FILE" || return 1
+  if [[ -s $z ]]; then
+    evidence_clean_git "$cws" "$gd" checkout-index -f -u -z --stdin <"$z" 2>>"$ORBIT_LOG_FILE" &&
+      evidence_clean_git "$cws" "$gd" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE" || return 1
+  fi
+  stray=$(evidence_clean_git "$cws" "$gd" ls-files -o --directory -z 2>>"$ORBIT_LOG_FILE" | head -c 300 | tr '\0' ' ') || return 1
+  if [[ -n $stray ]]; then
+    orbit_log "the clean checkout $cws still holds what git does not track after git clean: ${stray//[[:cntrl:]]/?}"
+    return 1
+  fi
+  if ! evidence_clean_git "$cws" "$gd" diff-files --quiet --ignore-submodules 2>>"$ORBIT_LOG_FILE"; then
+    orbit_log "the clean checkout $cws holds a tracked file that differs from the tree $tree"
+    return 1
+  fi
+  stray=$(evidence_clean_git "$cws" "$gd" write-tree 2>>"$ORBIT_LOG_FILE") || return 1
+  [[ $stray == "$tree" ]]
+}
+
+# evidence_clean_fresh CWS: the clean checkout made afresh: whatever is at CWS removed (and
+# git's record of it, a locked registration left by a checkout deleted by hand too), then
+# `git worktree add` of an empty one; the runner's index of it forgotten.
+evidence_clean_fresh() {
+  local cws=$1
+  config_repo_git worktree remove -f -f -- "$cws" >>"$ORBIT_LOG_FILE" 2>&1 || true
+  if [[ -e $cws || -L $cws ]]; then
+    [[ -L $cws ]] || chmod -R u+rwx -- "$cws" 2>/dev/null || true
+    rm -rf -- "$cws" 2>>"$ORBIT_LOG_FILE" || true
+    config_repo_git worktree remove -f -f -- "$cws" >>"$ORBIT_LOG_FILE" 2>&1 || true
+  fi
+  if [[ -e $cws || -L $cws ]]; then
+    orbit_log "cannot remove the clean checkout $cws (see above)"
+    return 1
+  fi
+  rm -f -- "$LOOP_DIR/.tree-index.clean"
+  config_repo_git worktree add -q --detach --no-checkout --lock --reason "orbit loop $LOOP_DIR (clean checkout)" -- "$cws" HEAD >>"$ORBIT_LOG_FILE" 2>&1
+}
+
+# evidence_clean_checkout_v TREE: REPLY is the clean checkout (<workspace>.clean) holding exactly
+# TREE, moved there from the tree it held when it is proven the runner's and clean, else made
+# afresh (and proven); its own index then a copy of the runner's (for the checks' git).
+# Status 1 when git cannot make it (said in runner.log).
+evidence_clean_checkout_v() {
+  local tree=$1 cws=$WS_MAIN.clean gd=''
+  CLEAN_GD=
+  if [[ -f $LOOP_DIR/.tree-index.clean && ! -L $LOOP_DIR/.tree-index.clean ]] && evidence_clean_gitdir_v "$cws"; then
+    gd=$REPLY
+    evidence_clean_move "$cws" "$gd" "$tree" || gd=''
+  fi
+  if [[ -z $gd ]]; then
+    [[ ! -e $cws && ! -L $cws ]] || orbit_log "the clean checkout $cws is not proven the runner's and clean: made afresh"
+    evidence_clean_fresh "$cws" && evidence_clean_gitdir_v "$cws" || return 1
+    gd=$REPLY
+    evidence_clean_move "$cws" "$gd" "$tree" || return 1
+  fi
+  CLEAN_GD=$gd
+  rm -f -- "$gd/index"
+  cp -p -- "$LOOP_DIR/.tree-index.clean" "$gd/index" || return 1
   setup_modules_checkout "$cws"
-  cp -p -- "$gd/index" "$LOOP_DIR/.tree-index.clean" || return 1
   REPLY=$cws
+}
+
+# evidence_clean_scrub CWS: everything git does not track in the clean checkout CWS removed
+# (what a failed copy of the setup cache left).
+evidence_clean_scrub() {
+  [[ -n $CLEAN_GD ]] || return 1
+  evidence_clean_git "$1" "$CLEAN_GD" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE"
 }
 
 # evidence_clean_checkout_remove: a DONE loop's clean checkout goes (it holds nothing the branch does

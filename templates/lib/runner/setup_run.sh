@@ -309,6 +309,6 @@ setup_run_clean_checkout() {
     setup_run_cache_take_v "$cws" "$log" && return 0
   fi
   # What a failed copy left goes: the clean checkout holds TREE alone again.
-  git -C "$cws" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE" || true
+  evidence_clean_scrub "$cws" || true
   setup_run "$cws" "$log" 1
 }

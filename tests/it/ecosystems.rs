@@ -193,6 +193,80 @@ fn with_no_setup_init_applies_none_and_writes_no_offline_switches() {
     assert_code(&both, 2, "--setup and --no-setup");
 }
 
+#[test]
+fn with_no_setup_a_go_modules_checks_build_in_the_sandbox_with_a_private_build_cache() {
+    // A user who built the project before has its modules in the module cache; with
+    // --no-setup no offline switch is written, so nothing names a build cache: Go's default
+    // (under HOME) is read-only in the sandbox, and a check that cannot write it fails for
+    // that, not for the project. The sandbox gives every run a private one.
+    let path = std::env::var("PATH").unwrap_or_default();
+    if !(present_or_skipped(tool_on(&path, "go"), "ORBIT_REQUIRE_GO", "go") && bwrap_available()) {
+        return;
+    }
+    let repo = project_repo("go");
+    let agent = repo.agent("fixer", GO_AGENT);
+    let home = tempfile::tempdir().unwrap();
+    let home_s = home.path().display().to_string();
+    let proxy = format!("file://{}", fixture("go-proxy").display());
+    // The user's own earlier build: the module cache and Go's build cache under HOME.
+    let mut build = command("go");
+    build
+        .args(["build", "./..."])
+        .current_dir(repo.path())
+        .env("HOME", &home_s)
+        .env("GOPROXY", &proxy)
+        .env("GOSUMDB", "off")
+        .env("GOFLAGS", "-modcacherw")
+        .env_remove("GOCACHE");
+    assert_ok(
+        &run_bounded(build, std::time::Duration::from_secs(120)),
+        "go build",
+    );
+    assert!(home.path().join(".cache/go-build").is_dir());
+    let exec = agent.display().to_string();
+    let out = repo.orbit(&[
+        "init",
+        "goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "go test ./...",
+        "--sandbox",
+        "bwrap",
+        "--no-setup",
+        "--adequacy",
+        "off",
+    ]);
+    assert_ok(&out, "orbit init");
+    let dir = repo.join(".orbit/goal");
+    let out = repo.run_loop(
+        &dir,
+        &[],
+        &[
+            ("MAX_ITERATIONS", "2"),
+            ("HOME", &home_s),
+            ("GOPROXY", "off"),
+            ("GOSUMDB", "off"),
+            ("GOCACHE", ""),
+        ],
+    );
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    assert!(
+        !base.contains("read-only file system") && !base.contains("GOCACHE"),
+        "the red gate's check could not write a build cache: {base}"
+    );
+    assert!(
+        base.contains("--- FAIL: TestQuantityMultipliesThePrice"),
+        "the red gate ran the project's tests: {base}"
+    );
+    assert_code(&out, 0, "DONE");
+    assert_sandboxed(&dir);
+    let fixed = repo.git(&["show", "orbit/goal:shop.go"]);
+    assert!(fixed.contains("Times(l.Quantity)"), "{fixed}");
+}
+
 // ---- Rust: a workspace of several members
 
 const RUST_WS_AGENT: &str = r#"cat >/dev/null

@@ -65,6 +65,9 @@ pub fn detect_check(repo: &Path) -> Option<(String, &'static str)> {
     if has("pyproject.toml") || has("pytest.ini") || has("setup.py") {
         return Some(("python3 -m pytest".into(), "a Python project file"));
     }
+    if has("pom.xml") {
+        return Some(("mvn -B test".into(), "pom.xml"));
+    }
     if let Ok(text) = fs::read_to_string(repo.join("Makefile"))
         && text.lines().any(|l| l.starts_with("test:"))
     {
@@ -290,6 +293,9 @@ pub fn detect_setup(repo: &Path) -> Vec<(String, &'static str)> {
             "a Python project file",
         ));
     }
+    if has("pom.xml") {
+        out.push((crate::deps::MAVEN_SETUP.to_string(), "pom.xml"));
+    }
     if fs::read_to_string(repo.join(".gitattributes")).is_ok_and(|t| t.contains("filter=lfs")) {
         out.push(("git lfs pull".to_string(), "LFS files in .gitattributes"));
     }
@@ -339,6 +345,11 @@ fn apply_dependency_setup(cfg: &mut LoopConfig, repo: &Path) {
             .join(" + "),
         cfg.offline_env.join(" ")
     );
+    if found.iter().any(|e| e.name == "maven") {
+        eprintln!(
+            "orbit: maven: its setup runs the build's tests once (their failures ignored) because surefire fetches its test provider only then; a Maven older than 3.9 ignores MAVEN_ARGS, and its checks read what the setup put in the local repository under HOME (read-only in the sandbox) without asking a remote one"
+        );
+    }
 }
 
 /// The python the pre-commit framework's installed pre-commit hook runs (its

@@ -15,10 +15,8 @@ setup_run_clean_checkout() {
   setup_run
 }
 
-# setup_run_candidate CWS LOG: nothing to set up (as setup_run).
-setup_run_candidate() {
-  setup_run
-}
+# setup_run_candidate CWS LOG: as setup_run.
+setup_run_candidate() { setup_run; }
 
 # setup_run_cache_drop: no setup, no cache.
 setup_run_cache_drop() { :; }

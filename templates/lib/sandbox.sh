@@ -354,14 +354,9 @@ sandbox_prepare() {
   SANDBOX_ARGV=("$BASH" -c "$SANDBOX_LAUNCHER" orbit-sandbox "$SANDBOX_BWRAP" "${a[@]}" -- "$SANDBOX_ENV" --default-signal="$SANDBOX_SIGNALS" "${cache_env[@]}")
 }
 
-# sandbox_build_cache_env KIND ARRAY: the variables (NAME=VALUE, given by env inside the
-# sandbox) that give a run of KIND a build cache it can write, into the array named by $2:
-# Go's (GOCACHE) is by default under HOME, which the sandbox shows read-only, and a go
-# command that cannot write it builds nothing ("package testing is not in GOROOT"), a red
-# start that is not the project's. It is the run's private /tmp/.orbit-go-build (empty at
-# each run: a cache, so a fresh one is always right), unless the user's GOCACHE already
-# names a place the run may write (a private tmpfs; the workspace, but for the holdout run,
-# which reads it only). loop.toml offline-env, which verify.sh exports, still wins.
+# sandbox_build_cache_env KIND ARRAY: into the array named by $2, a build cache a run of
+# KIND can write: Go's (by default under the read-only HOME) in the private /tmp, unless
+# GOCACHE names a writable place.
 sandbox_build_cache_env() {
   local kind=$1 cache=${GOCACHE:-}
   local -n cache_out=$2

@@ -1001,9 +1001,9 @@ fn a_plain_loops_scripts_are_short_and_share_one_library() {
     // as checks, the dependencies' offline switches and the adequacy measure of a DONE
     // through the pinned orbit; 375,977 with the clean checkout's pass and the setup's cache
     // watched and ruled; 380,054 once every function is named for its part; 380,988 with a
-    // crash's subshells quiet and a flaky last pass told from a file the tree lacks): the aim
-    // is 300,000.
-    assert!(total <= 373 * 1024, "the loop directory: {total} bytes");
+    // crash's subshells quiet and a flaky last pass told from a file the tree lacks; 382,016
+    // with a sandboxed run's writable Go build cache): the aim is 300,000.
+    assert!(total <= 374 * 1024, "the loop directory: {total} bytes");
     for name in ["verify.sh", "holdout.sh"] {
         let script = fs::read_to_string(dir.join(name)).unwrap();
         assert!(

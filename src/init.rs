@@ -1732,6 +1732,27 @@ mod tests {
     use crate::cli::{Cli, Command};
     use clap::{CommandFactory, Parser};
 
+    #[test]
+    fn a_suggested_pytest_check_runs_where_the_applied_setup_installs_the_project() {
+        let dir = tempfile::tempdir().unwrap();
+        let put = |f: &str| fs::write(dir.path().join(f), "").unwrap();
+        let check = |cmd: &str| in_project_env(dir.path(), cmd.to_string());
+        put("pyproject.toml");
+        assert_eq!(check("python3 -m pytest"), ".venv/bin/python -m pytest");
+        assert_eq!(check("cargo test"), "cargo test");
+        put("poetry.lock");
+        assert_eq!(check("python3 -m pytest"), ".venv/bin/python -m pytest");
+        put("uv.lock");
+        assert_eq!(check("python3 -m pytest"), "uv run python -m pytest");
+        let bare = tempfile::tempdir().unwrap();
+        fs::write(bare.path().join("pytest.ini"), "").unwrap();
+        assert_eq!(
+            in_project_env(bare.path(), "python3 -m pytest".into()),
+            "python3 -m pytest",
+            "no setup makes an environment: the system's python3"
+        );
+    }
+
     fn parsed(extra: &[&str]) -> InitArgs {
         let argv = ["orbit", "init", "--force", "--dir", ".orbit/x", "goal"];
         match Cli::try_parse_from(argv.iter().chain(extra))

@@ -273,7 +273,7 @@ fn framework_repo(pc: &Path) -> Repo {
 }
 
 /// The setup `orbit init` suggests for the pre-commit framework's installed hook (asked on
-/// a loop of its own, which is then removed).
+/// a loop of its own, which is then removed; with --no-setup, as init applies it otherwise).
 fn suggested_setup(repo: &Repo, agent: &Path) -> String {
     let exec = agent.display().to_string();
     let out = repo.orbit(&[
@@ -287,6 +287,7 @@ fn suggested_setup(repo: &Repo, agent: &Path) -> String {
         "true",
         "--dir",
         ".orbit/probe",
+        "--no-setup",
     ]);
     crate::support::assert_ok(&out, "orbit init");
     fs::remove_dir_all(repo.join(".orbit/probe")).unwrap();

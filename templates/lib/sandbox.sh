@@ -364,5 +364,5 @@ sandbox_build_cache_env() {
     sandbox_under "$cache" && return 0
     [[ $kind == holdout || ($cache != "$WS" && $cache != "$WS"/*) ]] || return 0
   fi
-  cache_out+=(GOCACHE=/tmp/.orbit-go-build)
+  cache_out+=("GOCACHE=/tmp/.orbit-go-build")
 }

@@ -41,10 +41,20 @@ const GO_OFFLINE: &[&str] = &[
     "GOCACHE=/tmp/.orbit-go-build",
 ];
 
+/// Maven's: `MAVEN_ARGS` holds arguments every `mvn` (3.9 and later) adds to its command
+/// line; an older Maven ignores it, and reads what the setup put in its local repository
+/// (under HOME, read-only to the checks) without asking a remote repository for an artifact
+/// it holds, so the checks run without the network there too.
+const MAVEN_OFFLINE: &[&str] = &["MAVEN_ARGS=--offline"];
+
+/// Maven's setup: the build's test phase once, its test failures ignored. What the checks
+/// need is more than the project's dependencies and plugins (`mvn dependency:go-offline`):
+/// surefire fetches its test provider (surefire-junit4, -junit-platform) only when tests run.
+pub const MAVEN_SETUP: &str = "mvn -B -Dmaven.test.failure.ignore=true test";
+
 /// The ecosystems of the repository at `repo`, in a fixed order (one per language: a lockfile
-/// is preferred to a manifest). Maven and Gradle are not among them: their offline switch is
-/// a flag of each command (`mvn -o`, `gradle --offline`), not a variable, and their setup
-/// (`mvn dependency:go-offline`) resolves plugins it cannot know of in advance.
+/// is preferred to a manifest). Gradle is not among them: its offline switch is a flag of
+/// each command (`gradle --offline`), not a variable.
 pub fn detect(repo: &Path) -> Vec<Ecosystem> {
     let has = |f: &str| repo.join(f).is_file();
     let eco = |name, found: &str, setup: &str, offline: &[&'static str]| Ecosystem {
@@ -129,6 +139,9 @@ pub fn detect(repo: &Path) -> Vec<Ecosystem> {
     if has("go.sum") || has("go.mod") {
         let found = if has("go.sum") { "go.sum" } else { "go.mod" };
         out.push(eco("go", found, "go mod download", GO_OFFLINE));
+    }
+    if has("pom.xml") {
+        out.push(eco("maven", "pom.xml", MAVEN_SETUP, MAVEN_OFFLINE));
     }
     out
 }
@@ -230,6 +243,12 @@ pub fn setup_inputs(repo: &Path, found: &[Ecosystem]) -> Result<Vec<String>, Str
             }
             "cargo" if e.found == "Cargo.lock" => add(&["Cargo.lock", "Cargo.toml"]),
             "go" if e.found == "go.sum" => add(&["go.sum", "go.mod"]),
+            "maven" => {
+                return Err(
+                    "maven: its setup builds the project (target/), and what it fetched is under HOME"
+                        .into(),
+                );
+            }
             "cargo" | "go" => {
                 return Err(format!(
                     "{} without its lockfile: the setup writes one",
@@ -322,6 +341,7 @@ mod tests {
         touch("uv.lock");
         touch("go.mod");
         touch("go.sum");
+        touch("pom.xml");
         let found = detect(dir.path());
         assert_eq!(
             names(dir.path()),
@@ -334,6 +354,7 @@ mod tests {
                 ),
                 ("uv", "uv.lock".into(), "uv sync --frozen".into()),
                 ("go", "go.sum".into(), "go mod download".into()),
+                ("maven", "pom.xml".into(), MAVEN_SETUP.into()),
             ]
         );
         assert_eq!(
@@ -347,6 +368,7 @@ mod tests {
                 "GOFLAGS=-mod=mod",
                 "GOPROXY=off",
                 "GOCACHE=/tmp/.orbit-go-build",
+                "MAVEN_ARGS=--offline",
             ]
         );
         touch("package-lock.json");

@@ -65,12 +65,33 @@ pub fn detect_check(repo: &Path) -> Option<(String, &'static str)> {
     if has("pyproject.toml") || has("pytest.ini") || has("setup.py") {
         return Some(("python3 -m pytest".into(), "a Python project file"));
     }
+    if has("pom.xml") {
+        return Some(("mvn -B test".into(), "pom.xml"));
+    }
     if let Ok(text) = fs::read_to_string(repo.join("Makefile"))
         && text.lines().any(|l| l.starts_with("test:"))
     {
         return Some(("make test".into(), "Makefile's test target"));
     }
     None
+}
+
+/// The suggested check `cmd` run where the dependency setup orbit applies puts the project's
+/// Python packages: a pytest check of a project whose setup makes `.venv` (pip, poetry) runs
+/// that environment's Python (the system's has neither the project nor pytest), one of a uv
+/// project runs through `uv run`. Any other check is `cmd` as it is.
+fn in_project_env(repo: &Path, cmd: String) -> String {
+    let Some(rest) = cmd.strip_prefix("python3 -m pytest") else {
+        return cmd;
+    };
+    let found = crate::deps::detect(repo);
+    if found.iter().any(|e| e.name == "uv") {
+        format!("uv run python -m pytest{rest}")
+    } else if found.iter().any(|e| e.name == "pip" || e.name == "poetry") {
+        format!(".venv/bin/python -m pytest{rest}")
+    } else {
+        cmd
+    }
 }
 
 /// Whether `program` is an executable file on PATH (or, with a `/`, at that path).
@@ -290,6 +311,9 @@ pub fn detect_setup(repo: &Path) -> Vec<(String, &'static str)> {
             "a Python project file",
         ));
     }
+    if has("pom.xml") {
+        out.push((crate::deps::MAVEN_SETUP.to_string(), "pom.xml"));
+    }
     if fs::read_to_string(repo.join(".gitattributes")).is_ok_and(|t| t.contains("filter=lfs")) {
         out.push(("git lfs pull".to_string(), "LFS files in .gitattributes"));
     }
@@ -308,10 +332,23 @@ pub fn detect_setup(repo: &Path) -> Vec<(String, &'static str)> {
 /// and said in one line.
 fn apply_dependency_setup(cfg: &mut LoopConfig, repo: &Path) {
     let found = crate::deps::detect(repo);
+    // The pre-commit framework's hook environments, installed with the network so that its
+    // hooks, run as checks in the sandbox, find them (a cold cache would fetch every hook's
+    // repository at each commit, and the allowlist refuses it).
+    let hooks = pre_commit_python(repo)
+        .map(|py| format!("{} -m pre_commit install-hooks", shell::paste_word(&py)));
+    if let Some(cmd) = &hooks {
+        eprintln!(
+            "orbit: commit hooks: the setup {} installs the pre-commit framework's hook environments with the network on your untouched tree, so its hooks run offline in the sandbox",
+            crate::render::code_span(cmd)
+        );
+    }
     if found.is_empty() {
+        cfg.setup.extend(hooks);
         return;
     }
     cfg.setup = found.iter().map(|e| e.setup.clone()).collect();
+    cfg.setup.extend(hooks);
     cfg.offline_env = crate::deps::offline_env(&found);
     match crate::deps::setup_inputs(repo, &found) {
         Ok(inputs) => {
@@ -339,6 +376,11 @@ fn apply_dependency_setup(cfg: &mut LoopConfig, repo: &Path) {
             .join(" + "),
         cfg.offline_env.join(" ")
     );
+    if found.iter().any(|e| e.name == "maven") {
+        eprintln!(
+            "orbit: maven: its setup runs the build's tests once (their failures ignored) because surefire fetches its test provider only then; a Maven older than 3.9 ignores MAVEN_ARGS, and its checks read what the setup put in the local repository under HOME (read-only in the sandbox) without asking a remote one"
+        );
+    }
 }
 
 /// The python the pre-commit framework's installed pre-commit hook runs (its
@@ -925,7 +967,22 @@ fn config_from_args(
     }
     let secrets = apply_notify(&mut cfg, &pick(&args.notify, &d.notify))?;
     if cfg.verify.is_empty() && cfg.reproduction.is_empty() && cfg.regression.is_empty() {
-        match detect_check(repo) {
+        let applies_setup =
+            cfg.setup.is_empty() && !args.no_setup && cfg.sandbox != crate::config::Sandbox::None;
+        let suggested = detect_check(repo).map(|(cmd, why)| {
+            if applies_setup {
+                (in_project_env(repo, cmd), why)
+            } else {
+                (cmd, why)
+            }
+        });
+        match suggested {
+            Some((cmd, why)) if cmd.starts_with(".venv/") => {
+                eprintln!(
+                    "orbit: no --verify given; using `{cmd}` (found {why}; the Python of the virtual environment the setup makes). Add --verify 'CMD' to choose the checks."
+                );
+                cfg.verify.push(cmd);
+            }
             Some((cmd, why)) if suggested_check_missing(&cmd).is_some() => {
                 let missing = suggested_check_missing(&cmd).unwrap_or_default();
                 return Err(Error::Usage(format!(
@@ -1674,6 +1731,27 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn a_suggested_pytest_check_runs_where_the_applied_setup_installs_the_project() {
+        let dir = tempfile::tempdir().unwrap();
+        let put = |f: &str| fs::write(dir.path().join(f), "").unwrap();
+        let check = |cmd: &str| in_project_env(dir.path(), cmd.to_string());
+        put("pyproject.toml");
+        assert_eq!(check("python3 -m pytest"), ".venv/bin/python -m pytest");
+        assert_eq!(check("cargo test"), "cargo test");
+        put("poetry.lock");
+        assert_eq!(check("python3 -m pytest"), ".venv/bin/python -m pytest");
+        put("uv.lock");
+        assert_eq!(check("python3 -m pytest"), "uv run python -m pytest");
+        let bare = tempfile::tempdir().unwrap();
+        fs::write(bare.path().join("pytest.ini"), "").unwrap();
+        assert_eq!(
+            in_project_env(bare.path(), "python3 -m pytest".into()),
+            "python3 -m pytest",
+            "no setup makes an environment: the system's python3"
+        );
+    }
 
     fn parsed(extra: &[&str]) -> InitArgs {
         let argv = ["orbit", "init", "--force", "--dir", ".orbit/x", "goal"];

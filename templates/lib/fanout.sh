@@ -62,11 +62,12 @@ fanout_prepare() {
       orbit_die "$EXIT_BLOCKED" "cannot reset the candidate worktree $cws to the tree $tree (see runner.log)"
   fi
   setup_modules_checkout "$cws"
-  # A new worktree is set up once, on the tree it starts from (a check's run: the tree may
-  # be the agent's).
+  # A new worktree is set up once, on the tree it starts from: the setup cache's copy when
+  # that tree's setup inputs are the untouched tree's, else a check's run (the tree may be
+  # the agent's).
   setup_paths_file_v "$cws"
   if ((${#SETUP_CMDS[@]})) && [[ ! -f $REPLY ]]; then
-    if ! setup_run "$cws" "$LOOP_DIR/iterations/baseline/setup.log" 1; then
+    if ! setup_run_candidate "$cws" "$LOOP_DIR/iterations/baseline/setup.log"; then
       local why=$REPLY
       state_event setup_fail "$CUR_ITER" where "candidate-$k" why "$why"
       orbit_die "$EXIT_BLOCKED" "the setup failed in the candidate worktree $cws: $why (see iterations/baseline/setup.log)"

@@ -15,6 +15,9 @@ setup_run_clean_checkout() {
   setup_run
 }
 
+# setup_run_candidate CWS LOG: as setup_run.
+setup_run_candidate() { setup_run; }
+
 # setup_run_cache_drop: no setup, no cache.
 setup_run_cache_drop() { :; }
 

@@ -344,10 +344,25 @@ sandbox_prepare() {
     a+=(--remount-ro "$p")
   done
   a+=(--chdir "$WS")
+  local -a cache_env=()
+  sandbox_build_cache_env "$kind" cache_env
   # With the network allowlist, the launcher starts the run's proxy, and the bridge the command.
   if sandbox_net_fence "$kind" a; then
-    SANDBOX_ARGV=("${NET_ARGV[@]}")
+    SANDBOX_ARGV=("${NET_ARGV[@]}" "${cache_env[@]}")
     return 0
   fi
-  SANDBOX_ARGV=("$BASH" -c "$SANDBOX_LAUNCHER" orbit-sandbox "$SANDBOX_BWRAP" "${a[@]}" -- "$SANDBOX_ENV" --default-signal="$SANDBOX_SIGNALS")
+  SANDBOX_ARGV=("$BASH" -c "$SANDBOX_LAUNCHER" orbit-sandbox "$SANDBOX_BWRAP" "${a[@]}" -- "$SANDBOX_ENV" --default-signal="$SANDBOX_SIGNALS" "${cache_env[@]}")
+}
+
+# sandbox_build_cache_env KIND ARRAY: into the array named by $2, a build cache a run of
+# KIND can write: Go's (by default under the read-only HOME) in the private /tmp, unless
+# GOCACHE names a writable place.
+sandbox_build_cache_env() {
+  local kind=$1 cache=${GOCACHE:-}
+  local -n cache_out=$2
+  if [[ $cache == /?* && $cache != */../* ]]; then
+    sandbox_under "$cache" && return 0
+    [[ $kind == holdout || ($cache != "$WS" && $cache != "$WS"/*) ]] || return 0
+  fi
+  cache_out+=("GOCACHE=/tmp/.orbit-go-build")
 }

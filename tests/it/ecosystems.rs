@@ -5,8 +5,8 @@
 //! (`offline-env`); the checks, the agent and the clean checkout's setup then run offline.
 //! A Go module whose dependency comes from a module proxy (a `file://` one here, so the
 //! test needs no network), a Rust workspace of several members, a pnpm workspace and a uv
-//! project. Maven is not among them: its dependencies come from Maven Central, which this
-//! suite may not reach at test time, and orbit init applies no setup for it (crate::deps).
+//! project, and a Maven project whose plugins and JUnit come from a `file://` repository
+//! (Debian's /usr/share/maven-repo, as .ci/run installs it) standing for Maven Central.
 
 use crate::projects::{
     assert_sandboxed, assert_set_up_in_both, cargo_path, fixture, node_available, project_repo,
@@ -193,6 +193,80 @@ fn with_no_setup_init_applies_none_and_writes_no_offline_switches() {
     assert_code(&both, 2, "--setup and --no-setup");
 }
 
+#[test]
+fn with_no_setup_a_go_modules_checks_build_in_the_sandbox_with_a_private_build_cache() {
+    // A user who built the project before has its modules in the module cache; with
+    // --no-setup no offline switch is written, so nothing names a build cache: Go's default
+    // (under HOME) is read-only in the sandbox, and a check that cannot write it fails for
+    // that, not for the project. The sandbox gives every run a private one.
+    let path = std::env::var("PATH").unwrap_or_default();
+    if !(present_or_skipped(tool_on(&path, "go"), "ORBIT_REQUIRE_GO", "go") && bwrap_available()) {
+        return;
+    }
+    let repo = project_repo("go");
+    let agent = repo.agent("fixer", GO_AGENT);
+    let home = tempfile::tempdir().unwrap();
+    let home_s = home.path().display().to_string();
+    let proxy = format!("file://{}", fixture("go-proxy").display());
+    // The user's own earlier build: the module cache and Go's build cache under HOME.
+    let mut build = command("go");
+    build
+        .args(["build", "./..."])
+        .current_dir(repo.path())
+        .env("HOME", &home_s)
+        .env("GOPROXY", &proxy)
+        .env("GOSUMDB", "off")
+        .env("GOFLAGS", "-modcacherw")
+        .env_remove("GOCACHE");
+    assert_ok(
+        &run_bounded(build, std::time::Duration::from_secs(120)),
+        "go build",
+    );
+    assert!(home.path().join(".cache/go-build").is_dir());
+    let exec = agent.display().to_string();
+    let out = repo.orbit(&[
+        "init",
+        "goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "go test ./...",
+        "--sandbox",
+        "bwrap",
+        "--no-setup",
+        "--adequacy",
+        "off",
+    ]);
+    assert_ok(&out, "orbit init");
+    let dir = repo.join(".orbit/goal");
+    let out = repo.run_loop(
+        &dir,
+        &[],
+        &[
+            ("MAX_ITERATIONS", "2"),
+            ("HOME", &home_s),
+            ("GOPROXY", "off"),
+            ("GOSUMDB", "off"),
+            ("GOCACHE", ""),
+        ],
+    );
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    assert!(
+        !base.contains("read-only file system") && !base.contains("GOCACHE"),
+        "the red gate's check could not write a build cache: {base}"
+    );
+    assert!(
+        base.contains("--- FAIL: TestQuantityMultipliesThePrice"),
+        "the red gate ran the project's tests: {base}"
+    );
+    assert_code(&out, 0, "DONE");
+    assert_sandboxed(&dir);
+    let fixed = repo.git(&["show", "orbit/goal:shop.go"]);
+    assert!(fixed.contains("Times(l.Quantity)"), "{fixed}");
+}
+
 // ---- Rust: a workspace of several members
 
 const RUST_WS_AGENT: &str = r#"cat >/dev/null
@@ -339,4 +413,123 @@ fn a_uv_project_is_set_up_by_the_detection_and_its_checks_run_in_its_venv_offlin
     );
     let all = repo.git(&["log", "--name-only", "--format=", "main..orbit/test-goal"]);
     assert_eq!(all.trim(), "tally.py", "the loop's commits");
+}
+
+// ---- Java: a Maven project, its plugins and JUnit from a repository standing for Maven Central
+
+const MAVEN_AGENT: &str = r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+sed -i 's/sum += unitPrices\[i\];/sum += unitPrices[i] * quantities[i];/' src/main/java/shop/Cart.java
+# The hostile part: plant a change in the local repository the checks read (under HOME,
+# which the sandbox shows read-only).
+f=$(find "$HOME/.m2/repository/junit/junit" -name '*.pom' | head -n 1)
+if [ -n "$f" ] && echo '<!-- planted -->' >> "$f" 2>/dev/null; then echo "PLANT WRITTEN" >&2; else echo "PLANT REFUSED" >&2; fi
+echo "mvn test passes: total multiplies by the quantity" > "$ORBIT_AGENT_DIR/done.md""#;
+
+/// Whether Maven, a JDK and the Debian repository's plugins and JUnit are here. CI sets
+/// ORBIT_REQUIRE_MAVEN=1 (.ci/run installs maven, junit4 and the plugins' packages).
+fn maven_available(path: &str) -> bool {
+    let repo = Path::new("/usr/share/maven-repo");
+    let ok = tool_on(path, "mvn")
+        && tool_on(path, "javac")
+        && [
+            "junit/junit/4.13.2",
+            "org/apache/maven/plugins/maven-compiler-plugin/3.10.1",
+            "org/apache/maven/plugins/maven-resources-plugin/3.3.0",
+            "org/apache/maven/plugins/maven-surefire-plugin/2.22.3",
+            "org/apache/maven/surefire/surefire-junit4",
+        ]
+        .iter()
+        .all(|p| repo.join(p).is_dir());
+    present_or_skipped(
+        ok,
+        "ORBIT_REQUIRE_MAVEN",
+        "maven, a JDK and /usr/share/maven-repo's plugins and junit4",
+    )
+}
+
+#[test]
+fn a_maven_project_is_set_up_by_the_detection_and_its_checks_run_with_no_repository_at_all() {
+    let path = std::env::var("PATH").unwrap_or_default();
+    if !(maven_available(&path) && bwrap_available()) {
+        return;
+    }
+    let repo = project_repo("maven");
+    let agent = repo.agent("fixer", MAVEN_AGENT);
+    let (dir, said) = init_detected(&repo, &agent, "mvn -B test", &repo.path_env());
+    // The remote repository is a directory the setup reads as Maven Central (file://),
+    // through a link under a directory of its own outside HOME: the sandbox's private /tmp
+    // (or TMPDIR) hides it, so a check can reach no repository but the local one the setup
+    // filled. Maven takes its HOME from user.home, not $HOME: MAVEN_OPTS names the test's.
+    let home = tempfile::tempdir().unwrap();
+    let central = tempfile::tempdir().unwrap();
+    let link = central.path().join("central");
+    std::os::unix::fs::symlink("/usr/share/maven-repo", &link).unwrap();
+    std::fs::create_dir_all(home.path().join(".m2")).unwrap();
+    std::fs::write(
+        home.path().join(".m2/settings.xml"),
+        format!(
+            "<settings><mirrors><mirror><id>central-stand-in</id><mirrorOf>*</mirrorOf><url>file://{}</url></mirror></mirrors></settings>\n",
+            link.display()
+        ),
+    )
+    .unwrap();
+    let home_s = home.path().display().to_string();
+    let opts = format!("-Duser.home={home_s}");
+    let out = repo.run_loop_within(
+        &dir,
+        &[],
+        &[
+            ("MAX_ITERATIONS", "3"),
+            ("HOME", &home_s),
+            ("MAVEN_OPTS", &opts),
+        ],
+        std::time::Duration::from_secs(400),
+    );
+    assert_detected_and_done(
+        &repo,
+        &dir,
+        &said,
+        &out,
+        (
+            "maven (pom.xml)",
+            "mvn -B -Dmaven.test.failure.ignore=true test",
+            "MAVEN_ARGS=--offline",
+        ),
+    );
+    // The first setup fetched from the stand-in; no check run (nor the clean checkout's
+    // setup, offline in the sandbox) asked a repository for anything.
+    let setup = read(&dir.join("iterations/baseline/setup.log"));
+    assert!(
+        setup.contains("Downloaded from central-stand-in: file://"),
+        "{setup}"
+    );
+    for log in [
+        "iterations/baseline/verify.log",
+        "iterations/000001/verify.log",
+        "iterations/000001/setup.log",
+    ] {
+        let text = read(&dir.join(log));
+        assert!(
+            !text.contains("Downloading from") && !text.contains("Downloaded from"),
+            "{log} asked a repository: {text}"
+        );
+    }
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    assert!(
+        base.contains("CartTest.quantityMultipliesThePrice")
+            && base.contains("Tests run: 2, Failures: 1"),
+        "the red gate ran the project's tests on the fetched plugins: {base}"
+    );
+    let agent_log = read(&dir.join("iterations/000001/agent.log"));
+    assert!(
+        agent_log.contains("PLANT REFUSED") && !agent_log.contains("PLANT WRITTEN"),
+        "the agent tried to plant in the local repository and was refused: {agent_log}"
+    );
+    let all = repo.git(&["log", "--name-only", "--format=", "main..orbit/test-goal"]);
+    assert_eq!(
+        all.trim(),
+        "src/main/java/shop/Cart.java",
+        "the loop's commits (target/ never)"
+    );
 }

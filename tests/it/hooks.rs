@@ -273,7 +273,7 @@ fn framework_repo(pc: &Path) -> Repo {
 }
 
 /// The setup `orbit init` suggests for the pre-commit framework's installed hook (asked on
-/// a loop of its own, which is then removed).
+/// a loop of its own, which is then removed; with --no-setup, as init applies it otherwise).
 fn suggested_setup(repo: &Repo, agent: &Path) -> String {
     let exec = agent.display().to_string();
     let out = repo.orbit(&[
@@ -287,6 +287,7 @@ fn suggested_setup(repo: &Repo, agent: &Path) -> String {
         "true",
         "--dir",
         ".orbit/probe",
+        "--no-setup",
     ]);
     crate::support::assert_ok(&out, "orbit init");
     fs::remove_dir_all(repo.join(".orbit/probe")).unwrap();
@@ -299,6 +300,51 @@ fn suggested_setup(repo: &Repo, agent: &Path) -> String {
         .unwrap_or_else(|| panic!("no pre-commit setup suggested: {said}"));
     assert!(said.contains("the pre-commit framework's hook"), "{said}");
     cmd.to_string()
+}
+
+#[test]
+fn under_the_sandbox_init_with_no_setup_applies_the_frameworks_hook_install_and_the_loop_reaches_done()
+ {
+    // A newcomer gives no --setup: init applies the hook environments' install itself (as
+    // it applies a lockfile's), said in one line, so the hooks run offline in the sandbox.
+    if !bwrap_available() {
+        return;
+    }
+    let Some(pc) = pre_commit() else { return };
+    let repo = framework_repo(&pc);
+    let agent = long_then_short(&repo);
+    let exec = agent.display().to_string();
+    let said = repo.orbit(&[
+        "init",
+        "test goal",
+        "--engine",
+        "custom",
+        "--exec",
+        &exec,
+        "--verify",
+        "test -f work.txt",
+        "--sandbox",
+        "bwrap",
+        "--adequacy",
+        "off",
+    ]);
+    crate::support::assert_ok(&said, "orbit init");
+    assert!(
+        text(&said).contains("orbit: commit hooks: the setup"),
+        "{}",
+        text(&said)
+    );
+    let dir = repo.join(".orbit/test-goal");
+    let toml = fs::read_to_string(dir.join("loop.toml")).unwrap();
+    assert!(toml.contains(" -m pre_commit install-hooks\"]"), "{toml}");
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE once the agent heard the framework's hook");
+    let fb = fs::read_to_string(dir.join("iterations/000001/feedback.txt")).unwrap();
+    assert!(
+        fb.contains("work.txt:1: line longer than 20 characters"),
+        "the framework's hook's words reach the agent: {fb}"
+    );
+    assert_eq!(committed(&repo, "work.txt"), "short\n");
 }
 
 #[test]

@@ -1001,3 +1001,115 @@ fn a_workspace_in_the_checkout_builds_with_the_users_cargo_config_and_the_defaul
     );
     assert!(!read(&dir.join("iterations/000001/verify.log")).contains(LEAK));
 }
+
+// ---- A newcomer: `orbit init "goal"` and `orbit run`, no flag, on projects with lockfiles
+
+/// The newcomer's engine, claude (orbit's default), as a stand-in on PATH: logged in, and
+/// its run says it ran (on stderr, which agent.log keeps) and ends as claude's print mode
+/// ends.
+const NEWCOMER_CLAUDE: &str = r#"case "${1-}" in
+  --version) echo "2.1.197 (Claude Code)"; exit 0 ;;
+  auth) echo '{"loggedIn": true}'; exit 0 ;;
+esac
+cat >/dev/null
+echo "NEWCOMER AGENT RAN in $PWD" >&2
+printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"result":"looked","total_cost_usd":0}'"#;
+
+/// `orbit init "Fix the failing test"` and `orbit run` with no flag, PATH `path` and the
+/// environment `env`: what init said, and the loop directory once its first iteration ran.
+fn newcomer(repo: &Repo, path: &str, env: &[(&str, &str)]) -> (String, PathBuf) {
+    repo.agent("claude", NEWCOMER_CLAUDE);
+    let mut init = command(orbit_bin());
+    init.args(["init", "Fix the failing test"])
+        .current_dir(repo.path())
+        .env("PATH", path);
+    let said = run_bounded(init, std::time::Duration::from_secs(60));
+    assert_ok(&said, "orbit init with no flag");
+    let dir = repo.join(".orbit/fix-the-failing-test");
+    let mut run = command(orbit_bin());
+    run.args(["run"])
+        .current_dir(repo.path())
+        .env("PATH", path)
+        .env("MAX_ITERATIONS", "1")
+        .env("RETRY_BASE_DELAY", "0")
+        .env("KILL_GRACE", "1");
+    for (k, v) in env {
+        run.env(k, v);
+    }
+    let out = run_bounded(run, std::time::Duration::from_secs(300));
+    let agent_log = read(&dir.join("iterations/000001/agent.log"));
+    assert!(
+        agent_log.contains("NEWCOMER AGENT RAN"),
+        "the first agent run was reached: {}\n--- runner.log\n{}\n--- baseline verify.log\n{}",
+        text(&out),
+        read(&dir.join("runner.log")),
+        read(&dir.join("iterations/baseline/verify.log"))
+    );
+    assert_sandboxed(&dir);
+    let said = text(&said);
+    assert!(said.contains("orbit: dependencies: "), "{said}");
+    (said, dir)
+}
+
+#[test]
+fn a_newcomers_init_and_run_on_a_rust_workspace_with_a_lockfile_reach_the_first_agent_run() {
+    if !bwrap_available() {
+        return;
+    }
+    let repo = project_repo("rust-workspace");
+    let path = cargo_path(&repo);
+    let (said, dir) = newcomer(&repo, &path, &[]);
+    assert!(said.contains("using `cargo test`"), "{said}");
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    assert!(
+        base.contains("test result: FAILED"),
+        "a real red start: {base}"
+    );
+}
+
+#[test]
+fn a_newcomers_init_and_run_on_a_node_project_with_a_lockfile_reach_the_first_agent_run() {
+    if !(node_available() && bwrap_available()) {
+        return;
+    }
+    let repo = node_project();
+    let path = repo.path_env();
+    let (said, dir) = newcomer(&repo, &path, &[("npm_config_update_notifier", "false")]);
+    assert!(said.contains("using `npm test`"), "{said}");
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    assert!(
+        base.contains("# fail 1") && !base.contains("Cannot find module"),
+        "a real red start, on the setup's node_modules: {base}"
+    );
+}
+
+#[test]
+fn a_newcomers_init_and_run_on_a_python_project_with_pinned_requirements_reach_the_first_agent_run()
+{
+    let Some(wheels) = python_wheels() else {
+        return;
+    };
+    if !bwrap_available() {
+        return;
+    }
+    let repo = project_repo("python");
+    // Pinned requirements (the project's tests' own runner among them), and the project
+    // itself, editable; the newcomer's pip finds its packages where their pip.conf says
+    // (here its environment: the wheels directory, no index).
+    repo.write("requirements.txt", "pytest==9.0.3\n-e .\n");
+    repo.git(&["add", "requirements.txt"]);
+    repo.git(&["commit", "-q", "-m", "pinned requirements"]);
+    let wheels = wheels.display().to_string();
+    let path = repo.path_env();
+    let env = [("PIP_FIND_LINKS", wheels.as_str()), ("PIP_NO_INDEX", "1")];
+    let (said, dir) = newcomer(&repo, &path, &env);
+    assert!(
+        said.contains("using `.venv/bin/python -m pytest`"),
+        "{said}"
+    );
+    let base = read(&dir.join("iterations/baseline/verify.log"));
+    assert!(
+        base.contains("1 failed") && base.contains("test_mean_keeps_the_fraction"),
+        "a real red start, in the setup's virtual environment: {base}"
+    );
+}

@@ -1008,3 +1008,125 @@ echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#,
     let log = read(&dir.join("iterations/000001/setup.log"));
     assert!(log.contains(COPIED), "the cache held, checked: {log}");
 }
+
+#[test]
+fn each_new_candidate_worktree_takes_the_untouched_trees_setup_from_the_cache() {
+    let repo = Repo::new();
+    let counter = repo.bin.path().join("setup-runs");
+    let setup = cached_setup(&repo, &counter);
+    // Each candidate needs the setup's test runner in its own worktree, and gets it right
+    // only in the second iteration (the first iteration's claims fail the checks).
+    let agent = repo.agent(
+        "slow",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+test -f .deps/runner.sh || { echo "no setup in $PWD" >&2; exit 1; }
+if [ "$ORBIT_ITERATION" -ge 2 ]; then echo 42 > solution.txt; else echo 41 > solution.txt; fi
+echo "solution.txt holds the answer" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &[CHECK],
+        &[
+            "--setup",
+            &setup,
+            "--setup-input",
+            "deps.lock",
+            "--candidates",
+            "2",
+        ],
+    );
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);
+    assert_code(&out, 0, "DONE in the second iteration");
+    // The setup ran once, in the workspace on the untouched tree: each candidate's new
+    // worktree and the claim's clean checkout took the cache's copy.
+    let runs = setup_runs(&counter);
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert!(runs[0].ends_with("/test-goal"), "{runs:?}");
+    let base = read(&dir.join("iterations/baseline/setup.log"));
+    for k in [1, 2] {
+        let copied = format!("### setup of {}.c{k} (", repo.ws().display());
+        let at = base
+            .find(&copied)
+            .unwrap_or_else(|| panic!("candidate {k} was set up: {base}"));
+        assert!(
+            base[at..]
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.contains(COPIED)),
+            "candidate {k} took the cache's copy: {base}"
+        );
+    }
+    let wheres: Vec<String> = events_named(&dir, "setup_done")
+        .iter()
+        .map(|e| e.value["where"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        wheres.iter().any(|w| w == "candidate-1") && wheres.iter().any(|w| w == "candidate-2"),
+        "{wheres:?}"
+    );
+    assert!(
+        !branch_files(&repo).iter().any(|f| f.starts_with(".deps")),
+        "what the cache gave a candidate is never committed"
+    );
+    assert_records_agree(&dir);
+}
+
+#[test]
+fn a_candidate_does_not_take_a_setup_cache_changed_between_runs() {
+    let repo = Repo::new();
+    let counter = repo.bin.path().join("setup-runs");
+    let setup = cached_setup(&repo, &counter);
+    let agent = repo.agent(
+        "late",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+test "$ORBIT_ITERATION" -ge 2 || exit 0
+echo 42 > solution.txt
+echo "solution.txt holds 42" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &[CHECK],
+        &[
+            "--setup",
+            &setup,
+            "--setup-input",
+            "deps.lock",
+            "--candidates",
+            "2",
+        ],
+    );
+    // A first tick sets the workspace up (and keeps its cache), then stops.
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(&out, 10, "the first tick: no claim");
+    // Its candidates' worktrees go, so the next tick makes new ones.
+    for k in [1, 2] {
+        let cws = format!("{}.c{k}", repo.ws().display());
+        repo.git(&["worktree", "remove", "-f", "-f", &cws]);
+        fs::remove_file(dir.join(format!(".setup-paths.c{k}"))).ok();
+    }
+    // The attack: the cached test runner neutered (it passes anything) between runs.
+    let cached = dir.join(".setup-cache/files/.deps/runner.sh");
+    assert!(cached.is_file(), "the cache was made");
+    let marker = repo.bin.path().join("neutered-ran");
+    fs::write(
+        &cached,
+        format!("echo ran >> '{}'; exit 0\n", marker.display()),
+    )
+    .unwrap();
+    let out = repo.run_loop(&dir, &[], &[("MAX_ITERATIONS", "3")]);
+    assert_code(&out, 0, "DONE on the real runner");
+    assert!(!marker.exists(), "the neutered runner never ran");
+    let base = read(&dir.join("iterations/baseline/setup.log"));
+    assert!(
+        base.contains("the setup cache's listing does not match what was kept (a file of it changed): discarded"),
+        "{base}"
+    );
+    let runs = setup_runs(&counter);
+    assert!(
+        runs.iter()
+            .any(|r| r.ends_with("/test-goal.c1") || r.ends_with("/test-goal.c2")),
+        "a candidate ran the setup instead: {runs:?}"
+    );
+}

@@ -278,7 +278,7 @@ setup_run_cache_take_v() {
   setup_paths_file_v "$cws"
   pathsf=$REPLY
   if ! setup_run_cache_copy "$c/files" "$cws" "$c/paths" || ! cp -- "$c/paths" "$pathsf"; then
-    REPLY="the setup cache could not be copied into the clean checkout (see runner.log)"
+    REPLY="the setup cache could not be copied into $cws (see runner.log)"
     return 1
   fi
   orbit_iso_v -1
@@ -310,5 +310,24 @@ setup_run_clean_checkout() {
   fi
   # What a failed copy left goes: the clean checkout holds TREE alone again.
   evidence_clean_scrub "$cws" || true
+  setup_run "$cws" "$log" 1
+}
+
+# setup_run_candidate CWS LOG: the setup of the candidate worktree CWS (a new one, or one whose
+# setup record was forgotten): the cache's copy when CWS's setup inputs are the untouched
+# tree's and the cache's listing is the one kept, checked as a claim's clean checkout takes
+# it (a cache that does not match is discarded, and made again at the next claim), else the
+# setup's run as a check runs (setup_run's status and REPLY). What a failed copy left goes
+# first (CWS holds its tree alone again, as the clean checkout does).
+setup_run_candidate() {
+  local cws=$1 log=$2
+  ((${#SETUP_CMDS[@]})) || return 0
+  setup_run_cache_take_v "$cws" "$log" && return 0
+  if [[ $REPLY != "no setup cache" ]]; then
+    printf '[orbit] the setup cache is not taken: %s\n' "$REPLY" >>"$log"
+  fi
+  if [[ $REPLY == "the setup cache could not be copied"* ]]; then
+    git -C "$cws" clean -q -f -f -d -x 2>>"$ORBIT_LOG_FILE" || true
+  fi
   setup_run "$cws" "$log" 1
 }

@@ -1557,7 +1557,7 @@ impl Audit<'_> {
     /// A runner that died mid-iteration (no runner is alive and no recovery followed).
     /// Returns whether it did.
     fn check_crash(&mut self, l: &Loop, cp: &Checkpoint, records: &records::Input) -> bool {
-        let Some((evidence, message)) = find_crash(self.dir, l.events.as_ref(), &cp.state) else {
+        let Some((evidence, message)) = find_crash(self.dir, l.events.as_ref(), cp) else {
             return false;
         };
         if records::unannounced_next(records) {
@@ -2106,24 +2106,57 @@ fn read_ledger(dir: &Path) -> Option<Ledger> {
     Some(ledger::parse(&bytes))
 }
 
+/// The journal's newest state_write is of a write that never happened: the runner recorded
+/// generation G+1 and was stopped before it replaced state.env, which is still generation G
+/// with the bytes the record before it names. The runner resumes from such a state (its
+/// `resume_state_cross_check` holds the same rule); anything else ahead of state.env is an
+/// edit.
+fn interrupted_state_write(ev: &EventsWindow, cp: &Checkpoint) -> bool {
+    let mut writes = ev
+        .events
+        .iter()
+        .rev()
+        .filter(|e| e.is(EventName::StateWrite));
+    let (Some(newest), Some(older)) = (writes.next(), writes.next()) else {
+        return false;
+    };
+    let generation = cp.state.generation;
+    EventsWindow::u64_field(newest, "gen") == Some(generation + 1)
+        && EventsWindow::u64_field(older, "gen") == Some(generation)
+        && EventsWindow::str_field(older, "sha256") == crate::fsx::sha256_hex(cp.text.as_bytes())
+}
+
 /// Evidence that the runner died in iteration NEXT_ITERATION, and what it shows: the
 /// iteration's record without a checkpoint, its files without a record, or its start in
 /// the journal without an end.
 fn find_crash(
     dir: &Path,
     events: Option<&EventsWindow>,
-    state: &State,
+    cp: &Checkpoint,
 ) -> Option<(String, String)> {
+    let state = &cp.state;
     let next = state.next_iteration;
     let rel = iter_rel(next);
     if read_result(dir, next).and_then(Result::ok).is_some() {
         // The journal shows the checkpoint already moved past `next`: an edited state,
-        // not a crash (reported as STATE_DRIFT).
+        // not a crash (reported as STATE_DRIFT), unless that record is of a write the
+        // runner died making.
         let journal_ahead = events.is_some_and(|ev| {
             ev.last_pos(EventName::StateWrite).is_some_and(|k| {
                 EventsWindow::u64_field(&ev.events[k], "next_iteration").unwrap_or(0) > next
             })
         });
+        let cut_short = events.is_some_and(|ev| interrupted_state_write(ev, cp));
+        if cut_short {
+            return Some((
+                format!("{rel}/result.env:1"),
+                format!(
+                    "iteration {next} was recorded (result.env) and the runner died writing its checkpoint: the journal records state generation {}, but state.env is still generation {}, exactly as the runner last wrote it",
+                    state.generation + 1,
+                    state.generation
+                ),
+            ));
+        }
         if state.last_status != Status::Aborted && !journal_ahead {
             return Some((
                 format!("{rel}/result.env:1"),

@@ -2325,3 +2325,63 @@ fn orbit_no_hasher_runs_the_loop_on_the_hash_tools_alone() {
     );
     assert_eq!(counted(&[]), "1\n1\n", "one hasher without the variable");
 }
+
+/// A SIGKILL after the journal recorded a state write and before state.env was replaced
+/// leaves state.env at the generation before the journal's last record, exactly as the
+/// runner wrote it one step earlier. That is a crash: the audit says so, and never that
+/// state.env was rolled back or replaced.
+#[test]
+fn a_kill_between_the_journals_state_record_and_the_rename_reads_as_a_crash_not_a_rollback() {
+    let repo = Repo::new();
+    let agent = counting_agent(&repo, 2);
+    let dir = repo.init_loop(&agent, &[&count_check(2)], &["--loop-timeout", "8h"]);
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 10, "tick");
+    let out = repo.run_loop(&dir, &[], &[("ORBIT_FAULT", "mid_state_write")]);
+    assert_eq!(out.status.code(), None, "SIGKILL\n{}", text(&out));
+    // The fault was where it is said to be: the journal's last state record is one
+    // generation ahead of state.env.
+    let gen_of = |t: &str| -> u64 {
+        t.lines()
+            .find_map(|l| l.strip_prefix("GEN="))
+            .unwrap()
+            .trim_matches('"')
+            .parse()
+            .unwrap()
+    };
+    let state_gen = gen_of(&fs::read_to_string(dir.join("state.env")).unwrap());
+    let writes = crate::support::events_named(&dir, "state_write");
+    let last = writes.last().unwrap().value["gen"].as_u64().unwrap();
+    assert_eq!(last, state_gen + 1, "the journal is one write ahead");
+    let mut cmd = command(orbit_bin());
+    cmd.args(["audit", "--json"])
+        .arg(&dir)
+        .current_dir(repo.path())
+        .env("PATH", repo.path_env())
+        .env("NO_COLOR", "1");
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let findings = json["loops"][0]["findings"].as_array().unwrap();
+    let said: Vec<String> = findings
+        .iter()
+        .map(|f| format!("{} {}: {}", f["class"], f["severity"], f["message"]))
+        .collect();
+    assert!(
+        !said.iter().any(|s| s.contains("rolled back or replaced")),
+        "a crash is not a rollback: {said:#?}"
+    );
+    assert!(
+        said.iter().any(|s| s.contains("CRASHED")
+            && s.contains("died writing its checkpoint")
+            && s.contains(&format!("generation {state_gen}"))),
+        "the finding says the write was cut short: {said:#?}"
+    );
+    assert!(
+        !said
+            .iter()
+            .any(|s| s.contains("STATE_DRIFT") && s.contains("P1")),
+        "nothing of the crash is read as an edit: {said:#?}"
+    );
+    // And the runner goes on from it by itself.
+    assert_code(&repo.run_loop(&dir, &[], &[]), 0, "the rerun");
+    assert_records_agree(&dir);
+}

@@ -516,20 +516,24 @@ fn setting_values(s: &orbit::contract::Setting) -> (Vec<String>, Vec<String>) {
         SettingKind::Text | SettingKind::List => match s.key {
             "placeholder-pattern" => (v(&["TODO|[unclosed"]), v(&["TODO|FIXME", "a{1", ""])),
             "notify-webhook" => (v(&["ftp://x", "hook"]), v(&["https://h.example/a"])),
-            "notify-ntfy" => (v(&["a/b"]), v(&["topic_1", "https://ntfy.example/t"])),
+            "notify-ntfy" => (
+                v(&["a/b", "topi?"]),
+                v(&["topic_1", "https://ntfy.example/t"]),
+            ),
             "notify-webhook-env" => (v(&["1X", "A-B"]), v(&["SLACK_WEBHOOK_URL", ""])),
             "env-file" => (
                 v(&["keys.env", "/a/../keys.env", "/a/./keys.env"]),
                 v(&["/home/u/keys.env", ""]),
             ),
             "workspace" => (v(&["a/../b", "./ws"]), v(&["ws/dir", "/abs/ws", ""])),
-            "allow-fewer-tests" => (v(&["nosuch"]), v(&["unit", ""])),
+            "allow-fewer-tests" => (v(&["nosuch", "un?t"]), v(&["unit", ""])),
             "allow-hosts" => (
                 v(&[
                     "https://h.example",
                     "h.example/p",
                     "h.example:99999",
                     "-h.example",
+                    "api.exampl?.com",
                 ]),
                 v(&["api.example.com", "127.0.0.1:8080", "*.example.com", ""]),
             ),
@@ -605,6 +609,11 @@ fn orbit_init_and_the_runner_refuse_the_same_value_of_every_setting() {
     // The runner: every setting at its default but the one tried, through config_settings_check
     // (and the token prices' check of its preflight).
     let work = tempfile::tempdir().unwrap();
+    // Files a pattern among the values would match, were a value split and globbed where
+    // the runner stands: each rule must see the word as written.
+    for f in ["unit", "topic", "api.example.com"] {
+        fs::write(work.path().join(f), "").unwrap();
+    }
     let list: String = cases
         .iter()
         .map(|(s, v, _)| format!("{}\t{v}\n", s.bash_name()))

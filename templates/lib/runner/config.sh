@@ -80,9 +80,11 @@ config_settings_rule() {
   local -a words
   value=${!name-}
   REPLY=''
+  # The words as written, split on blanks and never globbed where the runner stands.
+  read -ra words <<<"$value"
   case $name in
     NOTIFY_WEBHOOK | NOTIFY_NTFY)
-      for w in $value; do
+      for w in "${words[@]}"; do
         i=$((i + 1))
         # notify.sh's rules (notify_url_ok, notify_topic_ok), which loop.toml's are.
         if [[ $name == NOTIFY_WEBHOOK ]]; then
@@ -106,13 +108,12 @@ config_settings_rule() {
         bad="'${value//[[:cntrl:]]/?}' is not a plain path (no control character, no . or .. segment)"
       ;;
     ALLOW_HOSTS_SETTING)
-      for w in $value; do
+      for w in "${words[@]}"; do
         config_host_ok "$w" || bad="'${w//[[:cntrl:]]/?}' is not HOST or HOST:PORT (such as api.example.com or 127.0.0.1:8080)"
         [[ -z $bad ]] || break
       done
       ;;
     OFFLINE_ENV_SETTING)
-      read -ra words <<<"$value"
       for w in "${words[@]}"; do
         # orbit's check_offline_var: NAME=VALUE, NAME not one the shell, the loader or orbit obeys.
         [[ $w =~ ^([A-Za-z_][A-Za-z0-9_]*)=[^[:cntrl:]]*$ && ! ${BASH_REMATCH[1]} =~ ^(PATH|HOME|BASH_ENV|ENV|SHELLOPTS|BASHOPTS|IFS|CDPATH|PS4|LD_.*|ORBIT_.*)$ ]] ||
@@ -121,12 +122,12 @@ config_settings_rule() {
       done
       ;;
     SETUP_INPUTS_SETTING)
-      for w in $value; do
+      for w in "${words[@]}"; do
         [[ $w != /* ]] && config_settings_plain_path "$w" || bad="'${w//[[:cntrl:]]/?}' is not a path from the repository's top (no leading /, no . or .. segment)"
       done
       ;;
     ALLOW_FEWER_TESTS)
-      for w in $value; do
+      for w in "${words[@]}"; do
         [[ " ${CHECK_NAMES[*]} " == *" $w "* ]] || bad="'$w' is not a check of this loop; its checks are: ${CHECK_NAMES[*]:-none}"
         [[ -z $bad ]] || break
       done

@@ -1211,6 +1211,11 @@ pub struct QueueAddArgs {
     /// A path (glob) the agent must not change. Repeatable.
     #[arg(long = "protect", value_name = "GLOB")]
     pub protect: Vec<String>,
+
+    /// Every other flag of `orbit init` (--setup, --regression, --adequacy, --candidates,
+    /// --allow-host ...): kept in the task's **Init:** field, given to each attempt's loop.
+    #[command(flatten)]
+    pub init: InitFlags,
 }
 
 #[derive(Debug, Args)]
@@ -1328,4 +1333,111 @@ pub fn check_names_by_place(m: &clap::ArgMatches) -> Result<Vec<(String, String)
         }
     }
     Ok(out)
+}
+
+/// `orbit queue add`'s flags that are init's: every flag of `orbit init` the queue neither
+/// decides nor holds as a field, as init's words in the order given.
+#[derive(Debug, Clone, Default)]
+pub struct InitFlags {
+    pub words: Vec<String>,
+}
+
+const HEADING: &str = "Init flags of each attempt's loop (as orbit init takes them)";
+
+/// Init's arguments `orbit queue add` carries as they are.
+fn carried() -> Vec<clap::Arg> {
+    InitArgs::augment_args(clap::Command::new("init"))
+        .get_arguments()
+        .filter(|a| {
+            let id = a.get_id().as_str();
+            // `--name` names a check in init, the task in `queue add`: in the field only.
+            !a.is_positional()
+                && id != "name"
+                && crate::contract::queue::init_flag_held(id).is_none()
+        })
+        .cloned()
+        .collect()
+}
+
+impl Args for InitFlags {
+    fn augment_args(mut cmd: clap::Command) -> clap::Command {
+        // After `queue add`'s own flags, in init's order.
+        for (k, a) in carried().into_iter().enumerate() {
+            cmd = cmd.arg(a.help_heading(HEADING).display_order(1000 + k));
+        }
+        for (id, flag, _) in crate::contract::queue::INIT_DECIDED
+            .iter()
+            .filter(|(id, _, _)| *id != "goal")
+        {
+            let takes = !matches!(*id, "force" | "dry_run");
+            cmd = cmd.arg(
+                // Hidden, under its long name (no id of `queue add`'s own): it only refuses.
+                clap::Arg::new(*flag)
+                    .long(*flag)
+                    .hide(true)
+                    .action(if takes {
+                        clap::ArgAction::Append
+                    } else {
+                        clap::ArgAction::SetTrue
+                    }),
+            );
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl clap::FromArgMatches for InitFlags {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        for (id, flag, _) in crate::contract::queue::INIT_DECIDED
+            .iter()
+            .filter(|(id, _, _)| *id != "goal")
+        {
+            if m.value_source(flag) == Some(clap::parser::ValueSource::CommandLine) {
+                return Err(clap::Error::raw(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "{}\n",
+                        crate::contract::queue::init_flag_held(id).unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+        let mut placed: Vec<(usize, Vec<String>)> = Vec::new();
+        for a in carried() {
+            let id = a.get_id().as_str();
+            if m.value_source(id) != Some(clap::parser::ValueSource::CommandLine) {
+                continue;
+            }
+            let flag = format!("--{}", a.get_long().unwrap_or(id));
+            let at: Vec<usize> = m.indices_of(id).map(Iterator::collect).unwrap_or_default();
+            if !a.get_action().takes_values() {
+                placed.push((at.first().copied().unwrap_or(usize::MAX), vec![flag]));
+                continue;
+            }
+            let values = m.get_raw(id).into_iter().flatten();
+            for (k, v) in values.enumerate() {
+                let v = v.to_str().ok_or_else(|| {
+                    clap::Error::raw(
+                        clap::error::ErrorKind::InvalidUtf8,
+                        format!("{flag}: the value is not UTF-8\n"),
+                    )
+                })?;
+                let i = at.get(k).copied().unwrap_or(usize::MAX);
+                placed.push((i, vec![flag.clone(), v.to_string()]));
+            }
+        }
+        placed.sort_by_key(|(i, _)| *i);
+        Ok(InitFlags {
+            words: placed.into_iter().flat_map(|(_, w)| w).collect(),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
 }

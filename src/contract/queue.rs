@@ -66,6 +66,10 @@ pub const TASK_FIELDS: &[(&str, &str)] = &[
         "A glob the agent must not change (`--protect`); one line per glob.",
     ),
     (
+        "Init",
+        "Every other flag of `orbit init` for each attempt's loop (`--setup`, `--regression`, `--adequacy`, `--candidates`, `--allow-host` ...), as shell words (quoted as a POSIX shell reads them, split without evaluation), given after the fields above. Checked by `orbit init`'s own parser whenever the task is read; a flag the queue decides (the goal, `--goal-file`, `--dir`, `--workspace`, `--force`, `--dry-run`) or holds as a field (`--verify`, `--engine` ... `--protect`) is refused, naming the field to use.",
+    ),
+    (
         "Reason",
         "Written by the queue: why the task is blocked or failed.",
     ),
@@ -183,4 +187,83 @@ impl QueueExit {
             QueueExit::NotAllDone => 24,
         }
     }
+}
+
+/// The flags of `orbit init` a queue's task holds as a field of its own (not in its
+/// `**Init:**`): (clap id, field).
+pub const INIT_FIELD_FLAGS: &[(&str, &str)] = &[
+    ("verify", "Verifier"),
+    ("engine", "Engine"),
+    ("exec", "Exec"),
+    ("max_iterations", "Max-Iterations"),
+    ("exec_timeout", "Exec-Timeout"),
+    ("loop_timeout", "Loop-Timeout"),
+    ("usd_cap", "Usd-Cap"),
+    ("pass_k", "Pass-K"),
+    ("sandbox", "Sandbox"),
+    ("protect", "Protect"),
+];
+
+/// The flags of `orbit init` the queue decides for each attempt's loop (never in a task's
+/// `**Init:**`): (clap id, flag, why they cannot be given).
+pub const INIT_DECIDED: &[(&str, &str, &str)] = &[
+    (
+        "goal",
+        "GOAL",
+        "the goal is the task's description: write it above the task's fields",
+    ),
+    (
+        "goal_file",
+        "goal-file",
+        "the goal is the task's description: write it above the task's fields (orbit queue add GOAL)",
+    ),
+    (
+        "dir",
+        "dir",
+        "the queue makes each attempt's loop itself, in .orbit/<task>-a<N>: drop it",
+    ),
+    (
+        "workspace",
+        "workspace",
+        "each attempt's loop needs a workspace of its own, from the integration branch's head; one path for all would hand the next attempt the first one's worktree: drop it",
+    ),
+    (
+        "force",
+        "force",
+        "each attempt's loop is new, made from the integration branch: drop it",
+    ),
+    (
+        "dry_run",
+        "dry-run",
+        "the queue makes and runs each attempt's loop: drop it (orbit init --dry-run shows one loop)",
+    ),
+];
+
+/// Why init's flag `id` cannot be among a task's init flags, if it cannot.
+pub fn init_flag_held(id: &str) -> Option<String> {
+    if let Some((_, field)) = INIT_FIELD_FLAGS.iter().find(|(i, _)| *i == id) {
+        let flag = if id == "verify" {
+            "--verify".to_string()
+        } else {
+            format!("--{}", id.replace('_', "-"))
+        };
+        let more = if id == "verify" {
+            "; a further check is a --regression or --reproduction"
+        } else {
+            ""
+        };
+        return Some(format!(
+            "{flag} is the task's **{field}:** field (orbit queue add {flag}){more}"
+        ));
+    }
+    INIT_DECIDED
+        .iter()
+        .find(|(i, _, _)| *i == id)
+        .map(|(_, flag, why)| {
+            if id == "goal" {
+                format!("a word that is no flag: {why}")
+            } else {
+                format!("--{flag}: {why}")
+            }
+        })
 }

@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use super::store::{Queue, Running};
 use super::task::Task;
@@ -69,6 +69,7 @@ fn init_argv(task: &Task, goal_file: &Path, dir: &str) -> Vec<String> {
         argv.push("--protect".into());
         argv.push(g.clone());
     }
+    argv.extend(task.init.iter().cloned());
     argv
 }
 
@@ -104,15 +105,24 @@ pub fn make_loop(
     let goal_file = goals.join(format!("{lname}.md"));
     fsx::write_atomic(&goal_file, goal_text(name, task, n).as_bytes())?;
     let argv = init_argv(task, &goal_file, &rel);
-    let cli = crate::cli::Cli::try_parse_from(&argv).map_err(|e| {
+    let refused = |why: String| {
         Error::Usage(format!(
-            "the task {name} makes no loop: orbit init refuses its fields ({}); edit .orbit/queue/{name}.md",
-            e.to_string().lines().next().unwrap_or("")
+            "the task {name} makes no loop: orbit init refuses its fields ({why}); edit .orbit/queue/{name}.md"
         ))
-    })?;
-    let crate::cli::Command::Init(args) = cli.command else {
+    };
+    let first_line = |e: clap::Error| e.to_string().lines().next().unwrap_or("").to_string();
+    let matches = crate::cli::Cli::command()
+        .try_get_matches_from(&argv)
+        .map_err(|e| refused(first_line(e)))?;
+    let cli = crate::cli::Cli::from_arg_matches(&matches).map_err(|e| refused(first_line(e)))?;
+    let crate::cli::Command::Init(mut args) = cli.command else {
         unreachable!("the argv is an init command line");
     };
+    // Where each `--name` of the task's init flags stands says which check it names.
+    let m = matches
+        .subcommand_matches("init")
+        .expect("the argv is an init command line");
+    args.check_name = crate::cli::check_names_by_place(m).map_err(refused)?;
     crate::init::init(&args)?;
     // The loop starts from the integration branch's head, not the user's checkout: the
     // runner's first run takes its base and starting branch from these two files.

@@ -7,6 +7,7 @@
 
 pub mod attempt;
 pub mod fleet;
+pub mod init_flags;
 pub mod land;
 pub mod limits;
 pub mod merge;
@@ -84,6 +85,9 @@ fn task_of(a: &QueueAddArgs) -> Result<Task> {
         .to_string()
     });
     t.protect = a.protect.clone();
+    init_flags::check(&a.init.words)
+        .map_err(|why| Error::Usage(format!("orbit queue add: {why}")))?;
+    t.init = a.init.words.clone();
     // The file's own parser is the one judge of its fields.
     Task::parse(&t.print(), 1).map_err(|e| Error::Usage(format!("orbit queue add: {}", e.reason)))
 }

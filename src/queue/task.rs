@@ -31,6 +31,8 @@ pub struct Task {
     pub pass_k: Option<u32>,
     pub sandbox: Option<String>,
     pub protect: Vec<String>,
+    /// Every other flag of `orbit init` for each attempt's loop, as words.
+    pub init: Vec<String>,
     pub reason: Option<String>,
     pub merged: Option<String>,
     /// The integration branch's commit a task done with no change of its own was verified
@@ -67,6 +69,7 @@ impl Task {
             pass_k: None,
             sandbox: None,
             protect: Vec::new(),
+            init: Vec::new(),
             reason: None,
             merged: None,
             verified_on: None,
@@ -98,6 +101,9 @@ impl Task {
         ];
         out.extend(opt.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
         out.extend(self.protect.iter().map(|g| ("Protect", g.clone())));
+        if !self.init.is_empty() {
+            out.push(("Init", super::init_flags::print(&self.init)));
+        }
         if let Some(r) = &self.reason {
             out.push(("Reason", r.clone()));
         }
@@ -262,6 +268,12 @@ fn set_field(t: &mut Task, name: &str, value: &str) -> Result<(), String> {
             t.sandbox = some(value)
         }
         "Protect" => t.protect.push(value.to_string()),
+        "Init" => {
+            let words =
+                super::init_flags::parse(value).map_err(|why| format!("**Init:** {why}"))?;
+            t.init.extend(words);
+            super::init_flags::check(&t.init).map_err(|why| format!("**Init:** {why}"))?
+        }
         "Reason" => t.reason = Some(value.to_string()).filter(|v| !v.is_empty()),
         "Merged" => t.merged = Some(value.to_string()).filter(|v| !v.is_empty()),
         "Verified-On" => t.verified_on = Some(value.to_string()).filter(|v| !v.is_empty()),
@@ -326,6 +338,17 @@ mod tests {
         t.engine = Some("custom".into());
         t.exec = Some("agent --fast".into());
         t.max_iterations = Some(3);
+        t.init = [
+            "--setup",
+            "printf '%s\\n' \"it's $HOME\" # kept, not a comment",
+            "--allow-host",
+            "*.example.com",
+            "--no-auto-protect",
+            "--setup",
+            "",
+        ]
+        .map(String::from)
+        .to_vec();
         t.history = "## Attempt 1 failure\n\nred\n".into();
         let back = Task::parse(&t.print(), 1).unwrap();
         assert_eq!(back.history.trim(), t.history.trim());
@@ -341,6 +364,11 @@ mod tests {
         let e = Task::parse("goal\n**Colour:** red\n**Verifier:** true\n", 10).unwrap_err();
         assert_eq!(e.line, 11);
         assert!(e.reason.contains("unknown field"), "{}", e.reason);
+        let e = Task::parse("goal\n**Verifier:** true\n**Init:** --setup 'x\n", 1).unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(e.reason.contains("unbalanced quotes"), "{}", e.reason);
+        let e = Task::parse("goal\n**Verifier:** true\n**Init:** --force\n", 1).unwrap_err();
+        assert!(e.reason.starts_with("**Init:** --force: "), "{}", e.reason);
         let e = Task::parse("goal only\n", 1).unwrap_err();
         assert!(e.reason.contains("Verifier"), "{}", e.reason);
     }

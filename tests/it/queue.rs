@@ -12,6 +12,7 @@ use crate::support::*;
 
 mod crash;
 mod home;
+mod init_flags;
 mod limits;
 pub(crate) mod night;
 

@@ -413,7 +413,13 @@ breaker) rm -f base.txt; echo b > breaker.txt ;;
 esac
 claim_done"#,
     );
-    q.add("base", "Write base.txt", "test -f base.txt", &[]);
+    // base carries init flags of its own: its pod's attempt loop is made with them.
+    q.add(
+        "base",
+        "Write base.txt",
+        "test -f base.txt",
+        &["--check-jobs", "1", "--memory", "feedback"],
+    );
     q.add(
         "breaker",
         "Write breaker.txt",
@@ -455,6 +461,15 @@ claim_done"#,
         &pod(&q, &work.path().join("pod-base"), &attempt, &index),
         "the pod of base",
     );
+    let found = command("find")
+        .arg(work.path().join("pod-base"))
+        .args(["-path", "*/.orbit/base-a1/loop.toml"])
+        .output()
+        .unwrap();
+    let found = String::from_utf8_lossy(&found.stdout);
+    let toml: toml::Table = fs::read_to_string(found.trim()).unwrap().parse().unwrap();
+    assert_eq!(toml["check-jobs"].as_integer(), Some(1), "{toml}");
+    assert_eq!(toml["memory"].as_str(), Some("feedback"), "{toml}");
     assert_ok(
         &pod(&q, &work.path().join("pod-land"), &land, &[]),
         "the merge step",

@@ -57,7 +57,7 @@
 //!     submodule): its fix alone, and the fix with a function its tests decide in part;
 //!     each measured with the hunks alone, with orbit's operators and with cargo-mutants:
 //!     time, mutants made, tried, killed and survived; skipped, saying why, where
-//!     cargo-mutants is not installed (.ci/run does not install it: too slow for its budget).
+//!     cargo-mutants is not installed (.ci/run builds it for the tests; `cargo install cargo-mutants`).
 //!
 //! 14. The setup's cache at a claim: the Node fixture (tests/fixtures/projects/node, set up by
 //!     `npm ci`) looped to DONE in one claim, with the setup run again in the claim's clean
@@ -2194,8 +2194,8 @@ fn rust_fixture() -> tempfile::TempDir {
 /// function its tests decide in part: for each change, `orbit adequacy` with the hunks
 /// alone (`--max-mutants 0`), with orbit's operators, and with cargo-mutants on the same
 /// diff (`--tool cargo-mutants`): wall time (the median), mutants made, tried (built),
-/// killed and survived. Skipped, saying why, where cargo-mutants is not installed: .ci/run
-/// does not install it (building it from crates.io takes longer than CI's budget allows).
+/// killed and survived. Skipped, saying why, where cargo-mutants is not installed (.ci/run
+/// builds it for the suite, at /opt/orbit-cargo-mutants).
 fn bench_cargo_mutants(rows: &mut Vec<Row>) {
     let here = Command::new("cargo")
         .args(["mutants", "--version"])
@@ -2207,7 +2207,7 @@ fn bench_cargo_mutants(rows: &mut Vec<Row>) {
         rows.push(Row {
             name: "adequacy: orbit's operators vs cargo-mutants".into(),
             value: "skipped".into(),
-            note: "cargo-mutants is not installed here (cargo install cargo-mutants); .ci/run does not install it, as building it takes longer than CI's budget allows".into(),
+            note: "cargo-mutants is not installed here (cargo install cargo-mutants)".into(),
         });
         return;
     }

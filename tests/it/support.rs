@@ -523,8 +523,8 @@ pub fn present_or_skipped(ok: bool, require: &str, what: &str) -> bool {
 
 /// Whether cargo-mutants is on the PATH this suite was started with (`cargo install
 /// cargo-mutants`): the tests of `orbit adequacy --tool cargo-mutants` run the real tool.
-/// .ci/run does not install it (building it takes longer than CI's budget allows), so it
-/// is skipped with a notice when absent; ORBIT_REQUIRE_CARGO_MUTANTS=1 makes it required.
+/// .ci/run builds it and requires it (ORBIT_REQUIRE_CARGO_MUTANTS=1); elsewhere its tests
+/// are skipped with a notice when it is absent.
 pub fn cargo_mutants_available() -> bool {
     let ok = command("cargo-mutants")
         .args(["mutants", "--version"])

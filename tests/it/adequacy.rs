@@ -242,6 +242,28 @@ fn a_fully_pinned_fix_has_every_hunk_needed_and_every_mutant_killed() {
     assert!(tried >= 1, "{v:#}");
     assert_eq!(v["mutants_killed"].as_u64().unwrap(), tried, "{v:#}");
     assert_eq!(v["not_tried"]["mutants"], 0);
+    // Without --budget the budget is twice the loop's PASS_K times the unchanged commit's
+    // own check run, as measured in this run.
+    let toml = std::fs::read_to_string(repo.join(".orbit/test-goal/loop.toml")).unwrap();
+    let pass_k: f64 = toml
+        .lines()
+        .find_map(|l| l.strip_prefix("pass-k = "))
+        .expect("loop.toml's pass-k")
+        .trim()
+        .parse()
+        .unwrap();
+    let out = repo.orbit(&["adequacy", "--json"]);
+    let d: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", text(&out)));
+    let (budget, baseline) = (
+        d["budget_s"].as_f64().unwrap(),
+        d["baseline_s"].as_f64().unwrap(),
+    );
+    assert!(baseline > 0.0, "{d:#}");
+    assert!(
+        (budget - 2.0 * pass_k * baseline).abs() <= 1e-6 * budget,
+        "budget {budget} s, baseline {baseline} s, PASS_K {pass_k}"
+    );
     let out = repo.orbit(&["adequacy", "--budget", "10m"]);
     assert_code(&out, 0, "orbit adequacy");
     assert!(

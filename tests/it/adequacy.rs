@@ -638,6 +638,36 @@ fn gate_project(repo: &Repo) {
 /// The fix whose early return no test pins: its mutants survive the checks.
 const UNPINNED_FIX: &str = "cat > calc.py <<'EOF'\ndef add(a, b):\n    if a > 100:\n        return a\n    return a + b\nEOF\n";
 
+/// Why the loop's adequacy record is not the one of `head`: the record's commit and tree
+/// against the head's, what differs between them, and the end of runner.log.
+fn record_mismatch(repo: &Repo, dir: &Path, head: &str) -> String {
+    let json = std::fs::read_to_string(dir.join("adequacy.json"))
+        .unwrap_or_else(|e| format!("(adequacy.json: {e})"));
+    let v: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
+    // git's answer or its complaint: this runs inside a failing assertion's message.
+    let git = |args: &[&str]| {
+        crate::support::command("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(args)
+            .output()
+            .map(|o| text(&o))
+            .unwrap_or_else(|e| e.to_string())
+    };
+    let tree = |r: &str| git(&["rev-parse", &format!("{r}^{{tree}}")]);
+    let commit = v["commit"].as_str().unwrap_or("");
+    let diff = git(&["diff", "--stat", commit, head]);
+    let log = std::fs::read_to_string(dir.join("runner.log")).unwrap_or_default();
+    let tail: Vec<&str> = log.lines().rev().take(30).collect();
+    format!(
+        "record commit {commit} tree {}; head tree {}; diff:\n{diff}\nadequacy.json: {}\nrunner.log (last lines, newest first):\n{}",
+        v["tree"],
+        tree(head).trim(),
+        json.chars().take(400).collect::<String>(),
+        tail.join("\n")
+    )
+}
+
 /// The loop of `agent` on the gate's project, rendered again with `adequacy = "gate"` by
 /// `orbit` (the binary the loop pins); without the sandbox unless `extra` names one or
 /// `default_sandbox` leaves it to orbit init's default.
@@ -753,7 +783,12 @@ fn gate_mode_turns_a_surviving_mutant_into_feedback_and_the_next_iteration_fixes
     assert_code(&repo.orbit(&["verify"]), 0, "orbit verify");
     // The gate's record is the DONE's: the report and the audit read it.
     let head = workspace_head(&repo, &dir);
-    let rec = orbit::adequacy::Record::of_head(&dir, repo.path(), &head).expect("the record");
+    let rec = orbit::adequacy::Record::of_head(&dir, repo.path(), &head).unwrap_or_else(|| {
+        panic!(
+            "the record of {head}: {}",
+            record_mismatch(&repo, &dir, &head)
+        )
+    });
     assert_eq!(rec.details_sha256, a.details_sha256);
     let md = text(&repo.orbit(&["report"]));
     assert!(

@@ -1453,7 +1453,13 @@ fn a_file_size_limit_below_the_git_index_is_named_with_one_footer() {
     let out = repo.run_loop(&dir, &[], &[]);
     assert_code(&out, 0, "without the limit");
     assert_records_agree(&dir);
-    assert_eq!(committed_iterations(&repo), [1, 2]);
+    assert_eq!(
+        committed_iterations(&repo),
+        [1, 2],
+        "progress.md:\n{}\nrunner.log:\n{}",
+        fs::read_to_string(dir.join("progress.md")).unwrap_or_default(),
+        fs::read_to_string(dir.join("runner.log")).unwrap_or_default()
+    );
 }
 
 /// The disk fills up while the agent runs (it writes into the loop directory until ENOSPC), so the

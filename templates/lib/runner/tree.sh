@@ -12,8 +12,11 @@ tree_snapshot() {
   # A snapshot that fails is an error, never a silently stale tree (git says why in the log).
   # The agent's folder stays out through info/exclude (an exclude pathspec naming an ignored
   # path makes git add fail).
-  tree_add "$WS" "$idx"
-  setup_tree_write_v "$WS" "$idx"
+  if ! tree_add "$WS" "$idx" || ! setup_tree_write_v "$WS" "$idx"; then
+    # Whatever context called it (a condition turns errexit off), the run stops here as on
+    # any failed command: a full disk or a file-size limit named, else an internal error.
+    stop_internal_error "$LINENO" "the workspace's snapshot into $idx (git says why above)" 1
+  fi
 }
 
 # tree_add DIR INDEX: `git add -A` of the work tree DIR into the private index INDEX, each

@@ -731,8 +731,9 @@ pub struct AdequacyArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// The most time to spend, e.g. 5m [default: twice the checks' time for PASS_K runs on
-    /// the unchanged commit]; what it leaves untried is said.
+    /// The most time to spend, e.g. 5m [default: the loop's adequacy-budget; 0 there: twice
+    /// the checks' time for PASS_K runs on the unchanged commit]; what it leaves untried is
+    /// said.
     #[arg(long, value_name = "DURATION")]
     pub budget: Option<String>,
 

@@ -717,9 +717,14 @@ pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
     plan.run_timeout = (baseline * 3)
         .max(Duration::from_secs(10))
         .min(plan.run_timeout);
+    // --budget, else the loop's adequacy-budget, else (its 0) twice the DONE gate's own
+    // check time: PASS_K runs of the unchanged commit's checks.
     let budget = match &args.budget {
         Some(b) => Duration::from_secs(goal::parse_duration("--budget", b)?),
-        None => baseline * 2 * cfg.pass_k.max(1),
+        None => match goal::parse_duration("adequacy-budget", &cfg.adequacy_budget)? {
+            0 => baseline * 2 * cfg.pass_k.max(1),
+            s => Duration::from_secs(s),
+        },
     };
     // check-jobs 0 (its default) is as many as the CPUs, as for a fan-out's candidates.
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());

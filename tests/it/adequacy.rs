@@ -264,6 +264,19 @@ fn a_fully_pinned_fix_has_every_hunk_needed_and_every_mutant_killed() {
         (budget - 2.0 * pass_k * baseline).abs() <= 1e-6 * budget,
         "budget {budget} s, baseline {baseline} s, PASS_K {pass_k}"
     );
+    // The loop's adequacy-budget, when set, is the budget of a run by hand too.
+    let loop_toml = repo.join(".orbit/test-goal/loop.toml");
+    assert!(toml.contains("adequacy-budget = \"0\""), "{toml}");
+    std::fs::write(
+        &loop_toml,
+        toml.replace("adequacy-budget = \"0\"", "adequacy-budget = \"7m\""),
+    )
+    .unwrap();
+    let out = repo.orbit(&["adequacy", "--json"]);
+    let d: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", text(&out)));
+    assert_eq!(d["budget_s"].as_f64(), Some(420.0), "{d:#}");
+    std::fs::write(&loop_toml, &toml).unwrap();
     let out = repo.orbit(&["adequacy", "--budget", "10m"]);
     assert_code(&out, 0, "orbit adequacy");
     assert!(

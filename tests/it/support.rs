@@ -301,9 +301,12 @@ impl Repo {
         cmd.spawn().expect("spawn run-loop.sh")
     }
 
-    /// `bash run-loop.sh ARGS` with extra environment, bounded.
+    /// `bash run-loop.sh ARGS` with extra environment, bounded. The bound is a safety net
+    /// for a wedged run, never a measure of speed: a loop that makes a virtual environment
+    /// in its setup and again in its clean checkout took over 180 s on a 2-core machine
+    /// running other builds beside it (load 20).
     pub fn run_loop(&self, loop_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-        self.run_loop_within(loop_dir, args, env, Duration::from_secs(180))
+        self.run_loop_within(loop_dir, args, env, Duration::from_secs(600))
     }
 
     /// `run_loop` for a loop of many iterations: the bound is a safety net for a wedged

@@ -74,11 +74,19 @@ impl<'a> Checkout<'a> {
             fsx::now_epoch()
         ));
         let p = path.display().to_string();
-        git(
-            repo,
-            &["worktree", "add", "--detach", "--force", &p, commit],
-        )
-        .ok_or_else(|| Error::Git(format!("cannot make a clean checkout of {commit} in {p}")))?;
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["worktree", "add", "--detach", "--force", &p, commit])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Error::io("cannot run git".to_string(), e))?;
+        if !out.status.success() {
+            return Err(Error::Git(format!(
+                "cannot make a clean checkout of {commit} in {p}: git worktree add says: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
         let co = Checkout { repo, path };
         crate::submodules::checkout(repo, &co.path);
         Ok(co)

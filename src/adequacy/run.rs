@@ -74,11 +74,15 @@ impl<'a> Checkout<'a> {
             fsx::now_epoch()
         ));
         let p = path.display().to_string();
-        git(
+        git_or_why(
             repo,
             &["worktree", "add", "--detach", "--force", &p, commit],
         )
-        .ok_or_else(|| Error::Git(format!("cannot make a clean checkout of {commit} in {p}")))?;
+        .map_err(|why| {
+            Error::Git(format!(
+                "cannot make a clean checkout of {commit} in {p}: {why}"
+            ))
+        })?;
         let co = Checkout { repo, path };
         crate::submodules::checkout(repo, &co.path);
         Ok(co)
@@ -87,18 +91,44 @@ impl<'a> Checkout<'a> {
     /// Puts the commit back exactly: tracked files reset, untracked and ignored removed, the
     /// submodules checked out again at the commits it records.
     fn reset(&self, commit: &str) -> Result<()> {
-        let ok = git(&self.path, &["checkout", "-q", "-f", "--detach", commit]).is_some()
-            && git(&self.path, &["clean", "-q", "-ffdx"]).is_some();
-        if ok {
-            crate::submodules::checkout(self.repo, &self.path);
-            Ok(())
-        } else {
-            Err(Error::Git(format!(
-                "cannot reset the checkout {} to {commit}",
-                self.path.display()
-            )))
-        }
+        git_or_why(&self.path, &["checkout", "-q", "-f", "--detach", commit])
+            .and_then(|_| git_or_why(&self.path, &["clean", "-q", "-ffdx"]))
+            .map_err(|why| {
+                Error::Git(format!(
+                    "cannot reset the checkout {} to {commit}: {why}",
+                    self.path.display()
+                ))
+            })?;
+        crate::submodules::checkout(self.repo, &self.path);
+        Ok(())
     }
+}
+
+/// Runs git in `dir`; on a failure, what git said (its last lines of stderr, or its status).
+fn git_or_why(dir: &Path, args: &[&str]) -> std::result::Result<(), String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    let said = said[said.len().saturating_sub(3)..].join(" / ");
+    Err(format!(
+        "git {} failed ({}){}",
+        args.first().unwrap_or(&""),
+        out.status,
+        if said.is_empty() {
+            String::new()
+        } else {
+            format!(": {said}")
+        }
+    ))
 }
 
 impl Drop for Checkout<'_> {
@@ -415,6 +445,21 @@ mod tests {
         };
         apply(&plan, &dir, &ok).unwrap();
         assert_eq!(std::fs::read(dir.join("a.py")).unwrap(), b"x = 3\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_checkout_that_cannot_be_made_says_what_git_said() {
+        let dir = tempfile_dir();
+        let e = Checkout::new(&dir, "HEAD", 0)
+            .err()
+            .expect("no checkout outside a repository")
+            .to_string();
+        assert!(e.contains("cannot make a clean checkout of HEAD"), "{e}");
+        assert!(
+            e.contains("git worktree failed") && e.contains("fatal:"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

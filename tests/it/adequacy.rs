@@ -668,6 +668,31 @@ fn record_mismatch(repo: &Repo, dir: &Path, head: &str) -> String {
     )
 }
 
+/// Each iteration's adequacy.log (orbit adequacy's own words), for a failing assertion: a
+/// measure that did not run says why only there.
+fn adequacy_logs(dir: &Path) -> String {
+    let mut logs: Vec<_> = std::fs::read_dir(dir.join("iterations"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("adequacy.log"))
+        .filter(|p| p.is_file())
+        .collect();
+    logs.sort();
+    logs.iter()
+        .map(|p| {
+            let t = std::fs::read_to_string(p).unwrap_or_default();
+            let tail: Vec<&str> = t.lines().rev().take(15).collect();
+            format!(
+                "--- {} (last lines, newest first)\n{}",
+                p.display(),
+                tail.join("\n")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The loop of `agent` on the gate's project, rendered again with `adequacy = "gate"` by
 /// `orbit` (the binary the loop pins); without the sandbox unless `extra` names one or
 /// `default_sandbox` leaves it to orbit init's default.
@@ -749,7 +774,14 @@ fn gate_mode_turns_a_surviving_mutant_into_feedback_and_the_next_iteration_fixes
     let agent = repo.agent("worker", &body);
     let dir = gate_loop(&repo, &agent, &orbit_bin(), &["--max-iterations", "3"]);
     let out = repo.run_loop(&dir, &[], &[]);
-    assert_code(&out, 0, "DONE once a check needs the early return");
+    assert_code(
+        &out,
+        0,
+        &format!(
+            "DONE once a check needs the early return\n{}",
+            adequacy_logs(&dir)
+        ),
+    );
     // Iteration 1's claim was rejected by the gate, naming the survivors.
     let fb = std::fs::read_to_string(dir.join("iterations/000001/feedback.txt")).unwrap();
     assert!(

@@ -60,6 +60,23 @@ pub struct Plan<'a> {
     pub setup: Vec<String>,
 }
 
+/// A measure's `git worktree add` and `remove` run one at a time: git reads every
+/// worktree's files as it adds one, and fails on one another add is still writing ("fatal:
+/// failed to read .git/worktrees/NAME/commondir"), as the side-by-side checkouts' adds did
+/// under load.
+static WORKTREES: Mutex<()> = Mutex::new(());
+/// How many times a checkout's `git worktree add` is tried: an add of another process in the
+/// same repository (another loop's runner, the user's git) can fail it as above.
+const ADD_TRIES: u64 = 3;
+
+/// `git worktree` ARGS in `repo`, no other of this process's at the same time.
+fn worktree_op(repo: &Path, args: &[&str]) -> std::result::Result<(), String> {
+    let _one = WORKTREES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut all = vec!["worktree"];
+    all.extend_from_slice(args);
+    git_or_why(repo, &all)
+}
+
 /// A throwaway detached checkout of the commit, removed when dropped.
 pub struct Checkout<'a> {
     repo: &'a Path,
@@ -74,15 +91,18 @@ impl<'a> Checkout<'a> {
             fsx::now_epoch()
         ));
         let p = path.display().to_string();
-        git_or_why(
-            repo,
-            &["worktree", "add", "--detach", "--force", &p, commit],
-        )
-        .map_err(|why| {
-            Error::Git(format!(
-                "cannot make a clean checkout of {commit} in {p}: {why}"
-            ))
-        })?;
+        let mut tries = 0;
+        while let Err(why) = worktree_op(repo, &["add", "--detach", "--force", &p, commit]) {
+            tries += 1;
+            if tries >= ADD_TRIES {
+                return Err(Error::Git(format!(
+                    "cannot make a clean checkout of {commit} in {p} ({tries} tries): {why}"
+                )));
+            }
+            // What the failed add left goes; the other add is done in a moment.
+            let _ = std::fs::remove_dir_all(&path);
+            std::thread::sleep(Duration::from_millis(250 * tries));
+        }
         let co = Checkout { repo, path };
         crate::submodules::checkout(repo, &co.path);
         Ok(co)
@@ -134,7 +154,7 @@ fn git_or_why(dir: &Path, args: &[&str]) -> std::result::Result<(), String> {
 impl Drop for Checkout<'_> {
     fn drop(&mut self) {
         let p = self.path.display().to_string();
-        let _ = git(self.repo, &["worktree", "remove", "--force", &p]);
+        let _ = worktree_op(self.repo, &["remove", "--force", &p]);
         let _ = std::fs::remove_dir_all(&self.path);
         let _ = std::fs::remove_dir_all(self.path.with_extension("scratch"));
     }

@@ -60,6 +60,23 @@ pub struct Plan<'a> {
     pub setup: Vec<String>,
 }
 
+/// A measure's `git worktree add` and `remove` run one at a time: git reads every
+/// worktree's files as it adds one, and fails on one another add is still writing ("fatal:
+/// failed to read .git/worktrees/NAME/commondir"), as the side-by-side checkouts' adds did
+/// under load.
+static WORKTREES: Mutex<()> = Mutex::new(());
+/// How many times a checkout's `git worktree add` is tried: an add of another process in the
+/// same repository (another loop's runner, the user's git) can fail it as above.
+const ADD_TRIES: u64 = 3;
+
+/// `git worktree` ARGS in `repo`, no other of this process's at the same time.
+fn worktree_op(repo: &Path, args: &[&str]) -> std::result::Result<(), String> {
+    let _one = WORKTREES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut all = vec!["worktree"];
+    all.extend_from_slice(args);
+    git_or_why(repo, &all)
+}
+
 /// A throwaway detached checkout of the commit, removed when dropped.
 pub struct Checkout<'a> {
     repo: &'a Path,
@@ -74,18 +91,17 @@ impl<'a> Checkout<'a> {
             fsx::now_epoch()
         ));
         let p = path.display().to_string();
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(repo)
-            .args(["worktree", "add", "--detach", "--force", &p, commit])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| Error::io("cannot run git".to_string(), e))?;
-        if !out.status.success() {
-            return Err(Error::Git(format!(
-                "cannot make a clean checkout of {commit} in {p}: git worktree add says: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
+        let mut tries = 0;
+        while let Err(why) = worktree_op(repo, &["add", "--detach", "--force", &p, commit]) {
+            tries += 1;
+            if tries >= ADD_TRIES {
+                return Err(Error::Git(format!(
+                    "cannot make a clean checkout of {commit} in {p} ({tries} tries): {why}"
+                )));
+            }
+            // What the failed add left goes; the other add is done in a moment.
+            let _ = std::fs::remove_dir_all(&path);
+            std::thread::sleep(Duration::from_millis(250 * tries));
         }
         let co = Checkout { repo, path };
         crate::submodules::checkout(repo, &co.path);
@@ -95,24 +111,50 @@ impl<'a> Checkout<'a> {
     /// Puts the commit back exactly: tracked files reset, untracked and ignored removed, the
     /// submodules checked out again at the commits it records.
     fn reset(&self, commit: &str) -> Result<()> {
-        let ok = git(&self.path, &["checkout", "-q", "-f", "--detach", commit]).is_some()
-            && git(&self.path, &["clean", "-q", "-ffdx"]).is_some();
-        if ok {
-            crate::submodules::checkout(self.repo, &self.path);
-            Ok(())
-        } else {
-            Err(Error::Git(format!(
-                "cannot reset the checkout {} to {commit}",
-                self.path.display()
-            )))
-        }
+        git_or_why(&self.path, &["checkout", "-q", "-f", "--detach", commit])
+            .and_then(|_| git_or_why(&self.path, &["clean", "-q", "-ffdx"]))
+            .map_err(|why| {
+                Error::Git(format!(
+                    "cannot reset the checkout {} to {commit}: {why}",
+                    self.path.display()
+                ))
+            })?;
+        crate::submodules::checkout(self.repo, &self.path);
+        Ok(())
     }
+}
+
+/// Runs git in `dir`; on a failure, what git said (its last lines of stderr, or its status).
+fn git_or_why(dir: &Path, args: &[&str]) -> std::result::Result<(), String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    let said = said[said.len().saturating_sub(3)..].join(" / ");
+    Err(format!(
+        "git {} failed ({}){}",
+        args.first().unwrap_or(&""),
+        out.status,
+        if said.is_empty() {
+            String::new()
+        } else {
+            format!(": {said}")
+        }
+    ))
 }
 
 impl Drop for Checkout<'_> {
     fn drop(&mut self) {
         let p = self.path.display().to_string();
-        let _ = git(self.repo, &["worktree", "remove", "--force", &p]);
+        let _ = worktree_op(self.repo, &["remove", "--force", &p]);
         let _ = std::fs::remove_dir_all(&self.path);
         let _ = std::fs::remove_dir_all(self.path.with_extension("scratch"));
     }
@@ -423,6 +465,21 @@ mod tests {
         };
         apply(&plan, &dir, &ok).unwrap();
         assert_eq!(std::fs::read(dir.join("a.py")).unwrap(), b"x = 3\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_checkout_that_cannot_be_made_says_what_git_said() {
+        let dir = tempfile_dir();
+        let e = Checkout::new(&dir, "HEAD", 0)
+            .err()
+            .expect("no checkout outside a repository")
+            .to_string();
+        assert!(e.contains("cannot make a clean checkout of HEAD"), "{e}");
+        assert!(
+            e.contains("git worktree failed") && e.contains("fatal:"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -331,6 +331,95 @@ fn a_budget_that_runs_out_says_what_it_did_not_try() {
     );
 }
 
+/// Two `git worktree add` in one repository at once can fail: git reads every worktree's
+/// files as it adds one, and one still being written fails it ("fatal: failed to read
+/// .git/worktrees/NAME/commondir: Success", seen from a measure's second checkout beside
+/// its first, under load). A git in front of the real one fails the first add of the second
+/// checkout so, as git does, and notes any worktree add or remove that starts while
+/// another is under way: the measure makes its checkouts one at a time and tries an add
+/// that failed again, and measures all the same.
+#[test]
+fn a_checkout_that_git_fails_beside_another_is_tried_again_and_none_is_made_at_once() {
+    let repo = Repo::new();
+    project(&repo);
+    done_with(
+        &repo,
+        &[(
+            "calc.py",
+            "def add(a, b):\n    if a > 100:\n        return a\n    return a + b\n",
+        )],
+    );
+    let real = String::from_utf8(
+        command("bash")
+            .args(["-c", "command -v git"])
+            .env("PATH", repo.path_env())
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    let shim = repo.bin.path().join("git-shim");
+    let marks = repo.bin.path().join("git-marks");
+    std::fs::create_dir_all(&shim).unwrap();
+    std::fs::create_dir_all(&marks).unwrap();
+    let m = marks.display();
+    std::fs::write(
+        shim.join("git"),
+        format!(
+            "#!/bin/bash\n\
+             case \" $* \" in *' worktree add '*|*' worktree remove '*) ;; *) exec {real} \"$@\" ;; esac\n\
+             mkdir {m}/busy 2>/dev/null || echo \"$*\" >>{m}/overlaps\n\
+             if [[ \" $* \" == *' worktree add '*-1' '* ]] && mkdir {m}/failed 2>/dev/null; then\n\
+               echo 'Preparing worktree (detached HEAD 0000000)' >&2\n\
+               echo 'fatal: failed to read .git/worktrees/orbit-adequacy-0-0-0/commondir: Success' >&2\n\
+               rmdir {m}/busy 2>/dev/null; exit 128\n\
+             fi\n\
+             {real} \"$@\"; rc=$?\n\
+             rmdir {m}/busy 2>/dev/null\n\
+             exit $rc\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(shim.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = command(orbit_bin());
+    cmd.args(["adequacy", "--json", "--budget", "10m", "--jobs", "2"])
+        .current_dir(repo.path())
+        .env("PATH", format!("{}:{}", shim.display(), repo.path_env()));
+    let out = run_bounded(cmd, Duration::from_secs(300));
+    assert!(
+        marks.join("failed").is_dir(),
+        "the second checkout's add failed once: {}",
+        text(&out)
+    );
+    assert_code(
+        &out,
+        0,
+        "orbit adequacy, its second checkout made on a second try",
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["not_tried"]["mutants"], 0, "{v:#}");
+    assert_eq!(
+        results(&v, "hunks", "calc.py")[0]["result"],
+        "needed",
+        "{v:#}"
+    );
+    assert!(
+        !marks.join("overlaps").exists(),
+        "a worktree add or remove started while another was under way: {}",
+        std::fs::read_to_string(marks.join("overlaps")).unwrap_or_default()
+    );
+    assert_eq!(
+        repo.git(&["worktree", "list", "--porcelain"])
+            .matches("orbit-adequacy")
+            .count(),
+        0,
+        "the clean checkouts are gone"
+    );
+}
+
 /// `--gate N` (the runner passes adequacy-max-survivors): up to N surviving mutants pass,
 /// one more rejects with feedback naming each; a hunk no check needs rejects whatever N.
 #[test]
@@ -681,6 +770,31 @@ fn record_mismatch(repo: &Repo, dir: &Path, head: &str) -> String {
     )
 }
 
+/// Each iteration's adequacy.log (orbit adequacy's own words), for a failing assertion: a
+/// measure that did not run says why only there.
+fn adequacy_logs(dir: &Path) -> String {
+    let mut logs: Vec<_> = std::fs::read_dir(dir.join("iterations"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("adequacy.log"))
+        .filter(|p| p.is_file())
+        .collect();
+    logs.sort();
+    logs.iter()
+        .map(|p| {
+            let t = std::fs::read_to_string(p).unwrap_or_default();
+            let tail: Vec<&str> = t.lines().rev().take(15).collect();
+            format!(
+                "--- {} (last lines, newest first)\n{}",
+                p.display(),
+                tail.join("\n")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The loop of `agent` on the gate's project, rendered again with `adequacy = "gate"` by
 /// `orbit` (the binary the loop pins); without the sandbox unless `extra` names one or
 /// `default_sandbox` leaves it to orbit init's default.
@@ -762,7 +876,14 @@ fn gate_mode_turns_a_surviving_mutant_into_feedback_and_the_next_iteration_fixes
     let agent = repo.agent("worker", &body);
     let dir = gate_loop(&repo, &agent, &orbit_bin(), &["--max-iterations", "3"]);
     let out = repo.run_loop(&dir, &[], &[]);
-    assert_code(&out, 0, "DONE once a check needs the early return");
+    assert_code(
+        &out,
+        0,
+        &format!(
+            "DONE once a check needs the early return\n{}",
+            adequacy_logs(&dir)
+        ),
+    );
     // Iteration 1's claim was rejected by the gate, naming the survivors.
     let fb = std::fs::read_to_string(dir.join("iterations/000001/feedback.txt")).unwrap();
     assert!(

@@ -533,3 +533,94 @@ fn a_maven_project_is_set_up_by_the_detection_and_its_checks_run_with_no_reposit
         "the loop's commits (target/ never)"
     );
 }
+
+// ---- Java: a repository the network allowlist refuses
+
+/// The host of the repository the Maven checks below ask for: a name that resolves nowhere
+/// (`.test` is reserved), so only the sandbox's proxy can answer for it, by refusing it.
+const MAVEN_REFUSED: &str = "repo.orbit.test:8081";
+
+/// A HOME of the test's own whose settings.xml sends every repository to a mirror at
+/// MAVEN_REFUSED, and whose local repository is empty: a check's first plugin is fetched
+/// from there. Its path, and JAVA_TOOL_OPTIONS naming it as the JVM's user.home (Maven
+/// reads settings.xml and the local repository from user.home, not from $HOME): a value of
+/// the user's own, which the sandbox must keep.
+fn maven_mirror_home() -> (tempfile::TempDir, String, String) {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".m2/repository")).unwrap();
+    std::fs::write(
+        home.path().join(".m2/settings.xml"),
+        format!(
+            "<settings><mirrors><mirror><id>corp-mirror</id><mirrorOf>*</mirrorOf><url>http://{MAVEN_REFUSED}/maven2</url></mirror></mirrors></settings>\n"
+        ),
+    )
+    .unwrap();
+    let home_s = home.path().display().to_string();
+    let opts = format!("-Duser.home={home_s}");
+    (home, home_s, opts)
+}
+
+/// Whether Maven and a JDK are here (the checks below fetch nothing that exists).
+fn maven_tools(path: &str) -> bool {
+    present_or_skipped(
+        tool_on(path, "mvn") && tool_on(path, "javac"),
+        "ORBIT_REQUIRE_MAVEN",
+        "maven and a JDK",
+    )
+}
+
+/// A Maven project looped under the sandbox with no setup, its checks `checks`, the user's
+/// HOME and JAVA_TOOL_OPTIONS those of [`maven_mirror_home`], run once: the loop directory,
+/// the repository, what the run said with the red gate's verify.log, and its exit code.
+fn maven_red_gate(checks: &[&str]) -> Option<(PathBuf, Repo, String, Option<i32>)> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    if !(maven_tools(&path) && bwrap_available()) {
+        return None;
+    }
+    let repo = project_repo("maven");
+    let agent = repo.agent(
+        "never",
+        "cat >/dev/null; touch \"$ORBIT_WORKSPACE/agent-ran\"",
+    );
+    let dir = repo.init_loop(&agent, checks, &["--sandbox", "bwrap", "--no-setup"]);
+    let (_home, home_s, opts) = maven_mirror_home();
+    let out = repo.run_loop_within(
+        &dir,
+        &["--once"],
+        &[("HOME", &home_s), ("JAVA_TOOL_OPTIONS", &opts)],
+        std::time::Duration::from_secs(300),
+    );
+    let verify = read(&dir.join("iterations/baseline/verify.log"));
+    let all = format!("{}\n--- verify.log\n{verify}", text(&out));
+    assert!(!repo.ws().join("agent-ran").exists(), "no agent ran: {all}");
+    Some((dir, repo, all, out.status.code()))
+}
+
+#[test]
+fn a_maven_check_that_fetches_from_a_host_the_allowlist_refuses_stops_at_the_red_gate_naming_it() {
+    // The check's local repository is one it can write (the run's private /tmp), so Maven
+    // asks the mirror for its first plugin: through the sandbox's proxy, which refuses it.
+    let Some((dir, _repo, all, code)) =
+        maven_red_gate(&["mvn -B -Dmaven.repo.local=/tmp/m2 test"])
+    else {
+        return;
+    };
+    assert_eq!(code, Some(2), "the red gate, before any agent: {all}");
+    assert!(
+        all.contains(&format!("reached for {MAVEN_REFUSED}"))
+            && all.contains(&format!("--allow-host {MAVEN_REFUSED}"))
+            && all.contains("allow-hosts"),
+        "{all}"
+    );
+    // The JVM asked the proxy, which refused it and recorded it; Maven read the user's
+    // settings.xml (its mirror is the host refused): the user's JAVA_TOOL_OPTIONS was kept.
+    let net = read(&dir.join("iterations/baseline/net.log"));
+    assert!(
+        net.contains(&format!("baseline:check refused {MAVEN_REFUSED}")),
+        "{net}\n{all}"
+    );
+    assert!(
+        all.contains(&format!("Downloading from corp-mirror: http://{MAVEN_REFUSED}/")),
+        "{all}"
+    );
+}

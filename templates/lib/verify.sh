@@ -102,6 +102,13 @@ verify_check_cannot_run_v() {
     line=$(grep -a -m 1 -E -- "No module named '?(pytest|unittest|nose2|tox)'?($|[^.[:alnum:]_])" "$VERIFY_OUT" 2>/dev/null) || line=''
   fi
   if [[ -z $line ]]; then
+    # Maven, which cannot fetch what the check needs: offline, or its local repository
+    # read-only (under HOME, which the sandbox shows so); its message from the repository on.
+    line=$(grep -a -m 1 -E -- 'Cannot access [^ ]+ \([^)]*\) in offline mode|Could not transfer [^ ]+ [^ ]+ from/to [^ ]+ \([^)]*\): .*(No such file or directory|Read-only file system)' "$VERIFY_OUT" 2>/dev/null) || line=''
+    line=${line/#*Cannot access /Cannot access }
+    line=${line/#*Could not transfer /Could not transfer }
+  fi
+  if [[ -z $line ]]; then
     # A connection refused or a network unreachable: the runner knows whether the sandbox's
     # network made it so (and probes a loopback host the check names), never the check.
     # A line that names the host first (bash's /dev/tcp, curl, python's urllib3).

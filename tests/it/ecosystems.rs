@@ -624,3 +624,49 @@ fn a_maven_check_that_fetches_from_a_host_the_allowlist_refuses_stops_at_the_red
         "{all}"
     );
 }
+
+/// What the red gate says of a Maven check that cannot fetch its first plugin from the
+/// mirror at all (offline, or its local repository read-only under the sandbox): the check
+/// cannot run, whatever the agent did; the repository it needed, its host, and the fix: a
+/// setup that fetches what the check needs (with the network, on the user's tree).
+fn assert_maven_cannot_fetch(all: &str, code: Option<i32>, why: &str) {
+    assert_eq!(code, Some(2), "the red gate, before any agent: {all}");
+    assert!(
+        all.contains("the check mvn-b")
+            && all.contains("cannot run on the untouched tree")
+            && all.contains(why)
+            && all.contains(&format!("corp-mirror (http://{MAVEN_REFUSED}/maven2)"))
+            && all.contains("mvn -B -Dmaven.test.failure.ignore=true verify")
+            && all.contains("setup = [")
+            && all.contains(&format!("--allow-host {MAVEN_REFUSED}")),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_maven_check_run_offline_without_what_it_needs_stops_at_the_red_gate_naming_the_repository() {
+    // MAVEN_ARGS=--offline (offline-env) is what a Maven 3.9 check runs with; -o is the
+    // same mode on any Maven.
+    let Some((_dir, _repo, all, code)) = maven_red_gate(&["mvn -B -o test"]) else {
+        return;
+    };
+    assert_maven_cannot_fetch(&all, code, "Maven runs offline");
+    assert!(
+        all.contains("Check it by hand with bash"),
+        "offline by hand too: {all}"
+    );
+}
+
+#[test]
+fn a_maven_check_whose_local_repository_is_read_only_stops_at_the_red_gate_naming_the_repository() {
+    // The local repository under HOME, which the sandbox shows read-only: Maven cannot
+    // write what it would fetch, and fails before it asks the mirror.
+    let Some((_dir, _repo, all, code)) = maven_red_gate(&["mvn -B test"]) else {
+        return;
+    };
+    assert_maven_cannot_fetch(&all, code, "read-only");
+    assert!(
+        !all.contains("Check it by hand with bash"),
+        "by hand, outside the sandbox, it would fetch: {all}"
+    );
+}

@@ -181,7 +181,7 @@ elsif ($mode eq "bridge") {
   # properties, from JAVA_TOOL_OPTIONS: the bridge, after the user's options (the last of a
   # property wins); loopback straight (the JDK's default: a test's own server is the
   # sandbox's); Maven's resolver (3.9 and later, Apache HttpClient) told to use them.
-  $ENV{JAVA_TOOL_OPTIONS} = join " ", grep({ length } $ENV{JAVA_TOOL_OPTIONS} // ""),
+  $ENV{JAVA_TOOL_OPTIONS} = join " ", $ENV{JAVA_TOOL_OPTIONS} // "",
     (map { "-D$_.proxyHost=127.0.0.1 -D$_.proxyPort=$port" } qw(http https)),
     "-Dhttp.nonProxyHosts=localhost|127.*|[::1]",
     map { "-Daether.$_.useSystemProperties=true" } qw(connector.http transport.apache);

@@ -670,3 +670,92 @@ fn a_maven_check_whose_local_repository_is_read_only_stops_at_the_red_gate_namin
         "by hand, outside the sandbox, it would fetch: {all}"
     );
 }
+
+/// A Java program that starts an HTTP server of its own on the loopback and fetches a page
+/// from it (by 127.0.0.1 and by localhost), then one from MAVEN_REFUSED, each with the JDK's
+/// own client (HttpURLConnection, which reads the proxy properties), printing what came
+/// back.
+const JAVA_PROBE: &str = r#"import com.sun.net.httpserver.HttpServer;
+import java.io.InputStream;
+import java.net.HttpURLConnection;
+import java.net.InetSocketAddress;
+import java.net.URL;
+
+public class Probe {
+    public static void main(String[] args) throws Exception {
+        HttpServer s = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        s.createContext("/", x -> {
+            byte[] b = "hello-own".getBytes();
+            x.sendResponseHeaders(200, b.length);
+            x.getResponseBody().write(b);
+            x.close();
+        });
+        s.start();
+        int port = s.getAddress().getPort();
+        System.out.println("own by address: " + get("http://127.0.0.1:" + port + "/"));
+        System.out.println("own by name: " + get("http://localhost:" + port + "/"));
+        System.out.println("remote: " + get("http://" + args[0] + "/maven2/"));
+        s.stop(0);
+    }
+
+    static String get(String u) {
+        try {
+            HttpURLConnection c = (HttpURLConnection) new URL(u).openConnection();
+            c.setConnectTimeout(10000);
+            c.setReadTimeout(10000);
+            int code = c.getResponseCode();
+            InputStream in = code < 400 ? c.getInputStream() : c.getErrorStream();
+            return code + " " + (in == null ? "" : new String(in.readAllBytes()).trim());
+        } catch (Exception e) {
+            return e.toString();
+        }
+    }
+}
+"#;
+
+#[test]
+fn a_jvm_under_the_sandbox_asks_the_proxy_for_a_host_and_reaches_its_own_loopback_straight() {
+    let path = std::env::var("PATH").unwrap_or_default();
+    if !(maven_tools(&path) && bwrap_available()) {
+        return;
+    }
+    let repo = Repo::new();
+    repo.write("Probe.java", JAVA_PROBE);
+    repo.git(&["add", "Probe.java"]);
+    repo.git(&["commit", "-q", "-m", "probe"]);
+    let agent = repo.agent(
+        "never",
+        "cat >/dev/null; touch \"$ORBIT_WORKSPACE/agent-ran\"",
+    );
+    let check = format!("java Probe.java {MAVEN_REFUSED}");
+    let dir = repo.init_loop(&agent, &[&check], &["--sandbox", "bwrap"]);
+    // The user's own options: one of them would send every .test host straight, around
+    // the proxy (as NO_PROXY would, which the sandbox clears); the proxy's properties come
+    // after it, so the last word is theirs.
+    let out = repo.run_loop(
+        &dir,
+        &["--once"],
+        &[("JAVA_TOOL_OPTIONS", "-Dhttp.nonProxyHosts=*.test")],
+    );
+    let verify = read(&dir.join("iterations/baseline/verify.log"));
+    let all = format!("{}\n--- verify.log\n{verify}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "the red gate: {all}");
+    assert!(
+        all.contains(&format!("reached for {MAVEN_REFUSED}"))
+            && all.contains(&format!("--allow-host {MAVEN_REFUSED}")),
+        "{all}"
+    );
+    assert!(!repo.ws().join("agent-ran").exists(), "no agent ran: {all}");
+    assert!(
+        verify.contains(&format!(
+            "remote: 403 orbit: the sandbox refused {MAVEN_REFUSED}"
+        )) && verify.contains("own by address: 200 hello-own")
+            && verify.contains("own by name: 200 hello-own"),
+        "the host through the proxy, the program's own server straight: {verify}"
+    );
+    let net = read(&dir.join("iterations/baseline/net.log"));
+    assert!(
+        net.contains(&format!("baseline:check refused {MAVEN_REFUSED}")),
+        "{net}"
+    );
+}

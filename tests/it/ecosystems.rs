@@ -600,8 +600,7 @@ fn maven_red_gate(checks: &[&str]) -> Option<(PathBuf, Repo, String, Option<i32>
 fn a_maven_check_that_fetches_from_a_host_the_allowlist_refuses_stops_at_the_red_gate_naming_it() {
     // The check's local repository is one it can write (the run's private /tmp), so Maven
     // asks the mirror for its first plugin: through the sandbox's proxy, which refuses it.
-    let Some((dir, _repo, all, code)) =
-        maven_red_gate(&["mvn -B -Dmaven.repo.local=/tmp/m2 test"])
+    let Some((dir, _repo, all, code)) = maven_red_gate(&["mvn -B -Dmaven.repo.local=/tmp/m2 test"])
     else {
         return;
     };
@@ -620,7 +619,9 @@ fn a_maven_check_that_fetches_from_a_host_the_allowlist_refuses_stops_at_the_red
         "{net}\n{all}"
     );
     assert!(
-        all.contains(&format!("Downloading from corp-mirror: http://{MAVEN_REFUSED}/")),
+        all.contains(&format!(
+            "Downloading from corp-mirror: http://{MAVEN_REFUSED}/"
+        )),
         "{all}"
     );
 }

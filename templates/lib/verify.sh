@@ -59,7 +59,8 @@ run_check() {
 # (VERIFY_OUT) says it could not run at all, else "": a program not found (exit 127: on PATH,
 # or by an absolute path outside the workspace, such as one under /tmp, which the sandbox
 # gives each run empty), a script's interpreter missing (126/127, env's "No such file"), a
-# python script outside the workspace missing, its test runner's module missing; or, with
+# python script outside the workspace missing, its test runner's module missing, Maven that
+# cannot fetch an artifact (offline, or its local repository read-only); or, with
 # WHY "net: ...", a connection refused or unreachable that the runner judges (the sandbox's
 # network, lib/sandbox-net.sh). A path in the workspace that is not there is the agent's to
 # make: a red start.

@@ -360,9 +360,10 @@ stop_cannot_run_fix_v() {
 }
 
 # stop_red_gate_can_run: a check that could not run at all on the untouched tree (its program or
-# interpreter not found, or hidden by the sandbox; its test runner's module missing; a host
-# the sandbox's network does not give it) is the environment's, not a red start: the loop
-# stops in preflight, naming the check, what it said and the fix, before any agent runs.
+# interpreter not found, or hidden by the sandbox; its test runner's module missing; Maven
+# unable to fetch what it needs; a host the sandbox's network does not give it) is the
+# environment's, not a red start: the loop stops in preflight, naming the check, what it
+# said and the fix, before any agent runs.
 stop_red_gate_can_run() {
   local word name why cause fix hand=1
   checks_tally_counts_v

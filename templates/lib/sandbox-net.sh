@@ -5,7 +5,7 @@
 # ---- its own under /tmp, that directory bound into the sandbox read-only; inside, a bridge on the
 # ---- sandbox's loopback (127.0.0.1:NET_PORT) carries connections to that socket, and
 # ---- HTTPS_PROXY, HTTP_PROXY and ALL_PROXY (upper and lower case) name the bridge, with
-# ---- NO_PROXY cleared. The proxy takes HTTP CONNECT HOST:PORT and plain-HTTP absolute-URI
+# ---- NO_PROXY cleared, and so does JAVA_TOOL_OPTIONS for a JVM (after the user's own). The proxy takes HTTP CONNECT HOST:PORT and plain-HTTP absolute-URI
 # ---- requests, lets through the run's allowed hosts only (an agent run: the engine's API
 # ---- hosts, the host of its base-URL variable, and allow-hosts; a check, holdout, judge
 # ---- or setup run: allow-hosts only), and refuses the rest with 403 and a line in the

@@ -59,7 +59,8 @@ run_check() {
 # (VERIFY_OUT) says it could not run at all, else "": a program not found (exit 127: on PATH,
 # or by an absolute path outside the workspace, such as one under /tmp, which the sandbox
 # gives each run empty), a script's interpreter missing (126/127, env's "No such file"), a
-# python script outside the workspace missing, its test runner's module missing; or, with
+# python script outside the workspace missing, its test runner's module missing, Maven that
+# cannot fetch an artifact (offline, or its local repository read-only); or, with
 # WHY "net: ...", a connection refused or unreachable that the runner judges (the sandbox's
 # network, lib/sandbox-net.sh). A path in the workspace that is not there is the agent's to
 # make: a red start.
@@ -100,6 +101,13 @@ verify_check_cannot_run_v() {
   fi
   if [[ -z $line ]]; then
     line=$(grep -a -m 1 -E -- "No module named '?(pytest|unittest|nose2|tox)'?($|[^.[:alnum:]_])" "$VERIFY_OUT" 2>/dev/null) || line=''
+  fi
+  if [[ -z $line ]]; then
+    # Maven, which cannot fetch what the check needs: offline, or its local repository
+    # read-only (under HOME, which the sandbox shows so); its message from the repository on.
+    line=$(grep -a -m 1 -E -- 'Cannot access [^ ]+ \([^)]*\) in offline mode|Could not transfer [^ ]+ [^ ]+ from/to [^ ]+ \([^)]*\): .*(No such file or directory|Read-only file system)' "$VERIFY_OUT" 2>/dev/null) || line=''
+    line=${line/#*Cannot access /Cannot access }
+    line=${line/#*Could not transfer /Could not transfer }
   fi
   if [[ -z $line ]]; then
     # A connection refused or a network unreachable: the runner knows whether the sandbox's

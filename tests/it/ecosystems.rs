@@ -533,3 +533,230 @@ fn a_maven_project_is_set_up_by_the_detection_and_its_checks_run_with_no_reposit
         "the loop's commits (target/ never)"
     );
 }
+
+// ---- Java: a repository the network allowlist refuses
+
+/// The host of the repository the Maven checks below ask for: a name that resolves nowhere
+/// (`.test` is reserved), so only the sandbox's proxy can answer for it, by refusing it.
+const MAVEN_REFUSED: &str = "repo.orbit.test:8081";
+
+/// A HOME of the test's own whose settings.xml sends every repository to a mirror at
+/// MAVEN_REFUSED, and whose local repository is empty: a check's first plugin is fetched
+/// from there. Its path, and JAVA_TOOL_OPTIONS naming it as the JVM's user.home (Maven
+/// reads settings.xml and the local repository from user.home, not from $HOME): a value of
+/// the user's own, which the sandbox must keep.
+fn maven_mirror_home() -> (tempfile::TempDir, String, String) {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".m2/repository")).unwrap();
+    std::fs::write(
+        home.path().join(".m2/settings.xml"),
+        format!(
+            "<settings><mirrors><mirror><id>corp-mirror</id><mirrorOf>*</mirrorOf><url>http://{MAVEN_REFUSED}/maven2</url></mirror></mirrors></settings>\n"
+        ),
+    )
+    .unwrap();
+    let home_s = home.path().display().to_string();
+    let opts = format!("-Duser.home={home_s}");
+    (home, home_s, opts)
+}
+
+/// Whether Maven and a JDK are here (the checks below fetch nothing that exists).
+fn maven_tools(path: &str) -> bool {
+    present_or_skipped(
+        tool_on(path, "mvn") && tool_on(path, "javac"),
+        "ORBIT_REQUIRE_MAVEN",
+        "maven and a JDK",
+    )
+}
+
+/// A Maven project looped under the sandbox with no setup, its checks `checks`, the user's
+/// HOME and JAVA_TOOL_OPTIONS those of [`maven_mirror_home`], run once: the loop directory,
+/// the repository, what the run said with the red gate's verify.log, and its exit code.
+fn maven_red_gate(checks: &[&str]) -> Option<(PathBuf, Repo, String, Option<i32>)> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    if !(maven_tools(&path) && bwrap_available()) {
+        return None;
+    }
+    let repo = project_repo("maven");
+    let agent = repo.agent(
+        "never",
+        "cat >/dev/null; touch \"$ORBIT_WORKSPACE/agent-ran\"",
+    );
+    let dir = repo.init_loop(&agent, checks, &["--sandbox", "bwrap", "--no-setup"]);
+    let (_home, home_s, opts) = maven_mirror_home();
+    let out = repo.run_loop_within(
+        &dir,
+        &["--once"],
+        &[("HOME", &home_s), ("JAVA_TOOL_OPTIONS", &opts)],
+        std::time::Duration::from_secs(300),
+    );
+    let verify = read(&dir.join("iterations/baseline/verify.log"));
+    let all = format!("{}\n--- verify.log\n{verify}", text(&out));
+    assert!(!repo.ws().join("agent-ran").exists(), "no agent ran: {all}");
+    Some((dir, repo, all, out.status.code()))
+}
+
+#[test]
+fn a_maven_check_that_fetches_from_a_host_the_allowlist_refuses_stops_at_the_red_gate_naming_it() {
+    // The check's local repository is one it can write (the run's private /tmp), so Maven
+    // asks the mirror for its first plugin: through the sandbox's proxy, which refuses it.
+    let Some((dir, _repo, all, code)) = maven_red_gate(&["mvn -B -Dmaven.repo.local=/tmp/m2 test"])
+    else {
+        return;
+    };
+    assert_eq!(code, Some(2), "the red gate, before any agent: {all}");
+    assert!(
+        all.contains(&format!("reached for {MAVEN_REFUSED}"))
+            && all.contains(&format!("--allow-host {MAVEN_REFUSED}"))
+            && all.contains("allow-hosts"),
+        "{all}"
+    );
+    // The JVM asked the proxy, which refused it and recorded it; Maven read the user's
+    // settings.xml (its mirror is the host refused): the user's JAVA_TOOL_OPTIONS was kept.
+    let net = read(&dir.join("iterations/baseline/net.log"));
+    assert!(
+        net.contains(&format!("baseline:check refused {MAVEN_REFUSED}")),
+        "{net}\n{all}"
+    );
+    assert!(
+        all.contains(&format!(
+            "Downloading from corp-mirror: http://{MAVEN_REFUSED}/"
+        )),
+        "{all}"
+    );
+}
+
+/// What the red gate says of a Maven check that cannot fetch its first plugin from the
+/// mirror at all (offline, or its local repository read-only under the sandbox): the check
+/// cannot run, whatever the agent did; the repository it needed, its host, and the fix: a
+/// setup that fetches what the check needs (with the network, on the user's tree).
+fn assert_maven_cannot_fetch(all: &str, code: Option<i32>, why: &str) {
+    assert_eq!(code, Some(2), "the red gate, before any agent: {all}");
+    assert!(
+        all.contains("the check mvn-b")
+            && all.contains("cannot run on the untouched tree")
+            && all.contains(why)
+            && all.contains(&format!("corp-mirror (http://{MAVEN_REFUSED}/maven2)"))
+            && all.contains("mvn -B -Dmaven.test.failure.ignore=true verify")
+            && all.contains("setup = [")
+            && all.contains(&format!("--allow-host {MAVEN_REFUSED}")),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_maven_check_run_offline_without_what_it_needs_stops_at_the_red_gate_naming_the_repository() {
+    // MAVEN_ARGS=--offline (offline-env) is what a Maven 3.9 check runs with; -o is the
+    // same mode on any Maven.
+    let Some((_dir, _repo, all, code)) = maven_red_gate(&["mvn -B -o test"]) else {
+        return;
+    };
+    assert_maven_cannot_fetch(&all, code, "Maven runs offline");
+    assert!(
+        all.contains("Check it by hand with bash"),
+        "offline by hand too: {all}"
+    );
+}
+
+#[test]
+fn a_maven_check_whose_local_repository_is_read_only_stops_at_the_red_gate_naming_the_repository() {
+    // The local repository under HOME, which the sandbox shows read-only: Maven cannot
+    // write what it would fetch, and fails before it asks the mirror.
+    let Some((_dir, _repo, all, code)) = maven_red_gate(&["mvn -B test"]) else {
+        return;
+    };
+    assert_maven_cannot_fetch(&all, code, "read-only");
+    assert!(
+        !all.contains("Check it by hand with bash"),
+        "by hand, outside the sandbox, it would fetch: {all}"
+    );
+}
+
+/// A Java program that starts an HTTP server of its own on the loopback and fetches a page
+/// from it (by 127.0.0.1 and by localhost), then one from MAVEN_REFUSED, each with the JDK's
+/// own client (HttpURLConnection, which reads the proxy properties), printing what came
+/// back.
+const JAVA_PROBE: &str = r#"import com.sun.net.httpserver.HttpServer;
+import java.io.InputStream;
+import java.net.HttpURLConnection;
+import java.net.InetSocketAddress;
+import java.net.URL;
+
+public class Probe {
+    public static void main(String[] args) throws Exception {
+        HttpServer s = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        s.createContext("/", x -> {
+            byte[] b = "hello-own".getBytes();
+            x.sendResponseHeaders(200, b.length);
+            x.getResponseBody().write(b);
+            x.close();
+        });
+        s.start();
+        int port = s.getAddress().getPort();
+        System.out.println("own by address: " + get("http://127.0.0.1:" + port + "/"));
+        System.out.println("own by name: " + get("http://localhost:" + port + "/"));
+        System.out.println("remote: " + get("http://" + args[0] + "/maven2/"));
+        s.stop(0);
+    }
+
+    static String get(String u) {
+        try {
+            HttpURLConnection c = (HttpURLConnection) new URL(u).openConnection();
+            c.setConnectTimeout(10000);
+            c.setReadTimeout(10000);
+            int code = c.getResponseCode();
+            InputStream in = code < 400 ? c.getInputStream() : c.getErrorStream();
+            return code + " " + (in == null ? "" : new String(in.readAllBytes()).trim());
+        } catch (Exception e) {
+            return e.toString();
+        }
+    }
+}
+"#;
+
+#[test]
+fn a_jvm_under_the_sandbox_asks_the_proxy_for_a_host_and_reaches_its_own_loopback_straight() {
+    let path = std::env::var("PATH").unwrap_or_default();
+    if !(maven_tools(&path) && bwrap_available()) {
+        return;
+    }
+    let repo = Repo::new();
+    repo.write("Probe.java", JAVA_PROBE);
+    repo.git(&["add", "Probe.java"]);
+    repo.git(&["commit", "-q", "-m", "probe"]);
+    let agent = repo.agent(
+        "never",
+        "cat >/dev/null; touch \"$ORBIT_WORKSPACE/agent-ran\"",
+    );
+    let check = format!("java Probe.java {MAVEN_REFUSED}");
+    let dir = repo.init_loop(&agent, &[&check], &["--sandbox", "bwrap"]);
+    // The user's own options: one of them would send every .test host straight, around
+    // the proxy (as NO_PROXY would, which the sandbox clears); the proxy's properties come
+    // after it, so the last word is theirs.
+    let out = repo.run_loop(
+        &dir,
+        &["--once"],
+        &[("JAVA_TOOL_OPTIONS", "-Dhttp.nonProxyHosts=*.test")],
+    );
+    let verify = read(&dir.join("iterations/baseline/verify.log"));
+    let all = format!("{}\n--- verify.log\n{verify}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "the red gate: {all}");
+    assert!(
+        all.contains(&format!("reached for {MAVEN_REFUSED}"))
+            && all.contains(&format!("--allow-host {MAVEN_REFUSED}")),
+        "{all}"
+    );
+    assert!(!repo.ws().join("agent-ran").exists(), "no agent ran: {all}");
+    assert!(
+        verify.contains(&format!(
+            "remote: 403 orbit: the sandbox refused {MAVEN_REFUSED}"
+        )) && verify.contains("own by address: 200 hello-own")
+            && verify.contains("own by name: 200 hello-own"),
+        "the host through the proxy, the program's own server straight: {verify}"
+    );
+    let net = read(&dir.join("iterations/baseline/net.log"));
+    assert!(
+        net.contains(&format!("baseline:check refused {MAVEN_REFUSED}")),
+        "{net}"
+    );
+}

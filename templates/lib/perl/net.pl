@@ -177,6 +177,14 @@ elsif ($mode eq "bridge") {
   delete @ENV{qw(NO_PROXY no_proxy)};
   # Node (22.21, 24 and later) honours the variables for its own fetch only when told to.
   $ENV{NODE_USE_ENV_PROXY} = 1;
+  # A JVM (Maven, Gradle, the HTTP client of a test) reads no proxy variable but its own
+  # properties, from JAVA_TOOL_OPTIONS: the bridge, after the options of the user (the last
+  # of a property wins); loopback straight (the default of the JDK: a server a test starts
+  # is in the sandbox); the resolver of Maven (3.9 and later) told to use them.
+  $ENV{JAVA_TOOL_OPTIONS} = join " ", $ENV{JAVA_TOOL_OPTIONS} // "",
+    (map { "-D$_.proxyHost=127.0.0.1 -D$_.proxyPort=$port" } qw(http https)),
+    "-Dhttp.nonProxyHosts=localhost|127.*|[::1]",
+    map { "-Daether.$_.useSystemProperties=true" } qw(connector.http transport.apache);
   exec { $cmd[0] } @cmd or die "orbit-net: cannot run $cmd[0]: $!\n";
 }
 else { die "orbit-net: mode proxy or bridge\n"; }

@@ -300,6 +300,19 @@ stop_red_gate_differences_v() {
 stop_cannot_run_fix_v() {
   local line=$1 p='' what='The program' first=''
   REPLY_HAND=1
+  # Maven, which could not fetch an artifact from a repository (verify.sh): what a check
+  # needs is the setup's to fetch, on the user's tree with the network.
+  if [[ $line =~ ^(Cannot access|Could not transfer .* from/to)\ ([^ ]+\ \(([^\)]*)\)) ]]; then
+    p=${BASH_REMATCH[3]#*://} what='Maven cannot write its local repository (read-only to the checks)' REPLY_HAND=0
+    p=${p%%/*} p=${p##*@}
+    [[ $line != C*offline* ]] || what='Maven runs offline (-o, or MAVEN_ARGS=--offline of offline-env)' REPLY_HAND=1
+    if [[ -n $p && $p != *:* ]]; then
+      p+=:80
+      [[ ${BASH_REMATCH[3]} != https:* ]] || p=${p%80}443
+    fi
+    REPLY="$what: it cannot fetch what the check needs from ${BASH_REMATCH[2]}, which its local repository lacks. Fetch that in the setup, which runs on your tree with the network: one that runs the check's goals once (mvn -B -Dmaven.test.failure.ignore=true verify, say) in setup = [...] in loop.toml, then orbit init --force.${p:+ Or the checks fetch it, online, into a local repository they can write (-Dmaven.repo.local=/tmp/m2), with allow-hosts = [\"$p\"] in loop.toml (orbit init --allow-host $p).}"
+    return 0
+  fi
   case $line in
     *': cannot execute: required file not found')
       # A script whose #! interpreter is missing: its first line names it.
@@ -347,9 +360,10 @@ stop_cannot_run_fix_v() {
 }
 
 # stop_red_gate_can_run: a check that could not run at all on the untouched tree (its program or
-# interpreter not found, or hidden by the sandbox; its test runner's module missing; a host
-# the sandbox's network does not give it) is the environment's, not a red start: the loop
-# stops in preflight, naming the check, what it said and the fix, before any agent runs.
+# interpreter not found, or hidden by the sandbox; its test runner's module missing; Maven
+# unable to fetch what it needs; a host the sandbox's network does not give it) is the
+# environment's, not a red start: the loop stops in preflight, naming the check, what it
+# said and the fix, before any agent runs.
 stop_red_gate_can_run() {
   local word name why cause fix hand=1
   checks_tally_counts_v

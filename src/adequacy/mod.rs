@@ -342,8 +342,9 @@ fn base_of(repo: &Path, dir: &Path, commit: &str, given: Option<&str>) -> Result
 
 /// Whether `path` names a test file by the conventions of the common test tools: a folder
 /// `tests`, `test`, `__tests__`, `spec` or `testdata` on its way, or a file named
-/// `test_*`, `*_test.*`, `*.test.*`, `*_spec.*` or `*.spec.*`. A test inside a source file
-/// (a Rust `#[cfg(test)]` module) is not told apart: its hunk reads as not needed.
+/// `test_*`, `*_test.*`, `*.test.*`, `*_spec.*` or `*.spec.*`. A test inside a Rust source
+/// file (an item marked `#[cfg(test)]`) is told apart line by line
+/// (`mutants::rust_test_lines`): its hunks are left out and its lines never mutated.
 pub fn is_test_path(path: &str) -> bool {
     let mut parts = path.split('/').collect::<Vec<_>>();
     let Some(name) = parts.pop() else {
@@ -423,7 +424,30 @@ fn units_of(files: &[FileChange], cfg: &LoopConfig, max_mutants: usize) -> Units
             ));
         }
         let new_lines = diff::lines(&f.new);
+        let tests = match lang {
+            Some(Lang::Rust) => mutants::rust_test_lines(&new_lines),
+            _ => vec![false; new_lines.len()],
+        };
+        let in_tests = |n: usize| tests.get(n).copied().unwrap_or(false);
         for h in &f.hunks {
+            // A hunk that only adds to a test inside a source file is a test the change
+            // added, left out as a test file is.
+            let added = h.new_start..h.new_start + h.new_len;
+            let blank = |n: &usize| {
+                new_lines
+                    .get(*n)
+                    .is_none_or(|l| l.iter().all(u8::is_ascii_whitespace))
+            };
+            if h.old_len == 0
+                && added.clone().any(in_tests)
+                && added.clone().filter(|n| !blank(n)).all(in_tests)
+            {
+                left_out.push((
+                    format!("{}:{}", f.path, h.new_range()),
+                    "a test inside a source file (#[cfg(test)]): what the checks run, not what they need".into(),
+                ));
+                continue;
+            }
             units.push(Unit::Hunk { file: i, hunk: *h });
             if h.new_len > LONG_HUNK {
                 notes.push(format!(
@@ -440,6 +464,9 @@ fn units_of(files: &[FileChange], cfg: &LoopConfig, max_mutants: usize) -> Units
                 .skip(h.new_start)
                 .take(h.new_len);
             for (n, line) in added {
+                if in_tests(n) {
+                    continue;
+                }
                 let line = String::from_utf8_lossy(line);
                 for m in mutants::of_line(&f.path, n, &line, lang) {
                     all_mutants.push((i, m));

@@ -187,6 +187,57 @@ fn occurrences(masked: &[char], token: &str) -> Vec<usize> {
     out
 }
 
+/// Which lines of a Rust file belong to an item marked `#[cfg(test)]` (a test module or
+/// function inside a source file): the attribute's line through the item's closing brace
+/// (or its `;`). Their code is what the checks run, never what they need: a mutant there
+/// (a test's own integer) says nothing of the code, and a hunk of them alone, reverted, only
+/// runs one test fewer. Braces in strings and line comments are not counted; a block
+/// comment or raw string that spans lines can mislead it, which at worst mutates a line.
+pub fn rust_test_lines(lines: &[&[u8]]) -> Vec<bool> {
+    let mut marked = vec![false; lines.len()];
+    // Inside a test item: its brace depth, and whether its body has opened.
+    let mut inside: Option<(usize, bool)> = None;
+    for (n, raw) in lines.iter().enumerate() {
+        let line = String::from_utf8_lossy(raw);
+        let masked = mask(line.trim_end_matches(['\n', '\r']), Lang::Rust);
+        if inside.is_none() {
+            let t = masked.trim_start();
+            let Some(rest) = t.strip_prefix("#[cfg(test)]") else {
+                continue;
+            };
+            inside = Some((0, false));
+            if rest.trim().is_empty() {
+                marked[n] = true;
+                continue;
+            }
+        }
+        marked[n] = true;
+        let Some((mut depth, mut opened)) = inside else {
+            continue;
+        };
+        let mut done = false;
+        for c in masked.chars() {
+            match c {
+                '{' => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    done = opened && depth == 0;
+                }
+                ';' if !opened && depth == 0 => done = true,
+                _ => {}
+            }
+            if done {
+                break;
+            }
+        }
+        inside = (!done).then_some((depth, opened));
+    }
+    marked
+}
+
 /// The mutants of one added line of a file in `lang`.
 pub fn of_line(path: &str, line_no: usize, line: &str, lang: Lang) -> Vec<Mutant> {
     let body = line.trim_end_matches(['\n', '\r']);
@@ -428,6 +479,21 @@ mod tests {
             .into_iter()
             .map(|m| (m.operator.name(), m.text))
             .collect()
+    }
+
+    #[test]
+    fn a_rust_test_module_and_test_function_are_told_apart_from_the_code() {
+        let src = "pub fn big(n: u32) -> bool {\n    n > 10\n}\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n    #[test]\n    fn t() {\n        let s = \"}\"; // }\n        assert!(big(11));\n    }\n}\n\npub fn small(n: u32) -> bool {\n    n < 3\n}\n#[cfg(test)] use std::fmt;\nfn after() {}\n#[cfg(test)]\nfn helper() -> u32 { 7 }\nfn last() {}\n";
+        let lines: Vec<&[u8]> = src.as_bytes().split_inclusive(|b| *b == b'\n').collect();
+        let marked = rust_test_lines(&lines);
+        let got: Vec<usize> = (0..lines.len()).filter(|i| marked[*i]).collect();
+        // Lines 4..=12: the attribute through the module's closing brace (a brace in a
+        // string and a comment not counted); 17: an attributed use; 19..=20: a function.
+        assert_eq!(
+            got,
+            vec![4, 5, 6, 7, 8, 9, 10, 11, 12, 17, 19, 20],
+            "{marked:?}"
+        );
     }
 
     #[test]

@@ -230,6 +230,44 @@ fn a_superfluous_hunk_is_not_needed_and_an_unpinned_branch_keeps_its_mutants() {
     );
 }
 
+/// A Rust test module the change adds inside a source file is what the checks run, never
+/// what they need: its hunk is left out (reverted, the checks would only run one test
+/// fewer) and its lines are never mutated (a test's own integer is no code of the change),
+/// while the code beside it is measured as any.
+#[test]
+fn a_rust_test_module_inside_a_source_file_is_left_out_and_never_mutated() {
+    let repo = Repo::new();
+    project(&repo);
+    repo.write("limit.rs", "pub fn limit() -> u32 {\n    7\n}\n");
+    repo.git(&["add", "limit.rs"]);
+    repo.git(&["commit", "-qm", "a limit"]);
+    let new = "pub fn limit() -> u32 {\n    8\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn limit_is_eight() {\n        assert_eq!(super::limit(), 8);\n        assert!(super::limit() > 3 && true);\n    }\n} // mod tests\n";
+    done_with(
+        &repo,
+        &[
+            ("calc.py", "def add(a, b):\n    return a + b\n"),
+            ("limit.rs", new),
+        ],
+    );
+    let v = adequacy(&repo, &[]);
+    // The code's hunk is measured (no check reads limit.rs: not needed), the module's (its
+    // closing brace's comment keeps git's diff from sliding it onto the function's) is not.
+    let hunks = results(&v, "hunks", "limit.rs");
+    assert_eq!(hunks.len(), 1, "{v:#}");
+    assert_eq!(hunks[0]["lines"], "2", "{v:#}");
+    let left: Vec<&Value> = v["left_out"].as_array().unwrap().iter().collect();
+    assert!(
+        left.iter()
+            .any(|l| l["file"] == "limit.rs:4-12"
+                && l["why"].as_str().unwrap().contains("#[cfg(test)]")),
+        "{v:#}"
+    );
+    // Mutants only of the code's line: none of the test's integers, comparison or &&.
+    let m = results(&v, "mutants", "limit.rs");
+    assert!(!m.is_empty(), "{v:#}");
+    assert!(m.iter().all(|x| x["line"] == 2), "{v:#}");
+}
+
 #[test]
 fn a_fully_pinned_fix_has_every_hunk_needed_and_every_mutant_killed() {
     let repo = Repo::new();

@@ -324,7 +324,10 @@ impl EngineLoop {
             ("PATH", &path),
             ("HOME", &home),
             ("TZ", "UTC"),
-            ("EXEC_TIMEOUT", "90s"),
+            // A safety net for a wedged CLI, never a measure of speed: copilot's three turns
+            // and its shell tool's check run took 50 s with the machine at load 5. A test that
+            // needs the agent cut short sets its own (later in the environment, so it wins).
+            ("EXEC_TIMEOUT", "300s"),
             ("CONFIRM_RUNS", "0"),
         ];
         all.extend_from_slice(env);

@@ -971,8 +971,8 @@ pub struct InitArgs {
     /// Apply no setup: without it (and without --setup), under the sandbox, orbit init
     /// applies the setup of the dependencies it finds (Cargo.lock, package-lock.json,
     /// pnpm-lock.yaml, yarn.lock, uv.lock, poetry.lock, requirements*.txt, pyproject.toml,
-    /// go.sum), which fetches them with the network once, and makes the checks run offline
-    /// (loop.toml offline-env).
+    /// go.sum, pom.xml), which fetches them with the network once, and makes the checks run
+    /// offline (loop.toml offline-env).
     #[arg(long, conflicts_with = "setup")]
     pub no_setup: bool,
 

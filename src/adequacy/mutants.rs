@@ -189,7 +189,7 @@ fn occurrences(masked: &[char], token: &str) -> Vec<usize> {
 
 /// Which lines of a Rust file belong to an item marked `#[cfg(test)]` (a test module or
 /// function inside a source file): the attribute's line through the item's closing brace
-/// (or its `;`). Their code is what the checks run, never what they need: a mutant there
+/// (or its `;`), save a last line with code after the item's end. Their code is what the checks run, never what they need: a mutant there
 /// (a test's own integer) says nothing of the code, and a hunk of them alone, reverted, only
 /// runs one test fewer. Braces in strings and line comments are not counted; a block
 /// comment or raw string that spans lines can mislead it, which at worst mutates a line.
@@ -216,7 +216,8 @@ pub fn rust_test_lines(lines: &[&[u8]]) -> Vec<bool> {
             continue;
         };
         let mut done = false;
-        for c in masked.chars() {
+        let mut after = "";
+        for (at, c) in masked.char_indices() {
             match c {
                 '{' => {
                     depth += 1;
@@ -230,8 +231,14 @@ pub fn rust_test_lines(lines: &[&[u8]]) -> Vec<bool> {
                 _ => {}
             }
             if done {
+                after = &masked[at + c.len_utf8()..];
                 break;
             }
+        }
+        // Code after the item's end on its last line is code: the line is measured (else a
+        // change could hide a function behind `#[cfg(test)] use x;` on one line).
+        if after.chars().any(|c| !c.is_whitespace() && c != '\u{1}') {
+            marked[n] = false;
         }
         inside = (!done).then_some((depth, opened));
     }
@@ -493,6 +500,14 @@ mod tests {
             got,
             vec![4, 5, 6, 7, 8, 9, 10, 11, 12, 17, 19, 20],
             "{marked:?}"
+        );
+        // Code after a test item's end on the same line is measured: a change cannot hide
+        // a function behind the attribute.
+        let sneaky = "#[cfg(test)] use std::fmt; pub fn add(a: u32) -> u32 { if a > 3 { 0 } else { a } }\n#[cfg(test)]\nmod t {\n} pub fn more(a: u32) -> bool { a > 3 }\n#[cfg(test)] mod u { } // the end\n";
+        let lines: Vec<&[u8]> = sneaky.as_bytes().split_inclusive(|b| *b == b'\n').collect();
+        assert_eq!(
+            rust_test_lines(&lines),
+            vec![false, true, true, false, true]
         );
     }
 

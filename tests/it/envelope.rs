@@ -467,3 +467,60 @@ fn rerun_record_writes_nothing_when_the_code_no_longer_passes() {
     assert!(crate::support::events_named(&dir, "envelope_write").is_empty());
     assert_code(&repo.orbit(&["merge"]), 3, "merge still refuses");
 }
+
+#[test]
+fn a_done_whose_iteration_commits_nothing_is_bound_to_the_head_that_holds_its_tree() {
+    // The first claim is rejected (the check passes, then fails once: a flake), so the
+    // iteration's change is committed as CONTINUE; the second claim changes nothing, so its
+    // iteration has nothing to commit (commit.txt `none`): HEAD already holds the verified
+    // tree. The envelope, its note and the report-mode measure bind to that HEAD.
+    let repo = Repo::new();
+    let seen = repo.bin.path().join("seen");
+    let flaked = repo.bin.path().join("flaked");
+    let agent = repo.agent(
+        "worker",
+        r#"cat >/dev/null
+case $ORBIT_PHASE in confirm|wrapup) exit 0;; esac
+[ -f work.txt ] || printf 'x = 1\n' > work.txt
+echo "every check holds" > "$ORBIT_AGENT_DIR/done.md""#,
+    );
+    let check = format!(
+        "test -f work.txt && {{ test -f '{f}' || {{ test -f '{s}' && touch '{f}' && exit 1; touch '{s}'; }}; }}",
+        f = flaked.display(),
+        s = seen.display()
+    );
+    let dir = repo.init_loop(&agent, &[&check], &["--adequacy", "report"]);
+    let out = repo.run_loop(&dir, &[], &[]);
+    assert_code(&out, 0, "DONE at the second claim");
+    assert!(flaked.is_file(), "the first claim met the flake");
+    let rejected = crate::support::events_named(&dir, "done_rejected");
+    assert_eq!(rejected.len(), 1, "{}", text(&out));
+    assert_eq!(rejected[0].iteration, 1);
+    let first = fs::read_to_string(dir.join("iterations/000001/commit.txt")).unwrap();
+    assert!(
+        first.trim().len() >= 40,
+        "iteration 1 committed its change: {first}"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations/000002/commit.txt")).unwrap(),
+        "none\n",
+        "the DONE iteration had nothing to commit"
+    );
+    let head = done_commit(&repo);
+    assert_eq!(
+        head,
+        first.trim(),
+        "the branch's head is iteration 1's commit"
+    );
+    let bytes = fs::read_to_string(dir.join("envelope.json")).unwrap();
+    let e = orbit::envelope::parse(bytes.as_bytes()).expect("the envelope parses");
+    assert_eq!(e.commit.as_deref(), Some(head.as_str()), "{bytes}");
+    assert_eq!(note(&repo, &head), bytes, "the note is on the head");
+    let (rc, v) = verify(&repo, &[]);
+    assert_eq!(rc, 0, "{v}");
+    assert_eq!(v["verdict"], "pass");
+    let measured = crate::support::events_named(&dir, "adequacy_measured");
+    assert_eq!(measured.len(), 1, "{measured:?}");
+    assert_eq!(measured[0].value["mode"], "report");
+    assert_eq!(measured[0].value["commit"], head.as_str());
+}

@@ -104,7 +104,8 @@ adequacy_after_done() {
   printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
   case ${ADEQUACY_SETTING:-off} in
     report)
-      IFS= read -r commit <"$dir/commit.txt" 2>/dev/null || true
+      commit_of_iteration_v "$dir"
+      commit=$REPLY
       IFS= read -r base <"$LOOP_DIR/.baseline-commit" 2>/dev/null || true
       [[ -n $commit && -n $base ]] || return 0
       adequacy_run "$n" "$dir" "$commit" "$base"

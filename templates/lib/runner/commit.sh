@@ -269,6 +269,18 @@ commit_head_tree() {
   HEAD_ID=${out%%$'\n'*} HEAD_TREE=${out#*$'\n'}
 }
 
+# commit_of_iteration_v DIR: REPLY is the commit holding iteration DIR's tree: its own, or
+# where it had nothing to commit (none), HEAD when HEAD holds the tree it would commit.
+commit_of_iteration_v() {
+  local c=''
+  IFS= read -r c <"$1/commit.txt" 2>/dev/null || true
+  [[ $c == none ]] && commit_head_tree && commit_tree_v "$1" "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" &&
+    [[ $HEAD_TREE == "$REPLY" ]] && c=$HEAD_ID
+  REPLY=
+  [[ $c =~ ^[0-9a-f]{40,64}$ ]] && REPLY=$c
+  return 0
+}
+
 # commit_tree_v DIR BEFORE AFTER: REPLY is the tree iteration DIR commits: the tree of the
 # commit it started on (DIR/head-before, else HEAD) with the iteration's change (BEFORE to
 # AFTER) applied; AFTER itself when the iteration started on a clean tree. A path that was

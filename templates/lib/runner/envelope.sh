@@ -17,10 +17,10 @@ readonly ENVELOPE_SIGN_TIMEOUT_S=30
 # crash finds it and only puts back a missing note), then the note on its commit. Nothing
 # here stops the loop: a failure is said in runner.log and the envelope is absent.
 envelope_record() {
-  local n=$1 dir commit='' file=$LOOP_DIR/envelope.json
+  local n=$1 dir commit file=$LOOP_DIR/envelope.json
   printf -v dir '%s/iterations/%06d' "$LOOP_DIR" "$n"
-  IFS= read -r commit <"$dir/commit.txt" 2>/dev/null || true
-  [[ $commit =~ ^[0-9a-f]{40,64}$ ]] || commit=
+  commit_of_iteration_v "$dir"
+  commit=$REPLY
   if ! orbit_regular "$file"; then
     if ! envelope_json_v "$n" "$dir" "$commit"; then
       orbit_log "envelope: not written ($REPLY)"

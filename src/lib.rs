@@ -7,6 +7,7 @@ pub mod adequacy;
 pub mod audit;
 pub mod autoprotect;
 pub mod bashstrip;
+pub mod checkout;
 pub mod cli;
 pub mod config;
 pub mod contract;

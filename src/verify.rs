@@ -669,36 +669,16 @@ fn rerun(
     };
     let how = rerun::Mode::of_loop(dir)?;
     *mode = Some(how);
-    let tmp = std::env::temp_dir().join(format!(
-        "orbit-verify-{}-{}",
-        std::process::id(),
-        fsx::now_epoch()
-    ));
-    let scratch = tmp.with_extension("scratch");
-    let tmp_s = tmp.display().to_string();
-    if git(
-        &t.repo,
-        &["worktree", "add", "--detach", "--force", &tmp_s, &t.commit],
-    )
-    .is_none()
-    {
-        return Err(Error::Git(format!(
-            "cannot make a clean checkout of {} in {tmp_s}",
-            t.commit
-        )));
-    }
-    // The commit's submodules, from the repository's own module objects, as the loop's
-    // checkouts hold them.
-    crate::submodules::checkout(&t.repo, &tmp);
+    // The commit's submodules come with it, from the repository's own module objects, as
+    // the loop's checkouts hold them.
+    let co = crate::checkout::Checkout::new(&t.repo, &t.commit, "verify", 0)?;
+    let scratch = co.scratch();
     let result = std::fs::create_dir(&scratch)
         .map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))
-        .and_then(|()| rerun_in(how, &t.repo, &tmp, &scratch, dir, pass_k, holdout));
+        .and_then(|()| rerun_in(how, &t.repo, &co.path, &scratch, dir, pass_k, holdout));
     if let Ok(None) = result {
-        after(&tmp);
+        after(&co.path);
     }
-    let _ = git(&t.repo, &["worktree", "remove", "--force", &tmp_s]);
-    let _ = std::fs::remove_dir_all(&tmp);
-    let _ = std::fs::remove_dir_all(&scratch);
     result
 }
 

@@ -596,8 +596,8 @@ fn tool_units(plan: &Plan, tool: tool::Tool, repo: &Path, deadline: Instant) -> 
         tool::Tool::CargoMutants => {
             for (k, (root, paths)) in roots.iter().enumerate() {
                 let diff = workspace_diff(plan, repo, root, paths)?;
-                let co = run::Checkout::new(repo, plan.commit, 999 + k)?;
-                let scratch = co.path.with_extension("scratch");
+                let co = run::checkout(repo, plan.commit, 999 + k)?;
+                let scratch = co.scratch();
                 std::fs::create_dir_all(&scratch)
                     .map_err(|e| Error::io(format!("cannot create {}", scratch.display()), e))?;
                 // The user's configuration of the tool is the base's: the change's own
@@ -729,7 +729,7 @@ pub fn measure(args: &AdequacyArgs) -> Result<Findings> {
     };
     let started = Instant::now();
     // The commit itself must pass: otherwise no failure below would mean anything.
-    let first = run::Checkout::new(&t.repo, &t.commit, 0)?;
+    let first = run::checkout(&t.repo, &t.commit, 0)?;
     let baseline_verdict = run::run_scripts(&plan, &first.path)?;
     let baseline = started.elapsed();
     drop(first);

@@ -6,7 +6,7 @@
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Mutex;
 use std::sync::mpsc;
@@ -16,7 +16,6 @@ use super::diff::{self, FileChange, FileKind, Hunk};
 use super::mutants::Mutant;
 use crate::envelope::git;
 use crate::error::{Error, Result};
-use crate::fsx;
 
 /// One thing to take out of the change (or alter in it) and run the checks on.
 #[derive(Debug, Clone)]
@@ -60,104 +59,12 @@ pub struct Plan<'a> {
     pub setup: Vec<String>,
 }
 
-/// A measure's `git worktree add` and `remove` run one at a time: git reads every
-/// worktree's files as it adds one, and fails on one another add is still writing ("fatal:
-/// failed to read .git/worktrees/NAME/commondir"), as the side-by-side checkouts' adds did
-/// under load.
-static WORKTREES: Mutex<()> = Mutex::new(());
-/// How many times a checkout's `git worktree add` is tried: an add of another process in the
-/// same repository (another loop's runner, the user's git) can fail it as above.
-const ADD_TRIES: u64 = 3;
+/// A measure's throwaway checkout of the commit (one per worker, and the baseline's).
+pub use crate::checkout::Checkout;
 
-/// `git worktree` ARGS in `repo`, no other of this process's at the same time.
-fn worktree_op(repo: &Path, args: &[&str]) -> std::result::Result<(), String> {
-    let _one = WORKTREES.lock().unwrap_or_else(|e| e.into_inner());
-    let mut all = vec!["worktree"];
-    all.extend_from_slice(args);
-    git_or_why(repo, &all)
-}
-
-/// A throwaway detached checkout of the commit, removed when dropped.
-pub struct Checkout<'a> {
-    repo: &'a Path,
-    pub path: PathBuf,
-}
-
-impl<'a> Checkout<'a> {
-    pub fn new(repo: &'a Path, commit: &str, n: usize) -> Result<Checkout<'a>> {
-        let path = std::env::temp_dir().join(format!(
-            "orbit-adequacy-{}-{}-{n}",
-            std::process::id(),
-            fsx::now_epoch()
-        ));
-        let p = path.display().to_string();
-        let mut tries = 0;
-        while let Err(why) = worktree_op(repo, &["add", "--detach", "--force", &p, commit]) {
-            tries += 1;
-            if tries >= ADD_TRIES {
-                return Err(Error::Git(format!(
-                    "cannot make a clean checkout of {commit} in {p} ({tries} tries): {why}"
-                )));
-            }
-            // What the failed add left goes; the other add is done in a moment.
-            let _ = std::fs::remove_dir_all(&path);
-            std::thread::sleep(Duration::from_millis(250 * tries));
-        }
-        let co = Checkout { repo, path };
-        crate::submodules::checkout(repo, &co.path);
-        Ok(co)
-    }
-
-    /// Puts the commit back exactly: tracked files reset, untracked and ignored removed, the
-    /// submodules checked out again at the commits it records.
-    fn reset(&self, commit: &str) -> Result<()> {
-        git_or_why(&self.path, &["checkout", "-q", "-f", "--detach", commit])
-            .and_then(|_| git_or_why(&self.path, &["clean", "-q", "-ffdx"]))
-            .map_err(|why| {
-                Error::Git(format!(
-                    "cannot reset the checkout {} to {commit}: {why}",
-                    self.path.display()
-                ))
-            })?;
-        crate::submodules::checkout(self.repo, &self.path);
-        Ok(())
-    }
-}
-
-/// Runs git in `dir`; on a failure, what git said (its last lines of stderr, or its status).
-fn git_or_why(dir: &Path, args: &[&str]) -> std::result::Result<(), String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let err = String::from_utf8_lossy(&out.stderr);
-    let said: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    let said = said[said.len().saturating_sub(3)..].join(" / ");
-    Err(format!(
-        "git {} failed ({}){}",
-        args.first().unwrap_or(&""),
-        out.status,
-        if said.is_empty() {
-            String::new()
-        } else {
-            format!(": {said}")
-        }
-    ))
-}
-
-impl Drop for Checkout<'_> {
-    fn drop(&mut self) {
-        let p = self.path.display().to_string();
-        let _ = worktree_op(self.repo, &["remove", "--force", &p]);
-        let _ = std::fs::remove_dir_all(&self.path);
-        let _ = std::fs::remove_dir_all(self.path.with_extension("scratch"));
-    }
+/// The checkout of the commit a measure's worker `n` runs its units in.
+pub fn checkout<'a>(repo: &'a Path, commit: &str, n: usize) -> Result<Checkout<'a>> {
+    Checkout::new(repo, commit, "adequacy", n)
 }
 
 fn write(ws: &Path, path: &str, bytes: &[u8]) -> std::result::Result<(), String> {
@@ -371,7 +278,7 @@ pub fn run_units(
         for n in 0..jobs {
             let (next, results, failure) = (&next, &results, &failure);
             s.spawn(move || {
-                let co = match Checkout::new(plan.repo, plan.commit, n) {
+                let co = match checkout(plan.repo, plan.commit, n) {
                     Ok(c) => c,
                     Err(e) => {
                         *failure.lock().unwrap() = Some(e);
@@ -416,6 +323,7 @@ pub fn run_units(
 mod tests {
     use super::*;
     use crate::adequacy::mutants::Operator;
+    use std::path::PathBuf;
 
     #[test]
     fn a_mutant_whose_line_is_not_there_is_not_applied_and_says_why() {
@@ -465,21 +373,6 @@ mod tests {
         };
         apply(&plan, &dir, &ok).unwrap();
         assert_eq!(std::fs::read(dir.join("a.py")).unwrap(), b"x = 3\n");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_checkout_that_cannot_be_made_says_what_git_said() {
-        let dir = tempfile_dir();
-        let e = Checkout::new(&dir, "HEAD", 0)
-            .err()
-            .expect("no checkout outside a repository")
-            .to_string();
-        assert!(e.contains("cannot make a clean checkout of HEAD"), "{e}");
-        assert!(
-            e.contains("git worktree failed") && e.contains("fatal:"),
-            "{e}"
-        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

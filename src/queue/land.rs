@@ -57,35 +57,18 @@ pub(crate) fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
 pub(crate) fn worktree_at(q: &Queue, name: &str, commit: &str) -> Result<PathBuf> {
     let path = q.work_dir().join(name);
     if path.exists() {
-        let _ = git_in(
-            &q.repo,
-            &["worktree", "remove", "--force", &path.display().to_string()],
-        );
-        let _ = fs::remove_dir_all(&path);
+        crate::checkout::remove(&q.repo, &path);
     }
     let _ = git_in(&q.repo, &["worktree", "prune"]);
     fs::create_dir_all(q.work_dir())
         .map_err(|e| Error::io(format!("cannot create {}", q.work_dir().display()), e))?;
-    git_ok(
-        &q.repo,
-        &[
-            "worktree",
-            "add",
-            "--detach",
-            "--force",
-            &path.display().to_string(),
-            commit,
-        ],
-    )?;
+    crate::checkout::add_detached(&q.repo, &path, commit)?;
     Ok(path)
 }
 
 /// Removes a private worktree of the queue.
 pub(crate) fn drop_worktree(q: &Queue, path: &Path) {
-    let _ = git_in(
-        &q.repo,
-        &["worktree", "remove", "--force", &path.display().to_string()],
-    );
+    crate::checkout::remove(&q.repo, path);
 }
 
 /// The integration branch's head.

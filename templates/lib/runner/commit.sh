@@ -274,7 +274,7 @@ commit_head_tree() {
 commit_of_iteration_v() {
   local c=''
   IFS= read -r c <"$1/commit.txt" 2>/dev/null || true
-  [[ $c == none ]] && commit_head_tree && commit_tree_v "$1" "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" &&
+  [[ $c == 'none' ]] && commit_head_tree && commit_tree_v "$1" "${R[TREE_BEFORE]}" "${R[TREE_AFTER]}" &&
     [[ $HEAD_TREE == "$REPLY" ]] && c=$HEAD_ID
   REPLY=
   [[ $c =~ ^[0-9a-f]{40,64}$ ]] && REPLY=$c

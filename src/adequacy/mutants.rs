@@ -189,9 +189,9 @@ fn occurrences(masked: &[char], token: &str) -> Vec<usize> {
 
 /// Which lines of a Rust file belong to an item marked `#[cfg(test)]` (a test module or
 /// function inside a source file): the attribute's line through the item's closing brace
-/// (or its `;`), save a last line with code after the item's end. Their code is what the checks run, never what they need: a mutant there
-/// (a test's own integer) says nothing of the code, and a hunk of them alone, reverted, only
-/// runs one test fewer. Braces in strings and line comments are not counted; a block
+/// (or its `;`), save a last line with code after the item's end. Their code is what the
+/// checks run, never what they need: a mutant there (a test's own integer) says nothing of
+/// the code, and a hunk of them alone, reverted, only runs one test fewer. Braces in strings and line comments are not counted; a block
 /// comment or raw string that spans lines can mislead it, which at worst mutates a line.
 pub fn rust_test_lines(lines: &[&[u8]]) -> Vec<bool> {
     let mut marked = vec![false; lines.len()];

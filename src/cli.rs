@@ -1000,9 +1000,10 @@ pub struct InitArgs {
     pub fanout_early_stop: bool,
 
     /// With --candidates: how many candidates' checks run at once, each in its own worktree
-    /// with its own timeout [default: 0, as many as there are candidates, at most the CPUs].
-    /// 1 runs them one after another: for checks that cannot share the machine (a fixed
-    /// port, a database).
+    /// with its own timeout [default: 0: all at once when the CPU time a verify run used,
+    /// times the candidates, fits three quarters of the CPUs (checks that wait), else as
+    /// many as there are candidates, at most the CPUs]. 1 runs them one after another: for
+    /// checks that cannot share the machine (a fixed port, a database).
     #[arg(long, value_name = "N")]
     pub check_jobs: Option<u32>,
 

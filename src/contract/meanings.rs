@@ -261,7 +261,7 @@ impl EventName {
                 "A fan-out candidate's run starts: `candidate`, `of`, `path`."
             }
             EventName::CandidateEnd => {
-                "A fan-out candidate judged: `candidate`, `outcome`, `checks_passed`, `checks_total`, `pass_k_runs`, `holdout`, `judge`, `changed`, `disqualified`, `commit`, `sha256` (of its candidate.env)."
+                "A fan-out candidate judged: `candidate`, `outcome`, `checks_passed`, `checks_total`, `pass_k_runs`, `holdout`, `judge`, `changed`, `disqualified`, `commit`, `sha256` (of its candidate.env), `check_cpu` (how much of one CPU its last verify run used, in thousandths, where measured: the next candidates' checks are laid out by it)."
             }
             EventName::SurvivorSelected => {
                 "The fan-out's survivor: `candidate` (0 for none), `of`, `reason`."

@@ -68,9 +68,7 @@ orbit_duration_v() {
 orbit_usd_micro_v() {
   local LC_ALL=C text=$1 whole frac
   REPLY=''
-  if [[ -z $text ]]; then
-    return 0
-  fi
+  [[ -z $text ]] && return 0
   if [[ ! $text =~ ^([0-9]{0,9})(\.([0-9]{0,6}))?$ || $text == . ]]; then
     return 1
   fi
@@ -142,9 +140,7 @@ orbit_setting_v() {
       ;;
     *) ORBIT_SETTING_ERR="$name is not a setting of the loop contract" ;;
   esac
-  if [[ -z $ORBIT_SETTING_ERR ]]; then
-    return 0
-  fi
+  [[ -z $ORBIT_SETTING_ERR ]] && return 0
   key=${ORBIT_SETTING_IDENTITY[$name]-}
   if [[ -n $key ]]; then
     # The loop's identity: loop.toml alone sets it.

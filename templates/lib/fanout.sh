@@ -495,7 +495,7 @@ fanout_run_lines() {
 # the checks of those not disqualified nor stopped, then each one judged and recorded.
 # Status 1 when a look or the checks found a change (TRUST_BAD).
 fanout_judge_all() {
-  local n=$1 dir=$2 commit=$3 base=$4 k
+  local n=$1 dir=$2 commit=$3 base=$4 k most=''
   local -a checked=()
   for k in "${FANOUT_TODO[@]}"; do
     fanout_run_read "$dir/candidates/$k"
@@ -509,7 +509,11 @@ fanout_judge_all() {
     fanout_run_read "$dir/candidates/$k"
     fanout_judge "$n" "$k" "$dir/candidates/$k" "$commit" "$base" || return 1
     state_fault fanout_after_candidate
+    [[ -n ${C[CHECK_CPU]:-} ]] || continue
+    [[ -n $most ]] && ((most >= C[CHECK_CPU])) || most=${C[CHECK_CPU]}
   done
+  # The most any candidate's checks used: the next candidates' checks are laid out by it.
+  [[ -z $most ]] || checks_cpu_is "$most"
 }
 
 # fanout_progress_v DIR: REPLY holds progress.md's lines for a fan-out iteration's

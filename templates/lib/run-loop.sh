@@ -232,9 +232,7 @@ run_loop_start() {
     workspace_ensure
   fi
   engine_workspace_note
-  if ! trust_integrity_gate "start"; then
-    trust_integrity_stop
-  fi
+  trust_integrity_gate "start" || trust_integrity_stop
   setup_run_workspace
   RUN_COST_START=${S[COST_MICROUSD]}
   local red=0
@@ -247,9 +245,7 @@ run_loop_start() {
   iteration_resume_pending
   if ((red)); then
     stop_red_gate
-    if ! trust_integrity_gate "after the red gate"; then
-      trust_integrity_stop
-    fi
+    trust_integrity_gate "after the red gate" || trust_integrity_stop
   fi
 }
 

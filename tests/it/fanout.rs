@@ -8,8 +8,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::support::{
-    Repo, assert_code, assert_ok, assert_records_agree, assert_script_clean, events_named, read_kv,
-    text,
+    Repo, assert_code, assert_ok, assert_records_agree, assert_script_clean, command, events_named,
+    read_kv, text,
 };
 
 /// The visible check: add(2, 2) = 4.
@@ -1169,6 +1169,166 @@ test "$(bash add.sh 2 2)" = 4
         assert_eq!(c["PASS_K_RUNS"], "2", "{c:?}");
     }
     assert_records_agree(&dir);
+}
+
+/// With the default `check-jobs` (0), checks that mostly wait run every candidate's at once,
+/// whatever the CPUs: here the runner sees one CPU (`OMP_NUM_THREADS=1`, which nproc obeys),
+/// so it used to check three candidates one after another. Each candidate's check run
+/// sleeps a second (a check waiting on a network or a database uses about as little CPU) and
+/// waits, bounded at 10 s, until every candidate's run of the same round has started: one
+/// after another they never meet. The first tick lays the checks out by the red gate's run
+/// (measured in the runner); the second, a process started afresh, by what the journal's
+/// candidate_end events say the candidates' runs used.
+#[test]
+fn with_the_default_check_jobs_checks_that_wait_run_every_candidates_at_once_whatever_the_cpus() {
+    let repo = add_repo();
+    let body = format!(
+        r#"{STAMP_RUN}case "$PWD" in
+  *.c[0-9]*)
+    r=$(grep -c " start $k\$" BIN/runs)
+    i=0
+    while [ "$(grep -c ' start c[0-9]' BIN/runs)" -lt $((3 * r)) ]; do
+      i=$((i + 1)); [ "$i" -le 100 ] || break; sleep 0.1
+    done
+    [ "$(grep -c ' start c[0-9]' BIN/runs)" -lt $((3 * r)) ] || echo "$k $r" >> BIN/met ;;
+esac
+sleep 1
+test "$(bash add.sh 2 2)" = 4
+"#
+    );
+    let check = check_script(&repo, "wait.sh", &body);
+    // The first iteration's candidates change nothing (their checks fail once each), the
+    // second's solve it (two passing runs each).
+    let agent = candidate_agent(
+        &repo,
+        &format!("*) if [ \"$ORBIT_ITERATION\" -ge 2 ]; then {HONEST}; fi ;;"),
+    );
+    let dir = repo.init_loop(
+        &agent,
+        &[&check],
+        &["--candidates", "3", "--adequacy", "off"],
+    );
+    let one_cpu = [("OMP_NUM_THREADS", "1")];
+    let out = repo.run_loop(&dir, &["--once"], &one_cpu);
+    assert_code(&out, 10, "work remains after the first tick");
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    let laid: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("the checks of candidate(s)"))
+        .collect();
+    assert_eq!(laid.len(), 1, "{log}");
+    assert!(
+        laid[0].contains("run, 3 at once (1 CPU(s), a verify run used "),
+        "laid out by the red gate's run: {laid:?}"
+    );
+    let mut met = bin_lines(&repo, "met");
+    met.sort();
+    assert_eq!(
+        met,
+        ["c1 1", "c2 1", "c3 1"].map(String::from).to_vec(),
+        "every candidate's run met the others':\n{}",
+        runs_stamped(&repo)
+    );
+    // Each candidate's record and its candidate_end event keep what its run used.
+    let ends = events_named(&dir, "candidate_end");
+    assert_eq!(ends.len(), 3);
+    for (k, end) in (1..=3u64).zip(&ends) {
+        let used = cand_env(&dir, 1, k)["CHECK_CPU"].clone();
+        assert!(
+            !used.is_empty() && used.bytes().all(|b| b.is_ascii_digit()),
+            "candidate {k}: CHECK_CPU={used:?}"
+        );
+        assert_eq!(end.value["check_cpu"].to_string(), used, "{}", end.value);
+    }
+    fs::remove_file(repo.bin.path().join("met")).unwrap();
+    // A tick started afresh: no run of its own measured before the candidates' checks.
+    let out = repo.run_loop(&dir, &["--once"], &one_cpu);
+    assert_ok(&out, "DONE on the second tick");
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    let laid: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("the checks of candidate(s)"))
+        .collect();
+    assert_eq!(laid.len(), 2, "{log}");
+    assert!(
+        laid[1].contains("run, 3 at once (1 CPU(s), a verify run used "),
+        "laid out by the journal: {laid:?}"
+    );
+    met = bin_lines(&repo, "met");
+    met.sort();
+    assert_eq!(
+        met,
+        ["c1 2", "c1 3", "c2 2", "c2 3", "c3 2", "c3 3"]
+            .map(String::from)
+            .to_vec(),
+        "both rounds of the second tick met:\n{}",
+        runs_stamped(&repo)
+    );
+    assert_records_agree(&dir);
+}
+
+/// How the default `check-jobs` lays the candidates' checks out, for given measures: the
+/// fan-out part's own function, run by bash from a fan-out loop's lib.sh, with the CPUs
+/// nproc reports set by `OMP_NUM_THREADS`.
+#[test]
+fn the_default_check_jobs_fits_the_candidates_checks_to_the_cpus_they_use() {
+    let repo = add_repo();
+    let agent = candidate_agent(&repo, "*) : ;;");
+    let dir = repo.init_loop(&agent, &[VISIBLE], &["--candidates", "3"]);
+    let journal = repo.bin.path().join("events.jsonl");
+    fs::write(
+        &journal,
+        concat!(
+            "{\"event\":\"candidate_end\",\"iteration\":1,\"candidate\":1,\"check_cpu\":\"100\"}\n",
+            "{\"event\":\"candidate_end\",\"iteration\":1,\"candidate\":2,\"check_cpu\":\"600\"}\n",
+            "{\"event\":\"candidate_end\",\"iteration\":1,\"candidate\":3,\"check_cpu\":\"\"}\n",
+        ),
+    )
+    .unwrap();
+    let script = format!(
+        r#"set -u
+source {lib}
+FANOUT_N=3
+lay() {{ CHECK_JOBS=$1 CHECKS_CPU=$2 EV_FILE=$3; fanout_check_jobs_v; echo "$REPLY $FANOUT_JOBS_WHY"; }}
+lay 0 '' /nonexistent
+lay 0 0 /nonexistent
+lay 0 500 /nonexistent
+lay 0 501 /nonexistent
+lay 0 1800 /nonexistent
+lay 2 0 /nonexistent
+lay 0 '' {journal}
+"#,
+        lib = dir.join("lib.sh").display(),
+        journal = journal.display()
+    );
+    let out = command("bash")
+        .arg("-c")
+        .arg(&script)
+        .env("OMP_NUM_THREADS", "2")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        [
+            // Nothing measured: as many as there are candidates, at most the CPUs.
+            "2 2 CPU(s)",
+            // Three runs of 0% and of 50% of a CPU fit in three quarters of two.
+            "3 2 CPU(s), a verify run used 0% of one",
+            "3 2 CPU(s), a verify run used 50% of one",
+            // A little more does not: at most the CPUs.
+            "2 2 CPU(s), a verify run used 50% of one",
+            "2 2 CPU(s), a verify run used 180% of one",
+            // check-jobs set: as it says, whatever was measured.
+            "2 check-jobs",
+            // A tick started afresh: the most the journal's candidates used.
+            "2 2 CPU(s), a verify run used 60% of one",
+        ],
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]

@@ -47,17 +47,45 @@ fanout_setup_clean_args() {
 # The candidates' check subshells running (their pids), for a stop to end them.
 FANOUT_CHECK_PIDS=()
 
-# fanout_check_jobs_v: REPLY is how many candidates' checks run at once: CHECK_JOBS when it
-# is 1 or more, else as many as there are candidates, at most the CPUs.
+# fanout_check_jobs_v: REPLY is how many candidates' checks run at once, FANOUT_JOBS_WHY
+# why: CHECK_JOBS when it is 1 or more; else every candidate's at once when their checks,
+# by what one run of them used (fanout_check_cpu_v), need together at most three quarters of
+# the CPUs (checks that wait on a disk, a network or a sleep); else as many as there are
+# candidates, at most the CPUs.
+FANOUT_JOBS_WHY=
 fanout_check_jobs_v() {
   local cpus
   if ((CHECK_JOBS > 0)); then
-    REPLY=$CHECK_JOBS
+    REPLY=$CHECK_JOBS FANOUT_JOBS_WHY=check-jobs
     return 0
   fi
   cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || true)
   orbit_is_uint "$cpus" && ((cpus > 0)) || cpus=1
+  FANOUT_JOBS_WHY="$cpus CPU(s)"
+  fanout_check_cpu_v
+  if [[ -n $REPLY ]]; then
+    FANOUT_JOBS_WHY+=", a verify run used $((REPLY / 10))% of one"
+    if ((FANOUT_N * REPLY <= 750 * cpus)); then
+      REPLY=$FANOUT_N
+      return 0
+    fi
+  fi
   REPLY=$((FANOUT_N < cpus ? FANOUT_N : cpus))
+}
+
+# fanout_check_cpu_v: REPLY is how much of one CPU a verify run used (thousandths): as this
+# run last measured one (CHECKS_CPU), else the most the journal's last candidate_end events
+# say (a tick started afresh), else empty.
+fanout_check_cpu_v() {
+  local line most=''
+  REPLY=${CHECKS_CPU:-}
+  [[ -z $REPLY && -f $EV_FILE ]] || return 0
+  while IFS= read -r line; do
+    resume_event_field_v "$line" check_cpu
+    [[ -n $REPLY ]] || continue
+    [[ -n $most ]] && ((most >= REPLY)) || most=$REPLY
+  done < <(grep -aF -- '"event":"candidate_end"' "$EV_FILE" 2>/dev/null | tail -n "$FANOUT_N")
+  REPLY=$most
 }
 
 # fanout_checks_run N K...: the checks of candidates K... of iteration N, up to
@@ -70,7 +98,7 @@ fanout_checks_run() {
   (($#)) || return 0
   fanout_check_jobs_v
   jobs=$REPLY
-  orbit_log "iteration $n: the checks of candidate(s) $* run, $jobs at once"
+  orbit_log "iteration $n: the checks of candidate(s) $* run, $jobs at once ($FANOUT_JOBS_WHY)"
   if ! trust_check runner; then
     return 1
   fi
@@ -162,7 +190,7 @@ fanout_check_steps() {
   for p in "${!ARTIFACT_NAMES[@]}"; do
     printf '%s\n' "$p"
   done >"$sc/artifacts.names"
-  printf '%s %s %s %s %s %s\n' "$passed" "$total" "$runs" "$hold" "$judge" "$DEADLINE_HIT" >"$sc/result.tmp" &&
+  printf '%s %s %s %s %s %s %s\n' "$passed" "$total" "$runs" "$hold" "$judge" "$DEADLINE_HIT" "${CHECKS_CPU:--}" >"$sc/result.tmp" &&
     mv -f -- "$sc/result.tmp" "$sc/result"
 }
 
@@ -204,19 +232,21 @@ fanout_checks_stop_all() {
 
 # fanout_check_take_v K CDIR: candidate K's checks as its subshell left them: their records
 # moved into CDIR, their events journalled in the order they happened, the artifacts' names
-# remembered, a deadline they hit the loop's. REPLY is "PASSED TOTAL RUNS HOLDOUT JUDGE"
-# (HOLDOUT and JUDGE - for none). Status 1 when the subshell left no result (it died:
-# see runner.log).
+# remembered, a deadline they hit the loop's. REPLY is "PASSED TOTAL RUNS HOLDOUT JUDGE CPU"
+# (HOLDOUT and JUDGE - for none; CPU the share of one CPU its last verify run used, in
+# thousandths, - unmeasured). Status 1 when the subshell left no result (it died: see
+# runner.log).
 fanout_check_take_v() {
   local cdir=$2 sc=$ORBIT_TMP/j$1 p count i
   local -a res=() f=() names=()
   REPLY=''
   [[ -f $sc/result && ! -L $sc/result ]] || return 1
   read -r -a res <"$sc/result" || true
-  ((${#res[@]} == 6)) || return 1
+  ((${#res[@]} == 7)) || return 1
   for i in 0 1 2 5; do
     orbit_is_uint "${res[i]}" || return 1
   done
+  orbit_is_uint "${res[6]}" || res[6]=-
   for p in "$sc/rec"/* "$sc/rec"/.[!.]*; do
     [[ -e $p || -L $p ]] || continue
     rm -rf -- "${cdir:?}/${p##*/}"
@@ -240,6 +270,6 @@ fanout_check_take_v() {
   if ((res[5])); then
     deadline_hit
   fi
-  REPLY="${res[0]} ${res[1]} ${res[2]} ${res[3]} ${res[4]}"
+  REPLY="${res[0]} ${res[1]} ${res[2]} ${res[3]} ${res[4]} ${res[6]}"
   rm -rf -- "$sc"
 }

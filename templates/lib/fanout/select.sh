@@ -18,7 +18,7 @@ fanout_record_trusted() {
 }
 
 # The keys of a candidate's record (candidate.env), the numeric ones checked when read.
-FANOUT_KEYS=(CANDIDATE ITERATION OUTCOME EXIT ATTEMPTS SECONDS COST_MICROUSD TREE COMMIT CHANGED CHECKS_PASSED CHECKS_TOTAL PASS_K_RUNS HOLDOUT JUDGE DISQUALIFIED DONE_CLAIM)
+FANOUT_KEYS=(CANDIDATE ITERATION OUTCOME EXIT ATTEMPTS SECONDS COST_MICROUSD TREE COMMIT CHANGED CHECKS_PASSED CHECKS_TOTAL PASS_K_RUNS HOLDOUT JUDGE DISQUALIFIED DONE_CLAIM CHECK_CPU)
 FANOUT_NUMERIC=' CANDIDATE ITERATION EXIT ATTEMPTS SECONDS COST_MICROUSD CHANGED CHECKS_PASSED CHECKS_TOTAL PASS_K_RUNS DONE_CLAIM '
 declare -A C=()
 
@@ -92,7 +92,7 @@ fanout_look() {
 # (candidate.env) and the journal's candidate_end. A candidate the runner stopped (C[OUTCOME]
 # stopped) or disqualified is recorded with its change, unchecked.
 fanout_judge() {
-  local n=$1 k=$2 cdir=$3 commit=$4 base=$5 tree c bad passed=0 total=0 runs=0 hold='' judge='' claim
+  local n=$1 k=$2 cdir=$3 commit=$4 base=$5 tree c bad passed=0 total=0 runs=0 hold='' judge='' claim cpu=''
   local text='' key
   local -a got=()
   tree=${FANOUT_LOOK_TREE[$k]:-$base} bad=${FANOUT_LOOK_BAD[$k]-} claim=${FANOUT_LOOK_CLAIM[$k]:-0}
@@ -100,7 +100,7 @@ fanout_judge() {
     fanout_check_take_v "$k" "$cdir" ||
       orbit_die "$EXIT_BLOCKED" "candidate $k's checks ended without saying how they went (see runner.log); run the loop again to check it again"
     read -r -a got <<<"$REPLY"
-    passed=${got[0]} total=${got[1]} runs=${got[2]} hold=${got[3]/#-/} judge=${got[4]/#-/}
+    passed=${got[0]} total=${got[1]} runs=${got[2]} hold=${got[3]/#-/} judge=${got[4]/#-/} cpu=${got[5]/#-/}
   fi
   c=$(config_git_q commit-tree "$tree" -p "$commit" -m "orbit($LOOP_NAME): iteration $n, candidate $k"$'\n\n'"Orbit-Loop: $LOOP_NAME"$'\n'"Orbit-Iteration: $n"$'\n'"Orbit-Candidate: $k" 2>>"$ORBIT_LOG_FILE") ||
     orbit_die "$EXIT_BLOCKED" "cannot keep candidate $k's change as a commit (see runner.log)"
@@ -110,14 +110,15 @@ fanout_judge() {
   tree_changes_v "$base" "$tree"
   C[CANDIDATE]=$k C[ITERATION]=$n C[TREE]=$tree C[COMMIT]=$c C[CHANGED]=$CHANGES_COUNT
   C[CHECKS_PASSED]=$passed C[CHECKS_TOTAL]=$total C[PASS_K_RUNS]=$runs C[HOLDOUT]=$hold C[JUDGE]=$judge
-  C[DISQUALIFIED]=${bad//[$'\n\r']/ } C[DONE_CLAIM]=$claim
+  C[DISQUALIFIED]=${bad//[$'\n\r']/ } C[DONE_CLAIM]=$claim C[CHECK_CPU]=$cpu
   for key in "${FANOUT_KEYS[@]}"; do
     text+="$key=${C[$key]:-}"$'\n'
   done
   state_write_file "$cdir/candidate.env" "$text" || orbit_die "$EXIT_STATE_CORRUPT" "cannot write $cdir/candidate.env"
   orbit_sha256_str_v "$text"
   state_event candidate_end "$n" candidate "$k" outcome "${C[OUTCOME]}" checks_passed "$passed" checks_total "$total" \
-    pass_k_runs "$runs" holdout "$hold" judge "$judge" changed "${C[CHANGED]}" disqualified "${C[DISQUALIFIED]}" commit "$c" sha256 "$REPLY"
+    pass_k_runs "$runs" holdout "$hold" judge "$judge" changed "${C[CHANGED]}" disqualified "${C[DISQUALIFIED]}" commit "$c" sha256 "$REPLY" \
+    check_cpu "$cpu"
   if [[ -n $bad ]]; then
     orbit_log "iteration $n: candidate $k disqualified: $bad"
   fi

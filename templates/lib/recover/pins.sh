@@ -58,13 +58,9 @@ recover_pins() {
   recover_protected_sets
   if ((F_GOAL)); then
     if ((pinned)); then
-      if ! printf '%s' "$RC_PINS_NEW" | cmp -s - "$RC_DIR/pins.sha256"; then
-        RC_PINS_WRITE=1
-      fi
+      printf '%s' "$RC_PINS_NEW" | cmp -s - "$RC_DIR/pins.sha256" || RC_PINS_WRITE=1
       recover_regular_or_die "$RC_DIR/.pins/goal.md"
-      if ! cmp -s -- "$RC_DIR/goal.md" "$RC_DIR/.pins/goal.md"; then
-        RC_GOAL_COPY=1
-      fi
+      cmp -s -- "$RC_DIR/goal.md" "$RC_DIR/.pins/goal.md" || RC_GOAL_COPY=1
     else
       RC_NOTES+=("goal.md is not pinned yet: the first run pins it")
     fi

@@ -179,9 +179,7 @@ recover_plan_identity() {
     started=${RC_FIRST_START:-0} ib=''
     # The runner records the starting branch in .origin-branch at the first run.
     origin=$(cat -- "$RC_DIR/.origin-branch" 2>/dev/null || true)
-    if ! state_check_value ORIGIN_BRANCH "$origin"; then
-      origin=''
-    fi
+    state_check_value ORIGIN_BRANCH "$origin" || origin=''
     if GIT_OPTIONAL_LOCKS=0 git -C "$RC_REPO" rev-parse --verify -q "refs/heads/orbit/$RC_NAME" >/dev/null 2>&1; then
       ib="orbit/$RC_NAME"
     fi
@@ -212,9 +210,7 @@ recover_plan_identity() {
       ws=$REPLY
     fi
   fi
-  if ! recover_older_major "$cv"; then
-    recover_ws_check "$ws" "$ib"
-  fi
+  recover_older_major "$cv" || recover_ws_check "$ws" "$ib"
   RC_PLAN[STARTED]=$started RC_PLAN[ORIGIN]=$origin RC_PLAN[IB]=$ib RC_PLAN[CV]=$cv RC_PLAN[WS]=$ws
 }
 

@@ -53,9 +53,7 @@ agent_live_open() {
 # in the pipe, then appends LINE (on a line of its own).
 agent_live_close() {
   local line=${1:-} live="$ORBIT_TMP/agent.live" i
-  if [[ -z $LIVE_FD ]]; then
-    return 0
-  fi
+  [[ -z $LIVE_FD ]] && return 0
   exec {LIVE_FD}>&-
   LIVE_FD=
   # The copy ends within milliseconds of the pipe's close: looked at every 10 ms for the

@@ -77,6 +77,39 @@ checks_failed_restore() {
   VERIFY_OK=0 VERIFY_FAILING=$1
 }
 
+# How much of one CPU the last verify run used, in thousandths: its processes' CPU time (this
+# shell's waited-for children, from /proc) over its wall time (EPOCHREALTIME); empty until a
+# run is measured (not Linux, bash before 5). The fan-out runs every candidate's checks at
+# once when theirs together fit the CPUs (fanout_check_jobs_v).
+CHECKS_CPU=
+# checks_cpu_is THOUSANDTHS: the last verify runs (a fan-out's candidates', in their
+# subshells) used that much of one CPU at most.
+checks_cpu_is() {
+  CHECKS_CPU=$1
+}
+# checks_cpu [SINCE]: REPLY is "CPU_MS WALL_MS" now (empty where not measured); with SINCE,
+# an earlier REPLY, CHECKS_CPU is the share of one CPU used between the two.
+checks_cpu() {
+  local s
+  local -a f=()
+  REPLY=
+  [[ -n ${EPOCHREALTIME:-} ]] && { IFS= read -r s <"/proc/$BASHPID/stat"; } 2>/dev/null || return 0
+  read -r -a f <<<"${s##*) }"
+  [[ ${f[13]:-x}${f[14]:-x} =~ ^[0-9]+$ ]] || return 0
+  # Clock ticks are hundredths of a second (USER_HZ), the clock microseconds.
+  REPLY="$(((f[13] + f[14]) * 10)) $((${EPOCHREALTIME//[!0-9]/} / 1000))"
+  [[ -n ${1:-} ]] || return 0
+  s=$((${REPLY#* } - ${1#* }))
+  ((s <= 0)) || CHECKS_CPU=$(((${REPLY% *} - ${1% *}) * 1000 / s))
+}
+
+# checks_not_run DIR OUT WHY: a verify run that could not start, failed for WHY, into OUT
+# and DIR's verify.log.
+checks_not_run() {
+  printf '[FAIL] verify.sh (not run: %s)\n0 passed, 1 failed\n' "$3" >"$2"
+  cat -- "$2" >>"$1/verify.log"
+}
+
 # checks_run_verify N LABEL: runs verify.sh into iterations/N/verify.log; sets VERIFY_OK.
 checks_run_verify() {
   local dir=$1 label=$2 out
@@ -96,8 +129,7 @@ checks_run_verify() {
   # The repository's pre-commit hook first: what a fixer changes is the tree checked.
   commit_hooks_check "$dir" "$out"
   if ! tree_here_v; then
-    printf '[FAIL] verify.sh (not run: git could not take the tree to check; see runner.log)\n0 passed, 1 failed\n' >"$out"
-    cat -- "$out" >>"$dir/verify.log"
+    checks_not_run "$dir" "$out" "git could not take the tree to check; see runner.log"
     return 0
   fi
   VERIFY_TREE=$REPLY
@@ -114,14 +146,16 @@ checks_run_verify() {
   budget=$REPLY
   if ((budget <= 0)); then
     deadline_hit
-    printf '[FAIL] verify.sh (not run: the loop'"'"'s wall-clock limit, %s, is reached)\n0 passed, 1 failed\n' "$LOOP_TIMEOUT" >"$out"
-    cat -- "$out" >>"$dir/verify.log"
+    checks_not_run "$dir" "$out" "the loop's wall-clock limit, $LOOP_TIMEOUT, is reached"
     return 0
   fi
   sandbox_prepare check
+  checks_cpu
+  local cpu=$REPLY
   ORBIT_VERIFY_FOR="$LOOP_DIR" ORBIT_REPO_ROOT="$WS" \
     ORBIT_VERIFY_TMP="$ORBIT_TMP" ORBIT_VERIFY_TALLY=6 ORBIT_BASE_COUNTS="$BASE_COUNTS" \
     proc_run_bounded "$budget" "$KILL_GRACE_S" /dev/null "$out" "${SANDBOX_ARGV[@]}" "$BASH" "$LOOP_DIR/verify.sh" 6>"$VERIFY_TALLY_FILE"
+  [[ -z $cpu ]] || checks_cpu "$cpu"
   VERIFY_RC=$ORBIT_RC
   VERIFY_TO=$ORBIT_TIMED_OUT
   if ((VERIFY_TO && cut)); then

@@ -237,9 +237,7 @@ envelope_verdicts_v() {
 # iterations and the cost the agents reported.
 envelope_run_v() {
   local sandbox=bwrap net="\"$SANDBOX_NETWORK_SETTING\""
-  if ! sandbox_on; then
-    sandbox=off net=null
-  fi
+  sandbox_on || sandbox=off net=null
   REPLY=",\"sandbox\":\"$sandbox\",\"network\":$net,\"engine\":\"$ENGINE\",\"model\":null"
   REPLY+=",\"iterations\":$1,\"cost_reported_microusd\":${LEDGER_TOTAL:-0}"
 }

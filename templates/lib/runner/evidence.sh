@@ -105,9 +105,7 @@ evidence_checks_settle() {
     # What the tree did not hold at a changed path (a file the checks made where the
     # agent's was removed) goes too.
     for p in "${changed[@]}"; do
-      if ! GIT_INDEX_FILE=$ORBIT_TMP/restore.idx git -C "$WS" ls-files --error-unmatch -- "$p" >/dev/null 2>&1; then
-        rm -rf -- "${WS:?}/$p"
-      fi
+      GIT_INDEX_FILE=$ORBIT_TMP/restore.idx git -C "$WS" ls-files --error-unmatch -- "$p" >/dev/null 2>&1 || rm -rf -- "${WS:?}/$p"
     done
     rm -f -- "$ORBIT_TMP/restore.idx" "$ORBIT_TMP/restore.z"
   fi

@@ -46,9 +46,7 @@ first_run_setup() {
     state_event workspace_created "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH" base "$base"
   fi
   workspace_git_facts
-  if ! workspace_ws_on_branch; then
-    workspace_head_restore "first run"
-  fi
+  workspace_ws_on_branch || workspace_head_restore "first run"
   if [[ ! -f $LOOP_DIR/.baseline-tree ]]; then
     trust_first_run_pins
     config_git_q rev-parse "HEAD^{tree}" >"$LOOP_DIR/.baseline-tree.tmp"

@@ -38,10 +38,7 @@ gate_passes() {
   ((GATE_LAST_CLEAN)) && last=$((PASS_K - 1))
   for ((k = 2; k <= last; k++)); do
     checks_run_verify "$dir" "pass $k of $PASS_K"
-    if ! trust_integrity_gate "after verify pass $k"; then
-      GATE_VERDICT="integrity"
-      return 0
-    fi
+    gate_trust "after verify pass $k" || return 0
     if ((VERIFY_OK)); then
       S[VERIFY_STREAK]=$((S[VERIFY_STREAK] + 1))
       state_event verify_pass "$n" run "$k" streak "${S[VERIFY_STREAK]}"
@@ -60,6 +57,14 @@ gate_passes() {
       orbit_log "iteration $n: $GATE_CLEAN_WHY"
     fi
   done
+}
+
+# gate_trust WHEN: the integrity gate (trust_integrity_gate WHEN); status 1, the verdict
+# "integrity", when it does not hold.
+gate_trust() {
+  trust_integrity_gate "$1" && return 0
+  GATE_VERDICT="integrity"
+  return 1
 }
 
 # gate_last_clean_decide: GATE_LAST_CLEAN is 1 when the last pass can be the clean
@@ -105,10 +110,7 @@ gate_clean() {
   label="in a clean checkout of the tree to commit ($GATE_CLEAN_WHY)"
   ((GATE_LAST_CLEAN)) && label="in a clean checkout of the tree to commit (pass $PASS_K of $PASS_K)"
   gate_clean_verify "$cws" "$dir" "$label"
-  if ! trust_integrity_gate "after the clean checkout's checks"; then
-    GATE_VERDICT="integrity"
-    return 0
-  fi
+  gate_trust "after the clean checkout's checks" || return 0
   if [[ $VERIFY_TREE != "$tree" ]]; then
     GATE_VERDICT="the clean checkout did not hold the tree to commit (see runner.log)"
     return 0
@@ -136,10 +138,7 @@ gate_clean_or_flaky() {
   local n=$1 dir=$2 cws=$3 clean_failing=$VERIFY_FAILING gate_kept_out="$ORBIT_TMP/verify.clean.out"
   cp -- "$LAST_VERIFY_OUT" "$gate_kept_out"
   gate_clean_verify "$cws" "$dir" "in the clean checkout again, after pass $PASS_K of $PASS_K failed there"
-  if ! trust_integrity_gate "after the clean checkout's checks again"; then
-    GATE_VERDICT="integrity"
-    return 0
-  fi
+  gate_trust "after the clean checkout's checks again" || return 0
   if ((VERIFY_OK)); then
     checks_failed_restore "$clean_failing" "$gate_kept_out"
     state_event verify_fail "$n" run clean failing "$clean_failing" flaky true code "$CODE_VERIFY_FLAKY"
@@ -147,10 +146,7 @@ gate_clean_or_flaky() {
     return 0
   fi
   checks_run_verify "$dir" "pass $PASS_K of $PASS_K again here, after it failed in the clean checkout"
-  if ! trust_integrity_gate "after verify pass $PASS_K here"; then
-    GATE_VERDICT="integrity"
-    return 0
-  fi
+  gate_trust "after verify pass $PASS_K here" || return 0
   if ((VERIFY_OK)); then
     checks_failed_restore "$clean_failing" "$gate_kept_out"
     GATE_VERDICT="the checks fail in a clean checkout of the tree to commit and pass here again (a file they need is ignored, untracked or outside the tree): $clean_failing"
@@ -223,10 +219,7 @@ gate_holdout_refs() {
 
 # gate_pins: every pin intact, and nothing the runner holds changed.
 gate_pins() {
-  if ! trust_integrity_gate "done gate"; then
-    GATE_VERDICT="integrity"
-    return 0
-  fi
+  gate_trust "done gate" || return 0
 }
 
 # gate_holdout N DIR: the holdout checks (contract section 10), hidden from the agent, run
@@ -234,10 +227,7 @@ gate_pins() {
 gate_holdout() {
   if ((HOLDOUT_CHECKS > 0)); then
     holdout_run "$1" "$2"
-    if ! trust_integrity_gate "after the holdout checks"; then
-      GATE_VERDICT="integrity"
-      return 0
-    fi
+    gate_trust "after the holdout checks" || return 0
     if ((!HOLDOUT_OK)); then
       # Which one failed is in the event and holdout.log: the verdict reaches progress.md,
       # which the agent reads, so it says no more than the feedback does.
@@ -265,10 +255,7 @@ gate_adequacy() {
     return 0
   fi
   adequacy_run "$n" "$dir" "$commit" "$base" --gate "$ADEQUACY_MAX_SURVIVORS"
-  if ! trust_integrity_gate "after the adequacy measure"; then
-    GATE_VERDICT="integrity"
-    return 0
-  fi
+  gate_trust "after the adequacy measure" || return 0
   case $ADEQUACY_RC in
     0) ;;
     4)
@@ -284,10 +271,7 @@ gate_adequacy() {
 gate_judge() {
   if [[ -n $JUDGE_CMD ]]; then
     judge_run "$1" "$2"
-    if ! trust_integrity_gate "after the judge"; then
-      GATE_VERDICT="integrity"
-      return 0
-    fi
+    gate_trust "after the judge" || return 0
     if [[ -n $JUDGE_CHANGED ]]; then
       GATE_VERDICT="the judge's run changed the project it was judging ($JUDGE_CHANGED): put back, its verdict not taken"
       return 0
@@ -322,10 +306,7 @@ gate_confirm() {
     orbit_cut_v "$verdict" 200
     verdict=$REPLY
     # git runs only once the workspace and git's files are known to be as they were.
-    if ! trust_integrity_gate "after confirm"; then
-      GATE_VERDICT="integrity"
-      return 0
-    fi
+    gate_trust "after confirm" || return 0
     evidence_artifacts_sweep "$dir"
     tree_snapshot
     t_after=$REPLY

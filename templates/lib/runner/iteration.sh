@@ -31,9 +31,7 @@ iteration_run() {
     iteration_abort "$n" "$dir" "$t_before"
     return 0
   fi
-  if ! workspace_ws_on_branch; then
-    workspace_head_restore "after the agent"
-  fi
+  workspace_ws_on_branch || workspace_head_restore "after the agent"
   if [[ ${R[AGENT_OUTCOME]} == "$OUTCOME_PERMANENT" ]]; then
     R[VERIFY]=$VERIFY_SKIP R[VERDICT]=$STATUS_BLOCKED R[STOP_REASON]=$REASON_TOOL_FAILURE
     R[EXIT_CODE]=$EXIT_BLOCKED
@@ -294,9 +292,7 @@ iteration_attempt_record() {
 # iteration_decide N: the verdict of an iteration without a verdict yet, in the contract's order.
 iteration_decide() {
   local n=$1 st
-  if [[ -n ${R[VERDICT]:-} ]]; then
-    return 0
-  fi
+  [[ -n ${R[VERDICT]:-} ]] && return 0
   # Circuit breaker: consecutive iterations whose agent failed.
   if [[ ${R[AGENT_OUTCOME]} != "$OUTCOME_OK" ]]; then
     S[CB_FAILS]=$((S[CB_FAILS] + 1))

@@ -14,9 +14,7 @@ NOTIFY_CUT=0
 notify_script_v() {
   local line want f
   REPLY=''
-  if [[ -n $NOTIFY_TEXT ]]; then
-    return 0
-  fi
+  [[ -n $NOTIFY_TEXT ]] && return 0
   line=$(grep -m 1 -- '^[0-9a-f]\{64\}  notify\.sh$' "$LOOP_DIR/pins.sha256" 2>/dev/null) || line=''
   want=${line%%  *}
   REPLY=''
@@ -71,9 +69,7 @@ notify_drain() {
     fi
   done
   NOTIFY_PIDS=()
-  if ((${#left[@]} == 0)); then
-    return 0
-  fi
+  ((${#left[@]} == 0)) && return 0
   limit=$((NOTIFY_TIMEOUT_S + 5))
   orbit_log "notify: waiting at most ${limit}s for ${#left[@]} notification(s) still being delivered"
   while ((ticks < limit * 10 && !NOTIFY_CUT)); do
@@ -84,9 +80,7 @@ notify_drain() {
         break
       fi
     done
-    if ((!alive)); then
-      break
-    fi
+    ((!alive)) && break
     sleep 0.1
     ticks=$((ticks + 1))
   done

@@ -97,17 +97,13 @@ resume_state_cross_check() {
   [[ -n $want ]] || return 0
   orbit_sha256_file_v "$LOOP_DIR/state.env"
   have=$REPLY
-  if [[ $have == "$want" ]]; then
-    return 0
-  fi
+  [[ $have == "$want" ]] && return 0
   resume_event_field_v "$newest" gen
   gen=$REPLY
   if [[ $gen == "$((S[GEN] + 1))" ]]; then
     # The newest record is of a write that never happened: the one before it names this
     # state, or there is none of this generation (orbit init wrote it, or an older orbit).
-    if [[ -z $older ]]; then
-      return 0
-    fi
+    [[ -z $older ]] && return 0
     resume_event_field_v "$older" sha256
     local osha=$REPLY
     resume_event_field_v "$older" gen

@@ -12,9 +12,7 @@ stall_sig_record() {
   if ((${#SIG_TAIL[@]} > 0)); then
     last=${SIG_TAIL[${#SIG_TAIL[@]} - 1]}
   fi
-  if [[ ${last%%$'\t'*} == "$n" ]]; then
-    return 0
-  fi
+  [[ ${last%%$'\t'*} == "$n" ]] && return 0
   orbit_appendable "$LOOP_DIR/.action-sig.log" || return 0
   printf '%s\t%s\n' "$n" "$sig" >>"$LOOP_DIR/.action-sig.log"
   SIG_TAIL+=("$n"$'\t'"$sig")

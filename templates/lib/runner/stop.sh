@@ -146,9 +146,7 @@ stop_gates_check() {
       resume_finish "$EXIT_BLOCKED" "$STATUS_BLOCKED" "$REASON_CIRCUIT_OPEN" "circuit open since $(orbit_iso "${S[CB_OPENED_AT]}"); it half-opens after $CB_COOLDOWN, or run orbit recover --reset-circuit"
     fi
   fi
-  if ! trust_integrity_gate "before agent"; then
-    trust_integrity_stop
-  fi
+  trust_integrity_gate "before agent" || trust_integrity_stop
 }
 
 # stop_blocked_at_rest: a loop BLOCKED because its agent could not be run (tool_failure: the CLI
@@ -181,9 +179,7 @@ stop_wrapup() {
   mkdir -p -- "$dir"
   prompt_build "$n" "$PHASE_WRAPUP" 1 "$dir/prompt.md" ""
   agent_run "$n" "$PHASE_WRAPUP" 1 "$dir/prompt.md" "$dir/agent.log" "$dir/cost.usd" ""
-  if ! trust_integrity_gate "after wrap-up"; then
-    trust_integrity_stop
-  fi
+  trust_integrity_gate "after wrap-up" || trust_integrity_stop
   record_cost_of_run "$dir/agent.log" "$dir/cost.usd"
   record_ledger_append "$n" "$RUN_COST_M" "$RUN_COST_KIND" "" "$RUN_COST_SOURCE"
   S[COST_MICROUSD]=$LEDGER_TOTAL
@@ -208,9 +204,7 @@ stop_red_gate() {
   rm -f -- "$dir/counts.tsv"
   sandbox_net_red_gate_begin
   checks_run_verify "$dir" "red gate: the untouched tree"
-  if [[ -n $TRUST_BAD ]]; then
-    return 0
-  fi
+  [[ -n $TRUST_BAD ]] && return 0
   # The loop's wall-clock limit reached before the checks could end (a long setup): nothing
   # is known of the untouched tree.
   if ((DEADLINE_HIT)); then

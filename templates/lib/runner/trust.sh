@@ -194,9 +194,7 @@ trust_hold() {
 # trust_hold_loop: the loop directory as the runner left it just now (its own writes since
 # the last look, between two runs, were looked at by a trust_check runner first).
 trust_hold_loop() {
-  if ((TRUST_DEFERRED)); then
-    return 0
-  fi
+  ((TRUST_DEFERRED)) && return 0
   trust_loop_v
   TRUST_LOOP=$REPLY
 }
@@ -235,9 +233,7 @@ trust_check() {
   local refs=$mode
   [[ $mode == gate ]] && mode=runner
   TRUST_BAD=
-  if ((TRUST_DEFERRED)); then
-    return 0
-  fi
+  ((TRUST_DEFERRED)) && return 0
   if ! schedule_check; then
     TRUST_REASON=$REASON_SCRIPT_TAMPER TRUST_BAD=${SCHED_BAD:-the installed schedule} TRUST_WANT=$SCHED_WANT TRUST_HAVE=$SCHED_HAVE
     return 1
@@ -517,9 +513,7 @@ trust_first_run_pins() {
       done
       trust_loop_copy_files
     } | sort -zu | while IFS= read -r -d '' f; do
-      if [[ $f == .orbit-agent/* ]]; then
-        continue
-      fi
+      [[ $f == .orbit-agent/* ]] && continue
       [[ $f == *$'\n'* || $f == *\\* ]] && {
         orbit_log "warning: cannot pin '$f' (newline or backslash in its name)"
         continue

@@ -179,9 +179,7 @@ workspace_ensure() {
     state_event workspace_recreated "${S[NEXT_ITERATION]}" path "$WS" branch "$LOOP_BRANCH"
   fi
   workspace_git_facts
-  if ! workspace_ws_on_branch; then
-    workspace_head_restore "start"
-  fi
+  workspace_ws_on_branch || workspace_head_restore "start"
   if [[ -f $LOOP_DIR/.branch-head ]]; then
     want=$(<"$LOOP_DIR/.branch-head")
     head=$(config_git_q rev-parse --verify -q "refs/heads/$LOOP_BRANCH" 2>/dev/null || true)

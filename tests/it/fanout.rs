@@ -1171,6 +1171,16 @@ test "$(bash add.sh 2 2)" = 4
     assert_records_agree(&dir);
 }
 
+/// runner.log's lines that say how the candidates' checks were laid out, in order.
+fn laid_out(dir: &Path) -> Vec<String> {
+    fs::read_to_string(dir.join("runner.log"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("the checks of candidate(s)"))
+        .map(str::to_string)
+        .collect()
+}
+
 /// With the default `check-jobs` (0), checks that mostly wait run every candidate's at once,
 /// whatever the CPUs: here the runner sees one CPU (`OMP_NUM_THREADS=1`, which nproc obeys),
 /// so it used to check three candidates one after another. Each candidate's check run
@@ -1211,12 +1221,8 @@ test "$(bash add.sh 2 2)" = 4
     let one_cpu = [("OMP_NUM_THREADS", "1")];
     let out = repo.run_loop(&dir, &["--once"], &one_cpu);
     assert_code(&out, 10, "work remains after the first tick");
-    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
-    let laid: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("the checks of candidate(s)"))
-        .collect();
-    assert_eq!(laid.len(), 1, "{log}");
+    let laid = laid_out(&dir);
+    assert_eq!(laid.len(), 1, "{laid:?}");
     assert!(
         laid[0].contains("run, 3 at once (1 CPU(s), a verify run used "),
         "laid out by the red gate's run: {laid:?}"
@@ -1244,12 +1250,8 @@ test "$(bash add.sh 2 2)" = 4
     // A tick started afresh: no run of its own measured before the candidates' checks.
     let out = repo.run_loop(&dir, &["--once"], &one_cpu);
     assert_ok(&out, "DONE on the second tick");
-    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
-    let laid: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("the checks of candidate(s)"))
-        .collect();
-    assert_eq!(laid.len(), 2, "{log}");
+    let laid = laid_out(&dir);
+    assert_eq!(laid.len(), 2, "{laid:?}");
     assert!(
         laid[1].contains("run, 3 at once (1 CPU(s), a verify run used "),
         "laid out by the journal: {laid:?}"

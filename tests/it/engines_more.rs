@@ -762,9 +762,12 @@ fn copilot_edits_runs_the_checks_through_its_shell_tool() {
                 "create",
                 serde_json::json!({"path":ws.join("done.txt"),"file_text":"done\n"}),
             ),
+            // copilot's shell tool hands back what a command printed after `initial_wait`
+            // (30 s unless asked) and lets it run on: under load verify.sh can take longer.
             call(
                 "bash",
-                serde_json::json!({"command":"bash .orbit-agent/verify.sh","description":"checks"}),
+                serde_json::json!({"command":"bash .orbit-agent/verify.sh","description":"checks",
+                    "initial_wait":600}),
             ),
             call(
                 "create",

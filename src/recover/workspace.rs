@@ -197,19 +197,41 @@ pub struct Outcome {
     pub workspace: Option<String>,
 }
 
-/// A 2.0 loop that ran: its workspace is recreated when it is missing, and a loop branch
-/// moved by hand is accepted where it is (`.branch-head` rewritten).
+/// A 2.0 loop's workspace: one left where the loop's workspace belongs by another
+/// repository (or by this path's repository before it was deleted and made again) is named,
+/// never removed; when the loop ran, its workspace is recreated when it is missing, and a
+/// loop branch moved by hand is accepted where it is (`.branch-head` rewritten). `ws` is
+/// the state's workspace, empty before the first run (then the one the first run would
+/// make is looked at).
 pub fn check(lp: &LoopRef, plan: &mut Plan, ws: &str, iter_branch: &str) {
-    if ws.is_empty() {
-        return;
-    }
     let branch = if iter_branch.is_empty() {
         format!("orbit/{}", lp.name)
     } else {
         iter_branch.to_string()
     };
+    let ran = !ws.is_empty();
+    let ws = if ran {
+        ws.to_string()
+    } else {
+        workspace_of(lp)
+    };
+    let wsp = Path::new(&ws);
+    if let Some(names) = foreign_worktree(&lp.repo, wsp) {
+        let then = if ran {
+            format!("run orbit recover again (it is recreated from {branch})")
+        } else {
+            "run the loop (its first run makes it)".to_string()
+        };
+        plan.notes.push(format!(
+            "the workspace {ws} is not a worktree of this repository (its .git {names}; left by a repository deleted or moved from here?): move it away, then {then}"
+        ));
+        return;
+    }
+    if !ran {
+        return;
+    }
+    let ws = ws.as_str();
     let head = branch_head(&lp.repo, &branch);
-    let wsp = Path::new(ws);
     if !wsp.join(".git").exists() {
         let empty = std::fs::read_dir(wsp).map_or(true, |mut d| d.next().is_none());
         match &head {
@@ -246,6 +268,30 @@ pub fn check(lp: &LoopRef, plan: &mut Plan, ws: &str, iter_branch: &str) {
             plan.writes
                 .push((recorded, format!("{head}\n").into_bytes(), false));
         }
+    }
+}
+
+/// What is wrong with a `.git` at the workspace `ws` that is not a worktree of the
+/// repository `repo` (a regular file naming a directory under its common git directory's
+/// `worktrees/`); `None` when there is no `.git` there, or it is one. The file is read, never
+/// obeyed: no git runs in a directory the agent wrote.
+fn foreign_worktree(repo: &Path, ws: &Path) -> Option<String> {
+    let dotgit = ws.join(".git");
+    let meta = std::fs::symlink_metadata(&dotgit).ok()?;
+    if !meta.is_file() {
+        return Some("is not a file: a repository of its own, or a link".into());
+    }
+    let common =
+        super::candidates::git_common_dir(repo).and_then(|c| std::fs::canonicalize(c).ok())?;
+    let text = std::fs::read_to_string(&dotgit).unwrap_or_default();
+    let Some(gd) = text.lines().next().and_then(|l| l.strip_prefix("gitdir: ")) else {
+        return Some("names no git directory".into());
+    };
+    // A relative one (git's worktree.useRelativePaths) is from the workspace.
+    match std::fs::canonicalize(ws.join(gd)) {
+        Ok(real) if real.starts_with(common.join("worktrees")) && real.is_dir() => None,
+        Ok(_) => Some(format!("names {gd}, another repository's")),
+        Err(_) => Some(format!("names {gd}, which is gone")),
     }
 }
 

@@ -2250,3 +2250,73 @@ fn recover_recreates_the_workspace_and_accepts_a_moved_branch() {
         assert!(lp.result_iteration(2).contains("ITERATION=2\n"));
     }
 }
+
+/// The repository deleted and made again at the same path (a fresh clone, say): the default
+/// workspace of its loop of the same name is still there, its `.git` naming the gone
+/// repository. The runner refuses it and sends the user to `orbit recover`, which must say
+/// what to do (move it away), never claim there is nothing to repair, and never remove it (it
+/// may hold the only copy of work). Moved away, the loop starts afresh.
+#[test]
+fn recover_names_a_workspace_left_by_a_repository_made_again_at_the_same_path() {
+    let repo = Repo::new();
+    let agent = repo.agent("idle", "cat >/dev/null\necho x >> work.txt");
+    let dir = repo.init_loop(&agent, &["test -f never.txt"], &[]);
+    assert_code(&repo.run_loop(&dir, &["--once"], &[]), 10, "one tick");
+    let ws = repo.ws();
+    assert!(ws.join(".git").is_file(), "the loop made its workspace");
+    fs::write(ws.join("only-copy.txt"), "uncommitted work\n").unwrap();
+    // The repository goes, and a new one is made where it was.
+    for entry in fs::read_dir(repo.path()).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            fs::remove_dir_all(&p).unwrap();
+        } else {
+            fs::remove_file(&p).unwrap();
+        }
+    }
+    repo.git(&["init", "-q", "-b", "main"]);
+    repo.git(&["config", "user.name", "Orbit Test"]);
+    repo.git(&["config", "user.email", "orbit-test@example.invalid"]);
+    repo.write("README.md", "test repository, again\n");
+    repo.git(&["add", "README.md"]);
+    repo.git(&["commit", "-q", "-m", "init"]);
+    let dir = repo.init_loop(&agent, &["test -f never.txt"], &[]);
+    assert!(
+        ws.join(".git").is_file(),
+        "the old workspace is still there"
+    );
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert_code(
+        &out,
+        2,
+        "the runner refuses a workspace of another repository",
+    );
+    assert!(text(&out).contains("orbit recover"), "{}", text(&out));
+    let out = repo.orbit(&["recover", ".orbit/test-goal"]);
+    assert_ok(&out, "recover");
+    let said = text(&out);
+    assert!(
+        said.contains(&format!(
+            "the workspace {} is not a worktree of this repository (its .git names ",
+            ws.display()
+        )) && said.contains(", which is gone; ")
+            && said.contains("move it away, then run the loop (its first run makes it)"),
+        "{said}"
+    );
+    assert_eq!(
+        fs::read_to_string(ws.join("only-copy.txt")).unwrap(),
+        "uncommitted work\n",
+        "recover never removes it"
+    );
+    let away = PathBuf::from(format!("{}.old", ws.display()));
+    fs::rename(&ws, &away).unwrap();
+    assert_code(
+        &repo.run_loop(&dir, &["--once"], &[]),
+        10,
+        "moved away, the loop makes its workspace afresh",
+    );
+    assert!(ws.join(".git").is_file());
+    let again = repo.orbit(&["recover", ".orbit/test-goal"]);
+    assert!(!text(&again).contains("not a worktree"), "{}", text(&again));
+    fs::remove_dir_all(&away).unwrap();
+}

@@ -281,8 +281,7 @@ fn foreign_worktree(repo: &Path, ws: &Path) -> Option<String> {
     if !meta.is_file() {
         return Some("is not a file: a repository of its own, or a link".into());
     }
-    let common =
-        super::candidates::git_common_dir(repo).and_then(|c| std::fs::canonicalize(c).ok())?;
+    let common = crate::locate::workspace::git_common_dir(repo)?;
     let text = std::fs::read_to_string(&dotgit).unwrap_or_default();
     let Some(gd) = text.lines().next().and_then(|l| l.strip_prefix("gitdir: ")) else {
         return Some("names no git directory".into());

@@ -533,3 +533,101 @@ pub fn migrate(lp: &LoopRef, plan: &mut Plan, old: Option<&State>, ran: bool) ->
         workspace: Some(ws),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::foreign_worktree;
+    use std::path::Path;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    fn repo(dir: &Path) {
+        git(dir, &["init", "-q"]);
+        git(
+            dir,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "i",
+            ],
+        );
+    }
+
+    #[test]
+    fn a_workspace_is_this_repositorys_worktree_or_named_for_what_its_git_is() {
+        let t = tempfile::tempdir().unwrap();
+        let (mine, other) = (t.path().join("mine"), t.path().join("other"));
+        for r in [&mine, &other] {
+            std::fs::create_dir(r).unwrap();
+            repo(r);
+        }
+        let ws = t.path().join("ws");
+        git(
+            &mine,
+            &["worktree", "add", "-q", "--detach", ws.to_str().unwrap()],
+        );
+        assert_eq!(foreign_worktree(&mine, &ws), None, "its own worktree");
+        assert_eq!(
+            foreign_worktree(&mine, &t.path().join("none")),
+            None,
+            "no .git there: not this check's"
+        );
+        // Another repository's worktree where this loop's belongs.
+        let theirs = t.path().join("theirs");
+        git(
+            &other,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "--detach",
+                theirs.to_str().unwrap(),
+            ],
+        );
+        let said = foreign_worktree(&mine, &theirs).unwrap();
+        assert!(said.ends_with(", another repository's"), "{said}");
+        // A .git naming a git directory that is gone.
+        std::fs::write(ws.join(".git"), "gitdir: /nonexistent/.git/worktrees/ws\n").unwrap();
+        let said = foreign_worktree(&mine, &ws).unwrap();
+        assert!(said.ends_with(", which is gone"), "{said}");
+        // A .git that names nothing, a directory, a link to this repository's own.
+        std::fs::write(ws.join(".git"), "not a gitdir line\n").unwrap();
+        assert_eq!(
+            foreign_worktree(&mine, &ws).as_deref(),
+            Some("names no git directory")
+        );
+        std::fs::remove_file(ws.join(".git")).unwrap();
+        std::os::unix::fs::symlink(mine.join(".git"), ws.join(".git")).unwrap();
+        assert!(
+            foreign_worktree(&mine, &ws)
+                .unwrap()
+                .starts_with("is not a file")
+        );
+        std::fs::remove_file(ws.join(".git")).unwrap();
+        std::fs::create_dir(ws.join(".git")).unwrap();
+        assert!(
+            foreign_worktree(&mine, &ws)
+                .unwrap()
+                .starts_with("is not a file")
+        );
+    }
+}

@@ -63,9 +63,9 @@ pub const NEEDS: &[Need] = &[
         without: "the scripts stop (exit 2): no sha256 tool",
     },
     Need {
-        what: "perl 5 with Digest::SHA",
-        when: "the runner's resident hasher",
-        without: "each hash is one sha256sum (or shasum) call: slower, the same bytes",
+        what: "perl 5 with Digest::SHA and Time::HiRes",
+        when: "the runner's resident hasher, which also takes the runner's looks at the loop directory and git's files, compares them, and makes the state's atomic writes",
+        without: "each hash is one sha256sum (or shasum) call, each look one find, each comparison one diff, each write an rm, a sync and an mv: slower, the same results",
     },
     Need {
         what: "perl 5 with Digest::SHA, File::Find and Cwd",

@@ -397,6 +397,9 @@ orbit_sha256_str() { printf '%s' "$1" | orbit_sha256_stdin; }
 # ---- file); answer: 64 hex digits, or "-". Any trouble and the tools above take over.
 ORBIT_HASH_PID=
 ORBIT_HASH_READY=0
+# shellcheck disable=SC2016  # perl code, not shell
+ORBIT_HASHER_PL='
+@perl:hasher.pl@'
 # orbit_hasher_start: starts it; its first answer ("ready") is awaited at the first hash,
 # so that perl starts while the caller goes on.
 orbit_hasher_start() {
@@ -408,9 +411,7 @@ orbit_hasher_start() {
   # the runner closes the pipe.
   coproc ORBIT_HASHER {
     unset ORBIT_OWNER ORBIT_RUN_ID
-    # shellcheck disable=SC2016  # perl code, not shell
-    exec perl -e '
-      @perl:hasher.pl@' "${HOME_PERL_SUBS-}" 2>/dev/null 7<&- 8>&- 9>&-
+    exec perl -e "$ORBIT_HASHER_PL" "${HOME_PERL_SUBS-}" 2>/dev/null 7<&- 8>&- 9>&-
   }
   # shellcheck disable=SC2153  # ORBIT_HASHER_PID is set by coproc
   ORBIT_HASH_PID=$ORBIT_HASHER_PID
@@ -485,6 +486,33 @@ orbit_hasher_files() {
       fi
     done
     from=$i
+  done
+}
+
+# orbit_hasher_ask_v H|L DATA: REPLY is the hasher's answer of that kind ("<bytes>\n<answer>");
+# status 1 when it has none ("-") or cannot answer (and no hasher from then on). The answer
+# follows its length in the same write, and is read with no time bound: bash reads a pipe
+# byte by byte under -t (30 ms for a 30 KB listing, against 1 ms).
+orbit_hasher_ask_v() {
+  local LC_ALL=C n
+  orbit_hasher_alive || return 1
+  if printf '%s %d\n%s' "$1" "${#2}" "$2" >&"${ORBIT_HASHER[1]}" && read -r -t 60 n <&"${ORBIT_HASHER[0]}"; then
+    [[ $n == - ]] && return 1
+    REPLY=''
+    [[ $n =~ ^[0-9]+$ ]] && { ((n == 0)) || IFS= read -r -N "$n" REPLY <&"${ORBIT_HASHER[0]}"; } && ((${#REPLY} == n)) && return 0
+  fi
+  REPLY=''
+  orbit_hasher_stop
+  return 1
+}
+
+# orbit_hasher_args_v ARG...: REPLY is the arguments as a request of the hasher's carries them
+# (each as "<bytes> <argument>").
+orbit_hasher_args_v() {
+  local LC_ALL=C a
+  REPLY=''
+  for a in "$@"; do
+    REPLY+="${#a} $a"
   done
 }
 

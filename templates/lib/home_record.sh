@@ -38,24 +38,7 @@ HOME_PERL=$HOME_PERL_SUBS'
 # program's output. Status 1 when it cannot answer (no hasher, or its perl lacks a module):
 # the caller runs the program.
 home_record_hasher_home_v() {
-  local LC_ALL=C n
-  orbit_hasher_alive || return 1
-  if ! printf 'H %d\n%s' "${#1}" "$1" >&"${ORBIT_HASHER[1]}" || ! read -r -t 60 n <&"${ORBIT_HASHER[0]}"; then
-    orbit_hasher_stop
-    return 1
-  fi
-  [[ $n != - ]] || return 1
-  if [[ ! $n =~ ^[0-9]+$ ]]; then
-    orbit_hasher_stop
-    return 1
-  fi
-  REPLY=''
-  ((n == 0)) && return 0
-  if ! IFS= read -r -N "$n" -t 60 REPLY <&"${ORBIT_HASHER[0]}" || ((${#REPLY} != n)); then
-    REPLY=''
-    orbit_hasher_stop
-    return 1
-  fi
+  orbit_hasher_ask_v H "$1"
 }
 
 # home_record_v SPECS: REPLY is the record of the held paths the spec lines SPECS name

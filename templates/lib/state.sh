@@ -155,6 +155,26 @@ state_result_parse() {
   done <<<"${content%$'\n'}"
 }
 
+# state_put FILE TEXT: FILE made afresh holding TEXT, synced (a name planted there is removed,
+# never written through); status 1 when it cannot be (FILE removed). state_mv FROM TO: mv -f.
+# Both by the hasher where there is one, else by a program each.
+state_put() {
+  local REPLY
+  orbit_hasher_args_v "$@"
+  orbit_hasher_ask_v W "$REPLY" && return 0
+  rm -f -- "$1"
+  printf '%s' "$2" >"$1" || {
+    rm -f -- "$1"
+    return 1
+  }
+  sync -- "$1" 2>/dev/null || true
+}
+state_mv() {
+  local REPLY
+  orbit_hasher_args_v "$@"
+  orbit_hasher_ask_v R "$REPLY" || mv -f -- "$1" "$2"
+}
+
 # state_write_file PATH CONTENT: atomic write (temp in the same directory, sync, rename).
 state_write_file() {
   local path=$1 content=$2 tmp dir=.
@@ -162,14 +182,8 @@ state_write_file() {
     dir=${path%/*}
   fi
   tmp="$dir/.${path##*/}.tmp.$$"
-  # A name planted where the temp file goes is removed, never written through.
-  rm -f -- "$tmp"
-  printf '%s' "$content" >"$tmp" || {
-    rm -f -- "$tmp"
-    return 1
-  }
-  sync -- "$tmp" 2>/dev/null || true
-  mv -f -- "$tmp" "$path" || {
+  state_put "$tmp" "$content" || return 1
+  state_mv "$tmp" "$path" || {
     rm -f -- "$tmp"
     return 1
   }
@@ -189,7 +203,7 @@ state_sidecar_text() {
 # state_write DIR [RECORD]: GEN+1, LAST_UPDATED_AT=now, then state.env and its sidecar,
 # each atomic. RECORD TEXT, when named, runs first with the text about to be written.
 state_write() {
-  local dir=$1 record=${2:-} text half tmp side
+  local dir=$1 record=${2:-} text half tmp side sidecar
   S[GEN]=$((S[GEN] + 1))
   orbit_now_v
   S[LAST_UPDATED_AT]=$REPLY
@@ -206,27 +220,23 @@ state_write() {
     printf '%s' "${text:0:half}" >"$tmp"
     state_fault mid_state_write
   fi
-  # Both files are written and synced before either replaces its original (one sync for
-  # the two): state.env first, then its sidecar.
+  # Both files are written and synced before either replaces its original: state.env
+  # first, then its sidecar.
   state_sidecar_v "$text" "${S[GEN]}"
+  sidecar=$REPLY
   tmp="$dir/.state.env.tmp.$$"
   side="$dir/.state.env.sha256.tmp.$$"
-  rm -f -- "$tmp" "$side"
-  if ! printf '%s' "$text" >"$tmp"; then
+  state_put "$tmp" "$text" || state_records_fail "$dir/state.env"
+  if ! state_put "$side" "$sidecar"; then
     rm -f -- "$tmp"
-    state_records_fail "$dir/state.env"
-  fi
-  if ! printf '%s' "$REPLY" >"$side"; then
-    rm -f -- "$tmp" "$side"
     state_records_fail "$dir/state.env.sha256"
   fi
-  sync -- "$tmp" "$side" 2>/dev/null || true
-  if ! mv -f -- "$tmp" "$dir/state.env"; then
+  if ! state_mv "$tmp" "$dir/state.env"; then
     rm -f -- "$tmp" "$side"
     state_records_fail "$dir/state.env"
   fi
   state_fault after_state_before_sidecar
-  if ! mv -f -- "$side" "$dir/state.env.sha256"; then
+  if ! state_mv "$side" "$dir/state.env.sha256"; then
     rm -f -- "$side"
     state_records_fail "$dir/state.env.sha256"
   fi

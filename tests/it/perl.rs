@@ -724,6 +724,306 @@ fn the_hasher_answers_each_request_as_the_scripts_read_it() {
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
 
+/// Two listings of trust.sh's are the same: the same lines in any order, each line's fields
+/// the same but its two times, which agree to the microsecond (find prints the nanoseconds,
+/// perl what a double holds of them).
+fn same_listing(a: &str, b: &str) -> Result<(), String> {
+    let key = |l: &str| {
+        let f: Vec<&str> = l.splitn(6, ' ').collect();
+        if f.len() < 6 || f[3] == "-" {
+            return (l.to_string(), None);
+        }
+        let t = |s: &str| s.parse::<f64>().unwrap_or(f64::NAN);
+        (
+            format!("{} {} {} {}", f[0], f[1], f[2], f[5]),
+            Some((t(f[3]), t(f[4]))),
+        )
+    };
+    let sorted = |s: &str| {
+        let mut v: Vec<_> = s.lines().map(key).collect();
+        v.sort_by(|x, y| x.0.cmp(&y.0));
+        v
+    };
+    let (a, b) = (sorted(a), sorted(b));
+    if a.len() != b.len() {
+        return Err(format!("{} lines against {}", a.len(), b.len()));
+    }
+    for (x, y) in a.iter().zip(&b) {
+        let close = match (x.1, y.1) {
+            (Some((m1, c1)), Some((m2, c2))) => (m1 - m2).abs() < 1e-6 && (c1 - c2).abs() < 1e-6,
+            (None, None) => true,
+            _ => false,
+        };
+        if x.0 != y.0 || !close {
+            return Err(format!("{x:?} against {y:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// The looks trust.sh compares (the loop directory; git's control files, the user's git
+/// configuration and the directories of PATH in HOME), taken by the resident hasher, by its
+/// program run once, and by find: the same lines every way, so a run whose hasher is gone
+/// compares like with like. The loop directory holds what the runner leaves out (its scratch
+/// and logs as plain files) and what it names whatever it is (a link, a fifo, a name with a
+/// newline, the setup's cache by its line alone); below a PATH directory only its entries
+/// count, and git's info/refs not at all.
+#[test]
+fn the_hasher_lists_what_find_lists() {
+    if !perl_here() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let lp = w.join("repo/loop");
+    for d in [
+        "iterations/000001",
+        ".run-tmp/deep",
+        ".setup-cache/a/b",
+        ".pins",
+        "home/bin/tool.d",
+        "home/.config/git",
+    ] {
+        let base = if d.starts_with("home") {
+            w.to_path_buf()
+        } else {
+            lp.clone()
+        };
+        fs::create_dir_all(base.join(d)).unwrap();
+    }
+    for (f, body) in [
+        ("goal.md", "goal\n"),
+        ("iterations/000001/agent.log", "log\n"),
+        (".run-tmp/deep/scratch", "s"),
+        (".setup-cache/a/b/c", "c"),
+        ("runner.log", "r"),
+        ("runner.log.1", "r"),
+        ("notify.log", "n"),
+        ("new\nline", "x"),
+    ] {
+        fs::write(lp.join(f), body).unwrap();
+    }
+    std::os::unix::fs::symlink("/etc", lp.join(".run-tmp/link")).unwrap();
+    std::os::unix::fs::symlink("goal.md", lp.join("goal-link")).unwrap();
+    std::os::unix::fs::symlink("/etc", lp.join("runner.log.2")).unwrap();
+    let sh = |dir: &Path, script: &str| {
+        let ok = command("sh")
+            .args(["-c", script])
+            .current_dir(dir)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "{script}");
+    };
+    sh(
+        &lp,
+        "mkfifo fifo && mkdir 'dir\nname' && touch 'dir\nname/inner'",
+    );
+    fs::write(w.join("home/bin/tool"), "#!/bin/sh\n").unwrap();
+    fs::write(w.join("home/bin/tool.d/below"), "x").unwrap();
+    fs::write(w.join("home/.gitconfig"), "[include]\n\tpath = extra.inc\n").unwrap();
+    fs::write(w.join("home/.config/git/ignore"), "*.o\n").unwrap();
+    sh(
+        &w.join("repo"),
+        "git init -q . && mkdir -p .git/info && echo refs > .git/info/refs",
+    );
+    let body = r#"
+LOOP_DIR=$1 REPO_ROOT=${1%/loop} WS='' HOME=$2 XDG_CONFIG_HOME=''
+unset GIT_CONFIG_GLOBAL
+GIT_COMMON_ABS=$REPO_ROOT/.git GIT_DIR_ABS=$REPO_ROOT/.git
+PATH=$HOME/bin:$PATH
+look() {
+  trust_loop_v
+  printf '%s' "$REPLY" >"$4/$1.loop"
+  trust_git_v
+  printf '%s' "$REPLY" >"$4/$1.git"
+}
+look once "$@"
+orbit_hasher_start
+look resident "$@"
+orbit_hasher_alive || exit 5
+orbit_hasher_stop
+trust_list_v() { return 1; }
+look find "$@"
+"#;
+    let out_dir = w.join("out");
+    fs::create_dir(&out_dir).unwrap();
+    let out = crate::support::bash_with_parts(w, &["common", "runner/trust"], body)
+        .arg(&lp)
+        .arg(w.join("home"))
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |n: &str| fs::read_to_string(out_dir.join(n)).unwrap();
+    for kind in ["loop", "git"] {
+        let (once, resident, find) = (
+            read(&format!("once.{kind}")),
+            read(&format!("resident.{kind}")),
+            read(&format!("find.{kind}")),
+        );
+        assert_eq!(
+            once, resident,
+            "{kind}: the program run once and the resident one"
+        );
+        same_listing(&resident, &find)
+            .unwrap_or_else(|e| panic!("{kind}: {e}\n{resident}\n---\n{find}"));
+    }
+    let listing = read("resident.loop");
+    let names: Vec<&str> = listing
+        .lines()
+        .map(|l| l.splitn(6, ' ').nth(5).unwrap_or(l))
+        .collect();
+    for want in [
+        "goal.md",
+        "goal-link",
+        ".run-tmp/link",
+        "runner.log.2",
+        "fifo",
+        ".setup-cache",
+        "iterations/000001/agent.log",
+    ] {
+        assert!(names.contains(&want), "{want} listed: {listing}");
+    }
+    for not in [
+        ".run-tmp/deep/scratch",
+        "runner.log",
+        "runner.log.1",
+        "notify.log",
+        ".setup-cache/a",
+    ] {
+        assert!(!names.contains(&not), "{not} left out: {listing}");
+    }
+    assert!(
+        listing.contains("X - - - - new\nline") || listing.contains("X - - - - new"),
+        "{listing}"
+    );
+    assert!(
+        !listing.contains("inner"),
+        "a directory named with a newline is not entered: {listing}"
+    );
+    let git = read("resident.git");
+    let home = w.join("home").display().to_string();
+    for want in [
+        format!("{home}/bin/tool"),
+        format!("{home}/bin/tool.d"),
+        format!("{home}/.gitconfig"),
+        format!("{home}/.config/git/ignore"),
+    ] {
+        assert!(
+            git.lines().any(|l| l.ends_with(&format!(" {want}"))),
+            "{want} watched: {git}"
+        );
+    }
+    assert!(
+        git.contains(&format!("absent {home}/extra.inc")),
+        "an include not there yet: {git}"
+    );
+    assert!(
+        !git.contains("tool.d/below"),
+        "below a PATH directory's entries: {git}"
+    );
+    assert!(
+        !git.contains("info/refs") && git.contains("/.git/info"),
+        "{git}"
+    );
+}
+
+/// The runner's atomic writes through the hasher and without it (state.sh `state_put`,
+/// `state_mv`; state_write_file after them), the same either way: a name planted where the
+/// temporary file goes (a link to a file outside, as an agent would leave it) is removed,
+/// never written through; the text lands whole, synced, under its name; a write that cannot
+/// be made says so. And the changes between two listings (`D`) as trust.sh reads `diff`'s,
+/// and the processes a marker is in the environment of (`E`) as sweep_env reads `grep -l`'s.
+#[test]
+fn the_hasher_writes_renames_and_compares_as_the_tools_do() {
+    if !perl_here() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    for mode in ["resident", "tools"] {
+        let dir = w.join(mode);
+        fs::create_dir(&dir).unwrap();
+        let outside = w.join(format!("{mode}-outside"));
+        fs::write(&outside, "the user's file\n").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("notes.tmp")).unwrap();
+        let body = r#"
+dir=$1
+[[ $2 == resident ]] && orbit_hasher_start
+text=$'KEY=1\nSECOND=two words\n'
+state_put "$dir/notes.tmp" "$text" || exit 3
+state_mv "$dir/notes.tmp" "$dir/notes.md" || exit 4
+[[ ! -e $dir/notes.tmp ]] || exit 5
+REPLY=kept
+state_write_file "$dir/state.env" "$text" || exit 6
+[[ $REPLY == kept ]] || exit 7
+if state_put "$dir/no-such-dir/f" x 2>/dev/null; then exit 8; fi
+orbit_hasher_args_v $'a\nb\nc' $'a\nc\nd'
+if [[ $2 == resident ]]; then
+  orbit_hasher_ask_v D "$REPLY" || exit 9
+  printf '%s' "$REPLY" >"$dir/diff"
+  # The processes whose environment holds a marker (as sweep_env asks): a child's, once its
+  # exec has put the marker there; the shell that started it has none.
+  ORBIT_T_MARK=$dir sleep 60 &
+  sp=$!
+  for ((i = 0; i < 1000; i++)); do
+    grep -qzxF -- "ORBIT_T_MARK=$dir" "/proc/$sp/environ" 2>/dev/null && break
+    sleep 0.01
+  done
+  orbit_hasher_args_v "ORBIT_T_MARK=$dir"
+  orbit_hasher_ask_v E "$REPLY" || exit 11
+  kill "$sp"
+  [[ $REPLY == "/proc/$sp/environ" ]] || { echo "E answered: $REPLY (want /proc/$sp/environ)" >&2; exit 12; }
+  orbit_hasher_alive || exit 10
+fi
+"#;
+        let out = crate::support::bash_with_parts(w, &["common", "state"], body)
+            .arg(&dir)
+            .arg(mode)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: {:?} {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = "KEY=1\nSECOND=two words\n";
+        assert_eq!(
+            fs::read_to_string(&outside).unwrap(),
+            "the user's file\n",
+            "{mode}: written through a link"
+        );
+        assert_eq!(
+            fs::read_to_string(dir.join("notes.md")).unwrap(),
+            text,
+            "{mode}"
+        );
+        assert!(
+            !fs::symlink_metadata(dir.join("notes.md"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(
+            fs::read_to_string(dir.join("state.env")).unwrap(),
+            text,
+            "{mode}"
+        );
+        if mode == "resident" {
+            assert_eq!(
+                fs::read_to_string(dir.join("diff")).unwrap(),
+                "< b\n> d",
+                "lines only before, then only after"
+            );
+        }
+    }
+}
+
 /// prctl's syscall number where the runner knows it (lib/runner/reaper.sh `reaper_nr_v`).
 fn prctl_nr() -> Option<&'static str> {
     match std::env::consts::ARCH {

@@ -11,7 +11,7 @@ LIVE_PID=
 agent_live_reset() {
   rm -f -- "$ORBIT_TMP/agent.live.tmp"
   : >"$ORBIT_TMP/agent.live.tmp"
-  mv -f -- "$ORBIT_TMP/agent.live.tmp" "$ORBIT_TMP/agent.live"
+  state_mv "$ORBIT_TMP/agent.live.tmp" "$ORBIT_TMP/agent.live"
 }
 
 # agent_live_copy CAP FILE: appends at most CAP bytes of standard input to FILE as they come,

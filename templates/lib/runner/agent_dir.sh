@@ -13,14 +13,14 @@ agent_dir_fill() {
   local -a files=("$LOOP_DIR/goal.md" "$LOOP_DIR/verify.sh")
   if [[ -f $AGENT_DIR/lib.sh && ! -L $AGENT_DIR/lib.sh && -n $ORBIT_TMP ]] &&
     orbit_sha256_file_v "$AGENT_DIR/lib.sh" && [[ $REPLY == "${ORBIT_LIB_SHA256-}" ]] &&
-    mv -f -- "$AGENT_DIR/lib.sh" "$ORBIT_TMP/agent-lib.sh" 2>/dev/null; then
+    state_mv "$AGENT_DIR/lib.sh" "$ORBIT_TMP/agent-lib.sh" 2>/dev/null; then
     lib_kept=$ORBIT_TMP/agent-lib.sh
   else
     files+=("$LOOP_DIR/lib.sh")
   fi
   rm -rf -- "$AGENT_DIR"
   mkdir -- "$AGENT_DIR"
-  if [[ -n $lib_kept ]] && ! mv -f -- "$lib_kept" "$AGENT_DIR/lib.sh" 2>/dev/null; then
+  if [[ -n $lib_kept ]] && ! state_mv "$lib_kept" "$AGENT_DIR/lib.sh" 2>/dev/null; then
     files+=("$LOOP_DIR/lib.sh")
   fi
   if [[ ${prompt##*/} == prompt.md ]]; then
@@ -101,7 +101,7 @@ agent_dir_collect() {
   agent_dir_odd
   if ((!cand)) && agent_dir_real && [[ -f $AGENT_DIR/notes.md && ! -L $AGENT_DIR/notes.md ]]; then
     head -c "$AGENT_NOTES_MAX" -- "$AGENT_DIR/notes.md" >"$LOOP_DIR/.notes.md.tmp.$$" &&
-      mv -f -- "$LOOP_DIR/.notes.md.tmp.$$" "$LOOP_DIR/notes.md"
+      state_mv "$LOOP_DIR/.notes.md.tmp.$$" "$LOOP_DIR/notes.md"
   fi
   agent_dir_file_take cost "$cfile" || true
 }

@@ -3,10 +3,16 @@
 # sweep_env MARKER [wait]: KILLs them; with "wait", returns once they are gone (at most 2 s:
 # a process that took the KILL is gone within milliseconds).
 sweep_env() {
-  local marker=$1 f pid i
+  local marker=$1 f pid i REPLY
   local -a swept=()
   [[ -d /proc/self ]] || return 0
+  orbit_hasher_args_v "$marker"
+  orbit_hasher_ask_v E "$REPLY" || REPLY=$(
+    unset ORBIT_OWNER
+    grep -lzxF -- "$marker" /proc/[0-9]*/environ 2>/dev/null || true
+  )
   while IFS= read -r f; do
+    [[ -n $f ]] || continue
     pid=${f#/proc/}
     pid=${pid%%/*}
     [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
@@ -14,10 +20,7 @@ sweep_env() {
     orbit_log "sweeping leftover process $pid ($({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | cut -c1-80 || true))"
     kill -KILL "$pid" 2>/dev/null || true
     swept+=("$pid")
-  done < <(
-    unset ORBIT_OWNER
-    grep -lzxF -- "$marker" /proc/[0-9]*/environ 2>/dev/null || true
-  )
+  done <<<"$REPLY"
   [[ ${2:-} == wait ]] || return 0
   # A process on its way out (a zombie included) no longer shows its environment.
   for pid in "${swept[@]}"; do

@@ -226,7 +226,7 @@ workspace_branch_head_record() {
   fi
   if [[ -n $head ]]; then
     { printf '%s\n' "$head" >"$LOOP_DIR/.branch-head.tmp" &&
-      mv -f -- "$LOOP_DIR/.branch-head.tmp" "$LOOP_DIR/.branch-head"; } ||
+      state_mv "$LOOP_DIR/.branch-head.tmp" "$LOOP_DIR/.branch-head"; } ||
       orbit_die "$EXIT_STATE_CORRUPT" "cannot write $LOOP_DIR/.branch-head"
   fi
 }

@@ -72,6 +72,9 @@ fn first_claim_fails_in_the_clean_checkout(repo: &Repo, dir: &Path) {
         repo.ws_sibling(".clean").join(".git").exists(),
         "the clean checkout stays for the next claim"
     );
+    // Made for the first time, it had nothing to remove first: no error of git's is logged.
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(!log.contains("fatal:"), "{log}");
 }
 
 /// The second claim (a `--once` tick) on a tree that still lacks the answer: not DONE, its

@@ -2291,7 +2291,12 @@ fn recover_names_a_workspace_left_by_a_repository_made_again_at_the_same_path() 
         2,
         "the runner refuses a workspace of another repository",
     );
-    assert!(text(&out).contains("orbit recover"), "{}", text(&out));
+    assert!(
+        text(&out).contains("orbit recover")
+            && text(&out).contains(", which is gone (a repository deleted and made again"),
+        "the runner names the cause: {}",
+        text(&out)
+    );
     let out = repo.orbit(&["recover", ".orbit/test-goal"]);
     assert_ok(&out, "recover");
     let said = text(&out);

@@ -255,7 +255,8 @@ evidence_clean_move() {
 # `git worktree add` of an empty one; the runner's index of it forgotten.
 evidence_clean_fresh() {
   local cws=$1
-  config_repo_git worktree remove -f -f -- "$cws" >>"$ORBIT_LOG_FILE" 2>&1 || true
+  # Nothing there yet, at a loop's first claim, is no error of the log's.
+  config_repo_git worktree remove -f -f -- "$cws" >/dev/null 2>&1 || true
   if [[ -e $cws || -L $cws ]]; then
     [[ -L $cws ]] || chmod -R u+rwx -- "$cws" 2>/dev/null || true
     rm -rf -- "$cws" 2>>"$ORBIT_LOG_FILE" || true

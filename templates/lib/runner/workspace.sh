@@ -33,14 +33,26 @@ workspace_path_v() {
   REPLY=$p
 }
 
+# workspace_not_git: the preflight stops on a workspace git takes for no worktree, naming
+# the cause where its .git file tells it: a git directory that is gone, as a repository
+# deleted and made again at the same path leaves its old workspace.
+workspace_not_git() {
+  local gd=''
+  [[ -f $WS/.git && ! -L $WS/.git ]] && IFS= read -r gd <"$WS/.git"
+  gd=${gd#gitdir: }
+  [[ -z $gd || $gd == /* ]] || gd=$WS/$gd
+  [[ -n $gd && ! -e $gd ]] &&
+    preflight_fail "the workspace $WS is not a git worktree: its .git names ${gd//[[:cntrl:]]/?}, which is gone (a repository deleted and made again at this path leaves it so); move the workspace away (it may hold uncommitted work), then run the loop again (orbit recover says the same)"
+  preflight_fail "the workspace $WS is not a git worktree: run orbit recover to recreate it"
+}
+
 # workspace_git_facts: the workspace's git directory (its HEAD, index and in-progress
 # operations), whether commits need the porcelain (a signature to make), the hooks the
 # checks run (COMMIT_HOOKS_DIR), and no rebase or merge left half-done in it.
 workspace_git_facts() {
   local out f hooks rel off=0
   local -a facts=()
-  out=$(config_git_q rev-parse --absolute-git-dir --git-path hooks 2>/dev/null) ||
-    preflight_fail "the workspace $WS is not a git worktree: run orbit recover to recreate it"
+  out=$(config_git_q rev-parse --absolute-git-dir --git-path hooks 2>/dev/null) || workspace_not_git
   mapfile -t facts <<<"$out"
   GIT_DIR_ABS=${facts[0]} hooks=${facts[1]-}
   if [[ $hooks != /* ]]; then

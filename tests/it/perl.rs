@@ -869,6 +869,17 @@ look find "$@"
             once, resident,
             "{kind}: the program run once and the resident one"
         );
+        // Each way really ran: perl's times carry 9 decimals, find's 10.
+        let decimals = |listing: &str| {
+            listing
+                .lines()
+                .find_map(|l| {
+                    let t = l.split(' ').nth(3).filter(|t| *t != "-")?;
+                    Some(t.split('.').nth(1).map_or(0, str::len))
+                })
+                .unwrap_or_else(|| panic!("{kind}: no timed line: {listing}"))
+        };
+        assert_eq!((decimals(&resident), decimals(&find)), (9, 10), "{kind}");
         same_listing(&resident, &find)
             .unwrap_or_else(|e| panic!("{kind}: {e}\n{resident}\n---\n{find}"));
     }

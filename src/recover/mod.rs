@@ -65,6 +65,9 @@ pub struct Plan {
     pub journal_break: Option<(usize, String, usize)>,
     /// Notes that need no writing (evidence the user should know of).
     pub notes: Vec<String>,
+    /// What the user must do before the next run can go on, when a note names something
+    /// recover will not touch that stops it (a workspace in the way): "moved away", say.
+    pub blocked_until: Option<&'static str>,
     /// Git steps (the workspace, the user's checkout), run before any file is written.
     pub git: Vec<workspace::GitStep>,
     pub last_completed: u64,
@@ -235,6 +238,9 @@ pub fn run(args: &RecoverArgs) -> Result<u8> {
 }
 
 fn resume_hint(plan: &Plan) -> String {
+    if let Some(until) = plan.blocked_until {
+        return format!("; but the next run stops on the workspace until {until} (note below)");
+    }
     match &plan.result {
         Some(s) if s.last_status == Status::Done => "; the loop is DONE".into(),
         Some(s) if s.last_status == Status::Aborted => format!(

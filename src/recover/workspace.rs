@@ -225,6 +225,7 @@ pub fn check(lp: &LoopRef, plan: &mut Plan, ws: &str, iter_branch: &str) {
         plan.notes.push(format!(
             "the workspace {ws} is not a worktree of this repository (its .git {names}; left by a repository deleted or moved from here?): move it away, then {then}"
         ));
+        plan.blocked_until = Some("it is moved away");
         return;
     }
     if !ran {
@@ -235,9 +236,12 @@ pub fn check(lp: &LoopRef, plan: &mut Plan, ws: &str, iter_branch: &str) {
     if !wsp.join(".git").exists() {
         let empty = std::fs::read_dir(wsp).map_or(true, |mut d| d.next().is_none());
         match &head {
-            _ if !empty => plan.notes.push(format!(
-                "the workspace {ws} exists but is not a git worktree: move it away, then run orbit recover again (it is recreated from {branch})"
-            )),
+            _ if !empty => {
+                plan.notes.push(format!(
+                    "the workspace {ws} exists but is not a git worktree: move it away, then run orbit recover again (it is recreated from {branch})"
+                ));
+                plan.blocked_until = Some("it is moved away");
+            }
             Some(_) => {
                 plan.repairs.push(format!(
                     "the workspace {ws} is missing: recreated from {branch}"
@@ -248,9 +252,12 @@ pub fn check(lp: &LoopRef, plan: &mut Plan, ws: &str, iter_branch: &str) {
                     create_at: None,
                 });
             }
-            None => plan.notes.push(format!(
-                "the workspace {ws} and the loop branch {branch} are both gone: recreate the branch (git branch {branch} <commit>), then run orbit recover again"
-            )),
+            None => {
+                plan.notes.push(format!(
+                    "the workspace {ws} and the loop branch {branch} are both gone: recreate the branch (git branch {branch} <commit>), then run orbit recover again"
+                ));
+                plan.blocked_until = Some("the loop branch is recreated");
+            }
         }
     }
     let recorded = lp.dir.join(".branch-head");

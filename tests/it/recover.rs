@@ -2254,7 +2254,7 @@ fn recover_recreates_the_workspace_and_accepts_a_moved_branch() {
 /// The repository deleted and made again at the same path (a fresh clone, say): the default
 /// workspace of its loop of the same name is still there, its `.git` naming the gone
 /// repository. The runner refuses it and sends the user to `orbit recover`, which must say
-/// what to do (move it away), never claim there is nothing to repair, and never remove it (it
+/// what to do (move it away), never promise that the next run resumes, and never remove it (it
 /// may hold the only copy of work). Moved away, the loop starts afresh.
 #[test]
 fn recover_names_a_workspace_left_by_a_repository_made_again_at_the_same_path() {
@@ -2306,6 +2306,12 @@ fn recover_names_a_workspace_left_by_a_repository_made_again_at_the_same_path() 
             ws.display()
         )) && said.contains(", which is gone; ")
             && said.contains("move it away, then run the loop (its first run makes it)"),
+        "{said}"
+    );
+    // The headline never promises a resume that the workspace stops.
+    assert!(
+        !said.contains("the next run resumes")
+            && said.contains("the next run stops on the workspace until it is moved away"),
         "{said}"
     );
     assert_eq!(

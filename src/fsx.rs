@@ -27,6 +27,26 @@ pub fn sha256_hex(data: &[u8]) -> String {
     out
 }
 
+/// Lowercase hex sha256 of what `reader` yields, read in 64 KiB pieces: a large file (the
+/// orbit binary a loop pins) is hashed without being held in memory.
+pub fn sha256_hex_of(mut reader: impl Read) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut out = String::with_capacity(64);
+    for b in hasher.finalize().iter() {
+        out.push_str(&format!("{b:02x}"));
+    }
+    Ok(out)
+}
+
 /// Writes `data` to `path` atomically: a temp file in the same directory, fsync, rename,
 /// fsync of the directory. A crash leaves either the old file or the new one, never a mix.
 /// Never follows a symlink at `path`: the rename replaces the link itself.
@@ -325,6 +345,30 @@ pub fn iso_utc(epoch: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_streamed_hash_is_the_hash_of_the_bytes() {
+        // Across several 64 KiB pieces and a short last one, through a reader that yields
+        // a few bytes at a time.
+        let data: Vec<u8> = (0..200_003u32).map(|i| (i * 31 % 251) as u8).collect();
+        struct Dribble<'a>(&'a [u8]);
+        impl std::io::Read for Dribble<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.len().min(buf.len()).min(7_777);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        assert_eq!(
+            super::sha256_hex_of(Dribble(&data)).unwrap(),
+            super::sha256_hex(&data)
+        );
+        assert_eq!(
+            super::sha256_hex_of(&b""[..]).unwrap(),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -1082,8 +1082,9 @@ pub fn orbit_pin() -> Result<String> {
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .map_err(|e| Error::io("cannot find this orbit's own binary", e))?;
-    let bytes =
-        std::fs::read(&exe).map_err(|e| Error::io(format!("cannot read {}", exe.display()), e))?;
+    let hash = std::fs::File::open(&exe)
+        .and_then(crate::fsx::sha256_hex_of)
+        .map_err(|e| Error::io(format!("cannot read {}", exe.display()), e))?;
     let path = exe.display().to_string();
     if path.contains(['\n', '\r']) {
         return Err(Error::Usage(format!(
@@ -1091,7 +1092,7 @@ pub fn orbit_pin() -> Result<String> {
             path.escape_debug()
         )));
     }
-    Ok(format!("{}  {path}\n", crate::fsx::sha256_hex(&bytes)))
+    Ok(format!("{hash}  {path}\n"))
 }
 
 #[cfg(test)]

@@ -216,6 +216,13 @@ echo "$task" > "$task.txt"; claim_done"#,
         .parse()
         .unwrap();
     let calls = calls(q.rec());
+    // b's loop in its own words, for a failure below to be read.
+    let b_loop = q.repo.join(".orbit/b-a1");
+    let o = format!(
+        "{o}\n--- b's runner.log\n{}\n--- b's progress.md\n{}",
+        fs::read_to_string(b_loop.join("runner.log")).unwrap_or_default(),
+        fs::read_to_string(b_loop.join("progress.md")).unwrap_or_default()
+    );
     // The limit was met while b's attempt ran: b's first call came before it.
     let b_calls: Vec<u64> = calls
         .iter()

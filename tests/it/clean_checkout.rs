@@ -344,3 +344,59 @@ fn the_clean_checkout_is_moved_to_the_next_claims_tree_writing_only_the_files_th
     let log = fs::read_to_string(dir.join("runner.log")).unwrap();
     assert!(!log.contains("made afresh"), "{log}");
 }
+
+/// Another loop of the repository adding a worktree at the same moment can make git fail
+/// the clean checkout's add ("fatal: failed to read .git/worktrees/NAME/commondir: Success",
+/// seen in a queue of two tasks). A git in front of the real one fails the first add of the
+/// clean checkout so: the add is tried again, and the claim is DONE in its own iteration
+/// instead of rejected (which would cost an agent run).
+#[test]
+fn a_clean_checkout_add_that_git_fails_beside_another_is_tried_again() {
+    let repo = repo_with_answer();
+    let agent = claimer(&repo, 1);
+    let dir = repo.init_loop(&agent, &[CHECK], &[]);
+    let real = String::from_utf8(
+        command("bash")
+            .args(["-c", "command -v git"])
+            .env("PATH", repo.path_env())
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    let shim = repo.bin.path().join("git-shim");
+    let marks = repo.bin.path().join("git-marks");
+    fs::create_dir_all(&shim).unwrap();
+    fs::create_dir_all(&marks).unwrap();
+    let m = marks.display();
+    fs::write(
+        shim.join("git"),
+        format!(
+            "#!/bin/bash\n\
+             if [[ \" $* \" == *' worktree add '*'(clean checkout)'* ]] && mkdir {m}/failed 2>/dev/null; then\n\
+               echo 'fatal: failed to read .git/worktrees/other-a1.clean/commondir: Success' >&2\n\
+               exit 128\n\
+             fi\n\
+             exec {real} \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(shim.join("git"), fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", shim.display(), repo.path_env());
+    let out = repo.run_loop(&dir, &[], &[("PATH", &path), ("MAX_ITERATIONS", "3")]);
+    assert!(
+        marks.join("failed").is_dir(),
+        "the clean checkout's first add failed: {}",
+        text(&out)
+    );
+    assert_code(&out, 0, "DONE, the clean checkout made on a second try");
+    let log = fs::read_to_string(dir.join("runner.log")).unwrap();
+    assert!(
+        log.contains("git worktree add of the clean checkout failed (try 1 of 3")
+            && log.contains("DONE after 1 iteration(s)"),
+        "{log}"
+    );
+}

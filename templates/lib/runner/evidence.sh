@@ -267,7 +267,16 @@ evidence_clean_fresh() {
     return 1
   fi
   rm -f -- "$LOOP_DIR/.tree-index.clean"
-  config_repo_git worktree add -q --detach --no-checkout --lock --reason "orbit loop $LOOP_DIR (clean checkout)" -- "$cws" HEAD >>"$ORBIT_LOG_FILE" 2>&1
+  # Another loop of this repository adding a worktree at the same moment can make git fail
+  # ("failed to read .git/worktrees/X/commondir"): tried again, three times in all.
+  local try
+  for try in 1 2 3; do
+    config_repo_git worktree add -q --detach --no-checkout --lock --reason "orbit loop $LOOP_DIR (clean checkout)" -- "$cws" HEAD >>"$ORBIT_LOG_FILE" 2>&1 && return 0
+    config_repo_git worktree remove -f -f -- "$cws" >/dev/null 2>&1 || true
+    [[ ! -e $cws && $try != 3 ]] || return 1
+    orbit_log "git worktree add of the clean checkout failed (try $try of 3; see above): trying again"
+    sleep 1
+  done
 }
 
 # evidence_clean_checkout_v TREE: REPLY is the clean checkout (<workspace>.clean) holding exactly

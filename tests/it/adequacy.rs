@@ -387,17 +387,7 @@ fn a_checkout_that_git_fails_beside_another_is_tried_again_and_none_is_made_at_o
             "def add(a, b):\n    if a > 100:\n        return a\n    return a + b\n",
         )],
     );
-    let real = String::from_utf8(
-        command("bash")
-            .args(["-c", "command -v git"])
-            .env("PATH", repo.path_env())
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap()
-    .trim()
-    .to_string();
+    let real = repo.real_git();
     let shim = repo.bin.path().join("git-shim");
     let marks = repo.bin.path().join("git-marks");
     std::fs::create_dir_all(&shim).unwrap();

@@ -355,17 +355,7 @@ fn a_clean_checkout_add_that_git_fails_beside_another_is_tried_again() {
     let repo = repo_with_answer();
     let agent = claimer(&repo, 1);
     let dir = repo.init_loop(&agent, &[CHECK], &[]);
-    let real = String::from_utf8(
-        command("bash")
-            .args(["-c", "command -v git"])
-            .env("PATH", repo.path_env())
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap()
-    .trim()
-    .to_string();
+    let real = repo.real_git();
     let shim = repo.bin.path().join("git-shim");
     let marks = repo.bin.path().join("git-marks");
     fs::create_dir_all(&shim).unwrap();

@@ -279,6 +279,17 @@ impl Repo {
         self.join(".orbit/test-goal")
     }
 
+    /// The git the loop finds on the repository's PATH: what a stand-in git in front of it
+    /// runs for the calls it does not fake.
+    pub fn real_git(&self) -> String {
+        let out = command("bash")
+            .args(["-c", "command -v git"])
+            .env("PATH", self.path_env())
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
     /// `bash run-loop.sh ARGS` started in the background (output piped), for tests that
     /// signal or race a running loop.
     pub fn spawn_loop(

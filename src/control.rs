@@ -24,16 +24,39 @@ pub(crate) struct Held {
 }
 
 pub(crate) fn hold_lock(dir: &Path) -> Result<Held> {
+    try_hold_lock(dir)?.ok_or_else(|| taken_meanwhile(dir))
+}
+
+/// The loop's lock as [`hold_lock`] takes it, waiting until `deadline` while it is taken:
+/// a runner that has just exited can leave a child holding the lock's descriptor for a
+/// moment (a `sleep` of its exit path), and a stop that gave up then would leave the loop
+/// unheld.
+fn hold_lock_by(dir: &Path, deadline: Instant) -> Result<Held> {
+    loop {
+        if let Some(held) = try_hold_lock(dir)? {
+            return Ok(held);
+        }
+        if Instant::now() >= deadline {
+            return Err(taken_meanwhile(dir));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn taken_meanwhile(dir: &Path) -> Error {
+    Error::Refused(format!(
+        "a runner holds {} (it started meanwhile): run the command again",
+        dir.join(".run-loop.lock").display()
+    ))
+}
+
+/// The loop's lock, or None while another process holds it.
+fn try_hold_lock(dir: &Path) -> Result<Option<Held>> {
     let path = dir.join(".run-loop.lock");
     let file = fsx::open_append_regular(&path)?;
     match file.try_lock() {
         Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => {
-            return Err(Error::Refused(format!(
-                "a runner holds {} (it started meanwhile): run the command again",
-                path.display()
-            )));
-        }
+        Err(fs::TryLockError::WouldBlock) => return Ok(None),
         Err(fs::TryLockError::Error(e)) => {
             return Err(Error::io(format!("cannot lock {}", path.display()), e));
         }
@@ -44,7 +67,7 @@ pub(crate) fn hold_lock(dir: &Path) -> Result<Held> {
             "a runner (pid {pid}) holds the loop: stop it first (orbit stop)"
         )));
     }
-    Ok(Held { _file: file })
+    Ok(Some(Held { _file: file }))
 }
 
 /// The loop's state, sealed: a state that does not match its sidecar is for `orbit recover`.
@@ -139,8 +162,7 @@ pub(crate) fn append_event_at(
 }
 
 /// Signals a live runner to save its state and exit, and waits until it has.
-fn stop_runner(dir: &Path, wait: &str) -> Result<Option<u32>> {
-    let wait_secs = parse_duration("--wait", wait)?;
+fn stop_runner(dir: &Path, wait: &str, deadline: Instant) -> Result<Option<u32>> {
     let Some(pid) = crate::ops::runner_pid(dir) else {
         return Ok(None);
     };
@@ -153,9 +175,8 @@ fn stop_runner(dir: &Path, wait: &str) -> Result<Option<u32>> {
             "cannot signal the runner (pid {pid})"
         )));
     }
-    let t0 = Instant::now();
     while crate::ops::runner_pid(dir) == Some(pid) {
-        if t0.elapsed() > Duration::from_secs(wait_secs) {
+        if Instant::now() > deadline {
             return Err(Error::Refused(format!(
                 "the runner (pid {pid}) still holds the lock after {wait}: try again, or kill -KILL {pid} and run orbit recover"
             )));
@@ -178,8 +199,12 @@ pub fn stop(args: &StopArgs) -> Result<u8> {
 /// for a live runner: returns what it did, in words (`orbit serve`'s stop button says it).
 pub fn stop_loop(dir: &Path, wait: &str) -> Result<String> {
     let dir = dir.to_path_buf();
-    let stopped = stop_runner(&dir, wait)?;
-    let _lock = hold_lock(&dir)?;
+    let deadline = Instant::now() + Duration::from_secs(parse_duration("--wait", wait)?);
+    let stopped = stop_runner(&dir, wait, deadline)?;
+    let _lock = match stopped {
+        Some(_) => hold_lock_by(&dir, deadline)?,
+        None => hold_lock(&dir)?,
+    };
     let state = read_sealed(&dir)?;
     let said = match stopped {
         Some(pid) => format!("stopped the runner (pid {pid}); "),

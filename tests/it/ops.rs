@@ -946,6 +946,54 @@ fn tmux_start_then_orbit_stop_leaves_a_resumable_state_and_no_orphan() {
     assert!(has.success(), "the ended loop's session is still open");
 }
 
+/// A runner's last child can hold the lock a moment after the runner itself has gone (a
+/// `sleep` its exit path started, say): `orbit stop` waits for the lock within `--wait`,
+/// where it refused with "it started meanwhile" and left the loop unheld.
+#[test]
+fn orbit_stop_waits_for_the_lock_a_stopped_runners_child_still_holds() {
+    let repo = Repo::new();
+    let agent = repo.agent("worker", "cat >/dev/null; echo x >> work.txt");
+    let dir = repo.init_loop(&agent, &["test -f never-there"], &[]);
+    let ready = repo.bin.path().join("holding");
+    // A stand-in runner (its command line names run-loop.sh, as the runner's does) holding
+    // the lock as the runner does; on TERM it leaves a child with the lock's descriptor
+    // that lives on for 2 s after it.
+    let script = format!(
+        "exec 9>>'{lock}'; flock -n 9 || exit 9; trap 'sleep 2 & exit 0' TERM; touch '{ready}'; while :; do sleep 0.05; done",
+        lock = dir.join(".run-loop.lock").display(),
+        ready = ready.display()
+    );
+    let mut runner = command("bash")
+        .args([
+            "-c",
+            &script,
+            &dir.join("run-loop.sh").display().to_string(),
+        ])
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !ready.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the stand-in runner never held the lock"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = orbit::ops::runner_pid(&dir).expect("the stand-in holds the lock as a runner");
+    assert_eq!(pid, runner.id());
+    let out = repo.orbit(&["stop", "--wait", "60s"]);
+    runner.wait().unwrap();
+    assert_ok(&out, "orbit stop while the runner's child holds the lock");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("stopped the runner (pid {pid})")),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(state_value(&dir, "LAST_STATUS"), "PAUSED");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "stopped");
+}
+
 /// `orbit stop` on an idle loop holds it: every run (a cron tick) exits 18 at once and
 /// changes nothing, the audit says PAUSED with a sound journal, and `orbit resume` lets it
 /// go on from where it was.

@@ -480,6 +480,36 @@ fn hostile_goals_render_safely_and_reach_the_agent_byte_for_byte() {
     }
 }
 
+/// The shellcheck of the tests checks a library once per `library_key`: two loops that differ
+/// only in their names and their agents' paths are one check, and a loop whose parts differ
+/// (another engine) or whose settings hold a quoted `$` is a check of its own.
+#[test]
+fn libraries_differing_only_in_plain_settings_share_one_shellcheck() {
+    let repo = Repo::new();
+    let key = |name: &str, extra: &[&str]| {
+        let dir_rel = format!(".orbit/{name}");
+        let mut args = vec!["init", "a goal", "--dir", &dir_rel, "--verify", "true"];
+        args.extend_from_slice(extra);
+        assert_ok(&repo.orbit(&args), "orbit init");
+        let lib = fs::read_to_string(repo.join(&dir_rel).join("lib.sh")).unwrap();
+        (lib.clone(), crate::support::library_key(&lib))
+    };
+    let custom = |exec: &'static str| ["--engine", "custom", "--exec", exec];
+    let (a, ka) = key("one", &custom("/opt/agents/run-it"));
+    let (b, kb) = key("two", &custom("/usr/bin/other-agent"));
+    assert_ne!(a, b, "the libraries differ");
+    assert_eq!(ka, kb, "in plain settings only");
+    let (_, kc) = key("three", &["--engine", "codex"]);
+    assert_ne!(ka, kc, "another engine's parts");
+    let (d, kd) = key("four", &custom("/usr/bin/agent $HOME"));
+    let (_, ke) = key("five", &custom("/usr/bin/agent $PATH"));
+    assert!(
+        d.contains("'$HOME'"),
+        "the agent's argument as lib.sh holds it"
+    );
+    assert_ne!(kd, ke, "a quoted `$` is looked at");
+}
+
 fn assert_no_canary(repo: &Repo, name: &str) {
     let found = walkdir::WalkDir::new(repo.path())
         .into_iter()

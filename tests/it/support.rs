@@ -652,11 +652,12 @@ pub fn assert_script_clean(path: &Path) {
         assert_script_clean(&lib);
     }
     if path == lib {
-        let sha = file_sha(path);
-        if CHECKED.lock().unwrap().contains(&sha) {
+        let key = library_key(&fs::read_to_string(path).unwrap());
+        let mut checked = CHECKED.lock().unwrap();
+        if checked.contains(&key) {
             return;
         }
-        CHECKED.lock().unwrap().push(sha);
+        checked.push(key);
     }
     let out = command("bash").arg("-n").arg(path).output().unwrap();
     assert!(
@@ -678,6 +679,49 @@ pub fn assert_script_clean(path: &Path) {
             String::from_utf8_lossy(&out.stdout)
         );
     }
+}
+
+/// The key a library is shellchecked once under: its sha256 with each plain single-quoted
+/// value of the loop's settings (the body of `orbit_settings`) read as `'x'`. shellcheck
+/// never looks into a single-quoted word of letters, digits, spaces and `._/:@%+=,-` (no
+/// `$`, backquote, backslash or quote for a finding to be about), so libraries that differ
+/// only in such values (a loop's name, its agent's path) have the same findings, and one
+/// check answers for them all: loops that differ in their parts are checked each.
+pub fn library_key(text: &str) -> String {
+    let plain = |v: &str| {
+        !v.is_empty()
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || " ._/:@%+=,-".contains(c))
+    };
+    let Some(start) = text.find("\norbit_settings() {\n") else {
+        return orbit::fsx::sha256_hex(text.as_bytes());
+    };
+    let end = text[start + 1..]
+        .find("\n}\n")
+        .map_or(text.len(), |e| start + 1 + e);
+    let mut key = String::with_capacity(text.len());
+    key.push_str(&text[..start]);
+    for line in text[start..end].split_inclusive('\n') {
+        // Quotes alternate (the odd pieces of a line split at its quotes are quoted words)
+        // on a line without a backslash or `$'`, whose quotes may be escaped: such a line
+        // is kept as it is.
+        if line.contains('\\') || line.contains("$'") {
+            key.push_str(line);
+            continue;
+        }
+        for (i, piece) in line.split('\'').enumerate() {
+            if i > 0 {
+                key.push('\'');
+            }
+            key.push_str(if i % 2 == 1 && plain(piece) {
+                "x"
+            } else {
+                piece
+            });
+        }
+    }
+    key.push_str(&text[end..]);
+    orbit::fsx::sha256_hex(key.as_bytes())
 }
 
 /// Processes whose environment carries `marker` (Linux /proc); used to prove that no

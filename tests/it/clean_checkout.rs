@@ -276,6 +276,41 @@ fn a_dot_git_a_check_put_in_the_clean_checkout_is_never_obeyed_and_the_checkout_
     assert_eq!(repo.git(&["show", "orbit/test-goal:tracked.txt"]), "yes\n");
 }
 
+/// A check in the clean checkout that swaps its `.git` for a repository of its own whose
+/// configuration names a clean filter for every file (and leaves a new file for git to read
+/// through it): the runner's look at what the checks changed runs git with the checkout's
+/// proven git directory, never the one found there, so no program of the plant's runs as the
+/// runner (outside the sandbox), and that look works: nothing of git's fails in runner.log.
+#[test]
+fn a_dot_git_with_a_clean_filter_a_check_put_in_the_clean_checkout_never_runs_it() {
+    let repo = repo_with_answer();
+    let agent = claimer(&repo, 2);
+    let marker = repo.bin.path().join("filtered");
+    let once = repo.bin.path().join("planted-once");
+    let check = format!(
+        "{CHECK}; r=$?; case $PWD in *.clean) if ! test -e {o}; then touch {o}; rm -f .git; git init -q . && printf '#!/bin/sh\ntouch {m}\ncat\n' > .git/spy && chmod +x .git/spy && git config filter.spy.clean \"$PWD/.git/spy\" && echo '* filter=spy' > .git/info/attributes && echo new > made-by-check.txt && echo planted; fi;; esac; exit $r",
+        m = marker.display(),
+        o = once.display()
+    );
+    let dir = repo.init_loop(&agent, &[&check], &[]);
+    first_claim_fails_in_the_clean_checkout(&repo, &dir);
+    let cws = repo.ws_sibling(".clean");
+    assert!(
+        cws.join(".git/spy").is_file() && verify_log(&dir, 1).contains("planted"),
+        "the attack was made: the clean checkout's .git is a repository of the checks' with a filter"
+    );
+    assert!(
+        !marker.exists(),
+        "the runner's git never ran the plant's filter"
+    );
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert!(
+        !marker.exists(),
+        "the runner's git never ran the plant's filter"
+    );
+    assert_code(&out, 0, "the second claim holds the answer: DONE");
+}
+
 #[test]
 fn a_clean_checkout_deleted_by_hand_is_made_again_and_git_keeps_no_stale_worktree() {
     let repo = repo_with_answer();

@@ -1051,8 +1051,9 @@ fn a_plain_loops_scripts_are_short_and_share_one_library() {
     // 387,045 without the pinned binary's path, once a DONE with nothing to commit is bound
     // to the head that holds its tree; 390,341 with the trust looks, their comparison, the
     // state's writes and the sweeps answered by the resident perl, 73 of a small loop's 229
-    // processes a tick fewer): the aim is 300,000.
-    assert!(total <= 382 * 1024, "the loop directory: {total} bytes");
+    // processes a tick fewer; 391,826 once the runner's git looks at a work tree through
+    // its proven git directory, never a `.git` a check put there): the aim is 300,000.
+    assert!(total <= 383 * 1024, "the loop directory: {total} bytes");
     for name in ["verify.sh", "holdout.sh"] {
         let script = fs::read_to_string(dir.join(name)).unwrap();
         assert!(

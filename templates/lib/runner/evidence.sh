@@ -87,25 +87,28 @@ evidence_checks_settle() {
   tree_here_v || return 1
   now=$REPLY
   [[ $now == "$tree" ]] && return 0
+  # git as the snapshot ran it: never through a .git the checks put there.
+  tree_gitdir_v "$WS" || return 1
+  local gd=$REPLY
   while IFS= read -r -d '' st && IFS= read -r -d '' p; do
     case $st in
       A) created+=("$p") ;;
       *) changed+=("$p") ;;
     esac
-  done < <(config_git_q diff --no-renames --name-status -z "$tree" "$now" -- 2>>"$ORBIT_LOG_FILE")
+  done < <(GIT_DIR=$gd GIT_WORK_TREE=$WS config_git_q diff --no-renames --name-status -z "$tree" "$now" -- 2>>"$ORBIT_LOG_FILE")
   if ((${#changed[@]})); then
     orbit_cut_v "${changed[*]:0:10}" 300
     CHECKS_CHANGED=${REPLY//[[:cntrl:]]/?}
     orbit_log "a check run changed the tree it was checking (${#changed[@]} file(s): $CHECKS_CHANGED): put back as it was"
     printf '%s\0' "${changed[@]}" >"$ORBIT_TMP/restore.z"
     rm -f -- "$ORBIT_TMP/restore.idx"
-    if GIT_INDEX_FILE=$ORBIT_TMP/restore.idx git -C "$WS" read-tree "$tree" 2>>"$ORBIT_LOG_FILE"; then
-      GIT_INDEX_FILE=$ORBIT_TMP/restore.idx git -C "$WS" checkout-index -f -z --stdin <"$ORBIT_TMP/restore.z" 2>>"$ORBIT_LOG_FILE" || true
+    if GIT_DIR=$gd GIT_WORK_TREE=$WS GIT_INDEX_FILE=$ORBIT_TMP/restore.idx git -C "$WS" read-tree "$tree" 2>>"$ORBIT_LOG_FILE"; then
+      GIT_DIR=$gd GIT_WORK_TREE=$WS GIT_INDEX_FILE=$ORBIT_TMP/restore.idx git -C "$WS" checkout-index -f -z --stdin <"$ORBIT_TMP/restore.z" 2>>"$ORBIT_LOG_FILE" || true
     fi
     # What the tree did not hold at a changed path (a file the checks made where the
     # agent's was removed) goes too.
     for p in "${changed[@]}"; do
-      GIT_INDEX_FILE=$ORBIT_TMP/restore.idx git -C "$WS" ls-files --error-unmatch -- "$p" >/dev/null 2>&1 || rm -rf -- "${WS:?}/$p"
+      GIT_DIR=$gd GIT_WORK_TREE=$WS GIT_INDEX_FILE=$ORBIT_TMP/restore.idx git -C "$WS" ls-files --error-unmatch -- "$p" >/dev/null 2>&1 || rm -rf -- "${WS:?}/$p"
     done
     rm -f -- "$ORBIT_TMP/restore.idx" "$ORBIT_TMP/restore.z"
   fi

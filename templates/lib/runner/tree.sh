@@ -12,7 +12,7 @@ tree_snapshot() {
   # A snapshot that fails is an error, never a silently stale tree (git says why in the log).
   # The agent's folder stays out through info/exclude (an exclude pathspec naming an ignored
   # path makes git add fail).
-  if ! tree_add "$WS" "$idx" || ! setup_tree_write_v "$WS" "$idx"; then
+  if ! tree_at_v "$WS" "$idx"; then
     # Whatever context called it (a condition turns errexit off), the run stops here as on
     # any failed command: a full disk or a file-size limit named, else an internal error.
     stop_internal_error "$LINENO" "the workspace's snapshot into $idx (git says why above)" 1
@@ -104,11 +104,35 @@ tree_changes_v() {
 }
 
 # tree_at_v DIR INDEX: REPLY is the work tree DIR (a worktree of this repository; the agent's
-# folder excluded as in the workspace) as a git tree id, through the private index INDEX.
-# Status 1 when git cannot say.
+# folder excluded as in the workspace) as a git tree id, through the private index INDEX,
+# git run with DIR's git directory as tree_gitdir_v proves it. Status 1 when git cannot say.
 tree_at_v() {
+  tree_gitdir_v "$1" || return 1
+  local -x GIT_DIR=$REPLY GIT_WORK_TREE=$1
   tree_add "$1" "$2" || return 1
   setup_tree_write_v "$1" "$2"
+}
+
+# tree_gitdir_v DIR: REPLY is the git directory of the work tree DIR for the runner's git,
+# never one a `.git` there names unproven (a check can put a repository of its own there,
+# whose configuration names a program git runs: a filter, say): the workspace's, the clean
+# checkout's as proven when it was made, or one whose .git file names a worktree directory
+# of this repository that names it back. Status 1 else.
+tree_gitdir_v() {
+  local line=''
+  case $1 in
+    "$WS_MAIN") REPLY=$GIT_DIR_ABS ;;
+    "$WS_MAIN.clean") REPLY=$CLEAN_GD ;;
+    *)
+      [[ ! -f $1/.git || -L $1/.git ]] || IFS= read -r line <"$1/.git" 2>/dev/null || true
+      REPLY=${line#gitdir: }
+      [[ $REPLY == "$GIT_COMMON_ABS/worktrees/"* && $REPLY != */../* && -d $REPLY && ! -L $REPLY ]] || return 1
+      line=''
+      IFS= read -r line <"$REPLY/gitdir" 2>/dev/null || true
+      [[ $line -ef $1/.git ]] || return 1
+      ;;
+  esac
+  [[ -n $REPLY ]]
 }
 
 # tree_index_of_v DIR: REPLY is the private index the runner snapshots the work tree DIR

@@ -241,6 +241,16 @@ fn a_git_configuration_and_a_hook_planted_in_the_clean_checkouts_git_directory_t
     );
 }
 
+/// A check with CHECK's verdict that, in the clean checkout's first run only (`once` marks
+/// it made), replaces the checkout's .git with a repository of its own, `plant` (shell, run
+/// in the checkout) then sets that repository up, and `planted` is said.
+fn check_planting_a_repository(once: &Path, plant: &str) -> String {
+    format!(
+        "{CHECK}; r=$?; case $PWD in *.clean) if ! test -e {o}; then touch {o}; rm -f .git; git init -q . && {plant} && echo planted; fi;; esac; exit $r",
+        o = once.display()
+    )
+}
+
 #[test]
 fn a_dot_git_a_check_put_in_the_clean_checkout_is_never_obeyed_and_the_checkout_is_made_afresh() {
     let repo = repo_with_answer();
@@ -251,10 +261,12 @@ fn a_dot_git_a_check_put_in_the_clean_checkout_is_never_obeyed_and_the_checkout_
     // With the sandbox off, the first claim's checks in the clean checkout replace its .git
     // with a repository of their own whose configuration names a program git runs (an
     // fsmonitor that marks it ran, outside every checkout).
-    let check = format!(
-        "{CHECK}; r=$?; case $PWD in *.clean) if ! test -e {o}; then touch {o}; rm -f .git; git init -q . && printf '#!/bin/sh\\ntouch {m}\\n' > .git/spy && chmod +x .git/spy && git config core.fsmonitor \"$PWD/.git/spy\" && echo planted; fi;; esac; exit $r",
-        m = marker.display(),
-        o = once.display()
+    let check = check_planting_a_repository(
+        &once,
+        &format!(
+            "printf '#!/bin/sh\\ntouch {m}\\n' > .git/spy && chmod +x .git/spy && git config core.fsmonitor \"$PWD/.git/spy\"",
+            m = marker.display()
+        ),
     );
     let dir = repo.init_loop(&agent, &[&check], &[]);
     first_claim_fails_in_the_clean_checkout(&repo, &dir);
@@ -287,10 +299,12 @@ fn a_dot_git_with_a_clean_filter_a_check_put_in_the_clean_checkout_never_runs_it
     let agent = claimer(&repo, 2);
     let marker = repo.bin.path().join("filtered");
     let once = repo.bin.path().join("planted-once");
-    let check = format!(
-        "{CHECK}; r=$?; case $PWD in *.clean) if ! test -e {o}; then touch {o}; rm -f .git; git init -q . && printf '#!/bin/sh\ntouch {m}\ncat\n' > .git/spy && chmod +x .git/spy && git config filter.spy.clean \"$PWD/.git/spy\" && echo '* filter=spy' > .git/info/attributes && echo new > made-by-check.txt && echo planted; fi;; esac; exit $r",
-        m = marker.display(),
-        o = once.display()
+    let check = check_planting_a_repository(
+        &once,
+        &format!(
+            "printf '#!/bin/sh\\ntouch {m}\\ncat\\n' > .git/spy && chmod +x .git/spy && git config filter.spy.clean \"$PWD/.git/spy\" && echo '* filter=spy' > .git/info/attributes && echo new > made-by-check.txt",
+            m = marker.display()
+        ),
     );
     let dir = repo.init_loop(&agent, &[&check], &[]);
     first_claim_fails_in_the_clean_checkout(&repo, &dir);

@@ -1391,3 +1391,35 @@ echo done > "$ORBIT_AGENT_DIR/done.md""#,
         "info/refs was written"
     );
 }
+
+/// A check that swaps the workspace's `.git` for a repository of its own whose configuration
+/// names a clean and a smudge filter for every file (and leaves a new file for git to read
+/// through them): the runner's look at what the checks changed runs git with the
+/// workspace's own git directory, so no program of the plant's runs as the runner, and the
+/// integrity gate stops the loop on the swapped `.git` (git_tamper).
+#[test]
+fn a_dot_git_with_a_filter_a_check_put_in_the_workspace_never_runs_it() {
+    let repo = Repo::new();
+    let agent = repo.agent("writer", "cat >/dev/null; echo step >> work.txt");
+    let marker = repo.bin.path().join("filtered");
+    let once = repo.bin.path().join("planted-once");
+    let check = format!(
+        "if ! test -e {o}; then touch {o}; rm -f .git; git init -q . && printf '#!/bin/sh\\ntouch {m}\\ncat\\n' > .git/spy && chmod +x .git/spy && git config filter.spy.clean \"$PWD/.git/spy\" && git config filter.spy.smudge \"$PWD/.git/spy\" && echo '* filter=spy' > .git/info/attributes && echo new > made-by-check.txt && echo planted; fi; exit 1",
+        m = marker.display(),
+        o = once.display()
+    );
+    let dir = repo.init_loop(&agent, &[&check], &[]);
+    let out = repo.run_loop(&dir, &["--once"], &[]);
+    assert!(
+        once.exists() && repo.ws().join(".git/spy").is_file(),
+        "the attack was made: the workspace's .git is a repository of the check's\n{}",
+        text(&out)
+    );
+    assert!(
+        !marker.exists(),
+        "the runner's git never ran the plant's filter\n{}",
+        text(&out)
+    );
+    assert_code(&out, 3, "the swapped .git stops the loop");
+    assert_eq!(state_value(&dir, "STOP_REASON"), "git_tamper");
+}

@@ -292,7 +292,8 @@ fn a_dot_git_a_check_put_in_the_clean_checkout_is_never_obeyed_and_the_checkout_
 /// configuration names a clean filter for every file (and leaves a new file for git to read
 /// through it): the runner's look at what the checks changed runs git with the checkout's
 /// proven git directory, never the one found there, so no program of the plant's runs as the
-/// runner (outside the sandbox), and that look works: nothing of git's fails in runner.log.
+/// runner, and that look works: nothing of git's fails in runner.log. (With the sandbox off:
+/// under it the checks cannot replace .git, which is bound read-only.)
 #[test]
 fn a_dot_git_with_a_clean_filter_a_check_put_in_the_clean_checkout_never_runs_it() {
     let repo = repo_with_answer();

@@ -971,14 +971,11 @@ fn orbit_stop_waits_for_the_lock_a_stopped_runners_child_still_holds() {
         ])
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while !ready.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the stand-in runner never held the lock"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::support::wait_for(
+        "the stand-in runner to hold the lock",
+        Duration::from_secs(30),
+        || ready.exists(),
+    );
     let pid = orbit::ops::runner_pid(&dir).expect("the stand-in holds the lock as a runner");
     assert_eq!(pid, runner.id());
     let out = repo.orbit(&["stop", "--wait", "60s"]);
